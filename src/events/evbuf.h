@@ -1,0 +1,125 @@
+/*
+ * evbuf — per-thread event buffers: the hot path of every capture source.
+ *
+ * Lives in the preloaded shim (libprofhost.so) so that application threads
+ * append without crossing into the core. The core reaches these functions
+ * through struct shim_api (src/host/shim_api.h).
+ *
+ * Model. Capture happens in *generations*: evbuf_open() starts generation g
+ * with a fresh pool of fixed-size chunks, evbuf_close() ends it. While a
+ * generation is open, each thread appends variable-size records to a chunk
+ * it owns; a full chunk is replaced by the next free chunk of the pool (an
+ * atomic bump, no lock). When the pool is exhausted the record is dropped and
+ * counted ("drop and count": the buffer-exhausted policy; nothing blocks).
+ * After evbuf_close(), the host thread walks the generation's chunks with
+ * evbuf_drain() and then releases the pool with evbuf_release().
+ *
+ * Idle cost: evbuf_active() is one relaxed load and a predicted branch.
+ *
+ * Pools are kept in EVBUF_SLOTS slots indexed by generation; a generation can
+ * open only when its slot has been released, else its records are dropped
+ * (counted) until it closes. A writer that raced a close may append a record
+ * to a closed generation's chunk; the drain reads only what was published
+ * before it started, and a slot is reused only EVBUF_SLOTS generations later.
+ */
+#ifndef PROFHOST_EVBUF_H
+#define PROFHOST_EVBUF_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Record kinds. Values are stable: they also appear in the raw capture. */
+enum evbuf_kind {
+	EVBUF_RANGE_PUSH = 1, /* name = range name; a = domain id */
+	EVBUF_RANGE_POP = 2,  /* no name; a = domain id */
+	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
+	EVBUF_RANGE_END = 4,  /* id = range id */
+	EVBUF_MARK = 5,       /* name; a = domain id */
+	EVBUF_USER = 64       /* first kind free for capture sources */
+};
+
+/* One record. 8-byte aligned; `size` covers header and payload, rounded up
+ * to a multiple of 8. The payload is `len` bytes (a name, not NUL-ended). */
+struct evbuf_rec {
+	uint16_t kind;
+	uint16_t size;
+	uint32_t len;
+	int64_t ts;  /* clock_now_ns() */
+	uint64_t id; /* kind-specific */
+	uint64_t a;  /* kind-specific */
+	/* payload follows */
+};
+
+#define EVBUF_NAME_MAX 4096           /* longer names are cut */
+#define EVBUF_CHUNK_BYTES (64 * 1024) /* chunk size, header included */
+#define EVBUF_SLOTS 4
+
+/* The shared capture word: bit 0 = a generation is open; the rest is the
+ * generation number. Read with evbuf_active(). */
+extern _Atomic uint64_t evbuf_state;
+
+/* True while a capture generation is open. Any thread, async-signal-safe. */
+static inline int evbuf_active(void)
+{
+	return (int)(atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1);
+}
+
+/* Counters of one generation, read after it closed. */
+struct evbuf_stats {
+	uint64_t records;        /* records appended */
+	uint64_t dropped_full;   /* records dropped: pool exhausted */
+	uint64_t dropped_noslot; /* records dropped: no free slot (host behind) */
+	uint64_t bytes;          /* bytes used in chunks */
+	uint32_t chunks;         /* chunks used */
+	uint32_t threads;        /* distinct threads that appended */
+};
+
+/*
+ * Appends a record on the calling thread if a generation is open; a no-op
+ * otherwise. `name` may be NULL (no payload) and is copied, at most
+ * EVBUF_NAME_MAX bytes. Any thread; not async-signal-safe on a thread's first
+ * record of a generation (it reads the thread's name), so signal handlers use
+ * evbuf_append_raw() on a thread that is already registered.
+ */
+void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a);
+
+/* As evbuf_append() with an explicit timestamp and a payload of `len` bytes
+ * (not necessarily text). Returns 0, or -1 when dropped or inactive. */
+int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
+		     uint32_t len, uint64_t id, uint64_t a);
+
+/*
+ * Opens a new generation backed by a pool of `bytes` (rounded to whole
+ * chunks, at least 2). Returns the generation number (>= 1), or 0 when one is
+ * already open. The pool's memory is reserved with mmap, lazily backed.
+ * Callers serialize open/close (the core holds its step lock).
+ */
+uint64_t evbuf_open(size_t bytes);
+
+/* Closes the open generation; returns its number, or 0 when none was open.
+ * Appends after this return are no-ops. */
+uint64_t evbuf_close(void);
+
+/* Called for each record of a drained generation, in append order per
+ * thread; `tid` is the writer's kernel thread id and `thread_name` its name
+ * when the thread first wrote in this generation. */
+typedef void (*evbuf_visit_fn)(void *ctx, int32_t tid, const char *thread_name,
+			       const struct evbuf_rec *rec);
+
+/* Visits every record of closed generation `gen` and fills *stats.
+ * Host thread only; `gen` must be closed and not yet released.
+ * Returns 0, or -1 when `gen` is unknown or still open. */
+int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+		struct evbuf_stats *stats);
+
+/* Frees generation `gen`'s pool so its slot can be reused. Host thread. */
+void evbuf_release(uint64_t gen);
+
+/* Pointer to a record's payload. */
+static inline const char *evbuf_payload(const struct evbuf_rec *r)
+{
+	return (const char *)(r + 1);
+}
+
+#endif

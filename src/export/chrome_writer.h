@@ -1,0 +1,37 @@
+/*
+ * chrome_writer — streams a struct trace as a Chrome / Perfetto trace in
+ * Kineto's JSON schema (what TensorBoard's profiler plugin and Holistic Trace
+ * Analysis read):
+ *
+ *   { "schemaVersion": 1, "deviceProperties": [...],
+ *     "distributedInfo": {"backend": ..., "rank": R, "world_size": W},
+ *     "baseTimeNanoseconds": ..., "displayTimeUnit": "ms",
+ *     "traceName": ..., "profhost": {version, window, steps, reason,
+ *     counters...}, "traceEvents": [ ... ] }
+ *
+ * Event timestamps are microseconds (3 decimals) relative to
+ * baseTimeNanoseconds, which is the Unix-epoch time of clock value 0.
+ * Every string is escaped: quotes, backslashes, control characters, and
+ * invalid UTF-8 replaced by U+FFFD. The writer streams through a fixed
+ * buffer; the trace is never formatted whole in memory.
+ */
+#ifndef PROFHOST_CHROME_WRITER_H
+#define PROFHOST_CHROME_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../events/trace.h"
+#include "../util/err.h"
+#include "outfile.h"
+
+/* Writes the whole trace document to `out`. Returns 0, or -1 with *e set
+ * (the file is then not committed by the caller). Host thread. */
+int chrome_writer_write(const struct trace *t, struct outfile *out,
+			struct err *e);
+
+/* Writes `len` bytes of `s` as a JSON string literal (with the quotes) into
+ * `out`, escaping as described above. Returns 0 or -1 (I/O error). */
+int chrome_writer_string(struct outfile *out, const char *s, size_t len);
+
+#endif

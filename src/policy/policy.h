@@ -1,0 +1,172 @@
+/*
+ * policy — the Lua policy engine.
+ *
+ * One Lua 5.4 VM per process runs the user's policy file (or the built-in
+ * default), sandboxed: no os.execute/io.popen/os.exit, no loadfile/dofile,
+ * `require` limited to profhost's Lua directory and the policy file's own
+ * directory, LUA_NOENV. Every call into Lua runs under a time budget (a count
+ * hook) and lua_pcall with a traceback; the VM's memory is capped by its
+ * allocator.
+ *
+ * The Lua side (lua/prof/init.lua) implements the `prof` module and validates
+ * every call; this module creates the VM, loads the file, applies --set
+ * overrides and reads the validated configuration into struct policy_config.
+ *
+ * Threads: all functions take the policy's own lock. policy_on_step() and the
+ * window hooks use a try-lock and return POLICY_BUSY instead of waiting, so a
+ * step boundary is never delayed by a report or a REPL command.
+ */
+#ifndef PROFHOST_POLICY_H
+#define PROFHOST_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../schedule/schedule.h"
+#include "../util/err.h"
+
+/* The configuration a policy produced, after validation and --set. Strings
+ * are owned by the policy; NULL means "not set". */
+struct policy_config {
+	/* prof.output */
+	char *output_dir;          /* default "prof_out" */
+	char *run_name;            /* NULL: <program>-<yyyymmdd-hhmmss> */
+
+	/* prof.schedule (schedule.enabled is false when the policy has no
+	 * prof.schedule call and no default applies) */
+	struct sched_config schedule;
+
+	/* prof.steps */
+	struct {
+		char *nvtx;            /* range name whose end is a step */
+		char *nvtx_domain;     /* its domain, NULL = any */
+		char *nvtx_mark;       /* mark name that is a step */
+		char *python;          /* "pkg.module:Class.method" */
+		char *cuda;            /* CUDA API name, e.g. cudaGraphLaunch */
+		char *kernel;          /* kernel name pattern (Lua pattern) */
+		uint32_t every_ms;     /* 0 = off */
+	} steps;
+
+	/* prof.capture */
+	struct {
+		bool nvtx;             /* default true */
+		bool cuda_kernels, cuda_memcpy, cuda_memset, cuda_runtime,
+		     cuda_driver, cuda_sync, cuda_memory; /* default true */
+		uint32_t cpu_hz;       /* 0 = no CPU sampling (default) */
+		bool cpu_wall_clock;   /* false: CPU-time clock */
+		uint32_t cuda_backtrace_us; /* 0 = off */
+		bool record_shapes;
+		size_t buffer_bytes;   /* per-window event pool; default 128 MiB */
+	} capture;
+
+	/* prof.export */
+	struct {
+		bool chrome;           /* default true */
+		bool chrome_gzip;      /* default false */
+		bool tensorboard;      /* default false */
+		bool key_averages;     /* default true */
+		char *sort_by;         /* default "self_cpu_time_total" */
+		uint32_t row_limit;    /* default 50 */
+		char *group_by;        /* "name" (default) | "domain" */
+		bool stacks, memory_timeline, summary; /* default true */
+	} export;
+
+	/* prof.limits */
+	struct {
+		uint32_t hook_ms;      /* per hook call; default 100 */
+		uint32_t report_ms;    /* per on_trace_ready call; default 10000 */
+		uint32_t load_ms;      /* loading the file; default 2000 */
+		size_t memory_bytes;   /* VM memory cap; default 64 MiB */
+	} limits;
+
+	/* Which hooks the policy registered. */
+	bool has_on_step, has_on_window_start, has_on_window_end,
+	     has_on_trace_ready;
+};
+
+/* Called from Lua's prof.capture_now{steps=N, reason=...} on whatever thread
+ * runs the hook. Returns 0 or -1 (with *e set). Must not call back into the
+ * policy. */
+typedef int (*policy_capture_fn)(void *ctx, uint32_t steps, const char *reason,
+				 struct err *e);
+
+struct policy_opts {
+	const char *lua_dir;       /* profhost's Lua directory (holds prof/) */
+	const char *script;        /* policy file; NULL = built-in default */
+	const char *const *sets;   /* "key=value" overrides (--set), NULL-ended;
+				      may be NULL */
+	policy_capture_fn capture_now;
+	void *capture_ctx;
+};
+
+struct policy;
+
+/*
+ * Creates the VM and loads the policy. On failure returns NULL and writes a
+ * one-line message to *e naming the input: "policy.lua:3: prof.schedule:
+ * unknown key 'activ' (valid keys: ...)", "PROF_SCRIPT: cannot open
+ * 'x.lua': No such file or directory", "--set schedule.active=x: ...".
+ * Any thread, once.
+ */
+struct policy *policy_load(const struct policy_opts *opts, struct err *e);
+
+/* The validated configuration. Valid until policy_free(). */
+const struct policy_config *policy_config(const struct policy *p);
+
+/* Absolute path of the loaded policy file, or "(built-in default)". */
+const char *policy_source(const struct policy *p);
+
+/* Result of a hook call. */
+enum policy_status {
+	POLICY_OK = 0,
+	POLICY_BUSY = 1,     /* the VM is busy on another thread: not run */
+	POLICY_ERROR = -1    /* the hook failed; *e has file:line: message */
+};
+
+/* What a step hook sees (fields of the Lua table `s`). */
+struct policy_step_info {
+	uint64_t step;          /* the step that just ended */
+	double duration_ms;     /* its duration */
+	double median_ms;       /* median of recent steps (up to 101) */
+	double mean_ms;
+	const char *action;     /* the schedule action of the ended step */
+	bool recording;         /* a window is recording */
+};
+
+/* Runs every prof.on_step hook. A hook that fails is reported through *e
+ * and disabled. Any thread; never waits for the lock. */
+enum policy_status policy_on_step(struct policy *p,
+				  const struct policy_step_info *info,
+				  struct err *e);
+
+/* What the window hooks see (fields of the Lua table `w`). */
+struct policy_window_info {
+	uint32_t window;
+	uint64_t first_step, last_step;  /* last = first for window_start */
+	const char *reason;
+	const char *dir;                 /* the window's output directory,
+					    NULL for window_start */
+	const char *const *files;        /* files written, NULL-ended; may be
+					    NULL */
+	uint64_t events, dropped;
+};
+
+/* Runs prof.on_window_start / on_window_end hooks. Any thread; never waits. */
+enum policy_status policy_on_window_start(struct policy *p,
+					  const struct policy_window_info *w,
+					  struct err *e);
+enum policy_status policy_on_window_end(struct policy *p,
+					const struct policy_window_info *w,
+					struct err *e);
+
+/* Runs prof.on_trace_ready hooks with the window's trace object, under the
+ * report budget. Host thread; waits for the lock. */
+enum policy_status policy_on_trace_ready(struct policy *p,
+					 const struct policy_window_info *w,
+					 struct err *e);
+
+/* Closes the VM and frees everything. NULL-safe. */
+void policy_free(struct policy *p);
+
+#endif

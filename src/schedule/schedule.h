@@ -1,0 +1,109 @@
+/*
+ * schedule — step counting and the capture-window state machine.
+ *
+ * Semantics are torch.profiler.schedule's, exactly:
+ *   - steps are numbered from 0; step 0 runs from start to the first step
+ *     boundary (prof_step()), step k ends at the (k+1)-th boundary;
+ *   - the first `skip_first` steps do nothing; after them the schedule
+ *     repeats cycles of `wait` idle steps, `warmup` warm-up steps and
+ *     `active` recorded steps; the last active step of a cycle saves the
+ *     window (RECORD_AND_SAVE); `cycles` cycles are run (torch's `repeat`;
+ *     0 = forever).
+ * On top of it, sched_capture_now() asks for an extra window of N recorded
+ * steps starting at the next boundary. While such a window runs the schedule
+ * is suspended; it resumes with the action the step counter then gives. If a
+ * window is already recording, the request starts at the first boundary
+ * after it was saved.
+ *
+ * Pure logic: no clock, no I/O, no locks. The caller serializes calls.
+ */
+#ifndef PROFHOST_SCHEDULE_H
+#define PROFHOST_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* torch.profiler.ProfilerAction. */
+enum sched_action {
+	SCHED_NONE = 0,
+	SCHED_WARMUP,
+	SCHED_RECORD,
+	SCHED_RECORD_AND_SAVE
+};
+
+/* Name of an action: "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE". */
+const char *sched_action_name(enum sched_action a);
+
+struct sched_config {
+	uint32_t skip_first;
+	uint32_t wait;
+	uint32_t warmup;
+	uint32_t active; /* must be >= 1, unless `enabled` is false */
+	uint32_t cycles; /* 0 = forever */
+	bool enabled;    /* false: the schedule never opens a window */
+};
+
+/*
+ * Checks a configuration. Returns NULL when valid, else a static English
+ * message naming the field ("active must be at least 1").
+ */
+const char *sched_config_check(const struct sched_config *c);
+
+/* The action torch's schedule function gives step `step` (no capture_now). */
+enum sched_action sched_action_at(const struct sched_config *c, uint64_t step);
+
+/* What happened at one step boundary, or at the start and at finish. */
+struct sched_result {
+	uint64_t step;             /* the step that now begins (or the last one,
+				      for sched_finish) */
+	enum sched_action action;  /* its action */
+	bool open_window;          /* a recorded window starts with `step` */
+	bool warmup_start;         /* a warm-up phase starts with `step` */
+	bool save;                 /* a window ended: write steps first..last */
+	bool partial;              /* (finish) the last step was cut short */
+	uint64_t first, last;      /* the saved window's steps, when `save` */
+	uint32_t window;           /* the saved window's index, when `save`;
+				      the opened window's, when `open_window` */
+	const char *reason;        /* "schedule" or the capture_now reason of
+				      the saved (or opened) window; owned by
+				      the sched, valid until the next call */
+};
+
+struct sched {
+	struct sched_config cfg;
+	uint64_t step;             /* current step number */
+	enum sched_action action;  /* current step's action */
+	uint32_t windows;          /* windows opened so far */
+	/* capture_now state */
+	uint32_t pending_steps;    /* queued request, 0 = none */
+	char pending_reason[128];
+	uint32_t now_left;         /* steps left in a running capture_now window */
+	char reason[128];          /* reason of the window now recording */
+	uint64_t window_first;     /* first step of the window now recording */
+	bool recording;            /* a window is recording */
+};
+
+/* Initializes the state for step 0 and reports what step 0 does (a window
+ * may open at step 0 when skip_first = wait = warmup = 0). `cfg` must pass
+ * sched_config_check(). */
+void sched_init(struct sched *s, const struct sched_config *cfg,
+		struct sched_result *out);
+
+/* A step boundary: step k ends, step k+1 begins. Fills *out. */
+void sched_on_step(struct sched *s, struct sched_result *out);
+
+/* Queues a capture_now window of `steps` (>= 1) recorded steps. `reason` may
+ * be NULL (stored as "capture_now"); it is copied, cut to 127 bytes.
+ * Returns 0, or -1 when steps is 0 or a request is already queued. */
+int sched_capture_now(struct sched *s, uint32_t steps, const char *reason);
+
+/* The process is ending during the current step: if a window is recording,
+ * reports it as saved with `partial` set. Further calls are undefined. */
+void sched_finish(struct sched *s, struct sched_result *out);
+
+/* Replaces the configuration (live change). The step counter is kept; the
+ * new schedule applies from the next boundary. A window already recording
+ * finishes under the old one. Returns NULL or sched_config_check()'s text. */
+const char *sched_reconfigure(struct sched *s, const struct sched_config *cfg);
+
+#endif

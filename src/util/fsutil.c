@@ -1,0 +1,133 @@
+/* fsutil — small file-system helpers (see fsutil.h). */
+#include "fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fsutil_mkdirs(const char *path, unsigned mode, struct err *e)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+	char *p;
+
+	if (n == 0 || n >= sizeof buf)
+		return err_set(e, "directory name '%s' is empty or too long", path);
+	memcpy(buf, path, n + 1);
+	for (p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) != 0 && errno != EEXIST)
+			return err_errno(e, errno, "cannot create directory '%s'", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, mode) != 0 && errno != EEXIST)
+		return err_errno(e, errno, "cannot create directory '%s'", buf);
+	return 0;
+}
+
+int fsutil_join(char *out, size_t size, const char *a, const char *b,
+		struct err *e)
+{
+	size_t la = strlen(a);
+	int n;
+
+	while (la > 1 && a[la - 1] == '/')
+		la--;
+	n = snprintf(out, size, "%.*s/%s", (int)la, a, b);
+	if (n < 0 || (size_t)n >= size)
+		return err_set(e, "path '%s/%s' is too long", a, b);
+	return 0;
+}
+
+/* Writes all of buf to fd; returns 0 or -1 (errno set). */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(fd, buf, len);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		buf += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+int fsutil_copy(const char *src, const char *dst, struct err *e)
+{
+	char tmp[PATH_MAX], buf[65536];
+	int in, out, rc = 0;
+	ssize_t r;
+
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof tmp)
+		return err_set(e, "path '%s' is too long", dst);
+	in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return err_errno(e, errno, "cannot read '%s'", src);
+	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (out < 0) {
+		close(in);
+		return err_errno(e, errno, "cannot create '%s'", tmp);
+	}
+	while ((r = read(in, buf, sizeof buf)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || write_all(out, buf, (size_t)r) != 0) {
+			rc = err_errno(e, errno, "cannot copy '%s' to '%s'", src, dst);
+			break;
+		}
+	}
+	close(in);
+	if (close(out) != 0 && rc == 0)
+		rc = err_errno(e, errno, "cannot write '%s'", tmp);
+	if (rc == 0 && rename(tmp, dst) != 0)
+		rc = err_errno(e, errno, "cannot rename '%s' to '%s'", tmp, dst);
+	if (rc != 0)
+		unlink(tmp);
+	return rc;
+}
+
+char *fsutil_read(const char *path, size_t max, size_t *len, struct err *e)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	size_t n;
+
+	if (!f) {
+		err_errno(e, errno, "cannot open '%s'", path);
+		return NULL;
+	}
+	buf = malloc(max + 1);
+	if (!buf) {
+		fclose(f);
+		err_set(e, "out of memory reading '%s'", path);
+		return NULL;
+	}
+	n = fread(buf, 1, max, f);
+	if (ferror(f)) {
+		err_errno(e, errno, "cannot read '%s'", path);
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	if (n == max && fgetc(f) != EOF) {
+		err_set(e, "'%s' is larger than %zu bytes", path, max);
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
+}

@@ -1,0 +1,3 @@
+/* stub */
+#include "check.h"
+int main(void) { return check_done(); }
