@@ -78,9 +78,8 @@ struct evbuf_stats {
 /*
  * Appends a record on the calling thread if a generation is open; a no-op
  * otherwise. `name` may be NULL (no payload) and is copied, at most
- * EVBUF_NAME_MAX bytes. Any thread; not async-signal-safe on a thread's first
- * record of a generation (it reads the thread's name), so signal handlers use
- * evbuf_append_raw() on a thread that is already registered.
+ * EVBUF_NAME_MAX bytes. Any thread; async-signal-safe (no locks, no malloc:
+ * a thread's first record of a generation only issues raw syscalls).
  */
 void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a);
 
@@ -115,6 +114,10 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 
 /* Frees generation `gen`'s pool so its slot can be reused. Host thread. */
 void evbuf_release(uint64_t gen);
+
+/* In a child after fork(): closes capture there and forgets the parent
+ * thread's chunk. The parent's generations stay the parent's. */
+void evbuf_after_fork_child(void);
 
 /* Pointer to a record's payload. */
 static inline const char *evbuf_payload(const struct evbuf_rec *r)

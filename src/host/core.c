@@ -1,1 +1,265 @@
-/* stub: filled in by its module's work */
+/*
+ * core — libprofhost-core.so's entry point: reads the environment, loads the
+ * policy, sets up the schedule and the exit path, and answers the shim's
+ * calls. Every failure is reported once and turns profiling off for the
+ * process (fail open); PROF_STRICT=1 makes it fatal instead.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../events/clock.h"
+#include "../util/fsutil.h"
+#include "../util/log.h"
+#include "host.h"
+
+#define PROFHOST_EXPORT __attribute__((visibility("default")))
+#define STRICT_EXIT_STATUS 70
+#define FINI_WAIT_MS 60000
+
+static struct host host;
+
+void host_fail(struct host *h, const struct err *e)
+{
+	log_msg(LOG_ERROR, "%s", e->msg);
+	if (h->env.strict) {
+		log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d",
+			STRICT_EXIT_STATUS);
+		_exit(STRICT_EXIT_STATUS);
+	}
+}
+
+/* Reads argv from /proc/self/cmdline into buf; returns the number of
+ * arguments found (up to max) with argv[i] pointing into buf. */
+static int read_cmdline(char *buf, size_t size, const char **argv, int max)
+{
+	FILE *f = fopen("/proc/self/cmdline", "rb");
+	size_t n, i;
+	int argc = 0;
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, size - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	for (i = 0; i < n && argc < max; i += strlen(buf + i) + 1)
+		argv[argc++] = buf + i;
+	return argc;
+}
+
+/* Basename of `path` without a trailing ".py". */
+static void base_name(const char *path, char *out, size_t size)
+{
+	const char *b = strrchr(path, '/');
+	size_t n;
+
+	snprintf(out, size, "%s", b ? b + 1 : path);
+	n = strlen(out);
+	if (n > 3 && strcmp(out + n - 3, ".py") == 0)
+		out[n - 3] = '\0';
+}
+
+/* The program's name for the run directory: the script for
+ * `python train.py` / `python -m pkg.mod`, else argv[0]'s basename. */
+static void find_program(struct host *h)
+{
+	char buf[8192];
+	const char *argv[4];
+	int argc = read_cmdline(buf, sizeof buf, argv, 4);
+	char first[256];
+
+	if (argc == 0) {
+		snprintf(h->program, sizeof h->program, "process");
+		return;
+	}
+	base_name(argv[0], first, sizeof first);
+	if (strncmp(first, "python", 6) == 0 && argc > 1) {
+		if (strcmp(argv[1], "-m") == 0 && argc > 2)
+			base_name(argv[2], h->program, sizeof h->program);
+		else if (argv[1][0] != '-')
+			base_name(argv[1], h->program, sizeof h->program);
+		else
+			snprintf(h->program, sizeof h->program, "%s", first);
+	} else {
+		snprintf(h->program, sizeof h->program, "%s", first);
+	}
+	if (!h->program[0])
+		snprintf(h->program, sizeof h->program, "%s", first[0] ? first : "process");
+}
+
+/* Where profhost's Lua library is: PROF_LUA_DIR, else
+ * <dir of this library>/../share/profhost/lua. */
+static int find_lua_dir(struct host *h, char *out, size_t size, struct err *e)
+{
+	Dl_info info;
+	char lib[PATH_MAX], *slash;
+
+	if (h->env.lua_dir) {
+		snprintf(out, size, "%s", h->env.lua_dir);
+		return 0;
+	}
+	if (!dladdr((void *)&find_lua_dir, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, lib))
+		return err_set(e, "cannot locate libprofhost-core.so to find the "
+			       "Lua library (set PROF_LUA_DIR)");
+	slash = strrchr(lib, '/');
+	if (slash)
+		*slash = '\0';
+	if (snprintf(out, size, "%s/../share/profhost/lua", lib) >= (int)size)
+		return err_set(e, "path of the Lua library is too long (set PROF_LUA_DIR)");
+	if (access(out, R_OK) != 0)
+		return err_errno(e, errno, "profhost's Lua library is missing at '%s' "
+				 "(reinstall, or set PROF_LUA_DIR)", out);
+	return 0;
+}
+
+/* Decides <output dir>/<run> and exports PROF_RUN_ID so the processes this
+ * one starts share the run directory. Start-up. */
+static int find_run_dir(struct host *h, struct err *e)
+{
+	const char *dir = h->env.output_dir ? h->env.output_dir : h->cfg->output_dir;
+	char run[300], cwd[PATH_MAX];
+	int n;
+
+	if (!dir || !*dir)
+		dir = "prof_out";
+	if (h->cfg->run_name && *h->cfg->run_name) {
+		snprintf(run, sizeof run, "%s", h->cfg->run_name);
+	} else if (h->env.run_id) {
+		snprintf(run, sizeof run, "%s", h->env.run_id);
+	} else {
+		time_t now = time(NULL);
+		struct tm tm;
+		char stamp[32];
+
+		localtime_r(&now, &tm);
+		strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+		snprintf(run, sizeof run, "%s-%s", h->program, stamp);
+		setenv("PROF_RUN_ID", run, 0);
+	}
+	if (dir[0] == '/') {
+		n = snprintf(h->run_dir, sizeof h->run_dir, "%s/%s", dir, run);
+	} else {
+		/* Relative to where the process started: it may chdir later. */
+		if (!getcwd(cwd, sizeof cwd))
+			return err_errno(e, errno, "cannot read the current directory "
+					 "for output directory '%s'", dir);
+		n = snprintf(h->run_dir, sizeof h->run_dir, "%s/%s/%s", cwd, dir, run);
+	}
+	if (n < 0 || (size_t)n >= sizeof h->run_dir)
+		return err_set(e, "output directory '%s' is too long", dir);
+	return 0;
+}
+
+/* Lua's prof.capture_now lands here. */
+static int policy_capture(void *ctx, uint32_t steps, const char *reason,
+			  struct err *e)
+{
+	return window_capture_now(ctx, steps, reason, e);
+}
+
+static void core_step(void)
+{
+	window_step(&host);
+}
+
+static int core_capture_now(unsigned steps, const char *reason)
+{
+	struct err e;
+
+	if (window_capture_now(&host, steps, reason, &e) != 0) {
+		log_msg(LOG_WARN, "prof_capture_now: %s", e.msg);
+		return -1;
+	}
+	return 0;
+}
+
+static void core_fini(void)
+{
+	if (atomic_exchange(&host.disabled, 1))
+		return;
+	window_finish(&host, false);
+	hostthread_stop(&host, FINI_WAIT_MS);
+}
+
+static void core_after_fork_child(void)
+{
+	/* The child has no host thread and must not write into the parent's
+	 * windows; it stays quiet unless it execs (a new image starts over). */
+	atomic_store(&host.disabled, 1);
+	pthread_mutex_init(&host.win.lock, NULL);
+	host.win.recording = false;
+	atomic_store(&host.ht.started, 0);
+}
+
+/* Loads the policy and fills host.cfg. Returns 0 or -1 with *e. */
+static int load_policy(struct host *h, struct err *e)
+{
+	char lua_dir[PATH_MAX];
+	struct policy_opts o = { 0 };
+
+	if (find_lua_dir(h, lua_dir, sizeof lua_dir, e) != 0)
+		return -1;
+	o.lua_dir = lua_dir;
+	o.script = h->env.script;
+	o.sets = h->env.sets;
+	o.capture_now = policy_capture;
+	o.capture_ctx = h;
+	h->policy = policy_load(&o, e);
+	if (!h->policy)
+		return -1;
+	h->cfg = policy_config(h->policy);
+	log_msg(LOG_DEBUG, "policy %s loaded", policy_source(h->policy));
+	return 0;
+}
+
+PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
+				       struct core_api *core)
+{
+	struct host *h = &host;
+	struct err e;
+
+	e.msg[0] = '\0';
+	if (shim->version != SHIM_API_VERSION) {
+		log_msg(LOG_ERROR, "libprofhost.so and libprofhost-core.so are from "
+			"different versions; profiling is off (reinstall profhost)");
+		return -1;
+	}
+	h->shim = shim;
+	if (env_read(&h->env, &e) != 0)
+		goto fail;
+	log_set_level(h->env.log_level);
+	h->pid = getpid();
+	h->base_time_ns = clock_wall_offset_ns();
+	if (gethostname(h->hostname, sizeof h->hostname - 1) != 0)
+		snprintf(h->hostname, sizeof h->hostname, "host");
+	find_program(h);
+	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0 ||
+	    hostthread_init(h, &e) != 0)
+		goto fail;
+	window_init(h);
+	exitpath_install(h);
+	core->step = core_step;
+	core->capture_now = core_capture_now;
+	core->fini = core_fini;
+	core->after_fork_child = core_after_fork_child;
+	log_msg(LOG_DEBUG, "ready: pid %d, rank %d, output %s", (int)h->pid,
+		h->env.rank, h->run_dir);
+	return 0;
+fail:
+	log_msg(LOG_ERROR, "%s; profiling is off for this process", e.msg);
+	if (h->env.strict) {
+		log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d",
+			STRICT_EXIT_STATUS);
+		_exit(STRICT_EXIT_STATUS);
+	}
+	policy_free(h->policy);
+	h->policy = NULL;
+	env_free(&h->env);
+	return -1;
+}

@@ -1,1 +1,110 @@
-/* stub: filled in by its module's work */
+/* env — the host's environment variables (see env.h). */
+#include "env.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Returns the variable's value, or NULL when unset or empty. */
+static const char *env_get(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+/* Parses a non-negative decimal integer. Returns 0 or -1. */
+static int env_parse_uint(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 0 || v > 1000000000)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* The first of `names` that is set gives *out; a malformed one is warned
+ * about and skipped. */
+static void env_first_int(const char *const *names, int *out)
+{
+	for (; *names; names++) {
+		const char *v = env_get(*names);
+		if (!v)
+			continue;
+		if (env_parse_uint(v, out) == 0)
+			return;
+		log_msg(LOG_WARN, "%s='%s' is not a non-negative integer; ignored",
+			*names, v);
+	}
+}
+
+int env_read(struct host_env *env, struct err *e)
+{
+	static const char *const rank_vars[] = { "RANK", "SLURM_PROCID",
+		"OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL };
+	static const char *const size_vars[] = { "WORLD_SIZE", "SLURM_NTASKS",
+		"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL };
+	const char *v;
+	size_t n = 0;
+	char *p, *save = NULL;
+
+	memset(env, 0, sizeof *env);
+	env->log_level = LOG_INFO;
+	env->world_size = 1;
+
+	v = env_get("PROF_LOG");
+	if (v && log_parse_level(v, &env->log_level) != 0)
+		return err_set(e, "PROF_LOG='%s' is not a log level (use quiet, "
+			       "info or debug)", v);
+	v = env_get("PROF_STRICT");
+	if (v) {
+		if (strcmp(v, "1") == 0)
+			env->strict = true;
+		else if (strcmp(v, "0") != 0)
+			return err_set(e, "PROF_STRICT='%s' is not understood (use 1 "
+				       "to make profhost failures fatal, 0 or unset "
+				       "to report them and go on)", v);
+	}
+	env->script = env_get("PROF_SCRIPT");
+	env->output_dir = env_get("PROF_OUTPUT_DIR");
+	env->run_id = env_get("PROF_RUN_ID");
+	if (env->run_id && (strchr(env->run_id, '/') || strcmp(env->run_id, ".") == 0 ||
+			    strcmp(env->run_id, "..") == 0))
+		return err_set(e, "PROF_RUN_ID='%s' must be a plain directory name "
+			       "(no '/')", env->run_id);
+	env->notes = env_get("PROF_LAUNCHER_NOTES");
+	env->lua_dir = env_get("PROF_LUA_DIR");
+
+	v = env_get("PROF_SET");
+	if (v) {
+		env->set_buf = strdup(v);
+		if (!env->set_buf)
+			return err_set(e, "out of memory reading PROF_SET");
+		for (p = strtok_r(env->set_buf, "\n", &save); p;
+		     p = strtok_r(NULL, "\n", &save)) {
+			if (!*p)
+				continue;
+			if (n == ENV_MAX_SETS)
+				return err_set(e, "PROF_SET has more than %d overrides",
+					       ENV_MAX_SETS);
+			env->sets[n++] = p;
+		}
+	}
+	env->sets[n] = NULL;
+
+	env_first_int(rank_vars, &env->rank);
+	env_first_int(size_vars, &env->world_size);
+	if (env->world_size < 1)
+		env->world_size = 1;
+	return 0;
+}
+
+void env_free(struct host_env *env)
+{
+	free(env->set_buf);
+	env->set_buf = NULL;
+	env->sets[0] = NULL;
+}

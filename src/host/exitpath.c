@@ -1,1 +1,88 @@
-/* stub: filled in by its module's work */
+/*
+ * exitpath — keeps the open window when the process dies of a signal.
+ *
+ * For SIGTERM, SIGINT and SIGHUP, and (best effort) SIGSEGV, SIGBUS, SIGFPE,
+ * SIGILL and SIGABRT, where the application left the default disposition,
+ * the handler asks the host thread to close and write the open window and
+ * waits for its answer (bounded), then restores the default disposition and
+ * raises the signal again: the process still dies of it, with the status the
+ * user would see without profhost. An application that installs its own
+ * handler later simply replaces ours; one that had a handler before is left
+ * alone (its own exit path, e.g. Python's KeyboardInterrupt, ends in exit()
+ * and the shim's destructor writes the window).
+ *
+ * Everything in the handler is async-signal-safe: atomics, write, poll,
+ * sigaction, raise.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../util/log.h"
+#include "host.h"
+
+#define EXIT_WAIT_MS 20000 /* how long a dying process waits for its window */
+
+static struct host *exit_host;
+static _Atomic int exit_in_progress;
+
+static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS,
+				    SIGFPE, SIGILL, SIGABRT };
+
+/* Asks the host thread to write the open window; waits for the answer. */
+static void exitpath_flush(struct host *h)
+{
+	struct pollfd pfd = { .fd = h->ht.ack[0], .events = POLLIN };
+	char c;
+
+	if (!atomic_load(&h->ht.started) || hostthread_is_self(h))
+		return;
+	if (!window_recording(h) && !h->ht.head && !h->ht.busy)
+		return;
+	if (write(h->ht.wake[1], "T", 1) != 1)
+		return;
+	while (poll(&pfd, 1, EXIT_WAIT_MS) < 0 && errno == EINTR)
+		;
+	if (read(h->ht.ack[0], &c, 1) != 1)
+		return; /* timed out: die without the window */
+}
+
+static void exitpath_handler(int sig)
+{
+	struct sigaction dfl;
+	int saved = errno;
+
+	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host)
+		exitpath_flush(exit_host);
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	errno = saved;
+	/* Pending until this handler returns, then fatal with the default
+	 * action; a fault re-executes its instruction and dies the same way. */
+	raise(sig);
+}
+
+void exitpath_install(struct host *h)
+{
+	size_t i;
+
+	exit_host = h;
+	for (i = 0; i < sizeof exit_signals / sizeof exit_signals[0]; i++) {
+		struct sigaction old, sa;
+
+		if (sigaction(exit_signals[i], NULL, &old) != 0)
+			continue;
+		if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+			continue; /* the application's own handler, or ignored */
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = exitpath_handler;
+		sigfillset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(exit_signals[i], &sa, NULL);
+	}
+	log_msg(LOG_DEBUG, "exit path: signal handlers installed");
+}

@@ -1,1 +1,263 @@
-/* stub: filled in by its module's work */
+/*
+ * window — the step side of the host: step boundaries drive the schedule,
+ * open and close capture generations, and hand closed windows to the host
+ * thread. The window lock is held only for the state machine and a few
+ * stores; policy hooks run after it is released.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../events/clock.h"
+#include "../util/log.h"
+#include "host.h"
+
+/* Opens a capture generation for the window that starts now. Lock held. */
+static void open_window(struct host *h, const struct sched_result *r, int64_t now)
+{
+	struct window_state *w = &h->win;
+	struct err e;
+
+	if (hostthread_start(h, &e) != 0) {
+		host_fail(h, &e); /* no thread to write it: skip the window */
+		return;
+	}
+	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
+	w->recording = true;
+	w->index = r->window;
+	w->first = r->step;
+	w->start_ts = now;
+	w->nsteps = 0;
+	snprintf(w->reason, sizeof w->reason, "%s", r->reason ? r->reason : "schedule");
+	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
+		(unsigned long long)r->step, w->reason);
+}
+
+/* Closes the recording window into a job for the host thread; NULL when
+ * memory ran out (the window is lost and said so). Lock held. */
+static struct host_job *close_window(struct host *h, const struct sched_result *r,
+				     int64_t now)
+{
+	struct window_state *w = &h->win;
+	struct host_job *job;
+
+	h->shim->evbuf_close();
+	w->recording = false;
+	job = calloc(1, sizeof *job);
+	if (!job) {
+		log_msg(LOG_ERROR, "out of memory: window %u (steps %llu-%llu) is lost",
+			w->index, (unsigned long long)r->first, (unsigned long long)r->last);
+		h->shim->evbuf_release(w->gen);
+		return NULL;
+	}
+	job->gen = w->gen;
+	job->window = w->index;
+	job->first = r->first;
+	job->last = r->last;
+	snprintf(job->reason, sizeof job->reason, "%s", w->reason);
+	job->start_ts = w->start_ts;
+	job->end_ts = now;
+	job->steps = w->steps;
+	job->nsteps = w->nsteps;
+	w->steps = NULL;
+	w->nsteps = w->cap_steps = 0;
+	return job;
+}
+
+/* Records the step that just ended in the recording window. Lock held. */
+static void keep_step(struct window_state *w, uint64_t step, int64_t start,
+		      int64_t end, int32_t tid, int partial)
+{
+	if (w->nsteps == w->cap_steps) {
+		size_t cap = w->cap_steps ? w->cap_steps * 2 : 16;
+		struct trace_step *p = realloc(w->steps, cap * sizeof *p);
+		if (!p)
+			return; /* the span is missing; the events are not */
+		w->steps = p;
+		w->cap_steps = cap;
+	}
+	w->steps[w->nsteps].step = step;
+	w->steps[w->nsteps].ts = start;
+	w->steps[w->nsteps].dur = end - start;
+	w->steps[w->nsteps].tid = tid;
+	w->steps[w->nsteps].partial = partial;
+	w->nsteps++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median and mean of the recent step durations. Lock held. */
+static void step_stats(const struct window_state *w, double *median, double *mean)
+{
+	double tmp[HOST_DUR_RING], sum = 0;
+	size_t i;
+
+	*median = *mean = 0;
+	if (!w->ndur)
+		return;
+	memcpy(tmp, w->dur_ms, w->ndur * sizeof *tmp);
+	for (i = 0; i < w->ndur; i++)
+		sum += tmp[i];
+	qsort(tmp, w->ndur, sizeof *tmp, cmp_double);
+	*median = w->ndur % 2 ? tmp[w->ndur / 2]
+			      : (tmp[w->ndur / 2 - 1] + tmp[w->ndur / 2]) / 2;
+	*mean = sum / (double)w->ndur;
+}
+
+/* Runs a window hook, reporting a failure. */
+static void report_hook(struct host *h, enum policy_status st, const struct err *e)
+{
+	if (st == POLICY_ERROR)
+		host_fail(h, e);
+	else if (st == POLICY_BUSY)
+		log_msg(LOG_DEBUG, "policy busy: a step hook was skipped");
+}
+
+void window_init(struct host *h)
+{
+	struct window_state *w = &h->win;
+	struct sched_result r;
+
+	pthread_mutex_init(&w->lock, NULL);
+	sched_init(&w->sched, &h->cfg->schedule, &r);
+	w->step_start = clock_now_ns();
+	w->step_tid = (int32_t)syscall(SYS_gettid);
+	if (r.open_window)
+		open_window(h, &r, w->step_start);
+}
+
+void window_step(struct host *h)
+{
+	struct window_state *w = &h->win;
+	struct sched_result r;
+	struct policy_step_info info;
+	struct policy_window_info wi;
+	struct host_job *job = NULL;
+	int64_t now = clock_now_ns();
+	int32_t tid = (int32_t)syscall(SYS_gettid);
+	bool opened = false, hooks;
+	double dur_ms;
+	struct err e;
+
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (w->finished) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	dur_ms = (double)(now - w->step_start) / 1e6;
+	w->dur_ms[w->dur_pos] = dur_ms;
+	w->dur_pos = (w->dur_pos + 1) % HOST_DUR_RING;
+	if (w->ndur < HOST_DUR_RING)
+		w->ndur++;
+	info.step = w->sched.step;
+	info.action = sched_action_name(w->sched.action);
+	info.duration_ms = dur_ms;
+	if (w->recording)
+		keep_step(w, w->sched.step, w->step_start, now, tid, 0);
+	sched_on_step(&w->sched, &r);
+	if (r.save && w->recording)
+		job = close_window(h, &r, now);
+	if (r.open_window) {
+		open_window(h, &r, now);
+		opened = w->recording;
+	}
+	w->step_start = now;
+	w->step_tid = tid;
+	info.recording = w->recording;
+	hooks = h->cfg->has_on_step || (opened && h->cfg->has_on_window_start);
+	if (hooks)
+		step_stats(w, &info.median_ms, &info.mean_ms);
+	memset(&wi, 0, sizeof wi);
+	wi.window = w->index;
+	wi.first_step = wi.last_step = w->first;
+	wi.reason = w->reason;
+	pthread_mutex_unlock(&w->lock);
+
+	if (job)
+		hostthread_submit(h, job);
+	if (opened && h->cfg->has_on_window_start)
+		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
+	if (h->cfg->has_on_step)
+		report_hook(h, policy_on_step(h->policy, &info, &e), &e);
+}
+
+int window_capture_now(struct host *h, unsigned steps, const char *reason,
+		       struct err *e)
+{
+	struct window_state *w = &h->win;
+	int rc;
+
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
+		return err_set(e, "capture_now: profhost is not running in this process");
+	if (steps == 0)
+		return err_set(e, "capture_now: 'steps' must be at least 1");
+	pthread_mutex_lock(&w->lock);
+	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
+	pthread_mutex_unlock(&w->lock);
+	if (rc != 0)
+		return err_set(e, "capture_now: a capture request is already queued");
+	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
+	return 0;
+}
+
+bool window_recording(struct host *h)
+{
+	return h->win.recording;
+}
+
+/* Takes the window lock; from a signal's exit path, gives up after ~1 s
+ * (the interrupted thread may be the holder). Returns true when held. */
+static bool lock_for_finish(struct window_state *w, bool from_signal)
+{
+	struct timespec ts;
+
+	if (!from_signal) {
+		pthread_mutex_lock(&w->lock);
+		return true;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	return pthread_mutex_timedlock(&w->lock, &ts) == 0;
+}
+
+void window_finish(struct host *h, bool from_signal)
+{
+	struct window_state *w = &h->win;
+	struct sched_result r;
+	struct host_job *job = NULL;
+	int64_t now = clock_now_ns();
+	bool locked = lock_for_finish(w, from_signal);
+
+	if (w->finished) {
+		if (locked)
+			pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	w->finished = true;
+	if (w->recording) {
+		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
+		sched_finish(&w->sched, &r);
+		if (!r.save) { /* the schedule says nothing is recording */
+			r.first = w->first;
+			r.last = w->sched.step;
+		}
+		job = close_window(h, &r, now);
+	}
+	if (locked)
+		pthread_mutex_unlock(&w->lock);
+	if (job) {
+		log_msg(LOG_INFO, "process ending during window %u: writing steps "
+			"%llu-%llu (the last one partial)", job->window,
+			(unsigned long long)job->first, (unsigned long long)job->last);
+		hostthread_submit(h, job);
+	}
+}

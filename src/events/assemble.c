@@ -1,0 +1,246 @@
+/* assemble — raw records to a struct trace (see assemble.h). */
+#include "assemble.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* An open push/start: where and when it began. */
+struct open_range {
+	uint32_t name;
+	int64_t ts;
+	uint64_t id;      /* start/end ranges: the range id */
+	int32_t tid;
+};
+
+/* Per-thread state: the stack of open pushes. */
+struct thread_state {
+	int32_t tid;
+	struct open_range *stack;
+	size_t depth, cap;
+};
+
+struct assembler {
+	struct trace *t;
+	struct thread_state *threads;
+	size_t nthreads, cap_threads;
+	size_t last;                  /* index of the last thread looked up */
+	struct open_range *started;   /* open start/end ranges */
+	size_t nstarted, cap_started;
+	uint64_t unmatched_ends;
+};
+
+/* Grows *arr (of `size`-byte items) to hold one more. Returns 0 or -1. */
+static int grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	ncap = *cap ? *cap * 2 : 16;
+	p = realloc(*arr, ncap * size);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+/* Finds or adds the state of `tid`, naming the thread in the trace. */
+static struct thread_state *thread_get(struct assembler *as, int32_t tid,
+				       const char *name)
+{
+	size_t i;
+
+	if (as->last < as->nthreads && as->threads[as->last].tid == tid)
+		return &as->threads[as->last];
+	for (i = 0; i < as->nthreads; i++)
+		if (as->threads[i].tid == tid) {
+			as->last = i;
+			return &as->threads[i];
+		}
+	if (grow((void **)&as->threads, &as->cap_threads, as->nthreads,
+		 sizeof *as->threads) != 0) {
+		as->t->oom = 1;
+		return NULL;
+	}
+	memset(&as->threads[as->nthreads], 0, sizeof *as->threads);
+	as->threads[as->nthreads].tid = tid;
+	trace_add_thread(as->t, as->t->meta.pid, tid, name ? name : "");
+	as->last = as->nthreads;
+	return &as->threads[as->nthreads++];
+}
+
+/* Adds a complete range event. */
+static void add_range(struct assembler *as, int32_t tid, uint32_t name,
+		      int64_t ts, int64_t end, uint32_t flags)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.dur = end > ts ? end - ts : 0;
+	e.pid = as->t->meta.pid;
+	e.tid = tid;
+	e.name = name;
+	e.cat = TRACE_CAT_USER_ANNOTATION;
+	e.ph = TRACE_PH_COMPLETE;
+	e.flags = flags;
+	trace_add_event(as->t, &e);
+	if (flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
+		as->t->counters.clipped++;
+}
+
+/* evbuf_visit_fn: one raw record. */
+static void visit(void *ctx, int32_t tid, const char *thread_name,
+		  const struct evbuf_rec *r)
+{
+	struct assembler *as = ctx;
+	struct trace *t = as->t;
+	struct thread_state *th = thread_get(as, tid, thread_name);
+	struct trace_event e = { 0 };
+	size_t i;
+
+	if (!th)
+		return;
+	switch (r->kind) {
+	case EVBUF_RANGE_PUSH:
+		if (grow((void **)&th->stack, &th->cap, th->depth, sizeof *th->stack)) {
+			t->oom = 1;
+			return;
+		}
+		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
+		th->stack[th->depth].ts = r->ts;
+		th->depth++;
+		break;
+	case EVBUF_RANGE_POP:
+		if (th->depth == 0) {
+			t->counters.unbalanced_pops++;
+			break;
+		}
+		th->depth--;
+		add_range(as, tid, th->stack[th->depth].name, th->stack[th->depth].ts,
+			  r->ts, 0);
+		break;
+	case EVBUF_RANGE_START:
+		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
+			 sizeof *as->started)) {
+			t->oom = 1;
+			return;
+		}
+		as->started[as->nstarted].name = trace_intern(t, evbuf_payload(r), r->len);
+		as->started[as->nstarted].ts = r->ts;
+		as->started[as->nstarted].id = r->id;
+		as->started[as->nstarted].tid = tid;
+		as->nstarted++;
+		break;
+	case EVBUF_RANGE_END:
+		for (i = as->nstarted; i-- > 0;)
+			if (as->started[i].id == r->id) {
+				add_range(as, as->started[i].tid, as->started[i].name,
+					  as->started[i].ts, r->ts, 0);
+				as->started[i] = as->started[--as->nstarted];
+				return;
+			}
+		as->unmatched_ends++;
+		break;
+	case EVBUF_MARK:
+		e.ts = r->ts;
+		e.pid = t->meta.pid;
+		e.tid = tid;
+		e.name = trace_intern(t, evbuf_payload(r), r->len);
+		e.cat = TRACE_CAT_MARK;
+		e.ph = TRACE_PH_INSTANT;
+		trace_add_event(t, &e);
+		break;
+	default:
+		break; /* kinds of capture sources this build does not know */
+	}
+}
+
+/* Adds ProfilerStep#N spans and their threads. */
+static void add_steps(struct assembler *as, const struct trace_step *steps,
+		      size_t nsteps)
+{
+	struct trace *t = as->t;
+	size_t i;
+
+	for (i = 0; i < nsteps; i++) {
+		struct trace_event e = { 0 };
+		char name[48];
+		int n = snprintf(name, sizeof name, "ProfilerStep#%llu",
+				 (unsigned long long)steps[i].step);
+
+		e.ts = steps[i].ts;
+		e.dur = steps[i].dur;
+		e.pid = t->meta.pid;
+		e.tid = steps[i].tid;
+		e.name = trace_intern(t, name, (size_t)n);
+		e.cat = TRACE_CAT_USER_ANNOTATION;
+		e.ph = TRACE_PH_COMPLETE;
+		e.flags = TRACE_F_STEP | (steps[i].partial ? TRACE_F_PARTIAL : 0);
+		trace_add_event(t, &e);
+		trace_add_step(t, &steps[i]);
+		if (!thread_get(as, steps[i].tid, NULL))
+			return;
+	}
+}
+
+/* Names threads that had no record of their own (only steps) from /proc. */
+static void name_threads(struct assembler *as)
+{
+	struct trace *t = as->t;
+	size_t i, j;
+
+	for (i = 0; i < t->nthreads; i++) {
+		char path[64], buf[64];
+		FILE *f;
+
+		if (*trace_str(t, t->threads[i].name))
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)t->threads[i].tid);
+		f = fopen(path, "r");
+		if (f && fgets(buf, sizeof buf, f)) {
+			j = strcspn(buf, "\n");
+			buf[j] = '\0';
+			trace_add_thread(t, t->threads[i].pid, t->threads[i].tid, buf);
+		} else {
+			snprintf(buf, sizeof buf, "thread %d", (int)t->threads[i].tid);
+			trace_add_thread(t, t->threads[i].pid, t->threads[i].tid, buf);
+		}
+		if (f)
+			fclose(f);
+	}
+}
+
+int assemble_window(struct trace *t, const struct assemble_source *src,
+		    const struct trace_step *steps, size_t nsteps)
+{
+	struct assembler as = { .t = t };
+	struct evbuf_stats st = { 0 };
+	size_t i, k;
+
+	if (src->gen && src->drain)
+		src->drain(src->gen, visit, &as, &st);
+	t->counters.dropped_buffer += st.dropped_full;
+	t->counters.dropped_noslot += st.dropped_noslot;
+
+	/* Whatever is still open ends at the window's end. */
+	for (i = 0; i < as.nthreads; i++) {
+		struct thread_state *th = &as.threads[i];
+		for (k = th->depth; k-- > 0;)
+			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
+				  t->meta.end_ts, TRACE_F_CLIPPED_END);
+		free(th->stack);
+	}
+	for (i = 0; i < as.nstarted; i++)
+		add_range(&as, as.started[i].tid, as.started[i].name,
+			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END);
+	t->counters.unbalanced_pops += as.unmatched_ends;
+	add_steps(&as, steps, nsteps);
+	free(as.threads);
+	free(as.started);
+	name_threads(&as);
+	t->counters.events = t->nev;
+	return t->oom ? -1 : 0;
+}

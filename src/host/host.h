@@ -1,0 +1,143 @@
+/*
+ * host — the core's process-wide state and the functions of src/host/.
+ *
+ * One struct host per process, owned by core.c. Threads:
+ *   - application threads call window_step() / window_capture_now() (through
+ *     prof_step / prof_capture_now) and may run step hooks;
+ *   - the host thread (hostthread.c), started when the first window opens,
+ *     assembles and writes closed windows and runs the report hooks;
+ *   - signal handlers (exitpath.c) only write to the host thread's pipe and
+ *     wait for its answer.
+ */
+#ifndef PROFHOST_HOST_H
+#define PROFHOST_HOST_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "../events/trace.h"
+#include "../policy/policy.h"
+#include "../schedule/schedule.h"
+#include "env.h"
+#include "shim_api.h"
+
+#define HOST_REASON_MAX 128
+#define HOST_DUR_RING 101
+
+/* A closed window waiting for the host thread. Owns `steps`. */
+struct host_job {
+	uint64_t gen;                  /* capture generation (0: none) */
+	uint32_t window;
+	uint64_t first, last;
+	char reason[HOST_REASON_MAX];
+	int64_t start_ts, end_ts;
+	struct trace_step *steps;
+	size_t nsteps;
+	struct host_job *next;
+};
+
+/* The step-side state: the schedule and the window now recording.
+ * Guarded by `lock`. */
+struct window_state {
+	pthread_mutex_t lock;
+	struct sched sched;
+	int64_t step_start;            /* start of the current step */
+	int32_t step_tid;              /* thread of the last boundary */
+	bool recording;
+	uint32_t index;                /* index of the recording window */
+	uint64_t first;                /* its first step */
+	char reason[HOST_REASON_MAX];
+	uint64_t gen;                  /* its capture generation */
+	int64_t start_ts;
+	struct trace_step *steps;      /* its completed steps */
+	size_t nsteps, cap_steps;
+	double dur_ms[HOST_DUR_RING];  /* recent step durations */
+	size_t ndur, dur_pos;
+	bool finished;                 /* the process is exiting */
+};
+
+/* The host thread and its queue. */
+struct host_thread {
+	pthread_t thread;
+	_Atomic int started;
+	_Atomic int32_t tid;           /* kernel tid of the host thread */
+	pthread_mutex_t lock;          /* guards the queue and `busy` */
+	pthread_cond_t idle;           /* signalled when the queue empties */
+	struct host_job *head, *tail;
+	bool busy;                     /* a job is being processed */
+	bool stop;                     /* exit once the queue is empty */
+	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */
+	int ack[2];                    /* pipe: the host thread's answer to 'T' */
+	_Atomic int windows_written;
+};
+
+struct host {
+	struct host_env env;
+	const struct shim_api *shim;
+	struct policy *policy;
+	const struct policy_config *cfg;
+	char run_dir[PATH_MAX];        /* <output dir>/<run>, absolute */
+	char program[256];
+	char hostname[256];
+	pid_t pid;
+	int64_t base_time_ns;
+	_Atomic int disabled;          /* 1: a forked child or a fatal failure */
+	struct window_state win;
+	struct host_thread ht;
+};
+
+/* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
+ * then ends the process with status 70. Any thread. */
+void host_fail(struct host *h, const struct err *e);
+
+/* --- window.c: the step side --- */
+
+/* Sets up the schedule for step 0 (a window may open at once). Start-up. */
+void window_init(struct host *h);
+
+/* A step boundary (prof_step). Any thread. */
+void window_step(struct host *h);
+
+/* Queues a capture_now window. Any thread; not while holding the window
+ * lock. Returns 0 or -1 with *e set. */
+int window_capture_now(struct host *h, unsigned steps, const char *reason,
+		       struct err *e);
+
+/* The process is ending: close a recording window and queue it. With
+ * `from_signal`, the window lock is only tried for a while (the interrupted
+ * thread may hold it). Any thread; once. */
+void window_finish(struct host *h, bool from_signal);
+
+/* True while a window is recording (racy read; for the exit path). */
+bool window_recording(struct host *h);
+
+/* --- hostthread.c --- */
+
+/* Creates the pipes. Start-up; returns 0 or -1 with *e. */
+int hostthread_init(struct host *h, struct err *e);
+
+/* Starts the host thread if it is not running. Returns 0 or -1 with *e. */
+int hostthread_start(struct host *h, struct err *e);
+
+/* Hands a closed window to the host thread (takes ownership of job).
+ * Never blocks on the host thread's work. Any thread. */
+void hostthread_submit(struct host *h, struct host_job *job);
+
+/* Waits until the queue is empty and nothing is being written, at most
+ * `timeout_ms`; then stops the thread. Returns 0, or -1 on time-out. */
+int hostthread_stop(struct host *h, int timeout_ms);
+
+/* True when the caller is the host thread. Async-signal-safe. */
+bool hostthread_is_self(struct host *h);
+
+/* --- exitpath.c --- */
+
+/* Installs the SIGTERM/SIGINT/SIGHUP and fatal-signal handlers where the
+ * application left the default disposition. Start-up. */
+void exitpath_install(struct host *h);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * shim_api — the seam between the preloaded shim (libprofhost.so) and the
+ * core (libprofhost-core.so).
+ *
+ * The shim owns the hot path: the prof_* entry points and the per-thread
+ * event buffers. At start-up it dlopen()s the core with RTLD_LOCAL, so the
+ * core's dependencies (Lua, cJSON, libunwind, zlib) never enter the target's
+ * global symbol scope, and calls profhost_core_init() with a table of its
+ * own functions; the core fills in a table of its functions in return. No
+ * other symbol crosses the seam.
+ */
+#ifndef PROFHOST_SHIM_API_H
+#define PROFHOST_SHIM_API_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../events/evbuf.h"
+
+#define SHIM_API_VERSION 1
+
+/* What the shim gives the core. Valid for the life of the process. */
+struct shim_api {
+	uint32_t version;          /* SHIM_API_VERSION */
+	const char *shim_path;     /* absolute path of libprofhost.so */
+	uint64_t (*evbuf_open)(size_t bytes);
+	uint64_t (*evbuf_close)(void);
+	int (*evbuf_drain)(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+			   struct evbuf_stats *stats);
+	void (*evbuf_release)(uint64_t gen);
+	int (*evbuf_append_raw)(uint16_t kind, int64_t ts, const void *payload,
+				uint32_t len, uint64_t id, uint64_t a);
+};
+
+/* What the core gives the shim. Every pointer is set by a successful
+ * profhost_core_init() and never changes afterwards. */
+struct core_api {
+	/* prof_step(): a step boundary on the calling thread. */
+	void (*step)(void);
+	/* prof_capture_now(); returns 0 or -1. */
+	int (*capture_now)(unsigned steps, const char *reason);
+	/* Process exit (the shim's destructor): finish and write an open
+	 * window, stop the host thread. Called once. */
+	void (*fini)(void);
+	/* In a child after fork(). */
+	void (*after_fork_child)(void);
+};
+
+/* The core's one exported symbol. Returns 0, or -1 after reporting why on
+ * stderr (the shim then leaves the process alone). Called once, from the
+ * shim's constructor. */
+typedef int (*profhost_core_init_fn)(const struct shim_api *shim,
+				     struct core_api *core);
+
+#endif

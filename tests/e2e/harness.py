@@ -1,0 +1,97 @@
+"""Shared helpers for profhost's end-to-end tests.
+
+The tests run real programs under the host, from the build tree named by
+PROFHOST_BUILD (set by ctest), and read what the host wrote.
+"""
+import glob
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+BUILD = os.environ.get("PROFHOST_BUILD", "")
+SOURCE = os.environ.get("PROFHOST_SOURCE",
+                        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SANITIZE = os.environ.get("PROFHOST_SANITIZE", "")
+PROF = os.path.join(BUILD, "bin", "prof")
+LIB = os.path.join(BUILD, "lib", "libprofhost.so")
+TESTBIN = os.path.join(BUILD, "tests", "bin")
+PYTHON = "/usr/bin/python3"
+
+
+def base_env(extra=None):
+    """The environment for a child: no inherited PROF_* variables, and, in a
+    sanitizer build, options that let an instrumented libprofhost.so be
+    preloaded into an uninstrumented program."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PROF_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+    if SANITIZE:
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+        env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run(cmd, env=None, timeout=120, cwd=None, input=None):
+    """Runs cmd; returns CompletedProcess with text stdout/stderr."""
+    return subprocess.run(cmd, env=env if env is not None else base_env(), cwd=cwd,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout, input=input)
+
+
+def profhost_lines(stderr):
+    """The lines the host printed (they start with 'profhost: ')."""
+    return [l for l in stderr.splitlines() if l.startswith("profhost: ")]
+
+
+def window_dirs(out_dir):
+    """Every window directory under out_dir, sorted by window index."""
+    dirs = glob.glob(os.path.join(out_dir, "*", "rank*", "window*_steps*"))
+
+    def key(d):
+        name = os.path.basename(d)
+        return int(name[len("window"):name.index("_")])
+    return sorted(dirs, key=key)
+
+
+def load_trace(window_dir):
+    """Parses the window's trace.json or trace.json.gz."""
+    plain = os.path.join(window_dir, "trace.json")
+    if os.path.exists(plain):
+        with open(plain, "rb") as f:
+            return json.loads(f.read().decode("utf-8"))
+    with gzip.open(os.path.join(window_dir, "trace.json.gz"), "rb") as f:
+        return json.loads(f.read().decode("utf-8"))
+
+
+def step_spans(trace):
+    """(step number, event) of each ProfilerStep#N span, in time order."""
+    out = []
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"):
+            out.append((int(e["name"][len("ProfilerStep#"):]), e))
+    out.sort(key=lambda p: p[1]["ts"])
+    return out
+
+
+class TempDirTest(unittest.TestCase):
+    """A test case with a fresh temporary directory in self.tmp."""
+
+    def setUp(self):
+        if not BUILD or not os.path.exists(LIB):
+            self.fail("PROFHOST_BUILD must name a build tree with lib/libprofhost.so "
+                      "(run the tests through ctest)")
+        self.tmp = tempfile.mkdtemp(prefix="profhost-e2e-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path

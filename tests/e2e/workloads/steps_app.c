@@ -1,0 +1,93 @@
+/*
+ * steps_app — a C workload for the end-to-end tests.
+ *
+ *   steps_app [--steps N] [--sleep-us U] [--ranges R] [--exit CODE]
+ *             [--term-at STEP] [--segv-at STEP] [--unbalanced]
+ *
+ * Runs N steps; each step opens R nested ranges "outer"/"inner<i>", marks
+ * "tick", sleeps U microseconds inside, and calls prof_step() at its end.
+ * --term-at sends itself SIGTERM during that step; --segv-at faults there.
+ * Prints "done N" and exits with CODE. It links libprofhost.so only through
+ * dlsym, so it runs the same without the host.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void (*p_step)(void);
+static void (*p_push)(const char *);
+static void (*p_pop)(void);
+static void (*p_mark)(const char *);
+
+static void nop(void) {}
+static void nop_s(const char *s) { (void)s; }
+
+static void bind(void)
+{
+	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
+	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
+	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
+	p_mark = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_mark");
+	if (!p_step) p_step = nop;
+	if (!p_push) p_push = nop_s;
+	if (!p_pop) p_pop = nop;
+	if (!p_mark) p_mark = nop_s;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = 40, us = 1000, ranges = 1, code = 0, term_at = -1, segv_at = -1;
+	int unbalanced = 0, i;
+	long s, r;
+	char name[32];
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--sleep-us") && i + 1 < argc) us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--ranges") && i + 1 < argc) ranges = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--exit") && i + 1 < argc) code = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--term-at") && i + 1 < argc) term_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--segv-at") && i + 1 < argc) segv_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--unbalanced")) unbalanced = 1;
+		else {
+			fprintf(stderr, "steps_app: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	bind();
+	for (s = 0; s < steps; s++) {
+		p_push("outer");
+		for (r = 0; r < ranges; r++) {
+			snprintf(name, sizeof name, "inner%ld", r);
+			p_push(name);
+		}
+		p_mark("tick");
+		sleep_us(us);
+		if (s == term_at) {
+			kill(getpid(), SIGTERM);
+			sleep(5); /* must not get here */
+		}
+		if (s == segv_at)
+			*(volatile int *)0 = 1;
+		for (r = 0; r < ranges; r++)
+			p_pop();
+		p_pop();
+		if (unbalanced)
+			p_pop();
+		p_step();
+	}
+	printf("done %ld\n", steps);
+	fflush(stdout);
+	return (int)code;
+}
