@@ -1,1 +1,330 @@
-/* stub: filled in by its module's work */
+/*
+ * trace — the drained trace model (see trace.h).
+ *
+ * Plain growable arrays (doubling) plus a string table. Once an allocation
+ * has failed, t->oom stays set and every later trace_add_* / trace_arg_* /
+ * trace_intern call fails at once, so the trace holds exactly what was added
+ * before the failure.
+ */
+#include "trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const trace_cat_names[TRACE_CAT_COUNT] = {
+	[TRACE_CAT_USER_ANNOTATION] = "user_annotation",
+	[TRACE_CAT_CPU_OP] = "cpu_op",
+	[TRACE_CAT_GPU_USER_ANNOTATION] = "gpu_user_annotation",
+	[TRACE_CAT_KERNEL] = "kernel",
+	[TRACE_CAT_GPU_MEMCPY] = "gpu_memcpy",
+	[TRACE_CAT_GPU_MEMSET] = "gpu_memset",
+	[TRACE_CAT_CUDA_RUNTIME] = "cuda_runtime",
+	[TRACE_CAT_CUDA_DRIVER] = "cuda_driver",
+	[TRACE_CAT_CUDA_SYNC] = "cuda_sync",
+	[TRACE_CAT_AC2G] = "ac2g",
+	[TRACE_CAT_MARK] = "user_annotation",
+	[TRACE_CAT_SAMPLE] = "cpu_sample",
+};
+
+/* Kineto's category string; "unknown" for a value outside the enum. */
+const char *trace_cat_name(enum trace_cat cat)
+{
+	if ((unsigned)cat >= TRACE_CAT_COUNT)
+		return "unknown";
+	return trace_cat_names[cat];
+}
+
+/* Makes room for one more element in `arr`, an array of *cap elements of
+ * `size` bytes holding `n`. Returns the (possibly moved) array, or NULL on
+ * allocation failure (then `arr` and *cap are unchanged). */
+static void *grow(void *arr, size_t *cap, size_t n, size_t size, size_t min)
+{
+	size_t ncap;
+	void *p;
+
+	if (n < *cap)
+		return arr;
+	ncap = min;
+	if (*cap) {
+		if (*cap > SIZE_MAX / 2 / size)
+			return NULL;
+		ncap = *cap * 2;
+	}
+	p = realloc(arr, ncap * size);
+	if (!p)
+		return NULL;
+	*cap = ncap;
+	return p;
+}
+
+/* Initializes an empty trace. 0, or -1 on allocation failure (then the
+ * trace is zeroed, which is also a valid empty trace). */
+int trace_init(struct trace *t)
+{
+	memset(t, 0, sizeof *t);
+	if (strtab_init(&t->names) < 0)
+		return -1;
+	return 0;
+}
+
+/* Frees all the trace owns, metadata strings included; leaves it zeroed.
+ * NULL-safe. */
+void trace_free(struct trace *t)
+{
+	if (!t)
+		return;
+	strtab_free(&t->names);
+	free(t->ev);
+	free(t->args);
+	free(t->steps);
+	free(t->threads);
+	free(t->meta.program);
+	free(t->meta.hostname);
+	free(t->meta.run);
+	free(t->meta.reason);
+	memset(t, 0, sizeof *t);
+}
+
+/* Interns `len` bytes; STRTAB_NONE (and t->oom set) on failure. */
+uint32_t trace_intern(struct trace *t, const char *s, size_t len)
+{
+	uint32_t id;
+
+	if (t->oom || (!s && len > 0))
+		return STRTAB_NONE;
+	id = strtab_intern(&t->names, s, len);
+	if (id == STRTAB_NONE)
+		t->oom = 1;
+	return id;
+}
+
+/* Appends a copy of *e with no arguments yet (e->args/nargs are ignored);
+ * keeps counters.events equal to the number of events. Returns the stored
+ * event, or NULL (t->oom set) on allocation failure. */
+struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e)
+{
+	struct trace_event *ev, *slot;
+
+	if (t->oom)
+		return NULL;
+	ev = grow(t->ev, &t->cap_ev, t->nev, sizeof *t->ev, 256);
+	if (!ev) {
+		t->oom = 1;
+		return NULL;
+	}
+	t->ev = ev;
+	slot = &t->ev[t->nev++];
+	*slot = *e;
+	slot->args = (uint32_t)t->nargs;
+	slot->nargs = 0;
+	t->counters.events = t->nev;
+	return slot;
+}
+
+/* Appends an argument with key `key` to the last event and returns it for
+ * the caller to fill in, or NULL: no event yet, too many args for one event
+ * (65535), or allocation failure (t->oom set). */
+static struct trace_arg *trace_arg_new(struct trace *t, const char *key,
+				       uint32_t type)
+{
+	struct trace_event *last;
+	struct trace_arg *a;
+	uint32_t kid;
+
+	if (t->oom || t->nev == 0)
+		return NULL;
+	last = &t->ev[t->nev - 1];
+	if (last->nargs == UINT16_MAX || t->nargs >= UINT32_MAX)
+		return NULL;
+	kid = trace_intern(t, key ? key : "", key ? strlen(key) : 0);
+	if (kid == STRTAB_NONE)
+		return NULL;
+	a = grow(t->args, &t->cap_args, t->nargs, sizeof *t->args, 256);
+	if (!a) {
+		t->oom = 1;
+		return NULL;
+	}
+	t->args = a;
+	a = &t->args[t->nargs++];
+	a->key = kid;
+	a->type = type;
+	last->nargs++;
+	return a;
+}
+
+/* Attaches a signed integer argument to the last event. 0 or -1. */
+int trace_arg_int(struct trace *t, const char *key, int64_t v)
+{
+	struct trace_arg *a = trace_arg_new(t, key, TRACE_ARG_INT);
+
+	if (!a)
+		return -1;
+	a->v.i = v;
+	return 0;
+}
+
+/* Attaches an unsigned integer argument to the last event. 0 or -1. */
+int trace_arg_uint(struct trace *t, const char *key, uint64_t v)
+{
+	struct trace_arg *a = trace_arg_new(t, key, TRACE_ARG_UINT);
+
+	if (!a)
+		return -1;
+	a->v.u = v;
+	return 0;
+}
+
+/* Attaches a floating-point argument to the last event. 0 or -1. */
+int trace_arg_double(struct trace *t, const char *key, double v)
+{
+	struct trace_arg *a = trace_arg_new(t, key, TRACE_ARG_DOUBLE);
+
+	if (!a)
+		return -1;
+	a->v.d = v;
+	return 0;
+}
+
+/* Attaches a string argument (`len` bytes, interned) to the last event.
+ * 0 or -1. */
+int trace_arg_str(struct trace *t, const char *key, const char *s, size_t len)
+{
+	uint32_t sid;
+	struct trace_arg *a;
+
+	/* Intern the value first: the arg must not exist if this fails. */
+	if (t->oom || t->nev == 0)
+		return -1;
+	sid = trace_intern(t, s ? s : "", s ? len : 0);
+	if (sid == STRTAB_NONE)
+		return -1;
+	a = trace_arg_new(t, key, TRACE_ARG_STR);
+	if (!a)
+		return -1;
+	a->v.str = sid;
+	return 0;
+}
+
+/* Appends a copy of *s. 0, or -1 (t->oom set). */
+int trace_add_step(struct trace *t, const struct trace_step *s)
+{
+	struct trace_step *steps;
+
+	if (t->oom)
+		return -1;
+	steps = grow(t->steps, &t->cap_steps, t->nsteps, sizeof *t->steps, 16);
+	if (!steps) {
+		t->oom = 1;
+		return -1;
+	}
+	t->steps = steps;
+	t->steps[t->nsteps++] = *s;
+	return 0;
+}
+
+/* Names thread (pid, tid); a later call for the same pair renames it in
+ * place (its position in t->threads is kept). NULL name = "". 0 or -1. */
+int trace_add_thread(struct trace *t, int32_t pid, int32_t tid, const char *name)
+{
+	struct trace_thread *th;
+	uint32_t nid;
+	size_t i;
+
+	if (t->oom)
+		return -1;
+	nid = trace_intern(t, name ? name : "", name ? strlen(name) : 0);
+	if (nid == STRTAB_NONE)
+		return -1;
+	for (i = 0; i < t->nthreads; i++) {
+		if (t->threads[i].pid == pid && t->threads[i].tid == tid) {
+			t->threads[i].name = nid;
+			return 0;
+		}
+	}
+	th = grow(t->threads, &t->cap_threads, t->nthreads, sizeof *t->threads,
+		  16);
+	if (!th) {
+		t->oom = 1;
+		return -1;
+	}
+	t->threads = th;
+	t->threads[t->nthreads].pid = pid;
+	t->threads[t->nthreads].tid = tid;
+	t->threads[t->nthreads].name = nid;
+	t->nthreads++;
+	return 0;
+}
+
+/* Order of two events: pid, tid, ts ascending, then longer first. Equal
+ * keys compare 0 (the merge keeps insertion order). */
+static int event_cmp(const struct trace_event *a, const struct trace_event *b)
+{
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (a->dur != b->dur)
+		return a->dur > b->dur ? -1 : 1;
+	return 0;
+}
+
+/* Stable insertion sort: the fallback when no merge buffer can be had. */
+static void insertion_sort(struct trace_event *ev, size_t n)
+{
+	size_t i, j;
+
+	for (i = 1; i < n; i++) {
+		struct trace_event x = ev[i];
+
+		for (j = i; j > 0 && event_cmp(&ev[j - 1], &x) > 0; j--)
+			ev[j] = ev[j - 1];
+		ev[j] = x;
+	}
+}
+
+/* Bottom-up stable merge sort of ev[0..n) using tmp (n elements). */
+static void merge_sort(struct trace_event *ev, struct trace_event *tmp, size_t n)
+{
+	struct trace_event *src = ev, *dst = tmp, *swap;
+	size_t width, lo;
+
+	for (width = 1; width < n; width *= 2) {
+		for (lo = 0; lo < n; lo += 2 * width) {
+			size_t mid = lo + width < n ? lo + width : n;
+			size_t hi = mid + width < n ? mid + width : n;
+			size_t i = lo, j = mid, k = lo;
+
+			while (i < mid && j < hi)
+				dst[k++] = event_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+			while (i < mid)
+				dst[k++] = src[i++];
+			while (j < hi)
+				dst[k++] = src[j++];
+		}
+		swap = src;
+		src = dst;
+		dst = swap;
+	}
+	if (src != ev)
+		memcpy(ev, src, n * sizeof *ev);
+}
+
+/* Sorts the events by (pid, tid, ts, longer first), equal keys in insertion
+ * order. Arguments follow (they are referenced by index). Never fails; uses
+ * an O(n^2) sort if the O(n) buffer cannot be allocated. */
+void trace_sort(struct trace *t)
+{
+	struct trace_event *tmp;
+
+	if (t->nev < 2)
+		return;
+	tmp = malloc(t->nev * sizeof *tmp);
+	if (!tmp) {
+		insertion_sort(t->ev, t->nev);
+		return;
+	}
+	merge_sort(t->ev, tmp, t->nev);
+	free(tmp);
+}

@@ -63,10 +63,17 @@ struct sched_result {
 	bool partial;              /* (finish) the last step was cut short */
 	uint64_t first, last;      /* the saved window's steps, when `save` */
 	uint32_t window;           /* the saved window's index, when `save`;
-				      the opened window's, when `open_window` */
+				      else the opened window's, when
+				      `open_window` */
 	const char *reason;        /* "schedule" or the capture_now reason of
-				      the saved (or opened) window; owned by
-				      the sched, valid until the next call */
+				      the saved (else the opened) window, NULL
+				      when neither; owned by the sched, valid
+				      until the next call */
+	uint32_t open_index;       /* the opened window's index, when
+				      `open_window` (also when `save` is set
+				      at the same boundary) */
+	const char *open_reason;   /* the opened window's reason, when
+				      `open_window`; NULL otherwise */
 };
 
 struct sched {
@@ -81,6 +88,11 @@ struct sched {
 	char reason[128];          /* reason of the window now recording */
 	uint64_t window_first;     /* first step of the window now recording */
 	bool recording;            /* a window is recording */
+	char saved_reason[128];    /* reason of the window saved at the last
+				      boundary (sched_result.reason) */
+	struct sched_config next_cfg; /* sched_reconfigure() during a schedule
+				      window: applied once it is saved */
+	bool next_cfg_pending;
 };
 
 /* Initializes the state for step 0 and reports what step 0 does (a window
