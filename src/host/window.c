@@ -27,11 +27,12 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	}
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	w->recording = true;
-	w->index = r->window;
+	w->index = r->open_index;
 	w->first = r->step;
 	w->start_ts = now;
 	w->nsteps = 0;
-	snprintf(w->reason, sizeof w->reason, "%s", r->reason ? r->reason : "schedule");
+	snprintf(w->reason, sizeof w->reason, "%s",
+		 r->open_reason ? r->open_reason : "schedule");
 	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
 		(unsigned long long)r->step, w->reason);
 }

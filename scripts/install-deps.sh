@@ -1,0 +1,12 @@
+#!/bin/sh
+# Installs what profhost needs to build, test and run its demo on Debian 12.
+# Run as root (or through sudo). Everything comes from Debian's archive.
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends \
+    build-essential cmake pkg-config binutils \
+    liblua5.4-dev lua5.4 lua-busted \
+    libcjson-dev libunwind-dev zlib1g-dev \
+    liblua5.1-0-dev \
+    python3 python3-torch
