@@ -1,1 +1,311 @@
-/* stub: filled in by its module's work */
+/* outfile — a buffered output file that appears atomically (see outfile.h). */
+#include "outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define OUTFILE_BUF (256 * 1024) /* uncompressed data waiting for write(2) */
+#define OUTFILE_ZBUF (64 * 1024) /* compressed output of one deflate() call */
+#define OUTFILE_PRINTF_MAX 4096
+#define OUTFILE_DIRECT (32 * 1024) /* writes this big skip the copy into buf */
+
+struct outfile {
+	char *path;         /* final name */
+	char *tmp;          /* `<path>.tmp.<pid>` */
+	int fd;
+	int gzip;
+	int zinit;          /* deflateInit2 succeeded: deflateEnd owed */
+	int failed;         /* sticky: a write or compression failed */
+	struct err err;     /* the first failure, naming `path` */
+	uint64_t bytes;     /* uncompressed bytes accepted */
+	size_t n;           /* bytes used in buf */
+	z_stream zs;
+	unsigned char *zbuf;
+	unsigned char buf[OUTFILE_BUF];
+};
+
+/* Records the first failure (later ones keep the first message). Returns -1. */
+static int fail_errno(struct outfile *f, int errno_value, const char *what)
+{
+	if (!f->failed)
+		err_errno(&f->err, errno_value, "cannot %s '%s'", what, f->path);
+	f->failed = 1;
+	return -1;
+}
+
+/* As fail_errno, for zlib failures (no errno). Returns -1. */
+static int fail_zlib(struct outfile *f, int zrc)
+{
+	if (!f->failed)
+		err_set(&f->err, "cannot compress '%s': zlib error %d", f->path, zrc);
+	f->failed = 1;
+	return -1;
+}
+
+/* Writes all of data to the file descriptor. Returns 0 or -1 (sticky). */
+static int write_fd(struct outfile *f, const unsigned char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(f->fd, data, len);
+
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return fail_errno(f, errno, "write");
+		}
+		if (w == 0)
+			return fail_errno(f, EIO, "write");
+		data += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Runs deflate over `len` bytes with `flush` (Z_NO_FLUSH or Z_FINISH) and
+ * writes what it produces. Returns 0 or -1 (sticky). */
+static int deflate_out(struct outfile *f, const unsigned char *data, size_t len,
+		       int flush)
+{
+	int zrc;
+
+	f->zs.next_in = (unsigned char *)data;
+	f->zs.avail_in = (uInt)len; /* len <= OUTFILE_BUF, fits uInt */
+	do {
+		size_t have;
+
+		f->zs.next_out = f->zbuf;
+		f->zs.avail_out = OUTFILE_ZBUF;
+		zrc = deflate(&f->zs, flush);
+		if (zrc == Z_STREAM_ERROR)
+			return fail_zlib(f, zrc);
+		have = OUTFILE_ZBUF - f->zs.avail_out;
+		if (have > 0 && write_fd(f, f->zbuf, have) != 0)
+			return -1;
+	} while (f->zs.avail_out == 0 || (flush == Z_FINISH && zrc != Z_STREAM_END));
+	return 0;
+}
+
+/* Empties buf into the file (through deflate when gzip). 0 or -1. */
+static int flush_buf(struct outfile *f)
+{
+	size_t n = f->n;
+
+	f->n = 0;
+	if (n == 0)
+		return 0;
+	if (f->gzip)
+		return deflate_out(f, f->buf, n, Z_NO_FLUSH);
+	return write_fd(f, f->buf, n);
+}
+
+/* Frees f's memory and closes nothing. */
+static void outfile_free(struct outfile *f)
+{
+	if (f->zinit)
+		deflateEnd(&f->zs);
+	free(f->zbuf);
+	free(f->path);
+	free(f->tmp);
+	free(f);
+}
+
+/* Host thread (any one thread per outfile). The caller owns the result until
+ * commit or abort. NULL with *e set (naming `path`) on failure. */
+struct outfile *outfile_open(const char *path, bool gzip, struct err *e)
+{
+	struct outfile *f = calloc(1, sizeof *f);
+	size_t plen = strlen(path);
+	size_t tlen = plen + 32;
+	int zrc;
+
+	if (!f) {
+		err_set(e, "out of memory opening '%s'", path);
+		return NULL;
+	}
+	f->fd = -1;
+	f->path = malloc(plen + 1);
+	f->tmp = malloc(tlen);
+	if (!f->path || !f->tmp) {
+		err_set(e, "out of memory opening '%s'", path);
+		outfile_free(f);
+		return NULL;
+	}
+	memcpy(f->path, path, plen + 1);
+	snprintf(f->tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+	if (gzip) {
+		f->gzip = 1;
+		f->zbuf = malloc(OUTFILE_ZBUF);
+		if (!f->zbuf) {
+			err_set(e, "out of memory opening '%s'", path);
+			outfile_free(f);
+			return NULL;
+		}
+		/* Level 1, 15-bit window + 16: a gzip wrapper, not zlib's. */
+		zrc = deflateInit2(&f->zs, 1, Z_DEFLATED, 15 + 16, 8,
+				   Z_DEFAULT_STRATEGY);
+		if (zrc != Z_OK) {
+			err_set(e, "cannot compress '%s': zlib error %d", path, zrc);
+			outfile_free(f);
+			return NULL;
+		}
+		f->zinit = 1;
+	}
+	f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f->fd < 0) {
+		err_errno(e, errno, "cannot create '%s'", path);
+		outfile_free(f);
+		return NULL;
+	}
+	return f;
+}
+
+/* Copies into the buffer, flushing it whenever it fills. A big block (a
+ * writer's own staging buffer) goes out directly after what is buffered,
+ * saving a copy. 0 or -1. */
+int outfile_write(struct outfile *f, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	if (f->failed)
+		return -1;
+	f->bytes += len;
+	if (len >= OUTFILE_DIRECT) {
+		if (flush_buf(f) != 0)
+			return -1;
+		while (len > 0) { /* deflate's avail_in is 32-bit: chunk */
+			size_t k = len < OUTFILE_BUF ? len : OUTFILE_BUF;
+			int rc = f->gzip ? deflate_out(f, p, k, Z_NO_FLUSH)
+					 : write_fd(f, p, k);
+
+			if (rc != 0)
+				return -1;
+			p += k;
+			len -= k;
+		}
+		return 0;
+	}
+	while (len > 0) {
+		size_t room = OUTFILE_BUF - f->n;
+		size_t k = len < room ? len : room;
+
+		memcpy(f->buf + f->n, p, k);
+		f->n += k;
+		p += k;
+		len -= k;
+		if (f->n == OUTFILE_BUF && flush_buf(f) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* outfile_write of strlen(s) bytes. */
+int outfile_puts(struct outfile *f, const char *s)
+{
+	return outfile_write(f, s, strlen(s));
+}
+
+/* Formats straight into the buffer (flushed first if less than 4 KiB is
+ * free). Longer output is formatted into a heap buffer instead, so nothing
+ * is ever cut. 0 or -1. */
+int outfile_printf(struct outfile *f, const char *fmt, ...)
+{
+	va_list ap, ap2;
+	size_t room;
+	int n;
+
+	if (f->failed)
+		return -1;
+	if (OUTFILE_BUF - f->n < OUTFILE_PRINTF_MAX && flush_buf(f) != 0)
+		return -1;
+	room = OUTFILE_BUF - f->n;
+	va_start(ap, fmt);
+	va_copy(ap2, ap);
+	n = vsnprintf((char *)f->buf + f->n, room, fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < room) {
+		va_end(ap2);
+		f->n += (size_t)n;
+		f->bytes += (size_t)n;
+		if (f->n == OUTFILE_BUF)
+			return flush_buf(f);
+		return 0;
+	}
+	if (n < 0) {
+		va_end(ap2);
+		return fail_errno(f, errno ? errno : EINVAL, "format output for");
+	}
+	{
+		char *big = malloc((size_t)n + 1);
+		int rc;
+
+		if (!big) {
+			va_end(ap2);
+			return fail_errno(f, ENOMEM, "write");
+		}
+		vsnprintf(big, (size_t)n + 1, fmt, ap2);
+		va_end(ap2);
+		rc = outfile_write(f, big, (size_t)n);
+		free(big);
+		return rc;
+	}
+}
+
+/* Uncompressed bytes accepted so far. */
+uint64_t outfile_bytes(const struct outfile *f)
+{
+	return f->bytes;
+}
+
+/* The first failure so far, copied into *e: -1 if a write has failed, 0 if
+ * not. */
+int outfile_error(const struct outfile *f, struct err *e)
+{
+	if (!f->failed)
+		return 0;
+	if (e)
+		*e = f->err;
+	return -1;
+}
+
+/* Flushes, finishes the gzip stream, closes and renames. On any failure the
+ * temporary file is removed. Frees f in all cases. */
+int outfile_commit(struct outfile *f, struct err *e)
+{
+	int rc = 0;
+
+	if (!f->failed && flush_buf(f) == 0 && f->gzip)
+		deflate_out(f, NULL, 0, Z_FINISH);
+	if (close(f->fd) != 0)
+		fail_errno(f, errno, "write");
+	f->fd = -1;
+	if (!f->failed && rename(f->tmp, f->path) != 0) {
+		err_errno(&f->err, errno, "cannot rename '%s' to '%s'", f->tmp,
+			  f->path);
+		f->failed = 1;
+	}
+	if (f->failed) {
+		unlink(f->tmp);
+		if (e)
+			*e = f->err;
+		rc = -1;
+	}
+	outfile_free(f);
+	return rc;
+}
+
+/* Closes and removes the temporary file; frees f. NULL-safe. */
+void outfile_abort(struct outfile *f)
+{
+	if (!f)
+		return;
+	if (f->fd >= 0)
+		close(f->fd);
+	unlink(f->tmp);
+	outfile_free(f);
+}

@@ -37,6 +37,11 @@ int outfile_printf(struct outfile *f, const char *fmt, ...)
 /* Bytes written so far (uncompressed). */
 uint64_t outfile_bytes(const struct outfile *f);
 
+/* If a write has failed, copies the (sticky) message naming the file into *e
+ * and returns -1; returns 0 while all is well. Lets a writer report why it
+ * stopped before its caller decides to abort. */
+int outfile_error(const struct outfile *f, struct err *e);
+
 /* Flushes, closes and renames to the final path. Frees f in all cases.
  * Returns 0, or -1 with *e naming the file and the failure. */
 int outfile_commit(struct outfile *f, struct err *e);
