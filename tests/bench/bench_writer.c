@@ -20,18 +20,6 @@
 #include "export/chrome_writer.h"
 #include "export/outfile.h"
 
-/* Stand-in for events/trace.c's trace_cat_name while that file is a stub;
- * weak, so the real one wins once it is linked in. */
-__attribute__((weak)) const char *trace_cat_name(enum trace_cat cat)
-{
-	static const char *const names[TRACE_CAT_COUNT] = {
-		"user_annotation", "cpu_op", "gpu_user_annotation", "kernel",
-		"gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver",
-		"cuda_sync", "ac2g", "mark", "sample",
-	};
-	return (unsigned)cat < TRACE_CAT_COUNT ? names[cat] : "unknown";
-}
-
 #define NNAMES 200
 
 static void *xmalloc(size_t n)
