@@ -1,1 +1,73 @@
-int main(void) { return 0; }
+/*
+ * prof — the profhost command: dispatches to a subcommand (see cli.h and
+ * docs/cli.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "version.h"
+
+/* Writes the top-level help to `out`. */
+static void prof_help(FILE *out)
+{
+	fprintf(out,
+		"usage: prof run [-s policy.lua] [-o dir] [--set key=value]... [--] cmd args...\n"
+		"       prof --help | --version\n"
+		"\n"
+		"Runs a program under profhost, the profiling host: the library is preloaded\n"
+		"into the program and its Lua policy file decides when to capture and what to\n"
+		"write.\n"
+		"\n"
+		"commands:\n"
+		"  run       run a command under the host (prof run --help for its options)\n"
+		"  help      show this help (prof help run: the help of run)\n"
+		"\n"
+		"options:\n"
+		"  -h, --help     show this help\n"
+		"  --version      print the version\n");
+}
+
+/* Reports a usage error of the top level on stderr; returns the exit status. */
+static int prof_usage_error(const char *what, const char *arg)
+{
+	fprintf(stderr, "prof: %s '%s' (usage: %s; prof --help for more)\n",
+		what, arg, cli_run_synopsis);
+	return CLI_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cmd;
+
+	if (argc < 2) {
+		fprintf(stderr, "prof: missing command (usage: %s; prof --help for more)\n",
+			cli_run_synopsis);
+		return CLI_EXIT_USAGE;
+	}
+	cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+		prof_help(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "help") == 0) {
+		if (argc == 2) {
+			prof_help(stdout);
+			return 0;
+		}
+		if (strcmp(argv[2], "run") == 0) {
+			cli_run_help(stdout);
+			return 0;
+		}
+		return prof_usage_error("no help for unknown command", argv[2]);
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("prof (profhost) %s\n", PROFHOST_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "run") == 0)
+		return cli_run_main(argc - 1, argv + 1);
+	if (cmd[0] == '-')
+		return prof_usage_error("unknown option", cmd);
+	return prof_usage_error("unknown command", cmd);
+}

@@ -1,0 +1,171 @@
+"""profhost: mark steps and label work for the profhost profiling host.
+
+The functions call the host's C ABI (include/profhost/prof.h) in the running
+process. When the process was not started under the host (no ``prof run``, no
+LD_PRELOAD of libprofhost.so) they do nothing, quietly, so the calls can stay
+in the code::
+
+    import profhost
+
+    for batch in loader:
+        with profhost.range("forward"):
+            loss = model(batch)
+        ...
+        profhost.step()
+
+    @profhost.range("evaluate")
+    def evaluate(model): ...
+
+The host is looked up once, on first use, among the symbols already loaded in
+the process (``ctypes.CDLL(None)``); nothing is loaded by this module. Every
+function may be called from any thread.
+"""
+
+import ctypes
+import functools
+import operator
+import threading
+
+__all__ = ["step", "mark", "range", "capture_now", "loaded", "abi_version"]
+
+# The C ABI this module calls: name -> (argtypes, restype).
+_SIGNATURES = {
+    "prof_step": ([], None),
+    "prof_range_push": ([ctypes.c_char_p], None),
+    "prof_range_pop": ([], None),
+    "prof_mark": ([ctypes.c_char_p], None),
+    "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
+    "prof_abi_version": ([], ctypes.c_int),
+}
+
+_lock = threading.Lock()
+_fns = None  # None until bound; then a dict, empty when there is no host
+
+
+def _lookup():
+    """Looks the host's functions up in the process; {} when any is missing."""
+    try:
+        lib = ctypes.CDLL(None)
+    except OSError:
+        return {}
+    found = {}
+    for name, (argtypes, restype) in _SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            return {}
+        fn.argtypes = argtypes
+        fn.restype = restype
+        found[name] = fn
+    return found
+
+
+def _bind():
+    """Returns the dict of the host's functions (empty when no host).
+
+    The lookup runs once, under a lock; later calls read one reference.
+    """
+    global _fns
+    fns = _fns
+    if fns is not None:
+        return fns
+    with _lock:
+        if _fns is None:
+            _fns = _lookup()
+        return _fns
+
+
+def _encode(name):
+    """Turns a name into the bytes handed to C: bytes as they are, str as
+    UTF-8 (bytes smuggled in by os.fsdecode come back out; other unencodable
+    characters become '?'), anything else as str(name). The C side reads up
+    to the first NUL byte.
+    """
+    if isinstance(name, bytes):
+        return name
+    if not isinstance(name, str):
+        name = str(name)
+    try:
+        return name.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate outside U+DC80..U+DCFF
+        return name.encode("utf-8", errors="replace")
+
+
+def loaded():
+    """True when the profiling host is loaded in this process."""
+    return "prof_step" in _bind()
+
+
+def abi_version():
+    """The ABI version of the loaded host (an int), or None without a host."""
+    fn = _bind().get("prof_abi_version")
+    return int(fn()) if fn is not None else None
+
+
+def step():
+    """Marks the end of the current step and the start of the next one."""
+    fn = _bind().get("prof_step")
+    if fn is not None:
+        fn()
+
+
+def mark(name):
+    """Records an instant event called ``name`` on the calling thread."""
+    fn = _bind().get("prof_mark")
+    if fn is not None:
+        fn(_encode(name))
+
+
+def capture_now(steps, reason=None):
+    """Asks for a capture window of ``steps`` steps from the next step boundary.
+
+    Returns True when the host queued the request, False otherwise (no host,
+    host disabled, or steps == 0). ``steps`` must be an int in [0, 2**32):
+    anything else raises, with or without a host, so a mistake shows up
+    before the code runs under the profiler.
+    """
+    steps = operator.index(steps)
+    if steps < 0 or steps > 0xFFFFFFFF:
+        raise ValueError("capture_now: steps must be in [0, 2**32), got %d" % steps)
+    fn = _bind().get("prof_capture_now")
+    if fn is None:
+        return False
+    return fn(steps, None if reason is None else _encode(reason)) == 0
+
+
+class range:  # noqa: A001 - the name mirrors the C ABI (prof_range_push/pop)
+    """A named range on the calling thread: a context manager and a decorator.
+
+    ``with profhost.range("load"):`` pushes on entry and pops on exit, also
+    when the block raises. ``@profhost.range("load")`` wraps each call of the
+    decorated function the same way. One object may be entered again, nested
+    and used from several threads: it holds only the name.
+    """
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = _encode(name)
+
+    def __enter__(self):
+        fn = _bind().get("prof_range_push")
+        if fn is not None:
+            fn(self._name)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        fn = _bind().get("prof_range_pop")
+        if fn is not None:
+            fn()
+        return False
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    def __repr__(self):
+        return "profhost.range(%r)" % self._name.decode("utf-8", "surrogateescape")

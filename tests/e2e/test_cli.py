@@ -1,0 +1,501 @@
+"""End-to-end tests of the `prof` command (src/cli).
+
+They run the built `prof` with ordinary commands (env, sh -c, ...) and check
+what a user sees: exit statuses, messages, and the environment the command
+gets. The library `prof run` preloads is a do-nothing stand-in compiled here
+(PROF_LIB), so these tests do not depend on the host library.
+
+Environment: PROFHOST_BUILD (the build directory, holding bin/prof) and
+PROFHOST_SOURCE (the source tree), both set by ctest.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+BUILD = os.environ.get("PROFHOST_BUILD", "")
+SOURCE = os.environ.get("PROFHOST_SOURCE", "")
+PROF = os.path.join(BUILD, "bin", "prof")
+USAGE = "(usage: prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...)"
+NO_WINDOW = "profhost: no capture window was reached; nothing written\n"
+
+# Filled by setUpModule: a scratch directory and two stand-in libraries.
+TMP = ""
+STUB = ""   # stands in for libprofhost.so
+OTHER = ""  # an unrelated library already in LD_PRELOAD
+
+
+def compile_lib(path, source):
+    src = path + ".c"
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", path, src], check=True)
+
+
+def setUpModule():
+    global TMP, STUB, OTHER
+    if not BUILD or not os.access(PROF, os.X_OK):
+        raise RuntimeError("set PROFHOST_BUILD to a build directory holding bin/prof")
+    TMP = os.path.realpath(tempfile.mkdtemp(prefix="test_cli."))
+    STUB = os.path.join(TMP, "libstub.so")
+    OTHER = os.path.join(TMP, "libother.so")
+    compile_lib(STUB, "void stub_for_prof_tests(void) {}\n")
+    compile_lib(OTHER, "void other_for_prof_tests(void) {}\n")
+
+
+def tearDownModule():
+    if TMP:
+        shutil.rmtree(TMP, ignore_errors=True)
+
+
+def clean_env(**extra):
+    """The test's environment without anything prof sets or reads, plus extra."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PROF_") and k not in (
+               "LD_PRELOAD", "PYTHONPATH", "NVTX_INJECTION64_PATH",
+               "CUDA_INJECTION64_PATH")}
+    env["PROF_LIB"] = STUB
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    if "LD_PRELOAD" in env:
+        # prof itself starts with this LD_PRELOAD. In a -DPROFHOST_SANITIZE
+        # build, ASan refuses to run when a preloaded library comes before
+        # its runtime; the stand-in libraries interpose nothing, so the
+        # check is turned off (it only concerns prof, not the command).
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "verify_asan_link_order=0"
+    return env
+
+
+def prof(*args, env=None, cwd=None, exe=None, timeout=60):
+    """Runs prof with args; returns the CompletedProcess (text output)."""
+    return subprocess.run([exe or PROF] + list(args), env=env or clean_env(),
+                          cwd=cwd or TMP, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def parse_env0(out):
+    """Parses the output of `env -0` into a dict."""
+    return dict(item.split("=", 1) for item in out.split("\0") if item)
+
+
+def run_env(*opts, env=None, cwd=None, exe=None):
+    """Runs `prof run <opts> env -0`; returns (the command's env, result)."""
+    r = prof("run", *opts, "env", "-0", env=env, cwd=cwd, exe=exe)
+    return parse_env0(r.stdout), r
+
+
+class Scratch(unittest.TestCase):
+    """Gives each test its own directory (self.dir)."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=TMP)
+
+    def path(self, *names):
+        return os.path.join(self.dir, *names)
+
+
+class TopLevel(unittest.TestCase):
+    def test_help(self):
+        for args in (["--help"], ["-h"], ["help"]):
+            r = prof(*args)
+            self.assertEqual(r.returncode, 0, args)
+            self.assertIn("usage: prof run", r.stdout)
+            self.assertIn("--version", r.stdout)
+            self.assertEqual(r.stderr, "")
+
+    def test_run_help(self):
+        for args in (["run", "--help"], ["run", "-h"], ["help", "run"]):
+            r = prof(*args)
+            self.assertEqual(r.returncode, 0, args)
+            for opt in ("--script", "--output", "--set", "PROF_LIB"):
+                self.assertIn(opt, r.stdout)
+            self.assertEqual(r.stderr, "")
+
+    def test_version_matches_project(self):
+        with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(profhost VERSION ([0-9.]+)", f.read()).group(1)
+        r = prof("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stdout, "prof (profhost) %s\n" % version)
+
+    def test_unknown_command_and_option(self):
+        for args, word in ((["frobnicate"], "'frobnicate'"), (["--bogus"], "'--bogus'"),
+                           (["help", "nope"], "'nope'"), ([], "missing command")):
+            r = prof(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(r.stdout, "")
+            self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+            self.assertTrue(r.stderr.startswith("prof: "), r.stderr)
+            self.assertIn(word, r.stderr)
+            self.assertIn("usage: prof run", r.stderr)
+
+
+class BadArguments(Scratch):
+    def check_usage_error(self, args, words):
+        marker = self.path("ran")
+        r = prof("run", *args, "touch", marker)
+        self.assertEqual(r.returncode, 2, args)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertTrue(r.stderr.startswith("prof run: " + words), r.stderr)
+        self.assertTrue(r.stderr.endswith(USAGE + "\n"), r.stderr)
+        self.assertFalse(os.path.exists(marker), "the command ran anyway")
+
+    def test_missing_command(self):
+        for args in (["run"], ["run", "--"], ["run", "-s", "p.lua"], ["run", "--set", "a=1"]):
+            r = prof(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(r.stderr, "prof run: missing command " + USAGE + "\n")
+
+    def test_unknown_option(self):
+        self.check_usage_error(["-x"], "unknown option '-x'")
+        self.check_usage_error(["--scripts=a"], "unknown option '--scripts=a'")
+
+    def test_bad_set(self):
+        for kv in ("novalue", "=v", "a-b=1", "sp ace=1"):
+            self.check_usage_error(["--set", kv], "--set '%s' is not key=value" % kv)
+        self.check_usage_error(["--set", "a=1\nb=2"], "--set 'a' has a newline")
+
+    def test_missing_value(self):
+        for opt in ("-s", "--script", "-o", "--output", "--set"):
+            r = prof("run", opt)
+            self.assertEqual(r.returncode, 2, opt)
+            self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+            self.assertIn("'%s' needs" % opt, r.stderr)
+
+    def test_empty_output_dir(self):
+        self.check_usage_error(["-o", ""], "option '-o' needs a non-empty directory")
+
+    def test_missing_policy_file(self):
+        marker = self.path("ran")
+        r = prof("run", "-s", "no-such-policy.lua", "touch", marker, cwd=self.dir)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "prof run: cannot read policy file 'no-such-policy.lua': "
+                                   "No such file or directory\n")
+        self.assertFalse(os.path.exists(marker))
+        r = prof("run", "-s", self.dir, "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "prof run: cannot read policy file '%s': Is a directory\n"
+                         % self.dir)
+
+
+class Environment(Scratch):
+    def test_environment_of_the_command(self):
+        with open(self.path("policy.lua"), "w") as f:
+            f.write("-- empty policy\n")
+        env = clean_env(LD_PRELOAD=OTHER, PYTHONPATH="/previous/py:/more",
+                        PROF_LIB=os.path.relpath(STUB, self.dir),
+                        PROF_LAUNCHER_NOTES="/stale/notes")
+        before = time.time()
+        child, r = run_env("-s", "policy.lua", "--set", "schedule.active=5",
+                           "-o", "out", "--set", "name.x=a b=c", "--",
+                           env=env, cwd=self.dir)
+        after = time.time()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(child["LD_PRELOAD"], STUB + ":" + OTHER)
+        self.assertEqual(child["NVTX_INJECTION64_PATH"], STUB)
+        self.assertNotIn("CUDA_INJECTION64_PATH", child)
+        self.assertEqual(child["PROF_SCRIPT"], self.path("policy.lua"))
+        self.assertEqual(child["PROF_OUTPUT_DIR"], self.path("out"))
+        self.assertEqual(child["PROF_SET"], "schedule.active=5\nname.x=a b=c")
+        self.assertEqual(child["PYTHONPATH"],
+                         os.path.realpath(os.path.join(BUILD, "share", "profhost", "python"))
+                         + ":/previous/py:/more")
+        m = re.fullmatch(r"env-(\d{8}-\d{6})", child["PROF_RUN_ID"])
+        self.assertIsNotNone(m, child["PROF_RUN_ID"])
+        stamp = time.mktime(time.strptime(m.group(1), "%Y%m%d-%H%M%S"))
+        self.assertTrue(before - 2 <= stamp <= after + 1, (before, stamp, after))
+        notes = child["PROF_LAUNCHER_NOTES"]
+        self.assertTrue(os.path.isabs(notes), notes)
+        self.assertNotEqual(notes, "/stale/notes")
+        self.assertEqual(r.stderr, NO_WINDOW)
+
+    def test_without_options_sets_only_the_basics(self):
+        child, r = run_env()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(child["LD_PRELOAD"], STUB)
+        for var in ("PROF_SCRIPT", "PROF_OUTPUT_DIR", "PROF_SET"):
+            self.assertNotIn(var, child)
+
+    def test_library_not_twice_and_first(self):
+        both = STUB + ":" + OTHER
+        for previous, want in ((STUB, STUB), (STUB + ":" + OTHER, both),
+                               (OTHER + ":" + STUB, both), (OTHER + " " + STUB, both),
+                               (os.path.join(TMP, ".", "libstub.so"), STUB)):
+            child, r = run_env(env=clean_env(LD_PRELOAD=previous))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(child["LD_PRELOAD"], want, previous)
+
+    def test_run_id(self):
+        child, _ = run_env(env=clean_env(PROF_RUN_ID="shared-run"))
+        self.assertEqual(child["PROF_RUN_ID"], "shared-run")
+        r = prof("run", "/usr/bin/env", "-0")
+        self.assertRegex(parse_env0(r.stdout)["PROF_RUN_ID"], r"^env-\d{8}-\d{6}$")
+
+    def test_absolute_paths_kept(self):
+        policy = self.path("p.lua")
+        open(policy, "w").close()
+        child, r = run_env("--script=" + policy, "--output=/abs/out/")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(child["PROF_SCRIPT"], policy)
+        self.assertEqual(child["PROF_OUTPUT_DIR"], "/abs/out")
+
+    def test_options_in_any_order_and_command_args_untouched(self):
+        open(self.path("p.lua"), "w").close()
+        r = prof("run", "--set", "a=1", "-sp.lua", "--set=b=2", "-o", "o", "sh", "-c",
+                 'printf "%s|" "$PROF_SET" "$PROF_SCRIPT" "$@"', "sh", "-s", "--set", "x", "--",
+                 cwd=self.dir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "a=1\nb=2|%s|-s|--set|x|--|" % self.path("p.lua"))
+
+    def test_dash_dash_for_a_command_starting_with_dash(self):
+        script = self.path("-odd")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho odd ran\n")
+        os.chmod(script, 0o755)
+        r = prof("run", "--", "./-odd", cwd=self.dir)
+        self.assertEqual((r.returncode, r.stdout), (0, "odd ran\n"))
+        r = prof("run", "-odd", cwd=self.dir)  # -o dd, then no command
+        self.assertEqual(r.returncode, 2)
+
+    def test_python_module_importable_in_the_command(self):
+        r = prof("run", "/usr/bin/python3", "-c",
+                 "import profhost; print(profhost.__file__); print(profhost.loaded())")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        share = os.path.realpath(os.path.join(BUILD, "share", "profhost", "python"))
+        self.assertEqual(r.stdout, os.path.join(share, "profhost", "__init__.py")
+                         + "\nFalse\n")
+
+
+class Library(Scratch):
+    def install_tree(self, with_lib=True):
+        """A copy of prof in <dir>/prefix/bin, the stub as the library."""
+        prefix = self.path("prefix")
+        os.makedirs(os.path.join(prefix, "bin"))
+        shutil.copy2(PROF, os.path.join(prefix, "bin", "prof"))
+        if with_lib:
+            os.makedirs(os.path.join(prefix, "lib"))
+            shutil.copy2(STUB, os.path.join(prefix, "lib", "libprofhost.so"))
+        return prefix
+
+    def test_found_next_to_the_executable(self):
+        prefix = self.install_tree()
+        os.symlink(os.path.join(prefix, "bin", "prof"), self.path("prof-link"))
+        for exe in (os.path.join(prefix, "bin", "prof"), self.path("prof-link")):
+            child, r = run_env(env=clean_env(PROF_LIB=None), exe=exe)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lib = os.path.join(prefix, "lib", "libprofhost.so")
+            self.assertEqual(child["LD_PRELOAD"], lib)
+            self.assertEqual(child["NVTX_INJECTION64_PATH"], lib)
+            self.assertEqual(child["PYTHONPATH"],
+                             os.path.join(prefix, "share", "profhost", "python"))
+
+    def test_missing_next_to_the_executable(self):
+        prefix = self.install_tree(with_lib=False)
+        marker = self.path("ran")
+        r = prof("run", "touch", marker, env=clean_env(PROF_LIB=None),
+                 exe=os.path.join(prefix, "bin", "prof"))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr.count("\n"), 1, r.stderr)
+        self.assertIn(os.path.join(prefix, "lib", "libprofhost.so"), r.stderr)
+        self.assertIn("set PROF_LIB=/path/to/libprofhost.so", r.stderr)
+        self.assertFalse(os.path.exists(marker))
+
+    def test_prof_lib_pointing_nowhere(self):
+        marker = self.path("ran")
+        r = prof("run", "touch", marker, env=clean_env(PROF_LIB="/no/such/libprofhost.so"))
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "prof run: PROF_LIB='/no/such/libprofhost.so' cannot be "
+                                   "used: No such file or directory\n")
+        self.assertFalse(os.path.exists(marker))
+        r = prof("run", "true", env=clean_env(PROF_LIB=self.dir))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("PROF_LIB='%s' is not a file" % self.dir, r.stderr)
+
+    def test_build_tree_layout(self):
+        # A static program ignores LD_PRELOAD, so the real (possibly
+        # sanitized) library is named but never loaded.
+        src = self.path("dumpenv.c")
+        with open(src, "w") as f:
+            f.write("#include <stdio.h>\nextern char **environ;\n"
+                    "int main(void) { for (char **e = environ; *e; e++) "
+                    "{ fputs(*e, stdout); putchar(0); } return 0; }\n")
+        exe = self.path("dumpenv")
+        if subprocess.run(["cc", "-static", "-o", exe, src],
+                          capture_output=True).returncode != 0:
+            self.skipTest("cc -static does not work here")
+        r = prof("run", exe, env=clean_env(PROF_LIB=None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        child = parse_env0(r.stdout)
+        lib = os.path.realpath(os.path.join(BUILD, "lib", "libprofhost.so"))
+        self.assertEqual(child["LD_PRELOAD"], lib)
+        self.assertTrue(os.path.isfile(lib))
+
+
+class ExitStatus(Scratch):
+    def test_exit_code_passed_on(self):
+        for code in (0, 1, 3, 42, 255):
+            r = prof("run", "sh", "-c", "exit %d" % code)
+            self.assertEqual(r.returncode, code)
+
+    def test_killed_by_signal(self):
+        for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGSEGV):
+            r = prof("run", "sh", "-c", "kill -%d $$" % sig)
+            self.assertEqual(r.returncode, 128 + sig, sig)
+            self.assertEqual(r.stderr, NO_WINDOW)
+
+    def test_command_not_found(self):
+        r = prof("run", "no-such-command-for-prof")
+        self.assertEqual(r.returncode, 127)
+        self.assertEqual(r.stderr, "prof run: cannot run 'no-such-command-for-prof': "
+                                   "No such file or directory\n")
+        r = prof("run", self.path("missing", "cmd"))
+        self.assertEqual(r.returncode, 127)
+
+    def test_not_executable(self):
+        script = self.path("plain.sh")
+        with open(script, "w") as f:
+            f.write("echo should not run\n")
+        os.chmod(script, 0o644)
+        r = prof("run", script)
+        self.assertEqual(r.returncode, 126)
+        self.assertEqual(r.stdout, "")
+        self.assertEqual(r.stderr, "prof run: cannot run '%s': Permission denied\n" % script)
+
+    def test_command_exiting_127_still_reports(self):
+        r = prof("run", "sh", "-c", "exit 127")
+        self.assertEqual((r.returncode, r.stderr), (127, NO_WINDOW))
+
+
+class Signals(Scratch):
+    def start(self, script):
+        """Starts prof run sh -c script; waits until the script ran
+        `echo $$ > "$READY"`. prof and the command are killed at cleanup."""
+        ready = self.path("ready")
+        if os.path.exists(ready):
+            os.unlink(ready)
+        p = subprocess.Popen([PROF, "run", "sh", "-c", script], env=clean_env(READY=ready),
+                             cwd=self.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.addCleanup(self.kill, p)
+        deadline = time.time() + 30
+        while True:
+            if os.path.exists(ready):
+                with open(ready) as f:
+                    pid = f.read()
+                if pid.endswith("\n"):
+                    self.addCleanup(self.kill, None, int(pid))
+                    return p
+            if time.time() > deadline or p.poll() is not None:
+                self.fail("the command did not start")
+            time.sleep(0.02)
+
+    @staticmethod
+    def kill(p, pid=None):
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.communicate()
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def test_sigterm_forwarded(self):
+        p = self.start('trap "echo got TERM; exit 7" TERM; echo $$ > "$READY"; '
+                       'while :; do sleep 0.05; done')
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=10)
+        self.assertEqual((p.returncode, out), (7, "got TERM\n"))
+
+    def test_sigterm_kills_the_command(self):
+        p = self.start('echo $$ > "$READY"; exec sleep 30')
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=10)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertLess(time.time() - t0, 10)
+        self.assertEqual(err, NO_WINDOW)
+
+    def test_other_forwarded_signals(self):
+        for sig in (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            p = self.start('trap "echo got %d; exit 9" %d; echo $$ > "$READY"; '
+                           'while :; do sleep 0.05; done' % (sig, sig))
+            p.send_signal(sig)
+            out, _ = p.communicate(timeout=10)
+            self.assertEqual((p.returncode, out), (9, "got %d\n" % sig), sig)
+
+    def test_sigint_to_prof_alone_is_ignored(self):
+        p = self.start('echo $$ > "$READY"; while [ ! -e stop ]; do sleep 0.05; done; '
+                       'echo finished; exit 4')
+        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGQUIT)
+        time.sleep(0.3)
+        self.assertIsNone(p.poll(), "prof died of SIGINT/SIGQUIT")
+        open(self.path("stop"), "w").close()
+        out, _ = p.communicate(timeout=10)
+        self.assertEqual((p.returncode, out), (4, "finished\n"))
+
+    def test_command_gets_default_dispositions(self):
+        # prof ignores SIGINT itself; the command must not inherit that.
+        r = prof("run", "sh", "-c", "kill -INT $$; exit 0")
+        self.assertEqual(r.returncode, 128 + signal.SIGINT)
+
+
+class LauncherNotes(Scratch):
+    WRITE = ('for w in "$@"; do printf "window\\t%s\\n" "$w" >> "$PROF_LAUNCHER_NOTES"; '
+             'printf "future_key\\tsomething\\n" >> "$PROF_LAUNCHER_NOTES"; done; '
+             'echo "$PROF_LAUNCHER_NOTES" > notes-path; exit 5')
+
+    def run_writer(self, windows, run_id="myrun"):
+        return prof("run", "sh", "-c", self.WRITE, "sh", *windows, cwd=self.dir,
+                    env=clean_env(PROF_RUN_ID=run_id))
+
+    def test_windows_listed(self):
+        root = self.path("prof_out", "myrun")
+        windows = [os.path.join(root, "rank0", "window1_steps10-12"),
+                   os.path.join(root, "rank1", "window1_steps10-12"),
+                   os.path.join(root, "rank0", "window2_steps20-22")]
+        r = self.run_writer(windows)
+        self.assertEqual(r.returncode, 5)
+        self.assertEqual(r.stderr, "profhost: wrote 3 window(s) under %s\n" % root
+                         + "".join("  %s\n" % w for w in windows))
+
+    def test_one_window(self):
+        root = self.path("out", "myrun")
+        w = os.path.join(root, "rank0", "window1_steps3-5")
+        r = self.run_writer([w, w])  # the same window twice is listed once
+        self.assertEqual(r.stderr, "profhost: wrote 1 window(s) under %s\n  %s\n" % (root, w))
+
+    def test_windows_outside_a_run_dir(self):
+        windows = ["/data/a/x/w1", "/data/a/y/w2", "/data/ab/w3"]
+        r = self.run_writer(windows)
+        self.assertTrue(r.stderr.startswith("profhost: wrote 3 window(s) under /data\n"),
+                        r.stderr)
+
+    def test_no_window(self):
+        r = self.run_writer([])
+        self.assertEqual((r.returncode, r.stderr), (5, NO_WINDOW))
+
+    def test_notes_file_fresh_and_removed(self):
+        r = prof("run", "sh", "-c",
+                 'test -f "$PROF_LAUNCHER_NOTES" && test ! -s "$PROF_LAUNCHER_NOTES" && '
+                 'stat -c %a "$(dirname "$PROF_LAUNCHER_NOTES")" && '
+                 'echo "$PROF_LAUNCHER_NOTES"', env=clean_env(TMPDIR=self.dir))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mode, notes = r.stdout.split()
+        self.assertEqual(mode, "700")
+        self.assertEqual(os.path.dirname(os.path.dirname(notes)), self.dir)
+        self.assertFalse(os.path.exists(os.path.dirname(notes)), "temp dir left behind")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
