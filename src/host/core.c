@@ -16,6 +16,7 @@
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
+#include "capture.h"
 #include "host.h"
 
 #define PROFHOST_EXPORT __attribute__((visibility("default")))
@@ -185,6 +186,7 @@ static void core_fini(void)
 		return;
 	window_finish(&host, false);
 	hostthread_stop(&host, FINI_WAIT_MS);
+	capture_fini_all(&host);
 }
 
 static void core_after_fork_child(void)
@@ -242,6 +244,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0 ||
 	    hostthread_init(h, &e) != 0)
 		goto fail;
+	capture_init_all(h);
 	window_init(h);
 	exitpath_install(h);
 	core->step = core_step;
