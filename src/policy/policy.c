@@ -347,6 +347,18 @@ static int load_step(struct policy *p, int nargs, const char *prefix,
 	return err_set(e, "%s", local.msg);
 }
 
+/* An error-checking mutex: a capture_now callback that wrongly re-enters
+ * the policy on the same thread gets POLICY_BUSY instead of a deadlock. */
+static void init_lock(pthread_mutex_t *lock)
+{
+	pthread_mutexattr_t attr;
+
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+}
+
 struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 {
 	struct policy *p;
@@ -368,7 +380,7 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 		err_set(e, "policy: out of memory");
 		return NULL;
 	}
-	pthread_mutex_init(&p->lock, NULL);
+	init_lock(&p->lock);
 	p->apply_set_ref = p->load_done_ref = p->hooks_ref = LUA_NOREF;
 	p->capture_now = opts->capture_now;
 	p->capture_ctx = opts->capture_ctx;
@@ -653,9 +665,8 @@ static enum policy_status window_hooks(struct policy *p, const char *kind,
 		err_set(e, "policy: prof.%s: no window information", kind);
 		return POLICY_ERROR;
 	}
-	if (wait)
-		pthread_mutex_lock(&p->lock);
-	else if (pthread_mutex_trylock(&p->lock) != 0)
+	if ((wait ? pthread_mutex_lock(&p->lock)
+		  : pthread_mutex_trylock(&p->lock)) != 0)
 		return POLICY_BUSY;
 	st = call_hooks(p, kind, HOOK_ARG_WINDOW, w, budget_ms, budget_key, e);
 	pthread_mutex_unlock(&p->lock);

@@ -127,6 +127,12 @@ describe("prof", function()
 				error_of("prof.schedule{ active = 4294967296 }"))
 		end)
 
+		it("turns the schedule on with an empty table", function()
+			local c = config_of("prof.schedule{}")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
+				cycles = 0 }, c.schedule)
+		end)
+
 		it("accepts a float with an integral value as an integer", function()
 			local c = config_of("prof.schedule{ active = 3.0 }")
 			assert.are.equal("integer", math.type(c.schedule.active))

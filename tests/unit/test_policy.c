@@ -36,7 +36,11 @@ struct capture_log {
 	char reason[512];
 	char order[256];  /* reasons of all calls, joined by ',' */
 	const char *refuse; /* when set, refuse with this message */
+	struct policy *reenter; /* when set, call back into this policy */
+	int reenter_status;
 };
+
+static const struct policy_window_info window_info;
 
 static int test_capture(void *ctx, uint32_t steps, const char *reason,
 			struct err *e)
@@ -46,6 +50,9 @@ static int test_capture(void *ctx, uint32_t steps, const char *reason,
 
 	if (log->refuse)
 		return err_set(e, "%s", log->refuse);
+	if (log->reenter)
+		log->reenter_status = policy_on_trace_ready(log->reenter,
+							    &window_info, NULL);
 	log->steps = steps;
 	snprintf(log->reason, sizeof log->reason, "%s", reason ? reason : "(null)");
 	n = strlen(log->order);
@@ -510,10 +517,24 @@ static void test_capture_now(void)
 	log.refuse = "a capture_now window is already queued";
 	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
 	CHECK_EQ_STR(e.msg, "myprof.lua:3: prof.capture_now: a capture_now window is already queued (in prof.on_step; hook disabled)");
+
+	/* A callback that wrongly calls back into the policy is told BUSY
+	 * instead of deadlocking. */
+	policy_free(p);
+	log.refuse = NULL;
+	p = load_src("prof.on_step(function(s) prof.capture_now{ steps = 1 } end)\n",
+		     NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	log.reenter = p;
+	log.reenter_status = 99;
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_OK);
+	CHECK_EQ_INT(log.reenter_status, POLICY_BUSY);
+	log.reenter = NULL;
 	policy_free(p);
 
 	/* At load time, with the default reason. */
-	log.refuse = NULL;
 	p = load_src("prof.capture_now{ steps = 4 }\n", NULL, &log, &e);
 	CHECK(p != NULL);
 	CHECK_EQ_INT(log.steps, 4);
