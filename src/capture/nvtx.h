@@ -64,6 +64,12 @@ extern const struct capture_ops nvtx_capture;
 
 /* ---- shim side (nvtx.c), reached by the core through struct shim_api ---- */
 
+/* The NVTX injection entry point (exported from libprofhost.so; declared
+ * here for tests that play an NVTX instance). `get` is that instance's
+ * export-table function (NvtxGetExportTableFunc_t). Returns 1 (attached)
+ * or 0. */
+int InitializeInjectionNvtx2(const void *(*get)(uint32_t id));
+
 /* Installs the triggers and callbacks. Called once by the core at start-up
  * (before application threads call NVTX, as far as the core can tell);
  * safe against concurrent NVTX calls. */
