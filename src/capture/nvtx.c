@@ -52,7 +52,8 @@ enum {
 	LV_CAPTURE = 2,    /* this level drives a capture-range window */
 	LV_NAMED = 4,      /* name[] holds the name */
 	LV_REGISTERED = 8, /* reg holds the name */
-	LV_DROPPED = 16    /* the push was dropped (buffers full): drop the pop */
+	LV_DROPPED = 16,   /* the push was dropped (buffers full): drop the pop */
+	LV_FORCED = 32     /* recorded whatever prof.capture{nvtx} says */
 };
 
 /* Start/end range ids: sequence (bits 0-31), kernel tid (32-53), the tag of
@@ -618,6 +619,43 @@ static int capture_begin(const struct nvtx_cfg *cfg)
 	return r > 0;
 }
 
+/* Records the first `n` levels of thread t that the open window did not
+ * record, as pushes that began before it (the thread just opened the
+ * window inside them). */
+static void replay_levels(struct nvtx_thread *t, uint32_t n)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	uint32_t gen = (uint32_t)(st >> 1), i;
+	int64_t now;
+
+	if (!(st & 1) || t == &no_thread)
+		return;
+	if (n > NVTX_LEVELS)
+		n = NVTX_LEVELS;
+	now = clock_now_ns();
+	for (i = 0; i < n; i++) {
+		struct nvtx_level *lv = &t->lv[i];
+		const char *name = NULL;
+		uint32_t len = 0;
+
+		if (lv->gen == gen || !recording(st, mode, lv->flags & LV_FORCED))
+			continue;
+		if (lv->flags & LV_NAMED) {
+			name = lv->n.name;
+			len = lv->len;
+		} else if (lv->flags & LV_REGISTERED) {
+			name = lv->n.reg->s;
+			len = lv->n.reg->len < EVBUF_NAME_MAX ? lv->n.reg->len : EVBUF_NAME_MAX;
+		}
+		if (evbuf_append_raw(EVBUF_RANGE_PUSH, now, name, len, 0,
+				     evbuf_nvtx_a(lv->domain, lv->category, EVBUF_A_EARLY)) == 0) {
+			lv->gen = gen;
+			lv->flags &= (uint16_t)~LV_DROPPED;
+		}
+	}
+}
+
 /* A push in domain d; `force` records even with prof.capture{nvtx=false}.
  * Returns the level (depth before the push). */
 static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
@@ -640,8 +678,12 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 					 (mode & MODE_CAPTURE ? MATCH_CAPTURE : 0));
 		if (hit & MATCH_STEP_RANGE)
 			flags |= LV_STEP;
-		if ((hit & MATCH_CAPTURE) && capture_begin(cfg))
+		if ((hit & MATCH_CAPTURE) && capture_begin(cfg)) {
 			flags |= LV_CAPTURE;
+			/* The window opened inside this thread's open ranges. */
+			if (t != &no_thread)
+				replay_levels(t, depth);
+		}
 		if (hit & MATCH_CAPTURE) /* a window may have opened */
 			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	}
@@ -656,8 +698,9 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 		lv->domain = d->id;
 		lv->category = category;
 		lv->gen = gen;
-		lv->flags = (uint16_t)flags;
-		if (gen || (mode & MODE_ARMED))
+		lv->flags = (uint16_t)(flags | (force ? LV_FORCED : 0));
+		/* A registered string costs one pointer store: always kept. */
+		if (gen || (mode & MODE_ARMED) || m->type == NVTX_ABI_MESSAGE_REGISTERED)
 			level_name(lv, m);
 	}
 	return (int)depth;
@@ -755,8 +798,10 @@ static uint64_t range_start(const struct nvtx_domain *d, const struct nvtx_msg *
 					 (mode & MODE_CAPTURE ? MATCH_CAPTURE : 0));
 		if (hit & MATCH_STEP_RANGE)
 			trig |= ID_STEP;
-		if ((hit & MATCH_CAPTURE) && capture_begin(cfg))
+		if ((hit & MATCH_CAPTURE) && capture_begin(cfg)) {
 			trig |= ID_CAPTURE;
+			replay_levels(t, t->depth);
+		}
 		if (hit & MATCH_CAPTURE)
 			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	}
@@ -1109,6 +1154,14 @@ void nvtx_configure(const struct nvtx_config *c)
 	mode |= atomic_load(&nvtx_mode) & MODE_ARMED;
 	atomic_store_explicit(&nvtx_mode, mode, memory_order_release);
 	pthread_mutex_unlock(&names_lock);
+}
+
+void nvtx_replay(void)
+{
+	struct nvtx_thread *t = self;
+
+	if (t)
+		replay_levels(t, t->depth);
 }
 
 void nvtx_arm(int on)

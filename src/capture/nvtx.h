@@ -21,7 +21,9 @@
  * Shadow stack. Each thread keeps its push/pop levels (domain, category,
  * whether the level is a step or capture-range trigger, the capture
  * generation that recorded the push). A pop whose push was not recorded in
- * the open window becomes a range clipped at the window's start; its name is
+ * the open window becomes a range clipped at the window's start (and the
+ * thread that opens a window records its own open levels at once, so they
+ * show even if they outlive the window); its name is
  * known when the push happened while the shim was *armed* (a window
  * recording, in warm-up, or about to open); otherwise the assembler calls
  * it "(began before the window)". Outside a window and unarmed, a push costs a depth
@@ -78,6 +80,11 @@ void nvtx_configure(const struct nvtx_config *cfg);
 /* Arms (1) or disarms (0) the shadow stack's name copies (see above). Any
  * thread; the core calls it at step boundaries. */
 void nvtx_arm(int on);
+
+/* The calling thread just opened a window (a step boundary): records the
+ * ranges still open on it as pushes that began before the window, so they
+ * appear clipped at its start. Any thread. */
+void nvtx_replay(void);
 
 /* 1 once an NVTX instance in the process attached to profhost. */
 int nvtx_attached(void);

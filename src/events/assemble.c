@@ -12,6 +12,7 @@ struct open_range {
 	uint64_t id;      /* start/end ranges: the range id */
 	uint64_t a;       /* evbuf_nvtx_a(): domain and category */
 	int32_t tid;
+	uint32_t flags;   /* TRACE_F_CLIPPED_START: open when the window began */
 };
 
 #define NAME_UNKNOWN "(began before the window)"
@@ -153,6 +154,16 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
 		th->stack[th->depth].a = r->a;
+		th->stack[th->depth].flags = 0;
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
+			/* Open when the window began: it starts there. */
+			if (!r->len)
+				th->stack[th->depth].name =
+					trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+			if (t->meta.start_ts < r->ts)
+				th->stack[th->depth].ts = t->meta.start_ts;
+			th->stack[th->depth].flags = TRACE_F_CLIPPED_START;
+		}
 		th->depth++;
 		break;
 	case EVBUF_RANGE_POP:
@@ -172,7 +183,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 			memmove(&th->stack[i], &th->stack[i + 1],
 				(th->depth - i - 1) * sizeof *th->stack);
 			th->depth--;
-			add_range(as, tid, o.name, o.ts, r->ts, 0, o.a);
+			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a);
 		}
 		break;
 	case EVBUF_RANGE_START:
@@ -186,6 +197,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		as->started[as->nstarted].id = r->id;
 		as->started[as->nstarted].tid = tid;
 		as->started[as->nstarted].a = r->a;
+		as->started[as->nstarted].flags = 0;
 		as->nstarted++;
 		break;
 	case EVBUF_RANGE_END:
@@ -288,7 +300,8 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		struct thread_state *th = &as.threads[i];
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
-				  t->meta.end_ts, TRACE_F_CLIPPED_END, th->stack[k].a);
+				  t->meta.end_ts, TRACE_F_CLIPPED_END | th->stack[k].flags,
+				  th->stack[k].a);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)

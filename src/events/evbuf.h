@@ -42,9 +42,11 @@ enum evbuf_kind {
 /* `a` of the range and mark records: the NVTX domain id in bits 0-23 (0 is
  * NVTX's default domain, which prof_range_push also uses), flags in bits
  * 24-31, the NVTX category in bits 32-63 (0 = none). */
-#define EVBUF_A_EARLY 0x01u /* POP/END whose PUSH/START this generation did
-			     * not record: the range began before the window.
-			     * A POP then carries the range's name when the
+#define EVBUF_A_EARLY 0x01u /* The range began before the window: on a
+			     * POP/END, this generation did not record its
+			     * PUSH/START; on a PUSH, it was open when the
+			     * window began (ts: when that was noticed). POP
+			     * and PUSH then carry the range's name when the
 			     * shim knew it, else no name. */
 
 static inline uint64_t evbuf_nvtx_a(uint32_t domain, uint32_t category,

@@ -122,6 +122,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.evbuf_append_raw = evbuf_append_raw,
 		.nvtx_configure = nvtx_configure,
 		.nvtx_arm = nvtx_arm,
+		.nvtx_replay = nvtx_replay,
 		.nvtx_attached = nvtx_attached,
 		.nvtx_domain_name = nvtx_domain_name,
 		.nvtx_category_name = nvtx_category_name,

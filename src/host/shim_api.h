@@ -38,6 +38,7 @@ struct shim_api {
 	/* NVTX (src/capture/nvtx.h): triggers, arming, names for the trace. */
 	void (*nvtx_configure)(const struct nvtx_config *cfg);
 	void (*nvtx_arm)(int on);
+	void (*nvtx_replay)(void);
 	int (*nvtx_attached)(void);
 	const char *(*nvtx_domain_name)(uint32_t id);
 	const char *(*nvtx_category_name)(uint32_t domain, uint32_t category);

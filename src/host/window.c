@@ -74,15 +74,18 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 }
 
 /* Tells the shim whether NVTX pushes should keep their names: while a
- * window records, during warm-up, and in the step before a window opens
- * (see src/capture/nvtx.h). Calibrates the clock (at most once a second).
+ * window records, during warm-up, in the step before a window opens, and
+ * whenever a capture range may still open one (see src/capture/nvtx.h). Calibrates the clock (at most once a second).
  * Lock held. */
 static void update_arm(struct host *h, enum sched_action action, int64_t now)
 {
 	struct window_state *w = &h->win;
+	const struct policy_config *c = h->cfg;
 	bool armed = w->recording || action != SCHED_NONE ||
 		     w->sched.pending_steps > 0 ||
-		     sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE;
+		     sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE ||
+		     (c->capture_range.nvtx && (!c->capture_range.count ||
+						w->ranges_recorded < c->capture_range.count));
 
 	if (armed != w->armed) {
 		h->shim->nvtx_arm(armed);
@@ -222,6 +225,8 @@ void window_step(struct host *h)
 
 	if (job)
 		hostthread_submit(h, job);
+	if (opened)
+		h->shim->nvtx_replay(); /* this thread's open ranges, clipped */
 	if (opened && h->cfg->has_on_window_start)
 		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
 	if (h->cfg->has_on_step)

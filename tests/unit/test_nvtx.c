@@ -394,6 +394,38 @@ static void test_clipped_at_both_edges(void)
 	pop();
 }
 
+/* The thread that opens a window records its own open ranges at once. */
+static void test_replay_on_window_open(void)
+{
+	struct trace t;
+	const struct trace_event *e;
+
+	nvtx_arm(1);
+	push_a("epoch");
+	nvtx_arm(0);
+	push_a("step");
+	window_open();
+	nvtx_replay();
+	nvtx_replay(); /* idempotent */
+	push_a("inside");
+	pop();
+	pop(); /* "step" ends inside */
+	window_close(&t);
+	pop(); /* "epoch" ends after */
+
+	e = find(&t, "epoch", 0);
+	CHECK(e && e->flags == (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END) &&
+	      e->ts == window_start);
+	e = find(&t, "(began before the window)", 0);
+	CHECK(e && e->flags == TRACE_F_CLIPPED_START);
+	CHECK_EQ_INT(count(&t, "(began before the window)"), 1);
+	CHECK_EQ_INT(count(&t, "epoch"), 1);
+	e = find(&t, "inside", 0);
+	CHECK(e && e->flags == 0);
+	CHECK_EQ_INT(t.counters.unbalanced_pops, 0);
+	trace_free(&t);
+}
+
 static void test_step_and_capture_triggers(void)
 {
 	void *dom = domain_create("loop"), *other = domain_create("other");
@@ -556,6 +588,7 @@ int main(int argc, char **argv)
 	test_names_domains_categories();
 	test_range_ends_on_another_thread();
 	test_clipped_at_both_edges();
+	test_replay_on_window_open();
 	test_step_and_capture_triggers();
 	test_concurrent_threads();
 	return check_done();
