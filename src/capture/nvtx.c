@@ -80,9 +80,11 @@ struct nvtx_string {
 	char s[];                /* len bytes and a NUL */
 };
 
-/* The configuration, immutable once published. */
+/* The configuration, immutable once published and never freed (a
+ * reader may still hold an older one). */
 struct nvtx_cfg {
 	struct nvtx_config c;    /* strings point into the block below */
+	struct nvtx_cfg *older;  /* the one it replaced */
 };
 
 /* A message as NVTX passed it. */
@@ -1134,6 +1136,7 @@ void nvtx_configure(const struct nvtx_config *c)
 	cfg->c.capture_domain = cfg_str(c->capture_domain, &p);
 
 	pthread_mutex_lock(&names_lock);
+	cfg->older = atomic_load(&nvtx_cfg);
 	atomic_store_explicit(&nvtx_cfg, cfg, memory_order_release);
 	n = atomic_load(&ndomains);
 	for (i = 1; i < n; i++) {

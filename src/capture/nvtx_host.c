@@ -15,8 +15,8 @@
 #include "../util/log.h"
 #include "nvtx.h"
 
-/* Segments larger than this are not searched for NVTX's marker (the GPU
- * code of big CUDA libraries): those libraries are known by name. */
+/* Read-only data segments larger than this are not searched for NVTX's
+ * marker (big CUDA libraries): those libraries are known by name. */
 #define SCAN_MAX_BYTES (16u << 20)
 
 static const char nvtx_marker[] = "NVTX_INJECTION64_PATH";
@@ -76,14 +76,34 @@ static int object_holds(const struct dl_phdr_info *info, const void *addr)
 	return 0;
 }
 
+/* Whether `len` bytes at p hold the marker. Reads whole segments, padding
+ * between objects included, hence the sanitizer exemption. */
+__attribute__((no_sanitize("address")))
+static int holds_marker(const unsigned char *p, size_t len)
+{
+	const size_t m = sizeof nvtx_marker - 1;
+	size_t i, k;
+
+	for (i = 0; i + m <= len; i++) {
+		if (p[i] != (unsigned char)nvtx_marker[0])
+			continue;
+		for (k = 1; k < m && p[i + k] == (unsigned char)nvtx_marker[k]; k++)
+			;
+		if (k == m)
+			return 1;
+	}
+	return 0;
+}
+
 struct scan {
 	const void *skip[2]; /* addresses inside profhost's own libraries */
 	const char *found;   /* the object NVTX was found in */
 };
 
 /* dl_iterate_phdr callback: stops (returns 1) at the first object that
- * carries NVTX: a known library, or one whose read-only data holds the
- * environment variable name NVTX3 reads. */
+ * carries NVTX: a known library, or one whose read-only data (a segment
+ * neither writable nor executable) holds the name of the environment
+ * variable NVTX3 reads, which every copy of NVTX3's loader embeds. */
 static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *s = arg;
@@ -102,10 +122,11 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 		}
 	for (i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
-		if (p->p_type != PT_LOAD || (p->p_flags & PF_W) || p->p_filesz > SCAN_MAX_BYTES)
+		if (p->p_type != PT_LOAD || (p->p_flags & (PF_W | PF_X)) ||
+		    p->p_filesz > SCAN_MAX_BYTES)
 			continue;
-		if (memmem((const void *)(info->dlpi_addr + p->p_vaddr), p->p_filesz,
-			   nvtx_marker, sizeof nvtx_marker - 1)) {
+		if (holds_marker((const unsigned char *)(info->dlpi_addr + p->p_vaddr),
+				 p->p_filesz)) {
 			s->found = *name ? name : "the program";
 			return 1;
 		}
