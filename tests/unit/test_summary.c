@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "export/export.h"
 #include "export/summary.h"
 #include "util/fsutil.h"
 
@@ -270,6 +271,68 @@ static void test_files_and_length(void)
 	trace_free(&t);
 }
 
+/* export_window with the tables on: key_averages.txt, then summary.txt
+ * listing every file; the summary text comes back in the result. */
+static void test_export_window(void)
+{
+	struct trace t;
+	struct err e;
+	struct export_opts o = { 0 };
+	struct export_result res;
+	char dir[] = "/tmp/test_summary_export.XXXXXX", path[4200], *got;
+	size_t len, i;
+
+	CHECK(mkdtemp(dir) != NULL);
+	build(&t);
+	add_range(&t, "outer", 0, 5 * MS);
+	add_range(&t, "inner", 1 * MS, 3 * MS);
+	o.run_dir = dir;
+	o.chrome = true;
+	o.key_averages = true;
+	o.sort_by = "count";
+	o.row_limit = 1;
+	o.summary = true;
+	CHECK(export_window(&t, &o, &res, &e) == 0);
+	CHECK_EQ_INT(res.nfiles, 3);
+	snprintf(path, sizeof path, "%s/rank1/window2_steps10-15", dir);
+	CHECK_EQ_STR(res.dir, path);
+	snprintf(path, sizeof path, "%s/key_averages.txt", res.dir);
+	CHECK_EQ_STR(res.files[1], path);
+	got = fsutil_read(path, 1 << 20, &len, &e);
+	CHECK(got && strstr(got, "# of Calls") && strstr(got, " outer  ") && !strstr(got, "inner"));
+	CHECK(got && strstr(got, "Self CPU time total: 5.000ms\n"));
+	free(got);
+	snprintf(path, sizeof path, "%s/summary.txt", res.dir);
+	CHECK_EQ_STR(res.files[2], path);
+	got = fsutil_read(path, 1 << 20, &len, &e);
+	CHECK(res.summary != NULL);
+	CHECK_EQ_STR(got, res.summary);
+	CHECK(got && strstr(got, "Files: trace.json key_averages.txt summary.txt\n"));
+	free(got);
+	for (i = 0; i < res.nfiles; i++)
+		unlink(res.files[i]);
+	rmdir(res.dir);
+	export_result_free(&res);
+	CHECK(res.summary == NULL);
+
+	/* a bad sort key or group is an error before anything is written */
+	o.sort_by = "flops";
+	CHECK(export_window(&t, &o, &res, &e) == -1);
+	CHECK(strstr(e.msg, "flops") != NULL);
+	CHECK_EQ_INT(res.nfiles, 0);
+	CHECK(access(path, F_OK) != 0);
+	export_result_free(&res);
+	o.sort_by = NULL;
+	o.group_by = "file";
+	CHECK(export_window(&t, &o, &res, &e) == -1);
+	CHECK(strstr(e.msg, "group_by 'file'") != NULL);
+	export_result_free(&res);
+	snprintf(path, sizeof path, "%s/rank1", dir);
+	rmdir(path);
+	rmdir(dir);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_step_stats();
@@ -277,5 +340,6 @@ int main(void)
 	test_top_ranges();
 	test_drops();
 	test_files_and_length();
+	test_export_window();
 	return check_done();
 }
