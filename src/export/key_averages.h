@@ -14,7 +14,7 @@
  * and no self time is ever negative. Total time is the duration.
  *
  * key_averages_build() computes the table once; the writer, the summary and
- * the Lua reports all read it. Host thread (or any one thread at a time).
+ * the Lua reports all read it. No shared state: any thread, one table each.
  */
 #ifndef PROFHOST_KEY_AVERAGES_H
 #define PROFHOST_KEY_AVERAGES_H
