@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
+#include "../util/progname.h"
 
 const char cli_run_synopsis[] =
 	"prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...";
@@ -355,30 +356,31 @@ static int run_env_set(const char *name, const char *value, struct err *e)
 	return 0;
 }
 
-/* Sets PROF_RUN_ID to <basename of cmd>-<YYYYmmdd-HHMMSS> (local time)
- * unless the environment has one. Returns 0, or -1 with *e set. */
-static int run_set_run_id(const char *cmd, struct err *e)
+/* Number of entries of a NULL-terminated vector. */
+static int run_count(char **v)
 {
-	const char *env = getenv("PROF_RUN_ID"), *base = strrchr(cmd, '/');
+	int n = 0;
+
+	while (v[n])
+		n++;
+	return n;
+}
+
+/* Sets PROF_RUN_ID to <program>-<YYYYmmdd-HHMMSS> (local time), the program
+ * named as the host names it (progname.h), unless the environment has one.
+ * Returns 0, or -1 with *e set. */
+static int run_set_run_id(int argc, const char *const *argv, struct err *e)
+{
+	const char *env = getenv("PROF_RUN_ID");
 	char id[128], stamp[32];
 	struct tm tm;
 	time_t now = time(NULL);
-	size_t n = 0;
+	size_t n;
 
 	if (env && env[0])
 		return 0;
-	base = base ? base + 1 : cmd;
-	for (; *base && n < 64; base++) {
-		char c = *base;
-		bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			  (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-' ||
-			  c == '+';
-		id[n++] = ok ? c : '_';
-	}
-	if (n == 0) {
-		memcpy(id, "run", 3);
-		n = 3;
-	}
+	progname_from_argv(argc, argv, id, 80);
+	n = strlen(id);
 	if (!localtime_r(&now, &tm) || strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm) == 0)
 		return err_set(e, "cannot format the local time");
 	snprintf(id + n, sizeof id - n, "-%s", stamp);
@@ -696,7 +698,7 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 		return -1;
 	if (run_env_prepend("LD_PRELOAD", lib, ": ", false, e) != 0 ||
 	    run_env_set("NVTX_INJECTION64_PATH", lib, e) != 0 ||
-	    run_set_run_id(o->cmd[0], e) != 0)
+	    run_set_run_id(run_count(o->cmd), (const char *const *)o->cmd, e) != 0)
 		return -1;
 	if (prefix[0] &&
 	    (fsutil_join(path, sizeof path, prefix, "share/profhost/python", e) != 0 ||

@@ -16,6 +16,8 @@
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
+#include "../util/progname.h"
+#include "capture.h"
 #include "host.h"
 
 #define PROFHOST_EXPORT __attribute__((visibility("default")))
@@ -52,44 +54,14 @@ static int read_cmdline(char *buf, size_t size, const char **argv, int max)
 	return argc;
 }
 
-/* Basename of `path` without a trailing ".py". */
-static void base_name(const char *path, char *out, size_t size)
-{
-	const char *b = strrchr(path, '/');
-	size_t n;
-
-	snprintf(out, size, "%s", b ? b + 1 : path);
-	n = strlen(out);
-	if (n > 3 && strcmp(out + n - 3, ".py") == 0)
-		out[n - 3] = '\0';
-}
-
-/* The program's name for the run directory: the script for
- * `python train.py` / `python -m pkg.mod`, else argv[0]'s basename. */
+/* The program's name for the run directory (see progname.h). */
 static void find_program(struct host *h)
 {
 	char buf[8192];
 	const char *argv[4];
 	int argc = read_cmdline(buf, sizeof buf, argv, 4);
-	char first[256];
 
-	if (argc == 0) {
-		snprintf(h->program, sizeof h->program, "process");
-		return;
-	}
-	base_name(argv[0], first, sizeof first);
-	if (strncmp(first, "python", 6) == 0 && argc > 1) {
-		if (strcmp(argv[1], "-m") == 0 && argc > 2)
-			base_name(argv[2], h->program, sizeof h->program);
-		else if (argv[1][0] != '-')
-			base_name(argv[1], h->program, sizeof h->program);
-		else
-			snprintf(h->program, sizeof h->program, "%s", first);
-	} else {
-		snprintf(h->program, sizeof h->program, "%s", first);
-	}
-	if (!h->program[0])
-		snprintf(h->program, sizeof h->program, "%s", first[0] ? first : "process");
+	progname_from_argv(argc, argv, h->program, sizeof h->program);
 }
 
 /* Where profhost's Lua library is: PROF_LUA_DIR, else
@@ -185,6 +157,7 @@ static void core_fini(void)
 		return;
 	window_finish(&host, false);
 	hostthread_stop(&host, FINI_WAIT_MS);
+	capture_fini_all(&host);
 }
 
 static void core_after_fork_child(void)
@@ -242,6 +215,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0 ||
 	    hostthread_init(h, &e) != 0)
 		goto fail;
+	capture_init_all(h);
 	window_init(h);
 	exitpath_install(h);
 	core->step = core_step;

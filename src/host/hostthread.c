@@ -21,6 +21,7 @@
 #include "../events/assemble.h"
 #include "../export/export.h"
 #include "../util/log.h"
+#include "capture.h"
 #include "host.h"
 
 /* Appends "window\t<dir>" to the launcher's notes file, if any. */
@@ -106,6 +107,8 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(LOG_WARN, "out of memory assembling window %u: the trace "
 			"is incomplete", job->window);
 	h->shim->evbuf_release(job->gen);
+	capture_collect_all(h, job, &t);
+	t.counters.events = t.nev;
 
 	o.run_dir = h->run_dir;
 	o.chrome = h->cfg->export.chrome;

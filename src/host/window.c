@@ -13,6 +13,7 @@
 
 #include "../events/clock.h"
 #include "../util/log.h"
+#include "capture.h"
 #include "host.h"
 
 /* Opens a capture generation for the window that starts now. Lock held. */
@@ -26,6 +27,7 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 		return;
 	}
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
+	capture_open_all(h, w->gen);
 	w->recording = true;
 	w->index = r->open_index;
 	w->first = r->step;
@@ -46,6 +48,7 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	struct host_job *job;
 
 	h->shim->evbuf_close();
+	capture_close_all(h, w->gen);
 	w->recording = false;
 	job = calloc(1, sizeof *job);
 	if (!job) {
@@ -130,6 +133,8 @@ void window_init(struct host *h)
 	sched_init(&w->sched, &h->cfg->schedule, &r);
 	w->step_start = clock_now_ns();
 	w->step_tid = (int32_t)syscall(SYS_gettid);
+	if (r.warmup_start)
+		capture_warmup_all(h);
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
 }
@@ -167,6 +172,8 @@ void window_step(struct host *h)
 	sched_on_step(&w->sched, &r);
 	if (r.save && w->recording)
 		job = close_window(h, &r, now);
+	if (r.warmup_start)
+		capture_warmup_all(h);
 	if (r.open_window) {
 		open_window(h, &r, now);
 		opened = w->recording;

@@ -1,1 +1,722 @@
-/* stub: filled in by its module's work */
+/* policy — the Lua policy engine (see policy.h). */
+#include "policy.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "../events/clock.h"
+#include "../util/log.h"
+#include "sandbox.h"
+
+#define POLICY_MIB ((size_t)1 << 20)
+#define POLICY_DEFAULT_SOURCE "(built-in default)"
+#define POLICY_DEFAULT_MEMORY (64 * POLICY_MIB)
+#define POLICY_DEFAULT_LOAD_MS 2000
+
+struct policy {
+	pthread_mutex_t lock;      /* held while Lua runs */
+	struct sandbox *sb;
+	struct policy_config cfg;
+	char *source;              /* absolute path, or POLICY_DEFAULT_SOURCE */
+	char *script;              /* the file as loaded ("myprof.lua") */
+	int apply_set_ref;         /* prof._apply_set, taken before the file runs */
+	int load_done_ref;         /* prof._load_done, likewise */
+	int hooks_ref;             /* the hook lists, from prof._load_done() */
+	bool loading;              /* policy_load is running */
+	int64_t load_start_ns;
+	policy_capture_fn capture_now;
+	void *capture_ctx;
+};
+
+/* ------------------------------------------------------------ natives */
+
+/* prof._native.capture_now(steps, reason) -> true | nil, message.
+ * Upvalue 1: the policy. Runs the host's callback (policy lock held). */
+static int native_capture_now(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	lua_Integer steps = luaL_checkinteger(L, 1);
+	const char *reason = luaL_optstring(L, 2, NULL);
+	struct err e;
+
+	lua_pushnil(L);
+	if (steps < 1 || steps > (lua_Integer)UINT32_MAX) {
+		lua_pushliteral(L, "'steps' must be an integer >= 1");
+		return 2;
+	}
+	if (!p->capture_now) {
+		lua_pushliteral(L, "not available (the host installed no capture function)");
+		return 2;
+	}
+	e.msg[0] = '\0';
+	if (p->capture_now(p->capture_ctx, (uint32_t)steps, reason, &e) != 0) {
+		lua_pushstring(L, e.msg[0] ? e.msg : "the host refused the request");
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* prof._native.set_limits(memory_mb, load_ms): the memory cap applies at
+ * once, and while the file loads so does the load budget. Upvalue 1: the
+ * policy. */
+static int native_set_limits(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	lua_Integer mb = luaL_checkinteger(L, 1);
+	lua_Integer ms = luaL_checkinteger(L, 2);
+
+	if (mb > 0)
+		sandbox_set_memory_limit(p->sb, (size_t)mb * POLICY_MIB);
+	if (p->loading && ms > 0 && ms <= (lua_Integer)UINT32_MAX)
+		sandbox_set_budget(p->sb, p->load_start_ns, (uint32_t)ms,
+				   "load_ms");
+	return 0;
+}
+
+/* ------------------------------------------------------------ loading */
+
+/* Protected: require("prof"), make it the global `prof`, give it its
+ * natives and keep its private functions. Arg 1: the policy. */
+static int load_module(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, 1);
+
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "prof");
+	lua_call(L, 1, 1);
+	if (!lua_istable(L, -1))
+		return luaL_error(L, "require('prof') did not return a table");
+	lua_pushvalue(L, -1);
+	lua_setglobal(L, "prof");
+
+	lua_createtable(L, 0, 2);
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_capture_now, 1);
+	lua_setfield(L, -2, "capture_now");
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_set_limits, 1);
+	lua_setfield(L, -2, "set_limits");
+	lua_setfield(L, -2, "_native");
+
+	if (lua_getfield(L, -1, "_apply_set") != LUA_TFUNCTION)
+		return luaL_error(L, "prof._apply_set is missing");
+	p->apply_set_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	if (lua_getfield(L, -1, "_load_done") != LUA_TFUNCTION)
+		return luaL_error(L, "prof._load_done is missing");
+	p->load_done_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	return 0;
+}
+
+/* Protected: loads and runs the policy file (text only). Arg 1: its path
+ * as a light userdata. */
+static int run_file(lua_State *L)
+{
+	const char *path = lua_touserdata(L, 1);
+
+	if (luaL_loadfilex(L, path, "t") != LUA_OK)
+		return lua_error(L);
+	lua_call(L, 0, 0);
+	return 0;
+}
+
+/* Protected: prof._apply_set(s). Arg 1: the policy, arg 2: s as a light
+ * userdata. */
+static int apply_set(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, 1);
+	const char *s = lua_touserdata(L, 2);
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, p->apply_set_ref);
+	lua_pushstring(L, s);
+	lua_call(L, 1, 0);
+	return 0;
+}
+
+/* Field readers for the resolved configuration table at index t. They
+ * raise on a type the Lua side never produces (a tampered prof module). */
+static lua_Integer cfg_int(lua_State *L, int t, const char *key,
+			   lua_Integer min, lua_Integer max)
+{
+	lua_Integer v;
+	int isnum;
+
+	lua_getfield(L, t, key);
+	v = lua_tointegerx(L, -1, &isnum);
+	lua_pop(L, 1);
+	if (!isnum || v < min || v > max)
+		luaL_error(L, "policy: configuration field '%s' is not an integer from %I to %I",
+			   key, min, max);
+	return v;
+}
+
+static uint32_t cfg_u32(lua_State *L, int t, const char *key, uint32_t min)
+{
+	return (uint32_t)cfg_int(L, t, key, min, (lua_Integer)UINT32_MAX);
+}
+
+static bool cfg_bool(lua_State *L, int t, const char *key)
+{
+	bool v;
+
+	if (lua_getfield(L, t, key) != LUA_TBOOLEAN)
+		luaL_error(L, "policy: configuration field '%s' is not a boolean", key);
+	v = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* A copy of a string field into *out (NULL when nil and `optional`). */
+static void cfg_str(lua_State *L, int t, const char *key, bool optional,
+		    char **out)
+{
+	int type = lua_getfield(L, t, key);
+
+	if (type == LUA_TNIL && optional) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (type != LUA_TSTRING)
+		luaL_error(L, "policy: configuration field '%s' is not a string", key);
+	*out = strdup(lua_tostring(L, -1));
+	lua_pop(L, 1);
+	if (!*out)
+		luaL_error(L, "policy: out of memory");
+}
+
+/* Pushes section `name` of the table at t; raises if it is not a table. */
+static int cfg_section(lua_State *L, int t, const char *name)
+{
+	if (lua_getfield(L, t, name) != LUA_TTABLE)
+		luaL_error(L, "policy: configuration section '%s' is missing", name);
+	return lua_gettop(L);
+}
+
+static bool has_hooks(lua_State *L, int hooks, const char *kind)
+{
+	bool any = lua_getfield(L, hooks, kind) == LUA_TTABLE &&
+		   lua_rawlen(L, -1) > 0;
+
+	lua_pop(L, 1);
+	return any;
+}
+
+/* Protected: prof._load_done(), then the configuration into p->cfg (strings
+ * stored as they are copied, so policy_free releases them on failure).
+ * Arg 1: the policy. */
+static int read_config(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, 1);
+	struct policy_config *c = &p->cfg;
+	int cfg, s;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, p->load_done_ref);
+	lua_call(L, 0, 2);
+	if (!lua_istable(L, -2) || !lua_istable(L, -1))
+		return luaL_error(L, "policy: prof._load_done() did not return tables");
+	lua_pushvalue(L, -1);
+	p->hooks_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	c->has_on_step = has_hooks(L, -1, "on_step");
+	c->has_on_window_start = has_hooks(L, -1, "on_window_start");
+	c->has_on_window_end = has_hooks(L, -1, "on_window_end");
+	c->has_on_trace_ready = has_hooks(L, -1, "on_trace_ready");
+	lua_pop(L, 1);
+	cfg = lua_gettop(L);
+
+	s = cfg_section(L, cfg, "output");
+	cfg_str(L, s, "dir", false, &c->output_dir);
+	cfg_str(L, s, "run", true, &c->run_name);
+
+	s = cfg_section(L, cfg, "schedule");
+	c->schedule.enabled = cfg_bool(L, s, "enabled");
+	c->schedule.skip_first = cfg_u32(L, s, "skip_first", 0);
+	c->schedule.wait = cfg_u32(L, s, "wait", 0);
+	c->schedule.warmup = cfg_u32(L, s, "warmup", 0);
+	c->schedule.active = cfg_u32(L, s, "active", 1);
+	c->schedule.cycles = cfg_u32(L, s, "cycles", 0);
+
+	s = cfg_section(L, cfg, "steps");
+	cfg_str(L, s, "nvtx", true, &c->steps.nvtx);
+	cfg_str(L, s, "nvtx_domain", true, &c->steps.nvtx_domain);
+	cfg_str(L, s, "nvtx_mark", true, &c->steps.nvtx_mark);
+	cfg_str(L, s, "python", true, &c->steps.python);
+	cfg_str(L, s, "cuda", true, &c->steps.cuda);
+	cfg_str(L, s, "kernel", true, &c->steps.kernel);
+	c->steps.every_ms = cfg_u32(L, s, "every_ms", 0);
+
+	s = cfg_section(L, cfg, "capture");
+	c->capture.nvtx = cfg_bool(L, s, "nvtx");
+	c->capture.cuda_kernels = cfg_bool(L, s, "cuda_kernels");
+	c->capture.cuda_memcpy = cfg_bool(L, s, "cuda_memcpy");
+	c->capture.cuda_memset = cfg_bool(L, s, "cuda_memset");
+	c->capture.cuda_runtime = cfg_bool(L, s, "cuda_runtime");
+	c->capture.cuda_driver = cfg_bool(L, s, "cuda_driver");
+	c->capture.cuda_sync = cfg_bool(L, s, "cuda_sync");
+	c->capture.cuda_memory = cfg_bool(L, s, "cuda_memory");
+	c->capture.cpu_hz = cfg_u32(L, s, "cpu_hz", 0);
+	c->capture.cpu_wall_clock = cfg_bool(L, s, "cpu_wall_clock");
+	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
+	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
+	c->capture.buffer_bytes =
+		(size_t)cfg_int(L, s, "buffer_mb", 1, 65536) * POLICY_MIB;
+
+	s = cfg_section(L, cfg, "export");
+	c->export.chrome = cfg_bool(L, s, "chrome");
+	c->export.chrome_gzip = cfg_bool(L, s, "chrome_gzip");
+	c->export.tensorboard = cfg_bool(L, s, "tensorboard");
+	c->export.key_averages = cfg_bool(L, s, "key_averages");
+	cfg_str(L, s, "sort_by", false, &c->export.sort_by);
+	c->export.row_limit = cfg_u32(L, s, "row_limit", 0);
+	cfg_str(L, s, "group_by", false, &c->export.group_by);
+	c->export.stacks = cfg_bool(L, s, "stacks");
+	c->export.memory_timeline = cfg_bool(L, s, "memory_timeline");
+	c->export.summary = cfg_bool(L, s, "summary");
+
+	s = cfg_section(L, cfg, "limits");
+	c->limits.hook_ms = cfg_u32(L, s, "hook_ms", 1);
+	c->limits.report_ms = cfg_u32(L, s, "report_ms", 1);
+	c->limits.load_ms = cfg_u32(L, s, "load_ms", 1);
+	c->limits.memory_bytes =
+		(size_t)cfg_int(L, s, "memory_mb", 1, 65536) * POLICY_MIB;
+	return 0;
+}
+
+/* Checks that `path` is a readable Lua source file. `label` names where the
+ * path came from ("PROF_SCRIPT"). Returns 0 or -1 with *e set. */
+static int check_script(const char *path, const char *label, struct err *e)
+{
+	struct stat st;
+	FILE *f;
+	int c;
+
+	if (stat(path, &st) != 0)
+		return err_errno(e, errno, "%s: cannot open '%s'", label, path);
+	if (S_ISDIR(st.st_mode))
+		return err_errno(e, EISDIR, "%s: cannot open '%s'", label, path);
+	f = fopen(path, "r");
+	if (!f)
+		return err_errno(e, errno, "%s: cannot open '%s'", label, path);
+	c = fgetc(f);
+	fclose(f);
+	if (c == LUA_SIGNATURE[0])
+		return err_set(e, "%s: '%s' is a precompiled Lua chunk; profhost loads Lua source only",
+			       label, path);
+	return 0;
+}
+
+/* The directory part of an absolute path, newly allocated. */
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	char *d;
+
+	if (slash == path)
+		len = 1; /* "/x.lua" lives in "/" */
+	d = malloc(len + 2);
+	if (!d)
+		return NULL;
+	if (len == 0) {
+		strcpy(d, ".");
+	} else {
+		memcpy(d, path, len);
+		d[len] = '\0';
+	}
+	return d;
+}
+
+/* Runs a protected step of loading: the C function and `nargs` light
+ * userdata arguments already pushed. On failure prefixes *e with `prefix`
+ * (may be NULL). */
+static int load_step(struct policy *p, int nargs, const char *prefix,
+		     struct err *e)
+{
+	struct err local;
+
+	if (sandbox_pcall(p->sb, nargs, 0, p->script, &local) == 0)
+		return 0;
+	if (prefix)
+		return err_set(e, "%s%s", prefix, local.msg);
+	return err_set(e, "%s", local.msg);
+}
+
+/* An error-checking mutex: a capture_now callback that wrongly re-enters
+ * the policy on the same thread gets POLICY_BUSY instead of a deadlock. */
+static void init_lock(pthread_mutex_t *lock)
+{
+	pthread_mutexattr_t attr;
+
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+}
+
+struct policy *policy_load(const struct policy_opts *opts, struct err *e)
+{
+	struct policy *p;
+	struct sandbox_opts so;
+	char *policy_dir = NULL;
+	lua_State *L;
+	size_t i;
+
+	if (!opts) {
+		err_set(e, "policy: no options given");
+		return NULL;
+	}
+	if (!opts->lua_dir || !opts->lua_dir[0]) {
+		err_set(e, "policy: no Lua directory given (profhost's lua/ folder)");
+		return NULL;
+	}
+	p = calloc(1, sizeof *p);
+	if (!p) {
+		err_set(e, "policy: out of memory");
+		return NULL;
+	}
+	init_lock(&p->lock);
+	p->apply_set_ref = p->load_done_ref = p->hooks_ref = LUA_NOREF;
+	p->capture_now = opts->capture_now;
+	p->capture_ctx = opts->capture_ctx;
+
+	if (opts->script && opts->script[0]) {
+		if (check_script(opts->script, "PROF_SCRIPT", e) != 0)
+			goto fail;
+		p->script = strdup(opts->script);
+		p->source = realpath(opts->script, NULL);
+		if (!p->script || !p->source) {
+			err_errno(e, errno, "PROF_SCRIPT: cannot resolve '%s'",
+				  opts->script);
+			goto fail;
+		}
+		policy_dir = dir_of(p->source);
+		if (!policy_dir) {
+			err_set(e, "policy: out of memory");
+			goto fail;
+		}
+	} else {
+		size_t n = strlen(opts->lua_dir) + sizeof "/prof/default.lua";
+
+		p->script = malloc(n);
+		p->source = strdup(POLICY_DEFAULT_SOURCE);
+		if (!p->script || !p->source) {
+			err_set(e, "policy: out of memory");
+			goto fail;
+		}
+		snprintf(p->script, n, "%s/prof/default.lua", opts->lua_dir);
+		if (check_script(p->script, "built-in default policy", e) != 0)
+			goto fail;
+	}
+
+	so.lua_dir = opts->lua_dir;
+	so.policy_dir = policy_dir;
+	so.memory_bytes = POLICY_DEFAULT_MEMORY;
+	p->sb = sandbox_new(&so, e);
+	if (!p->sb)
+		goto fail;
+	L = sandbox_lua(p->sb);
+
+	p->loading = true;
+	p->load_start_ns = clock_now_ns();
+	sandbox_set_budget(p->sb, p->load_start_ns, POLICY_DEFAULT_LOAD_MS,
+			   "load_ms");
+
+	lua_pushcfunction(L, load_module);
+	lua_pushlightuserdata(L, p);
+	if (load_step(p, 1, "policy: cannot load the prof module: ", e) != 0)
+		goto fail;
+
+	lua_pushcfunction(L, run_file);
+	lua_pushlightuserdata(L, p->script);
+	if (load_step(p, 1, NULL, e) != 0)
+		goto fail;
+
+	for (i = 0; opts->sets && opts->sets[i]; i++) {
+		lua_pushcfunction(L, apply_set);
+		lua_pushlightuserdata(L, p);
+		lua_pushlightuserdata(L, (void *)opts->sets[i]);
+		if (load_step(p, 2, NULL, e) != 0)
+			goto fail;
+	}
+
+	lua_pushcfunction(L, read_config);
+	lua_pushlightuserdata(L, p);
+	if (load_step(p, 1, NULL, e) != 0)
+		goto fail;
+
+	p->loading = false;
+	sandbox_clear_budget(p->sb);
+	sandbox_set_memory_limit(p->sb, p->cfg.limits.memory_bytes);
+	free(policy_dir);
+	return p;
+
+fail:
+	free(policy_dir);
+	policy_free(p);
+	return NULL;
+}
+
+const struct policy_config *policy_config(const struct policy *p)
+{
+	return p ? &p->cfg : NULL;
+}
+
+const char *policy_source(const struct policy *p)
+{
+	return p ? p->source : "(no policy)";
+}
+
+/* ------------------------------------------------------------ hooks */
+
+enum hook_arg { HOOK_ARG_STEP, HOOK_ARG_WINDOW };
+
+/* One hook call: what to run and what came of it. */
+struct hook_call {
+	struct policy *p;
+	const char *kind;          /* "on_step", ... */
+	enum hook_arg arg_type;
+	const void *info;          /* policy_step_info or policy_window_info */
+	uint32_t budget_ms;
+	const char *budget_key;
+	struct err *e;
+	int failed;                /* hooks that failed in this call */
+};
+
+static void set_int(lua_State *L, const char *key, lua_Integer v)
+{
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static void set_num(lua_State *L, const char *key, double v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static void set_str(lua_State *L, const char *key, const char *v)
+{
+	if (!v)
+		return;
+	lua_pushstring(L, v);
+	lua_setfield(L, -2, key);
+}
+
+static void push_step_info(lua_State *L, const struct policy_step_info *s)
+{
+	lua_createtable(L, 0, 6);
+	set_int(L, "step", (lua_Integer)s->step);
+	set_num(L, "duration_ms", s->duration_ms);
+	set_num(L, "median_ms", s->median_ms);
+	set_num(L, "mean_ms", s->mean_ms);
+	set_str(L, "action", s->action);
+	lua_pushboolean(L, s->recording);
+	lua_setfield(L, -2, "recording");
+}
+
+static void push_window_info(lua_State *L, const struct policy_window_info *w)
+{
+	lua_Integer i;
+
+	lua_createtable(L, 0, 8);
+	set_int(L, "window", (lua_Integer)w->window);
+	set_int(L, "first_step", (lua_Integer)w->first_step);
+	set_int(L, "last_step", (lua_Integer)w->last_step);
+	set_str(L, "reason", w->reason);
+	set_str(L, "dir", w->dir);
+	lua_newtable(L);
+	for (i = 0; w->files && w->files[i]; i++) {
+		lua_pushstring(L, w->files[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "files");
+	set_int(L, "events", (lua_Integer)w->events);
+	set_int(L, "dropped", (lua_Integer)w->dropped);
+}
+
+/* Reports a failed hook: the first into hc->e, later ones to the log (one
+ * call can only return one message). */
+static void hook_failed(struct hook_call *hc, const struct err *herr)
+{
+	char line[ERR_MSG_MAX];
+
+	snprintf(line, sizeof line, "%.*s (in prof.%s; hook disabled)",
+		 ERR_MSG_MAX - 64, herr->msg, hc->kind);
+	if (hc->failed++ == 0)
+		err_set(hc->e, "%s", line);
+	else
+		log_msg(LOG_WARN, "%s", line);
+}
+
+/* Protected: runs every enabled hook of hc->kind in order, each under the
+ * budget, disabling (setting to false) each that fails. Arg 1: hc. */
+static int run_hooks(lua_State *L)
+{
+	struct hook_call *hc = lua_touserdata(L, 1);
+	struct sandbox *sb = hc->p->sb;
+	lua_Integer i, n;
+	int list, arg;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, hc->p->hooks_ref);
+	if (!lua_istable(L, -1) || lua_getfield(L, -1, hc->kind) != LUA_TTABLE)
+		return 0;
+	list = lua_gettop(L);
+	n = (lua_Integer)lua_rawlen(L, list);
+	if (n == 0)
+		return 0;
+	if (hc->arg_type == HOOK_ARG_STEP)
+		push_step_info(L, hc->info);
+	else
+		push_window_info(L, hc->info);
+	arg = lua_gettop(L);
+
+	for (i = 1; i <= n; i++) {
+		char where[LUA_IDSIZE + 24];
+		struct err herr;
+		lua_Debug ar;
+
+		if (lua_rawgeti(L, list, i) != LUA_TFUNCTION) {
+			lua_pop(L, 1);
+			continue; /* disabled */
+		}
+		lua_pushvalue(L, -1);
+		lua_getinfo(L, ">S", &ar);
+		snprintf(where, sizeof where, "%s:%d", ar.short_src,
+			 ar.linedefined);
+		lua_pushvalue(L, arg);
+		sandbox_set_budget(sb, clock_now_ns(), hc->budget_ms,
+				   hc->budget_key);
+		if (sandbox_pcall(sb, 1, 0, where, &herr) != 0) {
+			lua_pushboolean(L, 0);
+			lua_rawseti(L, list, i);
+			hook_failed(hc, &herr);
+		}
+		sandbox_clear_budget(sb);
+	}
+	return 0;
+}
+
+/* Runs the hooks of one kind; the caller holds the lock. */
+static enum policy_status call_hooks(struct policy *p, const char *kind,
+				     enum hook_arg arg_type, const void *info,
+				     uint32_t budget_ms, const char *budget_key,
+				     struct err *e)
+{
+	struct hook_call hc = { p, kind, arg_type, info, budget_ms, budget_key,
+				e, 0 };
+	lua_State *L = sandbox_lua(p->sb);
+	struct err local;
+	char where[64];
+
+	if (p->hooks_ref == LUA_NOREF)
+		return POLICY_OK;
+	snprintf(where, sizeof where, "prof.%s", kind);
+	lua_pushcfunction(L, run_hooks);
+	lua_pushlightuserdata(L, &hc);
+	/* The hooks have their own budget; this one covers building the
+	 * argument table. */
+	sandbox_set_budget(p->sb, clock_now_ns(), budget_ms, budget_key);
+	if (sandbox_pcall(p->sb, 1, 0, where, &local) != 0) {
+		sandbox_clear_budget(p->sb);
+		err_set(e, "%s", local.msg);
+		return POLICY_ERROR;
+	}
+	sandbox_clear_budget(p->sb);
+	return hc.failed ? POLICY_ERROR : POLICY_OK;
+}
+
+enum policy_status policy_on_step(struct policy *p,
+				  const struct policy_step_info *info,
+				  struct err *e)
+{
+	enum policy_status st;
+
+	if (!p || !p->sb)
+		return POLICY_OK;
+	if (!info) {
+		err_set(e, "policy_on_step: no step information");
+		return POLICY_ERROR;
+	}
+	if (pthread_mutex_trylock(&p->lock) != 0)
+		return POLICY_BUSY;
+	st = call_hooks(p, "on_step", HOOK_ARG_STEP, info, p->cfg.limits.hook_ms,
+			"hook_ms", e);
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+/* The window hooks: try-lock, or wait when `wait` (on_trace_ready). */
+static enum policy_status window_hooks(struct policy *p, const char *kind,
+				       const struct policy_window_info *w,
+				       bool wait, uint32_t budget_ms,
+				       const char *budget_key, struct err *e)
+{
+	enum policy_status st;
+
+	if (!p || !p->sb)
+		return POLICY_OK;
+	if (!w) {
+		err_set(e, "policy: prof.%s: no window information", kind);
+		return POLICY_ERROR;
+	}
+	if ((wait ? pthread_mutex_lock(&p->lock)
+		  : pthread_mutex_trylock(&p->lock)) != 0)
+		return POLICY_BUSY;
+	st = call_hooks(p, kind, HOOK_ARG_WINDOW, w, budget_ms, budget_key, e);
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+enum policy_status policy_on_window_start(struct policy *p,
+					  const struct policy_window_info *w,
+					  struct err *e)
+{
+	return window_hooks(p, "on_window_start", w, false,
+			    p ? p->cfg.limits.hook_ms : 0, "hook_ms", e);
+}
+
+enum policy_status policy_on_window_end(struct policy *p,
+					const struct policy_window_info *w,
+					struct err *e)
+{
+	return window_hooks(p, "on_window_end", w, false,
+			    p ? p->cfg.limits.hook_ms : 0, "hook_ms", e);
+}
+
+enum policy_status policy_on_trace_ready(struct policy *p,
+					 const struct policy_window_info *w,
+					 struct err *e)
+{
+	return window_hooks(p, "on_trace_ready", w, true,
+			    p ? p->cfg.limits.report_ms : 0, "report_ms", e);
+}
+
+void policy_free(struct policy *p)
+{
+	struct policy_config *c;
+
+	if (!p)
+		return;
+	sandbox_free(p->sb);
+	c = &p->cfg;
+	free(c->output_dir);
+	free(c->run_name);
+	free(c->steps.nvtx);
+	free(c->steps.nvtx_domain);
+	free(c->steps.nvtx_mark);
+	free(c->steps.python);
+	free(c->steps.cuda);
+	free(c->steps.kernel);
+	free(c->export.sort_by);
+	free(c->export.group_by);
+	free(p->source);
+	free(p->script);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}

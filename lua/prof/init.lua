@@ -1,0 +1,224 @@
+-- prof — the module a policy file sees as the global `prof` (policy API v1).
+--
+-- Configuration calls (prof.output, prof.schedule, prof.steps, prof.capture,
+-- prof.export, prof.limits) validate their table against prof.schema and
+-- raise one-line errors at the caller's file:line. Hook calls (prof.on_*)
+-- register functions the host runs later. prof.capture_now asks the host for
+-- an extra capture window through prof._native, a table the C side installs
+-- (tests install their own).
+--
+-- Private entry points for the host and the tests start with "_":
+--   prof._reset()           forget everything (a fresh policy)
+--   prof._apply_set(s)      apply one --set "section.key=value" override
+--   prof._config()          the resolved configuration (see schema.resolve)
+--   prof._load_done()       end of loading: config calls are refused from
+--                           now on; returns _config(), _hooks()
+--   prof._hooks()           { on_step = {fn...}, on_window_start = ..., ... }
+--   prof._native            { capture_now = fn(steps, reason) -> true | nil, err,
+--                             set_limits = fn(memory_mb, load_ms) } or nil
+
+local schema = require("prof.schema")
+
+local prof = { api_version = 1 }
+
+local HOOK_KINDS = { "on_step", "on_window_start", "on_window_end", "on_trace_ready" }
+
+local state
+
+local function new_state()
+	local hooks = {}
+	for _, kind in ipairs(HOOK_KINDS) do
+		hooks[kind] = {}
+	end
+	return {
+		raw = {},      -- section name -> validated table
+		calls = {},    -- section name -> "file:line" of its prof.<section> call
+		done = false,  -- the policy file has finished loading
+		hooks = hooks,
+	}
+end
+
+state = new_state()
+
+-- Tells the host about new limits (memory cap and load budget take effect
+-- at once, so the rest of the file runs under them).
+local function notify_limits()
+	local native = prof._native
+	if type(native) == "table" and type(native.set_limits) == "function" then
+		local l = schema.resolve(state.raw).limits
+		native.set_limits(l.memory_mb, l.load_ms)
+	end
+end
+
+-- Builds prof.<section>.
+local function config_function(section)
+	local fname = "prof." .. section
+	local spec = schema.section(section)
+	return function(args)
+		if state.done then
+			error(string.format("%s: can only be called while the policy file loads, not from a hook",
+				fname), 2)
+		end
+		-- Level 3: pcall is 1, this function 2, its caller 3.
+		local _, at = pcall(error, "", 3)
+		at = tostring(at):gsub(":%s*$", "")
+		if state.calls[section] then
+			error(string.format("%s: called twice (first call at %s); put all %s settings in one call",
+				fname, state.calls[section], section), 2)
+		end
+		if type(args) ~= "table" then
+			error(string.format("%s: expected a table, got %s (e.g. %s)",
+				fname, schema.describe(args), spec.example), 2)
+		end
+		local t, msg = schema.check(spec, args)
+		if not t then
+			error(fname .. ": " .. msg, 2)
+		end
+		state.raw[section] = t
+		state.calls[section] = at ~= "" and at or "an earlier line"
+		if section == "limits" then
+			notify_limits()
+		end
+	end
+end
+
+for _, section in ipairs(schema.section_names()) do
+	prof[section] = config_function(section)
+end
+
+-- Builds prof.on_<kind>.
+local function hook_function(kind)
+	local fname = "prof." .. kind
+	return function(fn)
+		if type(fn) ~= "function" then
+			error(string.format("%s: expected a function, got %s (e.g. %s(function(%s) ... end))",
+				fname, schema.describe(fn), fname, kind == "on_step" and "s" or "w"), 2)
+		end
+		local list = state.hooks[kind]
+		list[#list + 1] = fn
+	end
+end
+
+for _, kind in ipairs(HOOK_KINDS) do
+	prof[kind] = hook_function(kind)
+end
+
+-- prof.capture_now{steps = N, reason = "..."}: record the next N steps as an
+-- extra window. Raises the host's refusal as an error at the caller's line.
+function prof.capture_now(args)
+	local spec = schema.capture_now
+	if type(args) ~= "table" then
+		error(string.format("prof.capture_now: expected a table, got %s (e.g. %s)",
+			schema.describe(args), spec.example), 2)
+	end
+	local t, msg = schema.check(spec, args)
+	if not t then
+		error("prof.capture_now: " .. msg, 2)
+	end
+	local reason = t.reason or spec.keys.reason.default
+	local native = prof._native
+	if type(native) ~= "table" or type(native.capture_now) ~= "function" then
+		error("prof.capture_now: not available here (no profhost host is running)", 2)
+	end
+	local ok, err = native.capture_now(t.steps, reason)
+	if not ok then
+		error("prof.capture_now: " .. tostring(err), 2)
+	end
+	return true
+end
+
+-- ------------------------------------------------------------ --set
+
+-- "5" -> 5, "0.5" -> 0.5, "true" -> true, anything else stays a string;
+-- keys that take a string keep the text as it is.
+local function parse_value(text, spec)
+	if spec and (spec.kind == "string" or spec.kind == "enum") then
+		return text
+	end
+	if text == "true" then
+		return true
+	elseif text == "false" then
+		return false
+	end
+	return math.tointeger(tonumber(text)) or tonumber(text) or text
+end
+
+local function copy(t)
+	local out = {}
+	for k, v in pairs(t) do
+		out[k] = type(v) == "table" and copy(v) or v
+	end
+	return out
+end
+
+-- Applies one override "section.key=value" (nested: "export.chrome.gzip=true")
+-- on top of what the file set, through the same validation. A key under a
+-- table-or-boolean key (chrome, cpu_samples, ...) turns that feature on.
+-- Errors name the override: "--set schedule.active=x: 'active' must be ...".
+function prof._apply_set(s)
+	local label = "--set " .. tostring(s)
+	if type(s) ~= "string" then
+		error(label .. ": expected a string section.key=value", 0)
+	end
+	local path, text = s:match("^%s*([^=]-)%s*=(.*)$")
+	if not path or not path:find(".", 1, true) then
+		error(label .. ": expected section.key=value (e.g. schedule.active=5)", 0)
+	end
+	local parts = {}
+	for part in path:gmatch("[^.]*") do
+		parts[#parts + 1] = part
+	end
+	local section = parts[1]
+	local spec = schema.section(section)
+	if not spec then
+		error(string.format("%s: unknown section '%s' (valid sections: %s)", label, section,
+			table.concat(schema.section_names(), ", ")), 0)
+	end
+	for i = 2, #parts do
+		if parts[i] == "" then
+			error(label .. ": expected section.key=value (e.g. schedule.active=5)", 0)
+		end
+	end
+	local value = parse_value(text, schema.spec_at(section, table.concat(parts, ".", 2)))
+
+	local t = copy(state.raw[section] or {})
+	local node = t
+	for i = 2, #parts - 1 do
+		if type(node[parts[i]]) ~= "table" then
+			node[parts[i]] = {}
+		end
+		node = node[parts[i]]
+	end
+	node[parts[#parts]] = value
+
+	local checked, msg = schema.check(spec, t)
+	if not checked then
+		error(label .. ": " .. msg, 0)
+	end
+	state.raw[section] = checked
+	if section == "limits" then
+		notify_limits()
+	end
+end
+
+-- ------------------------------------------------------------ host side
+
+function prof._reset()
+	state = new_state()
+	prof._native = nil
+end
+
+function prof._config()
+	return schema.resolve(state.raw)
+end
+
+function prof._hooks()
+	return state.hooks
+end
+
+function prof._load_done()
+	state.done = true
+	return prof._config(), state.hooks
+end
+
+return prof

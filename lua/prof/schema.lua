@@ -1,0 +1,508 @@
+-- prof.schema — what each prof.* configuration call accepts.
+--
+-- One spec per section (output, schedule, steps, capture, export, limits).
+-- check() validates a user's table against a section's spec and returns a
+-- normalized copy, or nil and a one-line message that names the key, the
+-- value and what is expected (without the "prof.<section>: " prefix, which
+-- the caller adds). resolve() turns the validated sections into the flat
+-- configuration the C side reads (struct policy_config), defaults filled in.
+--
+-- Pure functions: no global state, no I/O.
+
+local M = {}
+
+local U32 = 4294967295
+M.U32 = U32
+
+-- ------------------------------------------------------------ spec builders
+
+local function boolean(default)
+	return { kind = "boolean", default = default }
+end
+
+-- `special` maps accepted out-of-range values to what they mean
+-- ({ [-1] = 0 }), `note` says so in messages.
+local function integer(min, max, default, special, note)
+	return { kind = "integer", min = min, max = max, default = default,
+		special = special, note = note }
+end
+
+-- A non-empty string; `check(v)` may return a problem ("is not ...").
+local function string_(default, check)
+	return { kind = "string", default = default, check = check }
+end
+
+-- One of `values` (sorted list); `aliases` maps other accepted names to them.
+local function enum(values, default, aliases)
+	return { kind = "enum", values = values, default = default, aliases = aliases }
+end
+
+-- true/false, or a table of sub-keys (a table means "on, with these").
+local function flag_or(default, keys, example)
+	return { kind = "flag_or", default = default, keys = keys, example = example }
+end
+
+-- false, or a table of sub-keys (a table means "on, with these").
+local function off_or(keys, example)
+	return { kind = "off_or", default = false, keys = keys, example = example }
+end
+
+-- ------------------------------------------------------------ custom checks
+
+local function check_lua_pattern(v)
+	local ok, err = pcall(string.find, "", v)
+	if not ok then
+		err = tostring(err):gsub("^[^:]*:%d+: ", "")
+		return "is not a valid Lua pattern (" .. err .. ")"
+	end
+	return nil
+end
+
+-- "optimizer", or "package.module:Class.method".
+local function check_python(v)
+	if v == "optimizer" then
+		return nil
+	end
+	if v:match("^[%a_][%w_.]*:[%a_][%w_.]*$") then
+		return nil
+	end
+	return "must be \"optimizer\" or \"package.module:Class.method\""
+end
+
+local function check_run_name(v)
+	if v:find("/", 1, true) or v == "." or v == ".." then
+		return "must be a single folder name (no '/', not '.' or '..')"
+	end
+	return nil
+end
+
+local function check_reason(v)
+	if #v > 127 then
+		return "must be at most 127 bytes long"
+	end
+	return nil
+end
+
+-- ------------------------------------------------------------ the sections
+
+-- torch's key_averages().table(sort_by=...) names for the columns profhost
+-- writes; the device_* names (torch >= 2.4) are aliases of the cuda_* ones.
+M.sort_by_values = {
+	"count", "cpu_time", "cpu_time_total", "cuda_time", "cuda_time_total",
+	"self_cpu_time_total", "self_cuda_time_total",
+}
+local sort_by_aliases = {
+	device_time = "cuda_time",
+	device_time_total = "cuda_time_total",
+	self_device_time_total = "self_cuda_time_total",
+}
+
+M.sections = {
+	output = {
+		example = 'prof.output{ dir = "prof_out", run = "baseline" }',
+		keys = {
+			dir = string_("prof_out"),
+			run = string_(nil, check_run_name),
+		},
+	},
+	schedule = {
+		example = "prof.schedule{ skip_first = 10, wait = 5, warmup = 1, active = 3, cycles = 2 }",
+		keys = {
+			skip_first = integer(0, U32, 0),
+			wait = integer(0, U32, 0),
+			warmup = integer(0, U32, 0),
+			active = integer(1, U32, 1),
+			cycles = integer(0, U32, 0),
+		},
+		hints = {
+			["repeat"] = "torch's repeat is called 'cycles' here because repeat is a Lua keyword",
+		},
+	},
+	steps = {
+		example = 'prof.steps{ nvtx = "train_step" }',
+		keys = {
+			nvtx = string_(),
+			domain = string_(),
+			nvtx_mark = string_(),
+			python = string_(nil, check_python),
+			cuda = string_(),
+			kernel = string_(nil, check_lua_pattern),
+			every_ms = integer(0, U32, 0),
+		},
+		after = function(t)
+			if t.domain and not (t.nvtx or t.nvtx_mark) then
+				return "'domain' needs 'nvtx' or 'nvtx_mark' (the domain of which range or mark?)"
+			end
+			return nil
+		end,
+	},
+	capture = {
+		example = "prof.capture{ cuda = true, nvtx = true, cpu_samples = { hz = 99 } }",
+		keys = {
+			nvtx = boolean(true),
+			cuda = flag_or(true, {
+				kernels = boolean(true),
+				memcpy = boolean(true),
+				memset = boolean(true),
+				runtime = boolean(true),
+				driver = boolean(true),
+				sync = boolean(true),
+				memory = boolean(true),
+			}, "cuda = { driver = false }"),
+			cpu_samples = off_or({
+				hz = integer(1, 10000, 99),
+				clock = enum({ "cpu", "wall" }, "cpu"),
+			}, "cpu_samples = { hz = 99 }"),
+			cuda_backtrace = off_or({
+				threshold_us = integer(1, U32, 10),
+			}, "cuda_backtrace = { threshold_us = 10 }"),
+			record_shapes = boolean(false),
+			buffer_mb = integer(1, 65536, 128),
+		},
+	},
+	export = {
+		example = "prof.export{ chrome = { gzip = true }, tensorboard = true }",
+		keys = {
+			chrome = flag_or(true, {
+				gzip = boolean(false),
+			}, "chrome = { gzip = true }"),
+			tensorboard = boolean(false),
+			key_averages = flag_or(true, {
+				sort_by = enum(M.sort_by_values, "self_cpu_time_total", sort_by_aliases),
+				row_limit = integer(0, U32, 50, { [-1] = 0 }, "0 or -1: all rows"),
+				group_by = enum({ "domain", "name" }, "name"),
+			}, 'key_averages = { sort_by = "self_cuda_time_total" }'),
+			stacks = boolean(true),
+			memory_timeline = boolean(true),
+			summary = boolean(true),
+		},
+	},
+	limits = {
+		example = "prof.limits{ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64 }",
+		keys = {
+			hook_ms = integer(1, 60000, 100),
+			report_ms = integer(1, 3600000, 10000),
+			load_ms = integer(1, 600000, 2000),
+			memory_mb = integer(4, 65536, 64),
+		},
+	},
+}
+
+-- prof.capture_now's argument (not a section: it is an action).
+M.capture_now = {
+	example = 'prof.capture_now{ steps = 3, reason = "slow step" }',
+	keys = {
+		steps = integer(1, U32, nil),
+		reason = string_("capture_now", check_reason),
+	},
+	required = { steps = true },
+}
+
+-- ------------------------------------------------------------ messages
+
+-- How a value is shown in a message: 0, 1.5, string "yes", boolean true,
+-- table, function.
+function M.describe(v)
+	local t = type(v)
+	if t == "number" then
+		return tostring(v)
+	elseif t == "string" then
+		local s = v
+		if #s > 60 then
+			s = s:sub(1, 57) .. "..."
+		end
+		s = string.format("%q", s):gsub("\\\n", "\\n")
+		return "string " .. s
+	elseif t == "boolean" then
+		return "boolean " .. tostring(v)
+	elseif t == "nil" then
+		return "nothing"
+	end
+	return t
+end
+
+local function sorted_keys(keys)
+	local list = {}
+	for k in pairs(keys) do
+		list[#list + 1] = k
+	end
+	table.sort(list)
+	return list
+end
+
+-- What a spec expects, as a phrase: "an integer >= 1", "a boolean", ...
+local function expected(spec, v)
+	local kind = spec.kind
+	if kind == "boolean" then
+		return "a boolean"
+	elseif kind == "integer" then
+		local note = spec.note and " (" .. spec.note .. ")" or ""
+		if spec.max == U32 then
+			if type(v) == "number" and v > U32 then
+				return "an integer <= " .. U32 .. note
+			end
+			return "an integer >= " .. spec.min .. note
+		end
+		return "an integer from " .. spec.min .. " to " .. spec.max .. note
+	elseif kind == "string" then
+		return "a non-empty string"
+	elseif kind == "enum" then
+		local names = {}
+		for i, name in ipairs(spec.values) do
+			names[i] = '"' .. name .. '"'
+		end
+		return "one of " .. table.concat(names, ", ")
+	elseif kind == "flag_or" then
+		return "a boolean or a table (e.g. " .. spec.example .. ")"
+	elseif kind == "off_or" then
+		return "false or a table (e.g. " .. spec.example .. ")"
+	end
+	return kind
+end
+
+local function bad_value(spec, path, v)
+	return string.format("'%s' must be %s, got %s", path, expected(spec, v), M.describe(v))
+end
+
+-- ------------------------------------------------------------ validation
+
+local check_table
+
+-- Validates one value. Returns the normalized value, or nil and a message.
+local function check_value(spec, v, path)
+	local kind = spec.kind
+	if kind == "boolean" then
+		if type(v) ~= "boolean" then
+			return nil, bad_value(spec, path, v)
+		end
+		return v
+	elseif kind == "integer" then
+		local n = type(v) == "number" and math.tointeger(v) or nil
+		if n and spec.special and spec.special[n] then
+			return spec.special[n]
+		end
+		if not n or n < spec.min or n > spec.max then
+			return nil, bad_value(spec, path, v)
+		end
+		return n
+	elseif kind == "string" then
+		if type(v) ~= "string" or v == "" then
+			return nil, bad_value(spec, path, v)
+		end
+		if spec.check then
+			local problem = spec.check(v)
+			if problem then
+				return nil, string.format("'%s' %s, got %s", path, problem, M.describe(v))
+			end
+		end
+		return v
+	elseif kind == "enum" then
+		if type(v) == "string" then
+			if spec.aliases and spec.aliases[v] then
+				return spec.aliases[v]
+			end
+			for _, name in ipairs(spec.values) do
+				if name == v then
+					return v
+				end
+			end
+		end
+		return nil, bad_value(spec, path, v)
+	elseif kind == "flag_or" or kind == "off_or" then
+		if v == false or (v == true and kind == "flag_or") then
+			return v
+		end
+		if type(v) ~= "table" then
+			return nil, bad_value(spec, path, v)
+		end
+		return check_table(spec.keys, v, path .. ".")
+	end
+	error("prof.schema: unknown spec kind " .. tostring(kind))
+end
+
+-- Validates a table of named keys. `prefix` is prepended to key names in
+-- messages ("cuda."). Returns a normalized copy, or nil and a message.
+check_table = function(keys, t, prefix, hints)
+	local out = {}
+	for k, v in pairs(t) do
+		if type(k) ~= "string" then
+			local what = type(k) == "number" and "positional value " .. M.describe(v)
+				or "key " .. M.describe(k)
+			local inside = prefix == "" and "" or " in '" .. prefix:sub(1, -2) .. "'"
+			return nil, string.format("unexpected %s%s (write key = value)", what, inside)
+		end
+		local spec = keys[k]
+		if not spec then
+			local valid = "valid keys: " .. table.concat(sorted_keys(keys), ", ")
+			local hint = hints and hints[k]
+			return nil, string.format("unknown key '%s%s' (%s)", prefix, k,
+				hint and hint .. "; " .. valid or valid)
+		end
+		local nv, msg = check_value(spec, v, prefix .. k)
+		if nv == nil then
+			return nil, msg
+		end
+		out[k] = nv
+	end
+	return out
+end
+
+-- The spec of a section, or nil.
+function M.section(name)
+	return M.sections[name]
+end
+
+-- Sorted section names.
+function M.section_names()
+	return sorted_keys(M.sections)
+end
+
+-- Validates `t` for a section (or for a spec table such as M.capture_now).
+-- Returns a normalized copy, or nil and a message such as
+-- "unknown key 'activ' (valid keys: active, cycles, ...)".
+function M.check(spec, t)
+	local out, msg = check_table(spec.keys, t, "", spec.hints)
+	if not out then
+		return nil, msg
+	end
+	for k in pairs(spec.required or {}) do
+		if out[k] == nil then
+			return nil, string.format("'%s' is required (e.g. %s)", k, spec.example)
+		end
+	end
+	if spec.after then
+		msg = spec.after(out)
+		if msg then
+			return nil, msg
+		end
+	end
+	return out
+end
+
+-- The spec at a dotted path inside a section ("chrome.gzip" in export), or
+-- nil when there is none.
+function M.spec_at(section, path)
+	local spec = M.sections[section]
+	local keys = spec and spec.keys
+	local leaf
+	for part in path:gmatch("[^.]+") do
+		if not keys then
+			return nil
+		end
+		leaf = keys[part]
+		if not leaf then
+			return nil
+		end
+		keys = leaf.keys
+	end
+	return leaf
+end
+
+-- ------------------------------------------------------------ resolution
+
+-- The value of `key` in a validated section table, or its default.
+local function get(section, t, key)
+	local v = t and t[key]
+	if v == nil then
+		v = M.sections[section].keys[key].default
+	end
+	return v
+end
+
+-- A flag_or/off_or key resolved to false or a table with its defaults.
+local function get_sub(section, t, key)
+	local spec = M.sections[section].keys[key]
+	local v = t and t[key]
+	if v == nil then
+		v = spec.default
+	end
+	if v == false then
+		return false
+	end
+	local out = {}
+	for k, s in pairs(spec.keys) do
+		local sv
+		if type(v) == "table" then
+			sv = v[k]
+		end
+		if sv == nil then
+			sv = s.default
+		end
+		out[k] = sv
+	end
+	return out
+end
+
+-- The configuration the C side reads, from the validated sections in `raw`
+-- (section name -> normalized table; an absent section means "defaults";
+-- an absent schedule means "schedule disabled"). Field names follow
+-- struct policy_config.
+function M.resolve(raw)
+	local o, s, st, c, e, l = raw.output, raw.schedule, raw.steps, raw.capture,
+		raw.export, raw.limits
+
+	local cuda = get_sub("capture", c, "cuda")
+	local samples = get_sub("capture", c, "cpu_samples")
+	local bt = get_sub("capture", c, "cuda_backtrace")
+	local chrome = get_sub("export", e, "chrome")
+	local ka = get_sub("export", e, "key_averages")
+
+	return {
+		output = {
+			dir = get("output", o, "dir"),
+			run = get("output", o, "run"),
+		},
+		schedule = {
+			enabled = s ~= nil,
+			skip_first = get("schedule", s, "skip_first"),
+			wait = get("schedule", s, "wait"),
+			warmup = get("schedule", s, "warmup"),
+			active = get("schedule", s, "active"),
+			cycles = get("schedule", s, "cycles"),
+		},
+		steps = {
+			nvtx = st and st.nvtx,
+			nvtx_domain = st and st.domain,
+			nvtx_mark = st and st.nvtx_mark,
+			python = st and st.python,
+			cuda = st and st.cuda,
+			kernel = st and st.kernel,
+			every_ms = get("steps", st, "every_ms"),
+		},
+		capture = {
+			nvtx = get("capture", c, "nvtx"),
+			cuda_kernels = cuda and cuda.kernels or false,
+			cuda_memcpy = cuda and cuda.memcpy or false,
+			cuda_memset = cuda and cuda.memset or false,
+			cuda_runtime = cuda and cuda.runtime or false,
+			cuda_driver = cuda and cuda.driver or false,
+			cuda_sync = cuda and cuda.sync or false,
+			cuda_memory = cuda and cuda.memory or false,
+			cpu_hz = samples and samples.hz or 0,
+			cpu_wall_clock = samples and samples.clock == "wall" or false,
+			cuda_backtrace_us = bt and bt.threshold_us or 0,
+			record_shapes = get("capture", c, "record_shapes"),
+			buffer_mb = get("capture", c, "buffer_mb"),
+		},
+		export = {
+			chrome = chrome ~= false,
+			chrome_gzip = chrome and chrome.gzip or false,
+			tensorboard = get("export", e, "tensorboard"),
+			key_averages = ka ~= false,
+			sort_by = ka and ka.sort_by or M.sections.export.keys.key_averages.keys.sort_by.default,
+			row_limit = ka and ka.row_limit or M.sections.export.keys.key_averages.keys.row_limit.default,
+			group_by = ka and ka.group_by or M.sections.export.keys.key_averages.keys.group_by.default,
+			stacks = get("export", e, "stacks"),
+			memory_timeline = get("export", e, "memory_timeline"),
+			summary = get("export", e, "summary"),
+		},
+		limits = {
+			hook_ms = get("limits", l, "hook_ms"),
+			report_ms = get("limits", l, "report_ms"),
+			load_ms = get("limits", l, "load_ms"),
+			memory_mb = get("limits", l, "memory_mb"),
+		},
+	}
+end
+
+return M

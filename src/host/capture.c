@@ -1,0 +1,79 @@
+/* capture — the list of capture sources and the calls over it (capture.h). */
+#include "capture.h"
+
+#include "host.h"
+
+/* Sources in the order they are called. */
+const struct capture_ops *const capture_sources[] = {
+	NULL
+};
+
+#define CAPTURE_MAX 16
+
+/* Bit i set: source i initialized and stays on. Written at start-up only. */
+static uint32_t capture_on;
+
+void capture_init_all(struct host *h)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
+		struct err e;
+
+		if (capture_sources[i]->init && capture_sources[i]->init(h, &e) != 0) {
+			host_fail(h, &e);
+			continue;
+		}
+		capture_on |= 1u << i;
+	}
+}
+
+void capture_warmup_all(struct host *h)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->warmup)
+			capture_sources[i]->warmup(h);
+}
+
+void capture_open_all(struct host *h, uint64_t gen)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->window_open)
+			capture_sources[i]->window_open(h, gen);
+}
+
+void capture_close_all(struct host *h, uint64_t gen)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->window_close)
+			capture_sources[i]->window_close(h, gen);
+}
+
+void capture_collect_all(struct host *h, const struct host_job *job,
+			 struct trace *t)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++) {
+		struct err e;
+
+		if ((capture_on >> i & 1) && capture_sources[i]->collect &&
+		    capture_sources[i]->collect(h, job, t, &e) != 0)
+			host_fail(h, &e);
+	}
+}
+
+void capture_fini_all(struct host *h)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->fini)
+			capture_sources[i]->fini(h);
+}

@@ -1,0 +1,70 @@
+/*
+ * sandbox — a restricted Lua 5.4 state for policy files (private to
+ * src/policy).
+ *
+ * The state's allocator caps the bytes it holds; a count hook enforces a
+ * time budget on whatever Lua code runs. Libraries: base, string, table,
+ * math, utf8, coroutine, package (opened with LUA_NOENV), and an `os` with
+ * time/clock/date/getenv/difftime only. io, os.execute/exit/remove/rename/
+ * tmpname/setlocale, loadfile, dofile, package.loadlib and
+ * package.searchpath raise "X is not available in a profhost policy".
+ * `load` takes text chunks only. `require` searches a fixed path (profhost's
+ * Lua directory, then the policy's directory) for Lua files only;
+ * package.path is informational. print() writes to the host log (LOG_INFO).
+ *
+ * A sandbox is used by one thread at a time (the policy's lock).
+ */
+#ifndef PROFHOST_POLICY_SANDBOX_H
+#define PROFHOST_POLICY_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <lua.h>
+
+#include "../util/err.h"
+
+struct sandbox_opts {
+	const char *lua_dir;     /* profhost's Lua directory; required */
+	const char *policy_dir;  /* the policy file's directory; may be NULL */
+	size_t memory_bytes;     /* initial memory cap */
+};
+
+struct sandbox;
+
+/* Creates the state. Returns NULL with *e set on failure. Any thread. */
+struct sandbox *sandbox_new(const struct sandbox_opts *o, struct err *e);
+
+/* The Lua state, for pushing calls. Owned by the sandbox. */
+lua_State *sandbox_lua(struct sandbox *sb);
+
+/* Changes the memory cap. Allocations that would pass it fail (a Lua
+ * memory error); memory already held is kept. */
+void sandbox_set_memory_limit(struct sandbox *sb, size_t bytes);
+
+/* Starts a time budget of `ms` milliseconds from `start_ns`
+ * (clock_now_ns()). Lua code still running after it raises "policy exceeded
+ * its N ms time budget (prof.limits{<key>=...})" at its file:line. `key` is
+ * a static string ("load_ms", "hook_ms", "report_ms"). */
+void sandbox_set_budget(struct sandbox *sb, int64_t start_ns, uint32_t ms,
+			const char *key);
+
+/* Removes the budget. */
+void sandbox_clear_budget(struct sandbox *sb);
+
+/*
+ * Calls the function under `nargs` arguments on the stack, like lua_pcall,
+ * with a traceback handler. Returns 0 with `nresults` results pushed, or -1
+ * with the function and its arguments popped and *e set to the error's first
+ * line (the full traceback goes to LOG_DEBUG). A memory error, which has no
+ * position, reads "<where>: policy exceeded its N MiB memory limit
+ * (prof.limits{memory_mb=...})"; `where` may be NULL.
+ */
+int sandbox_pcall(struct sandbox *sb, int nargs, int nresults,
+		  const char *where, struct err *e);
+
+/* Closes the state (running finalizers under a short budget) and frees the
+ * sandbox. NULL-safe. */
+void sandbox_free(struct sandbox *sb);
+
+#endif

@@ -1,0 +1,494 @@
+-- Specs for lua/prof: what a policy author sees from each prof.* call.
+
+local prof = require("prof")
+
+-- Runs `src` as a policy file named myprof.lua with `prof` as a global.
+-- Returns true, or false and the error message.
+local function run(src)
+	local env = setmetatable({ prof = prof }, { __index = _G })
+	local chunk = assert(load(src, "=myprof.lua", "t", env))
+	local ok, err = pcall(chunk)
+	return ok, err
+end
+
+-- Runs `src` and returns its error message (failing the spec if it loads).
+local function error_of(src)
+	local ok, err = run(src)
+	assert.is_false(ok, "policy loaded but an error was expected: " .. src)
+	return err
+end
+
+local function config_of(src)
+	local ok, err = run(src)
+	assert.is_true(ok, err)
+	return prof._config()
+end
+
+describe("prof", function()
+	before_each(function()
+		prof._reset()
+	end)
+
+	it("is the module require('prof') returns, API version 1", function()
+		assert.are.equal(prof, require("prof"))
+		assert.are.equal(1, prof.api_version)
+	end)
+
+	describe("defaults", function()
+		it("apply when the policy sets nothing", function()
+			local c = config_of("")
+			assert.are.same({ dir = "prof_out" }, c.output)
+			assert.is_false(c.schedule.enabled)
+			assert.is_nil(c.steps.nvtx)
+			assert.are.equal(0, c.steps.every_ms)
+			assert.are.same({
+				nvtx = true, cuda_kernels = true, cuda_memcpy = true, cuda_memset = true,
+				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
+				cpu_hz = 0, cpu_wall_clock = false, cuda_backtrace_us = 0,
+				record_shapes = false, buffer_mb = 128,
+			}, c.capture)
+			assert.are.same({
+				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
+				sort_by = "self_cpu_time_total", row_limit = 50, group_by = "name",
+				stacks = true, memory_timeline = true, summary = true,
+			}, c.export)
+			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64 },
+				c.limits)
+		end)
+
+		it("fill the keys a call leaves out", function()
+			local c = config_of("prof.schedule{ active = 3 }")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 3,
+				cycles = 0 }, c.schedule)
+		end)
+
+		it("are what the built-in default policy changes", function()
+			local f = assert(io.open("lua/prof/default.lua"))
+			local src = f:read("a")
+			f:close()
+			local c = config_of(src)
+			assert.are.same({ enabled = true, skip_first = 10, wait = 0, warmup = 1, active = 5,
+				cycles = 1 }, c.schedule)
+		end)
+	end)
+
+	describe("prof.output", function()
+		it("sets dir and run", function()
+			local c = config_of('prof.output{ dir = "/tmp/out", run = "baseline" }')
+			assert.are.same({ dir = "/tmp/out", run = "baseline" }, c.output)
+		end)
+
+		it("rejects an empty dir and a run name with a slash", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.output: 'dir' must be a non-empty string, got string \"\"",
+				error_of('prof.output{ dir = "" }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.output: 'run' must be a single folder name (no '/', not '.' or '..'), got string \"a/b\"",
+				error_of('prof.output{ run = "a/b" }'))
+		end)
+
+		it("names the wrong type", function()
+			assert.are.equal("myprof.lua:1: prof.output: 'dir' must be a non-empty string, got 5",
+				error_of("prof.output{ dir = 5 }"))
+		end)
+	end)
+
+	describe("prof.schedule", function()
+		it("takes torch's fields", function()
+			local c = config_of("prof.schedule{ skip_first = 10, wait = 5, warmup = 1, active = 3, cycles = 2 }")
+			assert.are.same({ enabled = true, skip_first = 10, wait = 5, warmup = 1, active = 3,
+				cycles = 2 }, c.schedule)
+		end)
+
+		it("reports an unknown key at the caller's line with the valid keys", function()
+			assert.are.equal(
+				"myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
+				error_of("-- my policy\n\nprof.schedule{ activ = 3 }"))
+		end)
+
+		it("explains that torch's repeat is cycles", function()
+			local err = error_of('prof.schedule{ active = 1, ["repeat"] = 2 }')
+			assert.matches("^myprof%.lua:1: prof%.schedule: unknown key 'repeat' %(torch's repeat is called 'cycles' here", err)
+			assert.matches("valid keys: active, cycles, skip_first, wait, warmup%)$", err)
+		end)
+
+		it("rejects active = 0, negative counts, fractions and strings", function()
+			assert.are.equal("myprof.lua:1: prof.schedule: 'active' must be an integer >= 1, got 0",
+				error_of("prof.schedule{ active = 0 }"))
+			assert.are.equal("myprof.lua:1: prof.schedule: 'wait' must be an integer >= 0, got -1",
+				error_of("prof.schedule{ wait = -1 }"))
+			assert.are.equal("myprof.lua:1: prof.schedule: 'warmup' must be an integer >= 0, got 1.5",
+				error_of("prof.schedule{ warmup = 1.5 }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.schedule: 'cycles' must be an integer >= 0, got string \"2\"",
+				error_of('prof.schedule{ cycles = "2" }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.schedule: 'active' must be an integer <= 4294967295, got 4294967296",
+				error_of("prof.schedule{ active = 4294967296 }"))
+		end)
+
+		it("turns the schedule on with an empty table", function()
+			local c = config_of("prof.schedule{}")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
+				cycles = 0 }, c.schedule)
+		end)
+
+		it("accepts a float with an integral value as an integer", function()
+			local c = config_of("prof.schedule{ active = 3.0 }")
+			assert.are.equal("integer", math.type(c.schedule.active))
+		end)
+
+		it("refuses a second call, naming the first one's line", function()
+			assert.are.equal(
+				"myprof.lua:4: prof.schedule: called twice (first call at myprof.lua:2); put all schedule settings in one call",
+				error_of("\nprof.schedule{ active = 1 }\n\nprof.schedule{ active = 2 }"))
+		end)
+
+		it("wants a table", function()
+			assert.matches("^myprof%.lua:1: prof%.schedule: expected a table, got string \"x\" %(e%.g%. prof%.schedule{",
+				error_of('prof.schedule("x")'))
+			assert.matches("^myprof%.lua:1: prof%.schedule: expected a table, got nothing",
+				error_of("prof.schedule()"))
+		end)
+
+		it("refuses positional values", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.schedule: unexpected positional value 1 (write key = value)",
+				error_of("prof.schedule{ 1, 2 }"))
+		end)
+	end)
+
+	describe("prof.steps", function()
+		it("sets every step source", function()
+			local c = config_of([[prof.steps{ nvtx = "train_step", domain = "app",
+				nvtx_mark = "tick", python = "optimizer", cuda = "cudaGraphLaunch",
+				kernel = "^ncclKernel_AllReduce", every_ms = 500 }]])
+			assert.are.same({ nvtx = "train_step", nvtx_domain = "app", nvtx_mark = "tick",
+				python = "optimizer", cuda = "cudaGraphLaunch", kernel = "^ncclKernel_AllReduce",
+				every_ms = 500 }, c.steps)
+		end)
+
+		it("accepts a python module:qualname", function()
+			local c = config_of('prof.steps{ python = "my.trainer:Trainer.training_step" }')
+			assert.are.equal("my.trainer:Trainer.training_step", c.steps.python)
+		end)
+
+		it("rejects a malformed python target", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.steps: 'python' must be \"optimizer\" or \"package.module:Class.method\", got string \"train step\"",
+				error_of('prof.steps{ python = "train step" }'))
+		end)
+
+		it("rejects a kernel pattern Lua cannot compile", function()
+			assert.matches("^myprof%.lua:1: prof%.steps: 'kernel' is not a valid Lua pattern %(.*%), got string \"%[abc\"$",
+				error_of('prof.steps{ kernel = "[abc" }'))
+		end)
+
+		it("wants nvtx or nvtx_mark with domain", function()
+			assert.matches("^myprof%.lua:1: prof%.steps: 'domain' needs 'nvtx' or 'nvtx_mark'",
+				error_of('prof.steps{ domain = "app" }'))
+		end)
+
+		it("rejects a negative every_ms", function()
+			assert.are.equal("myprof.lua:1: prof.steps: 'every_ms' must be an integer >= 0, got -5",
+				error_of("prof.steps{ every_ms = -5 }"))
+		end)
+	end)
+
+	describe("prof.capture", function()
+		it("cuda = false turns every CUDA kind off", function()
+			local c = config_of("prof.capture{ cuda = false, nvtx = false }").capture
+			assert.is_false(c.nvtx)
+			for _, kind in ipairs({ "kernels", "memcpy", "memset", "runtime", "driver", "sync", "memory" }) do
+				assert.is_false(c["cuda_" .. kind], kind)
+			end
+		end)
+
+		it("a cuda table turns off only the kinds set to false", function()
+			local c = config_of("prof.capture{ cuda = { driver = false, memory = false } }").capture
+			assert.is_false(c.cuda_driver)
+			assert.is_false(c.cuda_memory)
+			assert.is_true(c.cuda_kernels)
+			assert.is_true(c.cuda_runtime)
+		end)
+
+		it("cpu_samples and cuda_backtrace take tables with defaults", function()
+			local c = config_of([[prof.capture{ cpu_samples = { hz = 250, clock = "wall" },
+				cuda_backtrace = {}, record_shapes = true, buffer_mb = 512 }]]).capture
+			assert.are.equal(250, c.cpu_hz)
+			assert.is_true(c.cpu_wall_clock)
+			assert.are.equal(10, c.cuda_backtrace_us)
+			assert.is_true(c.record_shapes)
+			assert.are.equal(512, c.buffer_mb)
+			prof._reset()
+			c = config_of("prof.capture{ cpu_samples = {} }").capture
+			assert.are.equal(99, c.cpu_hz)
+			assert.is_false(c.cpu_wall_clock)
+		end)
+
+		it("rejects wrong values with the key path", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: unknown key 'cuda.kernel' (valid keys: driver, kernels, memcpy, memory, memset, runtime, sync)",
+				error_of("prof.capture{ cuda = { kernel = true } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cuda' must be a boolean or a table (e.g. cuda = { driver = false }), got string \"all\"",
+				error_of('prof.capture{ cuda = "all" }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples' must be false or a table (e.g. cpu_samples = { hz = 99 }), got boolean true",
+				error_of("prof.capture{ cpu_samples = true }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples.hz' must be an integer from 1 to 10000, got 20000",
+				error_of("prof.capture{ cpu_samples = { hz = 20000 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples.clock' must be one of \"cpu\", \"wall\", got string \"real\"",
+				error_of('prof.capture{ cpu_samples = { clock = "real" } }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'buffer_mb' must be an integer from 1 to 65536, got 0",
+				error_of("prof.capture{ buffer_mb = 0 }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cuda_backtrace.threshold_us' must be an integer >= 1, got 0",
+				error_of("prof.capture{ cuda_backtrace = { threshold_us = 0 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'record_shapes' must be a boolean, got 1",
+				error_of("prof.capture{ record_shapes = 1 }"))
+		end)
+	end)
+
+	describe("prof.export", function()
+		it("sets every output", function()
+			local c = config_of([[prof.export{ chrome = { gzip = true }, tensorboard = true,
+				key_averages = { sort_by = "self_cuda_time_total", row_limit = 20, group_by = "domain" },
+				stacks = false, memory_timeline = false, summary = false }]]).export
+			assert.are.same({ chrome = true, chrome_gzip = true, tensorboard = true,
+				key_averages = true, sort_by = "self_cuda_time_total", row_limit = 20,
+				group_by = "domain", stacks = false, memory_timeline = false, summary = false }, c)
+		end)
+
+		it("chrome = false and key_averages = false turn them off", function()
+			local c = config_of("prof.export{ chrome = false, key_averages = false }").export
+			assert.is_false(c.chrome)
+			assert.is_false(c.chrome_gzip)
+			assert.is_false(c.key_averages)
+		end)
+
+		it("takes torch's device_* sort names as the cuda_* ones, and -1 as no row limit", function()
+			local c = config_of([[prof.export{ key_averages = { sort_by = "self_device_time_total",
+				row_limit = -1 } }]]).export
+			assert.are.equal("self_cuda_time_total", c.sort_by)
+			assert.are.equal(0, c.row_limit)
+		end)
+
+		it("rejects wrong values naming the valid ones", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'chrome' must be a boolean or a table (e.g. chrome = { gzip = true }), got string \"yes\"",
+				error_of('prof.export{ chrome = "yes" }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", got string \"cpu\"",
+				error_of('prof.export{ key_averages = { sort_by = "cpu" } }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.group_by' must be one of \"domain\", \"name\", got string \"kernel\"",
+				error_of('prof.export{ key_averages = { group_by = "kernel" } }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.row_limit' must be an integer >= 0 (0 or -1: all rows), got -2",
+				error_of("prof.export{ key_averages = { row_limit = -2 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: unknown key 'chrome.zip' (valid keys: gzip)",
+				error_of("prof.export{ chrome = { zip = true } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'tensorboard' must be a boolean, got string \"true\"",
+				error_of('prof.export{ tensorboard = "true" }'))
+		end)
+	end)
+
+	describe("prof.limits", function()
+		it("sets every limit", function()
+			local c = config_of("prof.limits{ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256 }")
+			assert.are.same({ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256 }, c.limits)
+		end)
+
+		it("rejects zero and out-of-range values", function()
+			assert.are.equal("myprof.lua:1: prof.limits: 'hook_ms' must be an integer from 1 to 60000, got 0",
+				error_of("prof.limits{ hook_ms = 0 }"))
+			assert.are.equal("myprof.lua:1: prof.limits: 'memory_mb' must be an integer from 4 to 65536, got 1",
+				error_of("prof.limits{ memory_mb = 1 }"))
+		end)
+
+		it("tells the host the new limits at once", function()
+			local seen
+			prof._native = { set_limits = function(mb, ms) seen = { mb, ms } end }
+			assert.is_true(run("prof.limits{ memory_mb = 512 }"))
+			assert.are.same({ 512, 2000 }, seen)
+		end)
+	end)
+
+	describe("hooks", function()
+		it("register several per kind, in order", function()
+			assert.is_true(run([[
+				prof.on_step(function() return 1 end)
+				prof.on_step(function() return 2 end)
+				prof.on_window_start(function() end)
+				prof.on_window_end(function() end)
+				prof.on_trace_ready(function() end)
+			]]))
+			local hooks = prof._hooks()
+			assert.are.equal(2, #hooks.on_step)
+			assert.are.equal(1, hooks.on_step[1]())
+			assert.are.equal(2, hooks.on_step[2]())
+			assert.are.equal(1, #hooks.on_window_start)
+			assert.are.equal(1, #hooks.on_window_end)
+			assert.are.equal(1, #hooks.on_trace_ready)
+		end)
+
+		it("want a function", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.on_trace_ready: expected a function, got string \"report\" (e.g. prof.on_trace_ready(function(w) ... end))",
+				error_of('prof.on_trace_ready("report")'))
+		end)
+
+		it("may not change the configuration once the file has loaded", function()
+			assert.is_true(run("prof.on_step(function() prof.schedule{ active = 2 } end)"))
+			local _, hooks = prof._load_done()
+			local ok, err = pcall(hooks.on_step[1], {})
+			assert.is_false(ok)
+			assert.matches("prof%.schedule: can only be called while the policy file loads", err)
+		end)
+	end)
+
+	describe("prof.capture_now", function()
+		it("reaches the native function with steps and reason", function()
+			local calls = {}
+			prof._native = { capture_now = function(steps, reason)
+				calls[#calls + 1] = { steps, reason }
+				return true
+			end }
+			assert.is_true(run([[
+				prof.capture_now{ steps = 3, reason = "slow step" }
+				prof.capture_now{ steps = 1 }
+			]]))
+			assert.are.same({ { 3, "slow step" }, { 1, "capture_now" } }, calls)
+		end)
+
+		it("raises the host's refusal at the caller's line", function()
+			prof._native = { capture_now = function() return nil, "a request is already queued" end }
+			assert.are.equal("myprof.lua:2: prof.capture_now: a request is already queued",
+				error_of("\nprof.capture_now{ steps = 2 }"))
+		end)
+
+		it("validates its table", function()
+			prof._native = { capture_now = function() return true end }
+			assert.are.equal("myprof.lua:1: prof.capture_now: 'steps' must be an integer >= 1, got 0",
+				error_of("prof.capture_now{ steps = 0 }"))
+			assert.matches("^myprof%.lua:1: prof%.capture_now: 'steps' is required",
+				error_of('prof.capture_now{ reason = "x" }'))
+			assert.matches("^myprof%.lua:1: prof%.capture_now: 'reason' must be at most 127 bytes long",
+				error_of("prof.capture_now{ steps = 1, reason = string.rep('x', 128) }"))
+			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: reason, steps%)",
+				error_of("prof.capture_now{ step = 1 }"))
+		end)
+
+		it("says so when no host is there", function()
+			assert.are.equal("myprof.lua:1: prof.capture_now: not available here (no profhost host is running)",
+				error_of("prof.capture_now{ steps = 1 }"))
+		end)
+	end)
+
+	describe("--set", function()
+		it("parses integers, booleans, numbers and strings", function()
+			assert.is_true(run("prof.schedule{ active = 1 }"))
+			prof._apply_set("schedule.active=5")
+			prof._apply_set("export.chrome.gzip=true")
+			prof._apply_set("output.dir=/tmp/x")
+			prof._apply_set("capture.cpu_samples.hz=99")
+			prof._apply_set("export.summary=false")
+			local c = prof._config()
+			assert.are.equal(5, c.schedule.active)
+			assert.is_true(c.export.chrome)
+			assert.is_true(c.export.chrome_gzip)
+			assert.are.equal("/tmp/x", c.output.dir)
+			assert.are.equal(99, c.capture.cpu_hz)
+			assert.is_false(c.export.summary)
+		end)
+
+		it("keeps the text for string keys, even when it looks like a number", function()
+			prof._apply_set("output.run=2024")
+			assert.are.equal("2024", prof._config().output.run)
+		end)
+
+		it("keeps what the file set beside the overridden key", function()
+			assert.is_true(run("prof.schedule{ skip_first = 10, wait = 2, active = 3, cycles = 2 }"))
+			prof._apply_set("schedule.active=7")
+			assert.are.same({ enabled = true, skip_first = 10, wait = 2, warmup = 0, active = 7,
+				cycles = 2 }, prof._config().schedule)
+		end)
+
+		it("enables the schedule with its defaults when the file has none", function()
+			assert.is_true(run(""))
+			prof._apply_set("schedule.active=5")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 5,
+				cycles = 0 }, prof._config().schedule)
+		end)
+
+		it("turns a feature on when one of its sub-keys is set", function()
+			assert.is_true(run("prof.export{ chrome = false }"))
+			prof._apply_set("export.chrome.gzip=true")
+			local c = prof._config().export
+			assert.is_true(c.chrome)
+			assert.is_true(c.chrome_gzip)
+		end)
+
+		it("sets a feature off with false", function()
+			prof._apply_set("capture.cuda=false")
+			assert.is_false(prof._config().capture.cuda_kernels)
+		end)
+
+		it("works after loading is done", function()
+			assert.is_true(run("prof.schedule{ active = 1 }"))
+			prof._load_done()
+			prof._apply_set("schedule.active=2")
+			assert.are.equal(2, prof._config().schedule.active)
+		end)
+
+		it("reports errors naming the override", function()
+			local function set_error(s)
+				local ok, err = pcall(prof._apply_set, s)
+				assert.is_false(ok)
+				return err
+			end
+			assert.are.equal("--set schedule.active=x: 'active' must be an integer >= 1, got string \"x\"",
+				set_error("schedule.active=x"))
+			assert.are.equal("--set schedule.active=0: 'active' must be an integer >= 1, got 0",
+				set_error("schedule.active=0"))
+			assert.are.equal(
+				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
+				set_error("schedule.activ=5"))
+			assert.are.equal(
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, export, limits, output, schedule, steps)",
+				set_error("sched.active=5"))
+			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
+				set_error("schedule.active"))
+			assert.are.equal("--set active=5: expected section.key=value (e.g. schedule.active=5)",
+				set_error("active=5"))
+			assert.are.equal("--set schedule.=5: expected section.key=value (e.g. schedule.active=5)",
+				set_error("schedule.=5"))
+			assert.are.equal(
+				"--set export.chrome.gzip=yes: 'chrome.gzip' must be a boolean, got string \"yes\"",
+				set_error("export.chrome.gzip=yes"))
+			assert.are.equal(
+				"--set capture.cpu_samples.clock=real: 'cpu_samples.clock' must be one of \"cpu\", \"wall\", got string \"real\"",
+				set_error("capture.cpu_samples.clock=real"))
+		end)
+
+		it("leaves the configuration as it was when an override fails", function()
+			assert.is_true(run("prof.schedule{ active = 3 }"))
+			assert.is_false(pcall(prof._apply_set, "schedule.active=0"))
+			assert.are.equal(3, prof._config().schedule.active)
+		end)
+
+		it("passes new limits to the host", function()
+			local seen
+			prof._native = { set_limits = function(mb, ms) seen = { mb, ms } end }
+			prof._apply_set("limits.load_ms=50")
+			assert.are.same({ 64, 50 }, seen)
+		end)
+	end)
+end)
