@@ -20,6 +20,16 @@ static const char *const sort_names[] = {
 };
 #define NSORT (sizeof sort_names / sizeof sort_names[0])
 
+/* torch >= 2.4 names the CUDA keys device_*. */
+static const struct {
+	const char *name;
+	enum key_avg_sort sort;
+} sort_aliases[] = {
+	{ "self_device_time_total", KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL },
+	{ "device_time_total", KEY_AVG_SORT_CUDA_TIME_TOTAL },
+	{ "device_time", KEY_AVG_SORT_CUDA_TIME },
+};
+
 int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e)
 {
 	size_t i;
@@ -27,6 +37,12 @@ int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e
 	for (i = 0; s && i < NSORT; i++) {
 		if (strcmp(s, sort_names[i]) == 0) {
 			*out = (enum key_avg_sort)i;
+			return 0;
+		}
+	}
+	for (i = 0; s && i < sizeof sort_aliases / sizeof sort_aliases[0]; i++) {
+		if (strcmp(s, sort_aliases[i].name) == 0) {
+			*out = sort_aliases[i].sort;
 			return 0;
 		}
 	}

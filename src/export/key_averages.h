@@ -65,7 +65,8 @@ struct key_avg_table {
 	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
 };
 
-/* Parses a torch sort key / a group name. Return 0, or -1 with *e listing
+/* Parses a torch sort key (torch 2.4's device_* names are taken for the
+ * cuda_* ones) / a group name. Return 0, or -1 with *e listing
  * the accepted values. */
 int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e);
 int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err *e);

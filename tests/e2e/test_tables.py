@@ -4,6 +4,7 @@ then "inner" inside it sleeps 3 ms), checked against those timings and
 against the window's own trace."""
 import os
 import re
+import shutil
 import unittest
 
 from harness import PROF, TESTBIN, TempDirTest, load_trace, run, step_spans, window_dirs
@@ -51,6 +52,7 @@ class Tables(TempDirTest):
     def run_nested(self, policy_text, steps=12):
         policy = self.write("policy.lua", policy_text)
         out = os.path.join(self.tmp, "out")
+        shutil.rmtree(out, ignore_errors=True)
         r = run([PROF, "run", "-s", policy, "-o", out, "--", NESTED_APP, "--steps", str(steps)])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("done %d" % steps, r.stdout)
@@ -147,6 +149,24 @@ class Tables(TempDirTest):
         files = re.search(r"^Files: (.*)$", text, re.M).group(1).split()
         self.assertEqual(files[-1], "summary.txt")
         self.assertEqual(sorted(files), sorted(os.listdir(d)))
+
+    def test_policy_picks_sort_rows_and_grouping(self):
+        # every row has 6 calls: the tie goes to the row first seen, the step
+        d = self.run_nested(SCHEDULE + 'prof.export { key_averages = { sort_by = "count", '
+                                       'row_limit = 1 }, summary = false }\n')
+        with open(os.path.join(d, "key_averages.txt")) as f:
+            _, rows, footer = parse_key_averages(f.read())
+        self.assertEqual(list(rows), ["ProfilerStep*"])
+        self.assertEqual(int(rows["ProfilerStep*"]["# of Calls"]), 6)
+        self.assertFalse(os.path.exists(os.path.join(d, "summary.txt")))
+
+        # ranges pushed through the C ABI carry no NVTX domain
+        d = self.run_nested(SCHEDULE + 'prof.export { key_averages = { group_by = "domain" } }\n')
+        with open(os.path.join(d, "key_averages.txt")) as f:
+            _, rows, _ = parse_key_averages(f.read())
+        self.assertEqual(list(rows), ["(none)"])
+        self.assertEqual(int(rows["(none)"]["# of Calls"]), 18)
+        self.assertEqual(rows["(none)"]["Self CPU %"], "100.00%")
 
 
 if __name__ == "__main__":

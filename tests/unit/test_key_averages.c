@@ -188,6 +188,12 @@ static void test_sort_keys(void)
 	CHECK(key_averages_has_cuda(&tab));
 	key_averages_free(&tab);
 
+	CHECK(key_averages_parse_sort("device_time", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_CUDA_TIME);
+	CHECK(key_averages_parse_sort("self_device_time_total", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL);
+	CHECK(key_averages_parse_sort("device_time_total", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_CUDA_TIME_TOTAL);
 	CHECK(key_averages_parse_sort("self_cpu_memory_usage", &s, &e) == -1);
 	CHECK(strstr(e.msg, "self_cpu_memory_usage") != NULL);
 	CHECK(strstr(e.msg, "cpu_time_total") != NULL);
