@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import unittest
 
 from harness import (BUILD, LIB, PROF, SANITIZE, SOURCE, TESTBIN, TempDirTest, base_env,
@@ -315,7 +316,10 @@ class HostileNames(TempDirTest):
     def test_hostile_names_give_valid_json(self):
         policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "hostile" }\n')
         out = os.path.join(self.tmp, "out")
-        r = run([PROF, "run", "-s", policy, "-o", out, "--", HOSTILE])
+        # Bytes: the console summary passes the names' bytes through.
+        r = subprocess.run([PROF, "run", "-s", policy, "-o", out, "--", HOSTILE],
+                           env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         dirs = window_dirs(out)
         self.assertEqual(len(dirs), 1)
