@@ -105,9 +105,14 @@ struct nvtx_level {
 	} n;
 };
 
+/* A thread's shadow. A level pushed on the quiet path in the default
+ * domain with nothing to remember (no category, name or trigger) is only a
+ * bit in `plain`: its lv[] entry is stale until materialize() writes it.
+ * Bits are set only below `depth`. */
 struct nvtx_thread {
 	uint32_t depth;          /* open levels, all domains */
 	uint32_t seq;            /* last start/end sequence number */
+	uint64_t plain;          /* bit i: level i is plain */
 	int32_t tid;
 	struct nvtx_level lv[NVTX_LEVELS];
 };
@@ -621,6 +626,24 @@ static int capture_begin(const struct nvtx_cfg *cfg)
 	return r > 0;
 }
 
+/* Writes out the plain levels of t so the full path can read every level. */
+static void materialize(struct nvtx_thread *t)
+{
+	uint64_t p = t->plain;
+
+	while (p) {
+		struct nvtx_level *lv = &t->lv[__builtin_ctzll(p)];
+
+		lv->domain = 0;
+		lv->category = 0;
+		lv->gen = 0;
+		lv->flags = 0;
+		lv->len = 0;
+		p &= p - 1;
+	}
+	t->plain = 0;
+}
+
 /* Records the first `n` levels of thread t that the open window did not
  * record, as pushes that began before it (the thread just opened the
  * window inside them). */
@@ -635,6 +658,7 @@ static void replay_levels(struct nvtx_thread *t, uint32_t n)
 		return;
 	if (n > NVTX_LEVELS)
 		n = NVTX_LEVELS;
+	materialize(t);
 	now = clock_now_ns();
 	for (i = 0; i < n; i++) {
 		struct nvtx_level *lv = &t->lv[i];
@@ -660,6 +684,7 @@ static void replay_levels(struct nvtx_thread *t, uint32_t n)
 
 /* A push in domain d; `force` records even with prof.capture{nvtx=false}.
  * Returns the level (depth before the push). */
+__attribute__((noinline))
 static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 		      uint32_t category, int force)
 {
@@ -667,7 +692,8 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
 	struct nvtx_thread *t = thread_self();
 	struct nvtx_level *lv = NULL;
-	uint32_t depth = 0, flags = 0, gen = 0;
+	uint32_t depth = 0, flags = 0, gen = 0, len = 0;
+	const char *text = NULL;
 
 	if (t != &no_thread) {
 		depth = t->depth++;
@@ -690,8 +716,17 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	}
 	if (__builtin_expect(recording(st, mode, force), 0)) {
-		if (append_msg(EVBUF_RANGE_PUSH, clock_now_ns(), m, 0,
-			       evbuf_nvtx_a(d->id, category, 0)) == 0)
+		int64_t ts = clock_now_ns();
+		uint64_t a = evbuf_nvtx_a(d->id, category, 0);
+		int rc;
+
+		if (is_wide(m)) {
+			rc = append_wide(EVBUF_RANGE_PUSH, ts, m->p, 0, a);
+		} else {
+			text = msg_plain(m, &len);
+			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, 0, a);
+		}
+		if (rc == 0)
 			gen = (uint32_t)(st >> 1);
 		else
 			flags |= LV_DROPPED;
@@ -701,9 +736,18 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 		lv->category = category;
 		lv->gen = gen;
 		lv->flags = (uint16_t)(flags | (force ? LV_FORCED : 0));
-		/* A registered string costs one pointer store: always kept. */
-		if (gen || (mode & MODE_ARMED) || m->type == NVTX_ABI_MESSAGE_REGISTERED)
+		if (text && m->type == NVTX_ABI_MESSAGE_ASCII) {
+			/* Recorded just now: the length is known. */
+			if (len > NVTX_LEVEL_NAME)
+				len = NVTX_LEVEL_NAME;
+			memcpy(lv->n.name, text, len);
+			lv->len = (uint16_t)len;
+			lv->flags |= LV_NAMED;
+		} else if (gen || (mode & MODE_ARMED) ||
+			   m->type == NVTX_ABI_MESSAGE_REGISTERED) {
+			/* A registered string costs one pointer store: always kept. */
 			level_name(lv, m);
+		}
 	}
 	return (int)depth;
 }
@@ -717,20 +761,24 @@ static void append_bare_pop(uint64_t st, uint32_t mode, int force, uint32_t doma
 				 evbuf_nvtx_a(domain, 0, 0));
 }
 
-/* A pop in domain d. Returns the level ended, or -1 when none was open. */
+/* A pop in domain d. Returns the level ended, or -1 when none was open.
+ * (Fields of the level are read one by one, as the push wrote them: a wide
+ * copy of a level just written stalls store forwarding.) */
+__attribute__((noinline))
 static int range_pop(const struct nvtx_domain *d, int force)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
 	struct nvtx_thread *t = thread_self();
-	struct nvtx_level lv;
-	uint32_t depth, top, i, len = 0, fl = 0;
+	struct nvtx_level *lv;
+	uint32_t depth, i, len = 0, fl = 0, category, flags;
 	const char *name = NULL;
 
 	if (t == &no_thread) {
 		append_bare_pop(st, mode, force, d->id);
 		return 0;
 	}
+	materialize(t);
 	depth = t->depth;
 	if (depth == 0) {
 		append_bare_pop(st, mode, force, d->id);
@@ -742,38 +790,39 @@ static int range_pop(const struct nvtx_domain *d, int force)
 		append_bare_pop(st, mode, force, d->id);
 		return (int)(depth - 1);
 	}
-	top = depth;
-	for (i = top; i-- > 0;)
+	for (i = depth; i-- > 0;)
 		if (t->lv[i].domain == d->id)
 			break;
 	if (i == UINT32_MAX) { /* no open level of this domain */
 		append_bare_pop(st, mode, force, d->id);
 		return -1;
 	}
-	lv = t->lv[i];
-	if (i + 1 < top)
-		memmove(&t->lv[i], &t->lv[i + 1], (top - i - 1) * sizeof lv);
-	t->depth = depth - 1;
-	if (__builtin_expect(recording(st, mode, force), 0) && !(lv.flags & LV_DROPPED)) {
-		if (lv.gen != (uint32_t)(st >> 1)) {
+	lv = &t->lv[i];
+	category = lv->category;
+	flags = lv->flags;
+	if (__builtin_expect(recording(st, mode, force), 0) && !(flags & LV_DROPPED)) {
+		if (lv->gen != (uint32_t)(st >> 1)) {
 			/* The push happened before this window. */
 			fl = EVBUF_A_EARLY;
-			if (lv.flags & LV_NAMED) {
-				name = lv.n.name;
-				len = lv.len;
-			} else if (lv.flags & LV_REGISTERED) {
-				name = lv.n.reg->s;
-				len = lv.n.reg->len < EVBUF_NAME_MAX ? lv.n.reg->len : EVBUF_NAME_MAX;
+			if (flags & LV_NAMED) {
+				name = lv->n.name;
+				len = lv->len;
+			} else if (flags & LV_REGISTERED) {
+				name = lv->n.reg->s;
+				len = lv->n.reg->len < EVBUF_NAME_MAX ? lv->n.reg->len : EVBUF_NAME_MAX;
 			}
 		}
 		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), name, len, 0,
-				 evbuf_nvtx_a(d->id, lv.category, fl));
+				 evbuf_nvtx_a(d->id, category, fl));
 	}
-	if (__builtin_expect(lv.flags & (LV_STEP | LV_CAPTURE), 0)) {
+	if (i + 1 < depth) /* another domain's levels above: close the gap */
+		memmove(&t->lv[i], &t->lv[i + 1], (depth - i - 1) * sizeof *lv);
+	t->depth = depth - 1;
+	if (__builtin_expect(flags & (LV_STEP | LV_CAPTURE), 0)) {
 		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
-		if ((lv.flags & LV_STEP) && cfg)
+		if ((flags & LV_STEP) && cfg)
 			cfg->c.step(cfg->c.ctx);
-		if ((lv.flags & LV_CAPTURE) && cfg)
+		if ((flags & LV_CAPTURE) && cfg)
 			cfg->c.capture_end(cfg->c.ctx);
 	}
 	return (int)(depth - 1);
@@ -853,6 +902,79 @@ static void mark(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	}
 }
 
+/* ------------------------------------------------------------ the quiet path */
+
+/* Outside a window, with no trigger configured and names not kept, a push
+ * or pop only moves the thread's shadow level. These leaf functions do
+ * that much; they return -2 (never a level) when the full path must run. */
+
+/* The calling thread's shadow when the quiet path applies, else NULL. */
+static inline struct nvtx_thread *quiet_thread(void)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_relaxed);
+	struct nvtx_thread *t = self;
+
+	if ((st & 1) || (mode & ~(uint32_t)MODE_RECORD) || !t || t == &no_thread)
+		return NULL;
+	return t;
+}
+
+static inline int push_quiet(uint32_t domain, uint32_t category,
+			     const struct nvtx_string *reg, int force)
+{
+	struct nvtx_thread *t = quiet_thread();
+	struct nvtx_level *lv;
+	uint32_t depth;
+
+	if (!t || (depth = t->depth) >= NVTX_LEVELS)
+		return -2;
+	if ((domain | category | force) == 0 && !reg) {
+		t->plain |= 1ull << depth;
+		t->depth = depth + 1;
+		return (int)depth;
+	}
+	lv = &t->lv[depth];
+	lv->domain = domain;
+	lv->category = category;
+	lv->gen = 0;
+	lv->flags = (uint16_t)((reg ? LV_REGISTERED : 0) | (force ? LV_FORCED : 0));
+	if (reg)
+		lv->n.reg = reg;
+	t->depth = depth + 1;
+	return (int)depth;
+}
+
+static inline int pop_quiet(uint32_t domain)
+{
+	struct nvtx_thread *t = quiet_thread();
+	struct nvtx_level *lv;
+	uint32_t depth;
+
+	if (!t || (depth = t->depth) == 0 || depth > NVTX_LEVELS)
+		return -2;
+	if ((t->plain >> (depth - 1) & 1) && domain == 0) {
+		t->plain &= ~(1ull << (depth - 1));
+		t->depth = depth - 1;
+		return (int)(depth - 1);
+	}
+	if (t->plain >> (depth - 1) & 1)
+		return -2;
+	lv = &t->lv[depth - 1];
+	if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE)))
+		return -2;
+	t->depth = depth - 1;
+	return (int)(depth - 1);
+}
+
+/* The registered string of an attributes struct, or NULL. */
+static inline const struct nvtx_string *attr_registered(const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+
+	return m.type == NVTX_ABI_MESSAGE_REGISTERED ? string_of(m.p) : NULL;
+}
+
 /* ------------------------------------------------------------ NVTX entry points */
 
 static struct nvtx_msg msg_a(const char *s)
@@ -908,27 +1030,53 @@ static void RangeEnd(uint64_t id)
 	range_end(&default_domain, id);
 }
 
-static int RangePushEx(const struct nvtx_abi_attributes *a)
+/* The full paths of the pushes, out of line so that the quiet path of
+ * each entry point stays a leaf without a stack frame. */
+__attribute__((noinline)) static int push_ex(const struct nvtx_domain *d,
+					     const struct nvtx_abi_attributes *a)
 {
 	struct nvtx_msg m = attr_msg(a);
-	return range_push(&default_domain, &m, attr_category(a), 0);
+	return range_push(d, &m, attr_category(a), 0);
 }
 
-static int RangePushA(const char *s)
+__attribute__((noinline)) static int push_a(const char *s, int force)
 {
 	struct nvtx_msg m = msg_a(s);
-	return range_push(&default_domain, &m, 0, 0);
+	return range_push(&default_domain, &m, 0, force);
 }
 
-static int RangePushW(const wchar_t *s)
+__attribute__((noinline)) static int push_w(const wchar_t *s)
 {
 	struct nvtx_msg m = msg_w(s);
 	return range_push(&default_domain, &m, 0, 0);
 }
 
+static int RangePushEx(const struct nvtx_abi_attributes *a)
+{
+	int r = push_quiet(0, attr_category(a), attr_registered(a), 0);
+
+	return r != -2 ? r : push_ex(&default_domain, a);
+}
+
+static int RangePushA(const char *s)
+{
+	int r = push_quiet(0, 0, NULL, 0);
+
+	return r != -2 ? r : push_a(s, 0);
+}
+
+static int RangePushW(const wchar_t *s)
+{
+	int r = push_quiet(0, 0, NULL, 0);
+
+	return r != -2 ? r : push_w(s);
+}
+
 static int RangePop(void)
 {
-	return range_pop(&default_domain, 0);
+	int r = pop_quiet(0);
+
+	return r != -2 ? r : range_pop(&default_domain, 0);
 }
 
 static void NameCategoryA(uint32_t category, const char *name)
@@ -970,13 +1118,18 @@ static void DomainRangeEnd(const void *domain, uint64_t id)
 
 static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attributes *a)
 {
-	struct nvtx_msg m = attr_msg(a);
-	return range_push(domain_of(domain), &m, attr_category(a), 0);
+	const struct nvtx_domain *d = domain_of(domain);
+	int r = push_quiet(d->id, attr_category(a), attr_registered(a), 0);
+
+	return r != -2 ? r : push_ex(d, a);
 }
 
 static int DomainRangePop(const void *domain)
 {
-	return range_pop(domain_of(domain), 0);
+	const struct nvtx_domain *d = domain_of(domain);
+	int r = pop_quiet(d->id);
+
+	return r != -2 ? r : range_pop(d, 0);
 }
 
 static void DomainNameCategoryA(const void *domain, uint32_t category, const char *name)
@@ -1214,13 +1367,14 @@ const char *nvtx_thread_name(int32_t tid)
 
 void nvtx_prof_push(const char *name)
 {
-	struct nvtx_msg m = msg_a(name ? name : "(null)");
-	range_push(&default_domain, &m, 0, 1);
+	if (push_quiet(0, 0, NULL, 1) == -2)
+		push_a(name ? name : "(null)", 1);
 }
 
 void nvtx_prof_pop(void)
 {
-	range_pop(&default_domain, 1);
+	if (pop_quiet(0) == -2)
+		range_pop(&default_domain, 1);
 }
 
 void nvtx_prof_mark(const char *name)

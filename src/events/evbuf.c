@@ -174,6 +174,11 @@ uint64_t evbuf_open(size_t bytes)
 			void *m = mmap(NULL, want, PROT_READ | PROT_WRITE,
 				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 			if (m != MAP_FAILED) {
+				/* Huge pages where the system allows them: a window
+				 * touches its pool once, and 4 KiB page faults cost
+				 * more than the records written (~1.5 us per 50
+				 * records here). Advice only; failure is fine. */
+				madvise(m, want, MADV_HUGEPAGE);
 				s->mem = m;
 				s->mapped = want;
 			}
