@@ -134,8 +134,10 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Once, after the first window: if NVTX is in the process but never
- * attached, says how to make it attach. Host thread. */
+/* Once, after the first window (or at exit, when no window was written:
+ * NVTX steps that never came are the likely reason): if NVTX is in the
+ * process but never attached, says how to make it attach. Host thread or
+ * the exiting thread. */
 static void nvtx_hint(struct host *h)
 {
 	static atomic_flag said = ATOMIC_FLAG_INIT;
@@ -179,8 +181,15 @@ static int nvtx_collect(struct host *h, const struct host_job *job,
 	return 0;
 }
 
+/* capture_ops.fini: the hint, if no window gave the occasion. */
+static void nvtx_fini(struct host *h)
+{
+	nvtx_hint(h);
+}
+
 const struct capture_ops nvtx_capture = {
 	.name = "nvtx",
 	.init = nvtx_init,
 	.collect = nvtx_collect,
+	.fini = nvtx_fini,
 };

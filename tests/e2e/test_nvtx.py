@@ -251,6 +251,17 @@ class ExampleApp(TempDirTest, NestingMixin):
         trace = load_trace(window_dirs(out2)[0])
         self.assertEqual(sum(e["name"] == "forward" for e in ranges(trace)), 3)
 
+    def test_preload_only_with_nvtx_steps_says_why_no_window_came(self):
+        policy = self.write("policy.lua", 'prof.steps{ nvtx = "train_step" }\n'
+                                          'prof.schedule{ skip_first = 2, active = 1 }\n')
+        env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
+                        "LD_PRELOAD": LIB})
+        r = run([APP, "--steps", "4", "--workers", "0", "--sleep-us", "200"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(window_dirs(os.path.join(self.tmp, "out")), [])
+        hints = [l for l in profhost_lines(r.stderr) if "NVTX_INJECTION64_PATH" in l]
+        self.assertEqual(len(hints), 1, r.stderr)
+
     def test_nvtx_capture_off_records_no_nvtx_but_still_steps(self):
         out, _, _ = self.run_app(
             'prof.steps{ nvtx = "train_step" }\n'
