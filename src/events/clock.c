@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIRST_NS 10000000LL     /* first rate measurement: 10 ms */
+#define FIRST_NS 50000000LL     /* first rate measurement: after 50 ms */
+#define PAIR_MAX_TICKS 20000    /* a pair read more loosely (preempted) is
+				 * not used: its error would skew the rate */
 #define SLEW_MAX 5e-4           /* slewing changes the rate by at most 500 ppm */
 
 static struct clock_params own;
@@ -40,8 +42,9 @@ static int tsc_usable(void)
 }
 
 /* A close (TSC, CLOCK_MONOTONIC) pair: the TSC read is the midpoint of the
- * two around the fastest of a few tries. */
-static void read_pair(int64_t *tsc, int64_t *mono)
+ * two around the fastest of a few tries. Returns 0, or -1 when every try
+ * was interrupted (the pair would be too loose to calibrate with). */
+static int read_pair(int64_t *tsc, int64_t *mono)
 {
 	int64_t best = INT64_MAX;
 	int i;
@@ -57,6 +60,7 @@ static void read_pair(int64_t *tsc, int64_t *mono)
 			*mono = m;
 		}
 	}
+	return best < PAIR_MAX_TICKS ? 0 : -1;
 }
 
 /* Publishes new parameters under the sequence lock. */
@@ -85,13 +89,15 @@ void clock_calibrate(int64_t now)
 		c->usable = tsc_usable();
 		if (c->usable < 0)
 			return;
-		read_pair(&c->last_tsc, &c->last_mono);
+		if (read_pair(&c->last_tsc, &c->last_mono) != 0)
+			c->usable = 0; /* try again next time */
 		c->last_now = now;
 		return;
 	}
 	if (now - c->last_now < (atomic_load(&c->on) ? CLOCK_CALIBRATE_NS : FIRST_NS))
 		return;
-	read_pair(&tsc, &mono);
+	if (read_pair(&tsc, &mono) != 0)
+		return; /* interrupted: next time */
 	dt = tsc - c->last_tsc;
 	if (dt <= 0 || mono <= c->last_mono)
 		return; /* the TSC went backwards: keep what we have */

@@ -15,7 +15,7 @@
  * so that any difference accumulated since is slewed away within about a
  * second (at most 500 ppm). The clock stays continuous and monotonic, and
  * within microseconds of CLOCK_MONOTONIC. Until the first calibration
- * pair is 10 ms apart, and wherever the TSC is not used (other
+ * pairs are 50 ms apart, and wherever the TSC is not used (other
  * clocksources, other architectures, PROF_CLOCK=monotonic), clock_now_ns()
  * is clock_gettime(CLOCK_MONOTONIC).
  *
@@ -90,7 +90,7 @@ static inline int64_t clock_now_ns(void)
 /*
  * Takes a (TSC, CLOCK_MONOTONIC) pair and updates the parameters: the first
  * call decides whether the TSC is used and anchors; a later call at least
- * 10 ms on switches the TSC on; later calls at least CLOCK_CALIBRATE_NS
+ * 50 ms on switches the TSC on; later calls at least CLOCK_CALIBRATE_NS
  * apart re-measure the rate and slew. `now` is a clock_now_ns() value the
  * caller read (to skip the work cheaply). One thread at a time (the host
  * calls it under its window lock); never from a signal handler.
