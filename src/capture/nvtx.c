@@ -1,12 +1,17 @@
 /*
  * nvtx — the NVTX3 injection and hot path, in the shim (see nvtx.h).
  *
- * Hot path, per call: one relaxed load of the capture word, one acquire
- * load of the mode word, the thread's shadow level. Inside a window: a
- * clock read and one evbuf append. Name comparisons for step and capture
- * triggers happen only when a trigger is configured. Nothing here locks,
- * except the creation calls (domains, registered strings, category and
- * thread names), which are rare and take `names_lock`.
+ * Three paths per push or pop:
+ *   quiet  outside a window, no trigger configured, names not kept: the
+ *          entry point (a leaf) loads the capture and mode words and sets
+ *          or clears a bit of the thread's shadow stack;
+ *   full   everything else (range_push, range_pop): trigger name compares
+ *          (only when a trigger is configured), the shadow level with its
+ *          name when armed, and inside a window a clock read and one evbuf
+ *          append.
+ * Nothing here locks, except the creation calls (domains, registered
+ * strings, category and thread names), which are rare and take
+ * `names_lock`, and a thread's first push, which allocates its shadow.
  */
 #include "nvtx.h"
 
