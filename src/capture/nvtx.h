@@ -20,14 +20,14 @@
  *
  * Shadow stack. Each thread keeps its push/pop levels (domain, category,
  * whether the level is a step or capture-range trigger, the capture
- * generation that recorded the push). A pop whose push was not recorded in
- * the open window becomes a range clipped at the window's start (and the
- * thread that opens a window records its own open levels at once, so they
- * show even if they outlive the window); its name is
- * known when the push happened while the shim was *armed* (a window
- * recording, in warm-up, or about to open); otherwise the assembler calls
- * it "(began before the window)". Outside a window and unarmed, a push costs a depth
- * increment and no name copy.
+ * generation that recorded the push), up to 64 deep. A pop whose push was
+ * not recorded in the open window becomes a range clipped at the window's
+ * start (and the thread that opens a window records its own open levels at
+ * once, so they show even if they outlive the window). Its name is known
+ * when the push was a registered string or happened while the shim was
+ * *armed* (see nvtx_arm); otherwise the assembler calls it "(began before
+ * the window)". Outside a window, unarmed and with no trigger configured, a
+ * push sets a bit and copies nothing.
  */
 #ifndef PROFHOST_NVTX_H
 #define PROFHOST_NVTX_H
