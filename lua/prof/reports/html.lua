@@ -35,7 +35,7 @@ h2{font-size:16px;margin:0 0 8px;border-bottom:1px solid #e4e7eb;padding-bottom:
 table{border-collapse:collapse;font-size:12px;width:100%}
 th,td{padding:3px 6px;border-bottom:1px solid #eef0f2;text-align:right;white-space:nowrap}
 th{background:#f5f7fa;font-weight:600}
-td.name,th.name{text-align:left;white-space:normal;word-break:break-all}
+td.name,th.name{text-align:left;white-space:normal;word-break:break-word;min-width:180px}
 svg text{font:11px system-ui,sans-serif;fill:#3e4c59}
 .legend span{display:inline-block;margin-right:12px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
