@@ -1440,41 +1440,51 @@ static int tl_write_table(lua_State *L)
 		}
 		lua_pop(L, 1);
 	}
-	luaL_buffinit(L, &b);
-	for (i = 0; i <= nrows; i++) {
-		for (c = 1; c <= ncols; c++) {
-			size_t w, k;
-			const char *s;
-			int right;
+	/* the cells' strings stay alive in `cells`; take pointers to them
+	 * now, since a luaL_Buffer owns the top of the stack */
+	{
+		size_t ncell = (size_t)((nrows + 1) * ncols);
+		const char **cs = lua_newuserdatauv(L, ncell * sizeof *cs, 0);
+		size_t *cl = lua_newuserdatauv(L, ncell * sizeof *cl, 0);
+		char *right = lua_newuserdatauv(L, ncell, 0);
 
-			lua_rawgeti(L, cells, i * ncols + c);
-			s = lua_tolstring(L, -1, &w);
-			/* numbers right-aligned; the header follows its column */
-			lua_rawgeti(L, cells, ncols + c);
-			right = i == 0 ? 0 : lua_isnumber(L, -2) && !lua_isnil(L, -2);
-			lua_pop(L, 1);
-			if (right)
-				for (k = w; k < width[c - 1]; k++)
-					luaL_addchar(&b, ' ');
-			luaL_addlstring(&b, s, w);
-			if (!right && c < ncols)
-				for (k = w; k < width[c - 1]; k++)
-					luaL_addchar(&b, ' ');
-			if (c < ncols)
-				luaL_addstring(&b, "  ");
-			lua_pop(L, 1);
-		}
-		luaL_addchar(&b, '\n');
-		if (i == 0) {
+		for (i = 0; i <= nrows; i++)
 			for (c = 1; c <= ncols; c++) {
-				size_t k;
+				size_t at = (size_t)(i * ncols + c - 1);
 
-				for (k = 0; k < width[c - 1]; k++)
-					luaL_addchar(&b, '-');
+				lua_rawgeti(L, cells, i * ncols + c);
+				cs[at] = lua_tolstring(L, -1, &cl[at]);
+				/* numbers right-aligned, the header left */
+				right[at] = i > 0 && lua_isnumber(L, -1);
+				lua_pop(L, 1);
+			}
+		luaL_buffinit(L, &b);
+		for (i = 0; i <= nrows; i++) {
+			for (c = 1; c <= ncols; c++) {
+				size_t at = (size_t)(i * ncols + c - 1), k;
+
+				if (right[at])
+					for (k = cl[at]; k < width[c - 1]; k++)
+						luaL_addchar(&b, ' ');
+				luaL_addlstring(&b, cs[at], cl[at]);
+				if (!right[at] && c < ncols)
+					for (k = cl[at]; k < width[c - 1]; k++)
+						luaL_addchar(&b, ' ');
 				if (c < ncols)
 					luaL_addstring(&b, "  ");
 			}
 			luaL_addchar(&b, '\n');
+			if (i == 0) {
+				for (c = 1; c <= ncols; c++) {
+					size_t k;
+
+					for (k = 0; k < width[c - 1]; k++)
+						luaL_addchar(&b, '-');
+					if (c < ncols)
+						luaL_addstring(&b, "  ");
+				}
+				luaL_addchar(&b, '\n');
+			}
 		}
 	}
 	luaL_pushresult(&b);

@@ -177,7 +177,25 @@ def sync_bound(steps=6, first=10):
     return b.doc()
 
 
-SCENARIOS = {"dataloader": dataloader, "gpu_bound": gpu_bound, "sync_bound": sync_bound}
+def comm(steps=4, first=10, rank=0, world_size=2):
+    """Data-parallel step: 6 ms of compute kernels on stream 7, an
+    all-reduce (ncclKernel) on stream 13 from 4 ms to 8 ms: 2 ms of it
+    hidden behind compute, 2 ms exposed."""
+    b = Builder(rank, world_size)
+    t = 1000 * MS
+    for i in range(steps):
+        dur = 9 * MS
+        b.step(first + i, t, dur)
+        b.phase("forward", t, 2 * MS)
+        b.phase("backward", t + 2 * MS, 6 * MS)
+        for k in range(6):
+            b.kernel("volta_sgemm_128x64_nn", t + k * MS, MS)
+        b.kernel("ncclKernel_AllReduce_RING_LL_Sum_float", t + 4 * MS, 4 * MS, stream=13)
+        t += dur
+    return b.doc()
+
+
+SCENARIOS = {"comm": comm, "dataloader": dataloader, "gpu_bound": gpu_bound, "sync_bound": sync_bound}
 
 
 def main(argv):

@@ -73,7 +73,7 @@ end
 -- The findings as the host prints them at window end.
 function M.findings_text(data)
 	local f = require("prof.reports.findings")
-	return string.format("findings (window %d, rank %d):\n%s", data.meta.window,
+	return string.format("findings (window %d, rank %d):\n%s\n", data.meta.window,
 		data.meta.rank, f.text(data.findings))
 end
 
