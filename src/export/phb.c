@@ -592,8 +592,16 @@ static int read_events(struct phb_r *r, size_t off, size_t end, struct trace *t,
 		ev.name = name;
 		ev.cat = r->catmap[cat];
 		ev.ph = ph;
-		if (!trace_add_event(t, &ev))
-			return err_set(r->e, "%s: out of memory", r->label);
+		{
+			/* trace_add_event points a new event at the next args;
+			 * the file says where its args are */
+			struct trace_event *stored = trace_add_event(t, &ev);
+
+			if (!stored)
+				return err_set(r->e, "%s: out of memory", r->label);
+			stored->args = ev.args;
+			stored->nargs = ev.nargs;
+		}
 	}
 	return 0;
 }
