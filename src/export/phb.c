@@ -428,10 +428,14 @@ static int read_cats(struct phb_r *r, size_t off, size_t end)
 			}
 		}
 		if (r->catmap[i] == 255) {
-			char msg[160];
+			char msg[160], name[65];
+			uint32_t k;
 
-			snprintf(msg, sizeof msg, "unknown event category '%.*s' (written by a newer profhost?)",
-				 (int)(len > 64 ? 64 : len), s ? s : "");
+			for (k = 0; k < len && k < 64 && s; k++)
+				name[k] = s[k] >= 0x20 && s[k] < 0x7f ? s[k] : '?';
+			name[k] = '\0';
+			snprintf(msg, sizeof msg, "unknown event category '%s' (written by a newer profhost?)",
+				 name);
 			return r_fail(r, at, msg);
 		}
 	}
@@ -701,6 +705,17 @@ static int read_threads(struct phb_r *r, size_t off, size_t end, struct trace *t
 	return 0;
 }
 
+/* A section tag as printable text (other bytes as '?'). */
+static const char *tag_text(const unsigned char *h, char out[5])
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		out[i] = h[i] >= 0x20 && h[i] < 0x7f ? (char)h[i] : '?';
+	out[4] = '\0';
+	return out;
+}
+
 int phb_is_phb(const void *buf, size_t len)
 {
 	return len >= PHB_MAGIC_LEN && memcmp(buf, PHB_MAGIC, PHB_MAGIC_LEN) == 0;
@@ -735,6 +750,7 @@ int phb_parse(const void *buf, size_t len, const char *label,
 	}
 	for (;;) {
 		const unsigned char *h = r.base + off;
+		char tag[5];
 		uint64_t plen;
 		size_t start, end;
 		int known = -1;
@@ -747,8 +763,8 @@ int phb_parse(const void *buf, size_t len, const char *label,
 		plen = get64(h + 8);
 		start = off + 16;
 		if (plen > len - start || len - start - plen < 4) {
-			snprintf(msg, sizeof msg, "truncated: section '%.4s' needs %llu bytes, %zu left",
-				 (const char *)h, (unsigned long long)plen + 4, len - start);
+			snprintf(msg, sizeof msg, "truncated: section '%s' needs %llu bytes, %zu left",
+				 tag_text(h, tag), (unsigned long long)plen + 4, len - start);
 			for (i = 0; i < 4; i++)
 				if (h[i] < 0x20 || h[i] > 0x7e)
 					snprintf(msg, sizeof msg, "truncated or corrupt section header (length %llu, %zu bytes left)",
@@ -768,8 +784,8 @@ int phb_parse(const void *buf, size_t len, const char *label,
 				k += chunk;
 			}
 			if (get32(r.base + end) != (uint32_t)crc) {
-				snprintf(msg, sizeof msg, "checksum mismatch in section '%.4s'",
-					 (const char *)h);
+				snprintf(msg, sizeof msg, "checksum mismatch in section '%s'",
+					 tag_text(h, tag));
 				r_fail(&r, off, msg);
 				goto out;
 			}
@@ -779,7 +795,7 @@ int phb_parse(const void *buf, size_t len, const char *label,
 				known = i;
 		if (known >= 0) {
 			if (seen >> known & 1) {
-				snprintf(msg, sizeof msg, "section '%.4s' appears twice", (const char *)h);
+				snprintf(msg, sizeof msg, "section '%s' appears twice", tag_text(h, tag));
 				r_fail(&r, off, msg);
 				goto out;
 			}
