@@ -74,10 +74,11 @@ static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 
 /* Adds a complete range event. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags)
+		      int64_t ts, int64_t end, uint32_t flags, uint64_t id)
 {
 	struct trace_event e = { 0 };
 
+	e.id = id;
 	e.ts = ts;
 	e.dur = end > ts ? end - ts : 0;
 	e.pid = as->t->meta.pid;
@@ -111,6 +112,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
+		th->stack[th->depth].id = r->id; /* GPU link (external id) */
 		th->depth++;
 		break;
 	case EVBUF_RANGE_POP:
@@ -120,7 +122,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->depth--;
 		add_range(as, tid, th->stack[th->depth].name, th->stack[th->depth].ts,
-			  r->ts, 0);
+			  r->ts, 0, th->stack[th->depth].id);
 		break;
 	case EVBUF_RANGE_START:
 		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
@@ -138,7 +140,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0);
+					  as->started[i].ts, r->ts, 0, 0);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
@@ -230,12 +232,12 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		struct thread_state *th = &as.threads[i];
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
-				  t->meta.end_ts, TRACE_F_CLIPPED_END);
+				  t->meta.end_ts, TRACE_F_CLIPPED_END, th->stack[k].id);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
-			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END);
+			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

@@ -25,6 +25,17 @@
 static struct core_api core;   /* all NULL until the core is up */
 static char shim_path[PATH_MAX];
 
+/* Range hooks the core installs while GPU capture links ranges to kernels
+ * (shim_api.set_range_hooks). Read only inside an open window. */
+static uint64_t (*_Atomic range_push_hook)(void);
+static void (*_Atomic range_pop_hook)(void);
+
+static void shim_set_range_hooks(uint64_t (*push)(void), void (*pop)(void))
+{
+	atomic_store_explicit(&range_push_hook, push, memory_order_release);
+	atomic_store_explicit(&range_pop_hook, pop, memory_order_release);
+}
+
 PROF_EXPORT int prof_abi_version(void)
 {
 	return PROF_ABI_VERSION;
@@ -38,20 +49,39 @@ PROF_EXPORT void prof_step(void)
 
 PROF_EXPORT void prof_range_push(const char *name)
 {
-	if (__builtin_expect(evbuf_active(), 0))
-		evbuf_append(EVBUF_RANGE_PUSH, name ? name : "(null)", 0, 0);
+	if (__builtin_expect(evbuf_active(), 0)) {
+		uint64_t (*push)(void) = atomic_load_explicit(&range_push_hook,
+							      memory_order_acquire);
+
+		evbuf_append(EVBUF_RANGE_PUSH, name ? name : "(null)", push ? push() : 0, 0);
+	}
 }
 
 PROF_EXPORT void prof_range_pop(void)
 {
-	if (__builtin_expect(evbuf_active(), 0))
+	if (__builtin_expect(evbuf_active(), 0)) {
+		void (*pop)(void) = atomic_load_explicit(&range_pop_hook,
+							 memory_order_acquire);
+
 		evbuf_append(EVBUF_RANGE_POP, NULL, 0, 0);
+		if (pop)
+			pop();
+	}
 }
 
 PROF_EXPORT void prof_mark(const char *name)
 {
 	if (__builtin_expect(evbuf_active(), 0))
 		evbuf_append(EVBUF_MARK, name ? name : "(null)", 0, 0);
+}
+
+/* The CUDA driver calls this when CUDA_INJECTION64_PATH names this
+ * library (it is loaded, and its constructor has run, by then). */
+PROF_EXPORT int InitializeInjection(void)
+{
+	if (core.cuda_inject)
+		return core.cuda_inject();
+	return 1;
 }
 
 PROF_EXPORT int prof_capture_now(unsigned steps, const char *reason)
@@ -119,6 +149,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.evbuf_drain = evbuf_drain,
 		.evbuf_release = evbuf_release,
 		.evbuf_append_raw = evbuf_append_raw,
+		.set_range_hooks = shim_set_range_hooks,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

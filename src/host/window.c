@@ -137,6 +137,7 @@ void window_init(struct host *h)
 		capture_warmup_all(h);
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
+	capture_step_all(h, w->sched.step, w->recording);
 }
 
 void window_step(struct host *h)
@@ -178,6 +179,7 @@ void window_step(struct host *h)
 		open_window(h, &r, now);
 		opened = w->recording;
 	}
+	capture_step_all(h, w->sched.step, w->recording);
 	w->step_start = now;
 	w->step_tid = tid;
 	info.recording = w->recording;
