@@ -78,6 +78,8 @@ static struct {
 	uint8_t *carry;                /* records of a later window */
 	size_t ncarry, capcarry;
 	uint64_t carry_dropped;
+	int64_t prev_start, prev_end;  /* the last window written */
+	uint64_t last_gen;             /* generation of the last window opened */
 	struct cupti_devices devices;
 	const char **names[2];         /* cbid -> name cache (runtime, driver) */
 	/* steps from CUDA (prof.steps{cuda = ..., kernel = ...}) */
@@ -746,9 +748,9 @@ static void cu_warmup(struct host *h)
 static void cu_window_open(struct host *h, uint64_t gen)
 {
 	(void)h;
-	(void)gen;
 	want(WANT_RECORD);
 	pthread_mutex_lock(&cu.lock);
+	cu.last_gen = gen;
 	if (cu.state == CU_NSYS) {
 		nsys_find();
 		if (cu.profiler_start) {
@@ -865,9 +867,10 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	struct cupti_conv_opts o;
 	struct cu_done *done = NULL;
 	struct carry_out next = { 0 };
-	uint32_t ndone, i;
+	uint32_t ndone, i, flag;
 	size_t dropped = 0;
 	uint64_t lost;
+	bool last;
 
 	(void)e;
 	pthread_mutex_lock(&cu.lock);
@@ -875,10 +878,14 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 		pthread_mutex_unlock(&cu.lock);
 		return 0;
 	}
+	/* Everything CUPTI holds, incomplete buffers included; but while the
+	 * next window records, a forced flush would cut its GPU work short
+	 * (records of unfinished work lose their timestamps): then only the
+	 * complete buffers, and this window's stragglers are counted late. */
+	flag = cu.want == WANT_RECORD ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
 	pthread_mutex_unlock(&cu.lock);
 
-	/* Everything CUPTI holds, incomplete buffers included. */
-	cu.fn.ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+	cu.fn.ActivityFlushAll(flag);
 	cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
 	pthread_mutex_lock(&cu.pool.lock);
 	ndone = cu.pool.ndone;
@@ -893,6 +900,8 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	memset(&o, 0, sizeof o);
 	o.start = job->start_ts;
 	o.end = job->end_ts;
+	o.prev_start = cu.prev_start;
+	o.prev_end = cu.prev_end;
 	o.pid = t->meta.pid;
 	o.show = cu.show;
 	o.api_name = api_name;
@@ -915,7 +924,9 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	pthread_mutex_unlock(&cu.pool.lock);
 	free(done);
 
-	lost = (uint64_t)dropped + c.zero_ts + cu.carry_dropped;
+	cu.prev_start = job->start_ts;
+	cu.prev_end = job->end_ts;
+	lost = (uint64_t)dropped + c.zero_ts + c.late + cu.carry_dropped;
 	t->counters.gpu_dropped += lost;
 	log_msg(LOG_DEBUG, "window %u: %llu GPU records -> events, %llu kept for the "
 		"next window", job->window, (unsigned long long)c.records,
@@ -923,12 +934,16 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	if (lost)
 		log_msg(LOG_WARN, "window %u: %llu GPU records dropped (%llu: the GPU record "
 			"pool of %zu MiB was full, raise prof.capture{buffer_mb = ...}; %llu: "
-			"no timestamps; %llu: kept past the window's end)", job->window,
+			"no timestamps; %llu: came after the previous window was written; "
+			"%llu: no room to keep past the window's end)", job->window,
 			(unsigned long long)lost, (unsigned long long)dropped,
 			cu.pool_bytes >> 20, (unsigned long long)c.zero_ts,
-			(unsigned long long)cu.carry_dropped);
+			(unsigned long long)c.late, (unsigned long long)cu.carry_dropped);
 	cupti_conv_free(&c);
-	if (!cu.steps_from_cuda && !windows_ahead(h))
+	pthread_mutex_lock(&cu.lock);
+	last = job->gen == cu.last_gen; /* no later window waits to be written */
+	pthread_mutex_unlock(&cu.lock);
+	if (last && !cu.steps_from_cuda && !windows_ahead(h))
 		stop();
 	return 0;
 }

@@ -118,6 +118,8 @@ typedef const char *(*cupti_api_name_fn)(void *ctx, bool driver, uint32_t cbid);
 
 struct cupti_conv_opts {
 	int64_t start, end;         /* the window's edges (clock_now_ns) */
+	int64_t prev_start, prev_end; /* the window written before (0, 0: none):
+				       its work arriving now is late */
 	int32_t pid;                /* the process */
 	struct cupti_show show;
 	cupti_api_name_fn api_name;
@@ -149,6 +151,8 @@ struct cupti_conv {
 	size_t napi_tids, cap_api_tids;
 	/* results */
 	uint64_t zero_ts;                /* records without timing: dropped */
+	uint64_t late;                   /* records of the previous window that
+					    came after it was written: dropped */
 	uint64_t records;                /* records that became events */
 	uint64_t later;                  /* records kept for the next window */
 };

@@ -155,15 +155,30 @@ static enum cupti_route route_ts(const struct cupti_conv *c, int64_t ts)
 	return CUPTI_ROUTE_THIS;
 }
 
+/* Counts a dropped record of the previous window's time (launched at
+ * `ts`) as late: it came after that window was written. */
+static void count_late(struct cupti_conv *c, int64_t ts)
+{
+	if (c->o.prev_end && ts >= c->o.prev_start && ts <= c->o.prev_end)
+		c->late++;
+}
+
 /* Where GPU work of correlation `corr` starting at `ts` belongs: with its
  * API call when that was seen, else by its own time. */
 static enum cupti_route route_gpu(struct cupti_conv *c, uint32_t corr, int64_t ts)
 {
 	struct cupti_corr *e = corr_get(c, corr, false);
+	enum cupti_route r;
 
-	if (e && e->has_api)
-		return (enum cupti_route)e->route;
-	return route_ts(c, ts);
+	if (e && e->has_api) {
+		r = (enum cupti_route)e->route;
+		ts = e->api_start;
+	} else {
+		r = route_ts(c, ts);
+	}
+	if (r == CUPTI_ROUTE_DROP)
+		count_late(c, ts);
+	return r;
 }
 
 static uint32_t device_of_context(uint32_t ctx)
@@ -371,6 +386,8 @@ static void gpu_links(struct cupti_conv *c, uint32_t corr, uint32_t dev, int32_t
 	note_track(c, dev, stream);
 	if (!e)
 		return;
+	if (e->ext_id) /* still the last event: its args may grow */
+		trace_arg_uint(c->t, "External id", e->ext_id);
 	add_flow(c, e, dev, stream, start);
 	if (e->ext_id)
 		link_add(c, e->ext_id, dev, stream, start, end);
@@ -498,6 +515,8 @@ static enum cupti_route add_api(struct cupti_conv *c, const CUpti_ActivityAPI *a
 		c->zero_ts++;
 		return CUPTI_ROUTE_DROP;
 	}
+	if (route == CUPTI_ROUTE_DROP)
+		count_late(c, (int64_t)a->start);
 	if (route != CUPTI_ROUTE_THIS || !(driver ? c->o.show.driver : c->o.show.runtime))
 		return route;
 	fn = c->o.api_name ? c->o.api_name(c->o.api_name_ctx, driver, a->cbid) : NULL;
@@ -1057,7 +1076,7 @@ static void finish_annotations(struct cupti_conv *c)
 		if (!trace_add_event(t, &e))
 			break;
 		if (e.id)
-			trace_arg_uint(t, "external id", e.id);
+			trace_arg_uint(t, "External id", e.id);
 	}
 out:
 	free(ids);

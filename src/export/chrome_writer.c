@@ -381,14 +381,22 @@ static void cw_args(struct cw *w, const struct trace *t,
 	};
 	size_t nargs = ev->nargs, i;
 	int first = 1;
+	/* A range linked to GPU work carries its external id, as Kineto's do. */
+	uint64_t ext = ev->cat == TRACE_CAT_USER_ANNOTATION && ev->ph == TRACE_PH_COMPLETE
+		? ev->id : 0;
 
 	if (ev->args > t->nargs || nargs > t->nargs - ev->args)
 		nargs = 0; /* out of range: a builder bug; keep the file valid */
-	if (nargs == 0 && !(ev->flags & (TRACE_F_CLIPPED_START |
-					  TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)))
+	if (nargs == 0 && !ext && !(ev->flags & (TRACE_F_CLIPPED_START |
+						  TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)))
 		return;
 	cw_room(w, CW_FIXED);
 	cw_lit(w, ",\"args\":{");
+	if (ext) {
+		cw_lit(w, "\"External id\":");
+		w->p = fmt_u64(w->p, ext);
+		first = 0;
+	}
 	for (i = 0; i < nargs; i++) {
 		const struct trace_arg *a = &t->args[ev->args + i];
 

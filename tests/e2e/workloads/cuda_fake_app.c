@@ -12,9 +12,9 @@
  * (20 µs); a 4 KiB memset; with --memory a 1 MiB cudaMalloc, freeing the
  * previous step's block (and a 4 MiB block held for the middle third of
  * the run); with --graph a cudaGraphLaunch of three kernels; --burst N
- * launches N tiny kernels more per step; --late launches a 30 ms kernel at
- * the very end of each step without waiting for it. Then
- * cudaDeviceSynchronize (unless --late) and prof_step(). With --threads
+ * launches N tiny kernels more per step; --late launches a 2 s kernel at
+ * the very end of the last step and does not wait for it. Then
+ * cudaDeviceSynchronize and prof_step(). With --threads
  * the kernels of "forward" are launched from a second thread.
  * --inject-twice calls InitializeInjection twice more (it must be a no-op).
  * Prints "done N".
@@ -125,10 +125,9 @@ int main(int argc, char **argv)
 		}
 		if (graph)
 			cupti_fake_graph_launch(7, 3, graph_kernels, 20);
-		if (late)
-			cupti_fake_launch("late_kernel", 11, 30000);
-		else
-			cupti_fake_sync_device();
+		cupti_fake_sync_device();
+		if (late && s == steps - 1)
+			cupti_fake_launch("late_kernel", 11, 2000000);
 		p_step();
 	}
 	if (prev)

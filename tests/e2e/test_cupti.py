@@ -1,0 +1,362 @@
+"""End to end: GPU capture through CUPTI, on the CUPTI fake (tests/fake).
+
+cuda_fake_app is a "CUDA program" whose GPU is simulated by libcupti-fake.so;
+the host finds that library as the process's CUPTI (or through
+PROF_CUPTI_LIB) and must turn what it reports into the trace a user opens:
+kernels with their arguments and launch arrows, copies with their bandwidth,
+ranges linked to the GPU work they launched, drops counted, and one clear
+line whenever GPU capture cannot run while the CPU trace is still written.
+"""
+import glob
+import json
+import os
+import unittest
+
+from harness import (BUILD, LIB, PROF, TESTBIN, TempDirTest, base_env, load_trace,
+                     profhost_lines, run, step_spans, window_dirs)
+
+APP = os.path.join(TESTBIN, "cuda_fake_app")
+FAKE = os.path.join(BUILD, "tests", "lib", "libcupti-fake.so")
+REAL_CUPTI = "/usr/local/cuda/lib64/libcupti.so.13"
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def events(trace, cat=None, name=None, ph="X"):
+    return [e for e in trace["traceEvents"]
+            if (cat is None or e.get("cat") == cat) and (name is None or e.get("name") == name)
+            and (ph is None or e.get("ph") == ph)]
+
+
+def read_stats(path):
+    with open(path) as f:
+        return {k: int(v) for k, v in (l.split() for l in f if l.strip())}
+
+
+def gpu_lines(stderr):
+    return [l for l in profhost_lines(stderr) if "GPU" in l or "CUPTI" in l]
+
+
+class CuptiTest(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists(APP) or not os.path.exists(FAKE):
+            self.fail("cuda_fake_app or libcupti-fake.so not built")
+        self.out = os.path.join(self.tmp, "out")
+        self.stats = os.path.join(self.tmp, "fake.stats")
+
+    def env(self, **extra):
+        env = base_env({"PROF_CUPTI_LIB": FAKE, "CUPTI_FAKE_STATS": self.stats})
+        env.update(extra)
+        return env
+
+    def prof_run(self, policy, *args, env=None):
+        path = self.write("policy.lua", policy)
+        r = run([PROF, "run", "-s", path, "-o", self.out, "--", APP] + list(args),
+                env=env or self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def preload(self, policy, *args, **extra):
+        path = self.write("policy.lua", policy)
+        env = self.env(LD_PRELOAD=LIB, PROF_SCRIPT=path, PROF_OUTPUT_DIR=self.out, **extra)
+        r = run([APP] + list(args), env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+
+class Trace(CuptiTest):
+    POLICY = "prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
+
+    def test_kernels_copies_api_calls_and_flows(self):
+        r = self.prof_run(self.POLICY, "--steps", "6")
+        self.assertIn("done 6", r.stdout)
+        dirs = window_dirs(self.out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps2-3"])
+        t = load_trace(dirs[0])
+
+        # Kernels: 3 gemm (runtime) + 1 relu (driver) per step, 2 steps.
+        gemm = events(t, "kernel", "gemm_kernel")
+        relu = events(t, "kernel", "relu_kernel")
+        self.assertEqual((len(gemm), len(relu)), (6, 2))
+        for k in gemm:
+            self.assertAlmostEqual(k["dur"], 100.0, places=3)
+            self.assertEqual((k["pid"], k["tid"]), (0, 7))
+            a = k["args"]
+            self.assertEqual((a["device"], a["stream"], a["context"]), (0, 7, 1))
+            self.assertEqual(a["grid"], [128, 1, 1])
+            self.assertEqual(a["block"], [256, 1, 1])
+            self.assertEqual(a["registers per thread"], 32)
+            self.assertEqual(a["shared memory"], 1024 + 4096)
+            self.assertIn("queued", a)
+        # Kernels on one stream run back to back, never overlapping.
+        on7 = sorted((e for e in t["traceEvents"] if e.get("cat") in GPU_CATS and
+                      e.get("tid") == 7), key=lambda e: e["ts"])
+        for a, b in zip(on7, on7[1:]):
+            self.assertLessEqual(a["ts"] + a["dur"], b["ts"] + 0.001)
+
+        # API calls, named without CUPTI's version suffix, with cbid and correlation.
+        api = events(t, "cuda_runtime")
+        names = {e["name"] for e in api}
+        self.assertTrue({"cudaLaunchKernel", "cudaMemcpyAsync", "cudaMemcpy",
+                         "cudaMemsetAsync", "cudaDeviceSynchronize"} <= names, names)
+        launch = [e for e in api if e["name"] == "cudaLaunchKernel"]
+        self.assertEqual(len(launch), 6)
+        self.assertTrue(all(e["args"]["cbid"] == 211 for e in launch))
+        drv = events(t, "cuda_driver", "cuLaunchKernel")
+        self.assertEqual(len(drv), 2)
+
+        # One ac2g arrow per kernel, from inside its launch call to its start.
+        by_corr = {e["args"]["correlation"]: e for e in api + drv}
+        starts = {e["id"]: e for e in events(t, "ac2g", ph="s")}
+        ends = {e["id"]: e for e in events(t, "ac2g", ph="f")}
+        for k in gemm + relu:
+            c = k["args"]["correlation"]
+            call, s, f = by_corr[c], starts[c], ends[c]
+            self.assertEqual((s["pid"], s["tid"]), (call["pid"], call["tid"]))
+            self.assertTrue(call["ts"] <= s["ts"] <= call["ts"] + call["dur"])
+            self.assertEqual((f["pid"], f["tid"], f["ts"]), (0, 7, k["ts"]))
+            self.assertGreaterEqual(k["ts"], call["ts"])
+        self.assertEqual({by_corr[k["args"]["correlation"]]["name"] for k in relu},
+                         {"cuLaunchKernel"})
+
+        # Copies: bytes, direction, bandwidth = bytes / duration.
+        h2d = events(t, "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)")
+        d2h = events(t, "gpu_memcpy", "Memcpy DtoH (Device -> Pageable)")
+        self.assertEqual((len(h2d), len(d2h)), (2, 2))
+        for e, nbytes, us in [(x, 1 << 20, 50.0) for x in h2d] + [(x, 256 << 10, 20.0) for x in d2h]:
+            self.assertEqual(e["args"]["bytes"], nbytes)
+            self.assertAlmostEqual(e["dur"], us, places=3)
+            self.assertAlmostEqual(e["args"]["memory bandwidth (GB/s)"], nbytes / (us * 1000), places=6)
+        self.assertEqual({e["args"]["copy kind"] for e in h2d + d2h}, {"HtoD", "DtoH"})
+        sets = events(t, "gpu_memset")
+        self.assertEqual(len(sets), 2)
+        self.assertEqual(sets[0]["args"]["bytes"], 4096)
+        syncs = events(t, "cuda_sync", "Context Sync")
+        self.assertEqual(len(syncs), 2)
+
+        # GPU work launched in a step lies after the step began, and the CPU
+        # calls lie inside the steps.
+        steps = step_spans(t)
+        first, last = steps[0][1], steps[-1][1]
+        for e in api + drv:
+            self.assertTrue(first["ts"] <= e["ts"] and e["ts"] + e["dur"] <= last["ts"] + last["dur"] + 0.01, e)
+        for e in gemm + relu + h2d + d2h + sets:
+            self.assertGreaterEqual(e["ts"], first["ts"])
+
+        # Tracks: pid = device, tid = stream, named; the device's properties.
+        meta = [e for e in t["traceEvents"] if e.get("ph") == "M"]
+        pname = [e for e in meta if e["name"] == "process_name" and e["pid"] == 0]
+        self.assertTrue(pname and pname[0]["args"]["name"].startswith("GPU 0"), pname)
+        self.assertIn({"name": "stream 7"}, [e["args"] for e in meta
+                                            if e["name"] == "thread_name" and e["pid"] == 0])
+        dev = t["deviceProperties"]
+        self.assertEqual(len(dev), 1)
+        self.assertEqual(dev[0]["id"], 0)
+        self.assertEqual(dev[0]["name"], "Fake GPU (CUPTI fake)")
+        self.assertEqual(dev[0]["numSms"], 132)
+        self.assertEqual(t["profhost"]["counters"]["gpu_dropped"], 0)
+
+        # prof run started GPU capture through the driver's InitializeInjection,
+        # registered the clock before enabling anything, and finalized CUPTI
+        # after the last window.
+        st = read_stats(self.stats)
+        self.assertEqual(st["injections"], 1)
+        self.assertEqual(st["subscribes"], 1)
+        self.assertEqual(st["ts_before_enable"], 1)
+        self.assertEqual(st["finalizes"], 1)
+        self.assertEqual(st["enabled_now"], 0)
+        self.assertEqual(gpu_lines(r.stderr), [])
+
+    def test_ranges_link_to_the_gpu_work_they_launched(self):
+        for threads in ([], ["--threads"]):
+            with self.subTest(threads=bool(threads)):
+                self.out = os.path.join(self.tmp, "out%d" % len(threads))
+                self.prof_run(self.POLICY, "--steps", "6", *threads)
+                t = load_trace(window_dirs(self.out)[0])
+                kernels = events(t, "kernel")
+                for step_no, step in step_spans(t):
+                    fwd = [e for e in events(t, "user_annotation", "forward")
+                           if step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+                    self.assertEqual(len(fwd), 1)
+                    fwd = fwd[0]
+                    mine = [k for k in kernels if fwd["ts"] <= k["ts"] - 0.001 and
+                            k["name"] in ("gemm_kernel", "relu_kernel") and
+                            k["ts"] < step["ts"] + step["dur"]]
+                    self.assertEqual(len(mine), 4)
+                    ext = fwd["args"]["External id"]
+                    self.assertTrue(all(k["args"]["External id"] == ext for k in mine))
+                    gpu = [e for e in events(t, "gpu_user_annotation", "forward")
+                           if e["args"]["External id"] == ext]
+                    self.assertEqual(len(gpu), 1, fwd)
+                    g = gpu[0]
+                    self.assertEqual((g["pid"], g["tid"]), (0, 7))
+                    self.assertAlmostEqual(g["ts"], min(k["ts"] for k in mine), places=3)
+                    self.assertAlmostEqual(g["ts"] + g["dur"],
+                                           max(k["ts"] + k["dur"] for k in mine), places=3)
+                    copy = events(t, "gpu_user_annotation", "copy")
+                    self.assertEqual(len(copy), 2)
+                    stepg = events(t, "gpu_user_annotation", "ProfilerStep#%d" % step_no)
+                    self.assertEqual(len(stepg), 1)
+                    self.assertLessEqual(stepg[0]["ts"], g["ts"])
+
+    def test_kinds_follow_the_policy(self):
+        policy = self.POLICY + "prof.capture { cuda = { memcpy = false, driver = false, sync = false } }\n"
+        self.prof_run(policy, "--steps", "6")
+        t = load_trace(window_dirs(self.out)[0])
+        self.assertEqual(events(t, "gpu_memcpy"), [])
+        self.assertEqual(events(t, "cuda_driver"), [])
+        self.assertEqual(events(t, "cuda_sync"), [])
+        self.assertEqual(len(events(t, "kernel")), 8)
+        self.assertEqual(len(events(t, "cuda_runtime", "cudaLaunchKernel")), 6)
+
+    def test_cuda_off_leaves_cupti_alone(self):
+        r = self.prof_run(self.POLICY + "prof.capture { cuda = false }\n", "--steps", "6")
+        t = load_trace(window_dirs(self.out)[0])
+        self.assertEqual([e for e in t["traceEvents"] if e.get("cat") in GPU_CATS], [])
+        st = read_stats(self.stats)
+        self.assertEqual((st["subscribes"], st["enables"]), (0, 0))
+        self.assertEqual(gpu_lines(r.stderr), [])
+
+
+class Windows(CuptiTest):
+    def test_each_window_holds_only_its_steps_gpu_work(self):
+        policy = "prof.schedule { wait = 2, warmup = 1, active = 2, cycles = 3 }\n"
+        self.prof_run(policy, "--steps", "16")
+        dirs = window_dirs(self.out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["window0_steps3-4", "window1_steps8-9", "window2_steps13-14"])
+        seen = set()
+        for d in dirs:
+            t = load_trace(d)
+            steps = step_spans(t)
+            lo, hi = steps[0][1]["ts"], steps[-1][1]["ts"] + steps[-1][1]["dur"]
+            launches = events(t, "cuda_runtime", "cudaLaunchKernel")
+            # 3 launches per recorded step: none from warm-up or idle steps.
+            self.assertEqual(len(launches), 6)
+            for e in launches:
+                self.assertTrue(lo <= e["ts"] <= hi)
+            corr = {k["args"]["correlation"] for k in events(t, "kernel")}
+            self.assertEqual(len(events(t, "kernel")), 8)
+            self.assertFalse(corr & seen)
+            seen |= corr
+        st = read_stats(self.stats)
+        self.assertEqual(st["finalizes"], 1)
+
+    def test_back_to_back_windows_split_at_the_boundary(self):
+        # No gap between windows: records of the next window arrive with the
+        # previous window's flush and must wait for their own window.
+        policy = "prof.schedule { active = 2, cycles = 3 }\n"
+        self.prof_run(policy, "--steps", "6")
+        dirs = window_dirs(self.out)
+        self.assertEqual(len(dirs), 3)
+        for d in dirs:
+            t = load_trace(d)
+            self.assertEqual(len(events(t, "cuda_runtime", "cudaLaunchKernel")), 6, d)
+            self.assertEqual(len(events(t, "kernel", "gemm_kernel")), 6, d)
+
+    def test_preload_reuses_the_cupti_the_process_loaded(self):
+        # No prof run, no PROF_CUPTI_LIB: the app's own libcupti (the fake,
+        # linked in) is found in the process and reused; extra
+        # InitializeInjection calls change nothing.
+        policy = self.write("policy.lua", "prof.schedule { wait = 1, active = 2, cycles = 1 }\n")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": self.out,
+                        "CUPTI_FAKE_STATS": self.stats, "PROF_LOG": "debug"})
+        r = run([APP, "--steps", "5", "--inject-twice"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("libcupti-fake.so (already loaded by the process)", r.stderr)
+        t = load_trace(window_dirs(self.out)[0])
+        self.assertEqual(len(events(t, "kernel", "gemm_kernel")), 6)
+        st = read_stats(self.stats)
+        self.assertEqual(st["subscribes"], 1)
+        self.assertEqual(st["injections"], 0)
+
+
+class Drops(CuptiTest):
+    def test_a_full_record_pool_drops_and_counts(self):
+        # 1 MiB of GPU record pool, ~3 MiB of records per window.
+        policy = ("prof.schedule { active = 2, cycles = 1 }\n"
+                  "prof.capture { buffer_mb = 1 }\n")
+        r = self.prof_run(policy, "--steps", "3", "--burst", "6000")
+        t = load_trace(window_dirs(self.out)[0])
+        st = read_stats(self.stats)
+        dropped = t["profhost"]["counters"]["gpu_dropped"]
+        self.assertGreater(st["dropped"], 0)
+        self.assertEqual(dropped, st["dropped"])
+        tiny = len(events(t, "kernel", "tiny_kernel"))
+        self.assertLess(tiny, 12000)
+        self.assertGreater(tiny, 0)
+        warn = [l for l in profhost_lines(r.stderr) if "GPU records dropped" in l]
+        self.assertEqual(len(warn), 1, r.stderr)
+        self.assertIn("%d GPU records dropped" % dropped, warn[0])
+        self.assertIn("buffer_mb", warn[0])
+
+    def test_unfinished_gpu_work_has_no_timestamps_and_is_counted(self):
+        # The last step launches a long kernel and ends the window at once:
+        # the forced flush finds it unfinished.
+        policy = "prof.schedule { active = 3, cycles = 1 }\n"
+        r = self.prof_run(policy, "--steps", "3", "--late")
+        t = load_trace(window_dirs(self.out)[0])
+        self.assertEqual(t["profhost"]["counters"]["gpu_dropped"], 1)
+        self.assertEqual(events(t, "kernel", "late_kernel"), [])
+        self.assertEqual(len(events(t, "cuda_runtime", "cudaLaunchKernel")), 10)
+        self.assertIn("1: no timestamps", r.stderr)
+
+
+class Failures(CuptiTest):
+    """Each outcome that stops GPU capture: one line, the CPU trace written."""
+    POLICY = "prof.schedule { wait = 1, active = 2, cycles = 2 }\n"
+
+    def check(self, r, expect, range_name="forward"):
+        lines = gpu_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        for text in expect:
+            self.assertIn(text, lines[0])
+        dirs = window_dirs(self.out)
+        self.assertEqual(len(dirs), 2)
+        for d in dirs:
+            t = load_trace(d)
+            self.assertEqual(len(step_spans(t)), 2)
+            self.assertEqual(len(events(t, "user_annotation", range_name)), 2)
+            self.assertEqual([e for e in t["traceEvents"] if e.get("cat") in GPU_CATS], [])
+        return lines[0]
+
+    def test_no_driver(self):
+        r = self.preload(self.POLICY, "--steps", "7", CUPTI_FAKE_MODE="no_driver")
+        self.check(r, ["no CUDA driver or GPU", "CUPTI_ERROR_UNKNOWN", "cuptiSubscribe",
+                       "CPU capture goes on"])
+        self.assertTrue(r.stderr.startswith("profhost: no CUDA driver"))
+
+    def steps_app(self, **extra):
+        """A CPU-only program (no libcupti of its own) under the host."""
+        path = self.write("policy.lua", self.POLICY)
+        env = self.env(LD_PRELOAD=LIB, PROF_SCRIPT=path, PROF_OUTPUT_DIR=self.out, **extra)
+        r = run([os.path.join(TESTBIN, "steps_app"), "--steps", "7"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    @unittest.skipUnless(os.path.exists(REAL_CUPTI), "no CUDA 13 libcupti at " + REAL_CUPTI)
+    def test_real_cupti_without_a_driver(self):
+        r = self.steps_app(PROF_CUPTI_LIB=REAL_CUPTI)
+        self.check(r, ["no CUDA driver or GPU", "CUPTI_ERROR_UNKNOWN", "CPU capture goes on"],
+                   "outer")
+
+    def test_insufficient_privileges(self):
+        r = self.preload(self.POLICY, "--steps", "7", CUPTI_FAKE_MODE="insufficient_privileges")
+        self.check(r, ["CUPTI_ERROR_INSUFFICIENT_PRIVILEGES",
+                       "NVreg_RestrictProfilingToAdminUsers=0", "CAP_SYS_ADMIN"])
+
+    def test_another_subscriber(self):
+        r = self.preload(self.POLICY, "--steps", "7", CUPTI_FAKE_MODE="multiple_subscribers")
+        self.check(r, ["another CUPTI client", "steps aside"])
+
+    def test_cupti_of_cuda_12(self):
+        r = self.preload(self.POLICY, "--steps", "7", CUPTI_FAKE_MODE="old_version")
+        self.check(r, ["CUPTI API version 24", "PROF_CUPTI_LIB"])
+
+    def test_prof_cupti_lib_that_cannot_load(self):
+        r = self.steps_app(PROF_CUPTI_LIB=os.path.join(self.tmp, "nope.so"))
+        self.check(r, ["PROF_CUPTI_LIB", "nope.so", "GPU capture is off"], "outer")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
