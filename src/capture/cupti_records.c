@@ -588,13 +588,13 @@ static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKer
 	for (i = 0; ds && i < ds->n; i++)
 		if (ds->dev[i].id == (int32_t)k->deviceId && ds->dev[i].num_sms > 0) {
 			double blocks = (double)k->gridX * k->gridY * k->gridZ;
-			double threads = (double)k->blockX * k->blockY * k->blockZ;
-			double warp = ds->dev[i].warp_size > 0 ? ds->dev[i].warp_size : 32;
+			int64_t threads = (int64_t)k->blockX * k->blockY * k->blockZ;
+			int64_t warp = ds->dev[i].warp_size > 0 ? ds->dev[i].warp_size : 32;
+			int64_t warps = (threads + warp - 1) / warp; /* per block */
 
 			trace_arg_double(c->t, "blocks per SM", blocks / ds->dev[i].num_sms);
 			trace_arg_double(c->t, "warps per SM",
-					 blocks * ((threads + warp - 1) / warp) /
-					 ds->dev[i].num_sms);
+					 blocks * (double)warps / ds->dev[i].num_sms);
 			break;
 		}
 	snprintf(json, sizeof json, "[%d,%d,%d]", (int)k->gridX, (int)k->gridY, (int)k->gridZ);
