@@ -199,6 +199,40 @@ class Trace(CuptiTest):
                     self.assertEqual(len(stepg), 1)
                     self.assertLessEqual(stepg[0]["ts"], g["ts"])
 
+    def test_tables_and_summary_show_gpu_time(self):
+        r = self.prof_run(self.POLICY, "--steps", "6", "--graph")
+        d = window_dirs(self.out)[0]
+        with open(os.path.join(d, "key_averages.txt")) as f:
+            table = f.read()
+        header = [l for l in table.splitlines() if "Name" in l][0]
+        for col in ("Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"):
+            self.assertIn(col, header)
+        cols = [c.strip() for c in header.split("  ") if c.strip()]
+
+        def cell(name, col):
+            for line in table.splitlines():
+                parts = [p for p in line.split("  ") if p.strip()]
+                if parts and parts[0].strip() == name:
+                    return parts[cols.index(col)].strip()
+            self.fail("no row %s in\n%s" % (name, table))
+        # "forward" launched 3 x 100 us + 10 us per step, over 2 steps; the
+        # graph launch, outside any range, owns its 3 x 20 us.
+        self.assertEqual(cell("forward", "Self CUDA"), "620.000us")
+        self.assertEqual(cell("forward", "CUDA total"), "620.000us")
+        self.assertEqual(cell("forward", "CUDA time avg"), "310.000us")
+        self.assertEqual(cell("copy", "Self CUDA"), "140.000us")
+        self.assertEqual(cell("cudaGraphLaunch", "Self CUDA"), "120.000us")
+        self.assertEqual(cell("cudaLaunchKernel", "Self CUDA"), "0.000us")
+        self.assertEqual(cell("ProfilerStep*", "CUDA total"), "890.000us")
+        self.assertIn("Self CUDA time total: 890.000us", table)
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertRegex(summary, r"GPU 0: busy \d+\.\d\d% of the window \(890\.000us of ")
+        self.assertIn("gemm_kernel         6     600.000us", summary)
+        self.assertIn("HtoD 2.0 MiB in 2 (20.97 GB/s); DtoH 512.0 KiB in 2 (13.11 GB/s)", summary)
+        self.assertRegex(summary, r"Synchronization: \d+\.\d+us waiting in 2 calls")
+        self.assertIn("GPU 0: busy", r.stderr)  # rank 0 prints the summary
+
     def test_kinds_follow_the_policy(self):
         policy = self.POLICY + "prof.capture { cuda = { memcpy = false, driver = false, sync = false } }\n"
         self.prof_run(policy, "--steps", "6")
