@@ -28,6 +28,8 @@ struct export_opts {
 	size_t row_limit;      /* rows shown; 0 = all */
 	const char *group_by;  /* "name" or "domain"; NULL = "name" */
 	bool summary;          /* write summary.txt, return its text */
+	bool memory_timeline;  /* write memory_timeline.{json,html} when the
+				  window has GPU allocations or frees */
 };
 
 /* What was written: the window directory and the files in it. */

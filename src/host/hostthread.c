@@ -119,6 +119,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.row_limit = h->cfg->export.row_limit;
 	o.group_by = h->cfg->export.group_by;
 	o.summary = h->cfg->export.summary;
+	o.memory_timeline = h->cfg->export.memory_timeline;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

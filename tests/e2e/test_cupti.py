@@ -233,6 +233,41 @@ class Trace(CuptiTest):
         self.assertRegex(summary, r"Synchronization: \d+\.\d+us waiting in 2 calls")
         self.assertIn("GPU 0: busy", r.stderr)  # rank 0 prints the summary
 
+    def test_memory_timeline(self):
+        # Each step allocates 1 MiB and frees the previous step's block; a
+        # 4 MiB block lives from step 2 to step 4 (of 6).
+        self.prof_run(self.POLICY, "--steps", "6", "--memory")
+        d = window_dirs(self.out)[0]
+        with open(os.path.join(d, "memory_timeline.json")) as f:
+            mt = json.load(f)
+        self.assertEqual((mt["first_step"], mt["last_step"]), (2, 3))
+        self.assertEqual(len(mt["devices"]), 1)
+        dev = mt["devices"][0]
+        self.assertEqual(dev["device"], 0)
+        self.assertEqual((dev["allocations"], dev["frees"]), (3, 2))
+        pts = dev["points"]
+        self.assertEqual([b for _, b in pts], [1 << 20, 1 << 20, 5 << 20, 6 << 20, 5 << 20])
+        self.assertEqual([t for t, _ in pts], sorted(t for t, _ in pts))
+        self.assertTrue(all(0 <= t <= mt["window_us"] for t, _ in pts))
+        self.assertEqual(dev["peak"]["bytes"], 6 << 20)
+        self.assertEqual(dev["peak"]["t_us"], pts[3][0])
+        # The same series in the trace, as Kineto-style [memory] instants.
+        t = load_trace(d)
+        mem = sorted(events(t, "gpu_memory", "[memory]", ph="i"), key=lambda e: e["ts"])
+        self.assertEqual([e["args"]["Total Allocated"] for e in mem], [b for _, b in pts])
+        self.assertEqual([e["args"]["Bytes"] for e in mem],
+                         [1 << 20, -(1 << 20), 4 << 20, 1 << 20, -(1 << 20)])
+        with open(os.path.join(d, "memory_timeline.html")) as f:
+            html = f.read()
+        self.assertIn("<svg", html)
+        self.assertIn("peak 6.0 MiB at %.3f ms" % (pts[3][0] / 1000), html)
+        for remote in ("http:", "https:", "<script", "src=", "href=", "@import"):
+            self.assertNotIn(remote, html)
+        # No allocations, no timeline.
+        self.out = os.path.join(self.tmp, "out2")
+        self.prof_run(self.POLICY, "--steps", "6")
+        self.assertEqual(glob.glob(os.path.join(window_dirs(self.out)[0], "memory_timeline*")), [])
+
     def test_kinds_follow_the_policy(self):
         policy = self.POLICY + "prof.capture { cuda = { memcpy = false, driver = false, sync = false } }\n"
         self.prof_run(policy, "--steps", "6")

@@ -10,6 +10,7 @@
 #include "check.h"
 #include "export/gpu_summary.h"
 #include "export/key_averages.h"
+#include "export/memory_timeline.h"
 
 static void add(struct trace *t, enum trace_cat cat, const char *name, int32_t pid,
 		int32_t tid, int64_t ts, int64_t dur, uint64_t id, uint32_t flags)
@@ -147,8 +148,49 @@ static void test_summary(void)
 	trace_free(&t);
 }
 
+static void mem(struct trace *t, int32_t dev, int64_t ts, int64_t bytes, int64_t total)
+{
+	struct trace_event e = { 0 };
+
+	e.cat = TRACE_CAT_GPU_MEMORY;
+	e.ph = TRACE_PH_INSTANT;
+	e.name = trace_intern(t, "[memory]", 8);
+	e.pid = dev;
+	e.ts = ts;
+	trace_add_event(t, &e);
+	trace_arg_int(t, "Bytes", bytes);
+	trace_arg_int(t, "Total Allocated", total);
+}
+
+static void test_memory_timeline(void)
+{
+	struct trace t;
+	struct memory_timeline m;
+	struct err e;
+
+	trace_init(&t);
+	t.meta.start_ts = 1000;
+	t.meta.end_ts = 9000;
+	mem(&t, 1, 5000, -10, 30);  /* out of order on purpose */
+	mem(&t, 1, 2000, 40, 40);
+	mem(&t, 0, 3000, 7, 7);
+	CHECK_EQ_INT(memory_timeline_build(&t, &m, &e), 0);
+	CHECK_EQ_INT(m.ndev, 2);
+	CHECK_EQ_INT(m.dev[0].device, 1);
+	CHECK_EQ_INT(m.dev[0].n, 2);
+	CHECK_EQ_INT(m.dev[0].p[0].ts, 2000);
+	CHECK_EQ_INT(m.dev[0].peak, 40);
+	CHECK_EQ_INT(m.dev[0].peak_ts, 2000);
+	CHECK_EQ_INT(m.dev[0].allocs, 1);
+	CHECK_EQ_INT(m.dev[0].frees, 1);
+	CHECK_EQ_INT(m.dev[1].peak, 7);
+	memory_timeline_free(&m);
+	trace_free(&t);
+}
+
 int main(void)
 {
+	test_memory_timeline();
 	test_attribution();
 	test_summary();
 	return check_done();
