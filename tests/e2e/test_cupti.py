@@ -340,6 +340,47 @@ class Windows(CuptiTest):
         self.assertEqual(st["injections"], 0)
 
 
+class StepsFromCuda(CuptiTest):
+    def check_steps(self, policy, boundary_call, boundary_cat):
+        r = self.prof_run(policy, "--steps", "8", "--graph", "--no-prof-step")
+        dirs = window_dirs(self.out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps2-3"], r.stderr)
+        t = load_trace(dirs[0])
+        steps = step_spans(t)
+        self.assertEqual([n for n, _ in steps], [2, 3])
+        calls = events(t, boundary_cat, boundary_call)
+        for _, s in steps[:-1]:  # the call closing the window is not in it
+            end = s["ts"] + s["dur"]
+            # The step ends right after the call that counts it returns.
+            before = [c for c in calls if c["ts"] + c["dur"] <= end + 0.001]
+            self.assertTrue(before, s)
+            self.assertLess(end - max(c["ts"] + c["dur"] for c in before), 50.0)
+        # One launch of "forward" per step: the steps hold whole iterations.
+        self.assertEqual(len(events(t, "user_annotation", "forward")), 2)
+        st = read_stats(self.stats)
+        self.assertEqual(st["finalizes"], 0)  # the callbacks keep counting steps
+        return r
+
+    def test_steps_from_a_cuda_call(self):
+        self.check_steps("prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
+                         "prof.steps { cuda = \"cudaGraphLaunch\" }\n",
+                         "cudaGraphLaunch", "cuda_runtime")
+
+    def test_steps_from_kernel_names(self):
+        self.check_steps("prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
+                         "prof.steps { kernel = \"^relu_k\" }\n",
+                         "cuLaunchKernel", "cuda_driver")
+
+    def test_unusable_step_triggers_are_said(self):
+        r = self.prof_run("prof.steps { cuda = \"cudaNoSuchCall\", kernel = \"(gemm)\" }\n",
+                          "--steps", "3")
+        lines = profhost_lines(r.stderr)
+        self.assertEqual(len([l for l in lines if "cudaNoSuchCall" in l and
+                              "no CUDA runtime or driver API" in l]), 1, r.stderr)
+        self.assertEqual(len([l for l in lines if "(gemm)" in l and "captures" in l]), 1,
+                         r.stderr)
+
+
 class Drops(CuptiTest):
     def test_a_full_record_pool_drops_and_counts(self):
         # 1 MiB of GPU record pool, ~3 MiB of records per window.

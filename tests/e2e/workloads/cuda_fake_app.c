@@ -4,7 +4,7 @@
  *
  *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
- *                 [--burst N] [--late]
+ *                 [--burst N] [--late] [--no-prof-step]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -17,6 +17,7 @@
  * cudaDeviceSynchronize and prof_step(). With --threads
  * the kernels of "forward" are launched from a second thread.
  * --inject-twice calls InitializeInjection twice more (it must be a no-op).
+ * --no-prof-step leaves step counting to the policy (prof.steps{cuda=...}).
  * Prints "done N".
  */
 #include <dlfcn.h>
@@ -55,7 +56,7 @@ static void *forward_kernels(void *arg)
 int main(int argc, char **argv)
 {
 	long steps = 10, s, burst = 0, i;
-	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0;
+	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
 
@@ -70,6 +71,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--threads")) threads = 1;
 		else if (!strcmp(argv[i], "--inject-twice")) twice = 1;
 		else if (!strcmp(argv[i], "--late")) late = 1;
+		else if (!strcmp(argv[i], "--no-prof-step")) no_step = 1;
 		else {
 			fprintf(stderr, "cuda_fake_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -128,7 +130,8 @@ int main(int argc, char **argv)
 		cupti_fake_sync_device();
 		if (late && s == steps - 1)
 			cupti_fake_launch("late_kernel", 11, 2000000);
-		p_step();
+		if (!no_step)
+			p_step();
 	}
 	if (prev)
 		cupti_fake_free(prev);
