@@ -28,8 +28,13 @@ def events(trace, cat=None, name=None, ph="X"):
 
 
 def read_stats(path):
+    """The fake's counters (ints) and its list of NVTX ranges (a list)."""
+    out = {}
     with open(path) as f:
-        return {k: int(v) for k, v in (l.split() for l in f if l.strip())}
+        for line in f:
+            k, _, v = line.rstrip("\n").partition(" ")
+            out[k] = int(v) if v.isdigit() else [n for n in v.split(",") if n]
+    return out
 
 
 def gpu_lines(stderr):
@@ -379,6 +384,32 @@ class StepsFromCuda(CuptiTest):
                               "no CUDA runtime or driver API" in l]), 1, r.stderr)
         self.assertEqual(len([l for l in lines if "(gemm)" in l and "captures" in l]), 1,
                          r.stderr)
+
+
+class NsightSystems(CuptiTest):
+    def test_schedule_drives_the_cuda_profiler_api_and_marks_steps(self):
+        # Under nsys: no CUPTI subscription; each window is bracketed by
+        # cudaProfilerStart/Stop and its steps are NVTX ranges (the fake
+        # plays nsys's NVTX injection). The CPU windows are still written.
+        env = self.env(NSYS_PROFILING_SESSION_ID="1", NVTX_INJECTION64_PATH=FAKE)
+        r = self.prof_run("prof.schedule { wait = 1, active = 2, cycles = 2 }\n",
+                          "--steps", "7", env=env)
+        st = read_stats(self.stats)
+        self.assertEqual(st["subscribes"], 0)
+        self.assertEqual((st["profiler_starts"], st["profiler_stops"]), (2, 2))
+        self.assertEqual(st["nvtx_ranges"], ["ProfilerStep#1", "ProfilerStep#2",
+                                             "ProfilerStep#4", "ProfilerStep#5"])
+        self.assertEqual(st["nvtx_ends"], 4)
+        lines = gpu_lines(r.stderr)
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertIn("Nsight Systems is profiling this process", lines[0])
+        self.assertIn("--capture-range=cudaProfilerApi", lines[0])
+        dirs = window_dirs(self.out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["window0_steps1-2", "window1_steps4-5"])
+        t = load_trace(dirs[0])
+        self.assertEqual(len(events(t, "user_annotation", "forward")), 2)
+        self.assertEqual(events(t, "kernel"), [])
 
 
 class Drops(CuptiTest):

@@ -51,6 +51,7 @@ extern const unsigned fake_runtime_count;
 extern const char *const fake_driver_names[];
 extern const unsigned fake_driver_count;
 const char *fake_result_name(int code);
+void fake_nvtx_write(FILE *f); /* cupti_fake_nvtx.c */
 
 #define FAKE_MAX_DEVICES 8
 #define FAKE_EXT_DEPTH 64
@@ -1029,6 +1030,7 @@ static void write_stats(void)
 		(unsigned long long)s.flushes_forced, (unsigned long long)s.ext_pushes,
 		(unsigned long long)s.ext_pops, (unsigned long long)s.profiler_starts,
 		(unsigned long long)s.profiler_stops);
+	fake_nvtx_write(f);
 	fclose(f);
 }
 

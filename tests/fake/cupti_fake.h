@@ -30,7 +30,10 @@
  *   CUPTI_FAKE_DEVICES      number of devices (default 1, at most 8)
  *   CUPTI_FAKE_STATS        file written at cuptiFinalize() and at exit
  *                           with the counters of struct cupti_fake_stats
- *                           ("name value" lines)
+ *                           ("name value" lines), and the NVTX ranges seen
+ *   NVTX_INJECTION64_PATH   may name libcupti-fake.so: it then records the
+ *                           NVTX ranges started and ended, like Nsight
+ *                           Systems' injection (cupti_fake_nvtx.c)
  *
  * Every function may be called from any thread. Functions that return a
  * correlation id return 0 when there is no "driver" (CUPTI_FAKE_MODE=
