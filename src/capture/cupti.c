@@ -589,7 +589,8 @@ static bool windows_ahead(struct host *h)
 
 /* ------------------------------------------------------------ Nsight */
 
-/* cudaProfilerStart/Stop of the process's CUDA runtime, once it has one. */
+/* cudaProfilerStart/Stop of the process's CUDA runtime, once it has one
+ * (else the driver's cuProfilerStart/Stop). */
 static void nsys_find(void)
 {
 	FILE *f;
@@ -621,6 +622,18 @@ static void nsys_find(void)
 	}
 	if (f)
 		fclose(f);
+	if (!cu.profiler_start) {
+		/* A program with the static runtime: the driver's calls, which
+		 * nsys's capture range watches as well. */
+		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+
+		if (lib) {
+			cu.profiler_start = (int (*)(void))dlsym(lib, "cuProfilerStart");
+			cu.profiler_stop = (int (*)(void))dlsym(lib, "cuProfilerStop");
+			if (!cu.profiler_stop)
+				cu.profiler_start = NULL;
+		}
+	}
 }
 
 static void nvtx_end_step(void)
