@@ -144,6 +144,16 @@ struct cupti_conv {
 	const void **name_key;           /* kernel name pointer cache */
 	uint32_t *name_id;
 	size_t name_cap;
+	uint32_t keys[24];               /* argument keys, interned once */
+	struct trace_arg pend[16];       /* args of the event being added */
+	size_t npend;
+	uint32_t *api_ids[2];            /* cbid -> interned API name + 1 */
+	uint32_t copy_ids[11][8][8];     /* memcpy names + 1 by kinds */
+	uint32_t set_ids[8];             /* memset names + 1 by memory kind */
+	uint32_t kind_ids[11];           /* "HtoD"... + 1 */
+	uint32_t ac2g;                   /* "ac2g" */
+	int32_t grid_last[3], block_last[3];
+	uint32_t grid_id, block_id;      /* + 1 */
 	uint64_t tracks[64];             /* (device << 32 | stream) seen */
 	size_t ntracks;
 	uint64_t devices_seen;           /* bit d: device d has a track */

@@ -52,7 +52,24 @@ struct cupti_gpu_link {
 
 #define STEP_BIT (1ull << 63)
 
+/* Argument keys, interned once per conversion. */
+enum key {
+	K_CBID, K_CORR, K_QUEUED, K_DEVICE, K_CONTEXT, K_STREAM, K_REGS, K_SHMEM,
+	K_BLOCKS_SM, K_WARPS_SM, K_GRID, K_BLOCK, K_GRAPH, K_EXT, K_BYTES, K_COPY_KIND,
+	K_BW, K_NKEYS
+};
+
+static const char *const key_names[K_NKEYS] = {
+	"cbid", "correlation", "queued", "device", "context", "stream",
+	"registers per thread", "shared memory", "blocks per SM", "warps per SM",
+	"grid", "block", "graph id", "External id", "bytes", "copy kind",
+	"memory bandwidth (GB/s)",
+};
+
 static uint32_t ctx_dev[MAX_CONTEXTS]; /* context id -> device + 1 */
+
+static void args_flush(struct cupti_conv *c);
+static enum cupti_route add_record(struct cupti_conv *c, const CUpti_Activity *r);
 
 size_t cupti_record_size(CUpti_ActivityKind kind)
 {
@@ -100,9 +117,13 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size)
 	return 0;
 }
 
+/* Correlation ids count up from 1 with every API call: within a window
+ * they are nearly dense, so the identity keeps neighbours in neighbouring
+ * slots (cache-friendly, no collisions until the range outgrows the
+ * table, which then doubles). */
 static size_t hash32(uint32_t v, size_t cap)
 {
-	return (size_t)((v * 2654435761u) & (cap - 1));
+	return (size_t)v & (cap - 1);
 }
 
 /* The entry of correlation id `corr`; created when `create`. NULL when
@@ -341,12 +362,74 @@ static struct trace_event *add_x(struct cupti_conv *c, enum trace_cat cat, uint3
 	e.cat = (uint8_t)cat;
 	e.ph = TRACE_PH_COMPLETE;
 	c->records++;
+	args_flush(c);
 	return trace_add_event(c->t, &e);
+}
+
+/* Attaches the gathered arguments to the last event added. */
+static void args_flush(struct cupti_conv *c)
+{
+	if (c->npend)
+		trace_args_add(c->t, c->pend, c->npend);
+	c->npend = 0;
 }
 
 static uint32_t intern(struct cupti_conv *c, const char *s)
 {
 	return trace_intern(c->t, s, strlen(s));
+}
+
+/* Arguments with pre-interned keys (the hot path: no hashing per arg),
+ * gathered for the event just added and attached in one go by
+ * args_flush(). */
+static struct trace_arg *arg_next(struct cupti_conv *c, enum key k, uint32_t type)
+{
+	struct trace_arg *a;
+
+	if (c->npend == sizeof c->pend / sizeof c->pend[0])
+		args_flush(c);
+	a = &c->pend[c->npend++];
+	a->key = c->keys[k];
+	a->type = type;
+	return a;
+}
+
+static void arg_u(struct cupti_conv *c, enum key k, uint64_t v)
+{
+	arg_next(c, k, TRACE_ARG_UINT)->v.u = v;
+}
+
+static void arg_i(struct cupti_conv *c, enum key k, int64_t v)
+{
+	arg_next(c, k, TRACE_ARG_INT)->v.i = v;
+}
+
+static void arg_d(struct cupti_conv *c, enum key k, double v)
+{
+	arg_next(c, k, TRACE_ARG_DOUBLE)->v.d = v;
+}
+
+/* A string (or raw JSON) argument whose value is strtab id `id`. */
+static void arg_id(struct cupti_conv *c, enum key k, uint32_t type, uint32_t id)
+{
+	if (id != STRTAB_NONE)
+		arg_next(c, k, type)->v.str = id;
+}
+
+/* The interned "[x,y,z]" of a grid or block, cached while it repeats. */
+static uint32_t dim3_id(struct cupti_conv *c, int32_t *last, uint32_t *id, int32_t x,
+			int32_t y, int32_t z)
+{
+	char json[48];
+
+	if (*id && last[0] == x && last[1] == y && last[2] == z)
+		return *id - 1;
+	snprintf(json, sizeof json, "[%d,%d,%d]", (int)x, (int)y, (int)z);
+	last[0] = x;
+	last[1] = y;
+	last[2] = z;
+	*id = intern(c, json) + 1;
+	return *id - 1;
 }
 
 /* The flow arrow from the API call of `e` to GPU work at (dev, stream, ts),
@@ -360,7 +443,8 @@ static void add_flow(struct cupti_conv *c, struct cupti_corr *e, uint32_t dev,
 	    !(e->api_driver ? c->o.show.driver : c->o.show.runtime))
 		return;
 	e->flowed = 1;
-	f.name = intern(c, "ac2g");
+	args_flush(c);
+	f.name = c->ac2g;
 	f.cat = TRACE_CAT_AC2G;
 	f.id = e->corr;
 	f.ph = TRACE_PH_FLOW_START;
@@ -387,7 +471,7 @@ static void gpu_links(struct cupti_conv *c, uint32_t corr, uint32_t dev, int32_t
 	if (!e)
 		return;
 	if (e->ext_id) /* still the last event: its args may grow */
-		trace_arg_uint(c->t, "External id", e->ext_id);
+		arg_u(c, K_EXT, e->ext_id);
 	add_flow(c, e, dev, stream, start);
 	if (e->ext_id)
 		link_add(c, e->ext_id, dev, stream, start, end);
@@ -400,12 +484,19 @@ static void gpu_links(struct cupti_conv *c, uint32_t corr, uint32_t dev, int32_t
 int cupti_conv_init(struct cupti_conv *c, struct trace *t,
 		    const struct cupti_conv_opts *o)
 {
+	size_t k;
+
 	memset(c, 0, sizeof *c);
 	c->t = t;
 	c->o = *o;
 	c->map_cap = 1024;
 	c->map = calloc(c->map_cap, sizeof *c->map);
-	return c->map ? 0 : -1;
+	for (k = 0; k < K_NKEYS; k++)
+		c->keys[k] = intern(c, key_names[k]);
+	c->ac2g = intern(c, "ac2g");
+	c->api_ids[0] = calloc(CUPTI_RUNTIME_TRACE_CBID_SIZE, sizeof *c->api_ids[0]);
+	c->api_ids[1] = calloc(CUPTI_DRIVER_TRACE_CBID_SIZE, sizeof *c->api_ids[1]);
+	return c->map && c->api_ids[0] && c->api_ids[1] && !t->oom ? 0 : -1;
 }
 
 static void note_device(struct cupti_conv *c, const CUpti_ActivityDevice5 *d)
@@ -510,6 +601,7 @@ static enum cupti_route add_api(struct cupti_conv *c, const CUpti_ActivityAPI *a
 	const char *fn;
 	char name[128];
 	size_t n;
+	uint32_t *cache, id;
 
 	if (a->start == 0 && a->end == 0) {
 		c->zero_ts++;
@@ -519,6 +611,12 @@ static enum cupti_route add_api(struct cupti_conv *c, const CUpti_ActivityAPI *a
 		count_late(c, (int64_t)a->start);
 	if (route != CUPTI_ROUTE_THIS || !(driver ? c->o.show.driver : c->o.show.runtime))
 		return route;
+	cache = a->cbid < (driver ? CUPTI_DRIVER_TRACE_CBID_SIZE : CUPTI_RUNTIME_TRACE_CBID_SIZE)
+		? &c->api_ids[driver][a->cbid] : NULL;
+	if (cache && *cache) {
+		id = *cache - 1;
+		goto named;
+	}
 	fn = c->o.api_name ? c->o.api_name(c->o.api_name_ctx, driver, a->cbid) : NULL;
 	if (fn) {
 		/* "cudaLaunchKernel_v7000" -> "cudaLaunchKernel" */
@@ -536,14 +634,18 @@ static enum cupti_route add_api(struct cupti_conv *c, const CUpti_ActivityAPI *a
 		snprintf(name, sizeof name, "%s API %u", driver ? "driver" : "runtime",
 			 (unsigned)a->cbid);
 	}
+	id = intern(c, name);
+	if (cache && id != STRTAB_NONE)
+		*cache = id + 1;
+named:
 	if (!add_x(c, driver ? TRACE_CAT_CUDA_DRIVER : TRACE_CAT_CUDA_RUNTIME,
-		   intern(c, name), c->o.pid, (int32_t)a->threadId, (int64_t)a->start,
+		   id, c->o.pid, (int32_t)a->threadId, (int64_t)a->start,
 		   (int64_t)a->end, a->correlationId))
 		return CUPTI_ROUTE_THIS;
 	if (e)
 		e->api_event = (uint32_t)c->t->nev;
-	trace_arg_uint(c->t, "cbid", a->cbid);
-	trace_arg_uint(c->t, "correlation", a->correlationId);
+	arg_u(c, K_CBID, a->cbid);
+	arg_u(c, K_CORR, a->correlationId);
 	if (!c->napi_tids || c->api_tids[c->napi_tids - 1] != (int32_t)a->threadId) {
 		size_t i;
 
@@ -561,7 +663,6 @@ static enum cupti_route add_api(struct cupti_conv *c, const CUpti_ActivityAPI *a
 static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKernel10 *k)
 {
 	enum cupti_route route;
-	char json[96];
 	int32_t stream = (int32_t)k->streamId;
 	const struct cupti_devices *ds = c->o.devices;
 	size_t i;
@@ -576,15 +677,14 @@ static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKer
 	if (!add_x(c, TRACE_CAT_KERNEL, kernel_name(c, k->name), (int32_t)k->deviceId,
 		   stream, (int64_t)k->start, (int64_t)k->end, k->correlationId))
 		return route;
-	trace_arg_int(c->t, "queued", k->queued && k->queued <= k->start
-		      ? (int64_t)(k->start - k->queued) / 1000 : 0);
-	trace_arg_uint(c->t, "device", k->deviceId);
-	trace_arg_uint(c->t, "context", k->contextId);
-	trace_arg_uint(c->t, "stream", k->streamId);
-	trace_arg_uint(c->t, "correlation", k->correlationId);
-	trace_arg_uint(c->t, "registers per thread", k->registersPerThread);
-	trace_arg_int(c->t, "shared memory",
-		      (int64_t)k->staticSharedMemory + k->dynamicSharedMemory);
+	arg_i(c, K_QUEUED, k->queued && k->queued <= k->start
+	      ? (int64_t)(k->start - k->queued) / 1000 : 0);
+	arg_u(c, K_DEVICE, k->deviceId);
+	arg_u(c, K_CONTEXT, k->contextId);
+	arg_u(c, K_STREAM, k->streamId);
+	arg_u(c, K_CORR, k->correlationId);
+	arg_u(c, K_REGS, k->registersPerThread);
+	arg_i(c, K_SHMEM, (int64_t)k->staticSharedMemory + k->dynamicSharedMemory);
 	for (i = 0; ds && i < ds->n; i++)
 		if (ds->dev[i].id == (int32_t)k->deviceId && ds->dev[i].num_sms > 0) {
 			double blocks = (double)k->gridX * k->gridY * k->gridZ;
@@ -592,18 +692,16 @@ static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKer
 			int64_t warp = ds->dev[i].warp_size > 0 ? ds->dev[i].warp_size : 32;
 			int64_t warps = (threads + warp - 1) / warp; /* per block */
 
-			trace_arg_double(c->t, "blocks per SM", blocks / ds->dev[i].num_sms);
-			trace_arg_double(c->t, "warps per SM",
-					 blocks * (double)warps / ds->dev[i].num_sms);
+			arg_d(c, K_BLOCKS_SM, blocks / ds->dev[i].num_sms);
+			arg_d(c, K_WARPS_SM, blocks * (double)warps / ds->dev[i].num_sms);
 			break;
 		}
-	snprintf(json, sizeof json, "[%d,%d,%d]", (int)k->gridX, (int)k->gridY, (int)k->gridZ);
-	trace_arg_raw(c->t, "grid", json);
-	snprintf(json, sizeof json, "[%d,%d,%d]", (int)k->blockX, (int)k->blockY,
-		 (int)k->blockZ);
-	trace_arg_raw(c->t, "block", json);
+	arg_id(c, K_GRID, TRACE_ARG_RAW, dim3_id(c, c->grid_last, &c->grid_id, k->gridX,
+						k->gridY, k->gridZ));
+	arg_id(c, K_BLOCK, TRACE_ARG_RAW, dim3_id(c, c->block_last, &c->block_id, k->blockX,
+						 k->blockY, k->blockZ));
 	if (k->graphId)
-		trace_arg_uint(c->t, "graph id", k->graphId);
+		arg_u(c, K_GRAPH, k->graphId);
 	gpu_links(c, k->correlationId, k->deviceId, stream, (int64_t)k->start,
 		  (int64_t)k->end);
 	return route;
@@ -619,6 +717,7 @@ static enum cupti_route add_memcpy(struct cupti_conv *c, const CUpti_ActivityMem
 {
 	enum cupti_route route;
 	char name[96];
+	unsigned ck, sk, dk;
 
 	if (m->start == 0 || m->end < m->start) {
 		c->zero_ts++;
@@ -627,19 +726,26 @@ static enum cupti_route add_memcpy(struct cupti_conv *c, const CUpti_ActivityMem
 	route = route_gpu(c, m->correlationId, (int64_t)m->start);
 	if (route != CUPTI_ROUTE_THIS || !c->o.show.memcpy)
 		return route;
-	snprintf(name, sizeof name, "Memcpy %s (%s -> %s)", copy_kind_name(m->copyKind),
-		 memory_kind_name(m->srcKind), memory_kind_name(m->dstKind));
-	if (!add_x(c, TRACE_CAT_GPU_MEMCPY, intern(c, name), (int32_t)m->deviceId,
+	ck = m->copyKind < 11 ? m->copyKind : 0;
+	sk = m->srcKind < 8 ? m->srcKind : 0;
+	dk = m->dstKind < 8 ? m->dstKind : 0;
+	if (!c->copy_ids[ck][sk][dk]) {
+		snprintf(name, sizeof name, "Memcpy %s (%s -> %s)", copy_kind_name(ck),
+			 memory_kind_name(sk), memory_kind_name(dk));
+		c->copy_ids[ck][sk][dk] = intern(c, name) + 1;
+	}
+	if (!c->kind_ids[ck])
+		c->kind_ids[ck] = intern(c, copy_kind_name(ck)) + 1;
+	if (!add_x(c, TRACE_CAT_GPU_MEMCPY, c->copy_ids[ck][sk][dk] - 1, (int32_t)m->deviceId,
 		   (int32_t)m->streamId, (int64_t)m->start, (int64_t)m->end, m->correlationId))
 		return route;
-	trace_arg_uint(c->t, "device", m->deviceId);
-	trace_arg_uint(c->t, "context", m->contextId);
-	trace_arg_uint(c->t, "stream", m->streamId);
-	trace_arg_uint(c->t, "correlation", m->correlationId);
-	trace_arg_uint(c->t, "bytes", m->bytes);
-	trace_arg_str(c->t, "copy kind", copy_kind_name(m->copyKind),
-		      strlen(copy_kind_name(m->copyKind)));
-	trace_arg_double(c->t, "memory bandwidth (GB/s)", bandwidth(m->bytes, m->start, m->end));
+	arg_u(c, K_DEVICE, m->deviceId);
+	arg_u(c, K_CONTEXT, m->contextId);
+	arg_u(c, K_STREAM, m->streamId);
+	arg_u(c, K_CORR, m->correlationId);
+	arg_u(c, K_BYTES, m->bytes);
+	arg_id(c, K_COPY_KIND, TRACE_ARG_STR, c->kind_ids[ck] - 1);
+	arg_d(c, K_BW, bandwidth(m->bytes, m->start, m->end));
 	gpu_links(c, m->correlationId, m->deviceId, (int32_t)m->streamId, (int64_t)m->start,
 		  (int64_t)m->end);
 	return route;
@@ -649,6 +755,7 @@ static enum cupti_route add_memset(struct cupti_conv *c, const CUpti_ActivityMem
 {
 	enum cupti_route route;
 	char name[64];
+	unsigned mk;
 
 	if (m->start == 0 || m->end < m->start) {
 		c->zero_ts++;
@@ -657,16 +764,20 @@ static enum cupti_route add_memset(struct cupti_conv *c, const CUpti_ActivityMem
 	route = route_gpu(c, m->correlationId, (int64_t)m->start);
 	if (route != CUPTI_ROUTE_THIS || !c->o.show.memset)
 		return route;
-	snprintf(name, sizeof name, "Memset (%s)", memory_kind_name(m->memoryKind));
-	if (!add_x(c, TRACE_CAT_GPU_MEMSET, intern(c, name), (int32_t)m->deviceId,
+	mk = m->memoryKind < 8 ? m->memoryKind : 0;
+	if (!c->set_ids[mk]) {
+		snprintf(name, sizeof name, "Memset (%s)", memory_kind_name(mk));
+		c->set_ids[mk] = intern(c, name) + 1;
+	}
+	if (!add_x(c, TRACE_CAT_GPU_MEMSET, c->set_ids[mk] - 1, (int32_t)m->deviceId,
 		   (int32_t)m->streamId, (int64_t)m->start, (int64_t)m->end, m->correlationId))
 		return route;
-	trace_arg_uint(c->t, "device", m->deviceId);
-	trace_arg_uint(c->t, "context", m->contextId);
-	trace_arg_uint(c->t, "stream", m->streamId);
-	trace_arg_uint(c->t, "correlation", m->correlationId);
-	trace_arg_uint(c->t, "bytes", m->bytes);
-	trace_arg_double(c->t, "memory bandwidth (GB/s)", bandwidth(m->bytes, m->start, m->end));
+	arg_u(c, K_DEVICE, m->deviceId);
+	arg_u(c, K_CONTEXT, m->contextId);
+	arg_u(c, K_STREAM, m->streamId);
+	arg_u(c, K_CORR, m->correlationId);
+	arg_u(c, K_BYTES, m->bytes);
+	arg_d(c, K_BW, bandwidth(m->bytes, m->start, m->end));
 	gpu_links(c, m->correlationId, m->deviceId, (int32_t)m->streamId, (int64_t)m->start,
 		  (int64_t)m->end);
 	return route;
@@ -765,6 +876,14 @@ static enum cupti_route add_overhead(struct cupti_conv *c, const CUpti_ActivityO
 }
 
 enum cupti_route cupti_conv_add(struct cupti_conv *c, const CUpti_Activity *r)
+{
+	enum cupti_route route = add_record(c, r);
+
+	args_flush(c);
+	return route;
+}
+
+static enum cupti_route add_record(struct cupti_conv *c, const CUpti_Activity *r)
 {
 	struct cupti_corr *e;
 
@@ -1156,5 +1275,7 @@ void cupti_conv_free(struct cupti_conv *c)
 	free(c->name_key);
 	free(c->name_id);
 	free(c->api_tids);
+	free(c->api_ids[0]);
+	free(c->api_ids[1]);
 	memset(c, 0, sizeof *c);
 }

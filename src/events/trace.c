@@ -158,6 +158,37 @@ static struct trace_arg *trace_arg_new(struct trace *t, const char *key,
 	return a;
 }
 
+/* Appends copies of a[0..n) to the last event's arguments. 0 or -1. */
+int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n)
+{
+	struct trace_event *last;
+
+	if (t->oom || t->nev == 0)
+		return -1;
+	last = &t->ev[t->nev - 1];
+	if ((size_t)last->nargs + n > UINT16_MAX || t->nargs + n >= UINT32_MAX)
+		return -1;
+	while (t->nargs + n > t->cap_args) {
+		struct trace_arg *arr = grow(t->args, &t->cap_args, t->cap_args,
+					     sizeof *t->args, 256);
+		if (!arr) {
+			t->oom = 1;
+			return -1;
+		}
+		t->args = arr;
+	}
+	memcpy(t->args + t->nargs, a, n * sizeof *a);
+	t->nargs += n;
+	last->nargs = (uint16_t)(last->nargs + n);
+	return 0;
+}
+
+/* Appends a copy of *a to the last event's arguments. 0 or -1. */
+int trace_arg_add(struct trace *t, const struct trace_arg *a)
+{
+	return trace_args_add(t, a, 1);
+}
+
 /* Attaches a signed integer argument to the last event. 0 or -1. */
 int trace_arg_int(struct trace *t, const char *key, int64_t v)
 {

@@ -194,6 +194,14 @@ int trace_add_step(struct trace *t, const struct trace_step *s);
 /* Records a thread's name (the last call for a tid wins). 0 or -1. */
 int trace_add_thread(struct trace *t, int32_t pid, int32_t tid, const char *name);
 
+/* Attaches a ready argument (key, type and value ids already interned with
+ * trace_intern) to the most recent event: the fast path for converters of
+ * many events. Returns 0 or -1. */
+int trace_arg_add(struct trace *t, const struct trace_arg *a);
+
+/* As trace_arg_add for n arguments at once. Returns 0 or -1 (none added). */
+int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n);
+
 /* Attaches a raw JSON argument (written unquoted; the caller guarantees it
  * is valid JSON, e.g. "[128,1,1]") to the most recent event. 0 or -1. */
 int trace_arg_raw(struct trace *t, const char *key, const char *json);

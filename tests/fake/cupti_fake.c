@@ -958,6 +958,59 @@ FAKE_EXPORT uint32_t cupti_fake_sync_device(void)
 			   UINT32_MAX);
 }
 
+FAKE_EXPORT uint64_t cupti_fake_replay(uint64_t n, uint32_t kernel_ns)
+{
+	union fake_rec api, k;
+	uint64_t t, i, before;
+	const char *name;
+
+	if (cupti_fake_init() != 0)
+		return 0;
+	memset(&api, 0, sizeof api);
+	memset(&k, 0, sizeof k);
+	api.api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+	api.api.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+	api.api.processId = (uint32_t)getpid();
+	k.k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	k.k.registersPerThread = 32;
+	k.k.contextId = 1;
+	k.k.streamId = 7;
+	k.k.gridX = 128;
+	k.k.gridY = k.k.gridZ = 1;
+	k.k.blockX = 256;
+	k.k.blockY = k.k.blockZ = 1;
+	k.k.launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
+	k.k.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
+	name = intern("replay_kernel");
+	pthread_mutex_lock(&fk.lock);
+	api.api.threadId = thread_id();
+	before = fk.st.records;
+	t = now();
+	for (i = 0; i < n; i++) {
+		uint32_t corr = ++fk.corr;
+
+		if (kind_is_on(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+			api.api.start = t;
+			api.api.end = t + 1000;
+			api.api.correlationId = corr;
+			emit(&api);
+		}
+		if (kind_is_on(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+			k.k.start = t + 2000;
+			k.k.end = t + 2000 + kernel_ns;
+			k.k.completed = k.k.end;
+			k.k.correlationId = corr;
+			k.k.gridId = corr;
+			k.k.name = name;
+			emit(&k);
+		}
+		t += kernel_ns > 1000 ? kernel_ns : 1000;
+	}
+	i = fk.st.records - before;
+	pthread_mutex_unlock(&fk.lock);
+	return i;
+}
+
 /* The CUDA runtime's profiler control, which Nsight Systems watches. */
 FAKE_EXPORT int cudaProfilerStart(void)
 {

@@ -99,6 +99,14 @@ uint32_t cupti_fake_sync_device(void);
 uint32_t cupti_fake_graph_launch(uint32_t stream, unsigned n,
 				 const char *const *names, uint32_t dur_us);
 
+/* For benchmarks: `n` kernel launches replayed at full speed, each a
+ * cudaLaunchKernel RUNTIME record and a CONCURRENT_KERNEL record of
+ * `kernel_ns` (for enabled kinds), on consecutive simulated times from
+ * now; no subscriber callbacks, no waiting. The records go through the same
+ * buffer contract as every other (client buffers, drops counted). Returns
+ * the records written. */
+uint64_t cupti_fake_replay(uint64_t n, uint32_t kernel_ns);
+
 /* What the fake saw, for tests. */
 struct cupti_fake_stats {
 	uint64_t injections;        /* InitializeInjection calls made */
