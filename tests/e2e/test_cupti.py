@@ -237,6 +237,11 @@ class Trace(CuptiTest):
         self.assertIn("HtoD 2.0 MiB in 2 (20.97 GB/s); DtoH 512.0 KiB in 2 (13.11 GB/s)", summary)
         self.assertRegex(summary, r"Synchronization: \d+\.\d+us waiting in 2 calls")
         self.assertIn("GPU 0: busy", r.stderr)  # rank 0 prints the summary
+        # The raw capture of a GPU window reads back (prof report).
+        if os.path.exists(os.path.join(d, "capture.phb")):
+            rep = run([PROF, "report", d])
+            self.assertEqual(rep.returncode, 0, rep.stderr)
+            self.assertIn("gemm_kernel", rep.stdout)
 
     def test_memory_timeline(self):
         # Each step allocates 1 MiB and frees the previous step's block; a
