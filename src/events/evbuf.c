@@ -7,28 +7,42 @@
  * close and writes late touches a zeroed page instead of unmapped memory, so
  * a race can at worst spoil a record (the drain validates every record),
  * never crash the target.
+ *
+ * Pre-faulting. The first write to a page of the pool makes the kernel
+ * allocate and zero it, on the writing thread: with huge pages ~10 ns per
+ * NVTX range, with 4 KiB pages several times that. A helper thread of
+ * evbuf's own ("profhost-pf", every signal blocked) populates the open
+ * generation's pool (MADV_POPULATE_WRITE) ahead of the chunks handed out,
+ * so the writers find their pages there. How far ahead grows with what the
+ * window used: 2 MiB, then as much as used so far, at most 32 MiB, never
+ * past the pool (so a window holds at most that much more memory than it
+ * wrote, until it is released). Writers ask for more (an atomic and, now
+ * and then, a futex wake) when they take a chunk. Kernels without
+ * MADV_POPULATE_WRITE (before 5.14), a helper that cannot start, or a
+ * window whose populating fails (memory limits): the writers fault, as
+ * they would without the helper.
  */
 #include "evbuf.h"
 
 #include "clock.h"
 
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
 _Atomic uint64_t evbuf_state;
 
-/* A chunk: written by one thread only; `used` publishes its records. */
-struct evbuf_chunk {
-	int32_t tid;
-	_Atomic uint32_t used;  /* bytes of records published (release) */
-	char thread_name[16];
-	uint64_t pad;           /* keeps the data 8-aligned at offset 32 */
-};
-
-#define CHUNK_DATA (EVBUF_CHUNK_BYTES - sizeof(struct evbuf_chunk))
+#define CHUNK_DATA EVBUF_CHUNK_DATA
 
 struct evbuf_slot {
 	_Atomic uint64_t gen;      /* generation using the slot; 0 = free */
@@ -38,7 +52,18 @@ struct evbuf_slot {
 	_Atomic uint64_t next;     /* next chunk to hand out */
 	_Atomic uint64_t dropped_full;
 	_Atomic int open;
+	/* Pre-faulting (see the top): the generation the helper may populate
+	 * for (0: none), the bytes from the start it should have populated,
+	 * the bytes it has, and whether it is populating now. */
+	_Atomic uint64_t pf_gen;
+	_Atomic uint64_t pf_want;
+	_Atomic uint64_t pf_done;
+	_Atomic int pf_busy;
 };
+
+#define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
+#define PF_LEAD_MIN ((uint64_t)2 << 20)
+#define PF_LEAD_MAX ((uint64_t)32 << 20)
 
 static struct evbuf_slot slots[EVBUF_SLOTS];
 /* Records dropped because the open generation found no free slot. Reset by
@@ -51,20 +76,147 @@ static _Atomic uint64_t noslot_mark;
 #define NOSLOT_COUNT_MASK ((1ull << 40) - 1)
 static uint64_t last_gen;    /* serialized by the caller of open/close */
 
-/* Thread state. initial-exec: the shim is loaded at start-up by LD_PRELOAD,
- * so its TLS sits in the static block and each access is one %fs-relative
- * load, with no __tls_get_addr call on the hot path. It is small enough
- * (24 bytes) for glibc's static-TLS surplus when the shim is dlopen'ed. */
-struct evbuf_tls {
-	uint64_t gen;              /* generation of `chunk` */
-	struct evbuf_chunk *chunk; /* current chunk, NULL = none */
-	int32_t tid;
-};
-static __thread struct evbuf_tls tls __attribute__((tls_model("initial-exec")));
+/* The pre-fault helper: 0 not started, 1 running, -1 off (could not start,
+ * or the kernel cannot populate). Woken through pf_seq (a futex word). */
+static _Atomic int pf_state;
+static _Atomic uint32_t pf_seq;
+
+/* Thread state (evbuf.h): the inline append reads it too. */
+__thread struct evbuf_tls evbuf_tls __attribute__((tls_model("initial-exec")));
+#define tls evbuf_tls
 
 static inline uint32_t rec_size(uint32_t len)
 {
 	return (uint32_t)((sizeof(struct evbuf_rec) + len + 7) & ~(size_t)7);
+}
+
+static inline uint32_t crec_size(uint32_t len)
+{
+	return (uint32_t)((sizeof(struct evbuf_crec) + len + 7) & ~(size_t)7);
+}
+
+/* Offset `off` of slot s's pool moved up to a huge-page boundary (the
+ * kernel populates and faults whole huge pages), at most `end`. */
+static uint64_t pf_round(const struct evbuf_slot *s, uint64_t off, uint64_t end)
+{
+	uintptr_t at = (uintptr_t)s->mem + off;
+
+	off += (PF_PIECE - at % PF_PIECE) % PF_PIECE;
+	return off < end ? off : end;
+}
+
+/* How far ahead of `used` bytes of a pool the helper populates. */
+static uint64_t pf_lead(uint64_t used)
+{
+	return used < PF_LEAD_MIN ? PF_LEAD_MIN : used > PF_LEAD_MAX ? PF_LEAD_MAX : used;
+}
+
+static void pf_wake(void)
+{
+	atomic_fetch_add_explicit(&pf_seq, 1, memory_order_release);
+	syscall(SYS_futex, &pf_seq, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Writers have reached `used` bytes of slot s's pool: asks the helper to
+ * populate further once less than half its lead is left. Any thread;
+ * async-signal-safe (atomics and a raw futex wake). */
+static void pf_need(struct evbuf_slot *s, uint64_t used)
+{
+	uint64_t want = atomic_load_explicit(&s->pf_want, memory_order_relaxed);
+	uint64_t lead = pf_lead(used), target, size;
+
+	if (atomic_load_explicit(&pf_state, memory_order_relaxed) != 1 ||
+	    used + lead / 2 <= want ||
+	    atomic_load_explicit(&s->pf_gen, memory_order_relaxed) == 0)
+		return;
+	size = (uint64_t)s->nchunks * EVBUF_CHUNK_BYTES;
+	target = pf_round(s, used + lead, size);
+	while (target > want)
+		if (atomic_compare_exchange_weak_explicit(&s->pf_want, &want, target,
+							  memory_order_relaxed,
+							  memory_order_relaxed)) {
+			pf_wake();
+			return;
+		}
+}
+
+/* Populates what the open generation's pool wants populated, a piece at a
+ * time, while that generation is open and its slot's (release waits for
+ * the piece in progress). Helper thread. Returns 0, or -1 when the kernel
+ * cannot populate at all. */
+static int pf_populate(void)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
+	uint64_t gen = st >> 1;
+	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
+
+	if (!(st & 1))
+		return 0;
+	for (;;) {
+		uint64_t done = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
+		uint64_t want = atomic_load_explicit(&s->pf_want, memory_order_relaxed);
+		uint64_t len = pf_round(s, done + 1, want) - done;
+		int rc = 0;
+
+		if (done >= want ||
+		    atomic_load_explicit(&evbuf_state, memory_order_relaxed) != st)
+			return 0;
+		/* Dekker with evbuf_release(): it clears pf_gen, then waits
+		 * while pf_busy; seq_cst on both sides. */
+		atomic_store(&s->pf_busy, 1);
+		if (atomic_load(&s->pf_gen) != gen) {
+			atomic_store(&s->pf_busy, 0);
+			return 0;
+		}
+		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
+			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
+		atomic_store_explicit(&s->pf_done, done + len, memory_order_relaxed);
+		if (rc > 0) /* out of memory or the like: not for this window */
+			atomic_store(&s->pf_gen, 0);
+		atomic_store(&s->pf_busy, 0);
+		if (rc)
+			return rc < 0 ? -1 : 0;
+	}
+}
+
+static void *pf_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		uint32_t seq = atomic_load_explicit(&pf_seq, memory_order_acquire);
+
+		if (pf_populate() != 0) {
+			atomic_store(&pf_state, -1); /* the writers fault, as before */
+			return NULL;
+		}
+		syscall(SYS_futex, &pf_seq, FUTEX_WAIT_PRIVATE, seq, NULL, NULL, 0);
+	}
+}
+
+/* Starts the helper once (stepping thread, from evbuf_open). */
+static void pf_start(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t th;
+	int rc;
+
+	if (atomic_load(&pf_state) != 0)
+		return;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 64 * 1024);
+	rc = pthread_create(&th, &attr, pf_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		atomic_store(&pf_state, -1);
+		return;
+	}
+	pthread_setname_np(th, "profhost-pf");
+	atomic_store(&pf_state, 1);
 }
 
 /* Takes a fresh chunk of generation `gen` for the calling thread, or NULL
@@ -84,6 +236,7 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 		atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 		return NULL;
 	}
+	pf_need(s, (idx + 1) * EVBUF_CHUNK_BYTES);
 	c = (struct evbuf_chunk *)(s->mem + idx * EVBUF_CHUNK_BYTES);
 	if (tls.tid == 0)
 		tls.tid = (int32_t)syscall(SYS_gettid);
@@ -92,7 +245,7 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 	prctl(PR_GET_NAME, c->thread_name, 0, 0, 0);
 	atomic_store_explicit(&c->used, 0, memory_order_relaxed);
 	tls.chunk = c;
-	tls.gen = gen;
+	tls.st = gen << 1 | 1;
 	return c;
 }
 
@@ -100,17 +253,17 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		     uint32_t len, uint64_t id, uint64_t a)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
-	uint64_t gen = st >> 1;
 	struct evbuf_chunk *c = tls.chunk;
-	struct evbuf_rec *r;
 	uint32_t used = 0, need;
+	int compact = id == 0 && (a >> 32) == 0;
+	char *p;
 
 	if (!(st & 1))
 		return -1;
 	if (len > EVBUF_NAME_MAX)
 		len = EVBUF_NAME_MAX;
-	need = rec_size(len);
-	if (c && tls.gen == gen) {
+	need = compact ? crec_size(len) : rec_size(len);
+	if (c && tls.st == st) {
 		used = atomic_load_explicit(&c->used, memory_order_relaxed);
 		if (used + need > CHUNK_DATA)
 			c = NULL;
@@ -118,22 +271,34 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		c = NULL;
 	}
 	if (!c) {
-		c = chunk_acquire(gen);
+		c = chunk_acquire(st >> 1);
 		if (!c) {
 			tls.chunk = NULL;
+			tls.st = 0;
 			return -1;
 		}
 		used = 0;
 	}
-	r = (struct evbuf_rec *)((char *)(c + 1) + used);
-	r->kind = kind;
-	r->size = (uint16_t)need;
-	r->len = len;
-	r->ts = ts;
-	r->id = id;
-	r->a = a;
+	p = (char *)(c + 1) + used;
+	if (compact) {
+		struct evbuf_crec *r = (struct evbuf_crec *)p;
+		r->kind = (uint16_t)(kind | EVBUF_COMPACT);
+		r->len = (uint16_t)len;
+		r->a = (uint32_t)a;
+		r->ts = ts;
+		p += sizeof *r;
+	} else {
+		struct evbuf_rec *r = (struct evbuf_rec *)p;
+		r->kind = kind;
+		r->size = (uint16_t)need;
+		r->len = len;
+		r->ts = ts;
+		r->id = id;
+		r->a = a;
+		p += sizeof *r;
+	}
 	if (len)
-		memcpy(r + 1, payload, len);
+		memcpy(p, payload, len);
 	atomic_store_explicit(&c->used, used + need, memory_order_release);
 	return 0;
 }
@@ -188,10 +353,17 @@ uint64_t evbuf_open(size_t bytes)
 			atomic_store_explicit(&s->next, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->open, 1, memory_order_relaxed);
+			atomic_store_explicit(&s->pf_done, 0, memory_order_relaxed);
+			atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
+					      memory_order_relaxed);
+			atomic_store(&s->pf_gen, gen);
 			atomic_store_explicit(&s->gen, gen, memory_order_release);
 		}
 	}
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
+	pf_start();
+	if (atomic_load(&pf_state) == 1)
+		pf_wake();
 	return gen;
 }
 
@@ -214,6 +386,44 @@ uint64_t evbuf_close(void)
 	return gen;
 }
 
+/* A compact record as the visitors see it: a full header, the payload. */
+struct expanded {
+	struct evbuf_rec r;
+	char payload[EVBUF_NAME_MAX];
+};
+
+/* Visits the record at p (at most `room` bytes of published data; a
+ * compact one is expanded into *x first). Returns its size in the chunk,
+ * or 0 when it is not a whole, valid record. */
+static uint32_t visit_record(const char *p, uint32_t room, evbuf_visit_fn fn,
+			     void *ctx, int32_t tid, const char *name,
+			     struct expanded *x)
+{
+	const struct evbuf_crec *cr = (const struct evbuf_crec *)p;
+	const struct evbuf_rec *r = (const struct evbuf_rec *)p;
+	uint32_t size;
+
+	if (cr->kind & EVBUF_COMPACT) {
+		size = crec_size(cr->len);
+		if (cr->len > EVBUF_NAME_MAX || size > room)
+			return 0;
+		x->r.kind = (uint16_t)(cr->kind & ~EVBUF_COMPACT);
+		x->r.size = (uint16_t)rec_size(cr->len);
+		x->r.len = cr->len;
+		x->r.ts = cr->ts;
+		x->r.id = 0;
+		x->r.a = cr->a;
+		memcpy(x->payload, cr + 1, cr->len);
+		fn(ctx, tid, name, &x->r);
+		return size;
+	}
+	if (room < sizeof *r || r->size < sizeof *r || r->size > room ||
+	    rec_size(r->len) != r->size)
+		return 0;
+	fn(ctx, tid, name, r);
+	return r->size;
+}
+
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		struct evbuf_stats *stats)
 {
@@ -221,6 +431,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	uint64_t n, i, mark;
 	int32_t seen[256];
 	uint32_t nseen = 0;
+	struct expanded x;
 
 	memset(stats, 0, sizeof *stats);
 	mark = atomic_load_explicit(&noslot_mark, memory_order_relaxed);
@@ -253,16 +464,14 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 				seen[nseen++] = c->tid;
 			stats->threads++;
 		}
-		while (off + sizeof(struct evbuf_rec) <= used) {
-			const struct evbuf_rec *r =
-				(const struct evbuf_rec *)((char *)(c + 1) + off);
-			/* A record spoiled by a late writer ends this chunk. */
-			if (r->size < sizeof *r || off + r->size > used ||
-			    rec_size(r->len) != r->size)
-				break;
-			fn(ctx, c->tid, name, r);
+		while (off + sizeof(struct evbuf_crec) <= used) {
+			const char *p = (const char *)(c + 1) + off;
+			uint32_t size = visit_record(p, used - off, fn, ctx, c->tid, name, &x);
+
+			if (!size)
+				break; /* spoiled by a late writer: ends this chunk */
 			stats->records++;
-			off += r->size;
+			off += size;
 		}
 	}
 	return 0;
@@ -276,17 +485,37 @@ void evbuf_release(uint64_t gen)
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
 	    atomic_load_explicit(&s->open, memory_order_acquire))
 		return;
+	/* Stop the helper populating this pool (see pf_populate). */
+	atomic_store(&s->pf_gen, 0);
+	while (atomic_load(&s->pf_busy)) {
+		struct timespec ts = { 0, 50000 };
+		nanosleep(&ts, NULL);
+	}
 	used = atomic_load_explicit(&s->next, memory_order_relaxed);
 	if (used > s->nchunks)
 		used = s->nchunks;
+	used *= EVBUF_CHUNK_BYTES;
+	if (atomic_load_explicit(&s->pf_done, memory_order_relaxed) > used)
+		used = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
+	/* Whole huge pages: a write faults in all of its huge page. */
 	if (used)
-		madvise(s->mem, used * EVBUF_CHUNK_BYTES, MADV_DONTNEED);
+		madvise(s->mem, pf_round(s, used, s->mapped), MADV_DONTNEED);
 	atomic_store_explicit(&s->gen, 0, memory_order_release);
 }
 
 void evbuf_after_fork_child(void)
 {
+	int i;
+
+	/* The helper did not come along: a new one starts with the next
+	 * window; a piece it was populating is the parent's business. */
+	atomic_store(&pf_state, 0);
+	for (i = 0; i < EVBUF_SLOTS; i++) {
+		atomic_store(&slots[i].pf_gen, 0);
+		atomic_store(&slots[i].pf_busy, 0);
+	}
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
 	tls.chunk = NULL;
+	tls.st = 0;
 	tls.tid = 0;
 }

@@ -15,6 +15,8 @@
  * evbuf_drain() and then releases the pool with evbuf_release().
  *
  * Idle cost: evbuf_active() is one relaxed load and a predicted branch.
+ * Records are stored compact when they can be (see the end of this file);
+ * the drain hands visitors full records either way.
  *
  * Pools are kept in EVBUF_SLOTS slots indexed by generation; a generation can
  * open only when its slot has been released, else its records are dropped
@@ -113,7 +115,9 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 /*
  * Opens a new generation backed by a pool of `bytes` (rounded to whole
  * chunks, at least 2). Returns the generation number (>= 1), or 0 when one is
- * already open. The pool's memory is reserved with mmap, lazily backed.
+ * already open. The pool's memory is reserved with mmap, lazily backed; a
+ * helper thread of evbuf's own populates it a little ahead of the writers
+ * (evbuf.c), so they do not take the page faults.
  * Callers serialize open/close (the core holds its step lock).
  */
 uint64_t evbuf_open(size_t bytes);
@@ -145,6 +149,118 @@ void evbuf_after_fork_child(void);
 static inline const char *evbuf_payload(const struct evbuf_rec *r)
 {
 	return (const char *)(r + 1);
+}
+
+/*
+ * ---- The shim's inline append (evbuf.c and the shim's hot paths only) ----
+ *
+ * In the chunks, a record whose `id` is 0 and whose `a` fits in 32 bits
+ * (most NVTX records: no GPU link, no category) is stored *compact*: a
+ * 16-byte header, struct evbuf_crec, instead of 32. The drain hands every
+ * visitor a full struct evbuf_rec either way (id 0, `size` as for a full
+ * record), so the layout in the chunks is evbuf's own business.
+ */
+#define EVBUF_COMPACT 0x8000u /* in the stored kind: a struct evbuf_crec
+			       * (record kinds stay below it) */
+
+struct evbuf_crec {
+	uint16_t kind;  /* the record's kind | EVBUF_COMPACT */
+	uint16_t len;   /* payload bytes (<= EVBUF_NAME_MAX) */
+	uint32_t a;     /* the record's `a` (its high 32 bits are 0) */
+	int64_t ts;
+	/* payload follows */
+};
+
+/* A chunk's header: written by one thread only; `used` publishes its
+ * records (release). */
+struct evbuf_chunk {
+	int32_t tid;
+	_Atomic uint32_t used;  /* bytes of records published */
+	char thread_name[16];
+	uint64_t pad;           /* keeps the data 8-aligned at offset 32 */
+};
+
+#define EVBUF_CHUNK_DATA (EVBUF_CHUNK_BYTES - sizeof(struct evbuf_chunk))
+
+/* The calling thread's chunk. initial-exec: the shim is loaded at start-up
+ * by LD_PRELOAD, so its TLS sits in the static block and each access is one
+ * %fs-relative load, with no __tls_get_addr call on the hot path; it is
+ * small enough for glibc's static-TLS surplus when the shim is dlopen'ed. */
+struct evbuf_tls {
+	uint64_t st;               /* evbuf_state of `chunk`'s generation; 0 = none */
+	struct evbuf_chunk *chunk; /* current chunk */
+	int32_t tid;
+};
+extern __thread struct evbuf_tls evbuf_tls
+	__attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/* Copies n <= 48 bytes with a few overlapping moves (no call). */
+__attribute__((always_inline))
+static inline void evbuf_copy_small(char *d, const char *s, uint32_t n)
+{
+	if (n >= 16) {
+		__builtin_memcpy(d, s, 16);
+		if (n > 32)
+			__builtin_memcpy(d + 16, s + 16, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4) {
+		__builtin_memcpy(d, s, 4);
+		__builtin_memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
+
+/*
+ * evbuf_append_raw() for the hot path, inlined: `st` is the evbuf_state
+ * value the caller read (a generation is open), `len` <= EVBUF_NAME_MAX.
+ * When the thread's chunk belongs to that generation and has room, writes
+ * the record there (compact when it can); otherwise calls
+ * evbuf_append_raw(). Returns 0, or -1 when dropped.
+ */
+__attribute__((always_inline))
+static inline int evbuf_append_fast(uint64_t st, uint16_t kind, int64_t ts,
+				    const char *payload, uint32_t len,
+				    uint64_t id, uint64_t a)
+{
+	struct evbuf_chunk *c = evbuf_tls.chunk;
+	int compact = id == 0 && (a >> 32) == 0;
+	uint32_t hdr = compact ? sizeof(struct evbuf_crec) : sizeof(struct evbuf_rec);
+	uint32_t need = (hdr + len + 7) & ~7u, used;
+	char *p;
+
+	if (__builtin_expect(evbuf_tls.st != st, 0))
+		return evbuf_append_raw(kind, ts, payload, len, id, a);
+	used = atomic_load_explicit(&c->used, memory_order_relaxed);
+	if (__builtin_expect(used + need > EVBUF_CHUNK_DATA, 0))
+		return evbuf_append_raw(kind, ts, payload, len, id, a);
+	p = (char *)(c + 1) + used;
+	if (compact) {
+		struct evbuf_crec *r = (struct evbuf_crec *)p;
+		r->kind = (uint16_t)(kind | EVBUF_COMPACT);
+		r->len = (uint16_t)len;
+		r->a = (uint32_t)a;
+		r->ts = ts;
+	} else {
+		struct evbuf_rec *r = (struct evbuf_rec *)p;
+		r->kind = kind;
+		r->size = (uint16_t)((sizeof *r + len + 7) & ~7u);
+		r->len = len;
+		r->ts = ts;
+		r->id = id;
+		r->a = a;
+	}
+	if (len <= 48)
+		evbuf_copy_small(p + hdr, payload, len);
+	else
+		__builtin_memcpy(p + hdr, payload, len);
+	atomic_store_explicit(&c->used, used + need, memory_order_release);
+	return 0;
 }
 
 #endif

@@ -1,11 +1,19 @@
 /*
  * test_evbuf — the per-thread event buffers: records come back complete and
  * in order per thread, nothing is recorded outside a generation, a full pool
- * drops and counts, and concurrent writers neither lose nor tear records.
+ * drops and counts, concurrent writers neither lose nor tear records,
+ * compact records come back as the full records that were appended, the
+ * inline append agrees with evbuf_append_raw, and the pool is populated
+ * ahead of the writers and given back on release.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "events/evbuf.h"
@@ -215,6 +223,198 @@ static void test_slots_recycle(void)
 	evbuf_release(gens[0]);
 }
 
+
+/* Records as the visitor saw them (payload copied). */
+struct rec_copy {
+	struct evbuf_rec r;
+	char payload[128];
+	const void *where; /* the record's address */
+};
+
+struct recs {
+	struct rec_copy v[4096];
+	size_t n;
+};
+
+static void keep(void *ctx, int32_t tid, const char *thread_name,
+		 const struct evbuf_rec *r)
+{
+	struct recs *rs = ctx;
+
+	(void)tid;
+	(void)thread_name;
+	if (rs->n < sizeof rs->v / sizeof rs->v[0]) {
+		rs->v[rs->n].r = *r;
+		memcpy(rs->v[rs->n].payload, evbuf_payload(r), r->len < 128 ? r->len : 128);
+		rs->v[rs->n].where = r;
+	}
+	rs->n++;
+}
+
+static struct recs rs;
+
+/* A record with id 0 and a 32-bit `a` takes a 16-byte header in the pool;
+ * the visitor sees exactly what was appended either way. */
+static void test_compact_records(void)
+{
+	struct evbuf_stats st;
+	uint64_t a_small = evbuf_nvtx_a(7, 0, EVBUF_A_EARLY);
+	uint64_t a_cat = evbuf_nvtx_a(7, 3, 0);
+	uint64_t gen = evbuf_open(1 << 20);
+
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_RANGE_PUSH, 11, "abc", 3, 0, a_small), 0);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_RANGE_POP, 12, NULL, 0, 0, a_cat), 0);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_RANGE_END, 13, NULL, 0, 99, 0), 0);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_USER + 1, 14, "xy", 2, 0, 0), 0);
+	evbuf_close();
+	memset(&rs, 0, sizeof rs);
+	CHECK_EQ_INT(evbuf_drain(gen, keep, &rs, &st), 0);
+	CHECK_EQ_INT(rs.n, 4);
+	CHECK_EQ_INT(rs.v[0].r.kind, EVBUF_RANGE_PUSH);
+	CHECK_EQ_INT(rs.v[0].r.ts, 11);
+	CHECK_EQ_INT(rs.v[0].r.len, 3);
+	CHECK(memcmp(rs.v[0].payload, "abc", 3) == 0);
+	CHECK(rs.v[0].r.id == 0 && rs.v[0].r.a == a_small);
+	CHECK_EQ_INT(rs.v[0].r.size, 40); /* as a full record: header + 3, rounded */
+	CHECK_EQ_INT(rs.v[1].r.kind, EVBUF_RANGE_POP);
+	CHECK(rs.v[1].r.a == a_cat && rs.v[1].r.len == 0 && rs.v[1].r.ts == 12);
+	CHECK_EQ_INT(rs.v[2].r.kind, EVBUF_RANGE_END);
+	CHECK(rs.v[2].r.id == 99);
+	CHECK_EQ_INT(rs.v[3].r.kind, EVBUF_USER + 1);
+	CHECK(rs.v[3].r.len == 2 && memcmp(rs.v[3].payload, "xy", 2) == 0);
+	/* In the pool: 16 + 8 (compact), 32 (category), 32 (id), 16 + 8. */
+	CHECK_EQ_INT(st.bytes, 24 + 32 + 32 + 24);
+	evbuf_release(gen);
+}
+
+/* evbuf_append_fast (the NVTX hot path's inline append) and
+ * evbuf_append_raw interleaved, over several chunks, names of every length
+ * from 0 to 99 bytes: every record comes back whole and in order. */
+static void test_inline_append(void)
+{
+	struct evbuf_stats st;
+	char name[100];
+	uint64_t gen = evbuf_open(16 * EVBUF_CHUNK_BYTES), s, i;
+	int ok = 1, rc = 0;
+
+	for (i = 0; i < sizeof name; i++)
+		name[i] = (char)('A' + i % 50);
+	s = atomic_load(&evbuf_state);
+	for (i = 0; i < 4000; i++) {
+		uint32_t len = (uint32_t)(i % 100);
+		uint64_t id = i % 3 == 0 ? i : 0, a = i % 5 == 0 ? (uint64_t)i << 32 : i;
+
+		if (i % 7 == 0)
+			rc |= evbuf_append_raw(EVBUF_MARK, (int64_t)i, name + i % 3, len, id, a);
+		else
+			rc |= evbuf_append_fast(s, EVBUF_MARK, (int64_t)i, name + i % 3, len, id, a);
+	}
+	CHECK_EQ_INT(rc, 0);
+	evbuf_close();
+	memset(&rs, 0, sizeof rs);
+	CHECK_EQ_INT(evbuf_drain(gen, keep, &rs, &st), 0);
+	CHECK_EQ_INT(rs.n, 4000);
+	CHECK(st.chunks > 2);
+	for (i = 0; i < 4000 && i < rs.n; i++) {
+		const struct rec_copy *c = &rs.v[i];
+		uint32_t len = (uint32_t)(i % 100);
+
+		if (c->r.kind != EVBUF_MARK || c->r.ts != (int64_t)i || c->r.len != len ||
+		    c->r.id != (i % 3 == 0 ? i : 0) ||
+		    c->r.a != (i % 5 == 0 ? (uint64_t)i << 32 : i) ||
+		    memcmp(c->payload, name + i % 3, len) != 0)
+			ok = 0;
+	}
+	CHECK(ok);
+	evbuf_release(gen);
+}
+
+/* Resident set size in bytes. */
+static long rss_bytes(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return resident * sysconf(_SC_PAGESIZE);
+}
+
+/* Waits up to 5 s for the RSS to reach `want` bytes. */
+static int wait_rss(long want)
+{
+	int i;
+
+	for (i = 0; i < 500 && rss_bytes() < want; i++) {
+		struct timespec ts = { 0, 10000000 };
+		nanosleep(&ts, NULL);
+	}
+	return rss_bytes() >= want;
+}
+
+/* Pages of [p, p+len) that are resident. */
+static size_t resident_pages(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (len + page - 1) / page, i, k = 0;
+	unsigned char *vec = malloc(n);
+
+	if (!vec || mincore((void *)p, len, vec) != 0) {
+		free(vec);
+		return (size_t)-1;
+	}
+	for (i = 0; i < n; i++)
+		k += vec[i] & 1;
+	free(vec);
+	return k;
+}
+
+/* The helper populates the open pool ahead of the writers (2 MiB at the
+ * open, then as much as they used), and the release gives back all of it,
+ * written or not. */
+static void test_prefault(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), ahead = (size_t)4 << 20;
+	void *probe = mmap(NULL, page, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct evbuf_stats st;
+	const char *base;
+	char name[64];
+	long before;
+	uint64_t gen, i;
+	int supported;
+
+	supported = probe != MAP_FAILED && madvise(probe, page, 23 /* MADV_POPULATE_WRITE */) == 0;
+	if (probe != MAP_FAILED)
+		munmap(probe, page);
+	if (!supported) {
+		printf("test_prefault: skipped, the kernel cannot populate (%s)\n", strerror(errno));
+		return;
+	}
+	before = rss_bytes();
+	gen = evbuf_open((size_t)64 << 20);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, 0, "first", 5, 1, 0), 0);
+	CHECK(wait_rss(before + (1l << 20) * 3 / 2)); /* ~2 MiB, nothing written */
+	/* 2 MB of records (40 bytes each): the helper keeps ~2 MB more ahead. */
+	memset(name, 'n', sizeof name);
+	for (i = 0; i < 50000; i++)
+		evbuf_append_raw(EVBUF_MARK, (int64_t)i, name, 24, 0, 0);
+	CHECK(wait_rss(before + (long)ahead - (1l << 20) / 2));
+	evbuf_close();
+	memset(&rs, 0, sizeof rs);
+	CHECK_EQ_INT(evbuf_drain(gen, keep, &rs, &st), 0);
+	CHECK(rs.n > 0);
+	/* The first record opens the first chunk, which opens the pool. */
+	base = (const char *)rs.v[0].where - sizeof(struct evbuf_chunk);
+	CHECK(st.bytes < ahead - ((size_t)1 << 20)); /* written: about 2 MiB */
+	CHECK(resident_pages(base, ahead - ((size_t)1 << 20)) ==
+	      (ahead - ((size_t)1 << 20)) / page);
+	evbuf_release(gen);
+	CHECK_EQ_INT(resident_pages(base, (size_t)8 << 20), 0);
+}
+
 int main(void)
 {
 	pthread_setname_np(pthread_self(), "test_evbuf");
@@ -224,5 +424,8 @@ int main(void)
 	test_full_pool_drops_and_counts();
 	test_concurrent_writers();
 	test_slots_recycle();
+	test_compact_records();
+	test_inline_append();
+	test_prefault();
 	return check_done();
 }
