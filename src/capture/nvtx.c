@@ -110,16 +110,23 @@ struct nvtx_level {
 	} n;
 };
 
-/* A thread's shadow. A level pushed on the quiet path in the default
- * domain with nothing to remember (no category, name or trigger) is only a
- * bit in `plain`: its lv[] entry is stale until materialize() writes it.
- * Bits are set only below `depth`. */
+/* A thread's shadow levels (its depth is in struct nvtx_tls). */
 struct nvtx_thread {
-	uint32_t depth;          /* open levels, all domains */
 	uint32_t seq;            /* last start/end sequence number */
-	uint64_t plain;          /* bit i: level i is plain */
 	int32_t tid;
 	struct nvtx_level lv[NVTX_LEVELS];
+};
+
+/* A thread's position in its shadow, in TLS so that the quiet path reads
+ * it without a pointer. Levels below `mark` are written in t->lv[]; a level
+ * at or above it was pushed on the quiet path in the default domain with
+ * nothing to remember (no category, name or trigger): only counted, its
+ * lv[] entry is stale until materialize() writes it. mark <= depth and
+ * mark <= NVTX_LEVELS. */
+struct nvtx_tls {
+	uint32_t depth;          /* open levels, all domains */
+	uint32_t mark;
+	struct nvtx_thread *t;   /* NULL until needed; &no_thread: none */
 };
 
 /* A named thing (category, thread) in a small table; `key` identifies it. */
@@ -143,12 +150,14 @@ static size_t nstrings, cap_strings;
 static struct nvtx_name *categories, *thread_names; /* names_lock */
 static size_t ncategories, cap_categories, nthread_names, cap_thread_names;
 
-static __thread struct nvtx_thread *self __attribute__((tls_model("initial-exec")));
+static __thread struct nvtx_tls me __attribute__((tls_model("initial-exec")));
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 
-/* A thread whose shadow could not be allocated works without one. */
+/* A thread whose shadow could not be allocated works without one; its
+ * depth stays at NO_THREAD_DEPTH, which no quiet path takes. */
 static struct nvtx_thread no_thread;
+#define NO_THREAD_DEPTH 0x40000000u
 
 /* ------------------------------------------------------------ strings */
 
@@ -455,7 +464,9 @@ static void self_free(void *p)
 {
 	if (p != &no_thread)
 		free(p);
-	self = NULL;
+	me.t = NULL;
+	me.depth = 0;
+	me.mark = 0;
 }
 
 static void self_key_init(void)
@@ -468,7 +479,7 @@ static void self_key_init(void)
  * calls are not signal handlers). Never NULL. */
 static struct nvtx_thread *thread_self(void)
 {
-	struct nvtx_thread *t = self;
+	struct nvtx_thread *t = me.t;
 
 	if (__builtin_expect(t != NULL, 1))
 		return t;
@@ -476,11 +487,13 @@ static struct nvtx_thread *thread_self(void)
 	t = calloc(1, sizeof *t);
 	if (!t || pthread_setspecific(self_key, t) != 0) {
 		free(t);
-		t = &no_thread; /* depth is shared and meaningless: no levels */
+		t = &no_thread; /* no levels: the ones counted so far are lost */
+		me.depth = NO_THREAD_DEPTH;
+		me.mark = 0;
 	} else {
 		t->tid = (int32_t)syscall(SYS_gettid);
 	}
-	self = t;
+	me.t = t;
 	return t;
 }
 
@@ -631,22 +644,29 @@ static int capture_begin(const struct nvtx_cfg *cfg)
 	return r > 0;
 }
 
-/* Writes out the plain levels of t so the full path can read every level. */
+/* Writes out the calling thread's plain levels (t is its shadow, not
+ * no_thread) so the full path can read every level. */
 static void materialize(struct nvtx_thread *t)
 {
-	uint64_t p = t->plain;
+	uint32_t end = me.depth < NVTX_LEVELS ? me.depth : NVTX_LEVELS, i;
 
-	while (p) {
-		struct nvtx_level *lv = &t->lv[__builtin_ctzll(p)];
+	for (i = me.mark; i < end; i++) {
+		struct nvtx_level *lv = &t->lv[i];
 
 		lv->domain = 0;
 		lv->category = 0;
 		lv->gen = 0;
 		lv->flags = 0;
 		lv->len = 0;
-		p &= p - 1;
 	}
-	t->plain = 0;
+	me.mark = end;
+}
+
+/* Sets the calling thread's depth after the full path wrote its levels. */
+static void set_depth(uint32_t depth)
+{
+	me.depth = depth;
+	me.mark = depth < NVTX_LEVELS ? depth : NVTX_LEVELS;
 }
 
 /* Records the first `n` levels of thread t that the open window did not
@@ -713,7 +733,9 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	const char *text = NULL;
 
 	if (t != &no_thread) {
-		depth = t->depth++;
+		materialize(t);
+		depth = me.depth;
+		set_depth(depth + 1);
 		if (depth < NVTX_LEVELS)
 			lv = &t->lv[depth];
 	}
@@ -799,14 +821,14 @@ static int range_pop(const struct nvtx_domain *d, int force)
 		return 0;
 	}
 	materialize(t);
-	depth = t->depth;
+	depth = me.depth;
 	if (depth == 0) {
 		append_bare_pop(st, mode, force, d->id);
 		return -1;
 	}
 	if (depth > NVTX_LEVELS) {
 		/* The top level is untracked: assume it is this domain's. */
-		t->depth = depth - 1;
+		set_depth(depth - 1);
 		append_bare_pop(st, mode, force, d->id);
 		return (int)(depth - 1);
 	}
@@ -843,7 +865,7 @@ static int range_pop(const struct nvtx_domain *d, int force)
 	}
 	if (i + 1 < depth) /* another domain's levels above: close the gap */
 		memmove(&t->lv[i], &t->lv[i + 1], (depth - i - 1) * sizeof *lv);
-	t->depth = depth - 1;
+	set_depth(depth - 1);
 	if (__builtin_expect(flags & (LV_STEP | LV_CAPTURE), 0)) {
 		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
 		if ((flags & LV_STEP) && cfg)
@@ -877,7 +899,7 @@ static uint64_t range_start(const struct nvtx_domain *d, const struct nvtx_msg *
 			trig |= ID_STEP;
 		if ((hit & MATCH_CAPTURE) && capture_begin(cfg)) {
 			trig |= ID_CAPTURE;
-			replay_levels(t, t->depth);
+			replay_levels(t, me.depth);
 		}
 		if (hit & MATCH_CAPTURE)
 			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
@@ -931,35 +953,40 @@ static void mark(const struct nvtx_domain *d, const struct nvtx_msg *m,
 /* ------------------------------------------------------------ the quiet path */
 
 /* Outside a window, with no trigger configured and names not kept, a push
- * or pop only moves the thread's shadow level. These leaf functions do
- * that much; they return -2 (never a level) when the full path must run. */
+ * or pop only moves the thread's position in its shadow (struct nvtx_tls).
+ * The entry points do that much as leaves without a stack frame; these
+ * helpers return -2 (never a level) when another path must run. */
 
-/* The calling thread's shadow when the quiet path applies, else NULL. */
-static inline struct nvtx_thread *quiet_thread(void)
+/* Nonzero when the quiet path does not apply: a window is open, a trigger
+ * is configured or names are kept. `st`, `mode`: evbuf_state, nvtx_mode. */
+static inline uint32_t not_quiet(uint64_t st, uint32_t mode)
 {
-	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
-	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_relaxed);
-	struct nvtx_thread *t = self;
-
-	if ((st & 1) || (mode & ~(uint32_t)MODE_RECORD) || !t || t == &no_thread)
-		return NULL;
-	return t;
+	return ((uint32_t)st & 1) | (mode & ~(uint32_t)MODE_RECORD);
 }
 
-static inline int push_quiet(uint32_t domain, uint32_t category,
-			     const struct nvtx_string *reg, int force)
+/* A push in the default domain with nothing to remember: counted only. */
+static inline int push_plain_quiet(void)
 {
-	struct nvtx_thread *t = quiet_thread();
-	struct nvtx_level *lv;
-	uint32_t depth;
+	uint32_t depth = me.depth;
 
-	if (!t || (depth = t->depth) >= NVTX_LEVELS)
+	if (depth >= NVTX_LEVELS)
 		return -2;
-	if ((domain | category | force) == 0 && !reg) {
-		t->plain |= 1ull << depth;
-		t->depth = depth + 1;
-		return (int)depth;
-	}
+	me.depth = depth + 1;
+	return (int)depth;
+}
+
+/* A push that writes its level: a domain, a category, a registered name or
+ * forced (prof_range_push). */
+static inline int push_level_quiet(uint32_t domain, uint32_t category,
+				   const struct nvtx_string *reg, int force)
+{
+	struct nvtx_thread *t = me.t;
+	struct nvtx_level *lv;
+	uint32_t depth = me.depth;
+
+	if (!t || depth >= NVTX_LEVELS) /* no_thread: depth is NO_THREAD_DEPTH */
+		return -2;
+	materialize(t);
 	lv = &t->lv[depth];
 	lv->domain = domain;
 	lv->category = category;
@@ -967,29 +994,114 @@ static inline int push_quiet(uint32_t domain, uint32_t category,
 	lv->flags = (uint16_t)((reg ? LV_REGISTERED : 0) | (force ? LV_FORCED : 0));
 	if (reg)
 		lv->n.reg = reg;
-	t->depth = depth + 1;
+	set_depth(depth + 1);
 	return (int)depth;
+}
+
+static inline int push_quiet(uint32_t domain, uint32_t category,
+			     const struct nvtx_string *reg, int force)
+{
+	if ((domain | category | force) == 0 && !reg)
+		return push_plain_quiet();
+	return push_level_quiet(domain, category, reg, force);
 }
 
 static inline int pop_quiet(uint32_t domain)
 {
-	struct nvtx_thread *t = quiet_thread();
-	struct nvtx_level *lv;
-	uint32_t depth;
+	uint32_t depth = me.depth;
+	const struct nvtx_level *lv;
 
-	if (!t || (depth = t->depth) == 0 || depth > NVTX_LEVELS)
+	if (depth - 1 >= NVTX_LEVELS) /* none open, untracked, or no_thread */
 		return -2;
-	if ((t->plain >> (depth - 1) & 1) && domain == 0) {
-		t->plain &= ~(1ull << (depth - 1));
-		t->depth = depth - 1;
-		return (int)(depth - 1);
+	if (depth > me.mark) {
+		/* The top level is plain: the default domain's. */
+		if (domain != 0)
+			return -2;
+	} else {
+		lv = &me.t->lv[depth - 1];
+		if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE)))
+			return -2;
+		me.mark = depth - 1;
 	}
-	if (t->plain >> (depth - 1) & 1)
+	me.depth = depth - 1;
+	return (int)(depth - 1);
+}
+
+/* ------------------------------------------------------------ the recording path */
+
+/* Inside a window, a push or pop whose level is the thread's top, written
+ * (not plain) and in reach (below NVTX_LEVELS), with no trigger to compare
+ * and no GPU-link hook, is recorded here: a clock read, one inline append
+ * (compact records), the level. Everything else is range_push() and
+ * range_pop(), which record the same thing. */
+
+/* Whether push_fast() applies. */
+static inline int push_fast_ok(uint64_t st, uint32_t mode, int force)
+{
+	uint32_t depth = me.depth;
+
+	return (st & 1) && !(mode & (MODE_STEP_RANGE | MODE_CAPTURE)) &&
+	       ((mode & MODE_RECORD) || force) && me.t && depth < NVTX_LEVELS &&
+	       me.mark == depth &&
+	       !atomic_load_explicit(&range_push_hook, memory_order_relaxed);
+}
+
+/* Records a push of `text` (len bytes, at most EVBUF_NAME_MAX; `reg` its
+ * registered string, or NULL for an ASCII name) in domain d. push_fast_ok()
+ * said yes. Returns the level. */
+__attribute__((always_inline))
+static inline int push_fast(uint64_t st, const struct nvtx_domain *d,
+			    uint32_t category, const char *text, uint32_t len,
+			    const struct nvtx_string *reg, int force)
+{
+	uint32_t depth = me.depth, flags = force ? LV_FORCED : 0;
+	struct nvtx_level *lv = &me.t->lv[depth];
+	int64_t ts = clock_now_ns();
+
+	if (evbuf_append_fast(st, EVBUF_RANGE_PUSH, ts, text, len, 0,
+			      evbuf_nvtx_a(d->id, category, 0)) == 0) {
+		lv->gen = (uint32_t)(st >> 1);
+	} else {
+		lv->gen = 0;
+		flags |= LV_DROPPED;
+	}
+	lv->domain = d->id;
+	lv->category = category;
+	if (reg) {
+		lv->n.reg = reg;
+		flags |= LV_REGISTERED;
+	} else {
+		uint32_t n = len < NVTX_LEVEL_NAME ? len : NVTX_LEVEL_NAME;
+		evbuf_copy_small(lv->n.name, text, n);
+		lv->len = (uint16_t)n;
+		flags |= LV_NAMED;
+	}
+	lv->flags = (uint16_t)flags;
+	me.depth = depth + 1;
+	me.mark = depth + 1;
+	return (int)depth;
+}
+
+/* Records a pop in domain `domain` when its level is the top one and was
+ * recorded in this window. Returns the level, or -2. */
+__attribute__((always_inline))
+static inline int pop_fast(uint64_t st, uint32_t mode, uint32_t domain, int force)
+{
+	uint32_t depth = me.depth;
+	const struct nvtx_level *lv;
+
+	if (!(st & 1) || !((mode & MODE_RECORD) || force) || !me.t ||
+	    depth - 1 >= NVTX_LEVELS || me.mark != depth)
 		return -2;
-	lv = &t->lv[depth - 1];
-	if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE)))
+	lv = &me.t->lv[depth - 1];
+	if (lv->domain != domain || lv->gen != (uint32_t)(st >> 1) ||
+	    (lv->flags & (LV_STEP | LV_CAPTURE | LV_DROPPED)) ||
+	    atomic_load_explicit(&range_pop_hook, memory_order_relaxed))
 		return -2;
-	t->depth = depth - 1;
+	evbuf_append_fast(st, EVBUF_RANGE_POP, clock_now_ns(), NULL, 0, 0,
+			  evbuf_nvtx_a(domain, lv->category, 0));
+	me.depth = depth - 1;
+	me.mark = depth - 1;
 	return (int)(depth - 1);
 }
 
@@ -1056,18 +1168,40 @@ static void RangeEnd(uint64_t id)
 	range_end(&default_domain, id);
 }
 
-/* The full paths of the pushes, out of line so that the quiet path of
- * each entry point stays a leaf without a stack frame. */
+/* The other paths of the pushes and pops, out of line so that the quiet
+ * path of each entry point stays a leaf without a stack frame. */
 __attribute__((noinline)) static int push_ex(const struct nvtx_domain *d,
 					     const struct nvtx_abi_attributes *a)
 {
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
 	struct nvtx_msg m = attr_msg(a);
-	return range_push(d, &m, attr_category(a), 0);
+	uint32_t category = attr_category(a);
+
+	if (push_fast_ok(st, mode, 0)) {
+		const struct nvtx_string *reg;
+
+		if (m.type == NVTX_ABI_MESSAGE_ASCII && m.p)
+			return push_fast(st, d, category, m.p,
+					 (uint32_t)strnlen(m.p, EVBUF_NAME_MAX), NULL, 0);
+		if (m.type == NVTX_ABI_MESSAGE_REGISTERED && (reg = string_of(m.p)))
+			return push_fast(st, d, category, reg->s,
+					 reg->len < EVBUF_NAME_MAX ? reg->len : EVBUF_NAME_MAX,
+					 reg, 0);
+	}
+	return range_push(d, &m, category, 0);
 }
 
 __attribute__((noinline)) static int push_a(const char *s, int force)
 {
-	struct nvtx_msg m = msg_a(s);
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	struct nvtx_msg m;
+
+	if (s && push_fast_ok(st, mode, force))
+		return push_fast(st, &default_domain, 0, s,
+				 (uint32_t)strnlen(s, EVBUF_NAME_MAX), NULL, force);
+	m = msg_a(s);
 	return range_push(&default_domain, &m, 0, force);
 }
 
@@ -1077,32 +1211,50 @@ __attribute__((noinline)) static int push_w(const wchar_t *s)
 	return range_push(&default_domain, &m, 0, 0);
 }
 
+__attribute__((noinline)) static int pop_slow(const struct nvtx_domain *d, int force)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	int r = pop_fast(st, mode, d->id, force);
+
+	return r != -2 ? r : range_pop(d, force);
+}
+
+/* Whether the quiet path applies now. */
+static inline int quiet(void)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_relaxed);
+
+	return __builtin_expect(!not_quiet(st, mode), 1);
+}
+
 static int RangePushEx(const struct nvtx_abi_attributes *a)
 {
-	int r = push_quiet(0, attr_category(a), attr_registered(a), 0);
+	int r = quiet() ? push_quiet(0, attr_category(a), attr_registered(a), 0) : -2;
 
 	return r != -2 ? r : push_ex(&default_domain, a);
 }
 
 static int RangePushA(const char *s)
 {
-	int r = push_quiet(0, 0, NULL, 0);
+	int r = quiet() ? push_plain_quiet() : -2;
 
 	return r != -2 ? r : push_a(s, 0);
 }
 
 static int RangePushW(const wchar_t *s)
 {
-	int r = push_quiet(0, 0, NULL, 0);
+	int r = quiet() ? push_plain_quiet() : -2;
 
 	return r != -2 ? r : push_w(s);
 }
 
 static int RangePop(void)
 {
-	int r = pop_quiet(0);
+	int r = quiet() ? pop_quiet(0) : -2;
 
-	return r != -2 ? r : range_pop(&default_domain, 0);
+	return r != -2 ? r : pop_slow(&default_domain, 0);
 }
 
 static void NameCategoryA(uint32_t category, const char *name)
@@ -1145,7 +1297,7 @@ static void DomainRangeEnd(const void *domain, uint64_t id)
 static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attributes *a)
 {
 	const struct nvtx_domain *d = domain_of(domain);
-	int r = push_quiet(d->id, attr_category(a), attr_registered(a), 0);
+	int r = quiet() ? push_quiet(d->id, attr_category(a), attr_registered(a), 0) : -2;
 
 	return r != -2 ? r : push_ex(d, a);
 }
@@ -1153,9 +1305,9 @@ static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attribute
 static int DomainRangePop(const void *domain)
 {
 	const struct nvtx_domain *d = domain_of(domain);
-	int r = pop_quiet(d->id);
+	int r = quiet() ? pop_quiet(d->id) : -2;
 
-	return r != -2 ? r : range_pop(d, 0);
+	return r != -2 ? r : pop_slow(d, 0);
 }
 
 static void DomainNameCategoryA(const void *domain, uint32_t category, const char *name)
@@ -1340,10 +1492,8 @@ void nvtx_configure(const struct nvtx_config *c)
 
 void nvtx_replay(void)
 {
-	struct nvtx_thread *t = self;
-
-	if (t)
-		replay_levels(t, t->depth);
+	if (me.depth > 0)
+		replay_levels(thread_self(), me.depth);
 }
 
 void nvtx_arm(int on)
@@ -1393,14 +1543,14 @@ const char *nvtx_thread_name(int32_t tid)
 
 void nvtx_prof_push(const char *name)
 {
-	if (push_quiet(0, 0, NULL, 1) == -2)
+	if (!quiet() || push_level_quiet(0, 0, NULL, 1) == -2)
 		push_a(name ? name : "(null)", 1);
 }
 
 void nvtx_prof_pop(void)
 {
-	if (pop_quiet(0) == -2)
-		range_pop(&default_domain, 1);
+	if (!quiet() || pop_quiet(0) == -2)
+		pop_slow(&default_domain, 1);
 }
 
 void nvtx_prof_mark(const char *name)

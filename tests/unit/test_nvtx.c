@@ -426,6 +426,89 @@ static void test_replay_on_window_open(void)
 	trace_free(&t);
 }
 
+
+/* Levels pushed outside a window in several domains, plain ones (only
+ * counted) among written ones: popped inside the window in any order, each
+ * is a range clipped at the window's start, in its own domain. */
+static void test_quiet_levels_in_domains(void)
+{
+	void *dom = domain_create("quiet");
+	attr_t a_dom = attr_ascii("in quiet", 0), a_cat = attr_ascii("with category", 4);
+	const struct trace_event *e;
+	struct trace t;
+	int n_dom = 0;
+	size_t i;
+
+	CHECK_EQ_INT(push_a("p0"), 0);         /* plain */
+	CHECK_EQ_INT(dpush(dom, &a_dom), 1);   /* written: another domain */
+	CHECK_EQ_INT(push_a("p2"), 2);         /* plain */
+	CHECK_EQ_INT(push_ex(&a_cat), 3);      /* written: a category */
+	CHECK_EQ_INT(push_a("p4"), 4);         /* plain */
+	window_open();
+	CHECK_EQ_INT(dpop(dom), 4);            /* below two default-domain levels */
+	CHECK_EQ_INT(pop(), 3);                /* p4 */
+	CHECK_EQ_INT(pop(), 2);                /* the category level */
+	push_a("inside");
+	CHECK_EQ_INT(pop(), 2);
+	CHECK_EQ_INT(pop(), 1);                /* p2 */
+	CHECK_EQ_INT(pop(), 0);                /* p0 */
+	CHECK_EQ_INT(pop(), -1);
+	window_close(&t);
+
+	CHECK_EQ_INT(count(&t, "(began before the window)"), 5);
+	for (i = 0; i < t.nev; i++) {
+		e = &t.ev[i];
+		if (strcmp(trace_str(&t, e->name), "(began before the window)") != 0)
+			continue;
+		CHECK(e->flags == TRACE_F_CLIPPED_START && e->ts == window_start);
+		if (arg_str(&t, e, "domain")) {
+			CHECK_EQ_STR(arg_str(&t, e, "domain"), "quiet");
+			n_dom++;
+		}
+	}
+	CHECK_EQ_INT(n_dom, 1);
+	e = find(&t, "inside", 0);
+	CHECK(e && e->flags == 0);
+	CHECK_EQ_INT(t.counters.unbalanced_pops, 1);
+	trace_free(&t);
+}
+
+static struct trace replay_trace;
+
+/* A thread whose only ranges so far were plain (it never needed a shadow)
+ * opens a window: its open ranges are recorded at once. */
+static void *replay_fresh(void *arg)
+{
+	(void)arg;
+	push_a("outer");
+	push_a("inner");
+	window_open();
+	nvtx_replay();
+	pop();
+	window_close(&replay_trace);
+	pop();
+	return NULL;
+}
+
+static void test_replay_fresh_thread(void)
+{
+	const struct trace_event *e;
+	pthread_t th;
+	int i, n = 0;
+
+	pthread_create(&th, NULL, replay_fresh, NULL);
+	pthread_join(th, NULL);
+	CHECK_EQ_INT(count(&replay_trace, "(began before the window)"), 2);
+	for (i = 0; i < 2; i++) {
+		e = find(&replay_trace, "(began before the window)", i);
+		if (e && e->flags == (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
+			n++; /* "outer": still open when the window closed */
+	}
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(replay_trace.counters.unbalanced_pops, 0);
+	trace_free(&replay_trace);
+}
+
 static void test_step_and_capture_triggers(void)
 {
 	void *dom = domain_create("loop"), *other = domain_create("other");
@@ -589,6 +672,8 @@ int main(int argc, char **argv)
 	test_range_ends_on_another_thread();
 	test_clipped_at_both_edges();
 	test_replay_on_window_open();
+	test_quiet_levels_in_domains();
+	test_replay_fresh_thread();
 	test_step_and_capture_triggers();
 	test_concurrent_threads();
 	return check_done();
