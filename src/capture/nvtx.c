@@ -90,6 +90,7 @@ struct nvtx_string {
 struct nvtx_cfg {
 	struct nvtx_config c;    /* strings point into the block below */
 	struct nvtx_cfg *older;  /* the one it replaced */
+	bool long_range;         /* a range trigger >= EVBUF_NAME_MAX bytes */
 };
 
 /* A message as NVTX passed it. */
@@ -957,11 +958,12 @@ static void mark(const struct nvtx_domain *d, const struct nvtx_msg *m,
  * The entry points do that much as leaves without a stack frame; these
  * helpers return -2 (never a level) when another path must run. */
 
-/* Nonzero when the quiet path does not apply: a window is open, a trigger
- * is configured or names are kept. `st`, `mode`: evbuf_state, nvtx_mode. */
-static inline uint32_t not_quiet(uint64_t st, uint32_t mode)
+/* Nonzero when a push cannot take the quiet path: a window is open, a
+ * range trigger is configured or names are kept. `st`, `mode`:
+ * evbuf_state, nvtx_mode. (A pop can whenever no window is open.) */
+static inline uint32_t push_not_quiet(uint64_t st, uint32_t mode)
 {
-	return ((uint32_t)st & 1) | (mode & ~(uint32_t)MODE_RECORD);
+	return ((uint32_t)st & 1) | (mode & (MODE_ARMED | MODE_STEP_RANGE | MODE_CAPTURE));
 }
 
 /* A push in the default domain with nothing to remember: counted only. */
@@ -998,6 +1000,28 @@ static inline int push_level_quiet(uint32_t domain, uint32_t category,
 	return (int)depth;
 }
 
+/* A push while armed (names kept) outside a window: the level keeps its
+ * name, as range_push() would. */
+static int push_named_quiet(uint32_t domain, uint32_t category,
+			    const struct nvtx_msg *m, int force)
+{
+	struct nvtx_thread *t = me.t;
+	struct nvtx_level *lv;
+	uint32_t depth = me.depth;
+
+	if (!t || depth >= NVTX_LEVELS)
+		return -2;
+	materialize(t);
+	lv = &t->lv[depth];
+	lv->domain = domain;
+	lv->category = category;
+	lv->gen = 0;
+	lv->flags = (uint16_t)(force ? LV_FORCED : 0);
+	level_name(lv, m);
+	set_depth(depth + 1);
+	return (int)depth;
+}
+
 static inline int push_quiet(uint32_t domain, uint32_t category,
 			     const struct nvtx_string *reg, int force)
 {
@@ -1025,6 +1049,38 @@ static inline int pop_quiet(uint32_t domain)
 	}
 	me.depth = depth - 1;
 	return (int)(depth - 1);
+}
+
+/* Whether a push of message m in domain d, outside a window, may be a
+ * range trigger (only then does range_push need to compare names):
+ * exactly what msg_match() would answer, or 1 when it cannot tell cheaply. */
+static int may_trigger(uint32_t mode, const struct nvtx_domain *d, const struct nvtx_msg *m)
+{
+	uint32_t want = (mode & MODE_STEP_RANGE ? MATCH_STEP_RANGE : 0) |
+			(mode & MODE_CAPTURE ? MATCH_CAPTURE : 0);
+	struct nvtx_cfg *cfg = want ? atomic_load_explicit(&nvtx_cfg, memory_order_acquire) : NULL;
+	const struct nvtx_string *s;
+	const char *text = "";
+
+	if (!want)
+		return 0;
+	want &= atomic_load_explicit(&d->match, memory_order_relaxed);
+	if (!want || !cfg)
+		return 0;
+	if (m->type == NVTX_ABI_MESSAGE_REGISTERED) {
+		s = string_of(m->p);
+		return s && (atomic_load_explicit(&s->match, memory_order_relaxed) & want);
+	}
+	if (is_wide(m) || cfg->long_range)
+		return 1;
+	if (m->type == NVTX_ABI_MESSAGE_ASCII && m->p)
+		text = m->p;
+	/* Triggers are shorter than EVBUF_NAME_MAX: name_is() on the first
+	 * EVBUF_NAME_MAX bytes is strcmp. */
+	return ((want & MATCH_STEP_RANGE) && cfg->c.step_range &&
+		strcmp(text, cfg->c.step_range) == 0) ||
+	       ((want & MATCH_CAPTURE) && cfg->c.capture_range &&
+		strcmp(text, cfg->c.capture_range) == 0);
 }
 
 /* ------------------------------------------------------------ the recording path */
@@ -1178,7 +1234,16 @@ __attribute__((noinline)) static int push_ex(const struct nvtx_domain *d,
 	struct nvtx_msg m = attr_msg(a);
 	uint32_t category = attr_category(a);
 
-	if (push_fast_ok(st, mode, 0)) {
+	if (!(st & 1)) {
+		/* Outside a window, armed or a trigger configured: the name is
+		 * not a trigger. */
+		if (!may_trigger(mode, d, &m)) {
+			int r = mode & MODE_ARMED ? push_named_quiet(d->id, category, &m, 0)
+						  : push_quiet(d->id, category, attr_registered(a), 0);
+			if (r != -2)
+				return r;
+		}
+	} else if (push_fast_ok(st, mode, 0)) {
 		const struct nvtx_string *reg;
 
 		if (m.type == NVTX_ABI_MESSAGE_ASCII && m.p)
@@ -1196,12 +1261,21 @@ __attribute__((noinline)) static int push_a(const char *s, int force)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
-	struct nvtx_msg m;
+	struct nvtx_msg m = msg_a(s);
 
-	if (s && push_fast_ok(st, mode, force))
+	if (!(st & 1)) {
+		/* Outside a window, armed or a trigger configured: the name is
+		 * not a trigger. */
+		if (!may_trigger(mode, &default_domain, &m)) {
+			int r = mode & MODE_ARMED ? push_named_quiet(0, 0, &m, force)
+						  : push_quiet(0, 0, NULL, force);
+			if (r != -2)
+				return r;
+		}
+	} else if (s && push_fast_ok(st, mode, force)) {
 		return push_fast(st, &default_domain, 0, s,
 				 (uint32_t)strnlen(s, EVBUF_NAME_MAX), NULL, force);
-	m = msg_a(s);
+	}
 	return range_push(&default_domain, &m, 0, force);
 }
 
@@ -1220,39 +1294,45 @@ __attribute__((noinline)) static int pop_slow(const struct nvtx_domain *d, int f
 	return r != -2 ? r : range_pop(d, force);
 }
 
-/* Whether the quiet path applies now. */
-static inline int quiet(void)
+/* Whether a push may take the quiet path now. */
+static inline int push_is_quiet(void)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_relaxed);
 
-	return __builtin_expect(!not_quiet(st, mode), 1);
+	return __builtin_expect(!push_not_quiet(st, mode), 1);
+}
+
+/* Whether a pop may take the quiet path now: no window is open. */
+static inline int pop_is_quiet(void)
+{
+	return __builtin_expect(!evbuf_active(), 1);
 }
 
 static int RangePushEx(const struct nvtx_abi_attributes *a)
 {
-	int r = quiet() ? push_quiet(0, attr_category(a), attr_registered(a), 0) : -2;
+	int r = push_is_quiet() ? push_quiet(0, attr_category(a), attr_registered(a), 0) : -2;
 
 	return r != -2 ? r : push_ex(&default_domain, a);
 }
 
 static int RangePushA(const char *s)
 {
-	int r = quiet() ? push_plain_quiet() : -2;
+	int r = push_is_quiet() ? push_plain_quiet() : -2;
 
 	return r != -2 ? r : push_a(s, 0);
 }
 
 static int RangePushW(const wchar_t *s)
 {
-	int r = quiet() ? push_plain_quiet() : -2;
+	int r = push_is_quiet() ? push_plain_quiet() : -2;
 
 	return r != -2 ? r : push_w(s);
 }
 
 static int RangePop(void)
 {
-	int r = quiet() ? pop_quiet(0) : -2;
+	int r = pop_is_quiet() ? pop_quiet(0) : -2;
 
 	return r != -2 ? r : pop_slow(&default_domain, 0);
 }
@@ -1297,7 +1377,7 @@ static void DomainRangeEnd(const void *domain, uint64_t id)
 static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attributes *a)
 {
 	const struct nvtx_domain *d = domain_of(domain);
-	int r = quiet() ? push_quiet(d->id, attr_category(a), attr_registered(a), 0) : -2;
+	int r = push_is_quiet() ? push_quiet(d->id, attr_category(a), attr_registered(a), 0) : -2;
 
 	return r != -2 ? r : push_ex(d, a);
 }
@@ -1305,7 +1385,7 @@ static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attribute
 static int DomainRangePop(const void *domain)
 {
 	const struct nvtx_domain *d = domain_of(domain);
-	int r = quiet() ? pop_quiet(d->id) : -2;
+	int r = pop_is_quiet() ? pop_quiet(d->id) : -2;
 
 	return r != -2 ? r : pop_slow(d, 0);
 }
@@ -1465,6 +1545,8 @@ void nvtx_configure(const struct nvtx_config *c)
 	cfg->c.step_domain = cfg_str(c->step_domain, &p);
 	cfg->c.capture_range = cfg_str(c->capture_range, &p);
 	cfg->c.capture_domain = cfg_str(c->capture_domain, &p);
+	cfg->long_range = (c->step_range && strlen(c->step_range) >= EVBUF_NAME_MAX) ||
+			  (c->capture_range && strlen(c->capture_range) >= EVBUF_NAME_MAX);
 
 	pthread_mutex_lock(&names_lock);
 	cfg->older = atomic_load(&nvtx_cfg);
@@ -1543,13 +1625,13 @@ const char *nvtx_thread_name(int32_t tid)
 
 void nvtx_prof_push(const char *name)
 {
-	if (!quiet() || push_level_quiet(0, 0, NULL, 1) == -2)
+	if (!push_is_quiet() || push_level_quiet(0, 0, NULL, 1) == -2)
 		push_a(name ? name : "(null)", 1);
 }
 
 void nvtx_prof_pop(void)
 {
-	if (!quiet() || pop_quiet(0) == -2)
+	if (!pop_is_quiet() || pop_quiet(0) == -2)
 		pop_slow(&default_domain, 1);
 }
 
