@@ -1091,15 +1091,16 @@ static int may_trigger(uint32_t mode, const struct nvtx_domain *d, const struct 
  * (compact records), the level. Everything else is range_push() and
  * range_pop(), which record the same thing. */
 
-/* Whether push_fast() applies. */
-static inline int push_fast_ok(uint64_t st, uint32_t mode, int force)
+/* Whether push_fast() applies to a push of m in domain d. */
+static inline int push_fast_ok(uint64_t st, uint32_t mode, int force,
+			       const struct nvtx_domain *d, const struct nvtx_msg *m)
 {
 	uint32_t depth = me.depth;
 
-	return (st & 1) && !(mode & (MODE_STEP_RANGE | MODE_CAPTURE)) &&
-	       ((mode & MODE_RECORD) || force) && me.t && depth < NVTX_LEVELS &&
-	       me.mark == depth &&
-	       !atomic_load_explicit(&range_push_hook, memory_order_relaxed);
+	return (st & 1) && ((mode & MODE_RECORD) || force) && me.t &&
+	       depth < NVTX_LEVELS && me.mark == depth &&
+	       !atomic_load_explicit(&range_push_hook, memory_order_relaxed) &&
+	       !may_trigger(mode, d, m);
 }
 
 /* Records a push of `text` (len bytes, at most EVBUF_NAME_MAX; `reg` its
@@ -1243,7 +1244,7 @@ __attribute__((noinline)) static int push_ex(const struct nvtx_domain *d,
 			if (r != -2)
 				return r;
 		}
-	} else if (push_fast_ok(st, mode, 0)) {
+	} else if (push_fast_ok(st, mode, 0, d, &m)) {
 		const struct nvtx_string *reg;
 
 		if (m.type == NVTX_ABI_MESSAGE_ASCII && m.p)
@@ -1272,7 +1273,7 @@ __attribute__((noinline)) static int push_a(const char *s, int force)
 			if (r != -2)
 				return r;
 		}
-	} else if (s && push_fast_ok(st, mode, force)) {
+	} else if (s && push_fast_ok(st, mode, force, &default_domain, &m)) {
 		return push_fast(st, &default_domain, 0, s,
 				 (uint32_t)strnlen(s, EVBUF_NAME_MAX), NULL, force);
 	}
