@@ -29,6 +29,10 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(h, w->gen);
 	w->recording = true;
+	/* A capture_now window: the schedule counts its steps down. Requests
+	 * open in the order they were accepted, so the k-th one is ticket k. */
+	w->ticket = w->sched.now_left > 0 ? ++w->now_opened : 0;
+	w->ticket_steps = w->sched.now_left;
 	w->index = r->open_index;
 	w->first = r->step;
 	w->start_ts = now;
@@ -66,6 +70,7 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	job->end_ts = now;
 	job->steps = w->steps;
 	job->nsteps = w->nsteps;
+	job->ticket = w->ticket;
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
@@ -97,8 +102,8 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median and mean of the recent step durations. Lock held. */
-static void step_stats(const struct window_state *w, double *median, double *mean)
+void window_step_stats(const struct window_state *w, double *median,
+		       double *mean)
 {
 	double tmp[HOST_DUR_RING], sum = 0;
 	size_t i;
@@ -183,7 +188,7 @@ void window_step(struct host *h)
 	info.recording = w->recording;
 	hooks = h->cfg->has_on_step || (opened && h->cfg->has_on_window_start);
 	if (hooks)
-		step_stats(w, &info.median_ms, &info.mean_ms);
+		window_step_stats(w, &info.median_ms, &info.mean_ms);
 	memset(&wi, 0, sizeof wi);
 	wi.window = w->index;
 	wi.first_step = wi.last_step = w->first;
@@ -204,12 +209,17 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	struct window_state *w = &h->win;
 	int rc;
 
+	if (h->forked_child)
+		return err_set(e, "capture_now: this is a child forked from process "
+			       "%d; profiling stays with the parent", (int)h->parent_pid);
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
 		return err_set(e, "capture_now: profhost is not running in this process");
 	if (steps == 0)
 		return err_set(e, "capture_now: 'steps' must be at least 1");
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
+	if (rc == 0)
+		w->now_requested++;
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
 		return err_set(e, "capture_now: a capture request is already queued");
