@@ -127,7 +127,9 @@ local function config_function(section)
 	return function(args)
 		if state.done then
 			if at_repl() then
-				return live_change(section, fname, spec, args, 3)
+				-- not a tail call: level 3 must be the caller's line
+				local resolved = live_change(section, fname, spec, args, 3)
+				return resolved
 			end
 			error(string.format("%s: can only be called while the policy file loads, not from a hook",
 				fname), 2)

@@ -17,18 +17,26 @@ local WIDTH = 78         -- a table fits on one line up to this column
 -- Compiles a chunk as the `lua` prompt does: "=expr" and a bare expression
 -- return their values, anything else runs as statements. Returns the
 -- function, or nil, the message and true when the chunk only needs more
--- lines (its error is at <eof>).
+-- lines (its error is at <eof>). The caller passes an identity function as
+-- the chunk's first argument: an expression is returned through it, so a
+-- call typed at the prompt is not a tail call and errors it raises keep
+-- their stdin:line.
 function M.compile(src)
 	local body = src
 	if body:sub(1, 1) == "=" then
-		body = "return " .. body:sub(2)
+		body = body:sub(2)
+	elseif body:match("^%s*return[%s;]") or body:match("^%s*return$") then
+		body = nil
 	end
-	local fn = load("return " .. body .. ";", "=stdin", "t")
-	if fn then
-		return fn
+	local fn
+	if body then
+		fn = load("local __repl_id = ... return __repl_id(" .. body .. "\n)", "=stdin", "t")
+		if fn then
+			return fn
+		end
 	end
 	local err
-	fn, err = load(body, "=stdin", "t")
+	fn, err = load(src:sub(1, 1) == "=" and "return " .. src:sub(2) or src, "=stdin", "t")
 	if fn then
 		return fn
 	end

@@ -1077,6 +1077,13 @@ static int repl_traceback(lua_State *L)
 	return 1;
 }
 
+/* The identity function a compiled expression returns its values
+ * through. */
+static int repl_identity(lua_State *L)
+{
+	return lua_gettop(L);
+}
+
 /* Sends text to the client and, for an error, its first line to *e.
  * Returns the status given. */
 static enum policy_status repl_say(const struct policy_repl_io *io, bool error,
@@ -1122,6 +1129,8 @@ static enum policy_status repl_run(struct policy *p, const struct policy_repl_io
 	co = lua_newthread(L);
 	lua_insert(L, -2);
 	lua_xmove(L, co, 1);
+	lua_pushcfunction(co, repl_identity);  /* see prof.repl.compile */
+	nargs = 1;
 	base = lua_gettop(L);              /* the thread */
 	lua_pushvalue(L, base);
 	ref = luaL_ref(L, LUA_REGISTRYINDEX); /* kept alive while it sleeps */
