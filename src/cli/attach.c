@@ -240,6 +240,22 @@ static bool catches(pid_t pid, int sig)
 	return (mask >> (sig - 1)) & 1;
 }
 
+/* True when the process has ended and waits to be reaped (a zombie). */
+static bool exited(pid_t pid)
+{
+	char *stat = read_proc(pid, "stat", NULL);
+	const char *close_paren;
+	bool gone = false;
+
+	if (!stat)
+		return false;
+	close_paren = strrchr(stat, ')');
+	if (close_paren && close_paren[1] == ' ')
+		gone = close_paren[2] == 'Z' || close_paren[2] == 'X';
+	free(stat);
+	return gone;
+}
+
 /* Finds out whether pid can be attached to, and where its socket is.
  * Returns 0, or CLI_EXIT_USAGE after saying why not. */
 static int find_target(pid_t pid, struct target *t)
@@ -258,6 +274,8 @@ static int find_target(pid_t pid, struct target *t)
 		return fail("no such process: %d", (int)pid);
 	if (stat(path, &st) != 0)
 		return fail("no such process: %d", (int)pid);
+	if (exited(pid))
+		return fail("no such process: %d (it has exited)", (int)pid);
 	if (st.st_uid != geteuid())
 		return fail("permission denied: process %d runs as uid %u and you are "
 			    "uid %u; only its own user may attach (e.g. sudo -u "
@@ -387,7 +405,7 @@ static int connect_target(const struct target *t, const struct attach_opts *o)
 		fd = try_connect(t->sock);
 		if (fd >= 0)
 			return fd;
-		if (kill(t->pid, 0) != 0 && errno == ESRCH) {
+		if ((kill(t->pid, 0) != 0 && errno == ESRCH) || exited(t->pid)) {
 			unlink(t->trigger);
 			fail("process %d exited", (int)t->pid);
 			return -1;
@@ -540,7 +558,7 @@ static int setup_signals(void)
 /* Says how the connection ended (for the process that went away). */
 static void say_lost(pid_t pid)
 {
-	if (kill(pid, 0) != 0 && errno == ESRCH)
+	if ((kill(pid, 0) != 0 && errno == ESRCH) || exited(pid))
 		fprintf(stderr, "[process %d has exited]\n", (int)pid);
 	else
 		fprintf(stderr, "[process %d closed the connection]\n", (int)pid);

@@ -106,7 +106,9 @@ static int enter_raw(struct lineedit *le)
 	raw.c_cc[VTIME] = 0;
 	le_restore_fd = le->in;
 	le_restore_mode = le->saved;
-	if (tcsetattr(le->in, TCSAFLUSH, &raw) != 0)
+	/* TCSADRAIN, not TCSAFLUSH: keys typed ahead while a command ran
+	 * are kept. */
+	if (tcsetattr(le->in, TCSADRAIN, &raw) != 0)
 		return -1;
 	le->raw = true;
 	return 0;
@@ -115,7 +117,7 @@ static int enter_raw(struct lineedit *le)
 static void leave_raw(struct lineedit *le)
 {
 	if (le->raw) {
-		tcsetattr(le->in, TCSAFLUSH, &le->saved);
+		tcsetattr(le->in, TCSADRAIN, &le->saved);
 		le->raw = false;
 	}
 }

@@ -352,24 +352,28 @@ static bool client_poll(void *ctx)
 	}
 	if (poll(p, (nfds_t)n, 0) <= 0)
 		return false;
-	if (n > 1 && p[1].revents)
-		accept_clients();
-	if (!p[0].revents)
-		return false;
-	rc = control_recv(c->fd, &c->rd, false);
-	if (rc == 0 || (rc < 0 && errno != EAGAIN)) {
-		c->gone = true;
-		return true;
-	}
-	while ((rc = control_next_frame(&c->rd, &type, &data, &len)) == 1) {
-		if (type == CONTROL_INTERRUPT)
-			intr = true;
-		else if (type == CONTROL_QUIT)
+	/* The client first: one that left frees its place before a new one
+	 * is turned away as "busy". */
+	if (p[0].revents) {
+		rc = control_recv(c->fd, &c->rd, false);
+		if (rc == 0 || (rc < 0 && errno != EAGAIN)) {
+			c->gone = true;
+			return true;
+		}
+		while ((rc = control_next_frame(&c->rd, &type, &data, &len)) == 1) {
+			if (type == CONTROL_INTERRUPT)
+				intr = true;
+			else if (type == CONTROL_QUIT)
+				c->gone = true;
+		}
+		if (rc < 0)
 			c->gone = true;
 	}
-	if (rc < 0)
-		c->gone = true;
-	return intr || c->gone;
+	if (c->gone)
+		return true;
+	if (n > 1 && p[1].revents)
+		accept_clients();
+	return intr;
 }
 
 /* Runs one chunk for the client and sends DONE. */
@@ -492,14 +496,16 @@ static void *server_main(void *arg)
 			break;
 		if (srv.listen_fd < 0 && (open || trigger_seen()))
 			open_socket();
-		if (il >= 0 && p[il].revents)
-			accept_clients();
+		/* The client before new connections: one that just left frees
+		 * its place first. */
 		if (ic >= 0 && p[ic].revents)
 			client_read(&srv.c);
 		if (srv.c.fd >= 0 && srv.c.gone) {
 			log_msg(LOG_DEBUG, "REPL: client pid %d left", (int)srv.c.pid);
 			client_close(&srv.c);
 		}
+		if (il >= 0 && p[il].revents)
+			accept_clients();
 		check_idle(&srv.c);
 	}
 	if (srv.c.fd >= 0) {
