@@ -10,6 +10,7 @@
  * lines otherwise), chunks sent whole and re-sent with the next line while
  * the server calls them incomplete, Ctrl-C sent as an interrupt.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -256,6 +257,32 @@ static bool exited(pid_t pid)
 	return gone;
 }
 
+/* Whether the process has profhost's control thread ("profhost-ctl"). */
+static bool has_control_thread(pid_t pid)
+{
+	char path[64], comm[300];
+	struct dirent *ent;
+	bool found = false;
+	DIR *d;
+
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return true; /* cannot tell: do not claim otherwise */
+	while (!found && (ent = readdir(d)) != NULL) {
+		char *text;
+
+		if (ent->d_name[0] == '.')
+			continue;
+		snprintf(comm, sizeof comm, "task/%s/comm", ent->d_name);
+		text = read_proc(pid, comm, NULL);
+		found = text && strcmp(text, "profhost-ctl\n") == 0;
+		free(text);
+	}
+	closedir(d);
+	return found;
+}
+
 /* Finds out whether pid can be attached to, and where its socket is.
  * Returns 0, or CLI_EXIT_USAGE after saying why not. */
 static int find_target(pid_t pid, struct target *t)
@@ -412,10 +439,14 @@ static int connect_target(const struct target *t, const struct attach_opts *o)
 		}
 	}
 	unlink(t->trigger);
-	fail("no answer from process %d within %d s (%s; is it stopped, or is its "
-	     "control thread gone? its stderr may say more)", (int)t->pid,
-	     o->timeout_s, signalled ? "sent the REPL signal and left the trigger file"
-				     : "left the trigger file");
+	if (!has_control_thread(t->pid))
+		fail("profhost is loaded in process %d but not running there (it turned "
+		     "itself off at start-up; its stderr says why)", (int)t->pid);
+	else
+		fail("no answer from process %d within %d s (%s; is it stopped?)",
+		     (int)t->pid, o->timeout_s,
+		     signalled ? "sent the REPL signal and left the trigger file"
+			       : "left the trigger file");
 	return -1;
 }
 

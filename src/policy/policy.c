@@ -2,6 +2,7 @@
 #include "policy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -606,6 +607,7 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 	struct policy *p;
 	struct sandbox_opts so;
 	char *policy_dir = NULL;
+	char resolved[PATH_MAX];
 	lua_State *L;
 	size_t i;
 
@@ -634,7 +636,11 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 		if (check_script(opts->script, "PROF_SCRIPT", e) != 0)
 			goto fail;
 		p->script = strdup(opts->script);
-		p->source = realpath(opts->script, NULL);
+		/* A buffer, not realpath(x, NULL): in an uninstrumented program
+		 * (Python) a sanitizer build's interceptor gets the latter wrong
+		 * (EINVAL). */
+		if (realpath(opts->script, resolved))
+			p->source = strdup(resolved);
 		if (!p->script || !p->source) {
 			err_errno(e, errno, "PROF_SCRIPT: cannot resolve '%s'",
 				  opts->script);
