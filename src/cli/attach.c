@@ -691,33 +691,31 @@ static char *next_plain_line(struct line_src *ls, int watch, int *status)
 }
 
 /* The socket became readable while waiting for input: only notices and
- * the end can come now. Returns -1 to go on, else the exit status. */
-static int handle_unasked(int fd, struct control_reader *rd, pid_t pid)
+ * the end can come now. *noted remembers a notice across calls (the server
+ * closes after one). Returns -1 to go on, else the exit status. */
+static int handle_unasked(int fd, struct control_reader *rd, pid_t pid,
+			  bool *noted)
 {
 	char type;
 	const char *data;
 	size_t len;
 	int rc = control_recv(fd, rd, false);
+	bool closed = rc == 0 || (rc < 0 && errno != EAGAIN);
 
-	if (rc == 0 || (rc < 0 && errno != EAGAIN)) {
-		bool noted = false;
-
-		while (control_next_frame(rd, &type, &data, &len) == 1)
-			if (type == CONTROL_NOTE || type == CONTROL_EXIT) {
-				fprintf(stderr, "[%.*s]\n", (int)len, data);
-				noted = true;
-			}
-		if (!noted)
-			say_lost(pid);
-		return noted ? 0 : ATTACH_EXIT_LUA;
-	}
 	while (control_next_frame(rd, &type, &data, &len) == 1) {
-		if (type == CONTROL_NOTE || type == CONTROL_EXIT)
+		if (type == CONTROL_NOTE || type == CONTROL_EXIT) {
 			fprintf(stderr, "[%.*s]\n", (int)len, data);
+			*noted = true;
+		}
 		if (type == CONTROL_EXIT)
 			return 0;
 	}
-	return -1;
+	if (!closed)
+		return -1;
+	if (*noted)
+		return 0;
+	say_lost(pid);
+	return ATTACH_EXIT_LUA;
 }
 
 /* Appends line to the chunk being built ("\n"-joined). */
@@ -745,6 +743,7 @@ static int run_interactive(int fd, struct control_reader *rd, pid_t pid)
 	char *chunk = NULL;
 	size_t clen = 0;
 	int status = 0;
+	bool noted = false;
 
 	if (tty && !le)
 		return fail("out of memory");
@@ -754,7 +753,7 @@ static int run_interactive(int fd, struct control_reader *rd, pid_t pid)
 				 : next_plain_line(&ls, fd, &st);
 
 		if (st == LINEEDIT_WAKE) {
-			rc = handle_unasked(fd, rd, pid);
+			rc = handle_unasked(fd, rd, pid, &noted);
 			if (rc >= 0) {
 				status = rc;
 				break;

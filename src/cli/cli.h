@@ -58,11 +58,13 @@ enum lineedit_status {
  * during a read. NULL when out of memory. */
 struct lineedit *lineedit_new(int in_fd, int out_fd);
 
-/* Reads one line after `prompt`, in raw mode only for the duration of the
- * call: arrows, Home/End, Backspace/Delete, Ctrl-A/E/B/F/K/U/W/L/P/N,
- * history with Up/Down. Returns the line (malloc'd, no newline) with
- * LINEEDIT_OK, else NULL and the status. watch_fd (-1: none) is polled
- * with the terminal. */
+/* Reads one line after `prompt`, in raw mode for the duration of the call:
+ * arrows, Home/End, Backspace/Delete, Ctrl-A/E/B/F/K/U/W/L/P/N, history
+ * with Up/Down. Between calls the terminal stays without echo and line
+ * discipline (Ctrl-C still a signal), so keys typed while a command runs
+ * wait for the next line; lineedit_free restores the terminal's mode.
+ * Returns the line (malloc'd, no newline) with LINEEDIT_OK, else NULL and
+ * the status. watch_fd (-1: none) is polled with the terminal. */
 char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
 		    int *status);
 

@@ -22,7 +22,8 @@
 
 struct lineedit {
 	int in, out;
-	struct termios saved;
+	struct termios saved;      /* the terminal's own mode */
+	bool have_saved;
 	bool raw;
 	char **hist;
 	size_t nhist;
@@ -91,12 +92,20 @@ static void on_fatal(int sig)
 	raise(sig);
 }
 
+/* Raw mode for editing a line: keys one by one, no echo, no signals from
+ * keys (Ctrl-C is read as a key). The terminal's own mode is saved the
+ * first time and restored by lineedit_free. */
 static int enter_raw(struct lineedit *le)
 {
 	struct termios raw;
 
-	if (tcgetattr(le->in, &le->saved) != 0)
-		return -1;
+	if (!le->have_saved) {
+		if (tcgetattr(le->in, &le->saved) != 0)
+			return -1;
+		le->have_saved = true;
+		le_restore_fd = le->in;
+		le_restore_mode = le->saved;
+	}
 	raw = le->saved;
 	raw.c_iflag &= ~(unsigned)(BRKINT | ICRNL | INPCK | ISTRIP | IXON);
 	raw.c_oflag &= ~(unsigned)OPOST;
@@ -104,22 +113,28 @@ static int enter_raw(struct lineedit *le)
 	raw.c_lflag &= ~(unsigned)(ECHO | ICANON | IEXTEN | ISIG);
 	raw.c_cc[VMIN] = 1;
 	raw.c_cc[VTIME] = 0;
-	le_restore_fd = le->in;
-	le_restore_mode = le->saved;
-	/* TCSADRAIN, not TCSAFLUSH: keys typed ahead while a command ran
-	 * are kept. */
+	/* TCSADRAIN, not TCSAFLUSH: keys typed ahead are kept. */
 	if (tcsetattr(le->in, TCSADRAIN, &raw) != 0)
 		return -1;
 	le->raw = true;
 	return 0;
 }
 
+/* Between lines (a command runs): output as usual, Ctrl-C a signal, but
+ * no echo and no line discipline, so keys typed ahead (Ctrl-D included)
+ * wait as they are for the next line. */
 static void leave_raw(struct lineedit *le)
 {
-	if (le->raw) {
-		tcsetattr(le->in, TCSADRAIN, &le->saved);
-		le->raw = false;
-	}
+	struct termios wait;
+
+	if (!le->raw)
+		return;
+	wait = le->saved;
+	wait.c_lflag &= ~(unsigned)(ECHO | ICANON);
+	wait.c_cc[VMIN] = 1;
+	wait.c_cc[VTIME] = 0;
+	tcsetattr(le->in, TCSADRAIN, &wait);
+	le->raw = false;
 }
 
 struct lineedit *lineedit_new(int in_fd, int out_fd)
@@ -492,7 +507,9 @@ void lineedit_free(struct lineedit *le)
 
 	if (!le)
 		return;
-	leave_raw(le);
+	if (le->have_saved)
+		tcsetattr(le->in, TCSADRAIN, &le->saved);
+	le_restore_fd = -1;
 	for (i = 0; i < le->nhist; i++)
 		free(le->hist[i]);
 	free(le->hist);

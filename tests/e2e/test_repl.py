@@ -249,6 +249,7 @@ class AttachToC(ReplTest):
             self.assertIn("process %d (steps_app)" % t.pid, banner)
             while "prof.help()" not in banner:
                 banner = first.stdout.readline().decode()
+                self.assertNotEqual(banner, "", "the first client ended")
             r = self.attach(t.pid, "1")
             self.assertEqual(r.returncode, 2)
             self.assertIn("busy: another client (pid %d)" % first.pid, r.stderr)
@@ -524,6 +525,20 @@ class Interactive(ReplTest):
     def send(self, keys):
         os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
 
+    def exit_status(self, timeout=20):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            pid, status = os.waitpid(self.child, os.WNOHANG)
+            if pid:
+                return os.WEXITSTATUS(status)
+            r, _, _ = select.select([self.fd], [], [], 0.05)
+            if r:
+                try:
+                    os.read(self.fd, 4096)   # keep the terminal drained
+                except OSError:
+                    pass
+        self.fail("prof attach did not end: %r" % self.buf)
+
     def test_prompt_continuation_ctrl_c_and_history(self):
         t = self.c_target()
         self.spawn(t.pid)
@@ -563,10 +578,15 @@ class Interactive(ReplTest):
             # Line editing: left arrow, insert, Ctrl-A.
             self.send(b"4 + 2" + b"\x1b[D" * 4 + b"0\x01=\r")
             self.expect(r"\r\n42\r\n")
+            # Keys typed while a command runs wait for the next prompt.
+            self.send("prof.sleep(300)\r")
+            time.sleep(0.1)
+            self.send("=6 * 7\r")
+            self.expect(r"\r\n42\r\n")
+            self.expect(r"\r> ")
             # Ctrl-D leaves; the target goes on.
             self.send(b"\x04")
-            _, status = os.waitpid(self.child, 0)
-            self.assertEqual(os.WEXITSTATUS(status), 0)
+            self.assertEqual(self.exit_status(), 0)
             self.assertIsNone(t.proc.poll())
         finally:
             try:
