@@ -136,6 +136,18 @@ M.sections = {
 			return nil
 		end,
 	},
+	capture_range = {
+		example = 'prof.capture_range{ nvtx = "eval", domain = "app", count = 2 }',
+		keys = {
+			nvtx = string_(),
+			domain = string_(),
+			count = integer(0, U32, 1, nil, "0: every time"),
+		},
+		required = { nvtx = true },
+		hints = {
+			["repeat"] = "nsys's repeat is called 'count' here (0 = every time)",
+		},
+	},
 	capture = {
 		example = "prof.capture{ cuda = true, nvtx = true, cpu_samples = { hz = 99 } }",
 		keys = {
@@ -175,6 +187,11 @@ M.sections = {
 			stacks = boolean(true),
 			memory_timeline = boolean(true),
 			summary = boolean(true),
+			raw = boolean(true),
+			report = flag_or(true, {
+				text = boolean(true),
+				html = boolean(true),
+			}, "report = { html = false }"),
 		},
 	},
 	limits = {
@@ -443,12 +460,14 @@ end
 function M.resolve(raw)
 	local o, s, st, c, e, l = raw.output, raw.schedule, raw.steps, raw.capture,
 		raw.export, raw.limits
+	local cr = raw.capture_range
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
 	local bt = get_sub("capture", c, "cuda_backtrace")
 	local chrome = get_sub("export", e, "chrome")
 	local ka = get_sub("export", e, "key_averages")
+	local report = get_sub("export", e, "report")
 
 	return {
 		output = {
@@ -471,6 +490,11 @@ function M.resolve(raw)
 			cuda = st and st.cuda,
 			kernel = st and st.kernel,
 			every_ms = get("steps", st, "every_ms"),
+		},
+		capture_range = {
+			nvtx = cr and cr.nvtx,
+			nvtx_domain = cr and cr.domain,
+			count = get("capture_range", cr, "count"),
 		},
 		capture = {
 			nvtx = get("capture", c, "nvtx"),
@@ -498,6 +522,9 @@ function M.resolve(raw)
 			stacks = get("export", e, "stacks"),
 			memory_timeline = get("export", e, "memory_timeline"),
 			summary = get("export", e, "summary"),
+			raw = get("export", e, "raw"),
+			report_text = report and report.text or false,
+			report_html = report and report.html or false,
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),

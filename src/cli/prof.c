@@ -13,6 +13,8 @@ static void prof_help(FILE *out)
 {
 	fprintf(out,
 		"usage: prof run [-s policy.lua] [-o dir] [--set key=value]... [--] cmd args...\n"
+		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
+		"                   [--format text|json|html] [-o file]\n"
 		"       prof attach [-e code] PID\n"
 		"       prof --help | --version\n"
 		"\n"
@@ -22,6 +24,7 @@ static void prof_help(FILE *out)
 		"\n"
 		"commands:\n"
 		"  run       run a command under the host (prof run --help for its options)\n"
+		"  report    run the reports on saved output (prof report --help)\n"
 		"  attach    open a Lua prompt inside a running profiled process\n"
 		"            (prof attach --help for its options)\n"
 		"  help      show this help (prof help run: the help of run)\n"
@@ -66,6 +69,10 @@ int main(int argc, char **argv)
 			cli_attach_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "report") == 0) {
+			cli_report_help(stdout);
+			return 0;
+		}
 		return prof_usage_error("no help for unknown command", argv[2]);
 	}
 	if (strcmp(cmd, "--version") == 0) {
@@ -74,6 +81,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "run") == 0)
 		return cli_run_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return cli_report_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "attach") == 0)
 		return cli_attach_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')

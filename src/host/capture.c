@@ -1,10 +1,12 @@
 /* capture — the list of capture sources and the calls over it (capture.h). */
 #include "capture.h"
 
+#include "../capture/nvtx.h"
 #include "host.h"
 
 /* Sources in the order they are called. */
 const struct capture_ops *const capture_sources[] = {
+	&nvtx_capture,
 	NULL
 };
 

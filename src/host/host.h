@@ -84,6 +84,12 @@ struct window_state {
 	double dur_ms[HOST_DUR_RING];  /* recent step durations */
 	size_t ndur, dur_pos;
 	bool finished;                 /* the process is exiting */
+	uint32_t windows;              /* windows opened so far (indices) */
+	bool range_active;             /* an NVTX capture range is open and
+					  keeps the window recording */
+	uint32_t ranges_recorded;      /* capture-range instances recorded */
+	bool armed;                    /* last value given to nvtx_arm */
+	_Atomic int ready;             /* window_init() has run */
 	uint64_t now_requested;        /* capture_now requests accepted: the
 					  latest request's ticket */
 	uint64_t now_opened;           /* capture_now windows opened */
@@ -150,6 +156,22 @@ void window_finish(struct host *h, bool from_signal);
 
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);
+
+/* An instance of the NVTX capture range (prof.capture_range) began: opens a
+ * window unless one is recording, and keeps it recording until
+ * window_range_end(). Returns 1 when this instance now holds the window
+ * open, 0 when it does not (another instance does, or the process is
+ * ending), -1 when prof.capture_range{count} is used up. Any thread; not
+ * while holding the window lock. */
+int window_range_begin(struct host *h);
+
+/* The instance that window_range_begin() returned 1 for ended: closes the
+ * window unless the schedule still records it. Any thread. */
+void window_range_end(struct host *h);
+
+/* The schedule was changed live (sched_reconfigure): re-decides what the
+ * NVTX layer must keep. Window lock held. */
+void window_schedule_changed(struct host *h);
 
 /* Median and mean of the recent step durations. Window lock held. */
 void window_step_stats(const struct window_state *w, double *median,

@@ -520,6 +520,8 @@ static int live_reconfigure(void *ctx, const struct policy_config *next,
 		}
 	}
 	apply(apply_ctx);
+	if (sections & POLICY_LIVE_SCHEDULE)
+		window_schedule_changed(h);
 	pthread_mutex_unlock(&w->lock);
 	if (sections & POLICY_LIVE_SCHEDULE)
 		log_msg(LOG_INFO, "REPL: the schedule changed (%s)",

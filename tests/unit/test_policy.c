@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "events/clock.h"
+#include "events/trace.h"
 #include "policy/policy.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
@@ -41,6 +42,7 @@ struct capture_log {
 };
 
 static const struct policy_window_info window_info;
+static const struct policy_trace trace_info;
 
 static int test_capture(void *ctx, uint32_t steps, const char *reason,
 			struct err *e)
@@ -52,7 +54,7 @@ static int test_capture(void *ctx, uint32_t steps, const char *reason,
 		return err_set(e, "%s", log->refuse);
 	if (log->reenter)
 		log->reenter_status = policy_on_trace_ready(log->reenter,
-							    &window_info, NULL);
+							    &trace_info, NULL);
 	log->steps = steps;
 	snprintf(log->reason, sizeof log->reason, "%s", reason ? reason : "(null)");
 	n = strlen(log->order);
@@ -127,6 +129,13 @@ static const struct policy_window_info window_info = {
 	.events = 1234, .dropped = 5
 };
 
+/* A zeroed trace is a valid empty one. */
+static struct trace empty_trace;
+
+static const struct policy_trace trace_info = {
+	.trace = &empty_trace, .dir = NULL, .files = window_files
+};
+
 /* ------------------------------------------------------------ tests */
 
 static void test_valid_file_config(void)
@@ -148,6 +157,7 @@ static void test_valid_file_config(void)
 		"                              group_by = \"domain\" },\n"
 		"             stacks = false, memory_timeline = false, summary = false }\n"
 		"prof.limits{ hook_ms = 50, report_ms = 5000, load_ms = 1000, memory_mb = 32 }\n"
+		"prof.capture_range{ nvtx = \"eval\", domain = \"app\", count = 0 }\n"
 		"prof.on_step(function(s) end)\n"
 		"prof.on_trace_ready(function(w) end)\n",
 		NULL, &log, &e);
@@ -175,6 +185,9 @@ static void test_valid_file_config(void)
 	CHECK_EQ_STR(c->steps.cuda, "cudaGraphLaunch");
 	CHECK_EQ_STR(c->steps.kernel, "^nccl");
 	CHECK_EQ_INT(c->steps.every_ms, 500);
+	CHECK_EQ_STR(c->capture_range.nvtx, "eval");
+	CHECK_EQ_STR(c->capture_range.nvtx_domain, "app");
+	CHECK_EQ_INT(c->capture_range.count, 0);
 	CHECK(!c->capture.nvtx);
 	CHECK(c->capture.cuda_kernels && c->capture.cuda_memcpy &&
 	      c->capture.cuda_memset && c->capture.cuda_runtime &&
@@ -217,6 +230,8 @@ static void test_defaults(void)
 	CHECK(c->run_name == NULL);
 	CHECK(!c->schedule.enabled);
 	CHECK(c->steps.nvtx == NULL && c->steps.python == NULL);
+	CHECK(c->capture_range.nvtx == NULL && c->capture_range.nvtx_domain == NULL);
+	CHECK_EQ_INT(c->capture_range.count, 1);
 	CHECK(c->capture.nvtx && c->capture.cuda_kernels && c->capture.cuda_driver);
 	CHECK_EQ_INT(c->capture.cpu_hz, 0);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 0);
@@ -433,7 +448,7 @@ static void test_report_budget(void)
 		return;
 	/* 30 ms of CPU is past hook_ms but well within report_ms, even on a
 	 * loaded machine where it takes longer in wall-clock time. */
-	CHECK_EQ_INT(policy_on_trace_ready(p, &window_info, &e), POLICY_ERROR);
+	CHECK_EQ_INT(policy_on_trace_ready(p, &trace_info, &e), POLICY_ERROR);
 	CHECK_EQ_STR(log.reason, "slow report finished");
 	CHECK_EQ_STR(e.msg, "myprof.lua:6: policy exceeded its 1000 ms time budget (prof.limits{report_ms=...}) (in prof.on_trace_ready; hook disabled)");
 	policy_free(p);
@@ -691,7 +706,7 @@ static void *trace_ready_thread(void *arg)
 {
 	struct busy_run *b = arg;
 
-	b->status = policy_on_trace_ready(b->p, &window_info, &b->e);
+	b->status = policy_on_trace_ready(b->p, &trace_info, &b->e);
 	return NULL;
 }
 
@@ -770,7 +785,7 @@ static void test_null_safety(void)
 	CHECK_EQ_INT(policy_on_step(NULL, &step_info, &e), POLICY_OK);
 	CHECK_EQ_INT(policy_on_window_start(NULL, &window_info, &e), POLICY_OK);
 	CHECK_EQ_INT(policy_on_window_end(NULL, NULL, NULL), POLICY_OK);
-	CHECK_EQ_INT(policy_on_trace_ready(NULL, &window_info, NULL), POLICY_OK);
+	CHECK_EQ_INT(policy_on_trace_ready(NULL, &trace_info, NULL), POLICY_OK);
 	CHECK(policy_load(NULL, NULL) == NULL);
 }
 

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "events/clock.h"
+#include "events/trace.h"
 #include "policy/policy.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
@@ -377,11 +378,12 @@ static void test_sleep_lets_hooks_run(void)
 /* Holds the VM in a report for a while. */
 static void *report_main(void *arg)
 {
+	static struct trace empty_trace;
 	struct policy *p = arg;
-	struct policy_window_info w = { .window = 0, .reason = "schedule" };
+	struct policy_trace tr = { .trace = &empty_trace };
 	struct err e;
 
-	policy_on_trace_ready(p, &w, &e);
+	policy_on_trace_ready(p, &tr, &e);
 	return NULL;
 }
 

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Runs profhost's benchmarks and prints what docs/performance.md reports.
+#
+#   scripts/bench.sh [section ...]      (default: every section)
+#
+# Builds a RelWithDebInfo tree in build-bench/ first. Each section is
+# independent; add new ones as a function and a line in SECTIONS.
+set -eu
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build-bench}
+SECTIONS="machine nvtx writer window_memory"
+
+build() {
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+}
+
+# The machine the numbers come from.
+section_machine() {
+    echo "==== machine"
+    grep -m1 "model name" /proc/cpuinfo | sed 's/^.*: /cpu: /'
+    echo "cores: $(nproc)"
+    echo "kernel: $(uname -r), clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+    echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# NVTX push+pop: no tool, profhost outside and inside a window.
+section_nvtx() {
+    echo "==== NVTX push+pop ($BUILD/bin/bench_nvtx --reps 9)"
+    if [ -x "$BUILD/bin/bench_nvtx" ]; then
+        "$BUILD/bin/bench_nvtx" --reps 9
+    else
+        echo "skipped: bench_nvtx not built (no NVTX headers)"
+    fi
+}
+
+# The Chrome writer: events/s to a file, and memory while writing 10M events.
+section_writer() {
+    out=$(mktemp /tmp/bench_writer.XXXXXX.json)
+    echo "==== Chrome writer ($BUILD/bin/bench_writer 10000000 $out)"
+    "$BUILD/bin/bench_writer" 10000000 "$out"
+    rm -f "$out"
+}
+
+# A whole 10M-event window under the host: 8 threads x 1M NVTX ranges (and
+# 2M nested ones) in one capture range. Peak RSS of the profiled process
+# against the event pool it was given.
+section_window_memory() {
+    echo "==== a 10M-event window under prof run (peak RSS of the process)"
+    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
+        echo "skipped: nvtx_stress not built (no NVTX headers)"
+        return
+    fi
+    dir=$(mktemp -d /tmp/bench_window.XXXXXX)
+    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\n' \
+        > "$dir/policy.lua"
+    PROF_LOG=quiet /usr/bin/time -f "peak RSS %M KB, %e s wall" \
+        "$BUILD/bin/prof" run -s "$dir/policy.lua" -o "$dir/out" -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 2>&1 \
+        | grep -E "peak RSS|nvtx_stress:"
+    echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
+    rm -rf "$dir"
+}
+
+build
+for s in ${*:-$SECTIONS}; do
+    "section_$s"
+done
