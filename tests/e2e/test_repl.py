@@ -172,6 +172,24 @@ class AttachToC(ReplTest):
         self.assertEqual((r.returncode, r.stdout), (0, "2\n"), r.stderr)
         self.assertIsNone(t.proc.poll())
 
+    def test_an_application_handler_is_chained_to(self):
+        usr1 = os.path.join(TESTBIN, "usr1_preload.so")
+        t = Target(self, [STEPS_APP, "--steps", "100000", "--sleep-us", "2000"],
+                   env={"LD_PRELOAD": LIB + ":" + usr1})
+        self.wait_for_steps(t.pid)
+        r = self.attach(t.pid, "=2 + 2")
+        self.assertEqual((r.returncode, r.stdout), (0, "4\n"), r.stderr)
+        os.kill(t.pid, signal.SIGUSR1)
+        deadline = time.time() + 10
+        while t.stderr().count("app handler ran") < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        err = t.stderr()
+        # Said once; the application's handler still runs on every signal.
+        self.assertEqual(err.count("SIGUSR1 already has a handler in this process; "
+                                   "the REPL signal chains to it"), 1, err)
+        self.assertEqual(err.count("app handler ran"), 2, err)
+        self.assertIsNone(t.proc.poll())
+
     def test_errors_and_exit_statuses(self):
         t = self.c_target()
         r = self.attach(t.pid, "local function f() error('boom') end f()")
