@@ -49,6 +49,7 @@ struct attach_opts {
 struct target {
 	pid_t pid;
 	int sig;                   /* its REPL signal */
+	bool maps_read;            /* /proc/PID/maps said profhost is there */
 	char dir[PATH_MAX];
 	char sock[CONTROL_PATH_MAX];
 	char trigger[PATH_MAX];
@@ -314,6 +315,7 @@ static int find_target(pid_t pid, struct target *t)
 		bool shim = strstr(maps, "/libprofhost.so") != NULL;
 
 		free(maps);
+		t->maps_read = true;
 		if (!shim && !core)
 			return fail("process %d is not running profhost (start it with "
 				    "prof run, or with LD_PRELOAD=libprofhost.so)", (int)pid);
@@ -439,7 +441,11 @@ static int connect_target(const struct target *t, const struct attach_opts *o)
 		}
 	}
 	unlink(t->trigger);
-	if (!has_control_thread(t->pid))
+	if (!t->maps_read)
+		fail("no answer from process %d within %d s (and /proc/%d/maps cannot be "
+		     "read to tell whether profhost runs there)", (int)t->pid,
+		     o->timeout_s, (int)t->pid);
+	else if (!has_control_thread(t->pid))
 		fail("profhost is loaded in process %d but not running there (it turned "
 		     "itself off at start-up; its stderr says why)", (int)t->pid);
 	else
