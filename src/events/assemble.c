@@ -11,6 +11,7 @@ struct open_range {
 	int64_t ts;
 	uint64_t id;      /* start/end ranges: the range id */
 	int32_t tid;
+	uint32_t stack;   /* index + 1 of the stack taken at the push, 0 none */
 };
 
 /* Per-thread state: the stack of open pushes. */
@@ -72,9 +73,10 @@ static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 	return &as->threads[as->nthreads++];
 }
 
-/* Adds a complete range event. */
+/* Adds a complete range event; `stack` is the index + 1 of the stack
+ * taken at its push, or 0. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags)
+		      int64_t ts, int64_t end, uint32_t flags, uint32_t stack)
 {
 	struct trace_event e = { 0 };
 
@@ -86,9 +88,42 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	e.cat = TRACE_CAT_USER_ANNOTATION;
 	e.ph = TRACE_PH_COMPLETE;
 	e.flags = flags;
-	trace_add_event(as->t, &e);
+	if (trace_add_event(as->t, &e) && stack)
+		trace_arg_stack(as->t, stack - 1);
 	if (flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
 		as->t->counters.clipped++;
+}
+
+/* A sample or a stack record: the payload is its instruction addresses.
+ * A range-push stack belongs to the range the thread pushed last. */
+static void add_stack(struct assembler *as, struct thread_state *th,
+		      int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace_stack s = { 0 };
+	uint64_t ips[EVBUF_NAME_MAX / sizeof(uint64_t)];
+	size_t n = r->len / sizeof(uint64_t);
+	long idx;
+
+	memcpy(ips, evbuf_payload(r), n * sizeof *ips); /* payloads are 8-aligned;
+							  copy for strictness */
+	s.ts = r->ts;
+	s.tid = tid;
+	if (r->kind == EVBUF_SAMPLE) {
+		s.kind = TRACE_STACK_SAMPLE;
+		s.weight = r->id ? (uint32_t)(r->id > UINT32_MAX ? UINT32_MAX : r->id) : 1;
+		s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
+	} else {
+		s.kind = (uint8_t)(r->a >> 8);
+		s.id = r->id;
+		s.weight = 1;
+		s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
+	}
+	if (n == 0)
+		return;
+	idx = trace_add_stack(as->t, &s, ips, n, r->kind == EVBUF_SAMPLE);
+	if (idx >= 0 && s.kind == TRACE_STACK_RANGE && th->depth > 0 &&
+	    !th->stack[th->depth - 1].stack)
+		th->stack[th->depth - 1].stack = (uint32_t)idx + 1;
 }
 
 /* evbuf_visit_fn: one raw record. */
@@ -111,6 +146,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
+		th->stack[th->depth].stack = 0;
 		th->depth++;
 		break;
 	case EVBUF_RANGE_POP:
@@ -120,7 +156,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->depth--;
 		add_range(as, tid, th->stack[th->depth].name, th->stack[th->depth].ts,
-			  r->ts, 0);
+			  r->ts, 0, th->stack[th->depth].stack);
 		break;
 	case EVBUF_RANGE_START:
 		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
@@ -138,7 +174,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0);
+					  as->started[i].ts, r->ts, 0, 0);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
@@ -152,6 +188,10 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		e.cat = TRACE_CAT_MARK;
 		e.ph = TRACE_PH_INSTANT;
 		trace_add_event(t, &e);
+		break;
+	case EVBUF_SAMPLE:
+	case EVBUF_STACK:
+		add_stack(as, th, tid, r);
 		break;
 	default:
 		break; /* kinds of capture sources this build does not know */
@@ -230,12 +270,12 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		struct thread_state *th = &as.threads[i];
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
-				  t->meta.end_ts, TRACE_F_CLIPPED_END);
+				  t->meta.end_ts, TRACE_F_CLIPPED_END, th->stack[k].stack);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
-			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END);
+			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

@@ -23,6 +23,8 @@ struct export_opts {
 	bool chrome;           /* write the Chrome trace */
 	bool chrome_gzip;      /* ... as trace.json.gz */
 	bool tensorboard;      /* also under TensorBoard's naming */
+	bool stacks;           /* stacks.txt + cpu_functions.txt, when the
+				  window was sampled (t->sampling.hz) */
 };
 
 /* What was written: the window directory and the files in it. */

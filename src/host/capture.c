@@ -1,10 +1,13 @@
 /* capture — the list of capture sources and the calls over it (capture.h). */
 #include "capture.h"
 
+#include "../capture/sampler.h"
 #include "host.h"
 
-/* Sources in the order they are called. */
+/* Sources in the order they are called. The sampler stays last: its
+ * collect names the stacks other sources' events carry. */
 const struct capture_ops *const capture_sources[] = {
+	&sampler_capture,
 	NULL
 };
 

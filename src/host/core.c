@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../capture/sampler.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
@@ -222,6 +223,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	core->capture_now = core_capture_now;
 	core->fini = core_fini;
 	core->after_fork_child = core_after_fork_child;
+	core->range_pushed = sampler_range_hook();
 	log_msg(LOG_DEBUG, "ready: pid %d, rank %d, output %s", (int)h->pid,
 		h->env.rank, h->run_dir);
 	return 0;

@@ -114,6 +114,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.chrome = h->cfg->export.chrome;
 	o.chrome_gzip = h->cfg->export.chrome_gzip;
 	o.tensorboard = h->cfg->export.tensorboard;
+	o.stacks = h->cfg->export.stacks;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

@@ -38,8 +38,11 @@ PROF_EXPORT void prof_step(void)
 
 PROF_EXPORT void prof_range_push(const char *name)
 {
-	if (__builtin_expect(evbuf_active(), 0))
+	if (__builtin_expect(evbuf_active(), 0)) {
 		evbuf_append(EVBUF_RANGE_PUSH, name ? name : "(null)", 0, 0);
+		if (core.range_pushed)
+			core.range_pushed();
+	}
 }
 
 PROF_EXPORT void prof_range_pop(void)

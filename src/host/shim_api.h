@@ -45,6 +45,10 @@ struct core_api {
 	void (*fini)(void);
 	/* In a child after fork(). */
 	void (*after_fork_child)(void);
+	/* After a range push recorded in a window: takes the pushing thread's
+	 * stack (prof.capture{range_stacks}). NULL when that is off; the
+	 * only member that may be NULL. */
+	void (*range_pushed)(void);
 };
 
 /* The core's one exported symbol. Returns 0, or -1 after reporting why on

@@ -262,6 +262,9 @@ static int read_config(lua_State *L)
 	c->capture.cuda_memory = cfg_bool(L, s, "cuda_memory");
 	c->capture.cpu_hz = cfg_u32(L, s, "cpu_hz", 0);
 	c->capture.cpu_wall_clock = cfg_bool(L, s, "cpu_wall_clock");
+	c->capture.cpu_depth = cfg_u32(L, s, "cpu_depth", 1);
+	cfg_str(L, s, "cpu_signal", false, &c->capture.cpu_signal);
+	c->capture.range_stacks = cfg_bool(L, s, "range_stacks");
 	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.buffer_bytes =
@@ -713,6 +716,7 @@ void policy_free(struct policy *p)
 	free(c->steps.python);
 	free(c->steps.cuda);
 	free(c->steps.kernel);
+	free(c->capture.cpu_signal);
 	free(c->export.sort_by);
 	free(c->export.group_by);
 	free(p->source);
