@@ -356,6 +356,7 @@ static void scan_threads(int signo)
 		struct sampler_slot *sl;
 		int32_t tid = (int32_t)atoi(de->d_name);
 
+		/* Not seen: a slot made before their tid was known goes. */
 		if (tid <= 0 || tid == me || tid == host_tid)
 			continue;
 		sl = slot_find(tid);
@@ -489,6 +490,7 @@ static int sampler_init(struct host *h, struct err *e)
 	struct unwind_config uc;
 
 	memset(&smp.slots, 0, sizeof smp.slots);
+	atomic_store(&smp.stop, 0);
 	smp.h = h;
 	smp.sampling = cfg->capture.cpu_hz > 0;
 	smp.range_stacks = cfg->capture.range_stacks;
@@ -639,10 +641,17 @@ static void sampler_fini(struct host *h)
 		slot_delete_timer(&smp.slots[i]);
 	pthread_mutex_unlock(&smp.timer_lock);
 	s = atomic_load(&smp.signo);
-	if (s)
+	if (s) {
 		unwind_uninstall(s);
+		unwind_disown(s);
+		atomic_store(&smp.signo, 0);
+		unwind_set_block_signal(0);
+	}
 	symbols_free(smp.sym);
 	smp.sym = NULL;
+	close(smp.wake[0]);
+	close(smp.wake[1]);
+	smp.on = false;
 }
 
 const struct capture_ops sampler_capture = {

@@ -130,6 +130,11 @@ void unwind_poll_loader(void);
  * epoch. */
 uint32_t unwind_warm_self(struct sampler_slot *slot);
 
+/* True when one of the `n` addresses lies where a thread may hold an
+ * allocator or loader lock (the check before a thread's first fast
+ * unwind). Async-signal-safe. */
+bool unwind_stack_unsafe(const uint64_t *ips, int n);
+
 /* The signal handler itself (exposed for the benchmark). */
 void unwind_handler(int signo, siginfo_t *si, void *uc);
 

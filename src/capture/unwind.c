@@ -28,7 +28,6 @@
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <gnu/libc-version.h>
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
@@ -184,8 +183,12 @@ int unwind_setup(const struct unwind_config *cfg)
 	symbols_free(sym);
 	if (libc)
 		dlclose(libc);
-	/* The whole dynamic loader (TLS, dlopen and their locks). */
-	mods[n++] = (uintptr_t)&_r_debug;
+	/* The whole dynamic loader (TLS, dlopen and their locks), found by a
+	 * function it defines (a data symbol may be copied into the
+	 * executable). */
+	p = dlsym(RTLD_DEFAULT, "__tls_get_addr");
+	if (p)
+		mods[n++] = (uintptr_t)p;
 	module_ranges(mods, n, r, &nr);
 	for (i = 0; i < nr && uw.nunsafe < UNWIND_RANGES; i++)
 		uw.unsafe[uw.nunsafe++] = r[i];
@@ -268,6 +271,16 @@ static int slow_unwind(void *ucv, void **ips, int max)
 
 /* True when a frame lies where an allocator or loader lock may be held. */
 static bool stack_unsafe(void *const *ips, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (in_ranges(uw.unsafe, uw.nunsafe, (uintptr_t)ips[i]))
+			return true;
+	return false;
+}
+
+bool unwind_stack_unsafe(const uint64_t *ips, int n)
 {
 	int i;
 
