@@ -31,6 +31,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <ucontext.h>
 
 #define UNW_LOCAL_ONLY
@@ -183,12 +184,11 @@ int unwind_setup(const struct unwind_config *cfg)
 	symbols_free(sym);
 	if (libc)
 		dlclose(libc);
-	/* The whole dynamic loader (TLS, dlopen and their locks), found by a
-	 * function it defines (a data symbol may be copied into the
-	 * executable). */
-	p = dlsym(RTLD_DEFAULT, "__tls_get_addr");
-	if (p)
-		mods[n++] = (uintptr_t)p;
+	/* The whole dynamic loader (TLS, dlopen and their locks), found at
+	 * the base address the kernel loaded it at (its symbols may be
+	 * interposed: a sanitizer wraps __tls_get_addr). */
+	if (getauxval(AT_BASE))
+		mods[n++] = (uintptr_t)getauxval(AT_BASE);
 	module_ranges(mods, n, r, &nr);
 	for (i = 0; i < nr && uw.nunsafe < UNWIND_RANGES; i++)
 		uw.unsafe[uw.nunsafe++] = r[i];

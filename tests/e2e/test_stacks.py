@@ -148,6 +148,25 @@ class CpuStacks(TempDirTest):
         self.assertGreater(sum(n for _, n in late), 5, folded)
         self.assertTrue(all("late_work" in fr for fr, _ in late), late)
 
+    def test_thread_that_exits_mid_window(self):
+        # "brief" lives from step 3 for about three steps of the window.
+        r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--brief", "3"])
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        brief = self.thread_samples(folded, "brief")
+        self.assertGreater(sum(n for _, n in brief), 3, folded)
+        self.assertTrue(all("brief_work" in fr for fr, _ in brief), brief)
+        # Sampling went on for the others after it exited.
+        trace = load_trace(wdir)
+        burner_tid = [t for t in trace["traceEvents"] if t.get("ph") == "M" and
+                      t.get("name") == "thread_name" and t["args"]["name"] == "burner"]
+        brief_tid = [t for t in trace["traceEvents"] if t.get("ph") == "M" and
+                     t.get("name") == "thread_name" and t["args"]["name"] == "brief"]
+        self.assertEqual(len(burner_tid), 1)
+        self.assertEqual(len(brief_tid), 1)
+        last_brief = max(s["ts"] for s in trace["samples"] if s["tid"] == brief_tid[0]["tid"])
+        self.assertTrue(any(s["ts"] > last_brief + 50000 for s in trace["samples"]
+                            if s["tid"] == burner_tid[0]["tid"]))
+
     def test_range_stacks(self):
         r, wdir = self.profile("range_stacks = true", ["--steps", "8", "--step-ms", "10",
                                                        "--ranges"],

@@ -3,13 +3,15 @@
  * Built with -O2 and without frame pointers, so names must come from the
  * unwinder's DWARF rules and the ELF symbol table.
  *
- *   stacks_app [--steps N] [--step-ms MS] [--late STEP] [--deep N]
- *              [--own-sigprof] [--ranges]
+ *   stacks_app [--steps N] [--step-ms MS] [--late STEP] [--brief STEP]
+ *              [--deep N] [--own-sigprof] [--ranges]
  *
  * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d.
  * The main thread runs N steps of MS milliseconds each (prof_step() at
  * each end). --late starts thread "late" at that step, which spins in
- * late_work. --deep starts thread "deep", which recurses N levels in
+ * late_work. --brief starts thread "brief" at that step; it spins in
+ * brief_work for three steps' time and exits. --deep starts thread "deep",
+ * which recurses N levels in
  * recurse() and spins in deep_leaf. --own-sigprof installs the program's
  * own SIGPROF handler and ITIMER_PROF (10 ms) before the first step and
  * prints "sigprof N timer M" at the end: N signals from its itimer, M
@@ -98,6 +100,18 @@ NOINLINE double late_work(double x)
 	return x + 1;
 }
 
+NOINLINE double brief_work(double x, double seconds)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		x = spin(x);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
+	return x;
+}
+
 NOINLINE double deep_leaf(double x)
 {
 	while (!atomic_load_explicit(&stop, memory_order_relaxed))
@@ -136,6 +150,13 @@ static void *late(void *arg)
 	return NULL;
 }
 
+static void *brief(void *arg)
+{
+	pthread_setname_np(pthread_self(), "brief");
+	sink += brief_work(4.0, (double)(long)arg * 3 / 1000);
+	return NULL;
+}
+
 static void *deep(void *arg)
 {
 	pthread_setname_np(pthread_self(), "deep");
@@ -162,15 +183,16 @@ NOINLINE static void ranged_caller(long ms)
 
 int main(int argc, char **argv)
 {
-	long steps = 12, step_ms = 50, late_at = -1, depth = 0, s;
+	long steps = 12, step_ms = 50, late_at = -1, brief_at = -1, depth = 0, s;
 	int own_sigprof = 0, ranges = 0, i;
-	pthread_t t1, t2, t3, t4;
+	pthread_t t1, t2, t3, t4, t5;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--step-ms") && i + 1 < argc) step_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--late") && i + 1 < argc) late_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--deep") && i + 1 < argc) depth = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--brief") && i + 1 < argc) brief_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--own-sigprof")) own_sigprof = 1;
 		else if (!strcmp(argv[i], "--ranges")) ranges = 1;
 		else {
@@ -197,6 +219,8 @@ int main(int argc, char **argv)
 	for (s = 0; s < steps; s++) {
 		if (s == late_at)
 			pthread_create(&t3, NULL, late, NULL);
+		if (s == brief_at)
+			pthread_create(&t5, NULL, brief, (void *)step_ms);
 		if (ranges)
 			ranged_caller(step_ms);
 		else
@@ -210,6 +234,8 @@ int main(int argc, char **argv)
 		pthread_join(t3, NULL);
 	if (depth > 0)
 		pthread_join(t4, NULL);
+	if (brief_at >= 0 && brief_at < steps)
+		pthread_join(t5, NULL);
 	if (own_sigprof) {
 		struct itimerval off = { { 0, 0 }, { 0, 0 } };
 
