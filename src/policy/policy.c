@@ -2,6 +2,7 @@
 #include "policy.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,8 +392,13 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 	if (opts->script && opts->script[0]) {
 		if (check_script(opts->script, "PROF_SCRIPT", e) != 0)
 			goto fail;
+		char abs[PATH_MAX];
+
+		/* A caller buffer, not realpath(x, NULL): under a sanitizer
+		 * runtime that is not first in the link order, the latter can
+		 * bind to glibc's old realpath, which refuses NULL. */
 		p->script = strdup(opts->script);
-		p->source = realpath(opts->script, NULL);
+		p->source = realpath(opts->script, abs) ? strdup(abs) : NULL;
 		if (!p->script || !p->source) {
 			err_errno(e, errno, "PROF_SCRIPT: cannot resolve '%s'",
 				  opts->script);

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import unittest
 
-from harness import (LIB, PROF, PYTHON, SOURCE, TESTBIN, BUILD, TempDirTest, base_env,
+from harness import (BUILD, LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
                      load_trace, profhost_lines, run, step_spans, window_dirs)
 
 STEPS_APP = os.path.join(TESTBIN, "steps_app")
@@ -267,6 +267,25 @@ class BadPolicies(TempDirTest):
         self.assertFalse(os.path.exists(out))
 
 
+class InstallTree(TempDirTest):
+    def test_installed_prof_runs_from_its_prefix(self):
+        prefix = os.path.join(self.tmp, "prefix")
+        r = run(["cmake", "--install", BUILD, "--prefix", prefix])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rel in ("bin/prof", "lib/libprofhost.so", "lib/libprofhost-core.so",
+                    "include/profhost/prof.h", "share/profhost/lua/prof/init.lua",
+                    "share/profhost/python/profhost/__init__.py"):
+            self.assertTrue(os.path.exists(os.path.join(prefix, rel)), rel)
+        policy = self.write("policy.lua", "prof.schedule { wait = 1, active = 2, cycles = 1 }\n")
+        out = os.path.join(self.tmp, "out")
+        r = run([os.path.join(prefix, "bin", "prof"), "run", "-s", policy, "-o", out,
+                 STEPS_APP, "--steps", "5", "--sleep-us", "100"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)], ["window0_steps1-2"])
+        self.assertIn(os.path.join(prefix, "lib", "libprofhost.so"), run(
+            [os.path.join(prefix, "bin", "prof"), "run", "--", "sh", "-c", "echo $LD_PRELOAD"]).stdout)
+
+
 class SymbolHygiene(TempDirTest):
     def test_exports_only_the_public_abi(self):
         r = run(["nm", "-D", "--defined-only", LIB])
@@ -290,7 +309,10 @@ class SymbolHygiene(TempDirTest):
         self.assertEqual(hosted.stdout, plain.stdout)
         self.assertIn("lua: Lua 5.1 true 0.5", plain.stdout)
         self.assertIn("backtrace: ok", plain.stdout)
-        self.assertIn("backtrace from: libc.so.6", plain.stdout)
+        # glibc's backtrace() (AddressSanitizer's interceptor in a sanitizer
+        # build), never libunwind's.
+        self.assertRegex(plain.stdout, r"backtrace from: %s" %
+                         (r"libasan\.so\.\d+" if SANITIZE else r"libc\.so\.6"))
         self.assertIn("lua_newstate from: liblua5.1.so.0", plain.stdout)
         self.assertIn("unw_backtrace from: (none)", plain.stdout)
         self.assertIn("deflate from: (none)", plain.stdout)
