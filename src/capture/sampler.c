@@ -446,6 +446,7 @@ static int start_thread(void)
 	return 0;
 }
 
+/* Wakes the sampler thread ('O' a window opened, 'S' stop). Any thread. */
 static void wake_thread(char c)
 {
 	if (smp.thread_started && write(smp.wake[1], &c, 1) != 1)
@@ -477,6 +478,7 @@ static void range_pushed(void)
 	sampler_record_stack(TRACE_STACK_RANGE, 0);
 }
 
+/* See sampler.h. */
 void (*sampler_range_hook(void))(void)
 {
 	return smp.on && smp.range_stacks ? range_pushed : NULL;
@@ -484,6 +486,8 @@ void (*sampler_range_hook(void))(void)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* capture_ops.init: start-up. Reads the policy; with nothing asked for,
+ * every other callback stays idle. */
 static int sampler_init(struct host *h, struct err *e)
 {
 	const struct policy_config *cfg = h->cfg;
@@ -541,6 +545,9 @@ static void warm_stepping_thread(void)
 	atomic_store(&smp.prewarm_tid, tid);
 }
 
+/* capture_ops.window_open: stepping thread, window lock held. Takes the
+ * signal if needed, starts the sampler thread once, arms the timers of the
+ * threads already known and wakes the thread to find the others. */
 static void sampler_window_open(struct host *h, uint64_t gen)
 {
 	int s;
@@ -567,6 +574,8 @@ static void sampler_window_open(struct host *h, uint64_t gen)
 	wake_thread('O');
 }
 
+/* capture_ops.window_close: stepping thread, window lock held. Disarms
+ * every timer and keeps the window's counters for its collect. */
 static void sampler_window_close(struct host *h, uint64_t gen)
 {
 	struct closed_counts *cc;
@@ -588,6 +597,8 @@ static void sampler_window_close(struct host *h, uint64_t gen)
 	pthread_mutex_unlock(&smp.closed_lock);
 }
 
+/* capture_ops.collect: host thread. Fills t->sampling and names the
+ * window's stacks (see symbols_resolve_trace). */
 static int sampler_collect(struct host *h, const struct host_job *job,
 			   struct trace *t, struct err *e)
 {
@@ -620,6 +631,8 @@ static int sampler_collect(struct host *h, const struct host_job *job,
 	return 0;
 }
 
+/* capture_ops.fini: the exiting thread, after the last window. Stops the
+ * sampler thread, deletes the timers and gives the signal back. */
 static void sampler_fini(struct host *h)
 {
 	size_t i;

@@ -123,6 +123,8 @@ static const char *base_of(const char *p)
 	return slash ? slash + 1 : p;
 }
 
+/* dl_iterate_phdr callback: finds or adds the module, marks it live and
+ * records its loaded segments. */
 static int refresh_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct refresh_ctx *c = arg;
@@ -224,6 +226,7 @@ static struct module *module_of(struct symbols *s, uintptr_t pc)
 
 /* ------------------------------------------------------------ ELF */
 
+/* Orders symbols by address, the preferred name of an address first. */
 static int sym_cmp(const void *pa, const void *pb)
 {
 	const struct sym *a = pa, *b = pb;
@@ -480,6 +483,7 @@ struct corr {
 	uint32_t stack;
 };
 
+/* Orders (correlation id, stack) pairs by id. */
 static int corr_cmp(const void *pa, const void *pb)
 {
 	const struct corr *a = pa, *b = pb;

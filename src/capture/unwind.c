@@ -84,6 +84,7 @@ struct find_ctx {
 	size_t *nout;
 };
 
+/* dl_iterate_phdr callback (see struct find_ctx). */
 static int find_module(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct find_ctx *c = arg;
@@ -376,6 +377,8 @@ static void chain(int signo, siginfo_t *si, void *uc)
 	o->sa_handler(signo);
 }
 
+/* The sampling signal's handler: a sampler timer's signal is a sample
+ * (while recording), anything else goes to chain(). Keeps errno. */
 void unwind_handler(int signo, siginfo_t *si, void *uc)
 {
 	int saved = errno;

@@ -12,6 +12,7 @@ struct buf {
 	int failed;
 };
 
+/* Appends n bytes, keeping the buffer NUL-ended. */
 static void buf_put(struct buf *b, const char *s, size_t n)
 {
 	if (b->failed)
@@ -110,6 +111,7 @@ static void buf_thread(struct buf *b, const struct trace *t, int32_t tid,
 	}
 }
 
+/* FNV-1a. */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
 	uint64_t h = 1469598103934665603ULL;
@@ -176,6 +178,7 @@ static int lines_add(struct lines *ls, const char *text, size_t len)
 	return 0;
 }
 
+/* Most samples first, then by text. */
 static int line_cmp(const void *pa, const void *pb)
 {
 	const struct line *a = pa, *b = pb;
@@ -242,6 +245,8 @@ struct funcs {
 	size_t n, cap;
 };
 
+/* What makes a function one row: its name and module, or, unnamed, the
+ * frame itself. */
 static uint64_t func_key(const struct trace *t, uint32_t frame)
 {
 	const struct trace_frame *f = &t->frames[frame];
@@ -288,6 +293,7 @@ static struct func *funcs_get(struct funcs *fs, const struct trace *t,
 	return &fs->v[k];
 }
 
+/* Most self samples first, then most total, then frame order. */
 static int func_cmp(const void *pa, const void *pb)
 {
 	const struct func *a = pa, *b = pb;
