@@ -205,7 +205,7 @@ static void *worker_main(void *arg)
 
 struct run_result {
 	double wall_s, cpu_s;  /* wall time; the workers' CPU time */
-	uint64_t samples, periods;
+	uint64_t samples, periods, slow;
 };
 
 static void visit_samples(void *ctx, int32_t tid, const char *name,
@@ -257,6 +257,10 @@ static struct run_result run_workload(long iters, bool sampling)
 	rr.wall_s = now_s(CLOCK_MONOTONIC) - t0;
 	rr.cpu_s = w[0].cpu_s + w[1].cpu_s;
 	if (sampling) {
+		struct unwind_counts uc;
+
+		unwind_counts(&uc);
+		rr.slow = uc.slow;
 		evbuf_close();
 		sampler_capture.window_close(&host, gen);
 		evbuf_drain(gen, visit_samples, &rr, &st);
@@ -320,7 +324,7 @@ static void bench_overhead(double seconds)
 	printf("overhead, 2 threads x %.1f s of CPU-bound work under a %d-frame stack, "
 	       "999 Hz asked, %d rounds (medians):\n", seconds, STACK_FRAMES, ROUNDS);
 	for (k = 0; k < 3; k++) {
-		double s = 0, p = 0;
+		double s = 0, p = 0, slow = 0;
 
 		printf("  %s wall %.3f s", label[k], median(wall[k], ROUNDS));
 		if (k)
@@ -331,11 +335,13 @@ static void bench_overhead(double seconds)
 				rate[r] = (double)rr[k][r].samples / rr[k][r].cpu_s;
 				s += (double)rr[k][r].samples;
 				p += (double)rr[k][r].periods;
+				slow += (double)rr[k][r].slow;
 			}
 			printf(" (%+.2f %%), %.0f samples per thread-CPU-second, "
-			       "%.2f timer periods per sample",
+			       "%.2f timer periods per sample, %.0f of %.0f samples "
+			       "unwound step by step",
 			       (median(cpu[k], ROUNDS) / median(cpu[0], ROUNDS) - 1) * 100,
-			       median(rate, ROUNDS), s ? p / s : 0);
+			       median(rate, ROUNDS), s ? p / s : 0, slow, s);
 		}
 		printf("\n");
 	}
