@@ -264,7 +264,7 @@ static void visit_nested(void *ctx, int32_t tid, const char *thread_name,
 static void test_append_from_signal_handler(void)
 {
 	struct sigaction sa, old;
-	struct itimerval on = { { 0, 20 }, { 0, 20 } }, off = { { 0, 0 }, { 0, 0 } };
+	struct itimerval on = { { 0, 100 }, { 0, 100 } }, off = { { 0, 0 }, { 0, 0 } };
 	struct nested_seen seen = { 0, 0, 0, 1 };
 	struct evbuf_stats st;
 	uint64_t gen, id, appended = 0;
@@ -277,7 +277,7 @@ static void test_append_from_signal_handler(void)
 	sigaction(SIGALRM, &sa, &old);
 	gen = evbuf_open(256u << 20);
 	setitimer(ITIMER_REAL, &on, NULL);
-	for (id = 0; id < 1000000; id++) {
+	for (id = 0; id < 200000; id++) {
 		int n = snprintf(name, sizeof name, "ev%llu", (unsigned long long)appended);
 
 		if (evbuf_append_raw(EVBUF_MARK, 1, name, (uint32_t)n, appended, 0) == 0)
