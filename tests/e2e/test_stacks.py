@@ -75,7 +75,8 @@ class CpuStacks(TempDirTest):
         burner = self.thread_samples(folded, "burner")
         total = sum(n for _, n in burner)
         on_abc = sum(n for fr, n in burner if contains_run(fr, ["a", "b", "c"]))
-        self.assertGreaterEqual(total, 20, folded)
+        # ~125 on an idle machine; a loaded one gives the burner less CPU.
+        self.assertGreaterEqual(total, 10, folded)
         self.assertGreaterEqual(on_abc, 0.9 * total, burner)
         # The sleeper uses no CPU: d never shows.
         self.assertFalse(any("d" in fr for fr, _ in folded), folded)
@@ -126,7 +127,7 @@ class CpuStacks(TempDirTest):
                                    ["--steps", "14", "--deep", "500"])
             folded = read_folded(os.path.join(wdir, "stacks.txt"))
             deep = [(fr, n) for fr, n in folded if fr[0] == "deep"]
-            self.assertGreater(sum(n for _, n in deep), 5, folded)
+            self.assertGreaterEqual(sum(n for _, n in deep), 3, folded)
             for fr, _ in deep:
                 self.assertEqual(fr[1], "[truncated]")
                 self.assertEqual(len(fr) - 2, depth)
@@ -145,7 +146,7 @@ class CpuStacks(TempDirTest):
         r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--late", "4"])
         folded = read_folded(os.path.join(wdir, "stacks.txt"))
         late = self.thread_samples(folded, "late")
-        self.assertGreater(sum(n for _, n in late), 5, folded)
+        self.assertGreaterEqual(sum(n for _, n in late), 3, folded)
         self.assertTrue(all("late_work" in fr for fr, _ in late), late)
 
     def test_thread_that_exits_mid_window(self):
@@ -153,7 +154,7 @@ class CpuStacks(TempDirTest):
         r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--brief", "3"])
         folded = read_folded(os.path.join(wdir, "stacks.txt"))
         brief = self.thread_samples(folded, "brief")
-        self.assertGreater(sum(n for _, n in brief), 3, folded)
+        self.assertGreaterEqual(sum(n for _, n in brief), 2, folded)
         self.assertTrue(all("brief_work" in fr for fr, _ in brief), brief)
         # Sampling went on for the others after it exited.
         trace = load_trace(wdir)
