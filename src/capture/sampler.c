@@ -597,8 +597,69 @@ static void sampler_window_close(struct host *h, uint64_t gen)
 	pthread_mutex_unlock(&smp.closed_lock);
 }
 
-/* capture_ops.collect: host thread. Fills t->sampling and names the
- * window's stacks (see symbols_resolve_trace). */
+/* Adds each timer sample to the trace's events, where the writers and the
+ * reports read samples: an instant of cat cpu_sample on its thread, named
+ * after its innermost function, with args "stack" (folded, outermost
+ * first), "weight" (timer periods) and, when cut, "truncated" = 1.
+ * 0 or -1 (t->oom). */
+static int add_sample_events(struct trace *t)
+{
+	size_t i, cap = 4096, n;
+	char *buf = malloc(cap), *p;
+	int rc = 0;
+
+	if (!buf)
+		return -1;
+	for (i = 0; i < t->nstacks && rc == 0; i++) {
+		const struct trace_stack *s = &t->stacks[i];
+		const struct trace_frame *leaf;
+		struct trace_event e = { 0 };
+		char hex[24];
+
+		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
+			continue;
+		leaf = &t->frames[t->stack_frames[s->first]];
+		e.ts = s->ts;
+		e.pid = t->meta.pid;
+		e.tid = s->tid;
+		e.cat = TRACE_CAT_SAMPLE;
+		e.ph = TRACE_PH_INSTANT;
+		if (leaf->name != STRTAB_NONE) {
+			e.name = leaf->name;
+		} else {
+			n = (size_t)snprintf(hex, sizeof hex, "0x%llx",
+					     (unsigned long long)leaf->pc);
+			e.name = trace_intern(t, hex, n);
+		}
+		if (s->folded == STRTAB_NONE) {
+			n = trace_stack_fold(t, s, buf, cap);
+			if (n + 1 > cap) {
+				p = realloc(buf, n + 1);
+				if (!p) {
+					rc = -1;
+					break;
+				}
+				buf = p;
+				cap = n + 1;
+				trace_stack_fold(t, s, buf, cap);
+			}
+		}
+		if (e.name == STRTAB_NONE || !trace_add_event(t, &e) ||
+		    (s->folded != STRTAB_NONE
+		     ? trace_arg_str(t, TRACE_ARG_STACK, trace_str(t, s->folded),
+				     strtab_len(&t->names, s->folded))
+		     : trace_arg_str(t, TRACE_ARG_STACK, buf, n)) != 0 ||
+		    trace_arg_uint(t, "weight", s->weight) != 0 ||
+		    ((s->flags & TRACE_STACK_TRUNCATED) &&
+		     trace_arg_uint(t, "truncated", 1) != 0))
+			rc = -1;
+	}
+	free(buf);
+	return rc;
+}
+
+/* capture_ops.collect: host thread. Fills t->sampling, names the window's
+ * stacks (see symbols_resolve_trace) and adds the samples as events. */
 static int sampler_collect(struct host *h, const struct host_job *job,
 			   struct trace *t, struct err *e)
 {
@@ -625,9 +686,14 @@ static int sampler_collect(struct host *h, const struct host_job *job,
 		return 0;
 	if (!smp.sym)
 		smp.sym = symbols_new();
-	if (!smp.sym || symbols_resolve_trace(smp.sym, t) != 0)
+	if (!smp.sym || symbols_resolve_trace(smp.sym, t) != 0) {
+		add_sample_events(t);
 		return err_set(e, "out of memory naming the CPU stacks of window "
 			       "%u: they show as addresses", job->window);
+	}
+	if (add_sample_events(t) != 0)
+		return err_set(e, "out of memory adding the CPU samples of window "
+			       "%u to its trace", job->window);
 	return 0;
 }
 

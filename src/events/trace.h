@@ -124,7 +124,13 @@ struct trace_meta {
 	char *reason;              /* "schedule" or the capture_now reason */
 };
 
-/* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md) */
+/* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md)
+ *
+ * Every stack of the window, over a shared table of frames. Timer samples
+ * also become events (cat cpu_sample, instants named after the innermost
+ * function, with args "stack" = the folded stack, outermost first, and
+ * "weight" = timer periods) once the sampler's collect has named them:
+ * writers and reports that only read events see them there. */
 
 /* What a stack was taken for. */
 enum trace_stack_kind {

@@ -688,259 +688,6 @@ static int quote_cats(char **cats, size_t *catlen)
 	return 0;
 }
 
-/* ------------------------------------------------------------ CPU samples
- *
- * Timer samples go out twice: as instant events on their thread's track
- * (cat "cpu_sample", named after the innermost function, the folded stack
- * in args.stack), which Perfetto shows; and as the Trace Event Format's
- * top-level "stackFrames" (a tree: one node per distinct path from the
- * outermost frame) and "samples", which chrome://tracing and speedscope
- * read. The instants carry "sf" too, naming their stack's leaf node. */
-
-/* The stack-frame tree of the window's samples. Node ids are 1-based. */
-struct sf_tree {
-	uint32_t *parent;  /* node - 1 -> parent node id, 0 for a root */
-	uint32_t *frame;   /* node - 1 -> frame index */
-	size_t n, cap;
-	uint32_t *slots;   /* hash of (parent, frame) -> node id, 0 empty */
-	size_t nslots;
-	uint32_t *leaf;    /* stack index -> its leaf node id, 0 none */
-};
-
-static size_t sf_hash(uint32_t parent, uint32_t frame)
-{
-	uint64_t h = ((uint64_t)parent << 32 | frame) * 0x9E3779B97F4A7C15ULL;
-
-	return (size_t)(h >> 17);
-}
-
-/* The node (parent, frame), added if new; 0 when out of memory. */
-static uint32_t sf_node(struct sf_tree *sf, uint32_t parent, uint32_t frame)
-{
-	size_t k, i;
-
-	if ((sf->n + 1) * 2 > sf->nslots) {
-		size_t ns = sf->nslots ? sf->nslots * 2 : 1024;
-		uint32_t *slots = calloc(ns, sizeof *slots);
-
-		if (!slots)
-			return 0;
-		for (i = 0; i < sf->n; i++) {
-			k = sf_hash(sf->parent[i], sf->frame[i]) & (ns - 1);
-			while (slots[k])
-				k = (k + 1) & (ns - 1);
-			slots[k] = (uint32_t)(i + 1);
-		}
-		free(sf->slots);
-		sf->slots = slots;
-		sf->nslots = ns;
-	}
-	k = sf_hash(parent, frame) & (sf->nslots - 1);
-	while (sf->slots[k]) {
-		uint32_t id = sf->slots[k];
-
-		if (sf->parent[id - 1] == parent && sf->frame[id - 1] == frame)
-			return id;
-		k = (k + 1) & (sf->nslots - 1);
-	}
-	if (sf->n == sf->cap) {
-		size_t cap = sf->cap ? sf->cap * 2 : 1024;
-		uint32_t *p = realloc(sf->parent, cap * sizeof *p), *f;
-
-		if (!p)
-			return 0;
-		sf->parent = p;
-		f = realloc(sf->frame, cap * sizeof *f);
-		if (!f)
-			return 0;
-		sf->frame = f;
-		sf->cap = cap;
-	}
-	sf->parent[sf->n] = parent;
-	sf->frame[sf->n] = frame;
-	sf->n++;
-	sf->slots[k] = (uint32_t)sf->n;
-	return (uint32_t)sf->n;
-}
-
-/* Builds the tree of the trace's timer samples. 0 or -1 (no memory). */
-static int sf_build(struct sf_tree *sf, const struct trace *t)
-{
-	size_t i, j;
-
-	memset(sf, 0, sizeof *sf);
-	if (t->nstacks == 0)
-		return 0;
-	sf->leaf = calloc(t->nstacks, sizeof *sf->leaf);
-	if (!sf->leaf)
-		return -1;
-	for (i = 0; i < t->nstacks; i++) {
-		const struct trace_stack *s = &t->stacks[i];
-		uint32_t node = 0;
-
-		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
-			continue;
-		for (j = s->depth; j-- > 0;) {
-			node = sf_node(sf, node, t->stack_frames[s->first + j]);
-			if (!node)
-				return -1;
-		}
-		sf->leaf[i] = node;
-	}
-	return 0;
-}
-
-static void sf_free(struct sf_tree *sf)
-{
-	free(sf->parent);
-	free(sf->frame);
-	free(sf->slots);
-	free(sf->leaf);
-}
-
-/* Appends a frame's function name (or "0x<pc>") as a JSON string. */
-static void cw_frame_name(struct cw *w, const struct trace *t, uint32_t frame)
-{
-	const struct trace_frame *f = &t->frames[frame];
-	char hex[24];
-	int n;
-
-	if (f->name != STRTAB_NONE) {
-		cw_name(w, f->name);
-		return;
-	}
-	n = snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f->pc);
-	cw_string(w, hex, (size_t)n);
-}
-
-/* Appends a stack's folded form as a JSON string. */
-static void cw_folded(struct cw *w, const struct trace *t,
-		      const struct trace_stack *s)
-{
-	char *buf;
-	size_t n;
-
-	if (s->folded != STRTAB_NONE) {
-		cw_name(w, s->folded);
-		return;
-	}
-	n = trace_stack_fold(t, s, NULL, 0);
-	buf = malloc(n + 1);
-	if (!buf) {
-		cw_string(w, "", 0);
-		return;
-	}
-	trace_stack_fold(t, s, buf, n + 1);
-	cw_string(w, buf, n);
-	free(buf);
-}
-
-/* Appends the sample instants to traceEvents, each preceded by ",\n" when
- * *sep; sets *sep when it wrote any. */
-static void cw_sample_events(struct cw *w, const struct trace *t,
-			     const struct sf_tree *sf, int *sep)
-{
-	size_t i;
-
-	for (i = 0; i < t->nstacks && !w->failed; i++) {
-		const struct trace_stack *s = &t->stacks[i];
-		char *p;
-
-		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
-			continue;
-		cw_room(w, CW_FIXED);
-		if (*sep)
-			cw_lit(w, ",\n");
-		*sep = 1;
-		cw_lit(w, "{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"cpu_sample\",\"name\":");
-		cw_frame_name(w, t, t->stack_frames[s->first]);
-		cw_room(w, CW_FIXED);
-		p = w->p;
-		memcpy(p, ",\"pid\":", 7);
-		p = fmt_i64(p + 7, t->meta.pid);
-		memcpy(p, ",\"tid\":", 7);
-		p = fmt_i64(p + 7, s->tid);
-		memcpy(p, ",\"ts\":", 6);
-		p = fmt_us(p + 6, s->ts);
-		w->p = p;
-		if (sf->leaf && sf->leaf[i]) {
-			cw_lit(w, ",\"sf\":");
-			w->p = fmt_u64(w->p, sf->leaf[i]);
-		}
-		cw_lit(w, ",\"args\":{\"stack\":");
-		cw_folded(w, t, s);
-		cw_room(w, CW_FIXED);
-		cw_lit(w, ",\"weight\":");
-		w->p = fmt_u64(w->p, s->weight);
-		if (s->flags & TRACE_STACK_TRUNCATED)
-			cw_lit(w, ",\"truncated\":true");
-		cw_lit(w, "}}");
-	}
-}
-
-/* Appends ,"stackFrames":{...},"samples":[...] (after traceEvents). */
-static void cw_stack_tree(struct cw *w, const struct trace *t,
-			  const struct sf_tree *sf)
-{
-	size_t i;
-	int first = 1;
-
-	cw_room(w, CW_FIXED);
-	cw_lit(w, ",\n\"stackFrames\":{");
-	for (i = 0; i < sf->n && !w->failed; i++) {
-		const struct trace_frame *f = &t->frames[sf->frame[i]];
-
-		cw_room(w, CW_FIXED);
-		if (i)
-			cw_lit(w, ",\n");
-		*w->p++ = '"';
-		w->p = fmt_u64(w->p, i + 1);
-		cw_lit(w, "\":{\"name\":");
-		cw_frame_name(w, t, sf->frame[i]);
-		cw_room(w, CW_FIXED);
-		if (f->module != STRTAB_NONE) {
-			cw_lit(w, ",\"category\":");
-			cw_name(w, f->module);
-			cw_room(w, CW_FIXED);
-		}
-		if (sf->parent[i]) {
-			cw_lit(w, ",\"parent\":");
-			w->p = fmt_u64(w->p, sf->parent[i]);
-		}
-		*w->p++ = '}';
-	}
-	cw_room(w, CW_FIXED);
-	cw_lit(w, "},\n\"samples\":[");
-	for (i = 0; i < t->nstacks && !w->failed; i++) {
-		const struct trace_stack *s = &t->stacks[i];
-		char *p;
-
-		if (!sf->leaf || !sf->leaf[i])
-			continue;
-		cw_room(w, CW_FIXED);
-		p = w->p;
-		if (!first) {
-			memcpy(p, ",\n", 2);
-			p += 2;
-		}
-		first = 0;
-		w->p = p;
-		cw_lit(w, "{\"cpu\":0,\"pid\":");
-		w->p = fmt_i64(w->p, t->meta.pid);
-		cw_lit(w, ",\"tid\":");
-		w->p = fmt_i64(w->p, s->tid);
-		cw_lit(w, ",\"ts\":");
-		w->p = fmt_us(w->p, s->ts);
-		cw_lit(w, ",\"name\":\"cpu_sample\",\"sf\":");
-		w->p = fmt_u64(w->p, sf->leaf[i]);
-		cw_lit(w, ",\"weight\":");
-		w->p = fmt_u64(w->p, s->weight);
-		*w->p++ = '}';
-	}
-	cw_room(w, CW_FIXED);
-	cw_lit(w, "]");
-}
-
 /* Host thread. Streams the whole document; the caller commits or aborts
  * `out`. -1 with *e set: the outfile's own message for I/O errors. */
 int chrome_writer_write(const struct trace *t, struct outfile *out,
@@ -949,12 +696,10 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 	char *cats[TRACE_CAT_COUNT + 1] = { NULL };
 	size_t catlen[TRACE_CAT_COUNT + 1];
 	struct cw w;
-	struct sf_tree sf;
 	size_t i;
 	int rc = 0, sep;
 
 	memset(&w, 0, sizeof w);
-	memset(&sf, 0, sizeof sf);
 	w.out = out;
 	w.buf = malloc(CW_BUF);
 	w.p = w.buf;
@@ -970,8 +715,7 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 			memset(w.esc_off, 0xff, t->names.n * sizeof *w.esc_off);
 		}
 	}
-	if (!w.buf || quote_cats(cats, catlen) != 0 || sf_build(&sf, t) != 0 ||
-	    cw_header(&w, t) != 0) {
+	if (!w.buf || quote_cats(cats, catlen) != 0 || cw_header(&w, t) != 0) {
 		rc = err_set(e, "out of memory writing the Chrome trace");
 		goto done;
 	}
@@ -983,7 +727,6 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 		cw_event(&w, t, &t->ev[i], cats, catlen);
 	}
 	sep = t->nev > 0;
-	cw_sample_events(&w, t, &sf, &sep);
 	if (t->meta.program && t->meta.program[0]) {
 		cw_meta(&w, sep, "process_name", t->meta.pid, 0, "name",
 			t->meta.program, strlen(t->meta.program), 0);
@@ -1000,11 +743,7 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 		sep = 1;
 	}
 	cw_room(&w, CW_FIXED);
-	cw_lit(&w, "\n]");
-	if (sf.n)
-		cw_stack_tree(&w, t, &sf);
-	cw_room(&w, CW_FIXED);
-	cw_lit(&w, "}\n");
+	cw_lit(&w, "\n]}\n");
 	cw_flush(&w);
 	if (w.failed) {
 		if (outfile_error(out, e) == 0)
@@ -1012,7 +751,6 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 		rc = -1;
 	}
 done:
-	sf_free(&sf);
 	for (i = 0; i <= TRACE_CAT_COUNT; i++)
 		free(cats[i]);
 	free(w.buf);
