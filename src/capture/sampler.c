@@ -614,6 +614,7 @@ static int add_sample_events(struct trace *t)
 		const struct trace_stack *s = &t->stacks[i];
 		const struct trace_frame *leaf;
 		struct trace_event e = { 0 };
+		const char *stack;
 		char hex[24];
 
 		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
@@ -631,7 +632,10 @@ static int add_sample_events(struct trace *t)
 					     (unsigned long long)leaf->pc);
 			e.name = trace_intern(t, hex, n);
 		}
-		if (s->folded == STRTAB_NONE) {
+		if (s->folded != STRTAB_NONE) {
+			stack = trace_str(t, s->folded);
+			n = strtab_len(&t->names, s->folded);
+		} else {
 			n = trace_stack_fold(t, s, buf, cap);
 			if (n + 1 > cap) {
 				p = realloc(buf, n + 1);
@@ -643,12 +647,10 @@ static int add_sample_events(struct trace *t)
 				cap = n + 1;
 				trace_stack_fold(t, s, buf, cap);
 			}
+			stack = buf;
 		}
 		if (e.name == STRTAB_NONE || !trace_add_event(t, &e) ||
-		    (s->folded != STRTAB_NONE
-		     ? trace_arg_str(t, TRACE_ARG_STACK, trace_str(t, s->folded),
-				     strtab_len(&t->names, s->folded))
-		     : trace_arg_str(t, TRACE_ARG_STACK, buf, n)) != 0 ||
+		    trace_arg_str(t, TRACE_ARG_STACK, stack, n) != 0 ||
 		    trace_arg_uint(t, "weight", s->weight) != 0 ||
 		    ((s->flags & TRACE_STACK_TRUNCATED) &&
 		     trace_arg_uint(t, "truncated", 1) != 0))
