@@ -151,16 +151,22 @@ class CpuStacks(TempDirTest):
         r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--late", "4"])
         folded = read_folded(os.path.join(wdir, "stacks.txt"))
         late = self.thread_samples(folded, "late")
-        self.assertGreaterEqual(sum(n for _, n in late), 3, folded)
-        self.assertTrue(all("late_work" in fr for fr, _ in late), late)
+        total = sum(n for _, n in late)
+        self.assertGreaterEqual(total, 3, folded)
+        # Nearly all in late_work (its start-up may take a sample).
+        self.assertGreaterEqual(sum(n for fr, n in late if "late_work" in fr), 0.8 * total, late)
 
     def test_thread_that_exits_mid_window(self):
         # "brief" lives from step 3 for about three steps of the window.
         r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--brief", "3"])
         folded = read_folded(os.path.join(wdir, "stacks.txt"))
         brief = self.thread_samples(folded, "brief")
-        self.assertGreaterEqual(sum(n for _, n in brief), 2, folded)
-        self.assertTrue(all("brief_work" in fr for fr, _ in brief), brief)
+        total = sum(n for _, n in brief)
+        self.assertGreaterEqual(total, 2, folded)
+        # Nearly all in brief_work; the thread's own exit (TLS destructors,
+        # a sanitizer's cleanup) may take a sample or two.
+        self.assertGreaterEqual(sum(n for fr, n in brief if "brief_work" in fr), 0.8 * total,
+                                brief)
         # Sampling went on for the others after it exited.
         trace = load_trace(wdir)
         burner_tid = [t for t in trace["traceEvents"] if t.get("ph") == "M" and
