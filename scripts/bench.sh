@@ -1,28 +1,77 @@
 #!/bin/sh
-# Runs profhost's benchmarks on an optimized build (RelWithDebInfo, in
-# build-bench/ or $BENCH_BUILD). Benchmarks print numbers; they assert
-# nothing. docs/performance.md records results and the command used.
+# Runs profhost's benchmarks and prints what docs/performance.md reports.
 #
-#   scripts/bench.sh [all|sampler|writer]
-#     sampler   bench_sampler [SAMPLER_SECONDS, default 3]: CPU sampling's
-#               handler cost, overhead at 999 Hz and achieved sample rate
-#     writer    bench_writer: Chrome trace writer throughput
+#   scripts/bench.sh [section ...]      (default: every section)
+#
+# Builds a RelWithDebInfo tree in build-bench/ first. Each section is
+# independent; add new ones as a function and a line in SECTIONS.
+# Sections: machine nvtx writer window_memory sampler.
 set -eu
 cd "$(dirname "$0")/.."
-dir=${BENCH_BUILD:-build-bench}
-what=${1:-all}
-case $what in
-all|sampler|writer) ;;
-*) echo "usage: scripts/bench.sh [all|sampler|writer]" >&2; exit 2 ;;
-esac
-cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$dir" -j"$(nproc)" --target bench_sampler bench_writer >/dev/null
-echo "# $(uname -r), $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ)"
-if [ "$what" = all ] || [ "$what" = sampler ]; then
-    echo "== bench_sampler ${SAMPLER_SECONDS:-3}"
-    "$dir/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
-fi
-if [ "$what" = all ] || [ "$what" = writer ]; then
-    echo "== bench_writer"
-    "$dir/bin/bench_writer"
-fi
+BUILD=${BUILD:-build-bench}
+SECTIONS="machine nvtx writer window_memory sampler"
+
+build() {
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+}
+
+# The machine the numbers come from.
+section_machine() {
+    echo "==== machine"
+    grep -m1 "model name" /proc/cpuinfo | sed 's/^.*: /cpu: /'
+    echo "cores: $(nproc)"
+    echo "kernel: $(uname -r), clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+    echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# NVTX push+pop: no tool, profhost outside and inside a window.
+section_nvtx() {
+    echo "==== NVTX push+pop ($BUILD/bin/bench_nvtx --reps 9)"
+    if [ -x "$BUILD/bin/bench_nvtx" ]; then
+        "$BUILD/bin/bench_nvtx" --reps 9
+    else
+        echo "skipped: bench_nvtx not built (no NVTX headers)"
+    fi
+}
+
+# The Chrome writer: events/s to a file, and memory while writing 10M events.
+section_writer() {
+    out=$(mktemp /tmp/bench_writer.XXXXXX.json)
+    echo "==== Chrome writer ($BUILD/bin/bench_writer 10000000 $out)"
+    "$BUILD/bin/bench_writer" 10000000 "$out"
+    rm -f "$out"
+}
+
+# A whole 10M-event window under the host: 8 threads x 1M NVTX ranges (and
+# 2M nested ones) in one capture range. Peak RSS of the profiled process
+# against the event pool it was given.
+section_window_memory() {
+    echo "==== a 10M-event window under prof run (peak RSS of the process)"
+    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
+        echo "skipped: nvtx_stress not built (no NVTX headers)"
+        return
+    fi
+    dir=$(mktemp -d /tmp/bench_window.XXXXXX)
+    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\n' \
+        > "$dir/policy.lua"
+    PROF_LOG=quiet /usr/bin/time -f "peak RSS %M KB, %e s wall" \
+        "$BUILD/bin/prof" run -s "$dir/policy.lua" -o "$dir/out" -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 2>&1 \
+        | grep -E "peak RSS|nvtx_stress:"
+    echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
+    rm -rf "$dir"
+}
+
+# CPU sampling: handler cost at 30 frames, overhead of a two-thread
+# CPU-bound workload at 999 Hz (CPU-time and wall clock), achieved rate.
+section_sampler() {
+    echo "==== CPU sampling ($BUILD/bin/bench_sampler ${SAMPLER_SECONDS:-3})"
+    "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
+}
+
+build
+for s in ${*:-$SECTIONS}; do
+    "section_$s"
+done

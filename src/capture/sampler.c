@@ -472,17 +472,13 @@ int sampler_record_stack(unsigned kind, uint64_t id)
 					     (truncated ? EVBUF_STACK_TRUNCATED : 0));
 }
 
-/* core_api.range_pushed: a stack for the range just pushed. */
+/* shim_api.set_range_pushed_hook: a stack for the range just pushed (on
+ * the pushing thread, after its push record). */
 static void range_pushed(void)
 {
 	sampler_record_stack(TRACE_STACK_RANGE, 0);
 }
 
-/* See sampler.h. */
-void (*sampler_range_hook(void))(void)
-{
-	return smp.on && smp.range_stacks ? range_pushed : NULL;
-}
 
 /* ------------------------------------------------------------ lifecycle */
 
@@ -525,6 +521,8 @@ static int sampler_init(struct host *h, struct err *e)
 	pthread_mutex_init(&smp.sig_lock, NULL);
 	pthread_mutex_init(&smp.closed_lock, NULL);
 	smp.on = true;
+	if (smp.range_stacks && h->shim->set_range_pushed_hook)
+		h->shim->set_range_pushed_hook(range_pushed);
 	return 0;
 }
 
@@ -728,6 +726,8 @@ static void sampler_fini(struct host *h)
 		atomic_store(&smp.signo, 0);
 		unwind_set_block_signal(0);
 	}
+	if (smp.range_stacks && smp.h->shim->set_range_pushed_hook)
+		smp.h->shim->set_range_pushed_hook(NULL);
 	symbols_free(smp.sym);
 	smp.sym = NULL;
 	close(smp.wake[0]);

@@ -59,11 +59,6 @@ int sampler_record_stack(unsigned kind, uint64_t id);
  * it unwinds). */
 int sampler_backtrace_now(uint64_t *ips, int max, bool *truncated);
 
-/* The prof.capture{range_stacks} hook the shim calls after a range push
- * (struct core_api.range_pushed), or NULL when range stacks are off. Valid
- * after the source's init. */
-void (*sampler_range_hook(void))(void);
-
 /* ---- internal to src/capture (sampler.c, unwind.c, bench, tests) ---- */
 
 /* One sampled thread. The handler finds it through the timer's sigev_value;

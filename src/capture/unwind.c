@@ -294,7 +294,7 @@ bool unwind_stack_unsafe(const uint64_t *ips, int n)
 /* Appends the sample; counts it. */
 static void record(void *const *ips, int n, uint64_t weight, uint64_t flags)
 {
-	if (uw.cfg.append(EVBUF_SAMPLE, clock_now_ns(), ips,
+	if (uw.cfg.append(EVBUF_SAMPLE, clock_now_ns_signal(), ips,
 			  (uint32_t)((size_t)n * sizeof(void *)), weight, flags) == 0)
 		atomic_fetch_add_explicit(&uw.samples, 1, memory_order_relaxed);
 	else

@@ -9,10 +9,15 @@
 struct open_range {
 	uint32_t name;
 	int64_t ts;
-	uint64_t id;      /* start/end ranges: the range id */
+	uint64_t id;      /* start/end ranges: the range id; pushes: the GPU
+			     link (external correlation id, 0: none) */
+	uint64_t a;       /* evbuf_nvtx_a(): domain and category */
 	int32_t tid;
+	uint32_t flags;   /* TRACE_F_CLIPPED_START: open when the window began */
 	uint32_t stack;   /* index + 1 of the stack taken at the push, 0 none */
 };
+
+#define NAME_UNKNOWN "(began before the window)"
 
 /* Per-thread state: the stack of open pushes. */
 struct thread_state {
@@ -23,6 +28,7 @@ struct thread_state {
 
 struct assembler {
 	struct trace *t;
+	const struct assemble_source *src;
 	struct thread_state *threads;
 	size_t nthreads, cap_threads;
 	size_t last;                  /* index of the last thread looked up */
@@ -73,13 +79,38 @@ static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 	return &as->threads[as->nthreads++];
 }
 
-/* Adds a complete range event; `stack` is the index + 1 of the stack
- * taken at its push, or 0. */
+/* Adds args "domain" and "category" of a record's `a` to the last event. */
+static void add_nvtx_args(struct assembler *as, uint64_t a)
+{
+	uint32_t domain = evbuf_a_domain(a), cat = evbuf_a_category(a);
+	const char *s = NULL;
+
+	if (domain != 0) {
+		if (as->src->domain_name)
+			s = as->src->domain_name(domain);
+		if (s)
+			trace_arg_str(as->t, "domain", s, strlen(s));
+		else
+			trace_arg_uint(as->t, "domain", domain);
+	}
+	if (cat != 0) {
+		s = as->src->category_name ? as->src->category_name(domain, cat) : NULL;
+		if (s)
+			trace_arg_str(as->t, "category", s, strlen(s));
+		else
+			trace_arg_uint(as->t, "category", cat);
+	}
+}
+
+/* Adds a complete range event; `a` carries its NVTX domain and category,
+ * `stack` is the index + 1 of the stack taken at its push, or 0. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags, uint32_t stack)
+		      int64_t ts, int64_t end, uint32_t flags, uint64_t a, uint64_t id,
+		      uint32_t stack)
 {
 	struct trace_event e = { 0 };
 
+	e.id = id;
 	e.ts = ts;
 	e.dur = end > ts ? end - ts : 0;
 	e.pid = as->t->meta.pid;
@@ -88,10 +119,25 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	e.cat = TRACE_CAT_USER_ANNOTATION;
 	e.ph = TRACE_PH_COMPLETE;
 	e.flags = flags;
-	if (trace_add_event(as->t, &e) && stack)
+	if (!trace_add_event(as->t, &e))
+		return;
+	add_nvtx_args(as, a);
+	if (stack)
 		trace_arg_stack(as->t, stack - 1);
 	if (flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
 		as->t->counters.clipped++;
+}
+
+/* A range that began before the window and ended at `end`: clipped at the
+ * window's start, named by the record when the shim knew the name. */
+static void add_early(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	uint32_t name = r->len ? trace_intern(t, evbuf_payload(r), r->len)
+			       : trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+	int64_t start = t->meta.start_ts < r->ts ? t->meta.start_ts : r->ts;
+
+	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a, 0, 0);
 }
 
 /* A sample or a stack record: the payload is its instruction addresses.
@@ -104,22 +150,21 @@ static void add_stack(struct assembler *as, struct thread_state *th,
 	size_t n = r->len / sizeof(uint64_t);
 	long idx;
 
-	memcpy(ips, evbuf_payload(r), n * sizeof *ips); /* payloads are 8-aligned;
-							  copy for strictness */
+	if (n == 0)
+		return;
+	memcpy(ips, evbuf_payload(r), n * sizeof *ips);
 	s.ts = r->ts;
 	s.tid = tid;
+	s.weight = 1;
+	s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
 	if (r->kind == EVBUF_SAMPLE) {
 		s.kind = TRACE_STACK_SAMPLE;
-		s.weight = r->id ? (uint32_t)(r->id > UINT32_MAX ? UINT32_MAX : r->id) : 1;
-		s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
+		if (r->id)
+			s.weight = r->id > UINT32_MAX ? UINT32_MAX : (uint32_t)r->id;
 	} else {
 		s.kind = (uint8_t)(r->a >> 8);
 		s.id = r->id;
-		s.weight = 1;
-		s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
 	}
-	if (n == 0)
-		return;
 	idx = trace_add_stack(as->t, &s, ips, n, r->kind == EVBUF_SAMPLE);
 	if (idx >= 0 && s.kind == TRACE_STACK_RANGE && th->depth > 0 &&
 	    !th->stack[th->depth - 1].stack)
@@ -146,17 +191,40 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
+		th->stack[th->depth].a = r->a;
+		th->stack[th->depth].flags = 0;
 		th->stack[th->depth].stack = 0;
+		th->stack[th->depth].id = r->id; /* GPU link (external id) */
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
+			/* Open when the window began: it starts there. */
+			if (!r->len)
+				th->stack[th->depth].name =
+					trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+			if (t->meta.start_ts < r->ts)
+				th->stack[th->depth].ts = t->meta.start_ts;
+			th->stack[th->depth].flags = TRACE_F_CLIPPED_START;
+		}
 		th->depth++;
 		break;
 	case EVBUF_RANGE_POP:
-		if (th->depth == 0) {
-			t->counters.unbalanced_pops++;
+		/* Each NVTX domain has its own stack: pop this domain's top. */
+		for (i = th->depth; i-- > 0;)
+			if (evbuf_a_domain(th->stack[i].a) == evbuf_a_domain(r->a))
+				break;
+		if (i == SIZE_MAX) {
+			if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+				add_early(as, tid, r);
+			else
+				t->counters.unbalanced_pops++;
 			break;
 		}
-		th->depth--;
-		add_range(as, tid, th->stack[th->depth].name, th->stack[th->depth].ts,
-			  r->ts, 0, th->stack[th->depth].stack);
+		{
+			struct open_range o = th->stack[i];
+			memmove(&th->stack[i], &th->stack[i + 1],
+				(th->depth - i - 1) * sizeof *th->stack);
+			th->depth--;
+			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id, o.stack);
+		}
 		break;
 	case EVBUF_RANGE_START:
 		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
@@ -168,17 +236,22 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		as->started[as->nstarted].ts = r->ts;
 		as->started[as->nstarted].id = r->id;
 		as->started[as->nstarted].tid = tid;
+		as->started[as->nstarted].a = r->a;
+		as->started[as->nstarted].flags = 0;
 		as->nstarted++;
 		break;
 	case EVBUF_RANGE_END:
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0, 0);
+					  as->started[i].ts, r->ts, 0, as->started[i].a, 0, 0);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
-		as->unmatched_ends++;
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+			add_early(as, tid, r);
+		else
+			as->unmatched_ends++;
 		break;
 	case EVBUF_MARK:
 		e.ts = r->ts;
@@ -187,7 +260,8 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		e.name = trace_intern(t, evbuf_payload(r), r->len);
 		e.cat = TRACE_CAT_MARK;
 		e.ph = TRACE_PH_INSTANT;
-		trace_add_event(t, &e);
+		if (trace_add_event(t, &e))
+			add_nvtx_args(as, r->a);
 		break;
 	case EVBUF_SAMPLE:
 	case EVBUF_STACK:
@@ -256,7 +330,7 @@ static void name_threads(struct assembler *as)
 int assemble_window(struct trace *t, const struct assemble_source *src,
 		    const struct trace_step *steps, size_t nsteps)
 {
-	struct assembler as = { .t = t };
+	struct assembler as = { .t = t, .src = src };
 	struct evbuf_stats st = { 0 };
 	size_t i, k;
 
@@ -270,12 +344,14 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		struct thread_state *th = &as.threads[i];
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
-				  t->meta.end_ts, TRACE_F_CLIPPED_END, th->stack[k].stack);
+				  t->meta.end_ts, TRACE_F_CLIPPED_END | th->stack[k].flags,
+				  th->stack[k].a, th->stack[k].id, th->stack[k].stack);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
-			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END, 0);
+			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END,
+			  as.started[i].a, 0, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

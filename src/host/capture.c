@@ -1,12 +1,22 @@
 /* capture — the list of capture sources and the calls over it (capture.h). */
 #include "capture.h"
 
+#include "../capture/nvtx.h"
 #include "../capture/sampler.h"
 #include "host.h"
 
+#ifdef PROFHOST_HAVE_CUDA
+#include "../capture/cupti.h"
+#endif
+
 /* Sources in the order they are called. The sampler stays last: its
- * collect names the stacks other sources' events carry. */
+ * collect names the stacks other sources' events carry (the CUDA calls'
+ * backtraces) and adds the samples as events. */
 const struct capture_ops *const capture_sources[] = {
+	&nvtx_capture,
+#ifdef PROFHOST_HAVE_CUDA
+	&cupti_capture,
+#endif
 	&sampler_capture,
 	NULL
 };
@@ -79,4 +89,13 @@ void capture_fini_all(struct host *h)
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->fini)
 			capture_sources[i]->fini(h);
+}
+
+void capture_step_all(struct host *h, uint64_t step, bool recording)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->step)
+			capture_sources[i]->step(h, step, recording);
 }

@@ -13,13 +13,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../capture/sampler.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
 #include "../util/progname.h"
 #include "capture.h"
 #include "host.h"
+#ifdef PROFHOST_HAVE_CUDA
+#include "../capture/cupti.h"
+#endif
 
 #define PROFHOST_EXPORT __attribute__((visibility("default")))
 #define STRICT_EXIT_STATUS 70
@@ -161,6 +163,15 @@ static void core_fini(void)
 	capture_fini_all(&host);
 }
 
+#ifdef PROFHOST_HAVE_CUDA
+static int core_cuda_inject(void)
+{
+	if (atomic_load(&host.disabled))
+		return 1;
+	return cupti_inject(&host);
+}
+#endif
+
 static void core_after_fork_child(void)
 {
 	/* The child has no host thread and must not write into the parent's
@@ -205,6 +216,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		return -1;
 	}
 	h->shim = shim;
+	clock_share(shim->clock);
 	if (env_read(&h->env, &e) != 0)
 		goto fail;
 	log_set_level(h->env.log_level);
@@ -223,7 +235,9 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	core->capture_now = core_capture_now;
 	core->fini = core_fini;
 	core->after_fork_child = core_after_fork_child;
-	core->range_pushed = sampler_range_hook();
+#ifdef PROFHOST_HAVE_CUDA
+	core->cuda_inject = core_cuda_inject;
+#endif
 	log_msg(LOG_DEBUG, "ready: pid %d, rank %d, output %s", (int)h->pid,
 		h->env.rank, h->run_dir);
 	return 0;

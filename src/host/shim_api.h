@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../capture/nvtx.h"
+#include "../events/clock.h"
 #include "../events/evbuf.h"
 
 #define SHIM_API_VERSION 1
@@ -31,6 +33,28 @@ struct shim_api {
 	void (*evbuf_release)(uint64_t gen);
 	int (*evbuf_append_raw)(uint16_t kind, int64_t ts, const void *payload,
 				uint32_t len, uint64_t id, uint64_t a);
+	/* The process's clock parameters (src/events/clock.h). */
+	struct clock_params *clock;
+	/* NVTX (src/capture/nvtx.h): triggers, arming, names for the trace. */
+	void (*nvtx_configure)(const struct nvtx_config *cfg);
+	void (*nvtx_arm)(int on);
+	void (*nvtx_replay)(void);
+	int (*nvtx_attached)(void);
+	const char *(*nvtx_domain_name)(uint32_t id);
+	const char *(*nvtx_category_name)(uint32_t domain, uint32_t category);
+	const char *(*nvtx_thread_name)(int32_t tid);
+	/* Installs the range hooks (NULL, NULL removes them). Inside an open
+	 * window, prof_range_push calls push() and records the id it returns
+	 * (an external correlation id linking the range to the GPU work it
+	 * launches; 0: none) as the push record's `id`; prof_range_pop calls
+	 * pop() after recording the pop. Idle cost unchanged: the hooks are
+	 * only looked at once a window is open. Any thread. */
+	void (*set_range_hooks)(uint64_t (*push)(void), void (*pop)(void));
+	/* Installs the hook called on the pushing thread right after a range
+	 * push (NVTX or prof_range_push) was recorded in a window; NULL
+	 * removes it. The CPU sampler takes the thread's stack there
+	 * (prof.capture{range_stacks}). Any thread. */
+	void (*set_range_pushed_hook)(void (*pushed)(void));
 };
 
 /* What the core gives the shim. Every pointer is set by a successful
@@ -45,10 +69,10 @@ struct core_api {
 	void (*fini)(void);
 	/* In a child after fork(). */
 	void (*after_fork_child)(void);
-	/* After a range push recorded in a window: takes the pushing thread's
-	 * stack (prof.capture{range_stacks}). NULL when that is off; the
-	 * only member that may be NULL. */
-	void (*range_pushed)(void);
+	/* InitializeInjection (the CUDA driver, through CUDA_INJECTION64_PATH):
+	 * starts GPU capture if it waits for the driver; never twice. NULL in
+	 * a build without CUDA. Returns 1 (the driver's "success"). */
+	int (*cuda_inject)(void);
 };
 
 /* The core's one exported symbol. Returns 0, or -1 after reporting why on

@@ -6,7 +6,8 @@ import os
 import re
 import unittest
 
-from harness import PROF, TESTBIN, TempDirTest, load_trace, run, window_dirs
+from harness import (BUILD, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
+                     window_dirs)
 
 STACKS_APP = os.path.join(TESTBIN, "stacks_app")
 SIGPROF = 27
@@ -201,6 +202,60 @@ class CpuStacks(TempDirTest):
         self.assertFalse(os.path.exists(os.path.join(wdir, "stacks.txt")))
         self.assertFalse(os.path.exists(os.path.join(wdir, "cpu_functions.txt")))
         self.assertIn("cpu_samples", load_trace(wdir)["profhost"])
+
+
+CUDA_APP = os.path.join(TESTBIN, "cuda_fake_app")
+CUPTI_FAKE = os.path.join(BUILD, "tests", "lib", "libcupti-fake.so")
+
+
+class CudaBacktraces(TempDirTest):
+    """prof.capture{cuda_backtrace}: slow CUDA calls carry the calling
+    thread's stack, through the CUPTI fake (built when the CUDA headers are
+    found; without them there is no GPU capture to attach stacks to)."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists(CUDA_APP) or not os.path.exists(CUPTI_FAKE):
+            self.skipTest("the CUPTI fake is not built (no CUDA headers)")
+
+    def api_events(self, threshold_us):
+        policy = self.write("policy.lua", (
+            "prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
+            "prof.capture { cuda_backtrace = { threshold_us = %d } }\n" % threshold_us))
+        out = os.path.join(self.tmp, "out%d" % threshold_us)
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", CUDA_APP, "--steps", "6"],
+                env=base_env({"PROF_CUPTI_LIB": CUPTI_FAKE}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        return [e for e in trace["traceEvents"]
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("ph") == "X"]
+
+    def test_slow_calls_carry_their_stack(self):
+        api = self.api_events(10)
+        # cudaDeviceSynchronize waits for the step's kernels (~400 us).
+        sync = [e for e in api if e["name"] == "cudaDeviceSynchronize"]
+        self.assertEqual(len(sync), 2)
+        for e in sync:
+            self.assertGreater(e["dur"], 10)
+            frames = e["args"]["stack"].split(";")
+            # Outermost first, from main down into the call (the fake's
+            # frames, whose names depend on its inlining); profhost's own
+            # frames are left out.
+            self.assertIn("main", frames, e)
+            inner = frames[frames.index("main") + 1:]
+            self.assertTrue(inner, e)
+            self.assertFalse([f for f in inner if "sampler" in f or "api_callback" in f], e)
+        for e in api:
+            if "stack" in e["args"]:
+                self.assertGreaterEqual(e["dur"], 10 * 0.99, e)
+                self.assertIn(";main;", e["args"]["stack"])
+
+    def test_fast_calls_have_none(self):
+        api = self.api_events(1000000)
+        self.assertTrue(api)
+        self.assertFalse([e for e in api if "stack" in e["args"]])
 
 
 if __name__ == "__main__":
