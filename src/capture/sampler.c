@@ -86,32 +86,6 @@ static struct {
 
 /* ------------------------------------------------------------ config */
 
-/* Parses prof.capture{cpu_samples = {signal = ...}}: "auto" -> 0,
- * "SIGPROF", "SIGRTMIN+N". Returns 0 and sets *out, or -1. */
-static int parse_signal(const char *s, int *out)
-{
-	char *end;
-	long n;
-
-	if (!s || !*s || strcmp(s, "auto") == 0) {
-		*out = 0;
-		return 0;
-	}
-	if (strcmp(s, "SIGPROF") == 0) {
-		*out = SIGPROF;
-		return 0;
-	}
-	if (strncmp(s, "SIGRTMIN+", 9) == 0) {
-		errno = 0;
-		n = strtol(s + 9, &end, 10);
-		if (errno || *end || end == s + 9 || n < 0 || n > SIGRTMAX - SIGRTMIN)
-			return -1;
-		*out = SIGRTMIN + (int)n;
-		return 0;
-	}
-	return -1;
-}
-
 /* A signal's name for messages: "SIGPROF" or "SIGRTMIN+N". */
 static void signal_name(int signo, char *buf, size_t size)
 {
@@ -502,11 +476,7 @@ static int sampler_init(struct host *h, struct err *e)
 	if (smp.depth > SAMPLER_DEPTH_MAX)
 		smp.depth = SAMPLER_DEPTH_MAX;
 	smp.period_ns = smp.hz ? 1000000000 / smp.hz : 0;
-	if (parse_signal(cfg->capture.cpu_signal, &smp.want_signo) != 0)
-		return err_set(e, "prof.capture: cpu_samples.signal '%s' is not "
-			       "\"auto\", \"SIGPROF\" or \"SIGRTMIN+N\" with N "
-			       "from 0 to %d", cfg->capture.cpu_signal,
-			       SIGRTMAX - SIGRTMIN);
+	smp.want_signo = cfg->capture.cpu_signal;
 	memset(&uc, 0, sizeof uc);
 	uc.append = h->shim->evbuf_append_raw;
 	uc.slots = smp.slots;

@@ -305,7 +305,7 @@ static void bench_overhead(double seconds)
 	host.cfg = &cfg;
 	cfg.capture.cpu_hz = 999;
 	cfg.capture.cpu_depth = 128;
-	cfg.capture.cpu_signal = "auto";
+	cfg.capture.cpu_signal = 0; /* auto */
 	log_set_level(LOG_WARN);
 	/* Alternate the three so drifting load on the machine hits all. */
 	for (r = 0; r < ROUNDS; r++) {

@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,7 @@ static void test_valid_file_config(void)
 	CHECK_EQ_INT(c->capture.cpu_hz, 250);
 	CHECK(c->capture.cpu_wall_clock);
 	CHECK_EQ_INT(c->capture.cpu_depth, 40);
-	CHECK_EQ_STR(c->capture.cpu_signal, "SIGRTMIN+2");
+	CHECK_EQ_INT(c->capture.cpu_signal, SIGRTMIN + 2);
 	CHECK(c->capture.range_stacks);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 20);
 	CHECK(c->capture.record_shapes);
@@ -239,7 +240,7 @@ static void test_defaults(void)
 	CHECK(c->capture.nvtx && c->capture.cuda_kernels && c->capture.cuda_driver);
 	CHECK_EQ_INT(c->capture.cpu_hz, 0);
 	CHECK_EQ_INT(c->capture.cpu_depth, 128);
-	CHECK_EQ_STR(c->capture.cpu_signal, "auto");
+	CHECK_EQ_INT(c->capture.cpu_signal, 0);
 	CHECK(!c->capture.range_stacks);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 0);
 	CHECK_EQ_INT(c->capture.buffer_bytes, 128u << 20);
