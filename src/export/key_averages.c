@@ -637,21 +637,11 @@ int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
 		       const char *path, struct err *e)
 {
 	char *text = key_averages_format(tab, row_limit);
-	struct outfile *f;
+	int rc;
 
 	if (!text)
 		return err_set(e, "out of memory formatting '%s'", path);
-	f = outfile_open(path, false, e);
-	if (!f) {
-		free(text);
-		return -1;
-	}
-	if (outfile_puts(f, text) != 0) {
-		free(text);
-		outfile_error(f, e);
-		outfile_abort(f);
-		return -1;
-	}
+	rc = outfile_write_text(path, text, e);
 	free(text);
-	return outfile_commit(f, e);
+	return rc;
 }
