@@ -720,6 +720,15 @@ void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void))
 	atomic_store_explicit(&range_pop_hook, pop, memory_order_release);
 }
 
+/* Called after a push was recorded (the CPU sampler's range stacks, see
+ * nvtx_set_pushed_hook). Looked at only then. */
+static void (*_Atomic range_pushed_hook)(void);
+
+void nvtx_set_pushed_hook(void (*pushed)(void))
+{
+	atomic_store_explicit(&range_pushed_hook, pushed, memory_order_release);
+}
+
 /* A push in domain d; `force` records even with prof.capture{nvtx=false}.
  * Returns the level (depth before the push). */
 __attribute__((noinline))
@@ -769,10 +778,16 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 			text = msg_plain(m, &len);
 			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, id, a);
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			void (*pushed)(void) = atomic_load_explicit(&range_pushed_hook,
+								   memory_order_acquire);
+
 			gen = (uint32_t)(st >> 1);
-		else
+			if (pushed)
+				pushed();
+		} else {
 			flags |= LV_DROPPED;
+		}
 	}
 	if (lv) {
 		lv->domain = d->id;
@@ -1085,11 +1100,12 @@ static int may_trigger(uint32_t mode, const struct nvtx_domain *d, const struct 
 
 /* ------------------------------------------------------------ the recording path */
 
-/* Inside a window, a push or pop whose level is the thread's top, written
- * (not plain) and in reach (below NVTX_LEVELS), with no trigger to compare
- * and no GPU-link hook, is recorded here: a clock read, one inline append
- * (compact records), the level. Everything else is range_push() and
- * range_pop(), which record the same thing. */
+/* Inside a window, a push or pop of the thread's top level, written (not
+ * plain) and in reach (below NVTX_LEVELS), whose name is no trigger, with
+ * no hook installed, is recorded here: a clock read, one inline append
+ * (compact records), the level. Everything else (GPU links, range stacks,
+ * triggers, levels not at the top or pushed before the window) is
+ * range_push() and range_pop(), which record the same thing. */
 
 /* Whether push_fast() applies to a push of m in domain d. */
 static inline int push_fast_ok(uint64_t st, uint32_t mode, int force,
@@ -1100,6 +1116,7 @@ static inline int push_fast_ok(uint64_t st, uint32_t mode, int force,
 	return (st & 1) && ((mode & MODE_RECORD) || force) && me.t &&
 	       depth < NVTX_LEVELS && me.mark == depth &&
 	       !atomic_load_explicit(&range_push_hook, memory_order_relaxed) &&
+	       !atomic_load_explicit(&range_pushed_hook, memory_order_relaxed) &&
 	       !may_trigger(mode, d, m);
 }
 

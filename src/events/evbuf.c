@@ -249,17 +249,16 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 	return c;
 }
 
-int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
-		     uint32_t len, uint64_t id, uint64_t a)
+/* The append proper; `st` is the open evbuf_state, the caller holds the
+ * thread's `busy` flag. */
+static int append_owned(uint64_t st, uint16_t kind, int64_t ts,
+			const void *payload, uint32_t len, uint64_t id, uint64_t a)
 {
-	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
 	struct evbuf_chunk *c = tls.chunk;
 	uint32_t used = 0, need;
 	int compact = id == 0 && (a >> 32) == 0;
 	char *p;
 
-	if (!(st & 1))
-		return -1;
 	if (len > EVBUF_NAME_MAX)
 		len = EVBUF_NAME_MAX;
 	need = compact ? crec_size(len) : rec_size(len);
@@ -301,6 +300,27 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		memcpy(p, payload, len);
 	atomic_store_explicit(&c->used, used + need, memory_order_release);
 	return 0;
+}
+
+/* A signal handler (the CPU sampler's) may append on a thread that was
+ * interrupted in the middle of an append: both would write at the same
+ * offset of the same chunk. The per-thread `busy` flag makes the nested
+ * append give up instead. Signal fences suffice: only the same thread
+ * reads the flag. */
+int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
+		     uint32_t len, uint64_t id, uint64_t a)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
+	int rc;
+
+	if (!(st & 1) || tls.busy)
+		return -1;
+	tls.busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	rc = append_owned(st, kind, ts, payload, len, id, a);
+	atomic_signal_fence(memory_order_seq_cst);
+	tls.busy = 0;
+	return rc;
 }
 
 void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a)
@@ -518,4 +538,5 @@ void evbuf_after_fork_child(void)
 	tls.chunk = NULL;
 	tls.st = 0;
 	tls.tid = 0;
+	tls.busy = 0;
 }

@@ -39,8 +39,21 @@ enum evbuf_kind {
 	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
 	EVBUF_RANGE_END = 4,  /* id = range id; a = evbuf_nvtx_a() */
 	EVBUF_MARK = 5,       /* name; a = evbuf_nvtx_a() */
-	EVBUF_USER = 64       /* first kind free for capture sources */
+	EVBUF_USER = 64,      /* first kind free for capture sources */
+	/* CPU sampler (src/capture/sampler.h). Payload: uint64_t instruction
+	 * addresses, innermost first. */
+	EVBUF_SAMPLE = 72,    /* timer sample: frame 0 is the interrupted
+				 instruction, the rest return addresses;
+				 id = timer periods it stands for (1 + overruns);
+				 a = EVBUF_STACK_TRUNCATED or 0 */
+	EVBUF_STACK = 73      /* stack taken on purpose (range push, slow CUDA
+				 call): all return addresses; id = kind-specific
+				 (CUDA correlation id); a = trace stack kind << 8
+				 | EVBUF_STACK_TRUNCATED or 0 */
 };
+
+/* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */
+#define EVBUF_STACK_TRUNCATED 1u
 
 /* `a` of the range and mark records: the NVTX domain id in bits 0-23 (0 is
  * NVTX's default domain, which prof_range_push also uses), flags in bits
@@ -108,7 +121,9 @@ struct evbuf_stats {
 void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a);
 
 /* As evbuf_append() with an explicit timestamp and a payload of `len` bytes
- * (not necessarily text). Returns 0, or -1 when dropped or inactive. */
+ * (not necessarily text). Returns 0, or -1 when dropped or inactive, and
+ * also when it interrupted another append on the same thread (a signal
+ * handler's record is then dropped: the interrupted one stays intact). */
 int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		     uint32_t len, uint64_t id, uint64_t a);
 
@@ -190,6 +205,7 @@ struct evbuf_tls {
 	uint64_t st;               /* evbuf_state of `chunk`'s generation; 0 = none */
 	struct evbuf_chunk *chunk; /* current chunk */
 	int32_t tid;
+	int32_t busy;              /* 1 while an append runs on this thread */
 };
 extern __thread struct evbuf_tls evbuf_tls
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));
@@ -220,25 +236,31 @@ static inline void evbuf_copy_small(char *d, const char *s, uint32_t n)
  * evbuf_append_raw() for the hot path, inlined: `st` is the evbuf_state
  * value the caller read (a generation is open), `len` <= EVBUF_NAME_MAX.
  * When the thread's chunk belongs to that generation and has room, writes
- * the record there (compact when it can); otherwise calls
- * evbuf_append_raw(). Returns 0, or -1 when dropped.
+ * the record there (compact when it can), holding the thread's `busy` flag
+ * as evbuf_append_raw() does (a signal handler's append in between gives
+ * up); otherwise calls evbuf_append_raw(). Returns 0, or -1 when dropped.
  */
 __attribute__((always_inline))
 static inline int evbuf_append_fast(uint64_t st, uint16_t kind, int64_t ts,
 				    const char *payload, uint32_t len,
 				    uint64_t id, uint64_t a)
 {
-	struct evbuf_chunk *c = evbuf_tls.chunk;
 	int compact = id == 0 && (a >> 32) == 0;
 	uint32_t hdr = compact ? sizeof(struct evbuf_crec) : sizeof(struct evbuf_rec);
 	uint32_t need = (hdr + len + 7) & ~7u, used;
+	struct evbuf_chunk *c;
 	char *p;
 
-	if (__builtin_expect(evbuf_tls.st != st, 0))
+	if (__builtin_expect(evbuf_tls.busy, 0))
 		return evbuf_append_raw(kind, ts, payload, len, id, a);
+	evbuf_tls.busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	c = evbuf_tls.chunk;
+	if (__builtin_expect(evbuf_tls.st != st, 0))
+		goto slow;
 	used = atomic_load_explicit(&c->used, memory_order_relaxed);
 	if (__builtin_expect(used + need > EVBUF_CHUNK_DATA, 0))
-		return evbuf_append_raw(kind, ts, payload, len, id, a);
+		goto slow;
 	p = (char *)(c + 1) + used;
 	if (compact) {
 		struct evbuf_crec *r = (struct evbuf_crec *)p;
@@ -260,7 +282,13 @@ static inline int evbuf_append_fast(uint64_t st, uint16_t kind, int64_t ts,
 	else
 		__builtin_memcpy(p + hdr, payload, len);
 	atomic_store_explicit(&c->used, used + need, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+	evbuf_tls.busy = 0;
 	return 0;
+slow:
+	atomic_signal_fence(memory_order_seq_cst);
+	evbuf_tls.busy = 0;
+	return evbuf_append_raw(kind, ts, payload, len, id, a);
 }
 
 #endif

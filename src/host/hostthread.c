@@ -155,6 +155,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.summary = false; /* written last, below, after the reports */
 	o.raw = h->cfg->export.raw;
 	o.memory_timeline = h->cfg->export.memory_timeline;
+	o.stacks = h->cfg->export.stacks;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);
@@ -177,6 +178,7 @@ static void process_job(struct host *h, struct host_job *job)
 		note_window(h, res.dir);
 		atomic_fetch_add(&h->ht.windows_written, 1);
 	}
+	live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
 	if (dropped)
 		log_msg(LOG_WARN, "window %u: %llu events dropped because the event "
 			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",
