@@ -5,11 +5,11 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx writer window_memory sampler.
+# Sections: machine nvtx nvtx_instructions writer window_memory sampler.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx writer window_memory sampler"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory sampler"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -34,6 +34,47 @@ section_nvtx() {
     else
         echo "skipped: bench_nvtx not built (no NVTX headers)"
     fi
+}
+
+# NVTX push+pop in instructions: callgrind counts them exactly, where the
+# times above move with the machine's load. Counted in the shim's
+# RangePushA/RangePop and everything they call; the difference between a
+# run of 2N pairs and one of N, so start-up and warm-up cancel out. The
+# clock is clock_gettime (PROF_CLOCK=monotonic): under valgrind the TSC's
+# switch-on time varies, and with it the count.
+section_nvtx_instructions() {
+    echo "==== NVTX push+pop, instructions per pair (valgrind --tool=callgrind)"
+    if ! command -v valgrind >/dev/null || [ ! -x "$BUILD/bin/bench_nvtx" ]; then
+        echo "skipped: needs valgrind and bench_nvtx"
+        return
+    fi
+    dir=$(mktemp -d /tmp/bench_nvtx_ir.XXXXXX)
+    printf 'prof.export{ chrome = false, key_averages = false, summary = false }\n' \
+        > "$dir/outside.lua"
+    printf 'prof.schedule{ skip_first = 3, active = 1, cycles = 1 }\nprof.capture{ buffer_mb = 256 }\nprof.export{ chrome = false, key_averages = false, summary = false }\n' \
+        > "$dir/inside.lua"
+    for mode in outside inside; do
+        n=1000000
+        [ "$mode" = inside ] && n=200000
+        one=$(nvtx_ir "$dir" "$mode" "$n")
+        two=$(nvtx_ir "$dir" "$mode" $((2 * n)))
+        echo "  $mode a window: $(( (two - one) / n )) instructions per pair"
+    done
+    rm -rf "$dir"
+}
+
+# Instructions callgrind counts in the NVTX entry points of one bench_nvtx
+# child: nvtx_ir DIR MODE PAIRS (DIR holds MODE.lua).
+nvtx_ir() {
+    lib=$(cd "$BUILD/lib" && pwd)/libprofhost.so
+    LD_PRELOAD=$lib NVTX_INJECTION64_PATH=$lib PROF_SCRIPT="$1/$2.lua" \
+        PROF_OUTPUT_DIR="$1" PROF_LOG=quiet PROF_CLOCK=monotonic \
+        valgrind --tool=callgrind --callgrind-out-file="$1/callgrind.out" \
+            --collect-atstart=no --toggle-collect='RangePushA*' \
+            --toggle-collect='RangePop*' \
+            "$BUILD/bin/bench_nvtx" --child "$2" "$3" >/dev/null 2>&1
+    callgrind_annotate "$1/callgrind.out" |
+        awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }'
 }
 
 # The Chrome writer: events/s to a file, and memory while writing 10M events.

@@ -1,7 +1,8 @@
 /*
  * bench_nvtx — what an NVTX push+pop pair costs the program: with no tool
  * attached, with profhost attached outside a capture window, and inside
- * one (also with the TSC clock turned off, to show what it buys).
+ * one (both also with an NVTX step range configured, and inside also with
+ * the TSC clock turned off, to show what it buys).
  *
  *   bench_nvtx [--pairs N] [--window-pairs M] [--reps R] [--lib PATH]
  *
@@ -184,7 +185,9 @@ int main(int argc, char **argv)
 	struct config cfg[] = {
 		{ "no tool (NVTX calls are no-ops)", "outside", 0, NULL, 0, { 0 }, { 0 } },
 		{ "profhost, outside a window", "outside", 1, "outside.lua", 0, { 0 }, { 0 } },
+		{ "  the same, NVTX step range set", "outside", 1, "outside_steps.lua", 0, { 0 }, { 0 } },
 		{ "profhost, inside a window", "inside", 1, "inside.lua", 0, { 0 }, { 0 } },
+		{ "  the same, NVTX step range set", "inside", 1, "inside_steps.lua", 0, { 0 }, { 0 } },
 		{ "  the same, clock_gettime clock", "inside", 1, "inside.lua", 1, { 0 }, { 0 } },
 	};
 	size_t ncfg = sizeof cfg / sizeof cfg[0], i;
@@ -230,6 +233,12 @@ int main(int argc, char **argv)
 		 "prof.export{ chrome = false, key_averages = false, summary = false }\n",
 		 window_pairs * 96 / 1000000 + 64);
 	write_file(dir, "inside.lua", policy);
+	/* The same with steps counted on an NVTX range (none of the benchmark's
+	 * names): every push compares its name with the trigger's. */
+	write_file(dir, "outside_steps.lua", "prof.steps{ nvtx = \"train_step\" }\n"
+		   "prof.export{ chrome = false, key_averages = false, summary = false }\n");
+	strcat(policy, "prof.steps{ nvtx = \"train_step\" }\n");
+	write_file(dir, "inside_steps.lua", policy);
 
 	for (r = 0; r < reps; r++)
 		for (i = 0; i < ncfg; i++) {

@@ -384,7 +384,7 @@ static void test_compact_records(void)
 static void test_inline_append(void)
 {
 	struct evbuf_stats st;
-	char name[100];
+	char name[104]; /* 99 bytes from offsets 0-2 */
 	uint64_t gen = evbuf_open(16 * EVBUF_CHUNK_BYTES), s, i;
 	int ok = 1, rc = 0;
 
