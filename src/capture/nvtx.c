@@ -2,16 +2,23 @@
  * nvtx — the NVTX3 injection and hot path, in the shim (see nvtx.h).
  *
  * Three paths per push or pop:
- *   quiet  outside a window, no trigger configured, names not kept: the
- *          entry point (a leaf) loads the capture and mode words and sets
- *          or clears a bit of the thread's shadow stack;
- *   full   everything else (range_push, range_pop): trigger name compares
- *          (only when a trigger is configured), the shadow level with its
- *          name when armed, and inside a window a clock read and one evbuf
- *          append.
+ *   quiet   outside a window: the entry point (a leaf) reads the capture
+ *           word (and, for a push, the mode word) and moves the thread's
+ *           depth in TLS; a push in the default domain with nothing to
+ *           remember only counts. With a range trigger configured a push
+ *           first compares its name (may_trigger); armed, it also keeps
+ *           the name in its shadow level.
+ *   inline  inside a window, a push or pop of the thread's top level
+ *           with no trigger hit and no hook installed (push_fast,
+ *           pop_fast): one clock read, one inline evbuf append, the level.
+ *   full    everything else (range_push, range_pop): trigger callbacks,
+ *           GPU-link and range-stack hooks, levels pushed before the
+ *           window or below another domain's, wide strings.
+ * All three keep the same shadow stack and record the same events.
  * Nothing here locks, except the creation calls (domains, registered
  * strings, category and thread names), which are rare and take
- * `names_lock`, and a thread's first push, which allocates its shadow.
+ * `names_lock`, and the first push of a thread that needs its shadow
+ * levels (anything but counting), which allocates them.
  */
 #include "nvtx.h"
 

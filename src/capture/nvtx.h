@@ -26,8 +26,8 @@
  * once, so they show even if they outlive the window). Its name is known
  * when the push was a registered string or happened while the shim was
  * *armed* (see nvtx_arm); otherwise the assembler calls it "(began before
- * the window)". Outside a window, unarmed and with no trigger configured, a
- * push sets a bit and copies nothing.
+ * the window)". Outside a window, unarmed, a push whose name is no range
+ * trigger only counts (the thread's depth is in TLS) and copies nothing.
  */
 #ifndef PROFHOST_NVTX_H
 #define PROFHOST_NVTX_H
