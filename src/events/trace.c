@@ -82,7 +82,31 @@ void trace_free(struct trace *t)
 	free(t->meta.hostname);
 	free(t->meta.run);
 	free(t->meta.reason);
+	free(t->meta.notes);
 	memset(t, 0, sizeof *t);
+}
+
+int trace_add_note(struct trace *t, const char *line)
+{
+	size_t old = t->meta.notes ? strlen(t->meta.notes) : 0, n = strlen(line);
+	const char *p = t->meta.notes;
+	char *q;
+
+	while (p && (p = strstr(p, line)) != NULL) {
+		if ((p == t->meta.notes || p[-1] == '\n') && p[n] == '\n')
+			return 0;
+		p++;
+	}
+	q = realloc(t->meta.notes, old + n + 2);
+	if (!q) {
+		t->oom = 1;
+		return -1;
+	}
+	memcpy(q + old, line, n);
+	q[old + n] = '\n';
+	q[old + n + 1] = '\0';
+	t->meta.notes = q;
+	return 0;
 }
 
 /* Interns `len` bytes; STRTAB_NONE (and t->oom set) on failure. */

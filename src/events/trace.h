@@ -122,6 +122,8 @@ struct trace_meta {
 	char *hostname;
 	char *run;                 /* run name */
 	char *reason;              /* "schedule" or the capture_now reason */
+	char *notes;               /* one-time notices for the summary, one
+				      per line, each '\n'-ended; NULL = none */
 };
 
 struct trace {
@@ -159,6 +161,10 @@ int trace_arg_int(struct trace *t, const char *key, int64_t v);
 int trace_arg_uint(struct trace *t, const char *key, uint64_t v);
 int trace_arg_double(struct trace *t, const char *key, double v);
 int trace_arg_str(struct trace *t, const char *key, const char *s, size_t len);
+
+/* Appends a line (no '\n' in it) to meta.notes, once: a line already
+ * there is not added again. Returns 0 or -1. */
+int trace_add_note(struct trace *t, const char *line);
 
 /* Records a captured step. Returns 0 or -1. */
 int trace_add_step(struct trace *t, const struct trace_step *s);

@@ -2,9 +2,11 @@
 #include "capture.h"
 
 #include "host.h"
+#include "../capture/python.h"
 
 /* Sources in the order they are called. */
 const struct capture_ops *const capture_sources[] = {
+	&python_capture,
 	NULL
 };
 

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../capture/python.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
@@ -137,6 +138,7 @@ static int policy_capture(void *ctx, uint32_t steps, const char *reason,
 
 static void core_step(void)
 {
+	python_explicit_step();
 	window_step(&host);
 }
 

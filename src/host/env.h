@@ -12,6 +12,7 @@
  *   PROF_LAUNCHER_NOTES  file where the host lists the windows it wrote
  *   PROF_LUA_DIR         profhost's Lua library (default: found next to
  *                        the installed library)
+ *   PROF_PYTHON          0 turns the Python bridge off (default 1)
  *   RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK   this process's rank
  *   WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE   the job's size
  */
@@ -35,6 +36,7 @@ struct host_env {
 	const char *run_id;        /* NULL = generate */
 	const char *notes;         /* NULL = none */
 	const char *lua_dir;       /* NULL = next to the library */
+	bool python;               /* start the Python bridge (PROF_PYTHON) */
 	int rank, world_size;
 };
 

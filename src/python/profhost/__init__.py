@@ -19,37 +19,41 @@ in the code::
 The host is looked up once, on first use, among the symbols already loaded in
 the process (``ctypes.CDLL(None)``); nothing is loaded by this module. Every
 function may be called from any thread.
+
+Importing this package is cheap (ctypes is imported on first use): the host
+imports it into every Python process it runs in (see profhost._bridge).
 """
 
-import ctypes
-import functools
-import operator
-import threading
+import _thread
 
 __all__ = ["step", "mark", "range", "capture_now", "loaded", "abi_version"]
 
-# The C ABI this module calls: name -> (argtypes, restype).
-_SIGNATURES = {
-    "prof_step": ([], None),
-    "prof_range_push": ([ctypes.c_char_p], None),
-    "prof_range_pop": ([], None),
-    "prof_mark": ([ctypes.c_char_p], None),
-    "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
-    "prof_abi_version": ([], ctypes.c_int),
-}
-
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _fns = None  # None until bound; then a dict, empty when there is no host
+
+
+def _signatures(ctypes):
+    """The C ABI this module calls: name -> (argtypes, restype)."""
+    return {
+        "prof_step": ([], None),
+        "prof_range_push": ([ctypes.c_char_p], None),
+        "prof_range_pop": ([], None),
+        "prof_mark": ([ctypes.c_char_p], None),
+        "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
+        "prof_abi_version": ([], ctypes.c_int),
+    }
 
 
 def _lookup():
     """Looks the host's functions up in the process; {} when any is missing."""
+    import ctypes
+
     try:
         lib = ctypes.CDLL(None)
     except OSError:
         return {}
     found = {}
-    for name, (argtypes, restype) in _SIGNATURES.items():
+    for name, (argtypes, restype) in _signatures(ctypes).items():
         try:
             fn = getattr(lib, name)
         except AttributeError:
@@ -124,6 +128,8 @@ def capture_now(steps, reason=None):
     anything else raises, with or without a host, so a mistake shows up
     before the code runs under the profiler.
     """
+    import operator
+
     steps = operator.index(steps)
     if steps < 0 or steps > 0xFFFFFFFF:
         raise ValueError("capture_now: steps must be in [0, 2**32), got %d" % steps)
@@ -160,6 +166,8 @@ class range:  # noqa: A001 - the name mirrors the C ABI (prof_range_push/pop)
         return False
 
     def __call__(self, func):
+        import functools
+
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self:
