@@ -11,6 +11,7 @@
 #include "../util/fsutil.h"
 #include "chrome_writer.h"
 #include "outfile.h"
+#include "phases.h"
 
 /* Remembers a written file in *res. */
 static void note_file(struct export_result *res, const char *path)
@@ -89,6 +90,36 @@ static int write_tensorboard(const struct trace *t, const char *run_dir,
 	return 0;
 }
 
+/* Writes phases.txt (the per-step phase breakdown and the trace's notes)
+ * when the window has phases. */
+static int write_phases(const struct trace *t, struct export_result *res,
+			struct err *e)
+{
+	char path[4352], *text;
+	struct outfile *f;
+
+	if (phases_render(t, &text, e) != 0)
+		return -1;
+	if (!text)
+		return 0;
+	snprintf(path, sizeof path, "%s/phases.txt", res->dir);
+	f = outfile_open(path, false, e);
+	if (!f) {
+		free(text);
+		return -1;
+	}
+	outfile_puts(f, text);
+	free(text);
+	if (t->meta.notes) {
+		outfile_puts(f, "\nNotes:\n");
+		outfile_puts(f, t->meta.notes);
+	}
+	if (outfile_commit(f, e) != 0)
+		return -1;
+	note_file(res, path);
+	return 0;
+}
+
 int export_window(const struct trace *t, const struct export_opts *o,
 		  struct export_result *res, struct err *e)
 {
@@ -106,6 +137,8 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	}
 	if (o->tensorboard &&
 	    write_tensorboard(t, o->run_dir, path, o->chrome && gz, res, e) != 0)
+		return -1;
+	if (write_phases(t, res, e) != 0)
 		return -1;
 	return 0;
 }
