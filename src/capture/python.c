@@ -134,6 +134,7 @@ static struct {
 	_Atomic int sync_queued;     /* a _sync pending call is queued */
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
 	_Atomic int notes;           /* PYB_NOTE_* bits */
+	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
 } pyb;
@@ -469,13 +470,17 @@ static void pyb_window_close(struct host *h, uint64_t gen)
 	pyb_notify(h);
 }
 
-/* Adds the bridge's notes to the trace (the summary prints them). */
+/* Adds the bridge's notes to the trace (the summary prints them), each in
+ * the first window after it came. Host thread. */
 static int pyb_collect(struct host *h, const struct host_job *job,
 		       struct trace *t, struct err *e)
 {
+	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
+
 	(void)h;
 	(void)job;
-	if ((atomic_load(&pyb.notes) & PYB_NOTE_TORCH_CPU_ONLY) &&
+	atomic_fetch_or(&pyb.notes_told, fresh);
+	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
 	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
 			   "torch; this one is CPU-only, so the trace has no "
 			   "cpu_op events") != 0)

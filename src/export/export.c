@@ -10,8 +10,9 @@
 
 #include "../util/fsutil.h"
 #include "chrome_writer.h"
+#include "key_averages.h"
 #include "outfile.h"
-#include "phases.h"
+#include "summary.h"
 
 /* Remembers a written file in *res. */
 static void note_file(struct export_result *res, const char *path)
@@ -90,33 +91,48 @@ static int write_tensorboard(const struct trace *t, const char *run_dir,
 	return 0;
 }
 
-/* Writes phases.txt (the per-step phase breakdown and the trace's notes)
- * when the window has phases. */
-static int write_phases(const struct trace *t, struct export_result *res,
-			struct err *e)
+/* Writes key_averages.txt into the window directory. */
+static int write_key_averages(const struct trace *t, const struct export_opts *o,
+			      enum key_avg_group group, enum key_avg_sort sort,
+			      struct export_result *res, struct err *e)
 {
-	char path[4352], *text;
-	struct outfile *f;
+	struct key_avg_table tab;
+	char path[4352];
+	int rc;
 
-	if (phases_render(t, &text, e) != 0)
+	snprintf(path, sizeof path, "%s/key_averages.txt", res->dir);
+	if (key_averages_build(t, group, sort, &tab, e) != 0)
 		return -1;
+	rc = key_averages_write(&tab, o->row_limit, path, e);
+	key_averages_free(&tab);
+	if (rc == 0)
+		note_file(res, path);
+	return rc;
+}
+
+/* Renders the summary (listing the files so far and itself), writes
+ * summary.txt and keeps the text in res->summary. */
+static int write_summary(const struct trace *t, struct export_result *res,
+			 struct err *e)
+{
+	const char *files[EXPORT_MAX_FILES + 1];
+	char path[4352];
+	size_t i;
+	char *text;
+
+	snprintf(path, sizeof path, "%s/summary.txt", res->dir);
+	for (i = 0; i < res->nfiles; i++)
+		files[i] = res->files[i];
+	files[i++] = path;
+	text = summary_render(t, res->dir, files, i, e);
 	if (!text)
-		return 0;
-	snprintf(path, sizeof path, "%s/phases.txt", res->dir);
-	f = outfile_open(path, false, e);
-	if (!f) {
+		return -1;
+	if (summary_write(path, text, e) != 0) {
 		free(text);
 		return -1;
 	}
-	outfile_puts(f, text);
-	free(text);
-	if (t->meta.notes) {
-		outfile_puts(f, "\nNotes:\n");
-		outfile_puts(f, t->meta.notes);
-	}
-	if (outfile_commit(f, e) != 0)
-		return -1;
 	note_file(res, path);
+	res->summary = text;
 	return 0;
 }
 
@@ -125,8 +141,14 @@ int export_window(const struct trace *t, const struct export_opts *o,
 {
 	char path[4352];
 	bool gz = o->chrome_gzip;
+	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
+	enum key_avg_group group = KEY_AVG_BY_NAME;
 
 	memset(res, 0, sizeof *res);
+	if (o->sort_by && key_averages_parse_sort(o->sort_by, &sort, e) != 0)
+		return -1;
+	if (o->group_by && key_averages_parse_group(o->group_by, &group, e) != 0)
+		return -1;
 	if (make_window_dir(t, o->run_dir, res, e) != 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/%s", res->dir, gz ? "trace.json.gz" : "trace.json");
@@ -138,7 +160,9 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	if (o->tensorboard &&
 	    write_tensorboard(t, o->run_dir, path, o->chrome && gz, res, e) != 0)
 		return -1;
-	if (write_phases(t, res, e) != 0)
+	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
+		return -1;
+	if (o->summary && write_summary(t, res, e) != 0)
 		return -1;
 	return 0;
 }
@@ -150,4 +174,6 @@ void export_result_free(struct export_result *res)
 	for (i = 0; i < res->nfiles; i++)
 		free(res->files[i]);
 	res->nfiles = 0;
+	free(res->summary);
+	res->summary = NULL;
 }

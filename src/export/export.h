@@ -2,8 +2,8 @@
  * export — writes one window's files.
  *
  * Layout: <output dir>/<run>/rank<R>/window<K>_steps<a>-<b>/ holding
- * trace.json (or trace.json.gz) and, as later writers land, the tables and
- * the summary; with TensorBoard export also
+ * trace.json (or trace.json.gz), key_averages.txt and, written last,
+ * summary.txt (listing every file written); with TensorBoard export also
  * <output dir>/<run>/tensorboard/<host>_<pid>.<ms>.pt.trace.json.gz.
  * Every file appears atomically (outfile). Host thread only.
  */
@@ -23,6 +23,11 @@ struct export_opts {
 	bool chrome;           /* write the Chrome trace */
 	bool chrome_gzip;      /* ... as trace.json.gz */
 	bool tensorboard;      /* also under TensorBoard's naming */
+	bool key_averages;     /* write key_averages.txt */
+	const char *sort_by;   /* torch's sort key; NULL = "self_cpu_time_total" */
+	size_t row_limit;      /* rows shown; 0 = all */
+	const char *group_by;  /* "name" or "domain"; NULL = "name" */
+	bool summary;          /* write summary.txt, return its text */
 };
 
 /* What was written: the window directory and the files in it. */
@@ -31,10 +36,13 @@ struct export_result {
 	char *files[EXPORT_MAX_FILES + 1]; /* malloc'd absolute paths; room
 					      for a NULL end */
 	size_t nfiles;
+	char *summary;  /* the rendered summary (malloc'd) when opts.summary
+			   and it was written; else NULL */
 };
 
 /*
- * Creates the window directory (a directory of that name made by another
+ * Checks sort_by and group_by first (a bad value: -1 before anything is
+ * written). Creates the window directory (a directory of that name made by another
  * process gets a ".pid<P>" suffix instead of being shared) and writes the
  * enabled outputs of `t`. Returns 0, or -1 with *e naming the file or
  * directory and the failure; what was written before the failure is listed
@@ -43,7 +51,7 @@ struct export_result {
 int export_window(const struct trace *t, const struct export_opts *o,
 		  struct export_result *res, struct err *e);
 
-/* Frees the file names of *res. */
+/* Frees the file names and the summary text of *res. */
 void export_result_free(struct export_result *res);
 
 #endif

@@ -137,7 +137,8 @@ static void put_ms(FILE *f, int64_t ns)
 	fprintf(f, " %10.3f", (double)ns / 1e6);
 }
 
-int phases_render(const struct trace *t, char **out, struct err *e)
+int phases_render(const struct trace *t, size_t max_rows, char **out,
+		  struct err *e)
 {
 	struct phases_row *r;
 	size_t n, i, len;
@@ -157,20 +158,25 @@ int phases_render(const struct trace *t, char **out, struct err *e)
 		free(r);
 		return err_set(e, "out of memory rendering the step phases");
 	}
-	fputs("Step phases (ms): where each captured step's time went\n", f);
+	fputs("Step phases (ms): where each step's time went\n", f);
 	fprintf(f, "%8s %10s", "step", "total");
 	for (c = 0; c < PHASES_N; c++)
 		fprintf(f, " %10s", phases_names[c]);
 	fprintf(f, " %10s\n", "other");
 	for (i = 0; i < n; i++) {
+		if (!r[i].partial)
+			all = 0;
+		if (max_rows && i >= max_rows)
+			continue;
 		fprintf(f, "%7llu%c", (unsigned long long)r[i].step,
 			r[i].partial ? '*' : ' ');
 		for (c = 0; c < NCOLS; c++)
 			put_ms(f, col(&r[i], c));
 		fputc('\n', f);
-		if (!r[i].partial)
-			all = 0;
 	}
+	if (max_rows && n > max_rows)
+		fprintf(f, "%8s (%zu more step%s)\n", "...", n - max_rows,
+			n - max_rows == 1 ? "" : "s");
 	fprintf(f, "%8s", "median");
 	for (c = 0; c < NCOLS; c++)
 		put_ms(f, col_median(r, n, c, tmp));
@@ -190,8 +196,8 @@ int phases_render(const struct trace *t, char **out, struct err *e)
 				      "and share\n", f);
 				break;
 			}
-	fputs("data = DataLoader __next__, forward = top-level nn.Module calls, "
-	      "backward = autograd.backward,\noptimizer = optimizer.step, other = "
+	fputs("data: DataLoader __next__; forward: top-level nn.Module calls; "
+	      "backward: autograd.backward;\noptimizer: optimizer.step; other: "
 	      "the rest of the step\n", f);
 	rc = fclose(f);
 	free(tmp);

@@ -43,11 +43,13 @@ int phases_compute(const struct trace *t, struct phases_row **rows, size_t *n,
 		   struct err *e);
 
 /*
- * Renders the breakdown table (a row per step, then the median over complete
- * steps and each column's share of the total) into a malloc'd string in
- * *out. Returns 0 (with *out = NULL when the window has no phases), or -1
- * with *e set when out of memory.
+ * Renders the breakdown table (a row per step, at most `max_rows` of them
+ * (0 = all) with a line saying how many were left out, then the median over
+ * the complete steps and each column's share of their total) into a
+ * malloc'd string in *out. Returns 0 (with *out = NULL when the window has
+ * no phases), or -1 with *e set when out of memory.
  */
-int phases_render(const struct trace *t, char **out, struct err *e);
+int phases_render(const struct trace *t, size_t max_rows, char **out,
+		  struct err *e);
 
 #endif

@@ -114,6 +114,11 @@ static void process_job(struct host *h, struct host_job *job)
 	o.chrome = h->cfg->export.chrome;
 	o.chrome_gzip = h->cfg->export.chrome_gzip;
 	o.tensorboard = h->cfg->export.tensorboard;
+	o.key_averages = h->cfg->export.key_averages;
+	o.sort_by = h->cfg->export.sort_by;
+	o.row_limit = h->cfg->export.row_limit;
+	o.group_by = h->cfg->export.group_by;
+	o.summary = h->cfg->export.summary;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);
@@ -124,6 +129,8 @@ static void process_job(struct host *h, struct host_job *job)
 			job->window, (unsigned long long)job->first,
 			(unsigned long long)job->last, job->reason,
 			(unsigned long long)t.counters.events, res.dir);
+		if (res.summary && h->env.rank == 0)
+			log_text(LOG_INFO, res.summary);
 		note_window(h, res.dir);
 		atomic_fetch_add(&h->ht.windows_written, 1);
 	}

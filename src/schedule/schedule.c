@@ -142,6 +142,18 @@ void sched_init(struct sched *s, const struct sched_config *cfg,
 	finish_result(s, out);
 }
 
+/* Reports the recording window as saved, ending with the current step. */
+static void save_window(struct sched *s, struct sched_result *out)
+{
+	out->save = true;
+	out->first = s->window_first;
+	out->last = s->step;
+	out->window = s->windows - 1;
+	memcpy(s->saved_reason, s->reason, sizeof s->saved_reason);
+	out->reason = s->saved_reason;
+	s->recording = false;
+}
+
 /* A step boundary. The step that ends is saved when it was the last of a
  * recording window; then the next step's action is decided (a capture_now
  * window going on, a queued request, or the schedule). */
@@ -152,13 +164,7 @@ void sched_on_step(struct sched *s, struct sched_result *out)
 
 	memset(out, 0, sizeof *out);
 	if (s->recording && prev == SCHED_RECORD_AND_SAVE) {
-		out->save = true;
-		out->first = s->window_first;
-		out->last = s->step;
-		out->window = s->windows - 1;
-		memcpy(s->saved_reason, s->reason, sizeof s->saved_reason);
-		out->reason = s->saved_reason;
-		s->recording = false;
+		save_window(s, out);
 		if (!capture_running && s->next_cfg_pending) {
 			s->cfg = s->next_cfg;
 			s->next_cfg_pending = false;
@@ -194,14 +200,8 @@ void sched_finish(struct sched *s, struct sched_result *out)
 	out->step = s->step;
 	out->action = s->action;
 	if (s->recording) {
-		out->save = true;
+		save_window(s, out);
 		out->partial = true;
-		out->first = s->window_first;
-		out->last = s->step;
-		out->window = s->windows - 1;
-		memcpy(s->saved_reason, s->reason, sizeof s->saved_reason);
-		out->reason = s->saved_reason;
-		s->recording = false;
 	}
 	s->now_left = 0;
 	s->pending_steps = 0;

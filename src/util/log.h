@@ -32,4 +32,8 @@ int log_parse_level(const char *s, enum log_level *out);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Writes a block of text (several lines, printed as is, no prefix) if the
+ * threshold allows `level`: reports such as the window summary. Any thread. */
+void log_text(enum log_level level, const char *text);
+
 #endif

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import unittest
 
-from harness import (LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
+from harness import (BUILD, LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
                      load_trace, profhost_lines, run, step_spans, window_dirs)
 
 STEPS_APP = os.path.join(TESTBIN, "steps_app")
@@ -265,6 +265,25 @@ class BadPolicies(TempDirTest):
         self.assertEqual(r.returncode, 0)
         self.assertEqual(r.stderr, "")
         self.assertFalse(os.path.exists(out))
+
+
+class InstallTree(TempDirTest):
+    def test_installed_prof_runs_from_its_prefix(self):
+        prefix = os.path.join(self.tmp, "prefix")
+        r = run(["cmake", "--install", BUILD, "--prefix", prefix])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for rel in ("bin/prof", "lib/libprofhost.so", "lib/libprofhost-core.so",
+                    "include/profhost/prof.h", "share/profhost/lua/prof/init.lua",
+                    "share/profhost/python/profhost/__init__.py"):
+            self.assertTrue(os.path.exists(os.path.join(prefix, rel)), rel)
+        policy = self.write("policy.lua", "prof.schedule { wait = 1, active = 2, cycles = 1 }\n")
+        out = os.path.join(self.tmp, "out")
+        r = run([os.path.join(prefix, "bin", "prof"), "run", "-s", policy, "-o", out,
+                 STEPS_APP, "--steps", "5", "--sleep-us", "100"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)], ["window0_steps1-2"])
+        self.assertIn(os.path.join(prefix, "lib", "libprofhost.so"), run(
+            [os.path.join(prefix, "bin", "prof"), "run", "--", "sh", "-c", "echo $LD_PRELOAD"]).stdout)
 
 
 class SymbolHygiene(TempDirTest):

@@ -152,20 +152,7 @@ static void trace_new(struct trace *t)
 
 static void trace_done(struct trace *t)
 {
-	uint32_t i;
-
-	for (i = 0; i < t->names.n; i++)
-		free(t->names.str[i]);
-	free(t->names.str);
-	free(t->names.len);
-	free(t->ev);
-	free(t->args);
-	free(t->threads);
-	free(t->meta.program);
-	free(t->meta.hostname);
-	free(t->meta.run);
-	free(t->meta.reason);
-	memset(t, 0, sizeof *t);
+	trace_free(t);
 }
 
 static void path_in_tmp(char *out, size_t size, const char *name)

@@ -102,7 +102,7 @@ static void test_render(void)
 	char *text;
 
 	make_window(&t);
-	CHECK_EQ_INT(phases_render(&t, &text, &e), 0);
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
 	CHECK(text != NULL);
 	if (text) {
 		CHECK(strstr(text, "data") && strstr(text, "forward") &&
@@ -116,6 +116,26 @@ static void test_render(void)
 		CHECK(strstr(text, "  median     10.000      1.000      4.000      "
 			      "3.500") != NULL);
 		CHECK(strstr(text, "cut short") != NULL);
+		free(text);
+	}
+	trace_free(&t);
+}
+
+static void test_row_limit(void)
+{
+	struct trace t;
+	struct err e;
+	char *text;
+
+	make_window(&t);
+	CHECK_EQ_INT(phases_render(&t, 1, &text, &e), 0);
+	CHECK(text != NULL);
+	if (text) {
+		CHECK(strstr(text, "      5 ") != NULL);
+		CHECK(strstr(text, "      6 ") == NULL);
+		CHECK(strstr(text, "(2 more steps)") != NULL);
+		/* The median still covers both complete steps. */
+		CHECK(strstr(text, "3.500") != NULL);
 		free(text);
 	}
 	trace_free(&t);
@@ -135,13 +155,13 @@ static void test_no_phases(void)
 	CHECK_EQ_INT(phases_compute(&t, &r, &n, &e), 0);
 	CHECK(r == NULL);
 	CHECK_EQ_INT(n, 0);
-	CHECK_EQ_INT(phases_render(&t, &text, &e), 0);
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
 	CHECK(text == NULL);
 	trace_free(&t);
 
 	CHECK_EQ_INT(trace_init(&t), 0); /* no steps at all */
 	add_range(&t, "phase:data", 1 * MS, 1 * MS, 7);
-	CHECK_EQ_INT(phases_render(&t, &text, &e), 0);
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
 	CHECK(text == NULL);
 	trace_free(&t);
 }
@@ -164,6 +184,7 @@ int main(void)
 {
 	test_compute();
 	test_render();
+	test_row_limit();
 	test_no_phases();
 	test_notes();
 	return check_done();

@@ -1,0 +1,532 @@
+/* key_averages — the operator table (see key_averages.h). */
+#include "key_averages.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outfile.h"
+#include "textbuf.h"
+
+#define STEP_PREFIX "ProfilerStep#"
+#define STEP_KEY "ProfilerStep*"
+#define NO_DOMAIN "(none)"
+#define COL_WIDTH 12 /* torch's DEFAULT_COLUMN_WIDTH */
+#define COL_SPACING 2 /* torch's SPACING_SIZE */
+
+static const char *const sort_names[] = {
+	"self_cpu_time_total", "cpu_time_total", "cpu_time", "count",
+	"self_cuda_time_total", "cuda_time_total", "cuda_time"
+};
+#define NSORT (sizeof sort_names / sizeof sort_names[0])
+
+/* torch >= 2.4 names the CUDA keys device_*. */
+static const struct {
+	const char *name;
+	enum key_avg_sort sort;
+} sort_aliases[] = {
+	{ "self_device_time_total", KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL },
+	{ "device_time_total", KEY_AVG_SORT_CUDA_TIME_TOTAL },
+	{ "device_time", KEY_AVG_SORT_CUDA_TIME },
+};
+
+int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e)
+{
+	size_t i;
+
+	for (i = 0; s && i < NSORT; i++) {
+		if (strcmp(s, sort_names[i]) == 0) {
+			*out = (enum key_avg_sort)i;
+			return 0;
+		}
+	}
+	for (i = 0; s && i < sizeof sort_aliases / sizeof sort_aliases[0]; i++) {
+		if (strcmp(s, sort_aliases[i].name) == 0) {
+			*out = sort_aliases[i].sort;
+			return 0;
+		}
+	}
+	return err_set(e, "unknown key_averages sort_by '%s' (one of self_cpu_time_total, "
+		       "cpu_time_total, cpu_time, count, self_cuda_time_total, "
+		       "cuda_time_total, cuda_time)", s ? s : "(null)");
+}
+
+int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err *e)
+{
+	if (s && strcmp(s, "name") == 0) {
+		*out = KEY_AVG_BY_NAME;
+		return 0;
+	}
+	if (s && strcmp(s, "domain") == 0) {
+		*out = KEY_AVG_BY_DOMAIN;
+		return 0;
+	}
+	return err_set(e, "unknown key_averages group_by '%s' (one of name, domain)",
+		       s ? s : "(null)");
+}
+
+/* True for the CPU-side events the table counts. */
+static bool counted(const struct trace_event *ev)
+{
+	if (ev->ph != TRACE_PH_COMPLETE)
+		return false;
+	switch (ev->cat) {
+	case TRACE_CAT_USER_ANNOTATION:
+	case TRACE_CAT_CPU_OP:
+	case TRACE_CAT_CUDA_RUNTIME:
+	case TRACE_CAT_CUDA_DRIVER:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int64_t ev_dur(const struct trace_event *ev)
+{
+	return ev->dur > 0 ? ev->dur : 0;
+}
+
+/* Order for the sweep: trace_sort's (pid, tid, ts, longer first), then the
+ * index, so equal events keep trace order. */
+static int sweep_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct trace *t = ctx;
+	const struct trace_event *a = &t->ev[*(const size_t *)pa];
+	const struct trace_event *b = &t->ev[*(const size_t *)pb];
+	size_t ia = *(const size_t *)pa, ib = *(const size_t *)pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	if (ev_dur(a) != ev_dur(b))
+		return ev_dur(a) > ev_dur(b) ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
+}
+
+/*
+ * Self time of each event of one thread's run sel[0..n) (sorted): the time
+ * during which it was the innermost open event. stack has room for n.
+ */
+static void sweep_thread(const struct trace *t, const size_t *sel, size_t n,
+			 int64_t *self, size_t *stack)
+{
+	size_t i, depth = 0;
+	int64_t cursor = 0;
+
+	for (i = 0; i <= n; i++) {
+		/* i == n: a start after everything, to close what is open */
+		int64_t s = i < n ? t->ev[sel[i]].ts : INT64_MAX;
+
+		while (depth > 0) {
+			size_t top = stack[depth - 1];
+			const struct trace_event *ev = &t->ev[sel[top]];
+			int64_t end = ev->ts + ev_dur(ev);
+
+			if (end > s) { /* still open at s: it owns [cursor, s) */
+				self[top] += s - cursor;
+				cursor = s;
+				break;
+			}
+			if (end > cursor) { /* ended: it owned [cursor, end) */
+				self[top] += end - cursor;
+				cursor = end;
+			}
+			depth--;
+		}
+		if (i == n)
+			break;
+		if (depth == 0)
+			cursor = s;
+		stack[depth++] = i;
+	}
+}
+
+/* The grouping key of an event: a string of the trace or a literal. */
+static const char *event_key(const struct trace *t, const struct trace_event *ev,
+			     enum key_avg_group group)
+{
+	const char *name;
+	size_t i;
+
+	if (group == KEY_AVG_BY_NAME) {
+		name = trace_str(t, ev->name);
+		if (strncmp(name, STEP_PREFIX, strlen(STEP_PREFIX)) == 0)
+			return STEP_KEY;
+		return name;
+	}
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+
+		if (a->type == TRACE_ARG_STR && strcmp(trace_str(t, a->key), "domain") == 0)
+			return trace_str(t, a->v.str);
+	}
+	return NO_DOMAIN;
+}
+
+/* Key string -> row index, open addressing on the string's bytes. */
+struct key_map {
+	size_t *slot; /* row index + 1; 0 = empty */
+	size_t nslots;
+};
+
+static size_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return (size_t)h;
+}
+
+/* Finds or adds the row of `key`. Returns its index, or (size_t)-1 on
+ * allocation failure. */
+static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
+		      const char *key)
+{
+	size_t i = hash_str(key) & (m->nslots - 1);
+
+	while (m->slot[i]) {
+		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
+
+		if (strcmp(r->key, key) == 0)
+			return m->slot[i] - 1;
+		i = (i + 1) & (m->nslots - 1);
+	}
+	if (tab->nrows == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		struct key_avg_row *rows = realloc(tab->rows, ncap * sizeof *rows);
+
+		if (!rows)
+			return (size_t)-1;
+		tab->rows = rows;
+		*cap = ncap;
+	}
+	memset(&tab->rows[tab->nrows], 0, sizeof tab->rows[0]);
+	tab->rows[tab->nrows].key = key;
+	tab->rows[tab->nrows].first_ts = INT64_MAX;
+	m->slot[i] = ++tab->nrows;
+	return tab->nrows - 1;
+}
+
+/* Groups the selected events (with their self times) into rows. 0 or -1. */
+static int group_rows(const struct trace *t, const size_t *sel, size_t n,
+		      const int64_t *self, enum key_avg_group group,
+		      struct key_avg_table *tab)
+{
+	struct key_map m;
+	size_t i, cap = 0;
+	int rc = 0;
+
+	m.nslots = 64;
+	while (m.nslots < 2 * n)
+		m.nslots *= 2;
+	m.slot = calloc(m.nslots, sizeof *m.slot);
+	if (!m.slot)
+		return -1;
+	for (i = 0; i < n; i++) {
+		const struct trace_event *ev = &t->ev[sel[i]];
+		size_t r = row_for(tab, &cap, &m, event_key(t, ev, group));
+		struct key_avg_row *row;
+
+		if (r == (size_t)-1) {
+			rc = -1;
+			break;
+		}
+		row = &tab->rows[r];
+		row->count++;
+		row->self_cpu_ns += self[i];
+		row->cpu_total_ns += ev_dur(ev);
+		if (ev->ts < row->first_ts)
+			row->first_ts = ev->ts;
+		tab->self_cpu_sum_ns += self[i];
+	}
+	free(m.slot);
+	return rc;
+}
+
+/* Average of a total over a count, as torch computes it (0 for no calls). */
+static double avg(int64_t total, uint64_t count)
+{
+	return count ? (double)total / (double)count : 0.0;
+}
+
+static int cmp_i64(int64_t a, int64_t b)
+{
+	return a > b ? -1 : a < b; /* descending */
+}
+
+static int cmp_double(double a, double b)
+{
+	return a > b ? -1 : a < b;
+}
+
+static int row_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct key_avg_row *a = pa, *b = pb;
+	int c = 0;
+
+	switch (*(const enum key_avg_sort *)ctx) {
+	case KEY_AVG_SORT_SELF_CPU_TIME_TOTAL:
+		c = cmp_i64(a->self_cpu_ns, b->self_cpu_ns);
+		break;
+	case KEY_AVG_SORT_CPU_TIME_TOTAL:
+		c = cmp_i64(a->cpu_total_ns, b->cpu_total_ns);
+		break;
+	case KEY_AVG_SORT_CPU_TIME:
+		c = cmp_double(avg(a->cpu_total_ns, a->count), avg(b->cpu_total_ns, b->count));
+		break;
+	case KEY_AVG_SORT_COUNT:
+		c = a->count > b->count ? -1 : a->count < b->count;
+		break;
+	case KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL:
+		c = cmp_i64(a->self_cuda_ns, b->self_cuda_ns);
+		break;
+	case KEY_AVG_SORT_CUDA_TIME_TOTAL:
+		c = cmp_i64(a->cuda_total_ns, b->cuda_total_ns);
+		break;
+	case KEY_AVG_SORT_CUDA_TIME:
+		c = cmp_double(avg(a->cuda_total_ns, a->count), avg(b->cuda_total_ns, b->count));
+		break;
+	}
+	if (c)
+		return c;
+	if (a->first_ts != b->first_ts) /* torch keeps first-seen order */
+		return a->first_ts < b->first_ts ? -1 : 1;
+	return strcmp(a->key, b->key);
+}
+
+void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
+{
+	if (tab->nrows < 2)
+		return;
+	qsort_r(tab->rows, tab->nrows, sizeof tab->rows[0], row_cmp, &sort);
+}
+
+int key_averages_build(const struct trace *t, enum key_avg_group group,
+		       enum key_avg_sort sort, struct key_avg_table *out,
+		       struct err *e)
+{
+	size_t *sel = NULL, *stack = NULL, n = 0, i, j;
+	int64_t *self = NULL;
+
+	memset(out, 0, sizeof *out);
+	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT)
+		return err_set(e, "key_averages: bad group or sort value");
+	for (i = 0; i < t->nev; i++)
+		n += counted(&t->ev[i]);
+	if (n == 0)
+		return 0;
+	sel = malloc(n * sizeof *sel);
+	stack = malloc(n * sizeof *stack);
+	self = calloc(n, sizeof *self);
+	if (!sel || !stack || !self)
+		goto oom;
+	for (i = 0, j = 0; i < t->nev; i++)
+		if (counted(&t->ev[i]))
+			sel[j++] = i;
+	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
+	for (i = 0; i < n; i = j) {
+		const struct trace_event *first = &t->ev[sel[i]];
+
+		for (j = i + 1; j < n; j++) {
+			const struct trace_event *ev = &t->ev[sel[j]];
+
+			if (ev->pid != first->pid || ev->tid != first->tid)
+				break;
+		}
+		sweep_thread(t, sel + i, j - i, self + i, stack);
+	}
+	if (group_rows(t, sel, n, self, group, out) != 0)
+		goto oom;
+	free(sel);
+	free(stack);
+	free(self);
+	key_averages_sort(out, sort);
+	return 0;
+oom:
+	free(sel);
+	free(stack);
+	free(self);
+	key_averages_free(out);
+	return err_set(e, "out of memory building the key_averages table");
+}
+
+void key_averages_free(struct key_avg_table *tab)
+{
+	if (!tab)
+		return;
+	free(tab->rows);
+	memset(tab, 0, sizeof *tab);
+}
+
+bool key_averages_has_cuda(const struct key_avg_table *tab)
+{
+	size_t i;
+
+	for (i = 0; i < tab->nrows; i++)
+		if (tab->rows[i].self_cuda_ns > 0)
+			return true;
+	return false;
+}
+
+/* _format_time of a (fractional) number of nanoseconds. */
+static char *format_time_ns(double ns, char buf[32])
+{
+	double us = ns / 1000.0;
+
+	if (us >= 1000.0 * 1000.0)
+		snprintf(buf, 32, "%.3fs", us / (1000.0 * 1000.0));
+	else if (us >= 1000.0)
+		snprintf(buf, 32, "%.3fms", us / 1000.0);
+	else
+		snprintf(buf, 32, "%.3fus", us);
+	return buf;
+}
+
+char *key_averages_format_time(int64_t ns, char buf[32])
+{
+	return format_time_ns((double)ns, buf);
+}
+
+char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32])
+{
+	if (total_ns == 0)
+		snprintf(buf, 32, "NaN");
+	else
+		snprintf(buf, 32, "%.2f%%", (double)part_ns * 100.0 / (double)total_ns);
+	return buf;
+}
+
+/* The columns of the table: one header each, all 12 wide but the name. */
+enum col {
+	COL_NAME, COL_SELF_CPU_PCT, COL_SELF_CPU, COL_CPU_TOTAL_PCT, COL_CPU_TOTAL,
+	COL_CPU_AVG, COL_SELF_CUDA, COL_SELF_CUDA_PCT, COL_CUDA_TOTAL, COL_CUDA_AVG,
+	COL_CALLS, NCOL
+};
+
+static const char *const col_header[NCOL] = {
+	"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
+	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "# of Calls"
+};
+
+static bool col_shown(enum col c, bool cuda)
+{
+	return cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
+}
+
+/* One row of text: each shown column right-aligned in its width, followed
+ * by two spaces (torch's row format, trailing spaces included). */
+static void put_line(struct textbuf *tb, const char *const cells[NCOL],
+		     size_t name_width, bool cuda)
+{
+	int c;
+
+	for (c = 0; c < NCOL; c++) {
+		if (!col_shown((enum col)c, cuda))
+			continue;
+		textbuf_field(tb, cells[c], c == COL_NAME ? name_width : COL_WIDTH, true);
+		textbuf_fill(tb, ' ', COL_SPACING);
+	}
+	textbuf_puts(tb, "\n");
+}
+
+static void put_sep(struct textbuf *tb, size_t name_width, bool cuda)
+{
+	int c;
+
+	for (c = 0; c < NCOL; c++) {
+		if (!col_shown((enum col)c, cuda))
+			continue;
+		textbuf_fill(tb, '-', c == COL_NAME ? name_width : COL_WIDTH);
+		textbuf_fill(tb, ' ', COL_SPACING);
+	}
+	textbuf_puts(tb, "\n");
+}
+
+static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
+		    const struct key_avg_row *r, size_t name_width, bool cuda)
+{
+	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4];
+	const char *cells[NCOL];
+	int c;
+
+	textbuf_name_fit(r->key, KEY_AVG_NAME_MAX, name, sizeof name);
+	key_averages_format_share(r->self_cpu_ns, tab->self_cpu_sum_ns, cell[COL_SELF_CPU_PCT]);
+	key_averages_format_time(r->self_cpu_ns, cell[COL_SELF_CPU]);
+	key_averages_format_share(r->cpu_total_ns, tab->self_cpu_sum_ns, cell[COL_CPU_TOTAL_PCT]);
+	key_averages_format_time(r->cpu_total_ns, cell[COL_CPU_TOTAL]);
+	format_time_ns(avg(r->cpu_total_ns, r->count), cell[COL_CPU_AVG]);
+	key_averages_format_time(r->self_cuda_ns, cell[COL_SELF_CUDA]);
+	key_averages_format_share(r->self_cuda_ns, tab->self_cuda_sum_ns, cell[COL_SELF_CUDA_PCT]);
+	key_averages_format_time(r->cuda_total_ns, cell[COL_CUDA_TOTAL]);
+	format_time_ns(avg(r->cuda_total_ns, r->count), cell[COL_CUDA_AVG]);
+	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
+	for (c = 0; c < NCOL; c++)
+		cells[c] = cell[c];
+	cells[COL_NAME] = name;
+	put_line(tb, cells, name_width, cuda);
+}
+
+char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
+{
+	struct textbuf tb;
+	bool cuda = key_averages_has_cuda(tab);
+	size_t name_width = 0, i, n;
+	char buf[32];
+
+	textbuf_init(&tb);
+	if (tab->nrows == 0) {
+		textbuf_puts(&tb, "");
+		return textbuf_take(&tb);
+	}
+	/* torch: longest key + 4, at most max_name_column_width */
+	for (i = 0; i < tab->nrows; i++) {
+		size_t cols = textbuf_cols(tab->rows[i].key);
+
+		if (cols > name_width)
+			name_width = cols;
+	}
+	name_width += 4;
+	if (name_width > KEY_AVG_NAME_MAX)
+		name_width = KEY_AVG_NAME_MAX;
+	n = row_limit && row_limit < tab->nrows ? row_limit : tab->nrows;
+
+	put_sep(&tb, name_width, cuda);
+	put_line(&tb, col_header, name_width, cuda);
+	put_sep(&tb, name_width, cuda);
+	for (i = 0; i < n; i++)
+		put_row(&tb, tab, &tab->rows[i], name_width, cuda);
+	put_sep(&tb, name_width, cuda);
+	textbuf_printf(&tb, "Self CPU time total: %s\n",
+		       key_averages_format_time(tab->self_cpu_sum_ns, buf));
+	if (cuda)
+		textbuf_printf(&tb, "Self CUDA time total: %s\n",
+			       key_averages_format_time(tab->self_cuda_sum_ns, buf));
+	return textbuf_take(&tb);
+}
+
+int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
+		       const char *path, struct err *e)
+{
+	char *text = key_averages_format(tab, row_limit);
+	struct outfile *f;
+
+	if (!text)
+		return err_set(e, "out of memory formatting '%s'", path);
+	f = outfile_open(path, false, e);
+	if (!f) {
+		free(text);
+		return -1;
+	}
+	if (outfile_puts(f, text) != 0) {
+		free(text);
+		outfile_error(f, e);
+		outfile_abort(f);
+		return -1;
+	}
+	free(text);
+	return outfile_commit(f, e);
+}

@@ -1,0 +1,115 @@
+/*
+ * key_averages — the operator table, like torch's key_averages().table().
+ *
+ * Rows come from the CPU-side complete events of a trace (categories
+ * user_annotation, cpu_op, cuda_runtime, cuda_driver), grouped by name
+ * ("ProfilerStep#N" spans all fall under "ProfilerStep*") or by the
+ * `domain` argument ("(none)" when absent).
+ *
+ * Self time. On each (pid, tid), at every instant the innermost open event
+ * (the one that started last) owns the time; an event's self time is the
+ * time it owned. For properly nested events this is its duration minus the
+ * durations of its direct children; a child that overhangs its parent's end
+ * takes over from the parent at its start, zero-length events own nothing,
+ * and no self time is ever negative. Total time is the duration.
+ *
+ * key_averages_build() computes the table once; the writer, the summary and
+ * the Lua reports all read it. No shared state: any thread, one table each.
+ */
+#ifndef PROFHOST_KEY_AVERAGES_H
+#define PROFHOST_KEY_AVERAGES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../events/trace.h"
+#include "../util/err.h"
+
+/* torch's max_name_column_width: the name column is at most this wide. */
+#define KEY_AVG_NAME_MAX 55
+
+enum key_avg_group {
+	KEY_AVG_BY_NAME = 0,
+	KEY_AVG_BY_DOMAIN
+};
+
+/* torch's sort_by keys; every sort is descending. */
+enum key_avg_sort {
+	KEY_AVG_SORT_SELF_CPU_TIME_TOTAL = 0, /* "self_cpu_time_total" */
+	KEY_AVG_SORT_CPU_TIME_TOTAL,          /* "cpu_time_total" */
+	KEY_AVG_SORT_CPU_TIME,                /* "cpu_time" (average) */
+	KEY_AVG_SORT_COUNT,                   /* "count" */
+	KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL,    /* "self_cuda_time_total" */
+	KEY_AVG_SORT_CUDA_TIME_TOTAL,         /* "cuda_time_total" */
+	KEY_AVG_SORT_CUDA_TIME                /* "cuda_time" (average) */
+};
+
+/* One row: the events of one key. Times in ns. */
+struct key_avg_row {
+	const char *key;        /* points into the trace's strings or a
+				   literal: valid while the trace lives */
+	uint64_t count;
+	int64_t self_cpu_ns;    /* sum of self times */
+	int64_t cpu_total_ns;   /* sum of durations */
+	int64_t self_cuda_ns;   /* GPU time the row's own events launched;
+				   0 until GPU attribution fills it */
+	int64_t cuda_total_ns;  /* ... including the events nested in them */
+	int64_t first_ts;       /* earliest start: breaks sort ties */
+};
+
+struct key_avg_table {
+	struct key_avg_row *rows; /* sorted; malloc'd */
+	size_t nrows;
+	int64_t self_cpu_sum_ns;  /* sum of self CPU over all rows: the 100 % */
+	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
+};
+
+/* Parses a torch sort key (torch 2.4's device_* names are taken for the
+ * cuda_* ones) / a group name. Return 0, or -1 with *e listing
+ * the accepted values. */
+int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e);
+int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err *e);
+
+/*
+ * Builds the table of `t` (which is not modified and need not be sorted),
+ * sorted by `sort` descending, ties by earliest start then key. Returns 0,
+ * or -1 with *e set (out of memory, or a bad enum value); *out is empty
+ * then. Free with key_averages_free().
+ */
+int key_averages_build(const struct trace *t, enum key_avg_group group,
+		       enum key_avg_sort sort, struct key_avg_table *out,
+		       struct err *e);
+
+/* Re-sorts an existing table. */
+void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort);
+
+/* Frees the rows; leaves the table empty. NULL-safe. */
+void key_averages_free(struct key_avg_table *tab);
+
+/* True when any row has self CUDA time: the table then shows the CUDA
+ * columns (torch's rule). */
+bool key_averages_has_cuda(const struct key_avg_table *tab);
+
+/*
+ * Renders the table in torch's layout into a malloc'd string (caller frees):
+ * dashed lines, a header, at most `row_limit` rows (0 = all) and the
+ * "Self CPU time total: ..." footer. An empty table renders as "". Returns
+ * NULL on allocation failure.
+ */
+char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);
+
+/* Writes key_averages_format()'s text to `path` atomically. 0, or -1 with
+ * *e set. */
+int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
+		       const char *path, struct err *e);
+
+/* torch's _format_time: "%.3fus" under 1 ms, "%.3fms" under 1 s, else
+ * "%.3fs" (of microseconds ns / 1000). Writes into buf[32]; returns buf. */
+char *key_averages_format_time(int64_t ns, char buf[32]);
+
+/* torch's _format_time_share: "%.2f%%" of part / total, "NaN" when total
+ * is 0. Writes into buf[32]; returns buf. */
+char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32]);
+
+#endif

@@ -1,0 +1,314 @@
+/* summary — a window's summary (see summary.h). */
+#include "summary.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "key_averages.h"
+#include "outfile.h"
+#include "phases.h"
+#include "textbuf.h"
+
+#define NAME_COLS 40      /* widest range name shown */
+#define MAX_RUNS 8        /* step runs listed before "..." */
+#define PHASE_ROWS 12     /* steps listed in the phase table */
+
+static int cmp_i64(const void *pa, const void *pb)
+{
+	int64_t a = *(const int64_t *)pa, b = *(const int64_t *)pb;
+
+	return a < b ? -1 : a > b;
+}
+
+/* The q-quantile of sorted x[0..n) (n > 0), interpolating linearly. */
+static int64_t quantile(const int64_t *x, size_t n, double q)
+{
+	double rank = q * (double)(n - 1);
+	size_t lo = (size_t)rank;
+	double frac = rank - (double)lo;
+
+	if (lo + 1 >= n)
+		return x[n - 1];
+	return x[lo] + (int64_t)((double)(x[lo + 1] - x[lo]) * frac + 0.5);
+}
+
+int summary_step_stats(const struct trace *t, struct summary_steps *out,
+		       struct err *e)
+{
+	int64_t *d;
+	size_t i;
+
+	memset(out, 0, sizeof *out);
+	out->captured = t->nsteps;
+	if (t->nsteps == 0)
+		return 0;
+	d = malloc(t->nsteps * sizeof *d);
+	if (!d)
+		return err_set(e, "out of memory computing the step times");
+	for (i = 0; i < t->nsteps; i++) {
+		if (t->steps[i].partial)
+			out->partial++;
+		else
+			d[out->n++] = t->steps[i].dur;
+	}
+	if (out->n > 0) {
+		qsort(d, out->n, sizeof *d, cmp_i64);
+		out->min = d[0];
+		out->max = d[out->n - 1];
+		out->median = quantile(d, out->n, 0.5);
+		out->p90 = quantile(d, out->n, 0.9);
+	}
+	free(d);
+	return 0;
+}
+
+/* Appends the step numbers of `t` (partial ones only, or all) as
+ * comma-separated runs "10-13, 20", at most MAX_RUNS of them. */
+static void put_step_runs(struct textbuf *tb, const struct trace *t, bool partial_only)
+{
+	size_t i = 0, runs = 0;
+
+	while (i < t->nsteps) {
+		uint64_t a, b;
+
+		if (partial_only && !t->steps[i].partial) {
+			i++;
+			continue;
+		}
+		a = b = t->steps[i++].step;
+		while (i < t->nsteps && t->steps[i].step == b + 1 &&
+		       (!partial_only || t->steps[i].partial))
+			b = t->steps[i++].step;
+		if (runs++ == MAX_RUNS) {
+			textbuf_puts(tb, ", ...");
+			return;
+		}
+		textbuf_printf(tb, runs > 1 ? ", %llu" : "%llu", (unsigned long long)a);
+		if (b != a)
+			textbuf_printf(tb, "-%llu", (unsigned long long)b);
+	}
+}
+
+static void put_header(struct textbuf *tb, const struct trace *t)
+{
+	const struct trace_meta *m = &t->meta;
+	char reason[64 * 4 + 4], buf[32];
+
+	textbuf_name_fit(m->reason ? m->reason : "schedule", 64, reason, sizeof reason);
+	textbuf_printf(tb, "profhost summary: window %u, steps %llu-%llu (%s), rank %d",
+		       m->window, (unsigned long long)m->first_step,
+		       (unsigned long long)m->last_step, reason, m->rank);
+	if (m->world_size > 0)
+		textbuf_printf(tb, " of %d", m->world_size);
+	textbuf_printf(tb, "\n%s (pid %d)", m->program ? m->program : "?", (int)m->pid);
+	if (m->hostname)
+		textbuf_printf(tb, " on %s", m->hostname);
+	if (m->run)
+		textbuf_printf(tb, ", run %s", m->run);
+	textbuf_printf(tb, "\nWindow: %s, %llu events written\n\n",
+		       key_averages_format_time(m->end_ts - m->start_ts, buf),
+		       (unsigned long long)t->counters.events);
+}
+
+static void put_steps(struct textbuf *tb, const struct trace *t,
+		      const struct summary_steps *st)
+{
+	char a[32], b[32], c[32], d[32];
+
+	textbuf_printf(tb, "Steps: %zu captured", st->captured);
+	if (st->captured) {
+		textbuf_puts(tb, " (");
+		put_step_runs(tb, t, false);
+		textbuf_puts(tb, ")");
+	}
+	if (st->partial) {
+		textbuf_printf(tb, "; %zu partial (", st->partial);
+		put_step_runs(tb, t, true);
+		textbuf_puts(tb, ", cut short by exit), not in the step times");
+	}
+	textbuf_puts(tb, "\n");
+	if (st->n == 0) {
+		textbuf_puts(tb, "Step time: no complete step\n\n");
+		return;
+	}
+	textbuf_printf(tb, "Step time: min %s  median %s  p90 %s  max %s  (%zu step%s)\n\n",
+		       key_averages_format_time(st->min, a),
+		       key_averages_format_time(st->median, b),
+		       key_averages_format_time(st->p90, c),
+		       key_averages_format_time(st->max, d), st->n, st->n == 1 ? "" : "s");
+}
+
+static void put_ranges(struct textbuf *tb, const struct trace *t,
+		       const struct key_avg_table *tab)
+{
+	size_t i, n = tab->nrows < SUMMARY_TOP ? tab->nrows : SUMMARY_TOP, width = 4;
+	int64_t window = t->meta.end_ts - t->meta.start_ts;
+	char name[NAME_COLS * 4 + 4], a[32], b[32], c[32];
+
+	if (n == 0) {
+		textbuf_puts(tb, "Top ranges by self CPU time: none\n\n");
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		textbuf_name_fit(tab->rows[i].key, NAME_COLS, name, sizeof name);
+		if (textbuf_cols(name) > width)
+			width = textbuf_cols(name);
+	}
+	textbuf_puts(tb, "Top ranges by self CPU time:\n  ");
+	textbuf_field(tb, "Name", width, false);
+	textbuf_puts(tb, "     Calls      Self CPU     CPU total  % of window\n");
+	for (i = 0; i < n; i++) {
+		const struct key_avg_row *r = &tab->rows[i];
+
+		textbuf_name_fit(r->key, NAME_COLS, name, sizeof name);
+		textbuf_puts(tb, "  ");
+		textbuf_field(tb, name, width, false);
+		textbuf_printf(tb, "  %8llu  %12s  %12s  %11s\n", (unsigned long long)r->count,
+			       key_averages_format_time(r->self_cpu_ns, a),
+			       key_averages_format_time(r->cpu_total_ns, b),
+			       window > 0 ? key_averages_format_share(r->self_cpu_ns, window, c)
+					  : "-");
+	}
+	textbuf_puts(tb, "\n");
+}
+
+static void put_counters(struct textbuf *tb, const struct trace_counters *c)
+{
+	struct {
+		uint64_t n;
+		const char *what;
+	} lines[] = {
+		{ c->dropped_buffer, "events dropped: the event buffers were full; "
+				     "raise prof.capture{buffer_mb=...}" },
+		{ c->dropped_noslot, "events dropped: the previous window was still being "
+				     "written; space the windows out (prof.schedule{wait=...})" },
+		{ c->gpu_dropped, "GPU records dropped by CUPTI; raise prof.capture{buffer_mb=...}" },
+		{ c->unbalanced_pops, "range pops had no open range (unbalanced push/pop "
+				      "in the program)" },
+		{ c->clipped, "ranges cut at a window edge (begun before it or still "
+			      "open at its end)" },
+	};
+	size_t i;
+	bool any = false;
+
+	for (i = 0; i < sizeof lines / sizeof lines[0]; i++)
+		any |= lines[i].n != 0;
+	if (!any) {
+		textbuf_puts(tb, "Drops: none\n\n");
+		return;
+	}
+	textbuf_puts(tb, "Drops and warnings:\n");
+	for (i = 0; i < sizeof lines / sizeof lines[0]; i++)
+		if (lines[i].n)
+			textbuf_printf(tb, "  %llu %s\n", (unsigned long long)lines[i].n,
+				       lines[i].what);
+	textbuf_puts(tb, "\n");
+}
+
+/* The per-step phase breakdown, when the window has phases (Python). */
+static int put_phases(struct textbuf *tb, const struct trace *t, struct err *e)
+{
+	char *text;
+
+	if (phases_render(t, PHASE_ROWS, &text, e) != 0)
+		return -1;
+	if (text) {
+		textbuf_puts(tb, text);
+		textbuf_puts(tb, "\n");
+		free(text);
+	}
+	return 0;
+}
+
+/* One-time notices the capture sources left in the trace. */
+static void put_notes(struct textbuf *tb, const struct trace *t)
+{
+	const char *p = t->meta.notes;
+
+	if (!p || !*p)
+		return;
+	textbuf_puts(tb, "Notes:\n");
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		textbuf_puts(tb, "  ");
+		textbuf_add(tb, p, n);
+		textbuf_puts(tb, "\n");
+		p += n + (p[n] == '\n');
+	}
+	textbuf_puts(tb, "\n");
+}
+
+/* True when `f` names a file directly inside `dir`. */
+static bool in_dir(const char *f, const char *dir)
+{
+	size_t n = dir ? strlen(dir) : 0;
+
+	return dir && strncmp(f, dir, n) == 0 && f[n] == '/' && !strchr(f + n + 1, '/');
+}
+
+/* Files in the window directory by base name on one line, others whole. */
+static void put_files(struct textbuf *tb, const char *dir, const char *const *files,
+		      size_t nfiles)
+{
+	size_t i;
+
+	if (dir)
+		textbuf_printf(tb, "Directory: %s\n", dir);
+	textbuf_puts(tb, nfiles ? "Files:" : "Files: none");
+	for (i = 0; i < nfiles; i++)
+		if (in_dir(files[i], dir))
+			textbuf_printf(tb, " %s", strrchr(files[i], '/') + 1);
+	textbuf_puts(tb, "\n");
+	for (i = 0; i < nfiles; i++)
+		if (!in_dir(files[i], dir))
+			textbuf_printf(tb, "  %s\n", files[i]);
+}
+
+char *summary_render(const struct trace *t, const char *dir,
+		     const char *const *files, size_t nfiles, struct err *e)
+{
+	struct summary_steps st;
+	struct key_avg_table tab;
+	struct textbuf tb;
+	char *s;
+
+	if (summary_step_stats(t, &st, e) != 0)
+		return NULL;
+	if (key_averages_build(t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+			       &tab, e) != 0)
+		return NULL;
+	textbuf_init(&tb);
+	put_header(&tb, t);
+	put_steps(&tb, t, &st);
+	if (put_phases(&tb, t, e) != 0) {
+		key_averages_free(&tab);
+		textbuf_free(&tb);
+		return NULL;
+	}
+	put_ranges(&tb, t, &tab);
+	put_counters(&tb, &t->counters);
+	put_notes(&tb, t);
+	put_files(&tb, dir, files, nfiles);
+	key_averages_free(&tab);
+	s = textbuf_take(&tb);
+	if (!s)
+		err_set(e, "out of memory rendering the summary");
+	return s;
+}
+
+int summary_write(const char *path, const char *text, struct err *e)
+{
+	struct outfile *f = outfile_open(path, false, e);
+
+	if (!f)
+		return -1;
+	if (outfile_puts(f, text) != 0) {
+		outfile_error(f, e);
+		outfile_abort(f);
+		return -1;
+	}
+	return outfile_commit(f, e);
+}

@@ -1,0 +1,150 @@
+/* textbuf — a growable text buffer (see textbuf.h). */
+#include "textbuf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void textbuf_init(struct textbuf *tb)
+{
+	tb->s = NULL;
+	tb->len = tb->cap = 0;
+	tb->oom = false;
+}
+
+/* Makes room for `n` more bytes and the NUL. 0 or -1 (sticky). */
+static int reserve(struct textbuf *tb, size_t n)
+{
+	size_t cap;
+	char *s;
+
+	if (tb->oom)
+		return -1;
+	if (tb->len + n + 1 <= tb->cap)
+		return 0;
+	cap = tb->cap ? tb->cap : 256;
+	while (cap < tb->len + n + 1)
+		cap *= 2;
+	s = realloc(tb->s, cap);
+	if (!s) {
+		tb->oom = true;
+		return -1;
+	}
+	tb->s = s;
+	tb->cap = cap;
+	return 0;
+}
+
+void textbuf_add(struct textbuf *tb, const char *s, size_t n)
+{
+	if (reserve(tb, n) != 0)
+		return;
+	memcpy(tb->s + tb->len, s, n);
+	tb->len += n;
+	tb->s[tb->len] = '\0';
+}
+
+void textbuf_puts(struct textbuf *tb, const char *s)
+{
+	textbuf_add(tb, s, strlen(s));
+}
+
+void textbuf_printf(struct textbuf *tb, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || reserve(tb, (size_t)n) != 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(tb->s + tb->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	tb->len += (size_t)n;
+}
+
+void textbuf_fill(struct textbuf *tb, char c, size_t n)
+{
+	if (reserve(tb, n) != 0)
+		return;
+	memset(tb->s + tb->len, c, n);
+	tb->len += n;
+	tb->s[tb->len] = '\0';
+}
+
+size_t textbuf_cols(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			n++;
+	return n;
+}
+
+void textbuf_field(struct textbuf *tb, const char *s, size_t width, bool right)
+{
+	size_t cols = textbuf_cols(s), pad = cols < width ? width - cols : 0;
+
+	if (right)
+		textbuf_fill(tb, ' ', pad);
+	textbuf_puts(tb, s);
+	if (!right)
+		textbuf_fill(tb, ' ', pad);
+}
+
+void textbuf_name_fit(const char *name, size_t max_cols, char *out, size_t size)
+{
+	size_t keep = max_cols >= 3 ? max_cols - 3 : 0;
+	size_t seen = 0, o = 0, lead_o = 0;
+	bool cut = max_cols > 0 && textbuf_cols(name) >= keep;
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)name; *p; p++) {
+		bool lead = (*p & 0xC0) != 0x80;
+
+		if (lead) {
+			if (cut && seen == keep)
+				break;
+			seen++;
+			lead_o = o;
+		}
+		if (o + 4 >= size) { /* no room: drop the partial code point */
+			o = lead ? o : lead_o;
+			cut = true;
+			break;
+		}
+		out[o++] = (*p < 0x20 || *p == 0x7f) ? '?' : (char)*p;
+	}
+	if (cut) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+}
+
+char *textbuf_take(struct textbuf *tb)
+{
+	char *s;
+
+	if (tb->oom) {
+		textbuf_free(tb);
+		return NULL;
+	}
+	if (reserve(tb, 0) != 0) { /* an empty text still gets its NUL */
+		textbuf_free(tb);
+		return NULL;
+	}
+	s = tb->s;
+	textbuf_init(tb);
+	return s;
+}
+
+void textbuf_free(struct textbuf *tb)
+{
+	free(tb->s);
+	textbuf_init(tb);
+}

@@ -1,0 +1,65 @@
+/*
+ * nested_app — a C workload with known timings, for the table tests.
+ *
+ *   nested_app [--steps N]
+ *
+ * Each step: push "outer"; sleep 2 ms; push "inner"; sleep 3 ms; pop; pop;
+ * prof_step(). So per step outer owns 2 ms itself and lasts 5 ms, inner
+ * owns and lasts 3 ms. Prints "done N". Binds the host's C ABI through
+ * dlsym, so it also runs without the host.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void (*p_step)(void);
+static void (*p_push)(const char *);
+static void (*p_pop)(void);
+
+static void nop(void) {}
+static void nop_s(const char *s) { (void)s; }
+
+static void bind(void)
+{
+	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
+	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
+	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
+	if (!p_step) p_step = nop;
+	if (!p_push) p_push = nop_s;
+	if (!p_pop) p_pop = nop;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = 10, s;
+
+	if (argc == 3 && strcmp(argv[1], "--steps") == 0) {
+		steps = atol(argv[2]);
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: nested_app [--steps N]\n");
+		return 2;
+	}
+	bind();
+	for (s = 0; s < steps; s++) {
+		p_push("outer");
+		sleep_ms(2);
+		p_push("inner");
+		sleep_ms(3);
+		p_pop();
+		p_pop();
+		p_step();
+	}
+	printf("done %ld\n", steps);
+	fflush(stdout);
+	return 0;
+}

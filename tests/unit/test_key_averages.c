@@ -1,0 +1,446 @@
+/*
+ * test_key_averages — the operator table: self/total/count/avg from known
+ * nesting on two threads, ProfilerStep* grouping, grouping by domain, every
+ * sort key, row_limit, name truncation, torch's exact text, time formats.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "export/key_averages.h"
+#include "util/fsutil.h"
+
+#define MS 1000000LL
+#define US 1000LL
+
+static void add(struct trace *t, int tid, const char *name, enum trace_cat cat,
+		int64_t ts, int64_t dur, const char *domain)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.dur = dur;
+	e.pid = 100;
+	e.tid = tid;
+	e.name = trace_intern(t, name, strlen(name));
+	e.cat = (uint8_t)cat;
+	e.ph = TRACE_PH_COMPLETE;
+	if (strncmp(name, "ProfilerStep#", 13) == 0)
+		e.flags = TRACE_F_STEP;
+	CHECK(trace_add_event(t, &e) != NULL);
+	if (domain)
+		CHECK(trace_arg_str(t, "domain", domain, strlen(domain)) == 0);
+}
+
+static const struct key_avg_row *find(const struct key_avg_table *tab, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < tab->nrows; i++)
+		if (strcmp(tab->rows[i].key, key) == 0)
+			return &tab->rows[i];
+	return NULL;
+}
+
+static void check_row(const struct key_avg_table *tab, const char *key, uint64_t count,
+		      int64_t self, int64_t total)
+{
+	const struct key_avg_row *r = find(tab, key);
+
+	CHECK(r != NULL);
+	if (!r) {
+		fprintf(stderr, "  missing row %s\n", key);
+		return;
+	}
+	CHECK_EQ_INT(r->count, count);
+	CHECK_EQ_INT(r->self_cpu_ns, self);
+	CHECK_EQ_INT(r->cpu_total_ns, total);
+}
+
+/* The rows' keys in table order, joined by ",". */
+static const char *order(const struct key_avg_table *tab)
+{
+	static char buf[1024];
+	size_t i;
+
+	buf[0] = '\0';
+	for (i = 0; i < tab->nrows; i++) {
+		if (i)
+			strcat(buf, ",");
+		strcat(buf, tab->rows[i].key);
+	}
+	return buf;
+}
+
+/*
+ * Thread 1:  ProfilerStep#1 [0,10)  > outer [1,6) > inner [2,5) > launch [3,3.5)
+ *                                   > outer [6,9) (starts where the last ended)
+ *                                   > zero [6,6) and zero [9,9) (zero-length)
+ *            ProfilerStep#2 [10,20) > outer [12,15)
+ * Thread 2:  outer [0,4) > inner [1,2); left [5,9) and right [7,12) overlap.
+ * Plus events the table must not count: a kernel and an instant "outer".
+ * Times in ms. Added out of order: the table sorts for itself.
+ */
+static void build_two_threads(struct trace *t)
+{
+	struct trace_event mark = { 0 };
+
+	CHECK(trace_init(t) == 0);
+	add(t, 2, "right", TRACE_CAT_USER_ANNOTATION, 7 * MS, 5 * MS, NULL);
+	add(t, 1, "ProfilerStep#2", TRACE_CAT_USER_ANNOTATION, 10 * MS, 10 * MS, NULL);
+	add(t, 1, "outer", TRACE_CAT_USER_ANNOTATION, 12 * MS, 3 * MS, NULL);
+	add(t, 1, "ProfilerStep#1", TRACE_CAT_USER_ANNOTATION, 0, 10 * MS, NULL);
+	add(t, 1, "outer", TRACE_CAT_USER_ANNOTATION, 1 * MS, 5 * MS, NULL);
+	add(t, 1, "inner", TRACE_CAT_CPU_OP, 2 * MS, 3 * MS, NULL);
+	add(t, 1, "cudaLaunchKernel", TRACE_CAT_CUDA_RUNTIME, 3 * MS, 500 * US, NULL);
+	add(t, 1, "zero", TRACE_CAT_CPU_OP, 6 * MS, 0, NULL);
+	add(t, 1, "outer", TRACE_CAT_USER_ANNOTATION, 6 * MS, 3 * MS, NULL);
+	add(t, 1, "zero", TRACE_CAT_CPU_OP, 9 * MS, 0, NULL);
+	add(t, 2, "outer", TRACE_CAT_USER_ANNOTATION, 0, 4 * MS, NULL);
+	add(t, 2, "inner", TRACE_CAT_CPU_OP, 1 * MS, 1 * MS, NULL);
+	add(t, 2, "left", TRACE_CAT_USER_ANNOTATION, 5 * MS, 4 * MS, NULL);
+	add(t, 7, "outer", TRACE_CAT_KERNEL, 0, 50 * MS, NULL);
+	mark.ts = 2 * MS;
+	mark.pid = 100;
+	mark.tid = 1;
+	mark.name = trace_intern(t, "outer", 5);
+	mark.cat = TRACE_CAT_MARK;
+	mark.ph = TRACE_PH_INSTANT;
+	CHECK(trace_add_event(t, &mark) != NULL);
+}
+
+static void test_self_total_count(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+
+	build_two_threads(&t);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	CHECK_EQ_INT(tab.nrows, 7);
+	/* steps: 10 - 5 - 3 = 2 ms and 10 - 3 = 7 ms of their own */
+	check_row(&tab, "ProfilerStep*", 2, 9 * MS, 20 * MS);
+	/* outer: (5-3) + 3 + 3 on thread 1, 4 - 1 on thread 2 */
+	check_row(&tab, "outer", 4, 11 * MS, 15 * MS);
+	check_row(&tab, "inner", 2, 3 * MS + 500 * US, 4 * MS);
+	check_row(&tab, "cudaLaunchKernel", 1, 500 * US, 500 * US);
+	check_row(&tab, "zero", 2, 0, 0);
+	/* partial overlap: right takes over at 7 ms; nothing negative */
+	check_row(&tab, "left", 1, 2 * MS, 4 * MS);
+	check_row(&tab, "right", 1, 5 * MS, 5 * MS);
+	CHECK(find(&tab, "ProfilerStep#1") == NULL);
+	/* the 100 %: time covered on thread 1 (20 ms) and thread 2 (4 + 7) */
+	CHECK_EQ_INT(tab.self_cpu_sum_ns, 31 * MS);
+	CHECK_EQ_STR(order(&tab), "outer,ProfilerStep*,right,inner,left,cudaLaunchKernel,zero");
+	CHECK(!key_averages_has_cuda(&tab));
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+static void test_sort_keys(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	enum key_avg_sort s;
+	static const struct {
+		const char *name, *order;
+	} cpu[] = {
+		{ "self_cpu_time_total",
+		  "outer,ProfilerStep*,right,inner,left,cudaLaunchKernel,zero" },
+		/* inner and left tie at 4 ms: inner started first */
+		{ "cpu_time_total", "ProfilerStep*,outer,right,inner,left,cudaLaunchKernel,zero" },
+		{ "cpu_time", "ProfilerStep*,right,left,outer,inner,cudaLaunchKernel,zero" },
+		{ "count", "outer,ProfilerStep*,inner,zero,cudaLaunchKernel,left,right" },
+		/* no CUDA time at all: first-seen order, then the key */
+		{ "self_cuda_time_total",
+		  "ProfilerStep*,outer,inner,cudaLaunchKernel,left,zero,right" },
+	};
+	size_t i;
+
+	build_two_threads(&t);
+	for (i = 0; i < sizeof cpu / sizeof cpu[0]; i++) {
+		CHECK(key_averages_parse_sort(cpu[i].name, &s, &e) == 0);
+		CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, s, &tab, &e) == 0);
+		CHECK_EQ_STR(order(&tab), cpu[i].order);
+		key_averages_free(&tab);
+	}
+
+	/* The CUDA keys, on CUDA times given by hand (GPU attribution fills
+	 * them later). cuda_time is the average: inner 5/2 > outer 8/4. */
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_COUNT, &tab, &e) == 0);
+	((struct key_avg_row *)find(&tab, "inner"))->self_cuda_ns = 5 * MS;
+	((struct key_avg_row *)find(&tab, "inner"))->cuda_total_ns = 5 * MS;
+	((struct key_avg_row *)find(&tab, "outer"))->self_cuda_ns = 3 * MS;
+	((struct key_avg_row *)find(&tab, "outer"))->cuda_total_ns = 8 * MS;
+	((struct key_avg_row *)find(&tab, "left"))->cuda_total_ns = 1 * MS;
+	CHECK(key_averages_parse_sort("self_cuda_time_total", &s, &e) == 0);
+	key_averages_sort(&tab, s);
+	CHECK_EQ_STR(order(&tab), "inner,outer,ProfilerStep*,cudaLaunchKernel,left,zero,right");
+	CHECK(key_averages_parse_sort("cuda_time_total", &s, &e) == 0);
+	key_averages_sort(&tab, s);
+	CHECK_EQ_STR(order(&tab), "outer,inner,left,ProfilerStep*,cudaLaunchKernel,zero,right");
+	CHECK(key_averages_parse_sort("cuda_time", &s, &e) == 0);
+	key_averages_sort(&tab, s);
+	CHECK_EQ_STR(order(&tab), "inner,outer,left,ProfilerStep*,cudaLaunchKernel,zero,right");
+	CHECK(key_averages_has_cuda(&tab));
+	key_averages_free(&tab);
+
+	CHECK(key_averages_parse_sort("device_time", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_CUDA_TIME);
+	CHECK(key_averages_parse_sort("self_device_time_total", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL);
+	CHECK(key_averages_parse_sort("device_time_total", &s, &e) == 0);
+	CHECK_EQ_INT(s, KEY_AVG_SORT_CUDA_TIME_TOTAL);
+	CHECK(key_averages_parse_sort("self_cpu_memory_usage", &s, &e) == -1);
+	CHECK(strstr(e.msg, "self_cpu_memory_usage") != NULL);
+	CHECK(strstr(e.msg, "cpu_time_total") != NULL);
+	CHECK(key_averages_parse_sort(NULL, &s, &e) == -1);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, (enum key_avg_sort)99, &tab, &e) == -1);
+	CHECK_EQ_INT(tab.nrows, 0);
+	trace_free(&t);
+}
+
+static void test_group_by_domain(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	enum key_avg_group g;
+
+	CHECK(trace_init(&t) == 0);
+	/* d1 [0,10) holds d2 [2,5); d1 again [20,23); no domain [30,34) */
+	add(&t, 1, "a", TRACE_CAT_USER_ANNOTATION, 0, 10 * MS, "d1");
+	add(&t, 1, "b", TRACE_CAT_USER_ANNOTATION, 2 * MS, 3 * MS, "d2");
+	add(&t, 1, "c", TRACE_CAT_USER_ANNOTATION, 20 * MS, 3 * MS, "d1");
+	add(&t, 1, "ProfilerStep#3", TRACE_CAT_USER_ANNOTATION, 30 * MS, 4 * MS, NULL);
+	CHECK(key_averages_parse_group("domain", &g, &e) == 0);
+	CHECK(key_averages_build(&t, g, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab, &e) == 0);
+	CHECK_EQ_INT(tab.nrows, 3);
+	check_row(&tab, "d1", 2, 10 * MS, 13 * MS);
+	check_row(&tab, "d2", 1, 3 * MS, 3 * MS);
+	check_row(&tab, "(none)", 1, 4 * MS, 4 * MS);
+	CHECK_EQ_STR(order(&tab), "d1,(none),d2");
+	key_averages_free(&tab);
+
+	CHECK(key_averages_parse_group("name", &g, &e) == 0);
+	CHECK_EQ_INT(g, KEY_AVG_BY_NAME);
+	CHECK(key_averages_parse_group("thread", &g, &e) == -1);
+	CHECK(strstr(e.msg, "thread") != NULL);
+	trace_free(&t);
+}
+
+/* Counts the lines of `s` and the rows between the 2nd and 3rd dashed lines. */
+static size_t data_rows(const char *s)
+{
+	size_t dashes = 0, rows = 0;
+
+	while (*s) {
+		const char *nl = strchr(s, '\n');
+
+		if (*s == '-')
+			dashes++;
+		else if (dashes == 2)
+			rows++;
+		s = nl ? nl + 1 : s + strlen(s);
+	}
+	return rows;
+}
+
+static void test_row_limit(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char *s;
+
+	build_two_threads(&t);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	s = key_averages_format(&tab, 2);
+	CHECK_EQ_INT(data_rows(s), 2);
+	CHECK(strstr(s, " outer  ") && strstr(s, "ProfilerStep*") && !strstr(s, "right"));
+	/* percentages stay against every row's self time, shown or not */
+	CHECK(strstr(s, "Self CPU time total: 31.000ms\n") != NULL);
+	free(s);
+	s = key_averages_format(&tab, 0);
+	CHECK_EQ_INT(data_rows(s), 7);
+	free(s);
+	s = key_averages_format(&tab, 100);
+	CHECK_EQ_INT(data_rows(s), 7);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
+
+	/* an empty table is an empty text */
+	CHECK(trace_init(&t) == 0);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_COUNT, &tab, &e) == 0);
+	s = key_averages_format(&tab, 0);
+	CHECK_EQ_STR(s, "");
+	free(s);
+	trace_free(&t);
+}
+
+/*
+ * torch's layout, worked out by hand from _build_table's rules: columns
+ * right-aligned ('{: >N}') and each followed by two spaces, the name column
+ * max(len(key)) + 4 wide (here len("ProfilerStep*") + 4 = 17), the others
+ * 12; percentages against the sum of self CPU (1.5 ms).
+ */
+static void test_exact_text(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char *s;
+	const char *want =
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"             Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  \n"
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"              fwd        66.67%       1.000ms        66.67%       1.000ms       1.000ms             1  \n"
+		"    ProfilerStep*        33.33%     500.000us       100.00%       1.500ms       1.500ms             1  \n"
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"Self CPU time total: 1.500ms\n";
+
+	CHECK(trace_init(&t) == 0);
+	add(&t, 1, "ProfilerStep#5", TRACE_CAT_USER_ANNOTATION, 0, 1500 * US, NULL);
+	add(&t, 1, "fwd", TRACE_CAT_CPU_OP, 250 * US, 1 * MS, NULL);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	s = key_averages_format(&tab, 50);
+	CHECK_EQ_STR(s, want);
+	free(s);
+
+	/* With CUDA time the four CUDA columns appear after CPU time avg and
+	 * the footer gains its total (fwd: self 2 ms, total 3 ms, one call). */
+	tab.rows[0].self_cuda_ns = 2 * MS;
+	tab.rows[0].cuda_total_ns = 3 * MS;
+	tab.self_cuda_sum_ns = 2 * MS;
+	s = key_averages_format(&tab, 0);
+	CHECK(strstr(s, "  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg"
+			"    # of Calls  \n") != NULL);
+	CHECK(strstr(s, "       1.000ms       2.000ms       100.00%       3.000ms       3.000ms"
+			"             1  \n") != NULL);
+	CHECK(strstr(s, "Self CPU time total: 1.500ms\nSelf CUDA time total: 2.000ms\n") != NULL);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+/* Name column: at most 55 wide; a name of 52 code points or more is cut
+ * to 52 and "..." (torch cuts at max_name_column_width - 3). */
+static void test_name_truncation(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char *s, name60[61], name52[53], name51[52], want[128];
+	const char *line;
+
+	memset(name60, 'x', 60);
+	name60[60] = '\0';
+	memset(name52, 'y', 52);
+	name52[52] = '\0';
+	memset(name51, 'z', 51);
+	name51[51] = '\0';
+	CHECK(trace_init(&t) == 0);
+	add(&t, 1, name60, TRACE_CAT_CPU_OP, 0, 3 * MS, NULL);
+	add(&t, 1, name52, TRACE_CAT_CPU_OP, 10 * MS, 2 * MS, NULL);
+	add(&t, 1, name51, TRACE_CAT_CPU_OP, 20 * MS, 1 * MS, NULL);
+	add(&t, 1, "tab\there", TRACE_CAT_CPU_OP, 30 * MS, 1 * US, NULL);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	s = key_averages_format(&tab, 0);
+	/* the dashed line's first field is 55 wide */
+	CHECK(strncmp(s, "-------------------------------------------------------  ---", 60) == 0);
+	CHECK(s[55] == ' ' && s[54] == '-');
+	/* 60 x: first 52, then "..." */
+	snprintf(want, sizeof want, "\n%.52s...  ", name60);
+	CHECK(strstr(s, want) != NULL);
+	snprintf(want, sizeof want, "\n%.52s...  ", name52);
+	CHECK(strstr(s, want) != NULL);
+	snprintf(want, sizeof want, "\n    %s  ", name51);
+	CHECK(strstr(s, want) != NULL);
+	line = strstr(s, "tab?here");
+	CHECK(line != NULL);
+	CHECK(strchr(s, '\t') == NULL);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
+
+	/* UTF-8 names are measured in code points: "é" is one column */
+	CHECK(trace_init(&t) == 0);
+	add(&t, 1, "caf\xc3\xa9", TRACE_CAT_CPU_OP, 0, 1 * MS, NULL);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_COUNT, &tab, &e) == 0);
+	s = key_averages_format(&tab, 0);
+	CHECK(strncmp(s, "--------  ", 10) == 0);         /* 4 + 4 wide */
+	CHECK(strstr(s, "\n    caf\xc3\xa9  ") != NULL);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+static void test_time_formats(void)
+{
+	char b[32];
+
+	CHECK_EQ_STR(key_averages_format_time(0, b), "0.000us");
+	CHECK_EQ_STR(key_averages_format_time(1, b), "0.001us");
+	CHECK_EQ_STR(key_averages_format_time(1500, b), "1.500us");
+	CHECK_EQ_STR(key_averages_format_time(999999, b), "999.999us");
+	CHECK_EQ_STR(key_averages_format_time(1000000, b), "1.000ms");
+	CHECK_EQ_STR(key_averages_format_time(12345678, b), "12.346ms");
+	/* 999999.999 us is still ms, and rounds up to 1000.000 */
+	CHECK_EQ_STR(key_averages_format_time(999999999, b), "1000.000ms");
+	CHECK_EQ_STR(key_averages_format_time(1000000000, b), "1.000s");
+	CHECK_EQ_STR(key_averages_format_time(75500000000LL, b), "75.500s");
+	CHECK_EQ_STR(key_averages_format_share(1, 3, b), "33.33%");
+	CHECK_EQ_STR(key_averages_format_share(2, 3, b), "66.67%");
+	CHECK_EQ_STR(key_averages_format_share(3, 3, b), "100.00%");
+	CHECK_EQ_STR(key_averages_format_share(5, 2, b), "250.00%");
+	CHECK_EQ_STR(key_averages_format_share(0, 0, b), "NaN");
+}
+
+static void test_write_file(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char dir[] = "/tmp/test_key_averages.XXXXXX", path[256], *want, *got;
+	size_t len;
+
+	CHECK(mkdtemp(dir) != NULL);
+	build_two_threads(&t);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	snprintf(path, sizeof path, "%s/key_averages.txt", dir);
+	CHECK(key_averages_write(&tab, 3, path, &e) == 0);
+	want = key_averages_format(&tab, 3);
+	got = fsutil_read(path, 1 << 20, &len, &e);
+	CHECK(got != NULL);
+	CHECK_EQ_STR(got, want);
+	free(want);
+	free(got);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/missing/key_averages.txt", dir);
+	CHECK(key_averages_write(&tab, 3, path, &e) == -1);
+	CHECK(strstr(e.msg, "missing") != NULL);
+	rmdir(dir);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+int main(void)
+{
+	test_self_total_count();
+	test_sort_keys();
+	test_group_by_domain();
+	test_row_limit();
+	test_exact_text();
+	test_name_truncation();
+	test_time_formats();
+	test_write_file();
+	return check_done();
+}
