@@ -198,6 +198,19 @@ class TorchSteps(PythonTest):
             self.assertEqual(len([p for p in phase_events(trace)
                                   if p["name"] == "phase:optimizer"]), 3)
 
+    def test_reported_phase_replaces_the_automatic_one(self):
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--explicit-forward", "--out", stamps])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+            # One forward per step (the reported block), not one per model
+            # call (two of them) as the automatic hooks would time it.
+            names = [p["name"] for p in phase_events(trace)]
+            self.assertEqual(names.count("phase:forward"), 3)
+            self.assertEqual(names.count("phase:backward"), 3)
+
     def test_forked_dataloader_workers(self):
         r, out = self.prof_run([os.path.join(WORKLOADS, "exit_after_train.py"), "3",
                                 "--steps", "20", "--workers", "2"])
@@ -282,6 +295,28 @@ print("calls", len(stamps))
     @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
     def test_other_python(self):
         self.check(OTHER_PYTHON)
+
+    def test_reported_phases_without_torch(self):
+        self.write("stepmod.py", self.MODULE.replace(
+            "        sum(range(3000))\n",
+            "        t0 = time.monotonic_ns()\n"
+            "        time.sleep(0.001)\n"
+            "        profhost.record_phase(\"data\", t0, time.monotonic_ns())\n"
+            "        with profhost.phase(\"forward\"):\n"
+            "            time.sleep(0.002)\n")
+            .replace("class Trainer:", "import time\nimport profhost\n\nclass Trainer:"))
+        script = self.write("run_steps.py", self.SCRIPT)
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([script, stamps], policy_text=self.POLICY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for trace in self.check_windows(out, EXPECTED):
+            phases = phase_events(trace)
+            for n, span in step_spans(trace):
+                # Each step is one outer call and its nested call: two of each.
+                self.assertEqual(sorted(p["name"] for p in phases if inside(p, span)),
+                                 ["phase:data"] * 2 + ["phase:forward"] * 2, n)
+            for p in phases:
+                self.assertGreaterEqual(p["dur"], 1000.0 if p["name"] == "phase:data" else 2000.0)
 
     def test_missing_function_is_one_clear_line(self):
         self.write("stepmod.py", "class Trainer:\n    pass\n")

@@ -25,8 +25,14 @@ imports it into every Python process it runs in (see profhost._bridge).
 """
 
 import _thread
+import sys as _sys
+import time as _time
 
-__all__ = ["step", "mark", "range", "capture_now", "loaded", "abi_version"]
+__all__ = ["step", "mark", "range", "phase", "record_phase", "capture_now",
+           "loaded", "abi_version"]
+
+# The step phases, in the host's order (src/capture/python.c).
+PHASES = ("data", "forward", "backward", "optimizer")
 
 _lock = _thread.allocate_lock()
 _fns = None  # None until bound; then a dict, empty when there is no host
@@ -118,6 +124,50 @@ def mark(name):
     fn = _bind().get("prof_mark")
     if fn is not None:
         fn(_encode(name))
+
+
+def _phase_index(name):
+    try:
+        return PHASES.index(name)
+    except ValueError:
+        raise ValueError("profhost: unknown phase %r (the phases are %s)"
+                         % (name, ", ".join(PHASES))) from None
+
+
+def record_phase(name, start_ns, end_ns):
+    """Reports that the calling thread spent [start_ns, end_ns] in phase
+    ``name`` ("data", "forward", "backward" or "optimizer"), times from
+    time.monotonic_ns(). For callbacks that see a phase begin in one method
+    and end in another (examples/hf_callback.py, lightning_callback.py).
+
+    Once a phase is reported this way, the host stops timing that phase by
+    itself: the application's own phases win. Kept only while a window
+    records; nothing happens without a host.
+    """
+    i = _phase_index(name)
+    bridge = _sys.modules.get("profhost._bridge")
+    if bridge is not None:
+        bridge.explicit_phase(i, int(start_ns), int(end_ns))
+
+
+class phase:
+    """``with profhost.phase("forward"): ...``: the block is that step phase
+    (see record_phase)."""
+
+    __slots__ = ("_name", "_t0")
+
+    def __init__(self, name):
+        _phase_index(name)
+        self._name = name
+        self._t0 = 0
+
+    def __enter__(self):
+        self._t0 = _time.monotonic_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        record_phase(self._name, self._t0, _time.monotonic_ns())
+        return False
 
 
 def capture_now(steps, reason=None):

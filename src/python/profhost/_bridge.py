@@ -65,6 +65,7 @@ _patches = []        # (owner, attribute, original, wrapper) while phases are on
 _nvtx = None         # the entered emit_nvtx context
 _nvtx_tid = None
 _nvtx_ok = None      # None: not decided yet; then True / False
+_explicit_phases = set()  # phases the application reports itself
 _lock = _thread.RLock()  # guards the hooks' installation
 _applying = 0            # _apply calls running (nested ones: same thread)
 _resync = False
@@ -132,6 +133,14 @@ def _bind():
 
 def _phase(phase, start, end):
     if _c_phase is not None:
+        _c_phase(phase, start, end)
+
+
+def explicit_phase(phase, start, end):
+    """profhost.record_phase(): the application reports a phase; the bridge
+    stops timing that phase itself."""
+    _explicit_phases.add(phase)
+    if not _down and _bind():
         _c_phase(phase, start, end)
 
 
@@ -354,7 +363,8 @@ def _hook_optimizer(mod):
 def _optimizer_pre(opt, args, kwargs):
     tl = _tls
     tl.depth += 1
-    if tl.depth == 1 and _phases_on and not tl.busy:
+    if (tl.depth == 1 and _phases_on and not tl.busy and
+            PHASE_OPTIMIZER not in _explicit_phases):
         tl.busy = True
         tl.opt_t0 = _now()
     return None
@@ -484,7 +494,7 @@ def _timed(phase, original, data=False):
             # A stale optimizer phase (its step raised and a pre hook ran
             # without its post hook): loading data is never inside a step.
             tl.busy, tl.depth, tl.opt_t0 = False, 0, 0
-        if tl.busy:
+        if tl.busy or phase in _explicit_phases:
             return original(*args, **kwargs)
         tl.busy = True
         t0 = _now()

@@ -16,9 +16,11 @@ p.add_argument("--steps", type=int, default=30)
 p.add_argument("--explicit", action="store_true")
 p.add_argument("--out", required=True)
 p.add_argument("--adam", action="store_true")
+p.add_argument("--explicit-forward", action="store_true",
+               help="report the forward phase with profhost.phase (two model calls in it)")
 args = p.parse_args()
 
-if args.explicit:
+if args.explicit or args.explicit_forward:
     import profhost
 
 torch.manual_seed(0)
@@ -35,7 +37,12 @@ for i in range(args.steps):
     except StopIteration:
         it = iter(data)
         x, y = next(it)
-    loss = nn.functional.cross_entropy(model(x), y)
+    if args.explicit_forward:
+        with profhost.phase("forward"):
+            model(x)
+            loss = nn.functional.cross_entropy(model(x), y)
+    else:
+        loss = nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
