@@ -211,6 +211,24 @@ class TorchSteps(PythonTest):
             self.assertEqual(names.count("phase:forward"), 3)
             self.assertEqual(names.count("phase:backward"), 3)
 
+    def check_adapter(self, which):
+        r, out = self.prof_run([os.path.join(WORKLOADS, "adapters.py"), which, "16"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done %s 16" % which, r.stdout)
+        # manual_steps(): only the callback's steps count (one per update),
+        # so the windows land where the schedule says.
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+            names = [p["name"] for p in phase_events(trace)]
+            self.assertEqual(names.count("phase:optimizer"), 3)
+            self.assertEqual(names.count("phase:backward"), 3)
+
+    def test_hf_callback(self):
+        self.check_adapter("hf")
+
+    def test_lightning_callback(self):
+        self.check_adapter("lightning")
+
     def test_forked_dataloader_workers(self):
         r, out = self.prof_run([os.path.join(WORKLOADS, "exit_after_train.py"), "3",
                                 "--steps", "20", "--workers", "2"])

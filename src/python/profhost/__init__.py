@@ -28,8 +28,8 @@ import _thread
 import sys as _sys
 import time as _time
 
-__all__ = ["step", "mark", "range", "phase", "record_phase", "capture_now",
-           "loaded", "abi_version"]
+__all__ = ["step", "manual_steps", "mark", "range", "phase", "record_phase",
+           "capture_now", "loaded", "abi_version"]
 
 # The step phases, in the host's order (src/capture/python.c).
 PHASES = ("data", "forward", "backward", "optimizer")
@@ -117,6 +117,18 @@ def step():
     fn = _bind().get("prof_step")
     if fn is not None:
         fn()
+
+
+def manual_steps():
+    """From now on only step() ends a step: the host stops counting optimizer
+    steps (or prof.steps{python=...} returns) by itself. Without this call
+    that happens at the first step(), which then follows an automatic step
+    of the same iteration; call it before the first step to avoid that extra
+    step. Nothing happens without a host.
+    """
+    bridge = _sys.modules.get("profhost._bridge")
+    if bridge is not None:
+        bridge.manual_steps()
 
 
 def mark(name):

@@ -136,6 +136,12 @@ def _phase(phase, start, end):
         _c_phase(phase, start, end)
 
 
+def manual_steps():
+    """profhost.manual_steps(): automatic steps stop now."""
+    global _explicit
+    _explicit = True
+
+
 def explicit_phase(phase, start, end):
     """profhost.record_phase(): the application reports a phase; the bridge
     stops timing that phase itself."""
