@@ -196,9 +196,8 @@ int phases_render(const struct trace *t, size_t max_rows, char **out,
 				      "and share\n", f);
 				break;
 			}
-	fputs("data: DataLoader __next__; forward: top-level nn.Module calls; "
-	      "backward: autograd.backward;\noptimizer: optimizer.step; other: "
-	      "the rest of the step\n", f);
+	fputs("(data: DataLoader; forward: nn.Module calls; backward: autograd; "
+	      "optimizer: optimizer.step)\n", f);
 	rc = fclose(f);
 	free(tmp);
 	free(r);

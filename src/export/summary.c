@@ -13,7 +13,7 @@
 
 #define NAME_COLS 40      /* widest range name shown */
 #define MAX_RUNS 8        /* step runs listed before "..." */
-#define PHASE_ROWS 12     /* steps listed in the phase table */
+#define PHASE_ROWS 8      /* steps listed in the phase table */
 
 static int cmp_i64(const void *pa, const void *pb)
 {

@@ -50,6 +50,12 @@ for i in range(args.steps):
     if args.explicit:
         profhost.step()
         explicit_t.append(time.monotonic_ns())
+# Whose code runs now for a module call, a batch and a backward pass: after
+# the last window these must be torch's own again.
+hooked = [getattr(f, "__module__", "?")
+          for f in (nn.Module.__call__,
+                    torch.utils.data.dataloader._BaseDataLoaderIter.__next__,
+                    torch.autograd.backward)]
 with open(args.out, "w") as f:
-    json.dump({"opt": opt_t, "explicit": explicit_t}, f)
+    json.dump({"opt": opt_t, "explicit": explicit_t, "hooked_by": hooked}, f)
 print("done", args.steps)
