@@ -92,7 +92,8 @@ local function hook_function(kind)
 	return function(fn)
 		if type(fn) ~= "function" then
 			error(string.format("%s: expected a function, got %s (e.g. %s(function(%s) ... end))",
-				fname, schema.describe(fn), fname, kind == "on_step" and "s" or "w"), 2)
+				fname, schema.describe(fn), fname,
+				kind == "on_step" and "s" or kind == "on_trace_ready" and "trace" or "w"), 2)
 		end
 		local list = state.hooks[kind]
 		list[#list + 1] = fn

@@ -175,6 +175,11 @@ M.sections = {
 			stacks = boolean(true),
 			memory_timeline = boolean(true),
 			summary = boolean(true),
+			raw = boolean(true),
+			report = flag_or(true, {
+				text = boolean(true),
+				html = boolean(true),
+			}, "report = { html = false }"),
 		},
 	},
 	limits = {
@@ -446,6 +451,7 @@ function M.resolve(raw)
 	local bt = get_sub("capture", c, "cuda_backtrace")
 	local chrome = get_sub("export", e, "chrome")
 	local ka = get_sub("export", e, "key_averages")
+	local report = get_sub("export", e, "report")
 
 	return {
 		output = {
@@ -495,6 +501,9 @@ function M.resolve(raw)
 			stacks = get("export", e, "stacks"),
 			memory_timeline = get("export", e, "memory_timeline"),
 			summary = get("export", e, "summary"),
+			raw = get("export", e, "raw"),
+			report_text = report and report.text or false,
+			report_html = report and report.html or false,
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),

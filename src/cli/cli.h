@@ -27,4 +27,15 @@ void cli_run_help(FILE *out);
 /* The one-line synopsis of `prof run`, used in usage errors. */
 extern const char cli_run_synopsis[];
 
+/* `prof report <dir-or-file> [options]`. argv[0] is "report". Runs the
+ * built-in and custom reports on saved output; returns 0, 1 when an input
+ * cannot be read or a report fails, CLI_EXIT_USAGE on bad arguments. */
+int cli_report_main(int argc, char **argv);
+
+/* Writes the help of `prof report` to `out`. */
+void cli_report_help(FILE *out);
+
+/* The one-line synopsis of `prof report`. */
+extern const char cli_report_synopsis[];
+
 #endif

@@ -13,6 +13,8 @@ static void prof_help(FILE *out)
 {
 	fprintf(out,
 		"usage: prof run [-s policy.lua] [-o dir] [--set key=value]... [--] cmd args...\n"
+		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
+		"                   [--format text|json|html] [-o file]\n"
 		"       prof --help | --version\n"
 		"\n"
 		"Runs a program under profhost, the profiling host: the library is preloaded\n"
@@ -21,6 +23,7 @@ static void prof_help(FILE *out)
 		"\n"
 		"commands:\n"
 		"  run       run a command under the host (prof run --help for its options)\n"
+		"  report    run the reports on saved output (prof report --help)\n"
 		"  help      show this help (prof help run: the help of run)\n"
 		"\n"
 		"options:\n"
@@ -59,6 +62,10 @@ int main(int argc, char **argv)
 			cli_run_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "report") == 0) {
+			cli_report_help(stdout);
+			return 0;
+		}
 		return prof_usage_error("no help for unknown command", argv[2]);
 	}
 	if (strcmp(cmd, "--version") == 0) {
@@ -67,6 +74,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "run") == 0)
 		return cli_run_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return cli_report_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return prof_usage_error("unknown option", cmd);
 	return prof_usage_error("unknown command", cmd);

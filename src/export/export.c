@@ -12,6 +12,7 @@
 #include "chrome_writer.h"
 #include "key_averages.h"
 #include "outfile.h"
+#include "phb.h"
 #include "summary.h"
 
 /* Remembers a written file in *res. */
@@ -160,11 +161,44 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	if (o->tensorboard &&
 	    write_tensorboard(t, o->run_dir, path, o->chrome && gz, res, e) != 0)
 		return -1;
+	if (o->raw) {
+		snprintf(path, sizeof path, "%s/%s", res->dir, PHB_FILE);
+		if (phb_write(t, path, e) != 0)
+			return -1;
+		note_file(res, path);
+	}
 	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
 		return -1;
 	if (o->summary && write_summary(t, res, e) != 0)
 		return -1;
 	return 0;
+}
+
+int export_text_file(struct export_result *res, const char *name,
+		     const char *text, struct err *e)
+{
+	char path[4352];
+	struct outfile *f;
+
+	snprintf(path, sizeof path, "%s/%s", res->dir, name);
+	f = outfile_open(path, false, e);
+	if (!f)
+		return -1;
+	if (outfile_puts(f, text) != 0) {
+		outfile_error(f, e);
+		outfile_abort(f);
+		return -1;
+	}
+	if (outfile_commit(f, e) != 0)
+		return -1;
+	note_file(res, path);
+	return 0;
+}
+
+int export_summary(const struct trace *t, struct export_result *res,
+		   struct err *e)
+{
+	return write_summary(t, res, e);
 }
 
 void export_result_free(struct export_result *res)

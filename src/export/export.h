@@ -2,8 +2,10 @@
  * export — writes one window's files.
  *
  * Layout: <output dir>/<run>/rank<R>/window<K>_steps<a>-<b>/ holding
- * trace.json (or trace.json.gz), key_averages.txt and, written last,
- * summary.txt (listing every file written); with TensorBoard export also
+ * trace.json (or trace.json.gz), capture.phb (the raw capture, phb.h),
+ * key_averages.txt, the reports the host adds (export_text_file) and,
+ * written last, summary.txt (listing every file written); with TensorBoard
+ * export also
  * <output dir>/<run>/tensorboard/<host>_<pid>.<ms>.pt.trace.json.gz.
  * Every file appears atomically (outfile). Host thread only.
  */
@@ -27,7 +29,10 @@ struct export_opts {
 	const char *sort_by;   /* torch's sort key; NULL = "self_cpu_time_total" */
 	size_t row_limit;      /* rows shown; 0 = all */
 	const char *group_by;  /* "name" or "domain"; NULL = "name" */
-	bool summary;          /* write summary.txt, return its text */
+	bool summary;          /* write summary.txt, return its text (a
+				  caller that adds files first leaves this
+				  false and calls export_summary() last) */
+	bool raw;              /* write capture.phb */
 };
 
 /* What was written: the window directory and the files in it. */
@@ -50,6 +55,16 @@ struct export_result {
  */
 int export_window(const struct trace *t, const struct export_opts *o,
 		  struct export_result *res, struct err *e);
+
+/* Writes `text` to <res->dir>/<name> atomically and lists it in *res.
+ * Returns 0, or -1 with *e set. Host thread. */
+int export_text_file(struct export_result *res, const char *name,
+		     const char *text, struct err *e);
+
+/* Writes summary.txt (listing every file in *res and itself) and keeps its
+ * text in res->summary. Returns 0, or -1 with *e set. Host thread. */
+int export_summary(const struct trace *t, struct export_result *res,
+		   struct err *e);
 
 /* Frees the file names and the summary text of *res. */
 void export_result_free(struct export_result *res);

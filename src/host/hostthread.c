@@ -63,8 +63,39 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.reason = strdup(job->reason);
 }
 
+/* Runs the built-in reports of a written window and adds report.txt and
+ * report.html to it; rank 0 prints the findings. Host thread. */
+static void run_builtin_reports(struct host *h, const struct trace *t,
+				struct export_result *res)
+{
+	struct policy_trace pt;
+	struct policy_report rep;
+	unsigned formats = (h->cfg->export.report_text ? POLICY_REPORT_TEXT : 0) |
+			   (h->cfg->export.report_html ? POLICY_REPORT_HTML : 0);
+	struct err e;
+
+	if (!formats || !h->policy)
+		return;
+	res->files[res->nfiles] = NULL;
+	pt.trace = t;
+	pt.dir = res->dir;
+	pt.files = (const char *const *)res->files;
+	if (policy_report_window(h->policy, &pt, formats, false, &rep, &e) != POLICY_OK) {
+		host_fail(h, &e);
+		return;
+	}
+	if (rep.text && export_text_file(res, "report.txt", rep.text, &e) != 0)
+		host_fail(h, &e);
+	if (rep.html && export_text_file(res, "report.html", rep.html, &e) != 0)
+		host_fail(h, &e);
+	if (rep.findings && rep.findings[0])
+		log_text(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, rep.findings);
+	policy_report_free(&rep);
+}
+
 /* Runs a host-thread hook; a busy VM (REPL, another report) is waited for. */
-static void run_window_hooks(struct host *h, const struct policy_window_info *wi)
+static void run_window_hooks(struct host *h, const struct policy_window_info *wi,
+			     const struct policy_trace *pt)
 {
 	enum policy_status st;
 	struct err e;
@@ -81,7 +112,7 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 			host_fail(h, &e);
 	}
 	if (h->cfg->has_on_trace_ready &&
-	    policy_on_trace_ready(h->policy, wi, &e) == POLICY_ERROR)
+	    policy_on_trace_ready(h->policy, pt, &e) == POLICY_ERROR)
 		host_fail(h, &e);
 }
 
@@ -93,6 +124,7 @@ static void process_job(struct host *h, struct host_job *job)
 	struct export_opts o = { 0 };
 	struct export_result res;
 	struct policy_window_info wi = { 0 };
+	struct policy_trace pt;
 	uint64_t dropped;
 	struct err e;
 	int rc;
@@ -118,10 +150,18 @@ static void process_job(struct host *h, struct host_job *job)
 	o.sort_by = h->cfg->export.sort_by;
 	o.row_limit = h->cfg->export.row_limit;
 	o.group_by = h->cfg->export.group_by;
-	o.summary = h->cfg->export.summary;
+	o.summary = false; /* written last, below, after the reports */
+	o.raw = h->cfg->export.raw;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);
+	if (rc == 0 && res.dir[0]) {
+		run_builtin_reports(h, &t, &res);
+		if (h->cfg->export.summary && export_summary(&t, &res, &e) != 0) {
+			host_fail(h, &e);
+			rc = -1;
+		}
+	}
 	dropped = t.counters.dropped_buffer + t.counters.dropped_noslot;
 	if (res.dir[0] && rc == 0) {
 		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG,
@@ -149,7 +189,10 @@ static void process_job(struct host *h, struct host_job *job)
 	wi.files = (const char *const *)res.files;
 	wi.events = t.counters.events;
 	wi.dropped = dropped;
-	run_window_hooks(h, &wi);
+	pt.trace = &t;
+	pt.dir = wi.dir;
+	pt.files = wi.files;
+	run_window_hooks(h, &wi, &pt);
 
 	export_result_free(&res);
 	trace_free(&t);

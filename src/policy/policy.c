@@ -15,6 +15,7 @@
 #include "../events/clock.h"
 #include "../util/log.h"
 #include "sandbox.h"
+#include "trace_lua.h"
 
 #define POLICY_MIB ((size_t)1 << 20)
 #define POLICY_DEFAULT_SOURCE "(built-in default)"
@@ -279,6 +280,9 @@ static int read_config(lua_State *L)
 	c->export.stacks = cfg_bool(L, s, "stacks");
 	c->export.memory_timeline = cfg_bool(L, s, "memory_timeline");
 	c->export.summary = cfg_bool(L, s, "summary");
+	c->export.raw = cfg_bool(L, s, "raw");
+	c->export.report_text = cfg_bool(L, s, "report_text");
+	c->export.report_html = cfg_bool(L, s, "report_html");
 
 	s = cfg_section(L, cfg, "limits");
 	c->limits.hook_ms = cfg_u32(L, s, "hook_ms", 1);
@@ -480,18 +484,21 @@ const char *policy_source(const struct policy *p)
 
 /* ------------------------------------------------------------ hooks */
 
-enum hook_arg { HOOK_ARG_STEP, HOOK_ARG_WINDOW };
+enum hook_arg { HOOK_ARG_STEP, HOOK_ARG_WINDOW, HOOK_ARG_TRACE };
 
 /* One hook call: what to run and what came of it. */
 struct hook_call {
 	struct policy *p;
 	const char *kind;          /* "on_step", ... */
 	enum hook_arg arg_type;
-	const void *info;          /* policy_step_info or policy_window_info */
+	const void *info;          /* policy_step_info, policy_window_info
+				      or policy_trace */
 	uint32_t budget_ms;
 	const char *budget_key;
 	struct err *e;
 	int failed;                /* hooks that failed in this call */
+	int trace_ref;             /* the trace object, to invalidate after
+				      the call whatever happened */
 };
 
 static void set_int(lua_State *L, const char *key, lua_Integer v)
@@ -576,10 +583,17 @@ static int run_hooks(lua_State *L)
 	n = (lua_Integer)lua_rawlen(L, list);
 	if (n == 0)
 		return 0;
-	if (hc->arg_type == HOOK_ARG_STEP)
+	if (hc->arg_type == HOOK_ARG_STEP) {
 		push_step_info(L, hc->info);
-	else
+	} else if (hc->arg_type == HOOK_ARG_TRACE) {
+		const struct policy_trace *tr = hc->info;
+
+		trace_lua_push(L, tr->trace, tr->dir, tr->files);
+		lua_pushvalue(L, -1);
+		hc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	} else {
 		push_window_info(L, hc->info);
+	}
 	arg = lua_gettop(L);
 
 	for (i = 1; i <= n; i++) {
@@ -608,6 +622,19 @@ static int run_hooks(lua_State *L)
 	return 0;
 }
 
+/* Makes the trace object a call handed out unusable (a hook may have
+ * kept it), and drops the reference. Never raises. */
+static void invalidate_trace(lua_State *L, int *ref)
+{
+	if (*ref == LUA_NOREF)
+		return;
+	lua_rawgeti(L, LUA_REGISTRYINDEX, *ref);
+	trace_lua_invalidate(L, -1);
+	lua_pop(L, 1);
+	luaL_unref(L, LUA_REGISTRYINDEX, *ref);
+	*ref = LUA_NOREF;
+}
+
 /* Runs the hooks of one kind; the caller holds the lock. */
 static enum policy_status call_hooks(struct policy *p, const char *kind,
 				     enum hook_arg arg_type, const void *info,
@@ -615,7 +642,7 @@ static enum policy_status call_hooks(struct policy *p, const char *kind,
 				     struct err *e)
 {
 	struct hook_call hc = { p, kind, arg_type, info, budget_ms, budget_key,
-				e, 0 };
+				e, 0, LUA_NOREF };
 	lua_State *L = sandbox_lua(p->sb);
 	struct err local;
 	char where[64];
@@ -630,10 +657,12 @@ static enum policy_status call_hooks(struct policy *p, const char *kind,
 	sandbox_set_budget(p->sb, clock_now_ns(), budget_ms, budget_key);
 	if (sandbox_pcall(p->sb, 1, 0, where, &local) != 0) {
 		sandbox_clear_budget(p->sb);
+		invalidate_trace(L, &hc.trace_ref);
 		err_set(e, "%s", local.msg);
 		return POLICY_ERROR;
 	}
 	sandbox_clear_budget(p->sb);
+	invalidate_trace(L, &hc.trace_ref);
 	return hc.failed ? POLICY_ERROR : POLICY_OK;
 }
 
@@ -659,7 +688,7 @@ enum policy_status policy_on_step(struct policy *p,
 
 /* The window hooks: try-lock, or wait when `wait` (on_trace_ready). */
 static enum policy_status window_hooks(struct policy *p, const char *kind,
-				       const struct policy_window_info *w,
+				       enum hook_arg arg_type, const void *info,
 				       bool wait, uint32_t budget_ms,
 				       const char *budget_key, struct err *e)
 {
@@ -667,14 +696,14 @@ static enum policy_status window_hooks(struct policy *p, const char *kind,
 
 	if (!p || !p->sb)
 		return POLICY_OK;
-	if (!w) {
+	if (!info) {
 		err_set(e, "policy: prof.%s: no window information", kind);
 		return POLICY_ERROR;
 	}
 	if ((wait ? pthread_mutex_lock(&p->lock)
 		  : pthread_mutex_trylock(&p->lock)) != 0)
 		return POLICY_BUSY;
-	st = call_hooks(p, kind, HOOK_ARG_WINDOW, w, budget_ms, budget_key, e);
+	st = call_hooks(p, kind, arg_type, info, budget_ms, budget_key, e);
 	pthread_mutex_unlock(&p->lock);
 	return st;
 }
@@ -683,7 +712,7 @@ enum policy_status policy_on_window_start(struct policy *p,
 					  const struct policy_window_info *w,
 					  struct err *e)
 {
-	return window_hooks(p, "on_window_start", w, false,
+	return window_hooks(p, "on_window_start", HOOK_ARG_WINDOW, w, false,
 			    p ? p->cfg.limits.hook_ms : 0, "hook_ms", e);
 }
 
@@ -691,16 +720,150 @@ enum policy_status policy_on_window_end(struct policy *p,
 					const struct policy_window_info *w,
 					struct err *e)
 {
-	return window_hooks(p, "on_window_end", w, false,
+	return window_hooks(p, "on_window_end", HOOK_ARG_WINDOW, w, false,
 			    p ? p->cfg.limits.hook_ms : 0, "hook_ms", e);
 }
 
 enum policy_status policy_on_trace_ready(struct policy *p,
-					 const struct policy_window_info *w,
+					 const struct policy_trace *tr,
 					 struct err *e)
 {
-	return window_hooks(p, "on_trace_ready", w, true,
+	if (tr && !tr->trace) {
+		err_set(e, "policy: prof.on_trace_ready: no trace");
+		return POLICY_ERROR;
+	}
+	return window_hooks(p, "on_trace_ready", HOOK_ARG_TRACE, tr, true,
 			    p ? p->cfg.limits.report_ms : 0, "report_ms", e);
+}
+
+/* ------------------------------------------------------------ reports */
+
+/* One call into prof.reports. */
+struct report_call {
+	struct policy *p;
+	const struct policy_trace *tr; /* NULL: the run report */
+	unsigned formats;
+	bool keep;
+	struct policy_report *out;
+	int trace_ref;
+};
+
+/* Copies string field `key` of the table on top into *dst (malloc'd). */
+static void take_field(lua_State *L, const char *key, char **dst)
+{
+	size_t n;
+	const char *s;
+
+	if (lua_getfield(L, -1, key) == LUA_TSTRING) {
+		s = lua_tolstring(L, -1, &n);
+		*dst = malloc(n + 1);
+		if (!*dst)
+			luaL_error(L, "out of memory");
+		memcpy(*dst, s, n + 1);
+	}
+	lua_pop(L, 1);
+}
+
+/* Protected: require("prof.reports").window(trace, formats, keep) or
+ * .run(formats); the result's text/json/html into rc->out. Arg 1: rc. */
+static int run_report(lua_State *L)
+{
+	struct report_call *rc = lua_touserdata(L, 1);
+
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "prof.reports");
+	lua_call(L, 1, 1);
+	lua_getfield(L, -1, rc->tr ? "window" : "run");
+	if (rc->tr) {
+		trace_lua_push(L, rc->tr->trace, rc->tr->dir, rc->tr->files);
+		lua_pushvalue(L, -1);
+		rc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	}
+	lua_createtable(L, 0, 3);
+	lua_pushboolean(L, rc->formats & POLICY_REPORT_TEXT);
+	lua_setfield(L, -2, "text");
+	lua_pushboolean(L, rc->formats & POLICY_REPORT_JSON);
+	lua_setfield(L, -2, "json");
+	lua_pushboolean(L, rc->formats & POLICY_REPORT_HTML);
+	lua_setfield(L, -2, "html");
+	if (rc->tr) {
+		lua_pushboolean(L, rc->keep);
+		lua_call(L, 3, 1);
+	} else {
+		lua_call(L, 1, 1);
+	}
+	if (!lua_istable(L, -1))
+		return luaL_error(L, "prof.reports returned no table");
+	take_field(L, "text", &rc->out->text);
+	take_field(L, "json", &rc->out->json);
+	take_field(L, "html", &rc->out->html);
+	take_field(L, "findings", &rc->out->findings);
+	return 0;
+}
+
+static enum policy_status report_common(struct policy *p, struct report_call *rc,
+					struct err *e)
+{
+	lua_State *L;
+	struct err local;
+	int status;
+
+	memset(rc->out, 0, sizeof *rc->out);
+	if (!p || !p->sb) {
+		err_set(e, "policy: no policy to run the reports in");
+		return POLICY_ERROR;
+	}
+	if (pthread_mutex_lock(&p->lock) != 0)
+		return POLICY_BUSY;
+	L = sandbox_lua(p->sb);
+	lua_pushcfunction(L, run_report);
+	lua_pushlightuserdata(L, rc);
+	sandbox_set_budget(p->sb, clock_now_ns(), p->cfg.limits.report_ms, "report_ms");
+	status = sandbox_pcall(p->sb, 1, 0, "built-in reports", &local);
+	sandbox_clear_budget(p->sb);
+	invalidate_trace(L, &rc->trace_ref);
+	pthread_mutex_unlock(&p->lock);
+	if (status != 0) {
+		policy_report_free(rc->out);
+		err_set(e, "%s (in the built-in reports)", local.msg);
+		return POLICY_ERROR;
+	}
+	return POLICY_OK;
+}
+
+enum policy_status policy_report_window(struct policy *p,
+					const struct policy_trace *tr,
+					unsigned formats, bool keep,
+					struct policy_report *out,
+					struct err *e)
+{
+	struct report_call rc = { p, tr, formats, keep, out, LUA_NOREF };
+
+	if (!tr || !tr->trace) {
+		memset(out, 0, sizeof *out);
+		err_set(e, "policy: the reports need a trace");
+		return POLICY_ERROR;
+	}
+	return report_common(p, &rc, e);
+}
+
+enum policy_status policy_report_run(struct policy *p, unsigned formats,
+				     struct policy_report *out, struct err *e)
+{
+	struct report_call rc = { p, NULL, formats, false, out, LUA_NOREF };
+
+	return report_common(p, &rc, e);
+}
+
+void policy_report_free(struct policy_report *r)
+{
+	if (!r)
+		return;
+	free(r->text);
+	free(r->json);
+	free(r->html);
+	free(r->findings);
+	r->text = r->json = r->html = r->findings = NULL;
 }
 
 void policy_free(struct policy *p)

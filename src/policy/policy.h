@@ -26,6 +26,8 @@
 #include "../schedule/schedule.h"
 #include "../util/err.h"
 
+struct trace;
+
 /* The configuration a policy produced, after validation and --set. Strings
  * are owned by the policy; NULL means "not set". */
 struct policy_config {
@@ -70,6 +72,9 @@ struct policy_config {
 		uint32_t row_limit;    /* default 50 */
 		char *group_by;        /* "name" (default) | "domain" */
 		bool stacks, memory_timeline, summary; /* default true */
+		bool raw;              /* capture.phb; default true */
+		bool report_text;      /* report.txt; default true */
+		bool report_html;      /* report.html; default true */
 	} export;
 
 	/* prof.limits */
@@ -160,11 +165,59 @@ enum policy_status policy_on_window_end(struct policy *p,
 					const struct policy_window_info *w,
 					struct err *e);
 
-/* Runs prof.on_trace_ready hooks with the window's trace object, under the
- * report budget. Host thread; waits for the lock. */
+/* What prof.on_trace_ready hooks and the built-in reports receive: the
+ * window's trace (read-only; borrowed for the duration of the call) and
+ * where its files are. */
+struct policy_trace {
+	const struct trace *trace;
+	const char *dir;                 /* the window's directory; NULL: the
+					    trace writers refuse */
+	const char *const *files;        /* files written, NULL-ended; may be
+					    NULL */
+};
+
+/* Runs prof.on_trace_ready hooks, each under the report budget, with the
+ * window's trace as a Lua object (src/policy/trace_lua.h, docs/reports.md)
+ * that is valid only during the call. A hook that fails is reported
+ * (first failure in *e, later ones logged) and disabled; the others still
+ * run. Host thread (or `prof report`); waits for the lock. */
 enum policy_status policy_on_trace_ready(struct policy *p,
-					 const struct policy_window_info *w,
+					 const struct policy_trace *tr,
 					 struct err *e);
+
+/* Formats of the built-in reports (bit mask). */
+enum {
+	POLICY_REPORT_TEXT = 1,
+	POLICY_REPORT_JSON = 2,
+	POLICY_REPORT_HTML = 4
+};
+
+/* Rendered reports, malloc'd (NULL when not asked for); `findings` (the
+ * plain-words findings, one per line) comes with every window report. */
+struct policy_report {
+	char *text, *json, *html, *findings;
+};
+
+/*
+ * Runs the built-in analyses (lua/prof/reports) on one window under the
+ * report budget and renders the asked `formats` into *out. With `keep`,
+ * the window's analysis is also kept in the VM for policy_report_run().
+ * Returns POLICY_OK, or POLICY_ERROR with *e set (*out then empty).
+ * Host thread (or `prof report`); waits for the lock.
+ */
+enum policy_status policy_report_window(struct policy *p,
+					const struct policy_trace *tr,
+					unsigned formats, bool keep,
+					struct policy_report *out,
+					struct err *e);
+
+/* Renders the run report (ranks, stragglers) over every window kept since
+ * the last call, then forgets them. Same contract as above. */
+enum policy_status policy_report_run(struct policy *p, unsigned formats,
+				     struct policy_report *out, struct err *e);
+
+/* Frees the strings of *r. NULL-safe. */
+void policy_report_free(struct policy_report *r);
 
 /* Closes the VM and frees everything. NULL-safe. */
 void policy_free(struct policy *p);

@@ -51,6 +51,7 @@ describe("prof", function()
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
 				sort_by = "self_cpu_time_total", row_limit = 50, group_by = "name",
 				stacks = true, memory_timeline = true, summary = true,
+				raw = true, report_text = true, report_html = true,
 			}, c.export)
 			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64 },
 				c.limits)
@@ -261,7 +262,8 @@ describe("prof", function()
 				stacks = false, memory_timeline = false, summary = false }]]).export
 			assert.are.same({ chrome = true, chrome_gzip = true, tensorboard = true,
 				key_averages = true, sort_by = "self_cuda_time_total", row_limit = 20,
-				group_by = "domain", stacks = false, memory_timeline = false, summary = false }, c)
+				group_by = "domain", stacks = false, memory_timeline = false, summary = false,
+				raw = true, report_text = true, report_html = true }, c)
 		end)
 
 		it("chrome = false and key_averages = false turn them off", function()
@@ -341,7 +343,7 @@ describe("prof", function()
 
 		it("want a function", function()
 			assert.are.equal(
-				"myprof.lua:1: prof.on_trace_ready: expected a function, got string \"report\" (e.g. prof.on_trace_ready(function(w) ... end))",
+				"myprof.lua:1: prof.on_trace_ready: expected a function, got string \"report\" (e.g. prof.on_trace_ready(function(trace) ... end))",
 				error_of('prof.on_trace_ready("report")'))
 		end)
 

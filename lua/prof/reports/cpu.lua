@@ -1,0 +1,69 @@
+-- prof.reports.cpu — CPU-side time: the ranges and API calls with the most
+-- self time (all threads), and the time threads spent waiting in CUDA
+-- synchronization calls (cuda_runtime / cuda_driver calls whose name holds
+-- "Synchronize", else cuda_sync events), on the main thread and overall.
+
+local fmt = require("prof.reports.fmt")
+
+local M = { name = "cpu", title = "CPU time" }
+
+M.CPU_CATS = { "user_annotation", "cpu_op", "cuda_runtime", "cuda_driver" }
+
+function M.analyze(trace)
+	local out = { rows = {}, sync = {} }
+	local rows = trace:aggregate{ cat = M.CPU_CATS, by = "name", self = true, sort = "total" }
+	local totals = {}
+	for _, r in ipairs(trace:aggregate{ cat = M.CPU_CATS, by = "name" }) do
+		totals[r.name] = r.total
+	end
+	local total = 0
+	for _, r in ipairs(rows) do
+		if not r.name:match("^ProfilerStep#%d+$") then
+			total = total + r.total
+			if #out.rows < 15 then
+				out.rows[#out.rows + 1] = { name = r.name, self = r.total, count = r.count,
+					total = totals[r.name] }
+			end
+		end
+	end
+	out.self_total = total
+	-- waiting for the GPU
+	local api = { "cuda_runtime", "cuda_driver" }
+	local main = trace.main_thread
+	local sync_main = trace:aggregate{ cat = api, name = "Synchronize", thread = main,
+		by = "name", sort = "total" }
+	if sync_main.count == 0 and (trace.counts.cuda_sync or 0) > 0 then
+		sync_main = trace:aggregate{ cat = "cuda_sync", by = "name", sort = "total" }
+	end
+	out.sync.main = sync_main.total
+	out.sync.calls = sync_main.count
+	out.sync.top = sync_main[1] and sync_main[1].name or nil
+	out.sync.top_count = sync_main[1] and sync_main[1].count or nil
+	local all = trace:aggregate{ cat = api, name = "Synchronize" }
+	out.sync.all = all.total
+	return out
+end
+
+function M.text(d)
+	local lines = {}
+	if #d.rows == 0 then
+		lines[1] = "  No CPU ranges in this window."
+	else
+		local rows = {}
+		for i, r in ipairs(d.rows) do
+			rows[i] = { name = fmt.cut(r.name, 60), n = r.count, self = fmt.time(r.self),
+				total = fmt.time(r.total),
+				pct = fmt.pct(d.self_total > 0 and r.self / d.self_total or 0) }
+		end
+		lines[1] = fmt.table(rows, { { "Name", "name" }, { "Calls", "n", right = true },
+			{ "Self", "self", right = true }, { "Self %", "pct", right = true },
+			{ "Total", "total", right = true } })
+	end
+	if d.sync.calls > 0 then
+		lines[#lines + 1] = string.format("  Main thread waiting in synchronization: %s in %d calls (mostly %s)",
+			fmt.time(d.sync.main), d.sync.calls, d.sync.top)
+	end
+	return table.concat(lines, "\n")
+end
+
+return M

@@ -1,0 +1,56 @@
+-- prof.reports.kernels — the kernels that take the GPU's time, like
+-- `nsys stats --report cuda_gpu_kern_sum`: Time (%), Total Time (ns),
+-- Instances, Avg (ns), Med (ns), Min (ns), Max (ns), StdDev (ns), Name,
+-- sorted by total time. StdDev is the sample standard deviation (n - 1).
+
+local fmt = require("prof.reports.fmt")
+
+local M = { name = "kernels", title = "Top kernels (cuda_gpu_kern_sum)" }
+
+M.LIMIT = 50
+
+function M.analyze(trace)
+	local rows = trace:aggregate{ cat = "kernel", by = "name", sort = "total", limit = M.LIMIT }
+	local out = { total = rows.total, count = rows.count, kernels = rows.groups, rows = {} }
+	for i, r in ipairs(rows) do
+		out.rows[i] = { name = r.name, total = r.total, count = r.count, avg = r.avg,
+			med = r.med, min = r.min, max = r.max, std = r.std, share = r.share }
+	end
+	local streams = trace:aggregate{ cat = "kernel", by = "stream" }
+	out.streams = {}
+	for i, r in ipairs(streams) do
+		out.streams[i] = { name = r.name, total = r.total, count = r.count, share = r.share }
+	end
+	return out
+end
+
+function M.text(d, limit)
+	if d.count == 0 then
+		return "  No kernels in this window."
+	end
+	local rows = {}
+	for i, r in ipairs(d.rows) do
+		if limit and i > limit then
+			break
+		end
+		rows[i] = {
+			pct = string.format("%.1f", r.share * 100),
+			total = fmt.thousands(r.total), n = fmt.thousands(r.count),
+			avg = fmt.thousands(r.avg, 1), med = fmt.thousands(r.med, 1),
+			min = fmt.thousands(r.min), max = fmt.thousands(r.max),
+			std = fmt.thousands(r.std, 1), name = fmt.cut(r.name, 80),
+		}
+	end
+	local text = fmt.table(rows, {
+		{ "Time (%)", "pct", right = true }, { "Total Time (ns)", "total", right = true },
+		{ "Instances", "n", right = true }, { "Avg (ns)", "avg", right = true },
+		{ "Med (ns)", "med", right = true }, { "Min (ns)", "min", right = true },
+		{ "Max (ns)", "max", right = true }, { "StdDev (ns)", "std", right = true },
+		{ "Name", "name" } }, " ")
+	if d.kernels > #rows then
+		text = text .. string.format("\n  (%d more kernels not shown)", d.kernels - #rows)
+	end
+	return text
+end
+
+return M

@@ -1,0 +1,61 @@
+-- prof.reports.nvtx — the annotation ranges (NVTX ranges, profhost.range,
+-- prof_range_push), like `nsys stats --report nvtx_sum`: Time (%), Total
+-- Time (ns), Instances, Avg (ns), Med (ns), Min (ns), Max (ns), StdDev (ns),
+-- Style, Range. ProfilerStep#N spans are not NVTX ranges and are left out;
+-- a range's time is its duration (nested ranges count in both).
+
+local fmt = require("prof.reports.fmt")
+
+local M = { name = "nvtx", title = "Annotation ranges (nvtx_sum)" }
+
+M.LIMIT = 50
+
+function M.analyze(trace)
+	local rows = trace:aggregate{ cat = "user_annotation", by = "name", sort = "total" }
+	local out = { rows = {}, total = 0, ranges = 0 }
+	for _, r in ipairs(rows) do
+		if not r.name:match("^ProfilerStep#%d+$") then
+			out.ranges = out.ranges + 1
+			out.total = out.total + r.total
+			if #out.rows < M.LIMIT then
+				out.rows[#out.rows + 1] = { name = r.name, total = r.total, count = r.count,
+					avg = r.avg, med = r.med, min = r.min, max = r.max, std = r.std }
+			end
+		end
+	end
+	for _, r in ipairs(out.rows) do
+		r.share = out.total > 0 and r.total / out.total or 0
+	end
+	return out
+end
+
+function M.text(d, limit)
+	if d.ranges == 0 then
+		return "  No annotation ranges in this window."
+	end
+	local rows = {}
+	for i, r in ipairs(d.rows) do
+		if limit and i > limit then
+			break
+		end
+		rows[i] = {
+			pct = string.format("%.1f", r.share * 100), total = fmt.thousands(r.total),
+			n = fmt.thousands(r.count), avg = fmt.thousands(r.avg, 1),
+			med = fmt.thousands(r.med, 1), min = fmt.thousands(r.min),
+			max = fmt.thousands(r.max), std = fmt.thousands(r.std, 1),
+			style = "PushPop", name = fmt.cut(r.name, 80),
+		}
+	end
+	local text = fmt.table(rows, {
+		{ "Time (%)", "pct", right = true }, { "Total Time (ns)", "total", right = true },
+		{ "Instances", "n", right = true }, { "Avg (ns)", "avg", right = true },
+		{ "Med (ns)", "med", right = true }, { "Min (ns)", "min", right = true },
+		{ "Max (ns)", "max", right = true }, { "StdDev (ns)", "std", right = true },
+		{ "Style", "style" }, { "Range", "name" } }, " ")
+	if d.ranges > #rows then
+		text = text .. string.format("\n  (%d more ranges not shown)", d.ranges - #rows)
+	end
+	return text
+end
+
+return M

@@ -1,0 +1,130 @@
+-- prof.reports.steps — where the step time goes: each captured step split
+-- into data / forward / backward / optimizer / other, and the average.
+--
+-- Phases are user_annotation ranges named exactly "data", "forward",
+-- "backward", "optimizer" (or "other") inside a step, on the step's thread
+-- (the Python bridge emits them; profhost.range("data") does too); "other"
+-- is whatever the named phases leave of the step. Partial steps (cut short
+-- by the process ending) are listed but left out of the statistics.
+
+local fmt = require("prof.reports.fmt")
+
+local M = { name = "steps", title = "Step time breakdown" }
+
+M.PHASES = { "data", "forward", "backward", "optimizer", "other" }
+
+function M.analyze(trace)
+	local out = { steps = {}, has_phases = false }
+	local complete, phased = {}, 0
+	local sum = {}
+	for _, p in ipairs(M.PHASES) do
+		sum[p] = 0
+	end
+	for _, s in ipairs(trace.steps) do
+		out.steps[#out.steps + 1] = {
+			step = s.step, ts = s.ts, dur = s.dur, partial = s.partial,
+			has_phases = s.has_phases, phases = s.phases,
+		}
+		if s.has_phases then
+			out.has_phases = true
+		end
+		if not s.partial then
+			complete[#complete + 1] = s.dur
+			if s.has_phases then
+				phased = phased + 1
+				for _, p in ipairs(M.PHASES) do
+					sum[p] = sum[p] + s.phases[p]
+				end
+			end
+		end
+	end
+	out.count = #out.steps
+	out.complete = #complete
+	if #complete > 0 then
+		local total = 0
+		for _, d in ipairs(complete) do
+			total = total + d
+		end
+		out.stats = {
+			min = math.min(table.unpack(complete)),
+			max = math.max(table.unpack(complete)),
+			mean = total / #complete,
+			median = fmt.median(complete),
+			p90 = fmt.quantile(complete, 0.9),
+		}
+		local slow
+		for _, s in ipairs(out.steps) do
+			if not s.partial and (not slow or s.dur > slow.dur) then
+				slow = s
+			end
+		end
+		out.slowest = { step = slow.step, dur = slow.dur,
+			ratio = out.stats.median > 0 and slow.dur / out.stats.median or 0 }
+	end
+	if phased > 0 then
+		local all = 0
+		out.avg = {}
+		for _, p in ipairs(M.PHASES) do
+			out.avg[p] = sum[p] / phased
+			all = all + sum[p]
+		end
+		out.share = {}
+		for _, p in ipairs(M.PHASES) do
+			out.share[p] = all > 0 and sum[p] / all or 0
+		end
+		out.phased = phased
+		local top
+		for _, p in ipairs(M.PHASES) do
+			if not top or out.share[p] > out.share[top] then
+				top = p
+			end
+		end
+		out.top_phase = top
+	end
+	return out
+end
+
+function M.text(d)
+	if d.count == 0 then
+		return "  No steps were captured in this window."
+	end
+	local lines = {}
+	local cols = { { "Step", function(r) return r.label end } }
+	cols[2] = { "Total ms", "total", right = true }
+	if d.has_phases then
+		for _, p in ipairs(M.PHASES) do
+			cols[#cols + 1] = { p, p, right = true }
+		end
+	end
+	local rows = {}
+	for _, s in ipairs(d.steps) do
+		local r = { label = tostring(s.step) .. (s.partial and " (partial)" or ""),
+			total = fmt.ms(s.dur) }
+		for _, p in ipairs(M.PHASES) do
+			r[p] = s.has_phases and fmt.ms(s.phases[p]) or ""
+		end
+		rows[#rows + 1] = r
+	end
+	if d.avg then
+		local r = { label = "average", total = fmt.ms(d.stats and d.stats.mean or 0) }
+		local s = { label = "share", total = "" }
+		for _, p in ipairs(M.PHASES) do
+			r[p] = fmt.ms(d.avg[p])
+			s[p] = fmt.pct(d.share[p])
+		end
+		rows[#rows + 1] = r
+		rows[#rows + 1] = s
+	end
+	lines[1] = fmt.table(rows, cols)
+	if d.stats then
+		lines[#lines + 1] = string.format("  Step time: min %s  median %s  p90 %s  max %s  (%d complete steps)",
+			fmt.time(d.stats.min), fmt.time(d.stats.median), fmt.time(d.stats.p90),
+			fmt.time(d.stats.max), d.complete)
+	end
+	if not d.has_phases then
+		lines[#lines + 1] = "  No phase ranges (data, forward, backward, optimizer) in these steps."
+	end
+	return table.concat(lines, "\n")
+end
+
+return M

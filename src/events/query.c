@@ -1,0 +1,1340 @@
+/* query — questions asked of a drained trace (see query.h). */
+#include "query.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
+	"data", "forward", "backward", "optimizer", "other"
+};
+
+const char *query_phase_name(enum query_phase p)
+{
+	return (unsigned)p < QUERY_PHASE_COUNT ? query_phase_names[p] : NULL;
+}
+
+enum query_phase query_phase_of(const char *name, size_t len)
+{
+	int i;
+
+	for (i = 0; i < QUERY_PHASE_COUNT; i++)
+		if (strlen(query_phase_names[i]) == len &&
+		    memcmp(query_phase_names[i], name, len) == 0)
+			return (enum query_phase)i;
+	return QUERY_PHASE_COUNT;
+}
+
+/* The strtab id of `s`, or STRTAB_NONE when the trace never names it. */
+static uint32_t find_id(const struct trace *t, const char *s)
+{
+	size_t len = strlen(s);
+	uint32_t i;
+
+	for (i = 0; i < t->names.n; i++)
+		if (t->names.len[i] == len && memcmp(t->names.str[i], s, len) == 0)
+			return i;
+	return STRTAB_NONE;
+}
+
+/* The args of `ev` as a bounded range (none when out of range). */
+static const struct trace_arg *event_args(const struct trace *t,
+					  const struct trace_event *ev, size_t *n)
+{
+	if (ev->nargs == 0 || ev->args > t->nargs ||
+	    ev->nargs > t->nargs - ev->args) {
+		*n = 0;
+		return NULL;
+	}
+	*n = ev->nargs;
+	return &t->args[ev->args];
+}
+
+/* As query_arg_num with the key's id already known. */
+static bool arg_num_id(const struct trace *t, const struct trace_event *ev,
+		       uint32_t key, double *v)
+{
+	size_t n, i;
+	const struct trace_arg *a = event_args(t, ev, &n);
+
+	for (i = 0; i < n; i++) {
+		if (a[i].key != key)
+			continue;
+		switch (a[i].type) {
+		case TRACE_ARG_INT: *v = (double)a[i].v.i; return true;
+		case TRACE_ARG_UINT: *v = (double)a[i].v.u; return true;
+		case TRACE_ARG_DOUBLE: *v = a[i].v.d; return true;
+		default: return false;
+		}
+	}
+	return false;
+}
+
+bool query_arg_num(const struct trace *t, const struct trace_event *ev,
+		   const char *key, double *v)
+{
+	size_t n, i;
+	const struct trace_arg *a = event_args(t, ev, &n);
+
+	for (i = 0; i < n; i++)
+		if (strcmp(trace_str(t, a[i].key), key) == 0)
+			return arg_num_id(t, ev, a[i].key, v);
+	return false;
+}
+
+const char *query_arg_str(const struct trace *t, const struct trace_event *ev,
+			  const char *key, size_t *len)
+{
+	size_t n, i;
+	const struct trace_arg *a = event_args(t, ev, &n);
+
+	for (i = 0; i < n; i++)
+		if (a[i].type == TRACE_ARG_STR &&
+		    strcmp(trace_str(t, a[i].key), key) == 0) {
+			*len = strtab_len(&t->names, a[i].v.str);
+			return trace_str(t, a[i].v.str);
+		}
+	return NULL;
+}
+
+/* Time of [ts, end) inside the sorted, disjoint intervals iv[0..n); for an
+ * instant (ts == end), 1 when ts lies in one, else 0 (and *hit says). */
+static int64_t within_overlap(const struct query_interval *iv, size_t n,
+			      int64_t ts, int64_t end, bool *hit)
+{
+	size_t lo = 0, hi = n, k;
+	int64_t sum = 0;
+
+	/* first interval ending after ts */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (iv[mid].ts + iv[mid].dur <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*hit = false;
+	if (ts == end) {
+		*hit = lo < n && iv[lo].ts <= ts;
+		return 0;
+	}
+	for (k = lo; k < n && iv[k].ts < end; k++) {
+		int64_t a = iv[k].ts > ts ? iv[k].ts : ts;
+		int64_t b = iv[k].ts + iv[k].dur < end ? iv[k].ts + iv[k].dur : end;
+
+		if (b > a) {
+			sum += b - a;
+			*hit = true;
+		}
+	}
+	return sum;
+}
+
+bool query_match(const struct trace *t, const struct query_filter *f,
+		 const struct trace_event *ev, int64_t *dur)
+{
+	int64_t ts = ev->ts, end = ev->ts + (ev->dur > 0 ? ev->dur : 0);
+	bool hit;
+
+	(void)t;
+	if (f->cats && (ev->cat >= 32 || !(f->cats >> ev->cat & 1)))
+		return false;
+	if (f->name_ok && (ev->name >= f->name_len || !f->name_ok[ev->name]))
+		return false;
+	if (f->has_tid && ev->tid != f->tid)
+		return false;
+	if (f->has_pid && ev->pid != f->pid)
+		return false;
+	if (f->has_range) {
+		if (ts == end) {
+			if (ts < f->from || ts >= f->to)
+				return false;
+		} else {
+			if (ts >= f->to || end <= f->from)
+				return false;
+			if (ts < f->from)
+				ts = f->from;
+			if (end > f->to)
+				end = f->to;
+		}
+	}
+	if (f->within) {
+		int64_t in = within_overlap(f->within, f->nwithin, ts, end, &hit);
+
+		if (!hit)
+			return false;
+		end = ts + in;
+	}
+	*dur = end - ts;
+	return true;
+}
+
+/* ------------------------------------------------------------ steps */
+
+/* A qsort_r stand-in: C11 has no context argument, glibc's qsort_r is not
+ * in C11. The sorts below are called on the one thread that owns `t`, but
+ * several threads may run queries, so the context is thread-local. */
+static _Thread_local const struct trace *tl_trace;
+
+static int cmp_step_ts_tl(const void *a, const void *b)
+{
+	const struct trace_step *x = &tl_trace->steps[*(const size_t *)a];
+	const struct trace_step *y = &tl_trace->steps[*(const size_t *)b];
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->step < y->step ? -1 : x->step > y->step;
+}
+
+size_t *query_step_order(const struct trace *t)
+{
+	size_t *order, i;
+
+	if (t->nsteps == 0)
+		return NULL;
+	order = malloc(t->nsteps * sizeof *order);
+	if (!order)
+		return NULL;
+	for (i = 0; i < t->nsteps; i++)
+		order[i] = i;
+	tl_trace = t;
+	qsort(order, t->nsteps, sizeof *order, cmp_step_ts_tl);
+	return order;
+}
+
+long query_step_at(const struct trace *t, const size_t *order, int64_t ts)
+{
+	size_t lo = 0, hi = t->nsteps, i;
+	long best = -1;
+
+	if (!order) {
+		for (i = 0; i < t->nsteps; i++)
+			if (ts >= t->steps[i].ts && ts < t->steps[i].ts + t->steps[i].dur)
+				return (long)i;
+		return -1;
+	}
+	/* last step starting at or before ts */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (t->steps[order[mid]].ts <= ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* steps of several threads may overlap: look back a little */
+	for (i = lo; i-- > 0 && lo - i <= 8;) {
+		const struct trace_step *s = &t->steps[order[i]];
+
+		if (ts < s->ts + s->dur) {
+			best = (long)order[i];
+			break;
+		}
+	}
+	return best;
+}
+
+/* ------------------------------------------------------------ hash map */
+
+/* int64 key -> uint32 value, open addressing. */
+struct imap {
+	uint64_t *keys;
+	uint32_t *vals; /* value + 1; 0 = empty */
+	size_t cap, n;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int imap_grow(struct imap *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64, i;
+	uint64_t *keys = calloc(ncap, sizeof *keys);
+	uint32_t *vals = calloc(ncap, sizeof *vals);
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -1;
+	}
+	for (i = 0; i < m->cap; i++) {
+		size_t j;
+
+		if (!m->vals[i])
+			continue;
+		for (j = mix64(m->keys[i]) & (ncap - 1); vals[j]; j = (j + 1) & (ncap - 1))
+			;
+		keys[j] = m->keys[i];
+		vals[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = keys;
+	m->vals = vals;
+	m->cap = ncap;
+	return 0;
+}
+
+/* Finds `key`; when absent stores `val` for it. Returns the stored value,
+ * or UINT32_MAX when out of memory. */
+static uint32_t imap_get_or_put(struct imap *m, uint64_t key, uint32_t val)
+{
+	size_t j;
+
+	if ((m->n + 1) * 2 > m->cap && imap_grow(m) != 0)
+		return UINT32_MAX;
+	for (j = mix64(key) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1))
+		if (m->keys[j] == key)
+			return m->vals[j] - 1;
+	m->keys[j] = key;
+	m->vals[j] = val + 1;
+	m->n++;
+	return val;
+}
+
+static void imap_free(struct imap *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------ aggregate */
+
+struct agg_item {
+	uint32_t group;
+	double value;
+	int64_t dur;
+	int64_t ts;
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+	const struct agg_item *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	return 0;
+}
+
+/* Events sorted by (pid, tid, ts, longer first). */
+static int cmp_nest_tl(const void *a, const void *b)
+{
+	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
+	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+/* Self times of the events idx[0..n) (sorted by cmp_nest_tl) into self[]:
+ * each event's duration minus the parts of it covered by events nested in
+ * it (the innermost open event owns each instant). */
+static void self_times(const struct trace *t, const size_t *idx, size_t n,
+		       int64_t *self, size_t *stack)
+{
+	size_t i, depth = 0;
+
+	for (i = 0; i < n; i++) {
+		const struct trace_event *ev = &t->ev[idx[i]];
+		int64_t end = ev->ts + ev->dur;
+
+		self[i] = ev->dur;
+		if (i > 0) {
+			const struct trace_event *pv = &t->ev[idx[i - 1]];
+			if (pv->pid != ev->pid || pv->tid != ev->tid)
+				depth = 0;
+		}
+		while (depth > 0) {
+			const struct trace_event *top = &t->ev[idx[stack[depth - 1]]];
+			if (top->ts + top->dur > ev->ts)
+				break;
+			depth--;
+		}
+		if (depth > 0) {
+			size_t p = stack[depth - 1];
+			const struct trace_event *top = &t->ev[idx[p]];
+			int64_t pend = top->ts + top->dur;
+
+			self[p] -= (end < pend ? end : pend) - ev->ts;
+			if (self[p] < 0)
+				self[p] = 0;
+		}
+		stack[depth++] = i;
+	}
+}
+
+/* The group key of an event; false when it has none (BY_STEP outside any
+ * step). */
+static bool group_key(const struct trace *t, const struct query_agg_opts *o,
+		      const size_t *order, const struct trace_event *ev,
+		      uint64_t *key)
+{
+	long s;
+
+	switch (o->by) {
+	case QUERY_BY_CAT:
+		*key = ev->cat;
+		return true;
+	case QUERY_BY_THREAD:
+	case QUERY_BY_STREAM:
+		*key = (uint64_t)(uint32_t)ev->pid << 32 | (uint32_t)ev->tid;
+		return true;
+	case QUERY_BY_STEP:
+		s = query_step_at(t, order, ev->ts);
+		if (s < 0)
+			return false;
+		*key = (uint64_t)s;
+		return true;
+	default:
+		*key = ev->name;
+		return true;
+	}
+}
+
+static double row_stat(const struct query_row *r, enum query_sort s)
+{
+	switch (s) {
+	case QUERY_SORT_COUNT: return (double)r->count;
+	case QUERY_SORT_AVG: return r->avg;
+	case QUERY_SORT_MIN: return r->min;
+	case QUERY_SORT_MAX: return r->max;
+	case QUERY_SORT_MED: return r->med;
+	case QUERY_SORT_STD: return r->std;
+	default: return r->total;
+	}
+}
+
+static _Thread_local enum query_by tl_by;
+static _Thread_local enum query_sort tl_sort;
+
+/* Ascending comparison of two rows' keys. */
+static int cmp_key(const struct query_row *x, const struct query_row *y)
+{
+	int c;
+
+	switch (tl_by) {
+	case QUERY_BY_NAME:
+		c = strcmp(trace_str(tl_trace, x->name), trace_str(tl_trace, y->name));
+		return c;
+	case QUERY_BY_CAT:
+		return x->cat < y->cat ? -1 : x->cat > y->cat;
+	case QUERY_BY_STEP:
+		return x->step < y->step ? -1 : x->step > y->step;
+	default:
+		if (x->pid != y->pid)
+			return x->pid < y->pid ? -1 : 1;
+		return x->tid < y->tid ? -1 : x->tid > y->tid;
+	}
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	const struct query_row *x = a, *y = b;
+	double sx, sy;
+
+	if (tl_sort == QUERY_SORT_KEY)
+		return cmp_key(x, y);
+	sx = row_stat(x, tl_sort);
+	sy = row_stat(y, tl_sort);
+	if (sx != sy)
+		return sx > sy ? -1 : 1;
+	if (x->first_ts != y->first_ts)
+		return x->first_ts < y->first_ts ? -1 : 1;
+	return cmp_key(x, y);
+}
+
+/* Fills the key fields of a new row from its first event. */
+static void row_key(const struct trace *t, const struct query_agg_opts *o,
+		    const struct trace_event *ev, uint64_t key,
+		    struct query_row *r)
+{
+	r->name = ev->name;
+	r->cat = ev->cat;
+	r->pid = ev->pid;
+	r->tid = ev->tid;
+	if (o->by == QUERY_BY_STEP)
+		r->step = t->steps[key].step;
+}
+
+int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
+		    struct query_result *out, struct err *e)
+{
+	struct agg_item *items = NULL;
+	size_t i, j, nsel = 0, *sel = NULL, *stack = NULL;
+	size_t *order = NULL;
+	int64_t *self = NULL;
+	uint32_t key_id = STRTAB_NONE, *name_group = NULL, ngroups = 0;
+	struct imap map = { 0 };
+	struct query_row *rows = NULL;
+	int rc = -1;
+
+	memset(out, 0, sizeof *out);
+	if (o->self && (o->sum_arg || o->filter.within || o->filter.has_range))
+		return err_set(e, "self time cannot be combined with a sum argument or a time range");
+	if (o->sum_arg) {
+		key_id = find_id(t, o->sum_arg);
+		if (key_id == STRTAB_NONE)
+			return 0; /* no event has that argument */
+	}
+	if (o->by == QUERY_BY_STEP)
+		order = query_step_order(t);
+	if (o->by == QUERY_BY_STEP && t->nsteps && !order)
+		goto oom;
+	if (t->nev == 0)
+		return 0;
+
+	/* 1. the kept events, with their (clipped) durations */
+	sel = malloc(t->nev * sizeof *sel);
+	items = malloc(t->nev * sizeof *items);
+	if (!sel || !items)
+		goto oom;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+		double v;
+		int64_t dur;
+
+		if (!query_match(t, &o->filter, ev, &dur))
+			continue;
+		if (o->sum_arg) {
+			if (!arg_num_id(t, ev, key_id, &v))
+				continue;
+		} else {
+			v = (double)dur;
+		}
+		sel[nsel] = i;
+		items[nsel].value = v;
+		items[nsel].dur = dur;
+		items[nsel].ts = ev->ts;
+		nsel++;
+	}
+
+	/* 2. self times replace durations */
+	if (o->self && nsel > 0) {
+		int64_t *tmp;
+
+		self = malloc(nsel * sizeof *self);
+		stack = malloc(nsel * sizeof *stack);
+		tmp = malloc(nsel * sizeof *tmp);
+		if (!self || !stack || !tmp) {
+			free(tmp);
+			goto oom;
+		}
+		/* pos: the kept events in nesting order; sel is ascending,
+		 * so each self time goes back to its item by binary search */
+		{
+			size_t *pos = malloc(nsel * sizeof *pos);
+
+			if (!pos) {
+				free(tmp);
+				goto oom;
+			}
+			memcpy(pos, sel, nsel * sizeof *pos);
+			tl_trace = t;
+			qsort(pos, nsel, sizeof *pos, cmp_nest_tl);
+			self_times(t, pos, nsel, tmp, stack);
+			for (i = 0; i < nsel; i++) {
+				size_t lo = 0, hi = nsel;
+
+				while (lo < hi) {
+					size_t mid = lo + (hi - lo) / 2;
+					if (sel[mid] < pos[i])
+						lo = mid + 1;
+					else
+						hi = mid;
+				}
+				self[lo] = tmp[i];
+			}
+			free(pos);
+		}
+		free(tmp);
+		for (i = 0; i < nsel; i++) {
+			items[i].value = (double)self[i];
+			items[i].dur = self[i];
+		}
+	}
+
+	/* 3. groups */
+	if (o->by == QUERY_BY_NAME) {
+		name_group = malloc((t->names.n ? t->names.n : 1) * sizeof *name_group);
+		if (!name_group)
+			goto oom;
+		memset(name_group, 0xff, (t->names.n ? t->names.n : 1) * sizeof *name_group);
+	}
+	rows = calloc(nsel ? nsel : 1, sizeof *rows);
+	if (!rows)
+		goto oom;
+	for (i = 0; i < nsel; i++) {
+		const struct trace_event *ev = &t->ev[sel[i]];
+		uint64_t key;
+		uint32_t g;
+
+		if (!group_key(t, o, order, ev, &key)) {
+			items[i].group = UINT32_MAX;
+			continue;
+		}
+		if (name_group) {
+			if (key >= t->names.n) {
+				items[i].group = UINT32_MAX;
+				continue;
+			}
+			g = name_group[key];
+			if (g == UINT32_MAX)
+				g = name_group[key] = ngroups;
+		} else {
+			g = imap_get_or_put(&map, key, ngroups);
+			if (g == UINT32_MAX)
+				goto oom;
+		}
+		if (g == ngroups) {
+			row_key(t, o, ev, key, &rows[g]);
+			rows[g].first_ts = ev->ts;
+			ngroups++;
+		}
+		items[i].group = g;
+	}
+
+	/* 4. statistics per group */
+	qsort(items, nsel, sizeof *items, cmp_item);
+	for (i = 0; i < nsel && items[i].group != UINT32_MAX; i = j) {
+		struct query_row *r = &rows[items[i].group];
+		double sum = 0, mean, ss = 0;
+		size_t n;
+
+		for (j = i; j < nsel && items[j].group == items[i].group; j++) {
+			sum += items[j].value;
+			r->dur += items[j].dur;
+			if (items[j].ts < r->first_ts)
+				r->first_ts = items[j].ts;
+		}
+		n = j - i;
+		mean = sum / (double)n;
+		for (size_t k = i; k < j; k++)
+			ss += (items[k].value - mean) * (items[k].value - mean);
+		r->count = n;
+		r->total = sum;
+		r->avg = mean;
+		r->min = items[i].value;
+		r->max = items[j - 1].value;
+		r->med = n % 2 ? items[i + n / 2].value
+			       : (items[i + n / 2 - 1].value + items[i + n / 2].value) / 2;
+		r->std = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
+		out->total += sum;
+		out->count += n;
+	}
+
+	/* 5. sort and limit */
+	tl_trace = t;
+	tl_by = o->by;
+	tl_sort = o->sort;
+	qsort(rows, ngroups, sizeof *rows, cmp_row);
+	out->rows = rows;
+	out->ngroups = ngroups;
+	out->nrows = o->limit && o->limit < ngroups ? o->limit : ngroups;
+	rows = NULL;
+	rc = 0;
+	goto done;
+oom:
+	err_set(e, "out of memory aggregating the trace");
+done:
+	free(rows);
+	free(items);
+	free(sel);
+	free(self);
+	free(stack);
+	free(order);
+	free(name_group);
+	imap_free(&map);
+	return rc;
+}
+
+void query_result_free(struct query_result *r)
+{
+	if (!r)
+		return;
+	free(r->rows);
+	memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------ phases */
+
+/* Per strtab id: its phase, or QUERY_PHASE_COUNT. malloc'd; NULL when out
+ * of memory. */
+static uint8_t *phase_map(const struct trace *t)
+{
+	uint8_t *m = malloc(t->names.n ? t->names.n : 1);
+	uint32_t i;
+
+	if (!m)
+		return NULL;
+	for (i = 0; i < t->names.n; i++)
+		m[i] = (uint8_t)query_phase_of(t->names.str[i], t->names.len[i]);
+	return m;
+}
+
+/* Candidate phase ranges sorted by (tid, ts). */
+static int cmp_tid_ts_tl(const void *a, const void *b)
+{
+	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
+	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
+static bool is_range(const struct trace_event *ev)
+{
+	return ev->ph == TRACE_PH_COMPLETE && !(ev->flags & TRACE_F_STEP);
+}
+
+int query_steps(const struct trace *t, struct query_step **out, size_t *n,
+		struct err *e)
+{
+	size_t *order = NULL, *ph = NULL, nph = 0, i, k;
+	uint8_t *pmap = NULL;
+	struct query_step *steps = NULL;
+
+	*out = NULL;
+	*n = 0;
+	if (t->nsteps == 0)
+		return 0;
+	order = query_step_order(t);
+	pmap = phase_map(t);
+	steps = calloc(t->nsteps, sizeof *steps);
+	ph = malloc((t->nev ? t->nev : 1) * sizeof *ph);
+	if (!order || !pmap || !steps || !ph)
+		goto oom;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if (ev->cat == TRACE_CAT_USER_ANNOTATION && is_range(ev) &&
+		    ev->name < t->names.n && pmap[ev->name] < QUERY_PHASE_COUNT)
+			ph[nph++] = i;
+	}
+	tl_trace = t;
+	qsort(ph, nph, sizeof *ph, cmp_tid_ts_tl);
+
+	for (k = 0; k < t->nsteps; k++) {
+		const struct trace_step *s = &t->steps[order[k]];
+		struct query_step *q = &steps[k];
+		int64_t send = s->ts + s->dur, cover, named = 0;
+		size_t lo = 0, hi = nph;
+
+		q->step = s->step;
+		q->ts = s->ts;
+		q->dur = s->dur;
+		q->tid = s->tid;
+		q->partial = s->partial != 0;
+		/* first phase range of the step's thread starting at or
+		 * after the step */
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			const struct trace_event *ev = &t->ev[ph[mid]];
+
+			if (ev->tid < s->tid || (ev->tid == s->tid && ev->ts < s->ts))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		cover = s->ts;
+		for (i = lo; i < nph; i++) {
+			const struct trace_event *ev = &t->ev[ph[i]];
+			int64_t a, b = ev->ts + ev->dur;
+
+			if (ev->tid != s->tid || ev->ts >= send)
+				break;
+			q->has_phases = true;
+			if (b > send)
+				b = send;
+			a = ev->ts > cover ? ev->ts : cover;
+			if (b > a) {
+				enum query_phase p = (enum query_phase)pmap[ev->name];
+
+				if (p != QUERY_PHASE_OTHER) {
+					q->phase[p] += b - a;
+					named += b - a;
+				}
+				cover = b;
+			}
+		}
+		q->phase[QUERY_PHASE_OTHER] = s->dur - named > 0 ? s->dur - named : 0;
+	}
+	free(order);
+	free(pmap);
+	free(ph);
+	*out = steps;
+	*n = t->nsteps;
+	return 0;
+oom:
+	free(order);
+	free(pmap);
+	free(ph);
+	free(steps);
+	return err_set(e, "out of memory computing the step phases");
+}
+
+/* ------------------------------------------------------------ busy */
+
+static int cmp_iv(const void *a, const void *b)
+{
+	const struct query_interval *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->dur < y->dur ? -1 : x->dur > y->dur;
+}
+
+/* Sorts and merges iv[0..*n) in place into a union of disjoint intervals. */
+static void merge_intervals(struct query_interval *iv, size_t *n)
+{
+	size_t i, m = 0;
+
+	qsort(iv, *n, sizeof *iv, cmp_iv);
+	for (i = 0; i < *n; i++) {
+		if (iv[i].dur <= 0)
+			continue;
+		if (m > 0 && iv[i].ts <= iv[m - 1].ts + iv[m - 1].dur) {
+			int64_t end = iv[i].ts + iv[i].dur;
+
+			if (end > iv[m - 1].ts + iv[m - 1].dur)
+				iv[m - 1].dur = end - iv[m - 1].ts;
+		} else {
+			iv[m++] = iv[i];
+		}
+	}
+	*n = m;
+}
+
+static int cmp_gap(const void *a, const void *b)
+{
+	const struct query_interval *x = a, *y = b;
+
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+int query_busy(const struct trace *t, const struct query_busy_opts *o,
+	       struct query_busy *out, struct err *e)
+{
+	uint32_t cats = o->cats ? o->cats : QUERY_GPU_CATS;
+	struct query_interval *busy = NULL, *ref = NULL, *inb = NULL;
+	size_t nbusy = 0, nref = 0, ninb = 0, i, j;
+
+	memset(out, 0, sizeof *out);
+	busy = malloc((t->nev ? t->nev : 1) * sizeof *busy);
+	ref = malloc((t->nsteps ? t->nsteps : 1) * sizeof *ref);
+	if (!busy || !ref)
+		goto oom;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if (ev->cat >= 32 || !(cats >> ev->cat & 1) || ev->dur <= 0 ||
+		    ev->ph != TRACE_PH_COMPLETE || (o->has_pid && ev->pid != o->pid))
+			continue;
+		busy[nbusy].ts = ev->ts;
+		busy[nbusy].dur = ev->dur;
+		nbusy++;
+		out->events++;
+	}
+	merge_intervals(busy, &nbusy);
+
+	if (!o->whole_window)
+		for (i = 0; i < t->nsteps; i++) {
+			ref[nref].ts = t->steps[i].ts;
+			ref[nref].dur = t->steps[i].dur;
+			nref++;
+		}
+	merge_intervals(ref, &nref);
+	if (nref == 0) {
+		int64_t a = t->meta.start_ts, b = t->meta.end_ts;
+
+		if (b <= a && nbusy > 0) {
+			a = busy[0].ts;
+			b = busy[nbusy - 1].ts + busy[nbusy - 1].dur;
+		}
+		if (b > a) {
+			ref[0].ts = a;
+			ref[0].dur = b - a;
+			nref = 1;
+		}
+	}
+	if (nref == 0) {
+		free(busy);
+		free(ref);
+		return 0;
+	}
+	out->start = ref[0].ts;
+	out->end = ref[nref - 1].ts + ref[nref - 1].dur;
+	for (i = 0; i < nref; i++)
+		out->span += ref[i].dur;
+
+	/* busy ∩ ref, and ref minus busy */
+	inb = malloc((nbusy + nref) * sizeof *inb);
+	out->idle_iv = malloc((nbusy + nref) * sizeof *out->idle_iv);
+	if (!inb || !out->idle_iv)
+		goto oom;
+	for (i = 0, j = 0; i < nref; i++) {
+		int64_t cur = ref[i].ts, rend = ref[i].ts + ref[i].dur;
+
+		while (j < nbusy && busy[j].ts + busy[j].dur <= cur)
+			j++;
+		for (size_t k = j; k < nbusy && busy[k].ts < rend; k++) {
+			int64_t a = busy[k].ts > cur ? busy[k].ts : cur;
+			int64_t b = busy[k].ts + busy[k].dur < rend ? busy[k].ts + busy[k].dur : rend;
+
+			if (a > cur) {
+				out->idle_iv[out->nidle].ts = cur;
+				out->idle_iv[out->nidle].dur = a - cur;
+				out->nidle++;
+			}
+			if (b > a) {
+				inb[ninb].ts = a;
+				inb[ninb].dur = b - a;
+				ninb++;
+				out->busy += b - a;
+				cur = b;
+			}
+		}
+		if (rend > cur) {
+			out->idle_iv[out->nidle].ts = cur;
+			out->idle_iv[out->nidle].dur = rend - cur;
+			out->nidle++;
+		}
+	}
+	out->idle = out->span - out->busy;
+
+	if (o->max_gaps && out->nidle) {
+		size_t ng = out->nidle < o->max_gaps ? out->nidle : o->max_gaps;
+		struct query_interval *all = malloc(out->nidle * sizeof *all);
+
+		out->gaps = malloc(ng * sizeof *out->gaps);
+		if (!all || !out->gaps) {
+			free(all);
+			goto oom;
+		}
+		memcpy(all, out->idle_iv, out->nidle * sizeof *all);
+		qsort(all, out->nidle, sizeof *all, cmp_gap);
+		memcpy(out->gaps, all, ng * sizeof *all);
+		out->ngaps = ng;
+		free(all);
+	}
+
+	if (o->buckets && out->end > out->start) {
+		int64_t width = out->end - out->start;
+		size_t nb = o->buckets;
+		int64_t bw = (width + (int64_t)nb - 1) / (int64_t)nb;
+
+		if (bw < 1)
+			bw = 1;
+		out->bucket = calloc(nb, sizeof *out->bucket);
+		if (!out->bucket)
+			goto oom;
+		out->nbuckets = nb;
+		out->bucket_ns = bw;
+		for (i = 0; i < ninb; i++) {
+			int64_t a = inb[i].ts, b = inb[i].ts + inb[i].dur;
+
+			while (a < b) {
+				size_t k = (size_t)((a - out->start) / bw);
+				int64_t bend = out->start + (int64_t)(k + 1) * bw;
+				int64_t c = b < bend ? b : bend;
+
+				if (k >= nb)
+					break;
+				out->bucket[k] += (double)(c - a);
+				a = c;
+			}
+		}
+		for (i = 0; i < nb; i++)
+			out->bucket[i] /= (double)bw;
+	}
+	free(busy);
+	free(ref);
+	free(inb);
+	return 0;
+oom:
+	free(busy);
+	free(ref);
+	free(inb);
+	query_busy_free(out);
+	return err_set(e, "out of memory computing busy time");
+}
+
+void query_busy_free(struct query_busy *b)
+{
+	if (!b)
+		return;
+	free(b->idle_iv);
+	free(b->gaps);
+	free(b->bucket);
+	memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------ during */
+
+#define DURING_CATS ((1u << TRACE_CAT_USER_ANNOTATION) | (1u << TRACE_CAT_CPU_OP) | \
+		     (1u << TRACE_CAT_CUDA_RUNTIME) | (1u << TRACE_CAT_CUDA_DRIVER) | \
+		     (1u << TRACE_CAT_CUDA_SYNC))
+
+struct during_ctx {
+	const struct trace *t;
+	const struct query_interval *iv;
+	size_t niv, j;
+	const uint8_t *pmap;
+	double *by_name;      /* per strtab id */
+	struct query_during *out;
+};
+
+/* Charges [a, b) to `owner` (event index; the stack gives its phase). */
+static void during_charge(struct during_ctx *c, int64_t a, int64_t b,
+			  const struct trace_event *owner, int phase)
+{
+	size_t k;
+
+	while (c->j < c->niv && c->iv[c->j].ts + c->iv[c->j].dur <= a)
+		c->j++;
+	for (k = c->j; k < c->niv && c->iv[k].ts < b; k++) {
+		int64_t x = c->iv[k].ts > a ? c->iv[k].ts : a;
+		int64_t y = c->iv[k].ts + c->iv[k].dur < b ? c->iv[k].ts + c->iv[k].dur : b;
+
+		if (y <= x)
+			continue;
+		if (owner->name < c->t->names.n)
+			c->by_name[owner->name] += (double)(y - x);
+		if (phase >= 0)
+			c->out->phase[phase] += y - x;
+	}
+}
+
+/* The phase of the innermost phase range on the stack, or -1. */
+static int stack_phase(const struct during_ctx *c, const size_t *stack,
+		       size_t depth)
+{
+	while (depth-- > 0) {
+		const struct trace_event *ev = &c->t->ev[stack[depth]];
+
+		if (ev->cat == TRACE_CAT_USER_ANNOTATION && ev->name < c->t->names.n &&
+		    c->pmap[ev->name] < QUERY_PHASE_COUNT)
+			return c->pmap[ev->name];
+	}
+	return -1;
+}
+
+static int cmp_row_total(const void *a, const void *b)
+{
+	const struct query_row *x = a, *y = b;
+
+	if (x->total != y->total)
+		return x->total > y->total ? -1 : 1;
+	return x->name < y->name ? -1 : x->name > y->name;
+}
+
+int query_during(const struct trace *t, int32_t pid, int32_t tid,
+		 const struct query_interval *iv, size_t niv,
+		 struct query_during *out, struct err *e)
+{
+	struct during_ctx c = { .t = t, .iv = iv, .niv = niv, .out = out };
+	size_t *idx = NULL, *stack = NULL, n = 0, depth = 0, i;
+	uint8_t *pmap = NULL;
+	int64_t cursor = INT64_MIN, charged = 0, inphase = 0;
+	uint32_t id;
+
+	memset(out, 0, sizeof *out);
+	for (i = 0; i < niv; i++)
+		out->total += iv[i].dur;
+	idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
+	stack = malloc((t->nev ? t->nev : 1) * sizeof *stack);
+	pmap = phase_map(t);
+	c.by_name = calloc(t->names.n ? t->names.n : 1, sizeof *c.by_name);
+	if (!idx || !stack || !pmap || !c.by_name)
+		goto oom;
+	c.pmap = pmap;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if (ev->pid == pid && ev->tid == tid && ev->cat < 32 &&
+		    (DURING_CATS >> ev->cat & 1) && is_range(ev) && ev->dur > 0)
+			idx[n++] = i;
+	}
+	tl_trace = t;
+	qsort(idx, n, sizeof *idx, cmp_nest_tl);
+
+	/* Sweep: between boundaries, the top of the stack (the open event
+	 * that started last) owns the time. */
+	for (i = 0; i <= n; i++) {
+		int64_t next = i < n ? t->ev[idx[i]].ts : INT64_MAX;
+
+		while (depth > 0) {
+			const struct trace_event *top = &t->ev[stack[depth - 1]];
+			int64_t end = top->ts + top->dur;
+
+			if (end > next)
+				break;
+			if (end > cursor) {
+				during_charge(&c, cursor, end, top,
+					      stack_phase(&c, stack, depth));
+				cursor = end;
+			}
+			depth--;
+		}
+		if (i == n)
+			break;
+		if (depth > 0 && next > cursor) {
+			const struct trace_event *top = &t->ev[stack[depth - 1]];
+
+			during_charge(&c, cursor, next, top, stack_phase(&c, stack, depth));
+		}
+		if (next > cursor)
+			cursor = next;
+		stack[depth++] = idx[i];
+	}
+
+	/* rows */
+	for (id = 0; id < t->names.n; id++)
+		if (c.by_name[id] > 0)
+			out->nrange++;
+	out->by_range = calloc(out->nrange + 1, sizeof *out->by_range);
+	if (!out->by_range)
+		goto oom;
+	out->nrange = 0;
+	for (id = 0; id < t->names.n; id++)
+		if (c.by_name[id] > 0) {
+			struct query_row *r = &out->by_range[out->nrange++];
+
+			r->name = id;
+			r->total = c.by_name[id];
+			charged += (int64_t)c.by_name[id];
+		}
+	if (out->total > charged) {
+		struct query_row *r = &out->by_range[out->nrange++];
+
+		r->name = STRTAB_NONE;
+		r->total = (double)(out->total - charged);
+	}
+	qsort(out->by_range, out->nrange, sizeof *out->by_range, cmp_row_total);
+	for (i = 0; i < QUERY_PHASE_COUNT; i++)
+		inphase += out->phase[i];
+	out->phase[QUERY_PHASE_COUNT] = out->total - inphase;
+	free(idx);
+	free(stack);
+	free(pmap);
+	free(c.by_name);
+	return 0;
+oom:
+	free(idx);
+	free(stack);
+	free(pmap);
+	free(c.by_name);
+	query_during_free(out);
+	return err_set(e, "out of memory attributing thread time");
+}
+
+void query_during_free(struct query_during *d)
+{
+	if (!d)
+		return;
+	free(d->by_range);
+	memset(d, 0, sizeof *d);
+}
+
+/* ------------------------------------------------------------ samples */
+
+struct tree_build {
+	struct query_tree *tree;
+	size_t cap;
+	uint32_t *slots;   /* node + 1; 0 = empty */
+	size_t nslots;
+};
+
+static uint64_t frame_hash(uint32_t parent, const char *s, uint32_t len)
+{
+	uint64_t h = 1469598103934665603ULL ^ parent;
+	uint32_t i;
+
+	for (i = 0; i < len; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ULL;
+	}
+	return mix64(h);
+}
+
+static int tree_rehash(struct tree_build *b, size_t nslots)
+{
+	uint32_t *slots = calloc(nslots, sizeof *slots);
+	size_t i;
+
+	if (!slots)
+		return -1;
+	for (i = 1; i < b->tree->n; i++) {
+		const struct query_node *nd = &b->tree->nodes[i];
+		size_t j = frame_hash(nd->parent, nd->name, nd->len) & (nslots - 1);
+
+		while (slots[j])
+			j = (j + 1) & (nslots - 1);
+		slots[j] = (uint32_t)i + 1;
+	}
+	free(b->slots);
+	b->slots = slots;
+	b->nslots = nslots;
+	return 0;
+}
+
+/* The child `name` of `parent`, created when new. UINT32_MAX: node limit
+ * reached (tree->truncated set); -2 cast: out of memory. */
+static uint32_t tree_child(struct tree_build *b, uint32_t parent,
+			   const char *name, uint32_t len, int *oom)
+{
+	struct query_tree *tr = b->tree;
+	size_t j;
+	struct query_node *nd;
+
+	if ((tr->n + 1) * 2 > b->nslots &&
+	    tree_rehash(b, b->nslots ? b->nslots * 2 : 1024) != 0) {
+		*oom = 1;
+		return UINT32_MAX;
+	}
+	for (j = frame_hash(parent, name, len) & (b->nslots - 1); b->slots[j];
+	     j = (j + 1) & (b->nslots - 1)) {
+		nd = &tr->nodes[b->slots[j] - 1];
+		if (nd->parent == parent && nd->len == len && memcmp(nd->name, name, len) == 0)
+			return b->slots[j] - 1;
+	}
+	if (tr->n >= QUERY_TREE_MAX) {
+		tr->truncated = true;
+		return UINT32_MAX;
+	}
+	if (tr->n == b->cap) {
+		size_t ncap = b->cap * 2;
+		struct query_node *nn = realloc(tr->nodes, ncap * sizeof *nn);
+
+		if (!nn) {
+			*oom = 1;
+			return UINT32_MAX;
+		}
+		tr->nodes = nn;
+		b->cap = ncap;
+	}
+	nd = &tr->nodes[tr->n];
+	memset(nd, 0, sizeof *nd);
+	nd->name = name;
+	nd->len = len;
+	nd->parent = parent;
+	nd->first_child = nd->next_sibling = UINT32_MAX;
+	nd->depth = tr->nodes[parent].depth + 1;
+	/* append to the parent's children (first-seen order) */
+	{
+		uint32_t *link = &tr->nodes[parent].first_child;
+
+		while (*link != UINT32_MAX)
+			link = &tr->nodes[*link].next_sibling;
+		*link = (uint32_t)tr->n;
+	}
+	b->slots[j] = (uint32_t)tr->n + 1;
+	return (uint32_t)tr->n++;
+}
+
+int query_sample_tree(const struct trace *t, const struct query_filter *f,
+		      struct query_tree *out, struct err *e)
+{
+	struct query_filter sf = *f;
+	struct tree_build b = { .tree = out, .cap = 256 };
+	uint32_t stack_id, weight_id;
+	size_t i;
+	int oom = 0;
+
+	memset(out, 0, sizeof *out);
+	sf.cats = 1u << TRACE_CAT_SAMPLE;
+	out->nodes = malloc(b.cap * sizeof *out->nodes);
+	if (!out->nodes)
+		return err_set(e, "out of memory building the sample tree");
+	memset(&out->nodes[0], 0, sizeof out->nodes[0]);
+	out->nodes[0].name = "all";
+	out->nodes[0].len = 3;
+	out->nodes[0].parent = UINT32_MAX;
+	out->nodes[0].first_child = out->nodes[0].next_sibling = UINT32_MAX;
+	out->n = 1;
+	stack_id = find_id(t, "stack");
+	weight_id = find_id(t, "weight");
+
+	for (i = 0; i < t->nev && !oom; i++) {
+		const struct trace_event *ev = &t->ev[i];
+		const char *stack = NULL;
+		size_t slen = 0, n, k;
+		const struct trace_arg *a;
+		double w = 1;
+		int64_t dur;
+		uint32_t node = 0;
+
+		if (!query_match(t, &sf, ev, &dur))
+			continue;
+		a = event_args(t, ev, &n);
+		for (k = 0; k < n; k++)
+			if (a[k].key == stack_id && a[k].type == TRACE_ARG_STR) {
+				stack = trace_str(t, a[k].v.str);
+				slen = strtab_len(&t->names, a[k].v.str);
+			}
+		if (weight_id != STRTAB_NONE && arg_num_id(t, ev, weight_id, &w) &&
+		    !(w > 0))
+			continue;
+		if (!stack) {
+			stack = trace_str(t, ev->name);
+			slen = strtab_len(&t->names, ev->name);
+		}
+		out->samples++;
+		out->nodes[0].value += w;
+		/* walk the frames, outermost first */
+		for (k = 0; k < slen;) {
+			const char *fr = stack + k;
+			const char *semi = memchr(fr, ';', slen - k);
+			uint32_t flen = (uint32_t)(semi ? (size_t)(semi - fr) : slen - k);
+			uint32_t child;
+
+			k += flen + 1;
+			if (flen == 0)
+				continue;
+			child = tree_child(&b, node, fr, flen, &oom);
+			if (child == UINT32_MAX)
+				break;
+			node = child;
+			out->nodes[node].value += w;
+		}
+		out->nodes[node].self += w;
+	}
+	free(b.slots);
+	if (oom) {
+		query_tree_free(out);
+		return err_set(e, "out of memory building the sample tree");
+	}
+	return 0;
+}
+
+void query_tree_free(struct query_tree *tree)
+{
+	if (!tree)
+		return;
+	free(tree->nodes);
+	memset(tree, 0, sizeof *tree);
+}

@@ -1,0 +1,834 @@
+/* phb — the binary capture file (see phb.h and docs/output.md). */
+#include "phb.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "outfile.h"
+
+#define PHB_EVENT_SIZE 48
+#define PHB_ARG_SIZE 16
+#define PHB_STEP_SIZE 32
+#define PHB_THREAD_SIZE 12
+#define PHB_NULL_STR 0xffffffffu
+
+/* ------------------------------------------------------------ encoding */
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	int i;
+
+	for (i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint16_t get16(const unsigned char *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* The category's name in the file: Kineto's, except marks (which Kineto
+ * also calls user_annotation). */
+static const char *phb_cat_name(unsigned c)
+{
+	return c == TRACE_CAT_MARK ? "mark" : trace_cat_name((enum trace_cat)c);
+}
+
+/* ------------------------------------------------------------ writer */
+
+/* A section being written: its bytes go to the outfile through `buf`, the
+ * CRC follows them. */
+struct phb_w {
+	struct outfile *f;
+	uLong crc;
+	unsigned char buf[64 * 1024];
+	size_t n;
+};
+
+static void w_flush(struct phb_w *w)
+{
+	if (w->n) {
+		w->crc = crc32(w->crc, w->buf, (uInt)w->n);
+		outfile_write(w->f, w->buf, w->n);
+		w->n = 0;
+	}
+}
+
+/* Room for `n` (< sizeof buf) bytes; returns where to put them. */
+static unsigned char *w_room(struct phb_w *w, size_t n)
+{
+	unsigned char *p;
+
+	if (sizeof w->buf - w->n < n)
+		w_flush(w);
+	p = w->buf + w->n;
+	w->n += n;
+	return p;
+}
+
+static void w_bytes(struct phb_w *w, const void *s, size_t n)
+{
+	const unsigned char *p = s;
+
+	while (n > 0) {
+		size_t k = sizeof w->buf - w->n;
+
+		if (k == 0) {
+			w_flush(w);
+			continue;
+		}
+		if (k > n)
+			k = n;
+		memcpy(w->buf + w->n, p, k);
+		w->n += k;
+		p += k;
+		n -= k;
+	}
+}
+
+static void w_str(struct phb_w *w, const char *s, size_t len)
+{
+	if (!s) {
+		put32(w_room(w, 4), PHB_NULL_STR);
+		return;
+	}
+	put32(w_room(w, 4), (uint32_t)len);
+	w_bytes(w, s, len);
+}
+
+/* Starts a section whose payload is `len` bytes. */
+static void w_begin(struct phb_w *w, const char *tag, uint64_t len)
+{
+	unsigned char h[16];
+
+	w_flush(w);
+	memcpy(h, tag, 4);
+	put32(h + 4, 0);
+	put64(h + 8, len);
+	outfile_write(w->f, h, sizeof h);
+	w->crc = crc32(0L, Z_NULL, 0);
+}
+
+static void w_end(struct phb_w *w)
+{
+	unsigned char c[4];
+
+	w_flush(w);
+	put32(c, (uint32_t)w->crc);
+	outfile_write(w->f, c, 4);
+}
+
+static size_t str_size(const char *s)
+{
+	return 4 + (s ? strlen(s) : 0);
+}
+
+static void write_cats(struct phb_w *w)
+{
+	uint64_t len = 4;
+	unsigned c;
+
+	for (c = 0; c < TRACE_CAT_COUNT; c++)
+		len += str_size(phb_cat_name(c));
+	w_begin(w, "CATS", len);
+	put32(w_room(w, 4), TRACE_CAT_COUNT);
+	for (c = 0; c < TRACE_CAT_COUNT; c++)
+		w_str(w, phb_cat_name(c), strlen(phb_cat_name(c)));
+	w_end(w);
+}
+
+static void write_meta(struct phb_w *w, const struct trace *t)
+{
+	const struct trace_meta *m = &t->meta;
+	const struct trace_counters *c = &t->counters;
+	const char *strs[4] = { m->program, m->hostname, m->run, m->reason };
+	uint64_t len = 72 + 48;
+	unsigned char *p;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		len += str_size(strs[i]);
+	w_begin(w, "META", len);
+	p = w_room(w, 72);
+	put32(p, (uint32_t)m->rank);
+	put32(p + 4, (uint32_t)m->world_size);
+	put32(p + 8, m->window);
+	put32(p + 12, 0);
+	put64(p + 16, m->first_step);
+	put64(p + 24, m->last_step);
+	put64(p + 32, (uint64_t)m->start_ts);
+	put64(p + 40, (uint64_t)m->end_ts);
+	put64(p + 48, (uint64_t)m->base_time_ns);
+	put32(p + 56, (uint32_t)m->pid);
+	put32(p + 60, 0);
+	put64(p + 64, 0); /* reserved */
+	p = w_room(w, 48);
+	put64(p, c->events);
+	put64(p + 8, c->dropped_buffer);
+	put64(p + 16, c->dropped_noslot);
+	put64(p + 24, c->unbalanced_pops);
+	put64(p + 32, c->clipped);
+	put64(p + 40, c->gpu_dropped);
+	for (i = 0; i < 4; i++)
+		w_str(w, strs[i], strs[i] ? strlen(strs[i]) : 0);
+	w_end(w);
+}
+
+static void write_strs(struct phb_w *w, const struct trace *t)
+{
+	uint64_t len = 4;
+	uint32_t i;
+
+	for (i = 0; i < t->names.n; i++)
+		len += 4 + t->names.len[i];
+	w_begin(w, "STRS", len);
+	put32(w_room(w, 4), t->names.n);
+	for (i = 0; i < t->names.n; i++)
+		w_str(w, t->names.str[i], t->names.len[i]);
+	w_end(w);
+}
+
+static void write_events(struct phb_w *w, const struct trace *t)
+{
+	size_t i;
+
+	w_begin(w, "EVTS", 8 + (uint64_t)t->nev * PHB_EVENT_SIZE);
+	put64(w_room(w, 8), t->nev);
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+		unsigned char *p = w_room(w, PHB_EVENT_SIZE);
+
+		put64(p, (uint64_t)ev->ts);
+		put64(p + 8, (uint64_t)ev->dur);
+		put64(p + 16, ev->id);
+		put32(p + 24, (uint32_t)ev->pid);
+		put32(p + 28, (uint32_t)ev->tid);
+		put32(p + 32, ev->name);
+		put32(p + 36, ev->args);
+		put16(p + 40, ev->nargs);
+		p[42] = ev->cat;
+		p[43] = ev->ph;
+		put32(p + 44, ev->flags);
+	}
+	w_end(w);
+}
+
+static void write_args(struct phb_w *w, const struct trace *t)
+{
+	size_t i;
+
+	w_begin(w, "ARGS", 8 + (uint64_t)t->nargs * PHB_ARG_SIZE);
+	put64(w_room(w, 8), t->nargs);
+	for (i = 0; i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+		unsigned char *p = w_room(w, PHB_ARG_SIZE);
+		uint64_t v = 0;
+
+		switch (a->type) {
+		case TRACE_ARG_INT: v = (uint64_t)a->v.i; break;
+		case TRACE_ARG_UINT: v = a->v.u; break;
+		case TRACE_ARG_DOUBLE: memcpy(&v, &a->v.d, 8); break;
+		default: v = a->v.str; break;
+		}
+		put32(p, a->key);
+		put32(p + 4, a->type);
+		put64(p + 8, v);
+	}
+	w_end(w);
+}
+
+static void write_steps(struct phb_w *w, const struct trace *t)
+{
+	size_t i;
+
+	w_begin(w, "STEP", 8 + (uint64_t)t->nsteps * PHB_STEP_SIZE);
+	put64(w_room(w, 8), t->nsteps);
+	for (i = 0; i < t->nsteps; i++) {
+		const struct trace_step *s = &t->steps[i];
+		unsigned char *p = w_room(w, PHB_STEP_SIZE);
+
+		put64(p, s->step);
+		put64(p + 8, (uint64_t)s->ts);
+		put64(p + 16, (uint64_t)s->dur);
+		put32(p + 24, (uint32_t)s->tid);
+		put32(p + 28, s->partial ? 1 : 0);
+	}
+	w_end(w);
+}
+
+static void write_threads(struct phb_w *w, const struct trace *t)
+{
+	size_t i;
+
+	w_begin(w, "THRD", 8 + (uint64_t)t->nthreads * PHB_THREAD_SIZE);
+	put64(w_room(w, 8), t->nthreads);
+	for (i = 0; i < t->nthreads; i++) {
+		unsigned char *p = w_room(w, PHB_THREAD_SIZE);
+
+		put32(p, (uint32_t)t->threads[i].pid);
+		put32(p + 4, (uint32_t)t->threads[i].tid);
+		put32(p + 8, t->threads[i].name);
+	}
+	w_end(w);
+}
+
+int phb_write(const struct trace *t, const char *path, struct err *e)
+{
+	struct phb_w *w = malloc(sizeof *w);
+	unsigned char h[16];
+
+	if (!w)
+		return err_set(e, "out of memory writing '%s'", path);
+	w->n = 0;
+	w->f = outfile_open(path, false, e);
+	if (!w->f) {
+		free(w);
+		return -1;
+	}
+	memcpy(h, PHB_MAGIC, PHB_MAGIC_LEN);
+	put16(h + 8, PHB_MAJOR);
+	put16(h + 10, PHB_MINOR);
+	put32(h + 12, 0);
+	outfile_write(w->f, h, sizeof h);
+	write_cats(w);
+	write_meta(w, t);
+	write_strs(w, t);
+	write_events(w, t);
+	write_args(w, t);
+	write_steps(w, t);
+	write_threads(w, t);
+	w_begin(w, "END ", 0);
+	w_end(w);
+	if (outfile_error(w->f, e) != 0) {
+		outfile_abort(w->f);
+		free(w);
+		return -1;
+	}
+	{
+		struct outfile *f = w->f;
+
+		free(w);
+		return outfile_commit(f, e);
+	}
+}
+
+/* ------------------------------------------------------------ reader */
+
+struct phb_r {
+	const unsigned char *base;
+	size_t len;
+	const char *label;
+	struct err *e;
+	uint32_t *strmap;     /* file string id -> trace id */
+	uint32_t nstr;
+	uint8_t catmap[256];  /* file category -> enum trace_cat; 255 unknown */
+	uint32_t ncats;
+	int have_cats, have_strs;
+	uint64_t nargs_file;
+};
+
+/* Sets "<label>: <what> at offset <off>"; returns -1. */
+static int r_fail(struct phb_r *r, size_t off, const char *what)
+{
+	return err_set(r->e, "%s: %s at offset %zu", r->label, what, off);
+}
+
+/* A string at `*off` (u32 length + bytes) inside [.., end). NULL-length
+ * strings give *s = NULL. Returns 0 or -1. */
+static int r_str(struct phb_r *r, size_t *off, size_t end, const char **s,
+		 uint32_t *len)
+{
+	uint32_t n;
+
+	if (end - *off < 4)
+		return r_fail(r, *off, "truncated string length");
+	n = get32(r->base + *off);
+	*off += 4;
+	if (n == PHB_NULL_STR) {
+		*s = NULL;
+		*len = 0;
+		return 0;
+	}
+	if (n > end - *off)
+		return r_fail(r, *off - 4, "string longer than its section");
+	*s = (const char *)r->base + *off;
+	*len = n;
+	*off += n;
+	return 0;
+}
+
+static char *dup_n(const char *s, uint32_t n)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = malloc((size_t)n + 1);
+	if (!d)
+		return NULL;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+static int read_cats(struct phb_r *r, size_t off, size_t end)
+{
+	uint32_t n, i;
+
+	if (end - off < 4)
+		return r_fail(r, off, "truncated category table");
+	n = get32(r->base + off);
+	off += 4;
+	if (n > 255)
+		return r_fail(r, off - 4, "too many categories");
+	for (i = 0; i < n; i++) {
+		const char *s;
+		uint32_t len;
+		unsigned c;
+		size_t at = off;
+
+		if (r_str(r, &off, end, &s, &len) != 0)
+			return -1;
+		r->catmap[i] = 255;
+		for (c = 0; c < TRACE_CAT_COUNT && s; c++) {
+			const char *mine = phb_cat_name(c);
+
+			if (strlen(mine) == len && memcmp(mine, s, len) == 0) {
+				r->catmap[i] = (uint8_t)c;
+				break;
+			}
+		}
+		if (r->catmap[i] == 255) {
+			char msg[160], name[65];
+			uint32_t k;
+
+			for (k = 0; k < len && k < 64 && s; k++)
+				name[k] = s[k] >= 0x20 && s[k] < 0x7f ? s[k] : '?';
+			name[k] = '\0';
+			snprintf(msg, sizeof msg, "unknown event category '%s' (written by a newer profhost?)",
+				 name);
+			return r_fail(r, at, msg);
+		}
+	}
+	r->ncats = n;
+	r->have_cats = 1;
+	return 0;
+}
+
+static int read_meta(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	const unsigned char *p = r->base + off;
+	struct trace_meta *m = &t->meta;
+	struct trace_counters *c = &t->counters;
+	char **strs[4] = { &m->program, &m->hostname, &m->run, &m->reason };
+	int i;
+
+	if (end - off < 120)
+		return r_fail(r, off, "truncated metadata");
+	m->rank = (int32_t)get32(p);
+	m->world_size = (int32_t)get32(p + 4);
+	m->window = get32(p + 8);
+	m->first_step = get64(p + 16);
+	m->last_step = get64(p + 24);
+	m->start_ts = (int64_t)get64(p + 32);
+	m->end_ts = (int64_t)get64(p + 40);
+	m->base_time_ns = (int64_t)get64(p + 48);
+	m->pid = (int32_t)get32(p + 56);
+	p += 72;
+	c->events = get64(p);
+	c->dropped_buffer = get64(p + 8);
+	c->dropped_noslot = get64(p + 16);
+	c->unbalanced_pops = get64(p + 24);
+	c->clipped = get64(p + 32);
+	c->gpu_dropped = get64(p + 40);
+	off += 120;
+	for (i = 0; i < 4; i++) {
+		const char *s;
+		uint32_t len;
+
+		if (r_str(r, &off, end, &s, &len) != 0)
+			return -1;
+		free(*strs[i]);
+		*strs[i] = dup_n(s, len);
+		if (s && !*strs[i])
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	return 0;
+}
+
+static int read_strs(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint32_t n, i;
+
+	if (end - off < 4)
+		return r_fail(r, off, "truncated string table");
+	n = get32(r->base + off);
+	off += 4;
+	/* each string takes at least 4 bytes: a count past that is corrupt */
+	if (n > (end - off) / 4)
+		return r_fail(r, off - 4, "string count larger than the string table");
+	r->strmap = malloc(((size_t)n + 1) * sizeof *r->strmap);
+	if (!r->strmap)
+		return err_set(r->e, "%s: out of memory", r->label);
+	for (i = 0; i < n; i++) {
+		const char *s;
+		uint32_t len;
+		size_t at = off;
+
+		if (r_str(r, &off, end, &s, &len) != 0)
+			return -1;
+		if (!s)
+			return r_fail(r, at, "null string in the string table");
+		r->strmap[i] = trace_intern(t, s, len);
+		if (r->strmap[i] == STRTAB_NONE)
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	r->nstr = n;
+	r->have_strs = 1;
+	return 0;
+}
+
+/* Maps a file string id; -1 when out of range. */
+static int map_str(const struct phb_r *r, uint32_t id, uint32_t *out)
+{
+	if (id >= r->nstr)
+		return -1;
+	*out = r->strmap[id];
+	return 0;
+}
+
+/* Reads a u64 element count and checks count * size fits the section. */
+static int r_count(struct phb_r *r, size_t *off, size_t end, size_t size,
+		   const char *what, uint64_t *n)
+{
+	char msg[96];
+
+	if (end - *off < 8) {
+		snprintf(msg, sizeof msg, "truncated %s count", what);
+		return r_fail(r, *off, msg);
+	}
+	*n = get64(r->base + *off);
+	*off += 8;
+	if (*n > (end - *off) / size || *n * size != end - *off) {
+		snprintf(msg, sizeof msg, "%s count %llu does not match the section length",
+			 what, (unsigned long long)*n);
+		return r_fail(r, *off - 8, msg);
+	}
+	return 0;
+}
+
+static int read_events(struct phb_r *r, size_t off, size_t end, struct trace *t,
+		       uint64_t *nargs_needed)
+{
+	uint64_t n, i;
+	char msg[160];
+
+	if (!r->have_strs || !r->have_cats)
+		return r_fail(r, off, "events before the string or category table");
+	if (r_count(r, &off, end, PHB_EVENT_SIZE, "event", &n) != 0)
+		return -1;
+	*nargs_needed = 0;
+	for (i = 0; i < n; i++, off += PHB_EVENT_SIZE) {
+		const unsigned char *p = r->base + off;
+		struct trace_event ev;
+		uint32_t name;
+		uint8_t cat = p[42], ph = p[43];
+
+		ev.ts = (int64_t)get64(p);
+		ev.dur = (int64_t)get64(p + 8);
+		ev.id = get64(p + 16);
+		ev.pid = (int32_t)get32(p + 24);
+		ev.tid = (int32_t)get32(p + 28);
+		ev.args = get32(p + 36);
+		ev.nargs = get16(p + 40);
+		ev.flags = get32(p + 44);
+		if (map_str(r, get32(p + 32), &name) != 0) {
+			snprintf(msg, sizeof msg, "event %llu names string %u (the file has %u)",
+				 (unsigned long long)i, get32(p + 32), r->nstr);
+			return r_fail(r, off + 32, msg);
+		}
+		if (cat >= r->ncats) {
+			snprintf(msg, sizeof msg, "event %llu has category %u (the file has %u)",
+				 (unsigned long long)i, cat, r->ncats);
+			return r_fail(r, off + 42, msg);
+		}
+		if (ph != TRACE_PH_COMPLETE && ph != TRACE_PH_INSTANT &&
+		    ph != TRACE_PH_FLOW_START && ph != TRACE_PH_FLOW_END) {
+			snprintf(msg, sizeof msg, "event %llu has phase %u", (unsigned long long)i, ph);
+			return r_fail(r, off + 43, msg);
+		}
+		if (ev.dur < 0) {
+			snprintf(msg, sizeof msg, "event %llu has a negative duration",
+				 (unsigned long long)i);
+			return r_fail(r, off + 8, msg);
+		}
+		if ((uint64_t)ev.args + ev.nargs > *nargs_needed)
+			*nargs_needed = (uint64_t)ev.args + ev.nargs;
+		ev.name = name;
+		ev.cat = r->catmap[cat];
+		ev.ph = ph;
+		{
+			/* trace_add_event points a new event at the next args;
+			 * the file says where its args are */
+			struct trace_event *stored = trace_add_event(t, &ev);
+
+			if (!stored)
+				return err_set(r->e, "%s: out of memory", r->label);
+			stored->args = ev.args;
+			stored->nargs = ev.nargs;
+		}
+	}
+	return 0;
+}
+
+static int read_args(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint64_t n, i;
+	char msg[160];
+
+	if (!r->have_strs)
+		return r_fail(r, off, "arguments before the string table");
+	if (r_count(r, &off, end, PHB_ARG_SIZE, "argument", &n) != 0)
+		return -1;
+	if (n > SIZE_MAX / sizeof *t->args)
+		return r_fail(r, off - 8, "argument count too large");
+	t->args = malloc((n ? n : 1) * sizeof *t->args);
+	if (!t->args)
+		return err_set(r->e, "%s: out of memory", r->label);
+	t->cap_args = n ? n : 1;
+	for (i = 0; i < n; i++, off += PHB_ARG_SIZE) {
+		const unsigned char *p = r->base + off;
+		struct trace_arg *a = &t->args[i];
+		uint64_t v = get64(p + 8);
+
+		if (map_str(r, get32(p), &a->key) != 0) {
+			snprintf(msg, sizeof msg, "argument %llu names string %u (the file has %u)",
+				 (unsigned long long)i, get32(p), r->nstr);
+			return r_fail(r, off, msg);
+		}
+		a->type = get32(p + 4);
+		switch (a->type) {
+		case TRACE_ARG_INT: a->v.i = (int64_t)v; break;
+		case TRACE_ARG_UINT: a->v.u = v; break;
+		case TRACE_ARG_DOUBLE: memcpy(&a->v.d, &v, 8); break;
+		case TRACE_ARG_STR:
+			if (v > UINT32_MAX || map_str(r, (uint32_t)v, &a->v.str) != 0) {
+				snprintf(msg, sizeof msg, "argument %llu has string value %llu (the file has %u)",
+					 (unsigned long long)i, (unsigned long long)v, r->nstr);
+				return r_fail(r, off + 8, msg);
+			}
+			break;
+		default:
+			snprintf(msg, sizeof msg, "argument %llu has type %u",
+				 (unsigned long long)i, a->type);
+			return r_fail(r, off + 4, msg);
+		}
+		t->nargs = i + 1;
+	}
+	return 0;
+}
+
+static int read_steps(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint64_t n, i;
+
+	if (r_count(r, &off, end, PHB_STEP_SIZE, "step", &n) != 0)
+		return -1;
+	for (i = 0; i < n; i++, off += PHB_STEP_SIZE) {
+		const unsigned char *p = r->base + off;
+		struct trace_step s;
+
+		s.step = get64(p);
+		s.ts = (int64_t)get64(p + 8);
+		s.dur = (int64_t)get64(p + 16);
+		s.tid = (int32_t)get32(p + 24);
+		s.partial = get32(p + 28) != 0;
+		if (s.dur < 0)
+			return r_fail(r, off + 16, "step with a negative duration");
+		if (trace_add_step(t, &s) != 0)
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	return 0;
+}
+
+static int read_threads(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint64_t n, i;
+	char msg[128];
+
+	if (!r->have_strs)
+		return r_fail(r, off, "threads before the string table");
+	if (r_count(r, &off, end, PHB_THREAD_SIZE, "thread", &n) != 0)
+		return -1;
+	for (i = 0; i < n; i++, off += PHB_THREAD_SIZE) {
+		const unsigned char *p = r->base + off;
+		uint32_t name;
+
+		if (map_str(r, get32(p + 8), &name) != 0) {
+			snprintf(msg, sizeof msg, "thread %llu names string %u (the file has %u)",
+				 (unsigned long long)i, get32(p + 8), r->nstr);
+			return r_fail(r, off + 8, msg);
+		}
+		if (trace_add_thread(t, (int32_t)get32(p), (int32_t)get32(p + 4),
+				     trace_str(t, name)) != 0)
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	return 0;
+}
+
+/* A section tag as printable text (other bytes as '?'). */
+static const char *tag_text(const unsigned char *h, char out[5])
+{
+	int i;
+
+	for (i = 0; i < 4; i++)
+		out[i] = h[i] >= 0x20 && h[i] < 0x7f ? (char)h[i] : '?';
+	out[4] = '\0';
+	return out;
+}
+
+int phb_is_phb(const void *buf, size_t len)
+{
+	return len >= PHB_MAGIC_LEN && memcmp(buf, PHB_MAGIC, PHB_MAGIC_LEN) == 0;
+}
+
+/* The sections every version-1 file has, in order. */
+static const char *const phb_required[] = { "CATS", "META", "STRS", "EVTS",
+					    "ARGS", "STEP", "THRD", "END " };
+
+int phb_parse(const void *buf, size_t len, const char *label,
+	      struct trace *t, struct err *e)
+{
+	struct phb_r r = { .base = buf, .len = len, .label = label, .e = e };
+	size_t off = 16;
+	unsigned seen = 0;
+	uint64_t nargs_needed = 0;
+	int rc = -1, i;
+	char msg[128];
+
+	memset(r.catmap, 255, sizeof r.catmap);
+	if (len < 16 || !phb_is_phb(buf, len)) {
+		if (len < PHB_MAGIC_LEN || !phb_is_phb(buf, len))
+			r_fail(&r, 0, "not a profhost capture file (bad magic)");
+		else
+			r_fail(&r, len, "truncated header");
+		return -1;
+	}
+	if (get16(r.base + 8) != PHB_MAJOR) {
+		snprintf(msg, sizeof msg, "capture format version %u.%u; this prof reads %u.x",
+			 get16(r.base + 8), get16(r.base + 10), PHB_MAJOR);
+		return r_fail(&r, 8, msg);
+	}
+	for (;;) {
+		const unsigned char *h = r.base + off;
+		char tag[5];
+		uint64_t plen;
+		size_t start, end;
+		int known = -1;
+
+		if (len - off < 16) {
+			r_fail(&r, off, off == len ? "truncated: the file ends before its END section"
+							 : "truncated section header");
+			goto out;
+		}
+		plen = get64(h + 8);
+		start = off + 16;
+		if (plen > len - start || len - start - plen < 4) {
+			snprintf(msg, sizeof msg, "truncated: section '%s' needs %llu bytes, %zu left",
+				 tag_text(h, tag), (unsigned long long)plen + 4, len - start);
+			for (i = 0; i < 4; i++)
+				if (h[i] < 0x20 || h[i] > 0x7e)
+					snprintf(msg, sizeof msg, "truncated or corrupt section header (length %llu, %zu bytes left)",
+						 (unsigned long long)plen, len - start);
+			r_fail(&r, off, msg);
+			goto out;
+		}
+		end = start + (size_t)plen;
+		{
+			uLong crc = crc32(0L, Z_NULL, 0);
+			size_t k = start;
+
+			while (k < end) {
+				size_t chunk = end - k > (1u << 30) ? (1u << 30) : end - k;
+
+				crc = crc32(crc, r.base + k, (uInt)chunk);
+				k += chunk;
+			}
+			if (get32(r.base + end) != (uint32_t)crc) {
+				snprintf(msg, sizeof msg, "checksum mismatch in section '%s'",
+					 tag_text(h, tag));
+				r_fail(&r, off, msg);
+				goto out;
+			}
+		}
+		for (i = 0; i < 8; i++)
+			if (memcmp(h, phb_required[i], 4) == 0)
+				known = i;
+		if (known >= 0) {
+			if (seen >> known & 1) {
+				snprintf(msg, sizeof msg, "section '%s' appears twice", tag_text(h, tag));
+				r_fail(&r, off, msg);
+				goto out;
+			}
+			seen |= 1u << known;
+		}
+		switch (known) {
+		case 0: if (read_cats(&r, start, end) != 0) goto out; break;
+		case 1: if (read_meta(&r, start, end, t) != 0) goto out; break;
+		case 2: if (read_strs(&r, start, end, t) != 0) goto out; break;
+		case 3: if (read_events(&r, start, end, t, &nargs_needed) != 0) goto out; break;
+		case 4: if (read_args(&r, start, end, t) != 0) goto out; break;
+		case 5: if (read_steps(&r, start, end, t) != 0) goto out; break;
+		case 6: if (read_threads(&r, start, end, t) != 0) goto out; break;
+		default: break; /* a section of a later minor version */
+		}
+		off = end + 4;
+		if (known == 7)
+			break;
+	}
+	for (i = 0; i < 7; i++)
+		if (!(seen >> i & 1)) {
+			snprintf(msg, sizeof msg, "section '%s' is missing", phb_required[i]);
+			r_fail(&r, off, msg);
+			goto out;
+		}
+	if (nargs_needed > t->nargs) {
+		snprintf(msg, sizeof msg, "events refer to %llu arguments, the file has %zu",
+			 (unsigned long long)nargs_needed, t->nargs);
+		r_fail(&r, off, msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	free(r.strmap);
+	return rc;
+}

@@ -1,0 +1,58 @@
+/*
+ * phb — capture.phb, a window's raw capture in a compact binary file.
+ *
+ * The host writes it next to trace.json so that `prof report` can run the
+ * reports offline without re-parsing JSON. It holds exactly what struct
+ * trace holds: metadata, counters, the string table, events, arguments,
+ * steps and threads (CPU samples are events of category cpu_sample).
+ *
+ * Layout (every integer little-endian; docs/output.md has the full table):
+ *
+ *   header   8 bytes magic "\x89PHB\r\n\x1a\n", u16 major (1), u16 minor
+ *            (0), u32 reserved (0)
+ *   sections, each: 4-byte ASCII tag, u32 reserved, u64 payload length,
+ *            the payload, u32 CRC-32 (zlib's) of the payload
+ *            CATS category names, META metadata and counters, STRS
+ *            strings, EVTS events (48 bytes each), ARGS arguments (16
+ *            bytes each), STEP steps (32 bytes each), THRD threads (12
+ *            bytes each), END (empty, last)
+ *
+ * A reader of major version 1 skips sections with tags it does not know
+ * (a later minor version may add some) and refuses another major version.
+ * The reader validates every length, index and id before use: corrupt or
+ * truncated input gives one error naming the file and the byte offset,
+ * never a crash.
+ */
+#ifndef PROFHOST_PHB_H
+#define PROFHOST_PHB_H
+
+#include <stddef.h>
+
+#include "../events/trace.h"
+#include "../util/err.h"
+
+#define PHB_MAJOR 1
+#define PHB_MINOR 0
+#define PHB_MAGIC "\x89PHB\r\n\x1a\n"
+#define PHB_MAGIC_LEN 8
+
+/* The file name the host writes in each window directory. */
+#define PHB_FILE "capture.phb"
+
+/* Writes `t` to `path` atomically (outfile). Returns 0, or -1 with *e
+ * naming the file. Any thread (the host thread in practice). */
+int phb_write(const struct trace *t, const char *path, struct err *e);
+
+/*
+ * Parses a whole file image buf[0..len) into `t` (trace_init'ed, empty).
+ * `label` names the input in messages ("x/capture.phb"). Returns 0, or -1
+ * with *e set to "<label>: <what> at offset <n>"; `t` then holds whatever
+ * was read and must still be trace_free'd.
+ */
+int phb_parse(const void *buf, size_t len, const char *label,
+	      struct trace *t, struct err *e);
+
+/* Whether buf[0..len) starts with the magic. */
+int phb_is_phb(const void *buf, size_t len);
+
+#endif

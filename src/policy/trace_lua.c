@@ -1,0 +1,1692 @@
+/* trace_lua — a window's trace as a Lua object (see trace_lua.h). */
+#include "trace_lua.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+
+#include "../events/query.h"
+#include "../export/outfile.h"
+#include "../export/textbuf.h"
+
+#define TL_META "profhost.trace"
+#define TL_BOX "profhost.trace.box"
+#define TL_SAMPLE_NODES 5000 /* default node limit of trace:samples() */
+
+struct tl {
+	const struct trace *t;     /* NULL once invalidated */
+	const char *dir;
+	const char *const *files;
+	int32_t main_tid;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+/* The valid trace object at arg 1, or raises. */
+static struct tl *check_tl(lua_State *L)
+{
+	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+
+	if (!tl->t)
+		luaL_error(L, "the trace object is only valid during its on_trace_ready call");
+	return tl;
+}
+
+/* A box owns malloc'd memory until it is freed or collected, so a Lua
+ * error (memory, budget) raised while a result is being pushed leaks
+ * nothing. */
+struct box {
+	void (*fn)(void *);
+	void *p;
+};
+
+static int box_gc(lua_State *L)
+{
+	struct box *b = lua_touserdata(L, 1);
+
+	if (b && b->p) {
+		b->fn(b->p);
+		b->p = NULL;
+	}
+	return 0;
+}
+
+/* Pushes a box for `p` (freed by fn, then free()). */
+static struct box *push_box(lua_State *L)
+{
+	struct box *b = lua_newuserdatauv(L, sizeof *b, 0);
+
+	b->fn = NULL;
+	b->p = NULL;
+	if (luaL_newmetatable(L, TL_BOX)) {
+		lua_pushcfunction(L, box_gc);
+		lua_setfield(L, -2, "__gc");
+	}
+	lua_setmetatable(L, -2);
+	return b;
+}
+
+static void box_done(struct box *b)
+{
+	if (b->p) {
+		b->fn(b->p);
+		b->p = NULL;
+	}
+}
+
+static void free_result(void *p)
+{
+	query_result_free(p);
+	free(p);
+}
+
+static void free_busy(void *p)
+{
+	query_busy_free(p);
+	free(p);
+}
+
+static void free_during(void *p)
+{
+	query_during_free(p);
+	free(p);
+}
+
+static void free_tree(void *p)
+{
+	query_tree_free(p);
+	free(p);
+}
+
+/* Allocates a zeroed result of `size` bytes into the box, or raises. */
+static void *box_alloc(lua_State *L, struct box *b, size_t size,
+		       void (*fn)(void *))
+{
+	b->p = calloc(1, size);
+	if (!b->p)
+		luaL_error(L, "out of memory");
+	b->fn = fn;
+	return b->p;
+}
+
+static void set_int(lua_State *L, const char *k, lua_Integer v)
+{
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, k);
+}
+
+static void set_num(lua_State *L, const char *k, double v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* An integer when `v` is integral and fits, else a float. */
+static void push_value(lua_State *L, double v)
+{
+	if (isfinite(v) && v == floor(v) && fabs(v) < 9.0e18)
+		lua_pushinteger(L, (lua_Integer)v);
+	else
+		lua_pushnumber(L, v);
+}
+
+static void set_value(lua_State *L, const char *k, double v)
+{
+	push_value(L, v);
+	lua_setfield(L, -2, k);
+}
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+	if (!v)
+		return;
+	lua_pushstring(L, v);
+	lua_setfield(L, -2, k);
+}
+
+static void set_bool(lua_State *L, const char *k, int v)
+{
+	lua_pushboolean(L, v);
+	lua_setfield(L, -2, k);
+}
+
+/* The category name reports use: Kineto's, "mark" for marks. */
+static const char *cat_lua_name(unsigned c)
+{
+	return c == TRACE_CAT_MARK ? "mark" : trace_cat_name((enum trace_cat)c);
+}
+
+/* The category named `s`, or TRACE_CAT_COUNT. */
+static unsigned cat_by_name(const char *s)
+{
+	unsigned c;
+
+	if (strcmp(s, "sample") == 0)
+		return TRACE_CAT_SAMPLE;
+	for (c = 0; c < TRACE_CAT_COUNT; c++)
+		if (strcmp(s, cat_lua_name(c)) == 0)
+			return c;
+	return TRACE_CAT_COUNT;
+}
+
+/* Raises "<fn>: unknown category 'x' (known: ...)". */
+static int bad_cat(lua_State *L, const char *fn, const char *s)
+{
+	luaL_Buffer b;
+	unsigned c;
+
+	luaL_buffinit(L, &b);
+	for (c = 0; c < TRACE_CAT_COUNT; c++) {
+		if (c)
+			luaL_addstring(&b, ", ");
+		luaL_addstring(&b, cat_lua_name(c));
+	}
+	luaL_pushresult(&b);
+	return luaL_error(L, "%s: unknown category '%s' (known: %s)", fn, s,
+			  lua_tostring(L, -1));
+}
+
+static const char *ph_name(uint8_t ph)
+{
+	switch (ph) {
+	case TRACE_PH_INSTANT: return "i";
+	case TRACE_PH_FLOW_START: return "s";
+	case TRACE_PH_FLOW_END: return "f";
+	default: return "X";
+	}
+}
+
+/* Name of thread (pid, tid), or NULL. */
+static const char *thread_name(const struct trace *t, int32_t pid, int32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid && t->threads[i].pid == pid)
+			return trace_str(t, t->threads[i].name);
+	for (i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return trace_str(t, t->threads[i].name);
+	return NULL;
+}
+
+/* ------------------------------------------------------------ filters */
+
+/* Keys every filter takes, then the extra keys of one method. */
+static const char *const filter_keys[] = { "cat", "name", "step", "thread",
+					   "pid", "from", "to", "within", NULL };
+
+/* Checks that the options table at `idx` has only known keys. */
+static void check_keys(lua_State *L, int idx, const char *fn,
+		       const char *const *extra)
+{
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		const char *k;
+		int i, ok = 0;
+
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING)
+			luaL_error(L, "%s: options must be key = value pairs", fn);
+		k = lua_tostring(L, -1);
+		for (i = 0; filter_keys[i] && !ok; i++)
+			ok = strcmp(k, filter_keys[i]) == 0;
+		for (i = 0; extra && extra[i] && !ok; i++)
+			ok = strcmp(k, extra[i]) == 0;
+		if (!ok) {
+			luaL_Buffer b;
+
+			luaL_buffinit(L, &b);
+			for (i = 0; filter_keys[i]; i++) {
+				luaL_addstring(&b, i ? ", " : "");
+				luaL_addstring(&b, filter_keys[i]);
+			}
+			for (i = 0; extra && extra[i]; i++) {
+				luaL_addstring(&b, ", ");
+				luaL_addstring(&b, extra[i]);
+			}
+			luaL_pushresult(&b);
+			luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn, k,
+				   lua_tostring(L, -1));
+		}
+	}
+}
+
+/* An integer option, or `def`. */
+static lua_Integer opt_int(lua_State *L, int idx, const char *fn,
+			   const char *key, lua_Integer def)
+{
+	lua_Integer v;
+	int isnum;
+
+	if (lua_getfield(L, idx, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return def;
+	}
+	v = lua_tointegerx(L, -1, &isnum);
+	if (!isnum)
+		luaL_error(L, "%s: '%s' must be an integer", fn, key);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* Matches every name of the trace that events passing `cats` use against
+ * the Lua pattern on top of the stack; fills a byte per strtab id (a
+ * userdata left on the stack, below the pattern, which is popped). */
+static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
+			    const char *fn)
+{
+	uint32_t n = t->names.n ? t->names.n : 1, id;
+	uint8_t *ok = lua_newuserdatauv(L, n, 0);
+	int pat = lua_absindex(L, -2);
+	size_t i;
+
+	memset(ok, 0, n);
+	/* 2 = name used by a candidate event, to be matched */
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if ((!cats || (ev->cat < 32 && cats >> ev->cat & 1)) && ev->name < n)
+			ok[ev->name] = 2;
+	}
+	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+	lua_getfield(L, -1, "string");
+	lua_getfield(L, -1, "find");
+	lua_replace(L, -3);
+	lua_pop(L, 1); /* stack: pattern, ok, find */
+	for (id = 0; id < t->names.n; id++) {
+		if (ok[id] != 2)
+			continue;
+		lua_pushvalue(L, -1);
+		lua_pushlstring(L, t->names.str[id], t->names.len[id]);
+		lua_pushvalue(L, pat);
+		if (lua_pcall(L, 2, 1, 0) != LUA_OK)
+			luaL_error(L, "%s: 'name' is not a valid Lua pattern (%s)", fn,
+				   lua_tostring(L, -1));
+		ok[id] = !lua_isnil(L, -1);
+		lua_pop(L, 1);
+	}
+	lua_pop(L, 1);       /* find */
+	lua_remove(L, pat);  /* the pattern */
+	return ok;
+}
+
+/* Reads `within` = { {ts, dur} or {ts = , dur = }, ... } into a sorted,
+ * merged array (a userdata pushed on the stack). */
+static struct query_interval *read_within(lua_State *L, int idx, const char *fn,
+					  size_t *n)
+{
+	lua_Integer len = luaL_len(L, idx), i;
+	struct query_interval *iv;
+	size_t m = 0;
+
+	if (len < 0 || (lua_Unsigned)len > SIZE_MAX / sizeof *iv - 1)
+		luaL_error(L, "%s: 'within' is too long", fn);
+	iv = lua_newuserdatauv(L, ((size_t)len + 1) * sizeof *iv, 0);
+	for (i = 1; i <= len; i++) {
+		lua_Integer ts, dur;
+		int a, b;
+
+		if (lua_geti(L, idx, i) != LUA_TTABLE)
+			luaL_error(L, "%s: 'within' must be a list of {ts = , dur = } intervals", fn);
+		if (lua_getfield(L, -1, "ts") == LUA_TNIL) {
+			lua_pop(L, 1);
+			lua_geti(L, -1, 1);
+		}
+		if (lua_getfield(L, -2, "dur") == LUA_TNIL) {
+			lua_pop(L, 1);
+			lua_geti(L, -2, 2);
+		}
+		ts = lua_tointegerx(L, -2, &a);
+		dur = lua_tointegerx(L, -1, &b);
+		if (!a || !b || dur < 0)
+			luaL_error(L, "%s: 'within' item %d needs integer ts and dur >= 0", fn, (int)i);
+		lua_pop(L, 3);
+		if (dur > 0) {
+			iv[m].ts = ts;
+			iv[m].dur = dur;
+			m++;
+		}
+	}
+	/* sort (insertion sort is fine for report-sized lists) and merge */
+	for (size_t k = 1; k < m; k++) {
+		struct query_interval x = iv[k];
+		size_t j = k;
+
+		while (j > 0 && iv[j - 1].ts > x.ts) {
+			iv[j] = iv[j - 1];
+			j--;
+		}
+		iv[j] = x;
+	}
+	{
+		size_t w = 0;
+
+		for (size_t k = 0; k < m; k++) {
+			if (w > 0 && iv[k].ts <= iv[w - 1].ts + iv[w - 1].dur) {
+				int64_t end = iv[k].ts + iv[k].dur;
+
+				if (end > iv[w - 1].ts + iv[w - 1].dur)
+					iv[w - 1].dur = end - iv[w - 1].ts;
+			} else {
+				iv[w++] = iv[k];
+			}
+		}
+		m = w;
+	}
+	*n = m;
+	return iv;
+}
+
+/* Reads the filter keys of the options table at `idx` (or none when idx
+ * is 0) into *f. Userdata it needs are pushed on the stack and must stay
+ * there while *f is used. */
+static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
+			struct query_filter *f)
+{
+	const struct trace *t = tl->t;
+	int type;
+
+	memset(f, 0, sizeof *f);
+	if (!idx)
+		return;
+	type = lua_getfield(L, idx, "cat");
+	if (type == LUA_TSTRING) {
+		unsigned c = cat_by_name(lua_tostring(L, -1));
+
+		if (c == TRACE_CAT_COUNT)
+			bad_cat(L, fn, lua_tostring(L, -1));
+		f->cats = 1u << c;
+	} else if (type == LUA_TTABLE) {
+		lua_Integer i, n = luaL_len(L, -1);
+
+		for (i = 1; i <= n; i++) {
+			unsigned c;
+
+			if (lua_geti(L, -1, i) != LUA_TSTRING)
+				luaL_error(L, "%s: 'cat' must be a category name or a list of them", fn);
+			c = cat_by_name(lua_tostring(L, -1));
+			if (c == TRACE_CAT_COUNT)
+				bad_cat(L, fn, lua_tostring(L, -1));
+			f->cats |= 1u << c;
+			lua_pop(L, 1);
+		}
+		if (n == 0)
+			luaL_error(L, "%s: 'cat' is an empty list", fn);
+	} else if (type != LUA_TNIL) {
+		luaL_error(L, "%s: 'cat' must be a category name or a list of them", fn);
+	}
+	lua_pop(L, 1);
+
+	type = lua_getfield(L, idx, "name");
+	if (type == LUA_TSTRING) {
+		f->name_ok = match_names(L, t, f->cats, fn);
+		f->name_len = t->names.n;
+	} else {
+		if (type != LUA_TNIL)
+			luaL_error(L, "%s: 'name' must be a Lua pattern (a string)", fn);
+		lua_pop(L, 1);
+	}
+
+	type = lua_getfield(L, idx, "thread");
+	if (type == LUA_TNUMBER) {
+		int isnum;
+
+		f->tid = (int32_t)lua_tointegerx(L, -1, &isnum);
+		if (!isnum)
+			luaL_error(L, "%s: 'thread' must be a thread id or a thread name", fn);
+		f->has_tid = true;
+	} else if (type == LUA_TSTRING) {
+		const char *want = lua_tostring(L, -1);
+		size_t i;
+
+		f->has_tid = true;
+		f->tid = INT32_MIN; /* matches nothing unless found */
+		for (i = 0; i < t->nthreads; i++)
+			if (strcmp(trace_str(t, t->threads[i].name), want) == 0) {
+				f->tid = t->threads[i].tid;
+				break;
+			}
+		if (strcmp(want, "main") == 0 && f->tid == INT32_MIN)
+			f->tid = tl->main_tid;
+	} else if (type != LUA_TNIL) {
+		luaL_error(L, "%s: 'thread' must be a thread id or a thread name", fn);
+	}
+	lua_pop(L, 1);
+
+	if (lua_getfield(L, idx, "pid") != LUA_TNIL) {
+		f->pid = (int32_t)opt_int(L, idx, fn, "pid", 0);
+		f->has_pid = true;
+	}
+	lua_pop(L, 1);
+
+	if (lua_getfield(L, idx, "step") != LUA_TNIL) {
+		lua_Integer want = opt_int(L, idx, fn, "step", 0);
+		size_t i;
+
+		f->has_range = true;
+		f->from = f->to = 0; /* an unknown step matches nothing */
+		for (i = 0; i < t->nsteps; i++)
+			if ((lua_Integer)t->steps[i].step == want) {
+				f->from = t->steps[i].ts;
+				f->to = t->steps[i].ts + t->steps[i].dur;
+				break;
+			}
+	}
+	lua_pop(L, 1);
+	if (lua_getfield(L, idx, "from") != LUA_TNIL ||
+	    lua_getfield(L, idx, "to") != LUA_TNIL) {
+		int64_t from = opt_int(L, idx, fn, "from", INT64_MIN);
+		int64_t to = opt_int(L, idx, fn, "to", INT64_MAX);
+
+		if (f->has_range) {
+			if (from < f->from)
+				from = f->from;
+			if (to > f->to)
+				to = f->to;
+		}
+		f->has_range = true;
+		f->from = from;
+		f->to = to > from ? to : from;
+	}
+	lua_settop(L, lua_gettop(L) - (lua_type(L, -1) == LUA_TNIL &&
+				       lua_type(L, -2) == LUA_TNIL ? 2 : 1));
+	/* (the getfield pair above pushed one or two values) */
+
+	if (lua_getfield(L, idx, "within") != LUA_TNIL) {
+		int w = lua_gettop(L);
+
+		if (!lua_istable(L, w))
+			luaL_error(L, "%s: 'within' must be a list of {ts = , dur = } intervals", fn);
+		f->within = read_within(L, w, fn, &f->nwithin);
+		lua_remove(L, w);
+		if (!f->nwithin) {
+			/* nothing to look at */
+			f->has_range = true;
+			f->from = f->to = 0;
+			f->within = NULL;
+		}
+	} else {
+		lua_pop(L, 1);
+	}
+}
+
+/* ------------------------------------------------------------ events */
+
+/* Pushes the table of one event. */
+static void push_event(lua_State *L, const struct tl *tl, const size_t *order,
+		       const struct trace_event *ev)
+{
+	const struct trace *t = tl->t;
+	size_t n = 0, i;
+	long s;
+
+	lua_createtable(L, 0, 12);
+	lua_pushlstring(L, trace_str(t, ev->name), strtab_len(&t->names, ev->name));
+	lua_setfield(L, -2, "name");
+	set_str(L, "cat", cat_lua_name(ev->cat));
+	set_str(L, "ph", ph_name(ev->ph));
+	set_int(L, "ts", ev->ts);
+	set_int(L, "dur", ev->dur);
+	set_int(L, "pid", ev->pid);
+	set_int(L, "tid", ev->tid);
+	if (ev->id)
+		set_int(L, "id", (lua_Integer)ev->id);
+	s = query_step_at(t, order, ev->ts);
+	if (s >= 0)
+		set_int(L, "step", (lua_Integer)t->steps[s].step);
+	if (ev->flags & TRACE_F_STEP)
+		set_bool(L, "is_step", 1);
+	if (ev->flags & TRACE_F_PARTIAL)
+		set_bool(L, "partial", 1);
+	if (ev->flags & TRACE_F_CLIPPED_START)
+		set_bool(L, "clipped_start", 1);
+	if (ev->flags & TRACE_F_CLIPPED_END)
+		set_bool(L, "clipped_end", 1);
+	if (ev->nargs && ev->args <= t->nargs && ev->nargs <= t->nargs - ev->args)
+		n = ev->nargs;
+	lua_createtable(L, 0, (int)n);
+	for (i = 0; i < n; i++) {
+		const struct trace_arg *a = &t->args[ev->args + i];
+
+		lua_pushlstring(L, trace_str(t, a->key), strtab_len(&t->names, a->key));
+		switch (a->type) {
+		case TRACE_ARG_INT: lua_pushinteger(L, a->v.i); break;
+		case TRACE_ARG_UINT:
+			if (a->v.u <= (uint64_t)INT64_MAX)
+				lua_pushinteger(L, (lua_Integer)a->v.u);
+			else
+				lua_pushnumber(L, (double)a->v.u);
+			break;
+		case TRACE_ARG_DOUBLE: lua_pushnumber(L, a->v.d); break;
+		default:
+			lua_pushlstring(L, trace_str(t, a->v.str),
+					strtab_len(&t->names, a->v.str));
+		}
+		lua_rawset(L, -3);
+	}
+	lua_setfield(L, -2, "args");
+}
+
+/* The iterator state: the filter and a cursor. Upvalue 1: the trace
+ * object, 2: this state, 3..: the filter's userdata (kept alive). */
+struct ev_iter {
+	struct query_filter f;
+	size_t next;
+	size_t *order;  /* step order, malloc'd: freed at the end */
+};
+
+static int ev_iter_gc(lua_State *L)
+{
+	struct ev_iter *it = lua_touserdata(L, 1);
+
+	free(it->order);
+	it->order = NULL;
+	return 0;
+}
+
+static int events_next(lua_State *L)
+{
+	struct tl *tl = lua_touserdata(L, lua_upvalueindex(1));
+	struct ev_iter *it = lua_touserdata(L, lua_upvalueindex(2));
+	int64_t dur;
+
+	if (!tl->t)
+		return luaL_error(L, "the trace object is only valid during its on_trace_ready call");
+	while (it->next < tl->t->nev) {
+		const struct trace_event *ev = &tl->t->ev[it->next++];
+
+		if (query_match(tl->t, &it->f, ev, &dur)) {
+			push_event(L, tl, it->order, ev);
+			return 1;
+		}
+	}
+	free(it->order);
+	it->order = NULL;
+	return 0;
+}
+
+/* trace:events{filter} -> iterator over event tables. */
+static int tl_events(lua_State *L)
+{
+	struct tl *tl = check_tl(L);
+	int opts = lua_istable(L, 2) ? 2 : 0, base, n;
+	struct ev_iter *it;
+	struct query_filter f;
+
+	if (!opts && !lua_isnoneornil(L, 2))
+		return luaL_error(L, "trace:events: expected a table of options or nothing");
+	lua_settop(L, 2);
+	if (opts)
+		check_keys(L, opts, "trace:events", NULL);
+	base = lua_gettop(L);
+	read_filter(L, tl, opts, "trace:events", &f);
+	n = lua_gettop(L) - base;   /* userdata holding the filter's arrays */
+	lua_pushvalue(L, 1);
+	lua_insert(L, base + 1);
+	it = lua_newuserdatauv(L, sizeof *it, 0);
+	it->f = f;
+	it->next = 0;
+	it->order = NULL;
+	lua_createtable(L, 0, 1);
+	lua_pushcfunction(L, ev_iter_gc);
+	lua_setfield(L, -2, "__gc");
+	lua_setmetatable(L, -2);
+	lua_insert(L, base + 2);
+	it->order = query_step_order(tl->t);
+	lua_pushcclosure(L, events_next, 2 + n);
+	return 1;
+}
+
+/* ------------------------------------------------------------ aggregate */
+
+static const char *const by_names[] = { "name", "cat", "thread", "stream", "step", NULL };
+static const char *const sort_names[] = { "total", "count", "avg", "min", "max",
+					  "med", "std", "key", NULL };
+
+/* Pushes rows of an aggregate result (an array with .columns, .total,
+ * .count, .groups). */
+static void push_rows(lua_State *L, const struct tl *tl,
+		      const struct query_agg_opts *o, const struct query_result *r)
+{
+	const struct trace *t = tl->t;
+	static const char *const cols_name[] = { "name", "count", "total", "share",
+						 "avg", "med", "min", "max", "std", NULL };
+	static const char *const cols_thread[] = { "name", "pid", "tid", "count", "total",
+						   "share", "avg", "med", "min", "max", "std", NULL };
+	static const char *const cols_step[] = { "step", "count", "total", "share",
+						 "avg", "med", "min", "max", "std", NULL };
+	const char *const *cols = o->by == QUERY_BY_STEP ? cols_step
+				 : (o->by == QUERY_BY_THREAD || o->by == QUERY_BY_STREAM)
+				   ? cols_thread : cols_name;
+	size_t i;
+	int k;
+
+	lua_createtable(L, (int)r->nrows, 4);
+	for (i = 0; i < r->nrows; i++) {
+		const struct query_row *row = &r->rows[i];
+		char buf[64];
+
+		lua_createtable(L, 0, 14);
+		switch (o->by) {
+		case QUERY_BY_NAME:
+			lua_pushlstring(L, trace_str(t, row->name), strtab_len(&t->names, row->name));
+			lua_pushvalue(L, -1);
+			lua_setfield(L, -3, "key");
+			lua_setfield(L, -2, "name");
+			break;
+		case QUERY_BY_CAT:
+			set_str(L, "key", cat_lua_name(row->cat));
+			set_str(L, "name", cat_lua_name(row->cat));
+			break;
+		case QUERY_BY_STEP:
+			set_int(L, "key", (lua_Integer)row->step);
+			set_int(L, "step", (lua_Integer)row->step);
+			snprintf(buf, sizeof buf, "ProfilerStep#%llu", (unsigned long long)row->step);
+			set_str(L, "name", buf);
+			break;
+		default: {
+			const char *tn = o->by == QUERY_BY_THREAD
+					 ? thread_name(t, row->pid, row->tid) : NULL;
+
+			set_int(L, "key", row->tid);
+			set_int(L, "pid", row->pid);
+			set_int(L, "tid", row->tid);
+			if (tn && *tn) {
+				set_str(L, "name", tn);
+			} else {
+				if (o->by == QUERY_BY_STREAM)
+					snprintf(buf, sizeof buf, "device %d stream %d",
+						 (int)row->pid, (int)row->tid);
+				else
+					snprintf(buf, sizeof buf, "thread %d", (int)row->tid);
+				set_str(L, "name", buf);
+			}
+		}
+		}
+		set_int(L, "count", (lua_Integer)row->count);
+		set_value(L, "total", row->total);
+		set_num(L, "share", r->total > 0 ? row->total / r->total : 0);
+		set_num(L, "avg", row->avg);
+		set_num(L, "med", row->med);
+		set_value(L, "min", row->min);
+		set_value(L, "max", row->max);
+		set_num(L, "std", row->std);
+		set_int(L, "dur", row->dur);
+		set_int(L, "first_ts", row->first_ts);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_createtable(L, 10, 0);
+	for (k = 0; cols[k]; k++) {
+		lua_pushstring(L, cols[k]);
+		lua_rawseti(L, -2, k + 1);
+	}
+	lua_setfield(L, -2, "columns");
+	set_value(L, "total", r->total);
+	set_int(L, "count", (lua_Integer)r->count);
+	set_int(L, "groups", (lua_Integer)r->ngroups);
+}
+
+/* trace:aggregate{filter, by =, sum =, self =, sort =, limit =} -> rows. */
+static int tl_aggregate(lua_State *L)
+{
+	static const char *const extra[] = { "by", "sum", "self", "sort", "limit", NULL };
+	struct tl *tl = check_tl(L);
+	struct query_agg_opts o;
+	struct query_result *r;
+	struct box *b;
+	struct err e;
+	lua_Integer limit;
+
+	memset(&o, 0, sizeof o);
+	lua_settop(L, 2);
+	if (!lua_isnoneornil(L, 2))
+		luaL_checktype(L, 2, LUA_TTABLE);
+	else {
+		lua_newtable(L);
+		lua_replace(L, 2);
+	}
+	check_keys(L, 2, "trace:aggregate", extra);
+	lua_getfield(L, 2, "by");
+	o.by = (enum query_by)luaL_checkoption(L, -1, "name", by_names);
+	lua_pop(L, 1);
+	lua_getfield(L, 2, "sort");
+	o.sort = (enum query_sort)luaL_checkoption(L, -1, "total", sort_names);
+	lua_pop(L, 1);
+	if (lua_getfield(L, 2, "sum") != LUA_TNIL) {
+		const char *s = lua_tostring(L, -1);
+
+		if (lua_type(L, -1) != LUA_TSTRING)
+			return luaL_error(L, "trace:aggregate: 'sum' must be \"dur\" or an argument name");
+		if (strcmp(s, "dur") != 0)
+			o.sum_arg = s; /* stays on the stack */
+	}
+	lua_getfield(L, 2, "self");
+	o.self = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	limit = opt_int(L, 2, "trace:aggregate", "limit", 0);
+	if (limit < 0)
+		return luaL_error(L, "trace:aggregate: 'limit' must be >= 0");
+	o.limit = (size_t)limit;
+	read_filter(L, tl, 2, "trace:aggregate", &o.filter);
+	b = push_box(L);
+	r = box_alloc(L, b, sizeof *r, free_result);
+	if (query_aggregate(tl->t, &o, r, &e) != 0)
+		return luaL_error(L, "trace:aggregate: %s", e.msg);
+	push_rows(L, tl, &o, r);
+	box_done(b);
+	return 1;
+}
+
+/* ------------------------------------------------------------ steps */
+
+/* Pushes the step table (cached in the object's user value). */
+static void push_steps(lua_State *L, struct tl *tl)
+{
+	struct query_step *steps = NULL;
+	size_t n = 0, i;
+	struct err e;
+	struct box *b;
+	int p;
+
+	lua_getiuservalue(L, 1, 1);
+	if (lua_getfield(L, -1, "steps") == LUA_TTABLE) {
+		lua_remove(L, -2);
+		return;
+	}
+	lua_pop(L, 1);
+	b = push_box(L);
+	if (query_steps(tl->t, &steps, &n, &e) != 0)
+		luaL_error(L, "trace.steps: %s", e.msg);
+	b->p = steps;
+	b->fn = free;
+	lua_createtable(L, (int)n, 0);
+	for (i = 0; i < n; i++) {
+		const struct query_step *s = &steps[i];
+
+		lua_createtable(L, 0, 8);
+		set_int(L, "step", (lua_Integer)s->step);
+		set_int(L, "ts", s->ts);
+		set_int(L, "dur", s->dur);
+		set_int(L, "tid", s->tid);
+		set_bool(L, "partial", s->partial);
+		set_bool(L, "has_phases", s->has_phases);
+		lua_createtable(L, 0, QUERY_PHASE_COUNT);
+		for (p = 0; p < QUERY_PHASE_COUNT; p++)
+			set_int(L, query_phase_name((enum query_phase)p), s->phase[p]);
+		lua_setfield(L, -2, "phases");
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	box_done(b);
+	lua_remove(L, -2); /* the box */
+	lua_pushvalue(L, -1);
+	lua_setfield(L, -3, "steps");
+	lua_remove(L, -2); /* the cache */
+}
+
+/* trace:phases() -> rows {phase, total, avg, share} over the complete
+ * steps that have phases; empty when none has. */
+static int tl_phases(lua_State *L)
+{
+	struct tl *tl = check_tl(L);
+	int64_t sum[QUERY_PHASE_COUNT] = { 0 }, all = 0;
+	lua_Integer i, n, used = 0;
+	int p;
+
+	lua_settop(L, 1);
+	push_steps(L, tl);
+	n = (lua_Integer)lua_rawlen(L, 2);
+	for (i = 1; i <= n; i++) {
+		lua_rawgeti(L, 2, i);
+		lua_getfield(L, -1, "partial");
+		lua_getfield(L, -2, "has_phases");
+		if (!lua_toboolean(L, -2) && lua_toboolean(L, -1)) {
+			lua_getfield(L, -3, "phases");
+			for (p = 0; p < QUERY_PHASE_COUNT; p++) {
+				lua_getfield(L, -1, query_phase_name((enum query_phase)p));
+				sum[p] += lua_tointeger(L, -1);
+				all += lua_tointeger(L, -1);
+				lua_pop(L, 1);
+			}
+			lua_pop(L, 1);
+			used++;
+		}
+		lua_pop(L, 3);
+	}
+	lua_createtable(L, used ? QUERY_PHASE_COUNT : 0, 2);
+	for (p = 0; used && p < QUERY_PHASE_COUNT; p++) {
+		lua_createtable(L, 0, 4);
+		set_str(L, "phase", query_phase_name((enum query_phase)p));
+		set_str(L, "name", query_phase_name((enum query_phase)p));
+		set_int(L, "total", sum[p]);
+		set_num(L, "avg", (double)sum[p] / (double)used);
+		set_num(L, "share", all > 0 ? (double)sum[p] / (double)all : 0);
+		lua_rawseti(L, -2, p + 1);
+	}
+	set_int(L, "steps", used);
+	lua_createtable(L, 4, 0);
+	{
+		static const char *const cols[] = { "phase", "total", "avg", "share" };
+
+		for (p = 0; p < 4; p++) {
+			lua_pushstring(L, cols[p]);
+			lua_rawseti(L, -2, p + 1);
+		}
+	}
+	lua_setfield(L, -2, "columns");
+	return 1;
+}
+
+/* ------------------------------------------------------------ during */
+
+/* Pushes {total, ranges = rows {name, time, share}, phases = {...}} for
+ * thread (pid, tid) over `iv`. */
+static void push_during(lua_State *L, const struct tl *tl, int32_t pid,
+			int32_t tid, const struct query_interval *iv, size_t niv,
+			size_t limit)
+{
+	const struct trace *t = tl->t;
+	struct box *b = push_box(L);
+	struct query_during *d = box_alloc(L, b, sizeof *d, free_during);
+	struct err e;
+	size_t i, n;
+	int p;
+
+	if (query_during(t, pid, tid, iv, niv, d, &e) != 0)
+		luaL_error(L, "trace:during: %s", e.msg);
+	n = limit && limit < d->nrange ? limit : d->nrange;
+	lua_createtable(L, 0, 4);
+	set_int(L, "total", d->total);
+	set_int(L, "tid", tid);
+	lua_createtable(L, (int)n, 0);
+	for (i = 0; i < n; i++) {
+		const struct query_row *r = &d->by_range[i];
+
+		lua_createtable(L, 0, 3);
+		if (r->name == STRTAB_NONE)
+			set_str(L, "name", "(no range)");
+		else {
+			lua_pushlstring(L, trace_str(t, r->name), strtab_len(&t->names, r->name));
+			lua_setfield(L, -2, "name");
+		}
+		set_value(L, "time", r->total);
+		set_num(L, "share", d->total > 0 ? r->total / (double)d->total : 0);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "ranges");
+	lua_createtable(L, 0, QUERY_PHASE_COUNT + 1);
+	for (p = 0; p < QUERY_PHASE_COUNT; p++)
+		set_int(L, query_phase_name((enum query_phase)p), d->phase[p]);
+	set_int(L, "none", d->phase[QUERY_PHASE_COUNT]);
+	lua_setfield(L, -2, "phases");
+	box_done(b);
+	lua_remove(L, -2);
+}
+
+/* The thread a busy/during call looks at: opts.thread (id or name), else
+ * the main (stepping) thread. */
+static int32_t opt_thread(lua_State *L, struct tl *tl, int idx, const char *fn)
+{
+	struct query_filter f;
+	int top = lua_gettop(L);
+
+	if (!idx || lua_getfield(L, idx, "thread") == LUA_TNIL) {
+		lua_settop(L, top);
+		return tl->main_tid;
+	}
+	lua_settop(L, top);
+	memset(&f, 0, sizeof f);
+	/* reuse the filter's thread parsing on a table holding only it */
+	lua_createtable(L, 0, 1);
+	lua_getfield(L, idx, "thread");
+	lua_setfield(L, -2, "thread");
+	read_filter(L, tl, lua_gettop(L), fn, &f);
+	lua_settop(L, top);
+	return f.tid;
+}
+
+/* trace:during{thread =, within = {...}, limit =} -> what the thread was
+ * doing in those intervals. */
+static int tl_during(lua_State *L)
+{
+	static const char *const extra[] = { "limit", NULL };
+	struct tl *tl = check_tl(L);
+	const struct query_interval *iv = NULL;
+	size_t niv = 0;
+	int32_t tid;
+
+	lua_settop(L, 2);
+	luaL_checktype(L, 2, LUA_TTABLE);
+	check_keys(L, 2, "trace:during", extra);
+	tid = opt_thread(L, tl, 2, "trace:during");
+	if (lua_getfield(L, 2, "within") == LUA_TTABLE) {
+		iv = read_within(L, 3, "trace:during", &niv);
+	} else {
+		struct query_interval *w;
+
+		lua_pop(L, 1);
+		if (lua_getfield(L, 2, "from") == LUA_TNIL)
+			return luaL_error(L, "trace:during: give 'within' (a list of intervals) or 'from' and 'to'");
+		lua_pop(L, 1);
+		w = lua_newuserdatauv(L, sizeof *w, 0);
+		w->ts = opt_int(L, 2, "trace:during", "from", 0);
+		w->dur = opt_int(L, 2, "trace:during", "to", 0) - w->ts;
+		if (w->dur < 0)
+			w->dur = 0;
+		iv = w;
+		niv = 1;
+	}
+	push_during(L, tl, tl->t->meta.pid, tid, iv, niv,
+		    (size_t)opt_int(L, 2, "trace:during", "limit", 0));
+	return 1;
+}
+
+/* ------------------------------------------------------------ busy */
+
+static void push_iv(lua_State *L, const struct tl *tl, const size_t *order,
+		    const struct query_interval *iv)
+{
+	long s = query_step_at(tl->t, order, iv->ts);
+
+	lua_createtable(L, 0, 3);
+	set_int(L, "ts", iv->ts);
+	set_int(L, "dur", iv->dur);
+	if (s >= 0)
+		set_int(L, "step", (lua_Integer)tl->t->steps[s].step);
+}
+
+/* trace:busy{cat =, pid =, buckets =, gaps =, window =, thread =} -> busy
+ * and idle time of the GPU (or the given categories), the largest gaps,
+ * and what the thread was doing while the GPU was idle. */
+static int tl_busy(lua_State *L)
+{
+	static const char *const keys[] = { "cat", "pid", "buckets", "gaps", "window",
+					    "thread", NULL };
+	struct tl *tl = check_tl(L);
+	struct query_busy_opts o;
+	struct query_busy *r;
+	struct query_filter f;
+	struct box *b;
+	struct err e;
+	size_t *order = NULL, i;
+	int32_t tid;
+	struct box *ob;
+
+	memset(&o, 0, sizeof o);
+	lua_settop(L, 2);
+	if (lua_isnoneornil(L, 2)) {
+		lua_newtable(L);
+		lua_replace(L, 2);
+	}
+	luaL_checktype(L, 2, LUA_TTABLE);
+	/* busy takes only some of the filter keys */
+	lua_pushnil(L);
+	while (lua_next(L, 2)) {
+		const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+		int ok = 0;
+
+		for (i = 0; keys[i]; i++)
+			ok |= strcmp(k, keys[i]) == 0;
+		if (!ok)
+			return luaL_error(L, "trace:busy: unknown option '%s' (valid: cat, pid, buckets, gaps, window, thread)", k);
+		lua_pop(L, 1);
+	}
+	if (lua_getfield(L, 2, "cat") != LUA_TNIL) {
+		lua_createtable(L, 0, 1);
+		lua_insert(L, -2);
+		lua_setfield(L, -2, "cat");
+		read_filter(L, tl, lua_gettop(L), "trace:busy", &f);
+		o.cats = f.cats;
+	}
+	lua_settop(L, 2);
+	if (lua_getfield(L, 2, "pid") != LUA_TNIL) {
+		o.has_pid = true;
+		o.pid = (int32_t)opt_int(L, 2, "trace:busy", "pid", 0);
+	}
+	lua_pop(L, 1);
+	o.buckets = (size_t)opt_int(L, 2, "trace:busy", "buckets", 0);
+	if (o.buckets > 100000)
+		return luaL_error(L, "trace:busy: 'buckets' must be at most 100000");
+	o.max_gaps = (size_t)opt_int(L, 2, "trace:busy", "gaps", 10);
+	lua_getfield(L, 2, "window");
+	o.whole_window = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	tid = opt_thread(L, tl, 2, "trace:busy");
+
+	b = push_box(L);                 /* 3 */
+	r = box_alloc(L, b, sizeof *r, free_busy);
+	if (query_busy(tl->t, &o, r, &e) != 0)
+		return luaL_error(L, "trace:busy: %s", e.msg);
+	ob = push_box(L);                /* 4 */
+	order = query_step_order(tl->t);
+	ob->p = order;
+	ob->fn = free;
+
+	lua_createtable(L, 0, 12);       /* 5 */
+	set_int(L, "start", r->start);
+	set_int(L, "end", r->end);
+	set_int(L, "span", r->span);
+	set_int(L, "busy", r->busy);
+	set_int(L, "idle", r->idle);
+	set_int(L, "events", (lua_Integer)r->events);
+	set_num(L, "utilization", r->span > 0 ? (double)r->busy / (double)r->span : 0);
+	set_int(L, "bucket_ns", r->bucket_ns);
+	lua_createtable(L, (int)r->nbuckets, 0);
+	for (i = 0; i < r->nbuckets; i++) {
+		lua_pushnumber(L, r->bucket[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "buckets");
+	lua_createtable(L, (int)r->ngaps, 0);
+	for (i = 0; i < r->ngaps; i++) {
+		push_iv(L, tl, order, &r->gaps[i]);
+		if (r->events > 0) {
+			push_during(L, tl, tl->t->meta.pid, tid, &r->gaps[i], 1, 3);
+			lua_setfield(L, -2, "cpu");
+		}
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "gaps");
+	set_int(L, "nidle", (lua_Integer)r->nidle);
+	set_int(L, "tid", tid);
+	if (r->nidle > 0) {
+		push_during(L, tl, tl->t->meta.pid, tid, r->idle_iv, r->nidle, 10);
+		lua_setfield(L, -2, "cpu");
+	}
+	box_done(b);
+	box_done(ob);
+	return 1;
+}
+
+/* ------------------------------------------------------------ samples */
+
+/* trace:samples{filter, max_nodes =} -> the sample tree {name, value,
+ * self, children = {...}} with .samples and .truncated. */
+static int tl_samples(lua_State *L)
+{
+	static const char *const extra[] = { "max_nodes", NULL };
+	struct tl *tl = check_tl(L);
+	struct query_filter f;
+	struct query_tree *tree;
+	struct box *b;
+	struct err e;
+	lua_Integer max_nodes = TL_SAMPLE_NODES;
+	size_t pushed = 1, head = 0, i;
+	uint32_t *queue;
+	int opts = lua_istable(L, 2) ? 2 : 0, nodes_tab, base;
+
+	lua_settop(L, 2);
+	if (opts) {
+		check_keys(L, opts, "trace:samples", extra);
+		max_nodes = opt_int(L, opts, "trace:samples", "max_nodes", TL_SAMPLE_NODES);
+		if (max_nodes < 1)
+			return luaL_error(L, "trace:samples: 'max_nodes' must be >= 1");
+	}
+	read_filter(L, tl, opts, "trace:samples", &f);
+	b = push_box(L);
+	tree = box_alloc(L, b, sizeof *tree, free_tree);
+	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
+		return luaL_error(L, "trace:samples: %s", e.msg);
+	/* breadth-first, so a node limit keeps the big picture */
+	queue = lua_newuserdatauv(L, (tree->n + 1) * sizeof *queue, 0);
+	lua_createtable(L, (int)(tree->n < (size_t)max_nodes ? tree->n : (size_t)max_nodes), 0);
+	nodes_tab = lua_gettop(L);
+	base = nodes_tab;
+	queue[0] = 0;
+	for (head = 0; head < pushed; head++) {
+		const struct query_node *nd = &tree->nodes[queue[head]];
+		uint32_t c;
+
+		lua_createtable(L, 0, 5);
+		lua_pushlstring(L, nd->name, nd->len);
+		lua_setfield(L, -2, "name");
+		set_value(L, "value", nd->value);
+		set_value(L, "self", nd->self);
+		lua_newtable(L);
+		lua_setfield(L, -2, "children");
+		lua_rawseti(L, nodes_tab, (lua_Integer)head + 1);
+		/* link to the parent: the parent's position in the queue */
+		for (c = nd->first_child; c != UINT32_MAX; c = tree->nodes[c].next_sibling)
+			if (pushed < (size_t)max_nodes)
+				queue[pushed++] = c;
+			else
+				tree->truncated = true;
+	}
+	/* attach children in queue order: a node's parent came earlier */
+	{
+		uint32_t *pos = lua_newuserdatauv(L, tree->n * sizeof *pos, 0);
+
+		for (i = 0; i < tree->n; i++)
+			pos[i] = UINT32_MAX;
+		for (i = 0; i < pushed; i++)
+			pos[queue[i]] = (uint32_t)i;
+		for (i = 1; i < pushed; i++) {
+			uint32_t parent = tree->nodes[queue[i]].parent;
+
+			lua_rawgeti(L, nodes_tab, (lua_Integer)pos[parent] + 1);
+			lua_getfield(L, -1, "children");
+			lua_rawgeti(L, nodes_tab, (lua_Integer)i + 1);
+			lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+			lua_pop(L, 2);
+		}
+		lua_pop(L, 1);
+	}
+	lua_rawgeti(L, base, 1);
+	set_int(L, "samples", (lua_Integer)tree->samples);
+	set_bool(L, "truncated", tree->truncated);
+	box_done(b);
+	return 1;
+}
+
+/* ------------------------------------------------------------ writers */
+
+/* Checks `rel` and makes its directories under tl->dir; pushes the full
+ * path. Raises on a bad path. */
+static const char *resolve_out(lua_State *L, const struct tl *tl, const char *fn,
+			       const char *rel, size_t len)
+{
+	char comp[256];
+	const char *p = rel, *slash;
+	int dfd;
+
+	if (!tl->dir)
+		luaL_error(L, "%s: this trace has no output directory to write into", fn);
+	if (len == 0 || strlen(rel) != len)
+		luaL_error(L, "%s: the path must be a non-empty string without NUL bytes", fn);
+	if (rel[0] == '/')
+		luaL_error(L, "%s: '%s' is absolute; give a path inside the window directory", fn, rel);
+	if (len > 1024)
+		luaL_error(L, "%s: the path is too long", fn);
+	dfd = open(tl->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		luaL_error(L, "%s: cannot open the window directory '%s': %s", fn, tl->dir,
+			   strerror(errno));
+	for (;;) {
+		size_t n;
+		struct stat st;
+
+		slash = strchr(p, '/');
+		n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 0 || n >= sizeof comp || (n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.')) {
+			close(dfd);
+			luaL_error(L, "%s: '%s' must stay inside the window directory (no '..', '.' or empty parts)",
+				   fn, rel);
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (!slash) {
+			if (fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))) {
+				close(dfd);
+				luaL_error(L, "%s: '%s' is %s", fn, rel,
+					   S_ISLNK(st.st_mode) ? "a symbolic link" : "a directory");
+			}
+			break;
+		}
+		if (mkdirat(dfd, comp, 0755) != 0 && errno != EEXIST) {
+			int err = errno;
+
+			close(dfd);
+			luaL_error(L, "%s: cannot create directory '%s' in '%s': %s", fn, comp,
+				   tl->dir, strerror(err));
+		}
+		{
+			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (nfd < 0) {
+				int err = errno;
+
+				close(dfd);
+				luaL_error(L, "%s: '%s' in '%s' is %s", fn, comp, rel,
+					   err == ELOOP || err == ENOTDIR
+					   ? "a symbolic link or not a directory" : strerror(err));
+			}
+			close(dfd);
+			dfd = nfd;
+		}
+		p = slash + 1;
+	}
+	close(dfd);
+	return lua_pushfstring(L, "%s/%s", tl->dir, rel);
+}
+
+/* Writes `text` to `full` atomically; raises on failure. */
+static void write_file(lua_State *L, const char *fn, const char *full,
+		       const char *text, size_t len)
+{
+	struct err e;
+	struct outfile *f = outfile_open(full, false, &e);
+
+	if (!f)
+		luaL_error(L, "%s: %s", fn, e.msg);
+	if (outfile_write(f, text, len) != 0) {
+		outfile_error(f, &e);
+		outfile_abort(f);
+		luaL_error(L, "%s: %s", fn, e.msg);
+	}
+	if (outfile_commit(f, &e) != 0)
+		luaL_error(L, "%s: %s", fn, e.msg);
+}
+
+/* trace:write(path, text) -> the full path written. */
+static int tl_write(lua_State *L)
+{
+	struct tl *tl = check_tl(L);
+	size_t plen, tlen;
+	const char *rel = luaL_checklstring(L, 2, &plen);
+	const char *text = luaL_checklstring(L, 3, &tlen);
+	const char *full = resolve_out(L, tl, "trace:write", rel, plen);
+
+	write_file(L, "trace:write", full, text, tlen);
+	return 1;
+}
+
+/* trace:write_json(path, value) -> the full path written (encoded by
+ * prof.json). */
+static int tl_write_json(lua_State *L)
+{
+	struct tl *tl = check_tl(L);
+	size_t plen, tlen;
+	const char *rel = luaL_checklstring(L, 2, &plen);
+	const char *full, *text;
+
+	luaL_checkany(L, 3);
+	lua_settop(L, 3);
+	full = resolve_out(L, tl, "trace:write_json", rel, plen); /* 4 */
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "prof.json");
+	lua_call(L, 1, 1);
+	lua_getfield(L, -1, "encode");
+	lua_pushvalue(L, 3);
+	lua_call(L, 1, 1);
+	text = lua_tolstring(L, -1, &tlen);
+	if (!text)
+		return luaL_error(L, "trace:write_json: prof.json.encode returned no string");
+	write_file(L, "trace:write_json", full, text, tlen);
+	lua_pushvalue(L, 4);
+	return 1;
+}
+
+/* The text of one table cell (pushed). */
+static void push_cell(lua_State *L, int v)
+{
+	switch (lua_type(L, v)) {
+	case LUA_TNIL:
+		lua_pushliteral(L, "");
+		break;
+	case LUA_TNUMBER:
+		if (lua_isinteger(L, v))
+			lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, v));
+		else {
+			char buf[64];
+
+			snprintf(buf, sizeof buf, "%.3f", lua_tonumber(L, v));
+			lua_pushstring(L, buf);
+		}
+		break;
+	case LUA_TSTRING:
+		lua_pushvalue(L, v);
+		break;
+	case LUA_TBOOLEAN:
+		lua_pushstring(L, lua_toboolean(L, v) ? "true" : "false");
+		break;
+	default:
+		lua_pushstring(L, luaL_typename(L, v));
+	}
+}
+
+/* trace:write_table(path, rows [, columns]) -> the full path written.
+ * Columns: the third argument, else rows.columns, else the rows' keys in
+ * alphabetical order. */
+static int tl_write_table(lua_State *L)
+{
+	struct tl *tl = check_tl(L);
+	size_t plen;
+	const char *rel = luaL_checklstring(L, 2, &plen);
+	lua_Integer nrows, ncols, i, c;
+	size_t *width;
+	int cols, rows = 3, cells;
+	luaL_Buffer b;
+	const char *full;
+
+	luaL_checktype(L, 3, LUA_TTABLE);
+	lua_settop(L, 4);
+	if (lua_istable(L, 4)) {
+		cols = 4;
+	} else if (lua_getfield(L, 3, "columns") == LUA_TTABLE) {
+		lua_replace(L, 4);
+		cols = 4;
+	} else {
+		/* union of the rows' string keys, sorted */
+		lua_pop(L, 1);
+		lua_newtable(L); /* set */
+		nrows = (lua_Integer)lua_rawlen(L, rows);
+		for (i = 1; i <= nrows; i++) {
+			if (lua_rawgeti(L, rows, i) == LUA_TTABLE) {
+				lua_pushnil(L);
+				while (lua_next(L, -2)) {
+					lua_pop(L, 1);
+					if (lua_type(L, -1) == LUA_TSTRING) {
+						lua_pushvalue(L, -1);
+						lua_pushboolean(L, 1);
+						lua_rawset(L, -5);
+					}
+				}
+			}
+			lua_pop(L, 1);
+		}
+		lua_newtable(L);
+		lua_pushnil(L);
+		while (lua_next(L, -3)) {
+			lua_pop(L, 1);
+			lua_pushvalue(L, -1);
+			lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
+		}
+		lua_getglobal(L, "table");
+		lua_getfield(L, -1, "sort");
+		lua_pushvalue(L, -3);
+		lua_call(L, 1, 0);
+		lua_pop(L, 1);
+		lua_replace(L, 4);
+		lua_pop(L, 1);
+		cols = 4;
+	}
+	nrows = (lua_Integer)lua_rawlen(L, rows);
+	ncols = (lua_Integer)lua_rawlen(L, cols);
+	if (ncols == 0)
+		return luaL_error(L, "trace:write_table: no columns (give rows with keys, or a list of column names)");
+	full = resolve_out(L, tl, "trace:write_table", rel, plen); /* 5 */
+	(void)full;
+	/* cells: a table of (nrows + 1) * ncols strings */
+	lua_createtable(L, (int)((nrows + 1) * ncols), 0);
+	cells = lua_gettop(L);
+	width = lua_newuserdatauv(L, (size_t)ncols * sizeof *width, 0);
+	for (c = 1; c <= ncols; c++) {
+		size_t w;
+
+		lua_rawgeti(L, cols, c);
+		push_cell(L, lua_gettop(L));
+		lua_tolstring(L, -1, &w);
+		width[c - 1] = w;
+		lua_rawseti(L, cells, c);
+		lua_pop(L, 1);
+	}
+	for (i = 1; i <= nrows; i++) {
+		int rt = lua_rawgeti(L, rows, i);
+
+		for (c = 1; c <= ncols; c++) {
+			size_t w;
+
+			if (rt == LUA_TTABLE) {
+				lua_rawgeti(L, cols, c);
+				lua_gettable(L, -2);
+			} else {
+				lua_pushnil(L);
+			}
+			push_cell(L, lua_gettop(L));
+			lua_tolstring(L, -1, &w);
+			if (w > width[c - 1])
+				width[c - 1] = w;
+			lua_rawseti(L, cells, i * ncols + c);
+			lua_pop(L, 1);
+		}
+		lua_pop(L, 1);
+	}
+	/* the cells' strings stay alive in `cells`; take pointers to them
+	 * now, since a luaL_Buffer owns the top of the stack */
+	{
+		size_t ncell = (size_t)((nrows + 1) * ncols);
+		const char **cs = lua_newuserdatauv(L, ncell * sizeof *cs, 0);
+		size_t *cl = lua_newuserdatauv(L, ncell * sizeof *cl, 0);
+		char *right = lua_newuserdatauv(L, ncell, 0);
+
+		for (i = 0; i <= nrows; i++)
+			for (c = 1; c <= ncols; c++) {
+				size_t at = (size_t)(i * ncols + c - 1);
+
+				lua_rawgeti(L, cells, i * ncols + c);
+				cs[at] = lua_tolstring(L, -1, &cl[at]);
+				/* numbers right-aligned, the header left */
+				right[at] = i > 0 && lua_isnumber(L, -1);
+				lua_pop(L, 1);
+			}
+		luaL_buffinit(L, &b);
+		for (i = 0; i <= nrows; i++) {
+			for (c = 1; c <= ncols; c++) {
+				size_t at = (size_t)(i * ncols + c - 1), k;
+
+				if (right[at])
+					for (k = cl[at]; k < width[c - 1]; k++)
+						luaL_addchar(&b, ' ');
+				luaL_addlstring(&b, cs[at], cl[at]);
+				if (!right[at] && c < ncols)
+					for (k = cl[at]; k < width[c - 1]; k++)
+						luaL_addchar(&b, ' ');
+				if (c < ncols)
+					luaL_addstring(&b, "  ");
+			}
+			luaL_addchar(&b, '\n');
+			if (i == 0) {
+				for (c = 1; c <= ncols; c++) {
+					size_t k;
+
+					for (k = 0; k < width[c - 1]; k++)
+						luaL_addchar(&b, '-');
+					if (c < ncols)
+						luaL_addstring(&b, "  ");
+				}
+				luaL_addchar(&b, '\n');
+			}
+		}
+	}
+	luaL_pushresult(&b);
+	{
+		size_t tlen;
+		const char *text = lua_tolstring(L, -1, &tlen);
+
+		write_file(L, "trace:write_table", lua_tostring(L, 5), text, tlen);
+	}
+	lua_pushvalue(L, 5);
+	return 1;
+}
+
+/* ------------------------------------------------------------ fields */
+
+static void push_counters(lua_State *L, const struct trace *t)
+{
+	const struct trace_counters *c = &t->counters;
+
+	lua_createtable(L, 0, 6);
+	set_int(L, "events", (lua_Integer)c->events);
+	set_int(L, "dropped_buffer", (lua_Integer)c->dropped_buffer);
+	set_int(L, "dropped_noslot", (lua_Integer)c->dropped_noslot);
+	set_int(L, "unbalanced_pops", (lua_Integer)c->unbalanced_pops);
+	set_int(L, "clipped", (lua_Integer)c->clipped);
+	set_int(L, "gpu_dropped", (lua_Integer)c->gpu_dropped);
+}
+
+static void push_drops(lua_State *L, const struct trace *t)
+{
+	const struct trace_counters *c = &t->counters;
+
+	lua_createtable(L, 0, 4);
+	set_int(L, "buffer", (lua_Integer)c->dropped_buffer);
+	set_int(L, "noslot", (lua_Integer)c->dropped_noslot);
+	set_int(L, "gpu", (lua_Integer)c->gpu_dropped);
+	set_int(L, "total", (lua_Integer)(c->dropped_buffer + c->dropped_noslot +
+					  c->gpu_dropped));
+}
+
+static void push_threads(lua_State *L, const struct trace *t)
+{
+	size_t i;
+
+	lua_createtable(L, (int)t->nthreads, 0);
+	for (i = 0; i < t->nthreads; i++) {
+		lua_createtable(L, 0, 3);
+		set_int(L, "pid", t->threads[i].pid);
+		set_int(L, "tid", t->threads[i].tid);
+		set_str(L, "name", trace_str(t, t->threads[i].name));
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+}
+
+/* counts[cat name] = events of that category. */
+static void push_counts(lua_State *L, const struct trace *t)
+{
+	uint64_t n[TRACE_CAT_COUNT] = { 0 };
+	size_t i;
+	unsigned c;
+
+	for (i = 0; i < t->nev; i++)
+		if (t->ev[i].cat < TRACE_CAT_COUNT)
+			n[t->ev[i].cat]++;
+	lua_createtable(L, 0, TRACE_CAT_COUNT);
+	for (c = 0; c < TRACE_CAT_COUNT; c++)
+		if (n[c])
+			set_int(L, cat_lua_name(c), (lua_Integer)n[c]);
+}
+
+static const luaL_Reg tl_methods[] = {
+	{ "events", tl_events },
+	{ "aggregate", tl_aggregate },
+	{ "phases", tl_phases },
+	{ "busy", tl_busy },
+	{ "during", tl_during },
+	{ "samples", tl_samples },
+	{ "write", tl_write },
+	{ "write_table", tl_write_table },
+	{ "write_json", tl_write_json },
+	{ NULL, NULL }
+};
+
+static const char *const tl_fields =
+	"rank, world_size, window, first_step, last_step, reason, program, hostname, "
+	"run, pid, start, end, duration, event_count, main_thread, dir, files, drops, "
+	"counters, counts, steps, threads";
+
+/* __index: methods, then fields. Cached fields live in user value 1. */
+static int tl_index(lua_State *L)
+{
+	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+	const char *k = luaL_checkstring(L, 2);
+	const struct trace *t;
+	const struct trace_meta *m;
+
+	if (lua_getfield(L, lua_upvalueindex(1), k) != LUA_TNIL)
+		return 1;
+	lua_pop(L, 1);
+	t = check_tl(L)->t;
+	m = &t->meta;
+	if (strcmp(k, "rank") == 0) lua_pushinteger(L, m->rank);
+	else if (strcmp(k, "world_size") == 0) lua_pushinteger(L, m->world_size);
+	else if (strcmp(k, "window") == 0) lua_pushinteger(L, m->window);
+	else if (strcmp(k, "first_step") == 0) lua_pushinteger(L, (lua_Integer)m->first_step);
+	else if (strcmp(k, "last_step") == 0) lua_pushinteger(L, (lua_Integer)m->last_step);
+	else if (strcmp(k, "reason") == 0) lua_pushstring(L, m->reason ? m->reason : "");
+	else if (strcmp(k, "program") == 0) lua_pushstring(L, m->program ? m->program : "");
+	else if (strcmp(k, "hostname") == 0) lua_pushstring(L, m->hostname ? m->hostname : "");
+	else if (strcmp(k, "run") == 0) lua_pushstring(L, m->run ? m->run : "");
+	else if (strcmp(k, "pid") == 0) lua_pushinteger(L, m->pid);
+	else if (strcmp(k, "start") == 0) lua_pushinteger(L, m->start_ts);
+	else if (strcmp(k, "end") == 0) lua_pushinteger(L, m->end_ts);
+	else if (strcmp(k, "duration") == 0)
+		lua_pushinteger(L, m->end_ts > m->start_ts ? m->end_ts - m->start_ts : 0);
+	else if (strcmp(k, "event_count") == 0) lua_pushinteger(L, (lua_Integer)t->nev);
+	else if (strcmp(k, "main_thread") == 0) lua_pushinteger(L, tl->main_tid);
+	else if (strcmp(k, "dir") == 0) {
+		if (tl->dir)
+			lua_pushstring(L, tl->dir);
+		else
+			lua_pushnil(L);
+	} else if (strcmp(k, "files") == 0) {
+		lua_Integer i;
+
+		lua_newtable(L);
+		for (i = 0; tl->files && tl->files[i]; i++) {
+			lua_pushstring(L, tl->files[i]);
+			lua_rawseti(L, -2, i + 1);
+		}
+	} else if (strcmp(k, "drops") == 0) push_drops(L, t);
+	else if (strcmp(k, "counters") == 0) push_counters(L, t);
+	else if (strcmp(k, "counts") == 0) push_counts(L, t);
+	else if (strcmp(k, "steps") == 0) {
+		lua_settop(L, 1);
+		push_steps(L, tl);
+	} else if (strcmp(k, "threads") == 0) push_threads(L, t);
+	else
+		return luaL_error(L, "trace has no field '%s' (fields: %s; methods: events, "
+				  "aggregate, phases, busy, during, samples, write, write_table, "
+				  "write_json)", k, tl_fields);
+	return 1;
+}
+
+static int tl_newindex(lua_State *L)
+{
+	return luaL_error(L, "the trace object is read-only");
+}
+
+static int tl_tostring(lua_State *L)
+{
+	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+
+	if (!tl->t)
+		lua_pushliteral(L, "trace (no longer valid)");
+	else
+		lua_pushfstring(L, "trace (rank %d, window %d, steps %I-%I, %I events)",
+				tl->t->meta.rank, (int)tl->t->meta.window,
+				(LUAI_UACINT)tl->t->meta.first_step,
+				(LUAI_UACINT)tl->t->meta.last_step,
+				(LUAI_UACINT)tl->t->nev);
+	return 1;
+}
+
+void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
+		    const char *const *files)
+{
+	struct tl *tl = lua_newuserdatauv(L, sizeof *tl, 1);
+	size_t i;
+
+	tl->t = t;
+	tl->dir = dir;
+	tl->files = files;
+	tl->main_tid = t->meta.pid;
+	for (i = 0; i < t->nsteps; i++)
+		if (!t->steps[i].partial || i + 1 == t->nsteps) {
+			tl->main_tid = t->steps[i].tid;
+			break;
+		}
+	lua_newtable(L);
+	lua_setiuservalue(L, -2, 1);
+	if (luaL_newmetatable(L, TL_META)) {
+		luaL_newlib(L, tl_methods);
+		lua_pushcclosure(L, tl_index, 1);
+		lua_setfield(L, -2, "__index");
+		lua_pushcfunction(L, tl_newindex);
+		lua_setfield(L, -2, "__newindex");
+		lua_pushcfunction(L, tl_tostring);
+		lua_setfield(L, -2, "__tostring");
+		lua_pushliteral(L, "the trace object's metatable is not accessible");
+		lua_setfield(L, -2, "__metatable");
+	}
+	lua_setmetatable(L, -2);
+}
+
+void trace_lua_invalidate(lua_State *L, int idx)
+{
+	struct tl *tl = luaL_testudata(L, idx, TL_META);
+
+	if (tl) {
+		tl->t = NULL;
+		tl->dir = NULL;
+		tl->files = NULL;
+	}
+}

@@ -1,0 +1,470 @@
+"""End to end: the reports (docs/reports.md).
+
+- The host writes capture.phb, report.txt and report.html with each window,
+  and `prof report` reads them back (capture.phb and trace.json agree).
+- The example reports in examples/reports/ run on captured windows (and on
+  synthetic GPU traces) and their numbers agree with the raw trace JSON.
+- The findings name the planted cause: a data-loader-bound loop (captured
+  from a real Python process), a GPU-bound and a synchronize-bound one
+  (synthetic traces in profhost's schema, tests/e2e/synth_trace.py: the
+  CUPTI capture is not on main yet).
+- Broken inputs give one clear error line and exit status 1.
+- The run report over several ranks names the straggler.
+- The dashboard loads in headless Chromium without errors and draws its
+  charts (pixels checked in a screenshot).
+"""
+import gzip
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import unittest
+import zlib
+
+import synth_trace
+from harness import (PROF, SOURCE, TESTBIN, TempDirTest, load_trace, run, step_spans,
+                     window_dirs, PYTHON)
+
+NESTED_APP = os.path.join(TESTBIN, "nested_app")
+LOADER = os.path.join(SOURCE, "tests", "e2e", "workloads", "loader_loop.py")
+EXAMPLES = os.path.join(SOURCE, "examples", "reports")
+SCHEDULE = "prof.schedule { wait = 2, warmup = 1, active = 5, cycles = 1 }\n"
+
+
+def ns(us):
+    """Trace µs (three decimals) -> integer ns, as the readers round."""
+    return int(round(us * 1000))
+
+
+def ranges_by_step(trace):
+    """{step: [event, ...]} of the user_annotation X events starting inside
+    each ProfilerStep#N span (the steps themselves left out)."""
+    steps = step_spans(trace)
+    out = {n: [] for n, _ in steps}
+    for e in trace["traceEvents"]:
+        if e.get("ph") != "X" or e.get("cat") != "user_annotation":
+            continue
+        if e["name"].startswith("ProfilerStep#"):
+            continue
+        for n, s in steps:
+            if ns(s["ts"]) <= ns(e["ts"]) < ns(s["ts"]) + ns(s["dur"]):
+                out[n].append(e)
+    return steps, out
+
+
+def read_table(path):
+    """Rows of a trace:write_table file: header, dashes, then cells split on
+    runs of two or more spaces."""
+    import re
+    with open(path) as f:
+        lines = f.read().splitlines()
+    header = re.split(r"\s{2,}", lines[0].strip())
+    rows = []
+    for line in lines[2:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+class Reports(TempDirTest):
+    def capture(self, cmd, policy=SCHEDULE):
+        """Runs cmd under prof run; returns the one window directory."""
+        p = self.write("policy.lua", policy)
+        out = os.path.join(self.tmp, "out")
+        shutil.rmtree(out, ignore_errors=True)
+        r = run([PROF, "run", "-s", p, "-o", out, "--"] + cmd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, dirs)
+        return dirs[0], r
+
+    def report(self, args, ok=True):
+        r = run([PROF, "report"] + args)
+        if ok:
+            self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def synth(self, name, scenario, **kw):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "trace.json"), "w") as f:
+            json.dump(synth_trace.SCENARIOS[scenario](**kw), f)
+        return d
+
+    # ------------------------------------------------------------ host
+
+    def test_host_writes_capture_and_reports(self):
+        d, r = self.capture([NESTED_APP, "--steps", "12"])
+        for name in ("capture.phb", "report.txt", "report.html", "summary.txt"):
+            self.assertTrue(os.path.exists(os.path.join(d, name)), name)
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("capture.phb", summary)
+        self.assertIn("report.html", summary)
+        self.assertTrue(summary.rstrip().endswith("summary.txt"), summary)
+        self.assertIn("findings (window 0, rank 0):", r.stderr)
+        # report.txt's step table is the trace's steps
+        trace = load_trace(d)
+        with open(os.path.join(d, "report.txt")) as f:
+            text = f.read()
+        for n, e in step_spans(trace):
+            self.assertIn("  %d  " % n, text)
+            self.assertIn("%.3f" % (ns(e["dur"]) / 1e6), text)
+
+    def test_phb_and_json_give_the_same_report(self):
+        d, _ = self.capture([NESTED_APP, "--steps", "12"])
+        a = json.loads(self.report([d, "--format", "json"]).stdout)
+        b = json.loads(self.report([os.path.join(d, "trace.json"), "--format", "json"]).stdout)
+        self.assertEqual(a["steps"], b["steps"])
+        self.assertEqual(a["nvtx"], b["nvtx"])
+        self.assertEqual(a["cpu"]["rows"], b["cpu"]["rows"])
+        self.assertEqual(a["meta"]["first_step"], b["meta"]["first_step"])
+        # and both agree with the JSON: nvtx_sum of "inner"
+        trace = load_trace(d)
+        inner = [ns(e["dur"]) for e in trace["traceEvents"]
+                 if e.get("ph") == "X" and e.get("name") == "inner"]
+        row = [r for r in a["nvtx"]["rows"] if r["name"] == "inner"][0]
+        self.assertEqual(row["count"], len(inner))
+        self.assertEqual(row["total"], sum(inner))
+        self.assertEqual(row["min"], min(inner))
+        self.assertEqual(row["max"], max(inner))
+
+    def test_policy_report_receives_the_trace(self):
+        policy = SCHEDULE + """
+prof.on_trace_ready(function(trace)
+  local rows = trace:aggregate{ cat = "user_annotation", name = "^inner$" }
+  trace:write("mine.txt", string.format("%d %d %d %s", trace.window, #trace.steps,
+    rows[1].count, tostring(trace.dir ~= nil)))
+  assert(not pcall(trace.write, trace, "../escape.txt", "x"))
+  assert(not pcall(trace.write, trace, "/tmp/abs.txt", "x"))
+end)
+prof.on_trace_ready(function(trace) error("this report fails") end)
+prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
+"""
+        d, r = self.capture([NESTED_APP, "--steps", "12"], policy)
+        with open(os.path.join(d, "mine.txt")) as f:
+            self.assertEqual(f.read(), "0 5 5 true")
+        with open(os.path.join(d, "third.txt")) as f:
+            self.assertEqual(f.read(), "still ran")
+        self.assertFalse(os.path.exists(os.path.join(os.path.dirname(d), "escape.txt")))
+        self.assertIn("this report fails (in prof.on_trace_ready; hook disabled)", r.stderr)
+
+    # ------------------------------------------------------------ examples
+
+    def test_examples_on_a_captured_loader_loop(self):
+        d, r = self.capture([PYTHON, LOADER, "12", "6"])
+        trace = load_trace(d)
+        steps, by_step = ranges_by_step(trace)
+        self.assertEqual(len(steps), 5)
+
+        self.report(["--script", os.path.join(EXAMPLES, "top_kernels_per_step.lua"), d])
+        rows = read_table(os.path.join(d, "top_kernels_per_step.txt"))
+        with open(os.path.join(d, "top_kernels_per_step.json")) as f:
+            data = json.load(f)
+        self.assertEqual(data["category"], "user_annotation")
+        for n, _ in steps:
+            want = sorted(by_step[n], key=lambda e: -ns(e["dur"]))[:5]
+            got = [row for row in data["rows"] if row["step"] == n]
+            self.assertEqual([g["name"] for g in got], [e["name"] for e in want])
+            for g, e in zip(got, want):
+                self.assertAlmostEqual(g["total_us"], ns(e["dur"]) / 1000, places=3)
+        self.assertEqual(len(rows), len(data["rows"]))
+
+        self.report(["--script", os.path.join(EXAMPLES, "dataloader_stall.lua"), d])
+        with open(os.path.join(d, "dataloader_stall.json")) as f:
+            stall = json.load(f)
+        for row in stall["steps"]:
+            span = dict(steps)[row["step"]]
+            data_ev = [e for e in by_step[row["step"]] if e["name"] == "data"]
+            self.assertEqual(len(data_ev), 1)
+            self.assertAlmostEqual(row["data_ms"], ns(data_ev[0]["dur"]) / 1e6, places=6)
+            self.assertAlmostEqual(row["step_ms"], ns(span["dur"]) / 1e6, places=6)
+            self.assertEqual(row["stall"], "STALL")
+        self.assertEqual(stall["summary"]["verdict"], "input-bound")
+        self.assertTrue(os.path.exists(os.path.join(d, "dataloader_stall.txt")))
+
+    def test_examples_on_synthetic_gpu_traces(self):
+        d = self.synth("comm", "comm")
+        self.report(["--script", os.path.join(EXAMPLES, "comm_vs_compute.lua"), d])
+        with open(os.path.join(d, "comm_vs_compute.json")) as f:
+            data = json.load(f)
+        self.assertEqual(len(data["steps"]), 4)
+        for row in data["steps"]:
+            self.assertAlmostEqual(row["compute_ms"], 6.0, places=6)
+            self.assertAlmostEqual(row["comm_ms"], 4.0, places=6)
+            self.assertAlmostEqual(row["overlapped_ms"], 2.0, places=6)
+            self.assertAlmostEqual(row["exposed_ms"], 2.0, places=6)
+            self.assertAlmostEqual(row["exposed_share"], 2.0 / 9.0, places=6)
+
+        d = self.synth("gpu", "gpu_bound")
+        self.report(["--script", os.path.join(EXAMPLES, "top_kernels_per_step.lua"), d])
+        with open(os.path.join(d, "top_kernels_per_step.json")) as f:
+            data = json.load(f)
+        self.assertEqual(data["category"], "kernel")
+        with open(os.path.join(d, "trace.json")) as f:
+            trace = json.load(f)
+        kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+        for n, s in step_spans(trace):
+            inside = [e for e in kernels
+                      if ns(s["ts"]) <= ns(e["ts"]) < ns(s["ts"]) + ns(s["dur"])]
+            totals = {}
+            for e in inside:
+                totals[e["name"]] = totals.get(e["name"], 0) + ns(e["dur"])
+            got = {r["name"]: r for r in data["rows"] if r["step"] == n}
+            self.assertEqual(set(got), set(totals))
+            for name, total in totals.items():
+                self.assertAlmostEqual(got[name]["total_us"], total / 1000, places=3)
+
+    # ------------------------------------------------------------ findings
+
+    def findings(self, target):
+        data = json.loads(self.report([target, "--format", "json"]).stdout)
+        return data["findings"], data
+
+    def test_findings_data_loader_bound(self):
+        d, _ = self.capture([PYTHON, LOADER, "12", "8"])
+        f, data = self.findings(d)
+        self.assertEqual(f[0]["id"], "data_loader", f)
+        self.assertIn("data loading took", f[0]["text"])
+        self.assertGreater(data["steps"]["share"]["data"], 0.5)
+        # the same with a GPU in the picture: the idle GPU is explained
+        f, _ = self.findings(self.synth("dl", "dataloader"))
+        self.assertEqual(f[0]["id"], "data_loader", f)
+        self.assertIn("the main thread was in data (DataLoader.__next__)", f[0]["text"])
+
+    def test_findings_gpu_bound(self):
+        f, data = self.findings(self.synth("gb", "gpu_bound"))
+        self.assertEqual(f[0]["id"], "gpu_bound", f)
+        self.assertIn("ampere_fp16_s1688gemm_fp16_256x128", f[0]["text"])
+        self.assertNotIn("sync", [x["id"] for x in f])
+        self.assertAlmostEqual(data["gpu"]["utilization"], 0.97, places=2)
+
+    def test_findings_sync_bound(self):
+        f, data = self.findings(self.synth("sb", "sync_bound"))
+        self.assertEqual(f[0]["id"], "sync", f)
+        self.assertIn("cudaStreamSynchronize (60 calls)", f[0]["text"])
+        self.assertNotIn("gpu_bound", [x["id"] for x in f])
+
+    # ------------------------------------------------------------ bad input
+
+    def expect_error(self, path, *words):
+        r = self.report([path], ok=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("prof report: " + path), lines[0])
+        for w in words:
+            self.assertIn(w, lines[0])
+        self.assertNotIn("Traceback", r.stderr)
+        return lines[0]
+
+    def test_bad_inputs(self):
+        d, _ = self.capture([NESTED_APP, "--steps", "12"])
+        with open(os.path.join(d, "trace.json"), "rb") as f:
+            raw = f.read()
+        gz = os.path.join(self.tmp, "cut.json.gz")
+        with open(gz, "wb") as f:
+            f.write(gzip.compress(raw)[:-40])
+        self.expect_error(gz, "truncated gzip stream at offset")
+
+        rnd = os.path.join(self.tmp, "random.bin")
+        with open(rnd, "wb") as f:
+            f.write(random.Random(7).randbytes(4096))
+        self.expect_error(rnd, "offset")
+
+        wrong = os.path.join(self.tmp, "wrong.json")
+        with open(wrong, "w") as f:
+            json.dump({"events": [1, 2, 3]}, f)
+        self.expect_error(wrong, "not a Chrome trace")
+        wrong2 = os.path.join(self.tmp, "wrong2.json")
+        with open(wrong2, "w") as f:
+            json.dump({"traceEvents": [{"ph": "X", "name": "a", "ts": "soon"}]}, f)
+        self.expect_error(wrong2, "traceEvents[0]", "'ts'")
+
+        cut = os.path.join(self.tmp, "cut.json")
+        with open(cut, "wb") as f:
+            f.write(raw[: len(raw) // 2])
+        self.expect_error(cut, "not valid JSON", "offset")
+
+        with open(os.path.join(d, "capture.phb"), "rb") as f:
+            phb = f.read()
+        tphb = os.path.join(self.tmp, "truncated.phb")
+        with open(tphb, "wb") as f:
+            f.write(phb[: len(phb) - 100])
+        self.expect_error(tphb, "truncated", "offset")
+        flipped = bytearray(phb)
+        flipped[len(flipped) // 2] ^= 0x40
+        fphb = os.path.join(self.tmp, "flipped.phb")
+        with open(fphb, "wb") as f:
+            f.write(bytes(flipped))
+        self.expect_error(fphb, "offset")
+
+        r = self.report([os.path.join(self.tmp, "nothing-here")], ok=False)
+        self.assertEqual(r.returncode, 1)
+        r = self.report([d, "--format", "pdf"], ok=False)
+        self.assertEqual(r.returncode, 2)
+
+    # ------------------------------------------------------------ ranks
+
+    def test_run_report_names_the_straggler(self):
+        run_dir = os.path.join(self.tmp, "run")
+        for rank in range(3):
+            w = os.path.join(run_dir, "rank%d" % rank, "window0_steps10-15")
+            os.makedirs(w)
+            doc = synth_trace.dataloader(rank=rank, world_size=3, data_ms=4.0,
+                                         slow=1.5 if rank == 1 else 1.0)
+            with open(os.path.join(w, "trace.json"), "w") as f:
+                json.dump(doc, f)
+        r = self.report([run_dir])
+        self.assertIn("3 ranks, 3 windows", r.stdout)
+        self.assertIn("rank 1 was the slowest in 6 of 6 steps", r.stdout)
+        self.assertIn("most of its extra time is in data", r.stdout)
+        data = json.loads(self.report([run_dir, "--format", "json"]).stdout)
+        self.assertEqual(data["straggler"]["rank"], 1)
+        self.assertEqual([s["slowest"] for s in data["steps"]], [1] * 6)
+        for s in data["steps"]:
+            self.assertEqual(s["spread"], 2000000)  # 1.5 x 4 ms - 4 ms
+        r = self.report([run_dir, "--format", "html"])
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "report.html")))
+        for rank in range(3):
+            self.assertTrue(os.path.exists(os.path.join(
+                run_dir, "rank%d" % rank, "window0_steps10-15", "report.html")))
+
+
+# ---------------------------------------------------------------- dashboard
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def read_png(path):
+    """(width, height, rows of (r, g, b)) of an 8-bit RGB or RGBA PNG."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and ctype in (2, 6), (depth, ctype)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows, prev, i = [], bytearray(stride), 0
+    for _ in range(height):
+        ftype, line = raw[i], bytearray(raw[i + 1:i + 1 + stride])
+        i += 1 + stride
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b = prev[x]
+            c = prev[x - bpp] if x >= bpp else 0
+            if ftype == 1:
+                line[x] = (line[x] + a) & 255
+            elif ftype == 2:
+                line[x] = (line[x] + b) & 255
+            elif ftype == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif ftype == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[x] = (line[x] + pred) & 255
+        rows.append([tuple(line[x:x + 3]) for x in range(0, stride, bpp)])
+        prev = line
+    return width, height, rows
+
+
+def hex_rgb(h):
+    return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
+
+
+class Dashboard(TempDirTest):
+    def browse(self, html, shot):
+        """Loads the page headless: returns (final DOM, stderr); writes the
+        screenshot to `shot`."""
+        if not CHROMIUM:
+            self.fail("chromium is not installed (scripts/install-deps.sh installs it)")
+        flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--user-data-dir=" + os.path.join(self.tmp, "profile"),
+                 "--window-size=1400,1800", "--virtual-time-budget=5000",
+                 "--enable-logging=stderr", "--v=0"]
+        url = "file://" + html
+        dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
+                             timeout=120)
+        pic = subprocess.run(flags + ["--screenshot=" + shot, url], capture_output=True,
+                             text=True, timeout=120)
+        self.assertTrue(os.path.exists(shot), pic.stderr[-2000:])
+        return dom.stdout, dom.stderr + pic.stderr
+
+    def test_dashboard_draws_its_charts(self):
+        d = os.path.join(self.tmp, "w")
+        os.makedirs(d)
+        with open(os.path.join(d, "trace.json"), "w") as f:
+            json.dump(synth_trace.dataloader(steps=8), f)
+        r = run([PROF, "report", d, "--format", "html"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        html = os.path.join(d, "report.html")
+        with open(html) as f:
+            page = f.read()
+        # offline: nothing fetched (the SVG namespace is a name, not a fetch)
+        offline = page.replace("http://www.w3.org/2000/svg", "")
+        for banned in ("http://", "https://", "<link", "src=", "@import", "url("):
+            self.assertFalse(banned in offline, "report.html refers to %r" % banned)
+
+        dom, log = self.browse(html, os.path.join(self.tmp, "shot.png"))
+        self.assertIn('data-status="ok"', dom, log[-3000:])
+        for chart in ("chart-steps", "chart-gpu", "chart-memory", "chart-flame"):
+            self.assertIn('id="%s"' % chart, dom)
+        self.assertIn("data loading took", dom)
+        console = [l for l in log.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+        self.assertEqual(console, [])
+
+        w, h, rows = read_png(os.path.join(self.tmp, "shot.png"))
+        counts = {}
+        for row in rows:
+            for px in row:
+                counts[px] = counts.get(px, 0) + 1
+        bg = max(counts, key=counts.get)
+        self.assertEqual(bg, (255, 255, 255))
+        # the stacked step bars: the data phase dominates, every phase shows
+        self.assertGreater(counts.get(hex_rgb("#e4572e"), 0), 20000)
+        for phase in ("#4c72b0", "#55a868", "#8172b2"):
+            self.assertGreater(counts.get(hex_rgb(phase), 0), 500, phase)
+        self.assertGreater(counts.get(hex_rgb("#2a9d8f"), 0), 2000)   # GPU utilization
+        self.assertGreater(counts.get(hex_rgb("#e9a03b"), 0), 5000)   # memory
+        warm = sum(n for (r_, g, b), n in counts.items()
+                   if r_ >= 205 and 80 <= g < 200 and 40 <= b < 80 and (r_, g, b) not in
+                   (hex_rgb("#e4572e"), hex_rgb("#e9a03b")))
+        self.assertGreater(warm, 5000)                                # flame graph
+
+    def test_run_dashboard(self):
+        run_dir = os.path.join(self.tmp, "run")
+        for rank in range(2):
+            w = os.path.join(run_dir, "rank%d" % rank, "window0_steps10-15")
+            os.makedirs(w)
+            with open(os.path.join(w, "trace.json"), "w") as f:
+                json.dump(synth_trace.dataloader(rank=rank, world_size=2,
+                                                 slow=1.3 if rank else 1.0), f)
+        r = run([PROF, "report", run_dir, "--format", "html"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dom, log = self.browse(os.path.join(run_dir, "report.html"),
+                               os.path.join(self.tmp, "run.png"))
+        self.assertIn('data-status="ok"', dom, log[-3000:])
+        self.assertIn('id="chart-ranks"', dom)
+        self.assertIn("rank 1 was the slowest", dom)
+        _, _, rows = read_png(os.path.join(self.tmp, "run.png"))
+        red = sum(1 for row in rows for px in row if px == hex_rgb("#e4572e"))
+        blue = sum(1 for row in rows for px in row if px == hex_rgb("#4c72b0"))
+        self.assertGreater(red, 2000)
+        self.assertGreater(blue, 2000)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,331 @@
+-- Specs for lua/prof/reports and lua/prof/json: the analyses' Lua logic on
+-- a stub trace whose methods return canned rows (the C side, which computes
+-- those rows, has its own tests: tests/unit/test_query.c and
+-- test_trace_lua.c), the findings rules on hand-written data, the run
+-- report, the text and HTML renderers.
+
+local json = require("prof.json")
+local fmt = require("prof.reports.fmt")
+local findings = require("prof.reports.findings")
+local ranks = require("prof.reports.ranks")
+local reports = require("prof.reports")
+
+local MS = 1000000
+
+-- A stub trace: fields as given; aggregate{...} answers from `agg`, keyed
+-- by the option table's cat/sum/name/by (first match), busy/samples from
+-- the fields of the same name, events from `events`.
+local function stub(t)
+	t.counts = t.counts or {}
+	t.drops = t.drops or { total = 0 }
+	t.steps = t.steps or {}
+	t.main_thread = t.main_thread or 1
+	t.rank, t.world_size, t.window = t.rank or 0, t.world_size or 1, t.window or 0
+	t.first_step, t.last_step = t.first_step or 0, t.last_step or 0
+	t.reason, t.program, t.hostname, t.run = "schedule", "train", "host", "run"
+	t.pid, t.duration, t.event_count = 1, 100 * MS, 10
+	local agg = t.agg or {}
+	function t.aggregate(_, o)
+		local cat = type(o.cat) == "table" and table.concat(o.cat, "+") or o.cat
+		for _, a in ipairs(agg) do
+			if a.cat == cat and (a.sum == o.sum) and (a.name == o.name) and
+			    (a.by == nil or a.by == o.by) and (a.self == nil or a.self == o.self) then
+				return a.rows
+			end
+		end
+		return { total = 0, count = 0, groups = 0 }
+	end
+	function t.busy()
+		return t.busy_result or { events = 0 }
+	end
+	function t.samples()
+		return t.samples_result
+	end
+	function t.events(_, o)
+		local i, list = 0, t.event_list or {}
+		return function()
+			i = i + 1
+			return list[i]
+		end
+	end
+	return t
+end
+
+local function rows(list, extra)
+	local total, count = 0, 0
+	for _, r in ipairs(list) do
+		total = total + (r.total or 0)
+		count = count + (r.count or 0)
+	end
+	list.total, list.count, list.groups = total, count, #list
+	for k, v in pairs(extra or {}) do
+		list[k] = v
+	end
+	return list
+end
+
+local function step(n, dur, phases)
+	return { step = n, ts = n * dur, dur = dur, partial = false, has_phases = phases ~= nil,
+		phases = phases or { data = 0, forward = 0, backward = 0, optimizer = 0, other = dur } }
+end
+
+describe("prof.json", function()
+	it("encodes values, sorting object keys", function()
+		assert.are.equal('{"a":[1,2,3],"b":true,"d":"x"}',
+			json.encode({ d = "x", b = true, a = { 1, 2, 3 }, c = nil }))
+		assert.are.equal("[]", json.encode({}))
+		assert.are.equal("0.5", json.encode(0.5))
+		assert.are.equal("null", json.encode(0 / 0))
+		assert.are.equal('{"1":"a","x":1}', json.encode({ [1] = "a", x = 1 }))
+	end)
+	it("escapes strings into valid JSON that can sit in a script tag", function()
+		assert.are.equal('"a\\"b\\\\c\\n\\u0001<\\/script>"', json.encode('a"b\\c\n\1</script>'))
+		assert.are.equal('"x\u{FFFD}y"', json.encode("x\255y"))
+	end)
+	it("refuses what JSON cannot hold", function()
+		local t = {}
+		t.self = t
+		assert.has_error(function() json.encode(t) end)
+		assert.has_error(function() json.encode({ f = print }) end)
+		assert.has_error(function() json.encode({ [true] = 1 }) end)
+	end)
+end)
+
+describe("prof.reports.fmt", function()
+	it("formats times, shares, sizes and thousands", function()
+		assert.are.equal("999 ns", fmt.time(999))
+		assert.are.equal("1.500 us", fmt.time(1500))
+		assert.are.equal("2.000 ms", fmt.time(2 * MS))
+		assert.are.equal("3.000 s", fmt.time(3e9))
+		assert.are.equal("41.2 %", fmt.pct(0.4123))
+		assert.are.equal("1.50 MB", fmt.bytes(1500000))
+		assert.are.equal("1,234,567", fmt.thousands(1234567))
+		assert.are.equal("1,234.5", fmt.thousands(1234.5, 1))
+	end)
+	it("computes medians and quantiles like numpy", function()
+		assert.are.equal(2.5, fmt.median({ 4, 1, 3, 2 }))
+		assert.are.equal(3, fmt.median({ 5, 1, 3 }))
+		assert.are.equal(3.7, fmt.quantile({ 1, 2, 3, 4 }, 0.9))
+	end)
+	it("aligns table columns", function()
+		local text = fmt.table({ { a = "x", b = 10 }, { a = "long", b = 2 } },
+			{ { "A", "a" }, { "B", "b", right = true } }, "")
+		assert.are.equal("A      B\n----  --\nx     10\nlong   2", text)
+	end)
+end)
+
+describe("prof.reports.steps", function()
+	local steps = require("prof.reports.steps")
+	it("averages the phases over complete steps", function()
+		local t = stub({ steps = {
+			step(1, 10 * MS, { data = 6 * MS, forward = 2 * MS, backward = 1 * MS,
+				optimizer = 0, other = 1 * MS }),
+			step(2, 20 * MS, { data = 16 * MS, forward = 2 * MS, backward = 1 * MS,
+				optimizer = 0, other = 1 * MS }),
+		} })
+		t.steps[3] = step(3, 1 * MS)
+		t.steps[3].partial = true
+		local d = steps.analyze(t)
+		assert.are.equal(3, d.count)
+		assert.are.equal(2, d.complete)
+		assert.are.equal(11 * MS, d.avg.data)
+		assert.are.equal(22 / 30, d.share.data)
+		assert.are.equal("data", d.top_phase)
+		assert.are.equal(15 * MS, d.stats.median)
+		assert.are.equal(2, d.slowest.step)
+		local text = steps.text(d)
+		assert.truthy(text:find("3 (partial)", 1, true))
+		assert.truthy(text:find("73.3 %", 1, true))
+	end)
+	it("says when there are no steps", function()
+		assert.truthy(steps.text(steps.analyze(stub({}))):find("No steps"))
+	end)
+end)
+
+describe("prof.reports.nvtx and kernels", function()
+	it("leave ProfilerStep spans out of the range summary", function()
+		local nvtx = require("prof.reports.nvtx")
+		local t = stub({ agg = { { cat = "user_annotation", by = "name", rows = rows({
+			{ name = "ProfilerStep#3", total = 50, count = 1 },
+			{ name = "forward", total = 30, count = 3, avg = 10, med = 10, min = 9, max = 11, std = 1 },
+			{ name = "loss", total = 10, count = 1, avg = 10, med = 10, min = 10, max = 10, std = 0 },
+		}) } } })
+		local d = nvtx.analyze(t)
+		assert.are.equal(2, d.ranges)
+		assert.are.equal(0.75, d.rows[1].share)
+		local text = nvtx.text(d)
+		assert.truthy(text:find("Time (%)  Total Time (ns)  Instances", 1, true))
+		assert.truthy(text:find("PushPop  forward", 1, true))
+		assert.falsy(text:find("ProfilerStep", 1, true))
+	end)
+	it("print cuda_gpu_kern_sum's columns", function()
+		local kernels = require("prof.reports.kernels")
+		local t = stub({ agg = {
+			{ cat = "kernel", by = "name", rows = rows({
+				{ name = "gemm", total = 3000000, count = 3, avg = 1000000, med = 1000000,
+				  min = 900000, max = 1100000, std = 100000, share = 0.75 },
+				{ name = "relu", total = 1000000, count = 1, avg = 1000000, med = 1000000,
+				  min = 1000000, max = 1000000, std = 0, share = 0.25 } }) },
+			{ cat = "kernel", by = "stream", rows = rows({}) } } })
+		local d = kernels.analyze(t)
+		local text = kernels.text(d)
+		assert.truthy(text:find("Time (%)  Total Time (ns)  Instances", 1, true))
+		assert.truthy(text:find("Max (ns)  StdDev (ns)  Name", 1, true))
+		assert.truthy(text:find("75.0        3,000,000          3", 1, true))
+		assert.truthy(text:find("100,000.0  gemm", 1, true))
+	end)
+end)
+
+describe("prof.reports.copies", function()
+	it("joins time and bytes into bandwidth", function()
+		local copies = require("prof.reports.copies")
+		local t = stub({ agg = {
+			{ cat = "gpu_memcpy", rows = rows({ { name = "HtoD", total = 1000, count = 2 } }) },
+			{ cat = "gpu_memcpy", sum = "bytes", rows = rows({ { name = "HtoD", total = 25000, count = 2 } }) },
+			{ cat = "gpu_memset", rows = rows({}) } } })
+		local d = copies.analyze(t)
+		assert.are.equal(25, d.rows[1].gbps)
+		assert.are.equal(25000, d.bytes)
+		assert.truthy(copies.text(d):find("25.00 GB/s", 1, true))
+	end)
+end)
+
+describe("prof.reports.memory", function()
+	it("builds a series per device and finds the peak", function()
+		local memory = require("prof.reports.memory")
+		local t = stub({ event_list = {
+			{ ts = 1, args = { ["Device Id"] = 0, Bytes = 100 } },
+			{ ts = 2, args = { ["Device Id"] = 0, Bytes = 50 } },
+			{ ts = 3, args = { ["Device Id"] = 0, Bytes = -120 } },
+			{ ts = 2, args = { ["Device Id"] = 1, ["Total Allocated"] = 7 } },
+		} })
+		local d = memory.analyze(t)
+		assert.is_true(d.present)
+		assert.are.equal(150, d.devices[1].peak)
+		assert.are.equal(2, d.devices[1].peak_ts)
+		assert.are.same({ 3, 30 }, d.devices[1].points[3])
+		assert.are.equal(7, d.devices[2].peak)
+	end)
+end)
+
+describe("prof.reports.findings", function()
+	local function ids(list)
+		local out = {}
+		for i, f in ipairs(list) do
+			out[i] = f.id
+		end
+		return out
+	end
+	local base_steps = { complete = 5, has_phases = true, stats = { mean = 10 * MS, median = 10 * MS },
+		slowest = { step = 3, dur = 10 * MS, ratio = 1 } }
+
+	it("blames the data loader when data dominates, with the idle GPU", function()
+		local steps = setmetatable({ share = { data = 0.8, forward = 0.1, backward = 0.05,
+			optimizer = 0.05, other = 0 }, avg = { data = 8 * MS }, top_phase = "data" },
+			{ __index = base_steps })
+		local f = findings.analyze({ steps = steps, gpu = { present = true, utilization = 0.2,
+			span = 50 * MS, busy = 10 * MS, idle = 40 * MS,
+			idle_ranges = { { name = "DataLoader.__next__", time = 30 * MS, share = 0.75 } },
+			idle_phases = { data = 32 * MS } }, cpu = { sync = { main = 0, calls = 0 } } })
+		assert.are.same({ "data_loader" }, ids(f))
+		assert.truthy(f[1].text:find("80.0 % of that idle time the main thread was in data (DataLoader.__next__)", 1, true))
+	end)
+	it("calls a saturated GPU GPU-bound, not sync-bound", function()
+		local f = findings.analyze({ steps = base_steps, gpu = { present = true, utilization = 0.95,
+			span = 50 * MS, busy = 47 * MS, idle = 3 * MS },
+			kernels = { rows = { { name = "gemm", share = 0.7, count = 10, avg = 3 * MS } } },
+			cpu = { sync = { main = 40 * MS, calls = 5, top = "cudaDeviceSynchronize" } } })
+		assert.are.equal("gpu_bound", f[1].id)
+		assert.falsy(f[1].id == "sync")
+		assert.truthy(f[1].text:find("gemm", 1, true))
+	end)
+	it("calls CPU and GPU taking turns sync-bound", function()
+		local f = findings.analyze({ steps = base_steps, gpu = { present = true, utilization = 0.45,
+			span = 50 * MS, busy = 22 * MS, idle = 28 * MS, idle_ranges = {} },
+			cpu = { sync = { main = 21 * MS, calls = 60, top = "cudaStreamSynchronize", top_count = 60 } } })
+		assert.are.equal("sync", f[1].id)
+		assert.falsy(({ gpu_idle = true })[f[2] and f[2].id])
+	end)
+	it("reports an idle GPU with what the main thread did", function()
+		local f = findings.analyze({ steps = base_steps, gpu = { present = true, utilization = 0.5,
+			span = 50 * MS, busy = 25 * MS, idle = 25 * MS,
+			idle_ranges = { { name = "(no range)", time = 5 * MS, share = 0.2 },
+				{ name = "tokenize", time = 20 * MS, share = 0.8 } } },
+			cpu = { sync = { main = 0, calls = 0 } } })
+		assert.are.equal("gpu_idle", f[1].id)
+		assert.truthy(f[1].text:find("80.0 % of that idle time the main thread was in tokenize", 1, true))
+	end)
+	it("puts dropped events first and flags slow steps", function()
+		local steps = setmetatable({ slowest = { step = 7, dur = 30 * MS, ratio = 3 } },
+			{ __index = base_steps })
+		local f = findings.analyze({ steps = steps, gpu = {}, cpu = { sync = { main = 0, calls = 0 }, rows = {} },
+			meta = { drops = { total = 12 } } })
+		assert.are.same({ "drops", "slow_step" }, ids(f))
+		assert.truthy(f[2].text:find("step 7 took 30.000 ms, 3.0x the median", 1, true))
+	end)
+	it("says when nothing stands out", function()
+		assert.truthy(findings.text({}):find("Nothing stands out"))
+	end)
+end)
+
+describe("prof.reports.ranks", function()
+	local function window(rank, durs, data)
+		local s = {}
+		for i, d in ipairs(durs) do
+			s[i] = step(10 + i, d, { data = data[i], forward = 0, backward = 0, optimizer = 0,
+				other = d - data[i] })
+		end
+		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #durs,
+			run = "r", program = "p" }, steps = { steps = s }, findings = {} }
+	end
+	it("names the slowest rank of each step, the spread and the straggler", function()
+		local d = ranks.analyze({
+			window(0, { 10 * MS, 10 * MS, 12 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
+			window(1, { 14 * MS, 15 * MS, 11 * MS }, { 5 * MS, 6 * MS, 2 * MS }),
+			window(2, { 10 * MS, 11 * MS, 10 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
+		})
+		assert.are.same({ 0, 1, 2 }, d.ranks)
+		assert.are.same({ 1, 1, 0 }, { d.steps[1].slowest, d.steps[2].slowest, d.steps[3].slowest })
+		assert.are.equal(4 * MS, d.steps[1].spread)
+		assert.are.equal(1, d.straggler.rank)
+		assert.are.equal(2, d.straggler.slowest)
+		assert.are.equal("data", d.straggler.phase)
+		local text = ranks.text(d)
+		assert.truthy(text:find("rank 1 was the slowest in 2 of 3 steps", 1, true))
+		assert.truthy(text:find("14.000*", 1, true))
+	end)
+	it("has nothing to compare with one rank", function()
+		local d = ranks.analyze({ window(0, { 10 * MS }, { 0 }) })
+		assert.is_nil(d.straggler)
+		assert.truthy(ranks.text(d):find("nothing to compare", 1, true))
+	end)
+end)
+
+describe("prof.reports", function()
+	local function full_stub()
+		return stub({ steps = { step(1, 10 * MS, { data = 1 * MS, forward = 4 * MS,
+			backward = 4 * MS, optimizer = 1 * MS, other = 0 }) } })
+	end
+	it("renders text, json and html, and keeps windows for the run report", function()
+		local out = reports.window(full_stub(), { text = true, json = true, html = true }, true)
+		assert.truthy(out.text:find("profhost report: window 0", 1, true))
+		assert.truthy(out.text:find("Step time breakdown", 1, true))
+		local data = out.data
+		assert.are.same({}, data.errors)
+		assert.truthy(out.json:find('"findings":', 1, true))
+		assert.truthy(out.html:find('<script type="application/json" id="data">', 1, true))
+		assert.falsy(out.html:find("https?://[^w]"))
+		assert.truthy(out.findings:find("findings (window 0, rank 0):", 1, true))
+		local run = reports.run({ text = true, html = true })
+		assert.truthy(run.text:find("1 rank, 1 window", 1, true))
+		assert.truthy(run.html:find('"kind":"run"', 1, true))
+	end)
+	it("reports an analysis that fails and runs the others", function()
+		local t = full_stub()
+		t.busy = function() error("busy broke") end
+		local out = reports.window(t, { text = true })
+		assert.truthy(out.data.errors.gpu:find("busy broke", 1, true))
+		assert.truthy(out.text:find("(failed: ", 1, true))
+		assert.truthy(out.text:find("Step time breakdown", 1, true))
+	end)
+end)

@@ -1,0 +1,289 @@
+/*
+ * test_query — the C side of the reports (src/events/query.h) on small
+ * hand-built traces whose answers are worked out in the comments.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "events/query.h"
+#include "events/trace.h"
+
+static void ev(struct trace *t, uint8_t cat, const char *name, int32_t pid,
+	       int32_t tid, int64_t ts, int64_t dur)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.dur = dur;
+	e.pid = pid;
+	e.tid = tid;
+	e.name = trace_intern(t, name, strlen(name));
+	e.cat = cat;
+	e.ph = dur > 0 || cat != TRACE_CAT_MARK ? TRACE_PH_COMPLETE : TRACE_PH_INSTANT;
+	trace_add_event(t, &e);
+}
+
+static void step(struct trace *t, uint64_t n, int64_t ts, int64_t dur)
+{
+	struct trace_step s = { n, ts, dur, 1, 0 };
+	struct trace_event e = { 0 };
+	char name[32];
+
+	snprintf(name, sizeof name, "ProfilerStep#%llu", (unsigned long long)n);
+	e.ts = ts;
+	e.dur = dur;
+	e.pid = 1;
+	e.tid = 1;
+	e.name = trace_intern(t, name, strlen(name));
+	e.cat = TRACE_CAT_USER_ANNOTATION;
+	e.ph = TRACE_PH_COMPLETE;
+	e.flags = TRACE_F_STEP;
+	trace_add_event(t, &e);
+	trace_add_step(t, &s);
+}
+
+/*
+ * Two steps of 100 on thread 1 (pid 1):
+ *   step 0 [0,100):   data [0,60) with "next" [5,55) inside; forward
+ *                     [60,80); backward [80,95)
+ *   step 1 [100,200): data [100,110); forward [110,150); optimizer
+ *                     [150,190)
+ * Kernels on device 0: "gemm" [60,80) and [110,150) on stream 7, "copyk"
+ * [70,90) on stream 8; memcpy [150,160) of 1000 bytes.
+ */
+static void build(struct trace *t)
+{
+	trace_init(t);
+	t->meta.pid = 1;
+	t->meta.start_ts = 0;
+	t->meta.end_ts = 200;
+	step(t, 0, 0, 100);
+	step(t, 1, 100, 100);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 0, 60);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "next", 1, 1, 5, 50);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 60, 20);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "backward", 1, 1, 80, 15);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 100, 10);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 110, 40);
+	ev(t, TRACE_CAT_USER_ANNOTATION, "optimizer", 1, 1, 150, 40);
+	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 60, 20);
+	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 110, 40);
+	ev(t, TRACE_CAT_KERNEL, "copyk", 0, 8, 70, 20);
+	ev(t, TRACE_CAT_GPU_MEMCPY, "Memcpy HtoD", 0, 7, 150, 10);
+	trace_arg_uint(t, "bytes", 1000);
+}
+
+static const struct query_row *row_named(const struct trace *t,
+					 const struct query_result *r, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < r->nrows; i++)
+		if (strcmp(trace_str(t, r->rows[i].name), name) == 0)
+			return &r->rows[i];
+	return NULL;
+}
+
+static void test_aggregate(void)
+{
+	struct trace t;
+	struct query_agg_opts o;
+	struct query_result r;
+	const struct query_row *row;
+	struct err e;
+
+	build(&t);
+	memset(&o, 0, sizeof o);
+	o.filter.cats = 1u << TRACE_CAT_KERNEL;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	/* gemm: 20 + 40 = 60 over 2; copyk: 20 */
+	CHECK_EQ_INT(r.nrows, 2);
+	CHECK_EQ_STR(trace_str(&t, r.rows[0].name), "gemm");
+	CHECK(r.rows[0].total == 60 && r.rows[0].count == 2 && r.rows[0].min == 20 &&
+	      r.rows[0].max == 40 && r.rows[0].med == 30 && r.rows[0].avg == 30);
+	CHECK(fabs(r.rows[0].std - sqrt(200.0)) < 1e-9); /* (10² + 10²) / 1 */
+	CHECK(r.total == 80 && r.count == 3);
+	query_result_free(&r);
+
+	/* by stream, sorted by count, limit 1 */
+	o.by = QUERY_BY_STREAM;
+	o.sort = QUERY_SORT_COUNT;
+	o.limit = 1;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.ngroups == 2 && r.rows[0].tid == 7 && r.rows[0].pid == 0 &&
+	      r.rows[0].count == 2);
+	query_result_free(&r);
+
+	/* by step: kernels starting in step 0 (60 + 20), step 1 (40) */
+	o.by = QUERY_BY_STEP;
+	o.sort = QUERY_SORT_KEY;
+	o.limit = 0;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 2 && r.rows[0].step == 0 && r.rows[0].total == 40 &&
+	      r.rows[1].step == 1 && r.rows[1].total == 40);
+	query_result_free(&r);
+
+	/* sum of an argument */
+	memset(&o, 0, sizeof o);
+	o.filter.cats = 1u << TRACE_CAT_GPU_MEMCPY;
+	o.sum_arg = "bytes";
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.rows[0].total == 1000 && r.rows[0].dur == 10);
+	query_result_free(&r);
+
+	/* self time of the ranges of step 0: data 60 - next 50 = 10 */
+	memset(&o, 0, sizeof o);
+	o.filter.cats = 1u << TRACE_CAT_USER_ANNOTATION;
+	o.self = true;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	row = row_named(&t, &r, "data");
+	CHECK(row && row->total == 10 + 10); /* step 0: 10, step 1: 10 */
+	row = row_named(&t, &r, "next");
+	CHECK(row && row->total == 50);
+	row = row_named(&t, &r, "ProfilerStep#0");
+	CHECK(row && row->total == 5); /* 100 - data 60 - forward 20 - backward 15 */
+	query_result_free(&r);
+
+	/* clipped to a range: kernels in [65, 75): gemm 10, copyk 5 */
+	memset(&o, 0, sizeof o);
+	o.filter.cats = 1u << TRACE_CAT_KERNEL;
+	o.filter.has_range = true;
+	o.filter.from = 65;
+	o.filter.to = 75;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 2 && r.rows[0].total == 10 && r.rows[1].total == 5);
+	query_result_free(&r);
+
+	/* self cannot be clipped */
+	o.self = true;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), -1);
+	trace_free(&t);
+}
+
+static void test_steps_and_phases(void)
+{
+	struct trace t;
+	struct query_step *s;
+	size_t n;
+	struct err e;
+
+	build(&t);
+	CHECK_EQ_INT(query_steps(&t, &s, &n, &e), 0);
+	CHECK_EQ_INT(n, 2);
+	CHECK(s[0].has_phases && s[0].phase[QUERY_PHASE_DATA] == 60 &&
+	      s[0].phase[QUERY_PHASE_FORWARD] == 20 && s[0].phase[QUERY_PHASE_BACKWARD] == 15 &&
+	      s[0].phase[QUERY_PHASE_OPTIMIZER] == 0 && s[0].phase[QUERY_PHASE_OTHER] == 5);
+	CHECK(s[1].phase[QUERY_PHASE_DATA] == 10 && s[1].phase[QUERY_PHASE_FORWARD] == 40 &&
+	      s[1].phase[QUERY_PHASE_OPTIMIZER] == 40 && s[1].phase[QUERY_PHASE_OTHER] == 10);
+	free(s);
+	trace_free(&t);
+}
+
+static void test_busy_and_during(void)
+{
+	struct trace t;
+	struct query_busy_opts o = { 0 };
+	struct query_busy b;
+	struct query_during d;
+	struct err e;
+	size_t i;
+
+	build(&t);
+	o.buckets = 4;
+	o.max_gaps = 2;
+	CHECK_EQ_INT(query_busy(&t, &o, &b, &e), 0);
+	/* busy: [60,90) ∪ [110,160) = 80 of 200 */
+	CHECK(b.span == 200 && b.busy == 80 && b.idle == 120 && b.events == 4);
+	/* idle: [0,60) [90,110) [160,200) */
+	CHECK_EQ_INT(b.nidle, 3);
+	CHECK(b.ngaps == 2 && b.gaps[0].ts == 0 && b.gaps[0].dur == 60 &&
+	      b.gaps[1].ts == 160 && b.gaps[1].dur == 40);
+	/* buckets of 50: [0,50) 0, [50,100) 30, [100,150) 40, [150,200) 10 */
+	CHECK(b.nbuckets == 4 && b.bucket_ns == 50);
+	CHECK(b.bucket[0] == 0 && fabs(b.bucket[1] - 0.6) < 1e-9 &&
+	      fabs(b.bucket[2] - 0.8) < 1e-9 && fabs(b.bucket[3] - 0.2) < 1e-9);
+
+	/* thread 1 during the idle time: [0,60) data 5 + next 50 + data 5;
+	 * [90,110) backward 5, (no range) 5 [95,100), data 10;
+	 * [160,200) optimizer 30, (no range) 10 */
+	CHECK_EQ_INT(query_during(&t, 1, 1, b.idle_iv, b.nidle, &d, &e), 0);
+	CHECK_EQ_INT(d.total, 120);
+	CHECK(d.nrange >= 4);
+	CHECK_EQ_STR(trace_str(&t, d.by_range[0].name), "next");
+	CHECK(d.by_range[0].total == 50);
+	for (i = 0; i < d.nrange; i++) {
+		const char *nm = d.by_range[i].name == STRTAB_NONE ? "(none)"
+				 : trace_str(&t, d.by_range[i].name);
+
+		if (strcmp(nm, "data") == 0)
+			CHECK(d.by_range[i].total == 20);
+		if (strcmp(nm, "optimizer") == 0)
+			CHECK(d.by_range[i].total == 30);
+		if (strcmp(nm, "(none)") == 0)
+			CHECK(d.by_range[i].total == 15);
+	}
+	CHECK(d.phase[QUERY_PHASE_DATA] == 70 && d.phase[QUERY_PHASE_OPTIMIZER] == 30 &&
+	      d.phase[QUERY_PHASE_BACKWARD] == 5 && d.phase[QUERY_PHASE_COUNT] == 15);
+	query_during_free(&d);
+	query_busy_free(&b);
+	trace_free(&t);
+}
+
+static void sample(struct trace *t, int64_t ts, const char *stack)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.pid = 1;
+	e.tid = 1;
+	e.name = trace_intern(t, "s", 1);
+	e.cat = TRACE_CAT_SAMPLE;
+	e.ph = TRACE_PH_INSTANT;
+	trace_add_event(t, &e);
+	trace_arg_str(t, "stack", stack, strlen(stack));
+}
+
+static void test_sample_tree(void)
+{
+	struct trace t;
+	struct query_filter f = { 0 };
+	struct query_tree tree;
+	struct err e;
+
+	trace_init(&t);
+	sample(&t, 1, "main;a;b");
+	sample(&t, 2, "main;a;b");
+	sample(&t, 3, "main;a");
+	sample(&t, 4, "main;c");
+	CHECK_EQ_INT(query_sample_tree(&t, &f, &tree, &e), 0);
+	/* all(4) > main(4) > a(3, self 1) > b(2, self 2); main > c(1) */
+	CHECK_EQ_INT(tree.samples, 4);
+	CHECK_EQ_INT(tree.n, 5);
+	CHECK(tree.nodes[0].value == 4);
+	CHECK(tree.nodes[1].value == 4 && tree.nodes[1].len == 4 &&
+	      memcmp(tree.nodes[1].name, "main", 4) == 0);
+	CHECK(tree.nodes[2].value == 3 && tree.nodes[2].self == 1 && tree.nodes[2].depth == 2);
+	CHECK(tree.nodes[3].value == 2 && tree.nodes[3].self == 2);
+	CHECK(tree.nodes[4].value == 1 && tree.nodes[4].parent == 1);
+	query_tree_free(&tree);
+
+	/* only samples in [2, 4) */
+	f.has_range = true;
+	f.from = 2;
+	f.to = 4;
+	CHECK_EQ_INT(query_sample_tree(&t, &f, &tree, &e), 0);
+	CHECK(tree.samples == 2 && tree.nodes[0].value == 2);
+	query_tree_free(&tree);
+	trace_free(&t);
+}
+
+int main(void)
+{
+	test_aggregate();
+	test_steps_and_phases();
+	test_busy_and_during();
+	test_sample_tree();
+	return check_done();
+}
