@@ -53,7 +53,7 @@ enum {
 
 /* Step phases, in the order of the bridge's PHASE_* constants. */
 static const char *const pyb_phase_names[] = {
-	"phase:data", "phase:forward", "phase:backward", "phase:optimizer"
+	"data", "forward", "backward", "optimizer"
 };
 #define PYB_NPHASES (sizeof pyb_phase_names / sizeof pyb_phase_names[0])
 

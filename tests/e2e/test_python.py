@@ -25,7 +25,7 @@ from harness import (LIB, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
 WORKLOADS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python")
 TRAIN = os.path.join(SOURCE, "examples", "train.py")
 PYEMBED = os.path.join(TESTBIN, "pyembed_app")
-PHASES = ("phase:data", "phase:forward", "phase:backward", "phase:optimizer")
+PHASES = ("data", "forward", "backward", "optimizer")
 
 # skip 3, then cycles of wait 1, warm-up 1, 3 recorded steps.
 SCHEDULE = "prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 2 }\n"
@@ -85,7 +85,7 @@ def read(path):
 
 def phase_events(trace):
     return [e for e in trace["traceEvents"]
-            if e.get("ph") == "X" and e.get("name", "").startswith("phase:")]
+            if e.get("ph") == "X" and e.get("name") in PHASES]
 
 
 def inside(e, span, slack=0.001):
@@ -200,7 +200,7 @@ class TorchSteps(PythonTest):
                 self.assertLess(opt[k - 1], step_end_ns(span), k)
                 self.assertLessEqual(step_end_ns(span), explicit[k - 1], k)
             self.assertEqual(len([p for p in phase_events(trace)
-                                  if p["name"] == "phase:optimizer"]), 3)
+                                  if p["name"] == "optimizer"]), 3)
 
     def test_reported_phase_replaces_the_automatic_one(self):
         stamps = os.path.join(self.tmp, "stamps.json")
@@ -212,8 +212,8 @@ class TorchSteps(PythonTest):
             # One forward per step (the reported block), not one per model
             # call (two of them) as the automatic hooks would time it.
             names = [p["name"] for p in phase_events(trace)]
-            self.assertEqual(names.count("phase:forward"), 3)
-            self.assertEqual(names.count("phase:backward"), 3)
+            self.assertEqual(names.count("forward"), 3)
+            self.assertEqual(names.count("backward"), 3)
 
     def check_adapter(self, which):
         r, out = self.prof_run([os.path.join(WORKLOADS, "adapters.py"), which, "16"])
@@ -224,8 +224,8 @@ class TorchSteps(PythonTest):
         for trace in self.check_windows(out, EXPECTED):
             self.check_phases(trace)
             names = [p["name"] for p in phase_events(trace)]
-            self.assertEqual(names.count("phase:optimizer"), 3)
-            self.assertEqual(names.count("phase:backward"), 3)
+            self.assertEqual(names.count("optimizer"), 3)
+            self.assertEqual(names.count("backward"), 3)
 
     def test_hf_callback(self):
         self.check_adapter("hf")
@@ -336,9 +336,9 @@ print("calls", len(stamps))
             for n, span in step_spans(trace):
                 # Each step is one outer call and its nested call: two of each.
                 self.assertEqual(sorted(p["name"] for p in phases if inside(p, span)),
-                                 ["phase:data"] * 2 + ["phase:forward"] * 2, n)
+                                 ["data"] * 2 + ["forward"] * 2, n)
             for p in phases:
-                self.assertGreaterEqual(p["dur"], 1000.0 if p["name"] == "phase:data" else 2000.0)
+                self.assertGreaterEqual(p["dur"], 1000.0 if p["name"] == "data" else 2000.0)
 
     def test_missing_function_is_one_clear_line(self):
         self.write("stepmod.py", "class Trainer:\n    pass\n")

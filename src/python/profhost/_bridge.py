@@ -14,9 +14,10 @@ calls ``_start(api_address, config)``. From then on:
 * **Step phases.** While a window warms up or records, the time spent in the
   DataLoader iterator's ``__next__``, in top-level ``nn.Module`` calls, in
   ``torch.autograd.backward`` and in ``optimizer.step`` is written as ranges
-  ``phase:data``, ``phase:forward``, ``phase:backward`` and
-  ``phase:optimizer`` (never nested: while one phase runs on a thread, the
-  others are not timed there). Outside windows those hooks are removed.
+  named ``data``, ``forward``, ``backward`` and ``optimizer`` (never nested:
+  while one phase runs on a thread, the others are not timed there). Outside
+  windows those hooks are removed. ``profhost.phase`` / ``record_phase``
+  report a phase explicitly; the bridge then stops timing that phase.
 * **Operator events.** With a CUDA build of torch, torch's own NVTX emission
   (``emit_nvtx``) is on during warm-up and recording.
 
