@@ -1,27 +1,83 @@
 #!/bin/sh
-# Benchmarks (not tests): each section is independent; run all of them, or
-# name the ones to run: scripts/bench.sh torch
-# Builds a RelWithDebInfo tree in build-bench first.
+# Runs profhost's benchmarks and prints what docs/performance.md reports.
+#
+#   scripts/bench.sh [section ...]      (default: every section)
+#
+# Builds a RelWithDebInfo tree in build-bench/ first. Each section is
+# independent; add new ones as a function and a line in SECTIONS.
 set -eu
 cd "$(dirname "$0")/.."
-build=${PROFHOST_BENCH_BUILD:-build-bench}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$(nproc)" >/dev/null
-SECTIONS="$*"
-want() {
-    [ -z "$SECTIONS" ] && return 0
-    case " $SECTIONS " in *" $1 "*) return 0 ;; *) return 1 ;; esac
+BUILD=${BUILD:-build-bench}
+SECTIONS="machine nvtx writer window_memory torch"
+
+build() {
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$BUILD" -j"$(nproc)" >/dev/null
 }
 
-# ---- torch: profhost vs torch.profiler on one CPU training loop (issue 6).
-# Needs torch for /usr/bin/python3 (Debian's python3-torch). Results and how
-# to read them: docs/performance.md, "Python: profhost vs torch.profiler".
-if want torch; then
-    echo "==== torch: profhost vs torch.profiler"
-    if /usr/bin/python3 -c "import torch" 2>/dev/null; then
-        /usr/bin/python3 tests/bench/bench_torch.py --prof "$build/bin/prof" \
-            --rounds "${BENCH_ROUNDS:-5}" --json "$build/bench_torch.json"
+# The machine the numbers come from.
+section_machine() {
+    echo "==== machine"
+    grep -m1 "model name" /proc/cpuinfo | sed 's/^.*: /cpu: /'
+    echo "cores: $(nproc)"
+    echo "kernel: $(uname -r), clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"
+    echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+    echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# NVTX push+pop: no tool, profhost outside and inside a window.
+section_nvtx() {
+    echo "==== NVTX push+pop ($BUILD/bin/bench_nvtx --reps 9)"
+    if [ -x "$BUILD/bin/bench_nvtx" ]; then
+        "$BUILD/bin/bench_nvtx" --reps 9
     else
-        echo "skipped: /usr/bin/python3 has no torch (apt-get install python3-torch)"
+        echo "skipped: bench_nvtx not built (no NVTX headers)"
     fi
-fi
+}
+
+# The Chrome writer: events/s to a file, and memory while writing 10M events.
+section_writer() {
+    out=$(mktemp /tmp/bench_writer.XXXXXX.json)
+    echo "==== Chrome writer ($BUILD/bin/bench_writer 10000000 $out)"
+    "$BUILD/bin/bench_writer" 10000000 "$out"
+    rm -f "$out"
+}
+
+# A whole 10M-event window under the host: 8 threads x 1M NVTX ranges (and
+# 2M nested ones) in one capture range. Peak RSS of the profiled process
+# against the event pool it was given.
+section_window_memory() {
+    echo "==== a 10M-event window under prof run (peak RSS of the process)"
+    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
+        echo "skipped: nvtx_stress not built (no NVTX headers)"
+        return
+    fi
+    dir=$(mktemp -d /tmp/bench_window.XXXXXX)
+    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\n' \
+        > "$dir/policy.lua"
+    PROF_LOG=quiet /usr/bin/time -f "peak RSS %M KB, %e s wall" \
+        "$BUILD/bin/prof" run -s "$dir/policy.lua" -o "$dir/out" -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 2>&1 \
+        | grep -E "peak RSS|nvtx_stress:"
+    echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
+    rm -rf "$dir"
+}
+
+# ---- torch (issue 6): profhost against torch.profiler on one CPU training
+# loop, side by side (tests/bench/bench_torch.py). Needs torch for
+# /usr/bin/python3 (Debian's python3-torch). docs/performance.md, "Python:
+# profhost vs torch.profiler", says how to read it.
+section_torch() {
+    echo "==== torch: profhost vs torch.profiler (tests/bench/bench_torch.py)"
+    if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+        echo "skipped: /usr/bin/python3 has no torch (apt-get install python3-torch)"
+        return
+    fi
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch.json"
+}
+
+build
+for s in ${*:-$SECTIONS}; do
+    "section_$s"
+done

@@ -136,6 +136,18 @@ M.sections = {
 			return nil
 		end,
 	},
+	capture_range = {
+		example = 'prof.capture_range{ nvtx = "eval", domain = "app", count = 2 }',
+		keys = {
+			nvtx = string_(),
+			domain = string_(),
+			count = integer(0, U32, 1, nil, "0: every time"),
+		},
+		required = { nvtx = true },
+		hints = {
+			["repeat"] = "nsys's repeat is called 'count' here (0 = every time)",
+		},
+	},
 	capture = {
 		example = "prof.capture{ cuda = true, nvtx = true, cpu_samples = { hz = 99 } }",
 		keys = {
@@ -445,6 +457,7 @@ end
 function M.resolve(raw)
 	local o, s, st, c, e, l = raw.output, raw.schedule, raw.steps, raw.capture,
 		raw.export, raw.limits
+	local cr = raw.capture_range
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -474,6 +487,11 @@ function M.resolve(raw)
 			cuda = st and st.cuda,
 			kernel = st and st.kernel,
 			every_ms = get("steps", st, "every_ms"),
+		},
+		capture_range = {
+			nvtx = cr and cr.nvtx,
+			nvtx_domain = cr and cr.domain,
+			count = get("capture_range", cr, "count"),
 		},
 		capture = {
 			nvtx = get("capture", c, "nvtx"),

@@ -10,8 +10,12 @@ struct open_range {
 	uint32_t name;
 	int64_t ts;
 	uint64_t id;      /* start/end ranges: the range id */
+	uint64_t a;       /* evbuf_nvtx_a(): domain and category */
 	int32_t tid;
+	uint32_t flags;   /* TRACE_F_CLIPPED_START: open when the window began */
 };
+
+#define NAME_UNKNOWN "(began before the window)"
 
 /* Per-thread state: the stack of open pushes. */
 struct thread_state {
@@ -22,6 +26,7 @@ struct thread_state {
 
 struct assembler {
 	struct trace *t;
+	const struct assemble_source *src;
 	struct thread_state *threads;
 	size_t nthreads, cap_threads;
 	size_t last;                  /* index of the last thread looked up */
@@ -72,9 +77,32 @@ static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 	return &as->threads[as->nthreads++];
 }
 
-/* Adds a complete range event. */
+/* Adds args "domain" and "category" of a record's `a` to the last event. */
+static void add_nvtx_args(struct assembler *as, uint64_t a)
+{
+	uint32_t domain = evbuf_a_domain(a), cat = evbuf_a_category(a);
+	const char *s = NULL;
+
+	if (domain != 0) {
+		if (as->src->domain_name)
+			s = as->src->domain_name(domain);
+		if (s)
+			trace_arg_str(as->t, "domain", s, strlen(s));
+		else
+			trace_arg_uint(as->t, "domain", domain);
+	}
+	if (cat != 0) {
+		s = as->src->category_name ? as->src->category_name(domain, cat) : NULL;
+		if (s)
+			trace_arg_str(as->t, "category", s, strlen(s));
+		else
+			trace_arg_uint(as->t, "category", cat);
+	}
+}
+
+/* Adds a complete range event; `a` carries its NVTX domain and category. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags)
+		      int64_t ts, int64_t end, uint32_t flags, uint64_t a)
 {
 	struct trace_event e = { 0 };
 
@@ -86,9 +114,23 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	e.cat = TRACE_CAT_USER_ANNOTATION;
 	e.ph = TRACE_PH_COMPLETE;
 	e.flags = flags;
-	trace_add_event(as->t, &e);
+	if (!trace_add_event(as->t, &e))
+		return;
+	add_nvtx_args(as, a);
 	if (flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
 		as->t->counters.clipped++;
+}
+
+/* A range that began before the window and ended at `end`: clipped at the
+ * window's start, named by the record when the shim knew the name. */
+static void add_early(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	uint32_t name = r->len ? trace_intern(t, evbuf_payload(r), r->len)
+			       : trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+	int64_t start = t->meta.start_ts < r->ts ? t->meta.start_ts : r->ts;
+
+	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a);
 }
 
 /* evbuf_visit_fn: one raw record. */
@@ -111,16 +153,38 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
+		th->stack[th->depth].a = r->a;
+		th->stack[th->depth].flags = 0;
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
+			/* Open when the window began: it starts there. */
+			if (!r->len)
+				th->stack[th->depth].name =
+					trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+			if (t->meta.start_ts < r->ts)
+				th->stack[th->depth].ts = t->meta.start_ts;
+			th->stack[th->depth].flags = TRACE_F_CLIPPED_START;
+		}
 		th->depth++;
 		break;
 	case EVBUF_RANGE_POP:
-		if (th->depth == 0) {
-			t->counters.unbalanced_pops++;
+		/* Each NVTX domain has its own stack: pop this domain's top. */
+		for (i = th->depth; i-- > 0;)
+			if (evbuf_a_domain(th->stack[i].a) == evbuf_a_domain(r->a))
+				break;
+		if (i == SIZE_MAX) {
+			if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+				add_early(as, tid, r);
+			else
+				t->counters.unbalanced_pops++;
 			break;
 		}
-		th->depth--;
-		add_range(as, tid, th->stack[th->depth].name, th->stack[th->depth].ts,
-			  r->ts, 0);
+		{
+			struct open_range o = th->stack[i];
+			memmove(&th->stack[i], &th->stack[i + 1],
+				(th->depth - i - 1) * sizeof *th->stack);
+			th->depth--;
+			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a);
+		}
 		break;
 	case EVBUF_RANGE_START:
 		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
@@ -132,17 +196,22 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		as->started[as->nstarted].ts = r->ts;
 		as->started[as->nstarted].id = r->id;
 		as->started[as->nstarted].tid = tid;
+		as->started[as->nstarted].a = r->a;
+		as->started[as->nstarted].flags = 0;
 		as->nstarted++;
 		break;
 	case EVBUF_RANGE_END:
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0);
+					  as->started[i].ts, r->ts, 0, as->started[i].a);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
-		as->unmatched_ends++;
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+			add_early(as, tid, r);
+		else
+			as->unmatched_ends++;
 		break;
 	case EVBUF_MARK:
 		e.ts = r->ts;
@@ -151,7 +220,8 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		e.name = trace_intern(t, evbuf_payload(r), r->len);
 		e.cat = TRACE_CAT_MARK;
 		e.ph = TRACE_PH_INSTANT;
-		trace_add_event(t, &e);
+		if (trace_add_event(t, &e))
+			add_nvtx_args(as, r->a);
 		break;
 	default:
 		break; /* kinds of capture sources this build does not know */
@@ -216,7 +286,7 @@ static void name_threads(struct assembler *as)
 int assemble_window(struct trace *t, const struct assemble_source *src,
 		    const struct trace_step *steps, size_t nsteps)
 {
-	struct assembler as = { .t = t };
+	struct assembler as = { .t = t, .src = src };
 	struct evbuf_stats st = { 0 };
 	size_t i, k;
 
@@ -230,12 +300,14 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		struct thread_state *th = &as.threads[i];
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
-				  t->meta.end_ts, TRACE_F_CLIPPED_END);
+				  t->meta.end_ts, TRACE_F_CLIPPED_END | th->stack[k].flags,
+				  th->stack[k].a);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
-			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END);
+			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END,
+			  as.started[i].a);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

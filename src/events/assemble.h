@@ -2,10 +2,14 @@
  * assemble — turns one closed capture generation into a struct trace.
  *
  * Walks the generation's raw records (evbuf_drain), pairs range pushes with
- * pops per thread and starts with ends by id, turns marks into instants,
- * adds one ProfilerStep#N span per captured step, names the threads, and
- * fills the trace's counters. Ranges still open at the window's end are
- * clipped there and flagged; pops with no open range are counted.
+ * pops per thread and domain and starts with ends by id, turns marks into
+ * instants, adds one ProfilerStep#N span per captured step, names the
+ * threads, and fills the trace's counters. Ranges still open at the
+ * window's end are clipped there and flagged; pops and ends of ranges that
+ * began before the window (EVBUF_A_EARLY) are clipped at its start and
+ * flagged; other pops with no open range are counted. Ranges and marks of
+ * a non-default NVTX domain get args "domain" (its name); a category gets
+ * "category" (its name, else its number).
  *
  * Host thread only.
  */
@@ -23,6 +27,11 @@ struct assemble_source {
 	int (*drain)(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		     struct evbuf_stats *stats);
 	uint64_t gen;   /* 0: no records (the generation could not open) */
+	/* Names of NVTX domains (id 0 is the default domain) and categories
+	 * for the events' args; either may be NULL, and may return NULL for
+	 * an unknown id. */
+	const char *(*domain_name)(uint32_t id);
+	const char *(*category_name)(uint32_t domain, uint32_t category);
 };
 
 /*

@@ -31,13 +31,34 @@
 
 /* Record kinds. Values are stable: they also appear in the raw capture. */
 enum evbuf_kind {
-	EVBUF_RANGE_PUSH = 1, /* name = range name; a = domain id */
-	EVBUF_RANGE_POP = 2,  /* no name; a = domain id */
+	EVBUF_RANGE_PUSH = 1, /* name = range name; a = evbuf_nvtx_a() */
+	EVBUF_RANGE_POP = 2,  /* no name (see EVBUF_A_EARLY); a = evbuf_nvtx_a() */
 	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
-	EVBUF_RANGE_END = 4,  /* id = range id */
-	EVBUF_MARK = 5,       /* name; a = domain id */
+	EVBUF_RANGE_END = 4,  /* id = range id; a = evbuf_nvtx_a() */
+	EVBUF_MARK = 5,       /* name; a = evbuf_nvtx_a() */
 	EVBUF_USER = 64       /* first kind free for capture sources */
 };
+
+/* `a` of the range and mark records: the NVTX domain id in bits 0-23 (0 is
+ * NVTX's default domain, which prof_range_push also uses), flags in bits
+ * 24-31, the NVTX category in bits 32-63 (0 = none). */
+#define EVBUF_A_EARLY 0x01u /* The range began before the window: on a
+			     * POP/END, this generation did not record its
+			     * PUSH/START; on a PUSH, it was open when the
+			     * window began (ts: when that was noticed). POP
+			     * and PUSH then carry the range's name when the
+			     * shim knew it, else no name. */
+
+static inline uint64_t evbuf_nvtx_a(uint32_t domain, uint32_t category,
+				    uint32_t flags)
+{
+	return (uint64_t)category << 32 | (uint64_t)(flags & 0xff) << 24 |
+	       (domain & 0xffffff);
+}
+
+static inline uint32_t evbuf_a_domain(uint64_t a) { return (uint32_t)(a & 0xffffff); }
+static inline uint32_t evbuf_a_flags(uint64_t a) { return (uint32_t)(a >> 24) & 0xff; }
+static inline uint32_t evbuf_a_category(uint64_t a) { return (uint32_t)(a >> 32); }
 
 /* One record. 8-byte aligned; `size` covers header and payload, rounded up
  * to a multiple of 8. The payload is `len` bytes (a name, not NUL-ended). */

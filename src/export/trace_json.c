@@ -151,7 +151,7 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 	struct trace_event out = { 0 };
 	const char *nm;
 	int p;
-	uint64_t stepno;
+	uint64_t stepno = 0;
 
 	if (!cJSON_IsObject(ev))
 		return schema_error(j, idx, "not an object");

@@ -1,11 +1,13 @@
 /* capture — the list of capture sources and the calls over it (capture.h). */
 #include "capture.h"
 
+#include "../capture/nvtx.h"
 #include "host.h"
 #include "../capture/python.h"
 
 /* Sources in the order they are called. */
 const struct capture_ops *const capture_sources[] = {
+	&nvtx_capture,
 	&python_capture,
 	NULL
 };

@@ -206,6 +206,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		return -1;
 	}
 	h->shim = shim;
+	clock_share(shim->clock);
 	if (env_read(&h->env, &e) != 0)
 		goto fail;
 	log_set_level(h->env.log_level);

@@ -58,6 +58,12 @@ struct window_state {
 	double dur_ms[HOST_DUR_RING];  /* recent step durations */
 	size_t ndur, dur_pos;
 	bool finished;                 /* the process is exiting */
+	uint32_t windows;              /* windows opened so far (indices) */
+	bool range_active;             /* an NVTX capture range is open and
+					  keeps the window recording */
+	uint32_t ranges_recorded;      /* capture-range instances recorded */
+	bool armed;                    /* last value given to nvtx_arm */
+	_Atomic int ready;             /* window_init() has run */
 };
 
 /* The host thread and its queue. */
@@ -114,6 +120,18 @@ void window_finish(struct host *h, bool from_signal);
 
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);
+
+/* An instance of the NVTX capture range (prof.capture_range) began: opens a
+ * window unless one is recording, and keeps it recording until
+ * window_range_end(). Returns 1 when this instance now holds the window
+ * open, 0 when it does not (another instance does, or the process is
+ * ending), -1 when prof.capture_range{count} is used up. Any thread; not
+ * while holding the window lock. */
+int window_range_begin(struct host *h);
+
+/* The instance that window_range_begin() returned 1 for ended: closes the
+ * window unless the schedule still records it. Any thread. */
+void window_range_end(struct host *h);
 
 /* --- hostthread.c --- */
 

@@ -120,7 +120,9 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 static void process_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
-	struct assemble_source src = { h->shim->evbuf_drain, job->gen };
+	struct assemble_source src = { h->shim->evbuf_drain, job->gen,
+				       h->shim->nvtx_domain_name,
+				       h->shim->nvtx_category_name };
 	struct export_opts o = { 0 };
 	struct export_result res;
 	struct policy_window_info wi = { 0 };

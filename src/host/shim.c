@@ -16,6 +16,8 @@
 
 #include "profhost/prof.h"
 
+#include "../capture/nvtx.h"
+#include "../events/clock.h"
 #include "../events/evbuf.h"
 #include "../util/log.h"
 #include "shim_api.h"
@@ -36,22 +38,21 @@ PROF_EXPORT void prof_step(void)
 		core.step();
 }
 
+/* Ranges and marks share NVTX's default domain (src/capture/nvtx.c), so
+ * NVTX step and capture-range triggers see them too. */
 PROF_EXPORT void prof_range_push(const char *name)
 {
-	if (__builtin_expect(evbuf_active(), 0))
-		evbuf_append(EVBUF_RANGE_PUSH, name ? name : "(null)", 0, 0);
+	nvtx_prof_push(name);
 }
 
 PROF_EXPORT void prof_range_pop(void)
 {
-	if (__builtin_expect(evbuf_active(), 0))
-		evbuf_append(EVBUF_RANGE_POP, NULL, 0, 0);
+	nvtx_prof_pop();
 }
 
 PROF_EXPORT void prof_mark(const char *name)
 {
-	if (__builtin_expect(evbuf_active(), 0))
-		evbuf_append(EVBUF_MARK, name ? name : "(null)", 0, 0);
+	nvtx_prof_mark(name);
 }
 
 PROF_EXPORT int prof_capture_now(unsigned steps, const char *reason)
@@ -111,7 +112,7 @@ static int shim_locate(char *dir, size_t size)
 
 __attribute__((constructor)) static void shim_init(void)
 {
-	static const struct shim_api api = {
+	static struct shim_api api = {
 		.version = SHIM_API_VERSION,
 		.shim_path = shim_path,
 		.evbuf_open = evbuf_open,
@@ -119,6 +120,13 @@ __attribute__((constructor)) static void shim_init(void)
 		.evbuf_drain = evbuf_drain,
 		.evbuf_release = evbuf_release,
 		.evbuf_append_raw = evbuf_append_raw,
+		.nvtx_configure = nvtx_configure,
+		.nvtx_arm = nvtx_arm,
+		.nvtx_replay = nvtx_replay,
+		.nvtx_attached = nvtx_attached,
+		.nvtx_domain_name = nvtx_domain_name,
+		.nvtx_category_name = nvtx_category_name,
+		.nvtx_thread_name = nvtx_thread_name,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");
@@ -159,6 +167,7 @@ __attribute__((constructor)) static void shim_init(void)
 			"installation; profiling is off for this process", core_path);
 		return;
 	}
+	api.clock = clock_params;
 	if (init(&api, &got) != 0)
 		return; /* the core said why */
 	core = got;

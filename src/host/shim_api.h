@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../capture/nvtx.h"
+#include "../events/clock.h"
 #include "../events/evbuf.h"
 
 #define SHIM_API_VERSION 1
@@ -31,6 +33,16 @@ struct shim_api {
 	void (*evbuf_release)(uint64_t gen);
 	int (*evbuf_append_raw)(uint16_t kind, int64_t ts, const void *payload,
 				uint32_t len, uint64_t id, uint64_t a);
+	/* The process's clock parameters (src/events/clock.h). */
+	struct clock_params *clock;
+	/* NVTX (src/capture/nvtx.h): triggers, arming, names for the trace. */
+	void (*nvtx_configure)(const struct nvtx_config *cfg);
+	void (*nvtx_arm)(int on);
+	void (*nvtx_replay)(void);
+	int (*nvtx_attached)(void);
+	const char *(*nvtx_domain_name)(uint32_t id);
+	const char *(*nvtx_category_name)(uint32_t domain, uint32_t category);
+	const char *(*nvtx_thread_name)(int32_t tid);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

@@ -16,8 +16,10 @@
 #include "capture.h"
 #include "host.h"
 
-/* Opens a capture generation for the window that starts now. Lock held. */
-static void open_window(struct host *h, const struct sched_result *r, int64_t now)
+/* Opens a capture generation for the window that starts now, at step
+ * `first`, for `reason`. Lock held. */
+static void open_window(struct host *h, const char *reason, uint64_t first,
+			int64_t now)
 {
 	struct window_state *w = &h->win;
 	struct err e;
@@ -29,20 +31,19 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(h, w->gen);
 	w->recording = true;
-	w->index = r->open_index;
-	w->first = r->step;
+	w->index = w->windows++;
+	w->first = first;
 	w->start_ts = now;
 	w->nsteps = 0;
-	snprintf(w->reason, sizeof w->reason, "%s",
-		 r->open_reason ? r->open_reason : "schedule");
+	snprintf(w->reason, sizeof w->reason, "%s", reason ? reason : "schedule");
 	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
-		(unsigned long long)r->step, w->reason);
+		(unsigned long long)first, w->reason);
 }
 
-/* Closes the recording window into a job for the host thread; NULL when
- * memory ran out (the window is lost and said so). Lock held. */
-static struct host_job *close_window(struct host *h, const struct sched_result *r,
-				     int64_t now)
+/* Closes the recording window (its steps w->first..last) into a job for the
+ * host thread; NULL when memory ran out (the window is lost and said so).
+ * Lock held. */
+static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job;
@@ -50,17 +51,18 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	h->shim->evbuf_close();
 	capture_close_all(h, w->gen);
 	w->recording = false;
+	w->range_active = false;
 	job = calloc(1, sizeof *job);
 	if (!job) {
 		log_msg(LOG_ERROR, "out of memory: window %u (steps %llu-%llu) is lost",
-			w->index, (unsigned long long)r->first, (unsigned long long)r->last);
+			w->index, (unsigned long long)w->first, (unsigned long long)last);
 		h->shim->evbuf_release(w->gen);
 		return NULL;
 	}
 	job->gen = w->gen;
 	job->window = w->index;
-	job->first = r->first;
-	job->last = r->last;
+	job->first = w->first;
+	job->last = last;
 	snprintf(job->reason, sizeof job->reason, "%s", w->reason);
 	job->start_ts = w->start_ts;
 	job->end_ts = now;
@@ -71,10 +73,35 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	return job;
 }
 
-/* Records the step that just ended in the recording window. Lock held. */
+/* Tells the shim whether NVTX pushes should keep their names: while a
+ * window records, during warm-up, in the step before a window opens, and
+ * whenever a capture range may still open one (see src/capture/nvtx.h). Calibrates the clock (at most once a second).
+ * Lock held. */
+static void update_arm(struct host *h, enum sched_action action, int64_t now)
+{
+	struct window_state *w = &h->win;
+	const struct policy_config *c = h->cfg;
+	bool armed = w->recording || action != SCHED_NONE ||
+		     w->sched.pending_steps > 0 ||
+		     sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE ||
+		     (c->capture_range.nvtx && (!c->capture_range.count ||
+						w->ranges_recorded < c->capture_range.count));
+
+	if (armed != w->armed) {
+		h->shim->nvtx_arm(armed);
+		w->armed = armed;
+	}
+	clock_calibrate(now);
+}
+
+/* Records the step that just ended in the recording window; a step that
+ * began before the window (a capture range opened it) starts with the
+ * window. Lock held. */
 static void keep_step(struct window_state *w, uint64_t step, int64_t start,
 		      int64_t end, int32_t tid, int partial)
 {
+	if (start < w->start_ts)
+		start = w->start_ts;
 	if (w->nsteps == w->cap_steps) {
 		size_t cap = w->cap_steps ? w->cap_steps * 2 : 16;
 		struct trace_step *p = realloc(w->steps, cap * sizeof *p);
@@ -136,7 +163,9 @@ void window_init(struct host *h)
 	if (r.warmup_start)
 		capture_warmup_all(h);
 	if (r.open_window)
-		open_window(h, &r, w->step_start);
+		open_window(h, r.open_reason, r.step, w->step_start);
+	update_arm(h, r.action, w->step_start);
+	atomic_store(&w->ready, 1);
 }
 
 void window_step(struct host *h)
@@ -152,7 +181,8 @@ void window_step(struct host *h)
 	double dur_ms;
 	struct err e;
 
-	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
+	    !atomic_load_explicit(&w->ready, memory_order_acquire))
 		return;
 	pthread_mutex_lock(&w->lock);
 	if (w->finished) {
@@ -170,14 +200,17 @@ void window_step(struct host *h)
 	if (w->recording)
 		keep_step(w, w->sched.step, w->step_start, now, tid, 0);
 	sched_on_step(&w->sched, &r);
-	if (r.save && w->recording)
-		job = close_window(h, &r, now);
+	/* An open capture range keeps the window recording past the schedule's
+	 * save, and a scheduled window that starts inside one joins it. */
+	if (r.save && w->recording && !w->range_active)
+		job = close_window(h, r.last, now);
 	if (r.warmup_start)
 		capture_warmup_all(h);
-	if (r.open_window) {
-		open_window(h, &r, now);
+	if (r.open_window && !w->recording) {
+		open_window(h, r.open_reason, r.step, now);
 		opened = w->recording;
 	}
+	update_arm(h, r.action, now);
 	w->step_start = now;
 	w->step_tid = tid;
 	info.recording = w->recording;
@@ -192,6 +225,8 @@ void window_step(struct host *h)
 
 	if (job)
 		hostthread_submit(h, job);
+	if (opened)
+		h->shim->nvtx_replay(); /* this thread's open ranges, clipped */
 	if (opened && h->cfg->has_on_window_start)
 		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
 	if (h->cfg->has_on_step)
@@ -210,6 +245,8 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		return err_set(e, "capture_now: 'steps' must be at least 1");
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
+	if (rc == 0)
+		update_arm(h, w->sched.action, clock_now_ns());
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
 		return err_set(e, "capture_now: a capture request is already queued");
@@ -254,11 +291,9 @@ void window_finish(struct host *h, bool from_signal)
 	if (w->recording) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);
-		if (!r.save) { /* the schedule says nothing is recording */
-			r.first = w->first;
+		if (!r.save) /* a capture range was recording */
 			r.last = w->sched.step;
-		}
-		job = close_window(h, &r, now);
+		job = close_window(h, r.last, now);
 	}
 	if (locked)
 		pthread_mutex_unlock(&w->lock);
@@ -268,4 +303,65 @@ void window_finish(struct host *h, bool from_signal)
 			(unsigned long long)job->first, (unsigned long long)job->last);
 		hostthread_submit(h, job);
 	}
+}
+
+int window_range_begin(struct host *h)
+{
+	struct window_state *w = &h->win;
+	const struct policy_config *c = h->cfg;
+	struct policy_window_info wi;
+	int64_t now = clock_now_ns();
+	char reason[HOST_REASON_MAX];
+	bool opened = false;
+	int rc = 0;
+	struct err e;
+
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
+	    !atomic_load_explicit(&w->ready, memory_order_acquire))
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	if (w->finished || w->range_active)
+		goto out;
+	if (c->capture_range.count && w->ranges_recorded >= c->capture_range.count) {
+		rc = -1;
+		goto out;
+	}
+	if (!w->recording) {
+		snprintf(reason, sizeof reason, "nvtx range '%s'", c->capture_range.nvtx);
+		open_window(h, reason, w->sched.step, now);
+		opened = w->recording;
+		if (!opened)
+			goto out;
+		update_arm(h, w->sched.action, now);
+	}
+	w->range_active = true;
+	w->ranges_recorded++;
+	rc = 1;
+	memset(&wi, 0, sizeof wi);
+	wi.window = w->index;
+	wi.first_step = wi.last_step = w->first;
+	wi.reason = w->reason;
+out:
+	pthread_mutex_unlock(&w->lock);
+	if (opened && c->has_on_window_start)
+		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
+	return rc;
+}
+
+void window_range_end(struct host *h)
+{
+	struct window_state *w = &h->win;
+	struct host_job *job = NULL;
+	int64_t now = clock_now_ns();
+
+	pthread_mutex_lock(&w->lock);
+	if (w->range_active && !w->finished) {
+		w->range_active = false;
+		if (w->recording && !w->sched.recording)
+			job = close_window(h, w->sched.step, now);
+		update_arm(h, w->sched.action, now);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (job)
+		hostthread_submit(h, job);
 }

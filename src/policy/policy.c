@@ -253,6 +253,11 @@ static int read_config(lua_State *L)
 	cfg_str(L, s, "kernel", true, &c->steps.kernel);
 	c->steps.every_ms = cfg_u32(L, s, "every_ms", 0);
 
+	s = cfg_section(L, cfg, "capture_range");
+	cfg_str(L, s, "nvtx", true, &c->capture_range.nvtx);
+	cfg_str(L, s, "nvtx_domain", true, &c->capture_range.nvtx_domain);
+	c->capture_range.count = cfg_u32(L, s, "count", 0);
+
 	s = cfg_section(L, cfg, "capture");
 	c->capture.nvtx = cfg_bool(L, s, "nvtx");
 	c->capture.cuda_kernels = cfg_bool(L, s, "cuda_kernels");
@@ -882,6 +887,8 @@ void policy_free(struct policy *p)
 	free(c->steps.python);
 	free(c->steps.cuda);
 	free(c->steps.kernel);
+	free(c->capture_range.nvtx);
+	free(c->capture_range.nvtx_domain);
 	free(c->export.sort_by);
 	free(c->export.group_by);
 	free(p->source);

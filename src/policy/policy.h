@@ -50,6 +50,14 @@ struct policy_config {
 		uint32_t every_ms;     /* 0 = off */
 	} steps;
 
+	/* prof.capture_range: record while an NVTX range is open */
+	struct {
+		char *nvtx;            /* range name; NULL = no capture range */
+		char *nvtx_domain;     /* its domain, NULL = any */
+		uint32_t count;        /* windows to record; 0 = every time;
+					  default 1 */
+	} capture_range;
+
 	/* prof.capture */
 	struct {
 		bool nvtx;             /* default true */

@@ -8,12 +8,14 @@
  * cbid and correlation, one in 16 of those with a double arg too, 1/8
  * annotations, 2/8 flow ends; 200 distinct names of realistic length), writes it with
  * chrome_writer_write + outfile_commit, and prints events/s and MB/s of
- * JSON. Not a test: it asserts nothing about time.
+ * JSON, and the peak resident memory before and while writing. Not a test:
+ * it asserts nothing about time.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "events/trace.h"
@@ -148,6 +150,15 @@ static void build(struct trace *t, size_t n)
 	t->counters.events = n;
 }
 
+/* Peak resident memory of the process so far, in MB. */
+static double peak_rss_mb(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_maxrss / 1024.0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 5000000;
@@ -156,11 +167,12 @@ int main(int argc, char **argv)
 	struct err e = { "" };
 	struct outfile *f;
 	struct trace t;
-	double t0, t1, c0, c1;
+	double t0, t1, c0, c1, rss_model;
 	uint64_t bytes;
 	uint32_t i;
 
 	build(&t, n);
+	rss_model = peak_rss_mb();
 	t0 = now_s(CLOCK_MONOTONIC);
 	c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
 	f = outfile_open(path, gzip, &e);
@@ -181,6 +193,9 @@ int main(int argc, char **argv)
 	       n, (double)bytes / 1e6, gzip ? " (gzip)" : "", t1 - t0,
 	       (double)n / (t1 - t0) / 1e6, (double)bytes / 1e6 / (t1 - t0),
 	       c1 - c0, (double)n / (c1 - c0) / 1e6);
+	/* The writer streams: writing adds its buffers, not the file's size. */
+	printf("peak RSS %.1f MB: %.1f MB with the trace model built, +%.1f MB while "
+	       "writing\n", peak_rss_mb(), rss_model, peak_rss_mb() - rss_model);
 	for (i = 0; i < t.names.n; i++)
 		free(t.names.str[i]);
 	free(t.names.str);

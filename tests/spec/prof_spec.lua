@@ -464,7 +464,7 @@ describe("prof", function()
 				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
-				"--set sched.active=5: unknown section 'sched' (valid sections: capture, export, limits, output, schedule, steps)",
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, schedule, steps)",
 				set_error("sched.active=5"))
 			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
 				set_error("schedule.active"))

@@ -157,6 +157,7 @@ static void test_valid_file_config(void)
 		"                              group_by = \"domain\" },\n"
 		"             stacks = false, memory_timeline = false, summary = false }\n"
 		"prof.limits{ hook_ms = 50, report_ms = 5000, load_ms = 1000, memory_mb = 32 }\n"
+		"prof.capture_range{ nvtx = \"eval\", domain = \"app\", count = 0 }\n"
 		"prof.on_step(function(s) end)\n"
 		"prof.on_trace_ready(function(w) end)\n",
 		NULL, &log, &e);
@@ -184,6 +185,9 @@ static void test_valid_file_config(void)
 	CHECK_EQ_STR(c->steps.cuda, "cudaGraphLaunch");
 	CHECK_EQ_STR(c->steps.kernel, "^nccl");
 	CHECK_EQ_INT(c->steps.every_ms, 500);
+	CHECK_EQ_STR(c->capture_range.nvtx, "eval");
+	CHECK_EQ_STR(c->capture_range.nvtx_domain, "app");
+	CHECK_EQ_INT(c->capture_range.count, 0);
 	CHECK(!c->capture.nvtx);
 	CHECK(c->capture.cuda_kernels && c->capture.cuda_memcpy &&
 	      c->capture.cuda_memset && c->capture.cuda_runtime &&
@@ -226,6 +230,8 @@ static void test_defaults(void)
 	CHECK(c->run_name == NULL);
 	CHECK(!c->schedule.enabled);
 	CHECK(c->steps.nvtx == NULL && c->steps.python == NULL);
+	CHECK(c->capture_range.nvtx == NULL && c->capture_range.nvtx_domain == NULL);
+	CHECK_EQ_INT(c->capture_range.count, 1);
 	CHECK(c->capture.nvtx && c->capture.cuda_kernels && c->capture.cuda_driver);
 	CHECK_EQ_INT(c->capture.cpu_hz, 0);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 0);

@@ -1,0 +1,1389 @@
+/*
+ * nvtx — the NVTX3 injection and hot path, in the shim (see nvtx.h).
+ *
+ * Three paths per push or pop:
+ *   quiet  outside a window, no trigger configured, names not kept: the
+ *          entry point (a leaf) loads the capture and mode words and sets
+ *          or clears a bit of the thread's shadow stack;
+ *   full   everything else (range_push, range_pop): trigger name compares
+ *          (only when a trigger is configured), the shadow level with its
+ *          name when armed, and inside a window a clock read and one evbuf
+ *          append.
+ * Nothing here locks, except the creation calls (domains, registered
+ * strings, category and thread names), which are rare and take
+ * `names_lock`, and a thread's first push, which allocates its shadow.
+ */
+#include "nvtx.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../events/clock.h"
+#include "../events/evbuf.h"
+#include "nvtx_abi.h"
+
+#define NVTX_EXPORT __attribute__((visibility("default")))
+
+#define NVTX_LEVELS 64        /* shadow levels per thread; deeper ones count only */
+#define NVTX_LEVEL_NAME 48    /* name bytes a shadow level keeps */
+#define NVTX_MAX_DOMAINS 4096 /* domains beyond this share the default one */
+#define DOMAIN_MAGIC 0x4e56444du /* "NVDM" */
+#define STRING_MAGIC 0x4e565354u /* "NVST" */
+
+/* Mode bits (nvtx_mode). */
+enum {
+	MODE_RECORD = 1,       /* record NVTX events in windows */
+	MODE_STEP_RANGE = 2,   /* a step range is configured */
+	MODE_STEP_MARK = 4,    /* a step mark is configured */
+	MODE_CAPTURE = 8,      /* a capture range is configured */
+	MODE_ARMED = 16        /* shadow levels keep names */
+};
+
+/* Match bits of domains and registered strings. */
+enum {
+	MATCH_STEP_RANGE = 1,
+	MATCH_STEP_MARK = 2,
+	MATCH_CAPTURE = 4
+};
+
+/* Shadow level flags. */
+enum {
+	LV_STEP = 1,       /* this level is the step range */
+	LV_CAPTURE = 2,    /* this level drives a capture-range window */
+	LV_NAMED = 4,      /* name[] holds the name */
+	LV_REGISTERED = 8, /* reg holds the name */
+	LV_DROPPED = 16,   /* the push was dropped (buffers full): drop the pop */
+	LV_FORCED = 32     /* recorded whatever prof.capture{nvtx} says */
+};
+
+/* Start/end range ids: sequence (bits 0-31), kernel tid (32-53), the tag of
+ * the generation that recorded the start (54-61: 0 none, 255 dropped), and
+ * the trigger bits (62 step, 63 capture). */
+#define ID_TAG_SHIFT 54
+#define ID_TAG_DROPPED 255u
+#define ID_STEP (1ull << 62)
+#define ID_CAPTURE (1ull << 63)
+
+struct nvtx_domain {
+	uint32_t magic;
+	uint32_t id;
+	_Atomic uint32_t match;  /* MATCH_* this domain satisfies */
+	char *name;
+};
+
+struct nvtx_string {
+	uint32_t magic;
+	uint32_t domain;
+	uint32_t len;
+	_Atomic uint32_t match;  /* MATCH_* this string's name satisfies */
+	struct nvtx_string *next; /* hash chain */
+	char s[];                /* len bytes and a NUL */
+};
+
+/* The configuration, immutable once published and never freed (a
+ * reader may still hold an older one). */
+struct nvtx_cfg {
+	struct nvtx_config c;    /* strings point into the block below */
+	struct nvtx_cfg *older;  /* the one it replaced */
+};
+
+/* A message as NVTX passed it. */
+struct nvtx_msg {
+	int type;                /* NVTX_ABI_MESSAGE_* */
+	const void *p;
+};
+
+struct nvtx_level {
+	uint32_t domain;
+	uint32_t category;
+	uint32_t gen;            /* generation that recorded the push; 0 none */
+	uint16_t flags;          /* LV_* */
+	uint16_t len;            /* bytes in name[] */
+	union {
+		char name[NVTX_LEVEL_NAME];
+		const struct nvtx_string *reg;
+	} n;
+};
+
+/* A thread's shadow. A level pushed on the quiet path in the default
+ * domain with nothing to remember (no category, name or trigger) is only a
+ * bit in `plain`: its lv[] entry is stale until materialize() writes it.
+ * Bits are set only below `depth`. */
+struct nvtx_thread {
+	uint32_t depth;          /* open levels, all domains */
+	uint32_t seq;            /* last start/end sequence number */
+	uint64_t plain;          /* bit i: level i is plain */
+	int32_t tid;
+	struct nvtx_level lv[NVTX_LEVELS];
+};
+
+/* A named thing (category, thread) in a small table; `key` identifies it. */
+struct nvtx_name {
+	uint64_t key;
+	char *name;
+};
+
+static _Atomic uint32_t nvtx_mode = MODE_RECORD;
+static _Atomic(struct nvtx_cfg *) nvtx_cfg;
+static _Atomic int nvtx_is_attached;
+
+static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nvtx_domain default_domain = { DOMAIN_MAGIC, 0, MATCH_STEP_RANGE |
+					     MATCH_STEP_MARK | MATCH_CAPTURE,
+					     (char *)NVTX_DEFAULT_DOMAIN };
+static _Atomic(struct nvtx_domain *) domains[NVTX_MAX_DOMAINS];
+static _Atomic uint32_t ndomains = 1;        /* id 0 is the default domain */
+static struct nvtx_string **strings;         /* hash table, names_lock */
+static size_t nstrings, cap_strings;
+static struct nvtx_name *categories, *thread_names; /* names_lock */
+static size_t ncategories, cap_categories, nthread_names, cap_thread_names;
+
+static __thread struct nvtx_thread *self __attribute__((tls_model("initial-exec")));
+static pthread_key_t self_key;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+/* A thread whose shadow could not be allocated works without one. */
+static struct nvtx_thread no_thread;
+
+/* ------------------------------------------------------------ strings */
+
+/* Converts NUL-ended UTF-32 `w` to UTF-8 in out[cap]; never splits a
+ * character; invalid code points become U+FFFD. Returns the bytes written. */
+static uint32_t utf8_from_wide(const wchar_t *w, char *out, uint32_t cap)
+{
+	uint32_t n = 0;
+
+	for (; *w; w++) {
+		uint32_t c = (uint32_t)*w;
+		unsigned char b[4];
+		uint32_t k;
+
+		if (c >= 0xd800 && (c < 0xe000 || c > 0x10ffff))
+			c = 0xfffd;
+		if (c < 0x80) {
+			b[0] = (unsigned char)c;
+			k = 1;
+		} else if (c < 0x800) {
+			b[0] = (unsigned char)(0xc0 | c >> 6);
+			b[1] = (unsigned char)(0x80 | (c & 0x3f));
+			k = 2;
+		} else if (c < 0x10000) {
+			b[0] = (unsigned char)(0xe0 | c >> 12);
+			b[1] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
+			b[2] = (unsigned char)(0x80 | (c & 0x3f));
+			k = 3;
+		} else {
+			b[0] = (unsigned char)(0xf0 | c >> 18);
+			b[1] = (unsigned char)(0x80 | (c >> 12 & 0x3f));
+			b[2] = (unsigned char)(0x80 | (c >> 6 & 0x3f));
+			b[3] = (unsigned char)(0x80 | (c & 0x3f));
+			k = 4;
+		}
+		if (n + k > cap)
+			break;
+		memcpy(out + n, b, k);
+		n += k;
+	}
+	return n;
+}
+
+/* A malloc'd NUL-ended UTF-8 copy of `w` (cut at EVBUF_NAME_MAX), or NULL. */
+static char *dup_wide(const wchar_t *w)
+{
+	char buf[EVBUF_NAME_MAX];
+	uint32_t n = w ? utf8_from_wide(w, buf, sizeof buf) : 0;
+	char *s = malloc(n + 1);
+
+	if (s) {
+		memcpy(s, buf, n);
+		s[n] = '\0';
+	}
+	return s;
+}
+
+/* A malloc'd copy of `s` cut at EVBUF_NAME_MAX bytes, or NULL. */
+static char *dup_name(const char *s)
+{
+	size_t n = s ? strnlen(s, EVBUF_NAME_MAX) : 0;
+	char *d = malloc(n + 1);
+
+	if (d) {
+		if (n)
+			memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/* ------------------------------------------------------------ matching */
+
+/* Whether `name` equals trigger `want` (NULL: not configured). */
+static int name_is(const char *name, size_t len, const char *want)
+{
+	return want && strlen(want) == len && memcmp(name, want, len) == 0;
+}
+
+/* MATCH_* bits a domain named `name` satisfies under cfg. names_lock. */
+static uint32_t domain_match(const struct nvtx_cfg *cfg, const char *name)
+{
+	uint32_t m = 0;
+
+	if (!cfg)
+		return 0;
+	if (!cfg->c.step_domain || strcmp(cfg->c.step_domain, name) == 0)
+		m |= MATCH_STEP_RANGE | MATCH_STEP_MARK;
+	if (!cfg->c.capture_domain || strcmp(cfg->c.capture_domain, name) == 0)
+		m |= MATCH_CAPTURE;
+	return m;
+}
+
+/* MATCH_* bits a string satisfies under cfg (its domain is checked apart). */
+static uint32_t string_match(const struct nvtx_cfg *cfg, const char *s, size_t len)
+{
+	uint32_t m = 0;
+
+	if (!cfg)
+		return 0;
+	if (name_is(s, len, cfg->c.step_range))
+		m |= MATCH_STEP_RANGE;
+	if (name_is(s, len, cfg->c.step_mark))
+		m |= MATCH_STEP_MARK;
+	if (name_is(s, len, cfg->c.capture_range))
+		m |= MATCH_CAPTURE;
+	return m;
+}
+
+/* ------------------------------------------------------------ handles */
+
+/* The domain of a handle: NULL and anything that is not ours are the
+ * default domain. */
+static const struct nvtx_domain *domain_of(const void *h)
+{
+	const struct nvtx_domain *d = h;
+
+	if (!d || d->magic != DOMAIN_MAGIC)
+		return &default_domain;
+	return d;
+}
+
+/* The registered string of a handle, or NULL. */
+static const struct nvtx_string *string_of(const void *h)
+{
+	const struct nvtx_string *s = h;
+
+	if (!s || s->magic != STRING_MAGIC)
+		return NULL;
+	return s;
+}
+
+static uint64_t hash_string(uint32_t domain, const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull ^ domain;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Creates (or finds) domain `name`, taking ownership of it. names_lock. */
+static struct nvtx_domain *domain_create_locked(char *name)
+{
+	uint32_t n = atomic_load_explicit(&ndomains, memory_order_relaxed), i;
+	struct nvtx_domain *d;
+
+	if (!name)
+		return NULL;
+	for (i = 1; i < n; i++) {
+		d = atomic_load_explicit(&domains[i], memory_order_relaxed);
+		if (d && strcmp(d->name, name) == 0) {
+			free(name);
+			return d;
+		}
+	}
+	if (n >= NVTX_MAX_DOMAINS || !(d = calloc(1, sizeof *d))) {
+		free(name);
+		return NULL; /* the default domain */
+	}
+	d->magic = DOMAIN_MAGIC;
+	d->id = n;
+	d->name = name;
+	atomic_store_explicit(&d->match, domain_match(atomic_load(&nvtx_cfg), name),
+			      memory_order_relaxed);
+	atomic_store_explicit(&domains[n], d, memory_order_release);
+	atomic_store_explicit(&ndomains, n + 1, memory_order_release);
+	return d;
+}
+
+static void *domain_create(char *name)
+{
+	struct nvtx_domain *d;
+
+	pthread_mutex_lock(&names_lock);
+	d = domain_create_locked(name);
+	pthread_mutex_unlock(&names_lock);
+	return d;
+}
+
+/* Grows the string table to at least twice its entries. names_lock. */
+static int strings_grow(void)
+{
+	size_t cap = cap_strings ? cap_strings * 2 : 256, i;
+	struct nvtx_string **t = calloc(cap, sizeof *t);
+
+	if (!t)
+		return -1;
+	for (i = 0; i < cap_strings; i++) {
+		struct nvtx_string *s = strings[i], *next;
+		for (; s; s = next) {
+			size_t b = hash_string(s->domain, s->s, s->len) & (cap - 1);
+			next = s->next;
+			s->next = t[b];
+			t[b] = s;
+		}
+	}
+	free(strings);
+	strings = t;
+	cap_strings = cap;
+	return 0;
+}
+
+/* Registers `text` (owned) in `domain`; an equal string registered before
+ * gives the same handle. NULL when memory ran out. */
+static void *string_register(const void *domain, char *text)
+{
+	const struct nvtx_domain *d = domain_of(domain);
+	struct nvtx_string *s = NULL;
+	size_t len, b;
+
+	if (!text)
+		return NULL;
+	len = strlen(text);
+	pthread_mutex_lock(&names_lock);
+	if (nstrings >= cap_strings / 2 && strings_grow() != 0 && !cap_strings)
+		goto out;
+	b = hash_string(d->id, text, len) & (cap_strings - 1);
+	for (s = strings[b]; s; s = s->next)
+		if (s->domain == d->id && s->len == len && memcmp(s->s, text, len) == 0)
+			goto out;
+	s = malloc(sizeof *s + len + 1);
+	if (!s)
+		goto out;
+	s->magic = STRING_MAGIC;
+	s->domain = d->id;
+	s->len = (uint32_t)len;
+	memcpy(s->s, text, len + 1);
+	atomic_store_explicit(&s->match, string_match(atomic_load(&nvtx_cfg), text, len),
+			      memory_order_relaxed);
+	s->next = strings[b];
+	strings[b] = s;
+	nstrings++;
+out:
+	pthread_mutex_unlock(&names_lock);
+	free(text);
+	return s;
+}
+
+/* Sets key's name in a table (owned `name`; the old one is kept, since a
+ * reader may hold it). names_lock. */
+static void name_set_locked(struct nvtx_name **tab, size_t *n, size_t *cap,
+			    uint64_t key, char *name)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++)
+		if ((*tab)[i].key == key) {
+			if (strcmp((*tab)[i].name, name) == 0)
+				free(name);
+			else
+				(*tab)[i].name = name;
+			return;
+		}
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct nvtx_name *p = realloc(*tab, ncap * sizeof *p);
+		if (!p) {
+			free(name);
+			return;
+		}
+		*tab = p;
+		*cap = ncap;
+	}
+	(*tab)[*n].key = key;
+	(*tab)[*n].name = name;
+	(*n)++;
+}
+
+static const char *name_get_locked(const struct nvtx_name *tab, size_t n, uint64_t key)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (tab[i].key == key)
+			return tab[i].name;
+	return NULL;
+}
+
+static void category_name(const void *domain, uint32_t category, char *name)
+{
+	uint64_t key = (uint64_t)domain_of(domain)->id << 32 | category;
+
+	if (!name)
+		return;
+	pthread_mutex_lock(&names_lock);
+	name_set_locked(&categories, &ncategories, &cap_categories, key, name);
+	pthread_mutex_unlock(&names_lock);
+}
+
+static void thread_name(uint32_t tid, char *name)
+{
+	if (!name)
+		return;
+	pthread_mutex_lock(&names_lock);
+	name_set_locked(&thread_names, &nthread_names, &cap_thread_names, tid, name);
+	pthread_mutex_unlock(&names_lock);
+}
+
+/* ------------------------------------------------------------ threads */
+
+static void self_free(void *p)
+{
+	if (p != &no_thread)
+		free(p);
+	self = NULL;
+}
+
+static void self_key_init(void)
+{
+	if (pthread_key_create(&self_key, self_free) != 0)
+		self_key = (pthread_key_t)-1;
+}
+
+/* The calling thread's shadow, created on first use (malloc: the NVTX
+ * calls are not signal handlers). Never NULL. */
+static struct nvtx_thread *thread_self(void)
+{
+	struct nvtx_thread *t = self;
+
+	if (__builtin_expect(t != NULL, 1))
+		return t;
+	pthread_once(&self_once, self_key_init);
+	t = calloc(1, sizeof *t);
+	if (!t || pthread_setspecific(self_key, t) != 0) {
+		free(t);
+		t = &no_thread; /* depth is shared and meaningless: no levels */
+	} else {
+		t->tid = (int32_t)syscall(SYS_gettid);
+	}
+	self = t;
+	return t;
+}
+
+/* ------------------------------------------------------------ messages */
+
+/* The bytes of an ASCII or registered message (*len), or "" for others
+ * (wide strings are converted by the callers that need them). */
+static const char *msg_plain(const struct nvtx_msg *m, uint32_t *len)
+{
+	const struct nvtx_string *s;
+
+	if (m->type == NVTX_ABI_MESSAGE_ASCII && m->p) {
+		*len = (uint32_t)strnlen(m->p, EVBUF_NAME_MAX);
+		return m->p;
+	}
+	if (m->type == NVTX_ABI_MESSAGE_REGISTERED && (s = string_of(m->p))) {
+		*len = s->len < EVBUF_NAME_MAX ? s->len : EVBUF_NAME_MAX;
+		return s->s;
+	}
+	*len = 0;
+	return "";
+}
+
+static int is_wide(const struct nvtx_msg *m)
+{
+	return m->type == NVTX_ABI_MESSAGE_UNICODE && m->p;
+}
+
+/* append_msg() for wide strings: converts on the stack, then appends. */
+__attribute__((noinline)) static int append_wide(uint16_t kind, int64_t ts,
+						 const wchar_t *w, uint64_t id,
+						 uint64_t a)
+{
+	char buf[EVBUF_NAME_MAX];
+	uint32_t len = utf8_from_wide(w, buf, sizeof buf);
+
+	return evbuf_append_raw(kind, ts, buf, len, id, a);
+}
+
+/* Appends a record whose payload is the message's text. Returns 0, or -1
+ * when dropped. */
+static int append_msg(uint16_t kind, int64_t ts, const struct nvtx_msg *m,
+		      uint64_t id, uint64_t a)
+{
+	const char *text;
+	uint32_t len;
+
+	if (is_wide(m))
+		return append_wide(kind, ts, m->p, id, a);
+	text = msg_plain(m, &len);
+	return evbuf_append_raw(kind, ts, text, len, id, a);
+}
+
+/* Message of an attributes struct (NULL or too small: none). */
+static struct nvtx_msg attr_msg(const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = { NVTX_ABI_MESSAGE_UNKNOWN, NULL };
+
+	if (a && (a->size == 0 || a->size >= sizeof *a)) {
+		m.type = a->message_type;
+		m.p = a->message.ascii;
+	}
+	return m;
+}
+
+static uint32_t attr_category(const struct nvtx_abi_attributes *a)
+{
+	if (a && (a->size == 0 ||
+		  a->size >= offsetof(struct nvtx_abi_attributes, category) + 4))
+		return a->category;
+	return 0;
+}
+
+/* string_match() of a wide message. */
+__attribute__((noinline)) static uint32_t wide_match(const struct nvtx_cfg *cfg,
+						     const wchar_t *w)
+{
+	char buf[EVBUF_NAME_MAX];
+	uint32_t len = utf8_from_wide(w, buf, sizeof buf);
+
+	return string_match(cfg, buf, len);
+}
+
+/* MATCH_* bits message m in domain d satisfies among `want`. Only called
+ * when a trigger is configured. */
+static uint32_t msg_match(const struct nvtx_cfg *cfg, const struct nvtx_domain *d,
+			  const struct nvtx_msg *m, uint32_t want)
+{
+	const struct nvtx_string *s;
+	const char *text;
+	uint32_t len;
+
+	want &= atomic_load_explicit(&d->match, memory_order_relaxed);
+	if (!want || !cfg)
+		return 0;
+	if (m->type == NVTX_ABI_MESSAGE_REGISTERED) {
+		s = string_of(m->p);
+		return s ? atomic_load_explicit(&s->match, memory_order_relaxed) & want : 0;
+	}
+	if (is_wide(m))
+		return wide_match(cfg, m->p) & want;
+	text = msg_plain(m, &len);
+	return string_match(cfg, text, len) & want;
+}
+
+/* ------------------------------------------------------------ hot path */
+
+static inline int recording(uint64_t st, uint32_t mode, int force)
+{
+	return (st & 1) && ((mode & MODE_RECORD) || force);
+}
+
+/* Tag of generation `gen` in range ids: 1..254. */
+static inline uint32_t gen_tag(uint64_t gen)
+{
+	return (uint32_t)(gen % 254) + 1;
+}
+
+/* Keeps the name of a shadow level (its first NVTX_LEVEL_NAME bytes). */
+static void level_name(struct nvtx_level *lv, const struct nvtx_msg *m)
+{
+	const struct nvtx_string *s;
+	uint32_t len = 0;
+
+	if (m->type == NVTX_ABI_MESSAGE_REGISTERED && (s = string_of(m->p))) {
+		lv->n.reg = s;
+		lv->flags |= LV_REGISTERED;
+		return;
+	}
+	if (is_wide(m)) {
+		len = utf8_from_wide(m->p, lv->n.name, NVTX_LEVEL_NAME);
+	} else if (m->type == NVTX_ABI_MESSAGE_ASCII && m->p) {
+		len = (uint32_t)strnlen(m->p, NVTX_LEVEL_NAME);
+		memcpy(lv->n.name, m->p, len);
+	}
+	lv->len = (uint16_t)len;
+	lv->flags |= LV_NAMED;
+}
+
+/* Asks the core whether a capture-range instance starting now drives a
+ * window; stops asking when it says never again. */
+static int capture_begin(const struct nvtx_cfg *cfg)
+{
+	int r = cfg->c.capture_begin(cfg->c.ctx);
+
+	if (r < 0)
+		atomic_fetch_and(&nvtx_mode, ~(uint32_t)MODE_CAPTURE);
+	return r > 0;
+}
+
+/* Writes out the plain levels of t so the full path can read every level. */
+static void materialize(struct nvtx_thread *t)
+{
+	uint64_t p = t->plain;
+
+	while (p) {
+		struct nvtx_level *lv = &t->lv[__builtin_ctzll(p)];
+
+		lv->domain = 0;
+		lv->category = 0;
+		lv->gen = 0;
+		lv->flags = 0;
+		lv->len = 0;
+		p &= p - 1;
+	}
+	t->plain = 0;
+}
+
+/* Records the first `n` levels of thread t that the open window did not
+ * record, as pushes that began before it (the thread just opened the
+ * window inside them). */
+static void replay_levels(struct nvtx_thread *t, uint32_t n)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	uint32_t gen = (uint32_t)(st >> 1), i;
+	int64_t now;
+
+	if (!(st & 1) || t == &no_thread)
+		return;
+	if (n > NVTX_LEVELS)
+		n = NVTX_LEVELS;
+	materialize(t);
+	now = clock_now_ns();
+	for (i = 0; i < n; i++) {
+		struct nvtx_level *lv = &t->lv[i];
+		const char *name = NULL;
+		uint32_t len = 0;
+
+		if (lv->gen == gen || !recording(st, mode, lv->flags & LV_FORCED))
+			continue;
+		if (lv->flags & LV_NAMED) {
+			name = lv->n.name;
+			len = lv->len;
+		} else if (lv->flags & LV_REGISTERED) {
+			name = lv->n.reg->s;
+			len = lv->n.reg->len < EVBUF_NAME_MAX ? lv->n.reg->len : EVBUF_NAME_MAX;
+		}
+		if (evbuf_append_raw(EVBUF_RANGE_PUSH, now, name, len, 0,
+				     evbuf_nvtx_a(lv->domain, lv->category, EVBUF_A_EARLY)) == 0) {
+			lv->gen = gen;
+			lv->flags &= (uint16_t)~LV_DROPPED;
+		}
+	}
+}
+
+/* A push in domain d; `force` records even with prof.capture{nvtx=false}.
+ * Returns the level (depth before the push). */
+__attribute__((noinline))
+static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
+		      uint32_t category, int force)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	struct nvtx_thread *t = thread_self();
+	struct nvtx_level *lv = NULL;
+	uint32_t depth = 0, flags = 0, gen = 0, len = 0;
+	const char *text = NULL;
+
+	if (t != &no_thread) {
+		depth = t->depth++;
+		if (depth < NVTX_LEVELS)
+			lv = &t->lv[depth];
+	}
+	if (__builtin_expect(mode & (MODE_STEP_RANGE | MODE_CAPTURE), 0)) {
+		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
+		uint32_t hit = msg_match(cfg, d, m, (mode & MODE_STEP_RANGE ? MATCH_STEP_RANGE : 0) |
+					 (mode & MODE_CAPTURE ? MATCH_CAPTURE : 0));
+		if (hit & MATCH_STEP_RANGE)
+			flags |= LV_STEP;
+		if ((hit & MATCH_CAPTURE) && capture_begin(cfg)) {
+			flags |= LV_CAPTURE;
+			/* The window opened inside this thread's open ranges. */
+			if (t != &no_thread)
+				replay_levels(t, depth);
+		}
+		if (hit & MATCH_CAPTURE) /* a window may have opened */
+			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	}
+	if (__builtin_expect(recording(st, mode, force), 0)) {
+		int64_t ts = clock_now_ns();
+		uint64_t a = evbuf_nvtx_a(d->id, category, 0);
+		int rc;
+
+		if (is_wide(m)) {
+			rc = append_wide(EVBUF_RANGE_PUSH, ts, m->p, 0, a);
+		} else {
+			text = msg_plain(m, &len);
+			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, 0, a);
+		}
+		if (rc == 0)
+			gen = (uint32_t)(st >> 1);
+		else
+			flags |= LV_DROPPED;
+	}
+	if (lv) {
+		lv->domain = d->id;
+		lv->category = category;
+		lv->gen = gen;
+		lv->flags = (uint16_t)(flags | (force ? LV_FORCED : 0));
+		if (text && m->type == NVTX_ABI_MESSAGE_ASCII) {
+			/* Recorded just now: the length is known. */
+			if (len > NVTX_LEVEL_NAME)
+				len = NVTX_LEVEL_NAME;
+			memcpy(lv->n.name, text, len);
+			lv->len = (uint16_t)len;
+			lv->flags |= LV_NAMED;
+		} else if (gen || (mode & MODE_ARMED) ||
+			   m->type == NVTX_ABI_MESSAGE_REGISTERED) {
+			/* A registered string costs one pointer store: always kept. */
+			level_name(lv, m);
+		}
+	}
+	return (int)depth;
+}
+
+/* Appends a pop that matches no recorded level (unbalanced, or untracked
+ * beyond NVTX_LEVELS): the assembler pairs or counts it. */
+static void append_bare_pop(uint64_t st, uint32_t mode, int force, uint32_t domain)
+{
+	if (recording(st, mode, force))
+		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), NULL, 0, 0,
+				 evbuf_nvtx_a(domain, 0, 0));
+}
+
+/* A pop in domain d. Returns the level ended, or -1 when none was open.
+ * (Fields of the level are read one by one, as the push wrote them: a wide
+ * copy of a level just written stalls store forwarding.) */
+__attribute__((noinline))
+static int range_pop(const struct nvtx_domain *d, int force)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	struct nvtx_thread *t = thread_self();
+	struct nvtx_level *lv;
+	uint32_t depth, i, len = 0, fl = 0, category, flags;
+	const char *name = NULL;
+
+	if (t == &no_thread) {
+		append_bare_pop(st, mode, force, d->id);
+		return 0;
+	}
+	materialize(t);
+	depth = t->depth;
+	if (depth == 0) {
+		append_bare_pop(st, mode, force, d->id);
+		return -1;
+	}
+	if (depth > NVTX_LEVELS) {
+		/* The top level is untracked: assume it is this domain's. */
+		t->depth = depth - 1;
+		append_bare_pop(st, mode, force, d->id);
+		return (int)(depth - 1);
+	}
+	for (i = depth; i-- > 0;)
+		if (t->lv[i].domain == d->id)
+			break;
+	if (i == UINT32_MAX) { /* no open level of this domain */
+		append_bare_pop(st, mode, force, d->id);
+		return -1;
+	}
+	lv = &t->lv[i];
+	category = lv->category;
+	flags = lv->flags;
+	if (__builtin_expect(recording(st, mode, force), 0) && !(flags & LV_DROPPED)) {
+		if (lv->gen != (uint32_t)(st >> 1)) {
+			/* The push happened before this window. */
+			fl = EVBUF_A_EARLY;
+			if (flags & LV_NAMED) {
+				name = lv->n.name;
+				len = lv->len;
+			} else if (flags & LV_REGISTERED) {
+				name = lv->n.reg->s;
+				len = lv->n.reg->len < EVBUF_NAME_MAX ? lv->n.reg->len : EVBUF_NAME_MAX;
+			}
+		}
+		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), name, len, 0,
+				 evbuf_nvtx_a(d->id, category, fl));
+	}
+	if (i + 1 < depth) /* another domain's levels above: close the gap */
+		memmove(&t->lv[i], &t->lv[i + 1], (depth - i - 1) * sizeof *lv);
+	t->depth = depth - 1;
+	if (__builtin_expect(flags & (LV_STEP | LV_CAPTURE), 0)) {
+		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
+		if ((flags & LV_STEP) && cfg)
+			cfg->c.step(cfg->c.ctx);
+		if ((flags & LV_CAPTURE) && cfg)
+			cfg->c.capture_end(cfg->c.ctx);
+	}
+	return (int)(depth - 1);
+}
+
+/* A start in domain d. Returns the range id (never 0). */
+static uint64_t range_start(const struct nvtx_domain *d, const struct nvtx_msg *m,
+			    uint32_t category)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	struct nvtx_thread *t = thread_self();
+	uint64_t id, rid, trig = 0;
+	uint32_t seq = 1;
+
+	if (t != &no_thread) {
+		if (++t->seq == 0)
+			t->seq = 1;
+		seq = t->seq;
+	}
+	if (__builtin_expect(mode & (MODE_STEP_RANGE | MODE_CAPTURE), 0)) {
+		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
+		uint32_t hit = msg_match(cfg, d, m, (mode & MODE_STEP_RANGE ? MATCH_STEP_RANGE : 0) |
+					 (mode & MODE_CAPTURE ? MATCH_CAPTURE : 0));
+		if (hit & MATCH_STEP_RANGE)
+			trig |= ID_STEP;
+		if ((hit & MATCH_CAPTURE) && capture_begin(cfg)) {
+			trig |= ID_CAPTURE;
+			replay_levels(t, t->depth);
+		}
+		if (hit & MATCH_CAPTURE)
+			st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	}
+	id = trig | (uint64_t)((uint32_t)t->tid & 0x3fffff) << 32 | seq;
+	if (__builtin_expect(recording(st, mode, 0), 0)) {
+		rid = id | (uint64_t)gen_tag(st >> 1) << ID_TAG_SHIFT;
+		if (append_msg(EVBUF_RANGE_START, clock_now_ns(), m, rid,
+			       evbuf_nvtx_a(d->id, category, 0)) == 0)
+			return rid;
+		return id | (uint64_t)ID_TAG_DROPPED << ID_TAG_SHIFT;
+	}
+	return id;
+}
+
+/* An end of range `id` in domain d. */
+static void range_end(const struct nvtx_domain *d, uint64_t id)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+	uint32_t tag = (uint32_t)(id >> ID_TAG_SHIFT) & 0xff;
+
+	if (__builtin_expect(recording(st, mode, 0), 0) && tag != ID_TAG_DROPPED)
+		evbuf_append_raw(EVBUF_RANGE_END, clock_now_ns(), NULL, 0, id,
+				 evbuf_nvtx_a(d->id, 0, tag == gen_tag(st >> 1) ? 0 : EVBUF_A_EARLY));
+	if (__builtin_expect(id & (ID_STEP | ID_CAPTURE), 0)) {
+		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
+		if ((id & ID_STEP) && cfg)
+			cfg->c.step(cfg->c.ctx);
+		if ((id & ID_CAPTURE) && cfg)
+			cfg->c.capture_end(cfg->c.ctx);
+	}
+}
+
+/* A mark in domain d. */
+static void mark(const struct nvtx_domain *d, const struct nvtx_msg *m,
+		 uint32_t category, int force)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
+
+	if (__builtin_expect(recording(st, mode, force), 0))
+		append_msg(EVBUF_MARK, clock_now_ns(), m, 0, evbuf_nvtx_a(d->id, category, 0));
+	if (__builtin_expect(mode & MODE_STEP_MARK, 0)) {
+		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
+		if (msg_match(cfg, d, m, MATCH_STEP_MARK))
+			cfg->c.step(cfg->c.ctx);
+	}
+}
+
+/* ------------------------------------------------------------ the quiet path */
+
+/* Outside a window, with no trigger configured and names not kept, a push
+ * or pop only moves the thread's shadow level. These leaf functions do
+ * that much; they return -2 (never a level) when the full path must run. */
+
+/* The calling thread's shadow when the quiet path applies, else NULL. */
+static inline struct nvtx_thread *quiet_thread(void)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_relaxed);
+	struct nvtx_thread *t = self;
+
+	if ((st & 1) || (mode & ~(uint32_t)MODE_RECORD) || !t || t == &no_thread)
+		return NULL;
+	return t;
+}
+
+static inline int push_quiet(uint32_t domain, uint32_t category,
+			     const struct nvtx_string *reg, int force)
+{
+	struct nvtx_thread *t = quiet_thread();
+	struct nvtx_level *lv;
+	uint32_t depth;
+
+	if (!t || (depth = t->depth) >= NVTX_LEVELS)
+		return -2;
+	if ((domain | category | force) == 0 && !reg) {
+		t->plain |= 1ull << depth;
+		t->depth = depth + 1;
+		return (int)depth;
+	}
+	lv = &t->lv[depth];
+	lv->domain = domain;
+	lv->category = category;
+	lv->gen = 0;
+	lv->flags = (uint16_t)((reg ? LV_REGISTERED : 0) | (force ? LV_FORCED : 0));
+	if (reg)
+		lv->n.reg = reg;
+	t->depth = depth + 1;
+	return (int)depth;
+}
+
+static inline int pop_quiet(uint32_t domain)
+{
+	struct nvtx_thread *t = quiet_thread();
+	struct nvtx_level *lv;
+	uint32_t depth;
+
+	if (!t || (depth = t->depth) == 0 || depth > NVTX_LEVELS)
+		return -2;
+	if ((t->plain >> (depth - 1) & 1) && domain == 0) {
+		t->plain &= ~(1ull << (depth - 1));
+		t->depth = depth - 1;
+		return (int)(depth - 1);
+	}
+	if (t->plain >> (depth - 1) & 1)
+		return -2;
+	lv = &t->lv[depth - 1];
+	if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE)))
+		return -2;
+	t->depth = depth - 1;
+	return (int)(depth - 1);
+}
+
+/* The registered string of an attributes struct, or NULL. */
+static inline const struct nvtx_string *attr_registered(const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+
+	return m.type == NVTX_ABI_MESSAGE_REGISTERED ? string_of(m.p) : NULL;
+}
+
+/* ------------------------------------------------------------ NVTX entry points */
+
+static struct nvtx_msg msg_a(const char *s)
+{
+	struct nvtx_msg m = { NVTX_ABI_MESSAGE_ASCII, s };
+	return m;
+}
+
+static struct nvtx_msg msg_w(const wchar_t *s)
+{
+	struct nvtx_msg m = { NVTX_ABI_MESSAGE_UNICODE, s };
+	return m;
+}
+
+static void MarkEx(const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+	mark(&default_domain, &m, attr_category(a), 0);
+}
+
+static void MarkA(const char *s)
+{
+	struct nvtx_msg m = msg_a(s);
+	mark(&default_domain, &m, 0, 0);
+}
+
+static void MarkW(const wchar_t *s)
+{
+	struct nvtx_msg m = msg_w(s);
+	mark(&default_domain, &m, 0, 0);
+}
+
+static uint64_t RangeStartEx(const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+	return range_start(&default_domain, &m, attr_category(a));
+}
+
+static uint64_t RangeStartA(const char *s)
+{
+	struct nvtx_msg m = msg_a(s);
+	return range_start(&default_domain, &m, 0);
+}
+
+static uint64_t RangeStartW(const wchar_t *s)
+{
+	struct nvtx_msg m = msg_w(s);
+	return range_start(&default_domain, &m, 0);
+}
+
+static void RangeEnd(uint64_t id)
+{
+	range_end(&default_domain, id);
+}
+
+/* The full paths of the pushes, out of line so that the quiet path of
+ * each entry point stays a leaf without a stack frame. */
+__attribute__((noinline)) static int push_ex(const struct nvtx_domain *d,
+					     const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+	return range_push(d, &m, attr_category(a), 0);
+}
+
+__attribute__((noinline)) static int push_a(const char *s, int force)
+{
+	struct nvtx_msg m = msg_a(s);
+	return range_push(&default_domain, &m, 0, force);
+}
+
+__attribute__((noinline)) static int push_w(const wchar_t *s)
+{
+	struct nvtx_msg m = msg_w(s);
+	return range_push(&default_domain, &m, 0, 0);
+}
+
+static int RangePushEx(const struct nvtx_abi_attributes *a)
+{
+	int r = push_quiet(0, attr_category(a), attr_registered(a), 0);
+
+	return r != -2 ? r : push_ex(&default_domain, a);
+}
+
+static int RangePushA(const char *s)
+{
+	int r = push_quiet(0, 0, NULL, 0);
+
+	return r != -2 ? r : push_a(s, 0);
+}
+
+static int RangePushW(const wchar_t *s)
+{
+	int r = push_quiet(0, 0, NULL, 0);
+
+	return r != -2 ? r : push_w(s);
+}
+
+static int RangePop(void)
+{
+	int r = pop_quiet(0);
+
+	return r != -2 ? r : range_pop(&default_domain, 0);
+}
+
+static void NameCategoryA(uint32_t category, const char *name)
+{
+	category_name(NULL, category, dup_name(name));
+}
+
+static void NameCategoryW(uint32_t category, const wchar_t *name)
+{
+	category_name(NULL, category, dup_wide(name));
+}
+
+static void NameOsThreadA(uint32_t tid, const char *name)
+{
+	thread_name(tid, dup_name(name));
+}
+
+static void NameOsThreadW(uint32_t tid, const wchar_t *name)
+{
+	thread_name(tid, dup_wide(name));
+}
+
+static void DomainMarkEx(const void *domain, const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+	mark(domain_of(domain), &m, attr_category(a), 0);
+}
+
+static uint64_t DomainRangeStartEx(const void *domain, const struct nvtx_abi_attributes *a)
+{
+	struct nvtx_msg m = attr_msg(a);
+	return range_start(domain_of(domain), &m, attr_category(a));
+}
+
+static void DomainRangeEnd(const void *domain, uint64_t id)
+{
+	range_end(domain_of(domain), id);
+}
+
+static int DomainRangePushEx(const void *domain, const struct nvtx_abi_attributes *a)
+{
+	const struct nvtx_domain *d = domain_of(domain);
+	int r = push_quiet(d->id, attr_category(a), attr_registered(a), 0);
+
+	return r != -2 ? r : push_ex(d, a);
+}
+
+static int DomainRangePop(const void *domain)
+{
+	const struct nvtx_domain *d = domain_of(domain);
+	int r = pop_quiet(d->id);
+
+	return r != -2 ? r : range_pop(d, 0);
+}
+
+static void DomainNameCategoryA(const void *domain, uint32_t category, const char *name)
+{
+	category_name(domain, category, dup_name(name));
+}
+
+static void DomainNameCategoryW(const void *domain, uint32_t category, const wchar_t *name)
+{
+	category_name(domain, category, dup_wide(name));
+}
+
+static void *DomainRegisterStringA(const void *domain, const char *s)
+{
+	return string_register(domain, dup_name(s));
+}
+
+static void *DomainRegisterStringW(const void *domain, const wchar_t *s)
+{
+	return string_register(domain, dup_wide(s));
+}
+
+static void *DomainCreateA(const char *name)
+{
+	return domain_create(dup_name(name));
+}
+
+static void *DomainCreateW(const wchar_t *name)
+{
+	return domain_create(dup_wide(name));
+}
+
+/* Domains are never forgotten: a name created twice is one domain, and
+ * events recorded before the destroy keep their domain's name. */
+static void DomainDestroy(const void *domain)
+{
+	(void)domain;
+}
+
+struct slot {
+	unsigned id;
+	nvtx_abi_fn fn;
+};
+
+#define SLOT(mod, name) { NVTX_ABI_##mod##_##name, (nvtx_abi_fn)name }
+
+static const struct slot core_slots[] = {
+	SLOT(CORE, MarkEx), SLOT(CORE, MarkA), SLOT(CORE, MarkW),
+	SLOT(CORE, RangeStartEx), SLOT(CORE, RangeStartA), SLOT(CORE, RangeStartW),
+	SLOT(CORE, RangeEnd),
+	SLOT(CORE, RangePushEx), SLOT(CORE, RangePushA), SLOT(CORE, RangePushW),
+	SLOT(CORE, RangePop),
+	SLOT(CORE, NameCategoryA), SLOT(CORE, NameCategoryW),
+	SLOT(CORE, NameOsThreadA), SLOT(CORE, NameOsThreadW),
+};
+
+static const struct slot core2_slots[] = {
+	SLOT(CORE2, DomainMarkEx), SLOT(CORE2, DomainRangeStartEx),
+	SLOT(CORE2, DomainRangeEnd), SLOT(CORE2, DomainRangePushEx),
+	SLOT(CORE2, DomainRangePop),
+	SLOT(CORE2, DomainNameCategoryA), SLOT(CORE2, DomainNameCategoryW),
+	SLOT(CORE2, DomainRegisterStringA), SLOT(CORE2, DomainRegisterStringW),
+	SLOT(CORE2, DomainCreateA), SLOT(CORE2, DomainCreateW),
+	SLOT(CORE2, DomainDestroy),
+};
+
+/* Writes our functions into one module's slots. Returns 0 or -1. */
+static int fill_module(const struct nvtx_abi_callbacks *cb, int module,
+		       const struct slot *slots, size_t n)
+{
+	nvtx_abi_fn **table = NULL;
+	unsigned int size = 0;
+	size_t i;
+
+	if (!cb->get_module_function_table(module, &table, &size) || !table)
+		return -1;
+	for (i = 0; i < n; i++)
+		if (slots[i].id < size && table[slots[i].id])
+			*table[slots[i].id] = slots[i].fn;
+	return 0;
+}
+
+/* PROF_DISABLE set to a true value (the shim's own check does the rest). */
+static int disabled_by_env(void)
+{
+	const char *v = getenv("PROF_DISABLE");
+
+	return v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 ||
+		     strcasecmp(v, "yes") == 0 || strcasecmp(v, "on") == 0);
+}
+
+/*
+ * The NVTX injection entry point: called once by each NVTX instance in the
+ * process (each library embedding NVTX3), from that instance's first NVTX
+ * call, on whatever thread made it. Fills that instance's CORE and CORE2
+ * slots. Returns 1 (attached) or 0 (NVTX then makes every call a no-op).
+ */
+NVTX_EXPORT int InitializeInjectionNvtx2(nvtx_abi_get_export_table get)
+{
+	const struct nvtx_abi_callbacks *cb;
+	const struct nvtx_abi_version_info *vi;
+
+	if (!get || disabled_by_env())
+		return 0;
+	cb = get(NVTX_ABI_ETID_CALLBACKS);
+	if (!cb || cb->struct_size < sizeof *cb || !cb->get_module_function_table)
+		return 0;
+	if (fill_module(cb, NVTX_ABI_MODULE_CORE, core_slots,
+			sizeof core_slots / sizeof core_slots[0]) != 0)
+		return 0;
+	/* CORE2 (domains) is optional: an old NVTX has none. */
+	fill_module(cb, NVTX_ABI_MODULE_CORE2, core2_slots,
+		    sizeof core2_slots / sizeof core2_slots[0]);
+	vi = get(NVTX_ABI_ETID_VERSIONINFO);
+	if (vi && vi->struct_size >= sizeof *vi && vi->set_injection_nvtx_version)
+		vi->set_injection_nvtx_version(NVTX_ABI_VERSION);
+	atomic_store(&nvtx_is_attached, 1);
+	return 1;
+}
+
+/* ------------------------------------------------------------ for the core */
+
+/* A copy of s in the block at *p (advanced), or NULL for NULL. */
+static const char *cfg_str(const char *s, char **p)
+{
+	char *d;
+
+	if (!s)
+		return NULL;
+	d = *p;
+	strcpy(d, s);
+	*p += strlen(s) + 1;
+	return d;
+}
+
+void nvtx_configure(const struct nvtx_config *c)
+{
+	const char *strs[] = { c->step_range, c->step_mark, c->step_domain,
+			       c->capture_range, c->capture_domain };
+	size_t size = sizeof(struct nvtx_cfg), i;
+	struct nvtx_cfg *cfg;
+	uint32_t mode, n;
+	char *p;
+
+	for (i = 0; i < sizeof strs / sizeof strs[0]; i++)
+		if (strs[i])
+			size += strlen(strs[i]) + 1;
+	cfg = calloc(1, size);
+	if (!cfg)
+		return; /* no triggers: steps come from prof_step() only */
+	cfg->c = *c;
+	p = (char *)(cfg + 1);
+	cfg->c.step_range = cfg_str(c->step_range, &p);
+	cfg->c.step_mark = cfg_str(c->step_mark, &p);
+	cfg->c.step_domain = cfg_str(c->step_domain, &p);
+	cfg->c.capture_range = cfg_str(c->capture_range, &p);
+	cfg->c.capture_domain = cfg_str(c->capture_domain, &p);
+
+	pthread_mutex_lock(&names_lock);
+	cfg->older = atomic_load(&nvtx_cfg);
+	atomic_store_explicit(&nvtx_cfg, cfg, memory_order_release);
+	n = atomic_load(&ndomains);
+	for (i = 1; i < n; i++) {
+		struct nvtx_domain *d = atomic_load(&domains[i]);
+		if (d)
+			atomic_store(&d->match, domain_match(cfg, d->name));
+	}
+	atomic_store(&default_domain.match, domain_match(cfg, NVTX_DEFAULT_DOMAIN));
+	for (i = 0; i < cap_strings; i++) {
+		struct nvtx_string *s;
+		for (s = strings[i]; s; s = s->next)
+			atomic_store(&s->match, string_match(cfg, s->s, s->len));
+	}
+	mode = (c->record ? MODE_RECORD : 0) |
+	       (cfg->c.step_range && c->step ? MODE_STEP_RANGE : 0) |
+	       (cfg->c.step_mark && c->step ? MODE_STEP_MARK : 0) |
+	       (cfg->c.capture_range && c->capture_begin && c->capture_end ? MODE_CAPTURE : 0);
+	mode |= atomic_load(&nvtx_mode) & MODE_ARMED;
+	atomic_store_explicit(&nvtx_mode, mode, memory_order_release);
+	pthread_mutex_unlock(&names_lock);
+}
+
+void nvtx_replay(void)
+{
+	struct nvtx_thread *t = self;
+
+	if (t)
+		replay_levels(t, t->depth);
+}
+
+void nvtx_arm(int on)
+{
+	if (on)
+		atomic_fetch_or(&nvtx_mode, (uint32_t)MODE_ARMED);
+	else
+		atomic_fetch_and(&nvtx_mode, ~(uint32_t)MODE_ARMED);
+}
+
+int nvtx_attached(void)
+{
+	return atomic_load(&nvtx_is_attached);
+}
+
+const char *nvtx_domain_name(uint32_t id)
+{
+	struct nvtx_domain *d;
+
+	if (id == 0)
+		return NVTX_DEFAULT_DOMAIN;
+	if (id >= atomic_load_explicit(&ndomains, memory_order_acquire))
+		return NULL;
+	d = atomic_load_explicit(&domains[id], memory_order_acquire);
+	return d ? d->name : NULL;
+}
+
+const char *nvtx_category_name(uint32_t domain, uint32_t category)
+{
+	const char *s;
+
+	pthread_mutex_lock(&names_lock);
+	s = name_get_locked(categories, ncategories, (uint64_t)domain << 32 | category);
+	pthread_mutex_unlock(&names_lock);
+	return s;
+}
+
+const char *nvtx_thread_name(int32_t tid)
+{
+	const char *s;
+
+	pthread_mutex_lock(&names_lock);
+	s = name_get_locked(thread_names, nthread_names, (uint32_t)tid);
+	pthread_mutex_unlock(&names_lock);
+	return s;
+}
+
+void nvtx_prof_push(const char *name)
+{
+	if (push_quiet(0, 0, NULL, 1) == -2)
+		push_a(name ? name : "(null)", 1);
+}
+
+void nvtx_prof_pop(void)
+{
+	if (pop_quiet(0) == -2)
+		range_pop(&default_domain, 1);
+}
+
+void nvtx_prof_mark(const char *name)
+{
+	struct nvtx_msg m = msg_a(name ? name : "(null)");
+	mark(&default_domain, &m, 0, 1);
+}
