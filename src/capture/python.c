@@ -28,15 +28,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../events/clock.h"
 #include "../host/host.h"
 #include "../util/log.h"
+#include "pystacks.h"
 
-#define PYB_API_VERSION 1
+#define PYB_API_VERSION 2
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
 #define PYB_SLOW_POLL_US 20000
 #define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
+#define PYB_HAVE_SAMPLER 0         /* the CPU sampler is built in */
 
 /* Window state as the bridge sees it (pybridge_api.state). */
 enum {
@@ -67,6 +70,9 @@ struct pybridge_api {
 	void (*phase)(int phase, int64_t start_ns, int64_t end_ns);
 	void (*note)(int bits);          /* PYB_NOTE_* */
 	void (*down)(void);              /* the interpreter is finalizing */
+	/* A snapshot of thread `tid`'s Python stack at `ts`: frames
+	 * "function (file:line)", innermost first, '\n'-separated. */
+	void (*pystack)(int32_t tid, int64_t ts, const char *frames, uint32_t len);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -136,6 +142,7 @@ static struct {
 	_Atomic int notes;           /* PYB_NOTE_* bits */
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
+	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
 } pyb;
 
@@ -161,6 +168,51 @@ static int pyb_step(void)
 	return pyb_state();
 }
 
+/* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
+ * the TSC (src/events/clock.h), within microseconds of it and drifting at
+ * most 500 ppm. pyb_host_time() converts with the offset measured at the
+ * latest of the recent calibration points taken at or before the
+ * timestamp (one every PYB_OFFSET_NS at most, when conversions come): the
+ * result depends on the timestamp only, so one Python timestamp converted
+ * twice (the end of a phase, the start of the next) gives one host time. */
+#define PYB_OFFSET_NS 10000000LL
+#define PYB_OFFSETS 64
+
+static struct {
+	pthread_mutex_t lock;
+	int64_t mono[PYB_OFFSETS], off[PYB_OFFSETS];
+	size_t n, next;            /* points kept; where the next one goes */
+} pyb_clock = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int64_t pyb_host_time(int64_t mono_ts)
+{
+	int64_t m1 = clock_mono_ns(), off;
+	size_t i, k, newest;
+
+	pthread_mutex_lock(&pyb_clock.lock);
+	newest = (pyb_clock.next + PYB_OFFSETS - 1) % PYB_OFFSETS;
+	if (pyb_clock.n == 0 || m1 - pyb_clock.mono[newest] >= PYB_OFFSET_NS) {
+		int64_t now = clock_now_ns(), m2 = clock_mono_ns();
+
+		pyb_clock.mono[pyb_clock.next] = m1;
+		pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
+		newest = pyb_clock.next;
+		pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
+		if (pyb_clock.n < PYB_OFFSETS)
+			pyb_clock.n++;
+	}
+	off = pyb_clock.off[(newest + PYB_OFFSETS + 1 - pyb_clock.n) % PYB_OFFSETS];
+	for (i = 0; i < pyb_clock.n; i++) {
+		k = (newest + PYB_OFFSETS - i) % PYB_OFFSETS;
+		if (pyb_clock.mono[k] <= mono_ts) {
+			off = pyb_clock.off[k];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pyb_clock.lock);
+	return mono_ts + off;
+}
+
 static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
 {
 	const char *name;
@@ -168,6 +220,8 @@ static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
 
 	if (phase < 0 || (size_t)phase >= PYB_NPHASES || end_ns < start_ns)
 		return;
+	start_ns = pyb_host_time(start_ns);
+	end_ns = pyb_host_time(end_ns);
 	name = pyb_phase_names[phase];
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name,
@@ -185,6 +239,12 @@ static void pyb_down(void)
 	atomic_store(&pyb.live, 0);
 }
 
+static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t len)
+{
+	if (frames && len)
+		pystacks_add(tid, pyb_host_time(ts), frames, len);
+}
+
 static const struct pybridge_api pyb_api = {
 	.version = PYB_API_VERSION,
 	.size = sizeof(struct pybridge_api),
@@ -193,6 +253,7 @@ static const struct pybridge_api pyb_api = {
 	.phase = pyb_phase,
 	.note = pyb_note,
 	.down = pyb_down,
+	.pystack = pyb_pystack,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -400,6 +461,17 @@ static bool pyb_other_step_source(const struct policy_config *c)
 	       c->steps.kernel || c->steps.every_ms;
 }
 
+/* Python stack snapshots per second: none without CPU samples or without
+ * a way to merge them, else the sampling rate up to PYSTACKS_MAX_HZ. */
+static uint32_t pyb_stack_rate(struct host *h)
+{
+	uint32_t hz = h->cfg->capture.cpu_hz;
+
+	if (!PYB_HAVE_SAMPLER || hz == 0 || pystacks_init() != 0)
+		return 0;
+	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;
+}
+
 /* The bridge's configuration: "key=value" lines (see _bridge._start). */
 static void pyb_make_config(struct host *h)
 {
@@ -414,9 +486,9 @@ static void pyb_make_config(struct host *h)
 	}
 	pyb.auto_steps = strcmp(steps, "off") != 0;
 	snprintf(pyb.config, sizeof pyb.config,
-		 "steps=%s\nfunction=%s\nrecord_shapes=%d\ncpu_hz=%u\nlog=%d\n",
+		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
-		 (unsigned)c->capture.cpu_hz, (int)log_get_level());
+		 (unsigned)pyb.stack_hz, (int)log_get_level());
 }
 
 static int pyb_init(struct host *h, struct err *e)
@@ -431,6 +503,7 @@ static int pyb_init(struct host *h, struct err *e)
 	if (!h->env.python || !pyb_lookup(&pyb.py))
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
+	pyb.stack_hz = pyb_stack_rate(h);
 	pyb_make_config(h);
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
 	pthread_attr_init(&attr);
@@ -458,14 +531,16 @@ static void pyb_warmup(struct host *h)
 
 static void pyb_window_open(struct host *h, uint64_t gen)
 {
-	(void)gen;
+	if (pyb.stack_hz)
+		pystacks_open(gen);
 	atomic_store(&pyb.state, PYB_RECORDING);
 	pyb_notify(h);
 }
 
 static void pyb_window_close(struct host *h, uint64_t gen)
 {
-	(void)gen;
+	if (pyb.stack_hz)
+		pystacks_close(gen);
 	atomic_store(&pyb.state, PYB_IDLE);
 	pyb_notify(h);
 }
@@ -478,8 +553,9 @@ static int pyb_collect(struct host *h, const struct host_job *job,
 	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
 
 	(void)h;
-	(void)job;
 	atomic_fetch_or(&pyb.notes_told, fresh);
+	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
+		return -1;
 	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
 	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
 			   "torch; this one is CPU-only, so the trace has no "
@@ -496,6 +572,12 @@ void python_explicit_step(void)
 		"stop counting");
 }
 
+static void pyb_fini(struct host *h)
+{
+	(void)h;
+	pystacks_fini();
+}
+
 const struct capture_ops python_capture = {
 	.name = "python",
 	.init = pyb_init,
@@ -503,4 +585,5 @@ const struct capture_ops python_capture = {
 	.window_open = pyb_window_open,
 	.window_close = pyb_window_close,
 	.collect = pyb_collect,
+	.fini = pyb_fini,
 };

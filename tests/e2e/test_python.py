@@ -99,16 +99,21 @@ def step_end_ns(span):
 
 
 class PythonTest(TempDirTest):
-    def prof_run(self, script_args, policy_text=SCHEDULE, python=PYTHON, timeout=300):
+    def prof_run(self, script_args, policy_text=SCHEDULE, python=PYTHON, timeout=300,
+                 monotonic=False):
+        """Runs under `prof run`. `monotonic`: the host reads CLOCK_MONOTONIC,
+        the clock of the script's time.monotonic_ns(), so the two compare to
+        the nanosecond (else the host may use the TSC, microseconds apart)."""
         policy = self.write("policy.lua", policy_text)
         out = os.path.join(self.tmp, "out")
+        env = base_env({"PROF_CLOCK": "monotonic"} if monotonic else None)
         r = run([PROF, "run", "-s", policy, "-o", out, "--", python] + script_args,
-                timeout=timeout, cwd=self.tmp)
+                timeout=timeout, cwd=self.tmp, env=env)
         return r, out
 
     def preload_run(self, script_args, policy_text=None, python=PYTHON, timeout=300):
         out = os.path.join(self.tmp, "out")
-        extra = {"PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB}
+        extra = {"PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB, "PROF_CLOCK": "monotonic"}
         if policy_text is not None:
             extra["PROF_SCRIPT"] = self.write("policy.lua", policy_text)
         r = run([python] + script_args, env=base_env(extra), timeout=timeout, cwd=self.tmp)
@@ -171,7 +176,7 @@ class TorchSteps(PythonTest):
     def test_step_boundaries_are_the_ends_of_optimizer_steps(self):
         stamps = os.path.join(self.tmp, "stamps.json")
         r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
-                                "--out", stamps])
+                                "--out", stamps], monotonic=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         got = load_json(stamps)
         opt = got["opt"]
@@ -188,7 +193,7 @@ class TorchSteps(PythonTest):
     def test_explicit_steps_win(self):
         stamps = os.path.join(self.tmp, "stamps.json")
         r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
-                                "--explicit", "--adam", "--out", stamps])
+                                "--explicit", "--adam", "--out", stamps], monotonic=True)
         self.assertEqual(r.returncode, 0, r.stderr)
         got = load_json(stamps)
         opt, explicit = got["opt"], got["explicit"]

@@ -44,7 +44,7 @@ _STATE_MASK = 3
 _EXPLICIT = 16
 _NOTE_TORCH_CPU_ONLY = 1
 
-_API_VERSION = 1
+_API_VERSION = 2
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
@@ -52,7 +52,7 @@ _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
 _cfg = {}
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
-_c_state = _c_step = _c_phase = _c_note = _c_down = None
+_c_state = _c_step = _c_phase = _c_note = _c_down = _c_pystack = None
 _down = False        # the interpreter is finalizing
 _steps = "off"       # "optimizer", "function" or "off"
 _explicit = False    # explicit steps seen: ours no longer count
@@ -101,7 +101,7 @@ def _warn(msg):
 
 def _bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
-    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down
+    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down, _c_pystack
     if _api is not None:
         return True
     if not _api_addr:
@@ -120,6 +120,8 @@ def _bind():
                                         ctypes.c_int64)),
             ("note", ctypes.PYFUNCTYPE(None, ctypes.c_int)),
             ("down", ctypes.PYFUNCTYPE(None)),
+            ("pystack", ctypes.PYFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64,
+                                          ctypes.c_char_p, ctypes.c_uint32)),
         ]
 
     api = _Api.from_address(_api_addr)
@@ -127,7 +129,7 @@ def _bind():
         _debug("host table version %d, expected %d" % (api.version, _API_VERSION))
         return False
     _c_state, _c_step, _c_phase = api.state, api.step, api.phase
-    _c_note, _c_down = api.note, api.down
+    _c_note, _c_down, _c_pystack = api.note, api.down, api.pystack
     _api = api
     return True
 
@@ -159,6 +161,7 @@ def _start(api_addr, config):
     _api_addr = api_addr
     _cfg = dict(l.split("=", 1) for l in config.splitlines() if "=" in l)
     _steps = _cfg.get("steps", "off")
+    _set_stack_rate(_cfg.get("py_stacks_hz", "0"))
     import atexit
 
     atexit.register(_on_exit)
@@ -186,8 +189,9 @@ def _start(api_addr, config):
 
 def _sync():
     """The window state changed (a pending call from the host, or the start):
-    turns the phase hooks and NVTX emission on or off."""
-    if _down or not _torch or not _bind():
+    turns the phase hooks, NVTX emission and Python stack snapshots on or
+    off."""
+    if _down or not (_torch or _stack_hz) or not _bind():
         return
     try:
         _apply(_c_state())
@@ -223,6 +227,7 @@ def _apply(state):
                 elif not want and _phases_on:
                     _set_phases(False)
                 _set_nvtx(want)
+                _set_stacks((state & _STATE_MASK) == _RECORDING)
                 if not _resync:
                     break
                 state = _c_state()
@@ -607,3 +612,85 @@ _last_step_ident = None
 
 def _train_thread():
     return _last_step_ident if _last_step_ident is not None else _main_ident
+
+
+# ------------------------------------------------------------------ Python stacks
+#
+# The CPU sampler's signal handler must not read the interpreter (it could
+# interrupt it anywhere, holding any lock). So while a window records, a
+# thread of the bridge takes snapshots of every thread's Python stack with
+# sys._current_frames() (under the GIL, like any Python code) at a modest
+# rate, and hands each to the host with its time and the thread's kernel id.
+# The host merges them into the native samples of the same thread by time
+# (src/capture/python.c): a sample shows the Python frames of the snapshot
+# nearest to it in place of the interpreter's own frames.
+
+_stack_hz = 0
+_stacks_on = False
+_stacks_gen = 0
+_STACK_DEPTH = 256
+
+
+def _set_stack_rate(value):
+    global _stack_hz
+    try:
+        _stack_hz = max(0, int(value))
+    except ValueError:
+        _stack_hz = 0
+    if _stack_hz:
+        import threading  # noqa: F401  (imported here, in the main thread:
+        # threading takes the importing thread for the main one)
+
+
+def _set_stacks(on):
+    """Starts or stops the snapshot thread. Under _lock."""
+    global _stacks_on, _stacks_gen
+    if not _stack_hz or on == _stacks_on:
+        return
+    _stacks_on = on
+    _stacks_gen += 1
+    if on:
+        _thread.start_new_thread(_stack_loop, (_stacks_gen,))
+
+
+def _native_ids():
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return {}
+    return {t.ident: t.native_id for t in threading.enumerate()
+            if getattr(t, "native_id", None)}
+
+
+def _stack_loop(gen):
+    period = 1.0 / _stack_hz
+    me = _thread.get_ident()
+    sleep = time.sleep
+    names = {}
+    while _stacks_on and _stacks_gen == gen and not _down:
+        sleep(period)
+        try:
+            frames = sys._current_frames()
+            ts = _now()
+            natives = _native_ids()
+            for ident, f in frames.items():
+                tid = natives.get(ident)
+                if ident == me or tid is None:
+                    continue
+                parts = []
+                while f is not None and len(parts) < _STACK_DEPTH:
+                    code, line = f.f_code, f.f_lineno
+                    name = names.get((code, line))
+                    if name is None:
+                        if len(names) > 50000:
+                            names.clear()
+                        name = "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name),
+                                               code.co_filename, line or 0)
+                        names[(code, line)] = name
+                    parts.append(name)
+                    f = f.f_back
+                del f
+                data = "\n".join(parts).encode("utf-8", "replace")
+                _c_pystack(tid, ts, data, len(data))
+            del frames
+        except Exception:
+            _debug_exc("Python stack snapshot")
