@@ -687,6 +687,18 @@ static void replay_levels(struct nvtx_thread *t, uint32_t n)
 	}
 }
 
+/* Range hooks the core installs while GPU capture links ranges to the
+ * kernels they launch (nvtx_set_range_hooks). Looked at only when a push or
+ * pop is recorded, so the idle path does not change. */
+static uint64_t (*_Atomic range_push_hook)(void);
+static void (*_Atomic range_pop_hook)(void);
+
+void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void))
+{
+	atomic_store_explicit(&range_push_hook, push, memory_order_release);
+	atomic_store_explicit(&range_pop_hook, pop, memory_order_release);
+}
+
 /* A push in domain d; `force` records even with prof.capture{nvtx=false}.
  * Returns the level (depth before the push). */
 __attribute__((noinline))
@@ -723,13 +735,16 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	if (__builtin_expect(recording(st, mode, force), 0)) {
 		int64_t ts = clock_now_ns();
 		uint64_t a = evbuf_nvtx_a(d->id, category, 0);
+		uint64_t (*hook)(void) = atomic_load_explicit(&range_push_hook,
+							      memory_order_acquire);
+		uint64_t id = hook ? hook() : 0; /* external correlation id */
 		int rc;
 
 		if (is_wide(m)) {
-			rc = append_wide(EVBUF_RANGE_PUSH, ts, m->p, 0, a);
+			rc = append_wide(EVBUF_RANGE_PUSH, ts, m->p, id, a);
 		} else {
 			text = msg_plain(m, &len);
-			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, 0, a);
+			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, id, a);
 		}
 		if (rc == 0)
 			gen = (uint32_t)(st >> 1);
@@ -819,6 +834,12 @@ static int range_pop(const struct nvtx_domain *d, int force)
 		}
 		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), name, len, 0,
 				 evbuf_nvtx_a(d->id, category, fl));
+		if (!fl) { /* pushed in this window: the push hook ran */
+			void (*hook)(void) = atomic_load_explicit(&range_pop_hook,
+								  memory_order_acquire);
+			if (hook)
+				hook();
+		}
 	}
 	if (i + 1 < depth) /* another domain's levels above: close the gap */
 		memmove(&t->lv[i], &t->lv[i + 1], (depth - i - 1) * sizeof *lv);

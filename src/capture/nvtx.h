@@ -104,6 +104,13 @@ const char *nvtx_thread_name(int32_t tid);
 /* The public C ABI's ranges and marks (prof_range_push ...) go through the
  * same path as NVTX's default domain, recorded whatever prof.capture{nvtx}
  * says. Any thread. */
+/* Installs the range hooks (NULL, NULL removes them): when a range push is
+ * recorded, push() is called and the id it returns (an external
+ * correlation id linking the range to the GPU work it launches; 0: none)
+ * is stored in the push record; when the pop of a range pushed in the same
+ * window is recorded, pop() is called. Any thread. */
+void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void));
+
 void nvtx_prof_push(const char *name);
 void nvtx_prof_pop(void);
 void nvtx_prof_mark(const char *name);

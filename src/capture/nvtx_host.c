@@ -115,6 +115,10 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (object_holds(info, s->skip[0]) || object_holds(info, s->skip[1]))
 		return 0;
 	base = base ? base + 1 : name;
+	/* CUPTI embeds NVTX's loader strings, and profhost's GPU capture may
+	 * have loaded it: it is no sign that the application uses NVTX. */
+	if (strncmp(base, "libcupti", 8) == 0)
+		return 0;
 	for (i = 0; nvtx_libraries[i]; i++)
 		if (strncmp(base, nvtx_libraries[i], strlen(nvtx_libraries[i])) == 0) {
 			s->found = name;

@@ -356,6 +356,20 @@ static int run_env_set(const char *name, const char *value, struct err *e)
 	return 0;
 }
 
+/* Sets an injection variable (NVTX_INJECTION64_PATH, CUDA_INJECTION64_PATH)
+ * to the library, except under Nsight Systems (NSYS_PROFILING_SESSION_ID
+ * set), whose own injection library must keep the slot it already holds.
+ * Returns 0, or -1 with *e. */
+static int run_env_inject(const char *name, const char *lib, struct err *e)
+{
+	const char *nsys = getenv("NSYS_PROFILING_SESSION_ID");
+	const char *old = getenv(name);
+
+	if (nsys && nsys[0] && old && old[0])
+		return 0;
+	return run_env_set(name, lib, e);
+}
+
 /* Number of entries of a NULL-terminated vector. */
 static int run_count(char **v)
 {
@@ -697,7 +711,8 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 	if (o->set && run_env_set("PROF_SET", o->set, e) != 0)
 		return -1;
 	if (run_env_prepend("LD_PRELOAD", lib, ": ", false, e) != 0 ||
-	    run_env_set("NVTX_INJECTION64_PATH", lib, e) != 0 ||
+	    run_env_inject("NVTX_INJECTION64_PATH", lib, e) != 0 ||
+	    run_env_inject("CUDA_INJECTION64_PATH", lib, e) != 0 ||
 	    run_set_run_id(run_count(o->cmd), (const char *const *)o->cmd, e) != 0)
 		return -1;
 	if (prefix[0] &&

@@ -9,7 +9,8 @@
 struct open_range {
 	uint32_t name;
 	int64_t ts;
-	uint64_t id;      /* start/end ranges: the range id */
+	uint64_t id;      /* start/end ranges: the range id; pushes: the GPU
+			     link (external correlation id, 0: none) */
 	uint64_t a;       /* evbuf_nvtx_a(): domain and category */
 	int32_t tid;
 	uint32_t flags;   /* TRACE_F_CLIPPED_START: open when the window began */
@@ -102,10 +103,11 @@ static void add_nvtx_args(struct assembler *as, uint64_t a)
 
 /* Adds a complete range event; `a` carries its NVTX domain and category. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags, uint64_t a)
+		      int64_t ts, int64_t end, uint32_t flags, uint64_t a, uint64_t id)
 {
 	struct trace_event e = { 0 };
 
+	e.id = id;
 	e.ts = ts;
 	e.dur = end > ts ? end - ts : 0;
 	e.pid = as->t->meta.pid;
@@ -130,7 +132,7 @@ static void add_early(struct assembler *as, int32_t tid, const struct evbuf_rec 
 			       : trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
 	int64_t start = t->meta.start_ts < r->ts ? t->meta.start_ts : r->ts;
 
-	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a);
+	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a, 0);
 }
 
 /* evbuf_visit_fn: one raw record. */
@@ -155,6 +157,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		th->stack[th->depth].ts = r->ts;
 		th->stack[th->depth].a = r->a;
 		th->stack[th->depth].flags = 0;
+		th->stack[th->depth].id = r->id; /* GPU link (external id) */
 		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
 			/* Open when the window began: it starts there. */
 			if (!r->len)
@@ -183,7 +186,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 			memmove(&th->stack[i], &th->stack[i + 1],
 				(th->depth - i - 1) * sizeof *th->stack);
 			th->depth--;
-			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a);
+			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id);
 		}
 		break;
 	case EVBUF_RANGE_START:
@@ -204,7 +207,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0, as->started[i].a);
+					  as->started[i].ts, r->ts, 0, as->started[i].a, 0);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
@@ -301,13 +304,13 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
 				  t->meta.end_ts, TRACE_F_CLIPPED_END | th->stack[k].flags,
-				  th->stack[k].a);
+				  th->stack[k].a, th->stack[k].id);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
 			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END,
-			  as.started[i].a);
+			  as.started[i].a, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

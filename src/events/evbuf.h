@@ -31,7 +31,8 @@
 
 /* Record kinds. Values are stable: they also appear in the raw capture. */
 enum evbuf_kind {
-	EVBUF_RANGE_PUSH = 1, /* name = range name; a = evbuf_nvtx_a() */
+	EVBUF_RANGE_PUSH = 1, /* name = range name; id = external correlation id
+			       (GPU link, 0: none); a = evbuf_nvtx_a() */
 	EVBUF_RANGE_POP = 2,  /* no name (see EVBUF_A_EARLY); a = evbuf_nvtx_a() */
 	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
 	EVBUF_RANGE_END = 4,  /* id = range id; a = evbuf_nvtx_a() */

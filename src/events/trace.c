@@ -24,6 +24,8 @@ static const char *const trace_cat_names[TRACE_CAT_COUNT] = {
 	[TRACE_CAT_AC2G] = "ac2g",
 	[TRACE_CAT_MARK] = "user_annotation",
 	[TRACE_CAT_SAMPLE] = "cpu_sample",
+	[TRACE_CAT_GPU_MEMORY] = "gpu_memory",
+	[TRACE_CAT_OVERHEAD] = "overhead",
 };
 
 /* Kineto's category string; "unknown" for a value outside the enum. */
@@ -78,6 +80,10 @@ void trace_free(struct trace *t)
 	free(t->args);
 	free(t->steps);
 	free(t->threads);
+	free(t->procs);
+	for (size_t i = 0; i < t->ndevices; i++)
+		free(t->devices[i].name);
+	free(t->devices);
 	free(t->meta.program);
 	free(t->meta.hostname);
 	free(t->meta.run);
@@ -176,6 +182,37 @@ static struct trace_arg *trace_arg_new(struct trace *t, const char *key,
 	return a;
 }
 
+/* Appends copies of a[0..n) to the last event's arguments. 0 or -1. */
+int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n)
+{
+	struct trace_event *last;
+
+	if (t->oom || t->nev == 0)
+		return -1;
+	last = &t->ev[t->nev - 1];
+	if ((size_t)last->nargs + n > UINT16_MAX || t->nargs + n >= UINT32_MAX)
+		return -1;
+	while (t->nargs + n > t->cap_args) {
+		struct trace_arg *arr = grow(t->args, &t->cap_args, t->cap_args,
+					     sizeof *t->args, 256);
+		if (!arr) {
+			t->oom = 1;
+			return -1;
+		}
+		t->args = arr;
+	}
+	memcpy(t->args + t->nargs, a, n * sizeof *a);
+	t->nargs += n;
+	last->nargs = (uint16_t)(last->nargs + n);
+	return 0;
+}
+
+/* Appends a copy of *a to the last event's arguments. 0 or -1. */
+int trace_arg_add(struct trace *t, const struct trace_arg *a)
+{
+	return trace_args_add(t, a, 1);
+}
+
 /* Attaches a signed integer argument to the last event. 0 or -1. */
 int trace_arg_int(struct trace *t, const char *key, int64_t v)
 {
@@ -226,6 +263,80 @@ int trace_arg_str(struct trace *t, const char *key, const char *s, size_t len)
 	if (!a)
 		return -1;
 	a->v.str = sid;
+	return 0;
+}
+
+/* Attaches a raw JSON argument to the last event. 0 or -1. */
+int trace_arg_raw(struct trace *t, const char *key, const char *json)
+{
+	if (trace_arg_str(t, key, json, json ? strlen(json) : 0) != 0)
+		return -1;
+	t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+	return 0;
+}
+
+/* Names process track `pid`; a later call renames it in place. 0 or -1. */
+int trace_add_process(struct trace *t, int32_t pid, const char *name, int32_t sort)
+{
+	struct trace_process *p;
+	uint32_t nid;
+	size_t i;
+
+	if (t->oom)
+		return -1;
+	nid = trace_intern(t, name ? name : "", name ? strlen(name) : 0);
+	if (nid == STRTAB_NONE)
+		return -1;
+	for (i = 0; i < t->nprocs; i++)
+		if (t->procs[i].pid == pid) {
+			t->procs[i].name = nid;
+			t->procs[i].sort = sort;
+			return 0;
+		}
+	p = grow(t->procs, &t->cap_procs, t->nprocs, sizeof *t->procs, 8);
+	if (!p) {
+		t->oom = 1;
+		return -1;
+	}
+	t->procs = p;
+	t->procs[t->nprocs].pid = pid;
+	t->procs[t->nprocs].name = nid;
+	t->procs[t->nprocs].sort = sort;
+	t->nprocs++;
+	return 0;
+}
+
+/* Adds or replaces device d->id's properties (the name is copied). */
+int trace_add_device(struct trace *t, const struct trace_device *d)
+{
+	struct trace_device *dev;
+	char *name;
+	size_t i;
+
+	if (t->oom)
+		return -1;
+	name = strdup(d->name ? d->name : "");
+	if (!name) {
+		t->oom = 1;
+		return -1;
+	}
+	for (i = 0; i < t->ndevices; i++)
+		if (t->devices[i].id == d->id) {
+			free(t->devices[i].name);
+			t->devices[i] = *d;
+			t->devices[i].name = name;
+			return 0;
+		}
+	dev = grow(t->devices, &t->cap_devices, t->ndevices, sizeof *t->devices, 4);
+	if (!dev) {
+		free(name);
+		t->oom = 1;
+		return -1;
+	}
+	t->devices = dev;
+	t->devices[t->ndevices] = *d;
+	t->devices[t->ndevices].name = name;
+	t->ndevices++;
 	return 0;
 }
 

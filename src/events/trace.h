@@ -34,6 +34,8 @@ enum trace_cat {
 	TRACE_CAT_AC2G,   /* flow: launch -> kernel */
 	TRACE_CAT_MARK,   /* instant events */
 	TRACE_CAT_SAMPLE, /* CPU samples */
+	TRACE_CAT_GPU_MEMORY, /* CUDA allocations and frees (instants) */
+	TRACE_CAT_OVERHEAD,   /* CUPTI's own overhead */
 	TRACE_CAT_COUNT
 };
 
@@ -57,7 +59,8 @@ enum trace_ph {
 };
 
 /* Argument value types. */
-enum trace_arg_type { TRACE_ARG_INT, TRACE_ARG_UINT, TRACE_ARG_DOUBLE, TRACE_ARG_STR };
+enum trace_arg_type { TRACE_ARG_INT, TRACE_ARG_UINT, TRACE_ARG_DOUBLE, TRACE_ARG_STR,
+		      TRACE_ARG_RAW /* v.str is JSON written as is, e.g. [1,1,1] */ };
 
 /* One named argument; `key` and `v.str` are strtab ids. */
 struct trace_arg {
@@ -100,6 +103,27 @@ struct trace_thread {
 	uint32_t name; /* strtab id */
 };
 
+/* A process-level track other than the profiled process: a GPU, shown as
+ * pid = device id (Kineto's layout). */
+struct trace_process {
+	int32_t pid;
+	uint32_t name;   /* strtab id */
+	int32_t sort;    /* process_sort_index */
+};
+
+/* A GPU's properties, for the trace's deviceProperties (Kineto's keys). */
+struct trace_device {
+	int32_t id;
+	char *name;                 /* owned by the trace */
+	uint64_t total_global_mem;  /* bytes */
+	int32_t compute_major, compute_minor;
+	int32_t max_threads_per_block, max_threads_per_sm;
+	int32_t regs_per_block, regs_per_sm;
+	int32_t warp_size;
+	int32_t shared_mem_per_block, shared_mem_per_sm;
+	int32_t num_sms;
+};
+
 /* Counters that end up in the metadata and the summary. */
 struct trace_counters {
 	uint64_t events;            /* events in the trace */
@@ -136,6 +160,10 @@ struct trace {
 	size_t nsteps, cap_steps;
 	struct trace_thread *threads;
 	size_t nthreads, cap_threads;
+	struct trace_process *procs;
+	size_t nprocs, cap_procs;
+	struct trace_device *devices;
+	size_t ndevices, cap_devices;
 	struct trace_meta meta;
 	struct trace_counters counters;
 	int oom;
@@ -171,6 +199,25 @@ int trace_add_step(struct trace *t, const struct trace_step *s);
 
 /* Records a thread's name (the last call for a tid wins). 0 or -1. */
 int trace_add_thread(struct trace *t, int32_t pid, int32_t tid, const char *name);
+
+/* Attaches a ready argument (key, type and value ids already interned with
+ * trace_intern) to the most recent event: the fast path for converters of
+ * many events. Returns 0 or -1. */
+int trace_arg_add(struct trace *t, const struct trace_arg *a);
+
+/* As trace_arg_add for n arguments at once. Returns 0 or -1 (none added). */
+int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n);
+
+/* Attaches a raw JSON argument (written unquoted; the caller guarantees it
+ * is valid JSON, e.g. "[128,1,1]") to the most recent event. 0 or -1. */
+int trace_arg_raw(struct trace *t, const char *key, const char *json);
+
+/* Names process-level track `pid` (the last call for a pid wins). 0 or -1. */
+int trace_add_process(struct trace *t, int32_t pid, const char *name, int32_t sort);
+
+/* Adds a device's properties (copied; a later call for the same id
+ * replaces it). 0 or -1. */
+int trace_add_device(struct trace *t, const struct trace_device *d);
 
 /* Sorts events by (pid, tid, ts, longer first): nesting order per thread. */
 void trace_sort(struct trace *t);

@@ -350,6 +350,17 @@ static void cw_arg_value(struct cw *w, const struct trace_arg *a)
 	case TRACE_ARG_STR:
 		cw_name(w, a->v.str);
 		break;
+	case TRACE_ARG_RAW: {
+		size_t n;
+		const char *s = name_of(w->t, a->v.str, &n);
+
+		if (n == 0 || n > CW_FIXED / 2) {
+			cw_lit(w, "null");
+		} else {
+			cw_mem(w, s, n);
+		}
+		break;
+	}
 	default:
 		cw_lit(w, "null");
 	}
@@ -370,14 +381,22 @@ static void cw_args(struct cw *w, const struct trace *t,
 	};
 	size_t nargs = ev->nargs, i;
 	int first = 1;
+	/* A range linked to GPU work carries its external id, as Kineto's do. */
+	uint64_t ext = ev->cat == TRACE_CAT_USER_ANNOTATION && ev->ph == TRACE_PH_COMPLETE
+		? ev->id : 0;
 
 	if (ev->args > t->nargs || nargs > t->nargs - ev->args)
 		nargs = 0; /* out of range: a builder bug; keep the file valid */
-	if (nargs == 0 && !(ev->flags & (TRACE_F_CLIPPED_START |
-					  TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)))
+	if (nargs == 0 && !ext && !(ev->flags & (TRACE_F_CLIPPED_START |
+						  TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)))
 		return;
 	cw_room(w, CW_FIXED);
 	cw_lit(w, ",\"args\":{");
+	if (ext) {
+		cw_lit(w, "\"External id\":");
+		w->p = fmt_u64(w->p, ext);
+		first = 0;
+	}
 	for (i = 0; i < nargs; i++) {
 		const struct trace_arg *a = &t->args[ev->args + i];
 
@@ -550,6 +569,40 @@ static int add_u64(cJSON *o, const char *key, uint64_t v)
 	return cJSON_AddRawToObject(o, key, buf) ? 0 : -1;
 }
 
+/* Adds "deviceProperties": one object per GPU with Kineto's keys. 0 or -1. */
+static int add_devices(cJSON *root, const struct trace *t)
+{
+	cJSON *arr = cJSON_AddArrayToObject(root, "deviceProperties");
+	size_t i;
+	int bad = 0;
+
+	if (!arr)
+		return -1;
+	for (i = 0; i < t->ndevices; i++) {
+		const struct trace_device *d = &t->devices[i];
+		cJSON *o = cJSON_CreateObject();
+
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return -1;
+		}
+		bad |= add_i64(o, "id", d->id);
+		bad |= add_str(o, "name", d->name);
+		bad |= add_u64(o, "totalGlobalMem", d->total_global_mem);
+		bad |= add_i64(o, "computeMajor", d->compute_major);
+		bad |= add_i64(o, "computeMinor", d->compute_minor);
+		bad |= add_i64(o, "maxThreadsPerBlock", d->max_threads_per_block);
+		bad |= add_i64(o, "maxThreadsPerMultiprocessor", d->max_threads_per_sm);
+		bad |= add_i64(o, "regsPerBlock", d->regs_per_block);
+		bad |= add_i64(o, "regsPerMultiprocessor", d->regs_per_sm);
+		bad |= add_i64(o, "warpSize", d->warp_size);
+		bad |= add_i64(o, "sharedMemPerBlock", d->shared_mem_per_block);
+		bad |= add_i64(o, "sharedMemPerMultiprocessor", d->shared_mem_per_sm);
+		bad |= add_i64(o, "numSms", d->num_sms);
+	}
+	return bad ? -1 : 0;
+}
+
 /* Builds the document's header object (everything but traceEvents).
  * Returns NULL when out of memory. */
 static cJSON *build_header(const struct trace *t)
@@ -565,7 +618,7 @@ static cJSON *build_header(const struct trace *t)
 	snprintf(name, sizeof name, "%s/rank%d/window%u",
 		 m->run ? m->run : "profhost", m->rank, (unsigned)m->window);
 	bad |= add_i64(root, "schemaVersion", 1);
-	bad |= !cJSON_AddArrayToObject(root, "deviceProperties");
+	bad |= add_devices(root, t);
 	di = cJSON_AddObjectToObject(root, "distributedInfo");
 	bad |= !di;
 	if (di) {
@@ -704,6 +757,16 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 	if (t->meta.program && t->meta.program[0]) {
 		cw_meta(&w, sep, "process_name", t->meta.pid, 0, "name",
 			t->meta.program, strlen(t->meta.program), 0);
+		sep = 1;
+	}
+	for (i = 0; i < t->nprocs && !w.failed; i++) {
+		const struct trace_process *pr = &t->procs[i];
+		size_t n;
+		const char *s = name_of(t, pr->name, &n);
+
+		cw_meta(&w, sep, "process_name", pr->pid, 0, "name", s, n, 0);
+		cw_meta(&w, 1, "process_sort_index", pr->pid, 0, "sort_index", NULL, 0,
+			pr->sort);
 		sep = 1;
 	}
 	for (i = 0; i < t->nthreads && !w.failed; i++) {

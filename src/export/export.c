@@ -11,6 +11,7 @@
 #include "../util/fsutil.h"
 #include "chrome_writer.h"
 #include "key_averages.h"
+#include "memory_timeline.h"
 #include "outfile.h"
 #include "phb.h"
 #include "summary.h"
@@ -111,6 +112,32 @@ static int write_key_averages(const struct trace *t, const struct export_opts *o
 	return rc;
 }
 
+/* Writes memory_timeline.json and .html when the window has GPU
+ * allocations or frees. */
+static int write_memory_timeline(const struct trace *t, struct export_result *res,
+				 struct err *e)
+{
+	struct memory_timeline m;
+	char path[4352];
+	int rc = 0;
+
+	if (memory_timeline_build(t, &m, e) != 0)
+		return -1;
+	if (m.ndev) {
+		snprintf(path, sizeof path, "%s/memory_timeline.json", res->dir);
+		rc = memory_timeline_write_json(&m, t, path, e);
+		if (rc == 0) {
+			note_file(res, path);
+			snprintf(path, sizeof path, "%s/memory_timeline.html", res->dir);
+			rc = memory_timeline_write_html(&m, t, path, e);
+			if (rc == 0)
+				note_file(res, path);
+		}
+	}
+	memory_timeline_free(&m);
+	return rc;
+}
+
 /* Renders the summary (listing the files so far and itself), writes
  * summary.txt and keeps the text in res->summary. */
 static int write_summary(const struct trace *t, struct export_result *res,
@@ -168,6 +195,8 @@ int export_window(const struct trace *t, const struct export_opts *o,
 		note_file(res, path);
 	}
 	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
+		return -1;
+	if (o->memory_timeline && write_memory_timeline(t, res, e) != 0)
 		return -1;
 	if (o->summary && write_summary(t, res, e) != 0)
 		return -1;

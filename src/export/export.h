@@ -33,6 +33,8 @@ struct export_opts {
 				  caller that adds files first leaves this
 				  false and calls export_summary() last) */
 	bool raw;              /* write capture.phb */
+	bool memory_timeline;  /* write memory_timeline.{json,html} when the
+				  window has GPU allocations or frees */
 };
 
 /* What was written: the window directory and the files in it. */

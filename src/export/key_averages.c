@@ -211,10 +211,119 @@ static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 	return tab->nrows - 1;
 }
 
+/* GPU time by correlation id: the kernels, copies and memsets a launch
+ * started (a graph launch starts many). Open addressing. */
+struct gpu_map {
+	uint64_t *corr;
+	int64_t *ns;
+	size_t nslots;
+};
+
+static bool gpu_work(const struct trace_event *ev)
+{
+	return ev->ph == TRACE_PH_COMPLETE && ev->id &&
+	       (ev->cat == TRACE_CAT_KERNEL || ev->cat == TRACE_CAT_GPU_MEMCPY ||
+		ev->cat == TRACE_CAT_GPU_MEMSET);
+}
+
+static size_t gpu_slot(const struct gpu_map *m, uint64_t corr)
+{
+	size_t i = (size_t)(corr * 0x9E3779B97F4A7C15ULL) & (m->nslots - 1);
+
+	while (m->corr[i] && m->corr[i] != corr)
+		i = (i + 1) & (m->nslots - 1);
+	return i;
+}
+
+/* Fills the map from the trace's GPU events. 0, or -1 (no memory); an
+ * empty map (nslots 0) when there is no GPU work. */
+static int gpu_map_build(const struct trace *t, struct gpu_map *m)
+{
+	size_t i, n = 0;
+
+	memset(m, 0, sizeof *m);
+	for (i = 0; i < t->nev; i++)
+		n += gpu_work(&t->ev[i]);
+	if (!n)
+		return 0;
+	m->nslots = 64;
+	while (m->nslots < 2 * n)
+		m->nslots *= 2;
+	m->corr = calloc(m->nslots, sizeof *m->corr);
+	m->ns = calloc(m->nslots, sizeof *m->ns);
+	if (!m->corr || !m->ns)
+		return -1;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+		size_t k;
+
+		if (!gpu_work(ev))
+			continue;
+		k = gpu_slot(m, ev->id);
+		m->corr[k] = ev->id;
+		m->ns[k] += ev_dur(ev);
+	}
+	return 0;
+}
+
+static bool is_api(const struct trace_event *ev)
+{
+	return ev->cat == TRACE_CAT_CUDA_RUNTIME || ev->cat == TRACE_CAT_CUDA_DRIVER;
+}
+
+static bool is_step(const struct trace *t, const struct trace_event *ev)
+{
+	return (ev->flags & TRACE_F_STEP) ||
+	       strncmp(trace_str(t, ev->name), STEP_PREFIX, strlen(STEP_PREFIX)) == 0;
+}
+
+/*
+ * GPU attribution over one thread's run sel[0..n) (sorted). The GPU time of
+ * a launch (a cuda_runtime/cuda_driver event whose correlation id started
+ * GPU work) is the Self CUDA of the innermost range holding the launch
+ * (steps aside), or of the launch itself when no range holds it; it counts
+ * in the CUDA total of the launch and of every event holding it.
+ */
+static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
+		       const struct gpu_map *m, int64_t *cself, int64_t *ctotal,
+		       size_t *stack)
+{
+	size_t i, depth = 0, k;
+
+	for (i = 0; i < n; i++) {
+		const struct trace_event *ev = &t->ev[sel[i]];
+		int64_t g;
+		size_t target = i;
+
+		while (depth > 0) {
+			const struct trace_event *top = &t->ev[sel[stack[depth - 1]]];
+
+			if (top->ts + ev_dur(top) > ev->ts)
+				break;
+			depth--;
+		}
+		stack[depth++] = i;
+		if (!is_api(ev) || !ev->id)
+			continue;
+		k = gpu_slot(m, ev->id);
+		g = m->corr[k] == ev->id ? m->ns[k] : 0;
+		if (!g)
+			continue;
+		for (k = depth; k-- > 0;) {
+			const struct trace_event *a = &t->ev[sel[stack[k]]];
+
+			ctotal[stack[k]] += g;
+			if (target == i && stack[k] != i && !is_api(a) && !is_step(t, a))
+				target = stack[k];
+		}
+		cself[target] += g;
+	}
+}
+
 /* Groups the selected events (with their self times) into rows. 0 or -1. */
 static int group_rows(const struct trace *t, const size_t *sel, size_t n,
-		      const int64_t *self, enum key_avg_group group,
-		      struct key_avg_table *tab)
+		      const int64_t *self, const int64_t *cself, const int64_t *ctotal,
+		      enum key_avg_group group, struct key_avg_table *tab)
 {
 	struct key_map m;
 	size_t i, cap = 0;
@@ -239,9 +348,12 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 		row->count++;
 		row->self_cpu_ns += self[i];
 		row->cpu_total_ns += ev_dur(ev);
+		row->self_cuda_ns += cself[i];
+		row->cuda_total_ns += ctotal[i];
 		if (ev->ts < row->first_ts)
 			row->first_ts = ev->ts;
 		tab->self_cpu_sum_ns += self[i];
+		tab->self_cuda_sum_ns += cself[i];
 	}
 	free(m.slot);
 	return rc;
@@ -310,7 +422,8 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       struct err *e)
 {
 	size_t *sel = NULL, *stack = NULL, n = 0, i, j;
-	int64_t *self = NULL;
+	int64_t *self = NULL, *cself = NULL, *ctotal = NULL;
+	struct gpu_map gm = { 0 };
 
 	memset(out, 0, sizeof *out);
 	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT)
@@ -322,7 +435,9 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 	sel = malloc(n * sizeof *sel);
 	stack = malloc(n * sizeof *stack);
 	self = calloc(n, sizeof *self);
-	if (!sel || !stack || !self)
+	cself = calloc(n, sizeof *cself);
+	ctotal = calloc(n, sizeof *ctotal);
+	if (!sel || !stack || !self || !cself || !ctotal || gpu_map_build(t, &gm) != 0)
 		goto oom;
 	for (i = 0, j = 0; i < t->nev; i++)
 		if (counted(&t->ev[i]))
@@ -338,18 +453,28 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 				break;
 		}
 		sweep_thread(t, sel + i, j - i, self + i, stack);
+		if (gm.nslots)
+			gpu_thread(t, sel + i, j - i, &gm, cself + i, ctotal + i, stack);
 	}
-	if (group_rows(t, sel, n, self, group, out) != 0)
+	if (group_rows(t, sel, n, self, cself, ctotal, group, out) != 0)
 		goto oom;
 	free(sel);
 	free(stack);
 	free(self);
+	free(cself);
+	free(ctotal);
+	free(gm.corr);
+	free(gm.ns);
 	key_averages_sort(out, sort);
 	return 0;
 oom:
 	free(sel);
 	free(stack);
 	free(self);
+	free(cself);
+	free(ctotal);
+	free(gm.corr);
+	free(gm.ns);
 	key_averages_free(out);
 	return err_set(e, "out of memory building the key_averages table");
 }

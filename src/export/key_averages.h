@@ -13,6 +13,12 @@
  * takes over from the parent at its start, zero-length events own nothing,
  * and no self time is ever negative. Total time is the duration.
  *
+ * GPU time. A kernel, copy or memset belongs to the cuda_runtime /
+ * cuda_driver call with its correlation id (the event's `id`). That GPU
+ * time is the Self CUDA of the innermost range holding the call (ProfilerStep
+ * spans aside), or of the call itself when no range holds it, and counts in
+ * the CUDA total of the call and of every event holding it.
+ *
  * key_averages_build() computes the table once; the writer, the summary and
  * the Lua reports all read it. No shared state: any thread, one table each.
  */
@@ -52,8 +58,8 @@ struct key_avg_row {
 	uint64_t count;
 	int64_t self_cpu_ns;    /* sum of self times */
 	int64_t cpu_total_ns;   /* sum of durations */
-	int64_t self_cuda_ns;   /* GPU time the row's own events launched;
-				   0 until GPU attribution fills it */
+	int64_t self_cuda_ns;   /* GPU time the row's own events launched
+				   (see GPU time above) */
 	int64_t cuda_total_ns;  /* ... including the events nested in them */
 	int64_t first_ts;       /* earliest start: breaks sort ties */
 };

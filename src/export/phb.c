@@ -641,6 +641,7 @@ static int read_args(struct phb_r *r, size_t off, size_t end, struct trace *t)
 		case TRACE_ARG_UINT: a->v.u = v; break;
 		case TRACE_ARG_DOUBLE: memcpy(&a->v.d, &v, 8); break;
 		case TRACE_ARG_STR:
+		case TRACE_ARG_RAW: /* a string of JSON, e.g. a kernel's grid */
 			if (v > UINT32_MAX || map_str(r, (uint32_t)v, &a->v.str) != 0) {
 				snprintf(msg, sizeof msg, "argument %llu has string value %llu (the file has %u)",
 					 (unsigned long long)i, (unsigned long long)v, r->nstr);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_summary.h"
 #include "key_averages.h"
 #include "outfile.h"
 #include "phases.h"
@@ -272,10 +273,11 @@ char *summary_render(const struct trace *t, const char *dir,
 {
 	struct summary_steps st;
 	struct key_avg_table tab;
+	struct gpu_summary gpu;
 	struct textbuf tb;
 	char *s;
 
-	if (summary_step_stats(t, &st, e) != 0)
+	if (summary_step_stats(t, &st, e) != 0 || gpu_summary_compute(t, &gpu, e) != 0)
 		return NULL;
 	if (key_averages_build(t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
 			       &tab, e) != 0)
@@ -289,6 +291,7 @@ char *summary_render(const struct trace *t, const char *dir,
 		return NULL;
 	}
 	put_ranges(&tb, t, &tab);
+	gpu_summary_put(&tb, &gpu);
 	put_counters(&tb, &t->counters);
 	put_notes(&tb, t);
 	put_files(&tb, dir, files, nfiles);

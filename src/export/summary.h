@@ -4,6 +4,7 @@
  * It names the window (index, steps, reason, rank), the steps captured and
  * their times (partial steps are marked and left out of the statistics),
  * the top ranges by self CPU time (from key_averages, grouped by name), the
+ * GPU's figures when the window has GPU work (gpu_summary.h), the
  * events written, every nonzero drop counter with its fix, and the files
  * written. The host prints it on rank 0 at window end and export writes it
  * to summary.txt. Host thread (or any one thread at a time).

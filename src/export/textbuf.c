@@ -138,6 +138,7 @@ char *textbuf_take(struct textbuf *tb)
 		textbuf_free(tb);
 		return NULL;
 	}
+	tb->s[tb->len] = '\0'; /* nothing appended: the buffer is fresh */
 	s = tb->s;
 	textbuf_init(tb);
 	return s;

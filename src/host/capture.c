@@ -5,9 +5,16 @@
 #include "host.h"
 #include "../capture/python.h"
 
+#ifdef PROFHOST_HAVE_CUDA
+#include "../capture/cupti.h"
+#endif
+
 /* Sources in the order they are called. */
 const struct capture_ops *const capture_sources[] = {
 	&nvtx_capture,
+#ifdef PROFHOST_HAVE_CUDA
+	&cupti_capture,
+#endif
 	&python_capture,
 	NULL
 };
@@ -80,4 +87,13 @@ void capture_fini_all(struct host *h)
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->fini)
 			capture_sources[i]->fini(h);
+}
+
+void capture_step_all(struct host *h, uint64_t step, bool recording)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->step)
+			capture_sources[i]->step(h, step, recording);
 }

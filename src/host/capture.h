@@ -22,10 +22,14 @@
  *                 still written).
  *   fini          the process is ending, after the last window was
  *                 written (the exiting thread).
+ *   step          a step boundary: `step` begins, `recording` says whether
+ *                 a window records it (stepping thread, window lock held:
+ *                 must not block). Also called for step 0 at start-up.
  */
 #ifndef PROFHOST_CAPTURE_H
 #define PROFHOST_CAPTURE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../events/trace.h"
@@ -43,6 +47,7 @@ struct capture_ops {
 	int (*collect)(struct host *h, const struct host_job *job,
 		       struct trace *t, struct err *e);
 	void (*fini)(struct host *h);
+	void (*step)(struct host *h, uint64_t step, bool recording);
 };
 
 /* The sources compiled in, NULL-ended (capture.c). */
@@ -58,5 +63,6 @@ void capture_close_all(struct host *h, uint64_t gen);
 void capture_collect_all(struct host *h, const struct host_job *job,
 			 struct trace *t);
 void capture_fini_all(struct host *h);
+void capture_step_all(struct host *h, uint64_t step, bool recording);
 
 #endif

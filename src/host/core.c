@@ -20,6 +20,9 @@
 #include "../util/progname.h"
 #include "capture.h"
 #include "host.h"
+#ifdef PROFHOST_HAVE_CUDA
+#include "../capture/cupti.h"
+#endif
 
 #define PROFHOST_EXPORT __attribute__((visibility("default")))
 #define STRICT_EXIT_STATUS 70
@@ -162,6 +165,15 @@ static void core_fini(void)
 	capture_fini_all(&host);
 }
 
+#ifdef PROFHOST_HAVE_CUDA
+static int core_cuda_inject(void)
+{
+	if (atomic_load(&host.disabled))
+		return 1;
+	return cupti_inject(&host);
+}
+#endif
+
 static void core_after_fork_child(void)
 {
 	/* The child has no host thread and must not write into the parent's
@@ -225,6 +237,9 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	core->capture_now = core_capture_now;
 	core->fini = core_fini;
 	core->after_fork_child = core_after_fork_child;
+#ifdef PROFHOST_HAVE_CUDA
+	core->cuda_inject = core_cuda_inject;
+#endif
 	log_msg(LOG_DEBUG, "ready: pid %d, rank %d, output %s", (int)h->pid,
 		h->env.rank, h->run_dir);
 	return 0;

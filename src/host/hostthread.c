@@ -154,6 +154,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.group_by = h->cfg->export.group_by;
 	o.summary = false; /* written last, below, after the reports */
 	o.raw = h->cfg->export.raw;
+	o.memory_timeline = h->cfg->export.memory_timeline;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

@@ -55,6 +55,15 @@ PROF_EXPORT void prof_mark(const char *name)
 	nvtx_prof_mark(name);
 }
 
+/* The CUDA driver calls this when CUDA_INJECTION64_PATH names this
+ * library (it is loaded, and its constructor has run, by then). */
+PROF_EXPORT int InitializeInjection(void)
+{
+	if (core.cuda_inject)
+		return core.cuda_inject();
+	return 1;
+}
+
 PROF_EXPORT int prof_capture_now(unsigned steps, const char *reason)
 {
 	if (!core.capture_now)
@@ -127,6 +136,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.nvtx_domain_name = nvtx_domain_name,
 		.nvtx_category_name = nvtx_category_name,
 		.nvtx_thread_name = nvtx_thread_name,
+		.set_range_hooks = nvtx_set_range_hooks,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

@@ -43,6 +43,13 @@ struct shim_api {
 	const char *(*nvtx_domain_name)(uint32_t id);
 	const char *(*nvtx_category_name)(uint32_t domain, uint32_t category);
 	const char *(*nvtx_thread_name)(int32_t tid);
+	/* Installs the range hooks (NULL, NULL removes them). Inside an open
+	 * window, prof_range_push calls push() and records the id it returns
+	 * (an external correlation id linking the range to the GPU work it
+	 * launches; 0: none) as the push record's `id`; prof_range_pop calls
+	 * pop() after recording the pop. Idle cost unchanged: the hooks are
+	 * only looked at once a window is open. Any thread. */
+	void (*set_range_hooks)(uint64_t (*push)(void), void (*pop)(void));
 };
 
 /* What the core gives the shim. Every pointer is set by a successful
@@ -57,6 +64,10 @@ struct core_api {
 	void (*fini)(void);
 	/* In a child after fork(). */
 	void (*after_fork_child)(void);
+	/* InitializeInjection (the CUDA driver, through CUDA_INJECTION64_PATH):
+	 * starts GPU capture if it waits for the driver; never twice. NULL in
+	 * a build without CUDA. Returns 1 (the driver's "success"). */
+	int (*cuda_inject)(void);
 };
 
 /* The core's one exported symbol. Returns 0, or -1 after reporting why on

@@ -165,6 +165,7 @@ void window_init(struct host *h)
 	if (r.open_window)
 		open_window(h, r.open_reason, r.step, w->step_start);
 	update_arm(h, r.action, w->step_start);
+	capture_step_all(h, w->sched.step, w->recording);
 	atomic_store(&w->ready, 1);
 }
 
@@ -211,6 +212,7 @@ void window_step(struct host *h)
 		opened = w->recording;
 	}
 	update_arm(h, r.action, now);
+	capture_step_all(h, w->sched.step, w->recording);
 	w->step_start = now;
 	w->step_tid = tid;
 	info.recording = w->recording;

@@ -69,10 +69,12 @@ def load_trace(window_dir):
 
 
 def step_spans(trace):
-    """(step number, event) of each ProfilerStep#N span, in time order."""
+    """(step number, event) of each ProfilerStep#N span on the CPU, in time
+    order (GPU captures add gpu_user_annotation spans of the same names)."""
     out = []
     for e in trace["traceEvents"]:
-        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#"):
+        if e.get("ph") == "X" and e.get("name", "").startswith("ProfilerStep#") and \
+                e.get("cat") == "user_annotation":
             out.append((int(e["name"][len("ProfilerStep#"):]), e))
     out.sort(key=lambda p: p[1]["ts"])
     return out

@@ -202,7 +202,7 @@ class Environment(Scratch):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(child["LD_PRELOAD"], STUB + ":" + OTHER)
         self.assertEqual(child["NVTX_INJECTION64_PATH"], STUB)
-        self.assertNotIn("CUDA_INJECTION64_PATH", child)
+        self.assertEqual(child["CUDA_INJECTION64_PATH"], STUB)
         self.assertEqual(child["PROF_SCRIPT"], self.path("policy.lua"))
         self.assertEqual(child["PROF_OUTPUT_DIR"], self.path("out"))
         self.assertEqual(child["PROF_SET"], "schedule.active=5\nname.x=a b=c")
@@ -217,6 +217,22 @@ class Environment(Scratch):
         self.assertTrue(os.path.isabs(notes), notes)
         self.assertNotEqual(notes, "/stale/notes")
         self.assertEqual(r.stderr, NO_WINDOW)
+
+    def test_nsight_systems_keeps_its_injection_libraries(self):
+        # Under nsys, its own CUDA/NVTX injection must stay in place; without
+        # a value to keep, prof's library is set as usual.
+        env = clean_env(NSYS_PROFILING_SESSION_ID="7", CUDA_INJECTION64_PATH="/nsys/inj.so",
+                        NVTX_INJECTION64_PATH="/nsys/inj.so")
+        child, r = run_env(env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(child["CUDA_INJECTION64_PATH"], "/nsys/inj.so")
+        self.assertEqual(child["NVTX_INJECTION64_PATH"], "/nsys/inj.so")
+        self.assertEqual(child["LD_PRELOAD"], STUB)
+        child, r = run_env(env=clean_env(NSYS_PROFILING_SESSION_ID="7"))
+        self.assertEqual(child["CUDA_INJECTION64_PATH"], STUB)
+        # Without nsys, a stale value is replaced.
+        child, r = run_env(env=clean_env(CUDA_INJECTION64_PATH="/old/inj.so"))
+        self.assertEqual(child["CUDA_INJECTION64_PATH"], STUB)
 
     def test_without_options_sets_only_the_basics(self):
         child, r = run_env()
@@ -295,6 +311,7 @@ class Library(Scratch):
             lib = os.path.join(prefix, "lib", "libprofhost.so")
             self.assertEqual(child["LD_PRELOAD"], lib)
             self.assertEqual(child["NVTX_INJECTION64_PATH"], lib)
+            self.assertEqual(child["CUDA_INJECTION64_PATH"], lib)
             self.assertEqual(child["PYTHONPATH"],
                              os.path.join(prefix, "share", "profhost", "python"))
 

@@ -5,8 +5,11 @@
  *
  * Each step: push "outer"; sleep 2 ms; push "inner"; sleep 3 ms; pop; pop;
  * prof_step(). So per step outer owns 2 ms itself and lasts 5 ms, inner
- * owns and lasts 3 ms. Prints "done N". Binds the host's C ABI through
- * dlsym, so it also runs without the host.
+ * owns and lasts 3 ms — at least: on a busy machine a sleep can overrun, so
+ * the program also measures what each step really took and prints
+ * "timing <step> <outer total ns> <inner ns>" per step, the truth a test
+ * compares the profiler's table with. Prints "done N". Binds the host's C
+ * ABI through dlsym, so it also runs without the host.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -31,6 +34,14 @@ static void bind(void)
 	if (!p_pop) p_pop = nop;
 }
 
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
@@ -51,12 +62,19 @@ int main(int argc, char **argv)
 	}
 	bind();
 	for (s = 0; s < steps; s++) {
+		long long t0, t1, t2, t3;
+
+		t0 = now_ns();
 		p_push("outer");
 		sleep_ms(2);
 		p_push("inner");
+		t1 = now_ns();
 		sleep_ms(3);
+		t2 = now_ns();
 		p_pop();
 		p_pop();
+		t3 = now_ns();
+		printf("timing %ld %lld %lld\n", s, t3 - t0, t2 - t1);
 		p_step();
 	}
 	printf("done %ld\n", steps);

@@ -1,0 +1,82 @@
+#!/bin/sh
+# GPU smoke test, for a machine with an NVIDIA GPU, its driver and CUDA 13
+# (the CI machines have none: there, tests run against the CUPTI fake).
+#
+#   scripts/gpu-smoke.sh [build-dir]
+#
+# Builds profhost (with examples/cuda_app.cu), then runs under `prof run`:
+#   1. examples/cuda_app.cu, the native program;
+#   2. a PyTorch CUDA training loop, when `python3 -c "import torch"` finds
+#      a CUDA-capable torch (skipped, and said, otherwise);
+# and checks each trace (scripts/gpu_smoke_check.py): kernels, copies with
+# bandwidth, ac2g arrows from launches to kernels, named GPU tracks, device
+# properties, no GPU record dropped, ranges linked to their kernels.
+# Exits non-zero when a check fails.
+set -eu
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu}
+jobs=$(nproc)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+status=0
+
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L || echo "gpu-smoke: nvidia-smi not found; trying anyway"
+
+echo "==== building in $build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$jobs" >/dev/null
+if [ ! -x "$build/bin/cuda_app" ]; then
+    echo "gpu-smoke: $build/bin/cuda_app was not built (is nvcc on PATH?)"
+    exit 1
+fi
+prof="$build/bin/prof"
+cat > "$tmp/policy.lua" <<'EOF'
+prof.schedule { skip_first = 2, wait = 1, warmup = 1, active = 3, cycles = 2 }
+prof.export { chrome = { gzip = true } }
+EOF
+
+echo "==== examples/cuda_app.cu"
+if "$prof" run -s "$tmp/policy.lua" -o "$tmp/native" -- "$build/bin/cuda_app" 20; then
+    python3 scripts/gpu_smoke_check.py "$tmp/native" --min-windows 2 --copies \
+        --kernel saxpy --kernel block_sum --kernel scale \
+        --range forward --nvtx-range nvtx_forward || status=1
+else
+    echo "FAIL cuda_app exited with $?"
+    status=1
+fi
+
+echo "==== PyTorch"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    cat > "$tmp/train.py" <<'EOF'
+import torch, profhost
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                            torch.nn.Linear(4096, 1024)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x_cpu = torch.randn(256, 1024).pin_memory()
+for step in range(20):
+    x = x_cpu.to("cuda", non_blocking=True)
+    with profhost.range("forward"):
+        torch.cuda.nvtx.range_push("nvtx_forward")
+        loss = model(x).square().mean()
+        torch.cuda.nvtx.range_pop()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    loss.item()  # a DtoH copy and a sync
+    profhost.step()
+print("train.py: done")
+EOF
+    if "$prof" run -s "$tmp/policy.lua" -o "$tmp/torch" -- python3 "$tmp/train.py"; then
+        python3 scripts/gpu_smoke_check.py "$tmp/torch" --min-windows 2 --copies \
+            --kernel gemm --range forward --nvtx-range nvtx_forward || status=1
+    else
+        echo "FAIL the PyTorch loop exited with $?"
+        status=1
+    fi
+else
+    echo "skip: no CUDA-capable PyTorch in python3"
+fi
+
+[ $status -eq 0 ] && echo "==== gpu-smoke: passed" || echo "==== gpu-smoke: FAILED"
+exit $status

@@ -1,0 +1,986 @@
+/*
+ * cupti — GPU capture through CUPTI: the lifecycle (see cupti.h).
+ *
+ * States: OFF (no CUDA capture asked for), WAITING (for InitializeInjection,
+ * when CUDA_INJECTION64_PATH names this library: by then the application
+ * has loaded its own libcupti, which is reused), READY (subscribed), and
+ * after the last window STOPPING -> STOPPED (cuptiFinalize; a later window
+ * starts over); DEAD when something stopped GPU capture (said once); NSYS
+ * under Nsight Systems.
+ *
+ * Threads and locks. `cu.lock` guards the state; window callbacks take it
+ * under the window lock (order: window lock, then cu.lock). It is never
+ * held across cuptiActivityFlushAll or cuptiFinalize, which may call back.
+ * CUPTI's buffer callbacks take only the pool's lock; the timestamp
+ * callback takes nothing. The API callback (steps counted from CUDA calls)
+ * takes the window lock through window_step, never cu.lock directly.
+ */
+#include "cupti.h"
+#include "cupti_internal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+#include "../events/clock.h"
+#include "../host/host.h"
+#include "../util/log.h"
+
+#define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
+#define MAX_KINDS 16
+#define MIN_BUF ((size_t)64 * 1024)
+#define MAX_BUF ((size_t)4 * 1024 * 1024)
+
+enum cu_state { CU_OFF, CU_WAITING, CU_READY, CU_STOPPING, CU_STOPPED, CU_DEAD, CU_NSYS };
+enum cu_want { WANT_IDLE, WANT_WARMUP, WANT_RECORD };
+
+/* Activity buffers: one preallocated region cut into equal buffers that
+ * CUPTI borrows (requested) and returns (completed); the host thread
+ * converts the completed ones and frees them. Never malloc mid-window. */
+struct cu_done {
+	uint32_t idx;
+	size_t valid;
+};
+
+struct cu_pool {
+	pthread_mutex_t lock;
+	uint8_t *base;
+	size_t buf_size;
+	uint32_t nbuf;
+	uint32_t *free_idx, nfree;
+	struct cu_done *done;
+	uint32_t ndone;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct host *h;
+	enum cu_state state;
+	enum cu_want want;
+	bool enabled;                  /* kinds enabled now */
+	struct cupti_fns fn;
+	CUpti_SubscriberHandle sub;
+	CUpti_ActivityKind kinds[MAX_KINDS];
+	bool kind_bad[MAX_KINDS];      /* CUPTI refused it here: left out */
+	size_t nkinds;
+	struct cupti_show show;
+	bool ext;                      /* ranges get external correlation ids */
+	_Atomic int ext_on;
+	_Atomic uint64_t next_ext;
+	struct cu_pool pool;
+	size_t pool_bytes;
+	uint8_t *carry;                /* records of a later window */
+	size_t ncarry, capcarry;
+	uint64_t carry_dropped;
+	int64_t prev_start, prev_end;  /* the last window written */
+	uint64_t last_gen;             /* generation of the last window opened */
+	struct cupti_devices devices;
+	const char **names[2];         /* cbid -> name cache (runtime, driver) */
+	/* steps from CUDA (prof.steps{cuda = ..., kernel = ...}) */
+	uint8_t *step_cbid[2];
+	uint8_t *launch_cbid[2];
+	char *kernel_pattern;
+	bool steps_from_cuda;          /* keeps CUPTI subscribed for good */
+	/* Nsight Systems */
+	int (*profiler_start)(void);
+	int (*profiler_stop)(void);
+	bool nsys_said;
+	nvtxRangeId_t nvtx_step;
+	bool nvtx_open;
+} cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
+static __thread int tl_runtime_launch;   /* inside a runtime launch call */
+
+static const uint32_t cbid_size[2] = {
+	CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE
+};
+
+/* ------------------------------------------------------------ callbacks */
+
+/* The one clock (clock.h): CUPTI's timestamps are the host's. */
+static uint64_t CUPTIAPI cu_clock(void)
+{
+	return (uint64_t)clock_now_ns();
+}
+
+static void CUPTIAPI buf_requested(uint8_t **buffer, size_t *size, size_t *max)
+{
+	struct cu_pool *p = &cu.pool;
+
+	*max = 0;
+	pthread_mutex_lock(&p->lock);
+	if (p->base && p->nfree) {
+		uint32_t idx = p->free_idx[--p->nfree];
+
+		*buffer = p->base + (size_t)idx * p->buf_size;
+		*size = p->buf_size;
+	} else {
+		*buffer = NULL; /* CUPTI drops and counts what does not fit */
+		*size = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+				   size_t size, size_t valid)
+{
+	struct cu_pool *p = &cu.pool;
+	size_t off;
+
+	(void)ctx;
+	(void)stream;
+	(void)size;
+	pthread_mutex_lock(&p->lock);
+	if (p->base && buffer >= p->base &&
+	    (off = (size_t)(buffer - p->base)) < (size_t)p->nbuf * p->buf_size &&
+	    p->ndone < p->nbuf) {
+		p->done[p->ndone].idx = (uint32_t)(off / p->buf_size);
+		p->done[p->ndone].valid = valid <= p->buf_size ? valid : p->buf_size;
+		p->ndone++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Steps counted from CUDA calls: prof.steps{cuda = "cudaGraphLaunch"} at
+ * the call's exit, prof.steps{kernel = pattern} at the exit of a launch of
+ * a matching kernel (a driver launch made by a runtime launch counts once). */
+static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain,
+				  CUpti_CallbackId cbid, const void *data)
+{
+	const CUpti_CallbackData *d = data;
+	int drv = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+	bool exit_site = d->callbackSite == CUPTI_API_EXIT;
+
+	(void)ud;
+	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && !drv) || cbid >= cbid_size[drv])
+		return;
+	if (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid]) {
+		if (!drv)
+			tl_runtime_launch += exit_site ? -1 : 1;
+		if (exit_site && (!drv || tl_runtime_launch <= 0) && d->symbolName &&
+		    cupti_pattern_find(cu.kernel_pattern, d->symbolName))
+			window_step(cu.h);
+	}
+	if (exit_site && cu.step_cbid[drv] && cu.step_cbid[drv][cbid])
+		window_step(cu.h);
+}
+
+/* Range hooks (shim_api.set_range_hooks): a range pushed inside a window
+ * gets an external correlation id, which CUPTI attaches to the GPU work
+ * launched inside it. */
+static uint64_t range_push(void)
+{
+	uint64_t id;
+
+	if (!atomic_load_explicit(&cu.ext_on, memory_order_relaxed))
+		return 0;
+	id = atomic_fetch_add_explicit(&cu.next_ext, 1, memory_order_relaxed);
+	if (cu.fn.ActivityPushExternalCorrelationId(EXT_KIND, id) != CUPTI_SUCCESS)
+		return 0;
+	tl_ext_depth++;
+	return id;
+}
+
+static void range_pop(void)
+{
+	if (!tl_ext_depth)
+		return;
+	tl_ext_depth--;
+	cu.fn.ActivityPopExternalCorrelationId(EXT_KIND, NULL);
+}
+
+/* The API name of a cbid, cached. Host thread. */
+static const char *api_name(void *ctx, bool driver, uint32_t cbid)
+{
+	const char **tab = cu.names[driver];
+	const char *name = NULL;
+
+	(void)ctx;
+	if (cbid >= cbid_size[driver])
+		return NULL;
+	if (tab && tab[cbid])
+		return tab[cbid];
+	if (cu.fn.GetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API
+				  : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &name) != CUPTI_SUCCESS)
+		return NULL;
+	if (tab)
+		tab[cbid] = name;
+	return name;
+}
+
+/* ------------------------------------------------------------ the pool */
+
+static int pool_init(struct cu_pool *p, size_t bytes)
+{
+	size_t buf = bytes / 16, i;
+
+	if (buf < MIN_BUF)
+		buf = MIN_BUF;
+	if (buf > MAX_BUF)
+		buf = MAX_BUF;
+	buf &= ~(MIN_BUF - 1);
+	p->buf_size = buf;
+	p->nbuf = (uint32_t)(bytes / buf < 2 ? 2 : bytes / buf);
+	p->base = mmap(NULL, (size_t)p->nbuf * buf, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	p->free_idx = malloc(p->nbuf * sizeof *p->free_idx);
+	p->done = malloc(p->nbuf * sizeof *p->done);
+	if (p->base == MAP_FAILED || !p->free_idx || !p->done) {
+		if (p->base != MAP_FAILED)
+			munmap(p->base, (size_t)p->nbuf * buf);
+		free(p->free_idx);
+		free(p->done);
+		memset(p, 0, sizeof *p);
+		return -1;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	for (i = 0; i < p->nbuf; i++)
+		p->free_idx[i] = p->nbuf - 1 - (uint32_t)i;
+	p->nfree = p->nbuf;
+	p->ndone = 0;
+	return 0;
+}
+
+/* Every buffer free again (CUPTI was finalized: it holds none) and the
+ * memory given back. */
+static void pool_reset(struct cu_pool *p)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->nbuf; i++)
+		p->free_idx[i] = p->nbuf - 1 - i;
+	p->nfree = p->nbuf;
+	p->ndone = 0;
+	if (p->base)
+		madvise(p->base, (size_t)p->nbuf * p->buf_size, MADV_DONTNEED);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* ------------------------------------------------------------ outcomes */
+
+/* Who else holds CUPTI, as far as the process's libraries tell. */
+static const char *other_client(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[4352];
+	const char *who = "torch.profiler (Kineto), Nsight Systems or Nsight Compute";
+
+	if (!f)
+		return who;
+	while (fgets(line, sizeof line, f)) {
+		if (strstr(line, "libToolsInjection") || strstr(line, "nsys")) {
+			who = "Nsight Systems";
+			break;
+		}
+		if (strstr(line, "libtorch_cuda") || strstr(line, "kineto"))
+			who = "torch.profiler (Kineto)";
+	}
+	fclose(f);
+	return who;
+}
+
+static void set_hooks(bool on)
+{
+	if (cu.h && cu.h->shim->set_range_hooks)
+		cu.h->shim->set_range_hooks(on ? range_push : NULL, on ? range_pop : NULL);
+}
+
+/* Undoes what was set up and turns GPU capture off for the process.
+ * Lock held. */
+static void teardown(void)
+{
+	size_t i;
+
+	atomic_store(&cu.ext_on, 0);
+	set_hooks(false);
+	if (cu.enabled)
+		for (i = 0; i < cu.nkinds; i++)
+			if (!cu.kind_bad[i])
+				cu.fn.ActivityDisable(cu.kinds[i]);
+	cu.enabled = false;
+	if (cu.sub) {
+		cu.fn.Unsubscribe(cu.sub);
+		cu.sub = NULL;
+	}
+	cu.state = CU_DEAD;
+}
+
+/* Says in one line why GPU capture stops, then tears it down. Lock held. */
+static void give_up(CUptiResult rc, const char *call)
+{
+	char buf[48];
+	const char *name = cupti_result_name(&cu.fn, rc, buf, sizeof buf);
+
+	switch (rc) {
+	case CUPTI_ERROR_UNKNOWN:
+	case CUPTI_ERROR_NOT_INITIALIZED:
+	case CUPTI_ERROR_INVALID_DEVICE:
+		log_msg(LOG_INFO, "no CUDA driver or GPU here (%s from %s): GPU capture "
+			"is off, CPU capture goes on", name, call);
+		break;
+	case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+	case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+		log_msg(LOG_WARN, "GPU capture is off: the NVIDIA driver lets only "
+			"administrators profile the GPU (%s from %s); load the nvidia module "
+			"with NVreg_RestrictProfilingToAdminUsers=0 or run with CAP_SYS_ADMIN; "
+			"CPU capture goes on", name, call);
+		break;
+	case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+		log_msg(LOG_INFO, "another CUPTI client is profiling this process (%s): "
+			"profhost's GPU capture steps aside, CPU capture goes on",
+			other_client());
+		break;
+	default:
+		log_msg(LOG_WARN, "GPU capture is off: %s failed with %s; CPU capture goes on",
+			call, name);
+	}
+	teardown();
+}
+
+/* ------------------------------------------------------------ kinds */
+
+static void enable_kinds(void)
+{
+	char buf[48];
+	size_t i;
+
+	for (i = 0; i < cu.nkinds; i++) {
+		CUptiResult rc;
+
+		if (cu.kind_bad[i])
+			continue;
+		rc = cu.fn.ActivityEnable(cu.kinds[i]);
+		if (rc == CUPTI_SUCCESS)
+			continue;
+		if (rc == CUPTI_ERROR_NOT_COMPATIBLE || rc == CUPTI_ERROR_NOT_SUPPORTED ||
+		    rc == CUPTI_ERROR_INVALID_KIND || rc == CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED) {
+			cu.kind_bad[i] = true;
+			log_msg(LOG_WARN, "CUPTI cannot record activity kind %d here (%s): "
+				"left out", (int)cu.kinds[i],
+				cupti_result_name(&cu.fn, rc, buf, sizeof buf));
+			continue;
+		}
+		cu.enabled = true; /* give_up disables what was enabled */
+		give_up(rc, "cuptiActivityEnable");
+		return;
+	}
+	cu.enabled = true;
+	atomic_store(&cu.ext_on, cu.ext);
+}
+
+static void disable_kinds(void)
+{
+	size_t i;
+
+	atomic_store(&cu.ext_on, 0);
+	for (i = 0; i < cu.nkinds; i++)
+		if (!cu.kind_bad[i])
+			cu.fn.ActivityDisable(cu.kinds[i]);
+	cu.enabled = false;
+}
+
+/* Marks in tab[drv][cbid] every runtime/driver API named `name` or
+ * `name`_ptsz (version suffixes _vNNNN ignored). Returns how many. */
+static int mark_cbids(const char *name, uint8_t **tab)
+{
+	int drv, n = 0;
+	uint32_t cbid;
+	size_t len = strlen(name);
+
+	for (drv = 0; drv < 2; drv++) {
+		if (!tab[drv])
+			tab[drv] = calloc(cbid_size[drv], 1);
+		if (!tab[drv])
+			return n;
+		for (cbid = 1; cbid < cbid_size[drv]; cbid++) {
+			const char *s = NULL, *rest;
+
+			if (cu.fn.GetCallbackName(drv ? CUPTI_CB_DOMAIN_DRIVER_API
+						  : CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &s) !=
+				    CUPTI_SUCCESS || !s || strncmp(s, name, len) != 0)
+				continue;
+			rest = s + len;
+			if (!strncmp(rest, "_ptsz", 5))
+				rest += 5;
+			if (!strncmp(rest, "_v", 2) && rest[2] >= '0' && rest[2] <= '9')
+				rest += 2 + strspn(rest + 2, "0123456789");
+			if (*rest)
+				continue;
+			tab[drv][cbid] = 1;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Enables the API callbacks the step triggers need. Lock held. */
+static int enable_step_callbacks(void)
+{
+	static const char *const launches[] = {
+		"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+		"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", NULL,
+	};
+	const struct policy_config *cfg = cu.h->cfg;
+	int drv, i;
+	uint32_t cbid;
+
+	if (cfg->steps.cuda && !cu.step_cbid[0] &&
+	    mark_cbids(cfg->steps.cuda, cu.step_cbid) == 0)
+		log_msg(LOG_WARN, "prof.steps{cuda = \"%s\"}: no CUDA runtime or driver API "
+			"has that name (e.g. cudaGraphLaunch, cuLaunchKernel): steps are not "
+			"counted from CUDA calls", cfg->steps.cuda);
+	if (cu.kernel_pattern && !cu.launch_cbid[0])
+		for (i = 0; launches[i]; i++)
+			mark_cbids(launches[i], cu.launch_cbid);
+	for (drv = 0; drv < 2; drv++)
+		for (cbid = 1; cbid < cbid_size[drv]; cbid++) {
+			CUptiResult rc;
+
+			if (!((cu.step_cbid[drv] && cu.step_cbid[drv][cbid]) ||
+			      (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid])))
+				continue;
+			rc = cu.fn.EnableCallback(1, cu.sub, drv ? CUPTI_CB_DOMAIN_DRIVER_API
+						  : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+			if (rc != CUPTI_SUCCESS) {
+				give_up(rc, "cuptiEnableCallback");
+				return -1;
+			}
+		}
+	return 0;
+}
+
+/* ------------------------------------------------------------ start, stop */
+
+/* Loads CUPTI if needed, subscribes, registers the clock and the buffer
+ * callbacks, then applies what the window wants. Lock held. */
+static void start(void)
+{
+	const char *roots[] = { "/usr/local/cuda", NULL };
+	struct cupti_search s = {
+		.maps = "/proc/self/maps",
+		.env_lib = getenv("PROF_CUPTI_LIB"),
+		.cuda_home = getenv("CUDA_HOME"),
+		.roots = roots,
+		.virtual_env = getenv("VIRTUAL_ENV"),
+	};
+	struct err e;
+	uint32_t version = 0;
+	CUptiResult rc;
+
+	if (!cu.fn.handle) {
+		enum cupti_load_rc lr = cupti_load(&cu.fn, &s, &e);
+
+		if (lr != CUPTI_LOAD_OK) {
+			log_msg(lr == CUPTI_LOAD_NOT_FOUND ? LOG_INFO : LOG_WARN,
+				"%s: GPU capture is off, CPU capture goes on", e.msg);
+			cu.state = CU_DEAD;
+			return;
+		}
+		if (cu.fn.GetVersion(&version) != CUPTI_SUCCESS ||
+		    version < CUPTI_MIN_API_VERSION) {
+			log_msg(LOG_WARN, "GPU capture is off: %s is CUPTI API version %u "
+				"(CUDA 12 or older) and this build reads CUDA 13's records "
+				"(CUPTI API %d or newer); point PROF_CUPTI_LIB at a CUDA 13 "
+				"libcupti; CPU capture goes on", cu.fn.path, version,
+				CUPTI_MIN_API_VERSION);
+			cupti_unload(&cu.fn);
+			cu.state = CU_DEAD;
+			return;
+		}
+		log_msg(LOG_DEBUG, "CUPTI %u: %s (%s)", version, cu.fn.path,
+			cu.fn.reused ? "already loaded by the process" : "loaded");
+		cu.names[0] = calloc(cbid_size[0], sizeof *cu.names[0]);
+		cu.names[1] = calloc(cbid_size[1], sizeof *cu.names[1]);
+	}
+	rc = cu.fn.Subscribe(&cu.sub, api_callback, NULL);
+	if (rc != CUPTI_SUCCESS) {
+		cu.sub = NULL;
+		give_up(rc, "cuptiSubscribe");
+		return;
+	}
+	if (cu.fn.SetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM) != CUPTI_SUCCESS)
+		log_msg(LOG_DEBUG, "CUPTI: cannot report system thread ids; CUDA calls may "
+			"sit on tracks of their own");
+	/* One clock, registered before any kind is enabled. */
+	rc = cu.fn.ActivityRegisterTimestampCallback(cu_clock);
+	if (rc != CUPTI_SUCCESS) {
+		give_up(rc, "cuptiActivityRegisterTimestampCallback");
+		return;
+	}
+	if (cu.fn.ActivityEnableLatencyTimestamps)
+		cu.fn.ActivityEnableLatencyTimestamps(1);
+	rc = cu.fn.ActivityRegisterCallbacks(buf_requested, buf_completed);
+	if (rc != CUPTI_SUCCESS) {
+		give_up(rc, "cuptiActivityRegisterCallbacks");
+		return;
+	}
+	if (!cu.pool.base && pool_init(&cu.pool, cu.pool_bytes) != 0) {
+		log_msg(LOG_WARN, "GPU capture is off: cannot reserve %zu MiB for GPU "
+			"records; CPU capture goes on", cu.pool_bytes >> 20);
+		teardown();
+		return;
+	}
+	if (enable_step_callbacks() != 0)
+		return;
+	cu.state = CU_READY;
+	if (cu.ext)
+		set_hooks(true);
+	if (cu.want != WANT_IDLE)
+		enable_kinds();
+}
+
+/* Finalizes CUPTI when no window lies ahead, so the job runs at full speed.
+ * Host thread, lock not held. */
+static void stop(void)
+{
+	pthread_mutex_lock(&cu.lock);
+	if (cu.state != CU_READY || cu.want != WANT_IDLE) {
+		pthread_mutex_unlock(&cu.lock);
+		return;
+	}
+	if (cu.enabled)
+		disable_kinds();
+	set_hooks(false);
+	cu.state = CU_STOPPING;
+	pthread_mutex_unlock(&cu.lock);
+
+	cu.fn.Unsubscribe(cu.sub);
+	cu.fn.Finalize();
+	pool_reset(&cu.pool);
+	free(cu.carry);
+	cu.carry = NULL;
+	cu.ncarry = cu.capcarry = 0;
+
+	pthread_mutex_lock(&cu.lock);
+	cu.sub = NULL;
+	cu.state = CU_STOPPED;
+	log_msg(LOG_DEBUG, "CUPTI finalized: no capture window ahead");
+	if (cu.want != WANT_IDLE)
+		start(); /* a window began meanwhile */
+	pthread_mutex_unlock(&cu.lock);
+}
+
+/* Whether the schedule or a capture request may still open a window. */
+static bool windows_ahead(struct host *h)
+{
+	struct window_state *w = &h->win;
+	const struct sched *s = &w->sched;
+	const struct sched_config *c = &s->cfg;
+	uint64_t end;
+	bool more;
+
+	pthread_mutex_lock(&w->lock);
+	end = (uint64_t)c->skip_first +
+	      (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
+	more = !w->finished &&
+	       (w->recording || s->pending_steps || s->now_left || s->next_cfg_pending ||
+		(c->enabled && c->active && (c->cycles == 0 || s->step < end)));
+	pthread_mutex_unlock(&w->lock);
+	return more;
+}
+
+/* ------------------------------------------------------------ Nsight */
+
+/* cudaProfilerStart/Stop of the process's CUDA runtime, once it has one
+ * (else the driver's cuProfilerStart/Stop). */
+static void nsys_find(void)
+{
+	FILE *f;
+	char line[4352];
+
+	if (cu.profiler_start)
+		return;
+	cu.profiler_start = (int (*)(void))dlsym(RTLD_DEFAULT, "cudaProfilerStart");
+	cu.profiler_stop = (int (*)(void))dlsym(RTLD_DEFAULT, "cudaProfilerStop");
+	if (cu.profiler_start && cu.profiler_stop)
+		return;
+	cu.profiler_start = NULL;
+	f = fopen("/proc/self/maps", "r");
+	while (f && fgets(line, sizeof line, f)) {
+		char *path = strchr(line, '/');
+		void *lib;
+
+		if (!path || !strstr(path, "libcudart"))
+			continue;
+		path[strcspn(path, "\n")] = '\0';
+		lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+		if (!lib)
+			continue;
+		cu.profiler_start = (int (*)(void))dlsym(lib, "cudaProfilerStart");
+		cu.profiler_stop = (int (*)(void))dlsym(lib, "cudaProfilerStop");
+		if (cu.profiler_start && cu.profiler_stop)
+			break;
+		cu.profiler_start = NULL;
+	}
+	if (f)
+		fclose(f);
+	if (!cu.profiler_start) {
+		/* A program with the static runtime: the driver's calls, which
+		 * nsys's capture range watches as well. */
+		void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_LOCAL);
+
+		if (lib) {
+			cu.profiler_start = (int (*)(void))dlsym(lib, "cuProfilerStart");
+			cu.profiler_stop = (int (*)(void))dlsym(lib, "cuProfilerStop");
+			if (!cu.profiler_stop)
+				cu.profiler_start = NULL;
+		}
+	}
+}
+
+static void nvtx_end_step(void)
+{
+	if (cu.nvtx_open) {
+		nvtxRangeEnd(cu.nvtx_step);
+		cu.nvtx_open = false;
+	}
+}
+
+/* ------------------------------------------------------------ capture ops */
+
+/* Whether CUDA_INJECTION64_PATH names this host's library. */
+static bool injected_by_driver(struct host *h)
+{
+	const char *p = getenv("CUDA_INJECTION64_PATH");
+	char real[PATH_MAX];
+
+	return p && *p && realpath(p, real) && h->shim->shim_path &&
+	       strcmp(real, h->shim->shim_path) == 0;
+}
+
+static int cu_init(struct host *h, struct err *e)
+{
+	const struct policy_config *cfg = h->cfg;
+	const char *bad;
+	size_t n = 0;
+
+	(void)e;
+	cu.h = h;
+	cu.show.kernels = cfg->capture.cuda_kernels;
+	cu.show.memcpy = cfg->capture.cuda_memcpy;
+	cu.show.memset = cfg->capture.cuda_memset;
+	cu.show.runtime = cfg->capture.cuda_runtime;
+	cu.show.driver = cfg->capture.cuda_driver;
+	cu.show.sync = cfg->capture.cuda_sync;
+	cu.show.memory = cfg->capture.cuda_memory;
+	cu.show.overhead = true;
+	if (cu.show.kernels)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+	if (cu.show.memcpy)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_MEMCPY;
+	if (cu.show.memset)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_MEMSET;
+	if (cu.show.runtime)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_RUNTIME;
+	if (cu.show.driver)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_DRIVER;
+	if (cu.show.sync)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+	if (cu.show.memory)
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_MEMORY2;
+	if (n) {
+		cu.ext = cu.show.runtime || cu.show.driver;
+		if (cu.ext)
+			cu.kinds[n++] = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_OVERHEAD;
+		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_DEVICE;
+	}
+	cu.nkinds = n;
+	atomic_store(&cu.next_ext, 1);
+	cu.pool_bytes = cfg->capture.buffer_bytes;
+	if (cfg->steps.kernel) {
+		bad = cupti_pattern_check(cfg->steps.kernel);
+		if (bad)
+			log_msg(LOG_WARN, "prof.steps{kernel = \"%s\"}: %s: steps are not "
+				"counted from kernel launches", cfg->steps.kernel, bad);
+		else
+			cu.kernel_pattern = strdup(cfg->steps.kernel);
+	}
+	cu.steps_from_cuda = cfg->steps.cuda || cu.kernel_pattern;
+	if (!n && !cu.steps_from_cuda) {
+		cu.state = CU_OFF;
+		return 0;
+	}
+	if (getenv("NSYS_PROFILING_SESSION_ID")) {
+		cu.state = CU_NSYS;
+		log_msg(LOG_INFO, "Nsight Systems is profiling this process: profhost does "
+			"not subscribe to CUPTI; its schedule calls cudaProfilerStart/Stop "
+			"(use nsys profile --capture-range=cudaProfilerApi) and marks steps "
+			"with NVTX");
+		return 0;
+	}
+	if (injected_by_driver(h)) {
+		cu.state = CU_WAITING;
+		log_msg(LOG_DEBUG, "GPU capture starts when the CUDA driver calls "
+			"InitializeInjection");
+		return 0;
+	}
+	pthread_mutex_lock(&cu.lock);
+	start();
+	pthread_mutex_unlock(&cu.lock);
+	return 0;
+}
+
+int cupti_inject(struct host *h)
+{
+	(void)h;
+	pthread_mutex_lock(&cu.lock);
+	if (cu.state == CU_WAITING)
+		start();
+	pthread_mutex_unlock(&cu.lock);
+	return 1;
+}
+
+/* A warm-up phase or a window begins: kinds on (a stopped CUPTI starts
+ * over). Stepping thread, window lock held. */
+static void want(enum cu_want w)
+{
+	pthread_mutex_lock(&cu.lock);
+	cu.want = w;
+	if (cu.state == CU_STOPPED)
+		start();
+	if (cu.state == CU_READY && !cu.enabled && cu.nkinds)
+		enable_kinds();
+	pthread_mutex_unlock(&cu.lock);
+}
+
+static void cu_warmup(struct host *h)
+{
+	(void)h;
+	want(WANT_WARMUP);
+}
+
+static void cu_window_open(struct host *h, uint64_t gen)
+{
+	(void)h;
+	want(WANT_RECORD);
+	pthread_mutex_lock(&cu.lock);
+	cu.last_gen = gen;
+	if (cu.state == CU_NSYS) {
+		nsys_find();
+		if (cu.profiler_start) {
+			cu.profiler_start();
+		} else if (!cu.nsys_said) {
+			cu.nsys_said = true;
+			log_msg(LOG_INFO, "Nsight Systems: no cudaProfilerStart in the process "
+				"yet (libcudart not loaded): this window is not marked for nsys");
+		}
+	}
+	pthread_mutex_unlock(&cu.lock);
+}
+
+static void cu_window_close(struct host *h, uint64_t gen)
+{
+	(void)h;
+	(void)gen;
+	pthread_mutex_lock(&cu.lock);
+	cu.want = WANT_IDLE;
+	if (cu.state == CU_READY && cu.enabled)
+		disable_kinds();
+	if (cu.state == CU_NSYS) {
+		nvtx_end_step();
+		if (cu.profiler_stop)
+			cu.profiler_stop();
+	}
+	pthread_mutex_unlock(&cu.lock);
+}
+
+static void cu_step(struct host *h, uint64_t step, bool recording)
+{
+	char name[48];
+
+	(void)h;
+	pthread_mutex_lock(&cu.lock);
+	if (cu.state == CU_NSYS) {
+		nvtx_end_step();
+		if (recording) {
+			snprintf(name, sizeof name, "ProfilerStep#%llu", (unsigned long long)step);
+			cu.nvtx_step = nvtxRangeStartA(name);
+			cu.nvtx_open = true;
+		}
+	}
+	pthread_mutex_unlock(&cu.lock);
+}
+
+/* Keeps a copy of a record that belongs to a later window. */
+static void carry_add(uint8_t *next, size_t *nnext, size_t cap, const CUpti_Activity *r)
+{
+	size_t size = cupti_record_size(r->kind), step = (size + 7) & ~(size_t)7;
+
+	if (!size || *nnext + step > cap) {
+		cu.carry_dropped++;
+		return;
+	}
+	memcpy(next + *nnext, r, size);
+	*nnext += step;
+}
+
+/* Calls fn(c, record) for every record: those kept from the last window,
+ * then those of the completed buffers. */
+static void each_record(struct cupti_conv *c, const struct cu_done *done, uint32_t ndone,
+			void (*fn)(struct cupti_conv *, const CUpti_Activity *, void *),
+			void *arg)
+{
+	size_t off = 0;
+	uint32_t i;
+
+	while (off < cu.ncarry) {
+		const CUpti_Activity *r = (const void *)(cu.carry + off);
+		size_t size = cupti_record_size(r->kind);
+
+		if (!size)
+			break;
+		fn(c, r, arg);
+		off += (size + 7) & ~(size_t)7;
+	}
+	for (i = 0; i < ndone; i++) {
+		uint8_t *buf = cu.pool.base + (size_t)done[i].idx * cu.pool.buf_size;
+		CUpti_Activity *r = NULL;
+
+		while (cu.fn.ActivityGetNextRecord(buf, done[i].valid, &r) == CUPTI_SUCCESS)
+			fn(c, r, arg);
+	}
+}
+
+static void scan_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
+{
+	(void)arg;
+	cupti_conv_scan(c, r);
+}
+
+struct carry_out {
+	uint8_t *buf;
+	size_t n, cap;
+};
+
+static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
+{
+	struct carry_out *o = arg;
+
+	if (cupti_conv_add(c, r) == CUPTI_ROUTE_LATER) {
+		if (o)
+			carry_add(o->buf, &o->n, o->cap, r);
+		else
+			cu.carry_dropped++;
+	}
+}
+
+static int cu_collect(struct host *h, const struct host_job *job, struct trace *t,
+		      struct err *e)
+{
+	struct cupti_conv c;
+	struct cupti_conv_opts o;
+	struct cu_done *done = NULL;
+	struct carry_out next = { 0 };
+	uint32_t ndone, i, flag;
+	size_t dropped = 0;
+	uint64_t lost;
+	bool last;
+
+	(void)e;
+	pthread_mutex_lock(&cu.lock);
+	if (cu.state != CU_READY) {
+		pthread_mutex_unlock(&cu.lock);
+		return 0;
+	}
+	/* Everything CUPTI holds, incomplete buffers included; but while the
+	 * next window records, a forced flush would cut its GPU work short
+	 * (records of unfinished work lose their timestamps): then only the
+	 * complete buffers, and this window's stragglers are counted late. */
+	flag = cu.want == WANT_RECORD ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+	pthread_mutex_unlock(&cu.lock);
+
+	cu.fn.ActivityFlushAll(flag);
+	cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	pthread_mutex_lock(&cu.pool.lock);
+	ndone = cu.pool.ndone;
+	done = malloc((ndone + 1) * sizeof *done);
+	if (done)
+		memcpy(done, cu.pool.done, ndone * sizeof *done);
+	else
+		ndone = 0; /* no memory: the buffers are given back unread */
+	cu.pool.ndone = 0;
+	pthread_mutex_unlock(&cu.pool.lock);
+
+	memset(&o, 0, sizeof o);
+	o.start = job->start_ts;
+	o.end = job->end_ts;
+	o.prev_start = cu.prev_start;
+	o.prev_end = cu.prev_end;
+	o.pid = t->meta.pid;
+	o.show = cu.show;
+	o.api_name = api_name;
+	o.devices = &cu.devices;
+	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
+	next.buf = malloc(next.cap);
+	cu.carry_dropped = 0;
+	if (cupti_conv_init(&c, t, &o) == 0) {
+		each_record(&c, done, ndone, scan_one, NULL);
+		each_record(&c, done, ndone, add_one, next.buf ? &next : NULL);
+		cupti_conv_finish(&c);
+	}
+	free(cu.carry);
+	cu.carry = next.buf;
+	cu.ncarry = next.n;
+
+	pthread_mutex_lock(&cu.pool.lock);
+	for (i = 0; i < ndone; i++)
+		cu.pool.free_idx[cu.pool.nfree++] = done[i].idx;
+	pthread_mutex_unlock(&cu.pool.lock);
+	free(done);
+
+	cu.prev_start = job->start_ts;
+	cu.prev_end = job->end_ts;
+	lost = (uint64_t)dropped + c.zero_ts + c.late + cu.carry_dropped;
+	t->counters.gpu_dropped += lost;
+	log_msg(LOG_DEBUG, "window %u: %llu GPU records -> events, %llu kept for the "
+		"next window", job->window, (unsigned long long)c.records,
+		(unsigned long long)next.n);
+	if (lost)
+		log_msg(LOG_WARN, "window %u: %llu GPU records dropped (%llu: the GPU record "
+			"pool of %zu MiB was full, raise prof.capture{buffer_mb = ...}; %llu: "
+			"no timestamps; %llu: came after the previous window was written; "
+			"%llu: no room to keep past the window's end)", job->window,
+			(unsigned long long)lost, (unsigned long long)dropped,
+			cu.pool_bytes >> 20, (unsigned long long)c.zero_ts,
+			(unsigned long long)c.late, (unsigned long long)cu.carry_dropped);
+	cupti_conv_free(&c);
+	pthread_mutex_lock(&cu.lock);
+	last = job->gen == cu.last_gen; /* no later window waits to be written */
+	pthread_mutex_unlock(&cu.lock);
+	if (last && !cu.steps_from_cuda && !windows_ahead(h))
+		stop();
+	return 0;
+}
+
+/* The process is ending after its last window. CUPTI is left as it is:
+ * the CUDA runtime may be tearing down, and nothing will run after us. */
+static void cu_fini(struct host *h)
+{
+	(void)h;
+	pthread_mutex_lock(&cu.lock);
+	atomic_store(&cu.ext_on, 0);
+	if (cu.state == CU_READY)
+		set_hooks(false);
+	nvtx_end_step();
+	pthread_mutex_unlock(&cu.lock);
+}
+
+const struct capture_ops cupti_capture = {
+	.name = "cupti",
+	.init = cu_init,
+	.warmup = cu_warmup,
+	.window_open = cu_window_open,
+	.window_close = cu_window_close,
+	.collect = cu_collect,
+	.fini = cu_fini,
+	.step = cu_step,
+};

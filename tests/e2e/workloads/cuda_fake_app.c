@@ -1,0 +1,141 @@
+/*
+ * cuda_fake_app — a "CUDA program" for the GPU-capture end-to-end tests,
+ * running on the CUPTI fake's simulated GPU (tests/fake/cupti_fake.h).
+ *
+ *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
+ *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
+ *                 [--burst N] [--late] [--no-prof-step]
+ *
+ * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
+ * stream 7) and one "relu_kernel" through the driver API; range "copy"
+ * with a 1 MiB HtoD cudaMemcpyAsync (50 µs) and a 256 KiB DtoH cudaMemcpy
+ * (20 µs); a 4 KiB memset; with --memory a 1 MiB cudaMalloc, freeing the
+ * previous step's block (and a 4 MiB block held for the middle third of
+ * the run); with --graph a cudaGraphLaunch of three kernels; --burst N
+ * launches N tiny kernels more per step; --late launches a 2 s kernel at
+ * the very end of the last step and does not wait for it. Then
+ * cudaDeviceSynchronize and prof_step(). With --threads
+ * the kernels of "forward" are launched from a second thread.
+ * --inject-twice calls InitializeInjection twice more (it must be a no-op).
+ * --no-prof-step leaves step counting to the policy (prof.steps{cuda=...}).
+ * Prints "done N".
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cupti_fake.h"
+
+static void (*p_step)(void);
+static void (*p_push)(const char *);
+static void (*p_pop)(void);
+
+static void nop(void) {}
+static void nop_s(const char *s) { (void)s; }
+
+static long kernels = 3, kernel_us = 100;
+static int use_ranges = 1;
+
+static void *forward_kernels(void *arg)
+{
+	long k;
+
+	(void)arg;
+	if (use_ranges)
+		p_push("forward");
+	for (k = 0; k < kernels; k++)
+		cupti_fake_launch("gemm_kernel", 7, (uint32_t)kernel_us);
+	cupti_fake_launch_driver("relu_kernel", 7, 10);
+	if (use_ranges)
+		p_pop();
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = 10, s, burst = 0, i;
+	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
+	uint64_t prev = 0, big = 0;
+	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc) kernel_us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--burst") && i + 1 < argc) burst = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--graph")) graph = 1;
+		else if (!strcmp(argv[i], "--memory")) memory = 1;
+		else if (!strcmp(argv[i], "--no-ranges")) use_ranges = 0;
+		else if (!strcmp(argv[i], "--threads")) threads = 1;
+		else if (!strcmp(argv[i], "--inject-twice")) twice = 1;
+		else if (!strcmp(argv[i], "--late")) late = 1;
+		else if (!strcmp(argv[i], "--no-prof-step")) no_step = 1;
+		else {
+			fprintf(stderr, "cuda_fake_app: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
+	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
+	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
+	if (!p_step) p_step = nop;
+	if (!p_push) p_push = nop_s;
+	if (!p_pop) p_pop = nop;
+
+	if (cupti_fake_init() != 0)
+		printf("no driver\n");
+	if (twice) {
+		int (*inject)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "InitializeInjection");
+
+		if (inject) {
+			inject();
+			inject();
+		}
+	}
+	for (s = 0; s < steps; s++) {
+		if (threads) {
+			pthread_t t;
+
+			pthread_create(&t, NULL, forward_kernels, NULL);
+			pthread_join(t, NULL);
+		} else {
+			forward_kernels(NULL);
+		}
+		if (use_ranges)
+			p_push("copy");
+		cupti_fake_memcpy(CUPTI_FAKE_HTOD, 1 << 20, 7, 50, 1);
+		cupti_fake_memcpy(CUPTI_FAKE_DTOH, 256 << 10, 7, 20, 0);
+		if (use_ranges)
+			p_pop();
+		cupti_fake_memset(4096, 7, 5);
+		for (i = 0; i < burst; i++)
+			cupti_fake_launch("tiny_kernel", 9, 1);
+		if (memory) {
+			uint64_t a = cupti_fake_malloc(1 << 20);
+
+			if (prev)
+				cupti_fake_free(prev);
+			prev = a;
+			if (s == steps / 3)
+				big = cupti_fake_malloc(4 << 20);
+			if (s == 2 * steps / 3 && big) {
+				cupti_fake_free(big);
+				big = 0;
+			}
+		}
+		if (graph)
+			cupti_fake_graph_launch(7, 3, graph_kernels, 20);
+		cupti_fake_sync_device();
+		if (late && s == steps - 1)
+			cupti_fake_launch("late_kernel", 11, 2000000);
+		if (!no_step)
+			p_step();
+	}
+	if (prev)
+		cupti_fake_free(prev);
+	printf("done %ld\n", steps);
+	fflush(stdout);
+	return 0;
+}

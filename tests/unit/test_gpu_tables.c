@@ -1,0 +1,197 @@
+/*
+ * test_gpu_tables — GPU time in the operator table and the GPU summary, on
+ * a hand-built trace: a step holding range "fwd" which launches two
+ * kernels (one through a graph of two), a launch outside any range, a copy
+ * in each direction and a synchronization.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "export/gpu_summary.h"
+#include "export/key_averages.h"
+#include "export/memory_timeline.h"
+
+static void add(struct trace *t, enum trace_cat cat, const char *name, int32_t pid,
+		int32_t tid, int64_t ts, int64_t dur, uint64_t id, uint32_t flags)
+{
+	struct trace_event e = { 0 };
+
+	e.cat = (uint8_t)cat;
+	e.ph = TRACE_PH_COMPLETE;
+	e.name = trace_intern(t, name, strlen(name));
+	e.pid = pid;
+	e.tid = tid;
+	e.ts = ts;
+	e.dur = dur;
+	e.id = id;
+	e.flags = flags;
+	trace_add_event(t, &e);
+}
+
+static const struct key_avg_row *row(const struct key_avg_table *tab, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < tab->nrows; i++)
+		if (!strcmp(tab->rows[i].key, key))
+			return &tab->rows[i];
+	return NULL;
+}
+
+static void build(struct trace *t)
+{
+	trace_init(t);
+	t->meta.pid = 10;
+	t->meta.start_ts = 0;
+	t->meta.end_ts = 1000000; /* 1 ms window */
+	add(t, TRACE_CAT_USER_ANNOTATION, "ProfilerStep#5", 10, 10, 0, 1000000, 0, TRACE_F_STEP);
+	add(t, TRACE_CAT_USER_ANNOTATION, "fwd", 10, 10, 1000, 5000, 99, 0);
+	add(t, TRACE_CAT_CUDA_RUNTIME, "cudaLaunchKernel", 10, 10, 2000, 1000, 1, 0);
+	add(t, TRACE_CAT_CUDA_RUNTIME, "cudaGraphLaunch", 10, 10, 4000, 1000, 2, 0);
+	add(t, TRACE_CAT_CUDA_RUNTIME, "cudaLaunchKernel", 10, 10, 7000, 1000, 3, 0);
+	add(t, TRACE_CAT_CUDA_RUNTIME, "cudaMemcpyAsync", 10, 10, 9000, 500, 4, 0);
+	add(t, TRACE_CAT_CUDA_RUNTIME, "cudaMemcpy", 10, 10, 9500, 500, 5, 0);
+	/* GPU work: pid 0 = device, tid 7 = stream */
+	add(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 100000, 200000, 1, 0);  /* 0.1-0.3 ms */
+	add(t, TRACE_CAT_KERNEL, "g0", 0, 7, 300000, 50000, 2, 0);     /* 0.3-0.35 */
+	add(t, TRACE_CAT_KERNEL, "g1", 0, 7, 350000, 50000, 2, 0);     /* 0.35-0.4 */
+	add(t, TRACE_CAT_KERNEL, "gemm", 0, 8, 320000, 100000, 3, 0);  /* overlaps */
+	add(t, TRACE_CAT_GPU_MEMCPY, "Memcpy HtoD", 0, 7, 600000, 100000, 4, 0);
+	trace_arg_uint(t, "bytes", 2000000);
+	trace_arg_str(t, "copy kind", "HtoD", 4);
+	add(t, TRACE_CAT_GPU_MEMCPY, "Memcpy DtoH", 0, 7, 900000, 10000, 5, 0);
+	trace_arg_uint(t, "bytes", 1000);
+	trace_arg_str(t, "copy kind", "DtoH", 4);
+	add(t, TRACE_CAT_CUDA_SYNC, "Context Sync", 0, -1, 11000, 300000, 6, 0);
+}
+
+static void test_attribution(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	const struct key_avg_row *r;
+	char *text;
+
+	build(&t);
+	CHECK_EQ_INT(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL,
+					&tab, &e), 0);
+	/* fwd launched gemm (200 us) and a graph of two (100 us). */
+	r = row(&tab, "fwd");
+	CHECK(r && r->self_cuda_ns == 300000 && r->cuda_total_ns == 300000);
+	/* Launches inside fwd: self 0, total = what they launched. */
+	r = row(&tab, "cudaGraphLaunch");
+	CHECK(r && r->self_cuda_ns == 0 && r->cuda_total_ns == 100000);
+	/* Outside any range: the launch owns its GPU time (2 launches). */
+	r = row(&tab, "cudaLaunchKernel");
+	CHECK(r && r->count == 2 && r->self_cuda_ns == 100000 && r->cuda_total_ns == 300000);
+	r = row(&tab, "cudaMemcpyAsync");
+	CHECK(r && r->self_cuda_ns == 100000);
+	/* The step holds everything but owns none of it. */
+	r = row(&tab, "ProfilerStep*");
+	CHECK(r && r->self_cuda_ns == 0 && r->cuda_total_ns == 510000);
+	CHECK_EQ_INT(tab.self_cuda_sum_ns, 510000);
+	CHECK(key_averages_has_cuda(&tab));
+	CHECK_EQ_STR(tab.rows[0].key, "fwd"); /* sorted by self CUDA */
+	text = key_averages_format(&tab, 0);
+	CHECK(text && strstr(text, "Self CUDA %") && strstr(text, "Self CUDA time total: 510.000us"));
+	free(text);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+static void test_summary(void)
+{
+	struct trace t;
+	struct gpu_summary g;
+	struct textbuf tb;
+	struct err e;
+	char *text;
+
+	build(&t);
+	CHECK_EQ_INT(gpu_summary_compute(&t, &g, &e), 0);
+	CHECK(g.any);
+	CHECK_EQ_INT(g.ndev, 1);
+	/* busy: 0.1-0.42 (gemm, graph, overlapping gemm) + 0.6-0.7 + 0.9-0.91 */
+	CHECK_EQ_INT(g.dev[0].busy_ns, 320000 + 100000 + 10000);
+	/* idle: 0-0.1, 0.42-0.6, 0.7-0.9 (>= 100 us: 3); 0.91-1.0 is 90 us */
+	CHECK_EQ_INT(g.dev[0].gaps, 3);
+	CHECK_EQ_INT(g.dev[0].longest_gap_ns, 200000);
+	CHECK_EQ_INT(g.ntop, 3);
+	CHECK_EQ_STR(g.top[0].name, "gemm");
+	CHECK_EQ_INT(g.top[0].count, 2);
+	CHECK_EQ_INT(g.top[0].total_ns, 300000);
+	CHECK_EQ_INT(g.copy_bytes[GPU_COPY_HTOD], 2000000);
+	CHECK_EQ_INT(g.copy_bytes[GPU_COPY_DTOH], 1000);
+	CHECK_EQ_INT(g.syncs, 1);
+	CHECK_EQ_INT(g.sync_ns, 300000);
+	textbuf_init(&tb);
+	gpu_summary_put(&tb, &g);
+	text = textbuf_take(&tb);
+	CHECK(text && strstr(text, "GPU 0: busy 43.00% of the window"));
+	CHECK(text && strstr(text, "3 idle gaps"));
+	CHECK(text && strstr(text, "HtoD 1.9 MiB in 1 (20.00 GB/s)"));
+	CHECK(text && strstr(text, "Synchronization: 300.000us waiting in 1 call\n"));
+	free(text);
+	trace_free(&t);
+
+	/* No GPU work: no section. */
+	trace_init(&t);
+	CHECK_EQ_INT(gpu_summary_compute(&t, &g, &e), 0);
+	CHECK(!g.any);
+	textbuf_init(&tb);
+	gpu_summary_put(&tb, &g);
+	text = textbuf_take(&tb);
+	CHECK(!text || !*text);
+	free(text);
+	trace_free(&t);
+}
+
+static void mem(struct trace *t, int32_t dev, int64_t ts, int64_t bytes, int64_t total)
+{
+	struct trace_event e = { 0 };
+
+	e.cat = TRACE_CAT_GPU_MEMORY;
+	e.ph = TRACE_PH_INSTANT;
+	e.name = trace_intern(t, "[memory]", 8);
+	e.pid = dev;
+	e.ts = ts;
+	trace_add_event(t, &e);
+	trace_arg_int(t, "Bytes", bytes);
+	trace_arg_int(t, "Total Allocated", total);
+}
+
+static void test_memory_timeline(void)
+{
+	struct trace t;
+	struct memory_timeline m;
+	struct err e;
+
+	trace_init(&t);
+	t.meta.start_ts = 1000;
+	t.meta.end_ts = 9000;
+	mem(&t, 1, 5000, -10, 30);  /* out of order on purpose */
+	mem(&t, 1, 2000, 40, 40);
+	mem(&t, 0, 3000, 7, 7);
+	CHECK_EQ_INT(memory_timeline_build(&t, &m, &e), 0);
+	CHECK_EQ_INT(m.ndev, 2);
+	CHECK_EQ_INT(m.dev[0].device, 1);
+	CHECK_EQ_INT(m.dev[0].n, 2);
+	CHECK_EQ_INT(m.dev[0].p[0].ts, 2000);
+	CHECK_EQ_INT(m.dev[0].peak, 40);
+	CHECK_EQ_INT(m.dev[0].peak_ts, 2000);
+	CHECK_EQ_INT(m.dev[0].allocs, 1);
+	CHECK_EQ_INT(m.dev[0].frees, 1);
+	CHECK_EQ_INT(m.dev[1].peak, 7);
+	memory_timeline_free(&m);
+	trace_free(&t);
+}
+
+int main(void)
+{
+	test_memory_timeline();
+	test_attribution();
+	test_summary();
+	return check_done();
+}
