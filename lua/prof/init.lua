@@ -15,9 +15,25 @@
 --                           now on; returns _config(), _hooks()
 --   prof._hooks()           { on_step = {fn...}, on_window_start = ..., ... }
 --   prof._native            { capture_now = fn(steps, reason) -> true | nil, err,
---                             set_limits = fn(memory_mb, load_ms) } or nil
+--                             set_limits = fn(memory_mb, load_ms),
+--                             repl_active = fn() -> boolean,
+--                             query = fn(what, arg) -> table | nil,
+--                             reconfigure = fn(section),
+--                             sleep = fn(ms) } or nil
+--
+-- Live control (prof attach): at the REPL, prof.schedule{} and
+-- prof.capture{} change the running configuration (the keys given replace
+-- those keys), prof.capture_now waits for the window's files, and
+-- prof.status/top/stacks/sleep/help ask the host (lua/prof/repl.lua formats).
 
 local schema = require("prof.schema")
+local require = require
+
+-- prof.repl, loaded when first needed (policies that never meet a REPL do
+-- not pay for it).
+local function repl()
+	return require("prof.repl")
+end
 
 local prof = { api_version = 1 }
 
@@ -50,12 +66,71 @@ local function notify_limits()
 	end
 end
 
+-- True while a REPL command runs (prof attach).
+local function at_repl()
+	local native = prof._native
+	return type(native) == "table" and type(native.repl_active) == "function"
+		and native.repl_active() == true
+end
+
+-- Sections that can change while the process runs, from the REPL.
+local LIVE = { schedule = true, capture = true }
+
+local function shallow_copy(t)
+	local out = {}
+	for k, v in pairs(t or {}) do
+		out[k] = v
+	end
+	return out
+end
+
+-- A prof.<section> call at the REPL: the keys given replace those keys of
+-- the running configuration (prof.schedule(false) turns the schedule off),
+-- the host applies it, and the resolved section is returned. Errors are
+-- raised at `level`.
+local function live_change(section, fname, spec, args, level)
+	if not LIVE[section] then
+		error(string.format("%s: cannot change while the process runs (only prof.schedule "
+			.. "and prof.capture can)", fname), level)
+	end
+	local new
+	if section == "schedule" and args == false then
+		new = nil
+	elseif type(args) ~= "table" then
+		error(string.format("%s: expected a table, got %s (e.g. %s)",
+			fname, schema.describe(args), spec.example), level)
+	else
+		local merged = shallow_copy(state.raw[section])
+		for k, v in pairs(args) do
+			merged[k] = v
+		end
+		local t, msg = schema.check(spec, merged)
+		if not t then
+			error(fname .. ": " .. msg, level)
+		end
+		new = t
+	end
+	local old = state.raw[section]
+	state.raw[section] = new
+	local ok, err = pcall(prof._native.reconfigure, section)
+	if not ok then
+		state.raw[section] = old
+		error(fname .. ": " .. tostring(err), level)
+	end
+	return prof._config()[section]
+end
+
 -- Builds prof.<section>.
 local function config_function(section)
 	local fname = "prof." .. section
 	local spec = schema.section(section)
 	return function(args)
 		if state.done then
+			if at_repl() then
+				-- not a tail call: level 3 must be the caller's line
+				local resolved = live_change(section, fname, spec, args, 3)
+				return resolved
+			end
 			error(string.format("%s: can only be called while the policy file loads, not from a hook",
 				fname), 2)
 		end
@@ -106,6 +181,8 @@ end
 
 -- prof.capture_now{steps = N, reason = "..."}: record the next N steps as an
 -- extra window. Raises the host's refusal as an error at the caller's line.
+-- At the REPL it then waits for the window's files and returns what was
+-- written (wait = false: returns true at once).
 function prof.capture_now(args)
 	local spec = schema.capture_now
 	if type(args) ~= "table" then
@@ -125,7 +202,56 @@ function prof.capture_now(args)
 	if not ok then
 		error("prof.capture_now: " .. tostring(err), 2)
 	end
+	if t.wait ~= false and at_repl() then
+		return repl().wait_capture(native)
+	end
 	return true
+end
+
+-- ------------------------------------------------------------ live queries
+
+-- The host's native table, or an error at the caller's caller.
+local function live_native(fname)
+	local native = prof._native
+	if type(native) ~= "table" or type(native.query) ~= "function" then
+		error(fname .. ": not available here (no profhost host is running)", 3)
+	end
+	return native
+end
+
+-- prof.status(): step, window, next window, drops, settings, outputs.
+function prof.status()
+	return repl().status(live_native("prof.status").query("status"))
+end
+
+-- prof.top([n]): the last n (default 20) step times and recent statistics.
+function prof.top(n)
+	if n ~= nil and (math.type(n) ~= "integer" or n < 1) then
+		error("prof.top: expected a step count >= 1, got " .. schema.describe(n), 2)
+	end
+	return repl().top(live_native("prof.top").query("top"), n or 20)
+end
+
+-- prof.stacks(): every thread's native stack, taken now (REPL only).
+function prof.stacks()
+	local native = live_native("prof.stacks")
+	if not at_repl() then
+		error("prof.stacks: only at the REPL (prof attach)", 2)
+	end
+	return repl().stacks(native.query("stacks"))
+end
+
+-- prof.sleep(ms): waits at the REPL without holding the policy VM.
+function prof.sleep(ms)
+	if math.type(ms) ~= "integer" and math.type(ms) ~= "float" then
+		error("prof.sleep: expected milliseconds, got " .. schema.describe(ms), 2)
+	end
+	live_native("prof.sleep").sleep(math.floor(ms))
+end
+
+-- prof.help(): what the REPL offers.
+function prof.help()
+	return repl().help()
 end
 
 -- ------------------------------------------------------------ --set

@@ -201,6 +201,7 @@ M.sections = {
 			report_ms = integer(1, 3600000, 10000),
 			load_ms = integer(1, 600000, 2000),
 			memory_mb = integer(4, 65536, 64),
+			repl_ms = integer(1, 3600000, 10000),
 		},
 	},
 }
@@ -211,6 +212,8 @@ M.capture_now = {
 	keys = {
 		steps = integer(1, U32, nil),
 		reason = string_("capture_now", check_reason),
+		-- At the REPL: wait for the window's files (false: return at once).
+		wait = boolean(true),
 	},
 	required = { steps = true },
 }
@@ -528,6 +531,7 @@ function M.resolve(raw)
 			report_ms = get("limits", l, "report_ms"),
 			load_ms = get("limits", l, "load_ms"),
 			memory_mb = get("limits", l, "memory_mb"),
+			repl_ms = get("limits", l, "repl_ms"),
 		},
 	}
 end

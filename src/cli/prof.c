@@ -15,6 +15,7 @@ static void prof_help(FILE *out)
 		"usage: prof run [-s policy.lua] [-o dir] [--set key=value]... [--] cmd args...\n"
 		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
 		"                   [--format text|json|html] [-o file]\n"
+		"       prof attach [-e code] PID\n"
 		"       prof --help | --version\n"
 		"\n"
 		"Runs a program under profhost, the profiling host: the library is preloaded\n"
@@ -24,6 +25,8 @@ static void prof_help(FILE *out)
 		"commands:\n"
 		"  run       run a command under the host (prof run --help for its options)\n"
 		"  report    run the reports on saved output (prof report --help)\n"
+		"  attach    open a Lua prompt inside a running profiled process\n"
+		"            (prof attach --help for its options)\n"
 		"  help      show this help (prof help run: the help of run)\n"
 		"\n"
 		"options:\n"
@@ -62,6 +65,10 @@ int main(int argc, char **argv)
 			cli_run_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "attach") == 0) {
+			cli_attach_help(stdout);
+			return 0;
+		}
 		if (strcmp(argv[2], "report") == 0) {
 			cli_report_help(stdout);
 			return 0;
@@ -76,6 +83,8 @@ int main(int argc, char **argv)
 		return cli_run_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "report") == 0)
 		return cli_report_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "attach") == 0)
+		return cli_attach_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return prof_usage_error("unknown option", cmd);
 	return prof_usage_error("unknown command", cmd);

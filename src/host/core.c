@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../control/control.h"
 #include "../capture/python.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
@@ -158,11 +159,16 @@ static int core_capture_now(unsigned steps, const char *reason)
 
 static void core_fini(void)
 {
+	/* First the REPL: a client hears that the process is ending, and a
+	 * command holding the policy VM is stopped before the last window's
+	 * report hooks need it. */
+	control_stop();
 	if (atomic_exchange(&host.disabled, 1))
 		return;
 	window_finish(&host, false);
 	hostthread_stop(&host, FINI_WAIT_MS);
 	capture_fini_all(&host);
+	live_fini(&host);
 }
 
 #ifdef PROFHOST_HAVE_CUDA
@@ -177,11 +183,35 @@ static int core_cuda_inject(void)
 static void core_after_fork_child(void)
 {
 	/* The child has no host thread and must not write into the parent's
-	 * windows; it stays quiet unless it execs (a new image starts over). */
+	 * windows; it stays quiet unless it execs (a new image starts over).
+	 * It gets its own REPL, under its own pid. */
 	atomic_store(&host.disabled, 1);
+	host.forked_child = true;
+	host.parent_pid = host.pid;
+	host.pid = getpid();
 	pthread_mutex_init(&host.win.lock, NULL);
+	pthread_mutex_init(&host.ht.lock, NULL);
 	host.win.recording = false;
 	atomic_store(&host.ht.started, 0);
+	policy_after_fork_child(host.policy);
+	control_after_fork_child();
+}
+
+/* Starts the REPL's control thread (PROF_REPL_SIGNAL=0: none). A failure
+ * leaves profiling on and the REPL off. */
+static void start_control(struct host *h)
+{
+	struct control_opts o = { 0 };
+	struct err e;
+
+	o.signal = h->env.repl_signal;
+	o.idle_s = h->env.repl_idle_s;
+	o.policy = h->policy;
+	o.program = h->program;
+	o.policy_source = policy_source(h->policy);
+	e.msg[0] = '\0';
+	if (control_start(&o, &e) != 0)
+		log_msg(LOG_WARN, "%s; the REPL is off for this process", e.msg);
 }
 
 /* Loads the policy and fills host.cfg. Returns 0 or -1 with *e. */
@@ -197,6 +227,8 @@ static int load_policy(struct host *h, struct err *e)
 	o.sets = h->env.sets;
 	o.capture_now = policy_capture;
 	o.capture_ctx = h;
+	o.live = &live_ops;
+	o.live_ctx = h;
 	h->policy = policy_load(&o, e);
 	if (!h->policy)
 		return -1;
@@ -233,6 +265,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	capture_init_all(h);
 	window_init(h);
 	exitpath_install(h);
+	start_control(h);
 	core->step = core_step;
 	core->capture_now = core_capture_now;
 	core->fini = core_fini;

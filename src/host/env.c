@@ -3,7 +3,12 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+
+#include "../control/control.h"
+
+#define ENV_REPL_IDLE_DEFAULT 600
 
 /* Returns the variable's value, or NULL when unset or empty. */
 static const char *env_get(const char *name)
@@ -86,6 +91,21 @@ int env_read(struct host_env *env, struct err *e)
 			return err_set(e, "PROF_PYTHON='%s' is not understood (use 0 "
 				       "to turn the Python bridge off, 1 or unset to "
 				       "keep it)", v);
+	}
+
+	env->repl_signal = SIGUSR1;
+	v = env_get("PROF_REPL_SIGNAL");
+	if (v && control_parse_signal(v, &env->repl_signal, e) != 0)
+		return -1;
+	env->repl_idle_s = ENV_REPL_IDLE_DEFAULT;
+	v = env_get("PROF_REPL_IDLE");
+	if (v) {
+		int idle;
+
+		if (env_parse_uint(v, &idle) != 0)
+			return err_set(e, "PROF_REPL_IDLE='%s' is not a number of "
+				       "seconds (0: never drop an idle REPL client)", v);
+		env->repl_idle_s = (unsigned)idle;
 	}
 
 	v = env_get("PROF_SET");

@@ -12,6 +12,10 @@
  *   PROF_LAUNCHER_NOTES  file where the host lists the windows it wrote
  *   PROF_LUA_DIR         profhost's Lua library (default: found next to
  *                        the installed library)
+ *   PROF_REPL_SIGNAL     the signal that opens the REPL: USR1 (default),
+ *                        USR2, a real-time signal number, or 0 (no REPL)
+ *   PROF_REPL_IDLE       seconds before an idle REPL client is dropped
+ *                        (default 600; 0 = never)
  *   PROF_PYTHON          0 turns the Python bridge off (default 1)
  *   RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK   this process's rank
  *   WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE   the job's size
@@ -38,6 +42,8 @@ struct host_env {
 	const char *lua_dir;       /* NULL = next to the library */
 	bool python;               /* start the Python bridge (PROF_PYTHON) */
 	int rank, world_size;
+	int repl_signal;           /* 0 = the REPL is off */
+	unsigned repl_idle_s;      /* 0 = never time out */
 };
 
 /*

@@ -7,7 +7,9 @@
  *   - the host thread (hostthread.c), started when the first window opens,
  *     assembles and writes closed windows and runs the report hooks;
  *   - signal handlers (exitpath.c) only write to the host thread's pipe and
- *     wait for its answer.
+ *     wait for its answer;
+ *   - the control thread (src/control) runs REPL commands, which read the
+ *     host's state and change the schedule through live.c.
  */
 #ifndef PROFHOST_HOST_H
 #define PROFHOST_HOST_H
@@ -27,6 +29,9 @@
 
 #define HOST_REASON_MAX 128
 #define HOST_DUR_RING 101
+#define HOST_OUTPUTS_KEPT 32
+
+struct export_result;
 
 /* A closed window waiting for the host thread. Owns `steps`. */
 struct host_job {
@@ -37,7 +42,28 @@ struct host_job {
 	int64_t start_ts, end_ts;
 	struct trace_step *steps;
 	size_t nsteps;
+	uint64_t ticket;               /* capture_now ticket (0: schedule) */
 	struct host_job *next;
+};
+
+/* A window the host thread processed, for prof.status() and a REPL
+ * waiting on capture_now. */
+struct host_output {
+	uint64_t ticket;               /* capture_now ticket (0: schedule) */
+	uint32_t window;
+	uint64_t first, last;
+	char reason[HOST_REASON_MAX];
+	char *dir;                     /* malloc'd; NULL: nothing written */
+	char **files;                  /* malloc'd, NULL-ended; may be NULL */
+};
+
+/* What the host thread wrote so far. Guarded by the host thread's lock. */
+struct host_outputs {
+	struct host_output kept[HOST_OUTPUTS_KEPT]; /* ring: the latest ones */
+	size_t n, pos;
+	uint64_t windows;              /* windows processed */
+	uint64_t dropped;              /* events dropped in them */
+	uint64_t last_ticket;          /* highest capture_now ticket processed */
 };
 
 /* The step-side state: the schedule and the window now recording.
@@ -64,6 +90,12 @@ struct window_state {
 	uint32_t ranges_recorded;      /* capture-range instances recorded */
 	bool armed;                    /* last value given to nvtx_arm */
 	_Atomic int ready;             /* window_init() has run */
+	uint64_t now_requested;        /* capture_now requests accepted: the
+					  latest request's ticket */
+	uint64_t now_opened;           /* capture_now windows opened */
+	uint64_t ticket;               /* the recording window's ticket (0:
+					  a schedule window) */
+	uint32_t ticket_steps;         /* its length in steps */
 };
 
 /* The host thread and its queue. */
@@ -79,6 +111,7 @@ struct host_thread {
 	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */
 	int ack[2];                    /* pipe: the host thread's answer to 'T' */
 	_Atomic int windows_written;
+	struct host_outputs out;       /* guarded by `lock` */
 };
 
 struct host {
@@ -92,6 +125,9 @@ struct host {
 	pid_t pid;
 	int64_t base_time_ns;
 	_Atomic int disabled;          /* 1: a forked child or a fatal failure */
+	bool forked_child;             /* this is a child forked from parent_pid:
+					  no profiling, its own REPL */
+	pid_t parent_pid;
 	struct window_state win;
 	struct host_thread ht;
 };
@@ -133,6 +169,14 @@ int window_range_begin(struct host *h);
  * window unless the schedule still records it. Any thread. */
 void window_range_end(struct host *h);
 
+/* The schedule was changed live (sched_reconfigure): re-decides what the
+ * NVTX layer must keep. Window lock held. */
+void window_schedule_changed(struct host *h);
+
+/* Median and mean of the recent step durations. Window lock held. */
+void window_step_stats(const struct window_state *w, double *median,
+		       double *mean);
+
 /* --- hostthread.c --- */
 
 /* Creates the pipes. Start-up; returns 0 or -1 with *e. */
@@ -151,6 +195,20 @@ int hostthread_stop(struct host *h, int timeout_ms);
 
 /* True when the caller is the host thread. Async-signal-safe. */
 bool hostthread_is_self(struct host *h);
+
+/* --- live.c: what the REPL sees and changes --- */
+
+/* The policy's live operations (prof.status/top/stacks, capture_now's
+ * progress, live prof.schedule/prof.capture); their context is the host. */
+extern const struct policy_live_ops live_ops;
+
+/* Records a processed window for prof.status() and the REPL (res: what
+ * export wrote, NULL or with an empty dir when nothing was). Host thread. */
+void live_note_window(struct host *h, const struct host_job *job,
+		      const struct export_result *res, uint64_t dropped);
+
+/* Frees the kept outputs. At exit, after the host thread stopped. */
+void live_fini(struct host *h);
 
 /* --- exitpath.c --- */
 

@@ -177,6 +177,7 @@ static void process_job(struct host *h, struct host_job *job)
 		note_window(h, res.dir);
 		atomic_fetch_add(&h->ht.windows_written, 1);
 	}
+	live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
 	if (dropped)
 		log_msg(LOG_WARN, "window %u: %llu events dropped because the event "
 			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",

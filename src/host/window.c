@@ -31,6 +31,8 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(h, w->gen);
 	w->recording = true;
+	w->ticket = 0; /* window_step sets it for a capture_now window */
+	w->ticket_steps = 0;
 	w->index = w->windows++;
 	w->first = first;
 	w->start_ts = now;
@@ -68,6 +70,7 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 	job->end_ts = now;
 	job->steps = w->steps;
 	job->nsteps = w->nsteps;
+	job->ticket = w->ticket;
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
@@ -124,8 +127,8 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median and mean of the recent step durations. Lock held. */
-static void step_stats(const struct window_state *w, double *median, double *mean)
+void window_step_stats(const struct window_state *w, double *median,
+		       double *mean)
 {
 	double tmp[HOST_DUR_RING], sum = 0;
 	size_t i;
@@ -211,6 +214,13 @@ void window_step(struct host *h)
 		open_window(h, r.open_reason, r.step, now);
 		opened = w->recording;
 	}
+	/* A capture_now window (the schedule counts its steps down), or one
+	 * that joined the capture range's window: requests open in the order
+	 * they were accepted, so the k-th one is ticket k. */
+	if (r.open_window && w->sched.now_left > 0 && w->recording && !w->ticket) {
+		w->ticket = ++w->now_opened;
+		w->ticket_steps = w->sched.now_left;
+	}
 	update_arm(h, r.action, now);
 	capture_step_all(h, w->sched.step, w->recording);
 	w->step_start = now;
@@ -218,7 +228,7 @@ void window_step(struct host *h)
 	info.recording = w->recording;
 	hooks = h->cfg->has_on_step || (opened && h->cfg->has_on_window_start);
 	if (hooks)
-		step_stats(w, &info.median_ms, &info.mean_ms);
+		window_step_stats(w, &info.median_ms, &info.mean_ms);
 	memset(&wi, 0, sizeof wi);
 	wi.window = w->index;
 	wi.first_step = wi.last_step = w->first;
@@ -241,19 +251,29 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	struct window_state *w = &h->win;
 	int rc;
 
+	if (h->forked_child)
+		return err_set(e, "capture_now: this is a child forked from process "
+			       "%d; profiling stays with the parent", (int)h->parent_pid);
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
 		return err_set(e, "capture_now: profhost is not running in this process");
 	if (steps == 0)
 		return err_set(e, "capture_now: 'steps' must be at least 1");
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
-	if (rc == 0)
+	if (rc == 0) {
+		w->now_requested++;
 		update_arm(h, w->sched.action, clock_now_ns());
+	}
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
 		return err_set(e, "capture_now: a capture request is already queued");
 	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
 	return 0;
+}
+
+void window_schedule_changed(struct host *h)
+{
+	update_arm(h, h->win.sched.action, clock_now_ns());
 }
 
 bool window_recording(struct host *h)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lua.h>
@@ -35,6 +36,19 @@ struct policy {
 	int64_t load_start_ns;
 	policy_capture_fn capture_now;
 	void *capture_ctx;
+	const struct policy_live_ops *live;
+	void *live_ctx;
+	int config_ref;            /* prof._config, taken before the file runs */
+	int require_ref;           /* the sandbox's require, likewise */
+	int repl_ref;              /* prof.repl, once a REPL command loaded it */
+	struct {
+		bool active;       /* a REPL command runs (not while it sleeps) */
+		bool sleeping;     /* it yielded in prof.sleep */
+		uint32_t sleep_ms;
+		lua_State *co;     /* the command's coroutine */
+		const struct policy_repl_io *io;
+		bool broken;       /* forked while another thread used the VM */
+	} repl;
 };
 
 /* ------------------------------------------------------------ natives */
@@ -83,6 +97,141 @@ static int native_set_limits(lua_State *L)
 	return 0;
 }
 
+/* prof._native.repl_active() -> boolean: a REPL command is running.
+ * Upvalue 1: the policy. */
+static int native_repl_active(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+
+	lua_pushboolean(L, p->repl.active);
+	return 1;
+}
+
+/* struct policy_build is the Lua state whose top is the table being
+ * built; nested tables sit above their key (or a false "append" marker). */
+struct policy_build {
+	lua_State *L;
+};
+
+/* Stores the value on top under `key`, or appends it; pops it. */
+static void build_set(struct policy_build *b, const char *key)
+{
+	lua_State *L = b->L;
+
+	if (key)
+		lua_setfield(L, -2, key);
+	else
+		lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+}
+
+void policy_build_int(struct policy_build *b, const char *key, int64_t v)
+{
+	lua_pushinteger(b->L, (lua_Integer)v);
+	build_set(b, key);
+}
+
+void policy_build_num(struct policy_build *b, const char *key, double v)
+{
+	lua_pushnumber(b->L, v);
+	build_set(b, key);
+}
+
+void policy_build_bool(struct policy_build *b, const char *key, bool v)
+{
+	lua_pushboolean(b->L, v);
+	build_set(b, key);
+}
+
+void policy_build_str(struct policy_build *b, const char *key, const char *v)
+{
+	if (!v)
+		return;
+	lua_pushstring(b->L, v);
+	build_set(b, key);
+}
+
+void policy_build_open(struct policy_build *b, const char *key)
+{
+	luaL_checkstack(b->L, 3, "policy: table too deep");
+	if (key)
+		lua_pushstring(b->L, key);
+	else
+		lua_pushboolean(b->L, 0);
+	lua_newtable(b->L);
+}
+
+void policy_build_close(struct policy_build *b)
+{
+	lua_State *L = b->L;
+
+	if (lua_type(L, -2) == LUA_TSTRING) {
+		lua_rawset(L, -3);
+	} else {
+		lua_remove(L, -2);
+		lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+	}
+}
+
+/* prof._native.query(what [, arg]) -> table | nil: the host's answer
+ * (policy_live_ops.query). Upvalue 1: the policy. */
+static int native_query(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	const char *what = luaL_checkstring(L, 1);
+	lua_Integer arg = luaL_optinteger(L, 2, 0);
+	struct policy_build b = { L };
+	struct err e;
+	int base, rc;
+
+	if (!p->live || !p->live->query)
+		return luaL_error(L, "prof.%s: not available here (no profhost host "
+				  "is running)", what);
+	lua_settop(L, 2);
+	lua_newtable(L);
+	base = lua_gettop(L);
+	e.msg[0] = '\0';
+	rc = p->live->query(p->live_ctx, what, (int64_t)arg, &b, &e);
+	if (rc < 0)
+		return luaL_error(L, "%s", e.msg[0] ? e.msg : "the host refused");
+	lua_settop(L, base);
+	if (rc == 1)
+		lua_pushnil(L);
+	return 1;
+}
+
+/* prof.sleep's continuation: a sleep cut short by an interrupt raises. */
+static int native_sleep_k(lua_State *L, int status, lua_KContext ctx)
+{
+	struct policy *p = (struct policy *)ctx;
+
+	(void)status;
+	if (sandbox_interrupted(p->sb))
+		return luaL_error(L, "interrupted");
+	return 0;
+}
+
+/* prof._native.sleep(ms): at the REPL's top level, yields to
+ * policy_repl_eval, which sleeps with the VM lock released. Upvalue 1: the
+ * policy. */
+static int native_sleep(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	lua_Integer ms = luaL_checkinteger(L, 1);
+
+	if (!p->repl.active || L != p->repl.co || !lua_isyieldable(L))
+		return luaL_error(L, "prof.sleep: only at the REPL, outside "
+				  "coroutines, metamethods and iterators");
+	if (ms < 0)
+		ms = 0;
+	if (ms > 600000)
+		ms = 600000;
+	p->repl.sleeping = true;
+	p->repl.sleep_ms = (uint32_t)ms;
+	return lua_yieldk(L, 0, (lua_KContext)p, native_sleep_k);
+}
+
+static int native_reconfigure(lua_State *L);
+
 /* ------------------------------------------------------------ loading */
 
 /* Protected: require("prof"), make it the global `prof`, give it its
@@ -99,14 +248,32 @@ static int load_module(lua_State *L)
 	lua_pushvalue(L, -1);
 	lua_setglobal(L, "prof");
 
-	lua_createtable(L, 0, 2);
+	lua_createtable(L, 0, 6);
 	lua_pushlightuserdata(L, p);
 	lua_pushcclosure(L, native_capture_now, 1);
 	lua_setfield(L, -2, "capture_now");
 	lua_pushlightuserdata(L, p);
 	lua_pushcclosure(L, native_set_limits, 1);
 	lua_setfield(L, -2, "set_limits");
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_repl_active, 1);
+	lua_setfield(L, -2, "repl_active");
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_query, 1);
+	lua_setfield(L, -2, "query");
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_reconfigure, 1);
+	lua_setfield(L, -2, "reconfigure");
+	lua_pushlightuserdata(L, p);
+	lua_pushcclosure(L, native_sleep, 1);
+	lua_setfield(L, -2, "sleep");
 	lua_setfield(L, -2, "_native");
+
+	if (lua_getfield(L, -1, "_config") != LUA_TFUNCTION)
+		return luaL_error(L, "prof._config is missing");
+	p->config_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	lua_getglobal(L, "require");
+	p->require_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 
 	if (lua_getfield(L, -1, "_apply_set") != LUA_TFUNCTION)
 		return luaL_error(L, "prof._apply_set is missing");
@@ -210,6 +377,100 @@ static bool has_hooks(lua_State *L, int hooks, const char *kind)
 	return any;
 }
 
+/* The schedule section of the resolved configuration at index cfg. */
+static void read_schedule(lua_State *L, int cfg, struct policy_config *c)
+{
+	int s = cfg_section(L, cfg, "schedule");
+
+	c->schedule.enabled = cfg_bool(L, s, "enabled");
+	c->schedule.skip_first = cfg_u32(L, s, "skip_first", 0);
+	c->schedule.wait = cfg_u32(L, s, "wait", 0);
+	c->schedule.warmup = cfg_u32(L, s, "warmup", 0);
+	c->schedule.active = cfg_u32(L, s, "active", 1);
+	c->schedule.cycles = cfg_u32(L, s, "cycles", 0);
+	lua_pop(L, 1);
+}
+
+/* The capture section of the resolved configuration at index cfg. */
+static void read_capture(lua_State *L, int cfg, struct policy_config *c)
+{
+	int s = cfg_section(L, cfg, "capture");
+
+	c->capture.nvtx = cfg_bool(L, s, "nvtx");
+	c->capture.cuda_kernels = cfg_bool(L, s, "cuda_kernels");
+	c->capture.cuda_memcpy = cfg_bool(L, s, "cuda_memcpy");
+	c->capture.cuda_memset = cfg_bool(L, s, "cuda_memset");
+	c->capture.cuda_runtime = cfg_bool(L, s, "cuda_runtime");
+	c->capture.cuda_driver = cfg_bool(L, s, "cuda_driver");
+	c->capture.cuda_sync = cfg_bool(L, s, "cuda_sync");
+	c->capture.cuda_memory = cfg_bool(L, s, "cuda_memory");
+	c->capture.cpu_hz = cfg_u32(L, s, "cpu_hz", 0);
+	c->capture.cpu_wall_clock = cfg_bool(L, s, "cpu_wall_clock");
+	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
+	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
+	c->capture.buffer_bytes =
+		(size_t)cfg_int(L, s, "buffer_mb", 1, 65536) * POLICY_MIB;
+	lua_pop(L, 1);
+}
+
+/* What native_reconfigure hands the host's apply step. */
+struct live_apply {
+	struct policy *p;
+	const struct policy_config *next;
+	unsigned sections;
+};
+
+/* Copies the changed sections into the policy's configuration (called by
+ * the host under its lock). */
+static void apply_live(void *ctx)
+{
+	struct live_apply *a = ctx;
+
+	if (a->sections & POLICY_LIVE_SCHEDULE)
+		a->p->cfg.schedule = a->next->schedule;
+	if (a->sections & POLICY_LIVE_CAPTURE)
+		a->p->cfg.capture = a->next->capture;
+}
+
+/* prof._native.reconfigure(section): the Lua side has stored a live
+ * prof.schedule{} / prof.capture{}; read the resolved section and have the
+ * host apply it. Raises the host's refusal. Upvalue 1: the policy. */
+static int native_reconfigure(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	const char *section = luaL_checkstring(L, 1);
+	struct policy_config next = p->cfg;
+	struct live_apply a = { p, &next, 0 };
+	struct err e;
+	int cfg;
+
+	if (strcmp(section, "schedule") == 0)
+		a.sections = POLICY_LIVE_SCHEDULE;
+	else if (strcmp(section, "capture") == 0)
+		a.sections = POLICY_LIVE_CAPTURE;
+	else
+		return luaL_error(L, "prof.%s cannot change while the process runs",
+				  section);
+	if (!p->repl.active)
+		return luaL_error(L, "prof.%s: live changes only at the REPL", section);
+	if (!p->live || !p->live->reconfigure)
+		return luaL_error(L, "not available here (no profhost host is running)");
+	lua_rawgeti(L, LUA_REGISTRYINDEX, p->config_ref);
+	lua_call(L, 0, 1);
+	cfg = lua_gettop(L);
+	if (!lua_istable(L, cfg))
+		return luaL_error(L, "policy: prof._config() did not return a table");
+	if (a.sections == POLICY_LIVE_SCHEDULE)
+		read_schedule(L, cfg, &next);
+	else
+		read_capture(L, cfg, &next);
+	e.msg[0] = '\0';
+	if (p->live->reconfigure(p->live_ctx, &next, a.sections, apply_live, &a,
+				 &e) != 0)
+		return luaL_error(L, "%s", e.msg[0] ? e.msg : "the host refused");
+	return 0;
+}
+
 /* Protected: prof._load_done(), then the configuration into p->cfg (strings
  * stored as they are copied, so policy_free releases them on failure).
  * Arg 1: the policy. */
@@ -236,13 +497,7 @@ static int read_config(lua_State *L)
 	cfg_str(L, s, "dir", false, &c->output_dir);
 	cfg_str(L, s, "run", true, &c->run_name);
 
-	s = cfg_section(L, cfg, "schedule");
-	c->schedule.enabled = cfg_bool(L, s, "enabled");
-	c->schedule.skip_first = cfg_u32(L, s, "skip_first", 0);
-	c->schedule.wait = cfg_u32(L, s, "wait", 0);
-	c->schedule.warmup = cfg_u32(L, s, "warmup", 0);
-	c->schedule.active = cfg_u32(L, s, "active", 1);
-	c->schedule.cycles = cfg_u32(L, s, "cycles", 0);
+	read_schedule(L, cfg, c);
 
 	s = cfg_section(L, cfg, "steps");
 	cfg_str(L, s, "nvtx", true, &c->steps.nvtx);
@@ -258,21 +513,7 @@ static int read_config(lua_State *L)
 	cfg_str(L, s, "nvtx_domain", true, &c->capture_range.nvtx_domain);
 	c->capture_range.count = cfg_u32(L, s, "count", 0);
 
-	s = cfg_section(L, cfg, "capture");
-	c->capture.nvtx = cfg_bool(L, s, "nvtx");
-	c->capture.cuda_kernels = cfg_bool(L, s, "cuda_kernels");
-	c->capture.cuda_memcpy = cfg_bool(L, s, "cuda_memcpy");
-	c->capture.cuda_memset = cfg_bool(L, s, "cuda_memset");
-	c->capture.cuda_runtime = cfg_bool(L, s, "cuda_runtime");
-	c->capture.cuda_driver = cfg_bool(L, s, "cuda_driver");
-	c->capture.cuda_sync = cfg_bool(L, s, "cuda_sync");
-	c->capture.cuda_memory = cfg_bool(L, s, "cuda_memory");
-	c->capture.cpu_hz = cfg_u32(L, s, "cpu_hz", 0);
-	c->capture.cpu_wall_clock = cfg_bool(L, s, "cpu_wall_clock");
-	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
-	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
-	c->capture.buffer_bytes =
-		(size_t)cfg_int(L, s, "buffer_mb", 1, 65536) * POLICY_MIB;
+	read_capture(L, cfg, c);
 
 	s = cfg_section(L, cfg, "export");
 	c->export.chrome = cfg_bool(L, s, "chrome");
@@ -293,6 +534,7 @@ static int read_config(lua_State *L)
 	c->limits.hook_ms = cfg_u32(L, s, "hook_ms", 1);
 	c->limits.report_ms = cfg_u32(L, s, "report_ms", 1);
 	c->limits.load_ms = cfg_u32(L, s, "load_ms", 1);
+	c->limits.repl_ms = cfg_u32(L, s, "repl_ms", 1);
 	c->limits.memory_bytes =
 		(size_t)cfg_int(L, s, "memory_mb", 1, 65536) * POLICY_MIB;
 	return 0;
@@ -392,8 +634,11 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 	}
 	init_lock(&p->lock);
 	p->apply_set_ref = p->load_done_ref = p->hooks_ref = LUA_NOREF;
+	p->config_ref = p->require_ref = p->repl_ref = LUA_NOREF;
 	p->capture_now = opts->capture_now;
 	p->capture_ctx = opts->capture_ctx;
+	p->live = opts->live;
+	p->live_ctx = opts->live_ctx;
 
 	if (opts->script && opts->script[0]) {
 		if (check_script(opts->script, "PROF_SCRIPT", e) != 0)
@@ -869,6 +1114,324 @@ void policy_report_free(struct policy_report *r)
 	free(r->html);
 	free(r->findings);
 	r->text = r->json = r->html = r->findings = NULL;
+}
+
+/* ------------------------------------------------------------ REPL */
+
+#define REPL_SLICE_NS 10000000 /* sleep and lock-wait slices, 10 ms */
+
+static void repl_print(void *ctx, const char *text, size_t len)
+{
+	struct policy *p = ctx;
+
+	p->repl.io->out(p->repl.io->ctx, false, text, len);
+}
+
+static bool repl_poll(void *ctx)
+{
+	struct policy *p = ctx;
+
+	return p->repl.io->poll && p->repl.io->poll(p->repl.io->ctx);
+}
+
+/* Enters (or, with on = false, leaves) REPL mode: print() to the client,
+ * interrupts polled from the client, the REPL-only natives allowed. */
+static void repl_mode(struct policy *p, bool on)
+{
+	p->repl.active = on;
+	sandbox_set_print(p->sb, on ? repl_print : NULL, p);
+	sandbox_set_poll(p->sb, on ? repl_poll : NULL, p);
+}
+
+static void sleep_ns(int64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Takes the VM lock for the REPL, polling for an interrupt while a report
+ * holds it. Returns false when interrupted first. */
+static bool repl_lock(struct policy *p, const struct policy_repl_io *io)
+{
+	for (;;) {
+		if (pthread_mutex_trylock(&p->lock) == 0)
+			return true;
+		if (io->poll && io->poll(io->ctx))
+			return false;
+		sleep_ns(REPL_SLICE_NS);
+	}
+}
+
+/* prof.sleep: releases the lock for p->repl.sleep_ms (hooks may run
+ * meanwhile), polling for an interrupt, then takes it back. */
+static void repl_sleep(struct policy *p, const struct policy_repl_io *io)
+{
+	int64_t end = clock_now_ns() + (int64_t)p->repl.sleep_ms * 1000000;
+	int64_t now;
+	bool intr = false;
+
+	repl_mode(p, false);
+	pthread_mutex_unlock(&p->lock);
+	while ((now = clock_now_ns()) < end) {
+		if (io->poll && io->poll(io->ctx)) {
+			intr = true;
+			break;
+		}
+		sleep_ns(end - now < REPL_SLICE_NS ? end - now : REPL_SLICE_NS);
+	}
+	pthread_mutex_lock(&p->lock);
+	repl_mode(p, true);
+	/* Only now: hooks that ran meanwhile must not see the interrupt. */
+	if (intr)
+		sandbox_interrupt(p->sb);
+}
+
+/* Protected: pushes prof.repl[name] (loading the module once). Arg 1: the
+ * policy. */
+static int push_repl_fn(lua_State *L, struct policy *p, const char *name)
+{
+	if (p->repl_ref == LUA_NOREF) {
+		lua_rawgeti(L, LUA_REGISTRYINDEX, p->require_ref);
+		lua_pushliteral(L, "prof.repl");
+		lua_call(L, 1, 1);
+		if (!lua_istable(L, -1))
+			return luaL_error(L, "require('prof.repl') did not return a table");
+		p->repl_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	}
+	lua_rawgeti(L, LUA_REGISTRYINDEX, p->repl_ref);
+	if (lua_getfield(L, -1, name) != LUA_TFUNCTION)
+		return luaL_error(L, "prof.repl.%s is missing", name);
+	lua_remove(L, -2);
+	return 0;
+}
+
+/* Protected: prof.repl.compile(chunk) -> fn | nil, message, incomplete.
+ * Arg 1: the policy, arg 2: the chunk. */
+static int repl_compile(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, 1);
+
+	push_repl_fn(L, p, "compile");
+	lua_pushvalue(L, 2);
+	lua_call(L, 1, 3);
+	return 3;
+}
+
+/* Protected: prof.repl.show(n, ...) -> text | nil. Arg 1: the policy, then
+ * the results. */
+static int repl_show(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, 1);
+	int n = lua_gettop(L) - 1;
+
+	push_repl_fn(L, p, "show");
+	lua_insert(L, 2);
+	lua_pushinteger(L, n);
+	lua_insert(L, 3);
+	lua_call(L, n + 1, 1);
+	return 1;
+}
+
+/* Protected: the error message of a failed command with the coroutine's
+ * traceback. Arg 1: the coroutine, arg 2: the error object. */
+static int repl_traceback(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, 1);
+	const char *msg;
+
+	if (lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER)
+		msg = lua_tostring(L, 2);
+	else if (luaL_callmeta(L, 2, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		msg = lua_tostring(L, -1);
+	else
+		msg = lua_pushfstring(L, "(error object is a %s value)",
+				      luaL_typename(L, 2));
+	luaL_traceback(L, co, msg, 0);
+	return 1;
+}
+
+/* The identity function a compiled expression returns its values
+ * through. */
+static int repl_identity(lua_State *L)
+{
+	return lua_gettop(L);
+}
+
+/* Sends text to the client and, for an error, its first line to *e.
+ * Returns the status given. */
+static enum policy_status repl_say(const struct policy_repl_io *io, bool error,
+				   const char *text, size_t len,
+				   enum policy_status st, struct err *e)
+{
+	if (len)
+		io->out(io->ctx, error, text, len);
+	if (error)
+		err_set(e, "%.*s", (int)strcspn(text, "\n"), text);
+	return st;
+}
+
+/* As repl_say with the string on top of L (popped). */
+static enum policy_status repl_say_top(lua_State *L, const struct policy_repl_io *io,
+				       bool error, enum policy_status st,
+				       struct err *e)
+{
+	size_t len = 0;
+	const char *text = lua_tolstring(L, -1, &len);
+
+	if (!text) {
+		text = "(no message)";
+		len = strlen(text);
+	}
+	repl_say(io, error, text, len, st, e);
+	lua_pop(L, 1);
+	return st;
+}
+
+/* Runs the compiled function on top of L in a coroutine until it ends,
+ * sleeping with the lock released whenever it yields from prof.sleep.
+ * Lock held, REPL mode on. */
+static enum policy_status repl_run(struct policy *p, const struct policy_repl_io *io,
+				   struct err *e)
+{
+	lua_State *L = sandbox_lua(p->sb);
+	lua_State *co;
+	struct err local;
+	int status, nres = 0, nargs = 0, base, ref;
+	char line[128];
+
+	co = lua_newthread(L);
+	lua_insert(L, -2);
+	lua_xmove(L, co, 1);
+	lua_pushcfunction(co, repl_identity);  /* see prof.repl.compile */
+	nargs = 1;
+	base = lua_gettop(L);              /* the thread */
+	lua_pushvalue(L, base);
+	ref = luaL_ref(L, LUA_REGISTRYINDEX); /* kept alive while it sleeps */
+	p->repl.co = co;
+	for (;;) {
+		p->repl.sleeping = false;
+		sandbox_set_budget(p->sb, clock_now_ns(), p->cfg.limits.repl_ms,
+				   "repl_ms");
+		status = lua_resume(co, L, nargs, &nres);
+		sandbox_clear_budget(p->sb);
+		if (status != LUA_YIELD)
+			break;
+		lua_pop(co, nres);
+		if (!p->repl.sleeping) {
+			status = -1; /* a yield of the user's own at the top level */
+			break;
+		}
+		repl_sleep(p, io);
+		nargs = 0;
+	}
+	p->repl.co = NULL;
+
+	if (status == LUA_OK) {
+		enum policy_status st = POLICY_OK;
+
+		lua_pushcfunction(L, repl_show);
+		lua_pushlightuserdata(L, p);
+		lua_xmove(co, L, nres);
+		sandbox_set_budget(p->sb, clock_now_ns(), p->cfg.limits.repl_ms,
+				   "repl_ms");
+		if (sandbox_pcall(p->sb, nres + 1, 1, "stdin", &local) != 0)
+			st = repl_say(io, true, local.msg, strlen(local.msg),
+				      POLICY_ERROR, e);
+		else if (lua_isstring(L, -1))
+			repl_say_top(L, io, false, POLICY_OK, e);
+		else
+			lua_pop(L, 1);
+		sandbox_clear_budget(p->sb);
+		luaL_unref(L, LUA_REGISTRYINDEX, ref);
+		lua_settop(L, base - 1);
+		return st;
+	}
+	if (status == -1) {
+		snprintf(line, sizeof line, "attempt to yield from outside a coroutine");
+		repl_say(io, true, line, strlen(line), POLICY_ERROR, e);
+	} else if (status == LUA_ERRMEM) {
+		snprintf(line, sizeof line, "command exceeded the policy's %zu MiB "
+			 "memory limit (prof.limits{memory_mb=...})",
+			 p->cfg.limits.memory_bytes / POLICY_MIB);
+		repl_say(io, true, line, strlen(line), POLICY_ERROR, e);
+	} else {
+		lua_pushcfunction(L, repl_traceback);
+		lua_pushvalue(L, base);
+		lua_xmove(co, L, 1);
+		if (lua_pcall(L, 2, 1, 0) != LUA_OK)
+			lua_pushliteral(L, "(the error message could not be made)");
+		repl_say_top(L, io, true, POLICY_ERROR, e);
+	}
+	lua_resetthread(co);
+	luaL_unref(L, LUA_REGISTRYINDEX, ref);
+	lua_settop(L, base - 1);
+	return POLICY_ERROR;
+}
+
+enum policy_status policy_repl_eval(struct policy *p, const char *chunk,
+				    size_t len, const struct policy_repl_io *io,
+				    struct err *e)
+{
+	lua_State *L;
+	struct err local;
+	enum policy_status st;
+	int top;
+	static const char busy[] = "interrupted while waiting for the policy VM "
+				   "(a report hook was running)";
+	static const char broken[] = "the Lua VM was in use on another thread when "
+				     "this process forked; the REPL is not available "
+				     "in this child";
+
+	if (!p || !p->sb || !io || !io->out) {
+		err_set(e, "policy_repl_eval: no policy or no output");
+		return POLICY_ERROR;
+	}
+	if (p->repl.broken)
+		return repl_say(io, true, broken, strlen(broken), POLICY_ERROR, e);
+	if (!repl_lock(p, io))
+		return repl_say(io, true, busy, strlen(busy), POLICY_ERROR, e);
+	L = sandbox_lua(p->sb);
+	top = lua_gettop(L);
+	p->repl.io = io;
+	sandbox_clear_interrupt(p->sb);
+	repl_mode(p, true);
+
+	lua_pushcfunction(L, repl_compile);
+	lua_pushlightuserdata(L, p);
+	lua_pushlstring(L, chunk, len);
+	sandbox_set_budget(p->sb, clock_now_ns(), p->cfg.limits.repl_ms, "repl_ms");
+	if (sandbox_pcall(p->sb, 2, 3, "stdin", &local) != 0) {
+		st = repl_say(io, true, local.msg, strlen(local.msg), POLICY_ERROR, e);
+	} else if (lua_isfunction(L, -3)) {
+		lua_pop(L, 2);
+		st = repl_run(p, io, e);
+	} else if (lua_toboolean(L, -1)) {
+		st = POLICY_INCOMPLETE;
+	} else {
+		lua_pop(L, 1);
+		st = repl_say_top(L, io, true, POLICY_ERROR, e);
+	}
+	sandbox_clear_budget(p->sb);
+	lua_settop(L, top);
+	repl_mode(p, false);
+	sandbox_clear_interrupt(p->sb);
+	p->repl.io = NULL;
+	pthread_mutex_unlock(&p->lock);
+	return st;
+}
+
+void policy_after_fork_child(struct policy *p)
+{
+	if (!p)
+		return;
+	if (pthread_mutex_trylock(&p->lock) == 0) {
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	/* Held by a thread that does not exist here: the VM may be
+	 * half-way through a change. */
+	p->repl.broken = true;
 }
 
 void policy_free(struct policy *p)

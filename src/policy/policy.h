@@ -15,6 +15,11 @@
  * Threads: all functions take the policy's own lock. policy_on_step() and the
  * window hooks use a try-lock and return POLICY_BUSY instead of waiting, so a
  * step boundary is never delayed by a report or a REPL command.
+ *
+ * Live control: policy_repl_eval() runs a chunk typed at the REPL (prof
+ * attach) in the same VM, under the lock and its own time budget
+ * (prof.limits{repl_ms}); the host answers the REPL's questions and applies
+ * its live changes through struct policy_live_ops.
  */
 #ifndef PROFHOST_POLICY_H
 #define PROFHOST_POLICY_H
@@ -90,6 +95,7 @@ struct policy_config {
 		uint32_t hook_ms;      /* per hook call; default 100 */
 		uint32_t report_ms;    /* per on_trace_ready call; default 10000 */
 		uint32_t load_ms;      /* loading the file; default 2000 */
+		uint32_t repl_ms;      /* per REPL command; default 10000 */
 		size_t memory_bytes;   /* VM memory cap; default 64 MiB */
 	} limits;
 
@@ -104,6 +110,45 @@ struct policy_config {
 typedef int (*policy_capture_fn)(void *ctx, uint32_t steps, const char *reason,
 				 struct err *e);
 
+/* A table under construction for the Lua side (what prof.status() and the
+ * other live queries return). The host fills it with policy_build_*; a NULL
+ * key appends to the table as to an array. Each call may raise a Lua memory
+ * error (a longjmp), so never call them while holding a lock. */
+struct policy_build;
+
+void policy_build_int(struct policy_build *b, const char *key, int64_t v);
+void policy_build_num(struct policy_build *b, const char *key, double v);
+void policy_build_bool(struct policy_build *b, const char *key, bool v);
+/* A NULL `v` sets nothing. */
+void policy_build_str(struct policy_build *b, const char *key, const char *v);
+/* Opens a nested table under `key`; policy_build_close() ends it. */
+void policy_build_open(struct policy_build *b, const char *key);
+void policy_build_close(struct policy_build *b);
+
+/* Sections a live change touches. */
+#define POLICY_LIVE_SCHEDULE 1u
+#define POLICY_LIVE_CAPTURE 2u
+
+/* The host's side of live control. Both run on the thread running the Lua
+ * code (the REPL's), with the policy lock held; they must not call back
+ * into the policy. */
+struct policy_live_ops {
+	/* Fills `b` (a fresh table) with what prof.<what>() shows: "status",
+	 * "top", "stacks", "capture" (arg: a capture_now ticket, 0 = the
+	 * latest). Returns 0, 1 for "nothing" (Lua gets nil), or -1 with *e. */
+	int (*query)(void *ctx, const char *what, int64_t arg,
+		     struct policy_build *b, struct err *e);
+	/* A live prof.schedule{} / prof.capture{} from the REPL: `next` holds
+	 * the new values of `sections`. The host takes the lock its readers of
+	 * policy_config()'s schedule and capture fields hold, applies the
+	 * schedule (sched_reconfigure), calls apply(apply_ctx), which copies
+	 * next's sections into policy_config(), and releases the lock. Returns
+	 * 0, or -1 with *e (apply not called). */
+	int (*reconfigure)(void *ctx, const struct policy_config *next,
+			   unsigned sections, void (*apply)(void *apply_ctx),
+			   void *apply_ctx, struct err *e);
+};
+
 struct policy_opts {
 	const char *lua_dir;       /* profhost's Lua directory (holds prof/) */
 	const char *script;        /* policy file; NULL = built-in default */
@@ -111,6 +156,8 @@ struct policy_opts {
 				      may be NULL */
 	policy_capture_fn capture_now;
 	void *capture_ctx;
+	const struct policy_live_ops *live; /* may be NULL: no live control */
+	void *live_ctx;
 };
 
 struct policy;
@@ -134,6 +181,7 @@ const char *policy_source(const struct policy *p);
 enum policy_status {
 	POLICY_OK = 0,
 	POLICY_BUSY = 1,     /* the VM is busy on another thread: not run */
+	POLICY_INCOMPLETE = 2, /* (policy_repl_eval) the chunk needs more lines */
 	POLICY_ERROR = -1    /* the hook failed; *e has file:line: message */
 };
 
@@ -226,6 +274,37 @@ enum policy_status policy_report_run(struct policy *p, unsigned formats,
 
 /* Frees the strings of *r. NULL-safe. */
 void policy_report_free(struct policy_report *r);
+
+/* Where a REPL command's output goes, and how it is stopped. */
+struct policy_repl_io {
+	/* Output: print() lines and results (error false), the error message
+	 * and traceback (error true). Called on the evaluating thread. */
+	void (*out)(void *ctx, bool error, const char *text, size_t len);
+	/* Polled about every 20 ms while the command runs or sleeps; true
+	 * interrupts it (Ctrl-C, the client went away). May be NULL. */
+	bool (*poll)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Evaluates one REPL chunk in the policy's VM, like the `lua` prompt:
+ * "=expr" and a bare expression print their values (tables pretty-printed
+ * by lua/prof/repl.lua), print() goes to io->out, a chunk that needs more
+ * lines returns POLICY_INCOMPLETE without running. It waits for the lock
+ * (a report may hold it), runs under prof.limits{repl_ms} restarted at each
+ * resume, and runs in a coroutine so prof.sleep() (and capture_now at the
+ * REPL) can wait with the lock released. Returns POLICY_OK, POLICY_INCOMPLETE
+ * or POLICY_ERROR (the message, with a traceback for a runtime error, went
+ * to io->out; *e holds its first line). One REPL at a time; any thread.
+ */
+enum policy_status policy_repl_eval(struct policy *p, const char *chunk,
+				    size_t len, const struct policy_repl_io *io,
+				    struct err *e);
+
+/* In a child after fork(), the only thread there: if another thread held
+ * the VM when the process forked, the child's copy is unusable and REPL
+ * commands say so; otherwise the lock is made usable again. NULL-safe. */
+void policy_after_fork_child(struct policy *p);
 
 /* Closes the VM and frees everything. NULL-safe. */
 void policy_free(struct policy *p);

@@ -1,6 +1,7 @@
 /* sandbox — a restricted Lua 5.4 state for policy files (see sandbox.h). */
 #include "sandbox.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #define SANDBOX_HOOK_COUNT 1000 /* instructions between budget checks */
 #define SANDBOX_MIB ((size_t)1 << 20)
+#define SANDBOX_POLL_NS 20000000 /* at most one poll() per 20 ms */
 
 struct sandbox {
 	lua_State *L;
@@ -21,6 +23,12 @@ struct sandbox {
 	uint32_t budget_ms;
 	const char *budget_key;
 	char *lua_dir, *policy_dir;
+	sandbox_print_fn print_fn;  /* NULL: print() logs */
+	void *print_ctx;
+	sandbox_poll_fn poll_fn;    /* NULL: nothing to poll */
+	void *poll_ctx;
+	int64_t last_poll_ns;
+	atomic_int interrupted;
 };
 
 /* ------------------------------------------------------------ allocator */
@@ -49,19 +57,32 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* ------------------------------------------------------------ budget */
 
-/* Count hook: raises the budget error at the running code's file:line once
- * the deadline has passed. Hooks inherit into coroutines. After the first
- * error the hook runs at every instruction, so code that catches the error
- * with pcall is stopped again at its next instruction outside the pcall. */
+/* Count hook: raises the budget error, or "interrupted", at the running
+ * code's file:line once the deadline has passed or an interrupt came (the
+ * poll function may bring one). Hooks inherit into coroutines. After the
+ * first error the hook runs at every instruction, so code that catches the
+ * error with pcall is stopped again at its next instruction outside the
+ * pcall. */
 static void sb_count_hook(lua_State *L, lua_Debug *ar)
 {
 	void *ud;
 	struct sandbox *sb;
+	int64_t now = 0;
+	bool over, intr;
 
 	(void)ar;
 	lua_getallocf(L, &ud);
 	sb = ud;
-	if (sb->deadline_ns == 0 || clock_now_ns() < sb->deadline_ns) {
+	if (sb->deadline_ns != 0 || sb->poll_fn)
+		now = clock_now_ns();
+	if (sb->poll_fn && now - sb->last_poll_ns >= SANDBOX_POLL_NS) {
+		sb->last_poll_ns = now;
+		if (sb->poll_fn(sb->poll_ctx))
+			atomic_store(&sb->interrupted, 1);
+	}
+	intr = atomic_load_explicit(&sb->interrupted, memory_order_relaxed) != 0;
+	over = sb->deadline_ns != 0 && now >= sb->deadline_ns;
+	if (!intr && !over) {
 		if (lua_gethookcount(L) != SANDBOX_HOOK_COUNT)
 			lua_sethook(L, sb_count_hook, LUA_MASKCOUNT,
 				    SANDBOX_HOOK_COUNT);
@@ -70,8 +91,14 @@ static void sb_count_hook(lua_State *L, lua_Debug *ar)
 	if (lua_gethookcount(L) != 1)
 		lua_sethook(L, sb_count_hook, LUA_MASKCOUNT, 1);
 	luaL_where(L, 0);
-	lua_pushfstring(L, "policy exceeded its %d ms time budget (prof.limits{%s=...})",
-			(int)sb->budget_ms, sb->budget_key);
+	if (intr)
+		lua_pushliteral(L, "interrupted");
+	else if (strcmp(sb->budget_key, "repl_ms") == 0)
+		lua_pushfstring(L, "command exceeded its %d ms time budget (prof.limits{%s=...})",
+				(int)sb->budget_ms, sb->budget_key);
+	else
+		lua_pushfstring(L, "policy exceeded its %d ms time budget (prof.limits{%s=...})",
+				(int)sb->budget_ms, sb->budget_key);
 	lua_concat(L, 2);
 	lua_error(L);
 }
@@ -92,6 +119,40 @@ void sandbox_clear_budget(struct sandbox *sb)
 {
 	if (sb)
 		sb->deadline_ns = 0;
+}
+
+void sandbox_set_print(struct sandbox *sb, sandbox_print_fn fn, void *ctx)
+{
+	if (!sb)
+		return;
+	sb->print_fn = fn;
+	sb->print_ctx = ctx;
+}
+
+void sandbox_set_poll(struct sandbox *sb, sandbox_poll_fn fn, void *ctx)
+{
+	if (!sb)
+		return;
+	sb->poll_fn = fn;
+	sb->poll_ctx = ctx;
+	sb->last_poll_ns = 0;
+}
+
+void sandbox_interrupt(struct sandbox *sb)
+{
+	if (sb)
+		atomic_store(&sb->interrupted, 1);
+}
+
+bool sandbox_interrupted(struct sandbox *sb)
+{
+	return sb && atomic_load(&sb->interrupted) != 0;
+}
+
+void sandbox_clear_interrupt(struct sandbox *sb)
+{
+	if (sb)
+		atomic_store(&sb->interrupted, 0);
 }
 
 /* ------------------------------------------------------------ replacements */
@@ -155,16 +216,21 @@ static int sb_setmetatable(lua_State *L)
 	return 1;
 }
 
-/* print(): one LOG_INFO line "<source>: a\tb". */
+/* print(): one LOG_INFO line "<source>: a\tb", or "a\tb\n" to the print
+ * function when one is set (the REPL). */
 static int sb_print(lua_State *L)
 {
 	int n = lua_gettop(L), i;
 	lua_Debug ar;
 	char src[LUA_IDSIZE] = "policy";
 	luaL_Buffer b;
+	void *ud;
+	struct sandbox *sb;
+	const char *text;
+	size_t len;
 
-	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar))
-		snprintf(src, sizeof src, "%s", ar.short_src);
+	lua_getallocf(L, &ud);
+	sb = ud;
 	luaL_buffinit(L, &b);
 	for (i = 1; i <= n; i++) {
 		if (i > 1)
@@ -172,7 +238,16 @@ static int sb_print(lua_State *L)
 		luaL_tolstring(L, i, NULL);
 		luaL_addvalue(&b);
 	}
+	if (sb->print_fn) {
+		luaL_addchar(&b, '\n');
+		luaL_pushresult(&b);
+		text = lua_tolstring(L, -1, &len);
+		sb->print_fn(sb->print_ctx, text, len);
+		return 0;
+	}
 	luaL_pushresult(&b);
+	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "S", &ar))
+		snprintf(src, sizeof src, "%s", ar.short_src);
 	log_msg(LOG_INFO, "%s: %s", src, lua_tostring(L, -1));
 	return 0;
 }

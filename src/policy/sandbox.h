@@ -12,11 +12,13 @@
  * Lua directory, then the policy's directory) for Lua files only;
  * package.path is informational. print() writes to the host log (LOG_INFO).
  *
- * A sandbox is used by one thread at a time (the policy's lock).
+ * A sandbox is used by one thread at a time (the policy's lock), except
+ * sandbox_interrupt(), which any thread may call.
  */
 #ifndef PROFHOST_POLICY_SANDBOX_H
 #define PROFHOST_POLICY_SANDBOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,12 +47,32 @@ void sandbox_set_memory_limit(struct sandbox *sb, size_t bytes);
 /* Starts a time budget of `ms` milliseconds from `start_ns`
  * (clock_now_ns()). Lua code still running after it raises "policy exceeded
  * its N ms time budget (prof.limits{<key>=...})" at its file:line. `key` is
- * a static string ("load_ms", "hook_ms", "report_ms"). */
+ * a static string ("load_ms", "hook_ms", "report_ms"); with "repl_ms" the
+ * message reads "command exceeded ..." instead. */
 void sandbox_set_budget(struct sandbox *sb, int64_t start_ns, uint32_t ms,
 			const char *key);
 
 /* Removes the budget. */
 void sandbox_clear_budget(struct sandbox *sb);
+
+/* Where print() writes while set (the REPL): `fn` gets one line, ending
+ * in '\n'. NULL sends print() back to the log. */
+typedef void (*sandbox_print_fn)(void *ctx, const char *text, size_t len);
+void sandbox_set_print(struct sandbox *sb, sandbox_print_fn fn, void *ctx);
+
+/*
+ * Interrupts. After sandbox_interrupt(), Lua code raises "interrupted" at
+ * its file:line at the next budget check (every 1000 instructions), and
+ * again at each instruction after a pcall caught it, until
+ * sandbox_clear_interrupt(). `poll`, when set, is called from the budget
+ * check at most every 20 ms on the running thread; returning true
+ * interrupts. sandbox_interrupt() is async-signal-safe, any thread.
+ */
+typedef bool (*sandbox_poll_fn)(void *ctx);
+void sandbox_set_poll(struct sandbox *sb, sandbox_poll_fn fn, void *ctx);
+void sandbox_interrupt(struct sandbox *sb);
+bool sandbox_interrupted(struct sandbox *sb);
+void sandbox_clear_interrupt(struct sandbox *sb);
 
 /*
  * Calls the function under `nargs` arguments on the stack, like lua_pcall,

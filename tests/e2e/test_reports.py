@@ -224,10 +224,19 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
         return data["findings"], data
 
     def test_findings_data_loader_bound(self):
-        d, _ = self.capture([PYTHON, LOADER, "12", "8"])
+        # 30 ms in the loader against 3 ms of compute: data-bound even when
+        # a busy machine stretches the Python in between.
+        d, _ = self.capture([PYTHON, LOADER, "12", "30"])
         f, data = self.findings(d)
         self.assertEqual(f[0]["id"], "data_loader", f)
         self.assertIn("data loading took", f[0]["text"])
+        # The share agrees with the raw trace: time in "data" over step time.
+        trace = load_trace(d)
+        steps = step_spans(trace)
+        data_us = sum(e["dur"] for e in trace["traceEvents"]
+                      if e.get("ph") == "X" and e.get("name") == "data")
+        self.assertAlmostEqual(data["steps"]["share"]["data"],
+                               data_us / sum(s["dur"] for _, s in steps), delta=0.01)
         self.assertGreater(data["steps"]["share"]["data"], 0.5)
         # the same with a GPU in the picture: the idle GPU is explained
         f, _ = self.findings(self.synth("dl", "dataloader"))

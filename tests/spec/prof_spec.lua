@@ -53,8 +53,8 @@ describe("prof", function()
 				stacks = true, memory_timeline = true, summary = true,
 				raw = true, report_text = true, report_html = true,
 			}, c.export)
-			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64 },
-				c.limits)
+			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64,
+				repl_ms = 10000 }, c.limits)
 		end)
 
 		it("fill the keys a call leaves out", function()
@@ -304,8 +304,9 @@ describe("prof", function()
 
 	describe("prof.limits", function()
 		it("sets every limit", function()
-			local c = config_of("prof.limits{ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256 }")
-			assert.are.same({ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256 }, c.limits)
+			local c = config_of("prof.limits{ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256, repl_ms = 500 }")
+			assert.are.same({ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256,
+				repl_ms = 500 }, c.limits)
 		end)
 
 		it("rejects zero and out-of-range values", function()
@@ -384,7 +385,7 @@ describe("prof", function()
 				error_of('prof.capture_now{ reason = "x" }'))
 			assert.matches("^myprof%.lua:1: prof%.capture_now: 'reason' must be at most 127 bytes long",
 				error_of("prof.capture_now{ steps = 1, reason = string.rep('x', 128) }"))
-			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: reason, steps%)",
+			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: reason, steps, wait%)",
 				error_of("prof.capture_now{ step = 1 }"))
 		end)
 
