@@ -5,10 +5,11 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
+# Sections: machine nvtx writer window_memory sampler.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx writer window_memory torch"
+SECTIONS="machine nvtx writer window_memory sampler torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -61,6 +62,13 @@ section_window_memory() {
         | grep -E "peak RSS|nvtx_stress:"
     echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
     rm -rf "$dir"
+}
+
+# CPU sampling: handler cost at 30 frames, overhead of a two-thread
+# CPU-bound workload at 999 Hz (CPU-time and wall clock), achieved rate.
+section_sampler() {
+    echo "==== CPU sampling ($BUILD/bin/bench_sampler ${SAMPLER_SECONDS:-3})"
+    "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
 }
 
 # ---- torch (issue 6): profhost against torch.profiler on one CPU training

@@ -76,6 +76,18 @@ local function check_run_name(v)
 	return nil
 end
 
+-- "auto", "SIGPROF" or "SIGRTMIN+N" (the C side checks N against SIGRTMAX).
+local function check_signal(v)
+	if v == "auto" or v == "SIGPROF" then
+		return nil
+	end
+	local n = v:match("^SIGRTMIN%+(%d+)$")
+	if n and tonumber(n) <= 30 then
+		return nil
+	end
+	return 'must be "auto", "SIGPROF" or "SIGRTMIN+N" (N from 0 to 30)'
+end
+
 local function check_reason(v)
 	if #v > 127 then
 		return "must be at most 127 bytes long"
@@ -164,7 +176,10 @@ M.sections = {
 			cpu_samples = off_or({
 				hz = integer(1, 10000, 99),
 				clock = enum({ "cpu", "wall" }, "cpu"),
+				depth = integer(1, 512, 128),
+				signal = string_("auto", check_signal),
 			}, "cpu_samples = { hz = 99 }"),
+			range_stacks = boolean(false),
 			cuda_backtrace = off_or({
 				threshold_us = integer(1, U32, 10),
 			}, "cuda_backtrace = { threshold_us = 10 }"),
@@ -507,6 +522,11 @@ function M.resolve(raw)
 			cuda_memory = cuda and cuda.memory or false,
 			cpu_hz = samples and samples.hz or 0,
 			cpu_wall_clock = samples and samples.clock == "wall" or false,
+			cpu_depth = samples and samples.depth
+				or M.sections.capture.keys.cpu_samples.keys.depth.default,
+			cpu_signal = samples and samples.signal
+				or M.sections.capture.keys.cpu_samples.keys.signal.default,
+			range_stacks = get("capture", c, "range_stacks"),
 			cuda_backtrace_us = bt and bt.threshold_us or 0,
 			record_shapes = get("capture", c, "record_shapes"),
 			buffer_mb = get("capture", c, "buffer_mb"),

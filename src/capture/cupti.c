@@ -17,6 +17,7 @@
  */
 #include "cupti.h"
 #include "cupti_internal.h"
+#include "sampler.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -93,10 +94,39 @@ static struct {
 	bool nsys_said;
 	nvtxRangeId_t nvtx_step;
 	bool nvtx_open;
+	/* CPU stacks of slow calls (prof.capture{cuda_backtrace}); 0 = off */
+	int64_t backtrace_ns;
 } cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
 static __thread int tl_runtime_launch;   /* inside a runtime launch call */
+#define CU_NEST 4                        /* API calls timed per thread */
+static __thread int64_t tl_enter[2][CU_NEST]; /* entry times (runtime, driver) */
+static __thread int tl_nest[2];
+
+/* prof.capture{cuda_backtrace}: times each API call from its entry to its
+ * exit callback and, for one that took the threshold or longer, has the
+ * sampler take the calling thread's stack, tagged with the call's
+ * correlation id (the sampler's collect attaches it to the call's event as
+ * args.stack). A driver call made inside a runtime call is left to the
+ * runtime call. Application thread, inside the CUDA call. */
+static void time_call(int drv, bool exit_site, uint32_t corr)
+{
+	int k;
+
+	if (!exit_site) {
+		if (tl_nest[drv] < CU_NEST)
+			tl_enter[drv][tl_nest[drv]] = clock_now_ns();
+		tl_nest[drv]++;
+		return;
+	}
+	if (tl_nest[drv] == 0)
+		return;
+	k = --tl_nest[drv];
+	if (k < CU_NEST && !(drv && tl_nest[0] > 0) &&
+	    clock_now_ns() - tl_enter[drv][k] >= cu.backtrace_ns)
+		sampler_record_stack(TRACE_STACK_CUDA, corr);
+}
 
 static const uint32_t cbid_size[2] = {
 	CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE
@@ -161,6 +191,8 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain,
 	(void)ud;
 	if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && !drv) || cbid >= cbid_size[drv])
 		return;
+	if (cu.backtrace_ns)
+		time_call(drv, exit_site, d->correlationId);
 	if (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid]) {
 		if (!drv)
 			tl_runtime_launch += exit_site ? -1 : 1;
@@ -421,7 +453,8 @@ static int mark_cbids(const char *name, uint8_t **tab)
 	return n;
 }
 
-/* Enables the API callbacks the step triggers need. Lock held. */
+/* Enables the API callbacks the step triggers need, and all of them for
+ * prof.capture{cuda_backtrace}. Lock held. */
 static int enable_step_callbacks(void)
 {
 	static const char *const launches[] = {
@@ -444,7 +477,8 @@ static int enable_step_callbacks(void)
 		for (cbid = 1; cbid < cbid_size[drv]; cbid++) {
 			CUptiResult rc;
 
-			if (!((cu.step_cbid[drv] && cu.step_cbid[drv][cbid]) ||
+			if (!(cu.backtrace_ns ||
+			      (cu.step_cbid[drv] && cu.step_cbid[drv][cbid]) ||
 			      (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid])))
 				continue;
 			rc = cu.fn.EnableCallback(1, cu.sub, drv ? CUPTI_CB_DOMAIN_DRIVER_API
@@ -694,6 +728,7 @@ static int cu_init(struct host *h, struct err *e)
 		cu.kinds[n++] = CUPTI_ACTIVITY_KIND_DEVICE;
 	}
 	cu.nkinds = n;
+	cu.backtrace_ns = (int64_t)cfg->capture.cuda_backtrace_us * 1000;
 	atomic_store(&cu.next_ext, 1);
 	cu.pool_bytes = cfg->capture.buffer_bytes;
 	if (cfg->steps.kernel) {

@@ -699,6 +699,15 @@ void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void))
 	atomic_store_explicit(&range_pop_hook, pop, memory_order_release);
 }
 
+/* Called after a push was recorded (the CPU sampler's range stacks, see
+ * nvtx_set_pushed_hook). Looked at only then. */
+static void (*_Atomic range_pushed_hook)(void);
+
+void nvtx_set_pushed_hook(void (*pushed)(void))
+{
+	atomic_store_explicit(&range_pushed_hook, pushed, memory_order_release);
+}
+
 /* A push in domain d; `force` records even with prof.capture{nvtx=false}.
  * Returns the level (depth before the push). */
 __attribute__((noinline))
@@ -746,10 +755,16 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 			text = msg_plain(m, &len);
 			rc = evbuf_append_raw(EVBUF_RANGE_PUSH, ts, text, len, id, a);
 		}
-		if (rc == 0)
+		if (rc == 0) {
+			void (*pushed)(void) = atomic_load_explicit(&range_pushed_hook,
+								   memory_order_acquire);
+
 			gen = (uint32_t)(st >> 1);
-		else
+			if (pushed)
+				pushed();
+		} else {
 			flags |= LV_DROPPED;
+		}
 	}
 	if (lv) {
 		lv->domain = d->id;

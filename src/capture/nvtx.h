@@ -111,6 +111,11 @@ const char *nvtx_thread_name(int32_t tid);
  * window is recorded, pop() is called. Any thread. */
 void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void));
 
+/* Installs the hook called on the pushing thread right after a range push
+ * was recorded (NULL removes it): prof.capture{range_stacks} takes the
+ * thread's stack there. Any thread. */
+void nvtx_set_pushed_hook(void (*pushed)(void));
+
 void nvtx_prof_push(const char *name);
 void nvtx_prof_pop(void);
 void nvtx_prof_mark(const char *name);

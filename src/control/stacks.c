@@ -154,8 +154,14 @@ static int read_task(pid_t tid, const char *file, const char *key, char *buf,
 	while (fgets(line, sizeof line, f)) {
 		if (key && strncmp(line, key, strlen(key)) != 0)
 			continue;
+		const char *v;
+		size_t n;
+
 		line[strcspn(line, "\n")] = '\0';
-		snprintf(buf, size, "%s", key ? line + strlen(key) : line);
+		v = key ? line + strlen(key) : line;
+		n = strlen(v) < size - 1 ? strlen(v) : size - 1; /* cut to fit */
+		memcpy(buf, v, n);
+		buf[n] = '\0';
 		rc = 0;
 		break;
 	}

@@ -14,6 +14,7 @@ struct open_range {
 	uint64_t a;       /* evbuf_nvtx_a(): domain and category */
 	int32_t tid;
 	uint32_t flags;   /* TRACE_F_CLIPPED_START: open when the window began */
+	uint32_t stack;   /* index + 1 of the stack taken at the push, 0 none */
 };
 
 #define NAME_UNKNOWN "(began before the window)"
@@ -101,9 +102,11 @@ static void add_nvtx_args(struct assembler *as, uint64_t a)
 	}
 }
 
-/* Adds a complete range event; `a` carries its NVTX domain and category. */
+/* Adds a complete range event; `a` carries its NVTX domain and category,
+ * `stack` is the index + 1 of the stack taken at its push, or 0. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
-		      int64_t ts, int64_t end, uint32_t flags, uint64_t a, uint64_t id)
+		      int64_t ts, int64_t end, uint32_t flags, uint64_t a, uint64_t id,
+		      uint32_t stack)
 {
 	struct trace_event e = { 0 };
 
@@ -119,6 +122,8 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	if (!trace_add_event(as->t, &e))
 		return;
 	add_nvtx_args(as, a);
+	if (stack)
+		trace_arg_stack(as->t, stack - 1);
 	if (flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END))
 		as->t->counters.clipped++;
 }
@@ -132,7 +137,38 @@ static void add_early(struct assembler *as, int32_t tid, const struct evbuf_rec 
 			       : trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
 	int64_t start = t->meta.start_ts < r->ts ? t->meta.start_ts : r->ts;
 
-	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a, 0);
+	add_range(as, tid, name, start, r->ts, TRACE_F_CLIPPED_START, r->a, 0, 0);
+}
+
+/* A sample or a stack record: the payload is its instruction addresses.
+ * A range-push stack belongs to the range the thread pushed last. */
+static void add_stack(struct assembler *as, struct thread_state *th,
+		      int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace_stack s = { 0 };
+	uint64_t ips[EVBUF_NAME_MAX / sizeof(uint64_t)];
+	size_t n = r->len / sizeof(uint64_t);
+	long idx;
+
+	if (n == 0)
+		return;
+	memcpy(ips, evbuf_payload(r), n * sizeof *ips);
+	s.ts = r->ts;
+	s.tid = tid;
+	s.weight = 1;
+	s.flags = (r->a & EVBUF_STACK_TRUNCATED) ? TRACE_STACK_TRUNCATED : 0;
+	if (r->kind == EVBUF_SAMPLE) {
+		s.kind = TRACE_STACK_SAMPLE;
+		if (r->id)
+			s.weight = r->id > UINT32_MAX ? UINT32_MAX : (uint32_t)r->id;
+	} else {
+		s.kind = (uint8_t)(r->a >> 8);
+		s.id = r->id;
+	}
+	idx = trace_add_stack(as->t, &s, ips, n, r->kind == EVBUF_SAMPLE);
+	if (idx >= 0 && s.kind == TRACE_STACK_RANGE && th->depth > 0 &&
+	    !th->stack[th->depth - 1].stack)
+		th->stack[th->depth - 1].stack = (uint32_t)idx + 1;
 }
 
 /* evbuf_visit_fn: one raw record. */
@@ -157,6 +193,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		th->stack[th->depth].ts = r->ts;
 		th->stack[th->depth].a = r->a;
 		th->stack[th->depth].flags = 0;
+		th->stack[th->depth].stack = 0;
 		th->stack[th->depth].id = r->id; /* GPU link (external id) */
 		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
 			/* Open when the window began: it starts there. */
@@ -186,7 +223,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 			memmove(&th->stack[i], &th->stack[i + 1],
 				(th->depth - i - 1) * sizeof *th->stack);
 			th->depth--;
-			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id);
+			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id, o.stack);
 		}
 		break;
 	case EVBUF_RANGE_START:
@@ -207,7 +244,7 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		for (i = as->nstarted; i-- > 0;)
 			if (as->started[i].id == r->id) {
 				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0, as->started[i].a, 0);
+					  as->started[i].ts, r->ts, 0, as->started[i].a, 0, 0);
 				as->started[i] = as->started[--as->nstarted];
 				return;
 			}
@@ -225,6 +262,10 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		e.ph = TRACE_PH_INSTANT;
 		if (trace_add_event(t, &e))
 			add_nvtx_args(as, r->a);
+		break;
+	case EVBUF_SAMPLE:
+	case EVBUF_STACK:
+		add_stack(as, th, tid, r);
 		break;
 	default:
 		break; /* kinds of capture sources this build does not know */
@@ -304,13 +345,13 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		for (k = th->depth; k-- > 0;)
 			add_range(&as, th->tid, th->stack[k].name, th->stack[k].ts,
 				  t->meta.end_ts, TRACE_F_CLIPPED_END | th->stack[k].flags,
-				  th->stack[k].a, th->stack[k].id);
+				  th->stack[k].a, th->stack[k].id, th->stack[k].stack);
 		free(th->stack);
 	}
 	for (i = 0; i < as.nstarted; i++)
 		add_range(&as, as.started[i].tid, as.started[i].name,
 			  as.started[i].ts, t->meta.end_ts, TRACE_F_CLIPPED_END,
-			  as.started[i].a, 0);
+			  as.started[i].a, 0, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
 	free(as.threads);

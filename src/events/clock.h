@@ -87,6 +87,30 @@ static inline int64_t clock_now_ns(void)
 	return clock_mono_ns();
 }
 
+/* As clock_now_ns(), for signal handlers that may interrupt
+ * clock_calibrate() on their own thread (the CPU sampler's): it never waits
+ * for the parameters; while they are being written it reads
+ * CLOCK_MONOTONIC instead (microseconds apart at most). Any thread. */
+static inline int64_t clock_now_ns_signal(void)
+{
+#if defined(__x86_64__)
+	struct clock_params *c = clock_params;
+
+	if (atomic_load_explicit(&c->on, memory_order_acquire)) {
+		uint32_t s = atomic_load_explicit(&c->seq, memory_order_acquire);
+		int64_t tsc0 = atomic_load_explicit(&c->tsc0, memory_order_relaxed);
+		int64_t ns0 = atomic_load_explicit(&c->ns0, memory_order_relaxed);
+		uint64_t mult = atomic_load_explicit(&c->mult, memory_order_relaxed);
+		int64_t d = (int64_t)__rdtsc() - tsc0;
+
+		atomic_thread_fence(memory_order_acquire);
+		if (!(s & 1) && atomic_load_explicit(&c->seq, memory_order_relaxed) == s)
+			return ns0 + (int64_t)(((__int128)d * (__int128)mult) >> 32);
+	}
+#endif
+	return clock_mono_ns();
+}
+
 /*
  * Takes a (TSC, CLOCK_MONOTONIC) pair and updates the parameters: the first
  * call decides whether the TSC is used and anchors; a later call at least

@@ -59,6 +59,7 @@ struct evbuf_tls {
 	uint64_t gen;              /* generation of `chunk` */
 	struct evbuf_chunk *chunk; /* current chunk, NULL = none */
 	int32_t tid;
+	int32_t busy;              /* 1 while an append runs on this thread */
 };
 static __thread struct evbuf_tls tls __attribute__((tls_model("initial-exec")));
 
@@ -96,17 +97,14 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 	return c;
 }
 
-int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
-		     uint32_t len, uint64_t id, uint64_t a)
+/* The append proper; the caller holds the thread's `busy` flag. */
+static int append_owned(uint64_t gen, uint16_t kind, int64_t ts,
+			const void *payload, uint32_t len, uint64_t id, uint64_t a)
 {
-	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
-	uint64_t gen = st >> 1;
 	struct evbuf_chunk *c = tls.chunk;
 	struct evbuf_rec *r;
 	uint32_t used = 0, need;
 
-	if (!(st & 1))
-		return -1;
 	if (len > EVBUF_NAME_MAX)
 		len = EVBUF_NAME_MAX;
 	need = rec_size(len);
@@ -136,6 +134,27 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		memcpy(r + 1, payload, len);
 	atomic_store_explicit(&c->used, used + need, memory_order_release);
 	return 0;
+}
+
+/* A signal handler (the CPU sampler's) may append on a thread that was
+ * interrupted in the middle of an append: both would write at the same
+ * offset of the same chunk. The per-thread `busy` flag makes the nested
+ * append give up instead. Signal fences suffice: only the same thread
+ * reads the flag. */
+int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
+		     uint32_t len, uint64_t id, uint64_t a)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
+	int rc;
+
+	if (!(st & 1) || tls.busy)
+		return -1;
+	tls.busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	rc = append_owned(st >> 1, kind, ts, payload, len, id, a);
+	atomic_signal_fence(memory_order_seq_cst);
+	tls.busy = 0;
+	return rc;
 }
 
 void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a)
@@ -289,4 +308,5 @@ void evbuf_after_fork_child(void)
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
 	tls.chunk = NULL;
 	tls.tid = 0;
+	tls.busy = 0;
 }

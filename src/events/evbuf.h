@@ -37,8 +37,21 @@ enum evbuf_kind {
 	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
 	EVBUF_RANGE_END = 4,  /* id = range id; a = evbuf_nvtx_a() */
 	EVBUF_MARK = 5,       /* name; a = evbuf_nvtx_a() */
-	EVBUF_USER = 64       /* first kind free for capture sources */
+	EVBUF_USER = 64,      /* first kind free for capture sources */
+	/* CPU sampler (src/capture/sampler.h). Payload: uint64_t instruction
+	 * addresses, innermost first. */
+	EVBUF_SAMPLE = 72,    /* timer sample: frame 0 is the interrupted
+				 instruction, the rest return addresses;
+				 id = timer periods it stands for (1 + overruns);
+				 a = EVBUF_STACK_TRUNCATED or 0 */
+	EVBUF_STACK = 73      /* stack taken on purpose (range push, slow CUDA
+				 call): all return addresses; id = kind-specific
+				 (CUDA correlation id); a = trace stack kind << 8
+				 | EVBUF_STACK_TRUNCATED or 0 */
 };
+
+/* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */
+#define EVBUF_STACK_TRUNCATED 1u
 
 /* `a` of the range and mark records: the NVTX domain id in bits 0-23 (0 is
  * NVTX's default domain, which prof_range_push also uses), flags in bits
@@ -106,7 +119,9 @@ struct evbuf_stats {
 void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a);
 
 /* As evbuf_append() with an explicit timestamp and a payload of `len` bytes
- * (not necessarily text). Returns 0, or -1 when dropped or inactive. */
+ * (not necessarily text). Returns 0, or -1 when dropped or inactive, and
+ * also when it interrupted another append on the same thread (a signal
+ * handler's record is then dropped: the interrupted one stays intact). */
 int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
 		     uint32_t len, uint64_t id, uint64_t a);
 

@@ -8,6 +8,7 @@
  */
 #include "trace.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,10 @@ void trace_free(struct trace *t)
 	free(t->meta.run);
 	free(t->meta.reason);
 	free(t->meta.notes);
+	free(t->frames);
+	free(t->frame_slots);
+	free(t->stack_frames);
+	free(t->stacks);
 	memset(t, 0, sizeof *t);
 }
 
@@ -387,6 +392,222 @@ int trace_add_thread(struct trace *t, int32_t pid, int32_t tid, const char *name
 	t->threads[t->nthreads].tid = tid;
 	t->threads[t->nthreads].name = nid;
 	t->nthreads++;
+	return 0;
+}
+
+/* Hash of a code address for t->frame_slots. */
+static size_t pc_hash(uint64_t pc)
+{
+	pc ^= pc >> 29;
+	pc *= 0xbf58476d1ce4e5b9ULL;
+	pc ^= pc >> 32;
+	return (size_t)pc;
+}
+
+/* Doubles the frame hash (or creates it) and reinserts every frame.
+ * 0, or -1 (t->oom set). */
+static int frame_rehash(struct trace *t)
+{
+	size_t n = t->nframe_slots ? t->nframe_slots * 2 : 1024, i;
+	uint32_t *slots;
+
+	if (n > SIZE_MAX / sizeof *slots || n / 2 > UINT32_MAX) {
+		t->oom = 1;
+		return -1;
+	}
+	slots = calloc(n, sizeof *slots);
+	if (!slots) {
+		t->oom = 1;
+		return -1;
+	}
+	for (i = 0; i < t->nframes; i++) {
+		size_t k = pc_hash(t->frames[i].pc) & (n - 1);
+
+		while (slots[k])
+			k = (k + 1) & (n - 1);
+		slots[k] = (uint32_t)(i + 1);
+	}
+	free(t->frame_slots);
+	t->frame_slots = slots;
+	t->nframe_slots = n;
+	return 0;
+}
+
+/* Index of the frame for `pc`, added if new; -1 (t->oom) on failure. */
+static long frame_intern(struct trace *t, uint64_t pc)
+{
+	struct trace_frame *fr;
+	size_t k;
+
+	if ((t->nframes + 1) * 2 > t->nframe_slots && frame_rehash(t) != 0)
+		return -1;
+	k = pc_hash(pc) & (t->nframe_slots - 1);
+	while (t->frame_slots[k]) {
+		uint32_t i = t->frame_slots[k] - 1;
+
+		if (t->frames[i].pc == pc)
+			return (long)i;
+		k = (k + 1) & (t->nframe_slots - 1);
+	}
+	fr = grow(t->frames, &t->cap_frames, t->nframes, sizeof *t->frames, 256);
+	if (!fr) {
+		t->oom = 1;
+		return -1;
+	}
+	t->frames = fr;
+	fr = &t->frames[t->nframes];
+	fr->pc = pc;
+	fr->name = STRTAB_NONE;
+	fr->module = STRTAB_NONE;
+	t->frame_slots[k] = (uint32_t)(t->nframes + 1);
+	return (long)t->nframes++;
+}
+
+/* Adds a stack (see trace.h). Return addresses are stored minus one, so
+ * each frame's pc lies inside the calling function even when the call was
+ * its last instruction. */
+long trace_add_stack(struct trace *t, const struct trace_stack *s,
+		     const uint64_t *ips, size_t n, int leaf_exact)
+{
+	struct trace_stack *st;
+	uint32_t *sf;
+	size_t i, first = t->nstack_frames;
+
+	if (t->oom)
+		return -1;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	if (t->nstack_frames + n > UINT32_MAX || t->nstacks >= UINT32_MAX) {
+		t->oom = 1;
+		return -1;
+	}
+	st = grow(t->stacks, &t->cap_stacks, t->nstacks, sizeof *t->stacks, 64);
+	if (!st) {
+		t->oom = 1;
+		return -1;
+	}
+	t->stacks = st;
+	for (i = 0; i < n; i++) {
+		uint64_t pc = ips[i] - (i == 0 && leaf_exact ? 0 : 1);
+		long f = frame_intern(t, pc);
+
+		if (f < 0)
+			break;
+		sf = grow(t->stack_frames, &t->cap_stack_frames, t->nstack_frames,
+			  sizeof *t->stack_frames, 1024);
+		if (!sf) {
+			t->oom = 1;
+			break;
+		}
+		t->stack_frames = sf;
+		t->stack_frames[t->nstack_frames++] = (uint32_t)f;
+	}
+	if (t->oom) {
+		t->nstack_frames = first;
+		return -1;
+	}
+	st = &t->stacks[t->nstacks];
+	*st = *s;
+	st->first = (uint32_t)first;
+	st->depth = (uint16_t)n;
+	st->folded = STRTAB_NONE;
+	return (long)t->nstacks++;
+}
+
+/* Appends `n` bytes of `src` at buf[*pos] as far as size allows, with ';'
+ * made ':' and control characters '?'; advances *pos by n regardless. */
+static void fold_put(char *buf, size_t size, size_t *pos, const char *src,
+		     size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++, (*pos)++) {
+		char c = src[i];
+
+		if (c == ';')
+			c = ':';
+		else if ((unsigned char)c < 0x20 || c == 0x7f)
+			c = '?';
+		if (*pos + 1 < size)
+			buf[*pos] = c;
+	}
+}
+
+/* Folds a stack, outermost first (see trace.h). */
+size_t trace_stack_fold(const struct trace *t, const struct trace_stack *s,
+			char *buf, size_t size)
+{
+	size_t pos = 0, i;
+
+	for (i = s->depth; i-- > 0;) {
+		const struct trace_frame *f = &t->frames[t->stack_frames[s->first + i]];
+		char hex[24];
+
+		if (i + 1 < s->depth) {
+			if (pos + 1 < size)
+				buf[pos] = ';';
+			pos++;
+		}
+		if (f->name != STRTAB_NONE) {
+			fold_put(buf, size, &pos, trace_str(t, f->name),
+				 strtab_len(&t->names, f->name));
+		} else {
+			int n = snprintf(hex, sizeof hex, "0x%llx", (unsigned long long)f->pc);
+			fold_put(buf, size, &pos, hex, (size_t)n);
+		}
+	}
+	if (size)
+		buf[pos < size ? pos : size - 1] = '\0';
+	return pos;
+}
+
+/* Attaches the stack placeholder to the last event. 0 or -1. */
+int trace_arg_stack(struct trace *t, uint32_t stack)
+{
+	return trace_arg_uint(t, TRACE_ARG_STACK, stack);
+}
+
+/* Attaches a string argument to event `ev`, moving its arguments to the
+ * end of t->args first when it is not the last event (the old copies stay
+ * behind, unreferenced). 0, or -1 (bad index, too many args, or t->oom). */
+int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
+		     const char *s, size_t len)
+{
+	struct trace_event *e;
+	struct trace_arg *a;
+	uint32_t kid, sid;
+	size_t i, n;
+
+	if (t->oom || ev >= t->nev)
+		return -1;
+	if (ev == t->nev - 1)
+		return trace_arg_str(t, key, s, len);
+	e = &t->ev[ev];
+	n = e->nargs;
+	if (n == UINT16_MAX || t->nargs + n + 1 > UINT32_MAX)
+		return -1;
+	kid = trace_intern(t, key ? key : "", key ? strlen(key) : 0);
+	sid = trace_intern(t, s ? s : "", s ? len : 0);
+	if (kid == STRTAB_NONE || sid == STRTAB_NONE)
+		return -1;
+	for (i = 0; i <= n; i++) {
+		a = grow(t->args, &t->cap_args, t->nargs, sizeof *t->args, 256);
+		if (!a) {
+			t->oom = 1;
+			return -1;
+		}
+		t->args = a;
+		if (i < n) {
+			t->args[t->nargs] = t->args[e->args + i];
+		} else {
+			t->args[t->nargs].key = kid;
+			t->args[t->nargs].type = TRACE_ARG_STR;
+			t->args[t->nargs].v.str = sid;
+		}
+		t->nargs++;
+	}
+	e->args = (uint32_t)(t->nargs - n - 1);
+	e->nargs = (uint16_t)(n + 1);
 	return 0;
 }
 

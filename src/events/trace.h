@@ -150,6 +150,65 @@ struct trace_meta {
 				      per line, each '\n'-ended; NULL = none */
 };
 
+/* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md)
+ *
+ * Every stack of the window, over a shared table of frames. Timer samples
+ * also become events (cat cpu_sample, instants named after the innermost
+ * function, with args "stack" = the folded stack, outermost first, and
+ * "weight" = timer periods) once the sampler's collect has named them:
+ * writers and reports that only read events see them there. */
+
+/* What a stack was taken for. */
+enum trace_stack_kind {
+	TRACE_STACK_SAMPLE = 0, /* a timer sample of the thread */
+	TRACE_STACK_RANGE = 1,  /* a range push: attached to that range's event */
+	TRACE_STACK_CUDA = 2    /* a slow CUDA API call: id = its correlation id */
+};
+
+/* trace_stack.flags */
+enum { TRACE_STACK_TRUNCATED = 1 }; /* deeper (outer) frames were cut */
+
+/* One distinct code address of the window's stacks. */
+struct trace_frame {
+	uint64_t pc;     /* inside the function: the interrupted instruction,
+			    or a return address minus one */
+	uint32_t name;   /* strtab id of the function, STRTAB_NONE until the
+			    stacks are symbolized */
+	uint32_t module; /* strtab id of the module's file name, or STRTAB_NONE */
+};
+
+/* One stack. Its frames are trace.frames[trace.stack_frames[first + i]] for
+ * i in [0, depth), innermost first. */
+struct trace_stack {
+	int64_t ts;
+	uint64_t id;     /* kind-specific (see trace_stack_kind) */
+	int32_t tid;
+	uint32_t first;  /* index into trace.stack_frames */
+	uint32_t weight; /* samples: timer periods it stands for (1 + overruns) */
+	uint32_t folded; /* strtab id of "outer;...;inner" once symbolized,
+			    else STRTAB_NONE */
+	uint16_t depth;
+	uint8_t kind;    /* enum trace_stack_kind */
+	uint8_t flags;   /* TRACE_STACK_* */
+};
+
+/* How the window's threads were sampled; all zero when they were not. */
+struct trace_sampling {
+	uint32_t hz;        /* requested samples per second and thread */
+	uint32_t depth;     /* most frames kept per stack */
+	int64_t period_ns;  /* timer period: 1e9 / hz */
+	int wall_clock;     /* 1: wall-clock timers, 0: CPU-time timers */
+	int signal;         /* the signal the samples came with */
+	uint64_t lost;      /* samples taken but not recorded (buffers) */
+	uint64_t slow;      /* samples unwound step by step, the thread not
+			       yet known safe for the fast unwinder */
+};
+
+/* An event argument with this key and type TRACE_ARG_UINT holds a stack
+ * index until the stacks are symbolized; it then becomes the TRACE_ARG_STR
+ * folded stack ("outer;...;inner"). */
+#define TRACE_ARG_STACK "stack"
+
 struct trace {
 	struct strtab names;
 	struct trace_event *ev;
@@ -167,6 +226,16 @@ struct trace {
 	struct trace_meta meta;
 	struct trace_counters counters;
 	int oom;
+	/* CPU stacks (trace_add_stack) */
+	struct trace_frame *frames;
+	size_t nframes, cap_frames;
+	uint32_t *frame_slots;        /* pc hash: frame index + 1, 0 = empty */
+	size_t nframe_slots;          /* power of two, or 0 */
+	uint32_t *stack_frames;       /* frame indexes of every stack */
+	size_t nstack_frames, cap_stack_frames;
+	struct trace_stack *stacks;
+	size_t nstacks, cap_stacks;
+	struct trace_sampling sampling;
 };
 
 /* Initializes an empty trace. Returns 0, or -1 on allocation failure. */
@@ -218,6 +287,30 @@ int trace_add_process(struct trace *t, int32_t pid, const char *name, int32_t so
 /* Adds a device's properties (copied; a later call for the same id
  * replaces it). 0 or -1. */
 int trace_add_device(struct trace *t, const struct trace_device *d);
+
+/* Adds a stack of `n` instruction addresses, innermost first: return
+ * addresses, except ips[0] when `leaf_exact` (a sample's interrupted
+ * instruction). Copies *s (its first, depth and folded are set here; depth
+ * is cut at 65535) and interns each address in t->frames. Returns the
+ * stack's index, or -1 (t->oom set). */
+long trace_add_stack(struct trace *t, const struct trace_stack *s,
+		     const uint64_t *ips, size_t n, int leaf_exact);
+
+/* Writes stack `s` folded, outermost frame first, as "a;b;c" into
+ * buf[size] (NUL-ended, cut if short) and returns its full length. Frames
+ * not yet symbolized read "0x<pc>"; ';' in a name becomes ':' and control
+ * characters '?', so the result is one field of a folded-stacks line. */
+size_t trace_stack_fold(const struct trace *t, const struct trace_stack *s,
+			char *buf, size_t size);
+
+/* Attaches the TRACE_ARG_STACK placeholder for stack `stack` to the last
+ * event. 0 or -1. */
+int trace_arg_stack(struct trace *t, uint32_t stack);
+
+/* Attaches a string argument to event `ev` (any event, not only the last:
+ * its arguments are moved to the end of t->args first). 0 or -1. */
+int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
+		     const char *s, size_t len);
 
 /* Sorts events by (pid, tid, ts, longer first): nesting order per thread. */
 void trace_sort(struct trace *t);

@@ -569,6 +569,30 @@ static int add_u64(cJSON *o, const char *key, uint64_t v)
 	return cJSON_AddRawToObject(o, key, buf) ? 0 : -1;
 }
 
+/* Adds "cpu_samples": how the window was sampled. 0 or -1. */
+static int add_sampling(cJSON *ph, const struct trace *t)
+{
+	const struct trace_sampling *sm = &t->sampling;
+	cJSON *o = cJSON_AddObjectToObject(ph, "cpu_samples");
+	uint64_t n = 0;
+	size_t i;
+	int bad = 0;
+
+	if (!o)
+		return -1;
+	for (i = 0; i < t->nstacks; i++)
+		n += t->stacks[i].kind == TRACE_STACK_SAMPLE;
+	bad |= add_u64(o, "hz", sm->hz);
+	bad |= add_str(o, "clock", sm->wall_clock ? "wall" : "cpu");
+	bad |= add_u64(o, "depth", sm->depth);
+	bad |= add_i64(o, "period_ns", sm->period_ns);
+	bad |= add_i64(o, "signal", sm->signal);
+	bad |= add_u64(o, "samples", n);
+	bad |= add_u64(o, "lost", sm->lost);
+	bad |= add_u64(o, "slow_unwinds", sm->slow);
+	return bad ? -1 : 0;
+}
+
 /* Adds "deviceProperties": one object per GPU with Kineto's keys. 0 or -1. */
 static int add_devices(cJSON *root, const struct trace *t)
 {
@@ -649,6 +673,8 @@ static cJSON *build_header(const struct trace *t)
 			bad |= add_u64(cn, "clipped", c->clipped);
 			bad |= add_u64(cn, "gpu_dropped", c->gpu_dropped);
 		}
+		if (t->sampling.hz)
+			bad |= add_sampling(ph, t);
 	}
 	if (bad) {
 		cJSON_Delete(root);

@@ -14,6 +14,7 @@
 #include "memory_timeline.h"
 #include "outfile.h"
 #include "phb.h"
+#include "stacks.h"
 #include "summary.h"
 
 /* Remembers a written file in *res. */
@@ -90,6 +91,39 @@ static int write_tensorboard(const struct trace *t, const char *run_dir,
 			 : write_chrome(t, path, true, e))
 		return -1;
 	note_file(res, path);
+	return 0;
+}
+
+/* Writes the window's CPU-sample files (stacks.h): stacks.txt and
+ * cpu_functions.txt. */
+static int write_stacks(const struct trace *t, struct export_result *res,
+			struct err *e)
+{
+	static const struct {
+		const char *name;
+		int (*write)(const struct trace *, struct outfile *, struct err *);
+	} files[] = {
+		{ "stacks.txt", stacks_write_folded },
+		{ "cpu_functions.txt", stacks_write_functions },
+	};
+	char path[4352];
+	size_t i;
+
+	for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+		struct outfile *f;
+
+		snprintf(path, sizeof path, "%s/%s", res->dir, files[i].name);
+		f = outfile_open(path, false, e);
+		if (!f)
+			return -1;
+		if (files[i].write(t, f, e) != 0) {
+			outfile_abort(f);
+			return -1;
+		}
+		if (outfile_commit(f, e) != 0)
+			return -1;
+		note_file(res, path);
+	}
 	return 0;
 }
 
@@ -195,6 +229,8 @@ int export_window(const struct trace *t, const struct export_opts *o,
 		note_file(res, path);
 	}
 	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
+		return -1;
+	if (o->stacks && t->sampling.hz && write_stacks(t, res, e) != 0)
 		return -1;
 	if (o->memory_timeline && write_memory_timeline(t, res, e) != 0)
 		return -1;

@@ -35,6 +35,8 @@ struct export_opts {
 	bool raw;              /* write capture.phb */
 	bool memory_timeline;  /* write memory_timeline.{json,html} when the
 				  window has GPU allocations or frees */
+	bool stacks;           /* stacks.txt + cpu_functions.txt, when the
+				  window was sampled (t->sampling.hz) */
 };
 
 /* What was written: the window directory and the files in it. */

@@ -2,6 +2,7 @@
 #include "capture.h"
 
 #include "../capture/nvtx.h"
+#include "../capture/sampler.h"
 #include "host.h"
 #include "../capture/python.h"
 
@@ -9,13 +10,16 @@
 #include "../capture/cupti.h"
 #endif
 
-/* Sources in the order they are called. */
+/* Sources in the order they are called. The sampler stays last: its
+ * collect names the stacks other sources' events carry (the CUDA calls'
+ * backtraces) and adds the samples as events. */
 const struct capture_ops *const capture_sources[] = {
 	&nvtx_capture,
 #ifdef PROFHOST_HAVE_CUDA
 	&cupti_capture,
 #endif
 	&python_capture,
+	&sampler_capture,
 	NULL
 };
 

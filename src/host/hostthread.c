@@ -155,6 +155,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.summary = false; /* written last, below, after the reports */
 	o.raw = h->cfg->export.raw;
 	o.memory_timeline = h->cfg->export.memory_timeline;
+	o.stacks = h->cfg->export.stacks;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

@@ -50,6 +50,11 @@ struct shim_api {
 	 * pop() after recording the pop. Idle cost unchanged: the hooks are
 	 * only looked at once a window is open. Any thread. */
 	void (*set_range_hooks)(uint64_t (*push)(void), void (*pop)(void));
+	/* Installs the hook called on the pushing thread right after a range
+	 * push (NVTX or prof_range_push) was recorded in a window; NULL
+	 * removes it. The CPU sampler takes the thread's stack there
+	 * (prof.capture{range_stacks}). Any thread. */
+	void (*set_range_pushed_hook)(void (*pushed)(void));
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

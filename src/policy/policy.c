@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +361,30 @@ static void cfg_str(lua_State *L, int t, const char *key, bool optional,
 		luaL_error(L, "policy: out of memory");
 }
 
+/* A signal field ("auto", "SIGPROF" or "SIGRTMIN+N", as the schema
+ * checked) as a number, 0 for "auto"; raises for N beyond this system's
+ * real-time signals. */
+static int cfg_signal(lua_State *L, int t, const char *key)
+{
+	const char *v;
+	int n = 0, sig = 0;
+
+	if (lua_getfield(L, t, key) != LUA_TSTRING)
+		luaL_error(L, "policy: configuration field '%s' is not a string", key);
+	v = lua_tostring(L, -1);
+	if (strcmp(v, "SIGPROF") == 0) {
+		sig = SIGPROF;
+	} else if (sscanf(v, "SIGRTMIN+%d", &n) == 1) {
+		if (n < 0 || n > SIGRTMAX - SIGRTMIN)
+			luaL_error(L, "prof.capture: 'cpu_samples.signal' %s: this "
+				   "system has real-time signals SIGRTMIN+0 to "
+				   "SIGRTMIN+%d", v, SIGRTMAX - SIGRTMIN);
+		sig = SIGRTMIN + n;
+	}
+	lua_pop(L, 1);
+	return sig;
+}
+
 /* Pushes section `name` of the table at t; raises if it is not a table. */
 static int cfg_section(lua_State *L, int t, const char *name)
 {
@@ -406,6 +431,9 @@ static void read_capture(lua_State *L, int cfg, struct policy_config *c)
 	c->capture.cuda_memory = cfg_bool(L, s, "cuda_memory");
 	c->capture.cpu_hz = cfg_u32(L, s, "cpu_hz", 0);
 	c->capture.cpu_wall_clock = cfg_bool(L, s, "cpu_wall_clock");
+	c->capture.cpu_depth = cfg_u32(L, s, "cpu_depth", 1);
+	c->capture.cpu_signal = cfg_signal(L, s, "cpu_signal");
+	c->capture.range_stacks = cfg_bool(L, s, "range_stacks");
 	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.buffer_bytes =

@@ -70,6 +70,10 @@ struct policy_config {
 		     cuda_driver, cuda_sync, cuda_memory; /* default true */
 		uint32_t cpu_hz;       /* 0 = no CPU sampling (default) */
 		bool cpu_wall_clock;   /* false: CPU-time clock */
+		uint32_t cpu_depth;    /* frames kept per stack; default 128 */
+		int cpu_signal;        /* 0 = "auto" (default), else the signal
+					  number ("SIGPROF", "SIGRTMIN+N") */
+		bool range_stacks;     /* a stack at each range push; default false */
 		uint32_t cuda_backtrace_us; /* 0 = off */
 		bool record_shapes;
 		size_t buffer_bytes;   /* per-window event pool; default 128 MiB */

@@ -44,7 +44,8 @@ describe("prof", function()
 			assert.are.same({
 				nvtx = true, cuda_kernels = true, cuda_memcpy = true, cuda_memset = true,
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
-				cpu_hz = 0, cpu_wall_clock = false, cuda_backtrace_us = 0,
+				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
+				range_stacks = false, cuda_backtrace_us = 0,
 				record_shapes = false, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
@@ -225,6 +226,32 @@ describe("prof", function()
 			c = config_of("prof.capture{ cpu_samples = {} }").capture
 			assert.are.equal(99, c.cpu_hz)
 			assert.is_false(c.cpu_wall_clock)
+		end)
+
+		it("cpu_samples takes a stack depth and a signal; range_stacks a boolean", function()
+			local c = config_of([[prof.capture{ cpu_samples = { depth = 32, signal = "SIGRTMIN+3" },
+				range_stacks = true }]]).capture
+			assert.are.equal(32, c.cpu_depth)
+			assert.are.equal("SIGRTMIN+3", c.cpu_signal)
+			assert.is_true(c.range_stacks)
+			prof._reset()
+			c = config_of('prof.capture{ cpu_samples = { signal = "SIGPROF" } }').capture
+			assert.are.equal("SIGPROF", c.cpu_signal)
+			assert.are.equal(128, c.cpu_depth)
+			assert.is_false(c.range_stacks)
+			prof._reset()
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples.depth' must be an integer from 1 to 512, got 600",
+				error_of("prof.capture{ cpu_samples = { depth = 600 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples.signal' must be \"auto\", \"SIGPROF\" or \"SIGRTMIN+N\" (N from 0 to 30), got string \"SIGUSR1\"",
+				error_of('prof.capture{ cpu_samples = { signal = "SIGUSR1" } }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'cpu_samples.signal' must be \"auto\", \"SIGPROF\" or \"SIGRTMIN+N\" (N from 0 to 30), got string \"SIGRTMIN+31\"",
+				error_of('prof.capture{ cpu_samples = { signal = "SIGRTMIN+31" } }'))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'range_stacks' must be a boolean, got string \"yes\"",
+				error_of('prof.capture{ range_stacks = "yes" }'))
 		end)
 
 		it("rejects wrong values with the key path", function()

@@ -11,6 +11,7 @@
 #include <ftw.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +150,8 @@ static void test_valid_file_config(void)
 		"            kernel = \"^nccl\", python = \"optimizer\", cuda = \"cudaGraphLaunch\",\n"
 		"            nvtx_mark = \"tick\" }\n"
 		"prof.capture{ cuda = { driver = false }, nvtx = false,\n"
-		"              cpu_samples = { hz = 250, clock = \"wall\" },\n"
+		"              cpu_samples = { hz = 250, clock = \"wall\", depth = 40,\n"
+		"                              signal = \"SIGRTMIN+2\" }, range_stacks = true,\n"
 		"              cuda_backtrace = { threshold_us = 20 }, record_shapes = true,\n"
 		"              buffer_mb = 256 }\n"
 		"prof.export{ chrome = { gzip = true }, tensorboard = true,\n"
@@ -195,6 +197,9 @@ static void test_valid_file_config(void)
 	CHECK(!c->capture.cuda_driver);
 	CHECK_EQ_INT(c->capture.cpu_hz, 250);
 	CHECK(c->capture.cpu_wall_clock);
+	CHECK_EQ_INT(c->capture.cpu_depth, 40);
+	CHECK_EQ_INT(c->capture.cpu_signal, SIGRTMIN + 2);
+	CHECK(c->capture.range_stacks);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 20);
 	CHECK(c->capture.record_shapes);
 	CHECK_EQ_INT(c->capture.buffer_bytes, 256u << 20);
@@ -234,6 +239,9 @@ static void test_defaults(void)
 	CHECK_EQ_INT(c->capture_range.count, 1);
 	CHECK(c->capture.nvtx && c->capture.cuda_kernels && c->capture.cuda_driver);
 	CHECK_EQ_INT(c->capture.cpu_hz, 0);
+	CHECK_EQ_INT(c->capture.cpu_depth, 128);
+	CHECK_EQ_INT(c->capture.cpu_signal, 0);
+	CHECK(!c->capture.range_stacks);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 0);
 	CHECK_EQ_INT(c->capture.buffer_bytes, 128u << 20);
 	CHECK(c->export.chrome && !c->export.chrome_gzip && !c->export.tensorboard);

@@ -1,0 +1,173 @@
+/*
+ * sampler — CPU stacks: timer samples of every thread while a window
+ * records, stacks taken on purpose (range pushes, slow CUDA calls), and
+ * their symbolization at export. See docs/stacks.md.
+ *
+ * Files:
+ *   sampler.c  the capture source: configuration, signal choice, the
+ *              sampler thread (thread discovery through /proc/self/task,
+ *              one POSIX timer per thread), window open/close, collect.
+ *   unwind.c   what runs on sampled threads: the signal handler (libunwind's
+ *              unw_backtrace into a stack buffer, then one evbuf record)
+ *              and the synchronous backtrace for sampler_record_stack().
+ *   symbols.c  addresses to names on the host thread: per-module tables
+ *              from the ELF .symtab (else .dynsym), dladdr as a fallback,
+ *              C++ demangling, module+0xoffset when nothing is known.
+ *
+ * Threads: sampler_capture's callbacks follow src/host/capture.h. The
+ * handler runs on application threads and is async-signal-safe. The
+ * symbols_* functions are host-thread only (one struct symbols per user).
+ */
+#ifndef PROFHOST_SAMPLER_H
+#define PROFHOST_SAMPLER_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "../events/trace.h"
+#include "../host/capture.h"
+
+/* The capture source (listed in src/host/capture.c, after every source
+ * that adds events a stack may be attached to: its collect symbolizes). */
+extern const struct capture_ops sampler_capture;
+
+/* Most frames one stack keeps (an evbuf record holds EVBUF_NAME_MAX bytes). */
+#define SAMPLER_DEPTH_MAX 512
+
+/*
+ * Takes a stack of the calling thread now and appends it to the recording
+ * window as an EVBUF_STACK record of `kind` (enum trace_stack_kind) with
+ * `id` (TRACE_STACK_CUDA: the call's correlation id). Frames inside
+ * profhost itself are left out. For the CUPTI capture: call it from the
+ * API-exit callback of a call longer than prof.capture{cuda_backtrace};
+ * the sampler's collect then attaches the stack, as a "stack" argument, to
+ * the event with that correlation id (cat cuda_runtime / cuda_driver /
+ * cuda_sync, trace_event.id = correlation id).
+ * Any thread, not from a signal handler. Returns 0, or -1 when no window
+ * records, stacks are off, or the record was dropped.
+ */
+int sampler_record_stack(unsigned kind, uint64_t id);
+
+/* Fills ips[0..max) with the calling thread's return addresses, innermost
+ * first, leaving out profhost's own frames; sets *truncated when deeper
+ * frames did not fit. Returns how many were stored (0 on failure). Any
+ * thread, not from a signal handler (the sampling signal is blocked while
+ * it unwinds). */
+int sampler_backtrace_now(uint64_t *ips, int max, bool *truncated);
+
+/* ---- internal to src/capture (sampler.c, unwind.c, bench, tests) ---- */
+
+/* One sampled thread. The handler finds it through the timer's sigev_value;
+ * only the sampler thread creates and deletes slots. */
+struct sampler_slot {
+	_Atomic int32_t tid;       /* 0: free */
+	_Atomic uint32_t epoch;    /* dl epoch this thread last unwound at */
+	_Atomic int has_timer;     /* `timer` exists */
+	int seen;                  /* found by the current scan */
+	timer_t timer;
+	int signo;                 /* the signal `timer` was created with */
+};
+
+/* What the handler reads; set up by sampler.c (and the benchmark). */
+struct unwind_config {
+	int (*append)(uint16_t kind, int64_t ts, const void *payload,
+		      uint32_t len, uint64_t id, uint64_t a);
+	struct sampler_slot *slots;
+	size_t nslots;
+	uint32_t depth;            /* frames kept per stack */
+};
+
+/* Counters of the handler, reset at each window open. */
+struct unwind_counts {
+	uint64_t samples;  /* recorded */
+	uint64_t lost;     /* taken but not recorded (buffers full, nested) */
+	uint64_t slow;     /* unwound step by step: thread not known safe */
+};
+
+/* Sets the handler's configuration and computes the address ranges where a
+ * thread may hold an allocator or loader lock (malloc's family of
+ * functions, libc's and an interposed allocator's; the dynamic loader) and
+ * those of profhost
+ * itself. Start-up, before any signal is installed. 0 or -1. */
+int unwind_setup(const struct unwind_config *cfg);
+
+/* Turns recording on (counters reset) or off. Any thread. */
+void unwind_set_recording(bool on);
+
+/* Current counters (racy snapshot). */
+void unwind_counts(struct unwind_counts *out);
+
+/* Installs the handler on `signo`, remembering the previous action to chain
+ * signals that are not the sampler's. Returns 0 or -1 (errno). */
+int unwind_install(int signo);
+
+/* True when `signo`'s current handler is the sampler's. */
+bool unwind_owns(int signo);
+
+/* Forgets `signo` (the application took it over): the handler then ignores
+ * what still arrives on it. */
+void unwind_disown(int signo);
+
+/* Restores the previous action of `signo` if the handler is still ours. */
+void unwind_uninstall(int signo);
+
+/* Bumps the loader epoch when modules were loaded or unloaded since the
+ * last call (each thread's next sample then checks again that it is at a
+ * safe point before unw_backtrace). Sampler thread. */
+void unwind_poll_loader(void);
+
+/* Warms the calling thread's unwinder outside any handler and marks `slot`
+ * (may be NULL) as safe to unwind at the current epoch; returns that
+ * epoch. */
+uint32_t unwind_warm_self(struct sampler_slot *slot);
+
+/* True when one of the `n` addresses lies where a thread may hold an
+ * allocator or loader lock (the check before a thread's first fast
+ * unwind). Async-signal-safe. */
+bool unwind_stack_unsafe(const uint64_t *ips, int n);
+
+/* The signal handler itself (exposed for the benchmark). */
+void unwind_handler(int signo, siginfo_t *si, void *uc);
+
+/* The signal that stacks taken on purpose must block (0: none). */
+void unwind_set_block_signal(int signo);
+
+/* ---- symbols.c ---- */
+
+struct symbols;
+
+/* A symbolizer with an empty per-module cache; NULL when out of memory. */
+struct symbols *symbols_new(void);
+
+/* Frees the symbolizer and its module cache. NULL-safe. */
+void symbols_free(struct symbols *s);
+
+/* Re-reads the process's module list (dl_iterate_phdr); modules already
+ * cached keep their tables. Call before a round of lookups. 0 or -1. */
+int symbols_refresh(struct symbols *s);
+
+/*
+ * Names the code address `pc` (an address inside the function) into
+ * name[size] and the module's file name into module[msize] ("" when it is
+ * in no module). Returns 2 when a symbol was found (demangled when a C++
+ * demangler is in the process), 1 when only the module is known (name is
+ * "<module>+0x<offset>", the offset an address in the ELF file's address
+ * space, as addr2line takes it), 0 when nothing is (name is "0x<pc>").
+ */
+int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
+		   char *module, size_t msize);
+
+/* The extent [*lo, *hi) of the sized function symbol holding `pc`.
+ * Returns 0, or -1 when none is known. */
+int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi);
+
+/* Names every frame of `t` and sets each stack's folded string; then turns
+ * TRACE_ARG_STACK placeholders into strings and attaches each CUDA stack to
+ * the API event with its correlation id. 0, or -1 when memory ran out. */
+int symbols_resolve_trace(struct symbols *s, struct trace *t);
+
+#endif

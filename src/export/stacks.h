@@ -1,0 +1,34 @@
+/*
+ * stacks — the CPU-sample outputs of a window (see docs/stacks.md):
+ *
+ *   stacks.txt         folded stacks, one line per distinct stack:
+ *                      "<thread>;outer;...;inner <samples>" (flamegraph.pl,
+ *                      speedscope, inferno read it). A stack cut at the
+ *                      configured depth gets a "[truncated]" frame after
+ *                      the thread.
+ *   cpu_functions.txt  per function: self samples (it was the innermost
+ *                      frame), total samples (it was anywhere on the stack,
+ *                      once per sample), both also as % and as CPU (or
+ *                      wall) milliseconds: samples times timer periods.
+ *
+ * They read only the trace's timer samples (TRACE_STACK_SAMPLE), with the
+ * names the sampler's collect gave the frames ("0x<pc>" otherwise).
+ * Host thread.
+ */
+#ifndef PROFHOST_STACKS_H
+#define PROFHOST_STACKS_H
+
+#include "../events/trace.h"
+#include "../util/err.h"
+#include "outfile.h"
+
+/* Writes stacks.txt's content. 0, or -1 with *e set (out of memory, or
+ * the outfile's error). */
+int stacks_write_folded(const struct trace *t, struct outfile *out,
+			struct err *e);
+
+/* Writes cpu_functions.txt's content. 0 or -1 with *e set. */
+int stacks_write_functions(const struct trace *t, struct outfile *out,
+			   struct err *e);
+
+#endif

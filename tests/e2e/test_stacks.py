@@ -1,0 +1,262 @@
+"""End to end: CPU stacks of a program with known call chains (stacks_app,
+built -O2 without frame pointers), read back from stacks.txt (parsed the way
+flamegraph.pl parses it), cpu_functions.txt and the Chrome trace."""
+import json
+import os
+import re
+import unittest
+
+from harness import (BUILD, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
+                     window_dirs)
+
+STACKS_APP = os.path.join(TESTBIN, "stacks_app")
+SIGPROF = 27
+
+# flamegraph.pl's reading of a folded line: the stack, spaces, a count.
+FOLDED = re.compile(r"^(.*)\s+?(\d+(?:\.\d*)?)$")
+
+
+def read_folded(path):
+    """[(frames, count)] of a folded-stacks file, failing on any line that
+    flamegraph.pl would not take."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            m = FOLDED.match(line)
+            if not m:
+                raise AssertionError("not a folded line: %r" % line)
+            frames = m.group(1).split(";")
+            if any(not fr for fr in frames):
+                raise AssertionError("empty frame in %r" % line)
+            out.append((frames, int(m.group(2))))
+    return out
+
+
+def contains_run(frames, run_):
+    """True when `run_` appears in `frames` as consecutive frames."""
+    n = len(run_)
+    return any(frames[i:i + n] == run_ for i in range(len(frames) - n + 1))
+
+
+class CpuStacks(TempDirTest):
+    def profile(self, capture, app_args, schedule="skip_first = 1, active = 10, cycles = 1",
+                export=""):
+        policy = self.write("policy.lua", "prof.schedule { %s }\nprof.capture { %s }\n%s" % (
+            schedule, capture, export))
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", STACKS_APP] + app_args)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        return r, dirs[0]
+
+    def thread_samples(self, folded, thread):
+        return [(fr[1:], n) for fr, n in folded if fr[0] == thread]
+
+    def check_trace(self, wdir, folded):
+        """The trace is valid JSON whose cpu_sample instants are stacks.txt's
+        samples: same stacks per thread, same counts."""
+        trace = load_trace(wdir)
+        names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+                 if e.get("ph") == "M" and e.get("name") == "thread_name"}
+        instants = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+        from_trace = {}
+        for e in instants:
+            self.assertEqual(e["ph"], "i")
+            frames = e["args"]["stack"].split(";")
+            self.assertEqual(e["name"], frames[-1])
+            self.assertGreaterEqual(e["args"]["weight"], 1)
+            key = [names[e["tid"]]] + (["[truncated]"] if e["args"].get("truncated") else [])
+            key = ";".join(key + frames)
+            from_trace[key] = from_trace.get(key, 0) + 1
+        self.assertEqual(from_trace, {";".join(fr): n for fr, n in folded})
+        self.assertEqual(trace["profhost"]["cpu_samples"]["samples"], len(instants))
+        return trace, instants
+
+    def test_cpu_clock_sees_the_burner_not_the_sleeper(self):
+        r, wdir = self.profile('cpu_samples = { hz = 999, clock = "cpu" }', ["--steps", "14"])
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        burner = self.thread_samples(folded, "burner")
+        total = sum(n for _, n in burner)
+        on_abc = sum(n for fr, n in burner if contains_run(fr, ["a", "b", "c"]))
+        # ~125 on an idle machine; a loaded one gives the burner less CPU.
+        self.assertGreaterEqual(total, 10, folded)
+        self.assertGreaterEqual(on_abc, 0.9 * total, burner)
+        # The sleeper uses no CPU: d never shows.
+        self.assertFalse(any("d" in fr for fr, _ in folded), folded)
+        self.assertEqual(self.thread_samples(folded, "sleeper"), [])
+        # cpu_functions.txt: spin (called by c) burns, a, b and c hold it.
+        with open(os.path.join(wdir, "cpu_functions.txt")) as f:
+            table = f.read()
+        rows = {}
+        for line in table.splitlines()[3:]:
+            m = re.match(r"\s*(\d+)\s+([\d.]+)%\s+([\d.]+) ms\s+(\d+)\s+([\d.]+)%\s+([\d.]+) ms"
+                         r"  (\S+)  \[(.*)\]$", line)
+            self.assertTrue(m, line)
+            rows[m.group(7)] = (int(m.group(1)), int(m.group(4)), m.group(8))
+        self.assertGreaterEqual(rows["c"][1], on_abc)
+        self.assertEqual(rows["c"][2], "stacks_app")
+        self.assertGreater(rows["spin"][0], 0)
+        trace, instants = self.check_trace(wdir, folded)
+        self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "cpu")
+        self.assertEqual(trace["profhost"]["cpu_samples"]["signal"], SIGPROF)
+        self.assertTrue(any(";a;b;c" in e["args"]["stack"] for e in instants))
+
+    def test_wall_clock_sees_the_sleeper(self):
+        r, wdir = self.profile('cpu_samples = { hz = 200, clock = "wall" }', ["--steps", "14"])
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        sleeper = self.thread_samples(folded, "sleeper")
+        self.assertGreaterEqual(sum(n for _, n in sleeper), 20, folded)
+        self.assertTrue(all("d" in fr for fr, _ in sleeper), sleeper)
+        # The main thread sleeps in main too, and is seen.
+        self.assertTrue(any("main" in fr[1:] for fr, _ in folded), folded)
+        trace, _ = self.check_trace(wdir, folded)
+        self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "wall")
+
+    def test_application_sigprof_handler_keeps_firing(self):
+        r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--own-sigprof"])
+        m = re.search(r"sigprof (\d+) timer (\d+)", r.stdout)
+        self.assertTrue(m, r.stdout)
+        self.assertGreater(int(m.group(1)), 0)     # its ITIMER_PROF still fires
+        self.assertEqual(int(m.group(2)), 0)       # and none of profhost's timers
+        self.assertIn("the application handles SIGPROF: CPU samples use SIGRTMIN+", r.stderr)
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        self.assertTrue(any(contains_run(fr, ["a", "b", "c"]) for fr, _ in folded), folded)
+        trace = load_trace(wdir)
+        self.assertNotEqual(trace["profhost"]["cpu_samples"]["signal"], SIGPROF)
+
+    def test_deep_recursion_is_truncated_at_the_depth(self):
+        for depth in (64, 128):
+            r, wdir = self.profile('cpu_samples = { hz = 999, depth = %d }' % depth,
+                                   ["--steps", "14", "--deep", "500"])
+            folded = read_folded(os.path.join(wdir, "stacks.txt"))
+            deep = [(fr, n) for fr, n in folded if fr[0] == "deep"]
+            self.assertGreaterEqual(sum(n for _, n in deep), 3, folded)
+            for fr, _ in deep:
+                self.assertEqual(fr[1], "[truncated]")
+                self.assertEqual(len(fr) - 2, depth)
+                # Inner frames: the leaf, its caller, then recursion only.
+                self.assertTrue(set(fr[2:-2]) == {"recurse"}, fr)
+                self.assertIn(fr[-1], ("deep_leaf", "spin"))
+            trace, instants = self.check_trace(wdir, folded)
+            truncated = [e for e in instants if e["args"].get("truncated")]
+            self.assertEqual(len(truncated), sum(n for _, n in deep))
+            for e in truncated:
+                self.assertEqual(len(e["args"]["stack"].split(";")), depth)
+            self.tearDown()
+            self.setUp()
+
+    def test_thread_started_mid_window_is_sampled(self):
+        r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--late", "4"])
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        late = self.thread_samples(folded, "late")
+        total = sum(n for _, n in late)
+        self.assertGreaterEqual(total, 3, folded)
+        # Nearly all in late_work (its start-up may take a sample).
+        self.assertGreaterEqual(sum(n for fr, n in late if "late_work" in fr), 0.8 * total, late)
+
+    def test_thread_that_exits_mid_window(self):
+        # "brief" lives from step 3 for about three steps of the window.
+        r, wdir = self.profile('cpu_samples = { hz = 999 }', ["--steps", "14", "--brief", "3"])
+        folded = read_folded(os.path.join(wdir, "stacks.txt"))
+        brief = self.thread_samples(folded, "brief")
+        total = sum(n for _, n in brief)
+        self.assertGreaterEqual(total, 2, folded)
+        # Nearly all in brief_work; the thread's own exit (TLS destructors,
+        # a sanitizer's cleanup) may take a sample or two.
+        self.assertGreaterEqual(sum(n for fr, n in brief if "brief_work" in fr), 0.8 * total,
+                                brief)
+        # Sampling went on for the others after it exited.
+        trace = load_trace(wdir)
+        burner_tid = [t for t in trace["traceEvents"] if t.get("ph") == "M" and
+                      t.get("name") == "thread_name" and t["args"]["name"] == "burner"]
+        brief_tid = [t for t in trace["traceEvents"] if t.get("ph") == "M" and
+                     t.get("name") == "thread_name" and t["args"]["name"] == "brief"]
+        self.assertEqual(len(burner_tid), 1)
+        self.assertEqual(len(brief_tid), 1)
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+        last_brief = max(s["ts"] for s in samples if s["tid"] == brief_tid[0]["tid"])
+        self.assertTrue(any(s["ts"] > last_brief + 50000 for s in samples
+                            if s["tid"] == burner_tid[0]["tid"]))
+
+    def test_range_stacks(self):
+        r, wdir = self.profile("range_stacks = true", ["--steps", "8", "--step-ms", "10",
+                                                       "--ranges"],
+                               schedule="skip_first = 1, active = 4, cycles = 1")
+        trace = load_trace(wdir)
+        ranged = [e for e in trace["traceEvents"] if e.get("name") == "ranged"]
+        self.assertEqual(len(ranged), 4)
+        for e in ranged:
+            # Innermost: the function that pushed (profhost's own frames
+            # are left out); outermost first.
+            self.assertTrue(e["args"]["stack"].endswith(";main;ranged_caller"), e)
+        # No sampling: no sample outputs.
+        self.assertFalse(os.path.exists(os.path.join(wdir, "stacks.txt")))
+        self.assertFalse(any(e.get("cat") == "cpu_sample" for e in trace["traceEvents"]))
+
+    def test_stacks_export_can_be_turned_off(self):
+        r, wdir = self.profile("cpu_samples = { hz = 99 }", ["--steps", "14"],
+                               export="prof.export { stacks = false }\n")
+        self.assertFalse(os.path.exists(os.path.join(wdir, "stacks.txt")))
+        self.assertFalse(os.path.exists(os.path.join(wdir, "cpu_functions.txt")))
+        self.assertIn("cpu_samples", load_trace(wdir)["profhost"])
+
+
+CUDA_APP = os.path.join(TESTBIN, "cuda_fake_app")
+CUPTI_FAKE = os.path.join(BUILD, "tests", "lib", "libcupti-fake.so")
+
+
+class CudaBacktraces(TempDirTest):
+    """prof.capture{cuda_backtrace}: slow CUDA calls carry the calling
+    thread's stack, through the CUPTI fake (built when the CUDA headers are
+    found; without them there is no GPU capture to attach stacks to)."""
+
+    def setUp(self):
+        super().setUp()
+        if not os.path.exists(CUDA_APP) or not os.path.exists(CUPTI_FAKE):
+            self.skipTest("the CUPTI fake is not built (no CUDA headers)")
+
+    def api_events(self, threshold_us):
+        policy = self.write("policy.lua", (
+            "prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
+            "prof.capture { cuda_backtrace = { threshold_us = %d } }\n" % threshold_us))
+        out = os.path.join(self.tmp, "out%d" % threshold_us)
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", CUDA_APP, "--steps", "6"],
+                env=base_env({"PROF_CUPTI_LIB": CUPTI_FAKE}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        return [e for e in trace["traceEvents"]
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and e.get("ph") == "X"]
+
+    def test_slow_calls_carry_their_stack(self):
+        api = self.api_events(10)
+        # cudaDeviceSynchronize waits for the step's kernels (~400 us).
+        sync = [e for e in api if e["name"] == "cudaDeviceSynchronize"]
+        self.assertEqual(len(sync), 2)
+        for e in sync:
+            self.assertGreater(e["dur"], 10)
+            frames = e["args"]["stack"].split(";")
+            # Outermost first, from main down into the call (the fake's
+            # frames, whose names depend on its inlining); profhost's own
+            # frames are left out.
+            self.assertIn("main", frames, e)
+            inner = frames[frames.index("main") + 1:]
+            self.assertTrue(inner, e)
+            self.assertFalse([f for f in inner if "sampler" in f or "api_callback" in f], e)
+        for e in api:
+            if "stack" in e["args"]:
+                self.assertGreaterEqual(e["dur"], 10 * 0.99, e)
+                self.assertIn(";main;", e["args"]["stack"])
+
+    def test_fast_calls_have_none(self):
+        api = self.api_events(1000000)
+        self.assertTrue(api)
+        self.assertFalse([e for e in api if "stack" in e["args"]])
+
+
+if __name__ == "__main__":
+    unittest.main()
