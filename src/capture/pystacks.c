@@ -50,6 +50,12 @@ int pystacks_init(void)
 	return 0;
 }
 
+void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi)
+{
+	pys.eval_lo = lo;
+	pys.eval_hi = hi;
+}
+
 static void window_free(struct pys_window *w)
 {
 	free(w->v);
@@ -163,21 +169,144 @@ static bool take(uint64_t gen, struct pys_window *out)
 	return found;
 }
 
+#define PYS_PC_BASE 0xffff800000000000ull /* Python frames: no code there */
+#define PYS_DEPTH_MAX 4096                 /* frames of a merged stack */
+
+static int cmp_snap(const void *pa, const void *pb)
+{
+	const struct pys_snap *a = pa, *b = pb;
+
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return (a->ts > b->ts) - (a->ts < b->ts);
+}
+
+/* The snapshot of `tid` nearest to `ts` within `tol`, or NULL. w->v is
+ * sorted by (tid, ts). */
+static const struct pys_snap *nearest(const struct pys_window *w, int32_t tid,
+				      int64_t ts, int64_t tol)
+{
+	const struct pys_snap *best = NULL;
+	size_t lo = 0, hi = w->n;
+	int64_t d;
+
+	while (lo < hi) { /* the first snapshot at or after (tid, ts) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct pys_snap *s = &w->v[mid];
+
+		if (s->tid < tid || (s->tid == tid && s->ts < ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < w->n && w->v[lo].tid == tid && (d = w->v[lo].ts - ts) <= tol) {
+		best = &w->v[lo];
+		tol = d;
+	}
+	if (lo > 0 && w->v[lo - 1].tid == tid && ts - w->v[lo - 1].ts <= tol)
+		best = &w->v[lo - 1];
+	return best;
+}
+
+/* True when frame `f` of `t` lies in the interpreter's eval loop. */
+static bool is_eval(const struct trace *t, uint32_t f)
+{
+	uint64_t pc = t->frames[f].pc;
+
+	return pc >= pys.eval_lo && pc < pys.eval_hi;
+}
+
+/* Merges snapshot `snap` (its frames in `text`) into stack `k`: the span
+ * from its innermost to its outermost interpreter frame becomes the
+ * snapshot's frames. `buf` holds PYS_DEPTH_MAX indexes. Returns 1 when
+ * merged, 0 when the stack ran no Python, -1 when out of memory. */
+static int merge_one(struct trace *t, size_t k, const struct pys_snap *snap,
+		     const char *text, uint32_t module, uint32_t *buf)
+{
+	struct trace_stack s = t->stacks[k];
+	long inner = -1, outer = -1, i;
+	size_t n = 0, pos, end = snap->off + snap->len, room;
+
+	if (s.depth > PYS_DEPTH_MAX / 2)
+		return 0;
+	for (i = 0; i < s.depth; i++)
+		if (is_eval(t, t->stack_frames[s.first + i])) {
+			if (inner < 0)
+				inner = i;
+			outer = i;
+		}
+	if (inner < 0)
+		return 0;
+	for (i = 0; i < inner; i++)
+		buf[n++] = t->stack_frames[s.first + i];
+	/* Python frames, leaving room for the native frames outside the span */
+	room = PYS_DEPTH_MAX - (size_t)(s.depth - outer);
+	for (pos = snap->off; pos < end && n < room;) {
+		const char *line = text + pos, *nl = memchr(line, '\n', end - pos);
+		size_t len = nl ? (size_t)(nl - line) : end - pos;
+		uint32_t name = trace_intern(t, line, len);
+		long f;
+
+		pos += len + 1;
+		if (name == STRTAB_NONE)
+			return -1;
+		f = trace_add_frame(t, PYS_PC_BASE | name, name, module);
+		if (f < 0)
+			return -1;
+		buf[n++] = (uint32_t)f;
+	}
+	for (i = outer + 1; i < s.depth && n < PYS_DEPTH_MAX; i++)
+		buf[n++] = t->stack_frames[s.first + i];
+	return trace_set_stack_frames(t, k, buf, n) == 0 ? 1 : -1;
+}
+
 int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 		   struct err *e)
 {
 	struct pys_window w;
+	uint32_t *buf = NULL, module;
+	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
+	size_t k, merged = 0, samples = 0;
+	int rc = 0;
 
-	(void)snapshot_hz;
-	(void)t;
-	(void)e;
 	if (!take(gen, &w))
 		return 0;
 	if (w.dropped)
-		log_msg(LOG_DEBUG, "python stacks: %llu snapshots dropped",
-			(unsigned long long)w.dropped);
+		log_msg(LOG_DEBUG, "python stacks: %llu snapshots dropped (more than "
+			"%u MiB in the window)", (unsigned long long)w.dropped,
+			PYSTACKS_MAX_BYTES >> 20);
+	if (w.n == 0 || t->nstacks == 0 || !pys.eval_lo)
+		goto out;
+	qsort(w.v, w.n, sizeof *w.v, cmp_snap);
+	buf = malloc(PYS_DEPTH_MAX * sizeof *buf);
+	module = trace_intern(t, "python", 6);
+	if (!buf || module == STRTAB_NONE) {
+		rc = err_set(e, "out of memory merging the Python stacks");
+		goto out;
+	}
+	for (k = 0; k < t->nstacks; k++) {
+		const struct pys_snap *snap;
+		int r;
+
+		if (t->stacks[k].kind != TRACE_STACK_SAMPLE)
+			continue;
+		samples++;
+		snap = nearest(&w, t->stacks[k].tid, t->stacks[k].ts, tol);
+		if (!snap)
+			continue;
+		r = merge_one(t, k, snap, w.text, module, buf);
+		if (r < 0) {
+			rc = err_set(e, "out of memory merging the Python stacks");
+			break;
+		}
+		merged += (size_t)r;
+	}
+	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu samples "
+		"show Python frames", w.n, merged, samples);
+out:
+	free(buf);
 	window_free(&w);
-	return 0;
+	return rc;
 }
 
 void pystacks_fini(void)

@@ -42,6 +42,9 @@
  * 0, or -1 when it is not there (no merge is possible then). Start-up. */
 int pystacks_init(void);
 
+/* Tests: takes [lo, hi) as the interpreter's frame-evaluation code. */
+void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi);
+
 /* Snapshots of window generation `gen` are kept from now on. */
 void pystacks_open(uint64_t gen);
 

@@ -39,7 +39,6 @@
 #define PYB_FAST_POLL_MS 5000
 #define PYB_SLOW_POLL_US 20000
 #define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
-#define PYB_HAVE_SAMPLER 0         /* the CPU sampler is built in */
 
 /* Window state as the bridge sees it (pybridge_api.state). */
 enum {
@@ -467,7 +466,7 @@ static uint32_t pyb_stack_rate(struct host *h)
 {
 	uint32_t hz = h->cfg->capture.cpu_hz;
 
-	if (!PYB_HAVE_SAMPLER || hz == 0 || pystacks_init() != 0)
+	if (hz == 0 || pystacks_init() != 0)
 		return 0;
 	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;
 }

@@ -463,6 +463,51 @@ static long frame_intern(struct trace *t, uint64_t pc)
 	return (long)t->nframes++;
 }
 
+long trace_add_frame(struct trace *t, uint64_t pc, uint32_t name, uint32_t module)
+{
+	long f;
+
+	if (t->oom)
+		return -1;
+	f = frame_intern(t, pc);
+	if (f >= 0 && t->frames[f].name == STRTAB_NONE) {
+		t->frames[f].name = name;
+		t->frames[f].module = module;
+	}
+	return f;
+}
+
+int trace_set_stack_frames(struct trace *t, size_t stack, const uint32_t *frames,
+			   size_t n)
+{
+	size_t first = t->nstack_frames;
+	uint32_t *sf;
+
+	if (t->oom || stack >= t->nstacks)
+		return -1;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	if (t->nstack_frames + n > UINT32_MAX) {
+		t->oom = 1;
+		return -1;
+	}
+	while (t->nstack_frames + n > t->cap_stack_frames) {
+		sf = grow(t->stack_frames, &t->cap_stack_frames, t->cap_stack_frames,
+			  sizeof *t->stack_frames, 1024);
+		if (!sf) {
+			t->oom = 1;
+			return -1;
+		}
+		t->stack_frames = sf;
+	}
+	memcpy(t->stack_frames + first, frames, n * sizeof *frames);
+	t->nstack_frames += n;
+	t->stacks[stack].first = (uint32_t)first;
+	t->stacks[stack].depth = (uint16_t)n;
+	t->stacks[stack].folded = STRTAB_NONE;
+	return 0;
+}
+
 /* Adds a stack (see trace.h). Return addresses are stored minus one, so
  * each frame's pc lies inside the calling function even when the call was
  * its last instruction. */

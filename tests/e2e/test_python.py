@@ -184,6 +184,27 @@ class TorchSteps(PythonTest):
             self.assertNotIn(note, summaries[1])  # said once
             self.assertEqual(r.stderr.count(note), 1)
 
+    def test_python_frames_in_cpu_samples(self):
+        policy = SCHEDULE + "prof.capture { cpu_samples = { hz = 999 } }\n"
+        r, out = self.prof_run([TRAIN, "--steps", "20"], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, EXPECTED)
+        for d in window_dirs(out):
+            stacks = read(os.path.join(d, "stacks.txt"))
+            # The training loop's function, by name, with its file and line,
+            # under the script's module and above torch's native frames.
+            self.assertRegex(stacks, r"<module> \([^;]*train\.py:\d+\);main \([^;]*train\.py:"
+                             r"\d+\);train_loop \([^;]*train\.py:\d+\)")
+            # Not profhost's own wrappers, and no interpreter loop frames
+            # left where Python frames stand.
+            self.assertNotIn("_bridge.py", stacks)
+            for line in stacks.splitlines():
+                if "train_loop (" in line:
+                    self.assertNotIn("_PyEval_EvalFrameDefault", line)
+            trace = load_trace(d)
+            samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+            self.assertTrue(any("train_loop (" in e["args"]["stack"] for e in samples))
+
     def test_step_boundaries_are_the_ends_of_optimizer_steps(self):
         stamps = os.path.join(self.tmp, "stamps.json")
         r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
@@ -333,6 +354,55 @@ print("calls", len(stamps))
     @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
     def test_other_python(self):
         self.check(OTHER_PYTHON)
+
+    BUSY_MODULE = """
+import time
+
+
+def spin(seconds):
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        n += 1
+    return n
+
+
+class Trainer:
+    def train_step(self):
+        return spin(0.02)
+"""
+    BUSY_SCRIPT = """
+import sys, time
+t0 = time.monotonic()
+while "profhost._bridge" not in sys.modules and time.monotonic() - t0 < 5:
+    time.sleep(0.001)
+import stepmod
+t = stepmod.Trainer()
+for i in range(16):
+    t.train_step()
+print("done")
+"""
+
+    def check_frames(self, python):
+        self.write("stepmod.py", self.BUSY_MODULE)
+        script = self.write("busy.py", self.BUSY_SCRIPT)
+        policy = self.POLICY + "prof.capture { cpu_samples = { hz = 999 } }\n"
+        r, out = self.preload_run([script], policy_text=policy, python=python)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, EXPECTED)
+        for d in window_dirs(out):
+            stacks = read(os.path.join(d, "stacks.txt"))
+            # Python frames by name, file and line, innermost last: the
+            # method (qualified on 3.11+), then the function it calls.
+            self.assertRegex(stacks, r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
+                             r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+
+    def test_python_frames_debian_python(self):
+        self.check_frames(PYTHON)
+
+    @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
+    def test_python_frames_other_python(self):
+        self.check_frames(OTHER_PYTHON)
 
     def test_reported_phases_without_torch(self):
         self.write("stepmod.py", self.MODULE.replace(
