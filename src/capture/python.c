@@ -32,6 +32,7 @@
 #include "../host/host.h"
 #include "../util/log.h"
 #include "pystacks.h"
+#include "torchnvtx.h"
 
 #define PYB_API_VERSION 2
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
@@ -50,7 +51,8 @@ enum {
 
 /* Notes the bridge reports (pybridge_api.note). */
 enum {
-	PYB_NOTE_TORCH_CPU_ONLY = 1 /* torch has no CUDA: no operator events */
+	PYB_NOTE_TORCH_CPU_ONLY = 1, /* torch has no CUDA: no operator events */
+	PYB_NOTE_NVTX_ON = 2         /* torch's emit_nvtx was entered */
 };
 
 /* Step phases, in the order of the bridge's PHASE_* constants. */
@@ -555,6 +557,13 @@ static int pyb_collect(struct host *h, const struct host_job *job,
 	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
 		return -1;
+	if (atomic_load(&pyb.notes) & PYB_NOTE_NVTX_ON) {
+		size_t ops;
+
+		if (torchnvtx_convert(t, &ops, e) != 0)
+			return -1;
+		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
+	}
 	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
 	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
 			   "torch; this one is CPU-only, so the trace has no "

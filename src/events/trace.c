@@ -156,6 +156,34 @@ struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e
 	return slot;
 }
 
+/* Makes the last event's arguments the last ones of t->args, so more can
+ * be appended: trace_arg_str_at() on an earlier event appends after them.
+ * 0, or -1 (t->oom set). */
+static int last_args_at_end(struct trace *t)
+{
+	struct trace_event *last = &t->ev[t->nev - 1];
+	size_t i, n = last->nargs;
+
+	if ((size_t)last->args + n == t->nargs)
+		return 0;
+	if (n == 0) {
+		last->args = (uint32_t)t->nargs;
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		struct trace_arg *a = grow(t->args, &t->cap_args, t->nargs,
+					   sizeof *t->args, 256);
+		if (!a) {
+			t->oom = 1;
+			return -1;
+		}
+		t->args = a;
+		t->args[t->nargs++] = t->args[last->args + i];
+	}
+	last->args = (uint32_t)(t->nargs - n);
+	return 0;
+}
+
 /* Appends an argument with key `key` to the last event and returns it for
  * the caller to fill in, or NULL: no event yet, too many args for one event
  * (65535), or allocation failure (t->oom set). */
@@ -167,6 +195,8 @@ static struct trace_arg *trace_arg_new(struct trace *t, const char *key,
 	uint32_t kid;
 
 	if (t->oom || t->nev == 0)
+		return NULL;
+	if (last_args_at_end(t) != 0)
 		return NULL;
 	last = &t->ev[t->nev - 1];
 	if (last->nargs == UINT16_MAX || t->nargs >= UINT32_MAX)
@@ -192,7 +222,7 @@ int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n)
 {
 	struct trace_event *last;
 
-	if (t->oom || t->nev == 0)
+	if (t->oom || t->nev == 0 || last_args_at_end(t) != 0)
 		return -1;
 	last = &t->ev[t->nev - 1];
 	if ((size_t)last->nargs + n > UINT16_MAX || t->nargs + n >= UINT32_MAX)

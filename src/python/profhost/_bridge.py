@@ -43,6 +43,7 @@ _IDLE, _WARMUP, _RECORDING = 0, 1, 2
 _STATE_MASK = 3
 _EXPLICIT = 16
 _NOTE_TORCH_CPU_ONLY = 1
+_NOTE_NVTX_ON = 2
 
 _API_VERSION = 2
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
@@ -598,6 +599,7 @@ def _set_nvtx(on):
             _debug_exc("emit_nvtx")
             return
         _nvtx, _nvtx_tid = ctx, me
+        _c_note(_NOTE_NVTX_ON)
     elif not on and _nvtx is not None and me == _nvtx_tid:
         ctx, _nvtx = _nvtx, None
         try:
