@@ -388,20 +388,6 @@ static int load_window(const char *path, struct trace *t, char *dir, size_t dsiz
 
 /* ------------------------------------------------------------ output */
 
-/* Writes `text` to `path` atomically. */
-static int write_text(const char *path, const char *text, struct err *e)
-{
-	struct outfile *f = outfile_open(path, false, e);
-
-	if (!f)
-		return -1;
-	if (outfile_puts(f, text) != 0) {
-		outfile_error(f, e);
-		outfile_abort(f);
-		return -1;
-	}
-	return outfile_commit(f, e);
-}
 
 /* Emits a rendered report: html into `html_path` (or -o), text and json to
  * stdout (or -o). */
@@ -422,7 +408,7 @@ static int emit(const struct report_opts *o, const struct policy_report *r,
 		fputs(text, stdout);
 		return fflush(stdout) == 0 ? 0 : 1;
 	}
-	if (write_text(dest, text, &e) != 0) {
+	if (outfile_write_text(dest, text, &e) != 0) {
 		fprintf(stderr, "prof report: %s\n", e.msg);
 		return 1;
 	}
@@ -546,7 +532,7 @@ int cli_report_main(int argc, char **argv)
 			if (wl.n == 1) {
 				if (emit(&o, &r, out_path) != 0)
 					status = 1;
-			} else if (r.html && write_text(out_path, r.html, &e) != 0) {
+			} else if (r.html && outfile_write_text(out_path, r.html, &e) != 0) {
 				fprintf(stderr, "prof report: %s\n", e.msg);
 				status = 1;
 			}

@@ -344,43 +344,6 @@ static int cmp_nest_tl(const void *a, const void *b)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Self times of the events idx[0..n) (sorted by cmp_nest_tl) into self[]:
- * each event's duration minus the parts of it covered by events nested in
- * it (the innermost open event owns each instant). */
-static void self_times(const struct trace *t, const size_t *idx, size_t n,
-		       int64_t *self, size_t *stack)
-{
-	size_t i, depth = 0;
-
-	for (i = 0; i < n; i++) {
-		const struct trace_event *ev = &t->ev[idx[i]];
-		int64_t end = ev->ts + ev->dur;
-
-		self[i] = ev->dur;
-		if (i > 0) {
-			const struct trace_event *pv = &t->ev[idx[i - 1]];
-			if (pv->pid != ev->pid || pv->tid != ev->tid)
-				depth = 0;
-		}
-		while (depth > 0) {
-			const struct trace_event *top = &t->ev[idx[stack[depth - 1]]];
-			if (top->ts + top->dur > ev->ts)
-				break;
-			depth--;
-		}
-		if (depth > 0) {
-			size_t p = stack[depth - 1];
-			const struct trace_event *top = &t->ev[idx[p]];
-			int64_t pend = top->ts + top->dur;
-
-			self[p] -= (end < pend ? end : pend) - ev->ts;
-			if (self[p] < 0)
-				self[p] = 0;
-		}
-		stack[depth++] = i;
-	}
-}
-
 /* The group key of an event; false when it has none (BY_STEP outside any
  * step). */
 static bool group_key(const struct trace *t, const struct query_agg_opts *o,
@@ -549,7 +512,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 			memcpy(pos, sel, nsel * sizeof *pos);
 			tl_trace = t;
 			qsort(pos, nsel, sizeof *pos, cmp_nest_tl);
-			self_times(t, pos, nsel, tmp, stack);
+			trace_self_times(t, pos, nsel, tmp, stack);
 			for (i = 0; i < nsel; i++) {
 				size_t lo = 0, hi = nsel;
 

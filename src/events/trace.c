@@ -759,3 +759,65 @@ void trace_sort(struct trace *t)
 	merge_sort(t->ev, tmp, t->nev);
 	free(tmp);
 }
+
+/* Non-negative duration of an event. */
+static int64_t self_dur(const struct trace_event *ev)
+{
+	return ev->dur > 0 ? ev->dur : 0;
+}
+
+/* One thread's run idx[0..n): each instant belongs to the innermost open
+ * event; self[] accumulates. */
+static void self_sweep(const struct trace *t, const size_t *idx, size_t n,
+		       int64_t *self, size_t *stack)
+{
+	size_t i, depth = 0;
+	int64_t cursor = 0;
+
+	for (i = 0; i <= n; i++) {
+		/* i == n: a start after everything, to close what is open */
+		int64_t s = i < n ? t->ev[idx[i]].ts : INT64_MAX;
+
+		while (depth > 0) {
+			size_t top = stack[depth - 1];
+			const struct trace_event *ev = &t->ev[idx[top]];
+			int64_t end = ev->ts + self_dur(ev);
+
+			if (end > s) { /* still open at s: it owns [cursor, s) */
+				self[top] += s - cursor;
+				cursor = s;
+				break;
+			}
+			if (end > cursor) { /* ended: it owned [cursor, end) */
+				self[top] += end - cursor;
+				cursor = end;
+			}
+			depth--;
+		}
+		if (i == n)
+			break;
+		if (depth == 0)
+			cursor = s;
+		stack[depth++] = i;
+	}
+}
+
+void trace_self_times(const struct trace *t, const size_t *idx, size_t n,
+		      int64_t *self, size_t *stack)
+{
+	size_t i, j;
+
+	for (i = 0; i < n; i++)
+		self[i] = 0;
+	for (i = 0; i < n; i = j) {
+		const struct trace_event *first = &t->ev[idx[i]];
+
+		for (j = i + 1; j < n; j++) {
+			const struct trace_event *ev = &t->ev[idx[j]];
+
+			if (ev->pid != first->pid || ev->tid != first->tid)
+				break;
+		}
+		self_sweep(t, idx + i, j - i, self + i, stack);
+	}
+}

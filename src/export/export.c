@@ -243,18 +243,9 @@ int export_text_file(struct export_result *res, const char *name,
 		     const char *text, struct err *e)
 {
 	char path[4352];
-	struct outfile *f;
 
 	snprintf(path, sizeof path, "%s/%s", res->dir, name);
-	f = outfile_open(path, false, e);
-	if (!f)
-		return -1;
-	if (outfile_puts(f, text) != 0) {
-		outfile_error(f, e);
-		outfile_abort(f);
-		return -1;
-	}
-	if (outfile_commit(f, e) != 0)
+	if (outfile_write_text(path, text, e) != 0)
 		return -1;
 	note_file(res, path);
 	return 0;

@@ -106,44 +106,6 @@ static int sweep_cmp(const void *pa, const void *pb, void *ctx)
 	return ia < ib ? -1 : ia > ib;
 }
 
-/*
- * Self time of each event of one thread's run sel[0..n) (sorted): the time
- * during which it was the innermost open event. stack has room for n.
- */
-static void sweep_thread(const struct trace *t, const size_t *sel, size_t n,
-			 int64_t *self, size_t *stack)
-{
-	size_t i, depth = 0;
-	int64_t cursor = 0;
-
-	for (i = 0; i <= n; i++) {
-		/* i == n: a start after everything, to close what is open */
-		int64_t s = i < n ? t->ev[sel[i]].ts : INT64_MAX;
-
-		while (depth > 0) {
-			size_t top = stack[depth - 1];
-			const struct trace_event *ev = &t->ev[sel[top]];
-			int64_t end = ev->ts + ev_dur(ev);
-
-			if (end > s) { /* still open at s: it owns [cursor, s) */
-				self[top] += s - cursor;
-				cursor = s;
-				break;
-			}
-			if (end > cursor) { /* ended: it owned [cursor, end) */
-				self[top] += end - cursor;
-				cursor = end;
-			}
-			depth--;
-		}
-		if (i == n)
-			break;
-		if (depth == 0)
-			cursor = s;
-		stack[depth++] = i;
-	}
-}
-
 /* The grouping key of an event: a string of the trace or a literal. */
 static const char *event_key(const struct trace *t, const struct trace_event *ev,
 			     enum key_avg_group group)
@@ -443,7 +405,8 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 		if (counted(&t->ev[i]))
 			sel[j++] = i;
 	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
-	for (i = 0; i < n; i = j) {
+	trace_self_times(t, sel, n, self, stack);
+	for (i = 0; gm.nslots && i < n; i = j) {
 		const struct trace_event *first = &t->ev[sel[i]];
 
 		for (j = i + 1; j < n; j++) {
@@ -452,9 +415,7 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 			if (ev->pid != first->pid || ev->tid != first->tid)
 				break;
 		}
-		sweep_thread(t, sel + i, j - i, self + i, stack);
-		if (gm.nslots)
-			gpu_thread(t, sel + i, j - i, &gm, cself + i, ctotal + i, stack);
+		gpu_thread(t, sel + i, j - i, &gm, cself + i, ctotal + i, stack);
 	}
 	if (group_rows(t, sel, n, self, cself, ctotal, group, out) != 0)
 		goto oom;
@@ -637,21 +598,11 @@ int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
 		       const char *path, struct err *e)
 {
 	char *text = key_averages_format(tab, row_limit);
-	struct outfile *f;
+	int rc;
 
 	if (!text)
 		return err_set(e, "out of memory formatting '%s'", path);
-	f = outfile_open(path, false, e);
-	if (!f) {
-		free(text);
-		return -1;
-	}
-	if (outfile_puts(f, text) != 0) {
-		free(text);
-		outfile_error(f, e);
-		outfile_abort(f);
-		return -1;
-	}
+	rc = outfile_write_text(path, text, e);
 	free(text);
-	return outfile_commit(f, e);
+	return rc;
 }

@@ -119,23 +119,13 @@ void memory_timeline_free(struct memory_timeline *m)
 static int write_text(const char *path, struct textbuf *tb, struct err *e)
 {
 	char *text = textbuf_take(tb);
-	struct outfile *f;
+	int rc;
 
 	if (!text)
 		return err_set(e, "out of memory writing '%s'", path);
-	f = outfile_open(path, false, e);
-	if (!f) {
-		free(text);
-		return -1;
-	}
-	if (outfile_puts(f, text) != 0) {
-		outfile_error(f, e);
-		outfile_abort(f);
-		free(text);
-		return -1;
-	}
+	rc = outfile_write_text(path, text, e);
 	free(text);
-	return outfile_commit(f, e);
+	return rc;
 }
 
 /* Microseconds since the window's start, 3 decimals. */

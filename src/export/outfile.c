@@ -309,3 +309,17 @@ void outfile_abort(struct outfile *f)
 	unlink(f->tmp);
 	outfile_free(f);
 }
+
+int outfile_write_text(const char *path, const char *text, struct err *e)
+{
+	struct outfile *f = outfile_open(path, false, e);
+
+	if (!f)
+		return -1;
+	if (outfile_puts(f, text) != 0) {
+		outfile_error(f, e);
+		outfile_abort(f);
+		return -1;
+	}
+	return outfile_commit(f, e);
+}

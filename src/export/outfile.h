@@ -46,6 +46,10 @@ int outfile_error(const struct outfile *f, struct err *e);
  * Returns 0, or -1 with *e naming the file and the failure. */
 int outfile_commit(struct outfile *f, struct err *e);
 
+/* Writes `text` (NUL-terminated) as the whole file `path`, atomically.
+ * Returns 0, or -1 with *e naming the file. */
+int outfile_write_text(const char *path, const char *text, struct err *e);
+
 /* Closes and removes the temporary file; frees f. NULL-safe. */
 void outfile_abort(struct outfile *f);
 

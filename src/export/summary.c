@@ -304,14 +304,5 @@ char *summary_render(const struct trace *t, const char *dir,
 
 int summary_write(const char *path, const char *text, struct err *e)
 {
-	struct outfile *f = outfile_open(path, false, e);
-
-	if (!f)
-		return -1;
-	if (outfile_puts(f, text) != 0) {
-		outfile_error(f, e);
-		outfile_abort(f);
-		return -1;
-	}
-	return outfile_commit(f, e);
+	return outfile_write_text(path, text, e);
 }
