@@ -5,11 +5,11 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx nvtx_instructions writer window_memory sampler.
+# Sections: machine nvtx nvtx_instructions writer window_memory sampler torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory sampler"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory sampler torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -110,6 +110,20 @@ section_window_memory() {
 section_sampler() {
     echo "==== CPU sampling ($BUILD/bin/bench_sampler ${SAMPLER_SECONDS:-3})"
     "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
+}
+
+# ---- torch (issue 6): profhost against torch.profiler on one CPU training
+# loop, side by side (tests/bench/bench_torch.py). Needs torch for
+# /usr/bin/python3 (Debian's python3-torch). docs/performance.md, "Python:
+# profhost vs torch.profiler", says how to read it.
+section_torch() {
+    echo "==== torch: profhost vs torch.profiler (tests/bench/bench_torch.py)"
+    if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+        echo "skipped: /usr/bin/python3 has no torch (apt-get install python3-torch)"
+        return
+    fi
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch.json"
 }
 
 build

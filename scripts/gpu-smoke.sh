@@ -8,6 +8,9 @@
 #   1. examples/cuda_app.cu, the native program;
 #   2. a PyTorch CUDA training loop, when `python3 -c "import torch"` finds
 #      a CUDA-capable torch (skipped, and said, otherwise);
+#   3. examples/train.py (no profhost import) with record_shapes: optimizer
+#      steps, phases, torch's operator events (aten:: cpu_op with Input Dims)
+#      in the trace and in key_averages.txt, kernels;
 # and checks each trace (scripts/gpu_smoke_check.py): kernels, copies with
 # bandwidth, ac2g arrows from launches to kernels, named GPU tracks, device
 # properties, no GPU record dropped, ranges linked to their kernels.
@@ -72,6 +75,36 @@ EOF
             --kernel gemm --range forward --nvtx-range nvtx_forward || status=1
     else
         echo "FAIL the PyTorch loop exited with $?"
+        status=1
+    fi
+else
+    echo "skip: no CUDA-capable PyTorch in python3"
+fi
+
+echo "==== examples/train.py: steps with no code change, phases, torch's operator events"
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    cat > "$tmp/ops.lua" <<'EOF'
+prof.schedule { skip_first = 5, wait = 2, warmup = 1, active = 3, cycles = 1 }
+prof.capture { record_shapes = true }
+EOF
+    if "$prof" run -s "$tmp/ops.lua" -o "$tmp/ops" -- python3 examples/train.py --device cuda --steps 30; then
+        python3 - "$tmp/ops" <<'PYEOF' || status=1
+import glob, gzip, json, os, sys
+d = sorted(glob.glob(os.path.join(sys.argv[1], "*", "rank0", "window*")))[0]
+path = os.path.join(d, "trace.json")
+t = json.load(open(path) if os.path.exists(path) else gzip.open(path + ".gz"))
+ops = [e for e in t["traceEvents"] if e.get("cat") == "cpu_op" and e["name"].startswith("aten::")]
+shaped = [e for e in ops if "Input Dims" in e.get("args", {})]
+kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
+phases = {e["name"] for e in t["traceEvents"] if e.get("name") in ("data", "forward", "backward", "optimizer")}
+table = open(os.path.join(d, "key_averages.txt")).read()
+ok = ops and shaped and kernels and phases == {"data", "forward", "backward", "optimizer"} and "aten::" in table
+print("%s aten:: cpu_op events: %d (%d with Input Dims), kernels: %d, phases: %s" %
+      ("ok  " if ok else "FAIL", len(ops), len(shaped), len(kernels), sorted(phases)))
+sys.exit(0 if ok else 1)
+PYEOF
+    else
+        echo "FAIL examples/train.py exited with $?"
         status=1
     fi
 else

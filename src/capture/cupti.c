@@ -60,6 +60,10 @@ struct cu_pool {
 };
 
 static struct {
+	/* "No driver" is said when the first window opens, not at start-up:
+	 * a process that never captures (a shell, a launcher) stays quiet. */
+	char no_gpu_note[256];
+	bool no_gpu_said;
 	pthread_mutex_t lock;
 	struct host *h;
 	enum cu_state state;
@@ -355,8 +359,9 @@ static void give_up(CUptiResult rc, const char *call)
 	case CUPTI_ERROR_UNKNOWN:
 	case CUPTI_ERROR_NOT_INITIALIZED:
 	case CUPTI_ERROR_INVALID_DEVICE:
-		log_msg(LOG_INFO, "no CUDA driver or GPU here (%s from %s): GPU capture "
-			"is off, CPU capture goes on", name, call);
+		snprintf(cu.no_gpu_note, sizeof cu.no_gpu_note, "no CUDA driver or "
+			 "GPU here (%s from %s): GPU capture is off, CPU capture "
+			 "goes on", name, call);
 		break;
 	case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
 	case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
@@ -799,6 +804,10 @@ static void cu_window_open(struct host *h, uint64_t gen)
 	want(WANT_RECORD);
 	pthread_mutex_lock(&cu.lock);
 	cu.last_gen = gen;
+	if (cu.no_gpu_note[0] && !cu.no_gpu_said) {
+		cu.no_gpu_said = true;
+		log_msg(LOG_INFO, "%s", cu.no_gpu_note);
+	}
 	if (cu.state == CU_NSYS) {
 		nsys_find();
 		if (cu.profiler_start) {

@@ -590,6 +590,8 @@ int symbols_resolve_trace(struct symbols *s, struct trace *t)
 	for (i = 0; i < t->nframes && !t->oom; i++) {
 		struct trace_frame *f = &t->frames[i];
 
+		if (f->name != STRTAB_NONE)
+			continue; /* named by its source (Python frames) */
 		symbols_lookup(s, f->pc, name, sizeof name, module, sizeof module);
 		f->name = trace_intern(t, name, strlen(name));
 		f->module = module[0] ? trace_intern(t, module, strlen(module))

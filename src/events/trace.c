@@ -89,11 +89,35 @@ void trace_free(struct trace *t)
 	free(t->meta.hostname);
 	free(t->meta.run);
 	free(t->meta.reason);
+	free(t->meta.notes);
 	free(t->frames);
 	free(t->frame_slots);
 	free(t->stack_frames);
 	free(t->stacks);
 	memset(t, 0, sizeof *t);
+}
+
+int trace_add_note(struct trace *t, const char *line)
+{
+	size_t old = t->meta.notes ? strlen(t->meta.notes) : 0, n = strlen(line);
+	const char *p = t->meta.notes;
+	char *q;
+
+	while (p && (p = strstr(p, line)) != NULL) {
+		if ((p == t->meta.notes || p[-1] == '\n') && p[n] == '\n')
+			return 0;
+		p++;
+	}
+	q = realloc(t->meta.notes, old + n + 2);
+	if (!q) {
+		t->oom = 1;
+		return -1;
+	}
+	memcpy(q + old, line, n);
+	q[old + n] = '\n';
+	q[old + n + 1] = '\0';
+	t->meta.notes = q;
+	return 0;
 }
 
 /* Interns `len` bytes; STRTAB_NONE (and t->oom set) on failure. */
@@ -132,6 +156,34 @@ struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e
 	return slot;
 }
 
+/* Makes the last event's arguments the last ones of t->args, so more can
+ * be appended: trace_arg_str_at() on an earlier event appends after them.
+ * 0, or -1 (t->oom set). */
+static int last_args_at_end(struct trace *t)
+{
+	struct trace_event *last = &t->ev[t->nev - 1];
+	size_t i, n = last->nargs;
+
+	if ((size_t)last->args + n == t->nargs)
+		return 0;
+	if (n == 0) {
+		last->args = (uint32_t)t->nargs;
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		struct trace_arg *a = grow(t->args, &t->cap_args, t->nargs,
+					   sizeof *t->args, 256);
+		if (!a) {
+			t->oom = 1;
+			return -1;
+		}
+		t->args = a;
+		t->args[t->nargs++] = t->args[last->args + i];
+	}
+	last->args = (uint32_t)(t->nargs - n);
+	return 0;
+}
+
 /* Appends an argument with key `key` to the last event and returns it for
  * the caller to fill in, or NULL: no event yet, too many args for one event
  * (65535), or allocation failure (t->oom set). */
@@ -143,6 +195,8 @@ static struct trace_arg *trace_arg_new(struct trace *t, const char *key,
 	uint32_t kid;
 
 	if (t->oom || t->nev == 0)
+		return NULL;
+	if (last_args_at_end(t) != 0)
 		return NULL;
 	last = &t->ev[t->nev - 1];
 	if (last->nargs == UINT16_MAX || t->nargs >= UINT32_MAX)
@@ -168,7 +222,7 @@ int trace_args_add(struct trace *t, const struct trace_arg *a, size_t n)
 {
 	struct trace_event *last;
 
-	if (t->oom || t->nev == 0)
+	if (t->oom || t->nev == 0 || last_args_at_end(t) != 0)
 		return -1;
 	last = &t->ev[t->nev - 1];
 	if ((size_t)last->nargs + n > UINT16_MAX || t->nargs + n >= UINT32_MAX)
@@ -437,6 +491,51 @@ static long frame_intern(struct trace *t, uint64_t pc)
 	fr->module = STRTAB_NONE;
 	t->frame_slots[k] = (uint32_t)(t->nframes + 1);
 	return (long)t->nframes++;
+}
+
+long trace_add_frame(struct trace *t, uint64_t pc, uint32_t name, uint32_t module)
+{
+	long f;
+
+	if (t->oom)
+		return -1;
+	f = frame_intern(t, pc);
+	if (f >= 0 && t->frames[f].name == STRTAB_NONE) {
+		t->frames[f].name = name;
+		t->frames[f].module = module;
+	}
+	return f;
+}
+
+int trace_set_stack_frames(struct trace *t, size_t stack, const uint32_t *frames,
+			   size_t n)
+{
+	size_t first = t->nstack_frames;
+	uint32_t *sf;
+
+	if (t->oom || stack >= t->nstacks)
+		return -1;
+	if (n > UINT16_MAX)
+		n = UINT16_MAX;
+	if (t->nstack_frames + n > UINT32_MAX) {
+		t->oom = 1;
+		return -1;
+	}
+	while (t->nstack_frames + n > t->cap_stack_frames) {
+		sf = grow(t->stack_frames, &t->cap_stack_frames, t->cap_stack_frames,
+			  sizeof *t->stack_frames, 1024);
+		if (!sf) {
+			t->oom = 1;
+			return -1;
+		}
+		t->stack_frames = sf;
+	}
+	memcpy(t->stack_frames + first, frames, n * sizeof *frames);
+	t->nstack_frames += n;
+	t->stacks[stack].first = (uint32_t)first;
+	t->stacks[stack].depth = (uint16_t)n;
+	t->stacks[stack].folded = STRTAB_NONE;
+	return 0;
 }
 
 /* Adds a stack (see trace.h). Return addresses are stored minus one, so

@@ -146,6 +146,8 @@ struct trace_meta {
 	char *hostname;
 	char *run;                 /* run name */
 	char *reason;              /* "schedule" or the capture_now reason */
+	char *notes;               /* one-time notices for the summary, one
+				      per line, each '\n'-ended; NULL = none */
 };
 
 /* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md)
@@ -257,6 +259,10 @@ int trace_arg_uint(struct trace *t, const char *key, uint64_t v);
 int trace_arg_double(struct trace *t, const char *key, double v);
 int trace_arg_str(struct trace *t, const char *key, const char *s, size_t len);
 
+/* Appends a line (no '\n' in it) to meta.notes, once: a line already
+ * there is not added again. Returns 0 or -1. */
+int trace_add_note(struct trace *t, const char *line);
+
 /* Records a captured step. Returns 0 or -1. */
 int trace_add_step(struct trace *t, const struct trace_step *s);
 
@@ -289,6 +295,19 @@ int trace_add_device(struct trace *t, const struct trace_device *d);
  * stack's index, or -1 (t->oom set). */
 long trace_add_stack(struct trace *t, const struct trace_stack *s,
 		     const uint64_t *ips, size_t n, int leaf_exact);
+
+/* Index of the frame at `pc` (interned as is: no return-address
+ * adjustment), added if new; a frame without a name yet gets `name` and
+ * `module` (strtab ids), which symbolization then keeps. For frames that
+ * are not machine code (Python frames, src/capture/pystacks.c). Returns -1
+ * (t->oom set) on failure. */
+long trace_add_frame(struct trace *t, uint64_t pc, uint32_t name, uint32_t module);
+
+/* Makes stack `stack` consist of frames[0..n) (frame indexes, innermost
+ * first, cut at 65535); its folded string is reset. Returns 0, or -1
+ * (t->oom set). */
+int trace_set_stack_frames(struct trace *t, size_t stack, const uint32_t *frames,
+			   size_t n);
 
 /* Writes stack `s` folded, outermost frame first, as "a;b;c" into
  * buf[size] (NUL-ended, cut if short) and returns its full length. Frames

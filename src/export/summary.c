@@ -9,10 +9,12 @@
 #include "gpu_summary.h"
 #include "key_averages.h"
 #include "outfile.h"
+#include "phases.h"
 #include "textbuf.h"
 
 #define NAME_COLS 40      /* widest range name shown */
 #define MAX_RUNS 8        /* step runs listed before "..." */
+#define PHASE_ROWS 8      /* steps listed in the phase table */
 
 static int cmp_i64(const void *pa, const void *pb)
 {
@@ -206,6 +208,40 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c)
 	textbuf_puts(tb, "\n");
 }
 
+/* The per-step phase breakdown, when the window has phases (Python). */
+static int put_phases(struct textbuf *tb, const struct trace *t, struct err *e)
+{
+	char *text;
+
+	if (phases_render(t, PHASE_ROWS, &text, e) != 0)
+		return -1;
+	if (text) {
+		textbuf_puts(tb, text);
+		textbuf_puts(tb, "\n");
+		free(text);
+	}
+	return 0;
+}
+
+/* One-time notices the capture sources left in the trace. */
+static void put_notes(struct textbuf *tb, const struct trace *t)
+{
+	const char *p = t->meta.notes;
+
+	if (!p || !*p)
+		return;
+	textbuf_puts(tb, "Notes:\n");
+	while (*p) {
+		size_t n = strcspn(p, "\n");
+
+		textbuf_puts(tb, "  ");
+		textbuf_add(tb, p, n);
+		textbuf_puts(tb, "\n");
+		p += n + (p[n] == '\n');
+	}
+	textbuf_puts(tb, "\n");
+}
+
 /* True when `f` names a file directly inside `dir`. */
 static bool in_dir(const char *f, const char *dir)
 {
@@ -249,9 +285,15 @@ char *summary_render(const struct trace *t, const char *dir,
 	textbuf_init(&tb);
 	put_header(&tb, t);
 	put_steps(&tb, t, &st);
+	if (put_phases(&tb, t, e) != 0) {
+		key_averages_free(&tab);
+		textbuf_free(&tb);
+		return NULL;
+	}
 	put_ranges(&tb, t, &tab);
 	gpu_summary_put(&tb, &gpu);
 	put_counters(&tb, &t->counters);
+	put_notes(&tb, t);
 	put_files(&tb, dir, files, nfiles);
 	key_averages_free(&tab);
 	s = textbuf_take(&tb);

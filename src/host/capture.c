@@ -4,6 +4,7 @@
 #include "../capture/nvtx.h"
 #include "../capture/sampler.h"
 #include "host.h"
+#include "../capture/python.h"
 
 #ifdef PROFHOST_HAVE_CUDA
 #include "../capture/cupti.h"
@@ -17,6 +18,7 @@ const struct capture_ops *const capture_sources[] = {
 #ifdef PROFHOST_HAVE_CUDA
 	&cupti_capture,
 #endif
+	&python_capture,
 	&sampler_capture,
 	NULL
 };

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../control/control.h"
+#include "../capture/python.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
@@ -141,6 +142,7 @@ static int policy_capture(void *ctx, uint32_t steps, const char *reason,
 
 static void core_step(void)
 {
+	python_explicit_step();
 	window_step(&host);
 }
 

@@ -82,6 +82,16 @@ int env_read(struct host_env *env, struct err *e)
 			       "(no '/')", env->run_id);
 	env->notes = env_get("PROF_LAUNCHER_NOTES");
 	env->lua_dir = env_get("PROF_LUA_DIR");
+	env->python = true;
+	v = env_get("PROF_PYTHON");
+	if (v) {
+		if (strcmp(v, "0") == 0)
+			env->python = false;
+		else if (strcmp(v, "1") != 0)
+			return err_set(e, "PROF_PYTHON='%s' is not understood (use 0 "
+				       "to turn the Python bridge off, 1 or unset to "
+				       "keep it)", v);
+	}
 
 	env->repl_signal = SIGUSR1;
 	v = env_get("PROF_REPL_SIGNAL");

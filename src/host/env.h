@@ -16,6 +16,7 @@
  *                        USR2, a real-time signal number, or 0 (no REPL)
  *   PROF_REPL_IDLE       seconds before an idle REPL client is dropped
  *                        (default 600; 0 = never)
+ *   PROF_PYTHON          0 turns the Python bridge off (default 1)
  *   RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK   this process's rank
  *   WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE   the job's size
  */
@@ -39,6 +40,7 @@ struct host_env {
 	const char *run_id;        /* NULL = generate */
 	const char *notes;         /* NULL = none */
 	const char *lua_dir;       /* NULL = next to the library */
+	bool python;               /* start the Python bridge (PROF_PYTHON) */
 	int rank, world_size;
 	int repl_signal;           /* 0 = the REPL is off */
 	unsigned repl_idle_s;      /* 0 = never time out */

@@ -235,7 +235,7 @@ class Trace(CuptiTest):
         self.assertRegex(summary, r"GPU 0: busy \d+\.\d\d% of the window \(890\.000us of ")
         self.assertIn("gemm_kernel         6     600.000us", summary)
         self.assertIn("HtoD 2.0 MiB in 2 (20.97 GB/s); DtoH 512.0 KiB in 2 (13.11 GB/s)", summary)
-        self.assertRegex(summary, r"Synchronization: \d+\.\d+us waiting in 2 calls")
+        self.assertRegex(summary, r"Synchronization: \d+\.\d+(us|ms|s) waiting in 2 calls")
         self.assertIn("GPU 0: busy", r.stderr)  # rank 0 prints the summary
         # The raw capture of a GPU window reads back (prof report).
         if os.path.exists(os.path.join(d, "capture.phb")):

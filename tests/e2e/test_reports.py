@@ -5,9 +5,10 @@
 - The example reports in examples/reports/ run on captured windows (and on
   synthetic GPU traces) and their numbers agree with the raw trace JSON.
 - The findings name the planted cause: a data-loader-bound loop (captured
-  from a real Python process), a GPU-bound and a synchronize-bound one
-  (synthetic traces in profhost's schema, tests/e2e/synth_trace.py: the
-  CUPTI capture is not on main yet).
+  from a real Python process), a GPU-bound and a synchronize-bound one,
+  each both as a synthetic trace in profhost's schema
+  (tests/e2e/synth_trace.py) and captured from cuda_fake_app on the CUPTI
+  fake (tests/fake; skipped where the fake is not built).
 - Broken inputs give one clear error line and exit status 1.
 - The run report over several ranks names the straggler.
 - The dashboard loads in headless Chromium without errors and draws its
@@ -24,12 +25,15 @@ import unittest
 import zlib
 
 import synth_trace
-from harness import (PROF, SOURCE, TESTBIN, TempDirTest, load_trace, run, step_spans,
-                     window_dirs, PYTHON)
+from harness import (BUILD, PROF, SOURCE, TESTBIN, TempDirTest, base_env, load_trace, run,
+                     step_spans, window_dirs, PYTHON)
 
 NESTED_APP = os.path.join(TESTBIN, "nested_app")
 LOADER = os.path.join(SOURCE, "tests", "e2e", "workloads", "loader_loop.py")
 EXAMPLES = os.path.join(SOURCE, "examples", "reports")
+CUDA_APP = os.path.join(TESTBIN, "cuda_fake_app")
+CUPTI_FAKE = os.path.join(BUILD, "tests", "lib", "libcupti-fake.so")
+GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SCHEDULE = "prof.schedule { wait = 2, warmup = 1, active = 5, cycles = 1 }\n"
 
 
@@ -54,6 +58,19 @@ def ranges_by_step(trace):
     return steps, out
 
 
+def union_ns(intervals):
+    """Total length of the union of (start, end) intervals."""
+    total, end = 0, None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
 def read_table(path):
     """Rows of a trace:write_table file: header, dashes, then cells split on
     runs of two or more spaces."""
@@ -69,12 +86,12 @@ def read_table(path):
 
 
 class Reports(TempDirTest):
-    def capture(self, cmd, policy=SCHEDULE):
+    def capture(self, cmd, policy=SCHEDULE, env=None):
         """Runs cmd under prof run; returns the one window directory."""
         p = self.write("policy.lua", policy)
         out = os.path.join(self.tmp, "out")
         shutil.rmtree(out, ignore_errors=True)
-        r = run([PROF, "run", "-s", p, "-o", out, "--"] + cmd)
+        r = run([PROF, "run", "-s", p, "-o", out, "--"] + cmd, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         dirs = window_dirs(out)
         self.assertEqual(len(dirs), 1, dirs)
@@ -255,6 +272,75 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
         self.assertEqual(f[0]["id"], "sync", f)
         self.assertIn("cudaStreamSynchronize (60 calls)", f[0]["text"])
         self.assertNotIn("gpu_bound", [x["id"] for x in f])
+
+    def capture_gpu(self, *args):
+        """Runs cuda_fake_app with args on the CUPTI fake; returns the window
+        directory and its trace. Skips where the fake is not built."""
+        if not os.path.exists(CUDA_APP) or not os.path.exists(CUPTI_FAKE):
+            self.skipTest("the CUPTI fake is not built (no CUDA headers)")
+        d, _ = self.capture([CUDA_APP, "--steps", "10"] + list(args),
+                            env=base_env({"PROF_CUPTI_LIB": CUPTI_FAKE}))
+        trace = load_trace(d)
+        self.assertEqual(len(step_spans(trace)), 5)
+        return d, trace
+
+    def steps_and_gpu_ns(self, trace):
+        """(total step time, GPU busy time inside the steps) from the raw
+        trace JSON, in ns."""
+        steps = [(ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])) for _, s in step_spans(trace)]
+        busy = []
+        for e in trace["traceEvents"]:
+            if e.get("ph") == "X" and e.get("cat") in GPU_CATS:
+                a, b = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+                for s0, s1 in steps:
+                    if a < s1 and b > s0:
+                        busy.append((max(a, s0), min(b, s1)))
+        return union_ns(steps), union_ns(busy)
+
+    def test_findings_gpu_bound_captured(self):
+        # 2 kernels of 5 ms a step, launched in microseconds: the GPU runs
+        # the whole step and the CPU waits for it (in the blocking cudaMemcpy).
+        d, trace = self.capture_gpu("--kernels", "2", "--kernel-us", "5000")
+        f, data = self.findings(d)
+        self.assertEqual(f[0]["id"], "gpu_bound", f)
+        self.assertIn("the step is GPU-bound", f[0]["text"])
+        self.assertIn("the top kernel gemm_kernel takes", f[0]["text"])
+        self.assertIn("(10 launches, 5.000 ms each)", f[0]["text"])
+        self.assertNotIn("sync", [x["id"] for x in f])
+        self.assertNotIn("gpu_idle", [x["id"] for x in f])
+        # The utilization agrees with the raw trace, and the scenario is
+        # what it claims: the main thread spends most of the step in calls
+        # that wait for the GPU.
+        step_ns, busy_ns = self.steps_and_gpu_ns(trace)
+        self.assertAlmostEqual(data["gpu"]["utilization"], busy_ns / step_ns, delta=0.01)
+        self.assertGreater(data["gpu"]["utilization"], 0.9)
+        waits = sum(ns(e["dur"]) for e in trace["traceEvents"]
+                    if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and
+                    e["name"] in ("cudaMemcpy", "cudaDeviceSynchronize"))
+        self.assertGreater(waits / step_ns, 0.8)
+
+    def test_findings_sync_bound_captured(self):
+        # 4 rounds a step of a 2 ms kernel, cudaStreamSynchronize on it and
+        # 2 ms of CPU work: CPU and GPU take turns, neither is busy.
+        d, trace = self.capture_gpu("--sync-us", "2000")
+        f, data = self.findings(d)
+        self.assertEqual(f[0]["id"], "sync", f)
+        self.assertIn("waiting in cudaStreamSynchronize (20 calls)", f[0]["text"])
+        ids = [x["id"] for x in f]
+        self.assertNotIn("gpu_bound", ids)
+        self.assertNotIn("gpu_idle", ids)
+        # The shares agree with the raw trace: time in *Synchronize calls on
+        # the main thread over step time; GPU busy time over step time.
+        step_ns, busy_ns = self.steps_and_gpu_ns(trace)
+        sync = [e for e in trace["traceEvents"]
+                if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and
+                "Synchronize" in e["name"]]
+        self.assertEqual(len([e for e in sync if e["name"] == "cudaStreamSynchronize"]), 20)
+        sync_share = sum(ns(e["dur"]) for e in sync) / step_ns
+        self.assertAlmostEqual(f[0]["score"], sync_share, delta=0.01)
+        self.assertGreater(sync_share, 0.3)
+        self.assertAlmostEqual(data["gpu"]["utilization"], busy_ns / step_ns, delta=0.01)
+        self.assertLess(data["gpu"]["utilization"], 0.8)
 
     # ------------------------------------------------------------ bad input
 

@@ -19,37 +19,47 @@ in the code::
 The host is looked up once, on first use, among the symbols already loaded in
 the process (``ctypes.CDLL(None)``); nothing is loaded by this module. Every
 function may be called from any thread.
+
+Importing this package is cheap (ctypes is imported on first use): the host
+imports it into every Python process it runs in (see profhost._bridge).
 """
 
-import ctypes
-import functools
-import operator
-import threading
+import _thread
+import sys as _sys
+import time as _time
 
-__all__ = ["step", "mark", "range", "capture_now", "loaded", "abi_version"]
+__all__ = ["step", "manual_steps", "mark", "range", "phase", "record_phase",
+           "capture_now", "loaded", "abi_version"]
 
-# The C ABI this module calls: name -> (argtypes, restype).
-_SIGNATURES = {
-    "prof_step": ([], None),
-    "prof_range_push": ([ctypes.c_char_p], None),
-    "prof_range_pop": ([], None),
-    "prof_mark": ([ctypes.c_char_p], None),
-    "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
-    "prof_abi_version": ([], ctypes.c_int),
-}
+# The step phases, in the host's order (src/capture/python.c).
+PHASES = ("data", "forward", "backward", "optimizer")
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _fns = None  # None until bound; then a dict, empty when there is no host
+
+
+def _signatures(ctypes):
+    """The C ABI this module calls: name -> (argtypes, restype)."""
+    return {
+        "prof_step": ([], None),
+        "prof_range_push": ([ctypes.c_char_p], None),
+        "prof_range_pop": ([], None),
+        "prof_mark": ([ctypes.c_char_p], None),
+        "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
+        "prof_abi_version": ([], ctypes.c_int),
+    }
 
 
 def _lookup():
     """Looks the host's functions up in the process; {} when any is missing."""
+    import ctypes
+
     try:
         lib = ctypes.CDLL(None)
     except OSError:
         return {}
     found = {}
-    for name, (argtypes, restype) in _SIGNATURES.items():
+    for name, (argtypes, restype) in _signatures(ctypes).items():
         try:
             fn = getattr(lib, name)
         except AttributeError:
@@ -109,11 +119,67 @@ def step():
         fn()
 
 
+def manual_steps():
+    """From now on only step() ends a step: the host stops counting optimizer
+    steps (or prof.steps{python=...} returns) by itself. Without this call
+    that happens at the first step(), which then follows an automatic step
+    of the same iteration; call it before the first step to avoid that extra
+    step. Nothing happens without a host.
+    """
+    bridge = _sys.modules.get("profhost._bridge")
+    if bridge is not None:
+        bridge.manual_steps()
+
+
 def mark(name):
     """Records an instant event called ``name`` on the calling thread."""
     fn = _bind().get("prof_mark")
     if fn is not None:
         fn(_encode(name))
+
+
+def _phase_index(name):
+    try:
+        return PHASES.index(name)
+    except ValueError:
+        raise ValueError("profhost: unknown phase %r (the phases are %s)"
+                         % (name, ", ".join(PHASES))) from None
+
+
+def record_phase(name, start_ns, end_ns):
+    """Reports that the calling thread spent [start_ns, end_ns] in phase
+    ``name`` ("data", "forward", "backward" or "optimizer"), times from
+    time.monotonic_ns(). For callbacks that see a phase begin in one method
+    and end in another (examples/hf_callback.py, lightning_callback.py).
+
+    Once a phase is reported this way, the host stops timing that phase by
+    itself: the application's own phases win. Kept only while a window
+    records; nothing happens without a host.
+    """
+    i = _phase_index(name)
+    bridge = _sys.modules.get("profhost._bridge")
+    if bridge is not None:
+        bridge.explicit_phase(i, int(start_ns), int(end_ns))
+
+
+class phase:
+    """``with profhost.phase("forward"): ...``: the block is that step phase
+    (see record_phase)."""
+
+    __slots__ = ("_name", "_t0")
+
+    def __init__(self, name):
+        _phase_index(name)
+        self._name = name
+        self._t0 = 0
+
+    def __enter__(self):
+        self._t0 = _time.monotonic_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        record_phase(self._name, self._t0, _time.monotonic_ns())
+        return False
 
 
 def capture_now(steps, reason=None):
@@ -124,6 +190,8 @@ def capture_now(steps, reason=None):
     anything else raises, with or without a host, so a mistake shows up
     before the code runs under the profiler.
     """
+    import operator
+
     steps = operator.index(steps)
     if steps < 0 or steps > 0xFFFFFFFF:
         raise ValueError("capture_now: steps must be in [0, 2**32), got %d" % steps)
@@ -160,6 +228,8 @@ class range:  # noqa: A001 - the name mirrors the C ABI (prof_range_push/pop)
         return False
 
     def __call__(self, func):
+        import functools
+
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
             with self:

@@ -4,7 +4,7 @@
  *
  *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
- *                 [--burst N] [--late] [--no-prof-step]
+ *                 [--burst N] [--late] [--no-prof-step] [--sync-us U]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -12,9 +12,12 @@
  * (20 µs); a 4 KiB memset; with --memory a 1 MiB cudaMalloc, freeing the
  * previous step's block (and a 4 MiB block held for the middle third of
  * the run); with --graph a cudaGraphLaunch of three kernels; --burst N
- * launches N tiny kernels more per step; --late launches a 2 s kernel at
- * the very end of the last step and does not wait for it. Then
- * cudaDeviceSynchronize and prof_step(). With --threads
+ * launches N tiny kernels more per step; --sync-us U adds 4 rounds of: a
+ * U µs "reduce_kernel" on stream 7, cudaStreamSynchronize(7), and U µs of
+ * CPU time (a sleep) in range "postprocess", so CPU and GPU take turns.
+ * Then cudaDeviceSynchronize and prof_step(); --late launches a 2 s kernel
+ * at the very end of the last step, before prof_step(), and does not wait
+ * for it. With --threads
  * the kernels of "forward" are launched from a second thread.
  * --inject-twice calls InitializeInjection twice more (it must be a no-op).
  * --no-prof-step leaves step counting to the policy (prof.steps{cuda=...}).
@@ -25,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cupti_fake.h"
 
@@ -37,6 +41,23 @@ static void nop_s(const char *s) { (void)s; }
 
 static long kernels = 3, kernel_us = 100;
 static int use_ranges = 1;
+
+/* --sync-us: rounds of kernel, stream synchronize, CPU work. */
+static void sync_rounds(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	int r;
+
+	for (r = 0; r < 4; r++) {
+		cupti_fake_launch("reduce_kernel", 7, (uint32_t)us);
+		cupti_fake_sync_stream(7);
+		if (use_ranges)
+			p_push("postprocess");
+		nanosleep(&ts, NULL);
+		if (use_ranges)
+			p_pop();
+	}
+}
 
 static void *forward_kernels(void *arg)
 {
@@ -55,7 +76,7 @@ static void *forward_kernels(void *arg)
 
 int main(int argc, char **argv)
 {
-	long steps = 10, s, burst = 0, i;
+	long steps = 10, s, burst = 0, sync_us = 0, i;
 	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
@@ -65,6 +86,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kernels = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc) kernel_us = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--burst") && i + 1 < argc) burst = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--sync-us") && i + 1 < argc) sync_us = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--graph")) graph = 1;
 		else if (!strcmp(argv[i], "--memory")) memory = 1;
 		else if (!strcmp(argv[i], "--no-ranges")) use_ranges = 0;
@@ -127,6 +149,8 @@ int main(int argc, char **argv)
 		}
 		if (graph)
 			cupti_fake_graph_launch(7, 3, graph_kernels, 20);
+		if (sync_us > 0)
+			sync_rounds(sync_us);
 		cupti_fake_sync_device();
 		if (late && s == steps - 1)
 			cupti_fake_launch("late_kernel", 11, 2000000);

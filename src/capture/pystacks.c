@@ -1,0 +1,320 @@
+/* pystacks — Python stack snapshots and their merge (see pystacks.h). */
+#include "pystacks.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../util/log.h"
+
+#define PYS_WINDOWS 6 /* open + closed windows not yet collected */
+
+/* One snapshot: its frames are text[off, off + len). */
+struct pys_snap {
+	int64_t ts;
+	int32_t tid;
+	uint32_t off, len;
+};
+
+/* The snapshots of one window generation (gen 0: a free slot). */
+struct pys_window {
+	uint64_t gen;
+	bool open;
+	struct pys_snap *v;
+	size_t n, cap;
+	char *text;
+	size_t tlen, tcap;
+	uint64_t dropped;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct pys_window w[PYS_WINDOWS];
+	uintptr_t eval_lo, eval_hi;  /* _PyEval_EvalFrameDefault's code */
+} pys = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+int pystacks_init(void)
+{
+	void *f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+
+	if (!f || !dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    sym->st_size == 0)
+		return -1;
+	pys.eval_lo = (uintptr_t)f;
+	pys.eval_hi = pys.eval_lo + sym->st_size;
+	return 0;
+}
+
+void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi)
+{
+	pys.eval_lo = lo;
+	pys.eval_hi = hi;
+}
+
+static void window_free(struct pys_window *w)
+{
+	free(w->v);
+	free(w->text);
+	memset(w, 0, sizeof *w);
+}
+
+void pystacks_open(uint64_t gen)
+{
+	struct pys_window *w = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS && !w; i++)
+		if (pys.w[i].gen == 0)
+			w = &pys.w[i];
+	if (!w) { /* windows never collected: reuse the oldest */
+		w = &pys.w[0];
+		for (i = 1; i < PYS_WINDOWS; i++)
+			if (pys.w[i].gen < w->gen)
+				w = &pys.w[i];
+		window_free(w);
+	}
+	w->gen = gen;
+	w->open = true;
+	pthread_mutex_unlock(&pys.lock);
+}
+
+void pystacks_close(uint64_t gen)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen == gen)
+			pys.w[i].open = false;
+	pthread_mutex_unlock(&pys.lock);
+}
+
+/* Grows *p (of `size`-byte items, capacity *cap) to hold `need`. 0 or -1. */
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t ncap = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (ncap < need)
+		ncap *= 2;
+	q = realloc(*p, ncap * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = ncap;
+	return 0;
+}
+
+void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
+{
+	struct pys_window *w = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS && !w; i++)
+		if (pys.w[i].gen && pys.w[i].open)
+			w = &pys.w[i];
+	if (!w) {
+		pthread_mutex_unlock(&pys.lock);
+		return; /* between windows: the bridge stops soon */
+	}
+	if (w->tlen + len > PYSTACKS_MAX_BYTES ||
+	    grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v) != 0 ||
+	    grow((void **)&w->text, &w->tcap, w->tlen + len, 1) != 0) {
+		w->dropped++;
+		pthread_mutex_unlock(&pys.lock);
+		return;
+	}
+	memcpy(w->text + w->tlen, frames, len);
+	w->v[w->n].ts = ts;
+	w->v[w->n].tid = tid;
+	w->v[w->n].off = (uint32_t)w->tlen;
+	w->v[w->n].len = len;
+	w->n++;
+	w->tlen += len;
+	pthread_mutex_unlock(&pys.lock);
+}
+
+int64_t pystacks_tolerance_ns(uint32_t snapshot_hz)
+{
+	/* A sample lies at most half a period from the nearest snapshot when
+	 * the snapshots keep their pace; they may be late by the GIL's switch
+	 * interval (5 ms) when the thread runs Python code. */
+	return snapshot_hz ? 1000000000LL / snapshot_hz + 5000000LL : 0;
+}
+
+/* Takes window `gen` out of the store into *out. True when found. */
+static bool take(uint64_t gen, struct pys_window *out)
+{
+	size_t i;
+	bool found = false;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen == gen) {
+			*out = pys.w[i];
+			memset(&pys.w[i], 0, sizeof pys.w[i]);
+			found = true;
+			break;
+		}
+	pthread_mutex_unlock(&pys.lock);
+	return found;
+}
+
+#define PYS_PC_BASE 0xffff800000000000ull /* Python frames: no code there */
+#define PYS_DEPTH_MAX 4096                 /* frames of a merged stack */
+
+static int cmp_snap(const void *pa, const void *pb)
+{
+	const struct pys_snap *a = pa, *b = pb;
+
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return (a->ts > b->ts) - (a->ts < b->ts);
+}
+
+/* The snapshot of `tid` nearest to `ts` within `tol`, or NULL. w->v is
+ * sorted by (tid, ts). */
+static const struct pys_snap *nearest(const struct pys_window *w, int32_t tid,
+				      int64_t ts, int64_t tol)
+{
+	const struct pys_snap *best = NULL;
+	size_t lo = 0, hi = w->n;
+	int64_t d;
+
+	while (lo < hi) { /* the first snapshot at or after (tid, ts) */
+		size_t mid = lo + (hi - lo) / 2;
+		const struct pys_snap *s = &w->v[mid];
+
+		if (s->tid < tid || (s->tid == tid && s->ts < ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < w->n && w->v[lo].tid == tid && (d = w->v[lo].ts - ts) <= tol) {
+		best = &w->v[lo];
+		tol = d;
+	}
+	if (lo > 0 && w->v[lo - 1].tid == tid && ts - w->v[lo - 1].ts <= tol)
+		best = &w->v[lo - 1];
+	return best;
+}
+
+/* True when frame `f` of `t` lies in the interpreter's eval loop. */
+static bool is_eval(const struct trace *t, uint32_t f)
+{
+	uint64_t pc = t->frames[f].pc;
+
+	return pc >= pys.eval_lo && pc < pys.eval_hi;
+}
+
+/* Merges snapshot `snap` (its frames in `text`) into stack `k`: the span
+ * from its innermost to its outermost interpreter frame becomes the
+ * snapshot's frames. `buf` holds PYS_DEPTH_MAX indexes. Returns 1 when
+ * merged, 0 when the stack ran no Python, -1 when out of memory. */
+static int merge_one(struct trace *t, size_t k, const struct pys_snap *snap,
+		     const char *text, uint32_t module, uint32_t *buf)
+{
+	struct trace_stack s = t->stacks[k];
+	long inner = -1, outer = -1, i;
+	size_t n = 0, pos, end = snap->off + snap->len, room;
+
+	if (s.depth > PYS_DEPTH_MAX / 2)
+		return 0;
+	for (i = 0; i < s.depth; i++)
+		if (is_eval(t, t->stack_frames[s.first + i])) {
+			if (inner < 0)
+				inner = i;
+			outer = i;
+		}
+	if (inner < 0)
+		return 0;
+	for (i = 0; i < inner; i++)
+		buf[n++] = t->stack_frames[s.first + i];
+	/* Python frames, leaving room for the native frames outside the span */
+	room = PYS_DEPTH_MAX - (size_t)(s.depth - outer);
+	for (pos = snap->off; pos < end && n < room;) {
+		const char *line = text + pos, *nl = memchr(line, '\n', end - pos);
+		size_t len = nl ? (size_t)(nl - line) : end - pos;
+		uint32_t name = trace_intern(t, line, len);
+		long f;
+
+		pos += len + 1;
+		if (name == STRTAB_NONE)
+			return -1;
+		f = trace_add_frame(t, PYS_PC_BASE | name, name, module);
+		if (f < 0)
+			return -1;
+		buf[n++] = (uint32_t)f;
+	}
+	for (i = outer + 1; i < s.depth && n < PYS_DEPTH_MAX; i++)
+		buf[n++] = t->stack_frames[s.first + i];
+	return trace_set_stack_frames(t, k, buf, n) == 0 ? 1 : -1;
+}
+
+int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
+		   struct err *e)
+{
+	struct pys_window w;
+	uint32_t *buf = NULL, module;
+	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
+	size_t k, merged = 0, samples = 0;
+	int rc = 0;
+
+	if (!take(gen, &w))
+		return 0;
+	if (w.dropped)
+		log_msg(LOG_DEBUG, "python stacks: %llu snapshots dropped (more than "
+			"%u MiB in the window)", (unsigned long long)w.dropped,
+			PYSTACKS_MAX_BYTES >> 20);
+	if (w.n == 0 || t->nstacks == 0 || !pys.eval_lo)
+		goto out;
+	qsort(w.v, w.n, sizeof *w.v, cmp_snap);
+	buf = malloc(PYS_DEPTH_MAX * sizeof *buf);
+	module = trace_intern(t, "python", 6);
+	if (!buf || module == STRTAB_NONE) {
+		rc = err_set(e, "out of memory merging the Python stacks");
+		goto out;
+	}
+	for (k = 0; k < t->nstacks; k++) {
+		const struct pys_snap *snap;
+		int r;
+
+		if (t->stacks[k].kind != TRACE_STACK_SAMPLE)
+			continue;
+		samples++;
+		snap = nearest(&w, t->stacks[k].tid, t->stacks[k].ts, tol);
+		if (!snap)
+			continue;
+		r = merge_one(t, k, snap, w.text, module, buf);
+		if (r < 0) {
+			rc = err_set(e, "out of memory merging the Python stacks");
+			break;
+		}
+		merged += (size_t)r;
+	}
+	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu samples "
+		"show Python frames", w.n, merged, samples);
+out:
+	free(buf);
+	window_free(&w);
+	return rc;
+}
+
+void pystacks_fini(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		window_free(&pys.w[i]);
+	pthread_mutex_unlock(&pys.lock);
+}

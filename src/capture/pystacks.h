@@ -1,0 +1,71 @@
+/*
+ * pystacks — Python stack snapshots of a window, and their merge into the
+ * window's CPU samples. Internal to src/capture (python.c uses it).
+ *
+ * The sampler's signal handler never reads the interpreter: it could
+ * interrupt it anywhere, holding any lock. Instead, while a window records,
+ * the bridge's snapshot thread reads every thread's Python stack with
+ * sys._current_frames() (under the GIL, as ordinary Python code) a few
+ * times per sampling period and hands each snapshot here with its time and
+ * the thread's kernel id. At collect, before the samples are symbolized,
+ * each sample of a thread that was running Python code (it has
+ * _PyEval_EvalFrameDefault frames) takes the frames of that thread's
+ * snapshot nearest in time (within pystacks_tolerance_ns): they replace the
+ * span of the native stack from its outermost to its innermost
+ * interpreter frame, so a sample reads
+ *     main;Py_RunMain;...;<module> (train.py:80);train_loop (train.py:50);
+ *     forward (module.py:1130);...;cfunction_call;at::addmm;...
+ * Python frames are named "function (file:line)" in module "python".
+ *
+ * Trade-off: the Python frames are those of the nearest snapshot, not read
+ * at the sample's instant; a thread that changed Python function between
+ * the two shows the snapshot's. Taking a snapshot needs the GIL, so the
+ * snapshot thread runs at a modest rate (at most PYSTACKS_MAX_HZ).
+ *
+ * Threads: pystacks_open/close run on the stepping thread (window lock
+ * held; they take only this module's short mutex), pystacks_add on the
+ * bridge's snapshot thread (holding the GIL), pystacks_merge on the host
+ * thread.
+ */
+#ifndef PROFHOST_CAPTURE_PYSTACKS_H
+#define PROFHOST_CAPTURE_PYSTACKS_H
+
+#include <stdint.h>
+
+#include "../events/trace.h"
+#include "../util/err.h"
+
+#define PYSTACKS_MAX_HZ 100                 /* snapshots per second */
+#define PYSTACKS_MAX_BYTES (32u << 20)      /* per window; more is dropped */
+
+/* Finds the interpreter's frame-evaluation function in the process. Returns
+ * 0, or -1 when it is not there (no merge is possible then). Start-up. */
+int pystacks_init(void);
+
+/* Tests: takes [lo, hi) as the interpreter's frame-evaluation code. */
+void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi);
+
+/* Snapshots of window generation `gen` are kept from now on. */
+void pystacks_open(uint64_t gen);
+
+/* The window of `gen` stopped recording: later snapshots are dropped. */
+void pystacks_close(uint64_t gen);
+
+/* Keeps a snapshot: thread `tid`'s Python frames at `ts` (host clock),
+ * innermost first, '\n'-separated, `len` bytes. Dropped (counted) outside a
+ * recording window or beyond PYSTACKS_MAX_BYTES. */
+void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
+
+/* How far from a sample a snapshot may be and still be used. */
+int64_t pystacks_tolerance_ns(uint32_t snapshot_hz);
+
+/* Merges the snapshots of window `gen` into the samples of `t` (not yet
+ * symbolized) and frees them. Returns 0, or -1 with *e set when out of
+ * memory (the samples stay as they were). */
+int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
+		   struct err *e);
+
+/* Frees the snapshots of every window. Exit. */
+void pystacks_fini(void);
+
+#endif

@@ -1,0 +1,597 @@
+/*
+ * python — the Python bridge (see python.h).
+ *
+ * Threads:
+ *   - init (the shim's constructor) looks the CPython symbols up and, when
+ *     they are there, starts the waiter thread;
+ *   - the waiter polls Py_IsInitialized() (a plain read of the runtime's
+ *     state, safe without the GIL) for at most PYB_WAIT_MAX_MS, schedules
+ *     the bootstrap with Py_AddPendingCall and exits;
+ *   - pending calls run in the interpreter's main thread, holding the GIL:
+ *     the bootstrap (import profhost._bridge, call its _start) and the
+ *     window syncs (call its _sync);
+ *   - Python threads call the pybridge_api functions through ctypes;
+ *   - the window callbacks (stepping thread, window lock held) only store
+ *     the new state and queue a sync: Py_AddPendingCall needs neither the
+ *     GIL nor a thread state, and takes only the interpreter's short
+ *     pending-call lock.
+ */
+#include "python.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../events/clock.h"
+#include "../host/host.h"
+#include "../util/log.h"
+#include "pystacks.h"
+#include "torchnvtx.h"
+
+#define PYB_API_VERSION 2
+#define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
+#define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
+#define PYB_FAST_POLL_MS 5000
+#define PYB_SLOW_POLL_US 20000
+#define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
+
+/* Window state as the bridge sees it (pybridge_api.state). */
+enum {
+	PYB_IDLE = 0,
+	PYB_WARMUP = 1,
+	PYB_RECORDING = 2,
+	PYB_EXPLICIT = 16           /* flag: explicit steps seen, auto steps off */
+};
+
+/* Notes the bridge reports (pybridge_api.note). */
+enum {
+	PYB_NOTE_TORCH_CPU_ONLY = 1, /* torch has no CUDA: no operator events */
+	PYB_NOTE_NVTX_ON = 2         /* torch's emit_nvtx was entered */
+};
+
+/* Step phases, in the order of the bridge's PHASE_* constants. */
+static const char *const pyb_phase_names[] = {
+	"data", "forward", "backward", "optimizer"
+};
+#define PYB_NPHASES (sizeof pyb_phase_names / sizeof pyb_phase_names[0])
+
+/* The C functions the bridge calls (through ctypes, by address). Layout
+ * shared with profhost/_bridge.py's _Api: append only, bump `version`. */
+struct pybridge_api {
+	uint32_t version;
+	uint32_t size;
+	int (*state)(void);              /* PYB_* of the window now */
+	int (*step)(void);               /* an automatic step; returns state */
+	void (*phase)(int phase, int64_t start_ns, int64_t end_ns);
+	void (*note)(int bits);          /* PYB_NOTE_* */
+	void (*down)(void);              /* the interpreter is finalizing */
+	/* A snapshot of thread `tid`'s Python stack at `ts`: frames
+	 * "function (file:line)", innermost first, '\n'-separated. */
+	void (*pystack)(int32_t tid, int64_t ts, const char *frames, uint32_t len);
+};
+
+/* The CPython C API, looked up at run time. Objects are opaque. */
+typedef struct pyobj pyobj;
+struct py_syms {
+	int (*IsInitialized)(void);
+	int (*AddPendingCall)(int (*fn)(void *), void *arg);
+	pyobj *(*ImportModule)(const char *name);
+	pyobj *(*GetAttrString)(pyobj *o, const char *name);
+	pyobj *(*CallFunctionObjArgs)(pyobj *fn, ...);
+	pyobj *(*CallObject)(pyobj *fn, pyobj *args);
+	pyobj *(*LongFromVoidPtr)(void *p);
+	pyobj *(*UnicodeFromString)(const char *s);
+	pyobj *(*UnicodeDecodeFSDefault)(const char *s);
+	pyobj *(*SysGetObject)(const char *name);
+	int (*ListAppend)(pyobj *list, pyobj *item);
+	int (*SequenceContains)(pyobj *seq, pyobj *item);
+	pyobj *(*ErrOccurred)(void);
+	void (*ErrClear)(void);
+	void (*ErrPrint)(void);
+	int (*ErrExceptionMatches)(pyobj *exc);
+	pyobj **ExcKeyboardInterrupt;
+	pyobj **ExcSystemExit;
+	void (*DecRef)(pyobj *o);
+	int (*IsFinalizing)(void);       /* optional: _Py_IsFinalizing or
+					    Py_IsFinalizing (3.13) */
+};
+
+static const struct {
+	const char *name;
+	size_t off;
+} py_need[] = {
+#define NEED(sym, field) { sym, offsetof(struct py_syms, field) }
+	NEED("Py_IsInitialized", IsInitialized),
+	NEED("Py_AddPendingCall", AddPendingCall),
+	NEED("PyImport_ImportModule", ImportModule),
+	NEED("PyObject_GetAttrString", GetAttrString),
+	NEED("PyObject_CallFunctionObjArgs", CallFunctionObjArgs),
+	NEED("PyObject_CallObject", CallObject),
+	NEED("PyLong_FromVoidPtr", LongFromVoidPtr),
+	NEED("PyUnicode_FromString", UnicodeFromString),
+	NEED("PyUnicode_DecodeFSDefault", UnicodeDecodeFSDefault),
+	NEED("PySys_GetObject", SysGetObject),
+	NEED("PyList_Append", ListAppend),
+	NEED("PySequence_Contains", SequenceContains),
+	NEED("PyErr_Occurred", ErrOccurred),
+	NEED("PyErr_Clear", ErrClear),
+	NEED("PyErr_Print", ErrPrint),
+	NEED("PyErr_ExceptionMatches", ErrExceptionMatches),
+	NEED("PyExc_KeyboardInterrupt", ExcKeyboardInterrupt),
+	NEED("PyExc_SystemExit", ExcSystemExit),
+	NEED("Py_DecRef", DecRef),
+#undef NEED
+};
+
+static struct {
+	struct host *h;
+	struct py_syms py;
+	bool found;                  /* CPython's symbols are in the process */
+	bool auto_steps;             /* the bridge counts steps by itself */
+	char config[1024];           /* handed to _bridge._start */
+	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
+	_Atomic int state;           /* PYB_IDLE / WARMUP / RECORDING */
+	_Atomic int live;            /* the bridge is up and not finalizing */
+	_Atomic int sync_queued;     /* a _sync pending call is queued */
+	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
+	_Atomic int notes;           /* PYB_NOTE_* bits */
+	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
+	_Atomic uint64_t next_id;    /* phase range ids */
+	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
+	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
+} pyb;
+
+/* Set on a thread while it runs an automatic step, so the window callbacks
+ * it triggers do not queue a sync (the bridge syncs after the step). */
+static _Thread_local int pyb_in_step;
+
+/* --------------------------------------------------------- the C API */
+
+static int pyb_state(void)
+{
+	return atomic_load(&pyb.state) |
+	       (atomic_load(&pyb.explicit_seen) ? PYB_EXPLICIT : 0);
+}
+
+static int pyb_step(void)
+{
+	if (!atomic_load(&pyb.explicit_seen)) {
+		pyb_in_step = 1;
+		window_step(pyb.h);
+		pyb_in_step = 0;
+	}
+	return pyb_state();
+}
+
+/* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
+ * the TSC (src/events/clock.h), within microseconds of it and drifting at
+ * most 500 ppm. pyb_host_time() converts with the offset measured at the
+ * latest of the recent calibration points taken at or before the
+ * timestamp (one every PYB_OFFSET_NS at most, when conversions come): the
+ * result depends on the timestamp only, so one Python timestamp converted
+ * twice (the end of a phase, the start of the next) gives one host time. */
+#define PYB_OFFSET_NS 10000000LL
+#define PYB_OFFSETS 64
+
+static struct {
+	pthread_mutex_t lock;
+	int64_t mono[PYB_OFFSETS], off[PYB_OFFSETS];
+	size_t n, next;            /* points kept; where the next one goes */
+} pyb_clock = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static int64_t pyb_host_time(int64_t mono_ts)
+{
+	int64_t m1 = clock_mono_ns(), off;
+	size_t i, k, newest;
+
+	pthread_mutex_lock(&pyb_clock.lock);
+	newest = (pyb_clock.next + PYB_OFFSETS - 1) % PYB_OFFSETS;
+	if (pyb_clock.n == 0 || m1 - pyb_clock.mono[newest] >= PYB_OFFSET_NS) {
+		int64_t now = clock_now_ns(), m2 = clock_mono_ns();
+
+		pyb_clock.mono[pyb_clock.next] = m1;
+		pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
+		newest = pyb_clock.next;
+		pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
+		if (pyb_clock.n < PYB_OFFSETS)
+			pyb_clock.n++;
+	}
+	off = pyb_clock.off[(newest + PYB_OFFSETS + 1 - pyb_clock.n) % PYB_OFFSETS];
+	for (i = 0; i < pyb_clock.n; i++) {
+		k = (newest + PYB_OFFSETS - i) % PYB_OFFSETS;
+		if (pyb_clock.mono[k] <= mono_ts) {
+			off = pyb_clock.off[k];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&pyb_clock.lock);
+	return mono_ts + off;
+}
+
+static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
+{
+	const char *name;
+	uint64_t id;
+
+	if (phase < 0 || (size_t)phase >= PYB_NPHASES || end_ns < start_ns)
+		return;
+	start_ns = pyb_host_time(start_ns);
+	end_ns = pyb_host_time(end_ns);
+	name = pyb_phase_names[phase];
+	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
+	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name,
+					  (uint32_t)strlen(name), id, 0) == 0)
+		pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_END, end_ns, NULL, 0, id, 0);
+}
+
+static void pyb_note(int bits)
+{
+	atomic_fetch_or(&pyb.notes, bits);
+}
+
+static void pyb_down(void)
+{
+	atomic_store(&pyb.live, 0);
+}
+
+static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t len)
+{
+	if (frames && len)
+		pystacks_add(tid, pyb_host_time(ts), frames, len);
+}
+
+static const struct pybridge_api pyb_api = {
+	.version = PYB_API_VERSION,
+	.size = sizeof(struct pybridge_api),
+	.state = pyb_state,
+	.step = pyb_step,
+	.phase = pyb_phase,
+	.note = pyb_note,
+	.down = pyb_down,
+	.pystack = pyb_pystack,
+};
+
+/* ------------------------------------------- pending calls (GIL held) */
+
+/* True while calling into the interpreter is allowed. */
+static bool pyb_interpreter_ok(void)
+{
+	const struct py_syms *py = &pyb.py;
+
+	return py->IsInitialized() && !(py->IsFinalizing && py->IsFinalizing());
+}
+
+/* Handles the exception a call left: a KeyboardInterrupt stays set and is
+ * returned to the interrupted code (-1), anything else is cleared (printed
+ * with PROF_LOG=debug). Returns the pending call's result. */
+static int pyb_settle(const char *what)
+{
+	const struct py_syms *py = &pyb.py;
+
+	if (!py->ErrOccurred())
+		return 0;
+	if (py->ErrExceptionMatches(*py->ExcKeyboardInterrupt))
+		return -1;
+	log_msg(LOG_DEBUG, "python bridge: %s failed", what);
+	if (log_get_level() >= LOG_DEBUG && !py->ErrExceptionMatches(*py->ExcSystemExit))
+		py->ErrPrint();
+	else
+		py->ErrClear();
+	return 0;
+}
+
+/* Makes share/profhost/python importable (appended to sys.path, so it
+ * never shadows the application's modules). */
+static void pyb_add_path(void)
+{
+	const struct py_syms *py = &pyb.py;
+	pyobj *path, *dir;
+
+	if (!pyb.share_dir[0])
+		return;
+	path = py->SysGetObject("path"); /* borrowed */
+	dir = py->UnicodeDecodeFSDefault(pyb.share_dir);
+	if (path && dir && py->SequenceContains(path, dir) == 0)
+		py->ListAppend(path, dir);
+	if (dir)
+		py->DecRef(dir);
+	py->ErrClear();
+}
+
+/* Pending call: imports the bridge and starts it. */
+static int pyb_bootstrap(void *arg)
+{
+	const struct py_syms *py = &pyb.py;
+	pyobj *mod, *start = NULL, *addr = NULL, *cfg = NULL, *r = NULL;
+	int rc;
+
+	(void)arg;
+	if (!pyb_interpreter_ok())
+		return 0;
+	mod = py->ImportModule("profhost._bridge");
+	if (!mod) {
+		if (py->ErrExceptionMatches(*py->ExcKeyboardInterrupt))
+			return -1;
+		py->ErrClear();
+		pyb_add_path();
+		mod = py->ImportModule("profhost._bridge");
+		if (!mod)
+			return pyb_settle("importing profhost._bridge");
+	}
+	start = py->GetAttrString(mod, "_start");
+	pyb.sync_fn = py->GetAttrString(mod, "_sync"); /* kept for good */
+	addr = py->LongFromVoidPtr((void *)&pyb_api);
+	cfg = py->UnicodeFromString(pyb.config);
+	atomic_store(&pyb.live, 1); /* _start may step already */
+	if (start && pyb.sync_fn && addr && cfg)
+		r = py->CallFunctionObjArgs(start, addr, cfg, (pyobj *)NULL);
+	if (!r)
+		atomic_store(&pyb.live, 0);
+	rc = pyb_settle("profhost._bridge._start");
+	if (r)
+		py->DecRef(r);
+	if (cfg)
+		py->DecRef(cfg);
+	if (addr)
+		py->DecRef(addr);
+	if (start)
+		py->DecRef(start);
+	py->DecRef(mod);
+	if (atomic_load(&pyb.live))
+		log_msg(LOG_DEBUG, "python bridge started");
+	return rc;
+}
+
+/* Pending call: the window state changed; the bridge turns its phase hooks
+ * on or off. */
+static int pyb_sync(void *arg)
+{
+	const struct py_syms *py = &pyb.py;
+	pyobj *r;
+
+	(void)arg;
+	atomic_store(&pyb.sync_queued, 0);
+	if (!atomic_load(&pyb.live) || !pyb_interpreter_ok())
+		return 0;
+	r = py->CallObject(pyb.sync_fn, NULL);
+	if (r)
+		py->DecRef(r);
+	return pyb_settle("profhost._bridge._sync");
+}
+
+/* Queues a sync unless the bridge will sync by itself. Any thread, also
+ * with the window lock held. */
+static void pyb_notify(struct host *h)
+{
+	if (!atomic_load(&pyb.live) || pyb_in_step || h->win.finished)
+		return;
+	if (atomic_exchange(&pyb.sync_queued, 1))
+		return;
+	if (pyb.py.AddPendingCall(pyb_sync, NULL) != 0)
+		atomic_store(&pyb.sync_queued, 0); /* queue full: the next change
+						       tries again */
+}
+
+/* --------------------------------------------------------- the waiter */
+
+static void *pyb_wait(void *arg)
+{
+	unsigned waited_us = 0, step_us = PYB_FAST_POLL_US;
+	int tries;
+
+	(void)arg;
+	while (!pyb.py.IsInitialized()) {
+		if (waited_us >= PYB_WAIT_MAX_MS * 1000u) {
+			log_msg(LOG_DEBUG, "python bridge: the interpreter was not "
+				"started within %d s; leaving it alone",
+				PYB_WAIT_MAX_MS / 1000);
+			return NULL;
+		}
+		usleep(step_us);
+		waited_us += step_us;
+		if (waited_us >= PYB_FAST_POLL_MS * 1000u)
+			step_us = PYB_SLOW_POLL_US;
+	}
+	if (atomic_load(&pyb.h->disabled))
+		return NULL; /* a forked child, or exiting */
+	for (tries = 0; tries < 1000; tries++) {
+		if (pyb.py.AddPendingCall(pyb_bootstrap, NULL) == 0)
+			return NULL;
+		usleep(1000); /* the queue is full: try again */
+	}
+	log_msg(LOG_DEBUG, "python bridge: the interpreter's pending-call "
+		"queue stayed full; not started");
+	return NULL;
+}
+
+/* ------------------------------------------------------- start-up */
+
+/* Looks the CPython API up in the process. True when all of it is there. */
+static bool pyb_lookup(struct py_syms *py)
+{
+	size_t i;
+	void *sym;
+
+	if (!dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+		return false;
+	for (i = 0; i < sizeof py_need / sizeof py_need[0]; i++) {
+		sym = dlsym(RTLD_DEFAULT, py_need[i].name);
+		if (!sym) {
+			log_msg(LOG_DEBUG, "python bridge: %s not found; Python "
+				"support is off", py_need[i].name);
+			return false;
+		}
+		memcpy((char *)py + py_need[i].off, &sym, sizeof sym);
+	}
+	sym = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+	if (!sym)
+		sym = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+	memcpy(&py->IsFinalizing, &sym, sizeof sym);
+	return true;
+}
+
+/* <dir of libprofhost-core.so>/../share/profhost/python, or "". */
+static void pyb_find_share(char *out, size_t size)
+{
+	Dl_info info;
+	char lib[PATH_MAX], dir[PATH_MAX + 32], *slash;
+
+	out[0] = '\0';
+	if (!dladdr((void *)&pyb_find_share, &info) || !info.dli_fname ||
+	    !realpath(info.dli_fname, lib))
+		return;
+	slash = strrchr(lib, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(dir, sizeof dir, "%s/../share/profhost/python", lib);
+	if (!realpath(dir, lib) || strlen(lib) >= size)
+		return;
+	strcpy(out, lib);
+}
+
+/* True when the policy names a step source other than Python. */
+static bool pyb_other_step_source(const struct policy_config *c)
+{
+	return c->steps.nvtx || c->steps.nvtx_mark || c->steps.cuda ||
+	       c->steps.kernel || c->steps.every_ms;
+}
+
+/* Python stack snapshots per second: none without CPU samples or without
+ * a way to merge them, else the sampling rate up to PYSTACKS_MAX_HZ. */
+static uint32_t pyb_stack_rate(struct host *h)
+{
+	uint32_t hz = h->cfg->capture.cpu_hz;
+
+	if (hz == 0 || pystacks_init() != 0)
+		return 0;
+	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;
+}
+
+/* The bridge's configuration: "key=value" lines (see _bridge._start). */
+static void pyb_make_config(struct host *h)
+{
+	const struct policy_config *c = h->cfg;
+	const char *steps = "off", *func = "";
+
+	if (c->steps.python && strcmp(c->steps.python, "optimizer") != 0) {
+		steps = "function";
+		func = c->steps.python;
+	} else if (c->steps.python || !pyb_other_step_source(c)) {
+		steps = "optimizer";
+	}
+	pyb.auto_steps = strcmp(steps, "off") != 0;
+	snprintf(pyb.config, sizeof pyb.config,
+		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n",
+		 steps, func, c->capture.record_shapes ? 1 : 0,
+		 (unsigned)pyb.stack_hz, (int)log_get_level());
+}
+
+static int pyb_init(struct host *h, struct err *e)
+{
+	pthread_t t;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc;
+
+	(void)e;
+	pyb.h = h;
+	if (!h->env.python || !pyb_lookup(&pyb.py))
+		return 0; /* not a Python process: the source stays idle */
+	pyb.found = true;
+	pyb.stack_hz = pyb_stack_rate(h);
+	pyb_make_config(h);
+	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &attr, pyb_wait, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc != 0)
+		log_msg(LOG_DEBUG, "python bridge: cannot start its thread; "
+			"Python support is off");
+	else
+		pthread_setname_np(t, "profhost-py");
+	return 0;
+}
+
+/* ------------------------------------------------- window callbacks */
+
+static void pyb_warmup(struct host *h)
+{
+	atomic_store(&pyb.state, PYB_WARMUP);
+	pyb_notify(h);
+}
+
+static void pyb_window_open(struct host *h, uint64_t gen)
+{
+	if (pyb.stack_hz)
+		pystacks_open(gen);
+	atomic_store(&pyb.state, PYB_RECORDING);
+	pyb_notify(h);
+}
+
+static void pyb_window_close(struct host *h, uint64_t gen)
+{
+	if (pyb.stack_hz)
+		pystacks_close(gen);
+	atomic_store(&pyb.state, PYB_IDLE);
+	pyb_notify(h);
+}
+
+/* Adds the bridge's notes to the trace (the summary prints them), each in
+ * the first window after it came. Host thread. */
+static int pyb_collect(struct host *h, const struct host_job *job,
+		       struct trace *t, struct err *e)
+{
+	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
+
+	(void)h;
+	atomic_fetch_or(&pyb.notes_told, fresh);
+	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
+		return -1;
+	if (atomic_load(&pyb.notes) & PYB_NOTE_NVTX_ON) {
+		size_t ops;
+
+		if (torchnvtx_convert(t, &ops, e) != 0)
+			return -1;
+		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
+	}
+	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
+	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
+			   "torch; this one is CPU-only, so the trace has no "
+			   "cpu_op events") != 0)
+		return err_set(e, "out of memory adding the Python notes");
+	return 0;
+}
+
+void python_explicit_step(void)
+{
+	if (!pyb.auto_steps || atomic_exchange(&pyb.explicit_seen, 1))
+		return;
+	log_msg(LOG_DEBUG, "explicit prof_step() seen: automatic Python steps "
+		"stop counting");
+}
+
+static void pyb_fini(struct host *h)
+{
+	(void)h;
+	pystacks_fini();
+}
+
+const struct capture_ops python_capture = {
+	.name = "python",
+	.init = pyb_init,
+	.warmup = pyb_warmup,
+	.window_open = pyb_window_open,
+	.window_close = pyb_window_close,
+	.collect = pyb_collect,
+	.fini = pyb_fini,
+};

@@ -1,0 +1,507 @@
+"""End to end: Python processes under the host (src/capture/python.c and
+src/python/profhost/_bridge.py).
+
+What a user sees with no change to their script: windows on exactly the
+scheduled optimizer steps, each step split into phases, a named function as
+the step, explicit profhost.step() winning, forked DataLoader workers, an
+application's own threads and signal handlers, a plain script untouched, and
+a program that links libpython but never starts it left alone.
+
+The torch tests need torch in /usr/bin/python3 (Debian's python3-torch) and
+are skipped without it. The tests without torch also run with a second
+interpreter when there is one: PROFHOST_OTHER_PYTHON, else the first
+`python3` on PATH that is not /usr/bin/python3 (e.g. pyenv's).
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import unittest
+
+from harness import (LIB, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
+                     load_trace, profhost_lines, run, step_spans, window_dirs)
+
+WORKLOADS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python")
+TRAIN = os.path.join(SOURCE, "examples", "train.py")
+PYEMBED = os.path.join(TESTBIN, "pyembed_app")
+PHASES = ("data", "forward", "backward", "optimizer")
+
+# skip 3, then cycles of wait 1, warm-up 1, 3 recorded steps.
+SCHEDULE = "prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 2 }\n"
+EXPECTED = [(5, 7), (10, 12)]
+
+
+def _has_torch():
+    try:
+        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _torch_has_cuda():
+    r = subprocess.run([PYTHON, "-c", "import torch; print(torch.version.cuda)"],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return r.stdout.strip() not in ("", "None")
+
+
+def _other_python():
+    """A second CPython (3.9+) that is not /usr/bin/python3, or None."""
+    cands = [os.environ.get("PROFHOST_OTHER_PYTHON"), shutil.which("python3")]
+    for c in cands:
+        if not c:
+            continue
+        try:
+            r = subprocess.run(
+                [c, "-c", "import sys; print(sys.executable); print(sys.version_info >= (3, 9))"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60,
+                env=base_env())
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        lines = r.stdout.split()
+        if r.returncode != 0 or len(lines) != 2 or lines[1] != "True":
+            continue
+        exe = os.path.realpath(lines[0])
+        if exe != os.path.realpath(PYTHON):
+            return exe
+    return None
+
+
+HAS_TORCH = _has_torch()
+OTHER_PYTHON = _other_python()
+NEEDS_TORCH = unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
+
+
+# What the host says in every process whatever it runs (not the bridge's):
+# a CUDA build on a machine without a GPU says so once.
+NOT_PYTHON = ("profhost: no CUDA driver or GPU here",)
+
+
+def noise(stderr):
+    """The stderr lines a run printed, but the host's lines about other
+    capture sources that every process prints (NOT_PYTHON)."""
+    return [l for l in stderr.splitlines() if not l.startswith(NOT_PYTHON)]
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def phase_events(trace):
+    return [e for e in trace["traceEvents"]
+            if e.get("ph") == "X" and e.get("name") in PHASES]
+
+
+def inside(e, span, slack=0.001):
+    return (e["tid"] == span["tid"] and span["ts"] - slack <= e["ts"] and
+            e["ts"] + e["dur"] <= span["ts"] + span["dur"] + slack)
+
+
+def step_end_ns(span):
+    """A step span's end on the host's clock (trace times are its µs)."""
+    return round((span["ts"] + span["dur"]) * 1000)
+
+
+class PythonTest(TempDirTest):
+    def prof_run(self, script_args, policy_text=SCHEDULE, python=PYTHON, timeout=300,
+                 monotonic=False):
+        """Runs under `prof run`. `monotonic`: the host reads CLOCK_MONOTONIC,
+        the clock of the script's time.monotonic_ns(), so the two compare to
+        the nanosecond (else the host may use the TSC, microseconds apart)."""
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"PROF_CLOCK": "monotonic"} if monotonic else None)
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", python] + script_args,
+                timeout=timeout, cwd=self.tmp, env=env)
+        return r, out
+
+    def preload_run(self, script_args, policy_text=None, python=PYTHON, timeout=300):
+        out = os.path.join(self.tmp, "out")
+        extra = {"PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB, "PROF_CLOCK": "monotonic"}
+        if policy_text is not None:
+            extra["PROF_SCRIPT"] = self.write("policy.lua", policy_text)
+        r = run([python] + script_args, env=base_env(extra), timeout=timeout, cwd=self.tmp)
+        return r, out
+
+    def check_windows(self, out, expected):
+        """The window directories and step spans are exactly `expected`;
+        returns the traces."""
+        dirs = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["window%d_steps%d-%d" % (i, a, b) for i, (a, b) in enumerate(expected)])
+        traces = []
+        for d, (a, b) in zip(dirs, expected):
+            trace = load_trace(d)
+            self.assertEqual([n for n, _ in step_spans(trace)], list(range(a, b + 1)))
+            traces.append(trace)
+        self.assertEqual(glob.glob(os.path.join(out, "**", "*.tmp.*"), recursive=True), [])
+        return traces
+
+    def check_phases(self, trace):
+        """Every step holds each phase; phases never overlap and their sum
+        stays within the step; no phase lies outside a step."""
+        steps = step_spans(trace)
+        phases = phase_events(trace)
+        for p in phases:
+            self.assertEqual(p["cat"], "user_annotation")
+            self.assertTrue(any(inside(p, s) for _, s in steps), p)
+        for n, s in steps:
+            mine = sorted((p for p in phases if inside(p, s)), key=lambda p: p["ts"])
+            self.assertEqual(set(p["name"] for p in mine), set(PHASES), "step %d" % n)
+            for p, q in zip(mine, mine[1:]):
+                self.assertLessEqual(p["ts"] + p["dur"], q["ts"] + 0.001, (p, q))
+            self.assertLessEqual(sum(p["dur"] for p in mine), s["dur"] + 0.001, "step %d" % n)
+
+
+@NEEDS_TORCH
+class TorchSteps(PythonTest):
+    def test_train_py_windows_on_the_scheduled_optimizer_steps(self):
+        r, out = self.prof_run([TRAIN, "--steps", "20"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("train.py: 20 steps on cpu", r.stdout)
+        traces = self.check_windows(out, EXPECTED)
+        for trace in traces:
+            self.check_phases(trace)
+        # The summary's phase table has a row per step.
+        summaries = [read(os.path.join(d, "summary.txt")) for d in window_dirs(out)]
+        for text, (a, b) in zip(summaries, EXPECTED):
+            self.assertIn("Step phases (ms)", text)
+            header = [l for l in text.splitlines() if l.split()[:2] == ["step", "total"]]
+            self.assertEqual(header[0].split(),
+                             ["step", "total", "data", "forward", "backward", "optimizer", "other"])
+            for n in range(a, b + 1):
+                self.assertRegex(text, r"\n +%d  +[0-9.]+ " % n)
+        if not _torch_has_cuda():
+            note = "operator events (aten::*) need a CUDA build of torch"
+            self.assertIn(note, summaries[0])
+            self.assertNotIn(note, summaries[1])  # said once
+            self.assertEqual(r.stderr.count(note), 1)
+
+    def test_python_frames_in_cpu_samples(self):
+        policy = SCHEDULE + "prof.capture { cpu_samples = { hz = 999 } }\n"
+        r, out = self.prof_run([TRAIN, "--steps", "20"], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, EXPECTED)
+        for d in window_dirs(out):
+            stacks = read(os.path.join(d, "stacks.txt"))
+            # The training loop's function, by name, with its file and line,
+            # under the script's module and above torch's native frames.
+            self.assertRegex(stacks, r"<module> \([^;]*train\.py:\d+\);main \([^;]*train\.py:"
+                             r"\d+\);train_loop \([^;]*train\.py:\d+\)")
+            # Not profhost's own wrappers, and no interpreter loop frames
+            # left where Python frames stand.
+            self.assertNotIn("_bridge.py", stacks)
+            for line in stacks.splitlines():
+                if "train_loop (" in line:
+                    self.assertNotIn("_PyEval_EvalFrameDefault", line)
+            trace = load_trace(d)
+            samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+            self.assertTrue(any("train_loop (" in e["args"]["stack"] for e in samples))
+
+    def test_step_boundaries_are_the_ends_of_optimizer_steps(self):
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--out", stamps], monotonic=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = load_json(stamps)
+        opt = got["opt"]
+        # Nothing of the phase timing is left after the last window.
+        self.assertEqual(got["hooked_by"], ["torch.nn.modules.module",
+                                            "torch.utils.data.dataloader", "torch.autograd"])
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+            for k, span in step_spans(trace):
+                # Step k ends inside the (k+1)-th optimizer.step() call.
+                self.assertLess(opt[k - 1], step_end_ns(span), k)
+                self.assertLessEqual(step_end_ns(span), opt[k], k)
+
+    def test_explicit_steps_win(self):
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--explicit", "--adam", "--out", stamps], monotonic=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = load_json(stamps)
+        opt, explicit = got["opt"], got["explicit"]
+        # Boundary 0 is the first optimizer step (no explicit step seen yet);
+        # from then on only profhost.step() counts: step k ends in the k-th
+        # explicit call, after that iteration's optimizer step.
+        for trace in self.check_windows(out, EXPECTED):
+            for k, span in step_spans(trace):
+                self.assertLess(opt[k - 1], step_end_ns(span), k)
+                self.assertLessEqual(step_end_ns(span), explicit[k - 1], k)
+            self.assertEqual(len([p for p in phase_events(trace)
+                                  if p["name"] == "optimizer"]), 3)
+
+    def test_reported_phase_replaces_the_automatic_one(self):
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--explicit-forward", "--out", stamps])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+            # One forward per step (the reported block), not one per model
+            # call (two of them) as the automatic hooks would time it.
+            names = [p["name"] for p in phase_events(trace)]
+            self.assertEqual(names.count("forward"), 3)
+            self.assertEqual(names.count("backward"), 3)
+
+    def check_adapter(self, which):
+        r, out = self.prof_run([os.path.join(WORKLOADS, "adapters.py"), which, "16"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done %s 16" % which, r.stdout)
+        # manual_steps(): only the callback's steps count (one per update),
+        # so the windows land where the schedule says.
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+            names = [p["name"] for p in phase_events(trace)]
+            self.assertEqual(names.count("optimizer"), 3)
+            self.assertEqual(names.count("backward"), 3)
+
+    def test_hf_callback(self):
+        self.check_adapter("hf")
+
+    def test_lightning_callback(self):
+        self.check_adapter("lightning")
+
+    def test_forked_dataloader_workers(self):
+        r, out = self.prof_run([os.path.join(WORKLOADS, "exit_after_train.py"), "3",
+                                "--steps", "20", "--workers", "2"])
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("train.py: 20 steps on cpu", r.stdout)
+        traces = self.check_windows(out, EXPECTED)  # no .pid<N> windows of workers
+        parent = traces[0]["profhost"]["pid"]
+        for trace, d in zip(traces, window_dirs(out)):
+            self.assertEqual(trace["profhost"]["pid"], parent)
+            self.check_phases(trace)
+            self.assertTrue(os.path.exists(os.path.join(d, "summary.txt")))
+        self.assertEqual(glob.glob(os.path.join(out, "*", "rank*", "*.pid*")), [])
+        self.assertEqual([l for l in profhost_lines(r.stderr) if "rror" in l or "arn" in l], [])
+
+    def test_own_threads_and_signal_handlers(self):
+        r, out = self.prof_run([os.path.join(WORKLOADS, "threads_signals.py"), "--steps", "20"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ok True", r.stdout)
+        self.check_windows(out, EXPECTED)
+
+    def test_preload_alone_finds_the_bridge(self):
+        # No launcher: no PYTHONPATH; the host puts its own module on sys.path.
+        r, out = self.preload_run([TRAIN, "--steps", "20"], policy_text=SCHEDULE)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for trace in self.check_windows(out, EXPECTED):
+            self.check_phases(trace)
+
+
+class FunctionSteps(PythonTest):
+    """prof.steps{python = "module:Class.method"}: the return of a function
+    is the step (no torch needed)."""
+
+    MODULE = '''
+class Trainer:
+    def __init__(self):
+        self.n = 0
+
+    def train_step(self, fail=False, inner=False):
+        if not inner:
+            self.train_step(inner=True)   # a nested call is not a step
+        self.n += 1
+        sum(range(3000))
+        if fail:
+            raise ValueError("bad batch")  # a raising call is not a step
+        return self.n
+'''
+    SCRIPT = '''
+import json, sys, time
+t0 = time.monotonic()
+while "profhost._bridge" not in sys.modules and time.monotonic() - t0 < 5:
+    time.sleep(0.001)   # the host starts a few ms after the interpreter
+import stepmod
+t = stepmod.Trainer()
+stamps = []
+for i in range(40):
+    try:
+        t.train_step(fail=(i % 7 == 3))
+    except ValueError:
+        continue
+    stamps.append(time.monotonic_ns())
+json.dump(stamps, open(sys.argv[1], "w"))
+print("calls", len(stamps))
+'''
+    POLICY = SCHEDULE + 'prof.steps { python = "stepmod:Trainer.train_step" }\n'
+
+    def check(self, python):
+        self.write("stepmod.py", self.MODULE)
+        script = self.write("run_steps.py", self.SCRIPT)
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.preload_run([script, stamps], policy_text=self.POLICY, python=python)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ok = load_json(stamps)
+        for trace in self.check_windows(out, EXPECTED):
+            for k, span in step_spans(trace):
+                self.assertLess(ok[k - 1], step_end_ns(span), k)
+                self.assertLessEqual(step_end_ns(span), ok[k], k)
+            self.assertEqual(phase_events(trace), [])  # no torch, no phases
+
+    def test_debian_python(self):
+        self.check(PYTHON)
+
+    @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
+    def test_other_python(self):
+        self.check(OTHER_PYTHON)
+
+    BUSY_MODULE = """
+import time
+
+
+def spin(seconds):
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        n += 1
+    return n
+
+
+class Trainer:
+    def train_step(self):
+        return spin(0.02)
+"""
+    BUSY_SCRIPT = """
+import sys, time
+t0 = time.monotonic()
+while "profhost._bridge" not in sys.modules and time.monotonic() - t0 < 5:
+    time.sleep(0.001)
+import stepmod
+t = stepmod.Trainer()
+for i in range(16):
+    t.train_step()
+print("done")
+"""
+
+    def check_frames(self, python):
+        self.write("stepmod.py", self.BUSY_MODULE)
+        script = self.write("busy.py", self.BUSY_SCRIPT)
+        policy = self.POLICY + "prof.capture { cpu_samples = { hz = 999 } }\n"
+        r, out = self.preload_run([script], policy_text=policy, python=python)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, EXPECTED)
+        for d in window_dirs(out):
+            stacks = read(os.path.join(d, "stacks.txt"))
+            # Python frames by name, file and line, innermost last: the
+            # method (qualified on 3.11+), then the function it calls.
+            self.assertRegex(stacks, r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
+                             r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+
+    def test_python_frames_debian_python(self):
+        self.check_frames(PYTHON)
+
+    @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
+    def test_python_frames_other_python(self):
+        self.check_frames(OTHER_PYTHON)
+
+    def test_reported_phases_without_torch(self):
+        self.write("stepmod.py", self.MODULE.replace(
+            "        sum(range(3000))\n",
+            "        t0 = time.monotonic_ns()\n"
+            "        time.sleep(0.001)\n"
+            "        profhost.record_phase(\"data\", t0, time.monotonic_ns())\n"
+            "        with profhost.phase(\"forward\"):\n"
+            "            time.sleep(0.002)\n")
+            .replace("class Trainer:", "import time\nimport profhost\n\nclass Trainer:"))
+        script = self.write("run_steps.py", self.SCRIPT)
+        stamps = os.path.join(self.tmp, "stamps.json")
+        r, out = self.prof_run([script, stamps], policy_text=self.POLICY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for trace in self.check_windows(out, EXPECTED):
+            phases = phase_events(trace)
+            for n, span in step_spans(trace):
+                # Each step is one outer call and its nested call: two of each.
+                self.assertEqual(sorted(p["name"] for p in phases if inside(p, span)),
+                                 ["data"] * 2 + ["forward"] * 2, n)
+            for p in phases:
+                self.assertGreaterEqual(p["dur"], 1000.0 if p["name"] == "data" else 2000.0)
+
+    def test_missing_function_is_one_clear_line(self):
+        self.write("stepmod.py", "class Trainer:\n    pass\n")
+        script = self.write("s.py", "import time\nimport stepmod\ntime.sleep(0.3)\n"
+                            "import stepmod\nprint('done')\n")
+        r, out = self.preload_run([script], python=PYTHON, policy_text=self.POLICY)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        self.assertIn('prof.steps{python = "stepmod:Trainer.train_step"}: module stepmod '
+                      'has no Trainer.train_step', r.stderr)
+
+
+class UnharmedProcesses(PythonTest):
+    def check_plain(self, python):
+        plain = os.path.join(WORKLOADS, "plain.py")
+        alone = run([python, plain])
+        self.assertEqual(alone.returncode, 0, alone.stderr)
+        before = set(alone.stdout.split()[1].split(",")) - {"-"}
+        # LD_PRELOAD alone, default policy: not a word on stderr.
+        r, out = self.preload_run([plain], python=python)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(noise(r.stderr), [])
+        # The bridge is there, but nothing else was loaded for it: no torch,
+        # no ctypes, no threading (what a process that never imports torch
+        # pays).
+        self.assertEqual(set(r.stdout.split()[1].split(",")), before | {"profhost._bridge"})
+        self.assertFalse(os.path.exists(out))
+        # Under prof run with a schedule: no steps, so no window.
+        r, out = self.prof_run([plain], python=python)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(noise(r.stderr),
+                         ["profhost: no capture window was reached; nothing written"])
+        self.assertEqual(window_dirs(out), [])
+
+    def test_plain_script_debian_python(self):
+        self.check_plain(PYTHON)
+
+    @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
+    def test_plain_script_other_python(self):
+        self.check_plain(OTHER_PYTHON)
+
+    def check_threads_signals(self, python):
+        r, out = self.preload_run([os.path.join(WORKLOADS, "threads_signals.py"),
+                                   "--no-torch"], python=python)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("ok True", r.stdout)
+        self.assertEqual(noise(r.stderr), [])
+
+    def test_threads_and_signals_debian_python(self):
+        self.check_threads_signals(PYTHON)
+
+    @unittest.skipUnless(OTHER_PYTHON, "no second python3 found")
+    def test_threads_and_signals_other_python(self):
+        self.check_threads_signals(OTHER_PYTHON)
+
+    def test_bridge_can_be_turned_off(self):
+        env = base_env({"LD_PRELOAD": LIB, "PROF_PYTHON": "0"})
+        r = run([PYTHON, os.path.join(WORKLOADS, "plain.py")], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "modules: -")
+
+    @unittest.skipUnless(os.path.exists(PYEMBED), "no shared libpython to link a test program")
+    def test_linked_but_never_started_is_left_alone(self):
+        env = base_env({"LD_PRELOAD": LIB})
+        r = run([PYEMBED, "noinit"], env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "never initialized")
+        self.assertEqual(noise(r.stderr), [])
+
+    @unittest.skipUnless(os.path.exists(PYEMBED), "no shared libpython to link a test program")
+    def test_interpreter_started_late_gets_the_bridge(self):
+        env = base_env({"LD_PRELOAD": LIB})
+        r = run([PYEMBED, "init"], env=env, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "bridge up")
+        self.assertEqual(noise(r.stderr), [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

@@ -1,0 +1,155 @@
+/*
+ * test_pystacks — Python stack snapshots merged into CPU samples: the span
+ * from the innermost to the outermost interpreter frame becomes the nearest
+ * snapshot's frames, named and kept through symbolization; samples that ran
+ * no Python, snapshots too far away or of another thread, and stacks that
+ * are not samples stay as they were; snapshots outside a window are dropped.
+ */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture/pystacks.h"
+#include "events/trace.h"
+
+#define MS 1000000LL
+#define EVAL 0x5000 /* the fake interpreter loop: [0x5000, 0x6000) */
+
+/* Adds a sample of `tid` at `ts`; pcs[] are raw addresses, leaf first. */
+static long add_sample(struct trace *t, int32_t tid, int64_t ts,
+		       const uint64_t *pcs, size_t n, int kind)
+{
+	struct trace_stack s = { 0 };
+
+	s.ts = ts;
+	s.tid = tid;
+	s.kind = (uint8_t)kind;
+	s.weight = 1;
+	return trace_add_stack(t, &s, pcs, n, 1);
+}
+
+/* The stack's frames as "name|name|..." (leaf first); unnamed frames as
+ * their pc in hex. */
+static void frames_of(const struct trace *t, long k, char *buf, size_t size)
+{
+	const struct trace_stack *s = &t->stacks[k];
+	size_t i, n = 0;
+
+	buf[0] = '\0';
+	for (i = 0; i < s->depth; i++) {
+		const struct trace_frame *f = &t->frames[t->stack_frames[s->first + i]];
+		const char *name = f->name != STRTAB_NONE ? trace_str(t, f->name) : NULL;
+
+		if (name)
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? "|" : "", name);
+		else
+			n += (size_t)snprintf(buf + n, size - n, "%s%llx", i ? "|" : "",
+					      (unsigned long long)f->pc);
+	}
+}
+
+static void add(int32_t tid, int64_t ts, const char *frames)
+{
+	pystacks_add(tid, ts, frames, (uint32_t)strlen(frames));
+}
+
+static void test_merge(void)
+{
+	/* leaf 0x100, 0x200, eval, 0x300 (C calling back into Python), eval,
+	 * 0x400 (main). The leaf is exact; others are return addresses, which
+	 * the trace stores minus one. */
+	const uint64_t pcs[] = { 0x100, 0x201, EVAL + 0x11, 0x301, EVAL + 0x21, 0x401 };
+	const uint64_t native[] = { 0x100, 0x201, 0x301 };
+	struct trace t;
+	struct err e;
+	char buf[1024];
+	long a, b, c, d, r, x;
+
+	pystacks_set_eval_range(EVAL, EVAL + 0x1000);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	a = add_sample(&t, 7, 100 * MS, pcs, 6, TRACE_STACK_SAMPLE);
+	b = add_sample(&t, 7, 200 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* far */
+	c = add_sample(&t, 8, 100 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* no snapshot */
+	d = add_sample(&t, 7, 101 * MS, native, 3, TRACE_STACK_SAMPLE);  /* no Python */
+	r = add_sample(&t, 7, 100 * MS, pcs, 6, TRACE_STACK_RANGE);      /* not a sample */
+	x = add_sample(&t, 7, 130 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* nearest: 2nd */
+
+	add(7, 50 * MS, "dropped (before the window)");
+	pystacks_open(3);
+	add(7, 99 * MS, "inner (m.py:3)\nmiddle (m.py:2)\n<module> (m.py:1)");
+	add(7, 128 * MS, "other (m.py:9)\n<module> (m.py:1)");
+	pystacks_close(3);
+	add(7, 131 * MS, "dropped (after the window)");
+
+	CHECK_EQ_INT(pystacks_merge(3, 100, &t, &e), 0); /* tolerance 15 ms */
+	frames_of(&t, a, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|inner (m.py:3)|middle (m.py:2)|<module> (m.py:1)|400");
+	frames_of(&t, x, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|other (m.py:9)|<module> (m.py:1)|400");
+	frames_of(&t, b, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|5010|300|5020|400");
+	frames_of(&t, c, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|5010|300|5020|400");
+	frames_of(&t, d, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|300");
+	frames_of(&t, r, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|200|5010|300|5020|400");
+
+	/* Python frames belong to module "python"; one frame per name. */
+	{
+		const struct trace_stack *s = &t.stacks[a];
+		const struct trace_frame *f = &t.frames[t.stack_frames[s->first + 2]];
+		const struct trace_stack *s2 = &t.stacks[x];
+
+		CHECK_EQ_STR(trace_str(&t, f->module), "python");
+		CHECK_EQ_INT(t.stack_frames[s->first + 4], t.stack_frames[s2->first + 3]);
+	}
+	/* The window's snapshots are gone once merged. */
+	CHECK_EQ_INT(pystacks_merge(3, 100, &t, &e), 0);
+	trace_free(&t);
+}
+
+static void test_nothing_to_merge(void)
+{
+	const uint64_t pcs[] = { 0x100, EVAL + 1, 0x401 };
+	struct trace t;
+	struct err e;
+	char buf[256];
+	long a;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	a = add_sample(&t, 7, 100 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(99, 100, &t, &e), 0); /* unknown window */
+	pystacks_open(4);
+	pystacks_close(4);
+	CHECK_EQ_INT(pystacks_merge(4, 100, &t, &e), 0);   /* no snapshot */
+	frames_of(&t, a, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|5000|400");
+	trace_free(&t);
+}
+
+static void test_named_frames_are_kept(void)
+{
+	struct trace t;
+	uint32_t name;
+	long f, g;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	name = trace_intern(&t, "f (a.py:1)", 10);
+	f = trace_add_frame(&t, 0xffff800000000001ull, name, STRTAB_NONE);
+	g = trace_add_frame(&t, 0xffff800000000001ull, trace_intern(&t, "g", 1), STRTAB_NONE);
+	CHECK(f >= 0);
+	CHECK_EQ_INT(f, g);
+	CHECK_EQ_STR(trace_str(&t, t.frames[f].name), "f (a.py:1)");
+	trace_free(&t);
+}
+
+int main(void)
+{
+	test_merge();
+	test_nothing_to_merge();
+	test_named_frames_are_kept();
+	pystacks_fini();
+	return check_done();
+}
