@@ -38,6 +38,11 @@ void cli_report_help(FILE *out);
 /* The one-line synopsis of `prof report`. */
 extern const char cli_report_synopsis[];
 
+/* Prints "prof <cmd>: <message> (usage: <synopsis>)" on stderr and returns
+ * CLI_EXIT_USAGE: the one shape of every usage error. */
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* `prof attach [options] PID`. argv[0] is "attach". Opens the REPL of a
  * running process (see docs/repl.md). Returns 0, 1 when a -e chunk failed
  * (a Lua error) or the connection was lost, CLI_EXIT_USAGE when it could not

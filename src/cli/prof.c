@@ -2,6 +2,7 @@
  * prof — the profhost command: dispatches to a subcommand (see cli.h and
  * docs/cli.md).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +40,18 @@ static int prof_usage_error(const char *what, const char *arg)
 {
 	fprintf(stderr, "prof: %s '%s' (usage: %s; prof --help for more)\n",
 		what, arg, cli_run_synopsis);
+	return CLI_EXIT_USAGE;
+}
+
+int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "prof %s: %s (usage: %s)\n", cmd, msg, synopsis);
 	return CLI_EXIT_USAGE;
 }
 

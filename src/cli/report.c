@@ -86,19 +86,6 @@ void cli_report_help(FILE *out)
 		cli_report_synopsis);
 }
 
-static int report_usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static int report_usage_error(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "prof report: %s (usage: %s)\n", msg, cli_report_synopsis);
-	return CLI_EXIT_USAGE;
-}
 
 /* The value of option -<s>/--<l> at argv[*i] (attached or next). 1: found,
  * 0: another argument, -1: value missing. */
@@ -143,30 +130,30 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		}
 		if (a[0] != '-' || a[1] == '\0') {
 			if (o->input)
-				return report_usage_error("more than one input ('%s' and '%s')",
+				return cli_usage_error("report", cli_report_synopsis, "more than one input ('%s' and '%s')",
 							  o->input, a);
 			o->input = a;
 			continue;
 		}
 		if ((m = report_match(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return report_usage_error("option '%s' needs a file", a);
+				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
 			o->script = val;
 		} else if ((m = report_match(argc, argv, &i, 'f', "format", &val)) != 0) {
 			if (m < 0)
-				return report_usage_error("option '%s' needs text, json or html", a);
+				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs text, json or html", a);
 			if (strcmp(val, "text") && strcmp(val, "json") && strcmp(val, "html"))
-				return report_usage_error("unknown format '%s' (text, json or html)", val);
+				return cli_usage_error("report", cli_report_synopsis, "unknown format '%s' (text, json or html)", val);
 			o->format = val;
 		} else if ((m = report_match(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0 || !val[0])
-				return report_usage_error("option '%s' needs a file", a);
+				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
 			o->output = val;
 		} else if ((m = report_match(argc, argv, &i, 0, "set", &val)) != 0) {
 			const char **grown;
 
 			if (m < 0 || !strchr(val, '='))
-				return report_usage_error("option '--set' needs key=value");
+				return cli_usage_error("report", cli_report_synopsis, "option '--set' needs key=value");
 			grown = realloc(o->sets, (o->nsets + 2) * sizeof *grown);
 			if (!grown) {
 				fprintf(stderr, "prof report: out of memory\n");
@@ -176,11 +163,11 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->sets[o->nsets++] = val;
 			o->sets[o->nsets] = NULL;
 		} else {
-			return report_usage_error("unknown option '%s'", a);
+			return cli_usage_error("report", cli_report_synopsis, "unknown option '%s'", a);
 		}
 	}
 	if (!o->input)
-		return report_usage_error("missing input (a window or run directory, or a trace file)");
+		return cli_usage_error("report", cli_report_synopsis, "missing input (a window or run directory, or a trace file)");
 	if (!o->format)
 		o->format = "text";
 	return 0;

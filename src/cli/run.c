@@ -77,21 +77,6 @@ void cli_run_help(FILE *out)
 		cli_run_synopsis);
 }
 
-/* Reports a usage error ("prof run: <message> (usage: ...)") on stderr.
- * Returns CLI_EXIT_USAGE. */
-static int run_usage_error(const char *fmt, ...)
-	__attribute__((format(printf, 1, 2)));
-static int run_usage_error(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "prof run: %s (usage: %s)\n", msg, cli_run_synopsis);
-	return CLI_EXIT_USAGE;
-}
 
 /* Matches argv[*i] against the option -<shortname>/--<longname> (shortname
  * 0: long form only). The value may be attached (-sX, --script=X) or the next
@@ -179,33 +164,33 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		}
 		if ((m = run_match(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return run_usage_error("option '%s' needs a policy file", a);
+				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a policy file", a);
 			o->script = val;
 		} else if ((m = run_match(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0)
-				return run_usage_error("option '%s' needs a directory", a);
+				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a directory", a);
 			if (val[0] == '\0')
-				return run_usage_error("option '%s' needs a non-empty directory", a);
+				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a non-empty directory", a);
 			o->output = val;
 		} else if ((m = run_match(argc, argv, &i, 0, "set", &val)) != 0) {
 			if (m < 0)
-				return run_usage_error("option '%s' needs key=value", a);
+				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs key=value", a);
 			if (!run_valid_set(val))
-				return run_usage_error("--set '%s' is not key=value with a key of "
+				return cli_usage_error("run", cli_run_synopsis, "--set '%s' is not key=value with a key of "
 						       "letters, digits, '_' and '.'", val);
 			if (strchr(val, '\n'))
-				return run_usage_error("--set '%.*s' has a newline in its value",
+				return cli_usage_error("run", cli_run_synopsis, "--set '%.*s' has a newline in its value",
 						       (int)(strchr(val, '=') - val), val);
 			if (run_add_set(o, val) != 0) {
 				fprintf(stderr, "prof run: out of memory\n");
 				return CLI_EXIT_USAGE;
 			}
 		} else {
-			return run_usage_error("unknown option '%s'", a);
+			return cli_usage_error("run", cli_run_synopsis, "unknown option '%s'", a);
 		}
 	}
 	if (i >= argc)
-		return run_usage_error("missing command");
+		return cli_usage_error("run", cli_run_synopsis, "missing command");
 	o->cmd = argv + i;
 	return 0;
 }
