@@ -20,7 +20,7 @@
 #include "../events/clock.h"
 #include "../events/evbuf.h"
 
-#define SHIM_API_VERSION 1
+#define SHIM_API_VERSION 2 /* 2: NVTX, clock, range hooks, CUDA injection */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
