@@ -171,7 +171,9 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
     # ------------------------------------------------------------ examples
 
     def test_examples_on_a_captured_loader_loop(self):
-        d, r = self.capture([PYTHON, LOADER, "12", "6"])
+        # 30 ms in the loader: every step stalls even when load stretches the
+        # Python in between (the example flags data over 25 % of a step).
+        d, r = self.capture([PYTHON, LOADER, "12", "30"])
         trace = load_trace(d)
         steps, by_step = ranges_by_step(trace)
         self.assertEqual(len(steps), 5)
