@@ -471,6 +471,11 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		uint32_t off = 0, k;
 		char name[17];
 
+		/* Nothing published yet: the chunk may be a late writer's, its
+		 * header still being written. A nonzero `used` (release) orders
+		 * the header before this read. */
+		if (used == 0)
+			continue;
 		if (used > CHUNK_DATA)
 			used = CHUNK_DATA;
 		memcpy(name, c->thread_name, 16);
