@@ -300,14 +300,15 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
         return union_ns(steps), union_ns(busy)
 
     def test_findings_gpu_bound_captured(self):
-        # 2 kernels of 5 ms a step, launched in microseconds: the GPU runs
-        # the whole step and the CPU waits for it (in the blocking cudaMemcpy).
-        d, trace = self.capture_gpu("--kernels", "2", "--kernel-us", "5000")
+        # 2 kernels of 20 ms a step, launched in microseconds: the GPU runs
+        # the whole step and the CPU waits for it (in the blocking cudaMemcpy),
+        # even on a slow (ASan, loaded) host.
+        d, trace = self.capture_gpu("--kernels", "2", "--kernel-us", "20000")
         f, data = self.findings(d)
         self.assertEqual(f[0]["id"], "gpu_bound", f)
         self.assertIn("the step is GPU-bound", f[0]["text"])
         self.assertIn("the top kernel gemm_kernel takes", f[0]["text"])
-        self.assertIn("(10 launches, 5.000 ms each)", f[0]["text"])
+        self.assertIn("(10 launches, 20.000 ms each)", f[0]["text"])
         self.assertNotIn("sync", [x["id"] for x in f])
         self.assertNotIn("gpu_idle", [x["id"] for x in f])
         # The utilization agrees with the raw trace, and the scenario is
