@@ -249,25 +249,22 @@ static int load_module(lua_State *L)
 	lua_pushvalue(L, -1);
 	lua_setglobal(L, "prof");
 
-	lua_createtable(L, 0, 6);
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_capture_now, 1);
-	lua_setfield(L, -2, "capture_now");
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_set_limits, 1);
-	lua_setfield(L, -2, "set_limits");
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_repl_active, 1);
-	lua_setfield(L, -2, "repl_active");
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_query, 1);
-	lua_setfield(L, -2, "query");
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_reconfigure, 1);
-	lua_setfield(L, -2, "reconfigure");
-	lua_pushlightuserdata(L, p);
-	lua_pushcclosure(L, native_sleep, 1);
-	lua_setfield(L, -2, "sleep");
+	{
+		/* Each native gets the policy as its one upvalue. */
+		static const luaL_Reg natives[] = {
+			{ "capture_now", native_capture_now },
+			{ "set_limits", native_set_limits },
+			{ "repl_active", native_repl_active },
+			{ "query", native_query },
+			{ "reconfigure", native_reconfigure },
+			{ "sleep", native_sleep },
+			{ NULL, NULL }
+		};
+
+		lua_createtable(L, 0, 6);
+		lua_pushlightuserdata(L, p);
+		luaL_setfuncs(L, natives, 1);
+	}
 	lua_setfield(L, -2, "_native");
 
 	if (lua_getfield(L, -1, "_config") != LUA_TFUNCTION)
