@@ -5,11 +5,11 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx nvtx_instructions writer window_memory sampler torch.
+# Sections: machine nvtx nvtx_instructions writer window_memory cupti sampler torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory sampler torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory cupti sampler torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -103,6 +103,21 @@ section_window_memory() {
         | grep -E "peak RSS|nvtx_stress:"
     echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
     rm -rf "$dir"
+}
+
+# GPU records through the host's record path, fed by the CUPTI fake: five
+# windows of 10M records each with a pool that holds them, then with the
+# default 128 MiB pool (which keeps 1M and drops the rest, counted). Built
+# only with the CUDA headers (the fake is compiled from them).
+section_cupti() {
+    if [ ! -x "$BUILD/bin/bench_cupti" ]; then
+        echo "==== GPU records: skipped (no CUDA headers: the CUPTI fake is not built)"
+        return
+    fi
+    echo "==== GPU records ($BUILD/bin/bench_cupti 5000000 2048 5)"
+    "$BUILD/bin/bench_cupti" 5000000 2048 5
+    echo "==== GPU records, default pool ($BUILD/bin/bench_cupti 5000000 128 5)"
+    "$BUILD/bin/bench_cupti" 5000000 128 5
 }
 
 # CPU sampling: handler cost at 30 frames, overhead of a two-thread

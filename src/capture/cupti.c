@@ -84,6 +84,7 @@ static struct {
 	size_t ncarry, capcarry;
 	uint64_t carry_dropped;
 	int64_t prev_start, prev_end;  /* the last window written */
+	size_t corr_hint;              /* its correlation ids, to size the next table */
 	uint64_t last_gen;             /* generation of the last window opened */
 	struct cupti_devices devices;
 	const char **names[2];         /* cbid -> name cache (runtime, driver) */
@@ -607,25 +608,6 @@ static void stop(void)
 	pthread_mutex_unlock(&cu.lock);
 }
 
-/* Whether the schedule or a capture request may still open a window. */
-static bool windows_ahead(struct host *h)
-{
-	struct window_state *w = &h->win;
-	const struct sched *s = &w->sched;
-	const struct sched_config *c = &s->cfg;
-	uint64_t end;
-	bool more;
-
-	pthread_mutex_lock(&w->lock);
-	end = (uint64_t)c->skip_first +
-	      (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
-	more = !w->finished &&
-	       (w->recording || s->pending_steps || s->now_left || s->next_cfg_pending ||
-		(c->enabled && c->active && (c->cycles == 0 || s->step < end)));
-	pthread_mutex_unlock(&w->lock);
-	return more;
-}
-
 /* ------------------------------------------------------------ Nsight */
 
 /* cudaProfilerStart/Stop of the process's CUDA runtime, once it has one
@@ -963,6 +945,7 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	o.show = cu.show;
 	o.api_name = api_name;
 	o.devices = &cu.devices;
+	o.corr_hint = cu.corr_hint;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
 	cu.carry_dropped = 0;
@@ -981,6 +964,7 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	pthread_mutex_unlock(&cu.pool.lock);
 	free(done);
 
+	cu.corr_hint = c.map_n;
 	cu.prev_start = job->start_ts;
 	cu.prev_end = job->end_ts;
 	lost = (uint64_t)dropped + c.zero_ts + c.late + cu.carry_dropped;
@@ -1000,7 +984,7 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	pthread_mutex_lock(&cu.lock);
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
-	if (last && !cu.steps_from_cuda && !windows_ahead(h))
+	if (last && !cu.steps_from_cuda && !window_ahead(h))
 		stop();
 	return 0;
 }

@@ -125,6 +125,9 @@ struct cupti_conv_opts {
 	cupti_api_name_fn api_name;
 	void *api_name_ctx;
 	struct cupti_devices *devices; /* updated from DEVICE records */
+	size_t corr_hint;           /* correlation ids expected (the last
+				       window's map_n): the table is sized for
+				       them at once; 0: grows from small */
 };
 
 struct cupti_corr;   /* correlation id -> what is known about it */
@@ -159,6 +162,9 @@ struct cupti_conv {
 	uint64_t devices_seen;           /* bit d: device d has a track */
 	int32_t *api_tids;               /* threads of API events */
 	size_t napi_tids, cap_api_tids;
+	size_t scan_events, scan_args;   /* most events and args pass 2 can add,
+					    counted by pass 1 */
+	bool reserved;                   /* the trace was sized for them */
 	/* results */
 	uint64_t zero_ts;                /* records without timing: dropped */
 	uint64_t late;                   /* records of the previous window that

@@ -11,6 +11,7 @@
  * Host thread only.
  */
 #include "cupti_internal.h"
+#include "../events/bigalloc.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -22,7 +23,8 @@
 #define TID_MEMORY (-2)       /* track of allocations and frees */
 #define MAX_CONTEXTS 64
 
-/* What is known about one correlation id. */
+/* What is known about one correlation id: 32 bytes, one per API call of
+ * the window, so a window of millions of launches keeps it small. */
 struct cupti_corr {
 	uint32_t corr;        /* 0: empty slot */
 	uint8_t route;        /* enum cupti_route of the API call */
@@ -30,9 +32,9 @@ struct cupti_corr {
 	uint8_t api_driver;
 	uint8_t flowed;       /* a flow arrow was drawn for it */
 	int32_t api_tid;
-	int64_t api_start, api_end;
-	uint64_t ext_id;      /* profhost's external id (a range), 0: none */
 	uint32_t api_event;   /* index of its API event + 1, 0: none */
+	int64_t api_start;
+	uint64_t ext_id;      /* profhost's external id (a range), 0: none */
 };
 
 /* A MEMORY2 record waiting for the running totals. */
@@ -136,7 +138,7 @@ static struct cupti_corr *corr_get(struct cupti_conv *c, uint32_t corr, bool cre
 		return NULL;
 	if (create && 2 * (c->map_n + 1) > c->map_cap) {
 		size_t cap = 2 * c->map_cap, k;
-		struct cupti_corr *m = calloc(cap, sizeof *m);
+		struct cupti_corr *m = bigalloc_calloc(cap, sizeof *m);
 
 		if (!m) {
 			c->t->oom = 1;
@@ -150,7 +152,7 @@ static struct cupti_corr *corr_get(struct cupti_conv *c, uint32_t corr, bool cre
 				i = (i + 1) & (cap - 1);
 			m[i] = c->map[k];
 		}
-		free(c->map);
+		bigalloc_drop(c->map); /* outgrown: not kept for reuse */
 		c->map = m;
 		c->map_cap = cap;
 	}
@@ -490,7 +492,9 @@ int cupti_conv_init(struct cupti_conv *c, struct trace *t,
 	c->t = t;
 	c->o = *o;
 	c->map_cap = 1024;
-	c->map = calloc(c->map_cap, sizeof *c->map);
+	while (c->map_cap < SIZE_MAX / 4 && c->map_cap < 2 * (o->corr_hint + 1))
+		c->map_cap *= 2;
+	c->map = bigalloc_calloc(c->map_cap, sizeof *c->map);
 	for (k = 0; k < K_NKEYS; k++)
 		c->keys[k] = intern(c, key_names[k]);
 	c->ac2g = intern(c, "ac2g");
@@ -534,10 +538,43 @@ static void note_device(struct cupti_conv *c, const CUpti_ActivityDevice5 *d)
 	ds->dev[i] = td;
 }
 
+/* Most events and arguments passes 2 and 3 add for a record of kind `k`,
+ * so the trace can be sized once (trace_reserve): an event and its args,
+ * plus the two ends of a flow arrow for GPU work. */
+static void scan_count(struct cupti_conv *c, CUpti_ActivityKind k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+		c->scan_events += 3;
+		c->scan_args += 13; /* add_kernel with a graph and an external id */
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+	case CUPTI_ACTIVITY_KIND_MEMSET:
+		c->scan_events += 3;
+		c->scan_args += 8;
+		break;
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER:
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+	case CUPTI_ACTIVITY_KIND_OVERHEAD:
+		c->scan_events += 1;
+		c->scan_args += 4;
+		break;
+	case CUPTI_ACTIVITY_KIND_MEMORY2: /* an event with its args in finish */
+		c->scan_events += 1;
+		c->scan_args += 8;
+		break;
+	default:
+		break;
+	}
+}
+
 void cupti_conv_scan(struct cupti_conv *c, const CUpti_Activity *r)
 {
 	struct cupti_corr *e;
 
+	scan_count(c, r->kind);
 	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_RUNTIME:
 	case CUPTI_ACTIVITY_KIND_DRIVER: {
@@ -550,7 +587,6 @@ void cupti_conv_scan(struct cupti_conv *c, const CUpti_Activity *r)
 		e->api_driver = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
 		e->api_tid = (int32_t)a->threadId;
 		e->api_start = (int64_t)a->start;
-		e->api_end = (int64_t)a->end;
 		e->route = a->start == 0 ? CUPTI_ROUTE_DROP : route_ts(c, (int64_t)a->start);
 		break;
 	}
@@ -877,7 +913,17 @@ static enum cupti_route add_overhead(struct cupti_conv *c, const CUpti_ActivityO
 
 enum cupti_route cupti_conv_add(struct cupti_conv *c, const CUpti_Activity *r)
 {
-	enum cupti_route route = add_record(c, r);
+	enum cupti_route route;
+
+	if (!c->reserved) {
+		c->reserved = true;
+		/* Slack for the gpu_user_annotation spans of finish (one per
+		 * range or step and track, far fewer than records): growing a
+		 * big array later would move it. */
+		(void)trace_reserve(c->t, c->scan_events + c->scan_events / 16 + 4096,
+				    c->scan_args + c->scan_events / 16 + 4096);
+	}
+	route = add_record(c, r);
 
 	args_flush(c);
 	return route;
@@ -1269,7 +1315,7 @@ void cupti_conv_finish(struct cupti_conv *c)
 
 void cupti_conv_free(struct cupti_conv *c)
 {
-	free(c->map);
+	bigalloc_free(c->map);
 	free(c->mem);
 	free(c->links);
 	free(c->name_key);

@@ -1,12 +1,16 @@
 /*
  * trace — the drained trace model (see trace.h).
  *
- * Plain growable arrays (doubling) plus a string table. Once an allocation
+ * Growable arrays (doubling, from bigalloc: the events and arguments of a
+ * big window are huge-page mappings reused by the next window) plus a
+ * string table. Once an allocation
  * has failed, t->oom stays set and every later trace_add_* / trace_arg_* /
  * trace_intern call fails at once, so the trace holds exactly what was added
  * before the failure.
  */
 #include "trace.h"
+
+#include "bigalloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +57,7 @@ static void *grow(void *arr, size_t *cap, size_t n, size_t size, size_t min)
 			return NULL;
 		ncap = *cap * 2;
 	}
-	p = realloc(arr, ncap * size);
+	p = bigalloc_realloc(arr, ncap * size);
 	if (!p)
 		return NULL;
 	*cap = ncap;
@@ -77,23 +81,23 @@ void trace_free(struct trace *t)
 	if (!t)
 		return;
 	strtab_free(&t->names);
-	free(t->ev);
-	free(t->args);
-	free(t->steps);
-	free(t->threads);
-	free(t->procs);
+	bigalloc_free(t->ev);
+	bigalloc_free(t->args);
+	bigalloc_free(t->steps);
+	bigalloc_free(t->threads);
+	bigalloc_free(t->procs);
 	for (size_t i = 0; i < t->ndevices; i++)
 		free(t->devices[i].name);
-	free(t->devices);
+	bigalloc_free(t->devices);
 	free(t->meta.program);
 	free(t->meta.hostname);
 	free(t->meta.run);
 	free(t->meta.reason);
 	free(t->meta.notes);
-	free(t->frames);
+	bigalloc_free(t->frames);
 	free(t->frame_slots);
-	free(t->stack_frames);
-	free(t->stacks);
+	bigalloc_free(t->stack_frames);
+	bigalloc_free(t->stacks);
 	memset(t, 0, sizeof *t);
 }
 
@@ -136,6 +140,32 @@ uint32_t trace_intern(struct trace *t, const char *s, size_t len)
 /* Appends a copy of *e with no arguments yet (e->args/nargs are ignored);
  * keeps counters.events equal to the number of events. Returns the stored
  * event, or NULL (t->oom set) on allocation failure. */
+/* Grows *arr to hold at least `want` elements of `size` bytes. 0 or -1. */
+static int reserve(void **arr, size_t *cap, size_t want, size_t size)
+{
+	void *p;
+
+	if (want <= *cap)
+		return 0;
+	if (want > SIZE_MAX / size)
+		return -1;
+	p = bigalloc_realloc(*arr, want * size);
+	if (!p)
+		return -1;
+	*arr = p;
+	*cap = want;
+	return 0;
+}
+
+int trace_reserve(struct trace *t, size_t nev, size_t nargs)
+{
+	if (t->oom || nev > SIZE_MAX - t->nev || nargs > SIZE_MAX - t->nargs)
+		return -1;
+	if (reserve((void **)&t->ev, &t->cap_ev, t->nev + nev, sizeof *t->ev) != 0)
+		return -1;
+	return reserve((void **)&t->args, &t->cap_args, t->nargs + nargs, sizeof *t->args);
+}
+
 struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e)
 {
 	struct trace_event *ev, *slot;
@@ -751,13 +781,14 @@ void trace_sort(struct trace *t)
 
 	if (t->nev < 2)
 		return;
-	tmp = malloc(t->nev * sizeof *tmp);
+	tmp = t->nev <= SIZE_MAX / sizeof *tmp ? bigalloc_realloc(NULL, t->nev * sizeof *tmp)
+					       : NULL;
 	if (!tmp) {
 		insertion_sort(t->ev, t->nev);
 		return;
 	}
 	merge_sort(t->ev, tmp, t->nev);
-	free(tmp);
+	bigalloc_free(tmp);
 }
 
 /* Non-negative duration of an event. */

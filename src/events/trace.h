@@ -248,6 +248,14 @@ void trace_free(struct trace *t);
  * STRTAB_NONE on allocation failure. */
 uint32_t trace_intern(struct trace *t, const char *s, size_t len);
 
+/* Makes room for `nev` more events and `nargs` more arguments in one
+ * allocation each, so a converter that knows how many it will add does not
+ * grow the arrays step by step (each doubling would move the array and
+ * fault in its pages again). A hint: adding more than reserved still
+ * works. Returns 0, or -1 on allocation failure (t->oom is not set: the
+ * arrays then grow as usual). */
+int trace_reserve(struct trace *t, size_t nev, size_t nargs);
+
 /* Appends an event (copied) and returns a pointer to the stored one, valid
  * until the next trace_add_event(); NULL on allocation failure. */
 struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e);

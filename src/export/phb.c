@@ -621,10 +621,8 @@ static int read_args(struct phb_r *r, size_t off, size_t end, struct trace *t)
 		return -1;
 	if (n > SIZE_MAX / sizeof *t->args)
 		return r_fail(r, off - 8, "argument count too large");
-	t->args = malloc((n ? n : 1) * sizeof *t->args);
-	if (!t->args)
+	if (trace_reserve(t, 0, n ? n : 1) != 0)
 		return err_set(r->e, "%s: out of memory", r->label);
-	t->cap_args = n ? n : 1;
 	for (i = 0; i < n; i++, off += PHB_ARG_SIZE) {
 		const unsigned char *p = r->base + off;
 		struct trace_arg *a = &t->args[i];

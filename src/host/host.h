@@ -157,6 +157,10 @@ void window_finish(struct host *h, bool from_signal);
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);
 
+/* Whether the schedule or a capture request may still open a window (or
+ * one is recording). Any thread; not while holding the window lock. */
+bool window_ahead(struct host *h);
+
 /* An instance of the NVTX capture range (prof.capture_range) began: opens a
  * window unless one is recording, and keeps it recording until
  * window_range_end(). Returns 1 when this instance now holds the window

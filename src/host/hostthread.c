@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "../events/assemble.h"
+#include "../events/bigalloc.h"
 #include "../export/export.h"
 #include "../util/log.h"
 #include "capture.h"
@@ -201,6 +202,10 @@ static void process_job(struct host *h, struct host_job *job)
 
 	export_result_free(&res);
 	trace_free(&t);
+	/* The trace's big arrays were kept for the next window; with none
+	 * ahead, the memory goes back now. */
+	if (!window_ahead(h))
+		bigalloc_trim();
 }
 
 /* Pops and processes every queued job. Host thread. */

@@ -281,6 +281,24 @@ bool window_recording(struct host *h)
 	return h->win.recording;
 }
 
+bool window_ahead(struct host *h)
+{
+	struct window_state *w = &h->win;
+	const struct sched *s = &w->sched;
+	const struct sched_config *c = &s->cfg;
+	uint64_t end;
+	bool more;
+
+	pthread_mutex_lock(&w->lock);
+	end = (uint64_t)c->skip_first +
+	      (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
+	more = !w->finished &&
+	       (w->recording || s->pending_steps || s->now_left || s->next_cfg_pending ||
+		(c->enabled && c->active && (c->cycles == 0 || s->step < end)));
+	pthread_mutex_unlock(&w->lock);
+	return more;
+}
+
 /* Takes the window lock; from a signal's exit path, gives up after ~1 s
  * (the interrupted thread may be the holder). Returns true when held. */
 static bool lock_for_finish(struct window_state *w, bool from_signal)

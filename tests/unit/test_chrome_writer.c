@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "events/bigalloc.h"
 #include "events/trace.h"
 #include "export/chrome_writer.h"
 #include "export/outfile.h"
@@ -32,6 +33,18 @@ static char tmpdir[256];
 static void *xrealloc(void *p, size_t n)
 {
 	p = realloc(p, n);
+	if (!p) {
+		fprintf(stderr, "out of memory\n");
+		exit(2);
+	}
+	return p;
+}
+
+/* Grows one of the trace's arrays (trace_free releases them with
+ * bigalloc_free). */
+static void *xgrow(void *p, size_t n)
+{
+	p = bigalloc_realloc(p, n);
 	if (!p) {
 		fprintf(stderr, "out of memory\n");
 		exit(2);
@@ -71,7 +84,7 @@ static struct trace_event *add_ev(struct trace *t, int ph, int cat,
 
 	if (t->nev == t->cap_ev) {
 		t->cap_ev = t->cap_ev ? 2 * t->cap_ev : 16;
-		t->ev = xrealloc(t->ev, t->cap_ev * sizeof *t->ev);
+		t->ev = xgrow(t->ev, t->cap_ev * sizeof *t->ev);
 	}
 	e = &t->ev[t->nev++];
 	memset(e, 0, sizeof *e);
@@ -99,7 +112,7 @@ static struct trace_arg *add_arg(struct trace *t, const char *key, int type)
 
 	if (t->nargs == t->cap_args) {
 		t->cap_args = t->cap_args ? 2 * t->cap_args : 16;
-		t->args = xrealloc(t->args, t->cap_args * sizeof *t->args);
+		t->args = xgrow(t->args, t->cap_args * sizeof *t->args);
 	}
 	a = &t->args[t->nargs++];
 	memset(a, 0, sizeof *a);
@@ -113,7 +126,7 @@ static void add_thread(struct trace *t, int32_t pid, int32_t tid, const char *na
 {
 	if (t->nthreads == t->cap_threads) {
 		t->cap_threads = t->cap_threads ? 2 * t->cap_threads : 4;
-		t->threads = xrealloc(t->threads, t->cap_threads * sizeof *t->threads);
+		t->threads = xgrow(t->threads, t->cap_threads * sizeof *t->threads);
 	}
 	t->threads[t->nthreads].pid = pid;
 	t->threads[t->nthreads].tid = tid;

@@ -407,6 +407,83 @@ static void test_annotations(void)
 	trace_free(&t);
 }
 
+/* Pass 1 sizes the trace for passes 2 and 3: a window of thousands of
+ * launches (with copies, syncs, allocations and range-linked kernels) is
+ * converted without the event or argument arrays ever moving, so their
+ * pages are written once (docs/performance.md, "GPU records"). */
+static void test_sized_once(void)
+{
+	enum { N = 3000 };
+	static CUpti_ActivityAPI apis[N];
+	static CUpti_ActivityKernel10 ks[N];
+	static CUpti_ActivityExternalCorrelation xs[N];
+	static CUpti_ActivityMemory4 mems[N];
+	static const CUpti_Activity *recs[4 * N];
+	static enum cupti_route routes[4 * N];
+	struct trace t;
+	struct cupti_conv c;
+	struct trace_event r = { 0 };
+	const struct trace_event *ev;
+	const struct trace_arg *args;
+	size_t i, n = 0, cap_ev, cap_args;
+
+	setup(&t, &c, NULL);
+	r.pid = 42;
+	r.tid = 4242;
+	r.cat = TRACE_CAT_USER_ANNOTATION;
+	r.ph = TRACE_PH_COMPLETE;
+	r.ts = W0 + 10;
+	r.dur = 800000;
+	for (i = 0; i < 50; i++) { /* ranges the kernels' spans go under */
+		r.name = trace_intern(&t, "range", 5);
+		r.id = 1000 + i;
+		trace_add_event(&t, &r);
+	}
+	for (i = 0; i < N; i++) {
+		apis[i] = api((uint32_t)i + 1, W0 + 100 * i + 20, W0 + 100 * i + 60, 211);
+		ks[i] = kernel((uint32_t)i + 1, W0 + 100 * i + 70, W0 + 100 * i + 90,
+			       i % 2 ? "odd" : "even");
+		ks[i].streamId = 7 + (uint32_t)(i % 4);
+		memset(&xs[i], 0, sizeof xs[i]);
+		xs[i].kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+		xs[i].externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1;
+		xs[i].externalId = 1000 + i % 50;
+		xs[i].correlationId = (uint32_t)i + 1;
+		memset(&mems[i], 0, sizeof mems[i]);
+		mems[i].kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+		mems[i].memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+		mems[i].memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+		mems[i].address = 0x100000 + 0x1000 * i;
+		mems[i].bytes = 256;
+		mems[i].timestamp = W0 + 100 * i + 30;
+		recs[n++] = (const void *)&xs[i];
+		recs[n++] = (const void *)&apis[i];
+		recs[n++] = (const void *)&ks[i];
+		recs[n++] = (const void *)&mems[i];
+	}
+	for (i = 0; i < n; i++)
+		cupti_conv_scan(&c, recs[i]);
+	routes[0] = cupti_conv_add(&c, recs[0]);
+	ev = t.ev;
+	args = t.args;
+	cap_ev = t.cap_ev;
+	cap_args = t.cap_args;
+	for (i = 1; i < n; i++)
+		routes[i] = cupti_conv_add(&c, recs[i]);
+	cupti_conv_finish(&c);
+	for (i = 0; i < N; i++) /* the launches and kernels are this window's */
+		CHECK(routes[4 * i + 1] == CUPTI_ROUTE_THIS && routes[4 * i + 2] == CUPTI_ROUTE_THIS);
+	CHECK_EQ_INT(count(&t, TRACE_CAT_KERNEL), N);
+	CHECK_EQ_INT(count(&t, TRACE_CAT_AC2G), 2 * N);
+	CHECK_EQ_INT(count(&t, TRACE_CAT_GPU_MEMORY), N);
+	CHECK(count(&t, TRACE_CAT_GPU_USER_ANNOTATION) >= 4);
+	CHECK(t.nev > 4 * N);
+	CHECK(t.ev == ev && t.cap_ev == cap_ev);
+	CHECK(t.args == args && t.cap_args == cap_args);
+	cupti_conv_free(&c);
+	trace_free(&t);
+}
+
 static void test_record_sizes(void)
 {
 	CHECK_EQ_INT(cupti_record_size(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
@@ -569,6 +646,7 @@ int main(void)
 	test_routing_by_window();
 	test_copies_sync_memory();
 	test_annotations();
+	test_sized_once();
 	test_record_sizes();
 	test_patterns();
 	test_load();

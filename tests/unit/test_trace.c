@@ -255,6 +255,46 @@ static void test_events_args(void)
 
 /* Once an allocation failed, nothing more is added. (Simulated by setting
  * the flag: the trace must refuse further additions.) */
+/* trace_reserve: what was reserved is added without the arrays moving;
+ * more than reserved still works. */
+static void test_reserve(void)
+{
+	struct trace t;
+	struct trace_event e = { 0 };
+	struct trace_arg a = { 0 };
+	const struct trace_event *ev;
+	const struct trace_arg *args;
+	int i;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	e.ph = TRACE_PH_COMPLETE;
+	trace_add_event(&t, &e);
+	CHECK_EQ_INT(trace_reserve(&t, 5000, 20000), 0);
+	CHECK(t.cap_ev >= 5001 && t.cap_args >= 20000);
+	ev = t.ev;
+	args = t.args;
+	a.key = trace_intern(&t, "k", 1);
+	a.type = TRACE_ARG_INT;
+	for (i = 0; i < 5000; i++) {
+		e.ts = i;
+		CHECK(trace_add_event(&t, &e) != NULL);
+		a.v.i = i;
+		CHECK_EQ_INT(trace_args_add(&t, &a, 1), 0);
+		CHECK_EQ_INT(trace_args_add(&t, &a, 1), 0);
+		CHECK_EQ_INT(trace_args_add(&t, &a, 1), 0);
+		CHECK_EQ_INT(trace_args_add(&t, &a, 1), 0);
+	}
+	CHECK(t.ev == ev && t.args == args);
+	CHECK(trace_add_event(&t, &e) != NULL); /* past the reservation */
+	CHECK_EQ_INT(trace_args_add(&t, &a, 1), 0);
+	CHECK_EQ_INT(t.nev, 5002);
+	CHECK_EQ_INT(t.nargs, 20001);
+	CHECK_EQ_INT(t.args[t.ev[4000].args + 3].v.i, 3999);
+	CHECK_EQ_INT(trace_reserve(&t, (size_t)-1, 0), -1); /* overflow refused */
+	CHECK_EQ_INT(t.oom, 0);
+	trace_free(&t);
+}
+
 static void test_oom_sticky(void)
 {
 	struct trace t;
@@ -445,6 +485,7 @@ int main(void)
 	test_intern_many();
 	test_cat_names();
 	test_events_args();
+	test_reserve();
 	test_oom_sticky();
 	test_steps();
 	test_threads();
