@@ -781,14 +781,13 @@ void trace_sort(struct trace *t)
 
 	if (t->nev < 2)
 		return;
-	tmp = t->nev <= SIZE_MAX / sizeof *tmp ? bigalloc_realloc(NULL, t->nev * sizeof *tmp)
-					       : NULL;
+	tmp = malloc(t->nev * sizeof *tmp);
 	if (!tmp) {
 		insertion_sort(t->ev, t->nev);
 		return;
 	}
 	merge_sort(t->ev, tmp, t->nev);
-	bigalloc_free(tmp);
+	free(tmp);
 }
 
 /* Non-negative duration of an event. */
