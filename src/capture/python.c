@@ -218,11 +218,22 @@ static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
 {
 	const char *name;
 	uint64_t id;
+	int64_t now;
 
 	if (phase < 0 || (size_t)phase >= PYB_NPHASES || end_ns < start_ns)
 		return;
 	start_ns = pyb_host_time(start_ns);
 	end_ns = pyb_host_time(end_ns);
+	/* A phase is reported once it has ended, and the conversion may land
+	 * microseconds ahead of the host's clock (the offset is up to
+	 * PYB_OFFSET_NS old while the TSC clock slews): a phase ending right
+	 * before a step boundary would then end after it. Nothing reported
+	 * ends later than now. */
+	now = clock_now_ns();
+	if (end_ns > now)
+		end_ns = now;
+	if (start_ns > end_ns)
+		start_ns = end_ns;
 	name = pyb_phase_names[phase];
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name,
