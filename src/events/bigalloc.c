@@ -232,30 +232,30 @@ void *bigalloc_calloc(size_t n, size_t size)
 	return data_of(h);
 }
 
-void bigalloc_free(void *p)
+/* Frees block p: a big one into the cache when `keep`, else unmapped. */
+static void release(void *p, int keep)
 {
 	struct hdr *h;
 
 	if (!p)
 		return;
 	h = hdr_of(p);
-	if (h->maplen)
+	if (!h->maplen)
+		free(h);
+	else if (keep)
 		cache_put(h, h->maplen);
 	else
-		free(h);
+		munmap(h, h->maplen);
+}
+
+void bigalloc_free(void *p)
+{
+	release(p, 1);
 }
 
 void bigalloc_drop(void *p)
 {
-	struct hdr *h;
-
-	if (!p)
-		return;
-	h = hdr_of(p);
-	if (h->maplen)
-		munmap(h, h->maplen);
-	else
-		free(h);
+	release(p, 0);
 }
 
 size_t bigalloc_cached_bytes(void)

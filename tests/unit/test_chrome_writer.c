@@ -30,9 +30,9 @@ static char tmpdir[256];
 
 /* ---------------------------------------------------------------- helpers */
 
-static void *xrealloc(void *p, size_t n)
+/* p, or the test ends: out of memory. */
+static void *need(void *p)
 {
-	p = realloc(p, n);
 	if (!p) {
 		fprintf(stderr, "out of memory\n");
 		exit(2);
@@ -40,16 +40,16 @@ static void *xrealloc(void *p, size_t n)
 	return p;
 }
 
+static void *xrealloc(void *p, size_t n)
+{
+	return need(realloc(p, n));
+}
+
 /* Grows one of the trace's arrays (trace_free releases them with
  * bigalloc_free). */
 static void *xgrow(void *p, size_t n)
 {
-	p = bigalloc_realloc(p, n);
-	if (!p) {
-		fprintf(stderr, "out of memory\n");
-		exit(2);
-	}
-	return p;
+	return need(bigalloc_realloc(p, n));
 }
 
 /* Appends `len` bytes as a new strtab id (no dedup needed in tests). */
