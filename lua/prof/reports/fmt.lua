@@ -95,14 +95,12 @@ function M.table(rows, cols, indent)
 			end
 		end
 	end
-	local function line(texts, header)
+	local function line(texts)
 		local parts = {}
 		for c, col in ipairs(cols) do
 			local text = texts[c]
 			local pad = string.rep(" ", width[c] - (utf8.len(text) or #text))
-			if col.right and not header then
-				parts[c] = pad .. text
-			elseif col.right then
+			if col.right then
 				parts[c] = pad .. text
 			elseif c < #cols then
 				parts[c] = text .. pad
@@ -117,7 +115,7 @@ function M.table(rows, cols, indent)
 	for c, col in ipairs(cols) do
 		titles[c] = col[1]
 	end
-	out[1] = line(titles, true)
+	out[1] = line(titles)
 	local dashes = {}
 	for c in ipairs(cols) do
 		dashes[c] = string.rep("-", width[c])
@@ -127,6 +125,34 @@ function M.table(rows, cols, indent)
 		out[#out + 1] = line(cells[r])
 	end
 	return table.concat(out, "\n")
+end
+
+-- The cells of the `nsys stats` summary columns (Time (%), Total Time,
+-- Instances, Avg, Med, Min, Max, StdDev) for a row of trace:aggregate's
+-- statistics; the caller adds its own cells to the table returned.
+function M.stats_cells(r)
+	return {
+		pct = string.format("%.1f", r.share * 100),
+		total = M.thousands(r.total), n = M.thousands(r.count),
+		avg = M.thousands(r.avg, 1), med = M.thousands(r.med, 1),
+		min = M.thousands(r.min), max = M.thousands(r.max),
+		std = M.thousands(r.std, 1),
+	}
+end
+
+-- The columns for M.stats_cells' cells, then the caller's `more` columns,
+-- for M.table.
+function M.stats_columns(more)
+	local cols = {
+		{ "Time (%)", "pct", right = true }, { "Total Time (ns)", "total", right = true },
+		{ "Instances", "n", right = true }, { "Avg (ns)", "avg", right = true },
+		{ "Med (ns)", "med", right = true }, { "Min (ns)", "min", right = true },
+		{ "Max (ns)", "max", right = true }, { "StdDev (ns)", "std", right = true },
+	}
+	for _, col in ipairs(more) do
+		cols[#cols + 1] = col
+	end
+	return cols
 end
 
 -- Median of a list of numbers (mean of the middle two for an even count).

@@ -38,20 +38,12 @@ function M.text(d, limit)
 		if limit and i > limit then
 			break
 		end
-		rows[i] = {
-			pct = string.format("%.1f", r.share * 100), total = fmt.thousands(r.total),
-			n = fmt.thousands(r.count), avg = fmt.thousands(r.avg, 1),
-			med = fmt.thousands(r.med, 1), min = fmt.thousands(r.min),
-			max = fmt.thousands(r.max), std = fmt.thousands(r.std, 1),
-			style = "PushPop", name = fmt.cut(r.name, 80),
-		}
+		rows[i] = fmt.stats_cells(r)
+		rows[i].style = "PushPop"
+		rows[i].name = fmt.cut(r.name, 80)
 	end
-	local text = fmt.table(rows, {
-		{ "Time (%)", "pct", right = true }, { "Total Time (ns)", "total", right = true },
-		{ "Instances", "n", right = true }, { "Avg (ns)", "avg", right = true },
-		{ "Med (ns)", "med", right = true }, { "Min (ns)", "min", right = true },
-		{ "Max (ns)", "max", right = true }, { "StdDev (ns)", "std", right = true },
-		{ "Style", "style" }, { "Range", "name" } }, " ")
+	local text = fmt.table(rows, fmt.stats_columns{ { "Style", "style" }, { "Range", "name" } },
+		" ")
 	if d.ranges > #rows then
 		text = text .. string.format("\n  (%d more ranges not shown)", d.ranges - #rows)
 	end
