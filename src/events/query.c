@@ -327,6 +327,22 @@ static int cmp_item(const void *a, const void *b)
 	return 0;
 }
 
+/* Events (indexes into tl_trace) sorted by (tid, ts, longer first), equal
+ * keys by index: phase candidates, and the tail of cmp_nest_tl. */
+static int cmp_tid_ts_tl(const void *a, const void *b)
+{
+	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
+	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
 /* Events sorted by (pid, tid, ts, longer first). */
 static int cmp_nest_tl(const void *a, const void *b)
 {
@@ -335,13 +351,7 @@ static int cmp_nest_tl(const void *a, const void *b)
 
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+	return cmp_tid_ts_tl(a, b);
 }
 
 /* The group key of an event; false when it has none (BY_STEP outside any
@@ -650,21 +660,6 @@ static uint8_t *phase_map(const struct trace *t)
 	for (i = 0; i < t->names.n; i++)
 		m[i] = (uint8_t)query_phase_of(t->names.str[i], t->names.len[i]);
 	return m;
-}
-
-/* Candidate phase ranges sorted by (tid, ts). */
-static int cmp_tid_ts_tl(const void *a, const void *b)
-{
-	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
-	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
-
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
 static bool is_range(const struct trace_event *ev)
