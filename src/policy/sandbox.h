@@ -85,6 +85,18 @@ void sandbox_clear_interrupt(struct sandbox *sb);
 int sandbox_pcall(struct sandbox *sb, int nargs, int nresults,
 		  const char *where, struct err *e);
 
+/*
+ * Pushes the text of the error object at `idx` of L and returns it: a
+ * string as it is; anything else as "<file>:<line>: <text>", where the
+ * position is the innermost Lua function of thread `from` at stack level
+ * `level` or above (none when there is none), and the text is a number's
+ * digits, the result of the object's __tostring (called protected: when it
+ * fails, or the budget stops it, the text says so), or "(error object is a
+ * <type> value)". May raise only a memory error. Lock held.
+ */
+const char *sandbox_error_text(lua_State *L, int idx, lua_State *from,
+			       int level);
+
 /* Closes the state (running finalizers under a short budget) and frees the
  * sandbox. NULL-safe. */
 void sandbox_free(struct sandbox *sb);

@@ -333,7 +333,117 @@ static void test_syntax_and_validation_errors(void)
 	m = load_error("local t = nil\nlocal x = t.field\n");
 	CHECK(starts_with(m, "myprof.lua:2: attempt to index a nil value"));
 	CHECK_EQ_STR(load_error("error('custom', 0)\n"), "custom");
-	CHECK_EQ_STR(load_error("error({})\n"), "(error object is a table value)");
+	CHECK_EQ_STR(load_error("\nerror({})\n"), "myprof.lua:2: (error object is a table value)");
+}
+
+/* Errors carry the position where they were raised, once: error objects
+ * that are not strings, errors out of coroutine.wrap, prof.sleep misused,
+ * an error object whose __tostring fails or loops. */
+static void test_error_positions(void)
+{
+	struct err e;
+	struct capture_log log = { 0 };
+	struct policy *p;
+	int64_t t0, ms;
+
+	CHECK_EQ_STR(load_error("\n\nerror(42)\n"), "myprof.lua:3: 42");
+	CHECK_EQ_STR(load_error("error(setmetatable({}, { __tostring = function() return 'mine' end }))\n"),
+		     "myprof.lua:1: mine");
+	CHECK_EQ_STR(load_error("error(setmetatable({}, { __tostring = function() error('bad') end }))\n"),
+		     "myprof.lua:1: (error object is a table value; its __tostring failed: myprof.lua:1: bad)");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function()\n  error('boom')\nend)\nf()\n"),
+		     "myprof.lua:2: boom");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function() end)\nf()\nf()\n"),
+		     "myprof.lua:3: cannot resume dead coroutine");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error(b, 0) end)\n"
+				"assert(f(1) == 2)\nf('plain')\n"), "plain");
+	CHECK_EQ_STR(load_error("\nprof.sleep(5)\n"),
+		     "myprof.lua:2: prof.sleep: only at the REPL, outside coroutines, metamethods and iterators");
+
+	/* In a hook: the same positions. */
+	p = load_src("prof.on_step(function(s)\n  error(42)\nend)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	CHECK_EQ_STR(e.msg, "myprof.lua:2: 42 (in prof.on_step; hook disabled)");
+	policy_free(p);
+
+	/* A __tostring that loops is stopped by the hook's budget, and the
+	 * VM is free again at once. */
+	p = load_src("prof.limits{ hook_ms = 50 }\n"
+		     "prof.on_step(function(s)\n"
+		     "  error(setmetatable({}, { __tostring = function() while true do end end }))\n"
+		     "end)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	t0 = clock_now_ns();
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	ms = (clock_now_ns() - t0) / 1000000;
+	CHECK(ms < 2000);
+	CHECK_EQ_STR(e.msg, "myprof.lua:3: (error object is a table value; its __tostring failed: "
+		     "myprof.lua:3: policy exceeded its 50 ms time budget (prof.limits{hook_ms=...})) "
+		     "(in prof.on_step; hook disabled)");
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_OK);
+	policy_free(p);
+}
+
+/* Library calls that do not run Lua instructions are stopped by the hook
+ * budget like any Lua code: string.find & co. with a pathological pattern
+ * (Lua's own matcher cannot be interrupted), table.sort. */
+static void test_library_calls_budget(void)
+{
+	struct err e;
+	struct capture_log log = { 0 };
+	struct policy *p = load_src(
+		"prof.limits{ hook_ms = 50 }\n"
+		"prof.on_step(function(s)\n"
+		"  local x = string.rep('a', 1500):find('.-.-.-b')\n"
+		"end)\n"
+		"prof.on_step(function(s)\n"
+		"  local ok, err = pcall(string.gsub, string.rep('a', 1500), '.-.-.-b', '')\n"
+		"  local t = ('key = value'):match('^(%w+)%s*=%s*(%w+)$')\n"
+		"  prof.capture_now{ steps = 1, reason = t }\n"
+		"end)\n",
+		NULL, &log, &e);
+	int64_t t0, ms;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	t0 = clock_now_ns();
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	ms = (clock_now_ns() - t0) / 1000000;
+	CHECK(ms < 2000); /* Lua's matcher: over a minute */
+	CHECK_EQ_STR(e.msg, "myprof.lua:3: policy exceeded its 50 ms time budget "
+		     "(prof.limits{hook_ms=...}) (in prof.on_step; hook disabled)");
+	/* The second hook catches its runaway match with pcall, which does
+	 * not help: it is stopped at its next line (so no capture). */
+	CHECK_EQ_INT(atomic_load(&log.calls), 0);
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_OK);
+	policy_free(p);
+
+	/* table.sort of numbers runs no Lua instruction either: a sort of
+	 * two million (about half a second) is stopped by a 20 ms budget,
+	 * and sorting with and without a comparator still works. */
+	p = load_src("prof.limits{ hook_ms = 20, load_ms = 20000, memory_mb = 256 }\n"
+		     "local t = { 3, 1, 2 } table.sort(t) assert(table.concat(t) == '123')\n"
+		     "table.sort(t, function(a, b) return a > b end) assert(table.concat(t) == '321')\n"
+		     "assert(not pcall(table.sort, { 1, 'x' }))\n"
+		     "big = {} for i = 1, 2000000 do big[i] = (i * 7919) % 1000003 end\n"
+		     "prof.on_step(function(s)\n"
+		     "  table.sort(big)\n"
+		     "end)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "load failed: %s\n", e.msg);
+		return;
+	}
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	CHECK_EQ_STR(e.msg, "myprof.lua:7: policy exceeded its 20 ms time budget "
+		     "(prof.limits{hook_ms=...}) (in prof.on_step; hook disabled)");
+	policy_free(p);
 }
 
 static void test_sandbox_denials(void)
@@ -829,6 +939,8 @@ int main(void)
 	test_builtin_default();
 	test_open_errors();
 	test_syntax_and_validation_errors();
+	test_error_positions();
+	test_library_calls_budget();
 	test_sandbox_denials();
 	test_load_budget();
 	test_hook_budget_disables_hook();

@@ -194,6 +194,11 @@ static int contains(const char *s, const char *part)
 	return s && strstr(s, part) != NULL;
 }
 
+static int starts_with(const char *s, const char *prefix)
+{
+	return s && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
 /* ------------------------------------------------------------ tests */
 
 static void test_values_like_lua(void)
@@ -264,7 +269,9 @@ static void test_incomplete_and_errors(void)
 	CHECK(contains(c.err, "stack traceback:"));
 	CHECK(contains(c.err, "in local 'f'") || contains(c.err, "in function 'f'"));
 	CHECK_EQ_INT(eval(p, &c, "error({})"), POLICY_ERROR);
-	CHECK(contains(c.err, "(error object is a table value)"));
+	CHECK(starts_with(c.err, "stdin:1: (error object is a table value)"));
+	CHECK_EQ_INT(eval(p, &c, "\nerror(7)"), POLICY_ERROR);
+	CHECK(starts_with(c.err, "stdin:2: 7\n"));
 	CHECK_EQ_INT(eval(p, &c, "coroutine.yield(1)"), POLICY_ERROR);
 	CHECK(contains(c.err, "outside a coroutine"));
 	/* Still healthy afterwards. */
@@ -306,6 +313,61 @@ static void test_budget_and_interrupt(void)
 	c.interrupt_after = 0;
 	CHECK_EQ_INT(eval(p, &c, "'fine'"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "\"fine\"\n");
+	policy_free(p);
+}
+
+/* An error object whose __tostring loops: the message is made within the
+ * command's budget, and the VM is free again at once (hooks run). */
+static void test_error_tostring_budget(void)
+{
+	struct fake_host h = { 0 };
+	struct client c = { 0 };
+	struct policy *p = load("prof.limits{ repl_ms = 200 }\n"
+				"prof.on_step(function(s) stepped = (stepped or 0) + 1 end)\n", &h);
+	struct policy_step_info info = { .step = 1, .action = "NONE" };
+	struct err e;
+	int64_t t0;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	t0 = clock_now_ns();
+	CHECK_EQ_INT(eval(p, &c, "error(setmetatable({}, { __tostring = function() "
+			  "while true do end end }))"), POLICY_ERROR);
+	CHECK(clock_now_ns() - t0 < 2000000000LL);
+	CHECK(starts_with(c.err, "stdin:1: (error object is a table value; its __tostring "
+			  "failed: stdin:1: command exceeded its 200 ms time budget"));
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK_EQ_INT(eval(p, &c, "stepped"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "1\n");
+	policy_free(p);
+}
+
+/* prof.on_step typed at the REPL runs from the next step on, though the
+ * policy file had no on_step hook (the host only calls the step hooks
+ * when policy_config() says there are some). */
+static void test_hooks_added_at_the_repl(void)
+{
+	struct fake_host h = { 0 };
+	struct client c = { 0 };
+	struct policy *p = load("", &h);
+	const struct policy_config *cfg;
+	struct policy_step_info info = { .step = 5, .action = "NONE" };
+	struct err e;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	cfg = policy_config(p);
+	CHECK(!cfg->has_on_step && !cfg->has_on_trace_ready);
+	CHECK_EQ_INT(eval(p, &c, "prof.on_step(function(s) last = s.step end)"), POLICY_OK);
+	CHECK(cfg->has_on_step);
+	CHECK(!cfg->has_on_window_start && !cfg->has_on_window_end);
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK_EQ_INT(eval(p, &c, "last"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "5\n");
+	CHECK_EQ_INT(eval(p, &c, "prof.on_trace_ready(function(t) end)"), POLICY_OK);
+	CHECK(cfg->has_on_trace_ready);
 	policy_free(p);
 }
 
@@ -368,10 +430,12 @@ static void test_sleep_lets_hooks_run(void)
 	CHECK_EQ_INT(eval(p, &c, "prof.sleep(60000) return 'woke'"), POLICY_ERROR);
 	CHECK(contains(c.err, "interrupted"));
 	c.interrupt_after = 0;
-	/* prof.sleep inside a coroutine of the user's is refused. */
+	/* prof.sleep inside a coroutine of the user's is refused, at the
+	 * user's line (not profhost's init.lua), once. */
 	CHECK_EQ_INT(eval(p, &c, "coroutine.wrap(function() prof.sleep(1) end)()"),
 		     POLICY_ERROR);
-	CHECK(contains(c.err, "prof.sleep: only at the REPL"));
+	CHECK(starts_with(c.err, "stdin:1: prof.sleep: only at the REPL, outside coroutines"));
+	CHECK(!contains(c.err, "init.lua:"));
 	policy_free(p);
 }
 
@@ -604,6 +668,8 @@ int main(void)
 	test_long_tables_wrap();
 	test_incomplete_and_errors();
 	test_budget_and_interrupt();
+	test_error_tostring_budget();
+	test_hooks_added_at_the_repl();
 	test_sleep_lets_hooks_run();
 	test_waits_for_a_report();
 	test_live_schedule_and_capture();
