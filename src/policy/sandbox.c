@@ -119,6 +119,18 @@ static void sb_check(lua_State *L, int level)
 	lua_error(L);
 }
 
+bool sandbox_stopping(lua_State *L)
+{
+	void *ud;
+	struct sandbox *sb;
+
+	if (lua_getallocf(L, &ud) != sb_alloc)
+		return false;
+	sb = ud;
+	return atomic_load(&sb->interrupted) != 0 ||
+	       (sb->deadline_ns != 0 && clock_now_ns() >= sb->deadline_ns);
+}
+
 /* Count hook (every SANDBOX_HOOK_COUNT instructions, inherited into
  * coroutines): the budget check at the running function's line. */
 static void sb_count_hook(lua_State *L, lua_Debug *ar)

@@ -74,6 +74,11 @@ void sandbox_interrupt(struct sandbox *sb);
 bool sandbox_interrupted(struct sandbox *sb);
 void sandbox_clear_interrupt(struct sandbox *sb);
 
+/* Whether the sandbox owning L is stopping the code it runs (an interrupt
+ * came, or the budget ran out): an error caught then is the budget's, to be
+ * raised again as it is. False for a state that is not a sandbox's. */
+bool sandbox_stopping(lua_State *L);
+
 /*
  * Calls the function under `nargs` arguments on the stack, like lua_pcall,
  * with a traceback handler. Returns 0 with `nresults` results pushed, or -1

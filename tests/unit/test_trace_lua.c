@@ -230,6 +230,88 @@ static void test_trace_object(void)
 	trace_free(&t);
 }
 
+/* Every option error of the trace's methods names the method, the key,
+ * the value given and what is valid, at the caller's file:line. Each case
+ * is one line of the hook: `check(line, fn, expected)`. */
+static const char option_errors[] =
+	"local failures = {}\n"
+	"local function check(line, fn, expected)\n"
+	"  local ok, err = pcall(fn)\n"
+	"  local want = 'report.lua:' .. line .. ': ' .. expected\n"
+	"  if ok or err:sub(-#want) ~= want then\n"
+	"    failures[#failures + 1] = ('line %d: want: %s ### got: %s'):format(line, want, tostring(err))\n"
+	"  end\n"
+	"end\n"
+	"local CATS = 'a category name (user_annotation, cpu_op, gpu_user_annotation, kernel, gpu_memcpy, gpu_memset, '\n"
+	"  .. 'cuda_runtime, cuda_driver, cuda_sync, ac2g, mark, cpu_sample, gpu_memory, overhead) or a list of them'\n"
+	"prof.on_trace_ready(function(t)\n"
+	"  check(12, function() return t:aggregate{ sort = 'sum' } end, \"trace:aggregate: 'sort' must be one of \\\"total\\\", \\\"count\\\", \\\"avg\\\", \\\"min\\\", \\\"max\\\", \\\"med\\\", \\\"std\\\", \\\"key\\\", got string \\\"sum\\\"\")\n"
+	"  check(13, function() return t:aggregate{ by = 3 } end, \"trace:aggregate: 'by' must be one of \\\"name\\\", \\\"cat\\\", \\\"thread\\\", \\\"stream\\\", \\\"step\\\", got 3\")\n"
+	"  check(14, function() return t:aggregate{ limit = -1 } end, \"trace:aggregate: 'limit' must be an integer >= 0, got -1\")\n"
+	"  check(15, function() return t:aggregate{ limit = 1.5 } end, \"trace:aggregate: 'limit' must be an integer >= 0, got 1.5\")\n"
+	"  check(16, function() return t:aggregate{ self = 'yes' } end, \"trace:aggregate: 'self' must be a boolean, got string \\\"yes\\\"\")\n"
+	"  check(17, function() return t:aggregate{ sum = 5 } end, \"trace:aggregate: 'sum' must be \\\"dur\\\" or the name of a numeric argument, got 5\")\n"
+	"  check(18, function() return t:aggregate{ cat = 'kernels' } end, \"trace:aggregate: 'cat' must be \" .. CATS .. \", got string \\\"kernels\\\"\")\n"
+	"  check(19, function() return t:aggregate{ cat = { 'kernel', 7 } } end, \"trace:aggregate: 'cat[2]' must be \" .. CATS .. \", got 7\")\n"
+	"  check(20, function() return t:aggregate{ cat = {} } end, \"trace:aggregate: 'cat' must be \" .. CATS .. \", got table\")\n"
+	"  check(21, function() return t:aggregate{ name = 5 } end, \"trace:aggregate: 'name' must be a Lua pattern (a string), got 5\")\n"
+	"  check(22, function() return t:events{ name = '[a' } end, \"trace:events: 'name' is not a valid Lua pattern (malformed pattern (missing ']')), got string \\\"[a\\\"\")\n"
+	"  check(23, function() return t:events{ thread = true } end, \"trace:events: 'thread' must be a thread id, a thread name or \\\"main\\\", got boolean true\")\n"
+	"  check(24, function() return t:events{ pid = 'x' } end, \"trace:events: 'pid' must be an integer from -2147483648 to 2147483647, got string \\\"x\\\"\")\n"
+	"  check(25, function() return t:events{ step = -2 } end, \"trace:events: 'step' must be an integer >= 0, got -2\")\n"
+	"  check(26, function() return t:events{ to = 'a' } end, \"trace:events: 'to' must be an integer, got string \\\"a\\\"\")\n"
+	"  check(27, function() return t:events{ within = 3 } end, \"trace:events: 'within' must be a list of { ts = , dur = } intervals, got 3\")\n"
+	"  check(28, function() return t:events{ within = { { ts = 1, dur = -1 } } } end, \"trace:events: 'within[1]' must be an interval { ts = <integer>, dur = <integer >= 0> }, got table\")\n"
+	"  check(29, function() return t:events{ bogus = 1 } end, \"trace:events: unknown option 'bogus' (valid: cat, name, step, thread, pid, from, to, within)\")\n"
+	"  check(30, function() return t:events{ 5 } end, \"trace:events: unexpected key 1 (write key = value; valid: cat, name, step, thread, pid, from, to, within)\")\n"
+	"  check(31, function() return t:events(5) end, \"trace:events: expected a table of options or nothing, got 5\")\n"
+	"  check(32, function() return t:busy{ buckets = 200000 } end, \"trace:busy: 'buckets' must be an integer from 0 to 100000, got 200000\")\n"
+	"  check(33, function() return t:busy{ gaps = -1 } end, \"trace:busy: 'gaps' must be an integer >= 0, got -1\")\n"
+	"  check(34, function() return t:busy{ window = 1 } end, \"trace:busy: 'window' must be a boolean, got 1\")\n"
+	"  check(35, function() return t:busy{ name = 'x' } end, \"trace:busy: unknown option 'name' (valid: cat, pid, buckets, gaps, window, thread)\")\n"
+	"  check(36, function() return t:during{ from = 0 } end, \"trace:during: give 'within' (a list of intervals) or both 'from' and 'to'\")\n"
+	"  check(37, function() return t:during(3) end, \"trace:during: expected a table of options (e.g. { within = trace:busy().gaps } or { from = , to = }), got 3\")\n"
+	"  check(38, function() return t:during{ within = {}, limit = -1 } end, \"trace:during: 'limit' must be an integer >= 0, got -1\")\n"
+	"  check(39, function() return t:samples{ max_nodes = 0 } end, \"trace:samples: 'max_nodes' must be an integer from 1 to 200000, got 0\")\n"
+	"  check(40, function() return t:write(5, 'x') end, \"trace:write: 'path' must be a string (a file name in the window directory), got 5\")\n"
+	"  check(41, function() return t:write('a.txt') end, \"trace:write: 'text' must be a string (the file's contents), got nothing\")\n"
+	"  check(42, function() return t:write_table('t.txt', 5) end, \"trace:write_table: 'rows' must be a list of rows (tables), got 5\")\n"
+	"  check(43, function() return t:write_table('t.txt', {}, 'name') end, \"trace:write_table: 'columns' must be a list of column names, got string \\\"name\\\"\")\n"
+	"  check(44, function() return t.aggregate{} end, 'trace methods are called with a colon (trace:aggregate{...}, not trace.aggregate{...}): the trace object was expected first, got table')\n"
+	"  check(45, function() return t:aggregate{ self = true, step = 1 } end, \"trace:aggregate: 'self = true' cannot be combined with 'sum' or a time range ('step', 'from', 'to', 'within')\")\n"
+	"  check(46, function() return t[1] end, 'trace has no field 1 (fields: rank, world_size, window, first_step, last_step, reason, program, '\n"
+	"    .. 'hostname, run, pid, start, end, duration, event_count, main_thread, dir, files, drops, counters, '\n"
+	"    .. 'counts, steps, threads; methods: events, aggregate, phases, busy, during, samples, write, '\n"
+	"    .. 'write_table, write_json)')\n"
+	"  check(50, function() return t:write_json(nil, {}) end, \"trace:write_json: 'path' must be a string (a file name in the window directory), got nothing\")\n"
+	"  if #failures > 0 then error(table.concat(failures, ' ||| '), 0) end\n"
+	"end)\n";
+
+static void test_option_errors(void)
+{
+	struct trace t;
+	struct err e;
+	struct policy *p;
+	struct policy_trace pt = { 0 };
+
+	build(&t);
+	p = load(option_errors, &e);
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "%s\n", e.msg);
+		trace_free(&t);
+		return;
+	}
+	pt.trace = &t;
+	pt.dir = windir;
+	e.msg[0] = '\0';
+	CHECK_EQ_INT(policy_on_trace_ready(p, &pt, &e), POLICY_OK);
+	if (e.msg[0])
+		fprintf(stderr, "%s\n", e.msg);
+	policy_free(p);
+	trace_free(&t);
+}
+
 static void test_builtin_reports(void)
 {
 	struct trace t;
@@ -278,6 +360,7 @@ int main(void)
 	if (symlink(tmpdir, cmd) != 0)
 		perror("symlink");
 	test_trace_object();
+	test_option_errors();
 	test_builtin_reports();
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
