@@ -164,6 +164,30 @@ static void set_bool(lua_State *L, const char *k, int v)
 	lua_setfield(L, -2, k);
 }
 
+/* Gives the rows table at -2 the summary fields of the table on top
+ * (popped) through its metatable: rows.total, rows.columns, ... read as
+ * fields, while the rows themselves stay a plain sequence (pairs(), #,
+ * and JSON see only the rows: prof.json writes an array). */
+static void set_summary_fields(lua_State *L)
+{
+	lua_createtable(L, 0, 1);
+	lua_insert(L, -2);
+	lua_setfield(L, -2, "__index");
+	lua_setmetatable(L, -2);
+}
+
+/* Pushes a list of names (NULL-ended). */
+static void push_names(lua_State *L, const char *const *names)
+{
+	int k;
+
+	lua_newtable(L);
+	for (k = 0; names[k]; k++) {
+		lua_pushstring(L, names[k]);
+		lua_rawseti(L, -2, k + 1);
+	}
+}
+
 /* The category name reports use: Kineto's, "mark" for marks. */
 static const char *cat_lua_name(unsigned c)
 {
@@ -802,9 +826,8 @@ static void push_rows(lua_State *L, const struct tl *tl,
 				 : (o->by == QUERY_BY_THREAD || o->by == QUERY_BY_STREAM)
 				   ? cols_thread : cols_name;
 	size_t i;
-	int k;
 
-	lua_createtable(L, (int)r->nrows, 4);
+	lua_createtable(L, (int)r->nrows, 0);
 	for (i = 0; i < r->nrows; i++) {
 		const struct query_row *row = &r->rows[i];
 		char buf[64];
@@ -858,15 +881,13 @@ static void push_rows(lua_State *L, const struct tl *tl,
 		set_int(L, "first_ts", row->first_ts);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
-	lua_createtable(L, 10, 0);
-	for (k = 0; cols[k]; k++) {
-		lua_pushstring(L, cols[k]);
-		lua_rawseti(L, -2, k + 1);
-	}
+	lua_createtable(L, 0, 4);
+	push_names(L, cols);
 	lua_setfield(L, -2, "columns");
 	set_value(L, "total", r->total);
 	set_int(L, "count", (lua_Integer)r->count);
 	set_int(L, "groups", (lua_Integer)r->ngroups);
+	set_summary_fields(L);
 }
 
 /* trace:aggregate{filter, by =, sum =, self =, sort =, limit =} -> rows. */
@@ -911,18 +932,49 @@ static int tl_aggregate(lua_State *L)
 
 /* ------------------------------------------------------------ steps */
 
-/* Pushes the step table (cached in the object's user value). */
-static void push_steps(lua_State *L, struct tl *tl)
+/* Pushes trace:phases()'s rows for `sum`: {phase, name, total, avg,
+ * share} per phase (none when no step has phases), with steps, partial,
+ * total (the steps' time) and columns as summary fields. */
+static void push_phase_rows(lua_State *L, const struct query_phase_sum *sum)
+{
+	static const char *const cols[] = { "phase", "total", "avg", "share", NULL };
+	int p;
+
+	lua_createtable(L, sum->steps ? QUERY_PHASE_COUNT : 0, 0);
+	for (p = 0; sum->steps && p < QUERY_PHASE_COUNT; p++) {
+		lua_createtable(L, 0, 5);
+		set_str(L, "phase", query_phase_name((enum query_phase)p));
+		set_str(L, "name", query_phase_name((enum query_phase)p));
+		set_int(L, "total", sum->phase[p]);
+		set_num(L, "avg", (double)sum->phase[p] / (double)sum->steps);
+		set_num(L, "share", query_phase_share(sum, (enum query_phase)p));
+		lua_rawseti(L, -2, p + 1);
+	}
+	lua_createtable(L, 0, 4);
+	set_int(L, "steps", (lua_Integer)sum->steps);
+	set_bool(L, "partial", sum->partial);
+	set_int(L, "total", sum->total);
+	push_names(L, cols);
+	lua_setfield(L, -2, "columns");
+	set_summary_fields(L);
+}
+
+/* Pushes the object's cached field `key` ("steps" or "phases"), computing
+ * the step table and the phase rows (query_steps, query_phase_summary)
+ * on first use. Cached in the object's user value. */
+static void push_steps_field(lua_State *L, struct tl *tl, const char *key)
 {
 	struct query_step *steps = NULL;
+	struct query_phase_sum sum;
 	size_t n = 0, i;
 	struct err e;
 	struct box *b;
-	int p;
+	int p, cache;
 
 	lua_getiuservalue(L, 1, 1);
-	if (lua_getfield(L, -1, "steps") == LUA_TTABLE) {
-		lua_remove(L, -2);
+	cache = lua_gettop(L);
+	if (lua_getfield(L, cache, key) != LUA_TNIL) {
+		lua_remove(L, cache);
 		return;
 	}
 	lua_pop(L, 1);
@@ -948,63 +1000,25 @@ static void push_steps(lua_State *L, struct tl *tl)
 		lua_setfield(L, -2, "phases");
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
+	lua_setfield(L, cache, "steps");
+	query_phase_summary(steps, n, &sum);
+	push_phase_rows(L, &sum);
+	lua_setfield(L, cache, "phases");
 	box_done(b);
-	lua_remove(L, -2); /* the box */
-	lua_pushvalue(L, -1);
-	lua_setfield(L, -3, "steps");
-	lua_remove(L, -2); /* the cache */
+	lua_settop(L, cache);
+	lua_getfield(L, cache, key);
+	lua_remove(L, cache);
 }
 
-/* trace:phases() -> rows {phase, total, avg, share} over the complete
- * steps that have phases; empty when none has. */
+/* trace:phases() -> rows {phase, total, avg, share} over the steps
+ * query_phase_summary counts (see query.h); empty when no step has
+ * phases. */
 static int tl_phases(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
-	int64_t sum[QUERY_PHASE_COUNT] = { 0 }, all = 0;
-	lua_Integer i, n, used = 0;
-	int p;
 
 	lua_settop(L, 1);
-	push_steps(L, tl);
-	n = (lua_Integer)lua_rawlen(L, 2);
-	for (i = 1; i <= n; i++) {
-		lua_rawgeti(L, 2, i);
-		lua_getfield(L, -1, "partial");
-		lua_getfield(L, -2, "has_phases");
-		if (!lua_toboolean(L, -2) && lua_toboolean(L, -1)) {
-			lua_getfield(L, -3, "phases");
-			for (p = 0; p < QUERY_PHASE_COUNT; p++) {
-				lua_getfield(L, -1, query_phase_name((enum query_phase)p));
-				sum[p] += lua_tointeger(L, -1);
-				all += lua_tointeger(L, -1);
-				lua_pop(L, 1);
-			}
-			lua_pop(L, 1);
-			used++;
-		}
-		lua_pop(L, 3);
-	}
-	lua_createtable(L, used ? QUERY_PHASE_COUNT : 0, 2);
-	for (p = 0; used && p < QUERY_PHASE_COUNT; p++) {
-		lua_createtable(L, 0, 4);
-		set_str(L, "phase", query_phase_name((enum query_phase)p));
-		set_str(L, "name", query_phase_name((enum query_phase)p));
-		set_int(L, "total", sum[p]);
-		set_num(L, "avg", (double)sum[p] / (double)used);
-		set_num(L, "share", all > 0 ? (double)sum[p] / (double)all : 0);
-		lua_rawseti(L, -2, p + 1);
-	}
-	set_int(L, "steps", used);
-	lua_createtable(L, 4, 0);
-	{
-		static const char *const cols[] = { "phase", "total", "avg", "share" };
-
-		for (p = 0; p < 4; p++) {
-			lua_pushstring(L, cols[p]);
-			lua_rawseti(L, -2, p + 1);
-		}
-	}
-	lua_setfield(L, -2, "columns");
+	push_steps_field(L, tl, "phases");
 	return 1;
 }
 
@@ -1755,7 +1769,7 @@ static int tl_index(lua_State *L)
 	else if (strcmp(k, "counts") == 0) push_counts(L, t);
 	else if (strcmp(k, "steps") == 0) {
 		lua_settop(L, 1);
-		push_steps(L, tl);
+		push_steps_field(L, tl, "steps");
 	} else if (strcmp(k, "threads") == 0) push_threads(L, t);
 	else
 		return luaL_error(L, "trace has no field %s%s%s (fields: %s; methods: events, "

@@ -404,6 +404,62 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
         r = self.report([d, "--format", "pdf"], ok=False)
         self.assertEqual(r.returncode, 2)
 
+    # ------------------------------------------------------------ phases
+
+    @unittest.skipUnless(subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL).returncode == 0,
+                         "torch is not installed for /usr/bin/python3")
+    def test_phase_shares_agree_across_the_tables(self):
+        # A real PyTorch loop (the bridge's own phases: DataLoader, forward,
+        # backward, optimizer): summary.txt, report.txt (its step table and
+        # its CPU table) and key_averages.txt give each phase one share.
+        prog = self.write("loop.py", (
+            "import torch\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "torch.manual_seed(0)\n"
+            "ds = TensorDataset(torch.randn(512, 64), torch.randint(0, 4, (512,)))\n"
+            "model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),\n"
+            "                            torch.nn.Linear(256, 4))\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for x, y in DataLoader(ds, batch_size=32):\n"
+            "    loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "    opt.zero_grad()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n"))
+        d, _ = self.capture([PYTHON, prog])
+        texts = {}
+        for name in ("summary.txt", "report.txt", "key_averages.txt"):
+            with open(os.path.join(d, name)) as f:
+                texts[name] = f.read()
+        phases = ("data", "forward", "backward", "optimizer", "other")
+
+        def row(text, after, first):
+            lines = text[text.index(after):].splitlines()
+            return next(l for l in lines if l.split()[:1] == [first])
+
+        pct = lambda cells: [float(c.rstrip("%")) for c in cells if c not in ("%",)]
+        summary = dict(zip(("total",) + phases,
+                           pct(row(texts["summary.txt"], "Step phases", "share").split()[1:])))
+        report = dict(zip(phases, pct(row(texts["report.txt"], "Step time breakdown",
+                                          "share").split()[1:])))
+        self.assertEqual(summary["total"], 100.0)
+        self.assertAlmostEqual(sum(summary[p] for p in phases), 100.0, delta=0.3)
+        seen = 0
+        for p in phases[:4]:
+            self.assertAlmostEqual(summary[p], report[p], delta=0.1, msg=p)
+            self.assertLessEqual(summary[p], 100.0)
+            if summary[p] == 0:
+                continue
+            seen += 1
+            # Self % of the phase's row in report.txt's CPU table and in
+            # key_averages.txt
+            cpu = row(texts["report.txt"], "\nCPU time", p).split()
+            self.assertAlmostEqual(float(cpu[4]), summary[p], delta=0.1, msg=texts["report.txt"])
+            ka = row(texts["key_averages.txt"], "Name", p).split()
+            self.assertAlmostEqual(float(ka[1].rstrip("%")), summary[p], delta=0.1,
+                                   msg=texts["key_averages.txt"])
+        self.assertGreaterEqual(seen, 3, texts["summary.txt"])
+
     # ------------------------------------------------------------ ranks
 
     def test_run_report_names_the_straggler(self):

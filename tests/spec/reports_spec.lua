@@ -35,6 +35,9 @@ local function stub(t)
 		end
 		return { total = 0, count = 0, groups = 0 }
 	end
+	function t.phases()
+		return t.phase_rows or { steps = 0, total = 0, partial = false }
+	end
 	function t.busy()
 		return t.busy_result or { events = 0 }
 	end
@@ -62,6 +65,17 @@ local function rows(list, extra)
 		list[k] = v
 	end
 	return list
+end
+
+-- trace:phases()'s answer for `steps` steps of `total` ns in all, with
+-- each phase's time in them (the C side computes it: query_phase_summary).
+local function phase_rows(steps, total, times)
+	local out = { steps = steps, total = total, partial = false }
+	for i, p in ipairs({ "data", "forward", "backward", "optimizer", "other" }) do
+		out[i] = { phase = p, name = p, total = times[p], avg = times[p] / steps,
+			share = times[p] / total }
+	end
+	return out
 end
 
 local function step(n, dur, phases)
@@ -125,11 +139,15 @@ describe("prof.reports.steps", function()
 		} })
 		t.steps[3] = step(3, 1 * MS)
 		t.steps[3].partial = true
+		t.phase_rows = phase_rows(2, 30 * MS, { data = 22 * MS, forward = 4 * MS,
+			backward = 2 * MS, optimizer = 0, other = 2 * MS })
 		local d = steps.analyze(t)
 		assert.are.equal(3, d.count)
 		assert.are.equal(2, d.complete)
+		-- the phases are trace:phases()'s, as given
 		assert.are.equal(11 * MS, d.avg.data)
 		assert.are.equal(22 / 30, d.share.data)
+		assert.are.equal(15 * MS, d.phased_mean)
 		assert.are.equal("data", d.top_phase)
 		assert.are.equal(15 * MS, d.stats.median)
 		assert.are.equal(2, d.slowest.step)

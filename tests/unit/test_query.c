@@ -181,6 +181,49 @@ static void test_steps_and_phases(void)
 	trace_free(&t);
 }
 
+/* The one definition of a phase's share: its time in the counted steps
+ * over their time; the shares add up to 100 %. */
+static void test_phase_summary(void)
+{
+	struct query_step s[3] = { 0 };
+	struct query_phase_sum sum;
+	double all = 0;
+	int p;
+
+	s[0].dur = 100;
+	s[0].has_phases = true;
+	s[0].phase[QUERY_PHASE_DATA] = 60;
+	s[0].phase[QUERY_PHASE_OTHER] = 40;
+	s[1].dur = 300;
+	s[1].has_phases = true;
+	s[1].phase[QUERY_PHASE_BACKWARD] = 200;
+	s[1].phase[QUERY_PHASE_OTHER] = 100;
+	s[2].dur = 50;           /* partial: left out while complete ones exist */
+	s[2].partial = true;
+	s[2].has_phases = true;
+	s[2].phase[QUERY_PHASE_DATA] = 50;
+	query_phase_summary(s, 3, &sum);
+	CHECK_EQ_INT(sum.steps, 2);
+	CHECK(!sum.partial);
+	CHECK_EQ_INT(sum.total, 400);
+	CHECK_EQ_INT(sum.phase[QUERY_PHASE_DATA], 60);
+	CHECK(fabs(query_phase_share(&sum, QUERY_PHASE_BACKWARD) - 0.5) < 1e-12);
+	for (p = 0; p < QUERY_PHASE_COUNT; p++)
+		all += query_phase_share(&sum, (enum query_phase)p);
+	CHECK(fabs(all - 1.0) < 1e-12);
+	CHECK(!query_phase_counts(&s[2], sum.partial));
+
+	/* No complete step has phases: the partial ones are counted. */
+	s[0].has_phases = s[1].has_phases = false;
+	query_phase_summary(s, 3, &sum);
+	CHECK(sum.partial && sum.steps == 1 && sum.total == 50);
+	CHECK(fabs(query_phase_share(&sum, QUERY_PHASE_DATA) - 1.0) < 1e-12);
+
+	/* None: no share. */
+	query_phase_summary(s, 0, &sum);
+	CHECK(sum.steps == 0 && !sum.partial && query_phase_share(&sum, QUERY_PHASE_DATA) == 0);
+}
+
 static void test_busy_and_during(void)
 {
 	struct trace t;
@@ -283,6 +326,7 @@ int main(void)
 {
 	test_aggregate();
 	test_steps_and_phases();
+	test_phase_summary();
 	test_busy_and_during();
 	test_sample_tree();
 	return check_done();
