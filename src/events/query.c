@@ -724,6 +724,10 @@ int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 			if (ev->tid != s->tid || ev->ts >= send)
 				break;
 			q->has_phases = true;
+			if (!(q->phase_mask & 1u << pmap[ev->name])) {
+				q->phase_mask |= 1u << pmap[ev->name];
+				q->phase_start[pmap[ev->name]] = ev->ts;
+			}
 			if (b > send)
 				b = send;
 			a = ev->ts > cover ? ev->ts : cover;

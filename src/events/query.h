@@ -158,6 +158,11 @@ struct query_step {
 	int64_t phase[QUERY_PHASE_COUNT]; /* data .. optimizer: time in those
 				  ranges (overlaps counted once); other:
 				  the rest of the step */
+	int64_t phase_start[QUERY_PHASE_COUNT]; /* data .. optimizer: when the
+				  first range of the phase starts in the
+				  step (bit p of phase_mask set); other:
+				  unused */
+	unsigned phase_mask;
 	bool has_phases;     /* some phase range was found in the step */
 };
 

@@ -287,33 +287,144 @@ describe("prof.reports.findings", function()
 end)
 
 describe("prof.reports.ranks", function()
-	local function window(rank, durs, data)
+	-- A rank's window from steps { ts, dur, starts = { phase = ts }, syncs }.
+	local function window(rank, steps)
 		local s = {}
-		for i, d in ipairs(durs) do
-			s[i] = step(10 + i, d, { data = data[i], forward = 0, backward = 0, optimizer = 0,
-				other = d - data[i] })
+		for i, x in ipairs(steps) do
+			s[i] = { step = 10 + i, ts = x.ts, dur = x.dur, partial = false, has_phases = true,
+				phases = { data = 0, forward = 0, backward = 0, optimizer = 0, other = x.dur },
+				starts = x.starts or {}, syncs = x.syncs or {} }
 		end
-		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #durs,
+		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #steps,
 			run = "r", program = "p" }, steps = { steps = s }, findings = {} }
 	end
-	it("names the slowest rank of each step, the spread and the straggler", function()
-		local d = ranks.analyze({
-			window(0, { 10 * MS, 10 * MS, 12 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
-			window(1, { 14 * MS, 15 * MS, 11 * MS }, { 5 * MS, 6 * MS, 2 * MS }),
-			window(2, { 10 * MS, 11 * MS, 10 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
-		})
-		assert.are.same({ 0, 1, 2 }, d.ranks)
-		assert.are.same({ 1, 1, 0 }, { d.steps[1].slowest, d.steps[2].slowest, d.steps[3].slowest })
-		assert.are.equal(4 * MS, d.steps[1].spread)
-		assert.are.equal(1, d.straggler.rank)
-		assert.are.equal(2, d.straggler.slowest)
-		assert.are.equal("data", d.straggler.phase)
+
+	-- Ranks that meet in an all-reduce at the end of backward: rank `slow`
+	-- works `extra` ns more ("before" forward, in "forward", or in
+	-- "optimizer", after the all-reduce); the others wait for it in the
+	-- all-reduce. Each step starts where the rank's previous one ended.
+	local function synced(nranks, nsteps, slow, extra, where)
+		local steps, start = {}, {}
+		for r = 0, nranks - 1 do
+			steps[r], start[r] = {}, 0
+		end
+		for _ = 1, nsteps do
+			local fwd, bwd, sync = {}, {}, 0
+			for r = 0, nranks - 1 do
+				local d = r == slow and extra or 0
+				fwd[r] = start[r] + 0.1 * MS + (where == "before" and d or 0)
+				bwd[r] = fwd[r] + 3 * MS + (where == "forward" and d or 0)
+				sync = math.max(sync, bwd[r] + 4 * MS) -- arrives at the all-reduce
+			end
+			for r = 0, nranks - 1 do
+				local stop = sync + 1 * MS + ((where == "optimizer" and r == slow) and extra or 0)
+				steps[r][#steps[r] + 1] = { ts = start[r], dur = stop - start[r],
+					starts = { forward = fwd[r], backward = bwd[r], optimizer = sync } }
+				start[r] = stop
+			end
+		end
+		local out = {}
+		for r = 0, nranks - 1 do
+			out[#out + 1] = window(r, steps[r])
+		end
+		return out
+	end
+
+	it("names the rank the others wait for, not the one waiting in the collective", function()
+		local d = ranks.analyze(synced(2, 3, 1, 2 * MS, "before"))
+		assert.are.same({ 0, 1 }, d.ranks)
+		for _, s in ipairs(d.steps) do
+			assert.are.equal(1, s.last)
+			assert.are.equal(2 * MS, s.lead)
+		end
+		local st = d.straggler
+		assert.are.equal(1, st.rank)
+		assert.are.equal(3, st.last)
+		assert.are.equal("no phase, before forward", st.where)
+		assert.are.equal(2 * MS, st.where_ns)
+		assert.is_true(st.short)
 		local text = ranks.text(d)
-		assert.truthy(text:find("rank 1 was the slowest in 2 of 3 steps", 1, true))
-		assert.truthy(text:find("14.000*", 1, true))
+		assert.truthy(text:find("rank 1 is the straggler: it arrived last in 3 of 3 steps, the others "
+			.. "waiting for it 2.000 ms per step on average; its extra time is in no phase, before "
+			.. "forward (+2.000 ms per step). Only 3 steps compared: a first reading", 1, true), text)
+		assert.truthy(text:find("10.100*", 1, true))
+		-- a longer window: the same verdict, no caveat
+		d = ranks.analyze(synced(2, 10, 1, 2 * MS, "before"))
+		assert.are.equal(1, d.straggler.rank)
+		assert.is_true(d.straggler.sure)
+		assert.falsy(ranks.text(d):find("first reading", 1, true))
 	end)
+
+	it("finds extra work in a phase, and after the collective", function()
+		local d = ranks.analyze(synced(3, 6, 2, 1.5 * MS, "forward"))
+		assert.are.equal(2, d.straggler.rank)
+		assert.are.equal("forward", d.straggler.where)
+		-- slow in the optimizer, after the all-reduce: the others wait in
+		-- the next step's collective
+		d = ranks.analyze(synced(2, 6, 0, 1 * MS, "optimizer"))
+		assert.are.equal(0, d.straggler.rank)
+		assert.are.equal("optimizer", d.straggler.where)
+	end)
+
+	it("sees a collective that is a range, and what comes before it", function()
+		-- phases start together; rank 1 reaches the all-reduce 1 ms later
+		local ws = {}
+		for r = 0, 1 do
+			local steps = {}
+			for i = 0, 5 do
+				local t = i * 10 * MS
+				steps[#steps + 1] = { ts = t, dur = 10 * MS, starts = { forward = t, backward = t + MS },
+					syncs = { { ts = t + 5 * MS + r * MS, name = "gloo:all_reduce" } } }
+			end
+			ws[#ws + 1] = window(r, steps)
+		end
+		local d = ranks.analyze(ws)
+		assert.are.equal(1, d.straggler.rank)
+		assert.are.equal("backward", d.straggler.where)
+		assert.are.equal(MS, d.straggler.lead)
+	end)
+
+	it("names no one when no rank is measurably late, or the last one changes", function()
+		local d = ranks.analyze(synced(2, 6, 1, 10000, "before")) -- 10 us: noise
+		assert.are.equal("none", d.straggler.verdict)
+		assert.truthy(ranks.text(d):find("no straggler", 1, true))
+		local a, b = synced(2, 4, 1, 2 * MS, "before"), synced(2, 4, 0, 2 * MS, "before")
+		for r = 1, 2 do
+			for i = 3, 4 do
+				a[r].steps.steps[i] = b[r].steps.steps[i]
+			end
+		end
+		d = ranks.analyze(a)
+		assert.are.equal("split", d.straggler.verdict)
+		assert.truthy(ranks.text(d):find("no single straggler", 1, true))
+	end)
+
+	it("says so when the ranks' clocks do not line up", function()
+		local ws = synced(2, 6, 1, 2 * MS, "before")
+		for _, s in ipairs(ws[2].steps.steps) do
+			s.ts = s.ts + 3600 * 1000 * MS
+			for p, v in pairs(s.starts) do
+				s.starts[p] = v + 3600 * 1000 * MS
+			end
+		end
+		local d = ranks.analyze(ws)
+		assert.are.equal("clocks", d.straggler.verdict)
+		assert.is_nil(d.straggler.rank)
+		assert.truthy(ranks.text(d):find("their clocks do not line up", 1, true))
+	end)
+
+	it("takes each rank's phase averages from its windows", function()
+		local w = synced(2, 2, 1, 2 * MS, "before")
+		w[1].steps.avg = { data = 1, forward = 2, backward = 3, optimizer = 4, other = 5 }
+		w[1].steps.phased = 2
+		local d = ranks.analyze(w)
+		assert.are.same({ data = 1, forward = 2, backward = 3, optimizer = 4, other = 5 },
+			d.per_rank[1].phases)
+		assert.is_nil(d.per_rank[2].phases)
+	end)
+
 	it("has nothing to compare with one rank", function()
-		local d = ranks.analyze({ window(0, { 10 * MS }, { 0 }) })
+		local d = ranks.analyze({ window(0, { { ts = 0, dur = 10 * MS } }) })
 		assert.is_nil(d.straggler)
 		assert.truthy(ranks.text(d):find("nothing to compare", 1, true))
 	end)

@@ -177,6 +177,14 @@ static void test_steps_and_phases(void)
 	      s[0].phase[QUERY_PHASE_OPTIMIZER] == 0 && s[0].phase[QUERY_PHASE_OTHER] == 5);
 	CHECK(s[1].phase[QUERY_PHASE_DATA] == 10 && s[1].phase[QUERY_PHASE_FORWARD] == 40 &&
 	      s[1].phase[QUERY_PHASE_OPTIMIZER] == 40 && s[1].phase[QUERY_PHASE_OTHER] == 10);
+	/* where each phase first starts in its step */
+	CHECK_EQ_INT(s[0].phase_mask, 1u << QUERY_PHASE_DATA | 1u << QUERY_PHASE_FORWARD |
+		     1u << QUERY_PHASE_BACKWARD);
+	CHECK(s[0].phase_start[QUERY_PHASE_DATA] == 0 &&
+	      s[0].phase_start[QUERY_PHASE_FORWARD] == 60 &&
+	      s[0].phase_start[QUERY_PHASE_BACKWARD] == 80);
+	CHECK(s[1].phase_start[QUERY_PHASE_DATA] == 100 &&
+	      s[1].phase_start[QUERY_PHASE_OPTIMIZER] == 150);
 	free(s);
 	trace_free(&t);
 }

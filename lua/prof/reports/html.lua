@@ -278,10 +278,7 @@ function runPage(d, root) {
   h("div", d.ranks.length + " ranks, " + d.windows.length + " windows", hd, "meta");
   var main = h("main", null, root);
   var sec = h("section", null, main); h("h2", "Stragglers", sec);
-  var st = d.straggler;
-  if (st) h("p", "rank " + st.rank + " was the slowest in " + st.slowest + " of " + st.of +
-    " steps, on average " + time(st.excess) + " (" + pct(st.share) + ") slower than the median rank" +
-    (st.phase ? "; most of its extra time is in " + st.phase : "") + ".", sec);
+  if (d.straggler) h("p", d.verdict + ".", sec);
   else none(sec, "Nothing to compare (one rank, or no common step).");
   sec = h("section", null, main); h("h2", "Step time by rank", sec);
   if (!d.steps.length) none(sec, "No steps.");
@@ -296,7 +293,7 @@ function runPage(d, root) {
         if (!v) return;
         var hh = (H - B - T) * v / max, w = Math.max(1, gw * 0.8 / n);
         var r = el("rect", { x: L + i * gw + gw * 0.1 + k * w, y: H - B - hh, width: w, height: hh,
-          fill: d.ranks[k] === s.slowest ? C.data : C.step }, svg);
+          fill: d.ranks[k] === s.last ? C.data : C.step }, svg);
         el("title", {}, r).textContent = "step " + s.step + " rank " + d.ranks[k] + ": " + ms(v);
       });
       if (d.steps.length <= 40) {
@@ -304,7 +301,7 @@ function runPage(d, root) {
         t.textContent = s.step;
       }
     });
-    h("p", "Bars: one per rank in rank order; the slowest rank of each step in red.", sec);
+    h("p", "Bars: one per rank in rank order; in red the rank the others waited for.", sec);
   }
   sec = h("section", null, main); h("h2", "Per rank", sec);
   table(sec, d.per_rank, [["Rank", function (r) { return r.rank; }], ["Steps", function (r) { return r.steps; }],

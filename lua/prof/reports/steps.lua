@@ -15,13 +15,61 @@ local M = { name = "steps", title = "Step time breakdown" }
 
 M.PHASES = { "data", "forward", "backward", "optimizer", "other" }
 
+-- Names of collective operations (lower-cased, Lua patterns): all-reduce,
+-- all-gather, reduce-scatter, broadcast, barrier, all-to-all, as torch,
+-- NCCL and gloo name them ("nccl:all_reduce", "c10d::allreduce_",
+-- "gloo:all_gather", "ncclKernel_AllReduce...").
+M.COLLECTIVES = { "all_?reduce", "all_?gather", "reduce_?scatter", "broadcast", "barrier",
+	"all_?to_?all" }
+
+local function is_collective(name)
+	local n = name:lower()
+	for _, p in ipairs(M.COLLECTIVES) do
+		if n:find(p) then
+			return true
+		end
+	end
+	return false
+end
+
+-- The collectives the steps' thread ran, as CPU ranges: { ts, name } in
+-- time order (the run report's points every rank passes).
+local function collectives(trace)
+	local cats = { "cpu_op", "user_annotation" }
+	local list = {}
+	for _, r in ipairs(trace:aggregate{ cat = cats, thread = "main", by = "name" }) do
+		if is_collective(r.name) and not r.name:match("^ProfilerStep#") then
+			local exact = "^" .. r.name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
+			for ev in trace:events{ cat = cats, thread = "main", name = exact } do
+				list[#list + 1] = { ts = ev.ts, name = r.name }
+			end
+		end
+	end
+	table.sort(list, function(a, b)
+		if a.ts ~= b.ts then
+			return a.ts < b.ts
+		end
+		return a.name < b.name
+	end)
+	return list
+end
+
 function M.analyze(trace)
 	local out = { steps = {}, has_phases = false }
 	local complete = {}
+	local colls, c = collectives(trace), 1
 	for _, s in ipairs(trace.steps) do
+		local syncs = {}
+		while colls[c] and colls[c].ts < s.ts do
+			c = c + 1
+		end
+		while colls[c] and colls[c].ts < s.ts + s.dur do
+			syncs[#syncs + 1] = colls[c]
+			c = c + 1
+		end
 		out.steps[#out.steps + 1] = {
 			step = s.step, ts = s.ts, dur = s.dur, partial = s.partial,
-			has_phases = s.has_phases, phases = s.phases,
+			has_phases = s.has_phases, phases = s.phases, starts = s.starts, syncs = syncs,
 		}
 		if s.has_phases then
 			out.has_phases = true
