@@ -476,6 +476,7 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
             "import sys, time\n"
             "import torch, torch.distributed as dist\n"
             "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "torch.set_num_threads(1)  # two ranks on a small machine\n"
             "dist.init_process_group('gloo')\n"
             "rank = dist.get_rank()\n"
             "torch.manual_seed(0)\n"
@@ -517,8 +518,8 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
             self.assertEqual(st.get("rank"), 1, data["verdict"])
             self.assertEqual(st["of"], active)
             # the others waited about the 2 ms it slept, before its forward
-            self.assertGreater(st["lead"], 1.5e6, data["verdict"])
-            self.assertLess(st["lead"], 5e6, data["verdict"])
+            self.assertGreater(st["lead"], 1.2e6, data["verdict"])
+            self.assertLess(st["lead"], 4e6, data["verdict"])
             self.assertEqual(st["where"], "no phase, before forward", data["verdict"])
             # rank 0's step holds the wait, in backward: never the verdict
             text = self.report([run_dir]).stdout

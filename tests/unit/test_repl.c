@@ -39,7 +39,7 @@ struct fake_host {
 	uint32_t cpu_hz;
 	const char *refuse;        /* refuse with this message */
 	/* capture_now */
-	int captures;
+	atomic_int captures;       /* also the report hook's "I hold the VM" */
 	uint32_t steps;
 	int capture_queries;       /* "capture" answers "written" from the 3rd */
 	/* status */
@@ -67,10 +67,10 @@ static int fake_query(void *ctx, const char *what, int64_t arg,
 		return 0;
 	}
 	if (strcmp(what, "capture") == 0) {
-		if (h->captures == 0)
+		if (atomic_load(&h->captures) == 0)
 			return 1;
 		h->capture_queries++;
-		policy_build_int(b, "ticket", arg ? arg : h->captures);
+		policy_build_int(b, "ticket", arg ? arg : atomic_load(&h->captures));
 		policy_build_int(b, "steps", h->steps);
 		if (h->capture_queries < 3) {
 			policy_build_str(b, "state", h->capture_queries == 1 ? "queued"
@@ -113,7 +113,7 @@ static int fake_capture(void *ctx, uint32_t steps, const char *reason,
 
 	(void)reason;
 	(void)e;
-	h->captures++;
+	atomic_fetch_add(&h->captures, 1);
 	h->steps = steps;
 	return 0;
 }
@@ -456,25 +456,31 @@ static void test_waits_for_a_report(void)
 	struct fake_host h = { 0 };
 	struct client c = { 0 };
 	pthread_t t;
+	/* The report says it holds the VM through capture_now (the fake
+	 * counts), so the REPL is sure to come second however slow the
+	 * machine is. */
 	struct policy *p = load(
 		"reports = 0\n"
 		"prof.on_trace_ready(function(w)\n"
+		"  prof.capture_now{ steps = 1 }\n"
 		"  local t = os.clock() + 0.3 while os.clock() < t do end\n"
 		"  reports = reports + 1\n"
 		"end)\n", &h);
-	struct timespec ts = { 0, 50000000 };
+	struct timespec ts = { 0, 1000000 };
 
 	CHECK(p != NULL);
 	if (!p)
 		return;
 	pthread_create(&t, NULL, report_main, p);
-	nanosleep(&ts, NULL);
+	while (atomic_load(&h.captures) < 1)
+		nanosleep(&ts, NULL);
 	CHECK_EQ_INT(eval(p, &c, "reports"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "1\n");
 	pthread_join(t, NULL);
 	/* Interrupted while waiting: told so, nothing run. */
 	pthread_create(&t, NULL, report_main, p);
-	nanosleep(&ts, NULL);
+	while (atomic_load(&h.captures) < 2)
+		nanosleep(&ts, NULL);
 	c.interrupt_after = 1;
 	CHECK_EQ_INT(eval(p, &c, "reports = 100"), POLICY_ERROR);
 	CHECK(contains(c.err, "interrupted while waiting for the policy VM"));
@@ -569,7 +575,7 @@ static void test_capture_now_waits(void)
 	if (!p)
 		return;
 	CHECK_EQ_INT(eval(p, &c, "w = prof.capture_now{ steps = 3 }"), POLICY_OK);
-	CHECK_EQ_INT(h.captures, 1);
+	CHECK_EQ_INT(atomic_load(&h.captures), 1);
 	CHECK_EQ_INT(h.steps, 3);
 	CHECK_EQ_INT(h.capture_queries, 3);
 	CHECK(contains(c.out, "recording steps 10-12 ..."));
@@ -578,7 +584,7 @@ static void test_capture_now_waits(void)
 		     "\"/out/window2_steps10-12/trace.json\"\n");
 	CHECK_EQ_INT(eval(p, &c, "prof.capture_now{ steps = 1, wait = false }"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "true\n");
-	CHECK_EQ_INT(h.captures, 2);
+	CHECK_EQ_INT(atomic_load(&h.captures), 2);
 	policy_free(p);
 }
 

@@ -20,10 +20,10 @@
 -- catches up (its lateness shrinks). A rank's *extra work* in a step is the
 -- sum of its lateness growths: the time it took beyond the quickest rank,
 -- waiting never counted. The rank with the most extra work is the last to
--- arrive; the others wait for it by the difference (its *lead*). A step
--- decides when the lead is above the noise (50 us, or 5 % of the median
--- step). The straggler is the rank last in most deciding steps; where its
--- lateness grew most is where its extra time goes.
+-- arrive; the others wait for it by the difference. The straggler is the
+-- rank whose *steady* extra work (below) exceeds the others' by more than
+-- the noise (50 us, or 5 % of the median step); where its lateness grows
+-- is where its extra time goes.
 --
 -- This compares timestamps across ranks at the same step, so it needs the
 -- ranks' clocks to agree (ranks on one host share CLOCK_MONOTONIC; across
@@ -43,7 +43,6 @@ M.MIN_LEAD_NS = 50000      -- a step decides when the lead is above this ...
 M.MIN_LEAD_SHARE = 0.05    -- ... and above this share of the median step
 M.SURE_STEPS = 5           -- fewer steps compared: a first reading only
 M.SURE_SHARE = 0.8         -- last in at least this share of the steps: sure
-M.SPLIT_SHARE = 0.6        -- last in fewer: no single straggler
 
 -- The points every rank passes in step `e` (e.by_step[rank] = step data):
 -- { label, t = { [rank] = ns } } in time order. Phase starts count when
@@ -164,71 +163,100 @@ local function clocks_agree(rows, step_map)
 	return not start or start < stop
 end
 
--- The verdict over the compared steps: the straggler, how sure, where its
--- extra time goes; nil when no two ranks share a step.
+-- The verdict over the compared steps (rows with extra_by / growth_by):
+-- the straggler, how sure, where its extra time goes; nil when no two ranks
+-- share a step. A rank's steady extra work is, summed over the segments of
+-- a step (before forward, forward, ...), the median over the steps of its
+-- lateness growth there: work it does every step counts in full, while a
+-- step the machine disturbed (a rank descheduled for a few ms) does not
+-- decide. The straggler is the rank whose steady extra work exceeds every
+-- other rank's by more than the noise.
 local function straggler(rows, threshold, clocks_ok)
 	local compared, decided = 0, 0
-	local last_count, lead_sum, growth_sum = {}, {}, {}
+	local last_count, labels, nsteps = {}, {}, {}
 	for _, row in ipairs(rows) do
-		if row.ranks >= 2 then
+		if row.extra_by then
 			compared = compared + 1
+			for r, growth in pairs(row.growth_by) do
+				labels[r] = labels[r] or {}
+				nsteps[r] = (nsteps[r] or 0) + 1
+				for label in pairs(growth) do
+					labels[r][label] = true
+				end
+			end
 			if row.last then
 				decided = decided + 1
-				local r = row.last
-				last_count[r] = (last_count[r] or 0) + 1
-				lead_sum[r] = (lead_sum[r] or 0) + row.lead
-				growth_sum[r] = growth_sum[r] or {}
-				for label, g in pairs(row.growth) do
-					growth_sum[r][label] = (growth_sum[r][label] or 0) + g
-				end
+				last_count[row.last] = (last_count[row.last] or 0) + 1
 			end
 		end
 	end
 	if compared == 0 then
 		return nil
 	end
-	local st = { of = compared, decided = decided, threshold = threshold }
+	local st = { of = compared, decided = decided, threshold = threshold, counts = last_count }
 	if not clocks_ok then
 		st.verdict = "clocks"
 		return st
 	end
-	local best, second
-	for r, c in pairs(last_count) do
-		if not best or c > last_count[best] or (c == last_count[best] and r < best) then
-			best = r
+	local steady, where = {}, {}
+	for r, set in pairs(labels) do
+		steady[r] = 0
+		for label in pairs(set) do
+			local list = {}
+			for _, row in ipairs(rows) do
+				if row.growth_by and row.growth_by[r] then
+					list[#list + 1] = row.growth_by[r][label] or 0
+				end
+			end
+			local m = fmt.median(list)
+			steady[r] = steady[r] + m
+			if m > 0 and (not where[r] or m > where[r].ns or
+			    (m == where[r].ns and label < where[r].label)) then
+				where[r] = { label = label, ns = m }
+			end
 		end
 	end
-	if not best then
-		st.verdict = "none"
-		return st
+	local best, lead
+	for r, x in pairs(steady) do
+		local others = 0
+		for q, y in pairs(steady) do
+			if q ~= r then
+				others = math.max(others, y)
+			end
+		end
+		if not best or x - others > lead or (x - others == lead and r < best) then
+			best, lead = r, x - others
+		end
 	end
-	st.counts = last_count
-	if last_count[best] < M.SPLIT_SHARE * decided then
-		st.verdict = "split"
+	if not best or lead < threshold then
+		-- nobody is steadily late: either nobody is late at all, or the
+		-- last one changes
+		local first, second
 		for r, c in pairs(last_count) do
-			if r ~= best and (not second or c > last_count[second]) then
+			if not first or c > last_count[first] or (c == last_count[first] and r < first) then
+				first, second = r, first
+			elseif not second or c > last_count[second] then
 				second = r
 			end
 		end
-		st.rank, st.other = best, second
-		st.last, st.other_last = last_count[best], second and last_count[second] or 0
+		if not first then
+			st.verdict = "none"
+		else
+			st.verdict = "split"
+			st.rank, st.last = first, last_count[first]
+			st.other, st.other_last = second, second and last_count[second] or 0
+		end
 		return st
 	end
 	st.verdict = "rank"
 	st.rank = best
-	st.last = last_count[best]
-	st.lead = lead_sum[best] / last_count[best]
-	local top, top_g
-	for label, g in pairs(growth_sum[best]) do
-		if not top or g > top_g or (g == top_g and label < top) then
-			top, top_g = label, g
-		end
+	st.lead = lead
+	st.last = last_count[best] or 0
+	if where[best] then
+		st.where, st.where_ns = where[best].label, where[best].ns
 	end
-	if top then
-		st.where, st.where_ns = top, top_g / last_count[best]
-	end
-	st.sure = compared >= M.SURE_STEPS and st.last >= M.SURE_SHARE * compared
 	st.short = compared < M.SURE_STEPS
+	st.sure = not st.short and st.last >= M.SURE_SHARE * compared
 	return st
 end
 
@@ -339,8 +367,9 @@ function M.analyze(windows)
 			for k, rank in ipairs(out.ranks) do
 				row.extra[k] = extra[rank] or false
 			end
+			row.extra_by, row.growth_by = extra, growth
 			if lead >= threshold then
-				row.last, row.lead, row.growth = last, lead, growth[last]
+				row.last, row.lead = last, lead
 			end
 		end
 		out.steps[#out.steps + 1] = row
@@ -350,9 +379,9 @@ function M.analyze(windows)
 	for _, row in ipairs(out.per_rank) do
 		row.last = out.straggler and out.straggler.counts and out.straggler.counts[row.rank] or 0
 	end
-	-- the JSON keeps the rows plain
+	-- the JSON keeps the rows plain (extra: in rank order)
 	for _, row in ipairs(out.steps) do
-		row.growth = nil
+		row.extra_by, row.growth_by = nil, nil
 	end
 	return out
 end
@@ -377,7 +406,7 @@ function M.verdict_text(st)
 			st.other and tostring(st.other) or "-", st.other_last, st.of)
 	end
 	local text = string.format("rank %d is the straggler: it arrived last in %d of %d steps, "
-		.. "the others waiting for it %s per step on average", st.rank, st.last, st.of,
+		.. "the others waiting for it about %s per step", st.rank, st.last, st.of,
 		fmt.time(st.lead))
 	if st.where then
 		text = text .. string.format("; its extra time is %s%s (+%s per step)",
