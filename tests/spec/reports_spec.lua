@@ -286,6 +286,39 @@ describe("prof.reports.findings", function()
 	end)
 end)
 
+describe("prof.reports.samples", function()
+	local samples = require("prof.reports.samples")
+	local function tree(samples_n, weights)
+		local children = {}
+		local total = 0
+		for name, w in pairs(weights) do
+			children[#children + 1] = { name = name, value = w, self = w, children = {} }
+			total = total + w
+		end
+		table.sort(children, function(a, b) return a.name < b.name end)
+		return { name = "all", value = total, self = 0, samples = samples_n, truncated = false,
+			children = children }
+	end
+
+	it("keeps one unit per table: samples, or weight when samples weigh more than 1", function()
+		local d = samples.analyze(stub({ counts = { cpu_sample = 3 },
+			samples_result = tree(3, { spin = 2, wait = 1 }) }))
+		assert.are.equal("samples", d.unit)
+		local text = samples.text(d)
+		assert.truthy(text:find("  3 samples\n", 1, true), text)
+		assert.truthy(text:find("Self samples  Share of samples", 1, true), text)
+		-- 4 samples standing for 10 timer periods: the table is in weight,
+		-- and says so; the shares are of the weight
+		d = samples.analyze(stub({ counts = { cpu_sample = 4 },
+			samples_result = tree(4, { spin = 8, wait = 2 }) }))
+		assert.are.equal("weight", d.unit)
+		text = samples.text(d)
+		assert.truthy(text:find("4 samples of weight 10 in all", 1, true), text)
+		assert.truthy(text:find("Self weight  Share of weight", 1, true), text)
+		assert.truthy(text:find("spin                8           80.0 %", 1, true), text)
+	end)
+end)
+
 describe("prof.reports.ranks", function()
 	-- A rank's window from steps { ts, dur, starts = { phase = ts }, syncs }.
 	local function window(rank, steps)

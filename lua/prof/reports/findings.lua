@@ -115,8 +115,10 @@ function M.analyze(data)
 				fmt.pct(share), what)
 		end
 		if gpu.idle_samples and gpu.idle_samples.frame then
-			text = text .. string.format(" (CPU samples in the largest gaps: %s in %s)",
-				fmt.pct(gpu.idle_samples.share), gpu.idle_samples.frame)
+			text = text .. string.format(" (CPU samples in the largest gaps: %s%s in %s)",
+				fmt.pct(gpu.idle_samples.share),
+				gpu.idle_samples.unit == "weight" and " of their weight" or "",
+				gpu.idle_samples.frame)
 		end
 		add("gpu_idle", 1 - gpu.utilization, text)
 	end

@@ -205,7 +205,7 @@ function flame(parent, s) {
     var y = H - (k + 1) * ROW, v = hue(n.n);
     var r = el("rect", { x: x, y: y, width: w, height: ROW - 1,
       fill: "rgb(" + (205 + v % 50) + "," + (80 + (v >> 3) % 120) + "," + (40 + (v >> 6) % 40) + ")" }, svg);
-    el("title", {}, r).textContent = n.n + ": " + n.v + " samples (" + pct(n.v / s.tree.v) + ")";
+    el("title", {}, r).textContent = n.n + ": " + n.v + " " + s.unit + " (" + pct(n.v / s.tree.v) + ")";
     if (w > 40) {
       var t = el("text", { x: x + 3, y: y + ROW - 5 }, svg);
       t.textContent = n.n.length * 6 > w ? n.n.slice(0, Math.max(1, Math.floor(w / 6) - 1)) + "…" : n.n;
@@ -213,7 +213,8 @@ function flame(parent, s) {
     var cx = x;
     (n.c || []).forEach(function (c) { var cw = w * c.v / n.v; draw(c, cx, cw, k + 1); cx += cw; });
   })(s.tree, 0, W, 0);
-  h("p", s.samples + " samples" + (s.truncated ? " (tree truncated)" : "") + "; hover a frame for its count.", parent);
+  h("p", s.samples + " samples" + (s.unit === "weight" ? " of weight " + s.total + " (timer periods); widths are weight" : "") +
+    (s.truncated ? " (tree truncated)" : "") + "; hover a frame for its " + s.unit + ".", parent);
 }
 
 function findings(parent, list) {
