@@ -37,6 +37,19 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SCHEDULE = "prof.schedule { wait = 2, warmup = 1, active = 5, cycles = 1 }\n"
 
 
+def _python_can(code):
+    """Whether /usr/bin/python3 runs `code` (torch is Debian's python3-torch)."""
+    return subprocess.run([PYTHON, "-c", code], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+NEEDS_TORCH = unittest.skipUnless(_python_can("import torch"),
+                                  "torch is not installed for /usr/bin/python3")
+NEEDS_DISTRIBUTED = unittest.skipUnless(
+    _python_can("import torch.distributed as d; assert d.is_available()"),
+    "torch.distributed is not installed for /usr/bin/python3")
+
+
 def ns(us):
     """Trace µs (three decimals) -> integer ns, as the readers round."""
     return int(round(us * 1000))
@@ -406,9 +419,7 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
 
     # ------------------------------------------------------------ phases
 
-    @unittest.skipUnless(subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL).returncode == 0,
-                         "torch is not installed for /usr/bin/python3")
+    @NEEDS_TORCH
     def test_phase_shares_agree_across_the_tables(self):
         # A real PyTorch loop (the bridge's own phases: DataLoader, forward,
         # backward, optimizer): summary.txt, report.txt (its step table and
@@ -462,10 +473,7 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
 
     # ------------------------------------------------------------ ranks
 
-    @unittest.skipUnless(subprocess.run([PYTHON, "-c", "import torch.distributed as d; "
-                                         "assert d.is_available()"], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL).returncode == 0,
-                         "torch.distributed is not installed for /usr/bin/python3")
+    @NEEDS_DISTRIBUTED
     def test_gloo_straggler_is_the_rank_the_others_wait_for(self):
         # Two gloo ranks under prof run (torchrun fails on Python 3.11: the
         # ranks are started with MASTER_ADDR/RANK/WORLD_SIZE); rank 1

@@ -1,28 +1,8 @@
 -- Specs for lua/prof: what a policy author sees from each prof.* call.
 
 local prof = require("prof")
-
--- Runs `src` as a policy file named myprof.lua with `prof` as a global.
--- Returns true, or false and the error message.
-local function run(src)
-	local env = setmetatable({ prof = prof }, { __index = _G })
-	local chunk = assert(load(src, "=myprof.lua", "t", env))
-	local ok, err = pcall(chunk)
-	return ok, err
-end
-
--- Runs `src` and returns its error message (failing the spec if it loads).
-local function error_of(src)
-	local ok, err = run(src)
-	assert.is_false(ok, "policy loaded but an error was expected: " .. src)
-	return err
-end
-
-local function config_of(src)
-	local ok, err = run(src)
-	assert.is_true(ok, err)
-	return prof._config()
-end
+local policy_file = require("policy_file")
+local run, error_of, config_of = policy_file.run, policy_file.error_of, policy_file.config_of
 
 describe("prof", function()
 	before_each(function()

@@ -22,6 +22,7 @@
 #include "events/clock.h"
 #include "events/trace.h"
 #include "policy/policy.h"
+#include "testdir.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
 #error "PROFHOST_TEST_LUA_DIR must name the source tree's lua/ folder"
@@ -147,25 +148,13 @@ static bool client_poll(void *ctx)
 	return c->interrupt_after && c->polls >= c->interrupt_after;
 }
 
-static void write_file(const char *path, const char *content)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f) {
-		perror(path);
-		exit(2);
-	}
-	fputs(content, f);
-	fclose(f);
-}
-
 static struct policy *load(const char *src, struct fake_host *h)
 {
 	struct policy_opts o = { 0 };
 	struct err e;
 	struct policy *p;
 
-	write_file("myprof.lua", src);
+	testdir_write("myprof.lua", src);
 	o.lua_dir = PROFHOST_TEST_LUA_DIR;
 	o.script = "myprof.lua";
 	o.capture_now = fake_capture;
@@ -189,15 +178,6 @@ static enum policy_status eval(struct policy *p, struct client *c, const char *c
 	return policy_repl_eval(p, chunk, strlen(chunk), &io, &e);
 }
 
-static int contains(const char *s, const char *part)
-{
-	return s && strstr(s, part) != NULL;
-}
-
-static int starts_with(const char *s, const char *prefix)
-{
-	return s && strncmp(s, prefix, strlen(prefix)) == 0;
-}
 
 /* ------------------------------------------------------------ tests */
 
@@ -648,28 +628,9 @@ static void test_fork_child(void)
 
 /* ------------------------------------------------------------ main */
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
-	char tmpl[] = "/tmp/test_repl_XXXXXX";
-
-	if (!mkdtemp(tmpl)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
-	if (chdir(tmpdir) != 0) {
-		perror(tmpdir);
-		return 2;
-	}
+	testdir_make(tmpdir, sizeof tmpdir, "test_repl", true);
 	test_values_like_lua();
 	test_long_tables_wrap();
 	test_incomplete_and_errors();
@@ -683,7 +644,6 @@ int main(void)
 	test_capture_now_waits();
 	test_memory_error();
 	test_fork_child();
-	if (chdir("/") == 0)
-		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testdir_remove(tmpdir);
 	return check_done();
 }

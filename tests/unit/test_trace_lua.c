@@ -17,75 +17,31 @@
 #include "export/key_averages.h"
 #include "export/summary.h"
 #include "policy/policy.h"
+#include "testdir.h"
+#include "testtrace.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
 #error "PROFHOST_TEST_LUA_DIR must name the source tree's lua/ folder"
 #endif
 
-static char tmpdir[] = "/tmp/profhost-test-tl-XXXXXX";
+static char tmpdir[256];
 static char windir[600];
 
-static void ev(struct trace *t, uint8_t cat, const char *name, int32_t pid,
-	       int32_t tid, int64_t ts, int64_t dur)
-{
-	struct trace_event e = { 0 };
-
-	e.ts = ts;
-	e.dur = dur;
-	e.pid = pid;
-	e.tid = tid;
-	e.name = trace_intern(t, name, strlen(name));
-	e.cat = cat;
-	e.ph = cat == TRACE_CAT_SAMPLE ? TRACE_PH_INSTANT : TRACE_PH_COMPLETE;
-	trace_add_event(t, &e);
-}
-
-/* The trace of test_query.c: two steps of 100 ns with phases, kernels on
- * two streams, a memcpy; plus two samples. */
+/* testtrace_build()'s two steps of 100 ns with phases, kernels on two
+ * streams, a memcpy; plus the window's fields, two samples and a thread
+ * name. */
 static void build(struct trace *t)
 {
-	int i;
-
-	trace_init(t);
-	t->meta.pid = 1;
+	testtrace_build(t);
 	t->meta.rank = 2;
 	t->meta.world_size = 4;
 	t->meta.window = 3;
 	t->meta.first_step = 0;
 	t->meta.last_step = 1;
-	t->meta.end_ts = 200;
 	t->meta.reason = strdup("schedule");
-	for (i = 0; i < 2; i++) {
-		struct trace_step s = { (uint64_t)i, i * 100, 100, 1, 0 };
-		char name[32];
-		struct trace_event e = { 0 };
-
-		snprintf(name, sizeof name, "ProfilerStep#%d", i);
-		e.ts = s.ts;
-		e.dur = 100;
-		e.pid = e.tid = 1;
-		e.name = trace_intern(t, name, strlen(name));
-		e.cat = TRACE_CAT_USER_ANNOTATION;
-		e.ph = TRACE_PH_COMPLETE;
-		e.flags = TRACE_F_STEP;
-		trace_add_event(t, &e);
-		trace_add_step(t, &s);
-	}
-	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 0, 60);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "next", 1, 1, 5, 50);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 60, 20);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "backward", 1, 1, 80, 15);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 100, 10);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 110, 40);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "optimizer", 1, 1, 150, 40);
-	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 60, 20);
-	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 110, 40);
-	ev(t, TRACE_CAT_KERNEL, "copyk", 0, 8, 70, 20);
-	ev(t, TRACE_CAT_GPU_MEMCPY, "Memcpy HtoD", 0, 7, 150, 10);
-	trace_arg_uint(t, "bytes", 1000);
-	ev(t, TRACE_CAT_SAMPLE, "b", 1, 1, 10, 0);
+	testtrace_event(t, TRACE_CAT_SAMPLE, "b", 1, 1, 10, 0);
 	trace_arg_str(t, "stack", "main;a;b", 8);
-	ev(t, TRACE_CAT_SAMPLE, "a", 1, 1, 20, 0);
+	testtrace_event(t, TRACE_CAT_SAMPLE, "a", 1, 1, 20, 0);
 	trace_arg_str(t, "stack", "main;a", 6);
 	trace_add_thread(t, 1, 1, "python");
 }
@@ -94,15 +50,34 @@ static struct policy *load(const char *src, struct err *e)
 {
 	char path[700];
 	struct policy_opts o = { 0 };
-	FILE *f;
 
 	snprintf(path, sizeof path, "%s/report.lua", tmpdir);
-	f = fopen(path, "w");
-	fputs(src, f);
-	fclose(f);
+	testdir_write(path, src);
 	o.lua_dir = PROFHOST_TEST_LUA_DIR;
 	o.script = path;
 	return policy_load(&o, e);
+}
+
+/* build()'s trace in *t and the policy `src` loaded to run on it, with
+ * *pt pointing at the trace and the window directory; NULL (a failed
+ * check, the trace freed) when the policy does not load. */
+static struct policy *setup(const char *src, struct trace *t, struct policy_trace *pt)
+{
+	struct err e;
+	struct policy *p;
+
+	build(t);
+	p = load(src, &e);
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "%s\n", e.msg);
+		trace_free(t);
+		return NULL;
+	}
+	memset(pt, 0, sizeof *pt);
+	pt->trace = t;
+	pt->dir = windir;
+	return p;
 }
 
 static char *read_all(const char *path)
@@ -188,16 +163,9 @@ static void test_trace_object(void)
 	struct policy_step_info si = { 0 };
 	char path[800], *text;
 
-	build(&t);
-	p = load(script, &e);
-	CHECK(p != NULL);
-	if (!p) {
-		fprintf(stderr, "%s\n", e.msg);
-		trace_free(&t);
+	p = setup(script, &t, &pt);
+	if (!p)
 		return;
-	}
-	pt.trace = &t;
-	pt.dir = windir;
 	pt.files = files;
 	CHECK_EQ_INT(policy_on_trace_ready(p, &pt, &e), POLICY_ERROR);
 	CHECK(strstr(e.msg, "second report fails (in prof.on_trace_ready; hook disabled)") != NULL);
@@ -305,16 +273,9 @@ static void test_option_errors(void)
 	struct policy *p;
 	struct policy_trace pt = { 0 };
 
-	build(&t);
-	p = load(option_errors, &e);
-	CHECK(p != NULL);
-	if (!p) {
-		fprintf(stderr, "%s\n", e.msg);
-		trace_free(&t);
+	p = setup(option_errors, &t, &pt);
+	if (!p)
 		return;
-	}
-	pt.trace = &t;
-	pt.dir = windir;
 	e.msg[0] = '\0';
 	CHECK_EQ_INT(policy_on_trace_ready(p, &pt, &e), POLICY_OK);
 	if (e.msg[0])
@@ -371,26 +332,16 @@ static void build_phased(struct trace *t)
 	t->meta.last_step = 3;
 	t->meta.end_ts = 30 * MS;
 	for (i = 0; i < 3; i++) {
-		struct trace_step s = { (uint64_t)i + 1, i * 10 * MS, 10 * MS, 1, 0 };
-		struct trace_event e = { 0 };
 		int64_t b = i * 10 * MS;
-		char name[32];
 
-		snprintf(name, sizeof name, "ProfilerStep#%d", i + 1);
-		e.ts = s.ts;
-		e.dur = s.dur;
-		e.pid = e.tid = 1;
-		e.name = trace_intern(t, name, strlen(name));
-		e.cat = TRACE_CAT_USER_ANNOTATION;
-		e.ph = TRACE_PH_COMPLETE;
-		e.flags = TRACE_F_STEP;
-		trace_add_event(t, &e);
-		trace_add_step(t, &s);
-		ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, b, 1 * MS + i * MS / 2);
-		ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, b + 2 * MS, 3 * MS);
-		ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, b + 2 * MS + MS / 2, 2 * MS);
-		ev(t, TRACE_CAT_USER_ANNOTATION, "backward", 1, 1, b + 5 * MS, 3 * MS + i * MS / 3);
-		ev(t, TRACE_CAT_USER_ANNOTATION, "optimizer", 1, 1, b + 9 * MS, MS / 2);
+		testtrace_step(t, (uint64_t)i + 1, b, 10 * MS);
+		testtrace_event(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, b, 1 * MS + i * MS / 2);
+		testtrace_event(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, b + 2 * MS, 3 * MS);
+		testtrace_event(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, b + 2 * MS + MS / 2,
+				2 * MS);
+		testtrace_event(t, TRACE_CAT_USER_ANNOTATION, "backward", 1, 1, b + 5 * MS,
+				3 * MS + i * MS / 3);
+		testtrace_event(t, TRACE_CAT_USER_ANNOTATION, "optimizer", 1, 1, b + 9 * MS, MS / 2);
 	}
 	trace_add_thread(t, 1, 1, "python");
 }
@@ -467,15 +418,9 @@ static void test_builtin_reports(void)
 	struct policy_trace pt = { 0 };
 	struct policy_report r;
 
-	build(&t);
-	p = load("-- no hooks\n", &e);
-	CHECK(p != NULL);
-	if (!p) {
-		trace_free(&t);
+	p = setup("-- no hooks\n", &t, &pt);
+	if (!p)
 		return;
-	}
-	pt.trace = &t;
-	pt.dir = windir;
 	CHECK_EQ_INT(policy_report_window(p, &pt, POLICY_REPORT_TEXT | POLICY_REPORT_JSON |
 					  POLICY_REPORT_HTML, true, &r, &e), POLICY_OK);
 	CHECK(r.text && strstr(r.text, "Step time breakdown"));
@@ -497,10 +442,7 @@ int main(void)
 {
 	char cmd[700];
 
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	testdir_make(tmpdir, sizeof tmpdir, "profhost-test-tl", false);
 	snprintf(windir, sizeof windir, "%s/window0_steps0-1", tmpdir);
 	mkdir(windir, 0755);
 	snprintf(cmd, sizeof cmd, "%s/link", windir);
@@ -510,8 +452,6 @@ int main(void)
 	test_option_errors();
 	test_phase_shares_agree();
 	test_builtin_reports();
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", tmpdir);
+	testdir_remove(tmpdir);
 	return check_done();
 }
