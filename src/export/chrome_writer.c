@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
 #include "version.h"
 
 #define CW_BUF (64 * 1024)
@@ -162,45 +163,6 @@ static char *fmt_double(char *p, double d)
 	return p;
 }
 
-/* Length of the well-formed UTF-8 sequence starting at s (s[0] >= 0x80, n
- * bytes available): 2 to 4; or 0 with *bad set to the length of the
- * maximal ill-formed subpart (at least 1), which becomes one U+FFFD, as
- * Unicode recommends and Python and browsers do. Rejects bad leads,
- * overlongs, surrogates, values above U+10FFFF and truncation. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
-{
-	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need, k;
-
-	if (c >= 0xC2 && c <= 0xDF) {
-		need = 1;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		need = 2;
-		if (c == 0xE0)
-			lo = 0xA0; /* overlong below U+0800 */
-		else if (c == 0xED)
-			hi = 0x9F; /* surrogates U+D800..DFFF */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		need = 3;
-		if (c == 0xF0)
-			lo = 0x90; /* overlong below U+10000 */
-		else if (c == 0xF4)
-			hi = 0x8F; /* above U+10FFFF */
-	} else {
-		*bad = 1;
-		return 0;
-	}
-	for (k = 1; k <= need; k++) {
-		if (k >= n || s[k] < lo || s[k] > hi) {
-			*bad = k;
-			return 0;
-		}
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	return need + 1;
-}
-
 /* Printable ASCII that needs no escape in a JSON string. */
 static inline int json_plain(unsigned char c)
 {
@@ -258,7 +220,7 @@ static void cw_string(struct cw *w, const char *str, size_t len)
 			cw_mem(w, (const char *)s + i, k);
 			i += k;
 		} else {
-			cw_mem(w, "\xEF\xBF\xBD", 3);
+			cw_mem(w, UTF8_REPLACEMENT, UTF8_REPLACEMENT_LEN);
 			i += bad;
 		}
 	}
@@ -531,8 +493,8 @@ static char *utf8_clean(const char *str)
 			p += k;
 			i += k;
 		} else {
-			memcpy(p, "\xEF\xBF\xBD", 3);
-			p += 3;
+			memcpy(p, UTF8_REPLACEMENT, UTF8_REPLACEMENT_LEN);
+			p += UTF8_REPLACEMENT_LEN;
 			i += bad;
 		}
 	}
