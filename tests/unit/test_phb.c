@@ -3,7 +3,8 @@
  * corrupt and truncated files give one error naming the file and an
  * offset, never a crash (thousands of deterministic mutations of a valid
  * file; tests/fuzz/ has the open-ended fuzzer). Also the JSON reader on
- * the Chrome writer's own output.
+ * the Chrome writer's own output. Files of version 1.0 (before the GPU
+ * tracks and properties) still read.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -76,6 +77,18 @@ static void build(struct trace *t)
 	}
 	trace_add_thread(t, 77, 77, "main");
 	trace_add_thread(t, 77, 78, "");
+	trace_add_process(t, 0, "GPU 0 (NVIDIA \"H100\")", 5000000);
+	trace_add_process(t, 1, "GPU 1", 5000001);
+	{
+		struct trace_device d = { 1, "NVIDIA H100 80GB HBM3", 85520809984ULL, 9, 0,
+					  1024, 2048, 65536, 65536, 32, 49152, 233472, 132 };
+
+		trace_add_device(t, &d);
+		d.id = 0;
+		d.name = NULL;
+		d.num_sms = -1;
+		trace_add_device(t, &d);
+	}
 }
 
 static int same_str(const char *a, const char *b)
@@ -141,6 +154,24 @@ static void check_same(const struct trace *a, const struct trace *b)
 	for (i = 0; i < a->nthreads && i < b->nthreads; i++)
 		CHECK(a->threads[i].tid == b->threads[i].tid &&
 		      strcmp(trace_str(a, a->threads[i].name), trace_str(b, b->threads[i].name)) == 0);
+	CHECK_EQ_INT(a->nprocs, b->nprocs);
+	for (i = 0; i < a->nprocs && i < b->nprocs; i++)
+		CHECK(a->procs[i].pid == b->procs[i].pid && a->procs[i].sort == b->procs[i].sort &&
+		      strcmp(trace_str(a, a->procs[i].name), trace_str(b, b->procs[i].name)) == 0);
+	CHECK_EQ_INT(a->ndevices, b->ndevices);
+	for (i = 0; i < a->ndevices && i < b->ndevices; i++) {
+		const struct trace_device *x = &a->devices[i], *y = &b->devices[i];
+
+		CHECK(same_str(x->name, y->name));
+		CHECK(x->id == y->id && x->total_global_mem == y->total_global_mem &&
+		      x->compute_major == y->compute_major && x->compute_minor == y->compute_minor &&
+		      x->max_threads_per_block == y->max_threads_per_block &&
+		      x->max_threads_per_sm == y->max_threads_per_sm &&
+		      x->regs_per_block == y->regs_per_block && x->regs_per_sm == y->regs_per_sm &&
+		      x->warp_size == y->warp_size &&
+		      x->shared_mem_per_block == y->shared_mem_per_block &&
+		      x->shared_mem_per_sm == y->shared_mem_per_sm && x->num_sms == y->num_sms);
+	}
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -192,6 +223,68 @@ static void test_round_trip(char **image, size_t *image_len)
 	CHECK_EQ_INT(phb_write(&a, path, &e), 0);
 	trace_free(&a);
 	*image = slurp(path, image_len);
+}
+
+/* The image with section `tag` (header, payload and CRC) cut out. */
+static size_t drop_section(char *buf, size_t len, const char *tag)
+{
+	size_t off = 16;
+
+	while (off + 16 <= len) {
+		uint64_t plen = 0;
+		int k;
+
+		for (k = 7; k >= 0; k--)
+			plen = plen << 8 | (unsigned char)buf[off + 8 + k];
+		if (memcmp(buf + off, tag, 4) == 0) {
+			size_t n = 16 + (size_t)plen + 4;
+
+			memmove(buf + off, buf + off + n, len - off - n);
+			return len - n;
+		}
+		off += 16 + (size_t)plen + 4;
+	}
+	return len;
+}
+
+/* A file as version 1.0 wrote it (no PROC, no DEVS, minor 0) reads, with
+ * everything else the same; this version writes 1.1. */
+static void test_version_1_0(const char *image, size_t len)
+{
+	struct trace a, b;
+	struct err e;
+	char *old = malloc(len);
+	size_t n;
+
+	if (!old)
+		return;
+	CHECK_EQ_INT(image[10], PHB_MINOR);
+	CHECK_EQ_INT(PHB_MINOR, 1);
+	memcpy(old, image, len);
+	n = drop_section(old, len, "PROC");
+	CHECK(n < len);
+	n = drop_section(old, n, "DEVS");
+	old[10] = 0;
+	build(&a);
+	trace_init(&b);
+	CHECK_EQ_INT(phb_parse(old, n, "old.phb", &b, &e), 0);
+	CHECK_EQ_INT(b.nprocs, 0);
+	CHECK_EQ_INT(b.ndevices, 0);
+	a.nprocs = 0;     /* what 1.0 could not hold */
+	for (; a.ndevices > 0; a.ndevices--)
+		free(a.devices[a.ndevices - 1].name);
+	check_same(&a, &b);
+	trace_free(&b);
+	trace_free(&a);
+
+	/* and a reader meets the new sections only once each */
+	trace_init(&b);
+	memcpy(old, image, len);
+	CHECK_EQ_INT(phb_parse(old, len, "new.phb", &b, &e), 0);
+	CHECK_EQ_INT(b.nprocs, 2);
+	CHECK_EQ_INT(b.ndevices, 2);
+	trace_free(&b);
+	free(old);
 }
 
 /* Every mutation parses or fails with "<label>: ... at offset N" and the
@@ -354,8 +447,10 @@ int main(void)
 		return 1;
 	}
 	test_round_trip(&image, &len);
-	if (image)
+	if (image) {
+		test_version_1_0(image, len);
 		test_mutations(image, len);
+	}
 	test_bad_headers();
 	test_json_reader();
 	free(image);
