@@ -74,7 +74,9 @@ struct trace_arg {
 	} v;
 };
 
-/* One event. Times are clock_now_ns() values (CLOCK_MONOTONIC ns). */
+/* One event. Times are ns: clock_now_ns() values (CLOCK_MONOTONIC) as
+ * captured, Kineto's time once the host has called export_kineto_time()
+ * (see trace_meta: base_time_ns, monotonic_offset_ns). */
 struct trace_event {
 	int64_t ts;        /* start */
 	int64_t dur;       /* duration in ns; 0 for instants and flows */
@@ -139,8 +141,11 @@ struct trace_meta {
 	int rank, world_size;
 	uint32_t window;           /* window index in the run, from 0 */
 	uint64_t first_step, last_step;
-	int64_t start_ts, end_ts;  /* window edges (clock_now_ns) */
-	int64_t base_time_ns;      /* epoch ns of clock value 0 */
+	int64_t start_ts, end_ts;  /* window edges */
+	int64_t base_time_ns;      /* Unix time (ns) of ts 0 */
+	int64_t monotonic_offset_ns; /* ts + this = the clock_now_ns() value
+				      the event was recorded at: 0 until
+				      export_kineto_time() moves the ts */
 	int32_t pid;
 	char *program;             /* argv[0]'s basename */
 	char *hostname;

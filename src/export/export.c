@@ -2,6 +2,7 @@
 #include "export.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,43 @@
 #include "phb.h"
 #include "stacks.h"
 #include "summary.h"
+
+/* Kineto's period for its time base (libkineto's ChromeTraceBaseTime). */
+#define KINETO_PERIOD_NS (7889238LL * 1000000000LL)
+
+/* v + d, held at the int64 limits rather than wrapped. */
+static int64_t add_sat(int64_t v, int64_t d)
+{
+	int64_t out;
+
+	if (__builtin_add_overflow(v, d, &out))
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	return out;
+}
+
+void export_kineto_time(struct trace *t)
+{
+	struct trace_meta *m = &t->meta;
+	int64_t wall = add_sat(m->base_time_ns, m->start_ts), base, d;
+	size_t i;
+
+	base = wall / KINETO_PERIOD_NS * KINETO_PERIOD_NS;
+	if (base > wall)
+		base -= KINETO_PERIOD_NS; /* floor, not towards zero */
+	d = m->base_time_ns - base;
+	if (d == 0)
+		return;
+	for (i = 0; i < t->nev; i++)
+		t->ev[i].ts = add_sat(t->ev[i].ts, d);
+	for (i = 0; i < t->nsteps; i++)
+		t->steps[i].ts = add_sat(t->steps[i].ts, d);
+	for (i = 0; i < t->nstacks; i++)
+		t->stacks[i].ts = add_sat(t->stacks[i].ts, d);
+	m->start_ts = add_sat(m->start_ts, d);
+	m->end_ts = add_sat(m->end_ts, d);
+	m->monotonic_offset_ns -= d;
+	m->base_time_ns = base;
+}
 
 /* Remembers a written file in *res. */
 static void note_file(struct export_result *res, const char *path)

@@ -50,6 +50,22 @@ struct export_result {
 };
 
 /*
+ * Moves every time of `t` (events, steps, stacks, the window's edges) from
+ * the clock it was captured with to Kineto's time, as libkineto writes
+ * traces: ns since a base that is the Unix time floored to a multiple of
+ * 7889238 s (three months). t->meta.base_time_ns must hold the Unix time
+ * of the capture clock's zero (one offset for the whole window, taken
+ * once); it becomes the base, and t->meta.monotonic_offset_ns what takes
+ * the new times back to the capture clock. Processes on hosts whose clocks
+ * agree (NTP) get the same base, so their traces line up as they are
+ * (Holistic Trace Analysis aligns ranks on raw ts), and ts stays under
+ * 2^43 us, where a double holds it to half a nanosecond. Call once per
+ * window, before export_window() and the reports; calling it again changes
+ * nothing. Any thread that owns `t`.
+ */
+void export_kineto_time(struct trace *t);
+
+/*
  * Checks sort_by and group_by first (a bad value: -1 before anything is
  * written). Creates the window directory (a directory of that name made by another
  * process gets a ".pid<P>" suffix instead of being shared) and writes the

@@ -192,7 +192,7 @@ static void write_meta(struct phb_w *w, const struct trace *t)
 	put64(p + 48, (uint64_t)m->base_time_ns);
 	put32(p + 56, (uint32_t)m->pid);
 	put32(p + 60, 0);
-	put64(p + 64, 0); /* reserved */
+	put64(p + 64, (uint64_t)m->monotonic_offset_ns); /* 1.0: 0 */
 	p = w_room(w, 48);
 	put64(p, c->events);
 	put64(p + 8, c->dropped_buffer);
@@ -514,6 +514,7 @@ static int read_meta(struct phb_r *r, size_t off, size_t end, struct trace *t)
 	m->end_ts = (int64_t)get64(p + 40);
 	m->base_time_ns = (int64_t)get64(p + 48);
 	m->pid = (int32_t)get32(p + 56);
+	m->monotonic_offset_ns = (int64_t)get64(p + 64);
 	p += 72;
 	c->events = get64(p);
 	c->dropped_buffer = get64(p + 8);

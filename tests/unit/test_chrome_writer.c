@@ -23,8 +23,12 @@
 #include "events/bigalloc.h"
 #include "events/trace.h"
 #include "export/chrome_writer.h"
+#include "export/export.h"
 #include "export/outfile.h"
 #include "version.h"
+
+/* Kineto's time base is the Unix time floored to this period (ns). */
+#define KINETO_PERIOD (7889238LL * 1000000000LL)
 
 static char tmpdir[256];
 
@@ -149,7 +153,9 @@ static void trace_new(struct trace *t)
 	t->meta.window = 2;
 	t->meta.first_step = 12;
 	t->meta.last_step = 14;
-	t->meta.base_time_ns = 1700000000123456789LL;
+	/* a whole number of Kineto's three-month periods: ts stay as given
+	 * (test_wall_clock covers the conversion) */
+	t->meta.base_time_ns = KINETO_PERIOD * 215;
 	t->meta.pid = 100;
 	t->meta.program = xstrdup("train.py");
 	t->meta.hostname = xstrdup("node-7");
@@ -582,9 +588,9 @@ static void test_header(void)
 	CHECK_EQ_INT(num_of(di, "world_size"), 8);
 	CHECK_EQ_STR(str_of(root, "traceName"), "myrun/rank3/window2");
 	CHECK_EQ_STR(str_of(root, "displayTimeUnit"), "ms");
-	CHECK(num_of(root, "baseTimeNanoseconds") == 1700000000123456789.0);
-	/* exact digits: a double would round the nanoseconds */
-	CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1700000000123456789,") != NULL);
+	CHECK(num_of(root, "baseTimeNanoseconds") == 1696186170000000000.0);
+	/* exact digits */
+	CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1696186170000000000,") != NULL);
 	ph = cJSON_GetObjectItemCaseSensitive(root, "profhost");
 	CHECK(cJSON_IsObject(ph));
 	CHECK_EQ_STR(str_of(ph, "version"), PROFHOST_VERSION);
@@ -1077,6 +1083,163 @@ static void test_gzip(void)
 	trace_done(&t);
 }
 
+/* An exact decimal "[-]I.FFF" (three decimals) as ns; -1 when not that. */
+static int parse_us3(const char *raw, int64_t *ns)
+{
+	const char *dot = strchr(raw, '.');
+	char *end;
+	long long i;
+
+	if (!dot || strlen(dot) != 4)
+		return -1;
+	i = strtoll(raw, &end, 10);
+	if (end != dot)
+		return -1;
+	*ns = i * 1000 + (raw[0] == '-' ? -1 : 1) * strtoll(dot + 1, NULL, 10);
+	return 0;
+}
+
+/* After export_kineto_time(), ts is Kineto's: baseTimeNanoseconds is the
+ * Unix time of the window's start floored to three months, and
+ * baseTimeNanoseconds + ts is each event's Unix time, to the nanosecond,
+ * one offset for the whole window; profhost.monotonic_offset_ns takes ts
+ * back to the capture clock. */
+static void test_wall_clock(void)
+{
+	struct trace t;
+	cJSON *root;
+	char *text = NULL, raw[64];
+	int64_t wall0 = 1700000000123456789LL, base = KINETO_PERIOD * 215, ns = 0, off;
+	struct trace_step st = { 7, 6000000000LL, 5, 101, 0 };
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.start_ts = 5000000000LL;           /* monotonic 5 s */
+	t.meta.end_ts = 66000000000LL;
+	off = wall0 - t.meta.start_ts;            /* Unix time of monotonic 0 */
+	t.meta.base_time_ns = off;
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_first", 5000000000LL, 1000);
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_later", 65000000123LL, 7);
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_before", 4999999999LL, 1);
+	add_ev(&t, TRACE_PH_INSTANT, TRACE_CAT_MARK, "w_mark", 6, 6000000001LL, 0);
+	CHECK(trace_add_step(&t, &st) == 0);
+	export_kineto_time(&t);
+	CHECK_EQ_INT(t.meta.base_time_ns, base);
+	CHECK_EQ_INT(t.meta.start_ts, wall0 - base);
+	CHECK_EQ_INT(t.meta.end_ts, wall0 + 61000000000LL - base);
+	CHECK_EQ_INT(t.steps[0].ts, off + 6000000000LL - base);
+	CHECK_EQ_INT(t.meta.monotonic_offset_ns, base - off);
+	export_kineto_time(&t);                   /* a second call: no change */
+	CHECK_EQ_INT(t.meta.base_time_ns, base);
+	CHECK_EQ_INT(t.meta.start_ts, wall0 - base);
+	root = write_and_parse(&t, "wall.json", 0, &text);
+	CHECK(root != NULL);
+	if (root) {
+		CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1696186170000000000,"));
+		CHECK(raw_field(text, "w_first", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0);
+		CHECK(raw_field(text, "w_later", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 + 60000000123LL);
+		CHECK(raw_field(text, "w_before", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 - 1);
+		CHECK(raw_field(text, "w_mark", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 + 1000000001LL &&
+		      ns + (base - off) == 6000000001LL);
+		CHECK_EQ_STR(raw_field(text, "w_first", "dur", raw, sizeof raw), "1.000");
+		CHECK(text && strstr(text, "\"monotonic_offset_ns\":\t-3813825123456789,"));
+	}
+	cJSON_Delete(root);
+	free(text);
+	trace_free(&t);
+
+	/* three months on, the next base; an event past INT64_MAX is held */
+	CHECK(trace_init(&t) == 0);
+	t.meta.start_ts = 5000000000LL;
+	t.meta.base_time_ns = off + KINETO_PERIOD;
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_first", 5000000000LL, 1000);
+	add_x(&t, TRACE_CAT_KERNEL, "w_huge", INT64_MAX - 10, 5);
+	export_kineto_time(&t);
+	CHECK_EQ_INT(t.meta.base_time_ns, base + KINETO_PERIOD);
+	CHECK_EQ_INT(t.ev[0].ts, wall0 - base);
+	CHECK_EQ_INT(t.ev[1].ts, INT64_MAX);
+	trace_free(&t);
+}
+
+/* Readers add ts and dur as doubles (TensorBoard's plugin builds its tree
+ * with end = ts + dur, speedscope too): spans that touch must not overlap
+ * there, a child ending with its parent must not outlast it, and readers
+ * that round each field to whole ns (Perfetto, profhost) must still read
+ * the exact duration. Checked at the magnitudes Kineto's time gives (ts up
+ * to 7.9e12 us) with thousands of pseudo-random durations. */
+static void test_touching_spans(void)
+{
+	static const int64_t starts[] = {
+		KINETO_PERIOD - 20000000000LL, /* the end of a period: 7.9e12 us */
+		4398046511104000LL,            /* 2^42 us */
+		3813830123456789LL,
+		1234567890LL,
+	};
+	struct trace t;
+	cJSON *root;
+	size_t m, i, n = 1500;
+	char name[32];
+	uint64_t rng = 0x2545F4914F6CDD1DULL;
+
+	for (m = 0; m < sizeof starts / sizeof starts[0]; m++) {
+		int64_t ts = starts[m];
+		double *end = need(malloc(n * sizeof *end));
+		double *next = need(malloc(n * sizeof *next));
+		int64_t *dur = need(malloc(n * sizeof *dur));
+		size_t overshoot = 0, outlast = 0, inexact = 0, uneven = 0;
+
+		trace_new(&t);
+		for (i = 0; i < n; i++) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			dur[i] = 1 + (int64_t)(rng % 20000000); /* up to 20 ms */
+			snprintf(name, sizeof name, "s%zu", i);
+			add_x(&t, TRACE_CAT_USER_ANNOTATION, name, ts, dur[i]);
+			snprintf(name, sizeof name, "c%zu", i); /* ends with it */
+			add_x(&t, TRACE_CAT_USER_ANNOTATION, name, ts + dur[i] / 3,
+			      dur[i] - dur[i] / 3);
+			ts += dur[i];
+		}
+		root = write_and_parse(&t, "touch.json", 0, NULL);
+		CHECK(root != NULL);
+		/* written in order: s0, c0, s1, c1, ... */
+		for (i = 0; root && i < n; i++) {
+			cJSON *s = cJSON_GetArrayItem(events_of(root), (int)(2 * i));
+			cJSON *c = s ? s->next : NULL;
+			double sd, cd;
+
+			snprintf(name, sizeof name, "s%zu", i);
+			if (!c || !str_of(s, "name") || strcmp(str_of(s, "name"), name) != 0) {
+				CHECK(!"the events are in their order");
+				break;
+			}
+			sd = num_of(s, "dur");
+			cd = num_of(c, "dur");
+			end[i] = num_of(s, "ts") + sd;
+			next[i] = num_of(s, "ts");
+			outlast += num_of(c, "ts") + cd > end[i];
+			uneven += num_of(c, "ts") + cd != end[i];
+			inexact += llround(sd * 1000.0) != dur[i] ||
+				   llround(cd * 1000.0) != dur[i] - dur[i] / 3;
+		}
+		for (i = 0; root && i + 1 < n; i++)
+			overshoot += end[i] != next[i + 1];
+		CHECK_EQ_INT(overshoot, 0);
+		CHECK_EQ_INT(outlast, 0);
+		CHECK_EQ_INT(uneven, 0);
+		CHECK_EQ_INT(inexact, 0);
+		cJSON_Delete(root);
+		trace_done(&t);
+		free(end);
+		free(next);
+		free(dur);
+	}
+}
+
 /* Many events: the count survives every buffer boundary. */
 static void test_many_events(void)
 {
@@ -1105,6 +1268,7 @@ static void cleanup(void)
 		"atomic.txt", "large.txt", "large.gz", "header.json", "header2.json",
 		"times.json", "args.json", "meta.json", "meta_empty.json", "empty.json",
 		"hostile.json", "string.json", "gz.json.gz", "plain.json", "many.json",
+		"wall.json", "wall2.json", "touch.json",
 	};
 	char path[512];
 	size_t i;
@@ -1134,6 +1298,8 @@ int main(void)
 	test_outfile_write_error();
 	test_header();
 	test_times_and_phases();
+	test_wall_clock();
+	test_touching_spans();
 	test_args_and_flags();
 	test_metadata_events();
 	test_hostile_names();

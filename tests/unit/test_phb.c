@@ -15,6 +15,7 @@
 #include "check.h"
 #include "events/trace.h"
 #include "export/chrome_writer.h"
+#include "export/export.h"
 #include "export/outfile.h"
 #include "export/phb.h"
 #include "export/readfile.h"
@@ -39,6 +40,7 @@ static void build(struct trace *t)
 	t->meta.start_ts = 1000;
 	t->meta.end_ts = 900000;
 	t->meta.base_time_ns = 1700000000123456789LL;
+	t->meta.monotonic_offset_ns = -1696186000000000000LL;
 	t->meta.pid = 77;
 	t->meta.program = strdup("train \"x\"");
 	t->meta.hostname = strdup("node\n1");
@@ -115,6 +117,7 @@ static void check_same(const struct trace *a, const struct trace *b)
 	CHECK_EQ_INT(a->meta.start_ts, b->meta.start_ts);
 	CHECK_EQ_INT(a->meta.end_ts, b->meta.end_ts);
 	CHECK_EQ_INT(a->meta.base_time_ns, b->meta.base_time_ns);
+	CHECK_EQ_INT(a->meta.monotonic_offset_ns, b->meta.monotonic_offset_ns);
 	CHECK_EQ_INT(a->meta.pid, b->meta.pid);
 	CHECK(same_str(a->meta.program, b->meta.program));
 	CHECK(same_str(a->meta.hostname, b->meta.hostname));
@@ -420,6 +423,48 @@ static void test_json_reader(void)
 		      b.ev[i].cat == a.ev[i].cat &&
 		      strcmp(trace_str(&a, a.ev[i].name), trace_str(&b, b.ev[i].name)) == 0);
 	CHECK_EQ_INT(b.nthreads, 1);
+	trace_free(&b);
+	trace_free(&a);
+
+	/* Kineto's time (ts up to 7.9e12 us): every event reads back at its
+	 * exact Unix time and duration, to the nanosecond */
+	trace_init(&a);
+	a.meta.base_time_ns = 1700000000123456789LL;
+	a.meta.start_ts = 4500000000000000LL - a.meta.base_time_ns % 7889238000000000LL;
+	for (i = 0; i < 3000; i++) {
+		struct trace_event ev = { 0 };
+
+		ev.ts = a.meta.start_ts + (int64_t)i * 1234567891LL + (int64_t)(i * i % 1000);
+		ev.dur = 1 + (int64_t)(i * 7919 % 20000000);
+		ev.pid = 9;
+		ev.tid = 9;
+		ev.name = trace_intern(&a, "r", 1);
+		ev.cat = TRACE_CAT_USER_ANNOTATION;
+		ev.ph = i % 3 ? TRACE_PH_COMPLETE : TRACE_PH_INSTANT;
+		if (ev.ph == TRACE_PH_INSTANT)
+			ev.dur = 0;
+		trace_add_event(&a, &ev);
+	}
+	export_kineto_time(&a); /* as the host does */
+	f = outfile_open(path, false, &e);
+	CHECK(f && chrome_writer_write(&a, f, &e) == 0 && outfile_commit(f, &e) == 0);
+	free(buf);
+	buf = slurp(path, &len);
+	trace_init(&b);
+	CHECK_EQ_INT(trace_json_parse(buf, len, "trace.json", &b, &skipped, &e), 0);
+	CHECK_EQ_INT(b.nev, a.nev);
+	CHECK_EQ_INT(b.meta.monotonic_offset_ns, a.meta.monotonic_offset_ns);
+	{
+		size_t off_ts = 0, off_dur = 0;
+
+		for (i = 0; i < a.nev && i < b.nev; i++) {
+			off_ts += b.meta.base_time_ns + b.ev[i].ts !=
+				  a.meta.base_time_ns + a.ev[i].ts;
+			off_dur += b.ev[i].dur != a.ev[i].dur;
+		}
+		CHECK_EQ_INT(off_ts, 0);
+		CHECK_EQ_INT(off_dur, 0);
+	}
 	trace_free(&b);
 	trace_free(&a);
 
