@@ -75,8 +75,8 @@ struct trace_arg {
 };
 
 /* One event. Times are ns: clock_now_ns() values (CLOCK_MONOTONIC) as
- * captured, Kineto's time once the host has called export_kineto_time()
- * (see trace_meta: base_time_ns, monotonic_offset_ns). */
+ * captured, since a Unix-time base once the host has called
+ * export_unix_time() (see trace_meta: base_time_ns, monotonic_offset_ns). */
 struct trace_event {
 	int64_t ts;        /* start */
 	int64_t dur;       /* duration in ns; 0 for instants and flows */
@@ -145,7 +145,7 @@ struct trace_meta {
 	int64_t base_time_ns;      /* Unix time (ns) of ts 0 */
 	int64_t monotonic_offset_ns; /* ts + this = the clock_now_ns() value
 				      the event was recorded at: 0 until
-				      export_kineto_time() moves the ts */
+				      export_unix_time() moves the ts */
 	int32_t pid;
 	char *program;             /* argv[0]'s basename */
 	char *hostname;

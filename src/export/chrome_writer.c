@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
 #include "utf8.h"
 #include "version.h"
 
@@ -163,72 +164,44 @@ static char *fmt_double(char *p, double d)
 	return p;
 }
 
-/* The largest double D in [lo, hi] (0 <= lo <= hi) with T + D <= G as a
- * reader adds them (lo when none is), or, when `least`, the smallest with
- * T + D >= G (hi when none is): a binary search over the bit patterns,
- * which order non-negative doubles. */
-static double dur_search(double T, double G, double lo, double hi, int least)
+/* Formats the duration of an event written at `ts` ns lasting `dur` ns.
+ *
+ * Readers add ts and dur as doubles: TensorBoard's plugin as they are,
+ * speedscope after subtracting the first ts (exactly), HTA before rounding
+ * to whole us. With three decimals the sum can pass the double of the end
+ * by a fraction of a ns, and spans that touch overlap there. So the
+ * duration written is at most X = end - ts as doubles (the double of the
+ * end minus that of the start, exact since ts >= dur): ts + dur is then at
+ * most the end in exact arithmetic, after any exact shift too, and never
+ * passes the start of what follows. `holds` (a span whose end others share
+ * by construction: a step, a range cut at the window's end, a span of GPU
+ * work) gets X itself, so what ends with it ends no later than it; others
+ * get three decimals when those are at most X, else four decimals cut
+ * down to at most X (0.1 ns less). Either way the value is within 0.25 ns
+ * of the exact duration while ts < 2^40 us (as export_unix_time() keeps
+ * it), so readers that round each field to whole ns (Perfetto,
+ * profhost) read the exact duration. At most 32 bytes. */
+static char *fmt_dur(char *p, int64_t ts, int64_t dur, int holds)
 {
-	uint64_t a, b;
+	int64_t end, q;
+	double T, G, X;
 
-	memcpy(&a, &lo, 8);
-	memcpy(&b, &hi, 8);
-	while (a < b) {
-		uint64_t m = least ? a + (b - a) / 2 : a + (b - a + 1) / 2;
-		double d;
-
-		memcpy(&d, &m, 8);
-		if (least ? T + d >= G : T + d <= G) {
-			if (least)
-				b = m;
-			else
-				a = m;
-		} else if (least) {
-			a = m + 1;
-		} else {
-			b = m - 1;
-		}
-	}
-	memcpy(&lo, &a, 8);
-	return lo;
-}
-
-/* Formats the duration of an event written at `ts` ns lasting `dur` ns, so
- * that a reader who adds the two as doubles (TensorBoard's plugin,
- * speedscope, HTA, Python scripts) gets exactly the double of its end as
- * a "ts" would be written (an event that starts there has that ts):
- * events that touch do not overlap and a child ending with its parent
- * does not outlast it. Three decimals when those already do, as mostly;
- * else the double D nearest the exact duration with ts + D == end,
- * written to round-trip. D is within half a unit in the last place of the
- * end (under 0.5 ns for ts below 2^43 us, about 100 days), so readers that
- * round each field to whole nanoseconds (Perfetto, profhost) read the
- * exact duration. At most 32 bytes. */
-static char *fmt_dur(char *p, int64_t ts, int64_t dur)
-{
-	int64_t end;
-	double T, G, D0, u, lo, hi, D;
-
-	if (dur <= 0 || __builtin_add_overflow(ts, dur, &end))
-		return fmt_us(p, dur);
+	if (dur <= 0 || ts < dur || dur > INT64_MAX / 10 ||
+	    __builtin_add_overflow(ts, dur, &end))
+		return fmt_us(p, dur); /* X would not be exact: not in Kineto's time */
 	T = (double)ts / 1000.0;
 	G = (double)end / 1000.0;
-	D0 = (double)dur / 1000.0;
-	if (T + D0 == G)
+	X = G - T; /* exact (Sterbenz): T >= G / 2 */
+	if (holds)
+		return X == (double)dur / 1000.0 ? fmt_us(p, dur) : fmt_double(p, X);
+	if ((double)dur / 1000.0 <= X)
 		return fmt_us(p, dur);
-	u = nextafter(fabs(G), INFINITY) - fabs(G);
-	lo = D0 - 4 * u > 0 ? D0 - 4 * u : 0;
-	hi = D0 + 4 * u;
-	if (T + D0 < G) {
-		D = dur_search(T, G, D0, hi, 1);
-		if (T + D != G) /* G unreachable: stay below it */
-			D = dur_search(T, G, D0, D, 0);
-	} else {
-		D = dur_search(T, G, lo, D0, 0);
-	}
-	if (T + D > G || fabs(D - D0) * 1000.0 >= 0.5)
-		return fmt_us(p, dur); /* cannot happen at sane magnitudes */
-	return fmt_double(p, D);
+	q = (int64_t)floor(X * 10000.0); /* in 0.1 ns */
+	while (q > 0 && (double)q / 10000.0 > X)
+		q--; /* X * 10000 rounded up past an integer */
+	p = fmt_us(p, q / 10);
+	*p++ = (char)('0' + q % 10);
+	return p;
 }
 
 /* Printable ASCII that needs no escape in a JSON string. */
@@ -503,7 +476,9 @@ static void cw_event(struct cw *w, const struct trace *t,
 		p = fmt_u64(p + 6, ev->id);
 	} else if (ev->ph != TRACE_PH_INSTANT) {
 		memcpy(p, ",\"dur\":", 7);
-		p = fmt_dur(p + 7, ev->ts, ev->dur);
+		p = fmt_dur(p + 7, ev->ts, ev->dur,
+			    (ev->flags & (TRACE_F_STEP | TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)) ||
+			    ev->cat == TRACE_CAT_GPU_USER_ANNOTATION);
 	}
 	w->p = p;
 	cw_args(w, t, ev);
@@ -772,6 +747,149 @@ static int quote_cats(char **cats, size_t *catlen)
 	return 0;
 }
 
+/* The child of tree node `node` named name[0..len), or UINT32_MAX. */
+static uint32_t tree_find(const struct query_tree *tr, uint32_t node, const char *name,
+			  size_t len)
+{
+	uint32_t c;
+
+	for (c = tr->nodes[node].first_child; c != UINT32_MAX; c = tr->nodes[c].next_sibling)
+		if (tr->nodes[c].len == len && memcmp(tr->nodes[c].name, name, len) == 0)
+			return c;
+	return UINT32_MAX;
+}
+
+/* The node of the sample tree where sample event `ev` ends: its frames
+ * followed from the root as query_sample_tree() laid them (the "stack"
+ * argument outermost first, else the name), as deep as the tree goes. */
+static uint32_t sample_leaf(const struct trace *t, const struct query_tree *tr,
+			    const struct trace_event *ev)
+{
+	size_t len, k = 0;
+	const char *stack = query_arg_str(t, ev, TRACE_ARG_STACK, &len);
+	uint32_t node = 0;
+
+	if (!stack) {
+		stack = trace_str(t, ev->name);
+		len = strtab_len(&t->names, ev->name);
+	}
+	while (k < len) {
+		const char *semi = memchr(stack + k, ';', len - k);
+		size_t flen = semi ? (size_t)(semi - (stack + k)) : len - k;
+		uint32_t c = flen ? tree_find(tr, node, stack + k, flen) : node;
+
+		if (c == UINT32_MAX)
+			break;
+		node = c;
+		k += flen + 1;
+	}
+	return node;
+}
+
+/* A sample's place in the "samples" array. */
+struct cw_sample {
+	int32_t pid, tid;
+	int64_t ts;
+	size_t ev;
+};
+
+/* By thread, then time (speedscope weighs each sample by the time to the
+ * next one of its thread), then event index. */
+static int sample_cmp(const void *pa, const void *pb)
+{
+	const struct cw_sample *a = pa, *b = pb;
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return (a->ev > b->ev) - (a->ev < b->ev);
+}
+
+/* Appends the Trace Event Format's sampled profile of the window's CPU
+ * samples (cat cpu_sample), which chrome://tracing and speedscope show as
+ * a sampled profile: "stackFrames" (each frame of the sample tree, id >= 1,
+ * with its parent) and "samples" ({pid, tid, ts, name, sf, weight}, by
+ * thread and time). Writes nothing when the trace has no samples. 0, or -1
+ * when out of memory. Host thread. */
+static int cw_samples(struct cw *w, const struct trace *t)
+{
+	struct query_filter f = { .cats = 1u << TRACE_CAT_SAMPLE };
+	struct query_tree tr;
+	struct cw_sample *sm;
+	struct err e;
+	size_t n = 0, i;
+	int64_t dur;
+	int first = 1;
+
+	for (i = 0; i < t->nev; i++)
+		n += query_match(t, &f, &t->ev[i], &dur);
+	if (n == 0)
+		return 0;
+	sm = malloc(n * sizeof *sm);
+	if (!sm || query_sample_tree(t, &f, &tr, &e) != 0) {
+		free(sm);
+		return -1;
+	}
+	for (i = n = 0; i < t->nev; i++)
+		if (query_match(t, &f, &t->ev[i], &dur)) {
+			sm[n].pid = t->ev[i].pid;
+			sm[n].tid = t->ev[i].tid;
+			sm[n].ts = t->ev[i].ts;
+			sm[n++].ev = i;
+		}
+	qsort(sm, n, sizeof *sm, sample_cmp);
+	cw_room(w, CW_FIXED);
+	cw_lit(w, ",\n\"stackFrames\":{");
+	for (i = 1; i < tr.n && !w->failed; i++) {
+		const struct query_node *nd = &tr.nodes[i];
+
+		cw_room(w, CW_FIXED);
+		cw_lit(w, i > 1 ? ",\n\"" : "\n\"");
+		w->p = fmt_u64(w->p, i);
+		cw_lit(w, "\":{\"name\":");
+		cw_string(w, nd->name, nd->len);
+		cw_room(w, CW_FIXED);
+		cw_lit(w, ",\"category\":\"cpu\"");
+		if (nd->parent) {
+			cw_lit(w, ",\"parent\":");
+			w->p = fmt_u64(w->p, nd->parent);
+		}
+		cw_lit(w, "}");
+	}
+	cw_room(w, CW_FIXED);
+	cw_lit(w, "},\n\"samples\":[");
+	for (i = 0; i < n && !w->failed; i++) {
+		const struct trace_event *ev = &t->ev[sm[i].ev];
+		uint32_t leaf = sample_leaf(t, &tr, ev);
+		double weight = 1;
+
+		if (leaf == 0)
+			continue; /* a sample with no frame */
+		query_arg_num(t, ev, "weight", &weight);
+		cw_room(w, CW_FIXED);
+		cw_lit(w, first ? "\n{\"pid\":" : ",\n{\"pid\":");
+		first = 0;
+		w->p = fmt_i64(w->p, ev->pid);
+		cw_lit(w, ",\"tid\":");
+		w->p = fmt_i64(w->p, ev->tid);
+		cw_lit(w, ",\"ts\":");
+		w->p = fmt_us(w->p, ev->ts);
+		cw_lit(w, ",\"name\":\"cpu_sample\",\"sf\":");
+		w->p = fmt_u64(w->p, leaf);
+		cw_lit(w, ",\"weight\":");
+		w->p = fmt_double(w->p, weight);
+		cw_lit(w, "}");
+	}
+	cw_room(w, CW_FIXED);
+	cw_lit(w, "\n]");
+	query_tree_free(&tr);
+	free(sm);
+	return 0;
+}
+
 /* Host thread. Streams the whole document; the caller commits or aborts
  * `out`. -1 with *e set: the outfile's own message for I/O errors. */
 int chrome_writer_write(const struct trace *t, struct outfile *out,
@@ -837,7 +955,13 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 		sep = 1;
 	}
 	cw_room(&w, CW_FIXED);
-	cw_lit(&w, "\n]}\n");
+	cw_lit(&w, "\n]");
+	if (!w.failed && cw_samples(&w, t) != 0) {
+		rc = err_set(e, "out of memory writing the Chrome trace's samples");
+		goto done;
+	}
+	cw_room(&w, CW_FIXED);
+	cw_lit(&w, "}\n");
 	cw_flush(&w);
 	if (w.failed) {
 		if (outfile_error(out, e) == 0)

@@ -385,7 +385,11 @@ int trace_json_parse(const char *buf, size_t len, const char *label,
 			break;
 		}
 	}
-	if (rc == 0 && !cJSON_IsArray(root))
+	/* profhost's traces carry each sample twice, as a cpu_sample instant
+	 * and in "samples": read them once */
+	for (i = 0; i < t->nev && t->ev[i].cat != TRACE_CAT_SAMPLE; i++)
+		;
+	if (rc == 0 && !cJSON_IsArray(root) && i == t->nev)
 		rc = read_samples(&j, root);
 	cJSON_Delete(root);
 	if (rc != 0)

@@ -147,7 +147,7 @@ static void process_job(struct host *h, struct host_job *job)
 	h->shim->evbuf_release(job->gen);
 	capture_collect_all(h, job, &t);
 	t.counters.events = t.nev;
-	export_kineto_time(&t); /* every file and report of the window: one time */
+	export_unix_time(&t); /* every file and report of the window: one time */
 
 	o.run_dir = h->run_dir;
 	o.chrome = h->cfg->export.chrome;

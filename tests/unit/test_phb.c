@@ -426,11 +426,11 @@ static void test_json_reader(void)
 	trace_free(&b);
 	trace_free(&a);
 
-	/* Kineto's time (ts up to 7.9e12 us): every event reads back at its
-	 * exact Unix time and duration, to the nanosecond */
+	/* Unix time late in a week (ts up to 6e11 us): every event reads back
+	 * at its exact Unix time and duration, to the nanosecond */
 	trace_init(&a);
 	a.meta.base_time_ns = 1700000000123456789LL;
-	a.meta.start_ts = 4500000000000000LL - a.meta.base_time_ns % 7889238000000000LL;
+	a.meta.start_ts = 599000000000000LL - a.meta.base_time_ns % 604800000000000LL;
 	for (i = 0; i < 3000; i++) {
 		struct trace_event ev = { 0 };
 
@@ -445,7 +445,7 @@ static void test_json_reader(void)
 			ev.dur = 0;
 		trace_add_event(&a, &ev);
 	}
-	export_kineto_time(&a); /* as the host does */
+	export_unix_time(&a); /* as the host does */
 	f = outfile_open(path, false, &e);
 	CHECK(f && chrome_writer_write(&a, f, &e) == 0 && outfile_commit(f, &e) == 0);
 	free(buf);
@@ -467,6 +467,44 @@ static void test_json_reader(void)
 	}
 	trace_free(&b);
 	trace_free(&a);
+
+	/* CPU samples are in the file twice (cpu_sample instants and the
+	 * Trace Event Format's "samples"): they read back once; a file with
+	 * only "samples" (another tool's) still gives them */
+	trace_init(&a);
+	for (i = 0; i < 4; i++) {
+		struct trace_event ev = { 0 };
+
+		ev.ts = 1000 * (int64_t)(i + 1);
+		ev.pid = 9;
+		ev.tid = 9;
+		ev.name = trace_intern(&a, "leaf", 4);
+		ev.cat = TRACE_CAT_SAMPLE;
+		ev.ph = TRACE_PH_INSTANT;
+		trace_add_event(&a, &ev);
+		trace_arg_str(&a, "stack", "main;leaf", 9);
+		trace_arg_uint(&a, "weight", 1);
+	}
+	f = outfile_open(path, false, &e);
+	CHECK(f && chrome_writer_write(&a, f, &e) == 0 && outfile_commit(f, &e) == 0);
+	free(buf);
+	buf = slurp(path, &len);
+	CHECK(buf && strstr(buf, "\"samples\":[") != NULL);
+	trace_init(&b);
+	CHECK_EQ_INT(trace_json_parse(buf, len, "trace.json", &b, &skipped, &e), 0);
+	CHECK_EQ_INT(b.nev, 4);
+	trace_free(&b);
+	trace_free(&a);
+	{
+		static const char tef[] = "{\"traceEvents\":[],\"samples\":[{\"ts\":1,\"tid\":1,"
+					  "\"sf\":2}],\"stackFrames\":{\"1\":{\"name\":\"main\"},"
+					  "\"2\":{\"name\":\"leaf\",\"parent\":1}}}";
+
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(tef, sizeof tef - 1, "tef.json", &b, NULL, &e), 0);
+		CHECK(b.nev == 1 && b.ev[0].cat == TRACE_CAT_SAMPLE);
+		trace_free(&b);
+	}
 
 	/* wrong schemas and broken JSON: one line, the file named */
 	trace_init(&b);
