@@ -349,6 +349,10 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
 void trace_self_times(const struct trace *t, const size_t *idx, size_t n,
 		      int64_t *self, size_t *stack);
 
+/* Nesting order of two events: pid, tid, ts ascending, then longer first;
+ * 0 when those are equal. Any thread. */
+int trace_event_cmp(const struct trace_event *a, const struct trace_event *b);
+
 /* Sorts events by (pid, tid, ts, longer first): nesting order per thread. */
 void trace_sort(struct trace *t);
 

@@ -486,6 +486,15 @@ static void cw_event(struct cw *w, const struct trace *t,
 	*w->p++ = '}';
 }
 
+/* Appends "pid":P,"tid":T; the caller has made room for CW_FIXED. */
+static void cw_pid_tid(struct cw *w, int32_t pid, int32_t tid)
+{
+	cw_lit(w, "\"pid\":");
+	w->p = fmt_i64(w->p, pid);
+	cw_lit(w, ",\"tid\":");
+	w->p = fmt_i64(w->p, tid);
+}
+
 /* Appends a metadata event {"name":kind,"ph":"M","pid","tid","args":{...}}
  * whose one arg is a string (`s`, n bytes) or, when s is NULL, the integer
  * `v`; preceded by ",\n" when `sep`. */
@@ -498,10 +507,8 @@ static void cw_meta(struct cw *w, int sep, const char *kind, int32_t pid,
 		cw_lit(w, ",\n");
 	cw_lit(w, "{\"name\":\"");
 	cw_lit(w, kind);
-	cw_lit(w, "\",\"ph\":\"M\",\"pid\":");
-	w->p = fmt_i64(w->p, pid);
-	cw_lit(w, ",\"tid\":");
-	w->p = fmt_i64(w->p, tid);
+	cw_lit(w, "\",\"ph\":\"M\",");
+	cw_pid_tid(w, pid, tid);
 	cw_lit(w, ",\"args\":{\"");
 	cw_lit(w, key);
 	cw_lit(w, "\":");
@@ -786,26 +793,12 @@ static uint32_t sample_leaf(const struct trace *t, const struct query_tree *tr,
 	return node;
 }
 
-/* A sample's place in the "samples" array. */
-struct cw_sample {
-	int32_t pid, tid;
-	int64_t ts;
-	size_t ev;
-};
-
-/* By thread, then time (speedscope weighs each sample by the time to the
- * next one of its thread), then event index. */
+/* Samples by thread, then time (speedscope weighs each sample by the time
+ * to the next one of its thread): the events' nesting order. */
 static int sample_cmp(const void *pa, const void *pb)
 {
-	const struct cw_sample *a = pa, *b = pb;
-
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
-	if (a->tid != b->tid)
-		return a->tid < b->tid ? -1 : 1;
-	if (a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
-	return (a->ev > b->ev) - (a->ev < b->ev);
+	return trace_event_cmp(*(const struct trace_event *const *)pa,
+			       *(const struct trace_event *const *)pb);
 }
 
 /* Appends the Trace Event Format's sampled profile of the window's CPU
@@ -818,7 +811,7 @@ static int cw_samples(struct cw *w, const struct trace *t)
 {
 	struct query_filter f = { .cats = 1u << TRACE_CAT_SAMPLE };
 	struct query_tree tr;
-	struct cw_sample *sm;
+	const struct trace_event **sm;
 	struct err e;
 	size_t n = 0, i;
 	int64_t dur;
@@ -834,12 +827,8 @@ static int cw_samples(struct cw *w, const struct trace *t)
 		return -1;
 	}
 	for (i = n = 0; i < t->nev; i++)
-		if (query_match(t, &f, &t->ev[i], &dur)) {
-			sm[n].pid = t->ev[i].pid;
-			sm[n].tid = t->ev[i].tid;
-			sm[n].ts = t->ev[i].ts;
-			sm[n++].ev = i;
-		}
+		if (query_match(t, &f, &t->ev[i], &dur))
+			sm[n++] = &t->ev[i];
 	qsort(sm, n, sizeof *sm, sample_cmp);
 	cw_room(w, CW_FIXED);
 	cw_lit(w, ",\n\"stackFrames\":{");
@@ -862,7 +851,7 @@ static int cw_samples(struct cw *w, const struct trace *t)
 	cw_room(w, CW_FIXED);
 	cw_lit(w, "},\n\"samples\":[");
 	for (i = 0; i < n && !w->failed; i++) {
-		const struct trace_event *ev = &t->ev[sm[i].ev];
+		const struct trace_event *ev = sm[i];
 		uint32_t leaf = sample_leaf(t, &tr, ev);
 		double weight = 1;
 
@@ -870,11 +859,9 @@ static int cw_samples(struct cw *w, const struct trace *t)
 			continue; /* a sample with no frame */
 		query_arg_num(t, ev, "weight", &weight);
 		cw_room(w, CW_FIXED);
-		cw_lit(w, first ? "\n{\"pid\":" : ",\n{\"pid\":");
+		cw_lit(w, first ? "\n{" : ",\n{");
 		first = 0;
-		w->p = fmt_i64(w->p, ev->pid);
-		cw_lit(w, ",\"tid\":");
-		w->p = fmt_i64(w->p, ev->tid);
+		cw_pid_tid(w, ev->pid, ev->tid);
 		cw_lit(w, ",\"ts\":");
 		w->p = fmt_us(w->p, ev->ts);
 		cw_lit(w, ",\"name\":\"cpu_sample\",\"sf\":");
