@@ -188,7 +188,7 @@ static char *fmt_dur(char *p, int64_t ts, int64_t dur, int holds)
 
 	if (dur <= 0 || ts < dur || dur > INT64_MAX / 10 ||
 	    __builtin_add_overflow(ts, dur, &end))
-		return fmt_us(p, dur); /* X would not be exact: not in Kineto's time */
+		return fmt_us(p, dur); /* X might not be exact (not Unix time) */
 	T = (double)ts / 1000.0;
 	G = (double)end / 1000.0;
 	X = G - T; /* exact (Sterbenz): T >= G / 2 */

@@ -24,8 +24,9 @@ static int tj_oom(struct tj *j)
 
 /* A JSON number as ns from µs; false when not a finite number in range.
  * The product is rounded once, exactly (fma gives what d * 1000 lost), so
- * a three-decimal ts of Kineto's size (up to 2^43 us, where the double is
- * within half a ns) reads back to its nanosecond. */
+ * a three-decimal ts up to 2^43 us (libkineto's three-month base reaches
+ * 7.9e12 us; the double is within half a ns) reads back to its
+ * nanosecond. */
 static bool us_to_ns(const cJSON *v, int64_t *out)
 {
 	double d, p, r;

@@ -70,7 +70,7 @@ def load_trace(window_dir):
 
 
 def mono_ns(trace, us):
-    """A trace time (µs in Kineto's time, as a JSON reader has it) as the
+    """A trace time (µs since baseTimeNanoseconds, as a JSON reader has it) as the
     CLOCK_MONOTONIC ns the host recorded it at: exactly, since the double
     is within half a nanosecond of the written value."""
     return round(Fraction(us) * 1000) + trace["profhost"]["monotonic_offset_ns"]

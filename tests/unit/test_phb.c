@@ -468,6 +468,30 @@ static void test_json_reader(void)
 	trace_free(&b);
 	trace_free(&a);
 
+	/* a torch.profiler trace's ts (libkineto's three-month base: up to
+	 * 7.9e12 us) read to the exact ns, also where ts * 1000 in doubles
+	 * misses it (2^42 us and above) */
+	{
+		char *doc = malloc(1000 * 96 + 64), *q = doc;
+		size_t bad = 0;
+
+		q += sprintf(q, "{\"traceEvents\":[");
+		for (i = 0; i < 1000; i++)
+			q += sprintf(q, "%s{\"ph\":\"i\",\"cat\":\"cpu_op\",\"name\":\"m\",\"ts\":%lld.%03d}",
+				     i ? "," : "", 4398046511104LL + (long long)i * 3779,
+				     (int)(i * 7 % 1000));
+		q += sprintf(q, "]}");
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(doc, (size_t)(q - doc), "k.json", &b, NULL, &e), 0);
+		CHECK_EQ_INT(b.nev, 1000);
+		for (i = 0; i < b.nev; i++)
+			bad += b.ev[i].ts != (4398046511104LL + (long long)i * 3779) * 1000 +
+					     (long long)(i * 7 % 1000);
+		CHECK_EQ_INT(bad, 0);
+		trace_free(&b);
+		free(doc);
+	}
+
 	/* CPU samples are in the file twice (cpu_sample instants and the
 	 * Trace Event Format's "samples"): they read back once; a file with
 	 * only "samples" (another tool's) still gives them */
