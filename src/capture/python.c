@@ -41,11 +41,14 @@
 #define PYB_SLOW_POLL_US 20000
 #define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
 
-/* Window state as the bridge sees it (pybridge_api.state). */
+/* Window state as the bridge sees it (pybridge_api.state). PYB_ARMED is
+ * the step before a window opens or warms up: the bridge puts its hooks in
+ * place then, so that none of that lands in a recorded step. */
 enum {
 	PYB_IDLE = 0,
 	PYB_WARMUP = 1,
 	PYB_RECORDING = 2,
+	PYB_ARMED = 3,
 	PYB_EXPLICIT = 16           /* flag: explicit steps seen, auto steps off */
 };
 
@@ -557,6 +560,24 @@ static void pyb_window_close(struct host *h, uint64_t gen)
 	pyb_notify(h);
 }
 
+/* A step boundary (stepping thread, window lock held): arms the bridge
+ * when the next step warms up or records (the schedule's, or a queued
+ * capture_now window), disarms it when an armed step leads nowhere. */
+static void pyb_on_step(struct host *h, uint64_t step, bool recording)
+{
+	const struct sched *s = &h->win.sched;
+	int cur = atomic_load(&pyb.state), want;
+
+	if (recording || (cur != PYB_IDLE && cur != PYB_ARMED))
+		return; /* recording or warming up: the other callbacks' state */
+	want = s->pending_steps > 0 ||
+	       sched_action_at(&s->cfg, step + 1) != SCHED_NONE ? PYB_ARMED : PYB_IDLE;
+	if (want != cur) {
+		atomic_store(&pyb.state, want);
+		pyb_notify(h);
+	}
+}
+
 /* Adds the bridge's notes to the trace (the summary prints them), each in
  * the first window after it came. Host thread. */
 static int pyb_collect(struct host *h, const struct host_job *job,
@@ -605,4 +626,5 @@ const struct capture_ops python_capture = {
 	.window_close = pyb_window_close,
 	.collect = pyb_collect,
 	.fini = pyb_fini,
+	.step = pyb_on_step,
 };

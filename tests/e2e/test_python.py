@@ -222,6 +222,21 @@ class TorchSteps(PythonTest):
                 self.assertLess(opt[k - 1], step_end_ns(span), k)
                 self.assertLessEqual(step_end_ns(span), opt[k], k)
 
+    def test_hooks_in_place_before_the_first_recorded_step(self):
+        # What a window's start costs the bridge (its hooks) is paid in the
+        # step before the first recorded one, also without warm-up: the
+        # hooks go in at the end of iteration k-2 (step k-1 begins) for a
+        # window opening at step k, and leave when the window ends.
+        stamps = os.path.join(self.tmp, "stamps.json")
+        policy = "prof.schedule { skip_first = 3, wait = 2, warmup = 0, active = 3, cycles = 2 }\n"
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--probe", "--out", stamps], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, [(5, 7), (10, 12)])
+        on = load_json(stamps)["hooks_on"]
+        # after iteration i, step i+1 begins: on for steps 4-7 and 9-12
+        self.assertEqual([i + 1 for i, v in enumerate(on) if v], [4, 5, 6, 7, 9, 10, 11, 12])
+
     def test_explicit_steps_win(self):
         stamps = os.path.join(self.tmp, "stamps.json")
         r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",

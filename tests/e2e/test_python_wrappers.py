@@ -378,6 +378,35 @@ class Wrappers(unittest.TestCase):
                     train_step(x, y)
         ''')
 
+    def test_window_start_costs_nothing_once_armed(self):
+        # All the work of a window's start happens when the bridge is armed
+        # (the step before the window or its warm-up): the first recorded
+        # step only flips a switch (issue #12.2).
+        self.run_script('''
+            _bridge._set_stack_rate("100")
+            set_state(IDLE)
+            mm = nn.modules.module
+            calls = []
+            for name in ("register_module_forward_pre_hook", "register_module_forward_hook"):
+                def counting(*a, _f=getattr(mm, name), **k):
+                    h = _f(*a, **k)
+                    calls.append(h)   # registered (not a refused keyword)
+                    return h
+                setattr(mm, name, counting)
+            gen = _bridge._stacks_gen
+            set_state(ARMED)
+            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
+            assert not _bridge._stacks_rec
+            nxt = dl._BaseDataLoaderIter.__dict__["__next__"]
+            assert nxt is not ORIG_NEXT
+            set_state(RECORDING)
+            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
+            assert _bridge._stacks_rec
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is nxt
+            set_state(IDLE)
+            assert not _phases.is_on() and not _bridge._stacks_on
+        ''')
+
     def test_program_phases_win(self):
         self.run_script('''
             import profhost

@@ -65,7 +65,6 @@ _merge = False   # the bridge sees every step boundary (see set_merge)
 _owned = set()   # phases the program reports itself
 _patches = []    # _Patch of each wrapped callable, installed or not
 _handles = []    # torch's handles of the module hooks while on
-_module_codes = ()  # code objects of nn.Module's call machinery
 
 
 class _State(threading.local):
@@ -74,8 +73,7 @@ class _State(threading.local):
     cur = NONE     # the phase timed now on this thread
     t0 = 0         # its start
     mods = 0       # nn.Module call nesting on this thread
-    top = None     # the frame of the top-level module call (torch's)
-    caller = None  # the frame that made that call
+    top = None     # the frame running the top-level module call (torch's)
     fwd0 = 0       # a forward phase that ended, not yet written:
     fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
 
@@ -90,14 +88,18 @@ def bind(emit, report):
     _emit, _report = emit, report
 
 
+def _reset(st):
+    st.gen = _gen
+    st.cur = NONE
+    st.mods = 0
+    st.top = None
+    st.fwd1 = 0
+
+
 def _state():
     st = _tls
     if st.gen != _gen:
-        st.gen = _gen
-        st.cur = NONE
-        st.mods = 0
-        st.top = st.caller = None
-        st.fwd1 = 0
+        _reset(st)
     return st
 
 
@@ -117,95 +119,85 @@ def _on_stack(frame):
     return False
 
 
-def _stale(st):
-    """True when the phase st.cur stopped without saying so: a top-level
-    module call that raised (torch < 2.1 runs no forward hook then), or an
-    optimizer step whose post hook never came (its step raised; data is
-    never fetched inside a step). Resets the state then."""
-    if st.cur == FORWARD:
-        if st.top is not None and _on_stack(st.top):
-            return False
-    elif st.cur != OPTIMIZER:
-        return False   # data and backward end in a `finally`
-    st.cur = NONE
+def _settle(st):
+    """Called where a phase starts or a step ends while st.mods says a
+    module call runs: when that top-level call is no longer on the stack it
+    raised (torch < 2.1 runs no forward hook then), and is forgotten."""
+    if st.top is not None and _on_stack(st.top):
+        return
     st.mods = 0
-    st.top = st.caller = None
-    return True
+    st.top = None
+    if st.cur == FORWARD:
+        st.cur = NONE
+
+
+def _inside(st, phase):
+    """True when `phase` starting now is inside another phase on this
+    thread (it is not timed then). An optimizer step whose post hook never
+    came (its step raised, torch's global hooks) is over when data is
+    fetched: data is never fetched inside a step."""
+    if st.mods:
+        _settle(st)
+    if st.cur == OPTIMIZER and phase == DATA:
+        st.cur = NONE
+    return st.cur != NONE
 
 
 # ------------------------------------------------------------------ forward
-
-def _call_site(frame):
-    """The frame that made the module call `frame` (torch's _call_impl)
-    runs: the first one outside nn.Module's call machinery."""
-    f = frame.f_back
-    while f is not None and f.f_code in _module_codes:
-        f = f.f_back
-    return f
-
+#
+# The two hooks run for every module call (nested ones too): they do the
+# least they can there.
 
 def _forward_pre(module, args):
     try:
-        _forward_started()
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)
+        if st.mods:
+            st.mods += 1   # a module inside the top-level one
+            return None
+        st.mods = 1
+        st.top = sys._getframe(1)
+        if st.cur == NONE and _on and FORWARD not in _owned:
+            if st.fwd1 and _merge:
+                st.t0 = st.fwd0   # the loss after the model: one forward
+                st.fwd1 = 0
+            else:
+                _flush(st)
+                st.t0 = _now()
+            st.cur = FORWARD
     except Exception:
         _report("the forward pre-hook")
     return None
 
 
-def _forward_started():
-    st = _state()
-    if st.mods:
-        top = sys._getframe(1)
-        if _call_site(top) is not st.caller:
-            st.mods += 1   # a module inside the top-level one
-            return
-        # The same code calls a module again: its previous top-level call
-        # raised (no forward hook ran). This one is top-level.
-        if st.cur == FORWARD:
-            st.cur = NONE
-    else:
-        top = sys._getframe(1)
-    st.mods = 1
-    st.top = top
-    st.caller = _call_site(top)
-    if st.cur == NONE and _on and FORWARD not in _owned:
-        if st.fwd1 and _merge:
-            st.t0 = st.fwd0   # the loss after the model: one forward
-            st.fwd1 = 0
-        else:
-            _flush(st)
-            st.t0 = _now()
-        st.cur = FORWARD
-
-
 def _forward_post(module, args, output):
     try:
-        _forward_ended()
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)    # hooks installed during the call
+            return None
+        mods = st.mods
+        if mods != 1:
+            if mods:
+                st.mods = mods - 1   # nested
+            return None
+        st.mods = 0
+        st.top = None
+        if st.cur == FORWARD:
+            st.cur = NONE
+            end = _now()
+            if _merge:
+                st.fwd0, st.fwd1 = st.t0, end
+            else:
+                _emit(FORWARD, st.t0, end)
     except Exception:
         _report("the forward hook")
     return None
 
 
-def _forward_ended():
-    st = _state()
-    if st.mods != 1:
-        if st.mods:
-            st.mods -= 1
-        return    # nested, or hooks installed during the call
-    st.mods = 0
-    st.top = st.caller = None
-    if st.cur == FORWARD:
-        st.cur = NONE
-        end = _now()
-        if _merge:
-            st.fwd0, st.fwd1 = st.t0, end
-        else:
-            _emit(FORWARD, st.t0, end)
-
-
 def _module_hooks(on):
     """Registers torch's global module hooks (on) or removes them."""
-    global _module_codes
     if not on:
         while _handles:
             _handles.pop().remove()
@@ -215,11 +207,6 @@ def _module_hooks(on):
     post = getattr(mod, "register_module_forward_hook", None)
     if pre is None or post is None or _handles:
         return
-    cls = mod.Module
-    _module_codes = tuple(
-        getattr(cls.__dict__.get(n), "__code__", None)
-        for n in ("__call__", "_call_impl", "_wrapped_call_impl")
-        if getattr(cls.__dict__.get(n), "__code__", None) is not None)
     _handles.append(pre(_forward_pre))
     try:
         # torch >= 2.1: the hook also runs when forward raises.
@@ -278,8 +265,8 @@ def _make_wrapper(phase, original):
             return original(*args, **kwargs)
         try:
             st = _state()
-            if st.cur != NONE and not (phase == DATA and _stale(st)):
-                st = None   # inside another phase
+            if _inside(st, phase):
+                st = None
             else:
                 _flush(st)
                 st.cur = phase
@@ -408,8 +395,8 @@ def before_step():
     """A step boundary comes from this thread: the step's forward phase is
     written first, and a forward that raised without a hook is forgotten."""
     st = _state()
-    if st.cur == FORWARD:
-        _stale(st)
+    if st.mods:
+        _settle(st)
     _flush_safely(st)
 
 
@@ -418,7 +405,7 @@ def optimizer_begin():
     if not _on or OPTIMIZER in _owned:
         return
     st = _state()
-    if st.cur != NONE:
+    if _inside(st, OPTIMIZER):
         return
     _flush_safely(st)
     st.cur = OPTIMIZER
