@@ -15,6 +15,7 @@ interpreter when there is one: PROFHOST_OTHER_PYTHON, else the first
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import unittest
@@ -316,6 +317,65 @@ class TorchSteps(PythonTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         for trace in self.check_windows(out, EXPECTED):
             self.check_phases(trace)
+
+
+QUICKSTART = os.path.join(SOURCE, "examples", "quickstart.py")
+PROFILE = os.path.join(SOURCE, "examples", "profile.lua")
+
+
+@NEEDS_TORCH
+class Quickstart(PythonTest):
+    """examples/quickstart.py: it marks forward, backward and optimizer with
+    profhost.range and calls profhost.step() after each optimizer step
+    (without manual_steps()). One step per iteration (#12.7), and each
+    phase once per step (#12.6): the program's own ranges win."""
+
+    def phases_once_per_step(self, trace, steps):
+        ranges = [e for e in trace["traceEvents"] if e.get("ph") == "X" and
+                  e.get("cat") == "user_annotation" and e.get("name") in PHASES]
+        for n, span in step_spans(trace):
+            if n not in steps:
+                continue
+            mine = sorted(e["name"] for e in ranges if inside(e, span))
+            self.assertEqual(mine, ["backward", "forward", "optimizer"], n)
+
+    def check_shares(self, window_dir):
+        for name in ("summary.txt", "key_averages.txt", "report.txt"):
+            text = read(os.path.join(window_dir, name))
+            shares = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)%", text)]
+            self.assertTrue(all(x <= 100.0 for x in shares), (name, shares))
+
+    def test_one_step_per_iteration(self):
+        # One window over the whole run: 30 iterations are 30 steps (the
+        # first profhost.step() takes over from the optimizer step of the
+        # same iteration without ending a 31st), then the partial one.
+        policy = "prof.schedule { skip_first = 0, wait = 0, warmup = 0, active = 100, cycles = 1 }\n"
+        r, out = self.prof_run([QUICKSTART], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("trained 30 steps", r.stdout)
+        trace = load_trace(window_dirs(out)[0])
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], list(range(31)))
+        self.assertEqual([n for n, s in steps if s.get("args", {}).get("partial")], [30])
+        # step 0 runs from the start to iteration 0's optimizer step, in
+        # the middle of its optimizer range
+        self.phases_once_per_step(trace, range(1, 30))
+        median = sorted(s["dur"] for _, s in steps[1:30])[14]
+        self.assertGreater(min(s["dur"] for _, s in steps[1:30]), median / 4)
+
+    def test_demo(self):
+        # As scripts/demo.sh runs it: the policy's windows on steps 8-10 and
+        # 14-16 (its on_step hook may add a capture_now window on a busy
+        # machine), each phase once per step, no share above 100 %.
+        r, out = self.prof_run([QUICKSTART], policy_text=read(PROFILE))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = {os.path.basename(d).split("_", 1)[1]: d for d in window_dirs(out)}
+        for name, steps in (("steps8-10", range(8, 11)), ("steps14-16", range(14, 17))):
+            self.assertIn(name, dirs)
+            trace = load_trace(dirs[name])
+            self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+            self.phases_once_per_step(trace, steps)
+            self.check_shares(dirs[name])
 
 
 class FunctionSteps(PythonTest):
