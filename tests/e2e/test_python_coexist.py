@@ -22,8 +22,8 @@ import json
 import os
 import unittest
 
-from harness import PROF, SOURCE, TempDirTest, base_env, load_trace, run, step_spans, window_dirs
-from test_python import HAS_TORCH, PythonTest
+from harness import SOURCE, load_trace, step_spans, window_dirs
+from test_python import HAS_TORCH, PythonTest, phase_events
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python",
                         "torch_profiler_beside.py")
@@ -78,10 +78,9 @@ class BesideTorchProfiler(PythonTest):
         for d in dirs:
             trace = load_trace(d)
             self.check_phases(trace)
+            phases = [e["phase"] for e in phase_events(trace)]
             for name in ("data", "forward", "backward", "optimizer"):
-                n = len([e for e in trace["traceEvents"]
-                         if e.get("ph") == "X" and e.get("name") == name])
-                self.assertEqual(n, len(step_spans(trace)), (d, name))
+                self.assertEqual(phases.count(name), len(step_spans(trace)), (d, name))
 
     def test_overlapping_with_stack_first(self):
         # profhost records steps 2-3, 6-7, 10-11, ...; each torch session

@@ -71,13 +71,22 @@ def _step():
     return state[0]
 
 
+named = []   # (phase, name) of each phase given a name of its own
+
+
+def _named(p, a, b, name):
+    named.append((NAMES[p], name.decode()))
+    events.append((NAMES[p], a, b))
+
+
 KEEP = [F["state"](lambda: state[0]), F["step"](_step),
         F["phase"](lambda p, a, b: events.append((NAMES[p], a, b))),
         F["note"](lambda bits: None), F["down"](lambda: None),
-        F["pystack"](lambda *a: None)]
+        F["pystack"](lambda *a: None), F["phase_named"](_named)]
 api = Api()
-api.version, api.size = 2, ctypes.sizeof(Api)
-api.state, api.step, api.phase, api.note, api.down, api.pystack = KEEP
+api.version, api.size = _bridge._API_VERSION, ctypes.sizeof(Api)
+(api.state, api.step, api.phase, api.note, api.down, api.pystack,
+ api.phase_named) = KEEP
 _bridge._start(ctypes.addressof(api), "steps=optimizer\nlog=3\n")
 
 
@@ -175,6 +184,10 @@ class Wrappers(unittest.TestCase):
             # (the last fetch, which ends the epoch, is data loading too)
             assert names() == ["data", "forward", "backward", "optimizer"] * 4 + ["data"], names()
             assert len(steps) == 4
+            # data is written under torch's name for the fetch (TensorBoard's
+            # DataLoader category)
+            assert set(named) == {("data", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")}
+            assert len(named) == 5
             # the forward phase spans the model and the loss module
             fwd = [e for e in events if e[0] == "forward"]
             assert all(b > a for _, a, b in fwd)

@@ -48,7 +48,7 @@ _EXPLICIT = 16
 _NOTE_TORCH_CPU_ONLY = 1
 _NOTE_NVTX_ON = 2
 
-_API_VERSION = 2
+_API_VERSION = 3
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
@@ -56,7 +56,8 @@ _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
 _cfg = {}
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
-_c_state = _c_step = _c_phase = _c_note = _c_down = _c_pystack = None
+_c_state = _c_step = _c_phase = _c_note = _c_down = _c_pystack = _c_phase_named = None
+_names = {}          # phase names given by str, as the bytes handed to C
 _down = False        # the interpreter is finalizing
 _steps = "off"       # "optimizer", "function" or "off"
 _explicit = False    # explicit steps seen: ours no longer count
@@ -121,6 +122,8 @@ def _api_type():
             ("down", ctypes.PYFUNCTYPE(None)),
             ("pystack", ctypes.PYFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64,
                                           ctypes.c_char_p, ctypes.c_uint32)),
+            ("phase_named", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
+                                              ctypes.c_int64, ctypes.c_char_p)),
         ]
 
     return _Api
@@ -128,7 +131,7 @@ def _api_type():
 
 def _bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
-    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down, _c_pystack
+    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down, _c_pystack, _c_phase_named
     if _api is not None:
         return True
     if not _api_addr:
@@ -142,12 +145,22 @@ def _bind():
         return False
     _c_state, _c_step, _c_phase = api.state, api.step, api.phase
     _c_note, _c_down, _c_pystack = api.note, api.down, api.pystack
+    _c_phase_named = api.phase_named
     _api = api
     return True
 
 
-def _phase(phase, start, end):
-    if _c_phase is not None:
+def _phase(phase, start, end, name=None):
+    """Hands a phase to the host; `name` (a str): the name to write it
+    under, when the host's phase queries take it for that phase."""
+    if name is not None and _c_phase_named is not None:
+        raw = _names.get(name)
+        if raw is None:
+            if len(_names) > 1000:
+                _names.clear()
+            raw = _names[name] = name.encode("utf-8", "replace")
+        _c_phase_named(phase, start, end, raw)
+    elif _c_phase is not None:
         _c_phase(phase, start, end)
 
 

@@ -4,7 +4,10 @@ Imported by profhost._bridge once torch's optimizer module is there. While
 phases are on (a window is armed, warms up or records: see _bridge), the
 time a thread spends in
 
-  data       the DataLoader iterator's ``__next__``
+  data       the DataLoader iterator's ``__next__``, written under torch's
+             own name for it, ``enumerate(DataLoader)#<iterator>.__next__``
+             (what TensorBoard's plugin counts as DataLoader time; the
+             host's phase queries take it for data)
   forward    top-level ``nn.Module`` calls: the model, and a loss module
              called after it, are one phase while nothing else (data,
              backward, optimizer, a step boundary) comes between them
@@ -12,7 +15,7 @@ time a thread spends in
   optimizer  ``optimizer.step()`` (the bridge's step hooks call
              optimizer_begin / optimizer_end)
 
-is reported through ``emit(phase, start_ns, end_ns)``. Phases never nest on
+is reported through ``emit(phase, start_ns, end_ns, name)``. Phases never nest on
 a thread: while one is timed there, the others are not.
 
 How each is hooked, and why:
@@ -56,7 +59,7 @@ DATA, FORWARD, BACKWARD, OPTIMIZER = range(4)
 NONE = -1
 
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
-_emit = None              # emit(phase, start_ns, end_ns), set by bind()
+_emit = None              # emit(phase, start_ns, end_ns, name=None), set by bind()
 _report = None            # report(what): prints the exception being handled
 
 _on = False      # phases are timed
@@ -82,8 +85,8 @@ _tls = _State()
 
 
 def bind(emit, report):
-    """Sets where phases go, emit(phase, start_ns, end_ns), and how an
-    exception of profhost's own is reported, report(what)."""
+    """Sets where phases go, emit(phase, start_ns, end_ns, name=None), and
+    how an exception of profhost's own is reported, report(what)."""
     global _emit, _report
     _emit, _report = emit, report
 
@@ -282,7 +285,7 @@ def _make_wrapper(phase, original):
             try:
                 if st.cur == phase:
                     st.cur = NONE
-                _emit(phase, t0, _now())
+                _emit(phase, t0, _now(), _phase_name(phase, args))
             except Exception:
                 _report("ending a phase")
 
@@ -297,6 +300,17 @@ def _make_wrapper(phase, original):
             pass
     call.__wrapped__ = original
     return call
+
+
+def _phase_name(phase, args):
+    """The name a phase is written under: a DataLoader fetch under torch's
+    label for it (its iterator's _profile_name), else None (the phase's)."""
+    if phase != DATA or not args:
+        return None
+    name = getattr(args[0], "_profile_name", None)
+    if not isinstance(name, str):
+        name = "enumerate(DataLoader)#%s.__next__" % type(args[0]).__name__
+    return name
 
 
 def _targets():
