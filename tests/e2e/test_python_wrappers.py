@@ -23,21 +23,14 @@ import subprocess
 import textwrap
 import unittest
 
+from test_python import HAS_TORCH
+
 SOURCE = os.environ.get("PROFHOST_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 MODULE_DIR = os.path.join(SOURCE, "src", "python")
 PYTHON = "/usr/bin/python3"
 
 
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-HAS_TORCH = _has_torch()
 
 # Starts the bridge with a fake host table; `events` gets (phase, start,
 # end) of each reported phase, `steps` the time of each automatic step.

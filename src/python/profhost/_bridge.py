@@ -211,29 +211,32 @@ def _same_iteration():
     return False
 
 
-def _own(phase):
+def _load_phases():
+    """Imports profhost._phases (once) and binds it to the host."""
     global _phases
-    try:
-        if _phases is None:
-            from . import _phases as phases
+    if _phases is None:
+        from . import _phases as phases
 
-            phases.bind(_phase, _debug_exc)
-            _phases = phases
+        phases.bind(_phase, _debug_exc)
+        _phases = phases
+        _set_merge()
+
+
+def own_phase(phase):
+    """The program marks or reports `phase` itself (profhost.range of a
+    phase name, profhost.phase, record_phase): the bridge stops timing it
+    (the program's own wins)."""
+    try:
+        _load_phases()
         _phases.own(phase)
     except Exception:
         _debug_exc("a phase of the program's own")
 
 
-def own_phase(phase):
-    """profhost.range() of a phase name was entered: the program marks that
-    phase itself; the bridge stops timing it (the program's range wins)."""
-    _own(phase)
-
-
 def explicit_phase(phase, start, end):
     """profhost.record_phase(): the application reports a phase; the bridge
     stops timing that phase itself."""
-    _own(phase)
+    own_phase(phase)
     if not _down and _bind():
         _c_phase(phase, start, end)
 
@@ -480,10 +483,8 @@ def _auto_step():
 
 def _hook_optimizer(mod):
     """torch.optim.optimizer has executed: hook optimizer steps."""
-    global _torch, _tls, _phases, _torch_dir
+    global _torch, _tls, _torch_dir
     import threading
-
-    from . import _phases as phases
 
     class _Tls(threading.local):
         depth = 0       # optimizer.step nesting
@@ -493,9 +494,7 @@ def _hook_optimizer(mod):
     torch = sys.modules.get("torch")
     if getattr(torch, "__file__", None):
         _torch_dir = torch.__file__.rsplit("/", 1)[0] + "/"
-    phases.bind(_phase, _debug_exc)
-    _phases = phases
-    _set_merge()
+    _load_phases()
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     post = getattr(mod, "register_optimizer_step_post_hook", None)
     if pre is not None and post is not None:      # torch >= 2.0
@@ -508,18 +507,11 @@ def _hook_optimizer(mod):
     _sync()
 
 
-def _on_stack(frame):
-    f = sys._getframe(1)
-    while f is not None and f is not frame:
-        f = f.f_back
-    return f is not None
-
-
 def _optimizer_pre(opt, args, kwargs):
     """Before optimizer.step() (torch's global pre hook, or the wrapper)."""
     try:
         tl = _tls
-        if tl.depth and not _on_stack(tl.frame):
+        if tl.depth and not _phases.on_stack(tl.frame):
             # The outermost step raised and torch's global hooks ran no
             # post hook for it (torch >= 2.0): it is over, and was no step.
             tl.depth = 0

@@ -15,8 +15,8 @@ time a thread spends in
   optimizer  ``optimizer.step()`` (the bridge's step hooks call
              optimizer_begin / optimizer_end)
 
-is reported through ``emit(phase, start_ns, end_ns, name)``. Phases never nest on
-a thread: while one is timed there, the others are not.
+is reported through ``emit(phase, start_ns, end_ns, name)``. Phases never
+nest on a thread: while one is timed there, the others are not.
 
 How each is hooked, and why:
 
@@ -49,12 +49,13 @@ the application: a failure of profhost's own code is swallowed (shown with
 PROF_LOG=debug) and the wrapped call goes on untouched.
 """
 
+import functools
 import sys
 import threading
 import time
 
-# Phase numbers: the order of pyb_phase_names in src/capture/python.c and of
-# profhost.PHASES.
+# Phase numbers: enum query_phase's (src/events/query.h), as the host's
+# table takes them, and the order of profhost.PHASES.
 DATA, FORWARD, BACKWARD, OPTIMIZER = range(4)
 NONE = -1
 
@@ -113,8 +114,10 @@ def _flush(st):
         _emit(FORWARD, st.fwd0, end)
 
 
-def _on_stack(frame):
-    f = sys._getframe(2)
+def on_stack(frame):
+    """True while `frame` runs on the calling thread (it is the caller's or
+    one further out)."""
+    f = sys._getframe(1)
     while f is not None:
         if f is frame:
             return True
@@ -126,7 +129,7 @@ def _settle(st):
     """Called where a phase starts or a step ends while st.mods says a
     module call runs: when that top-level call is no longer on the stack it
     raised (torch < 2.1 runs no forward hook then), and is forgotten."""
-    if st.top is not None and _on_stack(st.top):
+    if st.top is not None and on_stack(st.top):
         return
     st.mods = 0
     st.top = None
@@ -289,17 +292,7 @@ def _make_wrapper(phase, original):
             except Exception:
                 _report("ending a phase")
 
-    try:
-        call.__dict__.update(getattr(original, "__dict__", {}))
-    except (AttributeError, TypeError):
-        pass
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-        try:
-            setattr(call, attr, getattr(original, attr))
-        except (AttributeError, TypeError):
-            pass
-    call.__wrapped__ = original
-    return call
+    return functools.update_wrapper(call, original)
 
 
 def _phase_name(phase, args):
