@@ -134,6 +134,7 @@ class Wrappers(unittest.TestCase):
         # log=3: anything the bridge swallowed would be printed.
         if log:
             self.assertNotIn("failed", r.stderr)
+        self.stderr = r.stderr
         return r.stdout
 
     def test_identity_and_signature_while_on_and_after(self):
@@ -156,6 +157,9 @@ class Wrappers(unittest.TestCase):
             for a in ("__name__", "__qualname__", "__module__", "__doc__"):
                 assert getattr(step, a) == getattr(ORIG_SGD_STEP, a), a
             assert step.__wrapped__.hooked and step.hooked   # torch's mark on its wrapper
+            hook = torch.optim.Optimizer.__dict__["_hook_for_profile"]
+            assert hook.__wrapped__.__qualname__ == hook.__qualname__ == "Optimizer._hook_for_profile"
+            assert inspect.signature(hook) == inspect.signature(hook.__wrapped__)
             set_state(IDLE)
             assert not _phases.is_on()
             assert dl._BaseDataLoaderIter.__dict__["__next__"] is ORIG_NEXT
@@ -412,6 +416,50 @@ class Wrappers(unittest.TestCase):
             set_state(IDLE)
             assert not _phases.is_on() and not _bridge._stacks_on
         ''')
+
+    def test_emit_nvtx_steps_aside_for_torch_profiler(self):
+        # With a CUDA torch the bridge enters emit_nvtx while armed; torch
+        # allows one profiler per thread, so the script's own
+        # torch.profiler must still start (this torch is CPU-only: a
+        # stand-in emit_nvtx that enables nothing plays the bridge's part).
+        out = self.run_script('''
+            entered = []
+
+            class FakeNvtx:
+                def __init__(self, record_shapes=False):
+                    pass
+
+                def __enter__(self):
+                    entered.append("in")
+
+                def __exit__(self, *a):
+                    entered.append("out")
+
+            torch.autograd.profiler.emit_nvtx = FakeNvtx
+            _bridge._nvtx_ok = True
+            set_state(IDLE)
+            set_state(ARMED)
+            assert entered == ["in"], entered
+            prof = torch.profiler.profile()
+            prof.start()                       # profhost leaves emit_nvtx first
+            assert entered == ["in", "out"], entered
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            set_state(RECORDING)               # torch's profiler runs: stays off
+            assert entered == ["in", "out"], entered
+            prof.stop()
+            assert any(e.name == "aten::addmm" for e in prof.events())
+            set_state(IDLE)
+            set_state(ARMED)                   # torch's is off again: back on
+            assert entered == ["in", "out", "in"], entered
+            set_state(IDLE)
+            assert entered == ["in", "out", "in", "out"], entered
+            import torch.autograd.profiler as tap
+            assert tap._enable_profiler is torch._C._autograd._enable_profiler
+        ''')
+        self.assertEqual(self.stderr.count(
+            "profhost: torch.profiler is running on the training thread: profhost leaves "
+            "torch's operator ranges (emit_nvtx) off while it runs\n"), 1, self.stderr)
 
     def test_program_phases_win(self):
         self.run_script('''

@@ -564,9 +564,15 @@ def _hook_optimizer_classes(Optimizer):
                "_hook_for_profile: optimizer steps are not counted")
         return
 
+    import functools
+
+    @functools.wraps(original)
     def _hook_for_profile(self):
         original(self)
-        _wrap_step(type(self))
+        try:
+            _wrap_step(type(self))
+        except Exception:
+            _debug_exc("wrapping %s.step" % type(self).__name__)
 
     Optimizer._hook_for_profile = _hook_for_profile
     # Optimizers made before profhost started: their classes are marked.
