@@ -485,19 +485,31 @@ for i in range(16):
 print("done")
 """
 
+    FRAMES = (r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
+              r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+
     def check_frames(self, python):
+        """Python frames by name, file and line, innermost last (the method,
+        qualified on 3.11+, then the function it calls) in each window's
+        stacks. A sample takes the frames of a snapshot at most one snapshot
+        period plus 5 ms away; on an overloaded machine a window can get a
+        handful of samples and the snapshot thread none of the CPU near
+        them (seen before and after the bridge's #12 changes, about one run
+        in three with four busy loops on two cores): a missing merge that
+        is the bridge's shows in every run, so up to three runs are made."""
         self.write("stepmod.py", self.BUSY_MODULE)
         script = self.write("busy.py", self.BUSY_SCRIPT)
         policy = self.POLICY + "prof.capture { cpu_samples = { hz = 999 } }\n"
-        r, out = self.preload_run([script], policy_text=policy, python=python)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.check_windows(out, EXPECTED)
-        for d in window_dirs(out):
-            stacks = read(os.path.join(d, "stacks.txt"))
-            # Python frames by name, file and line, innermost last: the
-            # method (qualified on 3.11+), then the function it calls.
-            self.assertRegex(stacks, r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
-                             r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+        for attempt in range(3):
+            r, out = self.preload_run([script], policy_text=policy, python=python)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.check_windows(out, EXPECTED)
+            stacks = [read(os.path.join(d, "stacks.txt")) for d in window_dirs(out)]
+            shutil.rmtree(out)
+            if all(re.search(self.FRAMES, s) for s in stacks):
+                return
+        for s in stacks:
+            self.assertRegex(s, self.FRAMES)
 
     def test_python_frames_debian_python(self):
         self.check_frames(PYTHON)
