@@ -77,6 +77,7 @@ static struct {
 	_Atomic int window_on;      /* any window records (stack records) */
 	_Atomic int32_t prewarm_tid;
 	_Atomic uint32_t prewarm_epoch;
+	_Atomic uintptr_t prewarm_at, prewarm_ra;
 
 	pthread_mutex_t closed_lock;
 	struct closed_counts closed[CLOSED_KEEP];
@@ -283,8 +284,13 @@ static struct sampler_slot *slot_add(int32_t tid)
 		if (t == TID_FREE || t == TID_GONE) {
 			atomic_store(&sl->has_timer, 0);
 			atomic_store(&sl->epoch, 0);
-			if (atomic_load(&smp.prewarm_tid) == tid)
+			atomic_store(&sl->entry_at, 0);
+			atomic_store(&sl->entry_ra, 0);
+			if (atomic_load(&smp.prewarm_tid) == tid) {
+				atomic_store(&sl->entry_at, atomic_load(&smp.prewarm_at));
+				atomic_store(&sl->entry_ra, atomic_load(&smp.prewarm_ra));
 				atomic_store(&sl->epoch, atomic_load(&smp.prewarm_epoch));
+			}
 			sl->seen = 1;
 			atomic_store(&sl->tid, tid);
 			return sl;
@@ -380,6 +386,9 @@ static void *sampler_main(void *arg)
 	(void)arg;
 	atomic_store(&smp.self_tid, (int32_t)syscall(SYS_gettid));
 	prctl(PR_SET_NAME, "profhost-smp", 0, 0, 0);
+	if (unwind_learn_entry() != 0)
+		log_msg(LOG_DEBUG, "CPU stacks: thread start code not found; "
+			"exiting threads are not told apart");
 	pfd.fd = smp.wake[0];
 	pfd.events = POLLIN;
 	while (!atomic_load(&smp.stop)) {
@@ -502,13 +511,14 @@ static void warm_stepping_thread(void)
 {
 	int32_t tid = (int32_t)syscall(SYS_gettid);
 	struct sampler_slot *sl = slot_find(tid);
+	uintptr_t at, ra;
 	uint32_t ep;
 
-	if (sl) {
-		unwind_warm_self(sl);
+	ep = unwind_warm_self(sl, &at, &ra);
+	if (sl)
 		return;
-	}
-	ep = unwind_warm_self(NULL);
+	atomic_store(&smp.prewarm_at, at);
+	atomic_store(&smp.prewarm_ra, ra);
 	atomic_store(&smp.prewarm_epoch, ep);
 	atomic_store(&smp.prewarm_tid, tid);
 }

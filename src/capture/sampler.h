@@ -66,6 +66,9 @@ int sampler_backtrace_now(uint64_t *ips, int max, bool *truncated);
 struct sampler_slot {
 	_Atomic int32_t tid;       /* 0: free */
 	_Atomic uint32_t epoch;    /* dl epoch this thread last unwound at */
+	/* Where the thread's start_thread return address lies on its stack,
+	 * and its value while the start routine runs (0: not known). */
+	_Atomic uintptr_t entry_at, entry_ra;
 	_Atomic int has_timer;     /* `timer` exists */
 	int seen;                  /* found by the current scan */
 	timer_t timer;
@@ -90,9 +93,9 @@ struct unwind_counts {
 
 /* Sets the handler's configuration and computes the address ranges where a
  * thread may hold an allocator or loader lock (malloc's family of
- * functions, libc's and an interposed allocator's; the dynamic loader) and
- * those of profhost
- * itself. Start-up, before any signal is installed. 0 or -1. */
+ * functions, libc's and an interposed allocator's; the dynamic loader),
+ * libc's, and those of profhost itself. Start-up, before any signal is
+ * installed. 0 or -1. */
 int unwind_setup(const struct unwind_config *cfg);
 
 /* Turns recording on (counters reset) or off. Any thread. */
@@ -122,11 +125,22 @@ void unwind_poll_loader(void);
 
 /* Warms the calling thread's unwinder outside any handler and marks `slot`
  * (may be NULL) as safe to unwind at the current epoch; returns that
- * epoch. */
-uint32_t unwind_warm_self(struct sampler_slot *slot);
+ * epoch, and in *entry_at, *entry_ra what the slot needs to notice the
+ * thread's exit (see struct sampler_slot). Returns 0 and marks nothing
+ * before unwind_learn_entry succeeded (the first sample then checks). */
+uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
+			  uintptr_t *entry_ra);
+
+/* Learns, from the calling thread's own stack, the code of the libc
+ * function that calls every thread's start routine (glibc's start_thread),
+ * so that the handler knows a thread starting or exiting. Call it on a
+ * thread made by pthread_create, after unwind_setup and before any timer
+ * exists (the sampler thread does). 0, or -1 when it was not found (then
+ * exiting threads are not told apart). */
+int unwind_learn_entry(void);
 
 /* True when one of the `n` addresses lies where a thread may hold an
- * allocator or loader lock (the check before a thread's first fast
+ * allocator or loader lock (part of the check before a thread's first fast
  * unwind). Async-signal-safe. */
 bool unwind_stack_unsafe(const uint64_t *ips, int n);
 

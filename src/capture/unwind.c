@@ -23,6 +23,24 @@
  * dynamic loader, the thread holds no allocator lock: that sample takes
  * the unw_backtrace path, which does the allocation there and then, and
  * the thread is marked safe for the epoch.
+ *
+ * Threads starting or exiting. glibc's start_thread runs code of its own
+ * around the thread's start routine: at exit, TLS destructors, key
+ * destructors (libunwind's frees its cache there), the allocator's
+ * per-thread state (__malloc_arena_thread_freeres holds the allocator's
+ * free_list_lock) and, for a detached thread, its TLS blocks. None of this
+ * is a named, exported function, and a thread there may hold allocator
+ * locks or have no TLS left, so the handler recognises the state itself:
+ * the sampler thread, a thread like any other, learns start_thread's code
+ * range from its own stack (unwind_learn_entry). A stack on which
+ * start_thread calls anything of its own module (libc), or is itself the
+ * innermost frame, is a thread starting or exiting: unsafe. On a normal
+ * stack, start_thread's return address lies at a fixed place of the
+ * thread's stack (x86-64: below the start routine's canonical frame
+ * address); the slot remembers where and what, and every later sample
+ * compares that one word before the fast path: once the start routine has
+ * returned, start_thread's next call writes another return address there,
+ * and the thread's samples go back to the checked, step-by-step unwinder.
  */
 #include "sampler.h"
 
@@ -43,7 +61,7 @@
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */
 #define UNWIND_SELF_MAX 16  /* profhost frames atop a synchronous stack */
 #define UNWIND_RANGES 64
-#define UNWIND_CHECK_MIN 64 /* frames a safety check looks at */
+#define UNWIND_WALK_MAX 4096 /* frames a safety check walks at most */
 
 struct range {
 	uintptr_t lo, hi;
@@ -55,6 +73,11 @@ static struct {
 	size_t nunsafe;
 	struct range self[UNWIND_RANGES];
 	size_t nself;
+	struct range libc[UNWIND_RANGES]; /* libc's segments */
+	size_t nlibc;
+	/* start_thread's code (0, 0: not learnt yet), set once by
+	 * unwind_learn_entry before any timer exists. */
+	_Atomic uintptr_t entry_lo, entry_hi;
 	_Atomic int recording;
 	_Atomic uint32_t epoch;
 	unsigned long long adds, subs;    /* sampler thread only */
@@ -126,13 +149,14 @@ static void module_ranges(const uintptr_t *addrs, size_t naddrs,
 	dl_iterate_phdr(find_module, &c);
 }
 
-/* The allocator's entry points: a frame inside one of them may hold an
- * allocator lock. */
+/* The allocator's exported entry points: a frame inside one of them may
+ * hold an allocator lock. (What glibc does with its locks outside them, at
+ * thread exit, is found by the start_thread check instead.) */
 static const char *const alloc_funcs[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
 	"posix_memalign", "aligned_alloc", "valloc", "pvalloc", "malloc_trim",
-	"malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "fork",
-	"__libc_thread_freeres", "__libc_freeres",
+	"malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "mallopt",
+	"fork", "__libc_freeres",
 };
 
 /* Adds the range of the function at `addr` (per the symbolizer) to the
@@ -185,6 +209,8 @@ int unwind_setup(const struct unwind_config *cfg)
 	symbols_free(sym);
 	if (libc)
 		dlclose(libc);
+	mods[0] = libc_malloc;
+	module_ranges(mods, libc_malloc ? 1 : 0, uw.libc, &uw.nlibc);
 	/* The whole dynamic loader (TLS, dlopen and their locks), found at
 	 * the base address the kernel loaded it at (its symbols may be
 	 * interposed: a sanitizer wraps __tls_get_addr). */
@@ -250,35 +276,88 @@ static uintptr_t context_pc(const void *ucv)
 #endif
 }
 
-/* Unwinds from the signal's context with unw_step: slower than
- * unw_backtrace, but it touches no thread-local storage. Fills ips with the
- * interrupted instruction and the return addresses above it, at most max.
- * Async-signal-safe. */
-static int slow_unwind(void *ucv, void **ips, int max)
-{
-	unw_cursor_t c;
-	unw_word_t ip;
-	int n = 0;
-
-	if (unw_init_local2(&c, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0)
-		return 0;
-	do {
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		ips[n++] = (void *)ip;
-	} while (n < max && unw_step(&c) > 0);
-	return n;
-}
+/* What a checked walk of a stack found. */
+struct walk {
+	int n;              /* return addresses stored */
+	bool unsafe;        /* a frame where an allocator or loader lock may
+			       be held, or a thread starting or exiting */
+	uintptr_t entry_at; /* where start_thread's return address lies */
+	uintptr_t entry_ra; /* and its value (0: no normal start_thread) */
+};
 
 /* True when a frame lies where an allocator or loader lock may be held. */
-static bool stack_unsafe(void *const *ips, int n)
+static bool pc_unsafe(uintptr_t pc)
 {
+	return in_ranges(uw.unsafe, uw.nunsafe, pc);
+}
+
+/* Looks at frame `pc`, whose callee (one frame inner) is `callee` (0: none,
+ * the frame is the innermost), with stack pointer `sp` after the unwinder
+ * stepped into it: a frame of start_thread calling its own module (libc) or
+ * interrupted in its own code means a thread starting or exiting; calling
+ * the start routine, it gives the place of its return address. */
+static void walk_entry(struct walk *w, uintptr_t pc, uintptr_t callee,
+		       uintptr_t sp)
+{
+	uintptr_t lo = atomic_load_explicit(&uw.entry_lo, memory_order_relaxed);
+	uintptr_t hi = atomic_load_explicit(&uw.entry_hi, memory_order_relaxed);
+
+	if (!lo || pc < lo || pc >= hi)
+		return;
+	if (!callee || in_ranges(uw.libc, uw.nlibc, callee) || pc_unsafe(callee)) {
+		w->unsafe = true;
+		return;
+	}
+#if defined(__x86_64__)
+	/* The call pushed the return address just below the callee's
+	 * canonical frame address, which is the caller's stack pointer. */
+	if (*(const uintptr_t *)(sp - sizeof(uintptr_t)) == pc) {
+		w->entry_at = sp - sizeof(uintptr_t);
+		w->entry_ra = pc;
+	}
+#else
+	(void)sp; /* elsewhere the return address has no fixed place */
+#endif
+}
+
+/*
+ * Walks the stack with unw_step from `cursor` (set at the first frame):
+ * slower than unw_backtrace, but it touches no thread-local storage and
+ * is async-signal-safe. Stores the first `max` return addresses in ips
+ * (the first one the frame's own pc) and looks at up to UNWIND_WALK_MAX
+ * frames for the safety check.
+ */
+static void walk_cursor(unw_cursor_t *c, void **ips, int max, struct walk *w)
+{
+	unw_word_t ip, sp;
+	uintptr_t callee = 0;
 	int i;
 
-	for (i = 0; i < n; i++)
-		if (in_ranges(uw.unsafe, uw.nunsafe, (uintptr_t)ips[i]))
-			return true;
-	return false;
+	memset(w, 0, sizeof *w);
+	for (i = 0; i < UNWIND_WALK_MAX; i++) {
+		if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || ip == 0 ||
+		    unw_get_reg(c, UNW_REG_SP, &sp) < 0)
+			break;
+		if (w->n < max)
+			ips[w->n++] = (void *)ip;
+		if (pc_unsafe((uintptr_t)ip))
+			w->unsafe = true;
+		walk_entry(w, (uintptr_t)ip, callee, (uintptr_t)sp);
+		callee = (uintptr_t)ip;
+		if (unw_step(c) <= 0)
+			break;
+	}
+}
+
+/* The checked walk from a signal's context. */
+static void slow_unwind(void *ucv, void **ips, int max, struct walk *w)
+{
+	unw_cursor_t c;
+
+	memset(w, 0, sizeof *w);
+	if (unw_init_local2(&c, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0)
+		return;
+	walk_cursor(&c, ips, max, w);
 }
 
 bool unwind_stack_unsafe(const uint64_t *ips, int n)
@@ -286,9 +365,33 @@ bool unwind_stack_unsafe(const uint64_t *ips, int n)
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (in_ranges(uw.unsafe, uw.nunsafe, (uintptr_t)ips[i]))
+		if (pc_unsafe((uintptr_t)ips[i]))
 			return true;
 	return false;
+}
+
+/* Marks the slot's thread safe for fast unwinds at epoch `ep`, with the
+ * place of its start_thread return address when known. The slot's own
+ * thread (or its owner before the thread is sampled). */
+static void mark_safe(struct sampler_slot *slot, uint32_t ep,
+		      const struct walk *w)
+{
+	atomic_store_explicit(&slot->entry_at, w->entry_at, memory_order_relaxed);
+	atomic_store_explicit(&slot->entry_ra, w->entry_ra, memory_order_relaxed);
+	atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
+}
+
+/* True when the slot's thread is known safe for unw_backtrace at `ep`: it
+ * was checked at this epoch and is still inside its start routine. */
+static bool known_safe(const struct sampler_slot *slot, uint32_t ep)
+{
+	uintptr_t at;
+
+	if (atomic_load_explicit(&slot->epoch, memory_order_relaxed) != ep)
+		return false;
+	at = atomic_load_explicit(&slot->entry_at, memory_order_relaxed);
+	return !at || *(const volatile uintptr_t *)at ==
+		atomic_load_explicit(&slot->entry_ra, memory_order_relaxed);
 }
 
 /* Appends the sample; counts it. */
@@ -311,23 +414,23 @@ static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
 	int depth = (int)uw.cfg.depth, want, n, i;
 	uint64_t weight = 1 + (si->si_overrun > 0 ? (uint64_t)si->si_overrun : 0);
 
-	if (atomic_load_explicit(&slot->epoch, memory_order_relaxed) != ep) {
-		/* Not known safe: look before touching thread-local storage.
-		 * Walk at least UNWIND_CHECK_MIN frames for the check. */
-		want = (depth > UNWIND_CHECK_MIN ? depth : UNWIND_CHECK_MIN) + 1;
-		n = slow_unwind(ucv, ips, want);
-		if (n == 0 || stack_unsafe(ips, n)) {
+	if (!known_safe(slot, ep)) {
+		/* Look before touching thread-local storage. */
+		struct walk w;
+
+		slow_unwind(ucv, ips, depth + 1, &w);
+		if (w.n == 0 || w.unsafe) {
 			atomic_fetch_add_explicit(&uw.slow, 1, memory_order_relaxed);
-			if (n == 0) {
+			if (w.n == 0) {
 				ips[0] = (void *)pc;
 				record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
 			} else {
-				record(ips, n > depth ? depth : n, weight,
-				       n > depth ? EVBUF_STACK_TRUNCATED : 0);
+				record(ips, w.n > depth ? depth : w.n, weight,
+				       w.n > depth ? EVBUF_STACK_TRUNCATED : 0);
 			}
 			return;
 		}
-		atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
+		mark_safe(slot, ep, &w);
 	}
 	want = depth + UNWIND_SKIP_MAX + 1;
 	n = unw_backtrace(ips, want);
@@ -462,15 +565,63 @@ void unwind_poll_loader(void)
 	}
 }
 
-uint32_t unwind_warm_self(struct sampler_slot *slot)
+/* The calling thread's checked walk (from here, outside any handler). */
+static void walk_self(struct walk *w)
+{
+	void *ips[1];
+	unw_context_t ctx;
+	unw_cursor_t c;
+
+	memset(w, 0, sizeof *w);
+	if (unw_getcontext(&ctx) == 0 && unw_init_local(&c, &ctx) == 0)
+		walk_cursor(&c, ips, 1, w);
+}
+
+uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
+			  uintptr_t *entry_ra)
 {
 	void *ips[4];
+	struct walk w;
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
 
 	unw_backtrace(ips, 4);
+	*entry_at = *entry_ra = 0;
+	if (!atomic_load(&uw.entry_lo))
+		return 0; /* not learnt yet: the first sample checks */
+	walk_self(&w);
+	*entry_at = w.entry_at;
+	*entry_ra = w.entry_ra;
 	if (slot)
-		atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
+		mark_safe(slot, ep, &w);
 	return ep;
+}
+
+int unwind_learn_entry(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t c;
+	unw_proc_info_t pi;
+	unw_word_t ip;
+	int i;
+
+	if (atomic_load(&uw.entry_lo))
+		return 0;
+	if (unw_getcontext(&ctx) != 0 || unw_init_local(&c, &ctx) != 0)
+		return -1;
+	for (i = 0; i < 64 && unw_step(&c) > 0; i++) {
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		if (!in_ranges(uw.libc, uw.nlibc, (uintptr_t)ip))
+			continue;
+		/* The first libc frame under a thread's own code: the
+		 * function that called the start routine. */
+		if (unw_get_proc_info(&c, &pi) < 0 || pi.start_ip >= pi.end_ip)
+			return -1;
+		atomic_store(&uw.entry_hi, (uintptr_t)pi.end_ip);
+		atomic_store(&uw.entry_lo, (uintptr_t)pi.start_ip);
+		return 0;
+	}
+	return -1;
 }
 
 int sampler_backtrace_now(uint64_t *out, int max, bool *truncated)
