@@ -17,8 +17,11 @@
  * application that installs its own SIGPROF handler later gets SIGPROF back
  * within a scan: the sampler moves its timers to a free signal.
  *
- * Never sampled: the host thread and the sampler thread (both block every
- * signal), and any thread whose name starts with "profhost".
+ * Never sampled: profhost's own threads. Each is created with every signal
+ * blocked (its mask, inherited from birth, says so before it has named
+ * itself) and named "profhost-..."; a scan gives no timer to a thread
+ * named so, nor, for now, to one that blocks the sampling signal (it is
+ * looked at again at the next scan, then less and less often).
  */
 #include "sampler.h"
 
@@ -44,6 +47,7 @@
 #define TID_FREE 0
 #define TID_GONE (-1)        /* tombstone in the slot table */
 #define CLOSED_KEEP 8        /* closed windows whose counters are kept */
+#define BLOCKING_SCANS 10    /* most scans between looks at a blocking thread */
 
 /* Counters of a closed window, for its collect. */
 struct closed_counts {
@@ -284,6 +288,8 @@ static struct sampler_slot *slot_add(int32_t tid)
 		if (t == TID_FREE || t == TID_GONE) {
 			atomic_store(&sl->has_timer, 0);
 			atomic_store(&sl->epoch, 0);
+			sl->own = false;
+			sl->blocking = sl->backoff = 0;
 			atomic_store(&sl->entry_at, 0);
 			atomic_store(&sl->entry_ra, 0);
 			if (atomic_load(&smp.prewarm_tid) == tid) {
@@ -299,23 +305,63 @@ static struct sampler_slot *slot_add(int32_t tid)
 	return NULL;
 }
 
-/* True when thread `tid` is one of profhost's own (by name). */
-static bool is_profhost_thread(int32_t tid)
+/* Keeps `sl`'s thread unsampled: for good when it is profhost's own, else
+ * (it blocks the sampling signal) until a later scan looks again: the next
+ * one at first (the block may be momentary), then twice as many scans
+ * each time, up to BLOCKING_SCANS. Sampler thread. */
+static void slot_exclude(struct sampler_slot *sl, bool own)
 {
-	char path[64], name[32];
+	pthread_mutex_lock(&smp.timer_lock);
+	slot_delete_timer(sl);
+	pthread_mutex_unlock(&smp.timer_lock);
+	sl->own = own;
+	sl->backoff = own ? 0 : sl->backoff ? 2 * sl->backoff : 1;
+	if (sl->backoff > BLOCKING_SCANS)
+		sl->backoff = BLOCKING_SCANS;
+	sl->blocking = sl->backoff;
+}
+
+/* What a scan finds of a thread it has no timer for. */
+enum thread_kind {
+	THREAD_SAMPLE,    /* sample it */
+	THREAD_OWN,       /* one of profhost's (by name): never */
+	THREAD_BLOCKING,  /* blocks the sampling signal now: look again later */
+	THREAD_GONE,
+};
+
+/* The hexadecimal mask after `key` in /proc status text, or 0. */
+static uint64_t status_mask(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 16) : 0;
+}
+
+/* Reads thread `tid`'s name and blocked signals from /proc/self/task.
+ * Every thread of profhost's own is created with all signals blocked
+ * (the C threads and the Python bridge's), so it counts as blocking from
+ * its first instruction, before it names itself "profhost-...". Sampler
+ * thread. */
+static enum thread_kind thread_kind(int32_t tid, int signo)
+{
+	char path[64], text[2048];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true; /* gone already */
-	n = read(fd, name, sizeof name - 1);
+		return THREAD_GONE;
+	n = read(fd, text, sizeof text - 1);
 	close(fd);
 	if (n <= 0)
-		return true;
-	name[n] = '\0';
-	return strncmp(name, "profhost", 8) == 0;
+		return THREAD_GONE;
+	text[n] = '\0';
+	if (strncmp(text, "Name:\tprofhost", 14) == 0)
+		return THREAD_OWN;
+	if (status_mask(text, "\nSigBlk:\t") & (1ull << (signo - 1)))
+		return THREAD_BLOCKING;
+	return THREAD_SAMPLE;
 }
 
 /* One scan: timers for new threads, none for threads that exited.
@@ -335,6 +381,7 @@ static void scan_threads(int signo)
 	while ((de = readdir(d)) != NULL) {
 		struct sampler_slot *sl;
 		int32_t tid = (int32_t)atoi(de->d_name);
+		enum thread_kind kind;
 
 		/* Not seen: a slot made before their tid was known goes. */
 		if (tid <= 0 || tid == me || tid == host_tid)
@@ -342,11 +389,21 @@ static void scan_threads(int signo)
 		sl = slot_find(tid);
 		if (sl) {
 			sl->seen = 1;
-			if (!atomic_load(&sl->has_timer) || sl->signo != signo)
-				slot_create_timer(sl, signo);
+			if (sl->own)
+				continue;
+			if (sl->blocking && --sl->blocking > 0)
+				continue;
+			if (!atomic_load(&sl->has_timer) || sl->signo != signo) {
+				kind = thread_kind(tid, signo);
+				if (kind == THREAD_OWN || kind == THREAD_BLOCKING)
+					slot_exclude(sl, kind == THREAD_OWN);
+				else
+					slot_create_timer(sl, signo);
+			}
 			continue;
 		}
-		if (is_profhost_thread(tid))
+		kind = thread_kind(tid, signo);
+		if (kind == THREAD_GONE)
 			continue;
 		sl = slot_add(tid);
 		if (!sl) {
@@ -355,6 +412,10 @@ static void scan_threads(int signo)
 				log_msg(LOG_WARN, "more than %d threads: CPU samples "
 					"cover the first %d only", SLOTS_MAX, SLOTS_MAX);
 			}
+			continue;
+		}
+		if (kind != THREAD_SAMPLE) {
+			slot_exclude(sl, kind == THREAD_OWN);
 			continue;
 		}
 		if (slot_create_timer(sl, signo) != 0) {

@@ -71,6 +71,10 @@ struct sampler_slot {
 	_Atomic uintptr_t entry_at, entry_ra;
 	_Atomic int has_timer;     /* `timer` exists */
 	int seen;                  /* found by the current scan */
+	bool own;                  /* a thread of profhost's: no timer */
+	int blocking;              /* scans until a blocking thread is looked
+				      at again (0: it is not) */
+	int backoff;               /* the last such wait, in scans */
 	timer_t timer;
 	int signo;                 /* the signal `timer` was created with */
 };

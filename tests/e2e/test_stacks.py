@@ -206,6 +206,72 @@ class CpuStacks(TempDirTest):
         self.assertIn("cpu_samples", load_trace(wdir)["profhost"])
 
 
+OWN_THREADS_SCRIPT = """
+import sys, threading, time
+import profhost
+
+def work(n):
+    s = 0
+    for i in range(n):
+        s += i * i
+    return s
+
+def helper():
+    while True:
+        work(20000)
+        time.sleep(0.0005)
+
+for _ in range(2):
+    threading.Thread(target=helper, daemon=True).start()
+for i in range(int(sys.argv[1])):
+    work(100000)
+    profhost.step()
+print("done")
+"""
+
+
+class OwnThreads(TempDirTest):
+    """profhost's own threads are never sampled (issue 12.3): not the host's
+    C threads, not the Python bridge's stack-snapshot thread, which starts
+    anew with each window (a scan could find it before it named itself).
+    Wall-clock sampling, which samples sleeping threads too, over eight
+    windows a run, three runs, with two CPU burners beside them."""
+
+    def test_no_profhost_thread_in_samples(self):
+        script = self.write("own_threads.py", OWN_THREADS_SCRIPT)
+        policy = self.write("policy.lua", (
+            "prof.schedule { skip_first = 2, wait = 1, warmup = 1, active = 3, cycles = 8 }\n"
+            'prof.capture { cpu_samples = { hz = 999, clock = "wall" } }\n'))
+        burners = [subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"])
+                   for _ in range(2)]
+        try:
+            for k in range(3):
+                out = os.path.join(self.tmp, "out%d" % k)
+                r = run([PROF, "run", "-s", policy, "-o", out, "--", "/usr/bin/python3",
+                         script, "48"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("done", r.stdout)
+                dirs = window_dirs(out)
+                self.assertEqual(len(dirs), 8, r.stderr)
+                sampled = set()
+                for d in dirs:
+                    trace = load_trace(d)
+                    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+                             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+                    sampled |= {names.get(e["tid"], "") for e in trace["traceEvents"]
+                                if e.get("cat") == "cpu_sample"}
+                    folded = read_folded(os.path.join(d, "stacks.txt"))
+                    self.assertEqual([fr for fr, _ in folded if fr[0].startswith("profhost")],
+                                     [], d)
+                self.assertIn("python3", sampled)  # the application's threads are
+                self.assertEqual([n for n in sampled if n.startswith("profhost")], [],
+                                 "run %d" % k)
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+
+
 class ThreadChurn(TempDirTest):
     """Threads created and joined all the time under fast wall-clock sampling
     (issue 13.1): a sample that lands in a thread's exit (glibc's start_thread
