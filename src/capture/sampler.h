@@ -61,8 +61,9 @@ int sampler_backtrace_now(uint64_t *ips, int max, bool *truncated);
 
 /* ---- internal to src/capture (sampler.c, unwind.c, bench, tests) ---- */
 
-/* One sampled thread. The handler finds it through the timer's sigev_value;
- * only the sampler thread creates and deletes slots. */
+/* One sampled thread. The handler finds it through the timer's sigev_value
+ * (or, with the wall clock, the sampler thread's signal's value); only the
+ * sampler thread creates and deletes slots. */
 struct sampler_slot {
 	_Atomic int32_t tid;       /* 0: free */
 	_Atomic uint32_t epoch;    /* dl epoch this thread last unwound at */
@@ -75,6 +76,13 @@ struct sampler_slot {
 	int blocking;              /* scans until a blocking thread is looked
 				      at again (0: it is not) */
 	int backoff;               /* the last such wait, in scans */
+	/* Wall clock (wallclock.c): signals the sampler thread sent and the
+	 * handler took; the periods the next one stands for; the time of the
+	 * thread's last recorded sample (0: none yet) and its CPU time (ns)
+	 * right after it; the ticker's window and last tick for the slot. */
+	_Atomic uint32_t sent, handled, wall_weight;
+	_Atomic int64_t last_ts, cpu_after;
+	uint64_t wall_gen, wall_tick;
 	timer_t timer;
 	int signo;                 /* the signal `timer` was created with */
 };
@@ -101,6 +109,10 @@ struct unwind_counts {
  * libc's, and those of profhost itself. Start-up, before any signal is
  * installed. 0 or -1. */
 int unwind_setup(const struct unwind_config *cfg);
+
+/* Frames the handler keeps per stack from now on (1..SAMPLER_DEPTH_MAX).
+ * Between windows (the stepping thread, window lock held). */
+void unwind_set_depth(uint32_t depth);
 
 /* Turns recording on (counters reset) or off. Any thread. */
 void unwind_set_recording(bool on);
@@ -153,6 +165,34 @@ void unwind_handler(int signo, siginfo_t *si, void *uc);
 
 /* The signal that stacks taken on purpose must block (0: none). */
 void unwind_set_block_signal(int signo);
+
+/* ---- wallclock.c: wall-clock sampling by the sampler thread's ticks ---- */
+
+/* The kernel's clock id for thread `tid`'s CPU time. */
+clockid_t wallclock_thread_cpu_clock(int32_t tid);
+
+/* Repeats of window `gen` are kept from now on. Sampler thread. */
+void wallclock_open(uint64_t gen);
+
+/*
+ * One tick (number `tick` of the window, at `now`) over the slots: each
+ * thread that ran since its last sample, or has none in window `gen` yet,
+ * gets a sampling signal on `signo`; each other one counts its last sample
+ * again, without a signal. A thread skipped (its signal still pending)
+ * is weighed at the next tick it gets. Sampler thread. Returns the
+ * signals sent.
+ */
+size_t wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
+		      int signo, int64_t now, uint64_t tick);
+
+/* Adds window `gen`'s repeated samples to `t` (copies of the stacks they
+ * repeat, after the Python frames were merged into those) and forgets
+ * them; adds to *lost those whose sample was not recorded. Host thread.
+ * 0, or -1 when memory ran out. */
+int wallclock_merge(uint64_t gen, struct trace *t, uint64_t *lost);
+
+/* Frees every window's repeats. Exit. */
+void wallclock_fini(void);
 
 /* ---- symbols.c ---- */
 

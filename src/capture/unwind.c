@@ -50,7 +50,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -226,6 +228,15 @@ int unwind_setup(const struct unwind_config *cfg)
 	return uw.nunsafe && libc_malloc ? 0 : -1;
 }
 
+void unwind_set_depth(uint32_t depth)
+{
+	if (depth < 1)
+		depth = 1;
+	if (depth > SAMPLER_DEPTH_MAX)
+		depth = SAMPLER_DEPTH_MAX;
+	uw.cfg.depth = depth;
+}
+
 void unwind_set_recording(bool on)
 {
 	if (on) {
@@ -248,16 +259,18 @@ void unwind_set_block_signal(int signo)
 	atomic_store(&uw.block_signo, signo);
 }
 
-/* The slot a timer signal names, or NULL when the signal is not one of the
- * sampler's timers. Async-signal-safe. */
+/* The slot a sampling signal names (a timer's, or the wall-clock ticker's
+ * from this process), or NULL when the signal is not the sampler's.
+ * Async-signal-safe. */
 static struct sampler_slot *slot_of(const siginfo_t *si)
 {
 	uintptr_t p = (uintptr_t)si->si_value.sival_ptr;
 	uintptr_t lo = (uintptr_t)uw.cfg.slots;
 	uintptr_t hi = lo + uw.cfg.nslots * sizeof *uw.cfg.slots;
 
-	if (si->si_code != SI_TIMER || !lo || p < lo || p >= hi ||
-	    (p - lo) % sizeof *uw.cfg.slots)
+	if ((si->si_code != SI_TIMER &&
+	     (si->si_code != SI_QUEUE || si->si_pid != getpid())) ||
+	    !lo || p < lo || p >= hi || (p - lo) % sizeof *uw.cfg.slots)
 		return NULL;
 	return (struct sampler_slot *)p;
 }
@@ -394,25 +407,33 @@ static bool known_safe(const struct sampler_slot *slot, uint32_t ep)
 		atomic_load_explicit(&slot->entry_ra, memory_order_relaxed);
 }
 
-/* Appends the sample; counts it. */
-static void record(void *const *ips, int n, uint64_t weight, uint64_t flags)
+/* Appends the sample; counts it. Returns its time, or 0 when it was not
+ * recorded. */
+static int64_t record(void *const *ips, int n, uint64_t weight, uint64_t flags)
 {
-	if (uw.cfg.append(EVBUF_SAMPLE, clock_now_ns_signal(), ips,
-			  (uint32_t)((size_t)n * sizeof(void *)), weight, flags) == 0)
+	int64_t ts = clock_now_ns_signal();
+
+	if (uw.cfg.append(EVBUF_SAMPLE, ts, ips,
+			  (uint32_t)((size_t)n * sizeof(void *)), weight, flags) == 0) {
 		atomic_fetch_add_explicit(&uw.samples, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&uw.lost, 1, memory_order_relaxed);
+		return ts;
+	}
+	atomic_fetch_add_explicit(&uw.lost, 1, memory_order_relaxed);
+	return 0;
 }
 
-/* Records one sample of the interrupted thread. Async-signal-safe. */
-static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
-			void *ucv)
+/* Records one sample of the interrupted thread. Returns the sample's time,
+ * or 0 when none was recorded. Async-signal-safe. */
+static int64_t take_sample(struct sampler_slot *slot, const siginfo_t *si,
+			   void *ucv)
 {
 	void *ips[SAMPLER_DEPTH_MAX + UNWIND_SKIP_MAX + 1];
 	uintptr_t pc = context_pc(ucv);
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
 	int depth = (int)uw.cfg.depth, want, n, i;
-	uint64_t weight = 1 + (si->si_overrun > 0 ? (uint64_t)si->si_overrun : 0);
+	uint64_t weight = si->si_code == SI_QUEUE ?
+		atomic_load_explicit(&slot->wall_weight, memory_order_relaxed) :
+		1 + (si->si_overrun > 0 ? (uint64_t)si->si_overrun : 0);
 
 	if (!known_safe(slot, ep)) {
 		/* Look before touching thread-local storage. */
@@ -423,12 +444,10 @@ static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
 			atomic_fetch_add_explicit(&uw.slow, 1, memory_order_relaxed);
 			if (w.n == 0) {
 				ips[0] = (void *)pc;
-				record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
-			} else {
-				record(ips, w.n > depth ? depth : w.n, weight,
-				       w.n > depth ? EVBUF_STACK_TRUNCATED : 0);
+				return record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
 			}
-			return;
+			return record(ips, w.n > depth ? depth : w.n, weight,
+				      w.n > depth ? EVBUF_STACK_TRUNCATED : 0);
 		}
 		mark_safe(slot, ep, &w);
 	}
@@ -441,12 +460,26 @@ static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
 		/* The unwinder did not get through the signal frame: keep the
 		 * one frame that is certain. */
 		ips[0] = (void *)pc;
-		record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
-	} else if (n - i > depth) {
-		record(&ips[i], depth, weight, EVBUF_STACK_TRUNCATED);
-	} else {
-		record(&ips[i], n - i, weight, n == want ? EVBUF_STACK_TRUNCATED : 0);
+		return record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
 	}
+	if (n - i > depth)
+		return record(&ips[i], depth, weight, EVBUF_STACK_TRUNCATED);
+	return record(&ips[i], n - i, weight, n == want ? EVBUF_STACK_TRUNCATED : 0);
+}
+
+/* After a wall-clock ticker's sample: notes its time and the thread's CPU
+ * time now, which the ticker compares with the thread's at its next tick,
+ * and hands the slot back to the ticker. Async-signal-safe. */
+static void wall_sampled(struct sampler_slot *slot, int64_t ts)
+{
+	struct timespec cpu;
+
+	if (ts && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+		atomic_store_explicit(&slot->cpu_after, (int64_t)cpu.tv_sec *
+				      1000000000 + cpu.tv_nsec, memory_order_relaxed);
+		atomic_store_explicit(&slot->last_ts, ts, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&slot->handled, 1, memory_order_release);
 }
 
 /* A signal on our signal that is not a sampler timer's: do what the
@@ -486,11 +519,14 @@ void unwind_handler(int signo, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 	struct sampler_slot *slot = slot_of(si);
+	int64_t ts = 0;
 
 	if (!slot)
 		chain(signo, si, uc);
 	else if (atomic_load_explicit(&uw.recording, memory_order_acquire))
-		take_sample(slot, si, uc);
+		ts = take_sample(slot, si, uc);
+	if (slot && si->si_code == SI_QUEUE)
+		wall_sampled(slot, ts);
 	errno = saved;
 }
 

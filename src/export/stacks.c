@@ -232,6 +232,22 @@ int stacks_write_folded(const struct trace *t, struct outfile *out,
 
 /* ------------------------------------------------------------ functions */
 
+uint32_t stacks_given_hz(const struct trace *t, uint64_t *samples)
+{
+	uint64_t periods = 0;
+	size_t i;
+
+	*samples = 0;
+	for (i = 0; i < t->nstacks; i++)
+		if (t->stacks[i].kind == TRACE_STACK_SAMPLE && t->stacks[i].depth) {
+			(*samples)++;
+			periods += t->stacks[i].weight;
+		}
+	if (!periods)
+		return 0;
+	return (uint32_t)((double)t->sampling.hz * (double)*samples / (double)periods + 0.5);
+}
+
 struct func {
 	uint64_t key;        /* name id | module id << 32, or frame | 1 << 63 */
 	int used;
@@ -363,14 +379,18 @@ int stacks_write_functions(const struct trace *t, struct outfile *out,
 		qsort(fs.v, k, sizeof *fs.v, func_cmp);
 	pct = samples ? 100.0 / (double)samples : 0;
 	if (rc == 0) {
+		uint64_t n;
+		uint32_t given = stacks_given_hz(t, &n);
+
 		outfile_printf(out, "# CPU samples of window %u (steps %llu-%llu): %llu "
-			       "samples, %s clock, %u Hz asked, %.3f ms per timer "
-			       "period, %.1f %s ms in all\n",
+			       "samples, %s clock, %u Hz asked, %u Hz given, %.3f ms "
+			       "per timer period, %.1f %s ms in all\n",
 			       t->meta.window, (unsigned long long)t->meta.first_step,
 			       (unsigned long long)t->meta.last_step,
 			       (unsigned long long)samples,
 			       t->sampling.wall_clock ? "wall" : "CPU-time",
-			       t->sampling.hz, period_ms, (double)weight * period_ms, unit);
+			       t->sampling.hz, given, period_ms,
+			       (double)weight * period_ms, unit);
 		outfile_puts(out, "# self: the function was running; total: it was "
 			     "on the stack. ms = samples x timer periods "
 			     "(1 + overruns) x period.\n");

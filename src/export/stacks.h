@@ -22,6 +22,12 @@
 #include "../util/err.h"
 #include "outfile.h"
 
+/* The rate the window's sampling gave, in samples per second and thread
+ * (of CPU time with the CPU-time clock): the asked rate times samples per
+ * timer period covered. Sets *samples to the window's sample count. 0 when
+ * it was not sampled or has no samples. */
+uint32_t stacks_given_hz(const struct trace *t, uint64_t *samples);
+
 /* Writes stacks.txt's content. 0, or -1 with *e set (out of memory, or
  * the outfile's error). */
 int stacks_write_folded(const struct trace *t, struct outfile *out,

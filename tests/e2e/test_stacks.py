@@ -8,6 +8,7 @@ import subprocess
 import time
 import unittest
 
+import test_repl
 from harness import (BUILD, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
                      window_dirs)
 
@@ -105,6 +106,21 @@ class CpuStacks(TempDirTest):
         self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "cpu")
         self.assertEqual(trace["profhost"]["cpu_samples"]["signal"], SIGPROF)
         self.assertTrue(any(";a;b;c" in e["args"]["stack"] for e in instants))
+        # The rate the clock gave: samples per timer period covered, in
+        # summary.txt and cpu_functions.txt; said once on stderr when far
+        # below the rate asked (CPU-time timers fire at the kernel's tick).
+        with open(os.path.join(wdir, "summary.txt")) as f:
+            summary = f.read()
+        m = re.search(r"CPU samples: (\d+) \(CPU-time clock, 999 Hz asked, (\d+) Hz given",
+                      summary)
+        self.assertTrue(m, summary)
+        samples, given = int(m.group(1)), int(m.group(2))
+        self.assertEqual(samples, len(instants))
+        weights = sum(e["args"]["weight"] for e in instants)
+        self.assertEqual(given, int(999 * samples / weights + 0.5))
+        self.assertIn("999 Hz asked, %d Hz given" % given, table)
+        told = "prof.capture{cpu_samples.hz = 999}: the CPU-time clock gave about %d" % given
+        self.assertEqual(r.stderr.count(told), 1 if given < 999 * 8 // 10 else 0, r.stderr)
 
     def test_wall_clock_sees_the_sleeper(self):
         r, wdir = self.profile('cpu_samples = { hz = 200, clock = "wall" }', ["--steps", "14"])
@@ -328,6 +344,43 @@ class ThreadChurn(TempDirTest):
                 slow += load_trace(d)["profhost"]["cpu_samples"]["slow_unwinds"]
         self.assertGreater(churn, 0)
         self.assertGreater(slow, 0)
+
+
+class LiveSettings(test_repl.ReplTest):
+    """prof.capture{cpu_samples} at the REPL applies from the next window on
+    (issue 17.8), in a process whose policy asked for no stacks at all."""
+
+    def capture(self, pid, steps):
+        r = self.attach(pid, "local w = prof.capture_now{ steps = %d }\nprint(w.state, w.dir)"
+                        % steps)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        state, dir_ = r.stdout.strip().splitlines()[-1].split("\t")
+        self.assertEqual(state, "written")
+        return dir_
+
+    def test_cpu_samples_set_live(self):
+        t = self.c_target(sleep_us=5000)
+        dir_ = self.capture(t.pid, 4)
+        self.assertFalse(os.path.exists(os.path.join(dir_, "stacks.txt")))
+        self.assertNotIn("cpu_samples", load_trace(dir_)["profhost"])
+        r = self.attach(t.pid, 'prof.capture{ cpu_samples = { hz = 199, clock = "wall" } }')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dir_ = self.capture(t.pid, 20)
+        trace = load_trace(dir_)
+        self.assertEqual(trace["profhost"]["cpu_samples"]["hz"], 199)
+        self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "wall")
+        # The main thread sleeps between steps: the wall clock sees it there.
+        folded = read_folded(os.path.join(dir_, "stacks.txt"))
+        self.assertGreaterEqual(sum(n for fr, n in folded if "main" in fr), 5, folded)
+        # And back to the CPU-time clock, then off.
+        r = self.attach(t.pid, "prof.capture{ cpu_samples = { hz = 99 } }")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dir_ = self.capture(t.pid, 4)
+        self.assertEqual(load_trace(dir_)["profhost"]["cpu_samples"]["clock"], "cpu")
+        r = self.attach(t.pid, "prof.capture{ cpu_samples = false }")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dir_ = self.capture(t.pid, 4)
+        self.assertNotIn("cpu_samples", load_trace(dir_)["profhost"])
 
 
 CUDA_APP = os.path.join(TESTBIN, "cuda_fake_app")
