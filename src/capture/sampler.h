@@ -12,7 +12,9 @@
  *              and the synchronous backtrace for sampler_record_stack().
  *   symbols.c  addresses to names on the host thread: per-module tables
  *              from the ELF .symtab (else .dynsym), dladdr as a fallback,
- *              C++ demangling, module+0xoffset when nothing is known.
+ *              C++ names demangled and shortened, module+0xoffset when
+ *              nothing is known.
+ *   wallclock.c  wall-clock sampling by the sampler thread's ticks.
  *
  * Threads: sampler_capture's callbacks follow src/host/capture.h. The
  * handler runs on application threads and is async-signal-safe. The
@@ -211,8 +213,9 @@ int symbols_refresh(struct symbols *s);
 /*
  * Names the code address `pc` (an address inside the function) into
  * name[size] and the module's file name into module[msize] ("" when it is
- * in no module). Returns 2 when a symbol was found (demangled when a C++
- * demangler is in the process), 1 when only the module is known (name is
+ * in no module). Returns 2 when a symbol was found (a C++ name demangled
+ * and shortened, see demangle_shorten, when the process has a C++
+ * demangler), 1 when only the module is known (name is
  * "<module>+0x<offset>", the offset an address in the ELF file's address
  * space, as addr2line takes it), 0 when nothing is (name is "0x<pc>").
  */

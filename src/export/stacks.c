@@ -230,6 +230,72 @@ int stacks_write_folded(const struct trace *t, struct outfile *out,
 	return rc;
 }
 
+/* ------------------------------------------------------------ read back */
+
+/* The id of `text` with each of its ';'-separated fields that is a mangled
+ * C++ name demangled and shortened; `id` itself when none is. */
+static uint32_t demangle_fields(struct trace *t, uint32_t id, demangle_fn fn,
+				struct buf *b)
+{
+	const char *p = trace_str(t, id), *end = p + strtab_len(&t->names, id);
+	char name[1024], field[1024];
+	bool changed = false;
+	size_t n;
+
+	if (!memmem(p, (size_t)(end - p), "_Z", 2))
+		return id;
+	b->n = 0;
+	buf_put(b, "", 0);
+	while (p <= end) {
+		const char *semi = memchr(p, ';', (size_t)(end - p));
+
+		n = (size_t)((semi ? semi : end) - p);
+		snprintf(field, sizeof field, "%.*s", (int)n, p);
+		if (n < sizeof field && demangle_frame(fn, field, name, sizeof name)) {
+			buf_field(b, name, strlen(name));
+			changed = true;
+		} else {
+			buf_put(b, p, n);
+		}
+		if (!semi)
+			break;
+		buf_put(b, ";", 1);
+		p = semi + 1;
+	}
+	if (!changed || b->failed)
+		return b->failed ? STRTAB_NONE : id;
+	return trace_intern(t, b->p, b->n);
+}
+
+int stacks_demangle_names(struct trace *t, demangle_fn fn)
+{
+	uint32_t key = trace_intern(t, TRACE_ARG_STACK, strlen(TRACE_ARG_STACK));
+	struct buf b = { 0 };
+	size_t i, k;
+
+	if (!fn)
+		return 0;
+	for (i = 0; i < t->nev && !t->oom; i++) {
+		struct trace_event *e = &t->ev[i];
+		uint32_t id;
+
+		if (e->cat == TRACE_CAT_SAMPLE &&
+		    (id = demangle_fields(t, e->name, fn, &b)) != STRTAB_NONE)
+			e->name = id;
+		for (k = 0; k < e->nargs && !t->oom; k++) {
+			struct trace_arg *a = &t->args[e->args + k];
+
+			if (a->key == key && a->type == TRACE_ARG_STR &&
+			    (id = demangle_fields(t, a->v.str, fn, &b)) != STRTAB_NONE)
+				a->v.str = id;
+		}
+		if (b.failed)
+			t->oom = 1;
+	}
+	free(b.p);
+	return t->oom ? -1 : 0;
+}
+
 /* ------------------------------------------------------------ functions */
 
 uint32_t stacks_given_hz(const struct trace *t, uint64_t *samples)

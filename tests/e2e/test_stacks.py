@@ -9,8 +9,8 @@ import time
 import unittest
 
 import test_repl
-from harness import (BUILD, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
-                     window_dirs)
+from harness import (BUILD, PROF, SOURCE, TESTBIN, TempDirTest, base_env, load_trace,
+                     run, window_dirs)
 
 STACKS_APP = os.path.join(TESTBIN, "stacks_app")
 SIGPROF = 27
@@ -214,6 +214,27 @@ class CpuStacks(TempDirTest):
         self.assertFalse(os.path.exists(os.path.join(wdir, "stacks.txt")))
         self.assertFalse(any(e.get("cat") == "cpu_sample" for e in trace["traceEvents"]))
 
+    def test_prof_report_names_mangled_functions(self):
+        # A trace written by a process without a C++ demangler keeps
+        # mangled names; prof report names them as the process would have.
+        r, wdir = self.profile("cpu_samples = { hz = 999 }", ["--steps", "14"])
+        trace = load_trace(wdir)
+        mangled = "_ZNSt6vectorIlSaIlEE9push_backERKl"
+        n = 0
+        for e in trace["traceEvents"]:
+            if e.get("cat") == "cpu_sample" and e["name"] == "spin":
+                e["name"] = mangled
+                e["args"]["stack"] = e["args"]["stack"].replace(";spin", ";" + mangled)
+                n += 1
+        self.assertGreater(n, 0)
+        path = os.path.join(self.tmp, "mangled.json")
+        with open(path, "w") as f:
+            json.dump(trace, f)
+        r = run([PROF, "report", path, "--format", "text"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("std::vector<...>::push_back", r.stdout)
+        self.assertNotIn("_ZN", r.stdout)
+
     def test_stacks_export_can_be_turned_off(self):
         r, wdir = self.profile("cpu_samples = { hz = 99 }", ["--steps", "14"],
                                export="prof.export { stacks = false }\n")
@@ -244,6 +265,52 @@ for i in range(int(sys.argv[1])):
     profhost.step()
 print("done")
 """
+
+
+def _has_torch():
+    try:
+        return subprocess.run(["/usr/bin/python3", "-c", "import torch"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
+class TorchNames(TempDirTest):
+    """C++ names people can read (issue 17.6): a PyTorch run's stacks name
+    libtorch's functions demangled and shortened, in stacks.txt,
+    cpu_functions.txt and the trace, though Python loads libtorch (and its
+    libstdc++) out of the global scope."""
+
+    def test_pytorch_stacks_are_demangled(self):
+        policy = self.write("policy.lua", (
+            "prof.schedule { skip_first = 5, active = 40, cycles = 1 }\n"
+            'prof.capture { cpu_samples = { hz = 999, clock = "wall" } }\n'))
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", "/usr/bin/python3",
+                 os.path.join(SOURCE, "examples", "train.py"), "--steps", "50",
+                 "--device", "cpu", "--threads", "1", "--quiet"], timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            stacks = f.read()
+        with open(os.path.join(dirs[0], "cpu_functions.txt")) as f:
+            functions = f.read()
+        trace = load_trace(dirs[0])
+        samples = " ".join(e["args"]["stack"] for e in trace["traceEvents"]
+                           if e.get("cat") == "cpu_sample")
+        for text in (stacks, functions, samples):
+            self.assertIn("torch::autograd::Engine::evaluate_function", text)
+            self.assertNotRegex(text, r"(^|[;\s])_Z[A-Z]")
+        # One name per frame: no parameter lists, no return types.
+        frames = {fr for line in read_folded(os.path.join(dirs[0], "stacks.txt"))
+                  for fr in line[0] if "::" in fr}
+        self.assertTrue(frames)
+        for fr in frames:
+            self.assertFalse(fr.endswith(")") and "(anonymous namespace)" not in fr
+                             and not fr.endswith("operator()"), fr)
 
 
 class OwnThreads(TempDirTest):
