@@ -266,7 +266,7 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 	struct pys_window w;
 	uint32_t *buf = NULL, module;
 	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
-	size_t k, merged = 0, samples = 0;
+	size_t k, merged = 0, nstacks = 0;
 	int rc = 0;
 
 	if (!take(gen, &w))
@@ -288,9 +288,7 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 		const struct pys_snap *snap;
 		int r;
 
-		if (t->stacks[k].kind != TRACE_STACK_SAMPLE)
-			continue;
-		samples++;
+		nstacks++;
 		snap = nearest(&w, t->stacks[k].tid, t->stacks[k].ts, tol);
 		if (!snap)
 			continue;
@@ -301,8 +299,8 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 		}
 		merged += (size_t)r;
 	}
-	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu samples "
-		"show Python frames", w.n, merged, samples);
+	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu stacks "
+		"show Python frames", w.n, merged, nstacks);
 out:
 	free(buf);
 	window_free(&w);

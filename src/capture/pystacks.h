@@ -7,8 +7,9 @@
  * the bridge's snapshot thread reads every thread's Python stack with
  * sys._current_frames() (under the GIL, as ordinary Python code) a few
  * times per sampling period and hands each snapshot here with its time and
- * the thread's kernel id. At collect, before the samples are symbolized,
- * each sample of a thread that was running Python code (it has
+ * the thread's kernel id. At collect, before the stacks are symbolized,
+ * each stack (a sample, or one taken at a range push or a slow CUDA call)
+ * of a thread that was running Python code (it has
  * _PyEval_EvalFrameDefault frames) takes the frames of that thread's
  * snapshot nearest in time (within pystacks_tolerance_ns): they replace the
  * span of the native stack from its outermost to its innermost
@@ -59,7 +60,7 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
 /* How far from a sample a snapshot may be and still be used. */
 int64_t pystacks_tolerance_ns(uint32_t snapshot_hz);
 
-/* Merges the snapshots of window `gen` into the samples of `t` (not yet
+/* Merges the snapshots of window `gen` into the stacks of `t` (not yet
  * symbolized) and frees them. Returns 0, or -1 with *e set when out of
  * memory (the samples stay as they were). */
 int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,

@@ -695,8 +695,11 @@ def _stack_loop(gen):
     me = _thread.get_ident()
     sleep = time.sleep
     names = {}
+    first = True
     while _stacks_on and _stacks_gen == gen and not _down:
-        sleep(period)
+        if not first:  # the first at once: a window's first stacks need one
+            sleep(period)
+        first = False
         try:
             frames = sys._current_frames()
             ts = _now()
