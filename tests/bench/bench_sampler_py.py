@@ -18,6 +18,7 @@ overhead against `off`, and the samples the window recorded.
 
     python3 tests/bench/bench_sampler_py.py --prof build/bin/prof
     python3 tests/bench/bench_sampler_py.py --prof build/bin/prof --rounds 7 --modes off,wall999
+    python3 tests/bench/bench_sampler_py.py --prof build/bin/prof --against old/bin/prof
 
 Needs torch for /usr/bin/python3 (Debian's python3-torch).
 """
@@ -47,9 +48,12 @@ CAPTURE = {
 }
 
 
-def run_one(mode, args, tmp, rnd):
-    out = os.path.join(tmp, "%s-%d.json" % (mode, rnd))
-    outdir = os.path.join(tmp, "out-%s-%d" % (mode, rnd))
+def run_one(mode, prof, args, tmp, rnd):
+    """One run of `mode` under `prof`: the recorded steps' times (wall,
+    process CPU) and the window's sample count."""
+    tag = "%s-%s-%d" % (mode, "b" if prof != args.prof else "a", rnd)
+    out = os.path.join(tmp, tag + ".json")
+    outdir = os.path.join(tmp, "out-" + tag)
     policy = os.path.join(tmp, "%s.lua" % mode)
     with open(policy, "w") as f:
         f.write("prof.schedule { skip_first = %d, warmup = %d, active = %d, cycles = 1 }\n%s\n"
@@ -57,7 +61,7 @@ def run_one(mode, args, tmp, rnd):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PROF_") and k != "LD_PRELOAD"}
     env["PROF_LOG"] = "quiet"
-    cmd = [args.prof, "run", "-s", policy, "-o", outdir, "--", args.python,
+    cmd = [prof, "run", "-s", policy, "-o", outdir, "--", args.python,
            os.path.abspath(__file__), "--worker", "--out", out,
            "--threads", str(args.threads), "--sleepers", str(args.sleepers)]
     r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -101,6 +105,9 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--modes", default=",".join(CAPTURE))
+    p.add_argument("--against", metavar="PROF",
+                   help="also run each mode but 'off' under this other build's prof "
+                        "(rows 'MODE@other'), interleaved with the first")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
     if args.worker:
@@ -111,24 +118,27 @@ def main():
         if m not in CAPTURE:
             p.error("--modes: unknown mode %r (known: %s)" % (m, ", ".join(CAPTURE)))
     rec = range(SKIP + WARMUP, SKIP + WARMUP + ACTIVE)
-    got = {m: {"wall": [], "cpu": [], "samples": []} for m in modes}
+    runs = [(m, m, args.prof) for m in modes]
+    if args.against:
+        runs += [(m + "@other", m, args.against) for m in modes if m != "off"]
+    got = {label: {"wall": [], "cpu": [], "samples": []} for label, _, _ in runs}
     with tempfile.TemporaryDirectory(prefix="bench-sampler-py-") as tmp:
         for rnd in range(args.rounds):
-            order = modes[rnd % len(modes):] + modes[:rnd % len(modes)]
-            for m in order:
-                times, cpu, samples = run_one(m, args, tmp, rnd)
-                got[m]["wall"] += [times[i] for i in rec]
-                got[m]["cpu"] += [cpu[i] for i in rec]
-                got[m]["samples"].append(samples)
+            order = runs[rnd % len(runs):] + runs[:rnd % len(runs)]
+            for label, m, prof in order:
+                times, cpu, samples = run_one(m, prof, args, tmp, rnd)
+                got[label]["wall"] += [times[i] for i in rec]
+                got[label]["cpu"] += [cpu[i] for i in rec]
+                got[label]["samples"].append(samples)
     print("%d recorded steps x %d rounds, torch threads %s, %d sleeping Python threads; "
           "medians per recorded step"
           % (len(rec), args.rounds, args.threads or "default", args.sleepers))
-    print("%-9s %12s %9s %12s %9s %16s" % ("mode", "wall", "overhead", "CPU (all)",
+    print("%-14s %12s %9s %12s %9s %16s" % ("mode", "wall", "overhead", "CPU (all)",
                                            "overhead", "samples/window"))
     result = {"rounds": args.rounds, "threads": args.threads, "sleepers": args.sleepers,
               "rows": []}
     base = {c: statistics.median(got[modes[0]][c]) for c in ("wall", "cpu")}
-    for m in modes:
+    for m, _, _ in runs:
         w = statistics.median(got[m]["wall"])
         c = statistics.median(got[m]["cpu"])
         row = dict(mode=m, wall_ms=w * 1e3, cpu_ms=c * 1e3,
@@ -136,7 +146,7 @@ def main():
                    cpu_overhead_pct=(c / base["cpu"] - 1) * 100,
                    samples=statistics.median(got[m]["samples"]))
         result["rows"].append(row)
-        print("%-9s %9.3f ms %8.1f%% %9.3f ms %8.1f%% %16d" % (
+        print("%-14s %9.3f ms %8.1f%% %9.3f ms %8.1f%% %16d" % (
             m, row["wall_ms"], row["wall_overhead_pct"], row["cpu_ms"],
             row["cpu_overhead_pct"], row["samples"]))
     print("(overheads against the first mode, %s)" % modes[0])
