@@ -48,6 +48,7 @@
 #include "../events/evbuf.h"
 #include "../host/host.h"
 #include "../util/log.h"
+#include "pystacks.h"
 
 #define SLOTS_MAX 1024       /* threads sampled at once (power of two) */
 #define SCAN_MS 10           /* thread discovery period while recording */
@@ -585,6 +586,7 @@ static void wake_thread(char c)
 int sampler_record_stack(unsigned kind, uint64_t id)
 {
 	uint64_t ips[SAMPLER_DEPTH_MAX];
+	int64_t ts = clock_now_ns();
 	bool truncated;
 	int n;
 
@@ -593,7 +595,9 @@ int sampler_record_stack(unsigned kind, uint64_t id)
 	n = sampler_backtrace_now(ips, (int)atomic_load(&smp.depth), &truncated);
 	if (n <= 0)
 		return -1;
-	return smp.h->shim->evbuf_append_raw(EVBUF_STACK, clock_now_ns(), ips,
+	/* In Python, with the GIL: the Python frames of this very moment. */
+	pystacks_capture_now((int32_t)syscall(SYS_gettid), ts);
+	return smp.h->shim->evbuf_append_raw(EVBUF_STACK, ts, ips,
 					     (uint32_t)(n * sizeof *ips), id,
 					     (uint64_t)kind << 8 |
 					     (truncated ? EVBUF_STACK_TRUNCATED : 0));

@@ -81,6 +81,7 @@ static struct {
 	 * unwind_learn_entry before any timer exists. */
 	_Atomic uintptr_t entry_lo, entry_hi;
 	_Atomic int recording;
+	_Atomic pid_t pid;                /* the ticker's signals come from it */
 	_Atomic uint32_t epoch;
 	unsigned long long adds, subs;    /* sampler thread only */
 	_Atomic uint64_t samples, lost, slow;
@@ -269,7 +270,8 @@ static struct sampler_slot *slot_of(const siginfo_t *si)
 	uintptr_t hi = lo + uw.cfg.nslots * sizeof *uw.cfg.slots;
 
 	if ((si->si_code != SI_TIMER &&
-	     (si->si_code != SI_QUEUE || si->si_pid != getpid())) ||
+	     (si->si_code != SI_QUEUE ||
+	      si->si_pid != atomic_load_explicit(&uw.pid, memory_order_relaxed))) ||
 	    !lo || p < lo || p >= hi || (p - lo) % sizeof *uw.cfg.slots)
 		return NULL;
 	return (struct sampler_slot *)p;
@@ -542,6 +544,7 @@ int unwind_install(int signo)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(signo, NULL, &old) != 0)
 		return -1;
+	atomic_store(&uw.pid, getpid());
 	if (!(old.sa_flags & SA_SIGINFO) || old.sa_sigaction != unwind_handler)
 		uw.old[signo] = old;
 	atomic_store(&uw.owned[signo], 1);

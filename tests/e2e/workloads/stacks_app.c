@@ -6,7 +6,9 @@
  *   stacks_app [--steps N] [--step-ms MS] [--late STEP] [--brief STEP]
  *              [--deep N] [--own-sigprof] [--ranges] [--churn N [--churn-us US]]
  *
- * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d.
+ * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d
+ * (100 ms at a time; "sleeper interrupted N" at the end counts the sleeps
+ * a signal cut short).
  * The main thread runs N steps of MS milliseconds each (prof_step() at
  * each end). --late starts thread "late" at that step, which spins in
  * late_work. --brief starts thread "brief" at that step; it spins in
@@ -55,6 +57,8 @@ static void bind(void)
 	if (!p_pop) p_pop = nop;
 }
 
+static atomic_long sleeper_eintr;
+
 static void sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
@@ -89,11 +93,16 @@ NOINLINE double a(double x)
 	return b(x) + 3;
 }
 
-/* Sleeps until told to stop, waking rarely: it uses next to no CPU. */
+/* Sleeps until told to stop, waking rarely: it uses next to no CPU.
+ * Counts the sleeps a signal cut short. */
 NOINLINE void d(void)
 {
-	while (!atomic_load(&stop))
-		sleep_ms(100);
+	while (!atomic_load(&stop)) {
+		struct timespec ts = { 0, 100000000 };
+
+		while (nanosleep(&ts, &ts) != 0)
+			atomic_fetch_add(&sleeper_eintr, 1);
+	}
 	sink += 1;
 }
 
@@ -292,6 +301,7 @@ int main(int argc, char **argv)
 		printf("sigprof %ld timer %ld\n", atomic_load(&sigprof_itimer),
 		       atomic_load(&sigprof_timer));
 	}
+	printf("sleeper interrupted %ld\n", atomic_load(&sleeper_eintr));
 	printf("done %ld\n", steps);
 	return 0;
 }
