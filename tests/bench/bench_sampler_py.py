@@ -10,6 +10,9 @@ modes interleaved (their order rotated each round) for several rounds:
   wall99    cpu_samples = { clock = "wall" }      (99 Hz)
   cpu999    cpu_samples = { hz = 999 }
   wall999   cpu_samples = { hz = 999, clock = "wall" }
+  snap      range_stacks = true: no signal at all, only the Python bridge's
+            stack snapshots (100 per second, each taking the GIL), the part
+            of the cost that is Python's own (not in the default modes)
 
 With --sleepers N, N Python threads beside the loop wake every 5 ms.
 Reports, per mode, the median time per recorded step, in wall-clock
@@ -45,7 +48,9 @@ CAPTURE = {
     "wall99": 'prof.capture { cpu_samples = { clock = "wall" } }',
     "cpu999": "prof.capture { cpu_samples = { hz = 999 } }",
     "wall999": 'prof.capture { cpu_samples = { hz = 999, clock = "wall" } }',
+    "snap": "prof.capture { range_stacks = true }",
 }
+DEFAULT_MODES = "off,cpu99,wall99,cpu999,wall999"
 
 
 def run_one(mode, prof, args, tmp, rnd):
@@ -104,7 +109,8 @@ def main():
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
-    p.add_argument("--modes", default=",".join(CAPTURE))
+    p.add_argument("--modes", default=DEFAULT_MODES,
+                   help="comma-separated, the first is the baseline (%s)" % DEFAULT_MODES)
     p.add_argument("--against", metavar="PROF",
                    help="also run each mode but 'off' under this other build's prof "
                         "(rows 'MODE@other'), interleaved with the first")
