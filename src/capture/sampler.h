@@ -74,7 +74,7 @@ struct sampler_slot {
 	_Atomic uintptr_t entry_at, entry_ra;
 	_Atomic int has_timer;     /* `timer` exists */
 	int seen;                  /* found by the current scan */
-	bool own;                  /* a thread of profhost's: no timer */
+	bool own;                  /* a thread of profhost's: never sampled */
 	int blocking;              /* scans until a blocking thread is looked
 				      at again (0: it is not) */
 	int backoff;               /* the last such wait, in scans */
@@ -181,10 +181,9 @@ void wallclock_open(uint64_t gen);
  * thread that ran since its last sample, or has none in window `gen` yet,
  * gets a sampling signal on `signo`; each other one counts its last sample
  * again, without a signal. A thread skipped (its signal still pending)
- * is weighed at the next tick it gets. Sampler thread. Returns the
- * signals sent.
+ * is weighed at the next tick it gets. Sampler thread.
  */
-size_t wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
+void wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
 		      int signo, int64_t now, uint64_t tick);
 
 /* Adds window `gen`'s repeated samples to `t` (copies of the stacks they

@@ -319,7 +319,7 @@ static void walk_entry(struct walk *w, uintptr_t pc, uintptr_t callee,
 
 	if (!lo || pc < lo || pc >= hi)
 		return;
-	if (!callee || in_ranges(uw.libc, uw.nlibc, callee) || pc_unsafe(callee)) {
+	if (!callee || in_ranges(uw.libc, uw.nlibc, callee)) {
 		w->unsafe = true;
 		return;
 	}

@@ -140,11 +140,11 @@ static int send_sample(struct sampler_slot *sl, int32_t tid, int signo,
 	return -1;
 }
 
-size_t wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
-		      int signo, int64_t now, uint64_t tick)
+void wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
+		    int signo, int64_t now, uint64_t tick)
 {
 	struct repeat rep[64];
-	size_t i, n = 0, sent = 0;
+	size_t i, n = 0;
 
 	for (i = 0; i < nslots; i++) {
 		struct sampler_slot *sl = &slots[i];
@@ -171,10 +171,8 @@ size_t wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
 		if (!last || (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec -
 		    atomic_load_explicit(&sl->cpu_after, memory_order_relaxed) >
 		    WALL_IDLE_NS) {
-			if (send_sample(sl, tid, signo, weight) == 0) {
+			if (send_sample(sl, tid, signo, weight) == 0)
 				sl->wall_tick = tick;
-				sent++;
-			}
 			continue;
 		}
 		rep[n].ts = now;
@@ -189,7 +187,6 @@ size_t wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
 	}
 	if (n)
 		store(gen, rep, n);
-	return sent;
 }
 
 /* A sample stack's (tid, ts) and index, for finding what a repeat repeats. */
