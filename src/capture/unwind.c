@@ -179,11 +179,11 @@ static void add_function_range(struct symbols *sym, void *addr)
 /* Start-up (see sampler.h). */
 int unwind_setup(const struct unwind_config *cfg)
 {
-	uintptr_t mods[1], self[2], libc_malloc = 0;
+	uintptr_t mods[2], self[2], libc_malloc = 0;
 	struct range r[UNWIND_RANGES];
 	struct symbols *sym;
 	size_t n = 0, nr, i;
-	void *libc, *p;
+	void *libc, *p, *ips[2];
 
 	uw.cfg = *cfg;
 	if (uw.cfg.depth < 1)
@@ -216,9 +216,12 @@ int unwind_setup(const struct unwind_config *cfg)
 	module_ranges(mods, libc_malloc ? 1 : 0, uw.libc, &uw.nlibc);
 	/* The whole dynamic loader (TLS, dlopen and their locks), found at
 	 * the base address the kernel loaded it at (its symbols may be
-	 * interposed: a sanitizer wraps __tls_get_addr). */
+	 * interposed: a sanitizer wraps __tls_get_addr); and libunwind
+	 * itself (a thread inside it, the application's own use, may be
+	 * setting up what unw_backtrace needs). */
 	if (getauxval(AT_BASE))
 		mods[n++] = (uintptr_t)getauxval(AT_BASE);
+	mods[n++] = (uintptr_t)&unw_backtrace;
 	module_ranges(mods, n, r, &nr);
 	for (i = 0; i < nr && uw.nunsafe < UNWIND_RANGES; i++)
 		uw.unsafe[uw.nunsafe++] = r[i];
@@ -226,6 +229,11 @@ int unwind_setup(const struct unwind_config *cfg)
 	self[1] = (uintptr_t)cfg->append;
 	module_ranges(self, 2, uw.self, &uw.nself);
 	unwind_poll_loader();
+	/* libunwind sets its trace cache up once per process (pthread_once)
+	 * at the first unw_backtrace: here, where no handler can interrupt
+	 * it and call unw_backtrace again, which would wait on that once
+	 * forever. */
+	unw_backtrace(ips, 2);
 	return uw.nunsafe && libc_malloc ? 0 : -1;
 }
 
@@ -535,13 +543,20 @@ void unwind_handler(int signo, siginfo_t *si, void *uc)
 int unwind_install(int signo)
 {
 	struct sigaction sa, old;
+	int r;
 
 	if (signo <= 0 || signo >= NSIG)
 		return -1;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = unwind_handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/* No handler of ours inside another (the sampler moves to another
+	 * signal when the application takes its own: both may fire): one
+	 * unwind at a time per thread. */
 	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGPROF);
+	for (r = SIGRTMIN; r <= SIGRTMAX; r++)
+		sigaddset(&sa.sa_mask, r);
 	if (sigaction(signo, NULL, &old) != 0)
 		return -1;
 	atomic_store(&uw.pid, getpid());
@@ -604,6 +619,23 @@ void unwind_poll_loader(void)
 	}
 }
 
+/* Blocks the sampling signal on the calling thread (*old: the mask to put
+ * back), so that its handler cannot run inside the caller's own libunwind
+ * call (the same per-thread cache; the same once-only set-up). Returns
+ * whether it blocked anything. */
+static bool block_sampling(sigset_t *old)
+{
+	int sig = atomic_load(&uw.block_signo);
+	sigset_t set;
+
+	if (!sig)
+		return false;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, old);
+	return true;
+}
+
 /* The calling thread's checked walk (from here, outside any handler). */
 static void walk_self(struct walk *w)
 {
@@ -622,16 +654,22 @@ uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
 	void *ips[4];
 	struct walk w;
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
+	sigset_t old;
+	bool blocked = block_sampling(&old);
 
 	unw_backtrace(ips, 4);
 	*entry_at = *entry_ra = 0;
-	if (!atomic_load(&uw.entry_lo))
-		return 0; /* not learnt yet: the first sample checks */
-	walk_self(&w);
-	*entry_at = w.entry_at;
-	*entry_ra = w.entry_ra;
-	if (slot)
-		mark_safe(slot, ep, &w);
+	if (atomic_load(&uw.entry_lo)) {
+		walk_self(&w);
+		*entry_at = w.entry_at;
+		*entry_ra = w.entry_ra;
+		if (slot)
+			mark_safe(slot, ep, &w);
+	} else {
+		ep = 0; /* not learnt yet: the first sample checks */
+	}
+	if (blocked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ep;
 }
 
@@ -666,8 +704,9 @@ int unwind_learn_entry(void)
 int sampler_backtrace_now(uint64_t *out, int max, bool *truncated)
 {
 	void *ips[SAMPLER_DEPTH_MAX + UNWIND_SELF_MAX + 1];
-	int sig = atomic_load(&uw.block_signo), want, n, i, k;
-	sigset_t set, old;
+	int want, n, i, k;
+	sigset_t old;
+	bool blocked;
 
 	*truncated = false;
 	if (max <= 0)
@@ -675,13 +714,9 @@ int sampler_backtrace_now(uint64_t *out, int max, bool *truncated)
 	if (max > SAMPLER_DEPTH_MAX)
 		max = SAMPLER_DEPTH_MAX;
 	want = max + UNWIND_SELF_MAX + 1;
-	if (sig) {
-		sigemptyset(&set);
-		sigaddset(&set, sig);
-		pthread_sigmask(SIG_BLOCK, &set, &old);
-	}
+	blocked = block_sampling(&old);
 	n = unw_backtrace(ips, want);
-	if (sig)
+	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	for (i = 0; i < n && i < UNWIND_SELF_MAX &&
 		    in_ranges(uw.self, uw.nself, (uintptr_t)ips[i]); i++)

@@ -4,6 +4,7 @@ flamegraph.pl parses it), cpu_functions.txt and the Chrome trace."""
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import unittest
@@ -433,10 +434,12 @@ class ThreadChurn(TempDirTest):
             while pending and len(running) < self.PARALLEL:
                 k = pending.pop(0)
                 out = os.path.join(self.tmp, "out%d" % k)
+                # Its own session: a hung run is killed with its target.
                 p = subprocess.Popen(
                     [PROF, "run", "-s", policy, "-o", out, "--", STACKS_APP,
                      "--steps", "32", "--step-ms", "50", "--churn", "16"],
-                    env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    start_new_session=True)
                 running.append((k, p, out, time.monotonic()))
             time.sleep(0.05)
             for item in list(running):
@@ -445,7 +448,7 @@ class ThreadChurn(TempDirTest):
                     continue
                 running.remove(item)
                 if p.poll() is None:
-                    p.kill()
+                    os.killpg(p.pid, signal.SIGKILL)
                     p.communicate()
                     results.append((k, "hung (killed after %d s)" % self.TIMEOUT_S, out))
                     continue
