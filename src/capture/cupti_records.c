@@ -12,8 +12,8 @@
  */
 #include "cupti_internal.h"
 #include "../events/bigalloc.h"
+#include "../util/demangle.h"
 
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,10 +283,11 @@ static long step_at(const struct trace *t, int64_t ts)
  * cached by CUPTI's name pointer (shared by all records of a kernel). */
 static uint32_t kernel_name(struct cupti_conv *c, const char *name)
 {
-	static char *(*demangle)(const char *, char *, size_t *, int *);
+	static demangle_fn demangle;
 	static int looked;
 	size_t i, mask;
 	uint32_t id;
+	char *d;
 
 	if (!name)
 		name = "(unknown kernel)";
@@ -307,18 +308,13 @@ static uint32_t kernel_name(struct cupti_conv *c, const char *name)
 		return c->name_id[i];
 	if (!looked) {
 		looked = 1;
-		demangle = (char *(*)(const char *, char *, size_t *, int *))
-			dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		demangle = demangle_find(false);
 	}
 	id = STRTAB_NONE;
-	if (demangle && name[0] == '_' && name[1] == 'Z') {
-		int status = -1;
-		char *d = demangle(name, NULL, NULL, &status);
-
-		if (d && status == 0)
-			id = trace_intern(c->t, d, strlen(d));
-		free(d);
-	}
+	d = demangle_full(demangle, name);
+	if (d)
+		id = trace_intern(c->t, d, strlen(d));
+	free(d);
 	if (id == STRTAB_NONE)
 		id = trace_intern(c->t, name, strlen(name));
 	if (c->name_key) {

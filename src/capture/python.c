@@ -491,12 +491,17 @@ static bool pyb_other_step_source(const struct policy_config *c)
 	       c->steps.kernel || c->steps.every_ms;
 }
 
-/* Python stack snapshots per second: none without CPU samples or without
- * a way to merge them, else the sampling rate up to PYSTACKS_MAX_HZ. */
+/* Python stack snapshots per second: none without stacks (CPU samples,
+ * range or CUDA-call stacks) or without a way to merge them, else the
+ * sampling rate (PYSTACKS_MAX_HZ for stacks taken on purpose) up to
+ * PYSTACKS_MAX_HZ. */
 static uint32_t pyb_stack_rate(struct host *h)
 {
-	uint32_t hz = h->cfg->capture.cpu_hz;
+	const struct policy_config *c = h->cfg;
+	uint32_t hz = c->capture.cpu_hz;
 
+	if (!hz && (c->capture.range_stacks || c->capture.cuda_backtrace_us))
+		hz = PYSTACKS_MAX_HZ;
 	if (hz == 0 || pystacks_init() != 0)
 		return 0;
 	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;

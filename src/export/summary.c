@@ -10,6 +10,7 @@
 #include "key_averages.h"
 #include "outfile.h"
 #include "phases.h"
+#include "stacks.h"
 #include "textbuf.h"
 
 #define NAME_COLS 40      /* widest range name shown */
@@ -220,6 +221,28 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c)
 	textbuf_puts(tb, "\n");
 }
 
+/* The CPU samples, with the rate asked and the rate the clock gave. */
+static void put_samples(struct textbuf *tb, const struct trace *t)
+{
+	uint64_t samples;
+	uint32_t given = stacks_given_hz(t, &samples);
+
+	if (!t->sampling.hz)
+		return;
+	textbuf_printf(tb, "CPU samples: %llu (%s clock, %u Hz asked, ",
+		       (unsigned long long)samples,
+		       t->sampling.wall_clock ? "wall" : "CPU-time", t->sampling.hz);
+	if (samples)
+		textbuf_printf(tb, "%u Hz given", given);
+	else
+		textbuf_puts(tb, "none taken");
+	if (t->sampling.lost)
+		textbuf_printf(tb, ", %llu lost", (unsigned long long)t->sampling.lost);
+	textbuf_puts(tb, given && given < t->sampling.hz * 8 / 10 && !t->sampling.wall_clock ?
+		     "; CPU-time timers fire at the kernel's tick: each sample stands "
+		     "for the periods it covers)\n\n" : ")\n\n");
+}
+
 /* The per-step phase breakdown, when the window has phases (Python). */
 static int put_phases(struct textbuf *tb, const struct trace *t, struct err *e)
 {
@@ -311,6 +334,7 @@ char *summary_render(const struct trace *t, const char *dir,
 		return NULL;
 	}
 	put_ranges(&tb, t, &tab);
+	put_samples(&tb, t);
 	gpu_summary_put(&tb, &gpu);
 	put_counters(&tb, &t->counters);
 	put_notes(&tb, t);

@@ -56,12 +56,15 @@ def _lookup():
 
     try:
         lib = ctypes.CDLL(None)
+        # A range push keeps the GIL (it is short): with range_stacks the
+        # host then reads the Python frames that pushed it.
+        with_gil = ctypes.PyDLL(None)
     except OSError:
         return {}
     found = {}
     for name, (argtypes, restype) in _signatures(ctypes).items():
         try:
-            fn = getattr(lib, name)
+            fn = getattr(with_gil if name == "prof_range_push" else lib, name)
         except AttributeError:
             return {}
         fn.argtypes = argtypes

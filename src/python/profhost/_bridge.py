@@ -816,7 +816,21 @@ def _set_stacks(on, recording):
     _stacks_on = on
     _stacks_gen += 1
     if on:
-        _thread.start_new_thread(_stack_loop, (_stacks_gen,))
+        _start_unsignalled(_stack_loop, (_stacks_gen,))
+
+
+def _start_unsignalled(func, args):
+    """Starts a thread of profhost's with every signal blocked from its
+    first instruction (a thread inherits its creator's mask): the CPU
+    sampler never samples it, not even before it has named itself, and the
+    application's signals go to its own threads."""
+    import signal
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        _thread.start_new_thread(func, args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _native_ids():
@@ -844,10 +858,16 @@ def _stack_loop(gen):
     me = _thread.get_ident()
     sleep = time.sleep
     names = {}
+    taken = False  # a snapshot taken since recording (re)started
     while _stacks_on and _stacks_gen == gen and not _down:
-        sleep(period)
+        # Every period while recording, the first one at once: a window's
+        # first samples need a snapshot near them.
+        if taken or not _stacks_rec:
+            sleep(period)
         if not _stacks_rec:
+            taken = False
             continue
+        taken = True
         try:
             frames = sys._current_frames()
             ts = _now()
