@@ -14,6 +14,18 @@ const char *query_phase_name(enum query_phase p)
 	return (unsigned)p < QUERY_PHASE_COUNT ? query_phase_names[p] : NULL;
 }
 
+/* torch's name of a DataLoader fetch, its record_function label
+ * "enumerate(DataLoader)#<iterator class>.__next__": what TensorBoard's
+ * plugin counts as DataLoader time, and the Python bridge's data phase. */
+static int is_dataloader_fetch(const char *name, size_t len)
+{
+	static const char pre[] = "enumerate(DataLoader)#", suf[] = ".__next__";
+	const size_t np = sizeof pre - 1, ns = sizeof suf - 1;
+
+	return len >= np + ns && memcmp(name, pre, np) == 0 &&
+	       memcmp(name + len - ns, suf, ns) == 0;
+}
+
 enum query_phase query_phase_of(const char *name, size_t len)
 {
 	int i;
@@ -22,7 +34,7 @@ enum query_phase query_phase_of(const char *name, size_t len)
 		if (strlen(query_phase_names[i]) == len &&
 		    memcmp(query_phase_names[i], name, len) == 0)
 			return (enum query_phase)i;
-	return QUERY_PHASE_COUNT;
+	return is_dataloader_fetch(name, len) ? QUERY_PHASE_DATA : QUERY_PHASE_COUNT;
 }
 
 /* The strtab id of `s`, or STRTAB_NONE when the trace never names it. */

@@ -26,7 +26,10 @@
 
 /* The step phases, in the order reports show them. Phase ranges are
  * user_annotation ranges with these exact names inside a step, on the
- * step's thread; "other" is the rest of the step. */
+ * step's thread; "other" is the rest of the step. A range named as torch
+ * names a DataLoader fetch, "enumerate(DataLoader)#<iterator>.__next__"
+ * (the name TensorBoard's plugin counts as DataLoader time), is "data"
+ * too: the Python bridge names its data phase so. */
 enum query_phase {
 	QUERY_PHASE_DATA = 0,
 	QUERY_PHASE_FORWARD,
@@ -39,7 +42,8 @@ enum query_phase {
 /* "data", "forward", ...; NULL outside the enum. */
 const char *query_phase_name(enum query_phase p);
 
-/* The phase named `name` (len bytes), or QUERY_PHASE_COUNT when none. */
+/* The phase named `name` (len bytes), or QUERY_PHASE_COUNT when none (the
+ * one definition of the phase names: the Python bridge uses it too). */
 enum query_phase query_phase_of(const char *name, size_t len);
 
 /* A half-open time interval. */

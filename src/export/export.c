@@ -2,6 +2,7 @@
 #include "export.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,43 @@
 #include "stacks.h"
 #include "summary.h"
 
+/* What the time base is floored to: a week (export.h). */
+#define BASE_PERIOD_NS (604800LL * 1000000000LL)
+
+/* v + d, held at the int64 limits rather than wrapped. */
+static int64_t add_sat(int64_t v, int64_t d)
+{
+	int64_t out;
+
+	if (__builtin_add_overflow(v, d, &out))
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	return out;
+}
+
+void export_unix_time(struct trace *t)
+{
+	struct trace_meta *m = &t->meta;
+	int64_t wall = add_sat(m->base_time_ns, m->start_ts), base, d;
+	size_t i;
+
+	base = wall / BASE_PERIOD_NS * BASE_PERIOD_NS;
+	if (base > wall)
+		base -= BASE_PERIOD_NS; /* floor, not towards zero */
+	d = m->base_time_ns - base;
+	if (d == 0)
+		return;
+	for (i = 0; i < t->nev; i++)
+		t->ev[i].ts = add_sat(t->ev[i].ts, d);
+	for (i = 0; i < t->nsteps; i++)
+		t->steps[i].ts = add_sat(t->steps[i].ts, d);
+	for (i = 0; i < t->nstacks; i++)
+		t->stacks[i].ts = add_sat(t->stacks[i].ts, d);
+	m->start_ts = add_sat(m->start_ts, d);
+	m->end_ts = add_sat(m->end_ts, d);
+	m->monotonic_offset_ns -= d;
+	m->base_time_ns = base;
+}
+
 /* Remembers a written file in *res. */
 static void note_file(struct export_result *res, const char *path)
 {
@@ -25,6 +63,15 @@ static void note_file(struct export_result *res, const char *path)
 		if (res->files[res->nfiles])
 			res->nfiles++;
 	}
+}
+
+/* "window<K>_steps<a>-<b>": the window's folder name, in its rank's folder
+ * and in the TensorBoard folder. */
+static void window_name(const struct trace *t, char *out, size_t size)
+{
+	snprintf(out, size, "window%u_steps%llu-%llu", t->meta.window,
+		 (unsigned long long)t->meta.first_step,
+		 (unsigned long long)t->meta.last_step);
 }
 
 /* Creates <run_dir>/rank<R>/window<K>_steps<a>-<b> in res->dir. */
@@ -39,9 +86,7 @@ static int make_window_dir(const struct trace *t, const char *run_dir,
 		return err_set(e, "output path '%s' is too long", run_dir);
 	if (fsutil_mkdirs(rank_dir, 0755, e) != 0)
 		return -1;
-	snprintf(name, sizeof name, "window%u_steps%llu-%llu", t->meta.window,
-		 (unsigned long long)t->meta.first_step,
-		 (unsigned long long)t->meta.last_step);
+	window_name(t, name, sizeof name);
 	if (fsutil_join(res->dir, sizeof res->dir, rank_dir, name, e) != 0)
 		return -1;
 	if (mkdir(res->dir, 0755) == 0)
@@ -73,16 +118,23 @@ static int write_chrome(const struct trace *t, const char *path, bool gzip,
 	return outfile_commit(f, e);
 }
 
-/* TensorBoard's profiler plugin looks for
- * <logdir>/<run>/<worker>.<timestamp>.pt.trace.json.gz. */
+/* <run_dir>/tensorboard/window<K>_steps<a>-<b>/<host>_<pid>.<ms>.pt.trace.json.gz:
+ * TensorBoard's profiler plugin takes each folder under its logdir that
+ * holds *.pt.trace.json[.gz] files as a run and each file as a worker
+ * (<worker>.<timestamp>); Holistic Trace Analysis wants a flat folder of
+ * one file per rank (it reads the rank from distributedInfo, and a second
+ * file of the same rank replaces the first). A folder per window gives
+ * both: one file per rank and window. */
 static int write_tensorboard(const struct trace *t, const char *run_dir,
 			     const char *chrome_path, bool chrome_is_gz,
 			     struct export_result *res, struct err *e)
 {
-	char dir[4096], path[4352];
+	char tb[4096], dir[4096], path[4352], name[128];
 	long long ms = (t->meta.base_time_ns + t->meta.end_ts) / 1000000;
 
-	if (fsutil_join(dir, sizeof dir, run_dir, "tensorboard", e) != 0 ||
+	window_name(t, name, sizeof name);
+	if (fsutil_join(tb, sizeof tb, run_dir, "tensorboard", e) != 0 ||
+	    fsutil_join(dir, sizeof dir, tb, name, e) != 0 ||
 	    fsutil_mkdirs(dir, 0755, e) != 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/%s_%d.%lld.pt.trace.json.gz", dir,

@@ -154,8 +154,10 @@ class ScheduledWindows(TempDirTest):
         self.assertTrue(os.path.exists(os.path.join(dirs[0], "trace.json.gz")))
         trace = load_trace(dirs[0])
         self.assertEqual(trace["distributedInfo"], {"rank": 3, "world_size": 8})
-        tb = glob.glob(os.path.join(out, "*", "tensorboard", "*.pt.trace.json.gz"))
+        # one folder per window in the TensorBoard folder (docs/output.md)
+        tb = glob.glob(os.path.join(out, "*", "tensorboard", "*", "*.pt.trace.json.gz"))
         self.assertEqual(len(tb), 1, tb)
+        self.assertEqual(os.path.basename(os.path.dirname(tb[0])), "window0_steps1-2")
         self.assertRegex(os.path.basename(tb[0]), r"^.+_\d+\.\d+\.pt\.trace\.json\.gz$")
 
 

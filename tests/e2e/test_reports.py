@@ -445,8 +445,13 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
         phases = ("data", "forward", "backward", "optimizer", "other")
 
         def row(text, after, first):
-            lines = text[text.index(after):].splitlines()
-            return next(l for l in lines if l.split()[:1] == [first])
+            """The first line after `after` whose first word is `first` (the
+            data phase's range may bear torch's DataLoader name)."""
+            def named(line):
+                word = line.split()[0] if line.split() else ""
+                return word == first or (first == "data" and
+                                         word.startswith("enumerate(DataLoader)#"))
+            return next(l for l in text[text.index(after):].splitlines() if named(l))
 
         pct = lambda cells: [float(c.rstrip("%")) for c in cells if c not in ("%",)]
         summary = dict(zip(("total",) + phases,

@@ -347,6 +347,11 @@ static void test_copies_sync_memory(void)
 		CHECK_EQ_INT(e->ph, TRACE_PH_INSTANT);
 		CHECK_EQ_INT(arg(&t, e, "Bytes")->v.i, delta[i]);
 		CHECK_EQ_INT(arg(&t, e, "Total Allocated")->v.i, total[i]);
+		/* TensorBoard's memory view needs it: CUPTI sees what the
+		 * driver handed out, which is also what is reserved */
+		CHECK(arg(&t, e, "Total Reserved") != NULL);
+		if (arg(&t, e, "Total Reserved"))
+			CHECK_EQ_INT(arg(&t, e, "Total Reserved")->v.i, total[i]);
 	}
 	cupti_conv_free(&c);
 	trace_free(&t);

@@ -168,6 +168,29 @@ static void test_phase_summary(void)
 	CHECK(sum.steps == 0 && !sum.partial && query_phase_share(&sum, QUERY_PHASE_DATA) == 0);
 }
 
+/* The phase names, and torch's name of a DataLoader fetch (what the
+ * Python bridge writes its data phase as, TensorBoard's DataLoader
+ * category) for data. */
+static void test_phase_names(void)
+{
+	static const char dl[] = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+	static const char *const not_phases[] = {
+		"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__iter__",
+		"enumerate(DataLoader)#.__next_", "enumerate(DataLoader)#", "Data",
+		"forward ", "enumerate(DataPipe)#x.__next__",
+	};
+	size_t i;
+
+	CHECK_EQ_INT(query_phase_of("data", 4), QUERY_PHASE_DATA);
+	CHECK_EQ_INT(query_phase_of("optimizer", 9), QUERY_PHASE_OPTIMIZER);
+	CHECK_EQ_INT(query_phase_of(dl, strlen(dl)), QUERY_PHASE_DATA);
+	CHECK_EQ_INT(query_phase_of("enumerate(DataLoader)#.__next__", 31), QUERY_PHASE_DATA);
+	for (i = 0; i < sizeof not_phases / sizeof not_phases[0]; i++)
+		CHECK_EQ_INT(query_phase_of(not_phases[i], strlen(not_phases[i])),
+			     QUERY_PHASE_COUNT);
+	CHECK_EQ_STR(query_phase_name(QUERY_PHASE_DATA), "data");
+}
+
 static void test_busy_and_during(void)
 {
 	struct trace t;
@@ -271,6 +294,7 @@ int main(void)
 	test_aggregate();
 	test_steps_and_phases();
 	test_phase_summary();
+	test_phase_names();
 	test_busy_and_during();
 	test_sample_tree();
 	return check_done();
