@@ -5,8 +5,8 @@
  * Lua's own matcher backtracks inside one C call, where the sandbox's count
  * hook never runs: string.rep("a", 1500):find(".-.-.-b") takes minutes and
  * no time budget could stop it. These functions match the same patterns
- * with the same results and messages (Lua 5.4 manual, section 6.4.1), and
- * call `check` every few thousand matching steps; `check` raises (a Lua
+ * with the same results and messages (src/util/lpattern.c), and call
+ * `check` every few thousand matching steps; `check` raises (a Lua
  * error, longjmp) to stop a match. The matcher holds no memory of its own,
  * so being stopped anywhere leaks nothing.
  *
@@ -17,11 +17,9 @@
 
 #include <lua.h>
 
-/* Called every PATTERN_CHECK_STEPS matching steps with the state running
- * the match; may raise. */
+/* Called every LPATTERN_CHECK_STEPS matching steps (src/util/lpattern.h)
+ * with the state running the match; may raise. */
 typedef void (*pattern_check_fn)(lua_State *L);
-
-#define PATTERN_CHECK_STEPS 4096
 
 /* Replaces find, match, gmatch and gsub in the string library table on top
  * of L's stack (string methods use that table, so s:find() too). May raise

@@ -76,8 +76,9 @@ static void push_where(lua_State *L, lua_State *from, int level)
 }
 
 /* Raises the budget error, or "interrupted", at the file:line of the
- * innermost Lua function at stack level `level` or above once the deadline has passed or an interrupt came (the
- * poll function may bring one). From then on the count hook runs at every
+ * innermost Lua function at stack level `level` or above, once the deadline
+ * has passed or an interrupt came (the poll function may bring one). From
+ * then on the count hook runs at every
  * instruction, so code that catches the error with pcall is stopped again
  * at its next instruction outside the pcall. */
 static void sb_check(lua_State *L, int level)
