@@ -162,6 +162,11 @@ struct query_step {
 	int64_t phase[QUERY_PHASE_COUNT]; /* data .. optimizer: time in those
 				  ranges (overlaps counted once); other:
 				  the rest of the step */
+	int64_t phase_start[QUERY_PHASE_COUNT]; /* data .. optimizer: when the
+				  first range of the phase starts in the
+				  step (bit p of phase_mask set); other:
+				  unused */
+	unsigned phase_mask;
 	bool has_phases;     /* some phase range was found in the step */
 };
 
@@ -169,6 +174,32 @@ struct query_step {
  * (NULL when there are no steps). Returns 0 or -1. */
 int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 		struct err *e);
+
+/*
+ * The one definition of each phase's share, which every table showing
+ * phases (summary.txt, report.txt, trace:phases(), the run report) uses.
+ * The steps counted are the complete steps that have phases; when no
+ * complete step has any, the steps with phases (cut short by the process
+ * ending). A phase's share is its time in those steps over their time:
+ * phases never overlap and `other` is the rest, so the shares add up to
+ * 100 % and none is above it.
+ */
+struct query_phase_sum {
+	size_t steps;                     /* steps counted */
+	bool partial;                     /* ... they are partial steps */
+	int64_t total;                    /* their time, ns: the 100 % */
+	int64_t phase[QUERY_PHASE_COUNT]; /* each phase's time in them */
+};
+
+/* Whether step `s` counts, for a summary whose `partial` is as given. */
+bool query_phase_counts(const struct query_step *s, bool partial);
+
+/* Sums the phases of steps s[0..n) (from query_steps). */
+void query_phase_summary(const struct query_step *s, size_t n,
+			 struct query_phase_sum *out);
+
+/* Phase p's share of the counted steps' time (0 when there are none). */
+double query_phase_share(const struct query_phase_sum *sum, enum query_phase p);
 
 /* ------------------------------------------------------------ busy / idle */
 
