@@ -189,8 +189,9 @@ static void write_meta(struct phb_w *w, const struct trace *t)
 	put64(p + 40, (uint64_t)m->end_ts);
 	put64(p + 48, (uint64_t)m->base_time_ns);
 	put32(p + 56, (uint32_t)m->pid);
-	put32(p + 60, 0);
-	put64(p + 64, 0); /* reserved */
+	put32(p + 60, (uint32_t)(c->windows_skipped < UINT32_MAX ? c->windows_skipped
+								   : UINT32_MAX));
+	put64(p + 64, c->dropped_steps); /* both were reserved (0) before */
 	p = w_room(w, 48);
 	put64(p, c->events);
 	put64(p + 8, c->dropped_buffer);
@@ -463,6 +464,8 @@ static int read_meta(struct phb_r *r, size_t off, size_t end, struct trace *t)
 	m->end_ts = (int64_t)get64(p + 40);
 	m->base_time_ns = (int64_t)get64(p + 48);
 	m->pid = (int32_t)get32(p + 56);
+	c->windows_skipped = get32(p + 60);
+	c->dropped_steps = get64(p + 64);
 	p += 72;
 	c->events = get64(p);
 	c->dropped_buffer = get64(p + 8);

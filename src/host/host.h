@@ -42,6 +42,10 @@ struct host_job {
 	int64_t start_ts, end_ts;
 	struct trace_step *steps;
 	size_t nsteps;
+	uint64_t dropped_steps;        /* steps past the window's step budget */
+	uint64_t windows_skipped;      /* windows skipped (queue full) since
+					  the job queued before this one */
+	bool skip;                     /* queue was full: not written */
 	uint64_t ticket;               /* capture_now ticket (0: schedule) */
 	struct host_job *next;
 };
@@ -81,6 +85,9 @@ struct window_state {
 	int64_t start_ts;
 	struct trace_step *steps;      /* its completed steps */
 	size_t nsteps, cap_steps;
+	size_t max_steps;              /* step budget of a window (from
+					  prof.capture{buffer_mb}) */
+	uint64_t dropped_steps;        /* steps past it in this window */
 	double dur_ms[HOST_DUR_RING];  /* recent step durations */
 	size_t ndur, dur_pos;
 	bool finished;                 /* the process is exiting */
@@ -106,6 +113,10 @@ struct host_thread {
 	pthread_mutex_t lock;          /* guards the queue and `busy` */
 	pthread_cond_t idle;           /* signalled when the queue empties */
 	struct host_job *head, *tail;
+	size_t queued;                 /* jobs in the queue */
+	uint64_t skipped;              /* windows skipped (queue full) since
+					  the last one queued to be written */
+	uint64_t skipped_total;        /* ... and over the run */
 	bool busy;                     /* a job is being processed */
 	bool stop;                     /* exit once the queue is empty */
 	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */

@@ -16,6 +16,15 @@
 #include "capture.h"
 #include "host.h"
 
+/* A window keeps at most one step record per WINDOW_STEP_BYTES of its
+ * event memory (prof.capture{buffer_mb}), and at least WINDOW_STEPS_MIN:
+ * a step costs its record (32 bytes), a ProfilerStep event and its text in
+ * every file, so a flood of steps stays a small share of what the window
+ * may use. Later steps are dropped and counted (trace counters
+ * `dropped_steps`). */
+#define WINDOW_STEP_BYTES 256
+#define WINDOW_STEPS_MIN 1024
+
 /* Opens a capture generation for the window that starts now, at step
  * `first`, for `reason`. Lock held. */
 static void open_window(struct host *h, const char *reason, uint64_t first,
@@ -37,6 +46,10 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	w->first = first;
 	w->start_ts = now;
 	w->nsteps = 0;
+	w->dropped_steps = 0;
+	w->max_steps = h->cfg->capture.buffer_bytes / WINDOW_STEP_BYTES;
+	if (w->max_steps < WINDOW_STEPS_MIN)
+		w->max_steps = WINDOW_STEPS_MIN;
 	snprintf(w->reason, sizeof w->reason, "%s", reason ? reason : "schedule");
 	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
 		(unsigned long long)first, w->reason);
@@ -70,6 +83,7 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 	job->end_ts = now;
 	job->steps = w->steps;
 	job->nsteps = w->nsteps;
+	job->dropped_steps = w->dropped_steps;
 	job->ticket = w->ticket;
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
@@ -97,6 +111,17 @@ static void update_arm(struct host *h, enum sched_action action, int64_t now)
 	clock_calibrate(now);
 }
 
+/* The time of an event at a step boundary, read under the window lock:
+ * boundaries from several threads are then ordered, and never earlier than
+ * the current step's start (a clock read on another core is clamped), so
+ * no step has a negative duration. Lock held. */
+static int64_t lock_now(const struct window_state *w)
+{
+	int64_t now = clock_now_ns();
+
+	return now < w->step_start ? w->step_start : now;
+}
+
 /* Records the step that just ended in the recording window; a step that
  * began before the window (a capture range opened it) starts with the
  * window. Lock held. */
@@ -105,11 +130,21 @@ static void keep_step(struct window_state *w, uint64_t step, int64_t start,
 {
 	if (start < w->start_ts)
 		start = w->start_ts;
+	if (w->nsteps >= w->max_steps) {
+		w->dropped_steps++; /* counted in the trace and its summary */
+		return;
+	}
 	if (w->nsteps == w->cap_steps) {
 		size_t cap = w->cap_steps ? w->cap_steps * 2 : 16;
-		struct trace_step *p = realloc(w->steps, cap * sizeof *p);
-		if (!p)
-			return; /* the span is missing; the events are not */
+		struct trace_step *p;
+
+		if (cap > w->max_steps)
+			cap = w->max_steps;
+		p = realloc(w->steps, cap * sizeof *p);
+		if (!p) {
+			w->dropped_steps++; /* the span is missing; the events are not */
+			return;
+		}
 		w->steps = p;
 		w->cap_steps = cap;
 	}
@@ -179,7 +214,7 @@ void window_step(struct host *h)
 	struct policy_step_info info;
 	struct policy_window_info wi;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
+	int64_t now;
 	int32_t tid = (int32_t)syscall(SYS_gettid);
 	bool opened = false, hooks;
 	double dur_ms;
@@ -193,6 +228,7 @@ void window_step(struct host *h)
 		pthread_mutex_unlock(&w->lock);
 		return;
 	}
+	now = lock_now(w);
 	dur_ms = (double)(now - w->step_start) / 1e6;
 	w->dur_ms[w->dur_pos] = dur_ms;
 	w->dur_pos = (w->dur_pos + 1) % HOST_DUR_RING;
@@ -319,8 +355,8 @@ void window_finish(struct host *h, bool from_signal)
 	struct window_state *w = &h->win;
 	struct sched_result r;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
 	bool locked = lock_for_finish(w, from_signal);
+	int64_t now = lock_now(w);
 
 	if (w->finished) {
 		if (locked)
@@ -350,7 +386,7 @@ int window_range_begin(struct host *h)
 	struct window_state *w = &h->win;
 	const struct policy_config *c = h->cfg;
 	struct policy_window_info wi;
-	int64_t now = clock_now_ns();
+	int64_t now;
 	char reason[HOST_REASON_MAX];
 	bool opened = false;
 	int rc = 0;
@@ -360,6 +396,7 @@ int window_range_begin(struct host *h)
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
 		return 0;
 	pthread_mutex_lock(&w->lock);
+	now = lock_now(w);
 	if (w->finished || w->range_active)
 		goto out;
 	if (c->capture_range.count && w->ranges_recorded >= c->capture_range.count) {
@@ -392,9 +429,10 @@ void window_range_end(struct host *h)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
+	int64_t now;
 
 	pthread_mutex_lock(&w->lock);
+	now = lock_now(w);
 	if (w->range_active && !w->finished) {
 		w->range_active = false;
 		if (w->recording && !w->sched.recording)

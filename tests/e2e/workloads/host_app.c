@@ -1,0 +1,186 @@
+/*
+ * host_app — hostile and timing workloads for the host's end-to-end tests
+ * (tests/e2e/test_host.py). It finds profhost's C ABI through dlsym, so it
+ * runs the same without the host.
+ *
+ *   host_app threads N MS       N threads call prof_step() in a tight loop
+ *                               for MS milliseconds; prints "steps <total>"
+ *   host_app churn N            N short-lived threads, one after another,
+ *                               each records a range "work" and exits (a
+ *                               step between each); prints "threads N"
+ *   host_app daemon DIR STEPS   closes descriptors 3-1023 as a daemon does,
+ *                               then opens DIR/data0..2 and writes a line
+ *                               to each every step; prints "cpu_ms <n>"
+ *                               (the process's CPU time at the end)
+ *   host_app steady STEPS US    STEPS steps of US microseconds of busy work
+ *                               inside a range "train_step" (steps from
+ *                               NVTX or prof_step, as the policy says)
+ *   host_app sleep MS           one step, then sleeps MS milliseconds in
+ *                               the next one (for signal tests)
+ */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static void (*p_step)(void);
+static void (*p_push)(const char *);
+static void (*p_pop)(void);
+
+static void nop(void) {}
+static void nop_s(const char *s) { (void)s; }
+
+static void bind(void)
+{
+	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
+	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
+	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
+	if (!p_step) p_step = nop;
+	if (!p_push) p_push = nop_s;
+	if (!p_pop) p_pop = nop;
+}
+
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static long long deadline;
+
+static void *stepper(void *arg)
+{
+	long long n = 0;
+
+	while (now_ns() < deadline) {
+		p_step();
+		n++;
+	}
+	*(long long *)arg = n;
+	return NULL;
+}
+
+static int run_threads(int n, long ms)
+{
+	pthread_t th[64];
+	long long counts[64] = { 0 }, total = 0;
+	int i;
+
+	if (n < 1 || n > 64)
+		return 2;
+	deadline = now_ns() + ms * 1000000LL;
+	for (i = 0; i < n; i++)
+		pthread_create(&th[i], NULL, stepper, &counts[i]);
+	for (i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		total += counts[i];
+	}
+	printf("steps %lld\n", total);
+	return 0;
+}
+
+static void *short_lived(void *arg)
+{
+	(void)arg;
+	p_push("work");
+	p_pop();
+	return NULL;
+}
+
+static int run_churn(int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, short_lived, NULL) != 0)
+			return 1;
+		pthread_join(th, NULL);
+		p_step();
+	}
+	printf("threads %d\n", n);
+	return 0;
+}
+
+static int run_daemon(const char *dir, int steps)
+{
+	FILE *f[3];
+	char path[4096];
+	struct rusage ru;
+	int i, s;
+
+	for (i = 3; i < 1024; i++)
+		close(i);
+	for (i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s/data%d", dir, i);
+		f[i] = fopen(path, "w");
+		if (!f[i])
+			return 1;
+		setvbuf(f[i], NULL, _IONBF, 0); /* every write reaches the fd */
+	}
+	for (s = 0; s < steps; s++) {
+		for (i = 0; i < 3; i++)
+			fprintf(f[i], "step %d file %d\n", s, i);
+		p_push("work");
+		usleep(2000);
+		p_pop();
+		p_step();
+	}
+	usleep(300000); /* a spinning profhost thread would burn CPU now */
+	for (i = 0; i < 3; i++)
+		fclose(f[i]);
+	getrusage(RUSAGE_SELF, &ru);
+	printf("cpu_ms %ld\n", (long)(ru.ru_utime.tv_sec * 1000 + ru.ru_utime.tv_usec / 1000 +
+				      ru.ru_stime.tv_sec * 1000 + ru.ru_stime.tv_usec / 1000));
+	return 0;
+}
+
+static int run_steady(int steps, long us)
+{
+	volatile unsigned long sink = 0;
+	int s;
+
+	for (s = 0; s < steps; s++) {
+		long long end = now_ns() + us * 1000LL;
+
+		p_push("train_step");
+		while (now_ns() < end)
+			sink++;
+		p_pop();
+		p_step();
+	}
+	printf("done %d\n", steps);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc = 2;
+
+	bind();
+	if (argc == 4 && !strcmp(argv[1], "threads"))
+		rc = run_threads(atoi(argv[2]), atol(argv[3]));
+	else if (argc == 3 && !strcmp(argv[1], "churn"))
+		rc = run_churn(atoi(argv[2]));
+	else if (argc == 4 && !strcmp(argv[1], "daemon"))
+		rc = run_daemon(argv[2], atoi(argv[3]));
+	else if (argc == 4 && !strcmp(argv[1], "steady"))
+		rc = run_steady(atoi(argv[2]), atol(argv[3]));
+	else if (argc == 3 && !strcmp(argv[1], "sleep")) {
+		p_step();
+		usleep((useconds_t)atol(argv[2]) * 1000);
+		p_step();
+		rc = 0;
+	} else
+		fprintf(stderr, "host_app: bad arguments\n");
+	fflush(stdout);
+	return rc;
+}
