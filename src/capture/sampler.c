@@ -38,6 +38,7 @@
 #include "../events/evbuf.h"
 #include "../host/host.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 
 #define SLOTS_MAX 1024       /* threads sampled at once (power of two) */
 #define SCAN_MS 10           /* thread discovery period while recording */
@@ -70,7 +71,7 @@ static struct {
 
 	pthread_t thread;
 	bool thread_started;
-	int wake[2];
+	_Atomic uint32_t wake;    /* wake word (no descriptor: see wakeword.h) */
 	_Atomic int recording;
 	_Atomic int stop;
 	_Atomic int32_t self_tid;
@@ -374,14 +375,9 @@ static void scan_threads(int signo)
 
 static void *sampler_main(void *arg)
 {
-	struct pollfd pfd;
-	char buf[64];
-
 	(void)arg;
 	atomic_store(&smp.self_tid, (int32_t)syscall(SYS_gettid));
 	prctl(PR_SET_NAME, "profhost-smp", 0, 0, 0);
-	pfd.fd = smp.wake[0];
-	pfd.events = POLLIN;
 	while (!atomic_load(&smp.stop)) {
 		int timeout = -1;
 
@@ -393,9 +389,7 @@ static void *sampler_main(void *arg)
 				scan_threads(s);
 			timeout = SCAN_MS;
 		}
-		if (poll(&pfd, 1, timeout) > 0)
-			while (read(smp.wake[0], buf, sizeof buf) > 0)
-				;
+		wakeword_take(&smp.wake, timeout);
 	}
 	return NULL;
 }
@@ -423,8 +417,8 @@ static int start_thread(void)
 /* Wakes the sampler thread ('O' a window opened, 'S' stop). Any thread. */
 static void wake_thread(char c)
 {
-	if (smp.thread_started && write(smp.wake[1], &c, 1) != 1)
-		log_msg(LOG_DEBUG, "sampler pipe full; it is awake anyway");
+	if (smp.thread_started)
+		wakeword_post(&smp.wake, (uint32_t)(unsigned char)c);
 }
 
 /* ------------------------------------------------------------ stacks */
@@ -485,8 +479,6 @@ static int sampler_init(struct host *h, struct err *e)
 	if (unwind_setup(&uc) != 0)
 		return err_set(e, "CPU stacks: cannot find libc's address range; "
 			       "stacks are off");
-	if (pipe2(smp.wake, O_CLOEXEC | O_NONBLOCK) != 0)
-		return err_errno(e, errno, "CPU stacks: cannot create a pipe");
 	pthread_mutex_init(&smp.timer_lock, NULL);
 	pthread_mutex_init(&smp.sig_lock, NULL);
 	pthread_mutex_init(&smp.closed_lock, NULL);
@@ -700,8 +692,6 @@ static void sampler_fini(struct host *h)
 		smp.h->shim->set_range_pushed_hook(NULL);
 	symbols_free(smp.sym);
 	smp.sym = NULL;
-	close(smp.wake[0]);
-	close(smp.wake[1]);
 	smp.on = false;
 }
 

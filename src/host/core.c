@@ -191,6 +191,8 @@ static void core_after_fork_child(void)
 	host.pid = getpid();
 	pthread_mutex_init(&host.win.lock, NULL);
 	pthread_mutex_init(&host.ht.lock, NULL);
+	atomic_store(&host.ht.wake, 0);
+	atomic_store(&host.ht.ack, 0);
 	host.win.recording = false;
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
@@ -259,9 +261,9 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	if (gethostname(h->hostname, sizeof h->hostname - 1) != 0)
 		snprintf(h->hostname, sizeof h->hostname, "host");
 	find_program(h);
-	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0 ||
-	    hostthread_init(h, &e) != 0)
+	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0)
 		goto fail;
+	hostthread_init(h);
 	capture_init_all(h);
 	window_init(h);
 	exitpath_install(h);

@@ -11,16 +11,16 @@
  * alone (its own exit path, e.g. Python's KeyboardInterrupt, ends in exit()
  * and the shim's destructor writes the window).
  *
- * Everything in the handler is async-signal-safe: atomics, write, poll,
- * sigaction, raise.
+ * Everything in the handler is async-signal-safe: atomics, futex calls
+ * (src/util/wakeword.h), sigaction, raise.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "host.h"
 
 #define EXIT_WAIT_MS 20000 /* how long a dying process waits for its window */
@@ -34,19 +34,13 @@ static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS,
 /* Asks the host thread to write the open window; waits for the answer. */
 static void exitpath_flush(struct host *h)
 {
-	struct pollfd pfd = { .fd = h->ht.ack[0], .events = POLLIN };
-	char c;
-
 	if (!atomic_load(&h->ht.started) || hostthread_is_self(h))
 		return;
 	if (!window_recording(h) && !h->ht.head && !h->ht.busy)
 		return;
-	if (write(h->ht.wake[1], "T", 1) != 1)
-		return;
-	while (poll(&pfd, 1, EXIT_WAIT_MS) < 0 && errno == EINTR)
-		;
-	if (read(h->ht.ack[0], &c, 1) != 1)
-		return; /* timed out: die without the window */
+	wakeword_post(&h->ht.wake, HOST_WAKE_TERM);
+	/* On time-out, die without the window. */
+	wakeword_take(&h->ht.ack, EXIT_WAIT_MS);
 }
 
 static void exitpath_handler(int sig)

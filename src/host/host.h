@@ -6,8 +6,8 @@
  *     prof_step / prof_capture_now) and may run step hooks;
  *   - the host thread (hostthread.c), started when the first window opens,
  *     assembles and writes closed windows and runs the report hooks;
- *   - signal handlers (exitpath.c) only write to the host thread's pipe and
- *     wait for its answer;
+ *   - signal handlers (exitpath.c) only post to the host thread's wake
+ *     word and wait for its answer;
  *   - the control thread (src/control) runs REPL commands, which read the
  *     host's state and change the schedule through live.c.
  */
@@ -105,6 +105,11 @@ struct window_state {
 	uint32_t ticket_steps;         /* its length in steps */
 };
 
+/* What the host thread is woken for (bits of host_thread.wake). */
+#define HOST_WAKE_JOB 1u           /* a job was queued */
+#define HOST_WAKE_TERM 2u          /* a fatal signal: write the open window */
+#define HOST_WAKE_STOP 4u          /* exit once the queue is empty */
+
 /* The host thread and its queue. */
 struct host_thread {
 	pthread_t thread;
@@ -119,8 +124,8 @@ struct host_thread {
 	uint64_t skipped_total;        /* ... and over the run */
 	bool busy;                     /* a job is being processed */
 	bool stop;                     /* exit once the queue is empty */
-	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */
-	int ack[2];                    /* pipe: the host thread's answer to 'T' */
+	_Atomic uint32_t wake;         /* wake word: HOST_WAKE_* bits */
+	_Atomic uint32_t ack;          /* wake word: the answer to TERM */
 	_Atomic int windows_written;
 	struct host_outputs out;       /* guarded by `lock` */
 };
@@ -194,8 +199,8 @@ void window_step_stats(const struct window_state *w, double *median,
 
 /* --- hostthread.c --- */
 
-/* Creates the pipes. Start-up; returns 0 or -1 with *e. */
-int hostthread_init(struct host *h, struct err *e);
+/* Sets up the queue. Start-up. */
+void hostthread_init(struct host *h);
 
 /* Starts the host thread if it is not running. Returns 0 or -1 with *e. */
 int hostthread_start(struct host *h, struct err *e);

@@ -2,10 +2,11 @@
  * hostthread — the host's own thread: it turns closed windows into files
  * and runs the report hooks, so a step boundary never waits for I/O.
  *
- * It sleeps in poll() on a pipe. Application threads queue jobs under a
- * mutex the host thread holds only to pop; signal handlers write one byte
- * ('T') and wait for the answer on a second pipe, which is all they can
- * safely do.
+ * It sleeps on a wake word (src/util/wakeword.h, a futex: no descriptor
+ * a program could close or reuse). Application threads queue jobs under a
+ * mutex the host thread holds only to pop; signal handlers post
+ * HOST_WAKE_TERM and wait for the answer on a second word, which is all
+ * they can safely do.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,7 @@
 #include "../events/bigalloc.h"
 #include "../export/export.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "capture.h"
 #include "host.h"
 
@@ -289,56 +291,30 @@ static void *host_main(void *arg)
 {
 	struct host *h = arg;
 	struct host_thread *ht = &h->ht;
-	struct pollfd pfd = { .fd = ht->wake[0], .events = POLLIN };
-	char buf[64];
 	bool stop = false;
 
 	atomic_store(&ht->tid, (int32_t)syscall(SYS_gettid));
 	while (!stop) {
-		bool terminate = false;
-		ssize_t n, i;
+		uint32_t bits = wakeword_take(&ht->wake, -1);
 
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			break;
-		while ((n = read(ht->wake[0], buf, sizeof buf)) > 0)
-			for (i = 0; i < n; i++) {
-				if (buf[i] == 'T')
-					terminate = true;
-				else if (buf[i] == 'S')
-					stop = true;
-			}
-		if (terminate)
+		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
 		drain_queue(h);
-		if (terminate && write(ht->ack[1], "A", 1) != 1)
-			log_msg(LOG_DEBUG, "exit path: could not answer");
+		if (bits & HOST_WAKE_TERM)
+			wakeword_post(&ht->ack, 1);
 		pthread_mutex_lock(&ht->lock);
-		stop = stop || ht->stop;
+		stop = (bits & HOST_WAKE_STOP) || ht->stop;
 		pthread_mutex_unlock(&ht->lock);
 	}
 	return NULL;
 }
 
-/* Makes both ends of a new pipe close-on-exec and non-blocking. */
-static int make_pipe(int fds[2])
-{
-	return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
-}
-
-int hostthread_init(struct host *h, struct err *e)
+void hostthread_init(struct host *h)
 {
 	struct host_thread *ht = &h->ht;
 
 	pthread_mutex_init(&ht->lock, NULL);
 	pthread_cond_init(&ht->idle, NULL);
-	if (make_pipe(ht->wake) != 0)
-		return err_errno(e, errno, "cannot create the host thread's pipe");
-	if (make_pipe(ht->ack) != 0) {
-		close(ht->wake[0]);
-		close(ht->wake[1]);
-		return err_errno(e, errno, "cannot create the host thread's pipe");
-	}
-	return 0;
 }
 
 int hostthread_start(struct host *h, struct err *e)
@@ -402,8 +378,7 @@ void hostthread_submit(struct host *h, struct host_job *job)
 		ht->head = job;
 	ht->tail = job;
 	pthread_mutex_unlock(&ht->lock);
-	if (write(ht->wake[1], "J", 1) != 1)
-		log_msg(LOG_DEBUG, "host thread pipe full; it is awake anyway");
+	wakeword_post(&ht->wake, HOST_WAKE_JOB);
 }
 
 int hostthread_stop(struct host *h, int timeout_ms)
@@ -426,8 +401,7 @@ int hostthread_stop(struct host *h, int timeout_ms)
 	}
 	pthread_mutex_lock(&ht->lock);
 	ht->stop = true;
-	if (write(ht->wake[1], "S", 1) != 1)
-		log_msg(LOG_DEBUG, "host thread pipe full; it is awake anyway");
+	wakeword_post(&ht->wake, HOST_WAKE_STOP);
 	while (ht->head || ht->busy) {
 		const struct timespec *until = told ? &deadline : &said;
 		if (pthread_cond_timedwait(&ht->idle, &ht->lock, until) == ETIMEDOUT) {

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -145,6 +146,42 @@ class Floods(TempDirTest):
                 if "earlier windows not written" in f.read():
                     said.append(d)
         self.assertTrue(said or tail, "no summary says windows were skipped")
+
+
+class ClosedDescriptors(TempDirTest):
+    """#13.3: a daemon that closes descriptors 3-1023 and opens its own
+    files: its files are byte-identical to a run without profhost, no
+    profhost thread spins, and one line says what happened."""
+
+    def daemon(self, env):
+        data = os.path.join(self.tmp, "data")
+        os.makedirs(data, exist_ok=True)
+        r = run([HOST_APP, "daemon", data, "40"], env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        files = {}
+        for name in sorted(os.listdir(data)):
+            with open(os.path.join(data, name), "rb") as f:
+                files[name] = f.read()
+        idle = int(re.search(r"idle_cpu_ms (\d+)", r.stdout).group(1))
+        return files, idle, r.stderr
+
+    def test_daemon_closing_descriptors(self):
+        plain, _, _ = self.daemon(base_env())
+        self.assertEqual(sorted(plain), ["data0", "data1", "data2"])
+        for name, text in (("windows", "prof.schedule { wait = 2, active = 3, cycles = 3 }\n"),
+                           ("samples", "prof.schedule { wait = 2, active = 3, cycles = 3 }\n"
+                                       "prof.capture { cpu_samples = { hz = 200 } }\n")):
+            with self.subTest(name):
+                policy = self.write("policy.lua", text)
+                files, idle, err = self.daemon(hosted_env(self.tmp, policy))
+                self.assertEqual(files, plain)
+                # 500 ms of sleep: a spinning thread would take ~500 ms of CPU.
+                self.assertLess(idle, 100, err)
+                said = [l for l in profhost_lines(err) if "descriptor" in l]
+                self.assertEqual(len(said), 1, err)
+                self.assertRegex(said[0], r"closed or reused profhost's descriptor \d+")
+                self.assertEqual(len(window_dirs(os.path.join(self.tmp, "out"))), 3, err)
+                shutil.rmtree(os.path.join(self.tmp, "out"))
 
 
 if __name__ == "__main__":
