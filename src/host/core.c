@@ -30,15 +30,20 @@
 #define FINI_WAIT_MS 60000
 
 static struct host host;
+static _Atomic int strict_exiting;
 
+/* With PROF_STRICT=1 a failure ends the process through exit(): stdio is
+ * flushed and the shim's destructor writes the recording window, as at a
+ * normal exit (from the host thread itself, hostthread_stop writes what is
+ * queued in place). A failure while exiting does not exit again. */
 void host_fail(struct host *h, const struct err *e)
 {
 	log_msg(LOG_ERROR, "%s", e->msg);
-	if (h->env.strict) {
-		log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d",
-			STRICT_EXIT_STATUS);
-		_exit(STRICT_EXIT_STATUS);
-	}
+	if (!h->env.strict || atomic_exchange(&strict_exiting, 1))
+		return;
+	log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d (after writing "
+		"the recording window)", STRICT_EXIT_STATUS);
+	exit(STRICT_EXIT_STATUS);
 }
 
 /* Reads argv from /proc/self/cmdline into buf; returns the number of

@@ -1,8 +1,9 @@
 /*
  * exitpath — keeps the open window when the process dies of a signal.
  *
- * For SIGTERM, SIGINT and SIGHUP, and (best effort) SIGSEGV, SIGBUS, SIGFPE,
- * SIGILL and SIGABRT, where the application left the default disposition,
+ * For SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS,
+ * SIGTRAP, and (best effort) SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT,
+ * where the application left the default disposition,
  * the handler asks the host thread to close and write the open window and
  * waits for its answer (bounded), then restores the default disposition and
  * raises the signal again: the process still dies of it, with the status the
@@ -28,8 +29,16 @@
 static struct host *exit_host;
 static _Atomic int exit_in_progress;
 
-static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS,
-				    SIGFPE, SIGILL, SIGABRT };
+/* Every signal whose default action ends the process, but those profhost
+ * or common runtimes use for themselves: SIGUSR1 (the REPL's by default),
+ * SIGPROF and the real-time signals (the CPU sampler's; a handler there
+ * would make them look taken), SIGALRM and SIGVTALRM (timers), SIGPIPE
+ * (a program writing into a closed pipe usually means to stop quietly),
+ * SIGPOLL, SIGSTKFLT. The REPL's and the sampler's configured signals are
+ * skipped too. */
+static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2,
+				    SIGXCPU, SIGXFSZ, SIGSYS, SIGTRAP, SIGSEGV,
+				    SIGBUS, SIGFPE, SIGILL, SIGABRT };
 
 /* Asks the host thread to write the open window; waits for the answer. */
 static void exitpath_flush(struct host *h)
@@ -68,6 +77,9 @@ void exitpath_install(struct host *h)
 	for (i = 0; i < sizeof exit_signals / sizeof exit_signals[0]; i++) {
 		struct sigaction old, sa;
 
+		if (exit_signals[i] == h->env.repl_signal ||
+		    exit_signals[i] == h->cfg->capture.cpu_signal)
+			continue;
 		if (sigaction(exit_signals[i], NULL, &old) != 0)
 			continue;
 		if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)

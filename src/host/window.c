@@ -34,7 +34,10 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	struct err e;
 
 	if (hostthread_start(h, &e) != 0) {
-		host_fail(h, &e); /* no thread to write it: skip the window */
+		/* No thread to write it: skip the window. Said by the caller
+		 * after the lock (host_fail may exit the process). */
+		w->fail = e;
+		w->fail_pending = true;
 		return;
 	}
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
@@ -180,6 +183,24 @@ void window_step_stats(const struct window_state *w, double *median,
 	*mean = sum / (double)w->ndur;
 }
 
+/* Reports a failure open_window() left, once the lock is released. */
+static void report_pending(struct host *h, bool failed, const struct err *e)
+{
+	if (failed)
+		host_fail(h, e);
+}
+
+/* Takes the failure open_window() left, if any. Lock held. */
+static bool take_failure(struct window_state *w, struct err *e)
+{
+	bool failed = w->fail_pending;
+
+	if (failed)
+		*e = w->fail;
+	w->fail_pending = false;
+	return failed;
+}
+
 /* Runs a window hook, reporting a failure. */
 static void report_hook(struct host *h, enum policy_status st, const struct err *e)
 {
@@ -193,6 +214,7 @@ void window_init(struct host *h)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
+	struct err e;
 
 	pthread_mutex_init(&w->lock, NULL);
 	sched_init(&w->sched, &h->cfg->schedule, &r);
@@ -205,6 +227,7 @@ void window_init(struct host *h)
 	update_arm(h, r.action, w->step_start);
 	capture_step_all(h, w->sched.step, w->recording);
 	atomic_store(&w->ready, 1);
+	report_pending(h, take_failure(w, &e), &e);
 }
 
 void window_step(struct host *h)
@@ -216,9 +239,9 @@ void window_step(struct host *h)
 	struct host_job *job = NULL;
 	int64_t now;
 	int32_t tid = (int32_t)syscall(SYS_gettid);
-	bool opened = false, hooks;
+	bool opened = false, hooks, failed;
 	double dur_ms;
-	struct err e;
+	struct err e, fe;
 
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
@@ -269,8 +292,10 @@ void window_step(struct host *h)
 	wi.window = w->index;
 	wi.first_step = wi.last_step = w->first;
 	wi.reason = w->reason;
+	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
 
+	report_pending(h, failed, &fe);
 	if (job)
 		hostthread_submit(h, job);
 	if (opened)
@@ -388,9 +413,9 @@ int window_range_begin(struct host *h)
 	struct policy_window_info wi;
 	int64_t now;
 	char reason[HOST_REASON_MAX];
-	bool opened = false;
+	bool opened = false, failed;
 	int rc = 0;
-	struct err e;
+	struct err e, fe;
 
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
@@ -419,7 +444,9 @@ int window_range_begin(struct host *h)
 	wi.first_step = wi.last_step = w->first;
 	wi.reason = w->reason;
 out:
+	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
+	report_pending(h, failed, &fe);
 	if (opened && c->has_on_window_start)
 		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
 	return rc;

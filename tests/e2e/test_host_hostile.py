@@ -184,5 +184,71 @@ class ClosedDescriptors(TempDirTest):
                 shutil.rmtree(os.path.join(self.tmp, "out"))
 
 
+class SmallerOnes(TempDirTest):
+    """#13.8 and #17.8: bad environment values, PROF_STRICT's exit, the
+    less common fatal signals, a second copy of the shim."""
+
+    def test_bad_clock_and_world_size_are_said(self):
+        for var, value, pattern in (
+                ("PROF_CLOCK", "xyz", r"PROF_CLOCK='xyz' is not understood \(use monotonic"),
+                ("WORLD_SIZE", "0", r"WORLD_SIZE='0' is not an integer of at least 1")):
+            with self.subTest(var):
+                env = base_env({"LD_PRELOAD": LIB, var: value, "PROF_REPL_SIGNAL": "0",
+                                "PROF_OUTPUT_DIR": os.path.join(self.tmp, "o")})
+                r = run([HOST_APP, "steady", "3", "100"], env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                lines = [l for l in profhost_lines(r.stderr) if "no CUDA driver" not in l]
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertRegex(lines[0], pattern)
+
+    def test_strict_exit_writes_the_window_and_flushes_output(self):
+        policy = self.write("policy.lua", "prof.schedule { wait = 2, active = 10 }\n"
+                            "prof.on_step(function(s)\n"
+                            "  if s.step == 6 then error('boom') end\nend)\n")
+        r = run([HOST_APP, "steady", "20", "500"],
+                env=hosted_env(self.tmp, policy, {"PROF_STRICT": "1"}))
+        self.assertEqual(r.returncode, 70, r.stderr)
+        self.assertIn("boom", r.stderr)
+        self.assertEqual(r.stdout.split(), ["step", "0"] + sum(
+            (["step", str(i)] for i in range(1, 7)), []))
+        dirs = window_dirs(os.path.join(self.tmp, "out"))
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps2-7"], r.stderr)
+        self.assertEqual([n for n, _ in step_spans(load_trace(dirs[0]))], list(range(2, 8)))
+
+    def test_quit_xcpu_usr2_write_the_window(self):
+        policy = self.write("policy.lua", "prof.schedule { active = 5 }\n")
+        for sig in (signal.SIGQUIT, signal.SIGXCPU, signal.SIGUSR2):
+            with self.subTest(sig.name):
+                out = os.path.join(self.tmp, sig.name)
+                env = hosted_env(self.tmp, policy, {"PROF_OUTPUT_DIR": out})
+                p = subprocess.Popen([HOST_APP, "sleep", "20000"], env=env, cwd=self.tmp,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=lambda: __import__("resource").setrlimit(
+                                         __import__("resource").RLIMIT_CORE, (0, 0)))
+                time.sleep(1.5)
+                p.send_signal(sig)
+                _, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, -sig, err)
+                self.assertEqual([os.path.basename(d) for d in window_dirs(out)],
+                                 ["window0_steps0-1"], err)
+
+    def test_second_copy_of_the_shim_stays_off(self):
+        copy_dir = os.path.join(self.tmp, "copy")
+        os.makedirs(copy_dir)
+        for name in ("libprofhost.so", "libprofhost-core.so"):
+            shutil.copy(os.path.join(os.path.dirname(LIB), name), copy_dir)
+        copy = os.path.join(copy_dir, "libprofhost.so")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_PYTHON": "0", "PROF_REPL_SIGNAL": "0",
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "o")})
+        r = run(["/usr/bin/python3", "-c", "import ctypes; ctypes.CDLL(%r); print('ok')" % copy],
+                env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "ok\n")
+        lines = [l for l in profhost_lines(r.stderr) if "no CUDA driver" not in l]
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertRegex(lines[0], r"a second copy of libprofhost\.so was loaded \(%s" %
+                         re.escape(os.path.realpath(copy)))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -15,7 +15,8 @@
  *                               CPU time over the last 500 ms of sleep
  *   host_app steady STEPS US    STEPS steps of US microseconds of busy work
  *                               inside a range "train_step" (steps from
- *                               NVTX or prof_step, as the policy says)
+ *                               NVTX or prof_step, as the policy says);
+ *                               prints "step <n>" after each (buffered)
  *   host_app sleep MS           one step, then sleeps MS milliseconds in
  *                               the next one (for signal tests)
  */
@@ -165,6 +166,7 @@ static int run_steady(int steps, long us)
 		while (now_ns() < end)
 			sink++;
 		p_pop();
+		printf("step %d\n", s); /* buffered: lost by an _exit */
 		p_step();
 	}
 	printf("done %d\n", steps);
