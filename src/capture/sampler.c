@@ -505,6 +505,19 @@ static void warm_stepping_thread(void)
 	atomic_store(&smp.prewarm_tid, tid);
 }
 
+/* capture_ops.prepare: a window is about to open. Starts the sampler
+ * thread and warms the stepping thread's unwinder now, so neither lands
+ * in the window's first step. Stepping thread, window lock held. */
+static void sampler_prepare(struct host *h)
+{
+	(void)h;
+	if (!smp.on || !smp.sampling)
+		return;
+	if (!smp.thread_started && start_thread() != 0)
+		return;
+	warm_stepping_thread();
+}
+
 /* capture_ops.window_open: stepping thread, window lock held. Takes the
  * signal if needed, starts the sampler thread once, arms the timers of the
  * threads already known and wakes the thread to find the others. */
@@ -700,6 +713,7 @@ const struct capture_ops sampler_capture = {
 	.init = sampler_init,
 	.window_open = sampler_window_open,
 	.window_close = sampler_window_close,
+	.prepare = sampler_prepare,
 	.collect = sampler_collect,
 	.fini = sampler_fini,
 };

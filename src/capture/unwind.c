@@ -464,10 +464,11 @@ void unwind_poll_loader(void)
 
 uint32_t unwind_warm_self(struct sampler_slot *slot)
 {
-	void *ips[4];
+	void *ips[64];
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
 
-	unw_backtrace(ips, 4);
+	/* Deep enough that the frames a sample unwinds are cached too. */
+	unw_backtrace(ips, 64);
 	if (slot)
 		atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
 	return ep;

@@ -103,6 +103,7 @@ struct window_state {
 	uint64_t ticket;               /* the recording window's ticket (0:
 					  a schedule window) */
 	uint32_t ticket_steps;         /* its length in steps */
+	bool prepared;                 /* the next window was prepared */
 	bool fail_pending;             /* open_window failed: `fail` is to be
 					  said once the lock is released */
 	struct err fail;

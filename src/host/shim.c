@@ -154,6 +154,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.shim_path = shim_path,
 		.evbuf_open = evbuf_open,
 		.evbuf_close = evbuf_close,
+		.evbuf_prepare = evbuf_prepare,
 		.evbuf_drain = evbuf_drain,
 		.evbuf_release = evbuf_release,
 		.evbuf_append_raw = evbuf_append_raw,

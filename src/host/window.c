@@ -40,6 +40,7 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 		w->fail_pending = true;
 		return;
 	}
+	w->prepared = false; /* the next window gets its own */
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(h, w->gen);
 	w->recording = true;
@@ -93,9 +94,33 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 	return job;
 }
 
+/* A window is about to open (see update_arm): what its opening would
+ * otherwise cost the stepping thread inside the window's first step (the
+ * host thread and the helpers starting, the pool's mapping and first pages,
+ * the sampler's thread and the first unwind) happens now, once per window.
+ * Lock held. */
+static void prepare_window(struct host *h)
+{
+	struct window_state *w = &h->win;
+	struct err e;
+
+	if (w->prepared)
+		return;
+	w->prepared = true;
+	if (hostthread_start(h, &e) != 0) {
+		w->fail = e;
+		w->fail_pending = true;
+		return;
+	}
+	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
+	capture_prepare_all(h);
+}
+
 /* Tells the shim whether NVTX pushes should keep their names: while a
  * window records, during warm-up, in the step before a window opens, and
- * whenever a capture range may still open one (see src/capture/nvtx.h). Calibrates the clock (at most once a second).
+ * whenever a capture range may still open one (see src/capture/nvtx.h).
+ * Whenever armed and not recording, a window may open at the next
+ * boundary: it is prepared. Calibrates the clock (at most once a second).
  * Lock held. */
 static void update_arm(struct host *h, enum sched_action action, int64_t now)
 {
@@ -111,6 +136,8 @@ static void update_arm(struct host *h, enum sched_action action, int64_t now)
 		h->shim->nvtx_arm(armed);
 		w->armed = armed;
 	}
+	if (armed && !w->recording)
+		prepare_window(h);
 	clock_calibrate(now);
 }
 

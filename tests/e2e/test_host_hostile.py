@@ -250,5 +250,60 @@ class SmallerOnes(TempDirTest):
                          re.escape(os.path.realpath(copy)))
 
 
+class FirstStep(TempDirTest):
+    """#12.2: a window's opening costs the stepping thread nothing inside
+    the window's first recorded step: on a steady loop (1 ms of busy work
+    a step, stricter than the 2.1 ms of the report; 2.1 ms with CPU
+    samples), each window's first step is within 15 % of that window's
+    own median. A loaded machine can
+    stretch any step, so each window is judged by the median over runs.
+    The windows are 40 steps apart, so the host thread has written the
+    first before the second opens (its writing competes for the CPUs of a
+    2-core machine, which is another matter than the window's start)."""
+
+    RUNS = 7
+
+    def first_ratios(self, samples, step_us):
+        text = "prof.schedule { wait = 40, warmup = 1, active = 10, cycles = 2 }\n"
+        if samples:
+            text += "prof.capture { cpu_samples = { hz = 999 } }\n"
+        policy = self.write("policy.lua", text)
+        ratios = [[], []]
+        blamed = 0
+        for i in range(self.RUNS):
+            out = os.path.join(self.tmp, "out%d" % i)
+            r = run([HOST_APP, "steady", "110", str(step_us)],
+                    env=hosted_env(self.tmp, policy, {"PROF_OUTPUT_DIR": out}))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            dirs = window_dirs(out)
+            self.assertEqual(len(dirs), 2, r.stderr)
+            for k, d in enumerate(dirs):
+                steps = step_spans(load_trace(d))
+                durs = [e["dur"] for _, e in steps]
+                ratios[k].append(durs[0] / statistics.median(durs))
+                # A finding that blames the program for the first step.
+                blamed += bool(re.search(r"step %d took" % steps[0][0], r.stderr))
+        # Preemption on a loaded machine may stretch a first step now and
+        # then, as any other; a cost of profhost's would do it every time.
+        self.assertLessEqual(blamed, self.RUNS // 2, "first steps named slow in findings")
+        return ratios
+
+    def check(self, samples, step_us):
+        for k, rs in enumerate(self.first_ratios(samples, step_us)):
+            self.assertLessEqual(statistics.median(rs), 1.15,
+                                 "window %d: first step / median per run: %s" %
+                                 (k, ", ".join("%.2f" % x for x in rs)))
+
+    def test_first_step_not_inflated(self):
+        self.check(samples=False, step_us=1000)
+
+    def test_first_step_not_inflated_with_cpu_samples(self):
+        if SANITIZE:
+            self.skipTest("a sanitizer build's own cost drowns the measure")
+        # The issue's 2.1 ms steps: a timer sample costs its thread an
+        # unwind, and the first one through the signal frame is colder.
+        self.check(samples=True, step_us=2100)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
