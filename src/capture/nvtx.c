@@ -1510,11 +1510,15 @@ static int disabled_by_env(void)
  * call, on whatever thread made it. Fills that instance's CORE and CORE2
  * slots. Returns 1 (attached) or 0 (NVTX then makes every call a no-op).
  */
+int (*nvtx_first_copy)(const void *(*get)(uint32_t id));
+
 NVTX_EXPORT int InitializeInjectionNvtx2(nvtx_abi_get_export_table get)
 {
 	const struct nvtx_abi_callbacks *cb;
 	const struct nvtx_abi_version_info *vi;
 
+	if (nvtx_first_copy)
+		return get ? nvtx_first_copy(get) : 0;
 	if (!get || disabled_by_env())
 		return 0;
 	cb = get(NVTX_ABI_ETID_CALLBACKS);

@@ -72,6 +72,11 @@ extern const struct capture_ops nvtx_capture;
  * or 0. */
 int InitializeInjectionNvtx2(const void *(*get)(uint32_t id));
 
+/* Set by the shim's constructor when another copy of libprofhost.so was
+ * running first (src/host/shim.c): this copy's NVTX injection then hands
+ * each NVTX instance to the first copy's. */
+extern int (*nvtx_first_copy)(const void *(*get)(uint32_t id));
+
 /* Installs the triggers and callbacks. Called once by the core at start-up
  * (before application threads call NVTX, as far as the core can tell);
  * safe against concurrent NVTX calls. */

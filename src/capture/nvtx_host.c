@@ -119,6 +119,10 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	 * have loaded it: it is no sign that the application uses NVTX. */
 	if (strncmp(base, "libcupti", 8) == 0)
 		return 0;
+	/* Another copy of profhost (the shim refuses to run it; see
+	 * src/host/shim.c) embeds the strings too. */
+	if (strncmp(base, "libprofhost", 11) == 0)
+		return 0;
 	for (i = 0; nvtx_libraries[i]; i++)
 		if (strncmp(base, nvtx_libraries[i], strlen(nvtx_libraries[i])) == 0) {
 			s->found = name;

@@ -35,7 +35,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +47,7 @@
 #include "../events/evbuf.h"
 #include "../host/host.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "pystacks.h"
 
 #define SLOTS_MAX 1024       /* threads sampled at once (power of two) */
@@ -97,7 +97,7 @@ static struct {
 
 	pthread_t thread;
 	bool thread_started;
-	int wake[2];
+	_Atomic uint32_t wake;    /* wake word (no descriptor: see wakeword.h) */
 	_Atomic int recording;
 	_Atomic int stop;
 	_Atomic int32_t self_tid;
@@ -114,7 +114,6 @@ static struct {
 	.timer_lock = PTHREAD_MUTEX_INITIALIZER,
 	.sig_lock = PTHREAD_MUTEX_INITIALIZER,
 	.closed_lock = PTHREAD_MUTEX_INITIALIZER,
-	.wake = { -1, -1 },
 };
 
 /* ------------------------------------------------------------ config */
@@ -478,31 +477,24 @@ static void scan_threads(int signo, bool timers)
 
 /* ------------------------------------------------------------ the thread */
 
-/* Sleeps until `deadline` (host clock ns; -1: until woken) or a byte on
- * the wake pipe. Sampler thread. */
-static void sleep_until(struct pollfd *pfd, int64_t deadline)
+/* Sleeps until `deadline` (host clock ns; -1: until woken) or a post on
+ * the wake word. Sampler thread. */
+static void sleep_until(int64_t deadline)
 {
-	struct timespec ts;
-	char buf[64];
-	int64_t d;
+	int64_t d = 0;
 
 	if (deadline >= 0) {
 		d = deadline - clock_now_ns();
 		if (d <= 0)
 			return;
-		ts.tv_sec = d / 1000000000;
-		ts.tv_nsec = d % 1000000000;
 	}
-	if (ppoll(pfd, 1, deadline >= 0 ? &ts : NULL, NULL) > 0)
-		while (read(smp.wake[0], buf, sizeof buf) > 0)
-			;
+	wakeword_take(&smp.wake, deadline >= 0 ? d : -1);
 }
 
 /* The sampler thread: while a window records, a scan every SCAN_MS and,
  * with the wall clock, a tick every period; asleep between windows. */
 static void *sampler_main(void *arg)
 {
-	struct pollfd pfd;
 	uint64_t gen = 0, tick = 0, k;
 	int64_t base = 0, period, next_scan = 0, now, deadline;
 	int s = 0;
@@ -515,8 +507,6 @@ static void *sampler_main(void *arg)
 	if (unwind_learn_entry() != 0)
 		log_msg(LOG_DEBUG, "CPU stacks: thread start code not found; "
 			"exiting threads are not told apart");
-	pfd.fd = smp.wake[0];
-	pfd.events = POLLIN;
 	while (!atomic_load(&smp.stop)) {
 		deadline = -1;
 		if (atomic_load_explicit(&smp.recording, memory_order_acquire)) {
@@ -549,7 +539,7 @@ static void *sampler_main(void *arg)
 					deadline = base + (int64_t)tick * period;
 			}
 		}
-		sleep_until(&pfd, deadline);
+		sleep_until(deadline);
 	}
 	return NULL;
 }
@@ -577,8 +567,8 @@ static int start_thread(void)
 /* Wakes the sampler thread ('O' a window opened, 'S' stop). Any thread. */
 static void wake_thread(char c)
 {
-	if (smp.thread_started && write(smp.wake[1], &c, 1) != 1)
-		log_msg(LOG_DEBUG, "sampler pipe full; it is awake anyway");
+	if (smp.thread_started)
+		wakeword_post(&smp.wake, (uint32_t)(unsigned char)c);
 }
 
 /* ------------------------------------------------------------ stacks */
@@ -651,8 +641,6 @@ static int setup(struct host *h, struct err *e)
 	if (unwind_setup(&uc) != 0)
 		return err_set(e, "CPU stacks: cannot find libc's address range; "
 			       "stacks are off");
-	if (pipe2(smp.wake, O_CLOEXEC | O_NONBLOCK) != 0)
-		return err_errno(e, errno, "CPU stacks: cannot create a pipe");
 	smp.ready = true;
 	return 0;
 }
@@ -708,30 +696,54 @@ static void warm_stepping_thread(void)
 	atomic_store(&smp.prewarm_tid, tid);
 }
 
+/* Sets up on the first window asking for stacks (said once when it
+ * fails). Returns whether the sampler is set up. Window lock held. */
+static bool ensure_setup(struct host *h)
+{
+	struct err e;
+
+	if (smp.ready)
+		return true;
+	if (smp.failed)
+		return false;
+	if (setup(h, &e) != 0) {
+		smp.failed = true;
+		log_msg(LOG_WARN, "%s", e.msg);
+		return false;
+	}
+	return true;
+}
+
+/* capture_ops.prepare: a window is about to open. Sets up, starts the
+ * sampler thread and warms the stepping thread's unwinder now, so none of
+ * it lands in the window's first step. Stepping thread, window lock held. */
+static void sampler_prepare(struct host *h)
+{
+	struct smp_settings set = settings_of(h->cfg);
+
+	if (!set.sampling || !ensure_setup(h))
+		return;
+	if (!smp.thread_started && start_thread() != 0)
+		return;
+	warm_stepping_thread();
+}
+
 /* capture_ops.window_open: stepping thread, window lock held. Reads the
- * window's settings, sets up on the first window asking for stacks, takes
- * the signal if needed, starts the sampler thread once, arms the timers of
- * the threads already known (CPU-time clock) and wakes the thread to find
- * the others (and, with the wall clock, to tick). */
+ * window's settings, sets up on the first window asking for stacks (unless
+ * prepare did), takes the signal if needed, starts the sampler thread once,
+ * arms the timers of the threads already known (CPU-time clock) and wakes
+ * the thread to find the others (and, with the wall clock, to tick). */
 static void sampler_window_open(struct host *h, uint64_t gen)
 {
 	struct smp_settings set = settings_of(h->cfg);
-	struct err e;
 	int s;
 
 	if (!wants_stacks(&set) && !smp.ready) {
 		smp.set = set;
 		return;
 	}
-	if (!smp.ready) {
-		if (smp.failed)
-			return;
-		if (setup(h, &e) != 0) {
-			smp.failed = true;
-			log_msg(LOG_WARN, "%s", e.msg);
-			return;
-		}
-	}
+	if (!ensure_setup(h))
+		return;
 	apply_settings(&set);
 	atomic_store(&smp.window_on, wants_stacks(&set));
 	if (!set.sampling)
@@ -949,9 +961,6 @@ static void sampler_fini(struct host *h)
 	symbols_free(smp.sym);
 	smp.sym = NULL;
 	wallclock_fini();
-	close(smp.wake[0]);
-	close(smp.wake[1]);
-	smp.wake[0] = smp.wake[1] = -1;
 	smp.ready = false;
 }
 
@@ -960,6 +969,7 @@ const struct capture_ops sampler_capture = {
 	.init = sampler_init,
 	.window_open = sampler_window_open,
 	.window_close = sampler_window_close,
+	.prepare = sampler_prepare,
 	.collect = sampler_collect,
 	.fini = sampler_fini,
 };

@@ -46,16 +46,21 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+
+#define FDS_HIGH 1024 /* libunwind's pipe at or above this (first_unwind_high) */
 
 #include "../events/clock.h"
 #include "../events/evbuf.h"
@@ -177,6 +182,46 @@ static void add_function_range(struct symbols *sym, void *addr)
 }
 
 /* Start-up (see sampler.h). */
+/* The process's first unwind, with libunwind's descriptors put out of the
+ * way. libunwind (1.6) checks memory it is unsure of by writing it to a
+ * pipe it opens at its first unwind, and reopens the pipe (closing both
+ * numbers first) whenever a read from it fails. A program that closes
+ * descriptors it does not own (a daemon) and is handed the same numbers
+ * for its own files would have them read, written and closed by
+ * libunwind. So the free numbers below FDS_HIGH are held by placeholders
+ * while libunwind opens its pipe, which then lands above every number
+ * such a program is handed; after a program closed it, libunwind's next
+ * failed read finds nothing there and opens a new pipe. Skipped when the
+ * descriptor limit leaves no room, or when libunwind was already set up
+ * (the program's own use of it). Calling thread; start-up or a window's
+ * first setting up. */
+static void first_unwind_high(void **ips, int n)
+{
+	struct rlimit rl;
+	int *held, nheld = 0, high, fd, keep;
+
+	high = FDS_HIGH;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur < (rlim_t)FDS_HIGH + 64)
+		high = rl.rlim_cur > 256 ? (int)rl.rlim_cur - 32 : 0;
+	held = high > 0 ? malloc(sizeof *held * (size_t)high) : NULL;
+	keep = held ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+	while (keep >= 0 && nheld < high &&
+	       (fd = fcntl(keep, F_DUPFD_CLOEXEC, 0)) >= 0) {
+		if (fd >= high) {
+			close(fd);
+			break;
+		}
+		held[nheld++] = fd;
+	}
+	unw_backtrace(ips, n);
+	while (nheld > 0)
+		close(held[--nheld]);
+	if (keep >= 0)
+		close(keep);
+	free(held);
+}
+
 int unwind_setup(const struct unwind_config *cfg)
 {
 	uintptr_t mods[2], self[2], libc_malloc = 0;
@@ -233,7 +278,7 @@ int unwind_setup(const struct unwind_config *cfg)
 	 * at the first unw_backtrace: here, where no handler can interrupt
 	 * it and call unw_backtrace again, which would wait on that once
 	 * forever. */
-	unw_backtrace(ips, 2);
+	first_unwind_high(ips, 2);
 	return uw.nunsafe && libc_malloc ? 0 : -1;
 }
 
@@ -651,13 +696,14 @@ static void walk_self(struct walk *w)
 uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
 			  uintptr_t *entry_ra)
 {
-	void *ips[4];
+	void *ips[64];
 	struct walk w;
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
 	sigset_t old;
 	bool blocked = block_sampling(&old);
 
-	unw_backtrace(ips, 4);
+	/* Deep enough that the frames a sample unwinds are cached too. */
+	unw_backtrace(ips, 64);
 	*entry_at = *entry_ra = 0;
 	if (atomic_load(&uw.entry_lo)) {
 		walk_self(&w);

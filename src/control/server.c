@@ -30,6 +30,7 @@
 
 #include "../policy/policy.h"
 #include "../util/log.h"
+#include "../util/ownfd.h"
 #include "version.h"
 
 #define SERVER_TRIGGER_POLL_MS 1000
@@ -39,7 +40,7 @@
 
 /* The attached client. */
 struct client {
-	int fd;                    /* -1: none */
+	struct ownfd fd;           /* its connection (-1: none) */
 	pid_t pid;
 	struct control_reader rd;
 	int64_t last_active_ns;
@@ -52,28 +53,27 @@ static struct server {
 	char program[256];
 	char source[PATH_MAX];
 	pthread_t thread;
-	int wake[2];               /* 'T': open the socket; 'S': stop */
+	struct ownfd wake_r, wake_w; /* pipe: 'T' open the socket, 'S' stop;
+					the signal handler writes wake_w */
 	bool have_dir;
 	char dir[PATH_MAX];
 	char trigger[PATH_MAX];
 	char sock[CONTROL_PATH_MAX];
 	bool sock_open;
 	pthread_mutex_t lock;      /* guards sock and sock_open for readers */
-	int listen_fd;
+	struct ownfd listen;       /* the listening socket */
 	struct client c;
 	pid_t pid;
 	pid_t parent;              /* in a forked child: the parent's pid */
 	struct sigaction old;      /* the application's handler before ours */
 	atomic_int stopping;
 } srv = {
-	.wake = { -1, -1 },
+	.wake_r = OWNFD_NONE,
+	.wake_w = OWNFD_NONE,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.listen_fd = -1,
-	.c = { .fd = -1 },
+	.listen = OWNFD_NONE,
+	.c = { .fd = OWNFD_NONE },
 };
-
-/* The pipe's write end, for the signal handler; -1 when none. */
-static atomic_int sig_fd = -1;
 
 static int64_t now_ns(void)
 {
@@ -90,9 +90,12 @@ static int64_t now_ns(void)
 static void server_on_signal(int sig, siginfo_t *si, void *uc)
 {
 	int saved = errno;
-	int fd = atomic_load(&sig_fd);
+	int fd = ownfd_fd(&srv.wake_w);
 
-	if (fd >= 0 && write(fd, "T", 1) < 0) {
+	/* Only into our own pipe: the program may have closed it and opened
+	 * a file of its own under its number (the control thread then makes
+	 * a new pipe). */
+	if (fd >= 0 && ownfd_check(&srv.wake_w) && write(fd, "T", 1) < 0) {
 		/* the pipe is full: the thread is being woken anyway */
 	}
 	if (srv.old.sa_flags & SA_SIGINFO) {
@@ -183,7 +186,10 @@ static void open_socket(void)
 		close(fd);
 		return;
 	}
-	srv.listen_fd = fd;
+	if (ownfd_adopt(&srv.listen, fd) != 0) {
+		unlink(srv.sock);
+		return;
+	}
 	pthread_mutex_lock(&srv.lock);
 	srv.sock_open = true;
 	pthread_mutex_unlock(&srv.lock);
@@ -193,9 +199,8 @@ static void open_socket(void)
 /* Closes and removes the socket (and a trigger file left behind). */
 static void close_socket(void)
 {
-	if (srv.listen_fd >= 0) {
-		close(srv.listen_fd);
-		srv.listen_fd = -1;
+	if (ownfd_fd(&srv.listen) >= 0) {
+		ownfd_close(&srv.listen);
 		unlink(srv.sock);
 	}
 	if (srv.have_dir)
@@ -222,12 +227,14 @@ static bool trigger_seen(void)
  * it gone. */
 static void client_say(struct client *c, char type, const char *text, size_t len)
 {
-	if (c->fd < 0 || c->gone)
+	if (c->gone || ownfd_get(&c->fd, "a REPL client's connection") < 0) {
+		c->gone = true;
 		return;
+	}
 	do {
 		size_t n = len > CONTROL_FRAME_MAX ? CONTROL_FRAME_MAX : len;
 
-		if (control_send(c->fd, type, text, n) != 0) {
+		if (control_send(ownfd_fd(&c->fd), type, text, n) != 0) {
 			c->gone = true;
 			return;
 		}
@@ -238,9 +245,7 @@ static void client_say(struct client *c, char type, const char *text, size_t len
 
 static void client_close(struct client *c)
 {
-	if (c->fd >= 0)
-		close(c->fd);
-	c->fd = -1;
+	ownfd_close(&c->fd);
 	c->gone = false;
 	control_reader_free(&c->rd);
 }
@@ -292,7 +297,7 @@ static void accept_clients(void)
 		struct ucred cred;
 		socklen_t len = sizeof cred;
 		struct timeval tv = { SERVER_SEND_TIMEOUT_S, 0 };
-		int fd = accept4(srv.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = accept4(ownfd_fd(&srv.listen), NULL, NULL, SOCK_CLOEXEC);
 
 		if (fd < 0)
 			return;
@@ -306,7 +311,7 @@ static void accept_clients(void)
 			turn_away(fd, CONTROL_REFUSED, msg);
 			continue;
 		}
-		if (srv.c.fd >= 0) {
+		if (ownfd_fd(&srv.c.fd) >= 0) {
 			snprintf(msg, sizeof msg, "busy: another client (pid %d) is "
 				 "attached to process %d; try again when it leaves",
 				 (int)srv.c.pid, (int)srv.pid);
@@ -314,7 +319,8 @@ static void accept_clients(void)
 			continue;
 		}
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-		srv.c.fd = fd;
+		if (ownfd_adopt(&srv.c.fd, fd) != 0)
+			continue;
 		srv.c.pid = cred.pid;
 		srv.c.gone = false;
 		srv.c.last_active_ns = now_ns();
@@ -344,10 +350,14 @@ static bool client_poll(void *ctx)
 
 	if (atomic_load(&srv.stopping) || c->gone)
 		return true;
-	p[n].fd = c->fd;
+	if (ownfd_get(&c->fd, "a REPL client's connection") < 0) {
+		c->gone = true;
+		return true;
+	}
+	p[n].fd = ownfd_fd(&c->fd);
 	p[n++].events = POLLIN;
-	if (srv.listen_fd >= 0) {
-		p[n].fd = srv.listen_fd;
+	if (ownfd_get(&srv.listen, "the REPL's socket") >= 0) {
+		p[n].fd = ownfd_fd(&srv.listen);
 		p[n++].events = POLLIN;
 	}
 	if (poll(p, (nfds_t)n, 0) <= 0)
@@ -355,7 +365,7 @@ static bool client_poll(void *ctx)
 	/* The client first: one that left frees its place before a new one
 	 * is turned away as "busy". */
 	if (p[0].revents) {
-		rc = control_recv(c->fd, &c->rd, false);
+		rc = control_recv(ownfd_fd(&c->fd), &c->rd, false);
 		if (rc == 0 || (rc < 0 && errno != EAGAIN)) {
 			c->gone = true;
 			return true;
@@ -407,7 +417,7 @@ static void client_read(struct client *c)
 	char type;
 	const char *data;
 	size_t len;
-	int rc = control_recv(c->fd, &c->rd, false);
+	int rc = control_recv(ownfd_fd(&c->fd), &c->rd, false);
 
 	if (rc == 0 || (rc < 0 && errno != EAGAIN)) {
 		c->gone = true;
@@ -431,7 +441,7 @@ static void check_idle(struct client *c)
 {
 	char msg[160];
 
-	if (c->fd < 0 || !srv.o.idle_s ||
+	if (ownfd_fd(&c->fd) < 0 || !srv.o.idle_s ||
 	    now_ns() - c->last_active_ns < (int64_t)srv.o.idle_s * 1000000000)
 		return;
 	snprintf(msg, sizeof msg, "idle for %u s: disconnected (prof attach %d "
@@ -446,9 +456,9 @@ static int poll_timeout(void)
 {
 	int64_t t = -1;
 
-	if (srv.listen_fd < 0 && srv.have_dir)
+	if ((ownfd_fd(&srv.listen) < 0 && srv.have_dir) || ownfd_fd(&srv.wake_r) < 0)
 		t = SERVER_TRIGGER_POLL_MS;
-	if (srv.c.fd >= 0 && srv.o.idle_s) {
+	if (ownfd_fd(&srv.c.fd) >= 0 && srv.o.idle_s) {
 		int64_t left = (srv.c.last_active_ns +
 				(int64_t)srv.o.idle_s * 1000000000 - now_ns()) / 1000000 + 1;
 
@@ -460,6 +470,54 @@ static int poll_timeout(void)
 	return (int)t;
 }
 
+/* Makes the wake pipe (both ends owned, see ownfd.h). Returns 0 or -1
+ * with errno. */
+static int make_wake_pipe(void)
+{
+	int fds[2];
+
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -1;
+	if (ownfd_adopt(&srv.wake_r, fds[0]) != 0) {
+		close(fds[1]);
+		return -1;
+	}
+	if (ownfd_adopt(&srv.wake_w, fds[1]) != 0) {
+		ownfd_close(&srv.wake_r);
+		return -1;
+	}
+	return 0;
+}
+
+/* Before each poll: a descriptor the program closed or reused (a daemon
+ * closing every inherited one) is forgotten, said once, and replaced:
+ * a new wake pipe, the socket opened anew; a client's connection is
+ * dropped. Without a wake pipe poll() times out once a second, so the
+ * thread never spins on a dead descriptor. Control thread. */
+static void check_descriptors(void)
+{
+	bool pipe_ok = ownfd_get(&srv.wake_r, "the REPL's wake pipe") >= 0;
+
+	if (ownfd_get(&srv.wake_w, "the REPL's wake pipe") < 0 || !pipe_ok) {
+		/* Retried at most once a poll time-out (a second) */
+		ownfd_close(&srv.wake_r);
+		ownfd_close(&srv.wake_w);
+		if (make_wake_pipe() != 0)
+			log_msg(LOG_DEBUG, "REPL: no new wake pipe: %s", strerror(errno));
+	}
+	if (ownfd_fd(&srv.listen) >= 0 &&
+	    ownfd_get(&srv.listen, "the REPL's socket") < 0) {
+		unlink(srv.sock);
+		pthread_mutex_lock(&srv.lock);
+		srv.sock_open = false;
+		pthread_mutex_unlock(&srv.lock);
+		open_socket();
+	}
+	if (ownfd_fd(&srv.c.fd) >= 0 &&
+	    ownfd_get(&srv.c.fd, "a REPL client's connection") < 0)
+		srv.c.gone = true;
+}
+
 static void *server_main(void *arg)
 {
 	char buf[64], msg[128];
@@ -467,20 +525,24 @@ static void *server_main(void *arg)
 	(void)arg;
 	while (!atomic_load(&srv.stopping)) {
 		struct pollfd p[3];
-		int n = 0, il = -1, ic = -1;
+		int n = 0, iw = -1, il = -1, ic = -1;
 		bool open = false;
 		ssize_t got, i;
 
-		p[n].fd = srv.wake[0];
-		p[n++].events = POLLIN;
-		if (srv.listen_fd >= 0) {
-			il = n;
-			p[n].fd = srv.listen_fd;
+		check_descriptors();
+		if (ownfd_fd(&srv.wake_r) >= 0) {
+			iw = n;
+			p[n].fd = ownfd_fd(&srv.wake_r);
 			p[n++].events = POLLIN;
 		}
-		if (srv.c.fd >= 0) {
+		if (ownfd_fd(&srv.listen) >= 0) {
+			il = n;
+			p[n].fd = ownfd_fd(&srv.listen);
+			p[n++].events = POLLIN;
+		}
+		if (ownfd_fd(&srv.c.fd) >= 0) {
 			ic = n;
-			p[n].fd = srv.c.fd;
+			p[n].fd = ownfd_fd(&srv.c.fd);
 			p[n++].events = POLLIN;
 		}
 		if (poll(p, (nfds_t)n, poll_timeout()) < 0 && errno != EINTR) {
@@ -488,19 +550,20 @@ static void *server_main(void *arg)
 			sleep(1);
 			continue;
 		}
-		while ((got = read(srv.wake[0], buf, sizeof buf)) > 0)
+		while (iw >= 0 && p[iw].revents && ownfd_check(&srv.wake_r) &&
+		       (got = read(ownfd_fd(&srv.wake_r), buf, sizeof buf)) > 0)
 			for (i = 0; i < got; i++)
 				if (buf[i] == 'T')
 					open = true;
 		if (atomic_load(&srv.stopping))
 			break;
-		if (srv.listen_fd < 0 && (open || trigger_seen()))
+		if (ownfd_fd(&srv.listen) < 0 && (open || trigger_seen()))
 			open_socket();
 		/* The client before new connections: one that just left frees
 		 * its place first. */
 		if (ic >= 0 && p[ic].revents)
 			client_read(&srv.c);
-		if (srv.c.fd >= 0 && srv.c.gone) {
+		if (ownfd_fd(&srv.c.fd) >= 0 && srv.c.gone) {
 			log_msg(LOG_DEBUG, "REPL: client pid %d left", (int)srv.c.pid);
 			client_close(&srv.c);
 		}
@@ -508,7 +571,7 @@ static void *server_main(void *arg)
 			accept_clients();
 		check_idle(&srv.c);
 	}
-	if (srv.c.fd >= 0) {
+	if (ownfd_fd(&srv.c.fd) >= 0) {
 		snprintf(msg, sizeof msg, "process %d is exiting", (int)srv.pid);
 		client_say(&srv.c, CONTROL_EXIT, msg, strlen(msg));
 		client_close(&srv.c);
@@ -519,6 +582,7 @@ static void *server_main(void *arg)
 
 /* ------------------------------------------------------------ lifecycle */
 
+
 /* Creates the wake pipe and starts the thread with every signal blocked.
  * Returns 0 or -1 with *e. */
 static int start_thread(struct err *e)
@@ -526,19 +590,16 @@ static int start_thread(struct err *e)
 	sigset_t all, old;
 	int rc;
 
-	if (pipe2(srv.wake, O_CLOEXEC | O_NONBLOCK) != 0)
+	if (make_wake_pipe() != 0)
 		return err_errno(e, errno, "REPL: cannot create the control pipe");
 	atomic_store(&srv.stopping, 0);
-	atomic_store(&sig_fd, srv.wake[1]);
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	rc = pthread_create(&srv.thread, NULL, server_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
-		atomic_store(&sig_fd, -1);
-		close(srv.wake[0]);
-		close(srv.wake[1]);
-		srv.wake[0] = srv.wake[1] = -1;
+		ownfd_close(&srv.wake_w);
+		ownfd_close(&srv.wake_r);
 		return err_errno(e, rc, "REPL: cannot create the control thread");
 	}
 	pthread_setname_np(srv.thread, "profhost-ctl");
@@ -598,14 +659,15 @@ void control_stop(void)
 	if (!srv.started || pthread_equal(pthread_self(), srv.thread))
 		return;
 	atomic_store(&srv.stopping, 1);
-	if (write(srv.wake[1], "S", 1) < 0) {
-		/* full: the thread is awake anyway */
+	if (ownfd_check(&srv.wake_w) && write(ownfd_fd(&srv.wake_w), "S", 1) < 0) {
+		/* full: the thread is awake anyway (a lost pipe: it polls
+		 * with a time-out) */
 	}
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	deadline.tv_sec += SERVER_STOP_WAIT_S;
 	if (pthread_timedjoin_np(srv.thread, NULL, &deadline) != 0) {
 		log_msg(LOG_DEBUG, "REPL: the control thread did not stop in time");
-		if (srv.listen_fd >= 0)
+		if (ownfd_fd(&srv.listen) >= 0)
 			unlink(srv.sock);
 	}
 	srv.started = false;
@@ -620,18 +682,12 @@ void control_after_fork_child(void)
 	/* The parent's thread is not here; its descriptors are ours to
 	 * close, its files (socket, trigger) stay the parent's. */
 	srv.started = false;
-	if (srv.c.fd >= 0)
-		close(srv.c.fd);
-	srv.c.fd = -1;
+	ownfd_close(&srv.c.fd);
 	srv.c.gone = false;
 	memset(&srv.c.rd, 0, sizeof srv.c.rd); /* may have been mid-change */
-	if (srv.listen_fd >= 0)
-		close(srv.listen_fd);
-	srv.listen_fd = -1;
-	close(srv.wake[0]);
-	close(srv.wake[1]);
-	srv.wake[0] = srv.wake[1] = -1;
-	atomic_store(&sig_fd, -1);
+	ownfd_close(&srv.listen);
+	ownfd_close(&srv.wake_w);
+	ownfd_close(&srv.wake_r);
 	pthread_mutex_init(&srv.lock, NULL);
 	srv.sock_open = false;
 	srv.parent = srv.pid;

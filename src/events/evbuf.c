@@ -59,6 +59,9 @@ struct evbuf_slot {
 	_Atomic uint64_t pf_want;
 	_Atomic uint64_t pf_done;
 	_Atomic int pf_busy;
+	/* Bytes from the start that evbuf_prepare() populated for the next
+	 * generation (0: none); used up by evbuf_open, reset by release. */
+	size_t ready;
 };
 
 #define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
@@ -336,6 +339,62 @@ void evbuf_append(uint16_t kind, const char *name, uint64_t id, uint64_t a)
 	evbuf_append_raw(kind, ts, name, (uint32_t)len, id, a);
 }
 
+/* Chunks of a pool of `bytes` (at least 2). */
+static uint64_t pool_chunks(size_t bytes)
+{
+	uint64_t nchunks = bytes / EVBUF_CHUNK_BYTES;
+
+	if (nchunks < 2)
+		nchunks = 2;
+	if (nchunks > UINT32_MAX)
+		nchunks = UINT32_MAX;
+	return nchunks;
+}
+
+/* Makes free slot s's mapping at least `want` bytes. Grows by mapping anew;
+ * the old mapping is kept (see the comment at the top): sizes change only
+ * with the policy. Returns 0 or -1. Caller of open/close. */
+static int slot_map(struct evbuf_slot *s, size_t want)
+{
+	void *m;
+
+	if (s->mapped >= want)
+		return 0;
+	m = mmap(NULL, want, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return -1;
+	/* Huge pages where the system allows them: a window touches its pool
+	 * once, and 4 KiB page faults cost more than the records written
+	 * (~1.5 us per 50 records here). Advice only; failure is fine. */
+	madvise(m, want, MADV_HUGEPAGE);
+	s->mem = m;
+	s->mapped = want;
+	s->ready = 0;
+	return 0;
+}
+
+void evbuf_prepare(size_t bytes)
+{
+	uint64_t gen = last_gen + 1;
+	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
+	size_t want = (size_t)pool_chunks(bytes) * EVBUF_CHUNK_BYTES;
+
+	if ((atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1) ||
+	    atomic_load_explicit(&s->gen, memory_order_acquire) != 0 ||
+	    slot_map(s, want) != 0)
+		return;
+	pf_start();
+	/* The first writers' pages, populated now rather than faulted in by
+	 * them in the window's first step. Kept until the slot's release. */
+	if (!s->ready) {
+		size_t first = pf_round(s, PF_LEAD_MIN, want);
+
+		if (madvise(s->mem, first, MADV_POPULATE_WRITE) == 0)
+			s->ready = first;
+	}
+}
+
 uint64_t evbuf_open(size_t bytes)
 {
 	uint64_t gen, nchunks;
@@ -344,36 +403,19 @@ uint64_t evbuf_open(size_t bytes)
 	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
 		return 0;
 	gen = ++last_gen;
-	nchunks = bytes / EVBUF_CHUNK_BYTES;
-	if (nchunks < 2)
-		nchunks = 2;
-	if (nchunks > UINT32_MAX)
-		nchunks = UINT32_MAX;
+	nchunks = pool_chunks(bytes);
 	s = &slots[gen % EVBUF_SLOTS];
 	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) == 0) {
 		size_t want = (size_t)nchunks * EVBUF_CHUNK_BYTES;
-		if (s->mapped < want) {
-			/* Grow by mapping anew. The old mapping is kept (see the
-			 * comment at the top): sizes change only with the policy. */
-			void *m = mmap(NULL, want, PROT_READ | PROT_WRITE,
-				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-			if (m != MAP_FAILED) {
-				/* Huge pages where the system allows them: a window
-				 * touches its pool once, and 4 KiB page faults cost
-				 * more than the records written (~1.5 us per 50
-				 * records here). Advice only; failure is fine. */
-				madvise(m, want, MADV_HUGEPAGE);
-				s->mem = m;
-				s->mapped = want;
-			}
-		}
-		if (s->mapped >= want) {
+
+		if (slot_map(s, want) == 0) {
 			s->nchunks = (uint32_t)nchunks;
 			atomic_store_explicit(&s->next, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->open, 1, memory_order_relaxed);
-			atomic_store_explicit(&s->pf_done, 0, memory_order_relaxed);
+			/* What evbuf_prepare() populated counts as done. */
+			atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
 			atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
 					      memory_order_relaxed);
 			atomic_store(&s->pf_gen, gen);
@@ -525,6 +567,7 @@ void evbuf_release(uint64_t gen)
 	/* Whole huge pages: a write faults in all of its huge page. */
 	if (used)
 		madvise(s->mem, pf_round(s, used, s->mapped), MADV_DONTNEED);
+	s->ready = 0;
 	atomic_store_explicit(&s->gen, 0, memory_order_release);
 }
 

@@ -137,6 +137,13 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
  */
 uint64_t evbuf_open(size_t bytes);
 
+/* Readies the pool of the generation evbuf_open() will open next (a
+ * window is about to open): maps it, starts the pre-fault helper and
+ * populates the first writers' pages now, so the window's first step does
+ * not pay for them. No-op while a generation is open or that pool's slot
+ * is still held. Same caller as evbuf_open(). */
+void evbuf_prepare(size_t bytes);
+
 /* Closes the open generation; returns its number, or 0 when none was open.
  * Appends after this return are no-ops. */
 uint64_t evbuf_close(void);

@@ -134,6 +134,9 @@ struct trace_counters {
 	uint64_t unbalanced_pops;   /* pops with no open range */
 	uint64_t clipped;           /* ranges clipped at a window edge */
 	uint64_t gpu_dropped;       /* GPU records dropped (CUPTI) */
+	uint64_t dropped_steps;     /* steps past the window's step budget */
+	uint64_t windows_skipped;   /* earlier windows not written: the host
+				       thread's queue was full */
 };
 
 /* Window metadata. Strings are owned by the trace (malloc'd). */

@@ -685,6 +685,8 @@ static cJSON *build_header(const struct trace *t)
 			bad |= add_u64(cn, "unbalanced_pops", c->unbalanced_pops);
 			bad |= add_u64(cn, "clipped", c->clipped);
 			bad |= add_u64(cn, "gpu_dropped", c->gpu_dropped);
+			bad |= add_u64(cn, "dropped_steps", c->dropped_steps);
+			bad |= add_u64(cn, "windows_skipped", c->windows_skipped);
 		}
 		if (t->sampling.hz)
 			bad |= add_sampling(ph, t);

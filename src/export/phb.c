@@ -168,6 +168,12 @@ static void write_cats(struct phb_w *w)
 	w_end(w);
 }
 
+/* A counter in a 32-bit field of the metadata (saturated). */
+static uint32_t sat32(uint64_t v)
+{
+	return v < UINT32_MAX ? (uint32_t)v : UINT32_MAX;
+}
+
 static void write_meta(struct phb_w *w, const struct trace *t)
 {
 	const struct trace_meta *m = &t->meta;
@@ -184,14 +190,14 @@ static void write_meta(struct phb_w *w, const struct trace *t)
 	put32(p, (uint32_t)m->rank);
 	put32(p + 4, (uint32_t)m->world_size);
 	put32(p + 8, m->window);
-	put32(p + 12, 0);
+	put32(p + 12, sat32(c->windows_skipped)); /* 1.0: 0 */
 	put64(p + 16, m->first_step);
 	put64(p + 24, m->last_step);
 	put64(p + 32, (uint64_t)m->start_ts);
 	put64(p + 40, (uint64_t)m->end_ts);
 	put64(p + 48, (uint64_t)m->base_time_ns);
 	put32(p + 56, (uint32_t)m->pid);
-	put32(p + 60, 0);
+	put32(p + 60, sat32(c->dropped_steps));
 	put64(p + 64, (uint64_t)m->monotonic_offset_ns); /* 1.0: 0 */
 	p = w_room(w, 48);
 	put64(p, c->events);
@@ -508,12 +514,14 @@ static int read_meta(struct phb_r *r, size_t off, size_t end, struct trace *t)
 	m->rank = (int32_t)get32(p);
 	m->world_size = (int32_t)get32(p + 4);
 	m->window = get32(p + 8);
+	c->windows_skipped = get32(p + 12);
 	m->first_step = get64(p + 16);
 	m->last_step = get64(p + 24);
 	m->start_ts = (int64_t)get64(p + 32);
 	m->end_ts = (int64_t)get64(p + 40);
 	m->base_time_ns = (int64_t)get64(p + 48);
 	m->pid = (int32_t)get32(p + 56);
+	c->dropped_steps = get32(p + 60);
 	m->monotonic_offset_ns = (int64_t)get64(p + 64);
 	p += 72;
 	c->events = get64(p);

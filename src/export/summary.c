@@ -199,6 +199,11 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c)
 		{ c->dropped_noslot, "events dropped: the previous window was still being "
 				     "written; space the windows out (prof.schedule{wait=...})" },
 		{ c->gpu_dropped, "GPU records dropped by CUPTI; raise prof.capture{buffer_mb=...}" },
+		{ c->dropped_steps, "steps not recorded: more steps than the window's step "
+				    "budget (one per 256 bytes of prof.capture{buffer_mb=...})" },
+		{ c->windows_skipped, "earlier windows not written: the host was still "
+				      "writing others; space the windows out "
+				      "(prof.schedule{wait=...})" },
 		{ c->unbalanced_pops, "range pops had no open range (unbalanced push/pop "
 				      "in the program)" },
 		{ c->clipped, "ranges cut at a window edge (begun before it or still "

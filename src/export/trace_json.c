@@ -262,6 +262,8 @@ static void read_header(struct tj *j, const cJSON *root)
 	m->hostname = str_of(ph, "hostname");
 	c->dropped_buffer = (uint64_t)int_of(cn, "dropped_buffer", 0);
 	c->dropped_noslot = (uint64_t)int_of(cn, "dropped_noslot", 0);
+	c->dropped_steps = (uint64_t)int_of(cn, "dropped_steps", 0);
+	c->windows_skipped = (uint64_t)int_of(cn, "windows_skipped", 0);
 	c->unbalanced_pops = (uint64_t)int_of(cn, "unbalanced_pops", 0);
 	c->clipped = (uint64_t)int_of(cn, "clipped", 0);
 	c->gpu_dropped = (uint64_t)int_of(cn, "gpu_dropped", 0);

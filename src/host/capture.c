@@ -52,6 +52,15 @@ void capture_warmup_all(struct host *h)
 			capture_sources[i]->warmup(h);
 }
 
+void capture_prepare_all(struct host *h)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->prepare)
+			capture_sources[i]->prepare(h);
+}
+
 void capture_open_all(struct host *h, uint64_t gen)
 {
 	size_t i;

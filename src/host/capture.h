@@ -22,6 +22,12 @@
  *                 still written).
  *   fini          the process is ending, after the last window was
  *                 written (the exiting thread).
+ *   prepare       a window is about to open (the step before it, its
+ *                 warm-up, a capture_now request, a capture range that may
+ *                 open one): do now what would otherwise slow the window's
+ *                 first step (threads, first-time work on the stepping
+ *                 thread). May be called again before the window opens.
+ *                 Stepping thread, window lock held: must not block.
  *   step          a step boundary: `step` begins, `recording` says whether
  *                 a window records it (stepping thread, window lock held:
  *                 must not block). Also called for step 0 at start-up.
@@ -48,7 +54,11 @@ struct capture_ops {
 		       struct trace *t, struct err *e);
 	void (*fini)(struct host *h);
 	void (*step)(struct host *h, uint64_t step, bool recording);
+	void (*prepare)(struct host *h);
 };
+
+/* Calls every source's prepare. Window lock held. */
+void capture_prepare_all(struct host *h);
 
 /* The sources compiled in, NULL-ended (capture.c). */
 extern const struct capture_ops *const capture_sources[];

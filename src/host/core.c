@@ -30,15 +30,20 @@
 #define FINI_WAIT_MS 60000
 
 static struct host host;
+static _Atomic int strict_exiting;
 
+/* With PROF_STRICT=1 a failure ends the process through exit(): stdio is
+ * flushed and the shim's destructor writes the recording window, as at a
+ * normal exit (from the host thread itself, hostthread_stop writes what is
+ * queued in place). A failure while exiting does not exit again. */
 void host_fail(struct host *h, const struct err *e)
 {
 	log_msg(LOG_ERROR, "%s", e->msg);
-	if (h->env.strict) {
-		log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d",
-			STRICT_EXIT_STATUS);
-		_exit(STRICT_EXIT_STATUS);
-	}
+	if (!h->env.strict || atomic_exchange(&strict_exiting, 1))
+		return;
+	log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d (after writing "
+		"the recording window)", STRICT_EXIT_STATUS);
+	exit(STRICT_EXIT_STATUS);
 }
 
 /* Reads argv from /proc/self/cmdline into buf; returns the number of
@@ -191,6 +196,8 @@ static void core_after_fork_child(void)
 	host.pid = getpid();
 	pthread_mutex_init(&host.win.lock, NULL);
 	pthread_mutex_init(&host.ht.lock, NULL);
+	atomic_store(&host.ht.wake, 0);
+	atomic_store(&host.ht.ack, 0);
 	host.win.recording = false;
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
@@ -258,9 +265,9 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	if (gethostname(h->hostname, sizeof h->hostname - 1) != 0)
 		snprintf(h->hostname, sizeof h->hostname, "host");
 	find_program(h);
-	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0 ||
-	    hostthread_init(h, &e) != 0)
+	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0)
 		goto fail;
+	hostthread_init(h);
 	capture_init_all(h);
 	window_init(h);
 	exitpath_install(h);

@@ -31,18 +31,22 @@ static int env_parse_uint(const char *s, int *out)
 	return 0;
 }
 
-/* The first of `names` that is set gives *out; a malformed one is warned
- * about and skipped. */
-static void env_first_int(const char *const *names, int *out)
+/* The first of `names` that is set to an integer >= `min` gives *out; a
+ * malformed or smaller one is warned about (one line) and skipped. */
+static void env_first_int(const char *const *names, int min, int *out)
 {
 	for (; *names; names++) {
 		const char *v = env_get(*names);
+		int n;
+
 		if (!v)
 			continue;
-		if (env_parse_uint(v, out) == 0)
+		if (env_parse_uint(v, &n) == 0 && n >= min) {
+			*out = n;
 			return;
-		log_msg(LOG_WARN, "%s='%s' is not a non-negative integer; ignored",
-			*names, v);
+		}
+		log_msg(LOG_WARN, "%s='%s' is not an integer of at least %d; ignored",
+			*names, v, min);
 	}
 }
 
@@ -73,6 +77,13 @@ int env_read(struct host_env *env, struct err *e)
 				       "to make profhost failures fatal, 0 or unset "
 				       "to report them and go on)", v);
 	}
+	/* Read by the shim's clock (src/events/clock.c) before the core
+	 * loads; checked here, where a bad value can be said. */
+	v = env_get("PROF_CLOCK");
+	if (v && strcmp(v, "monotonic") != 0 && strcmp(v, "auto") != 0)
+		return err_set(e, "PROF_CLOCK='%s' is not understood (use monotonic to "
+			       "read CLOCK_MONOTONIC, or auto or unset for the TSC "
+			       "where the kernel keeps time with it)", v);
 	env->script = env_get("PROF_SCRIPT");
 	env->output_dir = env_get("PROF_OUTPUT_DIR");
 	env->run_id = env_get("PROF_RUN_ID");
@@ -125,10 +136,8 @@ int env_read(struct host_env *env, struct err *e)
 	}
 	env->sets[n] = NULL;
 
-	env_first_int(rank_vars, &env->rank);
-	env_first_int(size_vars, &env->world_size);
-	if (env->world_size < 1)
-		env->world_size = 1;
+	env_first_int(rank_vars, 0, &env->rank);
+	env_first_int(size_vars, 1, &env->world_size);
 	return 0;
 }
 

@@ -17,6 +17,9 @@
  *   PROF_REPL_IDLE       seconds before an idle REPL client is dropped
  *                        (default 600; 0 = never)
  *   PROF_PYTHON          0 turns the Python bridge off (default 1)
+ *   PROF_CLOCK           monotonic: no TSC; auto (default): the TSC where
+ *                        the kernel keeps time with it (read by the shim,
+ *                        checked here)
  *   RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK   this process's rank
  *   WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE   the job's size
  */

@@ -1,8 +1,9 @@
 /*
  * exitpath — keeps the open window when the process dies of a signal.
  *
- * For SIGTERM, SIGINT and SIGHUP, and (best effort) SIGSEGV, SIGBUS, SIGFPE,
- * SIGILL and SIGABRT, where the application left the default disposition,
+ * For SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS,
+ * SIGTRAP, and (best effort) SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT,
+ * where the application left the default disposition,
  * the handler asks the host thread to close and write the open window and
  * waits for its answer (bounded), then restores the default disposition and
  * raises the signal again: the process still dies of it, with the status the
@@ -11,16 +12,16 @@
  * alone (its own exit path, e.g. Python's KeyboardInterrupt, ends in exit()
  * and the shim's destructor writes the window).
  *
- * Everything in the handler is async-signal-safe: atomics, write, poll,
- * sigaction, raise.
+ * Everything in the handler is async-signal-safe: atomics, futex calls
+ * (src/util/wakeword.h), sigaction, raise.
  */
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "host.h"
 
 #define EXIT_WAIT_MS 20000 /* how long a dying process waits for its window */
@@ -28,25 +29,27 @@
 static struct host *exit_host;
 static _Atomic int exit_in_progress;
 
-static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGBUS,
-				    SIGFPE, SIGILL, SIGABRT };
+/* Every signal whose default action ends the process, but those profhost
+ * or common runtimes use for themselves: SIGUSR1 (the REPL's by default),
+ * SIGPROF and the real-time signals (the CPU sampler's; a handler there
+ * would make them look taken), SIGALRM and SIGVTALRM (timers), SIGPIPE
+ * (a program writing into a closed pipe usually means to stop quietly),
+ * SIGPOLL, SIGSTKFLT. The REPL's and the sampler's configured signals are
+ * skipped too. */
+static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2,
+				    SIGXCPU, SIGXFSZ, SIGSYS, SIGTRAP, SIGSEGV,
+				    SIGBUS, SIGFPE, SIGILL, SIGABRT };
 
 /* Asks the host thread to write the open window; waits for the answer. */
 static void exitpath_flush(struct host *h)
 {
-	struct pollfd pfd = { .fd = h->ht.ack[0], .events = POLLIN };
-	char c;
-
 	if (!atomic_load(&h->ht.started) || hostthread_is_self(h))
 		return;
 	if (!window_recording(h) && !h->ht.head && !h->ht.busy)
 		return;
-	if (write(h->ht.wake[1], "T", 1) != 1)
-		return;
-	while (poll(&pfd, 1, EXIT_WAIT_MS) < 0 && errno == EINTR)
-		;
-	if (read(h->ht.ack[0], &c, 1) != 1)
-		return; /* timed out: die without the window */
+	wakeword_post(&h->ht.wake, HOST_WAKE_TERM);
+	/* On time-out, die without the window. */
+	wakeword_take(&h->ht.ack, EXIT_WAIT_MS * 1000000LL);
 }
 
 static void exitpath_handler(int sig)
@@ -74,6 +77,9 @@ void exitpath_install(struct host *h)
 	for (i = 0; i < sizeof exit_signals / sizeof exit_signals[0]; i++) {
 		struct sigaction old, sa;
 
+		if (exit_signals[i] == h->env.repl_signal ||
+		    exit_signals[i] == h->cfg->capture.cpu_signal)
+			continue;
 		if (sigaction(exit_signals[i], NULL, &old) != 0)
 			continue;
 		if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)

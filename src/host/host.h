@@ -6,8 +6,8 @@
  *     prof_step / prof_capture_now) and may run step hooks;
  *   - the host thread (hostthread.c), started when the first window opens,
  *     assembles and writes closed windows and runs the report hooks;
- *   - signal handlers (exitpath.c) only write to the host thread's pipe and
- *     wait for its answer;
+ *   - signal handlers (exitpath.c) only post to the host thread's wake
+ *     word and wait for its answer;
  *   - the control thread (src/control) runs REPL commands, which read the
  *     host's state and change the schedule through live.c.
  */
@@ -42,6 +42,10 @@ struct host_job {
 	int64_t start_ts, end_ts;
 	struct trace_step *steps;
 	size_t nsteps;
+	uint64_t dropped_steps;        /* steps past the window's step budget */
+	uint64_t windows_skipped;      /* windows skipped (queue full) since
+					  the job queued before this one */
+	bool skip;                     /* queue was full: not written */
 	uint64_t ticket;               /* capture_now ticket (0: schedule) */
 	struct host_job *next;
 };
@@ -81,6 +85,9 @@ struct window_state {
 	int64_t start_ts;
 	struct trace_step *steps;      /* its completed steps */
 	size_t nsteps, cap_steps;
+	size_t max_steps;              /* step budget of a window (from
+					  prof.capture{buffer_mb}) */
+	uint64_t dropped_steps;        /* steps past it in this window */
 	double dur_ms[HOST_DUR_RING];  /* recent step durations */
 	size_t ndur, dur_pos;
 	bool finished;                 /* the process is exiting */
@@ -96,7 +103,16 @@ struct window_state {
 	uint64_t ticket;               /* the recording window's ticket (0:
 					  a schedule window) */
 	uint32_t ticket_steps;         /* its length in steps */
+	bool prepared;                 /* the next window was prepared */
+	bool fail_pending;             /* open_window failed: `fail` is to be
+					  said once the lock is released */
+	struct err fail;
 };
+
+/* What the host thread is woken for (bits of host_thread.wake). */
+#define HOST_WAKE_JOB 1u           /* a job was queued */
+#define HOST_WAKE_TERM 2u          /* a fatal signal: write the open window */
+#define HOST_WAKE_STOP 4u          /* exit once the queue is empty */
 
 /* The host thread and its queue. */
 struct host_thread {
@@ -106,10 +122,14 @@ struct host_thread {
 	pthread_mutex_t lock;          /* guards the queue and `busy` */
 	pthread_cond_t idle;           /* signalled when the queue empties */
 	struct host_job *head, *tail;
+	size_t queued;                 /* jobs in the queue */
+	uint64_t skipped;              /* windows skipped (queue full) since
+					  the last one queued to be written */
+	uint64_t skipped_total;        /* ... and over the run */
 	bool busy;                     /* a job is being processed */
 	bool stop;                     /* exit once the queue is empty */
-	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */
-	int ack[2];                    /* pipe: the host thread's answer to 'T' */
+	_Atomic uint32_t wake;         /* wake word: HOST_WAKE_* bits */
+	_Atomic uint32_t ack;          /* wake word: the answer to TERM */
 	_Atomic int windows_written;
 	struct host_outputs out;       /* guarded by `lock` */
 };
@@ -182,8 +202,8 @@ void window_step_stats(const struct window_state *w, double *median,
 
 /* --- hostthread.c --- */
 
-/* Creates the pipes. Start-up; returns 0 or -1 with *e. */
-int hostthread_init(struct host *h, struct err *e);
+/* Sets up the queue. Start-up. */
+void hostthread_init(struct host *h);
 
 /* Starts the host thread if it is not running. Returns 0 or -1 with *e. */
 int hostthread_start(struct host *h, struct err *e);

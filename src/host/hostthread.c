@@ -2,10 +2,11 @@
  * hostthread — the host's own thread: it turns closed windows into files
  * and runs the report hooks, so a step boundary never waits for I/O.
  *
- * It sleeps in poll() on a pipe. Application threads queue jobs under a
- * mutex the host thread holds only to pop; signal handlers write one byte
- * ('T') and wait for the answer on a second pipe, which is all they can
- * safely do.
+ * It sleeps on a wake word (src/util/wakeword.h, a futex: no descriptor
+ * a program could close or reuse). Application threads queue jobs under a
+ * mutex the host thread holds only to pop; signal handlers post
+ * HOST_WAKE_TERM and wait for the answer on a second word, which is all
+ * they can safely do.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,8 +24,17 @@
 #include "../events/clock.h"
 #include "../export/export.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "capture.h"
 #include "host.h"
+
+/* Windows waiting for the host thread, beyond the one it is writing. Past
+ * EVBUF_SLOTS closed windows the event pools are all held, so a window
+ * queued further back recorded nothing but its steps: such a window is
+ * skipped (its sources still collect it, nothing is written) and counted
+ * in the next window written (trace counters `windows_skipped`). This
+ * bounds both the queue's memory and how long exit waits. */
+#define HOST_QUEUE_MAX EVBUF_SLOTS
 
 /* Appends "window\t<dir>" to the launcher's notes file, if any. */
 static void note_window(struct host *h, const char *dir)
@@ -120,6 +130,45 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 		host_fail(h, &e);
 }
 
+/* Says what a window lost, and why, in one line. Host thread. */
+static void log_drops(struct host *h, uint32_t window, const struct trace_counters *c)
+{
+	if (c->dropped_buffer)
+		log_msg(LOG_WARN, "window %u: %llu events dropped because the event "
+			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",
+			window, (unsigned long long)c->dropped_buffer,
+			h->cfg->capture.buffer_bytes >> 20);
+	if (c->dropped_noslot)
+		log_msg(LOG_WARN, "window %u: %llu events dropped because earlier "
+			"windows were still being written (space the windows out: "
+			"prof.schedule{wait = ...})", window,
+			(unsigned long long)c->dropped_noslot);
+	if (c->dropped_steps)
+		log_msg(LOG_WARN, "window %u: %llu steps not recorded: more than its "
+			"budget of one step per %d bytes of prof.capture{buffer_mb}",
+			window, (unsigned long long)c->dropped_steps, 256);
+	if (c->windows_skipped)
+		log_msg(LOG_WARN, "%llu windows before window %u were not written: the "
+			"host was still writing others (space the windows out: "
+			"prof.schedule{wait = ...})",
+			(unsigned long long)c->windows_skipped, window);
+}
+
+/* A window skipped because the queue was full: its pool goes back and the
+ * capture sources still collect it (they keep per-window state), into a
+ * trace nobody writes. Host thread. */
+static void skip_job(struct host *h, struct host_job *job)
+{
+	struct trace t;
+
+	h->shim->evbuf_release(job->gen);
+	if (trace_init(&t) != 0)
+		return;
+	fill_meta(h, job, &t);
+	capture_collect_all(h, job, &t);
+	trace_free(&t);
+}
+
 /* Assembles, writes and reports one closed window. Host thread. */
 static void process_job(struct host *h, struct host_job *job)
 {
@@ -141,6 +190,8 @@ static void process_job(struct host *h, struct host_job *job)
 		return;
 	}
 	fill_meta(h, job, &t);
+	t.counters.dropped_steps = job->dropped_steps;
+	t.counters.windows_skipped = job->windows_skipped;
 	if (assemble_window(&t, &src, job->steps, job->nsteps) != 0)
 		log_msg(LOG_WARN, "out of memory assembling window %u: the trace "
 			"is incomplete", job->window);
@@ -171,7 +222,8 @@ static void process_job(struct host *h, struct host_job *job)
 			rc = -1;
 		}
 	}
-	dropped = t.counters.dropped_buffer + t.counters.dropped_noslot;
+	dropped = t.counters.dropped_buffer + t.counters.dropped_noslot +
+		  t.counters.dropped_steps;
 	if (res.dir[0] && rc == 0) {
 		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG,
 			"window %u (steps %llu-%llu, %s): %llu events -> %s/",
@@ -184,11 +236,7 @@ static void process_job(struct host *h, struct host_job *job)
 		atomic_fetch_add(&h->ht.windows_written, 1);
 	}
 	live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
-	if (dropped)
-		log_msg(LOG_WARN, "window %u: %llu events dropped because the event "
-			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",
-			job->window, (unsigned long long)dropped,
-			h->cfg->capture.buffer_bytes >> 20);
+	log_drops(h, job->window, &t.counters);
 
 	wi.window = job->window;
 	wi.first_step = job->first;
@@ -225,6 +273,7 @@ static void drain_queue(struct host *h)
 			ht->head = job->next;
 			if (!ht->head)
 				ht->tail = NULL;
+			ht->queued--;
 			ht->busy = true;
 		} else {
 			ht->busy = false;
@@ -233,7 +282,10 @@ static void drain_queue(struct host *h)
 		pthread_mutex_unlock(&ht->lock);
 		if (!job)
 			return;
-		process_job(h, job);
+		if (job->skip)
+			skip_job(h, job);
+		else
+			process_job(h, job);
 		free(job->steps);
 		free(job);
 	}
@@ -243,56 +295,30 @@ static void *host_main(void *arg)
 {
 	struct host *h = arg;
 	struct host_thread *ht = &h->ht;
-	struct pollfd pfd = { .fd = ht->wake[0], .events = POLLIN };
-	char buf[64];
 	bool stop = false;
 
 	atomic_store(&ht->tid, (int32_t)syscall(SYS_gettid));
 	while (!stop) {
-		bool terminate = false;
-		ssize_t n, i;
+		uint32_t bits = wakeword_take(&ht->wake, -1);
 
-		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-			break;
-		while ((n = read(ht->wake[0], buf, sizeof buf)) > 0)
-			for (i = 0; i < n; i++) {
-				if (buf[i] == 'T')
-					terminate = true;
-				else if (buf[i] == 'S')
-					stop = true;
-			}
-		if (terminate)
+		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
 		drain_queue(h);
-		if (terminate && write(ht->ack[1], "A", 1) != 1)
-			log_msg(LOG_DEBUG, "exit path: could not answer");
+		if (bits & HOST_WAKE_TERM)
+			wakeword_post(&ht->ack, 1);
 		pthread_mutex_lock(&ht->lock);
-		stop = stop || ht->stop;
+		stop = (bits & HOST_WAKE_STOP) || ht->stop;
 		pthread_mutex_unlock(&ht->lock);
 	}
 	return NULL;
 }
 
-/* Makes both ends of a new pipe close-on-exec and non-blocking. */
-static int make_pipe(int fds[2])
-{
-	return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
-}
-
-int hostthread_init(struct host *h, struct err *e)
+void hostthread_init(struct host *h)
 {
 	struct host_thread *ht = &h->ht;
 
 	pthread_mutex_init(&ht->lock, NULL);
 	pthread_cond_init(&ht->idle, NULL);
-	if (make_pipe(ht->wake) != 0)
-		return err_errno(e, errno, "cannot create the host thread's pipe");
-	if (make_pipe(ht->ack) != 0) {
-		close(ht->wake[0]);
-		close(ht->wake[1]);
-		return err_errno(e, errno, "cannot create the host thread's pipe");
-	}
-	return 0;
 }
 
 int hostthread_start(struct host *h, struct err *e)
@@ -322,14 +348,41 @@ void hostthread_submit(struct host *h, struct host_job *job)
 
 	job->next = NULL;
 	pthread_mutex_lock(&ht->lock);
+	if (ht->queued >= HOST_QUEUE_MAX) {
+		ht->skipped++;
+		if (ht->skipped_total++ == 0)
+			log_msg(LOG_WARN, "windows close faster than they are written: "
+				"skipping window %u and any other that finds %d "
+				"waiting (space the windows out: prof.schedule{wait = "
+				"...})", job->window, HOST_QUEUE_MAX);
+		if (ht->tail && ht->tail->skip) {
+			/* Merged into the skipped window queued last: its
+			 * sources collect both at once (a time range covering
+			 * both); its events go back now. */
+			ht->tail->last = job->last;
+			ht->tail->end_ts = job->end_ts;
+			pthread_mutex_unlock(&ht->lock);
+			h->shim->evbuf_release(job->gen);
+			free(job->steps);
+			free(job);
+			return;
+		}
+		job->skip = true; /* its steps go now */
+		free(job->steps);
+		job->steps = NULL;
+		job->nsteps = 0;
+	} else {
+		job->windows_skipped = ht->skipped; /* said in its summary */
+		ht->skipped = 0;
+	}
+	ht->queued++;
 	if (ht->tail)
 		ht->tail->next = job;
 	else
 		ht->head = job;
 	ht->tail = job;
 	pthread_mutex_unlock(&ht->lock);
-	if (write(ht->wake[1], "J", 1) != 1)
-		log_msg(LOG_DEBUG, "host thread pipe full; it is awake anyway");
+	wakeword_post(&ht->wake, HOST_WAKE_JOB);
 }
 
 int hostthread_stop(struct host *h, int timeout_ms)
@@ -341,6 +394,12 @@ int hostthread_stop(struct host *h, int timeout_ms)
 
 	if (!atomic_load(&ht->started))
 		return 0;
+	if (hostthread_is_self(h)) {
+		/* exit() on the host thread (PROF_STRICT=1): the window it was
+		 * writing is abandoned; the ones queued are written here. */
+		drain_queue(h);
+		return 0;
+	}
 	clock_gettime(CLOCK_REALTIME, &deadline);
 	said = deadline;
 	said.tv_sec += 2;
@@ -352,8 +411,7 @@ int hostthread_stop(struct host *h, int timeout_ms)
 	}
 	pthread_mutex_lock(&ht->lock);
 	ht->stop = true;
-	if (write(ht->wake[1], "S", 1) != 1)
-		log_msg(LOG_DEBUG, "host thread pipe full; it is awake anyway");
+	wakeword_post(&ht->wake, HOST_WAKE_STOP);
 	while (ht->head || ht->busy) {
 		const struct timespec *until = told ? &deadline : &said;
 		if (pthread_cond_timedwait(&ht->idle, &ht->lock, until) == ETIMEDOUT) {
@@ -366,6 +424,10 @@ int hostthread_stop(struct host *h, int timeout_ms)
 			break;
 		}
 	}
+	if (ht->skipped)
+		log_msg(LOG_WARN, "the last %llu windows were not written: the host was "
+			"still writing others (space the windows out: "
+			"prof.schedule{wait = ...})", (unsigned long long)ht->skipped);
 	pthread_mutex_unlock(&ht->lock);
 	if (rc == 0)
 		pthread_join(ht->thread, NULL);

@@ -119,6 +119,34 @@ static int shim_locate(char *dir, size_t size)
 	return 0;
 }
 
+/* Another copy of libprofhost.so (another file: NVTX_INJECTION64_PATH or
+ * CUDA_INJECTION64_PATH naming a different install) may be loaded after
+ * the preloaded one. It would start a second host writing the same
+ * windows: it stays off, says so once, and hands NVTX to the first copy.
+ * Returns 1 when this is such a second copy. Constructor only. */
+static int shim_second_copy(void)
+{
+	void *first = dlsym(RTLD_DEFAULT, "prof_abi_version");
+	Dl_info a, b;
+
+	/* Our own file by a static function's address: an exported one's
+	 * address resolves to the first copy's (interposition). */
+	if (!first || !dladdr(first, &a) || !dladdr((void *)&shim_second_copy, &b) ||
+	    a.dli_fbase == b.dli_fbase)
+		return 0;
+	nvtx_first_copy = (int (*)(const void *(*)(uint32_t)))
+		dlsym(RTLD_DEFAULT, "InitializeInjectionNvtx2");
+	if (!a.dli_fname)
+		a.dli_fname = "?";
+	if (!b.dli_fname)
+		b.dli_fname = "?";
+	log_msg(LOG_WARN, "a second copy of libprofhost.so was loaded (%s, named by "
+		"NVTX_INJECTION64_PATH or CUDA_INJECTION64_PATH?) while %s runs: "
+		"the second copy stays off (point those variables at the same "
+		"file as LD_PRELOAD)", b.dli_fname, a.dli_fname);
+	return 1;
+}
+
 __attribute__((constructor)) static void shim_init(void)
 {
 	static struct shim_api api = {
@@ -126,6 +154,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.shim_path = shim_path,
 		.evbuf_open = evbuf_open,
 		.evbuf_close = evbuf_close,
+		.evbuf_prepare = evbuf_prepare,
 		.evbuf_drain = evbuf_drain,
 		.evbuf_release = evbuf_release,
 		.evbuf_append_raw = evbuf_append_raw,
@@ -149,6 +178,8 @@ __attribute__((constructor)) static void shim_init(void)
 
 	if (level && log_parse_level(level, &lv) == 0)
 		log_set_level(lv); /* the core reports a bad PROF_LOG */
+	if (shim_second_copy())
+		return;
 	switch (shim_parse_disable(disable)) {
 	case 1:
 		return;

@@ -20,7 +20,8 @@
 #include "../events/clock.h"
 #include "../events/evbuf.h"
 
-#define SHIM_API_VERSION 2 /* 2: NVTX, clock, range hooks, CUDA injection */
+#define SHIM_API_VERSION 3 /* 2: NVTX, clock, range hooks, CUDA injection;
+			      3: evbuf_prepare */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -28,6 +29,7 @@ struct shim_api {
 	const char *shim_path;     /* absolute path of libprofhost.so */
 	uint64_t (*evbuf_open)(size_t bytes);
 	uint64_t (*evbuf_close)(void);
+	void (*evbuf_prepare)(size_t bytes);
 	int (*evbuf_drain)(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 			   struct evbuf_stats *stats);
 	void (*evbuf_release)(uint64_t gen);

@@ -16,6 +16,15 @@
 #include "capture.h"
 #include "host.h"
 
+/* A window keeps at most one step record per WINDOW_STEP_BYTES of its
+ * event memory (prof.capture{buffer_mb}), and at least WINDOW_STEPS_MIN:
+ * a step costs its record (32 bytes), a ProfilerStep event and its text in
+ * every file, so a flood of steps stays a small share of what the window
+ * may use. Later steps are dropped and counted (trace counters
+ * `dropped_steps`). */
+#define WINDOW_STEP_BYTES 256
+#define WINDOW_STEPS_MIN 1024
+
 /* Opens a capture generation for the window that starts now, at step
  * `first`, for `reason`. Lock held. */
 static void open_window(struct host *h, const char *reason, uint64_t first,
@@ -25,9 +34,13 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	struct err e;
 
 	if (hostthread_start(h, &e) != 0) {
-		host_fail(h, &e); /* no thread to write it: skip the window */
+		/* No thread to write it: skip the window. Said by the caller
+		 * after the lock (host_fail may exit the process). */
+		w->fail = e;
+		w->fail_pending = true;
 		return;
 	}
+	w->prepared = false; /* the next window gets its own */
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(h, w->gen);
 	w->recording = true;
@@ -37,6 +50,10 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	w->first = first;
 	w->start_ts = now;
 	w->nsteps = 0;
+	w->dropped_steps = 0;
+	w->max_steps = h->cfg->capture.buffer_bytes / WINDOW_STEP_BYTES;
+	if (w->max_steps < WINDOW_STEPS_MIN)
+		w->max_steps = WINDOW_STEPS_MIN;
 	snprintf(w->reason, sizeof w->reason, "%s", reason ? reason : "schedule");
 	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
 		(unsigned long long)first, w->reason);
@@ -70,15 +87,40 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 	job->end_ts = now;
 	job->steps = w->steps;
 	job->nsteps = w->nsteps;
+	job->dropped_steps = w->dropped_steps;
 	job->ticket = w->ticket;
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
 }
 
+/* A window is about to open (see update_arm): what its opening would
+ * otherwise cost the stepping thread inside the window's first step (the
+ * host thread and the helpers starting, the pool's mapping and first pages,
+ * the sampler's thread and the first unwind) happens now, once per window.
+ * Lock held. */
+static void prepare_window(struct host *h)
+{
+	struct window_state *w = &h->win;
+	struct err e;
+
+	if (w->prepared)
+		return;
+	w->prepared = true;
+	if (hostthread_start(h, &e) != 0) {
+		w->fail = e;
+		w->fail_pending = true;
+		return;
+	}
+	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
+	capture_prepare_all(h);
+}
+
 /* Tells the shim whether NVTX pushes should keep their names: while a
  * window records, during warm-up, in the step before a window opens, and
- * whenever a capture range may still open one (see src/capture/nvtx.h). Calibrates the clock (at most once a second).
+ * whenever a capture range may still open one (see src/capture/nvtx.h).
+ * Whenever armed and not recording, a window may open at the next
+ * boundary: it is prepared. Calibrates the clock (at most once a second).
  * Lock held. */
 static void update_arm(struct host *h, enum sched_action action, int64_t now)
 {
@@ -94,7 +136,20 @@ static void update_arm(struct host *h, enum sched_action action, int64_t now)
 		h->shim->nvtx_arm(armed);
 		w->armed = armed;
 	}
+	if (armed && !w->recording)
+		prepare_window(h);
 	clock_calibrate(now);
+}
+
+/* The time of an event at a step boundary, read under the window lock:
+ * boundaries from several threads are then ordered, and never earlier than
+ * the current step's start (a clock read on another core is clamped), so
+ * no step has a negative duration. Lock held. */
+static int64_t lock_now(const struct window_state *w)
+{
+	int64_t now = clock_now_ns();
+
+	return now < w->step_start ? w->step_start : now;
 }
 
 /* Records the step that just ended in the recording window; a step that
@@ -105,11 +160,21 @@ static void keep_step(struct window_state *w, uint64_t step, int64_t start,
 {
 	if (start < w->start_ts)
 		start = w->start_ts;
+	if (w->nsteps >= w->max_steps) {
+		w->dropped_steps++; /* counted in the trace and its summary */
+		return;
+	}
 	if (w->nsteps == w->cap_steps) {
 		size_t cap = w->cap_steps ? w->cap_steps * 2 : 16;
-		struct trace_step *p = realloc(w->steps, cap * sizeof *p);
-		if (!p)
-			return; /* the span is missing; the events are not */
+		struct trace_step *p;
+
+		if (cap > w->max_steps)
+			cap = w->max_steps;
+		p = realloc(w->steps, cap * sizeof *p);
+		if (!p) {
+			w->dropped_steps++; /* the span is missing; the events are not */
+			return;
+		}
 		w->steps = p;
 		w->cap_steps = cap;
 	}
@@ -145,6 +210,24 @@ void window_step_stats(const struct window_state *w, double *median,
 	*mean = sum / (double)w->ndur;
 }
 
+/* Reports a failure open_window() left, once the lock is released. */
+static void report_pending(struct host *h, bool failed, const struct err *e)
+{
+	if (failed)
+		host_fail(h, e);
+}
+
+/* Takes the failure open_window() left, if any. Lock held. */
+static bool take_failure(struct window_state *w, struct err *e)
+{
+	bool failed = w->fail_pending;
+
+	if (failed)
+		*e = w->fail;
+	w->fail_pending = false;
+	return failed;
+}
+
 /* Runs a window hook, reporting a failure. */
 static void report_hook(struct host *h, enum policy_status st, const struct err *e)
 {
@@ -158,6 +241,7 @@ void window_init(struct host *h)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
+	struct err e;
 
 	pthread_mutex_init(&w->lock, NULL);
 	sched_init(&w->sched, &h->cfg->schedule, &r);
@@ -170,6 +254,7 @@ void window_init(struct host *h)
 	update_arm(h, r.action, w->step_start);
 	capture_step_all(h, w->sched.step, w->recording);
 	atomic_store(&w->ready, 1);
+	report_pending(h, take_failure(w, &e), &e);
 }
 
 void window_step(struct host *h)
@@ -179,11 +264,11 @@ void window_step(struct host *h)
 	struct policy_step_info info;
 	struct policy_window_info wi;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
+	int64_t now;
 	int32_t tid = (int32_t)syscall(SYS_gettid);
-	bool opened = false, hooks;
+	bool opened = false, hooks, failed;
 	double dur_ms;
-	struct err e;
+	struct err e, fe;
 
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
@@ -193,6 +278,7 @@ void window_step(struct host *h)
 		pthread_mutex_unlock(&w->lock);
 		return;
 	}
+	now = lock_now(w);
 	dur_ms = (double)(now - w->step_start) / 1e6;
 	w->dur_ms[w->dur_pos] = dur_ms;
 	w->dur_pos = (w->dur_pos + 1) % HOST_DUR_RING;
@@ -233,8 +319,10 @@ void window_step(struct host *h)
 	wi.window = w->index;
 	wi.first_step = wi.last_step = w->first;
 	wi.reason = w->reason;
+	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
 
+	report_pending(h, failed, &fe);
 	if (job)
 		hostthread_submit(h, job);
 	if (opened)
@@ -319,8 +407,8 @@ void window_finish(struct host *h, bool from_signal)
 	struct window_state *w = &h->win;
 	struct sched_result r;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
 	bool locked = lock_for_finish(w, from_signal);
+	int64_t now = lock_now(w);
 
 	if (w->finished) {
 		if (locked)
@@ -350,16 +438,17 @@ int window_range_begin(struct host *h)
 	struct window_state *w = &h->win;
 	const struct policy_config *c = h->cfg;
 	struct policy_window_info wi;
-	int64_t now = clock_now_ns();
+	int64_t now;
 	char reason[HOST_REASON_MAX];
-	bool opened = false;
+	bool opened = false, failed;
 	int rc = 0;
-	struct err e;
+	struct err e, fe;
 
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
 		return 0;
 	pthread_mutex_lock(&w->lock);
+	now = lock_now(w);
 	if (w->finished || w->range_active)
 		goto out;
 	if (c->capture_range.count && w->ranges_recorded >= c->capture_range.count) {
@@ -382,7 +471,9 @@ int window_range_begin(struct host *h)
 	wi.first_step = wi.last_step = w->first;
 	wi.reason = w->reason;
 out:
+	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
+	report_pending(h, failed, &fe);
 	if (opened && c->has_on_window_start)
 		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
 	return rc;
@@ -392,9 +483,10 @@ void window_range_end(struct host *h)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
-	int64_t now = clock_now_ns();
+	int64_t now;
 
 	pthread_mutex_lock(&w->lock);
+	now = lock_now(w);
 	if (w->range_active && !w->finished) {
 		w->range_active = false;
 		if (w->recording && !w->sched.recording)

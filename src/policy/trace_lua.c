@@ -1666,6 +1666,8 @@ static void push_counters(lua_State *L, const struct trace *t)
 	set_int(L, "unbalanced_pops", (lua_Integer)c->unbalanced_pops);
 	set_int(L, "clipped", (lua_Integer)c->clipped);
 	set_int(L, "gpu_dropped", (lua_Integer)c->gpu_dropped);
+	set_int(L, "dropped_steps", (lua_Integer)c->dropped_steps);
+	set_int(L, "windows_skipped", (lua_Integer)c->windows_skipped);
 }
 
 static void push_drops(lua_State *L, const struct trace *t)
