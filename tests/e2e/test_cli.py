@@ -514,5 +514,63 @@ class LauncherNotes(Scratch):
         self.assertFalse(os.path.exists(os.path.dirname(notes)), "temp dir left behind")
 
 
+class Attach(Scratch):
+    """prof attach's refusals that name what to do instead (with the real host
+    library: it reads /proc/PID/maps for it)."""
+
+    def real_env(self, **extra):
+        env = clean_env(PROF_LIB=os.path.join(BUILD, "lib", "libprofhost.so"),
+                        XDG_RUNTIME_DIR=self.dir, PROF_OUTPUT_DIR=self.path("out"), **extra)
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+        return env
+
+    def wait_for(self, pred, what):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    def test_launcher_pid_names_the_child(self):
+        launcher = subprocess.Popen([PROF, "run", "--", "sleep", "30"], env=self.real_env(),
+                                    cwd=self.dir, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        try:
+            def child():
+                with open("/proc/%d/task/%d/children" % (launcher.pid, launcher.pid)) as f:
+                    kids = f.read().split()
+                if not kids:
+                    return None
+                with open("/proc/%s/maps" % kids[0]) as f:
+                    return kids[0] if "/libprofhost-core.so" in f.read() else None
+            kid = self.wait_for(child, "the command under prof run")
+            r = prof("attach", str(launcher.pid), "-e", "1", env=self.real_env())
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr, "prof attach: process %d is not running profhost, but "
+                             "its child %s is: prof attach %s\n" % (launcher.pid, kid, kid))
+        finally:
+            launcher.terminate()
+            launcher.wait()
+
+    def test_disabled_process_says_so(self):
+        env = self.real_env(PROF_DISABLE="yes")
+        env["LD_PRELOAD"] = env["PROF_LIB"]
+        target = subprocess.Popen(["sleep", "30"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            def loaded():
+                with open("/proc/%d/maps" % target.pid) as f:
+                    return "/libprofhost.so" in f.read()
+            self.wait_for(loaded, "the library in the target")
+            r = prof("attach", str(target.pid), "-e", "1", env=self.real_env())
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr, "prof attach: process %d runs with PROF_DISABLE=yes: "
+                             "profhost is off there\n" % target.pid)
+        finally:
+            target.kill()
+            target.wait()
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
