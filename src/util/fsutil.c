@@ -96,38 +96,101 @@ int fsutil_copy(const char *src, const char *dst, struct err *e)
 	return rc;
 }
 
-char *fsutil_read(const char *path, size_t max, size_t *len, struct err *e)
+int fsutil_open_regular(const char *path, struct stat *st)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	size_t n;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int flags;
 
-	if (!f) {
-		err_errno(e, errno, "cannot open '%s'", path);
-		return NULL;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+		return -1;
 	}
-	buf = malloc(max + 1);
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		if (S_ISDIR(st->st_mode)) {
+			errno = EISDIR;
+			return -1;
+		}
+		return FSUTIL_NOT_REGULAR;
+	}
+	flags = fcntl(fd, F_GETFL);
+	if (flags >= 0)
+		fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	return fd;
+}
+
+const char *fsutil_file_kind(unsigned mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFIFO: return "a FIFO (named pipe)";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFDIR: return "a directory";
+	case S_IFLNK: return "a symbolic link";
+	case S_IFREG: return "a regular file";
+	default: return "not a file";
+	}
+}
+
+char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
+		     struct err *e)
+{
+	char *buf = malloc(max + 1);
+	size_t n = 0;
+
 	if (!buf) {
-		fclose(f);
 		err_set(e, "out of memory reading '%s'", path);
 		return NULL;
 	}
-	n = fread(buf, 1, max, f);
-	if (ferror(f)) {
-		err_errno(e, errno, "cannot read '%s'", path);
-		fclose(f);
-		free(buf);
-		return NULL;
+	/* one byte past max tells a file that is too large */
+	for (;;) {
+		char extra;
+		ssize_t r = n < max ? read(fd, buf + n, max - n) : read(fd, &extra, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			err_errno(e, errno, "cannot read '%s'", path);
+			free(buf);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		if (n == max) {
+			err_set(e, "'%s' is larger than %zu bytes", path, max);
+			free(buf);
+			return NULL;
+		}
+		n += (size_t)r;
 	}
-	if (n == max && fgetc(f) != EOF) {
-		err_set(e, "'%s' is larger than %zu bytes", path, max);
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	fclose(f);
 	buf[n] = '\0';
 	if (len)
 		*len = n;
+	return buf;
+}
+
+char *fsutil_read(const char *path, size_t max, size_t *len, struct err *e)
+{
+	struct stat st;
+	int fd = fsutil_open_regular(path, &st);
+	char *buf;
+
+	if (fd == FSUTIL_NOT_REGULAR) {
+		err_set(e, "'%s' is %s, not a regular file", path,
+			fsutil_file_kind(st.st_mode));
+		return NULL;
+	}
+	if (fd < 0) {
+		err_errno(e, errno, "cannot open '%s'", path);
+		return NULL;
+	}
+	buf = fsutil_read_fd(fd, path, max, len, e);
+	close(fd);
 	return buf;
 }

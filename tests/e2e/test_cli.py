@@ -186,6 +186,15 @@ class BadArguments(Scratch):
         self.assertEqual(r.stderr, "prof run: cannot read policy file '%s': Is a directory\n"
                          % self.dir)
 
+    def test_fifo_policy_file(self):
+        os.mkfifo(self.path("fifo.lua"))
+        marker = self.path("ran")
+        r = prof("run", "-s", "fifo.lua", "touch", marker, cwd=self.dir, timeout=20)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "prof run: cannot read policy file 'fifo.lua': it is a "
+                                   "FIFO (named pipe), not a regular file\n")
+        self.assertFalse(os.path.exists(marker))
+
 
 class Environment(Scratch):
     def test_environment_of_the_command(self):
@@ -514,9 +523,10 @@ class LauncherNotes(Scratch):
         self.assertFalse(os.path.exists(os.path.dirname(notes)), "temp dir left behind")
 
 
-class Attach(Scratch):
-    """prof attach's refusals that name what to do instead (with the real host
-    library: it reads /proc/PID/maps for it)."""
+class RealHost(Scratch):
+    """With the real host library: prof attach's refusals that name what to
+    do instead (it reads /proc/PID/maps for the library), and the host's
+    refusal of a policy it cannot read."""
 
     def real_env(self, **extra):
         env = clean_env(PROF_LIB=os.path.join(BUILD, "lib", "libprofhost.so"),
@@ -553,6 +563,27 @@ class Attach(Scratch):
         finally:
             launcher.terminate()
             launcher.wait()
+
+    def test_fifo_policy_or_module_never_hangs_the_target(self):
+        # Before main: PROF_SCRIPT naming a FIFO, and a policy that requires
+        # a module that is a FIFO. The target runs on, profiling off.
+        os.mkfifo(self.path("fifo.lua"))
+        os.mkfifo(self.path("mod.lua"))
+        with open(self.path("policy.lua"), "w") as f:
+            f.write("-- needs a module\nrequire('mod')\n")
+        for script, msg in (
+                ("fifo.lua", "profhost: PROF_SCRIPT: '%s' is a FIFO (named pipe), not a "
+                             "regular file; profiling is off for this process\n"
+                 % self.path("fifo.lua")),
+                ("policy.lua", "profhost: %s:2: module 'mod': %s is a FIFO (named pipe), not "
+                               "a regular file; profiling is off for this process\n"
+                 % (self.path("policy.lua"), self.path("mod.lua")))):
+            env = self.real_env(PROF_SCRIPT=self.path(script))
+            env["LD_PRELOAD"] = env["PROF_LIB"]
+            r = subprocess.run(["sh", "-c", "echo ran"], env=env, cwd=self.dir,
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual((r.returncode, r.stdout), (0, "ran\n"), r.stderr)
+            self.assertEqual(r.stderr, msg)
 
     def test_disabled_process_says_so(self):
         env = self.real_env(PROF_DISABLE="yes")
