@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,18 +142,43 @@ const char *fsutil_file_kind(unsigned mode)
 char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
 		     struct err *e)
 {
-	char *buf = malloc(max + 1);
-	size_t n = 0;
+	struct stat st;
+	size_t cap = 4096, n = 0;
+	char *buf;
 
+	/* sized by the file; grown should it grow meanwhile */
+	if (fstat(fd, &st) == 0 && st.st_size > 0)
+		cap = (uint64_t)st.st_size < max ? (size_t)st.st_size + 1 : max + 1;
+	if (cap > max + 1)
+		cap = max + 1;
+	buf = malloc(cap);
 	if (!buf) {
 		err_set(e, "out of memory reading '%s'", path);
 		return NULL;
 	}
-	/* one byte past max tells a file that is too large */
 	for (;;) {
-		char extra;
-		ssize_t r = n < max ? read(fd, buf + n, max - n) : read(fd, &extra, 1);
+		ssize_t r;
 
+		if (n == cap - 1 && cap <= max) {
+			size_t ncap = cap * 2 < max + 1 ? cap * 2 : max + 1;
+			char *g = realloc(buf, ncap);
+
+			if (!g) {
+				err_set(e, "out of memory reading '%s'", path);
+				free(buf);
+				return NULL;
+			}
+			buf = g;
+			cap = ncap;
+		}
+		if (n == max) {
+			/* one byte past max tells a file that is too large */
+			char extra;
+
+			r = read(fd, &extra, 1);
+		} else {
+			r = read(fd, buf + n, cap - 1 - n);
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {

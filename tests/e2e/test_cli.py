@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import zlib
 
 BUILD = os.environ.get("PROFHOST_BUILD", "")
 SOURCE = os.environ.get("PROFHOST_SOURCE", "")
@@ -601,6 +602,96 @@ class RealHost(Scratch):
         finally:
             target.kill()
             target.wait()
+
+
+class ReportInputs(Scratch):
+    """prof report bounds memory before reading: a gzip bomb stops at the
+    limit (peak RSS measured), devices and FIFOs are refused at once."""
+    JSON_LIMIT_MB = 512  # TRACE_JSON_MAX_BYTES
+
+    def report(self, path):
+        """Runs prof report PATH; (status, stderr, peak RSS in MiB)."""
+        with open(self.path("err"), "w+") as err:
+            p = subprocess.Popen([PROF, "report", path], env=clean_env(), cwd=self.dir,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            deadline = time.time() + 120
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.time() > deadline:
+                    p.kill()
+                    self.fail("prof report %s did not end" % path)
+                time.sleep(0.02)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            return p.returncode, err.read(), usage.ru_maxrss / 1024.0
+
+    def gzip_bomb(self, name, total_mb, first=b"[", fill=b" ", size_field=None):
+        """`first` and total_mb MiB of `fill`, gzipped as 64 MiB members; the
+        last member's size field is size_field when given."""
+        member = zlib.compressobj(9, zlib.DEFLATED, 31)
+        one = member.compress(fill * (64 << 20)) + member.flush()
+        path = self.path(name)
+        with open(path, "wb") as f:
+            if first:
+                c = zlib.compressobj(9, zlib.DEFLATED, 31)
+                f.write(c.compress(first) + c.flush())
+            for _ in range(total_mb // 64):
+                f.write(one)
+            if size_field is not None:
+                f.seek(-4, os.SEEK_END)
+                f.write(size_field.to_bytes(4, "little"))
+        return path
+
+    def test_gzip_bomb_stops_at_the_limit(self):
+        bomb = self.gzip_bomb("bomb.json.gz", 1024)
+        self.assertLess(os.path.getsize(bomb), 4 << 20)
+        rc, err, peak = self.report(bomb)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: more than 512 MiB of JSON once decompressed, "
+                         "more than this reader takes (prof report parses JSON whole; use "
+                         "the window's capture.phb)\n" % bomb)
+        self.assertLess(peak, self.JSON_LIMIT_MB + 128)
+
+    def test_gzip_size_field_refuses_before_inflating(self):
+        bomb = self.gzip_bomb("sized.json.gz", 1024, size_field=1 << 30)
+        rc, err, peak = self.report(bomb)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: 1024 MiB of JSON once decompressed (gzip's "
+                         "size field), more than the 512 MiB of JSON this reader takes "
+                         "(prof report parses JSON whole; use the window's capture.phb)\n"
+                         % bomb)
+        self.assertLess(peak, 128)
+
+    def test_large_plain_file_refused_by_its_size(self):
+        big = self.path("big.json")
+        with open(big, "wb") as f:
+            f.write(b"[")
+            f.truncate(600 << 20)  # sparse: costs no disk
+        rc, err, peak = self.report(big)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: 600 MiB of JSON, more than the 512 MiB of "
+                         "JSON this reader takes (prof report parses JSON whole; use the "
+                         "window's capture.phb)\n" % big)
+        self.assertLess(peak, 128)
+
+    def test_zeros_refused_from_the_first_bytes(self):
+        zeros = self.gzip_bomb("zeros.gz", 1024, first=b"", fill=b"\0")
+        rc, err, peak = self.report(zeros)
+        self.assertEqual((rc, err), (1, "prof report: %s: neither a profhost capture "
+                                        "(capture.phb) nor a JSON trace: unexpected byte "
+                                        "0x00 at offset 0\n" % zeros))
+        self.assertLess(peak, 128)
+
+    def test_devices_and_fifos_refused(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        for path, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO (named pipe)")):
+            rc, err, peak = self.report(path)
+            self.assertEqual((rc, err), (1, "prof report: %s: %s, not a regular file\n"
+                                            % (path, kind)))
+            self.assertLess(peak, 128)
 
 
 if __name__ == "__main__":
