@@ -527,6 +527,7 @@ int cli_report_main(int argc, char **argv)
 		}
 		pt.trace = &t;
 		pt.dir = dir;
+		pt.out = NULL; /* the user's directory: opened by its path */
 		pt.files = NULL;
 		if (policy_report_window(p, &pt, want, wl.n > 1, &r, &e) != POLICY_OK) {
 			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);

@@ -111,6 +111,7 @@ struct host_thread {
 	int wake[2];                   /* pipe: 'J' job, 'T' terminate, 'S' stop */
 	int ack[2];                    /* pipe: the host thread's answer to 'T' */
 	_Atomic int windows_written;
+	bool said_run_moved;           /* host thread: the run went to <run>.N */
 	struct host_outputs out;       /* guarded by `lock` */
 };
 
@@ -120,6 +121,7 @@ struct host {
 	struct policy *policy;
 	const struct policy_config *cfg;
 	char run_dir[PATH_MAX];        /* <output dir>/<run>, absolute */
+	char run_id[300];              /* this launch's PROF_RUN_ID */
 	char program[256];
 	char hostname[256];
 	pid_t pid;

@@ -864,7 +864,7 @@ static int run_hooks(lua_State *L)
 	} else if (hc->arg_type == HOOK_ARG_TRACE) {
 		const struct policy_trace *tr = hc->info;
 
-		trace_lua_push(L, tr->trace, tr->dir, tr->files);
+		trace_lua_push(L, tr->trace, tr->dir, tr->out, tr->files);
 		lua_pushvalue(L, -1);
 		hc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	} else {
@@ -1051,7 +1051,7 @@ static int run_report(lua_State *L)
 	lua_call(L, 1, 1);
 	lua_getfield(L, -1, rc->tr ? "window" : "run");
 	if (rc->tr) {
-		trace_lua_push(L, rc->tr->trace, rc->tr->dir, rc->tr->files);
+		trace_lua_push(L, rc->tr->trace, rc->tr->dir, rc->tr->out, rc->tr->files);
 		lua_pushvalue(L, -1);
 		rc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	}

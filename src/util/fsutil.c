@@ -47,56 +47,6 @@ int fsutil_join(char *out, size_t size, const char *a, const char *b,
 	return 0;
 }
 
-/* Writes all of buf to fd; returns 0 or -1 (errno set). */
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = write(fd, buf, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += w;
-		len -= (size_t)w;
-	}
-	return 0;
-}
-
-int fsutil_copy(const char *src, const char *dst, struct err *e)
-{
-	char tmp[PATH_MAX], buf[65536];
-	int in, out, rc = 0;
-	ssize_t r;
-
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof tmp)
-		return err_set(e, "path '%s' is too long", dst);
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return err_errno(e, errno, "cannot read '%s'", src);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		close(in);
-		return err_errno(e, errno, "cannot create '%s'", tmp);
-	}
-	while ((r = read(in, buf, sizeof buf)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 || write_all(out, buf, (size_t)r) != 0) {
-			rc = err_errno(e, errno, "cannot copy '%s' to '%s'", src, dst);
-			break;
-		}
-	}
-	close(in);
-	if (close(out) != 0 && rc == 0)
-		rc = err_errno(e, errno, "cannot write '%s'", tmp);
-	if (rc == 0 && rename(tmp, dst) != 0)
-		rc = err_errno(e, errno, "cannot rename '%s' to '%s'", tmp, dst);
-	if (rc != 0)
-		unlink(tmp);
-	return rc;
-}
-
 int fsutil_open_regular(const char *path, struct stat *st)
 {
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);

@@ -18,10 +18,6 @@ int fsutil_mkdirs(const char *path, unsigned mode, struct err *e);
 int fsutil_join(char *out, size_t size, const char *a, const char *b,
 		struct err *e);
 
-/* Copies file `src` to `dst` atomically (temporary name, then rename).
- * Returns 0, or -1 with *e set. */
-int fsutil_copy(const char *src, const char *dst, struct err *e);
-
 /* fsutil_open_regular()'s answer for a path that is not a regular file. */
 #define FSUTIL_NOT_REGULAR (-2)
 
