@@ -512,6 +512,13 @@ class LauncherNotes(Scratch):
         r = self.run_writer([])
         self.assertEqual((r.returncode, r.stderr), (5, NO_WINDOW))
 
+    def test_profiling_disabled_says_so(self):
+        r = prof("run", "sh", "-c", "exit 3", cwd=self.dir, env=clean_env(PROF_DISABLE="1"))
+        self.assertEqual((r.returncode, r.stderr),
+                         (3, "profhost: profiling was off (PROF_DISABLE=1); nothing written\n"))
+        r = prof("run", "true", cwd=self.dir, env=clean_env(PROF_DISABLE="0"))
+        self.assertEqual((r.returncode, r.stderr), (0, NO_WINDOW))
+
     def test_notes_file_fresh_and_removed(self):
         r = prof("run", "sh", "-c",
                  'test -f "$PROF_LAUNCHER_NOTES" && test ! -s "$PROF_LAUNCHER_NOTES" && '
