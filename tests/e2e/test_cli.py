@@ -347,6 +347,23 @@ class Library(Scratch):
         self.assertEqual(r.returncode, 2)
         self.assertIn("PROF_LIB='%s' is not a file" % self.dir, r.stderr)
 
+    def test_install_tree_has_the_examples(self):
+        prefix = self.path("installed")
+        r = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        share = os.path.join(prefix, "share", "profhost")
+        for name in os.listdir(os.path.join(SOURCE, "examples")):
+            self.assertTrue(os.path.exists(os.path.join(share, "examples", name)), name)
+        for name in ("profile.lua", "quickstart.py", "reports/dataloader_stall.lua"):
+            self.assertTrue(os.path.isfile(os.path.join(share, "examples", name)), name)
+        # the installed prof runs a command with an installed example policy
+        env = clean_env(PROF_LIB=None, PROF_OUTPUT_DIR=self.path("out"))
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+        r = prof("run", "-s", os.path.join(share, "examples", "profile.lua"), "true",
+                 env=env, exe=os.path.join(prefix, "bin", "prof"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_build_tree_layout(self):
         # A static program ignores LD_PRELOAD, so the real (possibly
         # sanitized) library is named but never loaded.
