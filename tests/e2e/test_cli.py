@@ -718,5 +718,63 @@ class ReportInputs(Scratch):
             self.assertLess(peak, 128)
 
 
+TORCH_LEGACY_TRACE = """
+import sys
+import torch
+from torch.profiler import profile, record_function, schedule
+model = torch.nn.Linear(32, 32)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with profile(schedule=schedule(wait=1, warmup=1, active=2),
+             on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as p:
+    for i in range(5):
+        with record_function("forward"):
+            loss = model(torch.randn(8, 32)).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        p.step()
+"""
+
+
+class ReportTorchTraces(Scratch):
+    """prof report on what torch.profiler exported: Debian's torch 1.13 has
+    no Kineto, so export_chrome_trace writes the legacy form (a bare list,
+    "pid": "CPU functions", no "cat")."""
+
+    def test_legacy_torch_trace_is_read(self):
+        trace = self.path("torch_trace.json")
+        r = subprocess.run(["/usr/bin/python3", "-c", TORCH_LEGACY_TRACE, trace],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0 and "No module named 'torch'" in r.stderr:
+            self.skipTest("Debian's python3-torch is not installed")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(trace) as f:
+            first = f.read(200)
+        self.assertTrue(first.startswith('[{"name": '), first)
+        self.assertIn('"pid": "CPU functions"', first)
+        self.assertNotIn('"cat"', first)
+        r = prof("report", trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertIn("steps 1-2", r.stdout.splitlines()[0])
+        self.assertIn("(2 complete steps)", r.stdout)
+        cpu = r.stdout[r.stdout.index("\nCPU time\n"):]
+        for op in ("aten::addmm", "aten::mm", "aten::sum"):
+            self.assertRegex(cpu, r"\n  %s +\d+ " % re.escape(op))
+        self.assertNotRegex(r.stdout, r"Window: .*, 0 events")
+
+    def test_trace_with_nothing_readable_fails(self):
+        trace = self.path("other.json")
+        with open(trace, "w") as f:
+            f.write('[{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, '
+                    '"cat": "my_tool"}, {"name": "b", "ph": "X", "ts": 4, "dur": 2, '
+                    '"pid": 1, "tid": 1}]')
+        r = prof("report", trace)
+        self.assertEqual((r.returncode, r.stdout), (1, ""))
+        self.assertEqual(r.stderr, "prof report: %s: none of its 2 events is one prof report "
+                         "reads (no category it knows: Kineto's cpu_op, kernel, "
+                         "user_annotation, ...)\n" % trace)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
