@@ -19,6 +19,8 @@ import time
 import unittest
 import zlib
 
+from harness import as_other_user, ensure_other_user
+
 BUILD = os.environ.get("PROFHOST_BUILD", "")
 SOURCE = os.environ.get("PROFHOST_SOURCE", "")
 PROF = os.path.join(BUILD, "bin", "prof")
@@ -774,6 +776,95 @@ class ReportTorchTraces(Scratch):
         self.assertEqual(r.stderr, "prof report: %s: none of its 2 events is one prof report "
                          "reads (no category it knows: Kineto's cpu_op, kernel, "
                          "user_annotation, ...)\n" % trace)
+
+
+class Scripts(Scratch):
+    """The README's commands: install-deps.sh as root and as a user with
+    sudo (apt-get and sudo are stand-ins that log their arguments), and the
+    test command, exactly what CI runs."""
+
+    def setUp(self):
+        super().setUp()
+        # a directory another user can read, with a copy of the script
+        self.pub = tempfile.mkdtemp(prefix="test_cli_scripts.")
+        os.chmod(self.pub, 0o777)
+        self.script = os.path.join(self.pub, "install-deps.sh")
+        shutil.copy2(os.path.join(SOURCE, "scripts", "install-deps.sh"), self.script)
+        os.chmod(self.script, 0o755)
+        self.log = os.path.join(self.pub, "log")
+
+    def tearDown(self):
+        shutil.rmtree(self.pub, ignore_errors=True)
+
+    def stand_ins(self, *names):
+        """A directory of stand-in commands that log "<name> <args>"."""
+        d = os.path.join(self.pub, "bin-" + "-".join(names))
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        for n in names:
+            with open(os.path.join(d, n), "w") as f:
+                f.write('#!/bin/sh\necho "%s $*" >> "%s"\n' % (n, self.log))
+            os.chmod(os.path.join(d, n), 0o755)
+        return d
+
+    def logged(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def run_script(self, path, as_other=False):
+        cmd = ["sh", self.script]
+        if as_other:
+            cmd = as_other_user(cmd)
+        env = clean_env(PATH=path)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    def test_install_deps_as_root_runs_apt_get_itself(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        bindir = self.stand_ins("apt-get", "sudo")
+        r = self.run_script(bindir + ":/usr/bin:/bin")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        log = self.logged()
+        self.assertEqual(log[0], "apt-get update")
+        self.assertTrue(log[1].startswith("apt-get install -y --no-install-recommends "
+                                          "build-essential cmake "), log[1])
+        self.assertEqual(len(log), 2, log)
+
+    def test_install_deps_as_a_user_asks_sudo(self):
+        if ensure_other_user() is None:
+            self.skipTest("needs root to act as another user")
+        bindir = self.stand_ins("apt-get", "sudo")
+        with open(self.log, "w"):
+            pass
+        os.chmod(self.log, 0o666)
+        r = self.run_script(bindir + ":/usr/bin:/bin", as_other=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.logged(), ["sudo sh " + self.script])
+
+    def test_install_deps_as_a_user_without_sudo(self):
+        if ensure_other_user() is None:
+            self.skipTest("needs root to act as another user")
+        if any(os.access(os.path.join(d, "sudo"), os.X_OK) for d in ("/usr/bin", "/bin")):
+            self.skipTest("sudo is installed here")
+        bindir = self.stand_ins("apt-get")
+        r = self.run_script(bindir + ":/usr/bin:/bin", as_other=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "install-deps.sh: needs root to install packages: run it "
+                                   "as root, or install sudo\n")
+        self.assertEqual(self.logged(), [])
+
+    def test_readme_commands_are_what_ci_runs(self):
+        with open(os.path.join(SOURCE, "README.md")) as f:
+            readme = f.read()
+        with open(os.path.join(SOURCE, ".ci", "run")) as f:
+            ci = [l for l in f.read().splitlines()
+                  if l.startswith("sh ")]
+        blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+        self.assertEqual(blocks[0], "sh scripts/install-deps.sh && sh scripts/demo.sh\n")
+        self.assertEqual(blocks[1], "sh scripts/test.sh\n")
+        self.assertEqual(ci, ["sh scripts/install-deps.sh", "sh scripts/test.sh"])
 
 
 if __name__ == "__main__":

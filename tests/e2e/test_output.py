@@ -7,32 +7,17 @@ victim's file are refused with one line and the victim's file is left
 untouched. A run name reused by a later launch does not mix the launches.
 """
 import os
-import pwd
 import re
 import subprocess
 import time
 import unittest
 
-from harness import (LIB, PROF, TESTBIN, TempDirTest, base_env, profhost_lines, run,
-                     window_dirs)
+from harness import (LIB, PROF, TESTBIN, TempDirTest, as_other_user, base_env,
+                     ensure_other_user, profhost_lines, run, window_dirs)
 
 STEPS_APP = os.path.join(TESTBIN, "steps_app")
-OTHER_USER = "profhost-e2e"
 # One window of steps 1-3, nothing else.
 ONE_WINDOW = "prof.schedule{ wait = 0, warmup = 0, active = 3, cycles = 1 }\n"
-
-
-def other_user():
-    """The uid and gid of a second user, created when missing; None when
-    this test cannot (not root)."""
-    if os.geteuid() != 0:
-        return None
-    if subprocess.run(["id", OTHER_USER], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
-                        "/usr/sbin/nologin", OTHER_USER], check=True)
-    pw = pwd.getpwnam(OTHER_USER)
-    return pw.pw_uid, pw.pw_gid
 
 
 def output_lines(stderr):
@@ -42,8 +27,7 @@ def output_lines(stderr):
 
 def as_other(cmd):
     """Runs cmd (a list) as the other user; returns the CompletedProcess."""
-    return run(["setpriv", "--reuid=" + OTHER_USER, "--regid=" + OTHER_USER,
-                "--clear-groups"] + cmd, env=base_env())
+    return run(as_other_user(cmd), env=base_env())
 
 
 class OtherUserPlantsLinks(TempDirTest):
@@ -54,7 +38,7 @@ class OtherUserPlantsLinks(TempDirTest):
 
     def setUp(self):
         super().setUp()
-        ids = other_user()
+        ids = ensure_other_user()
         if ids is None:
             self.skipTest("needs root to create a second user and act as it "
                           "(CI runs as root)")
