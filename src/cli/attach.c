@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -359,14 +358,6 @@ static int find_profhost_children(pid_t pid, char *out, size_t size)
 	return n;
 }
 
-/* Whether an environment value of PROF_DISABLE turns profhost off (as the
- * shim reads it). */
-static bool disables(const char *v)
-{
-	return v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
-	       strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0;
-}
-
 /* Says why a process without profhost's core cannot be attached to: it runs
  * without profhost (naming the children that run it, as under `prof run`),
  * with PROF_DISABLE set, or its core did not start. Returns CLI_EXIT_USAGE. */
@@ -376,7 +367,7 @@ static int fail_no_core(pid_t pid, enum loaded l, const char *env, size_t envlen
 	char kids[128];
 	int nkids;
 
-	if (disables(v))
+	if (cli_prof_disabled(v))
 		return fail("process %d runs with PROF_DISABLE=%s: profhost is off there",
 			    (int)pid, v);
 	if (l == LOADED_SHIM)
@@ -448,7 +439,7 @@ static int find_target(pid_t pid, struct target *t)
 	t->maps_read = l != LOADED_UNKNOWN;
 	env = read_proc(pid, "environ", &envlen);
 	if (l == LOADED_NONE || l == LOADED_SHIM ||
-	    (l == LOADED_UNKNOWN && env && disables(env_value(env, envlen, "PROF_DISABLE"))))
+	    (l == LOADED_UNKNOWN && env && cli_prof_disabled(env_value(env, envlen, "PROF_DISABLE"))))
 		rc = fail_no_core(pid, l, env, envlen);
 	else
 		rc = target_from_env(t, env, envlen);

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -497,22 +496,6 @@ static void run_print_windows(char **win, size_t n, const char *run_id)
 		fprintf(stderr, "  ... and %zu more\n", n - RUN_WINDOWS_SHOWN);
 }
 
-/* Whether PROF_DISABLE's value `v` turns the host off: anything but unset,
- * "", 0, false, no or off (the host refuses a value it does not understand
- * too, saying so itself). */
-static bool run_disabled(const char *v)
-{
-	static const char *const enabling[] = { "", "0", "false", "no", "off" };
-	size_t i;
-
-	if (!v)
-		return false;
-	for (i = 0; i < sizeof enabling / sizeof enabling[0]; i++)
-		if (strcasecmp(v, enabling[i]) == 0)
-			return false;
-	return true;
-}
-
 /* Reads the launcher notes the host appended to and tells the user what was
  * written (stderr). Lines are "key\tvalue"; only "window" is known. */
 static void run_report(const char *notes)
@@ -551,7 +534,7 @@ static void run_report(const char *notes)
 		}
 		win[n++] = tab + 1;
 	}
-	if (n == 0 && run_disabled(getenv("PROF_DISABLE")))
+	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))
 		fprintf(stderr, "profhost: profiling was off (PROF_DISABLE=%s); nothing written\n",
 			getenv("PROF_DISABLE"));
 	else if (n == 0)
