@@ -27,7 +27,6 @@
 #include "../export/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
-#include "../util/fsutil.h"
 #include "../util/log.h"
 
 const char cli_report_synopsis[] =

@@ -1,11 +1,9 @@
 /* export — writes one window's files (see export.h). */
 #include "export.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chrome_writer.h"
 #include "key_averages.h"

@@ -1,14 +1,10 @@
 /* trace_lua — a window's trace as a Lua object (see trace_lua.h). */
 #include "trace_lua.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <lauxlib.h>
 
