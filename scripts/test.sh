@@ -7,12 +7,14 @@
 #   ASan + UBSan              everything
 #   ThreadSanitizer           the C unit tests and the `tsan`-labelled tests
 #                             (the NVTX hot path at full size, in process and
-#                             end to end). The other end-to-end tests preload
-#                             the TSan build into uninstrumented programs
-#                             (Python, libunwind in the sampler's signal
-#                             handler), where TSan crashes or reports its own
-#                             blind spots rather than profhost's races.
-# Each build prints its time; the whole takes about 20 minutes on 2 cores.
+#                             end to end; the output directories end to end,
+#                             with an instrumented workload). The other
+#                             end-to-end tests preload the TSan build into
+#                             uninstrumented programs (Python, sleep, true),
+#                             where the TSan runtime crashes, or time signals,
+#                             which TSan delivers late.
+# Each build prints its time; the whole took 12 minutes on a shared 2-core
+# machine (about 2-3 minutes a build).
 set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
