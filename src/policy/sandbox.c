@@ -2,6 +2,7 @@
 #include "sandbox.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,14 +260,17 @@ static int sb_print(lua_State *L)
 /* ------------------------------------------------------------ loading */
 
 /* Loads the regular file open on `fd` (named `path`) as a text chunk and
- * pushes it; see sandbox_loadfile(). Closes nothing. */
+ * pushes it; see sandbox_loadfile(). Closes fd. Nothing is held while Lua
+ * may raise (a memory error): the text is read and fd closed first. */
 static int load_fd(lua_State *L, int fd, const char *path)
 {
 	struct err e;
+	char chunkname[PATH_MAX + 2];
 	size_t len, skip = 0;
 	char *text = fsutil_read_fd(fd, path, SANDBOX_SOURCE_MAX, &len, &e);
 	int rc;
 
+	close(fd);
 	if (!text) {
 		lua_pushstring(L, e.msg);
 		return LUA_ERRFILE;
@@ -278,17 +282,17 @@ static int load_fd(lua_State *L, int fd, const char *path)
 		while (skip < len && text[skip] != '\n')
 			skip++;
 	}
-	lua_pushfstring(L, "@%s", path);
-	rc = luaL_loadbufferx(L, text + skip, len - skip, lua_tostring(L, -1), "t");
+	snprintf(chunkname, sizeof chunkname, "@%s", path);
+	/* returns LUA_ERRMEM rather than raising */
+	rc = luaL_loadbufferx(L, text + skip, len - skip, chunkname, "t");
 	free(text);
-	lua_remove(L, -2); /* the chunk name */
 	return rc;
 }
 
 int sandbox_loadfile(lua_State *L, const char *path)
 {
 	struct stat st;
-	int fd = fsutil_open_regular(path, &st), rc;
+	int fd = fsutil_open_regular(path, &st);
 
 	if (fd == FSUTIL_NOT_REGULAR) {
 		lua_pushfstring(L, "%s is %s, not a regular file", path,
@@ -299,9 +303,7 @@ int sandbox_loadfile(lua_State *L, const char *path)
 		lua_pushfstring(L, "cannot open %s: %s", path, strerror(errno));
 		return LUA_ERRFILE;
 	}
-	rc = load_fd(L, fd, path);
-	close(fd);
-	return rc;
+	return load_fd(L, fd, path);
 }
 
 /*
@@ -315,6 +317,8 @@ static int sb_require(lua_State *L)
 	const char *name = luaL_checkstring(L, 1);
 	const char *path = lua_tostring(L, lua_upvalueindex(1));
 	const char *modpath, *tpl, *filename = NULL;
+	struct stat st;
+	int fd = -1;
 
 	lua_settop(L, 1);
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* 2 */
@@ -329,9 +333,6 @@ static int sb_require(lua_State *L)
 		filename = ":preload:";
 	} else {
 		lua_pop(L, 1);
-		int fd = -1, rc;
-		struct stat st;
-
 		modpath = luaL_gsub(L, name, ".", "/");            /* 4 */
 		for (tpl = path; *tpl; ) {
 			const char *end = strchr(tpl, ';');
@@ -356,9 +357,7 @@ static int sb_require(lua_State *L)
 					  lua_tostring(L, lua_upvalueindex(2)));
 		/* stack: ... modpath filename; loaded from the descriptor found,
 		 * never reopened by name */
-		rc = load_fd(L, fd, filename);
-		close(fd);
-		if (rc != LUA_OK)
+		if (load_fd(L, fd, filename) != LUA_OK)
 			return lua_error(L);
 		lua_pushstring(L, name);
 		lua_pushvalue(L, -3);
