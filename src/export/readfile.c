@@ -14,6 +14,9 @@
 
 #include "../util/fsutil.h"
 
+/* A gzip stream's first mapping when its size field says nothing. */
+#define READFILE_GZ_START ((size_t)1 << 20)
+
 /* Whether the file starts with gzip's magic. -1 on a read error. */
 static int sniff_gzip(int fd)
 {
@@ -101,6 +104,8 @@ int readfile_all(const char *path, readfile_sniff_fn sniff,
 	char *data = MAP_FAILED;
 	size_t cap = 0;
 	long long n, more;
+	uint64_t isize;
+	bool ended;
 	int fd, isgz;
 
 	memset(out, 0, sizeof *out);
@@ -129,32 +134,51 @@ int readfile_all(const char *path, readfile_sniff_fn sniff,
 		too_large(path, (uint64_t)st.st_size, false, &k, e);
 		goto fail;
 	}
-	if (isgz && gzip_size_field(fd, &st) > k.max) {
-		too_large(path, gzip_size_field(fd, &st), true, &k, e);
+	isize = isgz ? gzip_size_field(fd, &st) : 0;
+	if (isize > k.max) {
+		too_large(path, isize, true, &k, e);
 		goto fail;
 	}
-	/* A plain file needs its size; a gzip stream at most the limit. The
-	 * pages are only committed as they are written. */
-	cap = (isgz ? k.max : (size_t)st.st_size) + 1;
+	/* A plain file needs its size. A gzip stream starts from its size
+	 * field (when it is plausible) or 1 MiB and grows, up to the limit,
+	 * by remapping its pages: never a copy, so memory holds what was read
+	 * and no more, and nothing large is reserved up front. */
+	if (!isgz)
+		cap = (size_t)st.st_size + 1;
+	else if (isize >= (uint64_t)n && isize > 0)
+		cap = (size_t)isize + 1;
+	else
+		cap = READFILE_GZ_START;
 	if (cap < (size_t)n + 1)
 		cap = (size_t)n + 1;
-	data = mmap(NULL, cap, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	data = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (data == MAP_FAILED) {
-		err_errno(e, errno, "%s: cannot reserve %zu MiB to read it", path, cap >> 20);
+		err_errno(e, errno, "%s: cannot map %zu MiB to read it", path, cap >> 20);
 		goto fail;
 	}
 	memcpy(data, head, (size_t)n);
-	if ((size_t)n == sizeof head) {
-		more = read_upto(f, data + n, cap - 1 - (size_t)n, path, e);
-		if (more < 0)
-			goto fail;
-		n += more;
-		/* full: one byte more says it does not end there */
-		more = read_upto(f, &extra, 1, path, e);
-		if (more < 0)
-			goto fail;
-		if (more > 0) {
+	/* a short head was all there is */
+	for (ended = (size_t)n < sizeof head; !ended; ended = (size_t)n < cap - 1) {
+		if ((size_t)n < cap - 1) {
+			/* room left: read on */
+		} else if (isgz && cap - 1 < k.max) {
+			size_t ncap = (cap - 1) * 2 < k.max ? (cap - 1) * 2 + 1 : k.max + 1;
+			void *grown = mremap(data, cap, ncap, MREMAP_MAYMOVE);
+
+			if (grown == MAP_FAILED) {
+				err_errno(e, errno, "%s: cannot map %zu MiB to read it", path,
+					  ncap >> 20);
+				goto fail;
+			}
+			data = grown;
+			cap = ncap;
+		} else {
+			/* full: one byte more says it does not end there */
+			more = read_upto(f, &extra, 1, path, e);
+			if (more < 0)
+				goto fail;
+			if (more == 0)
+				break; /* it ends exactly there */
 			if (isgz || (uint64_t)n >= k.max)
 				err_set(e, "%s: more than %zu MiB of %s once decompressed, more than this reader takes%s",
 					path, k.max >> 20, k.what, k.hint);
@@ -162,6 +186,10 @@ int readfile_all(const char *path, readfile_sniff_fn sniff,
 				err_set(e, "%s: the file grew while it was read", path);
 			goto fail;
 		}
+		more = read_upto(f, data + n, cap - 1 - (size_t)n, path, e);
+		if (more < 0)
+			goto fail;
+		n += more;
 	}
 	gzclose(f);
 	data[n] = '\0';

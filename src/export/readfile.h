@@ -9,8 +9,9 @@
  * applied before reading (a plain file's size, gzip's size field) and
  * while inflating, so a gzip bomb stops at the limit. Only regular files
  * are read, opened without blocking: a FIFO or /dev/zero is refused at
- * once. The result lives in an anonymous mapping that only ever holds the
- * bytes read (no doubling growth, no copy). Errors name the file and, for
+ * once. The result lives in an anonymous mapping sized by the file (or by
+ * gzip's size field) that grows, when it must, by remapping its pages: no
+ * copy, and nothing large reserved up front. Errors name the file and, for
  * a damaged gzip stream, the compressed byte offset where it broke. Any
  * thread.
  */
