@@ -1,7 +1,11 @@
 """A small PyTorch training loop (CPU or GPU) for the demo.
 
-It marks its steps with profhost.step(), which does nothing when the program
-runs without profhost. Run it under the host with:
+It marks its steps with profhost.step() and its phases with profhost.range,
+which do nothing when the program runs without profhost. Under profhost the
+first profhost.step() takes over from the automatic (optimizer) steps, and
+ranges named "forward", "backward" and "optimizer" are the program's own
+phases, counted instead of the automatic ones (docs/python.md). Run it under
+the host with:
 
     prof run -s examples/profile.lua -- python3 examples/quickstart.py
 """

@@ -5,11 +5,12 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx nvtx_instructions writer window_memory cupti sampler torch.
+# Sections: machine nvtx nvtx_instructions writer window_memory cupti sampler
+# sampler_py torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory cupti sampler torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory cupti sampler sampler_py torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -127,16 +128,33 @@ section_sampler() {
     "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
 }
 
+# True when /usr/bin/python3 has torch; else says the section is skipped.
+have_torch() {
+    /usr/bin/python3 -c "import torch" 2>/dev/null && return 0
+    echo "skipped: /usr/bin/python3 has no torch (apt-get install python3-torch)"
+    return 1
+}
+
+# CPU sampling in a Python training loop: no sampling, the default (CPU
+# time, 99 Hz), the wall clock at 99 Hz, both clocks at 999 Hz; alone, then
+# beside two Python threads that sleep 5 ms at a time
+# (tests/bench/bench_sampler_py.py). Needs torch for /usr/bin/python3.
+section_sampler_py() {
+    echo "==== CPU sampling in Python (tests/bench/bench_sampler_py.py)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_sampler_py.py --prof "$BUILD/bin/prof" \
+        --rounds "${BENCH_ROUNDS:-5}"
+    /usr/bin/python3 tests/bench/bench_sampler_py.py --prof "$BUILD/bin/prof" \
+        --rounds "${BENCH_ROUNDS:-5}" --sleepers 2 --modes off,wall99,wall999
+}
+
 # ---- torch (issue 6): profhost against torch.profiler on one CPU training
 # loop, side by side (tests/bench/bench_torch.py). Needs torch for
 # /usr/bin/python3 (Debian's python3-torch). docs/performance.md, "Python:
 # profhost vs torch.profiler", says how to read it.
 section_torch() {
     echo "==== torch: profhost vs torch.profiler (tests/bench/bench_torch.py)"
-    if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-        echo "skipped: /usr/bin/python3 has no torch (apt-get install python3-torch)"
-        return
-    fi
+    have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" \
         --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch.json"
 }

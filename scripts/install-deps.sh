@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs what profhost needs to build, test and run its demo on Debian 12.
-# Everything comes from Debian's archive. Run it as root, or as a user who
-# may use sudo: it asks sudo only when it is not root already (a fresh
-# Debian container has no sudo, and needs none there).
+# Everything comes from Debian's archive but speedscope (npm's registry),
+# which a test drives. Run it as root, or as a user who may use sudo: it
+# asks sudo only when it is not root already (a fresh Debian container has
+# no sudo, and needs none there).
 set -eu
 if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then
@@ -19,4 +20,9 @@ apt-get install -y --no-install-recommends \
     libcjson-dev libunwind-dev zlib1g-dev \
     liblua5.1-0-dev \
     python3 python3-torch \
-    chromium
+    chromium \
+    nodejs
+# npm: Debian's, unless the nodejs installed brings its own (NodeSource's).
+command -v npm >/dev/null 2>&1 || apt-get install -y --no-install-recommends npm
+# speedscope's own importer reads trace.json in tests/e2e/test_formats.py.
+npm install -g speedscope@1.25.0

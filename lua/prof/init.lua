@@ -19,7 +19,8 @@
 --                             repl_active = fn() -> boolean,
 --                             query = fn(what, arg) -> table | nil,
 --                             reconfigure = fn(section),
---                             sleep = fn(ms) } or nil
+--                             sleep = fn(ms) -> true | nil, err,
+--                             hooks_changed = fn() } or nil
 --
 -- Live control (prof attach): at the REPL, prof.schedule{} and
 -- prof.capture{} change the running configuration (the keys given replace
@@ -172,6 +173,12 @@ local function hook_function(kind)
 		end
 		local list = state.hooks[kind]
 		list[#list + 1] = fn
+		-- Added after loading (at the REPL, or by a hook): the host
+		-- learns that this kind of hook now exists.
+		local native = prof._native
+		if state.done and type(native) == "table" and type(native.hooks_changed) == "function" then
+			native.hooks_changed()
+		end
 	end
 end
 
@@ -246,7 +253,10 @@ function prof.sleep(ms)
 	if math.type(ms) ~= "integer" and math.type(ms) ~= "float" then
 		error("prof.sleep: expected milliseconds, got " .. schema.describe(ms), 2)
 	end
-	live_native("prof.sleep").sleep(math.floor(ms))
+	local ok, err = live_native("prof.sleep").sleep(math.floor(ms))
+	if not ok then
+		error("prof.sleep: " .. tostring(err), 2)
+	end
 end
 
 -- prof.help(): what the REPL offers.

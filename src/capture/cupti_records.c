@@ -12,8 +12,8 @@
  */
 #include "cupti_internal.h"
 #include "../events/bigalloc.h"
+#include "../util/demangle.h"
 
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,10 +283,11 @@ static long step_at(const struct trace *t, int64_t ts)
  * cached by CUPTI's name pointer (shared by all records of a kernel). */
 static uint32_t kernel_name(struct cupti_conv *c, const char *name)
 {
-	static char *(*demangle)(const char *, char *, size_t *, int *);
+	static demangle_fn demangle;
 	static int looked;
 	size_t i, mask;
 	uint32_t id;
+	char *d;
 
 	if (!name)
 		name = "(unknown kernel)";
@@ -307,18 +308,13 @@ static uint32_t kernel_name(struct cupti_conv *c, const char *name)
 		return c->name_id[i];
 	if (!looked) {
 		looked = 1;
-		demangle = (char *(*)(const char *, char *, size_t *, int *))
-			dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		demangle = demangle_find(false);
 	}
 	id = STRTAB_NONE;
-	if (demangle && name[0] == '_' && name[1] == 'Z') {
-		int status = -1;
-		char *d = demangle(name, NULL, NULL, &status);
-
-		if (d && status == 0)
-			id = trace_intern(c->t, d, strlen(d));
-		free(d);
-	}
+	d = demangle_full(demangle, name);
+	if (d)
+		id = trace_intern(c->t, d, strlen(d));
+	free(d);
 	if (id == STRTAB_NONE)
 		id = trace_intern(c->t, name, strlen(name));
 	if (c->name_key) {
@@ -563,7 +559,7 @@ static void scan_count(struct cupti_conv *c, CUpti_ActivityKind k)
 		break;
 	case CUPTI_ACTIVITY_KIND_MEMORY2: /* an event with its args in finish */
 		c->scan_events += 1;
-		c->scan_args += 8;
+		c->scan_args += 9;
 		break;
 	default:
 		break;
@@ -696,29 +692,50 @@ named:
 	return CUPTI_ROUTE_THIS;
 }
 
-static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKernel10 *k)
+/* Pass 2's first look at a GPU operation of [start, end]: DROP (counted in
+ * zero_ts) when CUPTI gave it no time, else the route of its API call.
+ * *add: whether this window shows it (`show`, the option of its kind). */
+static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t end,
+				  uint32_t corr, bool show, bool *add)
 {
 	enum cupti_route route;
-	int32_t stream = (int32_t)k->streamId;
-	const struct cupti_devices *ds = c->o.devices;
-	size_t i;
 
-	if (k->start == 0 || k->end < k->start) {
+	*add = false;
+	if (start == 0 || end < start) {
 		c->zero_ts++;
 		return CUPTI_ROUTE_DROP;
 	}
-	route = route_gpu(c, k->correlationId, (int64_t)k->start);
-	if (route != CUPTI_ROUTE_THIS || !c->o.show.kernels)
-		return route;
-	if (!add_x(c, TRACE_CAT_KERNEL, kernel_name(c, k->name), (int32_t)k->deviceId,
-		   stream, (int64_t)k->start, (int64_t)k->end, k->correlationId))
+	route = route_gpu(c, corr, (int64_t)start);
+	*add = route == CUPTI_ROUTE_THIS && show;
+	return route;
+}
+
+/* The arguments that place a GPU operation: Kineto's device, context,
+ * stream and correlation, in that order. */
+static void gpu_place_args(struct cupti_conv *c, uint32_t dev, uint32_t ctx, uint32_t stream,
+			   uint32_t corr)
+{
+	arg_u(c, K_DEVICE, dev);
+	arg_u(c, K_CONTEXT, ctx);
+	arg_u(c, K_STREAM, stream);
+	arg_u(c, K_CORR, corr);
+}
+
+static enum cupti_route add_kernel(struct cupti_conv *c, const CUpti_ActivityKernel10 *k)
+{
+	int32_t stream = (int32_t)k->streamId;
+	const struct cupti_devices *ds = c->o.devices;
+	size_t i;
+	bool add;
+	enum cupti_route route = gpu_route(c, k->start, k->end, k->correlationId,
+					   c->o.show.kernels, &add);
+
+	if (!add || !add_x(c, TRACE_CAT_KERNEL, kernel_name(c, k->name), (int32_t)k->deviceId,
+			   stream, (int64_t)k->start, (int64_t)k->end, k->correlationId))
 		return route;
 	arg_i(c, K_QUEUED, k->queued && k->queued <= k->start
 	      ? (int64_t)(k->start - k->queued) / 1000 : 0);
-	arg_u(c, K_DEVICE, k->deviceId);
-	arg_u(c, K_CONTEXT, k->contextId);
-	arg_u(c, K_STREAM, k->streamId);
-	arg_u(c, K_CORR, k->correlationId);
+	gpu_place_args(c, k->deviceId, k->contextId, k->streamId, k->correlationId);
 	arg_u(c, K_REGS, k->registersPerThread);
 	arg_i(c, K_SHMEM, (int64_t)k->staticSharedMemory + k->dynamicSharedMemory);
 	for (i = 0; ds && i < ds->n; i++)
@@ -751,16 +768,13 @@ static double bandwidth(uint64_t bytes, uint64_t start, uint64_t end)
 
 static enum cupti_route add_memcpy(struct cupti_conv *c, const CUpti_ActivityMemcpy6 *m)
 {
-	enum cupti_route route;
 	char name[96];
 	unsigned ck, sk, dk;
+	bool add;
+	enum cupti_route route = gpu_route(c, m->start, m->end, m->correlationId,
+					   c->o.show.memcpy, &add);
 
-	if (m->start == 0 || m->end < m->start) {
-		c->zero_ts++;
-		return CUPTI_ROUTE_DROP;
-	}
-	route = route_gpu(c, m->correlationId, (int64_t)m->start);
-	if (route != CUPTI_ROUTE_THIS || !c->o.show.memcpy)
+	if (!add)
 		return route;
 	ck = m->copyKind < 11 ? m->copyKind : 0;
 	sk = m->srcKind < 8 ? m->srcKind : 0;
@@ -775,10 +789,7 @@ static enum cupti_route add_memcpy(struct cupti_conv *c, const CUpti_ActivityMem
 	if (!add_x(c, TRACE_CAT_GPU_MEMCPY, c->copy_ids[ck][sk][dk] - 1, (int32_t)m->deviceId,
 		   (int32_t)m->streamId, (int64_t)m->start, (int64_t)m->end, m->correlationId))
 		return route;
-	arg_u(c, K_DEVICE, m->deviceId);
-	arg_u(c, K_CONTEXT, m->contextId);
-	arg_u(c, K_STREAM, m->streamId);
-	arg_u(c, K_CORR, m->correlationId);
+	gpu_place_args(c, m->deviceId, m->contextId, m->streamId, m->correlationId);
 	arg_u(c, K_BYTES, m->bytes);
 	arg_id(c, K_COPY_KIND, TRACE_ARG_STR, c->kind_ids[ck] - 1);
 	arg_d(c, K_BW, bandwidth(m->bytes, m->start, m->end));
@@ -789,16 +800,13 @@ static enum cupti_route add_memcpy(struct cupti_conv *c, const CUpti_ActivityMem
 
 static enum cupti_route add_memset(struct cupti_conv *c, const CUpti_ActivityMemset4 *m)
 {
-	enum cupti_route route;
 	char name[64];
 	unsigned mk;
+	bool add;
+	enum cupti_route route = gpu_route(c, m->start, m->end, m->correlationId,
+					   c->o.show.memset, &add);
 
-	if (m->start == 0 || m->end < m->start) {
-		c->zero_ts++;
-		return CUPTI_ROUTE_DROP;
-	}
-	route = route_gpu(c, m->correlationId, (int64_t)m->start);
-	if (route != CUPTI_ROUTE_THIS || !c->o.show.memset)
+	if (!add)
 		return route;
 	mk = m->memoryKind < 8 ? m->memoryKind : 0;
 	if (!c->set_ids[mk]) {
@@ -808,10 +816,7 @@ static enum cupti_route add_memset(struct cupti_conv *c, const CUpti_ActivityMem
 	if (!add_x(c, TRACE_CAT_GPU_MEMSET, c->set_ids[mk] - 1, (int32_t)m->deviceId,
 		   (int32_t)m->streamId, (int64_t)m->start, (int64_t)m->end, m->correlationId))
 		return route;
-	arg_u(c, K_DEVICE, m->deviceId);
-	arg_u(c, K_CONTEXT, m->contextId);
-	arg_u(c, K_STREAM, m->streamId);
-	arg_u(c, K_CORR, m->correlationId);
+	gpu_place_args(c, m->deviceId, m->contextId, m->streamId, m->correlationId);
 	arg_u(c, K_BYTES, m->bytes);
 	arg_d(c, K_BW, bandwidth(m->bytes, m->start, m->end));
 	gpu_links(c, m->correlationId, m->deviceId, (int32_t)m->streamId, (int64_t)m->start,
@@ -1041,6 +1046,10 @@ static void finish_memory(struct cupti_conv *c)
 		trace_arg_uint(c->t, "Addr", p->addr);
 		trace_arg_int(c->t, "Bytes", p->alloc ? (int64_t)p->bytes : -(int64_t)p->bytes);
 		trace_arg_int(c->t, "Total Allocated", total[d]);
+		/* What CUPTI sees is what the driver handed out, so it is both
+		 * allocated and reserved (for PyTorch, its caching allocator's
+		 * segments); TensorBoard's memory view requires both keys. */
+		trace_arg_int(c->t, "Total Reserved", total[d]);
 		trace_arg_str(c->t, "Memory Kind", memory_kind_name(p->kind),
 			      strlen(memory_kind_name(p->kind)));
 		trace_arg_uint(c->t, "correlation", p->corr);

@@ -4,13 +4,17 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/log.h"
 
-#define PYS_WINDOWS 6 /* open + closed windows not yet collected */
+#define PYS_WINDOWS 6        /* open + closed windows not yet collected */
+#define PYS_CAPTURE_DEPTH 256 /* frames pystacks_capture_now keeps */
 
 /* One snapshot: its frames are text[off, off + len). */
 struct pys_snap {
@@ -36,6 +40,59 @@ static struct {
 	uintptr_t eval_lo, eval_hi;  /* _PyEval_EvalFrameDefault's code */
 } pys = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* CPython's API for pystacks_capture_now (3.9+: the frame accessors),
+ * looked up at run time; objects are opaque. */
+static struct {
+	int (*GILState_Check)(void);
+	int (*IsFinalizing)(void);
+	void *(*ThreadState_Get)(void);
+	void *(*ThreadState_GetFrame)(void *tstate);
+	void *(*Frame_GetCode)(void *frame);
+	void *(*Frame_GetBack)(void *frame);
+	int (*Frame_GetLineNumber)(void *frame);
+	void *(*Object_GetAttrString)(void *o, const char *name);
+	const char *(*Unicode_AsUTF8)(void *o);
+	void (*DecRef)(void *o);
+	void (*Err_Fetch)(void **type, void **value, void **tb);
+	void (*Err_Restore)(void *type, void *value, void *tb);
+	_Atomic int ok;
+} cpy;
+
+/* Looks up what pystacks_capture_now calls; cpy.ok when all are there. */
+static void find_capi(void)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} need[] = {
+		{ "PyGILState_Check", offsetof(__typeof__(cpy), GILState_Check) },
+		{ "PyThreadState_Get", offsetof(__typeof__(cpy), ThreadState_Get) },
+		{ "PyThreadState_GetFrame", offsetof(__typeof__(cpy), ThreadState_GetFrame) },
+		{ "PyFrame_GetCode", offsetof(__typeof__(cpy), Frame_GetCode) },
+		{ "PyFrame_GetBack", offsetof(__typeof__(cpy), Frame_GetBack) },
+		{ "PyFrame_GetLineNumber", offsetof(__typeof__(cpy), Frame_GetLineNumber) },
+		{ "PyObject_GetAttrString", offsetof(__typeof__(cpy), Object_GetAttrString) },
+		{ "PyUnicode_AsUTF8", offsetof(__typeof__(cpy), Unicode_AsUTF8) },
+		{ "Py_DecRef", offsetof(__typeof__(cpy), DecRef) },
+		{ "PyErr_Fetch", offsetof(__typeof__(cpy), Err_Fetch) },
+		{ "PyErr_Restore", offsetof(__typeof__(cpy), Err_Restore) },
+	};
+	void *sym;
+	size_t i;
+
+	for (i = 0; i < sizeof need / sizeof need[0]; i++) {
+		sym = dlsym(RTLD_DEFAULT, need[i].name);
+		if (!sym)
+			return;
+		memcpy((char *)&cpy + need[i].off, &sym, sizeof sym);
+	}
+	sym = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+	if (!sym)
+		sym = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+	memcpy(&cpy.IsFinalizing, &sym, sizeof sym);
+	atomic_store(&cpy.ok, 1);
+}
+
 int pystacks_init(void)
 {
 	void *f = dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -47,7 +104,84 @@ int pystacks_init(void)
 		return -1;
 	pys.eval_lo = (uintptr_t)f;
 	pys.eval_hi = pys.eval_lo + sym->st_size;
+	if (!atomic_load(&cpy.ok))
+		find_capi();
 	return 0;
+}
+
+/* True when `file` is one of profhost's own Python files (its wrappers and
+ * the profhost module's functions that push ranges). */
+static bool own_file(const char *file)
+{
+	static const char *const own[] = { "/profhost/__init__.py", "/profhost/_bridge.py" };
+	size_t n = strlen(file), i, k;
+
+	for (i = 0; i < sizeof own / sizeof own[0]; i++) {
+		k = strlen(own[i]);
+		if (n >= k && strcmp(file + n - k, own[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Appends frame `f`'s "function (file:line)\n" to buf[*len..cap), unless
+ * it is one of profhost's own. GIL held. */
+static void put_frame(void *f, char *buf, size_t *len, size_t cap)
+{
+	void *code = cpy.Frame_GetCode(f), *name, *file;
+	const char *n = NULL, *fl = NULL;
+	int w;
+
+	if (!code)
+		return;
+	name = cpy.Object_GetAttrString(code, "co_qualname");
+	if (!name)
+		name = cpy.Object_GetAttrString(code, "co_name");
+	file = cpy.Object_GetAttrString(code, "co_filename");
+	if (name)
+		n = cpy.Unicode_AsUTF8(name);
+	if (file)
+		fl = cpy.Unicode_AsUTF8(file);
+	if (n && fl && !own_file(fl)) {
+		w = snprintf(buf + *len, cap - *len, "%s (%s:%d)\n", n, fl,
+			     cpy.Frame_GetLineNumber(f));
+		if (w > 0 && (size_t)w < cap - *len)
+			*len += (size_t)w;
+	}
+	if (name)
+		cpy.DecRef(name);
+	if (file)
+		cpy.DecRef(file);
+	cpy.DecRef(code);
+}
+
+void pystacks_capture_now(int32_t tid, int64_t ts)
+{
+	void *type, *value, *tb, *f, *back;
+	char *buf;
+	size_t len = 0, cap = 32768;
+	int depth;
+
+	if (!atomic_load_explicit(&cpy.ok, memory_order_relaxed) ||
+	    !cpy.GILState_Check() || (cpy.IsFinalizing && cpy.IsFinalizing()))
+		return;
+	buf = malloc(cap);
+	if (!buf)
+		return;
+	cpy.Err_Fetch(&type, &value, &tb); /* the caller's exception, if any */
+	f = cpy.ThreadState_GetFrame(cpy.ThreadState_Get());
+	for (depth = 0; f && depth < PYS_CAPTURE_DEPTH; depth++) {
+		put_frame(f, buf, &len, cap);
+		back = cpy.Frame_GetBack(f);
+		cpy.DecRef(f);
+		f = back;
+	}
+	if (f)
+		cpy.DecRef(f);
+	cpy.Err_Restore(type, value, tb);
+	if (len)
+		pystacks_add(tid, ts, buf, (uint32_t)len - 1);
+	free(buf);
 }
 
 void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi)
@@ -266,7 +400,7 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 	struct pys_window w;
 	uint32_t *buf = NULL, module;
 	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
-	size_t k, merged = 0, samples = 0;
+	size_t k, merged = 0, nstacks = 0;
 	int rc = 0;
 
 	if (!take(gen, &w))
@@ -288,9 +422,7 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 		const struct pys_snap *snap;
 		int r;
 
-		if (t->stacks[k].kind != TRACE_STACK_SAMPLE)
-			continue;
-		samples++;
+		nstacks++;
 		snap = nearest(&w, t->stacks[k].tid, t->stacks[k].ts, tol);
 		if (!snap)
 			continue;
@@ -301,8 +433,8 @@ int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
 		}
 		merged += (size_t)r;
 	}
-	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu samples "
-		"show Python frames", w.n, merged, samples);
+	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu stacks "
+		"show Python frames", w.n, merged, nstacks);
 out:
 	free(buf);
 	window_free(&w);

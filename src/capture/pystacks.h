@@ -7,8 +7,9 @@
  * the bridge's snapshot thread reads every thread's Python stack with
  * sys._current_frames() (under the GIL, as ordinary Python code) a few
  * times per sampling period and hands each snapshot here with its time and
- * the thread's kernel id. At collect, before the samples are symbolized,
- * each sample of a thread that was running Python code (it has
+ * the thread's kernel id. At collect, before the stacks are symbolized,
+ * each stack (a sample, or one taken at a range push or a slow CUDA call)
+ * of a thread that was running Python code (it has
  * _PyEval_EvalFrameDefault frames) takes the frames of that thread's
  * snapshot nearest in time (within pystacks_tolerance_ns): they replace the
  * span of the native stack from its outermost to its innermost
@@ -22,10 +23,14 @@
  * the two shows the snapshot's. Taking a snapshot needs the GIL, so the
  * snapshot thread runs at a modest rate (at most PYSTACKS_MAX_HZ).
  *
+ * A stack taken on purpose (a range push, a slow CUDA call) by a thread
+ * that holds the GIL gets an exact snapshot of its own at that instant
+ * (pystacks_capture_now), read with CPython's C API.
+ *
  * Threads: pystacks_open/close run on the stepping thread (window lock
  * held; they take only this module's short mutex), pystacks_add on the
- * bridge's snapshot thread (holding the GIL), pystacks_merge on the host
- * thread.
+ * bridge's snapshot thread (holding the GIL) and on threads taking stacks
+ * on purpose, pystacks_merge on the host thread.
  */
 #ifndef PROFHOST_CAPTURE_PYSTACKS_H
 #define PROFHOST_CAPTURE_PYSTACKS_H
@@ -56,10 +61,19 @@ void pystacks_close(uint64_t gen);
  * recording window or beyond PYSTACKS_MAX_BYTES. */
 void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
 
+/* Takes the calling thread's Python stack now, as a snapshot of thread
+ * `tid` at `ts` (the time of a stack taken on purpose there: a range push,
+ * a slow CUDA call), when the thread holds the GIL (else, or without
+ * CPython's frame API, 3.9+, it does nothing: the bridge's snapshots stand
+ * in). Reads frames with the C API only, runs no Python code, and keeps
+ * any exception the caller has pending. Any thread, not from a signal
+ * handler. */
+void pystacks_capture_now(int32_t tid, int64_t ts);
+
 /* How far from a sample a snapshot may be and still be used. */
 int64_t pystacks_tolerance_ns(uint32_t snapshot_hz);
 
-/* Merges the snapshots of window `gen` into the samples of `t` (not yet
+/* Merges the snapshots of window `gen` into the stacks of `t` (not yet
  * symbolized) and frees them. Returns 0, or -1 with *e set when out of
  * memory (the samples stay as they were). */
 int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,

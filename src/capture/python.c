@@ -29,23 +29,27 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
+#include "../events/query.h"
 #include "../host/host.h"
 #include "../util/log.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
 
-#define PYB_API_VERSION 2
+#define PYB_API_VERSION 3
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
 #define PYB_SLOW_POLL_US 20000
 #define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
 
-/* Window state as the bridge sees it (pybridge_api.state). */
+/* Window state as the bridge sees it (pybridge_api.state). PYB_ARMED is
+ * the step before a window opens or warms up: the bridge puts its hooks in
+ * place then, so that none of that lands in a recorded step. */
 enum {
 	PYB_IDLE = 0,
 	PYB_WARMUP = 1,
 	PYB_RECORDING = 2,
+	PYB_ARMED = 3,
 	PYB_EXPLICIT = 16           /* flag: explicit steps seen, auto steps off */
 };
 
@@ -55,11 +59,10 @@ enum {
 	PYB_NOTE_NVTX_ON = 2         /* torch's emit_nvtx was entered */
 };
 
-/* Step phases, in the order of the bridge's PHASE_* constants. */
-static const char *const pyb_phase_names[] = {
-	"data", "forward", "backward", "optimizer"
-};
-#define PYB_NPHASES (sizeof pyb_phase_names / sizeof pyb_phase_names[0])
+/* Step phases: the bridge's numbers (profhost/_phases.py) are enum
+ * query_phase's, data to optimizer, and the names query_phase_name()'s. */
+#define PYB_NPHASES QUERY_PHASE_OTHER
+#define PYB_NAME_MAX 256
 
 /* The C functions the bridge calls (through ctypes, by address). Layout
  * shared with profhost/_bridge.py's _Api: append only, bump `version`. */
@@ -74,6 +77,10 @@ struct pybridge_api {
 	/* A snapshot of thread `tid`'s Python stack at `ts`: frames
 	 * "function (file:line)", innermost first, '\n'-separated. */
 	void (*pystack)(int32_t tid, int64_t ts, const char *frames, uint32_t len);
+	/* (version 3) A phase written under `name`, when the phase queries
+	 * take that name for that phase (torch's DataLoader fetch name for
+	 * data); else as `phase`. */
+	void (*phase_named)(int phase, int64_t start_ns, int64_t end_ns, const char *name);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -214,14 +221,20 @@ static int64_t pyb_host_time(int64_t mono_ts)
 	return mono_ts + off;
 }
 
-static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
+/* Writes phase `phase` under `name` (NULL: the phase's own name). Python
+ * threads, GIL held. */
+static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const char *name)
 {
-	const char *name;
+	size_t len = name ? strnlen(name, PYB_NAME_MAX) : 0;
 	uint64_t id;
 	int64_t now;
 
-	if (phase < 0 || (size_t)phase >= PYB_NPHASES || end_ns < start_ns)
+	if (phase < 0 || phase >= PYB_NPHASES || end_ns < start_ns)
 		return;
+	if (!len || len == PYB_NAME_MAX || query_phase_of(name, len) != (enum query_phase)phase) {
+		name = query_phase_name((enum query_phase)phase);
+		len = strlen(name);
+	}
 	start_ns = pyb_host_time(start_ns);
 	end_ns = pyb_host_time(end_ns);
 	/* A phase is reported once it has ended, and the conversion may land
@@ -234,11 +247,15 @@ static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
 		end_ns = now;
 	if (start_ns > end_ns)
 		start_ns = end_ns;
-	name = pyb_phase_names[phase];
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name,
-					  (uint32_t)strlen(name), id, 0) == 0)
+					  (uint32_t)len, id, 0) == 0)
 		pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_END, end_ns, NULL, 0, id, 0);
+}
+
+static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
+{
+	pyb_phase_named(phase, start_ns, end_ns, NULL);
 }
 
 static void pyb_note(int bits)
@@ -266,6 +283,7 @@ static const struct pybridge_api pyb_api = {
 	.note = pyb_note,
 	.down = pyb_down,
 	.pystack = pyb_pystack,
+	.phase_named = pyb_phase_named,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -473,12 +491,17 @@ static bool pyb_other_step_source(const struct policy_config *c)
 	       c->steps.kernel || c->steps.every_ms;
 }
 
-/* Python stack snapshots per second: none without CPU samples or without
- * a way to merge them, else the sampling rate up to PYSTACKS_MAX_HZ. */
+/* Python stack snapshots per second: none without stacks (CPU samples,
+ * range or CUDA-call stacks) or without a way to merge them, else the
+ * sampling rate (PYSTACKS_MAX_HZ for stacks taken on purpose) up to
+ * PYSTACKS_MAX_HZ. */
 static uint32_t pyb_stack_rate(struct host *h)
 {
-	uint32_t hz = h->cfg->capture.cpu_hz;
+	const struct policy_config *c = h->cfg;
+	uint32_t hz = c->capture.cpu_hz;
 
+	if (!hz && (c->capture.range_stacks || c->capture.cuda_backtrace_us))
+		hz = PYSTACKS_MAX_HZ;
 	if (hz == 0 || pystacks_init() != 0)
 		return 0;
 	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;
@@ -557,6 +580,24 @@ static void pyb_window_close(struct host *h, uint64_t gen)
 	pyb_notify(h);
 }
 
+/* A step boundary (stepping thread, window lock held): arms the bridge
+ * when the next step warms up or records (the schedule's, or a queued
+ * capture_now window), disarms it when an armed step leads nowhere. */
+static void pyb_on_step(struct host *h, uint64_t step, bool recording)
+{
+	const struct sched *s = &h->win.sched;
+	int cur = atomic_load(&pyb.state), want;
+
+	if (recording || (cur != PYB_IDLE && cur != PYB_ARMED))
+		return; /* recording or warming up: the other callbacks' state */
+	want = s->pending_steps > 0 ||
+	       sched_action_at(&s->cfg, step + 1) != SCHED_NONE ? PYB_ARMED : PYB_IDLE;
+	if (want != cur) {
+		atomic_store(&pyb.state, want);
+		pyb_notify(h);
+	}
+}
+
 /* Adds the bridge's notes to the trace (the summary prints them), each in
  * the first window after it came. Host thread. */
 static int pyb_collect(struct host *h, const struct host_job *job,
@@ -605,4 +646,5 @@ const struct capture_ops python_capture = {
 	.window_close = pyb_window_close,
 	.collect = pyb_collect,
 	.fini = pyb_fini,
+	.step = pyb_on_step,
 };

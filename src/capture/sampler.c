@@ -1,15 +1,22 @@
 /*
  * sampler — the CPU-stacks capture source (see sampler.h, docs/stacks.md).
  *
- * Timers. Each sampled thread gets one POSIX timer (timer_create with
- * SIGEV_THREAD_ID) on its own CPU-time clock, or on CLOCK_MONOTONIC with
- * the wall clock, armed only while a window records. A small sampler
- * thread, started by the first window, finds the threads by scanning
- * /proc/self/task every SCAN_MS while a window records (threads started
- * before and during the window), creates their timers, and deletes those
- * of threads that exited. The stepping thread only arms the existing timers
- * at window_open and disarms them at window_close. Timers survive between
- * windows (disarmed), so a thread's timer is created once.
+ * Threads and timers. A small sampler thread, started by the first window
+ * that samples, finds the process's threads by scanning /proc/self/task
+ * every SCAN_MS while a window records (threads started before and during
+ * the window) and forgets those that exited. With the CPU-time clock each
+ * thread gets one POSIX timer (timer_create with SIGEV_THREAD_ID) on its
+ * own CPU-time clock, armed only while a window records: the stepping
+ * thread arms the existing timers at window_open and disarms them at
+ * window_close; timers survive between windows (disarmed), so a thread's
+ * timer is created once. With the wall clock there are no timers: the
+ * sampler thread ticks once per period itself and signals only the threads
+ * that ran since their last sample (wallclock.c).
+ *
+ * Settings. prof.capture{cpu_samples, range_stacks} are read at each
+ * window open (a live prof.capture{} from the REPL applies from the next
+ * window on); each closed window keeps the settings it recorded with.
+ * Nothing is set up in a process that never asks for stacks.
  *
  * Signal. SIGPROF unless the application handles it (or the policy names
  * another); then the highest free real-time signal, said once at info. The
@@ -17,8 +24,11 @@
  * application that installs its own SIGPROF handler later gets SIGPROF back
  * within a scan: the sampler moves its timers to a free signal.
  *
- * Never sampled: the host thread and the sampler thread (both block every
- * signal), and any thread whose name starts with "profhost".
+ * Never sampled: profhost's own threads. Each is created with every signal
+ * blocked (its mask, inherited from birth, says so before it has named
+ * itself) and named "profhost-..."; a scan gives no timer to a thread
+ * named so, nor, for now, to one that blocks the sampling signal (it is
+ * looked at again at the next scan, then less and less often).
  */
 #include "sampler.h"
 
@@ -38,29 +48,46 @@
 #include "../events/evbuf.h"
 #include "../host/host.h"
 #include "../util/log.h"
+#include "pystacks.h"
 
 #define SLOTS_MAX 1024       /* threads sampled at once (power of two) */
 #define SCAN_MS 10           /* thread discovery period while recording */
 #define TID_FREE 0
 #define TID_GONE (-1)        /* tombstone in the slot table */
 #define CLOSED_KEEP 8        /* closed windows whose counters are kept */
+#define BLOCKING_SCANS 10    /* most scans between looks at a blocking thread */
 
-/* Counters of a closed window, for its collect. */
+/* What a window asks of the sampler (prof.capture{}). */
+struct smp_settings {
+	bool sampling;            /* cpu_samples */
+	bool wall;                /* cpu_samples.clock = "wall" */
+	bool range_stacks;
+	bool cuda_stacks;         /* cuda_backtrace */
+	uint32_t hz, depth;
+	int64_t period_ns;
+	int want_signo;           /* cpu_samples.signal, 0 = auto */
+};
+
+/* Counters and settings of a closed window, for its collect. */
 struct closed_counts {
 	uint64_t gen;
 	struct unwind_counts c;
 	int signo;
+	struct smp_settings set;
 };
 
 static struct {
 	struct host *h;
-	bool on;                  /* init succeeded with anything to do */
-	bool sampling;            /* prof.capture{cpu_samples} */
-	bool range_stacks;
-	bool wall;
-	uint32_t hz, depth;
-	int64_t period_ns;
-	int want_signo;           /* configured signal, 0 = auto */
+	bool ready;               /* set up: unwind ranges, pipe */
+	bool failed;              /* setting up failed (said once) */
+	struct smp_settings set;  /* the last window opened with: stepping
+				     thread, window lock */
+	bool hooked;              /* the range-push hook is ours */
+	_Atomic int wall;         /* the recording window's, for the sampler */
+	_Atomic int64_t period_ns;
+	_Atomic uint64_t gen;
+	_Atomic uint32_t depth;   /* frames of stacks taken on purpose */
+	bool told_rate;           /* host thread */
 
 	struct sampler_slot slots[SLOTS_MAX];
 	pthread_mutex_t timer_lock; /* timers: create/delete/arm/disarm */
@@ -77,12 +104,18 @@ static struct {
 	_Atomic int window_on;      /* any window records (stack records) */
 	_Atomic int32_t prewarm_tid;
 	_Atomic uint32_t prewarm_epoch;
+	_Atomic uintptr_t prewarm_at, prewarm_ra;
 
 	pthread_mutex_t closed_lock;
 	struct closed_counts closed[CLOSED_KEEP];
 
 	struct symbols *sym;        /* host thread */
-} smp;
+} smp = {
+	.timer_lock = PTHREAD_MUTEX_INITIALIZER,
+	.sig_lock = PTHREAD_MUTEX_INITIALIZER,
+	.closed_lock = PTHREAD_MUTEX_INITIALIZER,
+	.wake = { -1, -1 },
+};
 
 /* ------------------------------------------------------------ config */
 
@@ -129,12 +162,12 @@ static int ensure_signal(void)
 		unwind_disown(cur);
 		lost = cur;
 	}
-	if (smp.want_signo) {
-		if (smp.want_signo != lost && signal_free(smp.want_signo))
-			s = smp.want_signo;
+	if (smp.set.want_signo) {
+		if (smp.set.want_signo != lost && signal_free(smp.set.want_signo))
+			s = smp.set.want_signo;
 		else if (!smp.told_want) {
 			smp.told_want = true;
-			signal_name(smp.want_signo, name, sizeof name);
+			signal_name(smp.set.want_signo, name, sizeof name);
 			log_msg(LOG_WARN, "the application handles %s "
 				"(prof.capture{cpu_samples.signal}): CPU samples "
 				"use another signal", name);
@@ -149,7 +182,7 @@ static int ensure_signal(void)
 		s = 0;
 	atomic_store(&smp.signo, s);
 	unwind_set_block_signal(s);
-	if (s && s != SIGPROF && s != smp.want_signo && !smp.told_signal) {
+	if (s && s != SIGPROF && s != smp.set.want_signo && !smp.told_signal) {
 		smp.told_signal = true;
 		signal_name(s, name, sizeof name);
 		signal_name(lost ? lost : SIGPROF, prev, sizeof prev);
@@ -167,27 +200,20 @@ static int ensure_signal(void)
 
 /* ------------------------------------------------------------ timers */
 
-/* The kernel's clock id for thread `tid`'s CPU time (CPUCLOCK_SCHED of a
- * thread: ~tid << 3 | 6). */
-static clockid_t thread_cpu_clock(int32_t tid)
-{
-	return (clockid_t)((~(uint32_t)tid << 3) | 6u);
-}
-
 /* Arms (or with `on` false disarms) a slot's timer. timer_lock held. */
 static void slot_arm(struct sampler_slot *sl, bool on)
 {
 	struct itimerspec its;
-	int64_t first = smp.period_ns;
+	int64_t period = atomic_load(&smp.period_ns), first;
 
 	memset(&its, 0, sizeof its);
 	if (on) {
 		/* Stagger the threads' first ticks over one period. */
-		first = smp.period_ns / 8 * (1 + (sl - smp.slots) % 8);
+		first = period / 8 * (1 + (sl - smp.slots) % 8);
 		if (first <= 0)
 			first = 1;
-		its.it_interval.tv_sec = smp.period_ns / 1000000000;
-		its.it_interval.tv_nsec = smp.period_ns % 1000000000;
+		its.it_interval.tv_sec = period / 1000000000;
+		its.it_interval.tv_nsec = period % 1000000000;
 		its.it_value.tv_sec = first / 1000000000;
 		its.it_value.tv_nsec = first % 1000000000;
 	}
@@ -203,13 +229,14 @@ static void slot_delete_timer(struct sampler_slot *sl)
 	}
 }
 
-/* (Re)creates a slot's timer on `signo`, armed when a window records.
- * Sampler thread. Returns 0 or -1 (the thread is gone). */
+/* (Re)creates a slot's timer on `signo` and the thread's CPU-time clock,
+ * armed when a window records. Sampler thread. Returns 0 or -1 (the thread
+ * is gone). */
 static int slot_create_timer(struct sampler_slot *sl, int signo)
 {
 	struct sigevent ev;
 	int32_t tid = atomic_load(&sl->tid);
-	clockid_t clk = smp.wall ? CLOCK_MONOTONIC : thread_cpu_clock(tid);
+	clockid_t clk = wallclock_thread_cpu_clock(tid);
 	int rc;
 
 	memset(&ev, 0, sizeof ev);
@@ -244,6 +271,18 @@ static void arm_all(bool on, int signo)
 		    (!signo || sl->signo == signo))
 			slot_arm(sl, on);
 	}
+	pthread_mutex_unlock(&smp.timer_lock);
+}
+
+/* Deletes every timer (the wall clock needs none). timer_lock is taken
+ * here. */
+static void delete_all_timers(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&smp.timer_lock);
+	for (i = 0; i < SLOTS_MAX; i++)
+		slot_delete_timer(&smp.slots[i]);
 	pthread_mutex_unlock(&smp.timer_lock);
 }
 
@@ -283,8 +322,17 @@ static struct sampler_slot *slot_add(int32_t tid)
 		if (t == TID_FREE || t == TID_GONE) {
 			atomic_store(&sl->has_timer, 0);
 			atomic_store(&sl->epoch, 0);
-			if (atomic_load(&smp.prewarm_tid) == tid)
+			sl->own = false;
+			sl->blocking = sl->backoff = 0;
+			sl->wall_gen = 0;
+			atomic_store(&sl->sent, atomic_load(&sl->handled));
+			atomic_store(&sl->entry_at, 0);
+			atomic_store(&sl->entry_ra, 0);
+			if (atomic_load(&smp.prewarm_tid) == tid) {
+				atomic_store(&sl->entry_at, atomic_load(&smp.prewarm_at));
+				atomic_store(&sl->entry_ra, atomic_load(&smp.prewarm_ra));
 				atomic_store(&sl->epoch, atomic_load(&smp.prewarm_epoch));
+			}
 			sl->seen = 1;
 			atomic_store(&sl->tid, tid);
 			return sl;
@@ -293,28 +341,68 @@ static struct sampler_slot *slot_add(int32_t tid)
 	return NULL;
 }
 
-/* True when thread `tid` is one of profhost's own (by name). */
-static bool is_profhost_thread(int32_t tid)
+/* Keeps `sl`'s thread unsampled: for good when it is profhost's own, else
+ * (it blocks the sampling signal) until a later scan looks again: the next
+ * one at first (the block may be momentary), then twice as many scans
+ * each time, up to BLOCKING_SCANS. Sampler thread. */
+static void slot_exclude(struct sampler_slot *sl, bool own)
 {
-	char path[64], name[32];
+	pthread_mutex_lock(&smp.timer_lock);
+	slot_delete_timer(sl);
+	pthread_mutex_unlock(&smp.timer_lock);
+	sl->own = own;
+	sl->backoff = own ? 0 : sl->backoff ? 2 * sl->backoff : 1;
+	if (sl->backoff > BLOCKING_SCANS)
+		sl->backoff = BLOCKING_SCANS;
+	sl->blocking = sl->backoff;
+}
+
+/* What a scan finds of a thread it has no timer for. */
+enum thread_kind {
+	THREAD_SAMPLE,    /* sample it */
+	THREAD_OWN,       /* one of profhost's (by name): never */
+	THREAD_BLOCKING,  /* blocks the sampling signal now: look again later */
+	THREAD_GONE,
+};
+
+/* The hexadecimal mask after `key` in /proc status text, or 0. */
+static uint64_t status_mask(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 16) : 0;
+}
+
+/* Reads thread `tid`'s name and blocked signals from /proc/self/task.
+ * Every thread of profhost's own is created with all signals blocked
+ * (the C threads and the Python bridge's), so it counts as blocking from
+ * its first instruction, before it names itself "profhost-...". Sampler
+ * thread. */
+static enum thread_kind thread_kind(int32_t tid, int signo)
+{
+	char path[64], text[2048];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return true; /* gone already */
-	n = read(fd, name, sizeof name - 1);
+		return THREAD_GONE;
+	n = read(fd, text, sizeof text - 1);
 	close(fd);
 	if (n <= 0)
-		return true;
-	name[n] = '\0';
-	return strncmp(name, "profhost", 8) == 0;
+		return THREAD_GONE;
+	text[n] = '\0';
+	if (strncmp(text, "Name:\tprofhost", 14) == 0)
+		return THREAD_OWN;
+	if (status_mask(text, "\nSigBlk:\t") & (1ull << (signo - 1)))
+		return THREAD_BLOCKING;
+	return THREAD_SAMPLE;
 }
 
-/* One scan: timers for new threads, none for threads that exited.
- * Sampler thread. */
-static void scan_threads(int signo)
+/* One scan: slots (and with `timers`, timers) for new threads, none for
+ * threads that exited. Sampler thread. */
+static void scan_threads(int signo, bool timers)
 {
 	int32_t host_tid = atomic_load(&smp.h->ht.tid), me = atomic_load(&smp.self_tid);
 	struct dirent *de;
@@ -329,6 +417,8 @@ static void scan_threads(int signo)
 	while ((de = readdir(d)) != NULL) {
 		struct sampler_slot *sl;
 		int32_t tid = (int32_t)atoi(de->d_name);
+		enum thread_kind kind;
+		bool recheck;
 
 		/* Not seen: a slot made before their tid was known goes. */
 		if (tid <= 0 || tid == me || tid == host_tid)
@@ -336,11 +426,23 @@ static void scan_threads(int signo)
 		sl = slot_find(tid);
 		if (sl) {
 			sl->seen = 1;
-			if (!atomic_load(&sl->has_timer) || sl->signo != signo)
-				slot_create_timer(sl, signo);
+			if (sl->own)
+				continue;
+			recheck = sl->blocking && --sl->blocking == 0;
+			if (sl->blocking)
+				continue;
+			if (recheck || (timers && (!atomic_load(&sl->has_timer) ||
+						   sl->signo != signo))) {
+				kind = thread_kind(tid, signo);
+				if (kind == THREAD_OWN || kind == THREAD_BLOCKING)
+					slot_exclude(sl, kind == THREAD_OWN);
+				else if (!timers || slot_create_timer(sl, signo) == 0)
+					sl->backoff = 0;
+			}
 			continue;
 		}
-		if (is_profhost_thread(tid))
+		kind = thread_kind(tid, signo);
+		if (kind == THREAD_GONE)
 			continue;
 		sl = slot_add(tid);
 		if (!sl) {
@@ -351,7 +453,11 @@ static void scan_threads(int signo)
 			}
 			continue;
 		}
-		if (slot_create_timer(sl, signo) != 0) {
+		if (kind != THREAD_SAMPLE) {
+			slot_exclude(sl, kind == THREAD_OWN);
+			continue;
+		}
+		if (timers && slot_create_timer(sl, signo) != 0) {
 			atomic_store(&sl->tid, TID_GONE);
 			continue;
 		}
@@ -372,30 +478,78 @@ static void scan_threads(int signo)
 
 /* ------------------------------------------------------------ the thread */
 
+/* Sleeps until `deadline` (host clock ns; -1: until woken) or a byte on
+ * the wake pipe. Sampler thread. */
+static void sleep_until(struct pollfd *pfd, int64_t deadline)
+{
+	struct timespec ts;
+	char buf[64];
+	int64_t d;
+
+	if (deadline >= 0) {
+		d = deadline - clock_now_ns();
+		if (d <= 0)
+			return;
+		ts.tv_sec = d / 1000000000;
+		ts.tv_nsec = d % 1000000000;
+	}
+	if (ppoll(pfd, 1, deadline >= 0 ? &ts : NULL, NULL) > 0)
+		while (read(smp.wake[0], buf, sizeof buf) > 0)
+			;
+}
+
+/* The sampler thread: while a window records, a scan every SCAN_MS and,
+ * with the wall clock, a tick every period; asleep between windows. */
 static void *sampler_main(void *arg)
 {
 	struct pollfd pfd;
-	char buf[64];
+	uint64_t gen = 0, tick = 0, k;
+	int64_t base = 0, period, next_scan = 0, now, deadline;
+	int s = 0;
+	bool wall;
 
 	(void)arg;
 	atomic_store(&smp.self_tid, (int32_t)syscall(SYS_gettid));
 	prctl(PR_SET_NAME, "profhost-smp", 0, 0, 0);
+	prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0); /* ticks of a millisecond */
+	if (unwind_learn_entry() != 0)
+		log_msg(LOG_DEBUG, "CPU stacks: thread start code not found; "
+			"exiting threads are not told apart");
 	pfd.fd = smp.wake[0];
 	pfd.events = POLLIN;
 	while (!atomic_load(&smp.stop)) {
-		int timeout = -1;
-
-		if (atomic_load(&smp.recording)) {
-			int s = ensure_signal();
-
-			unwind_poll_loader();
-			if (s)
-				scan_threads(s);
-			timeout = SCAN_MS;
+		deadline = -1;
+		if (atomic_load_explicit(&smp.recording, memory_order_acquire)) {
+			wall = atomic_load(&smp.wall);
+			period = atomic_load(&smp.period_ns);
+			now = clock_now_ns();
+			if (atomic_load(&smp.gen) != gen) { /* a new window */
+				gen = atomic_load(&smp.gen);
+				base = now;
+				tick = 0;
+				next_scan = now;
+				if (wall)
+					wallclock_open(gen);
+			}
+			if (now >= next_scan) {
+				s = ensure_signal();
+				unwind_poll_loader();
+				if (s)
+					scan_threads(s, !wall);
+				next_scan = now + SCAN_MS * 1000000LL;
+			}
+			deadline = next_scan;
+			if (wall && s && period > 0) {
+				k = (uint64_t)((now - base) / period) + 1;
+				if (k > tick) {
+					tick = k;
+					wallclock_tick(smp.slots, SLOTS_MAX, gen, s, now, tick);
+				}
+				if (base + (int64_t)tick * period < deadline)
+					deadline = base + (int64_t)tick * period;
+			}
 		}
-		if (poll(&pfd, 1, timeout) > 0)
-			while (read(smp.wake[0], buf, sizeof buf) > 0)
-				;
+		sleep_until(&pfd, deadline);
 	}
 	return NULL;
 }
@@ -432,15 +586,18 @@ static void wake_thread(char c)
 int sampler_record_stack(unsigned kind, uint64_t id)
 {
 	uint64_t ips[SAMPLER_DEPTH_MAX];
+	int64_t ts = clock_now_ns();
 	bool truncated;
 	int n;
 
-	if (!smp.on || !atomic_load_explicit(&smp.window_on, memory_order_relaxed))
+	if (!smp.ready || !atomic_load_explicit(&smp.window_on, memory_order_relaxed))
 		return -1;
-	n = sampler_backtrace_now(ips, (int)smp.depth, &truncated);
+	n = sampler_backtrace_now(ips, (int)atomic_load(&smp.depth), &truncated);
 	if (n <= 0)
 		return -1;
-	return smp.h->shim->evbuf_append_raw(EVBUF_STACK, clock_now_ns(), ips,
+	/* In Python, with the GIL: the Python frames of this very moment. */
+	pystacks_capture_now((int32_t)syscall(SYS_gettid), ts);
+	return smp.h->shim->evbuf_append_raw(EVBUF_STACK, ts, ips,
 					     (uint32_t)(n * sizeof *ips), id,
 					     (uint64_t)kind << 8 |
 					     (truncated ? EVBUF_STACK_TRUNCATED : 0));
@@ -453,46 +610,83 @@ static void range_pushed(void)
 	sampler_record_stack(TRACE_STACK_RANGE, 0);
 }
 
-
 /* ------------------------------------------------------------ lifecycle */
 
-/* capture_ops.init: start-up. Reads the policy; with nothing asked for,
- * every other callback stays idle. */
-static int sampler_init(struct host *h, struct err *e)
+/* What the policy's prof.capture{} asks of the sampler. */
+static struct smp_settings settings_of(const struct policy_config *cfg)
 {
-	const struct policy_config *cfg = h->cfg;
+	struct smp_settings set;
+
+	memset(&set, 0, sizeof set);
+	set.sampling = cfg->capture.cpu_hz > 0;
+	set.wall = set.sampling && cfg->capture.cpu_wall_clock;
+	set.range_stacks = cfg->capture.range_stacks;
+	set.cuda_stacks = cfg->capture.cuda_backtrace_us > 0;
+	set.hz = cfg->capture.cpu_hz;
+	set.depth = cfg->capture.cpu_depth ? cfg->capture.cpu_depth : 128;
+	if (set.depth > SAMPLER_DEPTH_MAX)
+		set.depth = SAMPLER_DEPTH_MAX;
+	set.period_ns = set.hz ? 1000000000 / set.hz : 0;
+	set.want_signo = cfg->capture.cpu_signal;
+	return set;
+}
+
+/* True when `set` asks for any stack. */
+static bool wants_stacks(const struct smp_settings *set)
+{
+	return set->sampling || set->range_stacks || set->cuda_stacks;
+}
+
+/* Sets up what every stack needs: the handler's address ranges and the
+ * wake pipe. Once; start-up or the first window asking for stacks. */
+static int setup(struct host *h, struct err *e)
+{
 	struct unwind_config uc;
 
-	memset(&smp.slots, 0, sizeof smp.slots);
-	atomic_store(&smp.stop, 0);
-	smp.h = h;
-	smp.sampling = cfg->capture.cpu_hz > 0;
-	smp.range_stacks = cfg->capture.range_stacks;
-	if (!smp.sampling && !smp.range_stacks && !cfg->capture.cuda_backtrace_us)
-		return 0; /* nothing to do: every callback stays idle */
-	smp.hz = cfg->capture.cpu_hz;
-	smp.wall = cfg->capture.cpu_wall_clock;
-	smp.depth = cfg->capture.cpu_depth ? cfg->capture.cpu_depth : 128;
-	if (smp.depth > SAMPLER_DEPTH_MAX)
-		smp.depth = SAMPLER_DEPTH_MAX;
-	smp.period_ns = smp.hz ? 1000000000 / smp.hz : 0;
-	smp.want_signo = cfg->capture.cpu_signal;
 	memset(&uc, 0, sizeof uc);
 	uc.append = h->shim->evbuf_append_raw;
 	uc.slots = smp.slots;
 	uc.nslots = SLOTS_MAX;
-	uc.depth = smp.depth;
+	uc.depth = smp.set.depth;
 	if (unwind_setup(&uc) != 0)
 		return err_set(e, "CPU stacks: cannot find libc's address range; "
 			       "stacks are off");
 	if (pipe2(smp.wake, O_CLOEXEC | O_NONBLOCK) != 0)
 		return err_errno(e, errno, "CPU stacks: cannot create a pipe");
-	pthread_mutex_init(&smp.timer_lock, NULL);
-	pthread_mutex_init(&smp.sig_lock, NULL);
-	pthread_mutex_init(&smp.closed_lock, NULL);
-	smp.on = true;
-	if (smp.range_stacks && h->shim->set_range_pushed_hook)
-		h->shim->set_range_pushed_hook(range_pushed);
+	smp.ready = true;
+	return 0;
+}
+
+/* Applies the window's settings: the range-push hook, the depth. Window
+ * lock held. */
+static void apply_settings(const struct smp_settings *set)
+{
+	if (set->range_stacks != smp.hooked && smp.h->shim->set_range_pushed_hook) {
+		smp.h->shim->set_range_pushed_hook(set->range_stacks ? range_pushed : NULL);
+		smp.hooked = set->range_stacks;
+	}
+	atomic_store(&smp.depth, set->depth);
+	unwind_set_depth(set->depth);
+	if (set->sampling && set->wall)
+		delete_all_timers(); /* the CPU-time clock's, from before */
+	smp.set = *set;
+	atomic_store(&smp.wall, set->wall);
+	atomic_store(&smp.period_ns, set->period_ns);
+}
+
+/* capture_ops.init: start-up. Reads the policy; with no stacks asked for,
+ * nothing is set up (a window asking later does it). */
+static int sampler_init(struct host *h, struct err *e)
+{
+	memset(&smp.slots, 0, sizeof smp.slots);
+	atomic_store(&smp.stop, 0);
+	smp.h = h;
+	smp.set = settings_of(h->cfg);
+	if (!wants_stacks(&smp.set))
+		return 0;
+	if (setup(h, e) != 0)
+		return -1;
+	apply_settings(&smp.set);
 	return 0;
 }
 
@@ -502,80 +696,104 @@ static void warm_stepping_thread(void)
 {
 	int32_t tid = (int32_t)syscall(SYS_gettid);
 	struct sampler_slot *sl = slot_find(tid);
+	uintptr_t at, ra;
 	uint32_t ep;
 
-	if (sl) {
-		unwind_warm_self(sl);
+	ep = unwind_warm_self(sl, &at, &ra);
+	if (sl)
 		return;
-	}
-	ep = unwind_warm_self(NULL);
+	atomic_store(&smp.prewarm_at, at);
+	atomic_store(&smp.prewarm_ra, ra);
 	atomic_store(&smp.prewarm_epoch, ep);
 	atomic_store(&smp.prewarm_tid, tid);
 }
 
-/* capture_ops.window_open: stepping thread, window lock held. Takes the
- * signal if needed, starts the sampler thread once, arms the timers of the
- * threads already known and wakes the thread to find the others. */
+/* capture_ops.window_open: stepping thread, window lock held. Reads the
+ * window's settings, sets up on the first window asking for stacks, takes
+ * the signal if needed, starts the sampler thread once, arms the timers of
+ * the threads already known (CPU-time clock) and wakes the thread to find
+ * the others (and, with the wall clock, to tick). */
 static void sampler_window_open(struct host *h, uint64_t gen)
 {
+	struct smp_settings set = settings_of(h->cfg);
+	struct err e;
 	int s;
 
-	(void)h;
-	(void)gen;
-	if (!smp.on)
+	if (!wants_stacks(&set) && !smp.ready) {
+		smp.set = set;
 		return;
-	atomic_store(&smp.window_on, 1);
-	if (!smp.sampling)
+	}
+	if (!smp.ready) {
+		if (smp.failed)
+			return;
+		if (setup(h, &e) != 0) {
+			smp.failed = true;
+			log_msg(LOG_WARN, "%s", e.msg);
+			return;
+		}
+	}
+	apply_settings(&set);
+	atomic_store(&smp.window_on, wants_stacks(&set));
+	if (!set.sampling)
 		return;
 	s = ensure_signal();
 	if (!s)
 		return;
+	atomic_store(&smp.gen, gen);
 	unwind_set_recording(true);
-	atomic_store(&smp.recording, 1);
+	atomic_store_explicit(&smp.recording, 1, memory_order_release);
 	if (!smp.thread_started && start_thread() != 0) {
 		atomic_store(&smp.recording, 0);
 		unwind_set_recording(false);
 		return;
 	}
 	warm_stepping_thread();
-	arm_all(true, s);
+	if (!set.wall)
+		arm_all(true, s);
 	wake_thread('O');
 }
 
 /* capture_ops.window_close: stepping thread, window lock held. Disarms
- * every timer and keeps the window's counters for its collect. */
+ * every timer and keeps the window's counters and settings for its
+ * collect. */
 static void sampler_window_close(struct host *h, uint64_t gen)
 {
 	struct closed_counts *cc;
 
 	(void)h;
-	if (!smp.on)
+	if (!smp.ready)
 		return;
 	atomic_store(&smp.window_on, 0);
-	if (!smp.sampling || !atomic_load(&smp.recording))
-		return;
-	atomic_store(&smp.recording, 0);
-	unwind_set_recording(false);
-	arm_all(false, 0);
 	pthread_mutex_lock(&smp.closed_lock);
 	cc = &smp.closed[gen % CLOSED_KEEP];
+	memset(cc, 0, sizeof *cc);
 	cc->gen = gen;
-	unwind_counts(&cc->c);
-	cc->signo = atomic_load(&smp.signo);
+	cc->set = smp.set;
+	if (atomic_load(&smp.recording)) {
+		atomic_store(&smp.recording, 0);
+		unwind_set_recording(false);
+		if (!smp.set.wall)
+			arm_all(false, 0);
+		unwind_counts(&cc->c);
+		cc->signo = atomic_load(&smp.signo);
+	} else {
+		cc->set.sampling = false; /* no signal: nothing was sampled */
+	}
 	pthread_mutex_unlock(&smp.closed_lock);
 }
 
 /* Adds each timer sample to the trace's events, where the writers and the
  * reports read samples: an instant of cat cpu_sample on its thread, named
  * after its innermost function, with args "stack" (folded, outermost
- * first), "weight" (timer periods) and, when cut, "truncated" = 1.
- * 0 or -1 (t->oom). */
-static int add_sample_events(struct trace *t)
+ * first), "weight" (timer periods) and, when cut, "truncated" = 1. Sets
+ * *periods to the periods the samples stand for. 0 or -1 (t->oom). */
+static int add_sample_events(struct trace *t, uint64_t *periods)
 {
 	size_t i, cap = 4096, n;
 	char *buf = malloc(cap), *p;
 	int rc = 0;
 
+	*periods = 0;
 	if (!buf)
 		return -1;
 	for (i = 0; i < t->nstacks && rc == 0; i++) {
@@ -587,6 +805,7 @@ static int add_sample_events(struct trace *t)
 
 		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
 			continue;
+		*periods += s->weight;
 		leaf = &t->frames[t->stack_frames[s->first]];
 		e.ts = s->ts;
 		e.pid = t->meta.pid;
@@ -628,42 +847,74 @@ static int add_sample_events(struct trace *t)
 	return rc;
 }
 
-/* capture_ops.collect: host thread. Fills t->sampling, names the window's
- * stacks (see symbols_resolve_trace) and adds the samples as events. */
+/* Says once when the clock gave far fewer samples than asked: CPU-time
+ * timers are checked at the kernel's tick (250 Hz here), so each sample
+ * stands for several periods. `samples` samples stood for `periods`
+ * periods. Host thread. */
+static void tell_rate(const struct smp_settings *set, uint64_t samples,
+		      uint64_t periods)
+{
+	uint32_t given;
+
+	if (smp.told_rate || samples < 20 || !periods)
+		return;
+	given = (uint32_t)((double)set->hz * (double)samples / (double)periods + 0.5);
+	if (given >= set->hz * 8 / 10)
+		return;
+	smp.told_rate = true;
+	log_msg(LOG_WARN, "prof.capture{cpu_samples.hz = %u}: the %s clock gave "
+		"about %u samples per second and thread (%s); each sample stands "
+		"for the periods it covers, so times stay right (the rate given "
+		"is in summary.txt)", set->hz, set->wall ? "wall" : "CPU-time",
+		given, set->wall ? "the sampler thread could not keep up" :
+		"the kernel checks CPU-time timers at its tick");
+}
+
+/* capture_ops.collect: host thread. Fills t->sampling, adds the wall
+ * clock's repeated samples, names the window's stacks (see
+ * symbols_resolve_trace) and adds the samples as events. */
 static int sampler_collect(struct host *h, const struct host_job *job,
 			   struct trace *t, struct err *e)
 {
-	(void)h;
-	if (!smp.on)
-		return 0;
-	if (smp.sampling) {
-		struct closed_counts cc;
+	struct closed_counts cc;
+	uint64_t periods, samples = 0;
+	size_t i;
 
-		pthread_mutex_lock(&smp.closed_lock);
-		cc = smp.closed[job->gen % CLOSED_KEEP];
-		pthread_mutex_unlock(&smp.closed_lock);
-		t->sampling.hz = smp.hz;
-		t->sampling.depth = smp.depth;
-		t->sampling.period_ns = smp.period_ns;
-		t->sampling.wall_clock = smp.wall;
-		if (cc.gen == job->gen && job->gen) {
-			t->sampling.signal = cc.signo;
-			t->sampling.lost = cc.c.lost;
-			t->sampling.slow = cc.c.slow;
-		}
+	(void)h;
+	if (!smp.ready)
+		return 0;
+	pthread_mutex_lock(&smp.closed_lock);
+	cc = smp.closed[job->gen % CLOSED_KEEP];
+	pthread_mutex_unlock(&smp.closed_lock);
+	if (cc.gen == job->gen && job->gen && cc.set.sampling) {
+		t->sampling.hz = cc.set.hz;
+		t->sampling.depth = cc.set.depth;
+		t->sampling.period_ns = cc.set.period_ns;
+		t->sampling.wall_clock = cc.set.wall;
+		t->sampling.signal = cc.signo;
+		t->sampling.lost = cc.c.lost;
+		t->sampling.slow = cc.c.slow;
+		if (cc.set.wall &&
+		    wallclock_merge(job->gen, t, &t->sampling.lost) != 0)
+			return err_set(e, "out of memory adding the wall-clock samples "
+				       "of window %u", job->window);
 	}
 	if (t->nstacks == 0)
 		return 0;
 	if (!smp.sym)
 		smp.sym = symbols_new();
 	if (!smp.sym || symbols_resolve_trace(smp.sym, t) != 0) {
-		add_sample_events(t);
+		add_sample_events(t, &periods);
 		return err_set(e, "out of memory naming the CPU stacks of window "
 			       "%u: they show as addresses", job->window);
 	}
-	if (add_sample_events(t) != 0)
+	if (add_sample_events(t, &periods) != 0)
 		return err_set(e, "out of memory adding the CPU samples of window "
 			       "%u to its trace", job->window);
+	for (i = 0; i < t->nstacks; i++)
+		samples += t->stacks[i].kind == TRACE_STACK_SAMPLE;
+	if (t->sampling.hz)
+		tell_rate(&cc.set, samples, periods);
 	return 0;
 }
 
@@ -671,11 +922,10 @@ static int sampler_collect(struct host *h, const struct host_job *job,
  * sampler thread, deletes the timers and gives the signal back. */
 static void sampler_fini(struct host *h)
 {
-	size_t i;
 	int s;
 
 	(void)h;
-	if (!smp.on)
+	if (!smp.ready)
 		return;
 	atomic_store(&smp.recording, 0);
 	unwind_set_recording(false);
@@ -685,10 +935,7 @@ static void sampler_fini(struct host *h)
 		pthread_join(smp.thread, NULL);
 		smp.thread_started = false;
 	}
-	pthread_mutex_lock(&smp.timer_lock);
-	for (i = 0; i < SLOTS_MAX; i++)
-		slot_delete_timer(&smp.slots[i]);
-	pthread_mutex_unlock(&smp.timer_lock);
+	delete_all_timers();
 	s = atomic_load(&smp.signo);
 	if (s) {
 		unwind_uninstall(s);
@@ -696,13 +943,16 @@ static void sampler_fini(struct host *h)
 		atomic_store(&smp.signo, 0);
 		unwind_set_block_signal(0);
 	}
-	if (smp.range_stacks && smp.h->shim->set_range_pushed_hook)
+	if (smp.hooked && smp.h->shim->set_range_pushed_hook)
 		smp.h->shim->set_range_pushed_hook(NULL);
+	smp.hooked = false;
 	symbols_free(smp.sym);
 	smp.sym = NULL;
+	wallclock_fini();
 	close(smp.wake[0]);
 	close(smp.wake[1]);
-	smp.on = false;
+	smp.wake[0] = smp.wake[1] = -1;
+	smp.ready = false;
 }
 
 const struct capture_ops sampler_capture = {

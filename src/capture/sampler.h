@@ -12,7 +12,9 @@
  *              and the synchronous backtrace for sampler_record_stack().
  *   symbols.c  addresses to names on the host thread: per-module tables
  *              from the ELF .symtab (else .dynsym), dladdr as a fallback,
- *              C++ demangling, module+0xoffset when nothing is known.
+ *              C++ names demangled and shortened, module+0xoffset when
+ *              nothing is known.
+ *   wallclock.c  wall-clock sampling by the sampler thread's ticks.
  *
  * Threads: sampler_capture's callbacks follow src/host/capture.h. The
  * handler runs on application threads and is async-signal-safe. The
@@ -61,13 +63,28 @@ int sampler_backtrace_now(uint64_t *ips, int max, bool *truncated);
 
 /* ---- internal to src/capture (sampler.c, unwind.c, bench, tests) ---- */
 
-/* One sampled thread. The handler finds it through the timer's sigev_value;
- * only the sampler thread creates and deletes slots. */
+/* One sampled thread. The handler finds it through the timer's sigev_value
+ * (or, with the wall clock, the sampler thread's signal's value); only the
+ * sampler thread creates and deletes slots. */
 struct sampler_slot {
 	_Atomic int32_t tid;       /* 0: free */
 	_Atomic uint32_t epoch;    /* dl epoch this thread last unwound at */
+	/* Where the thread's start_thread return address lies on its stack,
+	 * and its value while the start routine runs (0: not known). */
+	_Atomic uintptr_t entry_at, entry_ra;
 	_Atomic int has_timer;     /* `timer` exists */
 	int seen;                  /* found by the current scan */
+	bool own;                  /* a thread of profhost's: never sampled */
+	int blocking;              /* scans until a blocking thread is looked
+				      at again (0: it is not) */
+	int backoff;               /* the last such wait, in scans */
+	/* Wall clock (wallclock.c): signals the sampler thread sent and the
+	 * handler took; the periods the next one stands for; the time of the
+	 * thread's last recorded sample (0: none yet) and its CPU time (ns)
+	 * right after it; the ticker's window and last tick for the slot. */
+	_Atomic uint32_t sent, handled, wall_weight;
+	_Atomic int64_t last_ts, cpu_after;
+	uint64_t wall_gen, wall_tick;
 	timer_t timer;
 	int signo;                 /* the signal `timer` was created with */
 };
@@ -90,10 +107,14 @@ struct unwind_counts {
 
 /* Sets the handler's configuration and computes the address ranges where a
  * thread may hold an allocator or loader lock (malloc's family of
- * functions, libc's and an interposed allocator's; the dynamic loader) and
- * those of profhost
- * itself. Start-up, before any signal is installed. 0 or -1. */
+ * functions, libc's and an interposed allocator's; the dynamic loader),
+ * libc's, and those of profhost itself. Start-up, before any signal is
+ * installed. 0 or -1. */
 int unwind_setup(const struct unwind_config *cfg);
+
+/* Frames the handler keeps per stack from now on (1..SAMPLER_DEPTH_MAX).
+ * Between windows (the stepping thread, window lock held). */
+void unwind_set_depth(uint32_t depth);
 
 /* Turns recording on (counters reset) or off. Any thread. */
 void unwind_set_recording(bool on);
@@ -122,11 +143,22 @@ void unwind_poll_loader(void);
 
 /* Warms the calling thread's unwinder outside any handler and marks `slot`
  * (may be NULL) as safe to unwind at the current epoch; returns that
- * epoch. */
-uint32_t unwind_warm_self(struct sampler_slot *slot);
+ * epoch, and in *entry_at, *entry_ra what the slot needs to notice the
+ * thread's exit (see struct sampler_slot). Returns 0 and marks nothing
+ * before unwind_learn_entry succeeded (the first sample then checks). */
+uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
+			  uintptr_t *entry_ra);
+
+/* Learns, from the calling thread's own stack, the code of the libc
+ * function that calls every thread's start routine (glibc's start_thread),
+ * so that the handler knows a thread starting or exiting. Call it on a
+ * thread made by pthread_create, after unwind_setup and before any timer
+ * exists (the sampler thread does). 0, or -1 when it was not found (then
+ * exiting threads are not told apart). */
+int unwind_learn_entry(void);
 
 /* True when one of the `n` addresses lies where a thread may hold an
- * allocator or loader lock (the check before a thread's first fast
+ * allocator or loader lock (part of the check before a thread's first fast
  * unwind). Async-signal-safe. */
 bool unwind_stack_unsafe(const uint64_t *ips, int n);
 
@@ -135,6 +167,33 @@ void unwind_handler(int signo, siginfo_t *si, void *uc);
 
 /* The signal that stacks taken on purpose must block (0: none). */
 void unwind_set_block_signal(int signo);
+
+/* ---- wallclock.c: wall-clock sampling by the sampler thread's ticks ---- */
+
+/* The kernel's clock id for thread `tid`'s CPU time. */
+clockid_t wallclock_thread_cpu_clock(int32_t tid);
+
+/* Repeats of window `gen` are kept from now on. Sampler thread. */
+void wallclock_open(uint64_t gen);
+
+/*
+ * One tick (number `tick` of the window, at `now`) over the slots: each
+ * thread that ran since its last sample, or has none in window `gen` yet,
+ * gets a sampling signal on `signo`; each other one counts its last sample
+ * again, without a signal. A thread skipped (its signal still pending)
+ * is weighed at the next tick it gets. Sampler thread.
+ */
+void wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
+		      int signo, int64_t now, uint64_t tick);
+
+/* Adds window `gen`'s repeated samples to `t` (copies of the stacks they
+ * repeat, after the Python frames were merged into those) and forgets
+ * them; adds to *lost those whose sample was not recorded. Host thread.
+ * 0, or -1 when memory ran out. */
+int wallclock_merge(uint64_t gen, struct trace *t, uint64_t *lost);
+
+/* Frees every window's repeats. Exit. */
+void wallclock_fini(void);
 
 /* ---- symbols.c ---- */
 
@@ -153,8 +212,9 @@ int symbols_refresh(struct symbols *s);
 /*
  * Names the code address `pc` (an address inside the function) into
  * name[size] and the module's file name into module[msize] ("" when it is
- * in no module). Returns 2 when a symbol was found (demangled when a C++
- * demangler is in the process), 1 when only the module is known (name is
+ * in no module). Returns 2 when a symbol was found (a C++ name demangled
+ * and shortened, see demangle_shorten, when the process has a C++
+ * demangler), 1 when only the module is known (name is
  * "<module>+0x<offset>", the offset an address in the ELF file's address
  * space, as addr2line takes it), 0 when nothing is (name is "0x<pc>").
  */

@@ -11,8 +11,10 @@
  * dladdr() is the fallback for modules without a readable file (the vDSO)
  * or a symbol the table lacks; glibc's dladdr walks every dynamic symbol of
  * the module, which is why it is not the first choice. C++ names are
- * demangled with __cxa_demangle when the process has one (looked up with
- * dlsym: libstdc++ is not a dependency).
+ * demangled when the process has a demangler (src/util/demangle.h: the
+ * C++ runtime's, looked up at run time, never loaded into a target) and
+ * shortened to the function's name (no parameters, long template
+ * arguments as "<...>"), once per symbol.
  */
 #include "sampler.h"
 
@@ -27,10 +29,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/demangle.h"
+
 #define SYM_SEGS 16
 #define SYM_NAME_MAX 1024
-
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 /* One function symbol of a module's table. */
 struct sym {
@@ -208,7 +210,8 @@ int symbols_refresh(struct symbols *s)
 		free(s->mods[i].label);
 	}
 	s->n = k;
-	s->demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+	if (!s->demangle)
+		s->demangle = demangle_find(false);
 	return c.failed ? -1 : 0;
 }
 
@@ -392,8 +395,9 @@ static long sym_find(const struct module *m, uint64_t a)
 	return -1;
 }
 
-/* Copies `name` demangled (if it is a C++ name and a demangler exists) or
- * as it is into out[size]. `cache` (may be NULL) keeps the result. */
+/* Copies `name` as a frame's name into out[size]: demangled and shortened
+ * when it is a C++ name and a demangler exists, else as it is. `cache`
+ * (may be NULL) keeps the result. */
 static void put_name(struct symbols *s, const char *name, char **cache,
 		     char *out, size_t size)
 {
@@ -401,21 +405,12 @@ static void put_name(struct symbols *s, const char *name, char **cache,
 		snprintf(out, size, "%s", *cache);
 		return;
 	}
-	if (s->demangle && name[0] == '_' && name[1] == 'Z') {
-		int status = -1;
-		char *d = s->demangle(name, NULL, NULL, &status);
-
-		if (d && status == 0) {
-			snprintf(out, size, "%s", d);
-			if (cache)
-				*cache = d;
-			else
-				free(d);
-			return;
-		}
-		free(d);
+	if (!demangle_frame(s->demangle, name, out, size)) {
+		snprintf(out, size, "%s", name);
+		return;
 	}
-	snprintf(out, size, "%s", name);
+	if (cache)
+		*cache = strdup(out);
 }
 
 int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
@@ -434,7 +429,7 @@ int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
 		if (i >= 0) {
 			const char *n = m->str + m->syms[i].name;
 
-			if (!m->demangled && s->demangle && n[0] == '_' && n[1] == 'Z')
+			if (!m->demangled && s->demangle && demangle_is_mangled(n))
 				m->demangled = calloc(m->nsyms, sizeof *m->demangled);
 			if (strnlen(n, m->str_len - m->syms[i].name) <
 			    m->str_len - m->syms[i].name) {

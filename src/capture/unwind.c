@@ -23,6 +23,24 @@
  * dynamic loader, the thread holds no allocator lock: that sample takes
  * the unw_backtrace path, which does the allocation there and then, and
  * the thread is marked safe for the epoch.
+ *
+ * Threads starting or exiting. glibc's start_thread runs code of its own
+ * around the thread's start routine: at exit, TLS destructors, key
+ * destructors (libunwind's frees its cache there), the allocator's
+ * per-thread state (__malloc_arena_thread_freeres holds the allocator's
+ * free_list_lock) and, for a detached thread, its TLS blocks. None of this
+ * is a named, exported function, and a thread there may hold allocator
+ * locks or have no TLS left, so the handler recognises the state itself:
+ * the sampler thread, a thread like any other, learns start_thread's code
+ * range from its own stack (unwind_learn_entry). A stack on which
+ * start_thread calls anything of its own module (libc), or is itself the
+ * innermost frame, is a thread starting or exiting: unsafe. On a normal
+ * stack, start_thread's return address lies at a fixed place of the
+ * thread's stack (x86-64: below the start routine's canonical frame
+ * address); the slot remembers where and what, and every later sample
+ * compares that one word before the fast path: once the start routine has
+ * returned, start_thread's next call writes another return address there,
+ * and the thread's samples go back to the checked, step-by-step unwinder.
  */
 #include "sampler.h"
 
@@ -32,7 +50,9 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
@@ -43,7 +63,7 @@
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */
 #define UNWIND_SELF_MAX 16  /* profhost frames atop a synchronous stack */
 #define UNWIND_RANGES 64
-#define UNWIND_CHECK_MIN 64 /* frames a safety check looks at */
+#define UNWIND_WALK_MAX 4096 /* frames a safety check walks at most */
 
 struct range {
 	uintptr_t lo, hi;
@@ -55,7 +75,13 @@ static struct {
 	size_t nunsafe;
 	struct range self[UNWIND_RANGES];
 	size_t nself;
+	struct range libc[UNWIND_RANGES]; /* libc's segments */
+	size_t nlibc;
+	/* start_thread's code (0, 0: not learnt yet), set once by
+	 * unwind_learn_entry before any timer exists. */
+	_Atomic uintptr_t entry_lo, entry_hi;
 	_Atomic int recording;
+	_Atomic pid_t pid;                /* the ticker's signals come from it */
 	_Atomic uint32_t epoch;
 	unsigned long long adds, subs;    /* sampler thread only */
 	_Atomic uint64_t samples, lost, slow;
@@ -126,13 +152,14 @@ static void module_ranges(const uintptr_t *addrs, size_t naddrs,
 	dl_iterate_phdr(find_module, &c);
 }
 
-/* The allocator's entry points: a frame inside one of them may hold an
- * allocator lock. */
+/* The allocator's exported entry points: a frame inside one of them may
+ * hold an allocator lock. (What glibc does with its locks outside them, at
+ * thread exit, is found by the start_thread check instead.) */
 static const char *const alloc_funcs[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
 	"posix_memalign", "aligned_alloc", "valloc", "pvalloc", "malloc_trim",
-	"malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "fork",
-	"__libc_thread_freeres", "__libc_freeres",
+	"malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "mallopt",
+	"fork", "__libc_freeres",
 };
 
 /* Adds the range of the function at `addr` (per the symbolizer) to the
@@ -152,11 +179,11 @@ static void add_function_range(struct symbols *sym, void *addr)
 /* Start-up (see sampler.h). */
 int unwind_setup(const struct unwind_config *cfg)
 {
-	uintptr_t mods[1], self[2], libc_malloc = 0;
+	uintptr_t mods[2], self[2], libc_malloc = 0;
 	struct range r[UNWIND_RANGES];
 	struct symbols *sym;
 	size_t n = 0, nr, i;
-	void *libc, *p;
+	void *libc, *p, *ips[2];
 
 	uw.cfg = *cfg;
 	if (uw.cfg.depth < 1)
@@ -185,11 +212,16 @@ int unwind_setup(const struct unwind_config *cfg)
 	symbols_free(sym);
 	if (libc)
 		dlclose(libc);
+	mods[0] = libc_malloc;
+	module_ranges(mods, libc_malloc ? 1 : 0, uw.libc, &uw.nlibc);
 	/* The whole dynamic loader (TLS, dlopen and their locks), found at
 	 * the base address the kernel loaded it at (its symbols may be
-	 * interposed: a sanitizer wraps __tls_get_addr). */
+	 * interposed: a sanitizer wraps __tls_get_addr); and libunwind
+	 * itself (a thread inside it, the application's own use, may be
+	 * setting up what unw_backtrace needs). */
 	if (getauxval(AT_BASE))
 		mods[n++] = (uintptr_t)getauxval(AT_BASE);
+	mods[n++] = (uintptr_t)&unw_backtrace;
 	module_ranges(mods, n, r, &nr);
 	for (i = 0; i < nr && uw.nunsafe < UNWIND_RANGES; i++)
 		uw.unsafe[uw.nunsafe++] = r[i];
@@ -197,7 +229,21 @@ int unwind_setup(const struct unwind_config *cfg)
 	self[1] = (uintptr_t)cfg->append;
 	module_ranges(self, 2, uw.self, &uw.nself);
 	unwind_poll_loader();
+	/* libunwind sets its trace cache up once per process (pthread_once)
+	 * at the first unw_backtrace: here, where no handler can interrupt
+	 * it and call unw_backtrace again, which would wait on that once
+	 * forever. */
+	unw_backtrace(ips, 2);
 	return uw.nunsafe && libc_malloc ? 0 : -1;
+}
+
+void unwind_set_depth(uint32_t depth)
+{
+	if (depth < 1)
+		depth = 1;
+	if (depth > SAMPLER_DEPTH_MAX)
+		depth = SAMPLER_DEPTH_MAX;
+	uw.cfg.depth = depth;
 }
 
 void unwind_set_recording(bool on)
@@ -222,16 +268,19 @@ void unwind_set_block_signal(int signo)
 	atomic_store(&uw.block_signo, signo);
 }
 
-/* The slot a timer signal names, or NULL when the signal is not one of the
- * sampler's timers. Async-signal-safe. */
+/* The slot a sampling signal names (a timer's, or the wall-clock ticker's
+ * from this process), or NULL when the signal is not the sampler's.
+ * Async-signal-safe. */
 static struct sampler_slot *slot_of(const siginfo_t *si)
 {
 	uintptr_t p = (uintptr_t)si->si_value.sival_ptr;
 	uintptr_t lo = (uintptr_t)uw.cfg.slots;
 	uintptr_t hi = lo + uw.cfg.nslots * sizeof *uw.cfg.slots;
 
-	if (si->si_code != SI_TIMER || !lo || p < lo || p >= hi ||
-	    (p - lo) % sizeof *uw.cfg.slots)
+	if ((si->si_code != SI_TIMER &&
+	     (si->si_code != SI_QUEUE ||
+	      si->si_pid != atomic_load_explicit(&uw.pid, memory_order_relaxed))) ||
+	    !lo || p < lo || p >= hi || (p - lo) % sizeof *uw.cfg.slots)
 		return NULL;
 	return (struct sampler_slot *)p;
 }
@@ -250,35 +299,88 @@ static uintptr_t context_pc(const void *ucv)
 #endif
 }
 
-/* Unwinds from the signal's context with unw_step: slower than
- * unw_backtrace, but it touches no thread-local storage. Fills ips with the
- * interrupted instruction and the return addresses above it, at most max.
- * Async-signal-safe. */
-static int slow_unwind(void *ucv, void **ips, int max)
-{
-	unw_cursor_t c;
-	unw_word_t ip;
-	int n = 0;
-
-	if (unw_init_local2(&c, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0)
-		return 0;
-	do {
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
-			break;
-		ips[n++] = (void *)ip;
-	} while (n < max && unw_step(&c) > 0);
-	return n;
-}
+/* What a checked walk of a stack found. */
+struct walk {
+	int n;              /* return addresses stored */
+	bool unsafe;        /* a frame where an allocator or loader lock may
+			       be held, or a thread starting or exiting */
+	uintptr_t entry_at; /* where start_thread's return address lies */
+	uintptr_t entry_ra; /* and its value (0: no normal start_thread) */
+};
 
 /* True when a frame lies where an allocator or loader lock may be held. */
-static bool stack_unsafe(void *const *ips, int n)
+static bool pc_unsafe(uintptr_t pc)
 {
+	return in_ranges(uw.unsafe, uw.nunsafe, pc);
+}
+
+/* Looks at frame `pc`, whose callee (one frame inner) is `callee` (0: none,
+ * the frame is the innermost), with stack pointer `sp` after the unwinder
+ * stepped into it: a frame of start_thread calling its own module (libc) or
+ * interrupted in its own code means a thread starting or exiting; calling
+ * the start routine, it gives the place of its return address. */
+static void walk_entry(struct walk *w, uintptr_t pc, uintptr_t callee,
+		       uintptr_t sp)
+{
+	uintptr_t lo = atomic_load_explicit(&uw.entry_lo, memory_order_relaxed);
+	uintptr_t hi = atomic_load_explicit(&uw.entry_hi, memory_order_relaxed);
+
+	if (!lo || pc < lo || pc >= hi)
+		return;
+	if (!callee || in_ranges(uw.libc, uw.nlibc, callee)) {
+		w->unsafe = true;
+		return;
+	}
+#if defined(__x86_64__)
+	/* The call pushed the return address just below the callee's
+	 * canonical frame address, which is the caller's stack pointer. */
+	if (*(const uintptr_t *)(sp - sizeof(uintptr_t)) == pc) {
+		w->entry_at = sp - sizeof(uintptr_t);
+		w->entry_ra = pc;
+	}
+#else
+	(void)sp; /* elsewhere the return address has no fixed place */
+#endif
+}
+
+/*
+ * Walks the stack with unw_step from `cursor` (set at the first frame):
+ * slower than unw_backtrace, but it touches no thread-local storage and
+ * is async-signal-safe. Stores the first `max` return addresses in ips
+ * (the first one the frame's own pc) and looks at up to UNWIND_WALK_MAX
+ * frames for the safety check.
+ */
+static void walk_cursor(unw_cursor_t *c, void **ips, int max, struct walk *w)
+{
+	unw_word_t ip, sp;
+	uintptr_t callee = 0;
 	int i;
 
-	for (i = 0; i < n; i++)
-		if (in_ranges(uw.unsafe, uw.nunsafe, (uintptr_t)ips[i]))
-			return true;
-	return false;
+	memset(w, 0, sizeof *w);
+	for (i = 0; i < UNWIND_WALK_MAX; i++) {
+		if (unw_get_reg(c, UNW_REG_IP, &ip) < 0 || ip == 0 ||
+		    unw_get_reg(c, UNW_REG_SP, &sp) < 0)
+			break;
+		if (w->n < max)
+			ips[w->n++] = (void *)ip;
+		if (pc_unsafe((uintptr_t)ip))
+			w->unsafe = true;
+		walk_entry(w, (uintptr_t)ip, callee, (uintptr_t)sp);
+		callee = (uintptr_t)ip;
+		if (unw_step(c) <= 0)
+			break;
+	}
+}
+
+/* The checked walk from a signal's context. */
+static void slow_unwind(void *ucv, void **ips, int max, struct walk *w)
+{
+	unw_cursor_t c;
+
+	memset(w, 0, sizeof *w);
+	if (unw_init_local2(&c, (unw_context_t *)ucv, UNW_INIT_SIGNAL_FRAME) < 0)
+		return;
+	walk_cursor(&c, ips, max, w);
 }
 
 bool unwind_stack_unsafe(const uint64_t *ips, int n)
@@ -286,48 +388,78 @@ bool unwind_stack_unsafe(const uint64_t *ips, int n)
 	int i;
 
 	for (i = 0; i < n; i++)
-		if (in_ranges(uw.unsafe, uw.nunsafe, (uintptr_t)ips[i]))
+		if (pc_unsafe((uintptr_t)ips[i]))
 			return true;
 	return false;
 }
 
-/* Appends the sample; counts it. */
-static void record(void *const *ips, int n, uint64_t weight, uint64_t flags)
+/* Marks the slot's thread safe for fast unwinds at epoch `ep`, with the
+ * place of its start_thread return address when known. The slot's own
+ * thread (or its owner before the thread is sampled). */
+static void mark_safe(struct sampler_slot *slot, uint32_t ep,
+		      const struct walk *w)
 {
-	if (uw.cfg.append(EVBUF_SAMPLE, clock_now_ns_signal(), ips,
-			  (uint32_t)((size_t)n * sizeof(void *)), weight, flags) == 0)
-		atomic_fetch_add_explicit(&uw.samples, 1, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(&uw.lost, 1, memory_order_relaxed);
+	atomic_store_explicit(&slot->entry_at, w->entry_at, memory_order_relaxed);
+	atomic_store_explicit(&slot->entry_ra, w->entry_ra, memory_order_relaxed);
+	atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
 }
 
-/* Records one sample of the interrupted thread. Async-signal-safe. */
-static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
-			void *ucv)
+/* True when the slot's thread is known safe for unw_backtrace at `ep`: it
+ * was checked at this epoch and is still inside its start routine. */
+static bool known_safe(const struct sampler_slot *slot, uint32_t ep)
+{
+	uintptr_t at;
+
+	if (atomic_load_explicit(&slot->epoch, memory_order_relaxed) != ep)
+		return false;
+	at = atomic_load_explicit(&slot->entry_at, memory_order_relaxed);
+	return !at || *(const volatile uintptr_t *)at ==
+		atomic_load_explicit(&slot->entry_ra, memory_order_relaxed);
+}
+
+/* Appends the sample; counts it. Returns its time, or 0 when it was not
+ * recorded. */
+static int64_t record(void *const *ips, int n, uint64_t weight, uint64_t flags)
+{
+	int64_t ts = clock_now_ns_signal();
+
+	if (uw.cfg.append(EVBUF_SAMPLE, ts, ips,
+			  (uint32_t)((size_t)n * sizeof(void *)), weight, flags) == 0) {
+		atomic_fetch_add_explicit(&uw.samples, 1, memory_order_relaxed);
+		return ts;
+	}
+	atomic_fetch_add_explicit(&uw.lost, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* Records one sample of the interrupted thread. Returns the sample's time,
+ * or 0 when none was recorded. Async-signal-safe. */
+static int64_t take_sample(struct sampler_slot *slot, const siginfo_t *si,
+			   void *ucv)
 {
 	void *ips[SAMPLER_DEPTH_MAX + UNWIND_SKIP_MAX + 1];
 	uintptr_t pc = context_pc(ucv);
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
 	int depth = (int)uw.cfg.depth, want, n, i;
-	uint64_t weight = 1 + (si->si_overrun > 0 ? (uint64_t)si->si_overrun : 0);
+	uint64_t weight = si->si_code == SI_QUEUE ?
+		atomic_load_explicit(&slot->wall_weight, memory_order_relaxed) :
+		1 + (si->si_overrun > 0 ? (uint64_t)si->si_overrun : 0);
 
-	if (atomic_load_explicit(&slot->epoch, memory_order_relaxed) != ep) {
-		/* Not known safe: look before touching thread-local storage.
-		 * Walk at least UNWIND_CHECK_MIN frames for the check. */
-		want = (depth > UNWIND_CHECK_MIN ? depth : UNWIND_CHECK_MIN) + 1;
-		n = slow_unwind(ucv, ips, want);
-		if (n == 0 || stack_unsafe(ips, n)) {
+	if (!known_safe(slot, ep)) {
+		/* Look before touching thread-local storage. */
+		struct walk w;
+
+		slow_unwind(ucv, ips, depth + 1, &w);
+		if (w.n == 0 || w.unsafe) {
 			atomic_fetch_add_explicit(&uw.slow, 1, memory_order_relaxed);
-			if (n == 0) {
+			if (w.n == 0) {
 				ips[0] = (void *)pc;
-				record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
-			} else {
-				record(ips, n > depth ? depth : n, weight,
-				       n > depth ? EVBUF_STACK_TRUNCATED : 0);
+				return record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
 			}
-			return;
+			return record(ips, w.n > depth ? depth : w.n, weight,
+				      w.n > depth ? EVBUF_STACK_TRUNCATED : 0);
 		}
-		atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
+		mark_safe(slot, ep, &w);
 	}
 	want = depth + UNWIND_SKIP_MAX + 1;
 	n = unw_backtrace(ips, want);
@@ -338,12 +470,26 @@ static void take_sample(struct sampler_slot *slot, const siginfo_t *si,
 		/* The unwinder did not get through the signal frame: keep the
 		 * one frame that is certain. */
 		ips[0] = (void *)pc;
-		record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
-	} else if (n - i > depth) {
-		record(&ips[i], depth, weight, EVBUF_STACK_TRUNCATED);
-	} else {
-		record(&ips[i], n - i, weight, n == want ? EVBUF_STACK_TRUNCATED : 0);
+		return record(ips, 1, weight, EVBUF_STACK_TRUNCATED);
 	}
+	if (n - i > depth)
+		return record(&ips[i], depth, weight, EVBUF_STACK_TRUNCATED);
+	return record(&ips[i], n - i, weight, n == want ? EVBUF_STACK_TRUNCATED : 0);
+}
+
+/* After a wall-clock ticker's sample: notes its time and the thread's CPU
+ * time now, which the ticker compares with the thread's at its next tick,
+ * and hands the slot back to the ticker. Async-signal-safe. */
+static void wall_sampled(struct sampler_slot *slot, int64_t ts)
+{
+	struct timespec cpu;
+
+	if (ts && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) {
+		atomic_store_explicit(&slot->cpu_after, (int64_t)cpu.tv_sec *
+				      1000000000 + cpu.tv_nsec, memory_order_relaxed);
+		atomic_store_explicit(&slot->last_ts, ts, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&slot->handled, 1, memory_order_release);
 }
 
 /* A signal on our signal that is not a sampler timer's: do what the
@@ -383,26 +529,37 @@ void unwind_handler(int signo, siginfo_t *si, void *uc)
 {
 	int saved = errno;
 	struct sampler_slot *slot = slot_of(si);
+	int64_t ts = 0;
 
 	if (!slot)
 		chain(signo, si, uc);
 	else if (atomic_load_explicit(&uw.recording, memory_order_acquire))
-		take_sample(slot, si, uc);
+		ts = take_sample(slot, si, uc);
+	if (slot && si->si_code == SI_QUEUE)
+		wall_sampled(slot, ts);
 	errno = saved;
 }
 
 int unwind_install(int signo)
 {
 	struct sigaction sa, old;
+	int r;
 
 	if (signo <= 0 || signo >= NSIG)
 		return -1;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = unwind_handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	/* No handler of ours inside another (the sampler moves to another
+	 * signal when the application takes its own: both may fire): one
+	 * unwind at a time per thread. */
 	sigemptyset(&sa.sa_mask);
+	sigaddset(&sa.sa_mask, SIGPROF);
+	for (r = SIGRTMIN; r <= SIGRTMAX; r++)
+		sigaddset(&sa.sa_mask, r);
 	if (sigaction(signo, NULL, &old) != 0)
 		return -1;
+	atomic_store(&uw.pid, getpid());
 	if (!(old.sa_flags & SA_SIGINFO) || old.sa_sigaction != unwind_handler)
 		uw.old[signo] = old;
 	atomic_store(&uw.owned[signo], 1);
@@ -462,22 +619,94 @@ void unwind_poll_loader(void)
 	}
 }
 
-uint32_t unwind_warm_self(struct sampler_slot *slot)
+/* Blocks the sampling signal on the calling thread (*old: the mask to put
+ * back), so that its handler cannot run inside the caller's own libunwind
+ * call (the same per-thread cache; the same once-only set-up). Returns
+ * whether it blocked anything. */
+static bool block_sampling(sigset_t *old)
+{
+	int sig = atomic_load(&uw.block_signo);
+	sigset_t set;
+
+	if (!sig)
+		return false;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	pthread_sigmask(SIG_BLOCK, &set, old);
+	return true;
+}
+
+/* The calling thread's checked walk (from here, outside any handler). */
+static void walk_self(struct walk *w)
+{
+	void *ips[1];
+	unw_context_t ctx;
+	unw_cursor_t c;
+
+	memset(w, 0, sizeof *w);
+	if (unw_getcontext(&ctx) == 0 && unw_init_local(&c, &ctx) == 0)
+		walk_cursor(&c, ips, 1, w);
+}
+
+uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
+			  uintptr_t *entry_ra)
 {
 	void *ips[4];
+	struct walk w;
 	uint32_t ep = atomic_load_explicit(&uw.epoch, memory_order_acquire);
+	sigset_t old;
+	bool blocked = block_sampling(&old);
 
 	unw_backtrace(ips, 4);
-	if (slot)
-		atomic_store_explicit(&slot->epoch, ep, memory_order_relaxed);
+	*entry_at = *entry_ra = 0;
+	if (atomic_load(&uw.entry_lo)) {
+		walk_self(&w);
+		*entry_at = w.entry_at;
+		*entry_ra = w.entry_ra;
+		if (slot)
+			mark_safe(slot, ep, &w);
+	} else {
+		ep = 0; /* not learnt yet: the first sample checks */
+	}
+	if (blocked)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ep;
+}
+
+int unwind_learn_entry(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t c;
+	unw_proc_info_t pi;
+	unw_word_t ip;
+	int i;
+
+	if (atomic_load(&uw.entry_lo))
+		return 0;
+	if (unw_getcontext(&ctx) != 0 || unw_init_local(&c, &ctx) != 0)
+		return -1;
+	for (i = 0; i < 64 && unw_step(&c) > 0; i++) {
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		if (!in_ranges(uw.libc, uw.nlibc, (uintptr_t)ip))
+			continue;
+		/* The first libc frame under a thread's own code: the
+		 * function that called the start routine. */
+		if (unw_get_proc_info(&c, &pi) < 0 || pi.start_ip >= pi.end_ip)
+			return -1;
+		atomic_store(&uw.entry_hi, (uintptr_t)pi.end_ip);
+		atomic_store(&uw.entry_lo, (uintptr_t)pi.start_ip);
+		return 0;
+	}
+	return -1;
 }
 
 int sampler_backtrace_now(uint64_t *out, int max, bool *truncated)
 {
 	void *ips[SAMPLER_DEPTH_MAX + UNWIND_SELF_MAX + 1];
-	int sig = atomic_load(&uw.block_signo), want, n, i, k;
-	sigset_t set, old;
+	int want, n, i, k;
+	sigset_t old;
+	bool blocked;
 
 	*truncated = false;
 	if (max <= 0)
@@ -485,13 +714,9 @@ int sampler_backtrace_now(uint64_t *out, int max, bool *truncated)
 	if (max > SAMPLER_DEPTH_MAX)
 		max = SAMPLER_DEPTH_MAX;
 	want = max + UNWIND_SELF_MAX + 1;
-	if (sig) {
-		sigemptyset(&set);
-		sigaddset(&set, sig);
-		pthread_sigmask(SIG_BLOCK, &set, &old);
-	}
+	blocked = block_sampling(&old);
 	n = unw_backtrace(ips, want);
-	if (sig)
+	if (blocked)
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	for (i = 0; i < n && i < UNWIND_SELF_MAX &&
 		    in_ranges(uw.self, uw.nself, (uintptr_t)ips[i]); i++)

@@ -24,6 +24,7 @@
 #include "../export/outfile.h"
 #include "../export/phb.h"
 #include "../export/readfile.h"
+#include "../export/stacks.h"
 #include "../export/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
@@ -386,6 +387,10 @@ static int load_window(const char *path, struct trace *t, char *dir, size_t dsiz
 			rc = trace_json_parse(in.data, in.len, file, t, &skipped, e);
 	}
 	readfile_release(&in);
+	/* A trace written by a process without a C++ demangler holds mangled
+	 * names: name them here, as the process would have. */
+	if (rc == 0 && stacks_demangle_names(t, demangle_find(true)) != 0)
+		rc = err_set(e, "%s: out of memory naming its C++ functions", file);
 	return rc;
 }
 

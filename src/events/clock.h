@@ -126,14 +126,26 @@ void clock_calibrate(int64_t now);
 void clock_share(struct clock_params *shared);
 
 /* Realtime minus monotonic, in ns: add it to a clock_now_ns() value to get
- * nanoseconds since the Unix epoch. Any thread. */
+ * nanoseconds since the Unix epoch. The realtime read is bracketed by two
+ * clock_now_ns() reads, five times, and the tightest bracket is kept, so a
+ * thread preempted between the reads does not skew it. Any thread. */
 static inline int64_t clock_wall_offset_ns(void)
 {
-	struct timespec rt;
-	int64_t mono = clock_now_ns();
+	int64_t best = INT64_MAX, off = 0;
+	int i;
 
-	clock_gettime(CLOCK_REALTIME, &rt);
-	return ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) - mono;
+	for (i = 0; i < 5; i++) {
+		struct timespec rt;
+		int64_t a = clock_now_ns(), b;
+
+		clock_gettime(CLOCK_REALTIME, &rt);
+		b = clock_now_ns();
+		if (b - a < best) {
+			best = b - a;
+			off = ((int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec) - (a + (b - a) / 2);
+		}
+	}
+	return off;
 }
 
 #endif

@@ -14,6 +14,18 @@ const char *query_phase_name(enum query_phase p)
 	return (unsigned)p < QUERY_PHASE_COUNT ? query_phase_names[p] : NULL;
 }
 
+/* torch's name of a DataLoader fetch, its record_function label
+ * "enumerate(DataLoader)#<iterator class>.__next__": what TensorBoard's
+ * plugin counts as DataLoader time, and the Python bridge's data phase. */
+static int is_dataloader_fetch(const char *name, size_t len)
+{
+	static const char pre[] = "enumerate(DataLoader)#", suf[] = ".__next__";
+	const size_t np = sizeof pre - 1, ns = sizeof suf - 1;
+
+	return len >= np + ns && memcmp(name, pre, np) == 0 &&
+	       memcmp(name + len - ns, suf, ns) == 0;
+}
+
 enum query_phase query_phase_of(const char *name, size_t len)
 {
 	int i;
@@ -22,7 +34,7 @@ enum query_phase query_phase_of(const char *name, size_t len)
 		if (strlen(query_phase_names[i]) == len &&
 		    memcmp(query_phase_names[i], name, len) == 0)
 			return (enum query_phase)i;
-	return QUERY_PHASE_COUNT;
+	return is_dataloader_fetch(name, len) ? QUERY_PHASE_DATA : QUERY_PHASE_COUNT;
 }
 
 /* The strtab id of `s`, or STRTAB_NONE when the trace never names it. */
@@ -724,6 +736,10 @@ int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 			if (ev->tid != s->tid || ev->ts >= send)
 				break;
 			q->has_phases = true;
+			if (!(q->phase_mask & 1u << pmap[ev->name])) {
+				q->phase_mask |= 1u << pmap[ev->name];
+				q->phase_start[pmap[ev->name]] = ev->ts;
+			}
 			if (b > send)
 				b = send;
 			a = ev->ts > cover ? ev->ts : cover;
@@ -751,6 +767,41 @@ oom:
 	free(ph);
 	free(steps);
 	return err_set(e, "out of memory computing the step phases");
+}
+
+bool query_phase_counts(const struct query_step *s, bool partial)
+{
+	return s->has_phases && (partial || !s->partial);
+}
+
+void query_phase_summary(const struct query_step *s, size_t n,
+			 struct query_phase_sum *out)
+{
+	size_t i;
+	int p;
+
+	memset(out, 0, sizeof *out);
+	out->partial = true;
+	for (i = 0; i < n; i++)
+		if (s[i].has_phases && !s[i].partial)
+			out->partial = false;
+	for (i = 0; i < n; i++) {
+		if (!query_phase_counts(&s[i], out->partial))
+			continue;
+		out->steps++;
+		out->total += s[i].dur;
+		for (p = 0; p < QUERY_PHASE_COUNT; p++)
+			out->phase[p] += s[i].phase[p];
+	}
+	if (out->steps == 0)
+		out->partial = false;
+}
+
+double query_phase_share(const struct query_phase_sum *sum, enum query_phase p)
+{
+	if (sum->total <= 0 || (unsigned)p >= QUERY_PHASE_COUNT)
+		return 0;
+	return (double)sum->phase[p] / (double)sum->total;
 }
 
 /* ------------------------------------------------------------ busy */

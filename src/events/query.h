@@ -26,7 +26,10 @@
 
 /* The step phases, in the order reports show them. Phase ranges are
  * user_annotation ranges with these exact names inside a step, on the
- * step's thread; "other" is the rest of the step. */
+ * step's thread; "other" is the rest of the step. A range named as torch
+ * names a DataLoader fetch, "enumerate(DataLoader)#<iterator>.__next__"
+ * (the name TensorBoard's plugin counts as DataLoader time), is "data"
+ * too: the Python bridge names its data phase so. */
 enum query_phase {
 	QUERY_PHASE_DATA = 0,
 	QUERY_PHASE_FORWARD,
@@ -39,7 +42,8 @@ enum query_phase {
 /* "data", "forward", ...; NULL outside the enum. */
 const char *query_phase_name(enum query_phase p);
 
-/* The phase named `name` (len bytes), or QUERY_PHASE_COUNT when none. */
+/* The phase named `name` (len bytes), or QUERY_PHASE_COUNT when none (the
+ * one definition of the phase names: the Python bridge uses it too). */
 enum query_phase query_phase_of(const char *name, size_t len);
 
 /* A half-open time interval. */
@@ -158,6 +162,11 @@ struct query_step {
 	int64_t phase[QUERY_PHASE_COUNT]; /* data .. optimizer: time in those
 				  ranges (overlaps counted once); other:
 				  the rest of the step */
+	int64_t phase_start[QUERY_PHASE_COUNT]; /* data .. optimizer: when the
+				  first range of the phase starts in the
+				  step (bit p of phase_mask set); other:
+				  unused */
+	unsigned phase_mask;
 	bool has_phases;     /* some phase range was found in the step */
 };
 
@@ -165,6 +174,32 @@ struct query_step {
  * (NULL when there are no steps). Returns 0 or -1. */
 int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 		struct err *e);
+
+/*
+ * The one definition of each phase's share, which every table showing
+ * phases (summary.txt, report.txt, trace:phases(), the run report) uses.
+ * The steps counted are the complete steps that have phases; when no
+ * complete step has any, the steps with phases (cut short by the process
+ * ending). A phase's share is its time in those steps over their time:
+ * phases never overlap and `other` is the rest, so the shares add up to
+ * 100 % and none is above it.
+ */
+struct query_phase_sum {
+	size_t steps;                     /* steps counted */
+	bool partial;                     /* ... they are partial steps */
+	int64_t total;                    /* their time, ns: the 100 % */
+	int64_t phase[QUERY_PHASE_COUNT]; /* each phase's time in them */
+};
+
+/* Whether step `s` counts, for a summary whose `partial` is as given. */
+bool query_phase_counts(const struct query_step *s, bool partial);
+
+/* Sums the phases of steps s[0..n) (from query_steps). */
+void query_phase_summary(const struct query_step *s, size_t n,
+			 struct query_phase_sum *out);
+
+/* Phase p's share of the counted steps' time (0 when there are none). */
+double query_phase_share(const struct query_phase_sum *sum, enum query_phase p);
 
 /* ------------------------------------------------------------ busy / idle */
 

@@ -718,7 +718,7 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
 
 /* Order of two events: pid, tid, ts ascending, then longer first. Equal
  * keys compare 0 (the merge keeps insertion order). */
-static int event_cmp(const struct trace_event *a, const struct trace_event *b)
+int trace_event_cmp(const struct trace_event *a, const struct trace_event *b)
 {
 	if (a->pid != b->pid)
 		return a->pid < b->pid ? -1 : 1;
@@ -739,7 +739,7 @@ static void insertion_sort(struct trace_event *ev, size_t n)
 	for (i = 1; i < n; i++) {
 		struct trace_event x = ev[i];
 
-		for (j = i; j > 0 && event_cmp(&ev[j - 1], &x) > 0; j--)
+		for (j = i; j > 0 && trace_event_cmp(&ev[j - 1], &x) > 0; j--)
 			ev[j] = ev[j - 1];
 		ev[j] = x;
 	}
@@ -758,7 +758,7 @@ static void merge_sort(struct trace_event *ev, struct trace_event *tmp, size_t n
 			size_t i = lo, j = mid, k = lo;
 
 			while (i < mid && j < hi)
-				dst[k++] = event_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
+				dst[k++] = trace_event_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
 			while (i < mid)
 				dst[k++] = src[i++];
 			while (j < hi)

@@ -74,7 +74,9 @@ struct trace_arg {
 	} v;
 };
 
-/* One event. Times are clock_now_ns() values (CLOCK_MONOTONIC ns). */
+/* One event. Times are ns: clock_now_ns() values (CLOCK_MONOTONIC) as
+ * captured, since a Unix-time base once the host has called
+ * export_unix_time() (see trace_meta: base_time_ns, monotonic_offset_ns). */
 struct trace_event {
 	int64_t ts;        /* start */
 	int64_t dur;       /* duration in ns; 0 for instants and flows */
@@ -139,8 +141,11 @@ struct trace_meta {
 	int rank, world_size;
 	uint32_t window;           /* window index in the run, from 0 */
 	uint64_t first_step, last_step;
-	int64_t start_ts, end_ts;  /* window edges (clock_now_ns) */
-	int64_t base_time_ns;      /* epoch ns of clock value 0 */
+	int64_t start_ts, end_ts;  /* window edges */
+	int64_t base_time_ns;      /* Unix time (ns) of ts 0 */
+	int64_t monotonic_offset_ns; /* ts + this = the clock_now_ns() value
+				      the event was recorded at: 0 until
+				      export_unix_time() moves the ts */
 	int32_t pid;
 	char *program;             /* argv[0]'s basename */
 	char *hostname;
@@ -343,6 +348,10 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
  */
 void trace_self_times(const struct trace *t, const size_t *idx, size_t n,
 		      int64_t *self, size_t *stack);
+
+/* Nesting order of two events: pid, tid, ts ascending, then longer first;
+ * 0 when those are equal. Any thread. */
+int trace_event_cmp(const struct trace_event *a, const struct trace_event *b);
 
 /* Sorts events by (pid, tid, ts, longer first): nesting order per thread. */
 void trace_sort(struct trace *t);

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
+#include "utf8.h"
 #include "version.h"
 
 #define CW_BUF (64 * 1024)
@@ -162,43 +164,44 @@ static char *fmt_double(char *p, double d)
 	return p;
 }
 
-/* Length of the well-formed UTF-8 sequence starting at s (s[0] >= 0x80, n
- * bytes available): 2 to 4; or 0 with *bad set to the length of the
- * maximal ill-formed subpart (at least 1), which becomes one U+FFFD, as
- * Unicode recommends and Python and browsers do. Rejects bad leads,
- * overlongs, surrogates, values above U+10FFFF and truncation. */
-static size_t utf8_seq(const unsigned char *s, size_t n, size_t *bad)
+/* Formats the duration of an event written at `ts` ns lasting `dur` ns.
+ *
+ * Readers add ts and dur as doubles: TensorBoard's plugin as they are,
+ * speedscope after subtracting the first ts (exactly), HTA before rounding
+ * to whole us. With three decimals the sum can pass the double of the end
+ * by a fraction of a ns, and spans that touch overlap there. So the
+ * duration written is at most X = end - ts as doubles (the double of the
+ * end minus that of the start, exact since ts >= dur): ts + dur is then at
+ * most the end in exact arithmetic, after any exact shift too, and never
+ * passes the start of what follows. `holds` (a span whose end others share
+ * by construction: a step, a range cut at the window's end, a span of GPU
+ * work) gets X itself, so what ends with it ends no later than it; others
+ * get three decimals when those are at most X, else four decimals cut
+ * down to at most X (0.1 ns less). Either way the value is within 0.25 ns
+ * of the exact duration while ts < 2^40 us (as export_unix_time() keeps
+ * it), so readers that round each field to whole ns (Perfetto,
+ * profhost) read the exact duration. At most 32 bytes. */
+static char *fmt_dur(char *p, int64_t ts, int64_t dur, int holds)
 {
-	unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-	size_t need, k;
+	int64_t end, q;
+	double T, G, X;
 
-	if (c >= 0xC2 && c <= 0xDF) {
-		need = 1;
-	} else if (c >= 0xE0 && c <= 0xEF) {
-		need = 2;
-		if (c == 0xE0)
-			lo = 0xA0; /* overlong below U+0800 */
-		else if (c == 0xED)
-			hi = 0x9F; /* surrogates U+D800..DFFF */
-	} else if (c >= 0xF0 && c <= 0xF4) {
-		need = 3;
-		if (c == 0xF0)
-			lo = 0x90; /* overlong below U+10000 */
-		else if (c == 0xF4)
-			hi = 0x8F; /* above U+10FFFF */
-	} else {
-		*bad = 1;
-		return 0;
-	}
-	for (k = 1; k <= need; k++) {
-		if (k >= n || s[k] < lo || s[k] > hi) {
-			*bad = k;
-			return 0;
-		}
-		lo = 0x80;
-		hi = 0xBF;
-	}
-	return need + 1;
+	if (dur <= 0 || ts < dur || dur > INT64_MAX / 10 ||
+	    __builtin_add_overflow(ts, dur, &end))
+		return fmt_us(p, dur); /* X might not be exact (not Unix time) */
+	T = (double)ts / 1000.0;
+	G = (double)end / 1000.0;
+	X = G - T; /* exact (Sterbenz): T >= G / 2 */
+	if (holds)
+		return X == (double)dur / 1000.0 ? fmt_us(p, dur) : fmt_double(p, X);
+	if ((double)dur / 1000.0 <= X)
+		return fmt_us(p, dur);
+	q = (int64_t)floor(X * 10000.0); /* in 0.1 ns */
+	while (q > 0 && (double)q / 10000.0 > X)
+		q--; /* X * 10000 rounded up past an integer */
+	p = fmt_us(p, q / 10);
+	*p++ = (char)('0' + q % 10);
+	return p;
 }
 
 /* Printable ASCII that needs no escape in a JSON string. */
@@ -258,7 +261,7 @@ static void cw_string(struct cw *w, const char *str, size_t len)
 			cw_mem(w, (const char *)s + i, k);
 			i += k;
 		} else {
-			cw_mem(w, "\xEF\xBF\xBD", 3);
+			cw_mem(w, UTF8_REPLACEMENT, UTF8_REPLACEMENT_LEN);
 			i += bad;
 		}
 	}
@@ -473,12 +476,23 @@ static void cw_event(struct cw *w, const struct trace *t,
 		p = fmt_u64(p + 6, ev->id);
 	} else if (ev->ph != TRACE_PH_INSTANT) {
 		memcpy(p, ",\"dur\":", 7);
-		p = fmt_us(p + 7, ev->dur);
+		p = fmt_dur(p + 7, ev->ts, ev->dur,
+			    (ev->flags & (TRACE_F_STEP | TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)) ||
+			    ev->cat == TRACE_CAT_GPU_USER_ANNOTATION);
 	}
 	w->p = p;
 	cw_args(w, t, ev);
 	cw_room(w, CW_FIXED);
 	*w->p++ = '}';
+}
+
+/* Appends "pid":P,"tid":T; the caller has made room for CW_FIXED. */
+static void cw_pid_tid(struct cw *w, int32_t pid, int32_t tid)
+{
+	cw_lit(w, "\"pid\":");
+	w->p = fmt_i64(w->p, pid);
+	cw_lit(w, ",\"tid\":");
+	w->p = fmt_i64(w->p, tid);
 }
 
 /* Appends a metadata event {"name":kind,"ph":"M","pid","tid","args":{...}}
@@ -493,10 +507,8 @@ static void cw_meta(struct cw *w, int sep, const char *kind, int32_t pid,
 		cw_lit(w, ",\n");
 	cw_lit(w, "{\"name\":\"");
 	cw_lit(w, kind);
-	cw_lit(w, "\",\"ph\":\"M\",\"pid\":");
-	w->p = fmt_i64(w->p, pid);
-	cw_lit(w, ",\"tid\":");
-	w->p = fmt_i64(w->p, tid);
+	cw_lit(w, "\",\"ph\":\"M\",");
+	cw_pid_tid(w, pid, tid);
 	cw_lit(w, ",\"args\":{\"");
 	cw_lit(w, key);
 	cw_lit(w, "\":");
@@ -531,8 +543,8 @@ static char *utf8_clean(const char *str)
 			p += k;
 			i += k;
 		} else {
-			memcpy(p, "\xEF\xBF\xBD", 3);
-			p += 3;
+			memcpy(p, UTF8_REPLACEMENT, UTF8_REPLACEMENT_LEN);
+			p += UTF8_REPLACEMENT_LEN;
 			i += bad;
 		}
 	}
@@ -663,6 +675,7 @@ static cJSON *build_header(const struct trace *t)
 		bad |= add_str(ph, "program", m->program);
 		bad |= add_str(ph, "hostname", m->hostname);
 		bad |= add_i64(ph, "pid", m->pid);
+		bad |= add_i64(ph, "monotonic_offset_ns", m->monotonic_offset_ns);
 		cn = cJSON_AddObjectToObject(ph, "counters");
 		bad |= !cn;
 		if (cn) {
@@ -741,6 +754,129 @@ static int quote_cats(char **cats, size_t *catlen)
 	return 0;
 }
 
+/* The child of tree node `node` named name[0..len), or UINT32_MAX. */
+static uint32_t tree_find(const struct query_tree *tr, uint32_t node, const char *name,
+			  size_t len)
+{
+	uint32_t c;
+
+	for (c = tr->nodes[node].first_child; c != UINT32_MAX; c = tr->nodes[c].next_sibling)
+		if (tr->nodes[c].len == len && memcmp(tr->nodes[c].name, name, len) == 0)
+			return c;
+	return UINT32_MAX;
+}
+
+/* The node of the sample tree where sample event `ev` ends: its frames
+ * followed from the root as query_sample_tree() laid them (the "stack"
+ * argument outermost first, else the name), as deep as the tree goes. */
+static uint32_t sample_leaf(const struct trace *t, const struct query_tree *tr,
+			    const struct trace_event *ev)
+{
+	size_t len, k = 0;
+	const char *stack = query_arg_str(t, ev, TRACE_ARG_STACK, &len);
+	uint32_t node = 0;
+
+	if (!stack) {
+		stack = trace_str(t, ev->name);
+		len = strtab_len(&t->names, ev->name);
+	}
+	while (k < len) {
+		const char *semi = memchr(stack + k, ';', len - k);
+		size_t flen = semi ? (size_t)(semi - (stack + k)) : len - k;
+		uint32_t c = flen ? tree_find(tr, node, stack + k, flen) : node;
+
+		if (c == UINT32_MAX)
+			break;
+		node = c;
+		k += flen + 1;
+	}
+	return node;
+}
+
+/* Samples by thread, then time (speedscope weighs each sample by the time
+ * to the next one of its thread): the events' nesting order. */
+static int sample_cmp(const void *pa, const void *pb)
+{
+	return trace_event_cmp(*(const struct trace_event *const *)pa,
+			       *(const struct trace_event *const *)pb);
+}
+
+/* Appends the Trace Event Format's sampled profile of the window's CPU
+ * samples (cat cpu_sample), which chrome://tracing and speedscope show as
+ * a sampled profile: "stackFrames" (each frame of the sample tree, id >= 1,
+ * with its parent) and "samples" ({pid, tid, ts, name, sf, weight}, by
+ * thread and time). Writes nothing when the trace has no samples. 0, or -1
+ * when out of memory. Host thread. */
+static int cw_samples(struct cw *w, const struct trace *t)
+{
+	struct query_filter f = { .cats = 1u << TRACE_CAT_SAMPLE };
+	struct query_tree tr;
+	const struct trace_event **sm;
+	struct err e;
+	size_t n = 0, i;
+	int64_t dur;
+	int first = 1;
+
+	for (i = 0; i < t->nev; i++)
+		n += query_match(t, &f, &t->ev[i], &dur);
+	if (n == 0)
+		return 0;
+	sm = malloc(n * sizeof *sm);
+	if (!sm || query_sample_tree(t, &f, &tr, &e) != 0) {
+		free(sm);
+		return -1;
+	}
+	for (i = n = 0; i < t->nev; i++)
+		if (query_match(t, &f, &t->ev[i], &dur))
+			sm[n++] = &t->ev[i];
+	qsort(sm, n, sizeof *sm, sample_cmp);
+	cw_room(w, CW_FIXED);
+	cw_lit(w, ",\n\"stackFrames\":{");
+	for (i = 1; i < tr.n && !w->failed; i++) {
+		const struct query_node *nd = &tr.nodes[i];
+
+		cw_room(w, CW_FIXED);
+		cw_lit(w, i > 1 ? ",\n\"" : "\n\"");
+		w->p = fmt_u64(w->p, i);
+		cw_lit(w, "\":{\"name\":");
+		cw_string(w, nd->name, nd->len);
+		cw_room(w, CW_FIXED);
+		cw_lit(w, ",\"category\":\"cpu\"");
+		if (nd->parent) {
+			cw_lit(w, ",\"parent\":");
+			w->p = fmt_u64(w->p, nd->parent);
+		}
+		cw_lit(w, "}");
+	}
+	cw_room(w, CW_FIXED);
+	cw_lit(w, "},\n\"samples\":[");
+	for (i = 0; i < n && !w->failed; i++) {
+		const struct trace_event *ev = sm[i];
+		uint32_t leaf = sample_leaf(t, &tr, ev);
+		double weight = 1;
+
+		if (leaf == 0)
+			continue; /* a sample with no frame */
+		query_arg_num(t, ev, "weight", &weight);
+		cw_room(w, CW_FIXED);
+		cw_lit(w, first ? "\n{" : ",\n{");
+		first = 0;
+		cw_pid_tid(w, ev->pid, ev->tid);
+		cw_lit(w, ",\"ts\":");
+		w->p = fmt_us(w->p, ev->ts);
+		cw_lit(w, ",\"name\":\"cpu_sample\",\"sf\":");
+		w->p = fmt_u64(w->p, leaf);
+		cw_lit(w, ",\"weight\":");
+		w->p = fmt_double(w->p, weight);
+		cw_lit(w, "}");
+	}
+	cw_room(w, CW_FIXED);
+	cw_lit(w, "\n]");
+	query_tree_free(&tr);
+	free(sm);
+	return 0;
+}
+
 /* Host thread. Streams the whole document; the caller commits or aborts
  * `out`. -1 with *e set: the outfile's own message for I/O errors. */
 int chrome_writer_write(const struct trace *t, struct outfile *out,
@@ -806,7 +942,13 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 		sep = 1;
 	}
 	cw_room(&w, CW_FIXED);
-	cw_lit(&w, "\n]}\n");
+	cw_lit(&w, "\n]");
+	if (!w.failed && cw_samples(&w, t) != 0) {
+		rc = err_set(e, "out of memory writing the Chrome trace's samples");
+		goto done;
+	}
+	cw_room(&w, CW_FIXED);
+	cw_lit(&w, "}\n");
 	cw_flush(&w);
 	if (w.failed) {
 		if (outfile_error(out, e) == 0)

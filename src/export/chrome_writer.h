@@ -7,13 +7,18 @@
  *     "distributedInfo": {"backend": ..., "rank": R, "world_size": W},
  *     "baseTimeNanoseconds": ..., "displayTimeUnit": "ms",
  *     "traceName": ..., "profhost": {version, window, steps, reason,
- *     counters...}, "traceEvents": [ ... ] }
+ *     monotonic_offset_ns, counters...}, "traceEvents": [ ... ],
+ *     "stackFrames": {...}, "samples": [...] }
  *
- * Event timestamps are microseconds (3 decimals) relative to
- * baseTimeNanoseconds, which is the Unix-epoch time of clock value 0.
- * Every string is escaped: quotes, backslashes, control characters, and
- * invalid UTF-8 replaced by U+FFFD. The writer streams through a fixed
- * buffer; the trace is never formatted whole in memory.
+ * Event timestamps are the trace's ns (after export_unix_time(): since
+ * baseTimeNanoseconds, a Unix time) written as microseconds with three
+ * decimals; durations are written so that ts + dur added as doubles never
+ * passes the event's end (see fmt_dur). CPU samples (cpu_sample instants)
+ * are also written as the Trace Event Format's stackFrames and samples,
+ * only when the trace has some. Every string is escaped: quotes,
+ * backslashes, control characters, and invalid UTF-8 replaced by U+FFFD.
+ * The writer streams through a fixed buffer; the trace is never formatted
+ * whole in memory.
  */
 #ifndef PROFHOST_CHROME_WRITER_H
 #define PROFHOST_CHROME_WRITER_H

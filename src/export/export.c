@@ -1,6 +1,7 @@
 /* export — writes one window's files (see export.h). */
 #include "export.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,43 @@
 #include "phb.h"
 #include "stacks.h"
 #include "summary.h"
+
+/* What the time base is floored to: a week (export.h). */
+#define BASE_PERIOD_NS (604800LL * 1000000000LL)
+
+/* v + d, held at the int64 limits rather than wrapped. */
+static int64_t add_sat(int64_t v, int64_t d)
+{
+	int64_t out;
+
+	if (__builtin_add_overflow(v, d, &out))
+		return d > 0 ? INT64_MAX : INT64_MIN;
+	return out;
+}
+
+void export_unix_time(struct trace *t)
+{
+	struct trace_meta *m = &t->meta;
+	int64_t wall = add_sat(m->base_time_ns, m->start_ts), base, d;
+	size_t i;
+
+	base = wall / BASE_PERIOD_NS * BASE_PERIOD_NS;
+	if (base > wall)
+		base -= BASE_PERIOD_NS; /* floor, not towards zero */
+	d = m->base_time_ns - base;
+	if (d == 0)
+		return;
+	for (i = 0; i < t->nev; i++)
+		t->ev[i].ts = add_sat(t->ev[i].ts, d);
+	for (i = 0; i < t->nsteps; i++)
+		t->steps[i].ts = add_sat(t->steps[i].ts, d);
+	for (i = 0; i < t->nstacks; i++)
+		t->stacks[i].ts = add_sat(t->stacks[i].ts, d);
+	m->start_ts = add_sat(m->start_ts, d);
+	m->end_ts = add_sat(m->end_ts, d);
+	m->monotonic_offset_ns -= d;
+	m->base_time_ns = base;
+}
 
 /* Remembers the file `name` written in the window directory in *res. */
 static void note_file(struct export_result *res, const struct outdir *d,
@@ -28,6 +66,15 @@ static void note_file(struct export_result *res, const struct outdir *d,
 	}
 }
 
+/* "window<K>_steps<a>-<b>": the window's folder name, in its rank's folder
+ * and in the TensorBoard folder. */
+static void window_name(const struct trace *t, char *out, size_t size)
+{
+	snprintf(out, size, "window%u_steps%llu-%llu", t->meta.window,
+		 (unsigned long long)t->meta.first_step,
+		 (unsigned long long)t->meta.last_step);
+}
+
 /* Creates <run>/rank<R>/window<K>_steps<a>-<b> and opens it as res->out
  * (its path in res->dir). A window name another process of this rank took
  * (a parent, a sibling) gets a ".pid<P>" suffix instead of being shared.
@@ -42,9 +89,7 @@ static int make_window_dir(const struct trace *t, const struct outdir *run,
 	snprintf(name, sizeof name, "rank%d", t->meta.rank);
 	if (outdir_sub(run, name, false, &rank, e) != 0)
 		return -1;
-	snprintf(base, sizeof base, "window%u_steps%llu-%llu", t->meta.window,
-		 (unsigned long long)t->meta.first_step,
-		 (unsigned long long)t->meta.last_step);
+	window_name(t, base, sizeof base);
 	snprintf(name, sizeof name, "%s", base);
 	rc = outdir_sub(&rank, name, true, &res->out, e);
 	for (k = 1; rc == 1 && k <= 100; k++) {
@@ -80,26 +125,36 @@ static int write_with(const struct trace *t, const struct outdir *d, const char 
 	return outfile_commit(f, e);
 }
 
-/* TensorBoard's profiler plugin looks for
- * <logdir>/<run>/<worker>.<timestamp>.pt.trace.json.gz. */
+/* <run_dir>/tensorboard/window<K>_steps<a>-<b>/<host>_<pid>.<ms>.pt.trace.json.gz:
+ * TensorBoard's profiler plugin takes each folder under its logdir that
+ * holds *.pt.trace.json[.gz] files as a run and each file as a worker
+ * (<worker>.<timestamp>); Holistic Trace Analysis wants a flat folder of
+ * one file per rank (it reads the rank from distributedInfo, and a second
+ * file of the same rank replaces the first). A folder per window gives
+ * both: one file per rank and window. */
 static int write_tensorboard(const struct trace *t, const struct outdir *run,
 			     const char *chrome_name, bool chrome_is_gz,
 			     struct export_result *res, struct err *e)
 {
-	struct outdir tb;
+	struct outdir tb, win;
 	char name[512];
 	long long ms = (t->meta.base_time_ns + t->meta.end_ts) / 1000000;
 	int rc;
 
 	if (outdir_sub(run, "tensorboard", false, &tb, e) != 0)
 		return -1;
+	window_name(t, name, sizeof name);
+	rc = outdir_sub(&tb, name, false, &win, e);
+	outdir_close(&tb);
+	if (rc != 0)
+		return -1;
 	snprintf(name, sizeof name, "%s_%d.%lld.pt.trace.json.gz",
 		 t->meta.hostname ? t->meta.hostname : "host", (int)t->meta.pid, ms);
-	rc = chrome_is_gz ? outfile_copyat(&res->out, chrome_name, &tb, name, e)
-			  : write_with(t, &tb, name, true, chrome_writer_write, e);
+	rc = chrome_is_gz ? outfile_copyat(&res->out, chrome_name, &win, name, e)
+			  : write_with(t, &win, name, true, chrome_writer_write, e);
 	if (rc == 0)
-		note_file(res, &tb, name);
-	outdir_close(&tb);
+		note_file(res, &win, name);
+	outdir_close(&win);
 	return rc;
 }
 

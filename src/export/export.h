@@ -5,8 +5,9 @@
  * trace.json (or trace.json.gz), capture.phb (the raw capture, phb.h),
  * key_averages.txt, the reports the host adds (export_text_file) and,
  * written last, summary.txt (listing every file written); with TensorBoard
- * export also
- * <output dir>/<run>/tensorboard/<host>_<pid>.<ms>.pt.trace.json.gz.
+ * export also <output dir>/<run>/tensorboard/window<K>_steps<a>-<b>/
+ * <host>_<pid>.<ms>.pt.trace.json.gz: one folder per window, one file per
+ * rank, which is also the folder Holistic Trace Analysis loads.
  * Every file appears atomically (outfile). Host thread only.
  */
 #ifndef PROFHOST_EXPORT_H
@@ -57,6 +58,23 @@ struct export_result {
 	char *summary;  /* the rendered summary (malloc'd) when opts.summary
 			   and it was written; else NULL */
 };
+
+/*
+ * Moves every time of `t` (events, steps, stacks, the window's edges) from
+ * the clock it was captured with to Unix time, in Kineto's form: ns since
+ * a base, the Unix time of the window's start floored to a whole week
+ * (604800 s since the epoch). t->meta.base_time_ns must hold the Unix time
+ * of the capture clock's zero (one offset for the whole window, taken
+ * once); it becomes the base, and t->meta.monotonic_offset_ns what takes
+ * the new times back to the capture clock. Processes on hosts whose clocks
+ * agree (NTP) get the same base, so their traces line up as they are
+ * (Holistic Trace Analysis aligns ranks on raw ts). libkineto floors to
+ * three months; a week keeps ts under 2^40 us, where doubles are 0.12 ns
+ * apart, so every reader gets the exact times (see fmt_dur in
+ * chrome_writer.c). Call once per window, before export_window() and the
+ * reports; calling it again changes nothing. Any thread that owns `t`.
+ */
+void export_unix_time(struct trace *t);
 
 /*
  * Checks sort_by and group_by first (a bad value: -1 before anything is

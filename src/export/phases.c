@@ -47,17 +47,15 @@ static void put_ms(FILE *f, int64_t ns)
 static void render(FILE *f, const struct query_step *s, size_t n, size_t max_rows,
 		   int64_t *tmp, bool *use)
 {
-	int64_t sum[NCOLS] = { 0 };
+	struct query_phase_sum sum;
 	size_t i, shown = 0, partial = 0;
-	bool complete = false;
 	int c;
 
+	/* The statistics cover the steps query_phase_summary counts, and the
+	 * shares are its own: the ones report.txt and trace:phases() show. */
+	query_phase_summary(s, n, &sum);
 	for (i = 0; i < n; i++)
-		complete |= !s[i].partial && s[i].has_phases;
-	/* The statistics cover the complete steps with phases (all steps
-	 * with phases when none is complete). */
-	for (i = 0; i < n; i++)
-		use[i] = s[i].has_phases && (!complete || !s[i].partial);
+		use[i] = query_phase_counts(&s[i], sum.partial);
 
 	fputs("Step phases (ms): where each step's time went\n", f);
 	fprintf(f, "%8s %10s", "step", "total");
@@ -82,15 +80,11 @@ static void render(FILE *f, const struct query_step *s, size_t n, size_t max_row
 	for (c = 0; c < NCOLS; c++)
 		put_ms(f, col_median(s, n, use, c, tmp));
 	fputc('\n', f);
-	for (i = 0; i < n; i++)
-		for (c = 0; c < NCOLS; c++)
-			if (use[i])
-				sum[c] += col(&s[i], c);
-	fprintf(f, "%8s", "share");
-	for (c = 0; c < NCOLS; c++)
-		fprintf(f, " %9.1f%%", sum[0] > 0 ? 100.0 * (double)sum[c] / (double)sum[0] : 0.0);
+	fprintf(f, "%8s %9.1f%%", "share", sum.total > 0 ? 100.0 : 0.0);
+	for (c = 0; c < QUERY_PHASE_COUNT; c++)
+		fprintf(f, " %9.1f%%", 100.0 * query_phase_share(&sum, (enum query_phase)c));
 	fputc('\n', f);
-	if (partial && complete)
+	if (partial && !sum.partial)
 		fputs("* cut short by the process exit; not in the median and share\n", f);
 	fputs("(data: DataLoader; forward: nn.Module calls; backward: autograd; "
 	      "optimizer: optimizer.step)\n", f);

@@ -14,6 +14,8 @@
 #define PHB_ARG_SIZE 16
 #define PHB_STEP_SIZE 32
 #define PHB_THREAD_SIZE 12
+#define PHB_PROC_SIZE 12
+#define PHB_DEVICE_SIZE 56 /* then the device's name as a string */
 #define PHB_NULL_STR 0xffffffffu
 
 /* ------------------------------------------------------------ encoding */
@@ -190,7 +192,7 @@ static void write_meta(struct phb_w *w, const struct trace *t)
 	put64(p + 48, (uint64_t)m->base_time_ns);
 	put32(p + 56, (uint32_t)m->pid);
 	put32(p + 60, 0);
-	put64(p + 64, 0); /* reserved */
+	put64(p + 64, (uint64_t)m->monotonic_offset_ns); /* 1.0: 0 */
 	p = w_room(w, 48);
 	put64(p, c->events);
 	put64(p + 8, c->dropped_buffer);
@@ -301,6 +303,53 @@ static void write_threads(struct phb_w *w, const struct trace *t)
 	w_end(w);
 }
 
+/* Minor version 1: the GPUs' process-level tracks (their names and sort
+ * order in the trace). */
+static void write_procs(struct phb_w *w, const struct trace *t)
+{
+	size_t i;
+
+	w_begin(w, "PROC", 8 + (uint64_t)t->nprocs * PHB_PROC_SIZE);
+	put64(w_room(w, 8), t->nprocs);
+	for (i = 0; i < t->nprocs; i++) {
+		unsigned char *p = w_room(w, PHB_PROC_SIZE);
+
+		put32(p, (uint32_t)t->procs[i].pid);
+		put32(p + 4, t->procs[i].name);
+		put32(p + 8, (uint32_t)t->procs[i].sort);
+	}
+	w_end(w);
+}
+
+/* Minor version 1: the GPUs' properties (the trace's deviceProperties). */
+static void write_devices(struct phb_w *w, const struct trace *t)
+{
+	uint64_t len = 8;
+	size_t i;
+
+	for (i = 0; i < t->ndevices; i++)
+		len += PHB_DEVICE_SIZE + str_size(t->devices[i].name);
+	w_begin(w, "DEVS", len);
+	put64(w_room(w, 8), t->ndevices);
+	for (i = 0; i < t->ndevices; i++) {
+		const struct trace_device *d = &t->devices[i];
+		unsigned char *p = w_room(w, PHB_DEVICE_SIZE);
+		const int32_t v[11] = {
+			d->id, d->compute_major, d->compute_minor, d->max_threads_per_block,
+			d->max_threads_per_sm, d->regs_per_block, d->regs_per_sm, d->warp_size,
+			d->shared_mem_per_block, d->shared_mem_per_sm, d->num_sms,
+		};
+		int k;
+
+		for (k = 0; k < 11; k++)
+			put32(p + 4 * k, (uint32_t)v[k]);
+		put32(p + 44, 0);
+		put64(p + 48, d->total_global_mem);
+		w_str(w, d->name, d->name ? strlen(d->name) : 0);
+	}
+	w_end(w);
+}
+
 int phb_write_to(const struct trace *t, struct outfile *f, struct err *e)
 {
 	struct phb_w *w = malloc(sizeof *w);
@@ -322,6 +371,8 @@ int phb_write_to(const struct trace *t, struct outfile *f, struct err *e)
 	write_args(w, t);
 	write_steps(w, t);
 	write_threads(w, t);
+	write_procs(w, t);
+	write_devices(w, t);
 	w_begin(w, "END ", 0);
 	w_end(w);
 	free(w);
@@ -463,6 +514,7 @@ static int read_meta(struct phb_r *r, size_t off, size_t end, struct trace *t)
 	m->end_ts = (int64_t)get64(p + 40);
 	m->base_time_ns = (int64_t)get64(p + 48);
 	m->pid = (int32_t)get32(p + 56);
+	m->monotonic_offset_ns = (int64_t)get64(p + 64);
 	p += 72;
 	c->events = get64(p);
 	c->dropped_buffer = get64(p + 8);
@@ -704,6 +756,85 @@ static int read_threads(struct phb_r *r, size_t off, size_t end, struct trace *t
 	return 0;
 }
 
+static int read_procs(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint64_t n, i;
+	char msg[128];
+
+	if (!r->have_strs)
+		return r_fail(r, off, "processes before the string table");
+	if (r_count(r, &off, end, PHB_PROC_SIZE, "process", &n) != 0)
+		return -1;
+	for (i = 0; i < n; i++, off += PHB_PROC_SIZE) {
+		const unsigned char *p = r->base + off;
+		uint32_t name;
+
+		if (map_str(r, get32(p + 4), &name) != 0) {
+			snprintf(msg, sizeof msg, "process %llu names string %u (the file has %u)",
+				 (unsigned long long)i, get32(p + 4), r->nstr);
+			return r_fail(r, off + 4, msg);
+		}
+		if (trace_add_process(t, (int32_t)get32(p), trace_str(t, name),
+				      (int32_t)get32(p + 8)) != 0)
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	return 0;
+}
+
+static int read_devices(struct phb_r *r, size_t off, size_t end, struct trace *t)
+{
+	uint64_t n, i;
+	char msg[128];
+
+	if (end - off < 8)
+		return r_fail(r, off, "truncated device count");
+	n = get64(r->base + off);
+	off += 8;
+	/* each device takes at least its fixed part and a string length */
+	if (n > (end - off) / (PHB_DEVICE_SIZE + 4)) {
+		snprintf(msg, sizeof msg, "device count %llu larger than its section",
+			 (unsigned long long)n);
+		return r_fail(r, off - 8, msg);
+	}
+	for (i = 0; i < n; i++) {
+		const unsigned char *p = r->base + off;
+		struct trace_device d = { 0 };
+		const char *s;
+		uint32_t len;
+		char *name;
+		int rc;
+
+		if (end - off < PHB_DEVICE_SIZE)
+			return r_fail(r, off, "truncated device");
+		d.id = (int32_t)get32(p);
+		d.compute_major = (int32_t)get32(p + 4);
+		d.compute_minor = (int32_t)get32(p + 8);
+		d.max_threads_per_block = (int32_t)get32(p + 12);
+		d.max_threads_per_sm = (int32_t)get32(p + 16);
+		d.regs_per_block = (int32_t)get32(p + 20);
+		d.regs_per_sm = (int32_t)get32(p + 24);
+		d.warp_size = (int32_t)get32(p + 28);
+		d.shared_mem_per_block = (int32_t)get32(p + 32);
+		d.shared_mem_per_sm = (int32_t)get32(p + 36);
+		d.num_sms = (int32_t)get32(p + 40);
+		d.total_global_mem = get64(p + 48);
+		off += PHB_DEVICE_SIZE;
+		if (r_str(r, &off, end, &s, &len) != 0)
+			return -1;
+		name = dup_n(s, len);
+		if (s && !name)
+			return err_set(r->e, "%s: out of memory", r->label);
+		d.name = name;
+		rc = trace_add_device(t, &d);
+		free(name);
+		if (rc != 0)
+			return err_set(r->e, "%s: out of memory", r->label);
+	}
+	if (off != end)
+		return r_fail(r, off, "device section longer than its devices");
+	return 0;
+}
+
 /* A section tag as printable text (other bytes as '?'). */
 static const char *tag_text(const unsigned char *h, char out[5])
 {
@@ -720,9 +851,14 @@ int phb_is_phb(const void *buf, size_t len)
 	return len >= PHB_MAGIC_LEN && memcmp(buf, PHB_MAGIC, PHB_MAGIC_LEN) == 0;
 }
 
-/* The sections every version-1 file has, in order. */
-static const char *const phb_required[] = { "CATS", "META", "STRS", "EVTS",
-					    "ARGS", "STEP", "THRD", "END " };
+/* The sections every version-1 file has, in order (END last), then those
+ * a later minor version added (PHB_REQUIRED of them are required). */
+static const char *const phb_sections[] = { "CATS", "META", "STRS", "EVTS",
+					    "ARGS", "STEP", "THRD", "END ",
+					    "PROC", "DEVS" /* 1.1 */ };
+#define PHB_REQUIRED 8
+#define PHB_END 7
+#define PHB_NSECTIONS (sizeof phb_sections / sizeof phb_sections[0])
 
 int phb_parse(const void *buf, size_t len, const char *label,
 	      struct trace *t, struct err *e)
@@ -789,8 +925,8 @@ int phb_parse(const void *buf, size_t len, const char *label,
 				goto out;
 			}
 		}
-		for (i = 0; i < 8; i++)
-			if (memcmp(h, phb_required[i], 4) == 0)
+		for (i = 0; i < (int)PHB_NSECTIONS; i++)
+			if (memcmp(h, phb_sections[i], 4) == 0)
 				known = i;
 		if (known >= 0) {
 			if (seen >> known & 1) {
@@ -808,15 +944,17 @@ int phb_parse(const void *buf, size_t len, const char *label,
 		case 4: if (read_args(&r, start, end, t) != 0) goto out; break;
 		case 5: if (read_steps(&r, start, end, t) != 0) goto out; break;
 		case 6: if (read_threads(&r, start, end, t) != 0) goto out; break;
+		case 8: if (read_procs(&r, start, end, t) != 0) goto out; break;
+		case 9: if (read_devices(&r, start, end, t) != 0) goto out; break;
 		default: break; /* a section of a later minor version */
 		}
 		off = end + 4;
-		if (known == 7)
+		if (known == PHB_END)
 			break;
 	}
-	for (i = 0; i < 7; i++)
-		if (!(seen >> i & 1)) {
-			snprintf(msg, sizeof msg, "section '%s' is missing", phb_required[i]);
+	for (i = 0; i < PHB_REQUIRED; i++)
+		if (i != PHB_END && !(seen >> i & 1)) {
+			snprintf(msg, sizeof msg, "section '%s' is missing", phb_sections[i]);
 			r_fail(&r, off, msg);
 			goto out;
 		}

@@ -4,18 +4,21 @@
  * The host writes it next to trace.json so that `prof report` can run the
  * reports offline without re-parsing JSON. It holds exactly what struct
  * trace holds: metadata, counters, the string table, events, arguments,
- * steps and threads (CPU samples are events of category cpu_sample).
+ * steps, threads, the GPUs' tracks and properties (CPU samples are events
+ * of category cpu_sample). Files of version 1.0 (no GPU tracks or
+ * properties) still read.
  *
  * Layout (every integer little-endian; docs/output.md has the full table):
  *
  *   header   8 bytes magic "\x89PHB\r\n\x1a\n", u16 major (1), u16 minor
- *            (0), u32 reserved (0)
+ *            (1), u32 reserved (0)
  *   sections, each: 4-byte ASCII tag, u32 reserved, u64 payload length,
  *            the payload, u32 CRC-32 (zlib's) of the payload
  *            CATS category names, META metadata and counters, STRS
  *            strings, EVTS events (48 bytes each), ARGS arguments (16
  *            bytes each), STEP steps (32 bytes each), THRD threads (12
- *            bytes each), END (empty, last)
+ *            bytes each); since 1.1 PROC the GPUs' tracks (12 bytes each)
+ *            and DEVS their properties; END (empty, last)
  *
  * A reader of major version 1 skips sections with tags it does not know
  * (a later minor version may add some) and refuses another major version.
@@ -34,7 +37,7 @@
 struct outfile;
 
 #define PHB_MAJOR 1
-#define PHB_MINOR 0
+#define PHB_MINOR 1
 #define PHB_MAGIC "\x89PHB\r\n\x1a\n"
 #define PHB_MAGIC_LEN 8
 

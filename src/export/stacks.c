@@ -230,14 +230,108 @@ int stacks_write_folded(const struct trace *t, struct outfile *out,
 	return rc;
 }
 
+/* ------------------------------------------------------------ read back */
+
+/* The id of `text` with each of its ';'-separated fields that is a mangled
+ * C++ name demangled and shortened; `id` itself when none is. */
+static uint32_t demangle_fields(struct trace *t, uint32_t id, demangle_fn fn,
+				struct buf *b)
+{
+	const char *p = trace_str(t, id), *end = p + strtab_len(&t->names, id);
+	char name[1024], field[1024];
+	bool changed = false;
+	size_t n;
+
+	if (!memmem(p, (size_t)(end - p), "_Z", 2))
+		return id;
+	b->n = 0;
+	buf_put(b, "", 0);
+	while (p <= end) {
+		const char *semi = memchr(p, ';', (size_t)(end - p));
+
+		n = (size_t)((semi ? semi : end) - p);
+		snprintf(field, sizeof field, "%.*s", (int)n, p);
+		if (n < sizeof field && demangle_frame(fn, field, name, sizeof name)) {
+			buf_field(b, name, strlen(name));
+			changed = true;
+		} else {
+			buf_put(b, p, n);
+		}
+		if (!semi)
+			break;
+		buf_put(b, ";", 1);
+		p = semi + 1;
+	}
+	if (!changed || b->failed)
+		return b->failed ? STRTAB_NONE : id;
+	return trace_intern(t, b->p, b->n);
+}
+
+int stacks_demangle_names(struct trace *t, demangle_fn fn)
+{
+	uint32_t key = trace_intern(t, TRACE_ARG_STACK, strlen(TRACE_ARG_STACK));
+	struct buf b = { 0 };
+	size_t i, k;
+
+	if (!fn)
+		return 0;
+	for (i = 0; i < t->nev && !t->oom; i++) {
+		struct trace_event *e = &t->ev[i];
+		uint32_t id;
+
+		if (e->cat == TRACE_CAT_SAMPLE &&
+		    (id = demangle_fields(t, e->name, fn, &b)) != STRTAB_NONE)
+			e->name = id;
+		for (k = 0; k < e->nargs && !t->oom; k++) {
+			struct trace_arg *a = &t->args[e->args + k];
+
+			if (a->key == key && a->type == TRACE_ARG_STR &&
+			    (id = demangle_fields(t, a->v.str, fn, &b)) != STRTAB_NONE)
+				a->v.str = id;
+		}
+		if (b.failed)
+			t->oom = 1;
+	}
+	free(b.p);
+	return t->oom ? -1 : 0;
+}
+
 /* ------------------------------------------------------------ functions */
 
+uint32_t stacks_given_hz(const struct trace *t, uint64_t *samples)
+{
+	uint64_t periods = 0;
+	size_t i;
+
+	*samples = 0;
+	for (i = 0; i < t->nstacks; i++)
+		if (t->stacks[i].kind == TRACE_STACK_SAMPLE && t->stacks[i].depth) {
+			(*samples)++;
+			periods += t->stacks[i].weight;
+		}
+	if (!periods)
+		return 0;
+	return (uint32_t)((double)t->sampling.hz * (double)*samples / (double)periods + 0.5);
+}
+
+/* One line of a Python function and the samples it was on. */
+struct func_line {
+	uint32_t line;
+	uint64_t n;
+	size_t last;          /* last sample counted, + 1 */
+};
+
 struct func {
-	uint64_t key;        /* name id | module id << 32, or frame | 1 << 63 */
 	int used;
 	uint32_t frame;      /* a frame of it, for its name */
+	const char *name;    /* its name: a frame's without the line, or NULL
+				(an unnamed frame: one row per frame) */
+	size_t len;
+	uint32_t module;
 	uint64_t self_n, total_n, self_w, total_w;
 	size_t last;         /* last sample counted in total, + 1 */
+	struct func_line *lines; /* Python functions: the lines seen */
+	size_t nlines;
 };
 
 struct funcs {
@@ -245,23 +339,67 @@ struct funcs {
 	size_t n, cap;
 };
 
-/* What makes a function one row: its name and module, or, unnamed, the
- * frame itself. */
-static uint64_t func_key(const struct trace *t, uint32_t frame)
+/* The line of a Python frame's name, "function (file:line)": sets *len to
+ * the length of the name before ":line" and returns the line; returns 0
+ * (and the whole length) for any other name. */
+static uint32_t python_line(const char *name, size_t *len)
+{
+	size_t n = *len, k = n;
+	uint32_t line = 0, scale = 1;
+
+	if (n < 4 || name[n - 1] != ')')
+		return 0;
+	for (k = n - 1; k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9' &&
+	     scale < 1000000000u; k--) {
+		line += (uint32_t)(name[k - 1] - '0') * scale;
+		scale *= 10;
+	}
+	if (k == n - 1 || k < 2 || name[k - 1] != ':')
+		return 0;
+	*len = k - 1;
+	return line;
+}
+
+/* What makes a function one row: its name (a Python frame's without its
+ * line) and module; an unnamed frame is a row of its own. */
+static uint64_t func_hash(const struct trace *t, uint32_t frame,
+			  const char **name, size_t *len, uint32_t *line)
 {
 	const struct trace_frame *f = &t->frames[frame];
 
-	if (f->name == STRTAB_NONE)
-		return (1ULL << 63) | frame;
-	return (uint64_t)f->name | (uint64_t)f->module << 32;
+	*line = 0;
+	if (f->name == STRTAB_NONE) {
+		*name = NULL;
+		*len = 0;
+		return hash_bytes((const char *)&frame, sizeof frame) ^ 1;
+	}
+	*name = trace_str(t, f->name);
+	*len = strtab_len(&t->names, f->name);
+	if (f->module != STRTAB_NONE && strcmp(trace_str(t, f->module), "python") == 0)
+		*line = python_line(*name, len);
+	return hash_bytes(*name, *len) ^ ((uint64_t)f->module * 1099511628211ULL);
 }
 
-/* The function entry for `frame`, added if new; NULL when out of memory. */
-static struct func *funcs_get(struct funcs *fs, const struct trace *t,
-			      uint32_t frame)
+/* True when entry `fn` is the function of (name, len, module), or of the
+ * unnamed `frame`. */
+static bool func_is(const struct func *fn, const char *name, size_t len,
+		    uint32_t module, uint32_t frame)
 {
-	uint64_t key = func_key(t, frame);
-	size_t k, i;
+	if (!name)
+		return !fn->name && fn->frame == frame;
+	return fn->name && fn->len == len && fn->module == module &&
+	       memcmp(fn->name, name, len) == 0;
+}
+
+/* The function entry for `frame`, added if new; NULL when out of memory.
+ * Sets *line to the frame's Python line (0: none). */
+static struct func *funcs_get(struct funcs *fs, const struct trace *t,
+			      uint32_t frame, uint32_t *line)
+{
+	const char *name;
+	size_t len, k, i;
+	uint32_t module = t->frames[frame].module;
+	uint64_t h = func_hash(t, frame, &name, &len, line);
 
 	if ((fs->n + 1) * 2 > fs->cap) {
 		size_t cap = fs->cap ? fs->cap * 2 : 256;
@@ -270,9 +408,13 @@ static struct func *funcs_get(struct funcs *fs, const struct trace *t,
 		if (!v)
 			return NULL;
 		for (i = 0; i < fs->cap; i++) {
+			const char *n2;
+			size_t l2;
+			uint32_t ln;
+
 			if (!fs->v[i].used)
 				continue;
-			k = hash_bytes((const char *)&fs->v[i].key, 8) & (cap - 1);
+			k = func_hash(t, fs->v[i].frame, &n2, &l2, &ln) & (cap - 1);
 			while (v[k].used)
 				k = (k + 1) & (cap - 1);
 			v[k] = fs->v[i];
@@ -281,16 +423,43 @@ static struct func *funcs_get(struct funcs *fs, const struct trace *t,
 		fs->v = v;
 		fs->cap = cap;
 	}
-	k = hash_bytes((const char *)&key, 8) & (fs->cap - 1);
-	while (fs->v[k].used && fs->v[k].key != key)
+	k = h & (fs->cap - 1);
+	while (fs->v[k].used && !func_is(&fs->v[k], name, len, module, frame))
 		k = (k + 1) & (fs->cap - 1);
 	if (!fs->v[k].used) {
 		fs->v[k].used = 1;
-		fs->v[k].key = key;
 		fs->v[k].frame = frame;
+		fs->v[k].name = name;
+		fs->v[k].len = len;
+		fs->v[k].module = module;
 		fs->n++;
 	}
 	return &fs->v[k];
+}
+
+/* Counts sample `sample` (+ 1) on line `line` of Python function `fn`,
+ * once per sample. 0 or -1 (out of memory). */
+static int func_count_line(struct func *fn, uint32_t line, size_t sample)
+{
+	struct func_line *l;
+	size_t i;
+
+	for (i = 0; i < fn->nlines && fn->lines[i].line != line; i++)
+		;
+	if (i == fn->nlines) {
+		l = realloc(fn->lines, (fn->nlines + 1) * sizeof *l);
+		if (!l)
+			return -1;
+		fn->lines = l;
+		memset(&l[i], 0, sizeof *l);
+		l[i].line = line;
+		fn->nlines++;
+	}
+	if (fn->lines[i].last != sample) {
+		fn->lines[i].last = sample;
+		fn->lines[i].n++;
+	}
+	return 0;
 }
 
 /* Most self samples first, then most total, then frame order. */
@@ -305,18 +474,43 @@ static int func_cmp(const void *pa, const void *pb)
 	return a->frame < b->frame ? -1 : a->frame > b->frame;
 }
 
-/* Writes one function's name (and module) as text. */
-static int put_func_name(struct outfile *out, const struct trace *t,
-			 const struct func *f)
+/* Most samples first, then by line. */
+static int line_cmp_n(const void *pa, const void *pb)
 {
-	const struct trace_frame *fr = &t->frames[f->frame];
+	const struct func_line *a = pa, *b = pb;
 
-	if (fr->name == STRTAB_NONE)
-		return outfile_printf(out, "0x%llx\n", (unsigned long long)fr->pc);
-	if (outfile_write(out, trace_str(t, fr->name), strtab_len(&t->names, fr->name)))
+	if (a->n != b->n)
+		return a->n > b->n ? -1 : 1;
+	return a->line < b->line ? -1 : a->line > b->line;
+}
+
+#define FUNC_LINES_SHOWN 8 /* lines listed after a Python function */
+
+/* Writes one function's name (and module; a Python function's lines, with
+ * the samples on each, most first) as text. */
+static int put_func_name(struct outfile *out, const struct trace *t,
+			 struct func *f)
+{
+	size_t i;
+
+	if (!f->name)
+		return outfile_printf(out, "0x%llx\n",
+				      (unsigned long long)t->frames[f->frame].pc);
+	if (outfile_write(out, f->name, f->len) ||
+	    (f->nlines && outfile_puts(out, ")")))
 		return -1;
-	if (fr->module != STRTAB_NONE)
-		return outfile_printf(out, "  [%s]\n", trace_str(t, fr->module));
+	if (f->module != STRTAB_NONE &&
+	    outfile_printf(out, "  [%s]", trace_str(t, f->module)))
+		return -1;
+	if (f->nlines) {
+		qsort(f->lines, f->nlines, sizeof *f->lines, line_cmp_n);
+		outfile_puts(out, "  lines");
+		for (i = 0; i < f->nlines && i < FUNC_LINES_SHOWN; i++)
+			outfile_printf(out, "%s %u (%llu)", i ? "," : "", f->lines[i].line,
+				       (unsigned long long)f->lines[i].n);
+		if (f->nlines > FUNC_LINES_SHOWN)
+			outfile_printf(out, ", %zu more", f->nlines - FUNC_LINES_SHOWN);
+	}
 	return outfile_puts(out, "\n");
 }
 
@@ -338,9 +532,11 @@ int stacks_write_functions(const struct trace *t, struct outfile *out,
 		samples++;
 		weight += s->weight;
 		for (j = 0; j < s->depth; j++) {
-			struct func *f = funcs_get(&fs, t, t->stack_frames[s->first + j]);
+			uint32_t line;
+			struct func *f = funcs_get(&fs, t, t->stack_frames[s->first + j],
+						   &line);
 
-			if (!f) {
+			if (!f || (line && func_count_line(f, line, i + 1) != 0)) {
 				oom = 1;
 				rc = err_set(e, "out of memory writing cpu_functions.txt");
 				break;
@@ -363,14 +559,18 @@ int stacks_write_functions(const struct trace *t, struct outfile *out,
 		qsort(fs.v, k, sizeof *fs.v, func_cmp);
 	pct = samples ? 100.0 / (double)samples : 0;
 	if (rc == 0) {
+		uint64_t n;
+		uint32_t given = stacks_given_hz(t, &n);
+
 		outfile_printf(out, "# CPU samples of window %u (steps %llu-%llu): %llu "
-			       "samples, %s clock, %u Hz asked, %.3f ms per timer "
-			       "period, %.1f %s ms in all\n",
+			       "samples, %s clock, %u Hz asked, %u Hz given, %.3f ms "
+			       "per timer period, %.1f %s ms in all\n",
 			       t->meta.window, (unsigned long long)t->meta.first_step,
 			       (unsigned long long)t->meta.last_step,
 			       (unsigned long long)samples,
 			       t->sampling.wall_clock ? "wall" : "CPU-time",
-			       t->sampling.hz, period_ms, (double)weight * period_ms, unit);
+			       t->sampling.hz, given, period_ms,
+			       (double)weight * period_ms, unit);
 		outfile_puts(out, "# self: the function was running; total: it was "
 			     "on the stack. ms = samples x timer periods "
 			     "(1 + overruns) x period.\n");
@@ -381,7 +581,7 @@ int stacks_write_functions(const struct trace *t, struct outfile *out,
 			       "Function  [module]");
 	}
 	for (i = 0; i < k && rc == 0; i++) {
-		const struct func *f = &fs.v[i];
+		struct func *f = &fs.v[i];
 
 		if (outfile_printf(out, "%8llu %6.2f%% %8.3f ms %8llu %6.2f%% %8.3f ms  ",
 				   (unsigned long long)f->self_n, (double)f->self_n * pct,
@@ -395,6 +595,8 @@ int stacks_write_functions(const struct trace *t, struct outfile *out,
 		rc = -1;
 	else if (!oom && rc != 0)
 		err_set(e, "cannot write cpu_functions.txt");
+	for (i = 0; i < k; i++)
+		free(fs.v[i].lines);
 	free(fs.v);
 	return rc;
 }

@@ -19,8 +19,22 @@
 #define PROFHOST_STACKS_H
 
 #include "../events/trace.h"
+#include "../util/demangle.h"
 #include "../util/err.h"
 #include "outfile.h"
+
+/* The rate the window's sampling gave, in samples per second and thread
+ * (of CPU time with the CPU-time clock): the asked rate times samples per
+ * timer period covered. Sets *samples to the window's sample count. 0 when
+ * it was not sampled or has no samples. */
+uint32_t stacks_given_hz(const struct trace *t, uint64_t *samples);
+
+/* Demangles the C++ names a trace read back from a file may hold (one
+ * written by a process without a demangler): the names of its CPU samples
+ * and each frame of its "stack" arguments, shortened as the sampler names
+ * frames (demangle_shorten). `fn` may be NULL (nothing to do). Returns 0,
+ * or -1 when memory ran out (t->oom). For `prof report`. */
+int stacks_demangle_names(struct trace *t, demangle_fn fn);
 
 /* Writes stacks.txt's content. 0, or -1 with *e set (out of memory, or
  * the outfile's error). */

@@ -10,6 +10,7 @@
 #include "key_averages.h"
 #include "outfile.h"
 #include "phases.h"
+#include "stacks.h"
 #include "textbuf.h"
 
 #define NAME_COLS 40      /* widest range name shown */
@@ -92,6 +93,12 @@ static void put_step_runs(struct textbuf *tb, const struct trace *t, bool partia
 	}
 }
 
+/* Appends a C string from the program or the system, shown safely. */
+static void put_name(struct textbuf *tb, const char *s)
+{
+	textbuf_put_name(tb, s, strlen(s));
+}
+
 static void put_header(struct textbuf *tb, const struct trace *t)
 {
 	const struct trace_meta *m = &t->meta;
@@ -103,11 +110,17 @@ static void put_header(struct textbuf *tb, const struct trace *t)
 		       (unsigned long long)m->last_step, reason, m->rank);
 	if (m->world_size > 0)
 		textbuf_printf(tb, " of %d", m->world_size);
-	textbuf_printf(tb, "\n%s (pid %d)", m->program ? m->program : "?", (int)m->pid);
-	if (m->hostname)
-		textbuf_printf(tb, " on %s", m->hostname);
-	if (m->run)
-		textbuf_printf(tb, ", run %s", m->run);
+	textbuf_puts(tb, "\n");
+	put_name(tb, m->program ? m->program : "?");
+	textbuf_printf(tb, " (pid %d)", (int)m->pid);
+	if (m->hostname) {
+		textbuf_puts(tb, " on ");
+		put_name(tb, m->hostname);
+	}
+	if (m->run) {
+		textbuf_puts(tb, ", run ");
+		put_name(tb, m->run);
+	}
 	textbuf_printf(tb, "\nWindow: %s, %llu events written\n\n",
 		       key_averages_format_time(m->end_ts - m->start_ts, buf),
 		       (unsigned long long)t->counters.events);
@@ -208,6 +221,28 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c)
 	textbuf_puts(tb, "\n");
 }
 
+/* The CPU samples, with the rate asked and the rate the clock gave. */
+static void put_samples(struct textbuf *tb, const struct trace *t)
+{
+	uint64_t samples;
+	uint32_t given = stacks_given_hz(t, &samples);
+
+	if (!t->sampling.hz)
+		return;
+	textbuf_printf(tb, "CPU samples: %llu (%s clock, %u Hz asked, ",
+		       (unsigned long long)samples,
+		       t->sampling.wall_clock ? "wall" : "CPU-time", t->sampling.hz);
+	if (samples)
+		textbuf_printf(tb, "%u Hz given", given);
+	else
+		textbuf_puts(tb, "none taken");
+	if (t->sampling.lost)
+		textbuf_printf(tb, ", %llu lost", (unsigned long long)t->sampling.lost);
+	textbuf_puts(tb, given && given < t->sampling.hz * 8 / 10 && !t->sampling.wall_clock ?
+		     "; CPU-time timers fire at the kernel's tick: each sample stands "
+		     "for the periods it covers)\n\n" : ")\n\n");
+}
+
 /* The per-step phase breakdown, when the window has phases (Python). */
 static int put_phases(struct textbuf *tb, const struct trace *t, struct err *e)
 {
@@ -235,7 +270,7 @@ static void put_notes(struct textbuf *tb, const struct trace *t)
 		size_t n = strcspn(p, "\n");
 
 		textbuf_puts(tb, "  ");
-		textbuf_add(tb, p, n);
+		textbuf_put_name(tb, p, n);
 		textbuf_puts(tb, "\n");
 		p += n + (p[n] == '\n');
 	}
@@ -256,16 +291,24 @@ static void put_files(struct textbuf *tb, const char *dir, const char *const *fi
 {
 	size_t i;
 
-	if (dir)
-		textbuf_printf(tb, "Directory: %s\n", dir);
+	if (dir) {
+		textbuf_puts(tb, "Directory: ");
+		put_name(tb, dir);
+		textbuf_puts(tb, "\n");
+	}
 	textbuf_puts(tb, nfiles ? "Files:" : "Files: none");
 	for (i = 0; i < nfiles; i++)
-		if (in_dir(files[i], dir))
-			textbuf_printf(tb, " %s", strrchr(files[i], '/') + 1);
+		if (in_dir(files[i], dir)) {
+			textbuf_puts(tb, " ");
+			put_name(tb, strrchr(files[i], '/') + 1);
+		}
 	textbuf_puts(tb, "\n");
 	for (i = 0; i < nfiles; i++)
-		if (!in_dir(files[i], dir))
-			textbuf_printf(tb, "  %s\n", files[i]);
+		if (!in_dir(files[i], dir)) {
+			textbuf_puts(tb, "  ");
+			put_name(tb, files[i]);
+			textbuf_puts(tb, "\n");
+		}
 }
 
 char *summary_render(const struct trace *t, const char *dir,
@@ -291,6 +334,7 @@ char *summary_render(const struct trace *t, const char *dir,
 		return NULL;
 	}
 	put_ranges(&tb, t, &tab);
+	put_samples(&tb, t);
 	gpu_summary_put(&tb, &gpu);
 	put_counters(&tb, &t->counters);
 	put_notes(&tb, t);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 void textbuf_init(struct textbuf *tb)
 {
 	tb->s = NULL;
@@ -75,14 +77,50 @@ void textbuf_fill(struct textbuf *tb, char c, size_t n)
 	tb->s[tb->len] = '\0';
 }
 
+/* The next character of s[*i..len) as a table shows it, into cp (4
+ * bytes): a control character becomes '?', a maximal ill-formed UTF-8
+ * subpart U+FFFD. Advances *i; returns the bytes written. */
+static size_t next_char(const unsigned char *s, size_t len, size_t *i, char *cp)
+{
+	size_t k, bad;
+
+	if (s[*i] < 0x80) {
+		cp[0] = s[*i] < 0x20 || s[*i] == 0x7f ? '?' : (char)s[*i];
+		++*i;
+		return 1;
+	}
+	k = utf8_seq(s + *i, len - *i, &bad);
+	if (!k) {
+		memcpy(cp, UTF8_REPLACEMENT, UTF8_REPLACEMENT_LEN);
+		*i += bad;
+		return UTF8_REPLACEMENT_LEN;
+	}
+	memcpy(cp, s + *i, k);
+	*i += k;
+	return k;
+}
+
 size_t textbuf_cols(const char *s)
 {
-	size_t n = 0;
+	size_t len = strlen(s), i = 0, n = 0;
+	char cp[4];
 
-	for (; *s; s++)
-		if (((unsigned char)*s & 0xC0) != 0x80)
-			n++;
+	while (i < len) {
+		next_char((const unsigned char *)s, len, &i, cp);
+		n++;
+	}
 	return n;
+}
+
+void textbuf_put_name(struct textbuf *tb, const char *s, size_t len)
+{
+	size_t i = 0, k;
+	char cp[4];
+
+	while (i < len) {
+		k = next_char((const unsigned char *)s, len, &i, cp);
+		textbuf_add(tb, cp, k);
+	}
 }
 
 void textbuf_field(struct textbuf *tb, const char *s, size_t width, bool right)
@@ -98,26 +136,21 @@ void textbuf_field(struct textbuf *tb, const char *s, size_t width, bool right)
 
 void textbuf_name_fit(const char *name, size_t max_cols, char *out, size_t size)
 {
-	size_t keep = max_cols >= 3 ? max_cols - 3 : 0;
-	size_t seen = 0, o = 0, lead_o = 0;
+	const unsigned char *s = (const unsigned char *)name;
+	size_t len = strlen(name), keep = max_cols >= 3 ? max_cols - 3 : 0;
+	size_t i = 0, o = 0, seen = 0, k;
 	bool cut = max_cols > 0 && textbuf_cols(name) >= keep;
-	const unsigned char *p;
+	char cp[4];
 
-	for (p = (const unsigned char *)name; *p; p++) {
-		bool lead = (*p & 0xC0) != 0x80;
-
-		if (lead) {
-			if (cut && seen == keep)
-				break;
-			seen++;
-			lead_o = o;
-		}
-		if (o + 4 >= size) { /* no room: drop the partial code point */
-			o = lead ? o : lead_o;
+	while (i < len && !(cut && seen == keep)) {
+		k = next_char(s, len, &i, cp);
+		if (o + k + 4 > size) { /* no room for it and "...": stop here */
 			cut = true;
 			break;
 		}
-		out[o++] = (*p < 0x20 || *p == 0x7f) ? '?' : (char)*p;
+		memcpy(out + o, cp, k);
+		o += k;
+		seen++;
 	}
 	if (cut) {
 		memcpy(out + o, "...", 3);

@@ -34,13 +34,20 @@ void textbuf_fill(struct textbuf *tb, char c, size_t n);
  * whole, like Python's '{: >N}'. */
 void textbuf_field(struct textbuf *tb, const char *s, size_t width, bool right);
 
-/* Columns `s` takes: UTF-8 code points (bytes that do not continue a
- * sequence), after textbuf_name_fit(). */
+/* Columns `s` takes once shown as a name (textbuf_put_name): one per
+ * character, an ill-formed UTF-8 subpart counting as its U+FFFD. (Wide
+ * East Asian characters count one too.) */
 size_t textbuf_cols(const char *s);
 
-/* Writes a name as a table shows it into out[size]: control characters
- * become '?', and a name of max_cols - 3 code points or more is cut to its
- * first max_cols - 3 followed by "..." (torch's rule). max_cols 0: no cut.
+/* Appends len bytes of a name from the program as text shows it: control characters
+ * become '?', each maximal ill-formed UTF-8 subpart U+FFFD, so the text
+ * stays valid UTF-8 whatever bytes the name held. */
+void textbuf_put_name(struct textbuf *tb, const char *s, size_t len);
+
+/* Writes a name as a table shows it into out[size]: shown as
+ * textbuf_put_name() does, and a name of max_cols - 3 characters or more is
+ * cut to its first max_cols - 3 followed by "..." (torch's rule); max_cols
+ * 0: no cut (but a name that does not fit out[] is cut there, with "...").
  * Always NUL-terminates (size >= 4). */
 void textbuf_name_fit(const char *name, size_t max_cols, char *out, size_t size);
 

@@ -22,17 +22,30 @@ static int tj_oom(struct tj *j)
 	return err_set(j->e, "%s: out of memory", j->label);
 }
 
-/* A JSON number as ns from µs; false when not a finite number in range. */
+/* A JSON number as ns from µs; false when not a finite number in range.
+ * The product is rounded once, exactly (fma gives what d * 1000 lost), so
+ * a three-decimal ts up to 2^43 us (libkineto's three-month base reaches
+ * 7.9e12 us; the double is within half a ns) reads back to its
+ * nanosecond. */
 static bool us_to_ns(const cJSON *v, int64_t *out)
 {
-	double d;
+	double d, p, r;
+	int64_t n;
 
 	if (!cJSON_IsNumber(v))
 		return false;
-	d = v->valuedouble * 1000.0;
-	if (!isfinite(d) || d > 9.2e18 || d < -9.2e18)
+	d = v->valuedouble;
+	p = d * 1000.0;
+	if (!isfinite(p) || p > 9.2e18 || p < -9.2e18)
 		return false;
-	*out = (int64_t)llround(d);
+	r = fma(d, 1000.0, -p); /* d * 1000 == p + r exactly */
+	n = (int64_t)llround(p);
+	r += p - (double)n;     /* what is left above n, exactly */
+	if (r > 0.5)
+		n++;
+	else if (r < -0.5)
+		n--;
+	*out = n;
 	return true;
 }
 
@@ -258,6 +271,7 @@ static void read_header(struct tj *j, const cJSON *root)
 	m->first_step = (uint64_t)int_of(ph, "first_step", 0);
 	m->last_step = (uint64_t)int_of(ph, "last_step", 0);
 	m->pid = (int32_t)int_of(ph, "pid", 0);
+	m->monotonic_offset_ns = int_of(ph, "monotonic_offset_ns", 0);
 	m->reason = str_of(ph, "reason");
 	free(m->program);
 	m->program = str_of(ph, "program");
@@ -388,7 +402,11 @@ int trace_json_parse(const char *buf, size_t len, const char *label,
 			break;
 		}
 	}
-	if (rc == 0 && !cJSON_IsArray(root))
+	/* profhost's traces carry each sample twice, as a cpu_sample instant
+	 * and in "samples": read them once */
+	for (i = 0; i < t->nev && t->ev[i].cat != TRACE_CAT_SAMPLE; i++)
+		;
+	if (rc == 0 && !cJSON_IsArray(root) && i == t->nev)
 		rc = read_samples(&j, root);
 	cJSON_Delete(root);
 	if (rc != 0)

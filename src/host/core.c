@@ -257,7 +257,6 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	log_set_level(h->env.log_level);
 	h->pid = getpid();
-	h->base_time_ns = clock_wall_offset_ns();
 	if (gethostname(h->hostname, sizeof h->hostname - 1) != 0)
 		snprintf(h->hostname, sizeof h->hostname, "host");
 	find_program(h);

@@ -125,7 +125,6 @@ struct host {
 	char program[256];
 	char hostname[256];
 	pid_t pid;
-	int64_t base_time_ns;
 	_Atomic int disabled;          /* 1: a forked child or a fatal failure */
 	bool forked_child;             /* this is a child forked from parent_pid:
 					  no profiling, its own REPL */

@@ -20,6 +20,7 @@
 
 #include "../events/assemble.h"
 #include "../events/bigalloc.h"
+#include "../events/clock.h"
 #include "../export/export.h"
 #include "../util/log.h"
 #include "capture.h"
@@ -56,7 +57,9 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.last_step = job->last;
 	t->meta.start_ts = job->start_ts;
 	t->meta.end_ts = job->end_ts;
-	t->meta.base_time_ns = h->base_time_ns;
+	/* the Unix time of the clock's zero, taken once for the window (a
+	 * clock stepped since start-up does not skew it) */
+	t->meta.base_time_ns = clock_wall_offset_ns();
 	t->meta.pid = h->pid;
 	t->meta.program = strdup(h->program);
 	t->meta.hostname = strdup(h->hostname);
@@ -145,6 +148,7 @@ static void process_job(struct host *h, struct host_job *job)
 	h->shim->evbuf_release(job->gen);
 	capture_collect_all(h, job, &t);
 	t.counters.events = t.nev;
+	export_unix_time(&t); /* every file and report of the window: one time */
 
 	o.run_dir = h->run_dir;
 	o.run_id = h->run_id;

@@ -252,12 +252,12 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	int rc;
 
 	if (h->forked_child)
-		return err_set(e, "capture_now: this is a child forked from process "
+		return err_set(e, "this is a child forked from process "
 			       "%d; profiling stays with the parent", (int)h->parent_pid);
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
-		return err_set(e, "capture_now: profhost is not running in this process");
+		return err_set(e, "profhost is not running in this process");
 	if (steps == 0)
-		return err_set(e, "capture_now: 'steps' must be at least 1");
+		return err_set(e, "'steps' must be at least 1");
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
 	if (rc == 0) {
@@ -266,7 +266,7 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	}
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
-		return err_set(e, "capture_now: a capture request is already queued");
+		return err_set(e, "a capture request is already queued");
 	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
 	return 0;
 }

@@ -202,28 +202,37 @@ static int native_query(lua_State *L)
 	return 1;
 }
 
-/* prof.sleep's continuation: a sleep cut short by an interrupt raises. */
+/* prof.sleep's continuation: true, or nil and "interrupted" when an
+ * interrupt cut the sleep short. */
 static int native_sleep_k(lua_State *L, int status, lua_KContext ctx)
 {
 	struct policy *p = (struct policy *)ctx;
 
 	(void)status;
-	if (sandbox_interrupted(p->sb))
-		return luaL_error(L, "interrupted");
-	return 0;
+	if (sandbox_interrupted(p->sb)) {
+		lua_pushnil(L);
+		lua_pushliteral(L, "interrupted");
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
 }
 
-/* prof._native.sleep(ms): at the REPL's top level, yields to
- * policy_repl_eval, which sleeps with the VM lock released. Upvalue 1: the
- * policy. */
+/* prof._native.sleep(ms) -> true | nil, message: at the REPL's top level,
+ * yields to policy_repl_eval, which sleeps with the VM lock released.
+ * Misuse is answered, not raised, so that prof.sleep raises it at its
+ * caller's line. Upvalue 1: the policy. */
 static int native_sleep(lua_State *L)
 {
 	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
 	lua_Integer ms = luaL_checkinteger(L, 1);
 
-	if (!p->repl.active || L != p->repl.co || !lua_isyieldable(L))
-		return luaL_error(L, "prof.sleep: only at the REPL, outside "
-				  "coroutines, metamethods and iterators");
+	if (!p->repl.active || L != p->repl.co || !lua_isyieldable(L)) {
+		lua_pushnil(L);
+		lua_pushliteral(L, "only at the REPL, outside coroutines, "
+				"metamethods and iterators");
+		return 2;
+	}
 	if (ms < 0)
 		ms = 0;
 	if (ms > 600000)
@@ -234,6 +243,7 @@ static int native_sleep(lua_State *L)
 }
 
 static int native_reconfigure(lua_State *L);
+static int native_hooks_changed(lua_State *L);
 
 /* ------------------------------------------------------------ loading */
 
@@ -260,10 +270,11 @@ static int load_module(lua_State *L)
 			{ "query", native_query },
 			{ "reconfigure", native_reconfigure },
 			{ "sleep", native_sleep },
+			{ "hooks_changed", native_hooks_changed },
 			{ NULL, NULL }
 		};
 
-		lua_createtable(L, 0, 6);
+		lua_createtable(L, 0, 7);
 		lua_pushlightuserdata(L, p);
 		luaL_setfuncs(L, natives, 1);
 	}
@@ -401,6 +412,33 @@ static bool has_hooks(lua_State *L, int hooks, const char *kind)
 	return any;
 }
 
+/* Sets the configuration's has_on_* flags from the hook lists at index
+ * `hooks`. The flags are atomic: the host's threads read them without the
+ * policy lock. */
+static void read_hook_flags(lua_State *L, int hooks, struct policy_config *c)
+{
+	c->has_on_step = has_hooks(L, hooks, "on_step");
+	c->has_on_window_start = has_hooks(L, hooks, "on_window_start");
+	c->has_on_window_end = has_hooks(L, hooks, "on_window_end");
+	c->has_on_trace_ready = has_hooks(L, hooks, "on_trace_ready");
+}
+
+/* prof._native.hooks_changed(): a hook was registered after loading (at
+ * the REPL, or by another hook); the host's has_on_* flags follow the hook
+ * lists, so a kind of hook the policy file did not have starts running.
+ * Upvalue 1: the policy. */
+static int native_hooks_changed(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+
+	if (p->hooks_ref == LUA_NOREF)
+		return 0;
+	lua_rawgeti(L, LUA_REGISTRYINDEX, p->hooks_ref);
+	if (lua_istable(L, -1))
+		read_hook_flags(L, lua_gettop(L), &p->cfg);
+	return 0;
+}
+
 /* The schedule section of the resolved configuration at index cfg. */
 static void read_schedule(lua_State *L, int cfg, struct policy_config *c)
 {
@@ -513,10 +551,7 @@ static int read_config(lua_State *L)
 		return luaL_error(L, "policy: prof._load_done() did not return tables");
 	lua_pushvalue(L, -1);
 	p->hooks_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-	c->has_on_step = has_hooks(L, -1, "on_step");
-	c->has_on_window_start = has_hooks(L, -1, "on_window_start");
-	c->has_on_window_end = has_hooks(L, -1, "on_window_end");
-	c->has_on_trace_ready = has_hooks(L, -1, "on_trace_ready");
+	read_hook_flags(L, lua_gettop(L), c);
 	lua_pop(L, 1);
 	cfg = lua_gettop(L);
 
@@ -1260,20 +1295,13 @@ static int repl_show(lua_State *L)
 }
 
 /* Protected: the error message of a failed command with the coroutine's
- * traceback. Arg 1: the coroutine, arg 2: the error object. */
+ * traceback. Arg 1: the coroutine, arg 2: the error object. Runs under the
+ * command's budget (a looping __tostring is stopped by it). */
 static int repl_traceback(lua_State *L)
 {
 	lua_State *co = lua_tothread(L, 1);
-	const char *msg;
 
-	if (lua_type(L, 2) == LUA_TSTRING || lua_type(L, 2) == LUA_TNUMBER)
-		msg = lua_tostring(L, 2);
-	else if (luaL_callmeta(L, 2, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-		msg = lua_tostring(L, -1);
-	else
-		msg = lua_pushfstring(L, "(error object is a %s value)",
-				      luaL_typename(L, 2));
-	luaL_traceback(L, co, msg, 0);
+	luaL_traceback(L, co, sandbox_error_text(L, 2, co, 0), 0);
 	return 1;
 }
 
@@ -1324,6 +1352,7 @@ static enum policy_status repl_run(struct policy *p, const struct policy_repl_io
 	lua_State *co;
 	struct err local;
 	int status, nres = 0, nargs = 0, base, ref;
+	int64_t resumed = 0;
 	char line[128];
 
 	co = lua_newthread(L);
@@ -1337,8 +1366,8 @@ static enum policy_status repl_run(struct policy *p, const struct policy_repl_io
 	p->repl.co = co;
 	for (;;) {
 		p->repl.sleeping = false;
-		sandbox_set_budget(p->sb, clock_now_ns(), p->cfg.limits.repl_ms,
-				   "repl_ms");
+		resumed = clock_now_ns();
+		sandbox_set_budget(p->sb, resumed, p->cfg.limits.repl_ms, "repl_ms");
 		status = lua_resume(co, L, nargs, &nres);
 		sandbox_clear_budget(p->sb);
 		if (status != LUA_YIELD)
@@ -1385,8 +1414,11 @@ static enum policy_status repl_run(struct policy *p, const struct policy_repl_io
 		lua_pushcfunction(L, repl_traceback);
 		lua_pushvalue(L, base);
 		lua_xmove(co, L, 1);
+		/* what is left of the command's budget */
+		sandbox_set_budget(p->sb, resumed, p->cfg.limits.repl_ms, "repl_ms");
 		if (lua_pcall(L, 2, 1, 0) != LUA_OK)
 			lua_pushliteral(L, "(the error message could not be made)");
+		sandbox_clear_budget(p->sb);
 		repl_say_top(L, io, true, POLICY_ERROR, e);
 	}
 	lua_resetthread(co);

@@ -104,9 +104,10 @@ struct policy_config {
 		size_t memory_bytes;   /* VM memory cap; default 64 MiB */
 	} limits;
 
-	/* Which hooks the policy registered. */
-	bool has_on_step, has_on_window_start, has_on_window_end,
-	     has_on_trace_ready;
+	/* Which hooks the policy registered. Atomic: a hook added at the
+	 * REPL sets its flag while the host's threads read them. */
+	_Atomic bool has_on_step, has_on_window_start, has_on_window_end,
+		     has_on_trace_ready;
 };
 
 /* Called from Lua's prof.capture_now{steps=N, reason=...} on whatever thread

@@ -15,6 +15,7 @@
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
+#include "pattern.h"
 
 #define SANDBOX_HOOK_COUNT 1000 /* instructions between budget checks */
 #define SANDBOX_MIB ((size_t)1 << 20)
@@ -62,20 +63,36 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 
 /* ------------------------------------------------------------ budget */
 
-/* Count hook: raises the budget error, or "interrupted", at the running
- * code's file:line once the deadline has passed or an interrupt came (the
- * poll function may bring one). Hooks inherit into coroutines. After the
- * first error the hook runs at every instruction, so code that catches the
- * error with pcall is stopped again at its next instruction outside the
- * pcall. */
-static void sb_count_hook(lua_State *L, lua_Debug *ar)
+static void sb_count_hook(lua_State *L, lua_Debug *ar);
+
+/* Pushes "<file>:<line>: " of the innermost Lua function of thread `from`
+ * at stack level `level` or above, or "" when there is none. */
+static void push_where(lua_State *L, lua_State *from, int level)
+{
+	lua_Debug ar;
+
+	for (; lua_getstack(from, level, &ar); level++) {
+		if (lua_getinfo(from, "Sl", &ar) && ar.currentline > 0) {
+			lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+			return;
+		}
+	}
+	lua_pushliteral(L, "");
+}
+
+/* Raises the budget error, or "interrupted", at the file:line of the
+ * innermost Lua function at stack level `level` or above, once the deadline
+ * has passed or an interrupt came (the poll function may bring one). From
+ * then on the count hook runs at every
+ * instruction, so code that catches the error with pcall is stopped again
+ * at its next instruction outside the pcall. */
+static void sb_check(lua_State *L, int level)
 {
 	void *ud;
 	struct sandbox *sb;
 	int64_t now = 0;
 	bool over, intr;
 
-	(void)ar;
 	lua_getallocf(L, &ud);
 	sb = ud;
 	if (sb->deadline_ns != 0 || sb->poll_fn)
@@ -95,7 +112,7 @@ static void sb_count_hook(lua_State *L, lua_Debug *ar)
 	}
 	if (lua_gethookcount(L) != 1)
 		lua_sethook(L, sb_count_hook, LUA_MASKCOUNT, 1);
-	luaL_where(L, 0);
+	push_where(L, L, level);
 	if (intr)
 		lua_pushliteral(L, "interrupted");
 	else if (strcmp(sb->budget_key, "repl_ms") == 0)
@@ -106,6 +123,33 @@ static void sb_count_hook(lua_State *L, lua_Debug *ar)
 				(int)sb->budget_ms, sb->budget_key);
 	lua_concat(L, 2);
 	lua_error(L);
+}
+
+bool sandbox_stopping(lua_State *L)
+{
+	void *ud;
+	struct sandbox *sb;
+
+	if (lua_getallocf(L, &ud) != sb_alloc)
+		return false;
+	sb = ud;
+	return atomic_load(&sb->interrupted) != 0 ||
+	       (sb->deadline_ns != 0 && clock_now_ns() >= sb->deadline_ns);
+}
+
+/* Count hook (every SANDBOX_HOOK_COUNT instructions, inherited into
+ * coroutines): the budget check at the running function's line. */
+static void sb_count_hook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	sb_check(L, 0);
+}
+
+/* The pattern functions' check (src/policy/pattern.h): the budget at the
+ * line that called string.find & co. */
+static void sb_pattern_check(lua_State *L)
+{
+	sb_check(L, 1);
 }
 
 void sandbox_set_budget(struct sandbox *sb, int64_t start_ns, uint32_t ms,
@@ -219,6 +263,91 @@ static int sb_setmetatable(lua_State *L)
 	lua_settop(L, 2);
 	lua_setmetatable(L, 1);
 	return 1;
+}
+
+/* The function coroutine.wrap returns: resumes its coroutine (upvalue 1)
+ * with the arguments and returns what it yields or returns. An error
+ * raised inside the coroutine is raised again as it is: Lua's own wrap
+ * prefixes the caller's position to a string error, which already holds
+ * the position where it was raised ("a.lua:2: a.lua:1: boom"). Errors of
+ * the resume itself (a dead coroutine) get the caller's position. */
+static int sb_wrap_call(lua_State *L)
+{
+	lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+	int n = lua_gettop(L), nres, status;
+
+	if (!lua_checkstack(co, n))
+		return luaL_error(L, "too many arguments to resume");
+	lua_xmove(L, co, n);
+	status = lua_resume(co, L, n, &nres);
+	if (status == LUA_OK || status == LUA_YIELD) {
+		if (!lua_checkstack(L, nres + 1)) {
+			lua_pop(co, nres);
+			return luaL_error(L, "too many results to resume");
+		}
+		lua_xmove(co, L, nres);
+		return nres;
+	}
+	if (lua_status(co) == LUA_OK) {
+		/* refused by lua_resume: the message has no position */
+		lua_xmove(co, L, 1);
+		luaL_where(L, 1);
+		lua_insert(L, -2);
+		lua_concat(L, 2);
+		return lua_error(L);
+	}
+	lua_resetthread(co); /* closes its to-be-closed variables */
+	lua_xmove(co, L, 1);
+	return lua_error(L);
+}
+
+/* coroutine.wrap(f), raising errors from inside as they are (see
+ * sb_wrap_call). */
+static int sb_wrap(lua_State *L)
+{
+	lua_State *co;
+
+	luaL_checktype(L, 1, LUA_TFUNCTION);
+	co = lua_newthread(L);
+	lua_pushvalue(L, 1);
+	lua_xmove(L, co, 1);
+	lua_pushcclosure(L, sb_wrap_call, 1);
+	return 1;
+}
+
+/* table.sort's default order, "<", checking the budget every
+ * SANDBOX_HOOK_COUNT comparisons (Lua's own sort compares numbers and
+ * strings without running an instruction, so the count hook never runs
+ * during it). Upvalue 1: the comparison counter. */
+static int sb_less(lua_State *L)
+{
+	int *n = lua_touserdata(L, lua_upvalueindex(1));
+
+	if (++*n >= SANDBOX_HOOK_COUNT) {
+		*n = 0;
+		sb_check(L, 1);
+	}
+	lua_pushboolean(L, lua_compare(L, 1, 2, LUA_OPLT));
+	return 1;
+}
+
+/* table.sort(t [, comp]): without comp, Lua's sort with sb_less as comp.
+ * Upvalue 1: the library's sort. */
+static int sb_sort(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	if (lua_isnoneornil(L, 2)) {
+		int *n;
+
+		lua_settop(L, 1);
+		n = lua_newuserdatauv(L, sizeof *n, 0);
+		*n = 0;
+		lua_pushcclosure(L, sb_less, 1);
+	}
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, lua_gettop(L) - 1, 0);
+	return 0;
 }
 
 /* print(): one LOG_INFO line "<source>: a\tb", or "a\tb\n" to the print
@@ -439,7 +568,15 @@ static void setup_base(lua_State *L)
 	lua_setfield(L, -2, "setmetatable");
 	lua_pushcfunction(L, sb_print);
 	lua_setfield(L, -2, "print");
+	lua_getfield(L, -1, LUA_COLIBNAME);
+	lua_pushcfunction(L, sb_wrap);
+	lua_setfield(L, -2, "wrap");
 	lua_pop(L, 1);
+	lua_getfield(L, -1, LUA_TABLIBNAME);
+	lua_getfield(L, -1, "sort");
+	lua_pushcclosure(L, sb_sort, 1);
+	lua_setfield(L, -2, "sort");
+	lua_pop(L, 2);
 }
 
 /* Restricts the package table on top of the stack and installs require. */
@@ -497,6 +634,8 @@ static int sb_setup(lua_State *L)
 
 	for (lib = libs; lib->name; lib++) {
 		luaL_requiref(L, lib->name, lib->func, 1);
+		if (lib->func == luaopen_string)
+			pattern_install(L, sb_pattern_check);
 		lua_pop(L, 1);
 	}
 	/* Before package opens: LUA_PATH/LUA_CPATH must not count. */
@@ -571,19 +710,41 @@ void sandbox_set_memory_limit(struct sandbox *sb, size_t bytes)
 		sb->limit = bytes;
 }
 
+const char *sandbox_error_text(lua_State *L, int idx, lua_State *from,
+			       int level)
+{
+	idx = lua_absindex(L, idx);
+	if (lua_type(L, idx) == LUA_TSTRING) {
+		lua_pushvalue(L, idx);
+		return lua_tostring(L, -1);
+	}
+	push_where(L, from, level); /* where it was raised */
+	if (lua_type(L, idx) == LUA_TNUMBER) {
+		lua_pushvalue(L, idx);
+		lua_tostring(L, -1);
+	} else if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+		/* protected: a __tostring that fails, or loops until the
+		 * budget stops it, must not replace the error */
+		lua_pushvalue(L, idx);
+		if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_type(L, -1) != LUA_TSTRING) {
+			lua_pushfstring(L, "(error object is a %s value; its __tostring "
+					"failed: %s)", luaL_typename(L, idx),
+					lua_type(L, -1) == LUA_TSTRING
+					? lua_tostring(L, -1) : "it returned no string");
+			lua_remove(L, -2);
+		}
+	} else {
+		lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, idx));
+	}
+	lua_concat(L, 2);
+	return lua_tostring(L, -1);
+}
+
 /* Message handler: the message followed by a traceback. */
 static int sb_msgh(lua_State *L)
 {
-	const char *msg = lua_tostring(L, 1);
+	const char *msg = sandbox_error_text(L, 1, L, 1);
 
-	if (!msg) {
-		if (luaL_callmeta(L, 1, "__tostring") &&
-		    lua_type(L, -1) == LUA_TSTRING)
-			msg = lua_tostring(L, -1);
-		else
-			msg = lua_pushfstring(L, "(error object is a %s value)",
-					      luaL_typename(L, 1));
-	}
 	luaL_traceback(L, L, msg, 1);
 	return 1;
 }

@@ -74,6 +74,11 @@ void sandbox_interrupt(struct sandbox *sb);
 bool sandbox_interrupted(struct sandbox *sb);
 void sandbox_clear_interrupt(struct sandbox *sb);
 
+/* Whether the sandbox owning L is stopping the code it runs (an interrupt
+ * came, or the budget ran out): an error caught then is the budget's, to be
+ * raised again as it is. False for a state that is not a sandbox's. */
+bool sandbox_stopping(lua_State *L);
+
 /*
  * Calls the function under `nargs` arguments on the stack, like lua_pcall,
  * with a traceback handler. Returns 0 with `nresults` results pushed, or -1
@@ -84,6 +89,18 @@ void sandbox_clear_interrupt(struct sandbox *sb);
  */
 int sandbox_pcall(struct sandbox *sb, int nargs, int nresults,
 		  const char *where, struct err *e);
+
+/*
+ * Pushes the text of the error object at `idx` of L and returns it: a
+ * string as it is; anything else as "<file>:<line>: <text>", where the
+ * position is the innermost Lua function of thread `from` at stack level
+ * `level` or above (none when there is none), and the text is a number's
+ * digits, the result of the object's __tostring (called protected: when it
+ * fails, or the budget stops it, the text says so), or "(error object is a
+ * <type> value)". May raise only a memory error. Lock held.
+ */
+const char *sandbox_error_text(lua_State *L, int idx, lua_State *from,
+			       int level);
 
 /*
  * Loads the Lua source file `path` and pushes it as a function, the way

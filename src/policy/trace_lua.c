@@ -12,6 +12,7 @@
 #include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
+#include "sandbox.h"
 
 #define TL_META "profhost.trace"
 #define TL_BOX "profhost.trace.box"
@@ -27,11 +28,17 @@ struct tl {
 
 /* ------------------------------------------------------------ helpers */
 
+static const char *push_describe(lua_State *L, int v);
+
 /* The valid trace object at arg 1, or raises. */
 static struct tl *check_tl(lua_State *L)
 {
-	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+	struct tl *tl = luaL_testudata(L, 1, TL_META);
 
+	if (!tl)
+		luaL_error(L, "trace methods are called with a colon (trace:aggregate{...}, "
+			   "not trace.aggregate{...}): the trace object was expected first, got %s",
+			   push_describe(L, 1));
 	if (!tl->t)
 		luaL_error(L, "the trace object is only valid during its on_trace_ready call");
 	return tl;
@@ -155,6 +162,30 @@ static void set_bool(lua_State *L, const char *k, int v)
 	lua_setfield(L, -2, k);
 }
 
+/* Gives the rows table at -2 the summary fields of the table on top
+ * (popped) through its metatable: rows.total, rows.columns, ... read as
+ * fields, while the rows themselves stay a plain sequence (pairs(), #,
+ * and JSON see only the rows: prof.json writes an array). */
+static void set_summary_fields(lua_State *L)
+{
+	lua_createtable(L, 0, 1);
+	lua_insert(L, -2);
+	lua_setfield(L, -2, "__index");
+	lua_setmetatable(L, -2);
+}
+
+/* Pushes a list of names (NULL-ended). */
+static void push_names(lua_State *L, const char *const *names)
+{
+	int k;
+
+	lua_newtable(L);
+	for (k = 0; names[k]; k++) {
+		lua_pushstring(L, names[k]);
+		lua_rawseti(L, -2, k + 1);
+	}
+}
+
 /* The category name reports use: Kineto's, "mark" for marks. */
 static const char *cat_lua_name(unsigned c)
 {
@@ -172,23 +203,6 @@ static unsigned cat_by_name(const char *s)
 		if (strcmp(s, cat_lua_name(c)) == 0)
 			return c;
 	return TRACE_CAT_COUNT;
-}
-
-/* Raises "<fn>: unknown category 'x' (known: ...)". */
-static int bad_cat(lua_State *L, const char *fn, const char *s)
-{
-	luaL_Buffer b;
-	unsigned c;
-
-	luaL_buffinit(L, &b);
-	for (c = 0; c < TRACE_CAT_COUNT; c++) {
-		if (c)
-			luaL_addstring(&b, ", ");
-		luaL_addstring(&b, cat_lua_name(c));
-	}
-	luaL_pushresult(&b);
-	return luaL_error(L, "%s: unknown category '%s' (known: %s)", fn, s,
-			  lua_tostring(L, -1));
 }
 
 static const char *ph_name(uint8_t ph)
@@ -221,58 +235,189 @@ static const char *thread_name(const struct trace *t, int32_t pid, int32_t tid)
 static const char *const filter_keys[] = { "cat", "name", "step", "thread",
 					   "pid", "from", "to", "within", NULL };
 
-/* Checks that the options table at `idx` has only known keys. */
-static void check_keys(lua_State *L, int idx, const char *fn,
+/* Pushes `v` described as prof.schema.describe() does it (`0`, `string
+ * "x"`, `boolean true`, `nothing`, `table`), the one wording of values in
+ * option errors; the type name when that module is not loaded. */
+static const char *push_describe(lua_State *L, int v)
+{
+	if (lua_isnone(L, v))
+		return lua_pushliteral(L, "nothing");
+	v = lua_absindex(L, v);
+	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+	if (lua_getfield(L, -1, "prof.schema") == LUA_TTABLE &&
+	    lua_getfield(L, -1, "describe") == LUA_TFUNCTION) {
+		lua_pushvalue(L, v);
+		lua_call(L, 1, 1);
+		if (lua_type(L, -1) == LUA_TSTRING) {
+			lua_replace(L, -3);
+			lua_pop(L, 1);
+			return lua_tostring(L, -1);
+		}
+	}
+	lua_settop(L, v);
+	return lua_pushstring(L, luaL_typename(L, v));
+}
+
+/* Raises "<fn>: '<key>' must be <expected>, got <value>" (the value at
+ * index v) at the caller's line: the form of every option error, as in
+ * prof.schema. */
+static int bad_option(lua_State *L, const char *fn, const char *key, int v,
+		      const char *expected)
+{
+	v = lua_absindex(L, v);
+	return luaL_error(L, "%s: '%s' must be %s, got %s", fn, key, expected,
+			  push_describe(L, v));
+}
+
+/* Pushes `"a", "b", ...` (names NULL-ended) for messages. */
+static const char *push_choices(lua_State *L, const char *const *names)
+{
+	luaL_Buffer b;
+	int i;
+
+	luaL_buffinit(L, &b);
+	for (i = 0; names[i]; i++) {
+		luaL_addstring(&b, i ? ", \"" : "\"");
+		luaL_addstring(&b, names[i]);
+		luaL_addchar(&b, '"');
+	}
+	luaL_pushresult(&b);
+	return lua_tostring(L, -1);
+}
+
+/* Checks that the options table at `idx` has only known keys (the filter
+ * keys when `filter`, then `extra`). */
+static void check_keys(lua_State *L, int idx, const char *fn, bool filter,
 		       const char *const *extra)
 {
 	lua_pushnil(L);
 	while (lua_next(L, idx)) {
-		const char *k;
+		const char *k = NULL;
 		int i, ok = 0;
 
-		lua_pop(L, 1);
-		if (lua_type(L, -1) != LUA_TSTRING)
-			luaL_error(L, "%s: options must be key = value pairs", fn);
-		k = lua_tostring(L, -1);
-		for (i = 0; filter_keys[i] && !ok; i++)
-			ok = strcmp(k, filter_keys[i]) == 0;
-		for (i = 0; extra && extra[i] && !ok; i++)
-			ok = strcmp(k, extra[i]) == 0;
+		if (lua_type(L, -2) == LUA_TSTRING) {
+			k = lua_tostring(L, -2);
+			for (i = 0; filter && filter_keys[i] && !ok; i++)
+				ok = strcmp(k, filter_keys[i]) == 0;
+			for (i = 0; extra && extra[i] && !ok; i++)
+				ok = strcmp(k, extra[i]) == 0;
+		}
 		if (!ok) {
 			luaL_Buffer b;
 
 			luaL_buffinit(L, &b);
-			for (i = 0; filter_keys[i]; i++) {
+			for (i = 0; filter && filter_keys[i]; i++) {
 				luaL_addstring(&b, i ? ", " : "");
 				luaL_addstring(&b, filter_keys[i]);
 			}
 			for (i = 0; extra && extra[i]; i++) {
-				luaL_addstring(&b, ", ");
+				luaL_addstring(&b, i || filter ? ", " : "");
 				luaL_addstring(&b, extra[i]);
 			}
 			luaL_pushresult(&b);
-			luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn, k,
-				   lua_tostring(L, -1));
+			if (k)
+				luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn, k,
+					   lua_tostring(L, -1));
+			push_describe(L, -3); /* the key */
+			luaL_error(L, "%s: unexpected key %s (write key = value; valid: %s)",
+				   fn, lua_tostring(L, -1), lua_tostring(L, -2));
 		}
+		lua_pop(L, 1);
 	}
 }
 
-/* An integer option, or `def`. */
+/* The options table at `idx` (absent or nil: a new empty one is put
+ * there), or raises naming what was given. */
+static void opt_table(lua_State *L, int idx, const char *fn)
+{
+	if (lua_isnoneornil(L, idx)) {
+		lua_newtable(L);
+		lua_replace(L, idx);
+	} else if (!lua_istable(L, idx)) {
+		luaL_error(L, "%s: expected a table of options or nothing, got %s", fn,
+			   push_describe(L, idx));
+	}
+}
+
+/* An integer option from `min` to `max`, or `def` when absent. */
 static lua_Integer opt_int(lua_State *L, int idx, const char *fn,
-			   const char *key, lua_Integer def)
+			   const char *key, lua_Integer def, lua_Integer min,
+			   lua_Integer max)
 {
 	lua_Integer v;
 	int isnum;
+	char expected[96];
 
 	if (lua_getfield(L, idx, key) == LUA_TNIL) {
 		lua_pop(L, 1);
 		return def;
 	}
 	v = lua_tointegerx(L, -1, &isnum);
-	if (!isnum)
-		luaL_error(L, "%s: '%s' must be an integer", fn, key);
+	if (isnum && v >= min && v <= max) {
+		lua_pop(L, 1);
+		return v;
+	}
+	if (min == LUA_MININTEGER)
+		snprintf(expected, sizeof expected, "an integer");
+	else if (max == LUA_MAXINTEGER)
+		snprintf(expected, sizeof expected, "an integer >= %lld", (long long)min);
+	else
+		snprintf(expected, sizeof expected, "an integer from %lld to %lld",
+			 (long long)min, (long long)max);
+	return bad_option(L, fn, key, -1, expected);
+}
+
+/* A boolean option, or `def` when absent. */
+static bool opt_bool(lua_State *L, int idx, const char *fn, const char *key,
+		     bool def)
+{
+	int type = lua_getfield(L, idx, key);
+	bool v = type == LUA_TNIL ? def : lua_toboolean(L, -1);
+
+	if (type != LUA_TNIL && type != LUA_TBOOLEAN)
+		bad_option(L, fn, key, -1, "a boolean");
 	lua_pop(L, 1);
 	return v;
+}
+
+/* The index in `names` of a string option, or `def` when absent. */
+static int opt_choice(lua_State *L, int idx, const char *fn, const char *key,
+		      const char *const *names, int def)
+{
+	char expected[256];
+	int i;
+
+	if (lua_getfield(L, idx, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return def;
+	}
+	for (i = 0; lua_type(L, -1) == LUA_TSTRING && names[i]; i++)
+		if (strcmp(lua_tostring(L, -1), names[i]) == 0) {
+			lua_pop(L, 1);
+			return i;
+		}
+	snprintf(expected, sizeof expected, "one of %s", push_choices(L, names));
+	return bad_option(L, fn, key, -2, expected);
+}
+
+/* Raises a bad 'cat' (the value at v, `what` "'cat'" or "'cat' item N"):
+ * the valid category names listed. */
+static int bad_cat(lua_State *L, const char *fn, const char *what, int v)
+{
+	luaL_Buffer b;
+	unsigned c;
+
+	v = lua_absindex(L, v);
+	luaL_buffinit(L, &b);
+	luaL_addstring(&b, "a category name (");
+	for (c = 0; c < TRACE_CAT_COUNT; c++) {
+		if (c)
+			luaL_addstring(&b, ", ");
+		luaL_addstring(&b, cat_lua_name(c));
+	}
+	luaL_addstring(&b, ") or a list of them");
+	luaL_pushresult(&b);
+	return bad_option(L, fn, what, v, lua_tostring(L, -1));
 }
 
 /* Matches every name of the trace that events passing `cats` use against
@@ -305,9 +450,18 @@ static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
 		lua_pushvalue(L, -1);
 		lua_pushlstring(L, t->names.str[id], t->names.len[id]);
 		lua_pushvalue(L, pat);
-		if (lua_pcall(L, 2, 1, 0) != LUA_OK)
-			luaL_error(L, "%s: 'name' is not a valid Lua pattern (%s)", fn,
-				   lua_tostring(L, -1));
+		int rc = lua_pcall(L, 2, 1, 0);
+
+		if (rc != LUA_OK) {
+			const char *why, *given;
+
+			if (rc == LUA_ERRMEM || sandbox_stopping(L))
+				lua_error(L); /* the budget's, not the pattern's */
+			why = lua_tostring(L, -1);
+			given = push_describe(L, pat);
+			luaL_error(L, "%s: 'name' is not a valid Lua pattern (%s), got %s", fn,
+				   why, given);
+		}
 		ok[id] = !lua_isnil(L, -1);
 		lua_pop(L, 1);
 	}
@@ -329,24 +483,29 @@ static struct query_interval *read_within(lua_State *L, int idx, const char *fn,
 		luaL_error(L, "%s: 'within' is too long", fn);
 	iv = lua_newuserdatauv(L, ((size_t)len + 1) * sizeof *iv, 0);
 	for (i = 1; i <= len; i++) {
-		lua_Integer ts, dur;
-		int a, b;
+		lua_Integer ts = 0, dur = 0;
+		int a = 0, b = 0;
 
-		if (lua_geti(L, idx, i) != LUA_TTABLE)
-			luaL_error(L, "%s: 'within' must be a list of {ts = , dur = } intervals", fn);
-		if (lua_getfield(L, -1, "ts") == LUA_TNIL) {
-			lua_pop(L, 1);
-			lua_geti(L, -1, 1);
+		if (lua_geti(L, idx, i) == LUA_TTABLE) {
+			if (lua_getfield(L, -1, "ts") == LUA_TNIL) {
+				lua_pop(L, 1);
+				lua_geti(L, -1, 1);
+			}
+			if (lua_getfield(L, -2, "dur") == LUA_TNIL) {
+				lua_pop(L, 1);
+				lua_geti(L, -2, 2);
+			}
+			ts = lua_tointegerx(L, -2, &a);
+			dur = lua_tointegerx(L, -1, &b);
+			lua_pop(L, 2);
 		}
-		if (lua_getfield(L, -2, "dur") == LUA_TNIL) {
-			lua_pop(L, 1);
-			lua_geti(L, -2, 2);
+		if (!a || !b || dur < 0) {
+			char key[48];
+
+			snprintf(key, sizeof key, "within[%d]", (int)i);
+			bad_option(L, fn, key, -1, "an interval { ts = <integer>, dur = <integer >= 0> }");
 		}
-		ts = lua_tointegerx(L, -2, &a);
-		dur = lua_tointegerx(L, -1, &b);
-		if (!a || !b || dur < 0)
-			luaL_error(L, "%s: 'within' item %d needs integer ts and dur >= 0", fn, (int)i);
-		lua_pop(L, 3);
+		lua_pop(L, 1);
 		if (dur > 0) {
 			iv[m].ts = ts;
 			iv[m].dur = dur;
@@ -400,26 +559,28 @@ static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
 		unsigned c = cat_by_name(lua_tostring(L, -1));
 
 		if (c == TRACE_CAT_COUNT)
-			bad_cat(L, fn, lua_tostring(L, -1));
+			bad_cat(L, fn, "cat", -1);
 		f->cats = 1u << c;
 	} else if (type == LUA_TTABLE) {
 		lua_Integer i, n = luaL_len(L, -1);
 
+		if (n == 0)
+			bad_cat(L, fn, "cat", -1);
 		for (i = 1; i <= n; i++) {
-			unsigned c;
+			unsigned c = TRACE_CAT_COUNT;
+			char key[32];
 
-			if (lua_geti(L, -1, i) != LUA_TSTRING)
-				luaL_error(L, "%s: 'cat' must be a category name or a list of them", fn);
-			c = cat_by_name(lua_tostring(L, -1));
-			if (c == TRACE_CAT_COUNT)
-				bad_cat(L, fn, lua_tostring(L, -1));
+			if (lua_geti(L, -1, i) == LUA_TSTRING)
+				c = cat_by_name(lua_tostring(L, -1));
+			if (c == TRACE_CAT_COUNT) {
+				snprintf(key, sizeof key, "cat[%d]", (int)i);
+				bad_cat(L, fn, key, -1);
+			}
 			f->cats |= 1u << c;
 			lua_pop(L, 1);
 		}
-		if (n == 0)
-			luaL_error(L, "%s: 'cat' is an empty list", fn);
 	} else if (type != LUA_TNIL) {
-		luaL_error(L, "%s: 'cat' must be a category name or a list of them", fn);
+		bad_cat(L, fn, "cat", -1);
 	}
 	lua_pop(L, 1);
 
@@ -429,7 +590,7 @@ static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
 		f->name_len = t->names.n;
 	} else {
 		if (type != LUA_TNIL)
-			luaL_error(L, "%s: 'name' must be a Lua pattern (a string)", fn);
+			bad_option(L, fn, "name", -1, "a Lua pattern (a string)");
 		lua_pop(L, 1);
 	}
 
@@ -439,7 +600,7 @@ static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
 
 		f->tid = (int32_t)lua_tointegerx(L, -1, &isnum);
 		if (!isnum)
-			luaL_error(L, "%s: 'thread' must be a thread id or a thread name", fn);
+			type = LUA_TNONE; /* a fraction */
 		f->has_tid = true;
 	} else if (type == LUA_TSTRING) {
 		const char *want = lua_tostring(L, -1);
@@ -454,19 +615,19 @@ static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
 			}
 		if (strcmp(want, "main") == 0 && f->tid == INT32_MIN)
 			f->tid = tl->main_tid;
-	} else if (type != LUA_TNIL) {
-		luaL_error(L, "%s: 'thread' must be a thread id or a thread name", fn);
 	}
+	if (type != LUA_TNIL && type != LUA_TNUMBER && type != LUA_TSTRING)
+		bad_option(L, fn, "thread", -1, "a thread id, a thread name or \"main\"");
 	lua_pop(L, 1);
 
 	if (lua_getfield(L, idx, "pid") != LUA_TNIL) {
-		f->pid = (int32_t)opt_int(L, idx, fn, "pid", 0);
+		f->pid = (int32_t)opt_int(L, idx, fn, "pid", 0, INT32_MIN, INT32_MAX);
 		f->has_pid = true;
 	}
 	lua_pop(L, 1);
 
 	if (lua_getfield(L, idx, "step") != LUA_TNIL) {
-		lua_Integer want = opt_int(L, idx, fn, "step", 0);
+		lua_Integer want = opt_int(L, idx, fn, "step", 0, 0, LUA_MAXINTEGER);
 		size_t i;
 
 		f->has_range = true;
@@ -479,30 +640,30 @@ static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
 			}
 	}
 	lua_pop(L, 1);
-	if (lua_getfield(L, idx, "from") != LUA_TNIL ||
-	    lua_getfield(L, idx, "to") != LUA_TNIL) {
-		int64_t from = opt_int(L, idx, fn, "from", INT64_MIN);
-		int64_t to = opt_int(L, idx, fn, "to", INT64_MAX);
+	{
+		int64_t from = opt_int(L, idx, fn, "from", INT64_MIN, LUA_MININTEGER,
+				       LUA_MAXINTEGER);
+		int64_t to = opt_int(L, idx, fn, "to", INT64_MAX, LUA_MININTEGER,
+				     LUA_MAXINTEGER);
 
-		if (f->has_range) {
-			if (from < f->from)
-				from = f->from;
-			if (to > f->to)
-				to = f->to;
+		if (from != INT64_MIN || to != INT64_MAX) {
+			if (f->has_range) {
+				if (from < f->from)
+					from = f->from;
+				if (to > f->to)
+					to = f->to;
+			}
+			f->has_range = true;
+			f->from = from;
+			f->to = to > from ? to : from;
 		}
-		f->has_range = true;
-		f->from = from;
-		f->to = to > from ? to : from;
 	}
-	lua_settop(L, lua_gettop(L) - (lua_type(L, -1) == LUA_TNIL &&
-				       lua_type(L, -2) == LUA_TNIL ? 2 : 1));
-	/* (the getfield pair above pushed one or two values) */
 
 	if (lua_getfield(L, idx, "within") != LUA_TNIL) {
 		int w = lua_gettop(L);
 
 		if (!lua_istable(L, w))
-			luaL_error(L, "%s: 'within' must be a list of {ts = , dur = } intervals", fn);
+			bad_option(L, fn, "within", w, "a list of { ts = , dur = } intervals");
 		f->within = read_within(L, w, fn, &f->nwithin);
 		lua_remove(L, w);
 		if (!f->nwithin) {
@@ -615,17 +776,15 @@ static int events_next(lua_State *L)
 static int tl_events(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
-	int opts = lua_istable(L, 2) ? 2 : 0, base, n;
+	int base, n;
 	struct ev_iter *it;
 	struct query_filter f;
 
-	if (!opts && !lua_isnoneornil(L, 2))
-		return luaL_error(L, "trace:events: expected a table of options or nothing");
 	lua_settop(L, 2);
-	if (opts)
-		check_keys(L, opts, "trace:events", NULL);
+	opt_table(L, 2, "trace:events");
+	check_keys(L, 2, "trace:events", true, NULL);
 	base = lua_gettop(L);
-	read_filter(L, tl, opts, "trace:events", &f);
+	read_filter(L, tl, 2, "trace:events", &f);
 	n = lua_gettop(L) - base;   /* userdata holding the filter's arrays */
 	lua_pushvalue(L, 1);
 	lua_insert(L, base + 1);
@@ -665,9 +824,8 @@ static void push_rows(lua_State *L, const struct tl *tl,
 				 : (o->by == QUERY_BY_THREAD || o->by == QUERY_BY_STREAM)
 				   ? cols_thread : cols_name;
 	size_t i;
-	int k;
 
-	lua_createtable(L, (int)r->nrows, 4);
+	lua_createtable(L, (int)r->nrows, 0);
 	for (i = 0; i < r->nrows; i++) {
 		const struct query_row *row = &r->rows[i];
 		char buf[64];
@@ -721,15 +879,13 @@ static void push_rows(lua_State *L, const struct tl *tl,
 		set_int(L, "first_ts", row->first_ts);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
-	lua_createtable(L, 10, 0);
-	for (k = 0; cols[k]; k++) {
-		lua_pushstring(L, cols[k]);
-		lua_rawseti(L, -2, k + 1);
-	}
+	lua_createtable(L, 0, 4);
+	push_names(L, cols);
 	lua_setfield(L, -2, "columns");
 	set_value(L, "total", r->total);
 	set_int(L, "count", (lua_Integer)r->count);
 	set_int(L, "groups", (lua_Integer)r->ngroups);
+	set_summary_fields(L);
 }
 
 /* trace:aggregate{filter, by =, sum =, self =, sort =, limit =} -> rows. */
@@ -745,35 +901,24 @@ static int tl_aggregate(lua_State *L)
 
 	memset(&o, 0, sizeof o);
 	lua_settop(L, 2);
-	if (!lua_isnoneornil(L, 2))
-		luaL_checktype(L, 2, LUA_TTABLE);
-	else {
-		lua_newtable(L);
-		lua_replace(L, 2);
-	}
-	check_keys(L, 2, "trace:aggregate", extra);
-	lua_getfield(L, 2, "by");
-	o.by = (enum query_by)luaL_checkoption(L, -1, "name", by_names);
-	lua_pop(L, 1);
-	lua_getfield(L, 2, "sort");
-	o.sort = (enum query_sort)luaL_checkoption(L, -1, "total", sort_names);
-	lua_pop(L, 1);
+	opt_table(L, 2, "trace:aggregate");
+	check_keys(L, 2, "trace:aggregate", true, extra);
+	o.by = (enum query_by)opt_choice(L, 2, "trace:aggregate", "by", by_names, 0);
+	o.sort = (enum query_sort)opt_choice(L, 2, "trace:aggregate", "sort", sort_names, 0);
 	if (lua_getfield(L, 2, "sum") != LUA_TNIL) {
-		const char *s = lua_tostring(L, -1);
-
 		if (lua_type(L, -1) != LUA_TSTRING)
-			return luaL_error(L, "trace:aggregate: 'sum' must be \"dur\" or an argument name");
-		if (strcmp(s, "dur") != 0)
-			o.sum_arg = s; /* stays on the stack */
+			return bad_option(L, "trace:aggregate", "sum", -1,
+					  "\"dur\" or the name of a numeric argument");
+		if (strcmp(lua_tostring(L, -1), "dur") != 0)
+			o.sum_arg = lua_tostring(L, -1); /* stays on the stack */
 	}
-	lua_getfield(L, 2, "self");
-	o.self = lua_toboolean(L, -1);
-	lua_pop(L, 1);
-	limit = opt_int(L, 2, "trace:aggregate", "limit", 0);
-	if (limit < 0)
-		return luaL_error(L, "trace:aggregate: 'limit' must be >= 0");
+	o.self = opt_bool(L, 2, "trace:aggregate", "self", false);
+	limit = opt_int(L, 2, "trace:aggregate", "limit", 0, 0, LUA_MAXINTEGER);
 	o.limit = (size_t)limit;
 	read_filter(L, tl, 2, "trace:aggregate", &o.filter);
+	if (o.self && (o.sum_arg || o.filter.has_range || o.filter.within))
+		return luaL_error(L, "trace:aggregate: 'self = true' cannot be combined with "
+				  "'sum' or a time range ('step', 'from', 'to', 'within')");
 	b = push_box(L);
 	r = box_alloc(L, b, sizeof *r, free_result);
 	if (query_aggregate(tl->t, &o, r, &e) != 0)
@@ -785,18 +930,49 @@ static int tl_aggregate(lua_State *L)
 
 /* ------------------------------------------------------------ steps */
 
-/* Pushes the step table (cached in the object's user value). */
-static void push_steps(lua_State *L, struct tl *tl)
+/* Pushes trace:phases()'s rows for `sum`: {phase, name, total, avg,
+ * share} per phase (none when no step has phases), with steps, partial,
+ * total (the steps' time) and columns as summary fields. */
+static void push_phase_rows(lua_State *L, const struct query_phase_sum *sum)
+{
+	static const char *const cols[] = { "phase", "total", "avg", "share", NULL };
+	int p;
+
+	lua_createtable(L, sum->steps ? QUERY_PHASE_COUNT : 0, 0);
+	for (p = 0; sum->steps && p < QUERY_PHASE_COUNT; p++) {
+		lua_createtable(L, 0, 5);
+		set_str(L, "phase", query_phase_name((enum query_phase)p));
+		set_str(L, "name", query_phase_name((enum query_phase)p));
+		set_int(L, "total", sum->phase[p]);
+		set_num(L, "avg", (double)sum->phase[p] / (double)sum->steps);
+		set_num(L, "share", query_phase_share(sum, (enum query_phase)p));
+		lua_rawseti(L, -2, p + 1);
+	}
+	lua_createtable(L, 0, 4);
+	set_int(L, "steps", (lua_Integer)sum->steps);
+	set_bool(L, "partial", sum->partial);
+	set_int(L, "total", sum->total);
+	push_names(L, cols);
+	lua_setfield(L, -2, "columns");
+	set_summary_fields(L);
+}
+
+/* Pushes the object's cached field `key` ("steps" or "phases"), computing
+ * the step table and the phase rows (query_steps, query_phase_summary)
+ * on first use. Cached in the object's user value. */
+static void push_steps_field(lua_State *L, struct tl *tl, const char *key)
 {
 	struct query_step *steps = NULL;
+	struct query_phase_sum sum;
 	size_t n = 0, i;
 	struct err e;
 	struct box *b;
-	int p;
+	int p, cache;
 
 	lua_getiuservalue(L, 1, 1);
-	if (lua_getfield(L, -1, "steps") == LUA_TTABLE) {
-		lua_remove(L, -2);
+	cache = lua_gettop(L);
+	if (lua_getfield(L, cache, key) != LUA_TNIL) {
+		lua_remove(L, cache);
 		return;
 	}
 	lua_pop(L, 1);
@@ -820,65 +996,33 @@ static void push_steps(lua_State *L, struct tl *tl)
 		for (p = 0; p < QUERY_PHASE_COUNT; p++)
 			set_int(L, query_phase_name((enum query_phase)p), s->phase[p]);
 		lua_setfield(L, -2, "phases");
+		lua_createtable(L, 0, QUERY_PHASE_COUNT);
+		for (p = 0; p < QUERY_PHASE_COUNT; p++)
+			if (s->phase_mask & 1u << p)
+				set_int(L, query_phase_name((enum query_phase)p),
+					s->phase_start[p]);
+		lua_setfield(L, -2, "starts");
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
+	lua_setfield(L, cache, "steps");
+	query_phase_summary(steps, n, &sum);
+	push_phase_rows(L, &sum);
+	lua_setfield(L, cache, "phases");
 	box_done(b);
-	lua_remove(L, -2); /* the box */
-	lua_pushvalue(L, -1);
-	lua_setfield(L, -3, "steps");
-	lua_remove(L, -2); /* the cache */
+	lua_settop(L, cache);
+	lua_getfield(L, cache, key);
+	lua_remove(L, cache);
 }
 
-/* trace:phases() -> rows {phase, total, avg, share} over the complete
- * steps that have phases; empty when none has. */
+/* trace:phases() -> rows {phase, total, avg, share} over the steps
+ * query_phase_summary counts (see query.h); empty when no step has
+ * phases. */
 static int tl_phases(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
-	int64_t sum[QUERY_PHASE_COUNT] = { 0 }, all = 0;
-	lua_Integer i, n, used = 0;
-	int p;
 
 	lua_settop(L, 1);
-	push_steps(L, tl);
-	n = (lua_Integer)lua_rawlen(L, 2);
-	for (i = 1; i <= n; i++) {
-		lua_rawgeti(L, 2, i);
-		lua_getfield(L, -1, "partial");
-		lua_getfield(L, -2, "has_phases");
-		if (!lua_toboolean(L, -2) && lua_toboolean(L, -1)) {
-			lua_getfield(L, -3, "phases");
-			for (p = 0; p < QUERY_PHASE_COUNT; p++) {
-				lua_getfield(L, -1, query_phase_name((enum query_phase)p));
-				sum[p] += lua_tointeger(L, -1);
-				all += lua_tointeger(L, -1);
-				lua_pop(L, 1);
-			}
-			lua_pop(L, 1);
-			used++;
-		}
-		lua_pop(L, 3);
-	}
-	lua_createtable(L, used ? QUERY_PHASE_COUNT : 0, 2);
-	for (p = 0; used && p < QUERY_PHASE_COUNT; p++) {
-		lua_createtable(L, 0, 4);
-		set_str(L, "phase", query_phase_name((enum query_phase)p));
-		set_str(L, "name", query_phase_name((enum query_phase)p));
-		set_int(L, "total", sum[p]);
-		set_num(L, "avg", (double)sum[p] / (double)used);
-		set_num(L, "share", all > 0 ? (double)sum[p] / (double)all : 0);
-		lua_rawseti(L, -2, p + 1);
-	}
-	set_int(L, "steps", used);
-	lua_createtable(L, 4, 0);
-	{
-		static const char *const cols[] = { "phase", "total", "avg", "share" };
-
-		for (p = 0; p < 4; p++) {
-			lua_pushstring(L, cols[p]);
-			lua_rawseti(L, -2, p + 1);
-		}
-	}
-	lua_setfield(L, -2, "columns");
+	push_steps_field(L, tl, "phases");
 	return 1;
 }
 
@@ -958,31 +1102,41 @@ static int tl_during(lua_State *L)
 	struct tl *tl = check_tl(L);
 	const struct query_interval *iv = NULL;
 	size_t niv = 0;
+	lua_Integer limit;
 	int32_t tid;
 
 	lua_settop(L, 2);
-	luaL_checktype(L, 2, LUA_TTABLE);
-	check_keys(L, 2, "trace:during", extra);
+	if (!lua_istable(L, 2))
+		return luaL_error(L, "trace:during: expected a table of options (e.g. { within = "
+				  "trace:busy().gaps } or { from = , to = }), got %s",
+				  push_describe(L, 2));
+	check_keys(L, 2, "trace:during", true, extra);
 	tid = opt_thread(L, tl, 2, "trace:during");
-	if (lua_getfield(L, 2, "within") == LUA_TTABLE) {
+	limit = opt_int(L, 2, "trace:during", "limit", 0, 0, LUA_MAXINTEGER);
+	if (lua_getfield(L, 2, "within") != LUA_TNIL) {
+		if (!lua_istable(L, 3))
+			return bad_option(L, "trace:during", "within", 3,
+					  "a list of { ts = , dur = } intervals");
 		iv = read_within(L, 3, "trace:during", &niv);
 	} else {
 		struct query_interval *w;
+		int64_t from, to;
 
 		lua_pop(L, 1);
-		if (lua_getfield(L, 2, "from") == LUA_TNIL)
-			return luaL_error(L, "trace:during: give 'within' (a list of intervals) or 'from' and 'to'");
-		lua_pop(L, 1);
+		if (lua_getfield(L, 2, "from") == LUA_TNIL ||
+		    lua_getfield(L, 2, "to") == LUA_TNIL)
+			return luaL_error(L, "trace:during: give 'within' (a list of intervals) "
+					  "or both 'from' and 'to'");
+		lua_settop(L, 2);
+		from = opt_int(L, 2, "trace:during", "from", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+		to = opt_int(L, 2, "trace:during", "to", 0, LUA_MININTEGER, LUA_MAXINTEGER);
 		w = lua_newuserdatauv(L, sizeof *w, 0);
-		w->ts = opt_int(L, 2, "trace:during", "from", 0);
-		w->dur = opt_int(L, 2, "trace:during", "to", 0) - w->ts;
-		if (w->dur < 0)
-			w->dur = 0;
+		w->ts = from;
+		w->dur = to > from ? to - from : 0;
 		iv = w;
 		niv = 1;
 	}
-	push_during(L, tl, tl->t->meta.pid, tid, iv, niv,
-		    (size_t)opt_int(L, 2, "trace:during", "limit", 0));
+	push_during(L, tl, tl->t->meta.pid, tid, iv, niv, (size_t)limit);
 	return 1;
 }
 
@@ -1019,23 +1173,8 @@ static int tl_busy(lua_State *L)
 
 	memset(&o, 0, sizeof o);
 	lua_settop(L, 2);
-	if (lua_isnoneornil(L, 2)) {
-		lua_newtable(L);
-		lua_replace(L, 2);
-	}
-	luaL_checktype(L, 2, LUA_TTABLE);
-	/* busy takes only some of the filter keys */
-	lua_pushnil(L);
-	while (lua_next(L, 2)) {
-		const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-		int ok = 0;
-
-		for (i = 0; keys[i]; i++)
-			ok |= strcmp(k, keys[i]) == 0;
-		if (!ok)
-			return luaL_error(L, "trace:busy: unknown option '%s' (valid: cat, pid, buckets, gaps, window, thread)", k);
-		lua_pop(L, 1);
-	}
+	opt_table(L, 2, "trace:busy");
+	check_keys(L, 2, "trace:busy", false, keys); /* some of the filter keys */
 	if (lua_getfield(L, 2, "cat") != LUA_TNIL) {
 		lua_createtable(L, 0, 1);
 		lua_insert(L, -2);
@@ -1046,16 +1185,12 @@ static int tl_busy(lua_State *L)
 	lua_settop(L, 2);
 	if (lua_getfield(L, 2, "pid") != LUA_TNIL) {
 		o.has_pid = true;
-		o.pid = (int32_t)opt_int(L, 2, "trace:busy", "pid", 0);
+		o.pid = (int32_t)opt_int(L, 2, "trace:busy", "pid", 0, INT32_MIN, INT32_MAX);
 	}
 	lua_pop(L, 1);
-	o.buckets = (size_t)opt_int(L, 2, "trace:busy", "buckets", 0);
-	if (o.buckets > 100000)
-		return luaL_error(L, "trace:busy: 'buckets' must be at most 100000");
-	o.max_gaps = (size_t)opt_int(L, 2, "trace:busy", "gaps", 10);
-	lua_getfield(L, 2, "window");
-	o.whole_window = lua_toboolean(L, -1);
-	lua_pop(L, 1);
+	o.buckets = (size_t)opt_int(L, 2, "trace:busy", "buckets", 0, 0, 100000);
+	o.max_gaps = (size_t)opt_int(L, 2, "trace:busy", "gaps", 10, 0, LUA_MAXINTEGER);
+	o.whole_window = opt_bool(L, 2, "trace:busy", "window", false);
 	tid = opt_thread(L, tl, 2, "trace:busy");
 
 	b = push_box(L);                 /* 3 */
@@ -1115,19 +1250,17 @@ static int tl_samples(lua_State *L)
 	struct query_tree *tree;
 	struct box *b;
 	struct err e;
-	lua_Integer max_nodes = TL_SAMPLE_NODES;
+	lua_Integer max_nodes;
 	size_t pushed = 1, head = 0, i;
 	uint32_t *queue;
-	int opts = lua_istable(L, 2) ? 2 : 0, nodes_tab, base;
+	int nodes_tab, base;
 
 	lua_settop(L, 2);
-	if (opts) {
-		check_keys(L, opts, "trace:samples", extra);
-		max_nodes = opt_int(L, opts, "trace:samples", "max_nodes", TL_SAMPLE_NODES);
-		if (max_nodes < 1)
-			return luaL_error(L, "trace:samples: 'max_nodes' must be >= 1");
-	}
-	read_filter(L, tl, opts, "trace:samples", &f);
+	opt_table(L, 2, "trace:samples");
+	check_keys(L, 2, "trace:samples", true, extra);
+	max_nodes = opt_int(L, 2, "trace:samples", "max_nodes", TL_SAMPLE_NODES, 1,
+			    QUERY_TREE_MAX);
+	read_filter(L, tl, 2, "trace:samples", &f);
 	b = push_box(L);
 	tree = box_alloc(L, b, sizeof *tree, free_tree);
 	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
@@ -1259,13 +1392,29 @@ static void write_file(lua_State *L, const struct tl *tl, const char *fn,
 		luaL_error(L, "%s: %s", fn, e.msg);
 }
 
+/* Argument `idx` of a writer, a string (`what` describes it), or raises
+ * naming it and what was given. */
+static const char *arg_string(lua_State *L, int idx, const char *fn,
+			      const char *name, const char *what, size_t *len)
+{
+	if (lua_type(L, idx) != LUA_TSTRING) {
+		char expected[96];
+
+		snprintf(expected, sizeof expected, "a string (%s)", what);
+		bad_option(L, fn, name, idx, expected);
+	}
+	return lua_tolstring(L, idx, len);
+}
+
 /* trace:write(path, text) -> the full path written. */
 static int tl_write(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
 	size_t plen, tlen;
-	const char *rel = luaL_checklstring(L, 2, &plen);
-	const char *text = luaL_checklstring(L, 3, &tlen);
+	const char *rel = arg_string(L, 2, "trace:write", "path",
+				     "a file name in the window directory", &plen);
+	const char *text = arg_string(L, 3, "trace:write", "text", "the file's contents",
+				      &tlen);
 
 	write_file(L, tl, "trace:write", rel, plen, text, tlen);
 	lua_pushfstring(L, "%s/%s", tl->dir, rel);
@@ -1278,10 +1427,10 @@ static int tl_write_json(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
 	size_t plen, tlen;
-	const char *rel = luaL_checklstring(L, 2, &plen);
+	const char *rel = arg_string(L, 2, "trace:write_json", "path",
+				     "a file name in the window directory", &plen);
 	const char *text;
 
-	luaL_checkany(L, 3);
 	lua_settop(L, 3);
 	resolve_out(L, tl, "trace:write_json", rel, plen); /* 4 */
 	lua_getglobal(L, "require");
@@ -1333,13 +1482,19 @@ static int tl_write_table(lua_State *L)
 {
 	struct tl *tl = check_tl(L);
 	size_t plen;
-	const char *rel = luaL_checklstring(L, 2, &plen);
+	const char *rel = arg_string(L, 2, "trace:write_table", "path",
+				     "a file name in the window directory", &plen);
 	lua_Integer nrows, ncols, i, c;
 	size_t *width;
 	int cols, rows = 3, cells;
 	luaL_Buffer b;
 
-	luaL_checktype(L, 3, LUA_TTABLE);
+	if (!lua_istable(L, 3))
+		return bad_option(L, "trace:write_table", "rows", 3,
+				  "a list of rows (tables)");
+	if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
+		return bad_option(L, "trace:write_table", "columns", 4,
+				  "a list of column names");
 	lua_settop(L, 4);
 	if (lua_istable(L, 4)) {
 		cols = 4;
@@ -1558,7 +1713,7 @@ static const char *const tl_fields =
 static int tl_index(lua_State *L)
 {
 	struct tl *tl = luaL_checkudata(L, 1, TL_META);
-	const char *k = luaL_checkstring(L, 2);
+	const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
 	const struct trace *t;
 	const struct trace_meta *m;
 
@@ -1601,12 +1756,14 @@ static int tl_index(lua_State *L)
 	else if (strcmp(k, "counts") == 0) push_counts(L, t);
 	else if (strcmp(k, "steps") == 0) {
 		lua_settop(L, 1);
-		push_steps(L, tl);
+		push_steps_field(L, tl, "steps");
 	} else if (strcmp(k, "threads") == 0) push_threads(L, t);
 	else
-		return luaL_error(L, "trace has no field '%s' (fields: %s; methods: events, "
+		return luaL_error(L, "trace has no field %s%s%s (fields: %s; methods: events, "
 				  "aggregate, phases, busy, during, samples, write, write_table, "
-				  "write_json)", k, tl_fields);
+				  "write_json)", lua_type(L, 2) == LUA_TSTRING ? "'" : "",
+				  lua_type(L, 2) == LUA_TSTRING ? k : push_describe(L, 2),
+				  lua_type(L, 2) == LUA_TSTRING ? "'" : "", tl_fields);
 	return 1;
 }
 

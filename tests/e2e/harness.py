@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import unittest
+from fractions import Fraction
 
 BUILD = os.environ.get("PROFHOST_BUILD", "")
 SOURCE = os.environ.get("PROFHOST_SOURCE",
@@ -67,6 +68,13 @@ def load_trace(window_dir):
             return json.loads(f.read().decode("utf-8"))
     with gzip.open(os.path.join(window_dir, "trace.json.gz"), "rb") as f:
         return json.loads(f.read().decode("utf-8"))
+
+
+def mono_ns(trace, us):
+    """A trace time (µs since baseTimeNanoseconds, as a JSON reader has it) as the
+    CLOCK_MONOTONIC ns the host recorded it at: exactly, since the double
+    is within half a nanosecond of the written value."""
+    return round(Fraction(us) * 1000) + trace["profhost"]["monotonic_offset_ns"]
 
 
 def step_spans(trace):

@@ -823,19 +823,20 @@ class Scripts(Scratch):
     def test_install_deps_as_root_runs_apt_get_itself(self):
         if os.geteuid() != 0:
             self.skipTest("needs root")
-        bindir = self.stand_ins("apt-get", "sudo")
+        bindir = self.stand_ins("apt-get", "sudo", "npm")
         r = self.run_script(bindir + ":/usr/bin:/bin")
         self.assertEqual(r.returncode, 0, r.stderr)
         log = self.logged()
         self.assertEqual(log[0], "apt-get update")
         self.assertTrue(log[1].startswith("apt-get install -y --no-install-recommends "
                                           "build-essential cmake "), log[1])
-        self.assertEqual(len(log), 2, log)
+        self.assertTrue(log[2].startswith("npm install -g speedscope@"), log)
+        self.assertEqual(len(log), 3, log)
 
     def test_install_deps_as_a_user_asks_sudo(self):
         if ensure_other_user() is None:
             self.skipTest("needs root to act as another user")
-        bindir = self.stand_ins("apt-get", "sudo")
+        bindir = self.stand_ins("apt-get", "sudo", "npm")
         with open(self.log, "w"):
             pass
         os.chmod(self.log, 0o666)
@@ -848,7 +849,7 @@ class Scripts(Scratch):
             self.skipTest("needs root to act as another user")
         if any(os.access(os.path.join(d, "sudo"), os.X_OK) for d in ("/usr/bin", "/bin")):
             self.skipTest("sudo is installed here")
-        bindir = self.stand_ins("apt-get")
+        bindir = self.stand_ins("apt-get", "npm")
         r = self.run_script(bindir + ":/usr/bin:/bin", as_other=True)
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stderr, "install-deps.sh: needs root to install packages: run it "

@@ -265,6 +265,8 @@ class Trace(CuptiTest):
         t = load_trace(d)
         mem = sorted(events(t, "gpu_memory", "[memory]", ph="i"), key=lambda e: e["ts"])
         self.assertEqual([e["args"]["Total Allocated"] for e in mem], [b for _, b in pts])
+        # TensorBoard's memory view skips an event without Total Reserved
+        self.assertEqual([e["args"].get("Total Reserved") for e in mem], [b for _, b in pts])
         self.assertEqual([e["args"]["Bytes"] for e in mem],
                          [1 << 20, -(1 << 20), 4 << 20, 1 << 20, -(1 << 20)])
         with open(os.path.join(d, "memory_timeline.html")) as f:

@@ -123,6 +123,23 @@ class ScheduledWindows(TempDirTest):
         self.assertEqual(trace["profhost"]["reason"], "step 7 was slow")
         self.assertEqual([n for n, _ in step_spans(trace)], [9, 10, 11])
 
+    def test_a_refused_capture_now_says_why_once(self):
+        # The second request in the same step is refused by the host; the
+        # message names prof.capture_now once (not "capture_now: " again).
+        policy = self.write("policy.lua", (
+            "prof.on_step(function(s)\n"
+            "  if s.step == 7 then\n"
+            "    prof.capture_now { steps = 3 }\n"
+            "    prof.capture_now { steps = 3 }\n"
+            "  end\n"
+            "end)\n"))
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, STEPS_APP, "--steps", "20"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("profhost: %s:4: prof.capture_now: a capture request is already queued "
+                      "(in prof.on_step; hook disabled)" % policy, profhost_lines(r.stderr))
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)], ["window0_steps9-11"])
+
     def test_gzip_and_tensorboard_layout(self):
         policy = self.write("policy.lua", (
             "prof.schedule { wait = 1, active = 2, cycles = 1 }\n"
@@ -137,8 +154,10 @@ class ScheduledWindows(TempDirTest):
         self.assertTrue(os.path.exists(os.path.join(dirs[0], "trace.json.gz")))
         trace = load_trace(dirs[0])
         self.assertEqual(trace["distributedInfo"], {"rank": 3, "world_size": 8})
-        tb = glob.glob(os.path.join(out, "*", "tensorboard", "*.pt.trace.json.gz"))
+        # one folder per window in the TensorBoard folder (docs/output.md)
+        tb = glob.glob(os.path.join(out, "*", "tensorboard", "*", "*.pt.trace.json.gz"))
         self.assertEqual(len(tb), 1, tb)
+        self.assertEqual(os.path.basename(os.path.dirname(tb[0])), "window0_steps1-2")
         self.assertRegex(os.path.basename(tb[0]), r"^.+_\d+\.\d+\.pt\.trace\.json\.gz$")
 
 

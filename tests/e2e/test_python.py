@@ -15,12 +15,13 @@ interpreter when there is one: PROFHOST_OTHER_PYTHON, else the first
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import unittest
 
 from harness import (LIB, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
-                     load_trace, profhost_lines, run, step_spans, window_dirs)
+                     load_trace, mono_ns, profhost_lines, run, step_spans, window_dirs)
 
 WORKLOADS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python")
 TRAIN = os.path.join(SOURCE, "examples", "train.py")
@@ -94,9 +95,24 @@ def read(path):
         return f.read()
 
 
+def phase_of(name):
+    """The step phase a range of that name is (as the host's phase queries
+    read it): one of PHASES, the data phase also under torch's name for a
+    DataLoader fetch, or None."""
+    if name in PHASES:
+        return name
+    if name.startswith("enumerate(DataLoader)#") and name.endswith(".__next__"):
+        return "data"
+    return None
+
+
 def phase_events(trace):
-    return [e for e in trace["traceEvents"]
-            if e.get("ph") == "X" and e.get("name") in PHASES]
+    """The phase ranges of the trace, each with its "phase"."""
+    out = []
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and phase_of(e.get("name", "")):
+            out.append(dict(e, phase=phase_of(e["name"])))
+    return out
 
 
 def inside(e, span, slack=0.001):
@@ -104,9 +120,9 @@ def inside(e, span, slack=0.001):
             e["ts"] + e["dur"] <= span["ts"] + span["dur"] + slack)
 
 
-def step_end_ns(span):
-    """A step span's end on the host's clock (trace times are its µs)."""
-    return round((span["ts"] + span["dur"]) * 1000)
+def step_end_ns(trace, span):
+    """A step span's end on the host's clock (CLOCK_MONOTONIC ns)."""
+    return mono_ns(trace, span["ts"] + span["dur"])
 
 
 class PythonTest(TempDirTest):
@@ -154,7 +170,7 @@ class PythonTest(TempDirTest):
             self.assertTrue(any(inside(p, s) for _, s in steps), p)
         for n, s in steps:
             mine = sorted((p for p in phases if inside(p, s)), key=lambda p: p["ts"])
-            self.assertEqual(set(p["name"] for p in mine), set(PHASES), "step %d" % n)
+            self.assertEqual(set(p["phase"] for p in mine), set(PHASES), "step %d" % n)
             for p, q in zip(mine, mine[1:]):
                 self.assertLessEqual(p["ts"] + p["dur"], q["ts"] + 0.001, (p, q))
             self.assertLessEqual(sum(p["dur"] for p in mine), s["dur"] + 0.001, "step %d" % n)
@@ -169,6 +185,12 @@ class TorchSteps(PythonTest):
         traces = self.check_windows(out, EXPECTED)
         for trace in traces:
             self.check_phases(trace)
+            # data under torch's name for the fetch: TensorBoard's plugin
+            # counts exactly that as DataLoader time (its event_parser:
+            # user_annotation or cpu_op, "enumerate(DataLoader)#" ...
+            # ".__next__")
+            self.assertEqual(set(p["name"] for p in phase_events(trace) if p["phase"] == "data"),
+                             {"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"})
         # The summary's phase table has a row per step.
         summaries = [read(os.path.join(d, "summary.txt")) for d in window_dirs(out)]
         for text, (a, b) in zip(summaries, EXPECTED):
@@ -219,8 +241,23 @@ class TorchSteps(PythonTest):
             self.check_phases(trace)
             for k, span in step_spans(trace):
                 # Step k ends inside the (k+1)-th optimizer.step() call.
-                self.assertLess(opt[k - 1], step_end_ns(span), k)
-                self.assertLessEqual(step_end_ns(span), opt[k], k)
+                self.assertLess(opt[k - 1], step_end_ns(trace, span), k)
+                self.assertLessEqual(step_end_ns(trace, span), opt[k], k)
+
+    def test_hooks_in_place_before_the_first_recorded_step(self):
+        # What a window's start costs the bridge (its hooks) is paid in the
+        # step before the first recorded one, also without warm-up: the
+        # hooks go in at the end of iteration k-2 (step k-1 begins) for a
+        # window opening at step k, and leave when the window ends.
+        stamps = os.path.join(self.tmp, "stamps.json")
+        policy = "prof.schedule { skip_first = 3, wait = 2, warmup = 0, active = 3, cycles = 2 }\n"
+        r, out = self.prof_run([os.path.join(WORKLOADS, "opt_steps.py"), "--steps", "16",
+                                "--probe", "--out", stamps], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.check_windows(out, [(5, 7), (10, 12)])
+        on = load_json(stamps)["hooks_on"]
+        # after iteration i, step i+1 begins: on for steps 4-7 and 9-12
+        self.assertEqual([i + 1 for i, v in enumerate(on) if v], [4, 5, 6, 7, 9, 10, 11, 12])
 
     def test_explicit_steps_win(self):
         stamps = os.path.join(self.tmp, "stamps.json")
@@ -230,14 +267,16 @@ class TorchSteps(PythonTest):
         got = load_json(stamps)
         opt, explicit = got["opt"], got["explicit"]
         # Boundary 0 is the first optimizer step (no explicit step seen yet);
-        # from then on only profhost.step() counts: step k ends in the k-th
-        # explicit call, after that iteration's optimizer step.
+        # the profhost.step() right after it in the same iteration takes
+        # over without ending another step; from then on only profhost.step()
+        # counts: step k ends in iteration k's explicit call, after that
+        # iteration's optimizer step. One step per iteration, no phantom.
         for trace in self.check_windows(out, EXPECTED):
             for k, span in step_spans(trace):
-                self.assertLess(opt[k - 1], step_end_ns(span), k)
-                self.assertLessEqual(step_end_ns(span), explicit[k - 1], k)
+                self.assertLess(opt[k], step_end_ns(trace, span), k)
+                self.assertLessEqual(step_end_ns(trace, span), explicit[k], k)
             self.assertEqual(len([p for p in phase_events(trace)
-                                  if p["name"] == "optimizer"]), 3)
+                                  if p["phase"] == "optimizer"]), 3)
 
     def test_reported_phase_replaces_the_automatic_one(self):
         stamps = os.path.join(self.tmp, "stamps.json")
@@ -248,7 +287,7 @@ class TorchSteps(PythonTest):
             self.check_phases(trace)
             # One forward per step (the reported block), not one per model
             # call (two of them) as the automatic hooks would time it.
-            names = [p["name"] for p in phase_events(trace)]
+            names = [p["phase"] for p in phase_events(trace)]
             self.assertEqual(names.count("forward"), 3)
             self.assertEqual(names.count("backward"), 3)
 
@@ -260,7 +299,7 @@ class TorchSteps(PythonTest):
         # so the windows land where the schedule says.
         for trace in self.check_windows(out, EXPECTED):
             self.check_phases(trace)
-            names = [p["name"] for p in phase_events(trace)]
+            names = [p["phase"] for p in phase_events(trace)]
             self.assertEqual(names.count("optimizer"), 3)
             self.assertEqual(names.count("backward"), 3)
 
@@ -280,6 +319,8 @@ class TorchSteps(PythonTest):
         for trace, d in zip(traces, window_dirs(out)):
             self.assertEqual(trace["profhost"]["pid"], parent)
             self.check_phases(trace)
+            self.assertEqual(set(p["name"] for p in phase_events(trace) if p["phase"] == "data"),
+                             {"enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__"})
             self.assertTrue(os.path.exists(os.path.join(d, "summary.txt")))
         self.assertEqual(glob.glob(os.path.join(out, "*", "rank*", "*.pid*")), [])
         # Paths left out: the random temporary directory may hold "arn".
@@ -299,6 +340,64 @@ class TorchSteps(PythonTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         for trace in self.check_windows(out, EXPECTED):
             self.check_phases(trace)
+
+
+QUICKSTART = os.path.join(SOURCE, "examples", "quickstart.py")
+PROFILE = os.path.join(SOURCE, "examples", "profile.lua")
+
+
+@NEEDS_TORCH
+class Quickstart(PythonTest):
+    """examples/quickstart.py: it marks forward, backward and optimizer with
+    profhost.range and calls profhost.step() after each optimizer step
+    (without manual_steps()). One step per iteration (#12.7), and each
+    phase once per step (#12.6): the program's own ranges win."""
+
+    def phases_once_per_step(self, trace, steps):
+        ranges = [e for e in phase_events(trace) if e.get("cat") == "user_annotation"]
+        for n, span in step_spans(trace):
+            if n not in steps:
+                continue
+            mine = sorted(e["phase"] for e in ranges if inside(e, span))
+            self.assertEqual(mine, ["backward", "forward", "optimizer"], n)
+
+    def check_shares(self, window_dir):
+        for name in ("summary.txt", "key_averages.txt", "report.txt"):
+            text = read(os.path.join(window_dir, name))
+            shares = [float(x) for x in re.findall(r"(\d+(?:\.\d+)?)%", text)]
+            self.assertTrue(all(x <= 100.0 for x in shares), (name, shares))
+
+    def test_one_step_per_iteration(self):
+        # One window over the whole run: 30 iterations are 30 steps (the
+        # first profhost.step() takes over from the optimizer step of the
+        # same iteration without ending a 31st), then the partial one.
+        policy = "prof.schedule { skip_first = 0, wait = 0, warmup = 0, active = 100, cycles = 1 }\n"
+        r, out = self.prof_run([QUICKSTART], policy_text=policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("trained 30 steps", r.stdout)
+        trace = load_trace(window_dirs(out)[0])
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], list(range(31)))
+        self.assertEqual([n for n, s in steps if s.get("args", {}).get("partial")], [30])
+        # step 0 runs from the start to iteration 0's optimizer step, in
+        # the middle of its optimizer range
+        self.phases_once_per_step(trace, range(1, 30))
+        median = sorted(s["dur"] for _, s in steps[1:30])[14]
+        self.assertGreater(min(s["dur"] for _, s in steps[1:30]), median / 4)
+
+    def test_demo(self):
+        # As scripts/demo.sh runs it: the policy's windows on steps 8-10 and
+        # 14-16 (its on_step hook may add a capture_now window on a busy
+        # machine), each phase once per step, no share above 100 %.
+        r, out = self.prof_run([QUICKSTART], policy_text=read(PROFILE))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = {os.path.basename(d).split("_", 1)[1]: d for d in window_dirs(out)}
+        for name, steps in (("steps8-10", range(8, 11)), ("steps14-16", range(14, 17))):
+            self.assertIn(name, dirs)
+            trace = load_trace(dirs[name])
+            self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+            self.phases_once_per_step(trace, steps)
+            self.check_shares(dirs[name])
 
 
 class FunctionSteps(PythonTest):
@@ -347,8 +446,8 @@ print("calls", len(stamps))
         ok = load_json(stamps)
         for trace in self.check_windows(out, EXPECTED):
             for k, span in step_spans(trace):
-                self.assertLess(ok[k - 1], step_end_ns(span), k)
-                self.assertLessEqual(step_end_ns(span), ok[k], k)
+                self.assertLess(ok[k - 1], step_end_ns(trace, span), k)
+                self.assertLessEqual(step_end_ns(trace, span), ok[k], k)
             self.assertEqual(phase_events(trace), [])  # no torch, no phases
 
     def test_debian_python(self):
@@ -386,19 +485,31 @@ for i in range(16):
 print("done")
 """
 
+    FRAMES = (r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
+              r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+
     def check_frames(self, python):
+        """Python frames by name, file and line, innermost last (the method,
+        qualified on 3.11+, then the function it calls) in each window's
+        stacks. A sample takes the frames of a snapshot at most one snapshot
+        period plus 5 ms away; on an overloaded machine a window can get a
+        handful of samples and the snapshot thread none of the CPU near
+        them (seen before and after the bridge's #12 changes, about one run
+        in three with four busy loops on two cores): a missing merge that
+        is the bridge's shows in every run, so up to three runs are made."""
         self.write("stepmod.py", self.BUSY_MODULE)
         script = self.write("busy.py", self.BUSY_SCRIPT)
         policy = self.POLICY + "prof.capture { cpu_samples = { hz = 999 } }\n"
-        r, out = self.preload_run([script], policy_text=policy, python=python)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.check_windows(out, EXPECTED)
-        for d in window_dirs(out):
-            stacks = read(os.path.join(d, "stacks.txt"))
-            # Python frames by name, file and line, innermost last: the
-            # method (qualified on 3.11+), then the function it calls.
-            self.assertRegex(stacks, r"<module> \([^;]*busy\.py:\d+\);(Trainer\.)?train_step "
-                             r"\([^;]*stepmod\.py:\d+\);spin \([^;]*stepmod\.py:\d+\)")
+        for attempt in range(3):
+            r, out = self.preload_run([script], policy_text=policy, python=python)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.check_windows(out, EXPECTED)
+            stacks = [read(os.path.join(d, "stacks.txt")) for d in window_dirs(out)]
+            shutil.rmtree(out)
+            if all(re.search(self.FRAMES, s) for s in stacks):
+                return
+        for s in stacks:
+            self.assertRegex(s, self.FRAMES)
 
     def test_python_frames_debian_python(self):
         self.check_frames(PYTHON)
@@ -424,10 +535,11 @@ print("done")
             phases = phase_events(trace)
             for n, span in step_spans(trace):
                 # Each step is one outer call and its nested call: two of each.
-                self.assertEqual(sorted(p["name"] for p in phases if inside(p, span)),
+                self.assertEqual(sorted(p["phase"] for p in phases if inside(p, span)),
                                  ["data"] * 2 + ["forward"] * 2, n)
             for p in phases:
-                self.assertGreaterEqual(p["dur"], 1000.0 if p["name"] == "data" else 2000.0)
+                self.assertGreaterEqual(p["dur"], 1000.0 if p["phase"] == "data" else 2000.0)
+                self.assertEqual(p["name"], p["phase"])  # the program's own names
 
     def test_missing_function_is_one_clear_line(self):
         self.write("stepmod.py", "class Trainer:\n    pass\n")

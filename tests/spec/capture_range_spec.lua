@@ -1,24 +1,8 @@
 -- Specs for prof.capture_range: what a policy author sees.
 
 local prof = require("prof")
-
-local function run(src)
-	local env = setmetatable({ prof = prof }, { __index = _G })
-	local chunk = assert(load(src, "=myprof.lua", "t", env))
-	return pcall(chunk)
-end
-
-local function error_of(src)
-	local ok, err = run(src)
-	assert.is_false(ok, "policy loaded but an error was expected: " .. src)
-	return err
-end
-
-local function config_of(src)
-	local ok, err = run(src)
-	assert.is_true(ok, err)
-	return prof._config()
-end
+local policy_file = require("policy_file")
+local error_of, config_of = policy_file.error_of, policy_file.config_of
 
 describe("prof.capture_range", function()
 	before_each(function()

@@ -1,2 +1,3 @@
--- busted helper: puts lua/ on the module path (run from the repo root)
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+-- busted helper: puts lua/ on the module path (run from the repo root),
+-- and the specs' own support modules (tests/spec/policy_file.lua)
+package.path = "./lua/?.lua;./lua/?/init.lua;./tests/spec/?.lua;" .. package.path

@@ -1,28 +1,8 @@
 -- Specs for lua/prof: what a policy author sees from each prof.* call.
 
 local prof = require("prof")
-
--- Runs `src` as a policy file named myprof.lua with `prof` as a global.
--- Returns true, or false and the error message.
-local function run(src)
-	local env = setmetatable({ prof = prof }, { __index = _G })
-	local chunk = assert(load(src, "=myprof.lua", "t", env))
-	local ok, err = pcall(chunk)
-	return ok, err
-end
-
--- Runs `src` and returns its error message (failing the spec if it loads).
-local function error_of(src)
-	local ok, err = run(src)
-	assert.is_false(ok, "policy loaded but an error was expected: " .. src)
-	return err
-end
-
-local function config_of(src)
-	local ok, err = run(src)
-	assert.is_true(ok, err)
-	return prof._config()
-end
+local policy_file = require("policy_file")
+local run, error_of, config_of = policy_file.run, policy_file.error_of, policy_file.config_of
 
 describe("prof", function()
 	before_each(function()
@@ -326,6 +306,95 @@ describe("prof", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'tensorboard' must be a boolean, got string \"true\"",
 				error_of('prof.export{ tensorboard = "true" }'))
+		end)
+	end)
+
+	describe("every option error", function()
+		local schema = require("prof.schema")
+		local BAD = { boolean = "x", integer = "x", string = 5, enum = "nope", flag_or = 5, off_or = 5 }
+
+		-- Every key of `keys` (nested keys as "a.b"), with its spec.
+		local function each_key(keys, prefix, out)
+			for k, spec in pairs(keys) do
+				out[#out + 1] = { path = prefix .. k, spec = spec }
+				if spec.keys then
+					each_key(spec.keys, prefix .. k .. ".", out)
+				end
+			end
+			return out
+		end
+
+		-- A table setting `path` ("a.b") to v.
+		local function nested(path, v)
+			local head, rest = path:match("^([^.]+)%.(.+)$")
+			if head then
+				return { [head] = nested(rest, v) }
+			end
+			return { [path] = v }
+		end
+
+		local function check(fname, call, path, spec, extra)
+			local v = BAD[spec.kind]
+			local args = nested(path, v)
+			for k, x in pairs(extra or {}) do
+				args[k] = x
+			end
+			local ok, err = pcall(call, args)
+			assert.is_false(ok, fname .. " accepted " .. path)
+			err = tostring(err)
+			local head = fname .. ": '" .. path .. "' must be "
+			local tail = ", got " .. schema.describe(v)
+			assert.are.equal(head, err:sub(1, #head), err)
+			assert.are.equal(tail, err:sub(-#tail), err)
+			-- ... and names the valid values
+			if spec.kind == "enum" then
+				for _, name in ipairs(spec.values) do
+					assert.truthy(err:find('"' .. name .. '"', 1, true), err)
+				end
+			elseif spec.kind == "integer" then
+				assert.truthy(err:find(tostring(spec.min), 1, true), err)
+				if spec.max ~= schema.U32 then
+					assert.truthy(err:find(tostring(spec.max), 1, true), err)
+				end
+			elseif spec.kind == "boolean" then
+				assert.truthy(err:find("a boolean", 1, true), err)
+			elseif spec.kind == "flag_or" or spec.kind == "off_or" then
+				assert.truthy(err:find("a table (e.g. " .. spec.example, 1, true), err)
+			end
+		end
+
+		it("in a configuration call names the key, the value and the valid values", function()
+			local n = 0
+			for _, section in ipairs(schema.section_names()) do
+				for _, item in ipairs(each_key(schema.section(section).keys, "", {})) do
+					prof._reset()
+					check("prof." .. section, prof[section], item.path, item.spec)
+					n = n + 1
+				end
+			end
+			assert.is_true(n > 40)
+		end)
+
+		it("in prof.capture_now names the key, the value and the valid values", function()
+			for _, item in ipairs(each_key(schema.capture_now.keys, "", {})) do
+				check("prof.capture_now", prof.capture_now, item.path, item.spec,
+					item.path ~= "steps" and { steps = 1 } or nil)
+			end
+		end)
+
+		it("for an unknown key lists the valid keys", function()
+			for _, section in ipairs(schema.section_names()) do
+				prof._reset()
+				local ok, err = pcall(prof[section], { no_such_key = 1 })
+				assert.is_false(ok)
+				local names = {}
+				for k in pairs(schema.section(section).keys) do
+					names[#names + 1] = k
+				end
+				table.sort(names)
+				assert.truthy(tostring(err):find("unknown key 'no_such_key' (valid keys: "
+					.. table.concat(names, ", ") .. ")", 1, true), err)
+			end
 		end)
 	end)
 

@@ -35,6 +35,9 @@ local function stub(t)
 		end
 		return { total = 0, count = 0, groups = 0 }
 	end
+	function t.phases()
+		return t.phase_rows or { steps = 0, total = 0, partial = false }
+	end
 	function t.busy()
 		return t.busy_result or { events = 0 }
 	end
@@ -62,6 +65,17 @@ local function rows(list, extra)
 		list[k] = v
 	end
 	return list
+end
+
+-- trace:phases()'s answer for `steps` steps of `total` ns in all, with
+-- each phase's time in them (the C side computes it: query_phase_summary).
+local function phase_rows(steps, total, times)
+	local out = { steps = steps, total = total, partial = false }
+	for i, p in ipairs({ "data", "forward", "backward", "optimizer", "other" }) do
+		out[i] = { phase = p, name = p, total = times[p], avg = times[p] / steps,
+			share = times[p] / total }
+	end
+	return out
 end
 
 local function step(n, dur, phases)
@@ -125,11 +139,15 @@ describe("prof.reports.steps", function()
 		} })
 		t.steps[3] = step(3, 1 * MS)
 		t.steps[3].partial = true
+		t.phase_rows = phase_rows(2, 30 * MS, { data = 22 * MS, forward = 4 * MS,
+			backward = 2 * MS, optimizer = 0, other = 2 * MS })
 		local d = steps.analyze(t)
 		assert.are.equal(3, d.count)
 		assert.are.equal(2, d.complete)
+		-- the phases are trace:phases()'s, as given
 		assert.are.equal(11 * MS, d.avg.data)
 		assert.are.equal(22 / 30, d.share.data)
+		assert.are.equal(15 * MS, d.phased_mean)
 		assert.are.equal("data", d.top_phase)
 		assert.are.equal(15 * MS, d.stats.median)
 		assert.are.equal(2, d.slowest.step)
@@ -268,34 +286,193 @@ describe("prof.reports.findings", function()
 	end)
 end)
 
-describe("prof.reports.ranks", function()
-	local function window(rank, durs, data)
-		local s = {}
-		for i, d in ipairs(durs) do
-			s[i] = step(10 + i, d, { data = data[i], forward = 0, backward = 0, optimizer = 0,
-				other = d - data[i] })
+describe("prof.reports.samples", function()
+	local samples = require("prof.reports.samples")
+	local function tree(samples_n, weights)
+		local children = {}
+		local total = 0
+		for name, w in pairs(weights) do
+			children[#children + 1] = { name = name, value = w, self = w, children = {} }
+			total = total + w
 		end
-		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #durs,
+		table.sort(children, function(a, b) return a.name < b.name end)
+		return { name = "all", value = total, self = 0, samples = samples_n, truncated = false,
+			children = children }
+	end
+
+	it("keeps one unit per table: samples, or weight when samples weigh more than 1", function()
+		local d = samples.analyze(stub({ counts = { cpu_sample = 3 },
+			samples_result = tree(3, { spin = 2, wait = 1 }) }))
+		assert.are.equal("samples", d.unit)
+		local text = samples.text(d)
+		assert.truthy(text:find("  3 samples\n", 1, true), text)
+		assert.truthy(text:find("Self samples  Share of samples", 1, true), text)
+		-- 4 samples standing for 10 timer periods: the table is in weight,
+		-- and says so; the shares are of the weight
+		d = samples.analyze(stub({ counts = { cpu_sample = 4 },
+			samples_result = tree(4, { spin = 8, wait = 2 }) }))
+		assert.are.equal("weight", d.unit)
+		text = samples.text(d)
+		assert.truthy(text:find("4 samples of weight 10 in all", 1, true), text)
+		assert.truthy(text:find("Self weight  Share of weight", 1, true), text)
+		assert.truthy(text:find("spin                8           80.0 %", 1, true), text)
+	end)
+end)
+
+describe("prof.reports.ranks", function()
+	-- A rank's window from steps { ts, dur, starts = { phase = ts }, syncs }.
+	local function window(rank, steps)
+		local s = {}
+		for i, x in ipairs(steps) do
+			s[i] = { step = 10 + i, ts = x.ts, dur = x.dur, partial = false, has_phases = true,
+				phases = { data = 0, forward = 0, backward = 0, optimizer = 0, other = x.dur },
+				starts = x.starts or {}, syncs = x.syncs or {} }
+		end
+		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #steps,
 			run = "r", program = "p" }, steps = { steps = s }, findings = {} }
 	end
-	it("names the slowest rank of each step, the spread and the straggler", function()
-		local d = ranks.analyze({
-			window(0, { 10 * MS, 10 * MS, 12 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
-			window(1, { 14 * MS, 15 * MS, 11 * MS }, { 5 * MS, 6 * MS, 2 * MS }),
-			window(2, { 10 * MS, 11 * MS, 10 * MS }, { 1 * MS, 1 * MS, 1 * MS }),
-		})
-		assert.are.same({ 0, 1, 2 }, d.ranks)
-		assert.are.same({ 1, 1, 0 }, { d.steps[1].slowest, d.steps[2].slowest, d.steps[3].slowest })
-		assert.are.equal(4 * MS, d.steps[1].spread)
-		assert.are.equal(1, d.straggler.rank)
-		assert.are.equal(2, d.straggler.slowest)
-		assert.are.equal("data", d.straggler.phase)
+
+	-- Ranks that meet in an all-reduce at the end of backward: rank `slow`
+	-- works `extra` ns more ("before" forward, in "forward", or in
+	-- "optimizer", after the all-reduce); the others wait for it in the
+	-- all-reduce. Each step starts where the rank's previous one ended.
+	-- `disturb[k] = { rank, ns }`: in step k that rank is held up in
+	-- forward (descheduled by the machine).
+	local function synced(nranks, nsteps, slow, extra, where, disturb)
+		local steps, start = {}, {}
+		for r = 0, nranks - 1 do
+			steps[r], start[r] = {}, 0
+		end
+		for k = 1, nsteps do
+			local fwd, bwd, sync = {}, {}, 0
+			local held = disturb and disturb[k]
+			for r = 0, nranks - 1 do
+				local d = r == slow and extra or 0
+				fwd[r] = start[r] + 0.1 * MS + (where == "before" and d or 0)
+				bwd[r] = fwd[r] + 3 * MS + (where == "forward" and d or 0)
+					+ ((held and held[1] == r) and held[2] or 0)
+				sync = math.max(sync, bwd[r] + 4 * MS) -- arrives at the all-reduce
+			end
+			for r = 0, nranks - 1 do
+				local stop = sync + 1 * MS + ((where == "optimizer" and r == slow) and extra or 0)
+				steps[r][#steps[r] + 1] = { ts = start[r], dur = stop - start[r],
+					starts = { forward = fwd[r], backward = bwd[r], optimizer = sync } }
+				start[r] = stop
+			end
+		end
+		local out = {}
+		for r = 0, nranks - 1 do
+			out[#out + 1] = window(r, steps[r])
+		end
+		return out
+	end
+
+	it("names the rank the others wait for, not the one waiting in the collective", function()
+		local d = ranks.analyze(synced(2, 3, 1, 2 * MS, "before"))
+		assert.are.same({ 0, 1 }, d.ranks)
+		for _, s in ipairs(d.steps) do
+			assert.are.equal(1, s.last)
+			assert.are.equal(2 * MS, s.lead)
+		end
+		local st = d.straggler
+		assert.are.equal(1, st.rank)
+		assert.are.equal(3, st.last)
+		assert.are.equal("no phase, before forward", st.where)
+		assert.are.equal(2 * MS, st.where_ns)
+		assert.is_true(st.short)
 		local text = ranks.text(d)
-		assert.truthy(text:find("rank 1 was the slowest in 2 of 3 steps", 1, true))
-		assert.truthy(text:find("14.000*", 1, true))
+		assert.truthy(text:find("rank 1 is the straggler: it arrived last in 3 of 3 steps, the others "
+			.. "waiting for it about 2.000 ms per step; its extra time is in no phase, before "
+			.. "forward (+2.000 ms per step). Only 3 steps compared: a first reading", 1, true), text)
+		assert.truthy(text:find("10.100*", 1, true))
+		-- a longer window: the same verdict, no caveat
+		d = ranks.analyze(synced(2, 10, 1, 2 * MS, "before"))
+		assert.are.equal(1, d.straggler.rank)
+		assert.is_true(d.straggler.sure)
+		assert.falsy(ranks.text(d):find("first reading", 1, true))
 	end)
+
+	it("is not swayed by a step the machine disturbed", function()
+		-- rank 0 held up 5 ms in step 2 of 3 (descheduled): rank 1's sleep
+		-- every step still decides
+		local d = ranks.analyze(synced(2, 3, 1, 2 * MS, "before", { [2] = { 0, 5 * MS } }))
+		assert.are.same({ 1, 0, 1 }, { d.steps[1].last, d.steps[2].last, d.steps[3].last })
+		assert.are.equal(1, d.straggler.rank)
+		assert.are.equal(2, d.straggler.last)
+		assert.are.equal(2 * MS, d.straggler.lead)
+		assert.are.equal("no phase, before forward", d.straggler.where)
+	end)
+
+	it("finds extra work in a phase, and after the collective", function()
+		local d = ranks.analyze(synced(3, 6, 2, 1.5 * MS, "forward"))
+		assert.are.equal(2, d.straggler.rank)
+		assert.are.equal("forward", d.straggler.where)
+		-- slow in the optimizer, after the all-reduce: the others wait in
+		-- the next step's collective
+		d = ranks.analyze(synced(2, 6, 0, 1 * MS, "optimizer"))
+		assert.are.equal(0, d.straggler.rank)
+		assert.are.equal("optimizer", d.straggler.where)
+	end)
+
+	it("sees a collective that is a range, and what comes before it", function()
+		-- phases start together; rank 1 reaches the all-reduce 1 ms later
+		local ws = {}
+		for r = 0, 1 do
+			local steps = {}
+			for i = 0, 5 do
+				local t = i * 10 * MS
+				steps[#steps + 1] = { ts = t, dur = 10 * MS, starts = { forward = t, backward = t + MS },
+					syncs = { { ts = t + 5 * MS + r * MS, name = "gloo:all_reduce" } } }
+			end
+			ws[#ws + 1] = window(r, steps)
+		end
+		local d = ranks.analyze(ws)
+		assert.are.equal(1, d.straggler.rank)
+		assert.are.equal("backward", d.straggler.where)
+		assert.are.equal(MS, d.straggler.lead)
+	end)
+
+	it("names no one when no rank is measurably late, or the last one changes", function()
+		local d = ranks.analyze(synced(2, 6, 1, 10000, "before")) -- 10 us: noise
+		assert.are.equal("none", d.straggler.verdict)
+		assert.truthy(ranks.text(d):find("no straggler", 1, true))
+		local a, b = synced(2, 4, 1, 2 * MS, "before"), synced(2, 4, 0, 2 * MS, "before")
+		for r = 1, 2 do
+			for i = 3, 4 do
+				a[r].steps.steps[i] = b[r].steps.steps[i]
+			end
+		end
+		d = ranks.analyze(a)
+		assert.are.equal("split", d.straggler.verdict)
+		assert.truthy(ranks.text(d):find("no single straggler", 1, true))
+	end)
+
+	it("says so when the ranks' clocks do not line up", function()
+		local ws = synced(2, 6, 1, 2 * MS, "before")
+		for _, s in ipairs(ws[2].steps.steps) do
+			s.ts = s.ts + 3600 * 1000 * MS
+			for p, v in pairs(s.starts) do
+				s.starts[p] = v + 3600 * 1000 * MS
+			end
+		end
+		local d = ranks.analyze(ws)
+		assert.are.equal("clocks", d.straggler.verdict)
+		assert.is_nil(d.straggler.rank)
+		assert.truthy(ranks.text(d):find("their clocks do not line up", 1, true))
+	end)
+
+	it("takes each rank's phase averages from its windows", function()
+		local w = synced(2, 2, 1, 2 * MS, "before")
+		w[1].steps.avg = { data = 1, forward = 2, backward = 3, optimizer = 4, other = 5 }
+		w[1].steps.phased = 2
+		local d = ranks.analyze(w)
+		assert.are.same({ data = 1, forward = 2, backward = 3, optimizer = 4, other = 5 },
+			d.per_rank[1].phases)
+		assert.is_nil(d.per_rank[2].phases)
+	end)
+
 	it("has nothing to compare with one rank", function()
-		local d = ranks.analyze({ window(0, { 10 * MS }, { 0 }) })
+		local d = ranks.analyze({ window(0, { { ts = 0, dur = 10 * MS } }) })
 		assert.is_nil(d.straggler)
 		assert.truthy(ranks.text(d):find("nothing to compare", 1, true))
 	end)

@@ -23,8 +23,12 @@
 #include "events/bigalloc.h"
 #include "events/trace.h"
 #include "export/chrome_writer.h"
+#include "export/export.h"
 #include "export/outfile.h"
 #include "version.h"
+
+/* export_unix_time()'s base is the Unix time floored to a week (ns). */
+#define WEEK (604800LL * 1000000000LL)
 
 static char tmpdir[256];
 
@@ -149,7 +153,9 @@ static void trace_new(struct trace *t)
 	t->meta.window = 2;
 	t->meta.first_step = 12;
 	t->meta.last_step = 14;
-	t->meta.base_time_ns = 1700000000123456789LL;
+	/* a whole number of weeks: export_unix_time() would leave ts as
+	 * given (test_wall_clock covers the conversion) */
+	t->meta.base_time_ns = WEEK * 2810;
 	t->meta.pid = 100;
 	t->meta.program = xstrdup("train.py");
 	t->meta.hostname = xstrdup("node-7");
@@ -582,9 +588,9 @@ static void test_header(void)
 	CHECK_EQ_INT(num_of(di, "world_size"), 8);
 	CHECK_EQ_STR(str_of(root, "traceName"), "myrun/rank3/window2");
 	CHECK_EQ_STR(str_of(root, "displayTimeUnit"), "ms");
-	CHECK(num_of(root, "baseTimeNanoseconds") == 1700000000123456789.0);
-	/* exact digits: a double would round the nanoseconds */
-	CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1700000000123456789,") != NULL);
+	CHECK(num_of(root, "baseTimeNanoseconds") == 1699488000000000000.0);
+	/* exact digits */
+	CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1699488000000000000,") != NULL);
 	ph = cJSON_GetObjectItemCaseSensitive(root, "profhost");
 	CHECK(cJSON_IsObject(ph));
 	CHECK_EQ_STR(str_of(ph, "version"), PROFHOST_VERSION);
@@ -1077,6 +1083,307 @@ static void test_gzip(void)
 	trace_done(&t);
 }
 
+/* An exact decimal "[-]I.FFF" (three decimals) as ns; -1 when not that. */
+static int parse_us3(const char *raw, int64_t *ns)
+{
+	const char *dot = strchr(raw, '.');
+	char *end;
+	long long i;
+
+	if (!dot || strlen(dot) != 4)
+		return -1;
+	i = strtoll(raw, &end, 10);
+	if (end != dot)
+		return -1;
+	*ns = i * 1000 + (raw[0] == '-' ? -1 : 1) * strtoll(dot + 1, NULL, 10);
+	return 0;
+}
+
+/* After export_unix_time(), ts is Unix time in Kineto's form:
+ * baseTimeNanoseconds is the Unix time of the window's start floored to a
+ * week, and baseTimeNanoseconds + ts is each event's Unix time, to the
+ * nanosecond, one offset for the whole window; profhost.monotonic_offset_ns
+ * takes ts back to the capture clock. */
+static void test_wall_clock(void)
+{
+	struct trace t;
+	cJSON *root;
+	char *text = NULL, raw[64];
+	int64_t wall0 = 1700000000123456789LL, base = WEEK * 2810, ns = 0, off;
+	struct trace_step st = { 7, 6000000000LL, 5, 101, 0 };
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.start_ts = 5000000000LL;           /* monotonic 5 s */
+	t.meta.end_ts = 66000000000LL;
+	off = wall0 - t.meta.start_ts;            /* Unix time of monotonic 0 */
+	t.meta.base_time_ns = off;
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_first", 5000000000LL, 1000);
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_later", 65000000123LL, 7);
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_before", 4999999999LL, 1);
+	add_ev(&t, TRACE_PH_INSTANT, TRACE_CAT_MARK, "w_mark", 6, 6000000001LL, 0);
+	CHECK(trace_add_step(&t, &st) == 0);
+	export_unix_time(&t);
+	CHECK_EQ_INT(t.meta.base_time_ns, base);
+	CHECK_EQ_INT(t.meta.start_ts, wall0 - base);
+	CHECK_EQ_INT(t.meta.end_ts, wall0 + 61000000000LL - base);
+	CHECK_EQ_INT(t.steps[0].ts, off + 6000000000LL - base);
+	CHECK_EQ_INT(t.meta.monotonic_offset_ns, base - off);
+	export_unix_time(&t);                   /* a second call: no change */
+	CHECK_EQ_INT(t.meta.base_time_ns, base);
+	CHECK_EQ_INT(t.meta.start_ts, wall0 - base);
+	root = write_and_parse(&t, "wall.json", 0, &text);
+	CHECK(root != NULL);
+	if (root) {
+		CHECK(text && strstr(text, "\"baseTimeNanoseconds\":\t1699488000000000000,"));
+		CHECK(raw_field(text, "w_first", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0);
+		CHECK(raw_field(text, "w_later", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 + 60000000123LL);
+		CHECK(raw_field(text, "w_before", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 - 1);
+		CHECK(raw_field(text, "w_mark", "ts", raw, sizeof raw) &&
+		      parse_us3(raw, &ns) == 0 && base + ns == wall0 + 1000000001LL &&
+		      ns + (base - off) == 6000000001LL);
+		CHECK_EQ_STR(raw_field(text, "w_first", "dur", raw, sizeof raw), "1.000");
+		CHECK(text && strstr(text, "\"monotonic_offset_ns\":\t-511995123456789,"));
+	}
+	cJSON_Delete(root);
+	free(text);
+	trace_free(&t);
+
+	/* a week on, the next base; an event past INT64_MAX is held */
+	CHECK(trace_init(&t) == 0);
+	t.meta.start_ts = 5000000000LL;
+	t.meta.base_time_ns = off + WEEK;
+	add_x(&t, TRACE_CAT_USER_ANNOTATION, "w_first", 5000000000LL, 1000);
+	add_x(&t, TRACE_CAT_KERNEL, "w_huge", INT64_MAX - 10, 5);
+	export_unix_time(&t);
+	CHECK_EQ_INT(t.meta.base_time_ns, base + WEEK);
+	CHECK_EQ_INT(t.ev[0].ts, wall0 - base);
+	CHECK_EQ_INT(t.ev[1].ts, INT64_MAX);
+	trace_free(&t);
+}
+
+/* Readers add ts and dur as doubles: TensorBoard's plugin builds its tree
+ * with end = ts + dur, speedscope does the same after subtracting the
+ * first ts. Steps that touch must not overlap there, a range ending with
+ * its step must not outlast it, and readers that round each field to
+ * whole ns (Perfetto, profhost) must still read the exact duration.
+ * Checked where export_unix_time() puts ts (up to a week, 6e11 us) with
+ * thousands of pseudo-random durations. */
+static void test_touching_spans(void)
+{
+	static const int64_t starts[] = {
+		WEEK - 20000000000LL,  /* the end of a week */
+		549755813888000LL,     /* 2^39 us */
+		123456789012345LL,
+		1234567890LL,
+	};
+	struct trace t;
+	cJSON *root;
+	size_t m, i, n = 1500;
+	char name[32];
+	uint64_t rng = 0x2545F4914F6CDD1DULL;
+
+	for (m = 0; m < sizeof starts / sizeof starts[0]; m++) {
+		int64_t ts = starts[m];
+		double *sts = need(malloc(n * sizeof *sts)), *sdur = need(malloc(n * sizeof *sdur));
+		double *cts = need(malloc(n * sizeof *cts)), *cdur = need(malloc(n * sizeof *cdur));
+		int64_t *dur = need(malloc(n * sizeof *dur));
+		size_t overshoot = 0, outlast = 0, inexact = 0, shifted = 0, touch = 0;
+		double F;
+
+		trace_new(&t);
+		for (i = 0; i < n; i++) {
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			dur[i] = 1 + (int64_t)(rng % 20000000); /* up to 20 ms */
+			snprintf(name, sizeof name, "s%zu", i);
+			add_x(&t, TRACE_CAT_USER_ANNOTATION, name, ts, dur[i])->flags = TRACE_F_STEP;
+			snprintf(name, sizeof name, "c%zu", i); /* a range ending with it */
+			add_x(&t, TRACE_CAT_USER_ANNOTATION, name, ts + dur[i] / 3,
+			      dur[i] - dur[i] / 3);
+			ts += dur[i];
+		}
+		root = write_and_parse(&t, "touch.json", 0, NULL);
+		CHECK(root != NULL);
+		/* written in order: s0, c0, s1, c1, ... */
+		for (i = 0; root && i < n; i++) {
+			cJSON *s = cJSON_GetArrayItem(events_of(root), (int)(2 * i));
+			cJSON *c = s ? s->next : NULL;
+
+			snprintf(name, sizeof name, "s%zu", i);
+			if (!c || !str_of(s, "name") || strcmp(str_of(s, "name"), name) != 0) {
+				CHECK(!"the events are in their order");
+				break;
+			}
+			sts[i] = num_of(s, "ts");
+			sdur[i] = num_of(s, "dur");
+			cts[i] = num_of(c, "ts");
+			cdur[i] = num_of(c, "dur");
+			inexact += llround(sdur[i] * 1000.0) != dur[i] ||
+				   llround(cdur[i] * 1000.0) != dur[i] - dur[i] / 3;
+			outlast += cts[i] + cdur[i] > sts[i] + sdur[i];
+		}
+		F = sts[0]; /* speedscope subtracts the first ts */
+		for (i = 0; root && i < n; i++) {
+			shifted += (cts[i] - F) + cdur[i] > (sts[i] - F) + sdur[i];
+			if (i + 1 < n) {
+				overshoot += sts[i] + sdur[i] > sts[i + 1];
+				touch += sts[i] + sdur[i] != sts[i + 1];
+				shifted += (sts[i] - F) + sdur[i] > sts[i + 1] - F;
+			}
+		}
+		CHECK_EQ_INT(overshoot, 0);
+		CHECK_EQ_INT(touch, 0);
+		CHECK_EQ_INT(outlast, 0);
+		/* speedscope's shift is exact where every ts is within twice the
+		 * first (Sterbenz), as in Unix time: not for the small start */
+		if (ts < 2 * starts[m])
+			CHECK_EQ_INT(shifted, 0);
+		CHECK_EQ_INT(inexact, 0);
+		cJSON_Delete(root);
+		trace_done(&t);
+		free(sts);
+		free(sdur);
+		free(cts);
+		free(cdur);
+		free(dur);
+	}
+}
+
+/* Adds a cpu_sample instant as the sampler does (trace API). */
+static void add_sample(struct trace *t, int32_t tid, int64_t ts, const char *stack,
+		       uint64_t weight)
+{
+	struct trace_event e = { 0 };
+	const char *leaf = strrchr(stack, ';');
+
+	leaf = leaf ? leaf + 1 : stack;
+	e.ts = ts;
+	e.pid = 100;
+	e.tid = tid;
+	e.cat = TRACE_CAT_SAMPLE;
+	e.ph = TRACE_PH_INSTANT;
+	e.name = trace_intern(t, leaf, strlen(leaf));
+	CHECK(trace_add_event(t, &e) != NULL);
+	CHECK(trace_arg_str(t, TRACE_ARG_STACK, stack, strlen(stack)) == 0);
+	CHECK(trace_arg_uint(t, "weight", weight) == 0);
+}
+
+/* The folded stack of sample `smp` from the file's stackFrames. */
+static void fold_sample(cJSON *root, cJSON *smp, char *out, size_t size)
+{
+	cJSON *frames = cJSON_GetObjectItemCaseSensitive(root, "stackFrames");
+	const char *names[64];
+	int n = 0, id = (int)num_of(smp, "sf");
+	size_t o = 0;
+	char key[32];
+
+	out[0] = '\0';
+	while (id > 0 && n < 64) {
+		cJSON *fr;
+
+		snprintf(key, sizeof key, "%d", id);
+		fr = cJSON_GetObjectItemCaseSensitive(frames, key);
+		if (!fr)
+			return;
+		names[n++] = str_of(fr, "name");
+		id = cJSON_GetObjectItemCaseSensitive(fr, "parent")
+			? (int)num_of(fr, "parent") : 0;
+	}
+	while (n-- > 0)
+		o += (size_t)snprintf(out + o, size > o ? size - o : 0, "%s%s",
+				      names[n] ? names[n] : "?", n ? ";" : "");
+}
+
+/* CPU samples also go in the Trace Event Format's "stackFrames" and
+ * "samples" (chrome://tracing's and speedscope's sampled views): each
+ * sample's frames chain up from its "sf" to the stack it was taken with,
+ * ids start at 1 (speedscope reads 0 as "no frame"), samples come by
+ * thread and time; the cpu_sample instants stay (Perfetto reads them). A
+ * trace without samples has neither key. */
+static void test_samples(void)
+{
+	static const struct {
+		int32_t tid;
+		int64_t ts;
+		const char *stack;
+		uint64_t weight;
+	} in[] = {
+		{ 2, 5000, "main;run;\"quoted\" \\ name", 1 },
+		{ 1, 3000, "main;run;spin", 4 },
+		{ 1, 1000, "main;run;spin", 1 },
+		{ 1, 2000, "main;wait", 2 },
+		{ 2, 4000, "main;run;spin", 1 },
+	};
+	static const int order[] = { 2, 3, 1, 4, 0 }; /* by tid, then ts */
+	struct trace t;
+	cJSON *root, *arr, *smp, *frames, *fr;
+	char folded[512], key[16];
+	size_t i, instants = 0;
+	int ids = 0;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 100;
+	t.meta.program = xstrdup("p");
+	for (i = 0; i < sizeof in / sizeof in[0]; i++)
+		add_sample(&t, in[i].tid, in[i].ts, in[i].stack, in[i].weight);
+	root = write_and_parse(&t, "samples.json", 0, NULL);
+	CHECK(root != NULL);
+	if (root) {
+		frames = cJSON_GetObjectItemCaseSensitive(root, "stackFrames");
+		arr = cJSON_GetObjectItemCaseSensitive(root, "samples");
+		CHECK(cJSON_IsObject(frames) && cJSON_IsArray(arr));
+		CHECK_EQ_INT(cJSON_GetArraySize(arr), 5);
+		i = 0;
+		cJSON_ArrayForEach(smp, arr) {
+			const int k = i < 5 ? order[i] : 0;
+
+			fold_sample(root, smp, folded, sizeof folded);
+			CHECK_EQ_STR(folded, in[k].stack);
+			CHECK_EQ_INT(num_of(smp, "tid"), in[k].tid);
+			CHECK_EQ_INT(num_of(smp, "pid"), 100);
+			CHECK(fabs(num_of(smp, "ts") - in[k].ts / 1000.0) < 1e-12);
+			CHECK_EQ_INT(num_of(smp, "weight"), in[k].weight);
+			CHECK(num_of(smp, "sf") >= 1);
+			i++;
+		}
+		/* main, run, the quoted one, spin, wait: shared prefixes once */
+		cJSON_ArrayForEach(fr, frames) {
+			ids++;
+			snprintf(key, sizeof key, "%d", ids);
+			CHECK_EQ_STR(fr->string, key);
+			CHECK(cJSON_GetObjectItemCaseSensitive(fr, "parent") == NULL ||
+			      num_of(fr, "parent") < ids);
+		}
+		CHECK_EQ_INT(ids, 5);
+		cJSON_ArrayForEach(smp, events_of(root))
+			instants += str_of(smp, "cat") && !strcmp(str_of(smp, "cat"), "cpu_sample");
+		CHECK_EQ_INT(instants, 5);
+	}
+	cJSON_Delete(root);
+	trace_free(&t);
+
+	/* no samples, no keys (speedscope would show an empty profile) */
+	CHECK(trace_init(&t) == 0);
+	{
+		struct trace_event e = { 0 };
+
+		e.ts = 1000;
+		e.dur = 5;
+		e.ph = TRACE_PH_COMPLETE;
+		e.name = trace_intern(&t, "r", 1);
+		CHECK(trace_add_event(&t, &e) != NULL);
+	}
+	root = write_and_parse(&t, "nosamples.json", 0, NULL);
+	CHECK(root && !cJSON_GetObjectItemCaseSensitive(root, "samples") &&
+	      !cJSON_GetObjectItemCaseSensitive(root, "stackFrames"));
+	cJSON_Delete(root);
+	trace_free(&t);
+}
+
 /* Many events: the count survives every buffer boundary. */
 static void test_many_events(void)
 {
@@ -1105,6 +1412,7 @@ static void cleanup(void)
 		"atomic.txt", "large.txt", "large.gz", "header.json", "header2.json",
 		"times.json", "args.json", "meta.json", "meta_empty.json", "empty.json",
 		"hostile.json", "string.json", "gz.json.gz", "plain.json", "many.json",
+		"wall.json", "wall2.json", "touch.json", "samples.json", "nosamples.json",
 	};
 	char path[512];
 	size_t i;
@@ -1134,6 +1442,9 @@ int main(void)
 	test_outfile_write_error();
 	test_header();
 	test_times_and_phases();
+	test_wall_clock();
+	test_touching_spans();
+	test_samples();
 	test_args_and_flags();
 	test_metadata_events();
 	test_hostile_names();

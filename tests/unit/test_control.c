@@ -24,13 +24,9 @@
 
 #include "check.h"
 #include "control/control.h"
+#include "testdir.h"
 
 static char tmpdir[256];
-
-static int contains(const char *s, const char *part)
-{
-	return s && strstr(s, part) != NULL;
-}
 
 /* ------------------------------------------------------------ frames */
 
@@ -363,29 +359,14 @@ static void test_stacks(void)
 
 /* ------------------------------------------------------------ main */
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
-	char tmpl[] = "/tmp/test_control_XXXXXX";
-
-	if (!mkdtemp(tmpl)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
+	testdir_make(tmpdir, sizeof tmpdir, "test_control", false);
 	test_frames();
 	test_dir();
 	test_clean_stale();
 	test_signals();
 	test_stacks();
-	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testdir_remove(tmpdir);
 	return check_done();
 }

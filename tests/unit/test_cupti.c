@@ -347,6 +347,11 @@ static void test_copies_sync_memory(void)
 		CHECK_EQ_INT(e->ph, TRACE_PH_INSTANT);
 		CHECK_EQ_INT(arg(&t, e, "Bytes")->v.i, delta[i]);
 		CHECK_EQ_INT(arg(&t, e, "Total Allocated")->v.i, total[i]);
+		/* TensorBoard's memory view needs it: CUPTI sees what the
+		 * driver handed out, which is also what is reserved */
+		CHECK(arg(&t, e, "Total Reserved") != NULL);
+		if (arg(&t, e, "Total Reserved"))
+			CHECK_EQ_INT(arg(&t, e, "Total Reserved")->v.i, total[i]);
 	}
 	cupti_conv_free(&c);
 	trace_free(&t);
@@ -530,6 +535,28 @@ static void test_patterns(void)
 	CHECK(cupti_pattern_check("%b()") != NULL);
 	CHECK(cupti_pattern_check("[abc") != NULL);
 	CHECK(cupti_pattern_check("abc%") != NULL);
+	/* An optional item at the name's end is not matched against the
+	 * byte after it (the name is a heap string of exactly its size,
+	 * so ASan sees any read past it). */
+	{
+		char *name = strdup("k");
+
+		CHECK(name && cupti_pattern_find("k[^a]?$", name));
+		CHECK(name && !cupti_pattern_find("k[^a]$", name));
+		free(name);
+	}
+	/* Too deep for Lua ("pattern too complex"): no match, no crash. */
+	{
+		char deep[600] = "", subject[400];
+		int i;
+
+		for (i = 0; i < 250; i++)
+			strcat(deep, "a?");
+		memset(subject, 'a', 300);
+		subject[300] = '\0';
+		CHECK(cupti_pattern_check(deep) == NULL);
+		CHECK(!cupti_pattern_find(deep, subject));
+	}
 }
 
 /* ------------------------------------------------------------ loading */

@@ -380,6 +380,19 @@ static void test_name_truncation(void)
 	free(s);
 	key_averages_free(&tab);
 	trace_free(&t);
+
+	/* invalid UTF-8: each ill-formed part shows as one U+FFFD and counts
+	 * one column (two lone continuation bytes: 2 + 4 wide) */
+	CHECK(trace_init(&t) == 0);
+	add(&t, 1, "\x80\xbf", TRACE_CAT_CPU_OP, 0, 1 * MS, NULL);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_COUNT, &tab, &e) == 0);
+	s = key_averages_format(&tab, 0);
+	CHECK(strncmp(s, "------  ", 8) == 0);
+	CHECK(strstr(s, "\n    \xef\xbf\xbd\xef\xbf\xbd  ") != NULL);
+	CHECK(strstr(s, "\x80") == NULL);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
 }
 
 static void test_time_formats(void)

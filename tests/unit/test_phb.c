@@ -3,7 +3,8 @@
  * corrupt and truncated files give one error naming the file and an
  * offset, never a crash (thousands of deterministic mutations of a valid
  * file; tests/fuzz/ has the open-ended fuzzer). Also the JSON reader on
- * the Chrome writer's own output.
+ * the Chrome writer's own output. Files of version 1.0 (before the GPU
+ * tracks and properties) still read.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "check.h"
 #include "events/trace.h"
 #include "export/chrome_writer.h"
+#include "export/export.h"
 #include "export/outfile.h"
 #include "export/phb.h"
 #include "util/fsutil.h"
@@ -38,6 +40,7 @@ static void build(struct trace *t)
 	t->meta.start_ts = 1000;
 	t->meta.end_ts = 900000;
 	t->meta.base_time_ns = 1700000000123456789LL;
+	t->meta.monotonic_offset_ns = -1696186000000000000LL;
 	t->meta.pid = 77;
 	t->meta.program = strdup("train \"x\"");
 	t->meta.hostname = strdup("node\n1");
@@ -76,6 +79,18 @@ static void build(struct trace *t)
 	}
 	trace_add_thread(t, 77, 77, "main");
 	trace_add_thread(t, 77, 78, "");
+	trace_add_process(t, 0, "GPU 0 (NVIDIA \"H100\")", 5000000);
+	trace_add_process(t, 1, "GPU 1", 5000001);
+	{
+		struct trace_device d = { 1, "NVIDIA H100 80GB HBM3", 85520809984ULL, 9, 0,
+					  1024, 2048, 65536, 65536, 32, 49152, 233472, 132 };
+
+		trace_add_device(t, &d);
+		d.id = 0;
+		d.name = NULL;
+		d.num_sms = -1;
+		trace_add_device(t, &d);
+	}
 }
 
 static int same_str(const char *a, const char *b)
@@ -102,6 +117,7 @@ static void check_same(const struct trace *a, const struct trace *b)
 	CHECK_EQ_INT(a->meta.start_ts, b->meta.start_ts);
 	CHECK_EQ_INT(a->meta.end_ts, b->meta.end_ts);
 	CHECK_EQ_INT(a->meta.base_time_ns, b->meta.base_time_ns);
+	CHECK_EQ_INT(a->meta.monotonic_offset_ns, b->meta.monotonic_offset_ns);
 	CHECK_EQ_INT(a->meta.pid, b->meta.pid);
 	CHECK(same_str(a->meta.program, b->meta.program));
 	CHECK(same_str(a->meta.hostname, b->meta.hostname));
@@ -141,6 +157,24 @@ static void check_same(const struct trace *a, const struct trace *b)
 	for (i = 0; i < a->nthreads && i < b->nthreads; i++)
 		CHECK(a->threads[i].tid == b->threads[i].tid &&
 		      strcmp(trace_str(a, a->threads[i].name), trace_str(b, b->threads[i].name)) == 0);
+	CHECK_EQ_INT(a->nprocs, b->nprocs);
+	for (i = 0; i < a->nprocs && i < b->nprocs; i++)
+		CHECK(a->procs[i].pid == b->procs[i].pid && a->procs[i].sort == b->procs[i].sort &&
+		      strcmp(trace_str(a, a->procs[i].name), trace_str(b, b->procs[i].name)) == 0);
+	CHECK_EQ_INT(a->ndevices, b->ndevices);
+	for (i = 0; i < a->ndevices && i < b->ndevices; i++) {
+		const struct trace_device *x = &a->devices[i], *y = &b->devices[i];
+
+		CHECK(same_str(x->name, y->name));
+		CHECK(x->id == y->id && x->total_global_mem == y->total_global_mem &&
+		      x->compute_major == y->compute_major && x->compute_minor == y->compute_minor &&
+		      x->max_threads_per_block == y->max_threads_per_block &&
+		      x->max_threads_per_sm == y->max_threads_per_sm &&
+		      x->regs_per_block == y->regs_per_block && x->regs_per_sm == y->regs_per_sm &&
+		      x->warp_size == y->warp_size &&
+		      x->shared_mem_per_block == y->shared_mem_per_block &&
+		      x->shared_mem_per_sm == y->shared_mem_per_sm && x->num_sms == y->num_sms);
+	}
 }
 
 static char *slurp(const char *path, size_t *len)
@@ -191,6 +225,68 @@ static void test_round_trip(char **image, size_t *image_len)
 	CHECK_EQ_INT(phb_write(&a, path, &e), 0);
 	trace_free(&a);
 	*image = slurp(path, image_len);
+}
+
+/* The image with section `tag` (header, payload and CRC) cut out. */
+static size_t drop_section(char *buf, size_t len, const char *tag)
+{
+	size_t off = 16;
+
+	while (off + 16 <= len) {
+		uint64_t plen = 0;
+		int k;
+
+		for (k = 7; k >= 0; k--)
+			plen = plen << 8 | (unsigned char)buf[off + 8 + k];
+		if (memcmp(buf + off, tag, 4) == 0) {
+			size_t n = 16 + (size_t)plen + 4;
+
+			memmove(buf + off, buf + off + n, len - off - n);
+			return len - n;
+		}
+		off += 16 + (size_t)plen + 4;
+	}
+	return len;
+}
+
+/* A file as version 1.0 wrote it (no PROC, no DEVS, minor 0) reads, with
+ * everything else the same; this version writes 1.1. */
+static void test_version_1_0(const char *image, size_t len)
+{
+	struct trace a, b;
+	struct err e;
+	char *old = malloc(len);
+	size_t n;
+
+	if (!old)
+		return;
+	CHECK_EQ_INT(image[10], PHB_MINOR);
+	CHECK_EQ_INT(PHB_MINOR, 1);
+	memcpy(old, image, len);
+	n = drop_section(old, len, "PROC");
+	CHECK(n < len);
+	n = drop_section(old, n, "DEVS");
+	old[10] = 0;
+	build(&a);
+	trace_init(&b);
+	CHECK_EQ_INT(phb_parse(old, n, "old.phb", &b, &e), 0);
+	CHECK_EQ_INT(b.nprocs, 0);
+	CHECK_EQ_INT(b.ndevices, 0);
+	a.nprocs = 0;     /* what 1.0 could not hold */
+	for (; a.ndevices > 0; a.ndevices--)
+		free(a.devices[a.ndevices - 1].name);
+	check_same(&a, &b);
+	trace_free(&b);
+	trace_free(&a);
+
+	/* and a reader meets the new sections only once each */
+	trace_init(&b);
+	memcpy(old, image, len);
+	CHECK_EQ_INT(phb_parse(old, len, "new.phb", &b, &e), 0);
+	CHECK_EQ_INT(b.nprocs, 2);
+	CHECK_EQ_INT(b.ndevices, 2);
+	trace_free(&b);
+	free(old);
 }
 
 /* Every mutation parses or fails with "<label>: ... at offset N" and the
@@ -329,6 +425,110 @@ static void test_json_reader(void)
 	trace_free(&b);
 	trace_free(&a);
 
+	/* Unix time late in a week (ts up to 6e11 us): every event reads back
+	 * at its exact Unix time and duration, to the nanosecond */
+	trace_init(&a);
+	a.meta.base_time_ns = 1700000000123456789LL;
+	a.meta.start_ts = 599000000000000LL - a.meta.base_time_ns % 604800000000000LL;
+	for (i = 0; i < 3000; i++) {
+		struct trace_event ev = { 0 };
+
+		ev.ts = a.meta.start_ts + (int64_t)i * 1234567891LL + (int64_t)(i * i % 1000);
+		ev.dur = 1 + (int64_t)(i * 7919 % 20000000);
+		ev.pid = 9;
+		ev.tid = 9;
+		ev.name = trace_intern(&a, "r", 1);
+		ev.cat = TRACE_CAT_USER_ANNOTATION;
+		ev.ph = i % 3 ? TRACE_PH_COMPLETE : TRACE_PH_INSTANT;
+		if (ev.ph == TRACE_PH_INSTANT)
+			ev.dur = 0;
+		trace_add_event(&a, &ev);
+	}
+	export_unix_time(&a); /* as the host does */
+	f = outfile_open(path, false, &e);
+	CHECK(f && chrome_writer_write(&a, f, &e) == 0 && outfile_commit(f, &e) == 0);
+	free(buf);
+	buf = slurp(path, &len);
+	trace_init(&b);
+	CHECK_EQ_INT(trace_json_parse(buf, len, "trace.json", &b, &skipped, &e), 0);
+	CHECK_EQ_INT(b.nev, a.nev);
+	CHECK_EQ_INT(b.meta.monotonic_offset_ns, a.meta.monotonic_offset_ns);
+	{
+		size_t off_ts = 0, off_dur = 0;
+
+		for (i = 0; i < a.nev && i < b.nev; i++) {
+			off_ts += b.meta.base_time_ns + b.ev[i].ts !=
+				  a.meta.base_time_ns + a.ev[i].ts;
+			off_dur += b.ev[i].dur != a.ev[i].dur;
+		}
+		CHECK_EQ_INT(off_ts, 0);
+		CHECK_EQ_INT(off_dur, 0);
+	}
+	trace_free(&b);
+	trace_free(&a);
+
+	/* a torch.profiler trace's ts (libkineto's three-month base: up to
+	 * 7.9e12 us) read to the exact ns, also where ts * 1000 in doubles
+	 * misses it (2^42 us and above) */
+	{
+		char *doc = malloc(1000 * 96 + 64), *q = doc;
+		size_t bad = 0;
+
+		q += sprintf(q, "{\"traceEvents\":[");
+		for (i = 0; i < 1000; i++)
+			q += sprintf(q, "%s{\"ph\":\"i\",\"cat\":\"cpu_op\",\"name\":\"m\",\"ts\":%lld.%03d}",
+				     i ? "," : "", 4398046511104LL + (long long)i * 3779,
+				     (int)(i * 7 % 1000));
+		q += sprintf(q, "]}");
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(doc, (size_t)(q - doc), "k.json", &b, NULL, &e), 0);
+		CHECK_EQ_INT(b.nev, 1000);
+		for (i = 0; i < b.nev; i++)
+			bad += b.ev[i].ts != (4398046511104LL + (long long)i * 3779) * 1000 +
+					     (long long)(i * 7 % 1000);
+		CHECK_EQ_INT(bad, 0);
+		trace_free(&b);
+		free(doc);
+	}
+
+	/* CPU samples are in the file twice (cpu_sample instants and the
+	 * Trace Event Format's "samples"): they read back once; a file with
+	 * only "samples" (another tool's) still gives them */
+	trace_init(&a);
+	for (i = 0; i < 4; i++) {
+		struct trace_event ev = { 0 };
+
+		ev.ts = 1000 * (int64_t)(i + 1);
+		ev.pid = 9;
+		ev.tid = 9;
+		ev.name = trace_intern(&a, "leaf", 4);
+		ev.cat = TRACE_CAT_SAMPLE;
+		ev.ph = TRACE_PH_INSTANT;
+		trace_add_event(&a, &ev);
+		trace_arg_str(&a, "stack", "main;leaf", 9);
+		trace_arg_uint(&a, "weight", 1);
+	}
+	f = outfile_open(path, false, &e);
+	CHECK(f && chrome_writer_write(&a, f, &e) == 0 && outfile_commit(f, &e) == 0);
+	free(buf);
+	buf = slurp(path, &len);
+	CHECK(buf && strstr(buf, "\"samples\":[") != NULL);
+	trace_init(&b);
+	CHECK_EQ_INT(trace_json_parse(buf, len, "trace.json", &b, &skipped, &e), 0);
+	CHECK_EQ_INT(b.nev, 4);
+	trace_free(&b);
+	trace_free(&a);
+	{
+		static const char tef[] = "{\"traceEvents\":[],\"samples\":[{\"ts\":1,\"tid\":1,"
+					  "\"sf\":2}],\"stackFrames\":{\"1\":{\"name\":\"main\"},"
+					  "\"2\":{\"name\":\"leaf\",\"parent\":1}}}";
+
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(tef, sizeof tef - 1, "tef.json", &b, NULL, &e), 0);
+		CHECK(b.nev == 1 && b.ev[0].cat == TRACE_CAT_SAMPLE);
+		trace_free(&b);
+	}
+
 	/* wrong schemas and broken JSON: one line, the file named */
 	trace_init(&b);
 	CHECK_EQ_INT(trace_json_parse("{\"x\":1}", 7, "t.json", &b, NULL, &e), -1);
@@ -353,8 +553,10 @@ int main(void)
 		return 1;
 	}
 	test_round_trip(&image, &len);
-	if (image)
+	if (image) {
+		test_version_1_0(image, len);
 		test_mutations(image, len);
+	}
 	test_bad_headers();
 	test_json_reader();
 	free(image);

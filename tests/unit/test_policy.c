@@ -23,6 +23,7 @@
 #include "events/clock.h"
 #include "events/trace.h"
 #include "policy/policy.h"
+#include "testdir.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
 #error "PROFHOST_TEST_LUA_DIR must name the source tree's lua/ folder"
@@ -65,25 +66,13 @@ static int test_capture(void *ctx, uint32_t steps, const char *reason,
 	return 0;
 }
 
-static void write_file(const char *path, const char *content)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f) {
-		perror(path);
-		exit(2);
-	}
-	fputs(content, f);
-	fclose(f);
-}
-
 /* Writes `src` as myprof.lua in the test directory and loads it. */
 static struct policy *load_src(const char *src, const char *const *sets,
 			       struct capture_log *log, struct err *e)
 {
 	struct policy_opts o = { 0 };
 
-	write_file("myprof.lua", src);
+	testdir_write("myprof.lua", src);
 	o.lua_dir = PROFHOST_TEST_LUA_DIR;
 	o.script = "myprof.lua";
 	o.sets = sets;
@@ -107,16 +96,6 @@ static const char *load_error(const char *src)
 	return e.msg;
 }
 
-static int starts_with(const char *s, const char *prefix)
-{
-	return s && strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-static int contains(const char *s, const char *part)
-{
-	return s && strstr(s, part) != NULL;
-}
-
 static const struct policy_step_info step_info = {
 	.step = 7, .duration_ms = 12.5, .median_ms = 10.0, .mean_ms = 11.0,
 	.action = "RECORD", .recording = true
@@ -136,6 +115,16 @@ static struct trace empty_trace;
 static const struct policy_trace trace_info = {
 	.trace = &empty_trace, .dir = NULL, .files = window_files
 };
+
+/* Runs p's step hooks, checking their status; returns how long they took,
+ * in ms (a budget's test: well under the 60 s of a runaway). */
+static int64_t timed_step(struct policy *p, enum policy_status want, struct err *e)
+{
+	int64_t t0 = clock_now_ns();
+
+	CHECK_EQ_INT(policy_on_step(p, &step_info, e), want);
+	return (clock_now_ns() - t0) / 1000000;
+}
 
 /* ------------------------------------------------------------ tests */
 
@@ -296,12 +285,12 @@ static void test_open_errors(void)
 	CHECK(policy_load(&o, &e) == NULL);
 	CHECK_EQ_STR(e.msg, "PROF_SCRIPT: cannot open '.': Is a directory");
 
-	write_file("compiled.luac", "\x1bLuaT\x00 fake");
+	testdir_write("compiled.luac", "\x1bLuaT\x00 fake");
 	o.script = "compiled.luac";
 	CHECK(policy_load(&o, &e) == NULL);
 	CHECK_EQ_STR(e.msg, "PROF_SCRIPT: 'compiled.luac' is a precompiled Lua chunk; profhost loads Lua source only");
 
-	write_file("ok.lua", "\n");
+	testdir_write("ok.lua", "\n");
 	o.script = "ok.lua";
 	o.lua_dir = "/nonexistent/lua";
 	CHECK(policy_load(&o, &e) == NULL);
@@ -369,7 +358,109 @@ static void test_syntax_and_validation_errors(void)
 	m = load_error("local t = nil\nlocal x = t.field\n");
 	CHECK(starts_with(m, "myprof.lua:2: attempt to index a nil value"));
 	CHECK_EQ_STR(load_error("error('custom', 0)\n"), "custom");
-	CHECK_EQ_STR(load_error("error({})\n"), "(error object is a table value)");
+	CHECK_EQ_STR(load_error("\nerror({})\n"), "myprof.lua:2: (error object is a table value)");
+}
+
+/* Errors carry the position where they were raised, once: error objects
+ * that are not strings, errors out of coroutine.wrap, prof.sleep misused,
+ * an error object whose __tostring fails or loops. */
+static void test_error_positions(void)
+{
+	struct err e;
+	struct capture_log log = { 0 };
+	struct policy *p;
+
+	CHECK_EQ_STR(load_error("\n\nerror(42)\n"), "myprof.lua:3: 42");
+	CHECK_EQ_STR(load_error("error(setmetatable({}, { __tostring = function() return 'mine' end }))\n"),
+		     "myprof.lua:1: mine");
+	CHECK_EQ_STR(load_error("error(setmetatable({}, { __tostring = function() error('bad') end }))\n"),
+		     "myprof.lua:1: (error object is a table value; its __tostring failed: myprof.lua:1: bad)");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function()\n  error('boom')\nend)\nf()\n"),
+		     "myprof.lua:2: boom");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function() end)\nf()\nf()\n"),
+		     "myprof.lua:3: cannot resume dead coroutine");
+	CHECK_EQ_STR(load_error("local f = coroutine.wrap(function(a) local b = coroutine.yield(a + 1) error(b, 0) end)\n"
+				"assert(f(1) == 2)\nf('plain')\n"), "plain");
+	CHECK_EQ_STR(load_error("\nprof.sleep(5)\n"),
+		     "myprof.lua:2: prof.sleep: only at the REPL, outside coroutines, metamethods and iterators");
+
+	/* In a hook: the same positions. */
+	p = load_src("prof.on_step(function(s)\n  error(42)\nend)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	CHECK_EQ_STR(e.msg, "myprof.lua:2: 42 (in prof.on_step; hook disabled)");
+	policy_free(p);
+
+	/* A __tostring that loops is stopped by the hook's budget, and the
+	 * VM is free again at once. */
+	p = load_src("prof.limits{ hook_ms = 50 }\n"
+		     "prof.on_step(function(s)\n"
+		     "  error(setmetatable({}, { __tostring = function() while true do end end }))\n"
+		     "end)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(timed_step(p, POLICY_ERROR, &e) < 2000);
+	CHECK_EQ_STR(e.msg, "myprof.lua:3: (error object is a table value; its __tostring failed: "
+		     "myprof.lua:3: policy exceeded its 50 ms time budget (prof.limits{hook_ms=...})) "
+		     "(in prof.on_step; hook disabled)");
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_OK);
+	policy_free(p);
+}
+
+/* Library calls that do not run Lua instructions are stopped by the hook
+ * budget like any Lua code: string.find & co. with a pathological pattern
+ * (Lua's own matcher cannot be interrupted), table.sort. */
+static void test_library_calls_budget(void)
+{
+	struct err e;
+	struct capture_log log = { 0 };
+	struct policy *p = load_src(
+		"prof.limits{ hook_ms = 50 }\n"
+		"prof.on_step(function(s)\n"
+		"  local x = string.rep('a', 1500):find('.-.-.-b')\n"
+		"end)\n"
+		"prof.on_step(function(s)\n"
+		"  local ok, err = pcall(string.gsub, string.rep('a', 1500), '.-.-.-b', '')\n"
+		"  local t = ('key = value'):match('^(%w+)%s*=%s*(%w+)$')\n"
+		"  prof.capture_now{ steps = 1, reason = t }\n"
+		"end)\n",
+		NULL, &log, &e);
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(timed_step(p, POLICY_ERROR, &e) < 2000); /* Lua's matcher: over a minute */
+	CHECK_EQ_STR(e.msg, "myprof.lua:3: policy exceeded its 50 ms time budget "
+		     "(prof.limits{hook_ms=...}) (in prof.on_step; hook disabled)");
+	/* The second hook catches its runaway match with pcall, which does
+	 * not help: it is stopped at its next line (so no capture). */
+	CHECK_EQ_INT(atomic_load(&log.calls), 0);
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_OK);
+	policy_free(p);
+
+	/* table.sort of numbers runs no Lua instruction either: a sort of
+	 * two million (about half a second) is stopped by a 20 ms budget,
+	 * and sorting with and without a comparator still works. */
+	p = load_src("prof.limits{ hook_ms = 20, load_ms = 20000, memory_mb = 256 }\n"
+		     "local t = { 3, 1, 2 } table.sort(t) assert(table.concat(t) == '123')\n"
+		     "table.sort(t, function(a, b) return a > b end) assert(table.concat(t) == '321')\n"
+		     "assert(not pcall(table.sort, { 1, 'x' }))\n"
+		     "big = {} for i = 1, 2000000 do big[i] = (i * 7919) % 1000003 end\n"
+		     "prof.on_step(function(s)\n"
+		     "  table.sort(big)\n"
+		     "end)\n", NULL, &log, &e);
+	CHECK(p != NULL);
+	if (!p) {
+		fprintf(stderr, "load failed: %s\n", e.msg);
+		return;
+	}
+	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
+	CHECK_EQ_STR(e.msg, "myprof.lua:7: policy exceeded its 20 ms time budget "
+		     "(prof.limits{hook_ms=...}) (in prof.on_step; hook disabled)");
+	policy_free(p);
 }
 
 static void test_sandbox_denials(void)
@@ -454,16 +545,12 @@ static void test_hook_budget_disables_hook(void)
 		"  while true do end\n"
 		"end)\n",
 		NULL, &log, &e);
-	int64_t t0, ms;
 
 	CHECK(p != NULL);
 	if (!p)
 		return;
-	t0 = clock_now_ns();
-	CHECK_EQ_INT(policy_on_step(p, &step_info, &e), POLICY_ERROR);
-	ms = (clock_now_ns() - t0) / 1000000;
+	CHECK(timed_step(p, POLICY_ERROR, &e) < 2000); /* interrupted; generous for a busy machine */
 	CHECK_EQ_STR(e.msg, "myprof.lua:4: policy exceeded its 50 ms time budget (prof.limits{hook_ms=...}) (in prof.on_step; hook disabled)");
-	CHECK(ms < 2000); /* interrupted; generous for a busy machine */
 	CHECK_EQ_INT(atomic_load(&log.calls), 1);
 	/* Disabled: the next step runs nothing. */
 	e.msg[0] = '\0';
@@ -650,10 +737,10 @@ static void test_require(void)
 	struct policy *p;
 	char src[1024], outside_mod[512];
 
-	write_file("helper.lua", "return { active = 4 }\n");
+	testdir_write("helper.lua", "return { active = 4 }\n");
 	mkdir("sub", 0700);
-	write_file("sub/mod.lua", "return { dir = 'from_sub' }\n");
-	write_file("sub/init.lua", "return { run = 'sub_init' }\n");
+	testdir_write("sub/mod.lua", "return { dir = 'from_sub' }\n");
+	testdir_write("sub/init.lua", "return { run = 'sub_init' }\n");
 	p = load_src("local h = require('helper')\n"
 		     "local m = require('sub.mod')\n"
 		     "assert(require('helper') == h)\n"
@@ -673,7 +760,7 @@ static void test_require(void)
 	/* A module outside the two directories is not found, whatever the
 	 * policy does to package.path, and LUA_PATH does not count. */
 	snprintf(outside_mod, sizeof outside_mod, "%s/outside.lua", outside_dir);
-	write_file(outside_mod, "return {}\n");
+	testdir_write(outside_mod, "return {}\n");
 	CHECK(starts_with(load_error("\nrequire('outside')\n"),
 			  "myprof.lua:2: module 'outside' not found in '" PROFHOST_TEST_LUA_DIR "' or '"));
 	snprintf(src, sizeof src, "package.path = '%s/?.lua'\nrequire('outside')\n",
@@ -695,7 +782,7 @@ static void test_require(void)
 	CHECK(starts_with(load_error("require('..outside')\n"),
 			  "myprof.lua:1: module '..outside' not found"));
 	/* A syntax error in a module names the module's file and line. */
-	write_file("broken.lua", "\nlocal x = = 1\nreturn {}\n");
+	testdir_write("broken.lua", "\nlocal x = = 1\nreturn {}\n");
 	CHECK(contains(load_error("require('broken')\n"), "broken.lua:2:"));
 }
 
@@ -835,30 +922,10 @@ static void test_null_safety(void)
 
 /* ------------------------------------------------------------ main */
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
-	char tmpl[] = "/tmp/test_policy_XXXXXX";
-	char tmpl2[] = "/tmp/test_policy_outside_XXXXXX";
-
-	if (!mkdtemp(tmpl) || !mkdtemp(tmpl2)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
-	snprintf(outside_dir, sizeof outside_dir, "%s", tmpl2);
-	if (chdir(tmpdir) != 0) {
-		perror(tmpdir);
-		return 2;
-	}
+	testdir_make(outside_dir, sizeof outside_dir, "test_policy_outside", false);
+	testdir_make(tmpdir, sizeof tmpdir, "test_policy", true);
 
 	test_valid_file_config();
 	test_defaults();
@@ -866,6 +933,8 @@ int main(void)
 	test_open_errors();
 	test_fifo_refused();
 	test_syntax_and_validation_errors();
+	test_error_positions();
+	test_library_calls_budget();
 	test_sandbox_denials();
 	test_load_budget();
 	test_hook_budget_disables_hook();
@@ -880,9 +949,7 @@ int main(void)
 	test_print_goes_to_log();
 	test_null_safety();
 
-	if (chdir("/") == 0) {
-		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-		nftw(outside_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-	}
+	testdir_remove(tmpdir);
+	testdir_remove(outside_dir);
 	return check_done();
 }

@@ -1,9 +1,10 @@
 /*
- * test_pystacks — Python stack snapshots merged into CPU samples: the span
- * from the innermost to the outermost interpreter frame becomes the nearest
- * snapshot's frames, named and kept through symbolization; samples that ran
- * no Python, snapshots too far away or of another thread, and stacks that
- * are not samples stay as they were; snapshots outside a window are dropped.
+ * test_pystacks — Python stack snapshots merged into CPU samples and the
+ * stacks taken at range pushes: the span from the innermost to the
+ * outermost interpreter frame becomes the nearest snapshot's frames, named
+ * and kept through symbolization; stacks that ran no Python, and snapshots
+ * too far away or of another thread, stay as they were; snapshots outside a
+ * window are dropped.
  */
 #include "check.h"
 
@@ -72,7 +73,7 @@ static void test_merge(void)
 	b = add_sample(&t, 7, 200 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* far */
 	c = add_sample(&t, 8, 100 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* no snapshot */
 	d = add_sample(&t, 7, 101 * MS, native, 3, TRACE_STACK_SAMPLE);  /* no Python */
-	r = add_sample(&t, 7, 100 * MS, pcs, 6, TRACE_STACK_RANGE);      /* not a sample */
+	r = add_sample(&t, 7, 100 * MS, pcs, 6, TRACE_STACK_RANGE);      /* a range's */
 	x = add_sample(&t, 7, 130 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* nearest: 2nd */
 
 	add(7, 50 * MS, "dropped (before the window)");
@@ -93,8 +94,9 @@ static void test_merge(void)
 	CHECK_EQ_STR(buf, "100|200|5010|300|5020|400");
 	frames_of(&t, d, buf, sizeof buf);
 	CHECK_EQ_STR(buf, "100|200|300");
+	/* A stack taken at a range push gets its Python frames too. */
 	frames_of(&t, r, buf, sizeof buf);
-	CHECK_EQ_STR(buf, "100|200|5010|300|5020|400");
+	CHECK_EQ_STR(buf, "100|200|inner (m.py:3)|middle (m.py:2)|<module> (m.py:1)|400");
 
 	/* Python frames belong to module "python"; one frame per name. */
 	{

@@ -9,71 +9,7 @@
 #include "check.h"
 #include "events/query.h"
 #include "events/trace.h"
-
-static void ev(struct trace *t, uint8_t cat, const char *name, int32_t pid,
-	       int32_t tid, int64_t ts, int64_t dur)
-{
-	struct trace_event e = { 0 };
-
-	e.ts = ts;
-	e.dur = dur;
-	e.pid = pid;
-	e.tid = tid;
-	e.name = trace_intern(t, name, strlen(name));
-	e.cat = cat;
-	e.ph = dur > 0 || cat != TRACE_CAT_MARK ? TRACE_PH_COMPLETE : TRACE_PH_INSTANT;
-	trace_add_event(t, &e);
-}
-
-static void step(struct trace *t, uint64_t n, int64_t ts, int64_t dur)
-{
-	struct trace_step s = { n, ts, dur, 1, 0 };
-	struct trace_event e = { 0 };
-	char name[32];
-
-	snprintf(name, sizeof name, "ProfilerStep#%llu", (unsigned long long)n);
-	e.ts = ts;
-	e.dur = dur;
-	e.pid = 1;
-	e.tid = 1;
-	e.name = trace_intern(t, name, strlen(name));
-	e.cat = TRACE_CAT_USER_ANNOTATION;
-	e.ph = TRACE_PH_COMPLETE;
-	e.flags = TRACE_F_STEP;
-	trace_add_event(t, &e);
-	trace_add_step(t, &s);
-}
-
-/*
- * Two steps of 100 on thread 1 (pid 1):
- *   step 0 [0,100):   data [0,60) with "next" [5,55) inside; forward
- *                     [60,80); backward [80,95)
- *   step 1 [100,200): data [100,110); forward [110,150); optimizer
- *                     [150,190)
- * Kernels on device 0: "gemm" [60,80) and [110,150) on stream 7, "copyk"
- * [70,90) on stream 8; memcpy [150,160) of 1000 bytes.
- */
-static void build(struct trace *t)
-{
-	trace_init(t);
-	t->meta.pid = 1;
-	t->meta.start_ts = 0;
-	t->meta.end_ts = 200;
-	step(t, 0, 0, 100);
-	step(t, 1, 100, 100);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 0, 60);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "next", 1, 1, 5, 50);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 60, 20);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "backward", 1, 1, 80, 15);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "data", 1, 1, 100, 10);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "forward", 1, 1, 110, 40);
-	ev(t, TRACE_CAT_USER_ANNOTATION, "optimizer", 1, 1, 150, 40);
-	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 60, 20);
-	ev(t, TRACE_CAT_KERNEL, "gemm", 0, 7, 110, 40);
-	ev(t, TRACE_CAT_KERNEL, "copyk", 0, 8, 70, 20);
-	ev(t, TRACE_CAT_GPU_MEMCPY, "Memcpy HtoD", 0, 7, 150, 10);
-	trace_arg_uint(t, "bytes", 1000);
-}
+#include "testtrace.h"
 
 static const struct query_row *row_named(const struct trace *t,
 					 const struct query_result *r, const char *name)
@@ -94,7 +30,7 @@ static void test_aggregate(void)
 	const struct query_row *row;
 	struct err e;
 
-	build(&t);
+	testtrace_build(&t);
 	memset(&o, 0, sizeof o);
 	o.filter.cats = 1u << TRACE_CAT_KERNEL;
 	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
@@ -169,7 +105,7 @@ static void test_steps_and_phases(void)
 	size_t n;
 	struct err e;
 
-	build(&t);
+	testtrace_build(&t);
 	CHECK_EQ_INT(query_steps(&t, &s, &n, &e), 0);
 	CHECK_EQ_INT(n, 2);
 	CHECK(s[0].has_phases && s[0].phase[QUERY_PHASE_DATA] == 60 &&
@@ -177,8 +113,82 @@ static void test_steps_and_phases(void)
 	      s[0].phase[QUERY_PHASE_OPTIMIZER] == 0 && s[0].phase[QUERY_PHASE_OTHER] == 5);
 	CHECK(s[1].phase[QUERY_PHASE_DATA] == 10 && s[1].phase[QUERY_PHASE_FORWARD] == 40 &&
 	      s[1].phase[QUERY_PHASE_OPTIMIZER] == 40 && s[1].phase[QUERY_PHASE_OTHER] == 10);
+	/* where each phase first starts in its step */
+	CHECK_EQ_INT(s[0].phase_mask, 1u << QUERY_PHASE_DATA | 1u << QUERY_PHASE_FORWARD |
+		     1u << QUERY_PHASE_BACKWARD);
+	CHECK(s[0].phase_start[QUERY_PHASE_DATA] == 0 &&
+	      s[0].phase_start[QUERY_PHASE_FORWARD] == 60 &&
+	      s[0].phase_start[QUERY_PHASE_BACKWARD] == 80);
+	CHECK(s[1].phase_start[QUERY_PHASE_DATA] == 100 &&
+	      s[1].phase_start[QUERY_PHASE_OPTIMIZER] == 150);
 	free(s);
 	trace_free(&t);
+}
+
+/* The one definition of a phase's share: its time in the counted steps
+ * over their time; the shares add up to 100 %. */
+static void test_phase_summary(void)
+{
+	struct query_step s[3] = { 0 };
+	struct query_phase_sum sum;
+	double all = 0;
+	int p;
+
+	s[0].dur = 100;
+	s[0].has_phases = true;
+	s[0].phase[QUERY_PHASE_DATA] = 60;
+	s[0].phase[QUERY_PHASE_OTHER] = 40;
+	s[1].dur = 300;
+	s[1].has_phases = true;
+	s[1].phase[QUERY_PHASE_BACKWARD] = 200;
+	s[1].phase[QUERY_PHASE_OTHER] = 100;
+	s[2].dur = 50;           /* partial: left out while complete ones exist */
+	s[2].partial = true;
+	s[2].has_phases = true;
+	s[2].phase[QUERY_PHASE_DATA] = 50;
+	query_phase_summary(s, 3, &sum);
+	CHECK_EQ_INT(sum.steps, 2);
+	CHECK(!sum.partial);
+	CHECK_EQ_INT(sum.total, 400);
+	CHECK_EQ_INT(sum.phase[QUERY_PHASE_DATA], 60);
+	CHECK(fabs(query_phase_share(&sum, QUERY_PHASE_BACKWARD) - 0.5) < 1e-12);
+	for (p = 0; p < QUERY_PHASE_COUNT; p++)
+		all += query_phase_share(&sum, (enum query_phase)p);
+	CHECK(fabs(all - 1.0) < 1e-12);
+	CHECK(!query_phase_counts(&s[2], sum.partial));
+
+	/* No complete step has phases: the partial ones are counted. */
+	s[0].has_phases = s[1].has_phases = false;
+	query_phase_summary(s, 3, &sum);
+	CHECK(sum.partial && sum.steps == 1 && sum.total == 50);
+	CHECK(fabs(query_phase_share(&sum, QUERY_PHASE_DATA) - 1.0) < 1e-12);
+
+	/* None: no share. */
+	query_phase_summary(s, 0, &sum);
+	CHECK(sum.steps == 0 && !sum.partial && query_phase_share(&sum, QUERY_PHASE_DATA) == 0);
+}
+
+/* The phase names, and torch's name of a DataLoader fetch (what the
+ * Python bridge writes its data phase as, TensorBoard's DataLoader
+ * category) for data. */
+static void test_phase_names(void)
+{
+	static const char dl[] = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__";
+	static const char *const not_phases[] = {
+		"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__iter__",
+		"enumerate(DataLoader)#.__next_", "enumerate(DataLoader)#", "Data",
+		"forward ", "enumerate(DataPipe)#x.__next__",
+	};
+	size_t i;
+
+	CHECK_EQ_INT(query_phase_of("data", 4), QUERY_PHASE_DATA);
+	CHECK_EQ_INT(query_phase_of("optimizer", 9), QUERY_PHASE_OPTIMIZER);
+	CHECK_EQ_INT(query_phase_of(dl, strlen(dl)), QUERY_PHASE_DATA);
+	CHECK_EQ_INT(query_phase_of("enumerate(DataLoader)#.__next__", 31), QUERY_PHASE_DATA);
+	for (i = 0; i < sizeof not_phases / sizeof not_phases[0]; i++)
+		CHECK_EQ_INT(query_phase_of(not_phases[i], strlen(not_phases[i])),
+			     QUERY_PHASE_COUNT);
+	CHECK_EQ_STR(query_phase_name(QUERY_PHASE_DATA), "data");
 }
 
 static void test_busy_and_during(void)
@@ -190,7 +200,7 @@ static void test_busy_and_during(void)
 	struct err e;
 	size_t i;
 
-	build(&t);
+	testtrace_build(&t);
 	o.buckets = 4;
 	o.max_gaps = 2;
 	CHECK_EQ_INT(query_busy(&t, &o, &b, &e), 0);
@@ -283,6 +293,8 @@ int main(void)
 {
 	test_aggregate();
 	test_steps_and_phases();
+	test_phase_summary();
+	test_phase_names();
 	test_busy_and_during();
 	test_sample_tree();
 	return check_done();

@@ -22,6 +22,7 @@
 #include "events/clock.h"
 #include "events/trace.h"
 #include "policy/policy.h"
+#include "testdir.h"
 
 #ifndef PROFHOST_TEST_LUA_DIR
 #error "PROFHOST_TEST_LUA_DIR must name the source tree's lua/ folder"
@@ -39,7 +40,7 @@ struct fake_host {
 	uint32_t cpu_hz;
 	const char *refuse;        /* refuse with this message */
 	/* capture_now */
-	int captures;
+	atomic_int captures;       /* also the report hook's "I hold the VM" */
 	uint32_t steps;
 	int capture_queries;       /* "capture" answers "written" from the 3rd */
 	/* status */
@@ -67,10 +68,10 @@ static int fake_query(void *ctx, const char *what, int64_t arg,
 		return 0;
 	}
 	if (strcmp(what, "capture") == 0) {
-		if (h->captures == 0)
+		if (atomic_load(&h->captures) == 0)
 			return 1;
 		h->capture_queries++;
-		policy_build_int(b, "ticket", arg ? arg : h->captures);
+		policy_build_int(b, "ticket", arg ? arg : atomic_load(&h->captures));
 		policy_build_int(b, "steps", h->steps);
 		if (h->capture_queries < 3) {
 			policy_build_str(b, "state", h->capture_queries == 1 ? "queued"
@@ -113,7 +114,7 @@ static int fake_capture(void *ctx, uint32_t steps, const char *reason,
 
 	(void)reason;
 	(void)e;
-	h->captures++;
+	atomic_fetch_add(&h->captures, 1);
 	h->steps = steps;
 	return 0;
 }
@@ -147,25 +148,13 @@ static bool client_poll(void *ctx)
 	return c->interrupt_after && c->polls >= c->interrupt_after;
 }
 
-static void write_file(const char *path, const char *content)
-{
-	FILE *f = fopen(path, "w");
-
-	if (!f) {
-		perror(path);
-		exit(2);
-	}
-	fputs(content, f);
-	fclose(f);
-}
-
 static struct policy *load(const char *src, struct fake_host *h)
 {
 	struct policy_opts o = { 0 };
 	struct err e;
 	struct policy *p;
 
-	write_file("myprof.lua", src);
+	testdir_write("myprof.lua", src);
 	o.lua_dir = PROFHOST_TEST_LUA_DIR;
 	o.script = "myprof.lua";
 	o.capture_now = fake_capture;
@@ -189,10 +178,6 @@ static enum policy_status eval(struct policy *p, struct client *c, const char *c
 	return policy_repl_eval(p, chunk, strlen(chunk), &io, &e);
 }
 
-static int contains(const char *s, const char *part)
-{
-	return s && strstr(s, part) != NULL;
-}
 
 /* ------------------------------------------------------------ tests */
 
@@ -264,7 +249,9 @@ static void test_incomplete_and_errors(void)
 	CHECK(contains(c.err, "stack traceback:"));
 	CHECK(contains(c.err, "in local 'f'") || contains(c.err, "in function 'f'"));
 	CHECK_EQ_INT(eval(p, &c, "error({})"), POLICY_ERROR);
-	CHECK(contains(c.err, "(error object is a table value)"));
+	CHECK(starts_with(c.err, "stdin:1: (error object is a table value)"));
+	CHECK_EQ_INT(eval(p, &c, "\nerror(7)"), POLICY_ERROR);
+	CHECK(starts_with(c.err, "stdin:2: 7\n"));
 	CHECK_EQ_INT(eval(p, &c, "coroutine.yield(1)"), POLICY_ERROR);
 	CHECK(contains(c.err, "outside a coroutine"));
 	/* Still healthy afterwards. */
@@ -306,6 +293,61 @@ static void test_budget_and_interrupt(void)
 	c.interrupt_after = 0;
 	CHECK_EQ_INT(eval(p, &c, "'fine'"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "\"fine\"\n");
+	policy_free(p);
+}
+
+/* An error object whose __tostring loops: the message is made within the
+ * command's budget, and the VM is free again at once (hooks run). */
+static void test_error_tostring_budget(void)
+{
+	struct fake_host h = { 0 };
+	struct client c = { 0 };
+	struct policy *p = load("prof.limits{ repl_ms = 200 }\n"
+				"prof.on_step(function(s) stepped = (stepped or 0) + 1 end)\n", &h);
+	struct policy_step_info info = { .step = 1, .action = "NONE" };
+	struct err e;
+	int64_t t0;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	t0 = clock_now_ns();
+	CHECK_EQ_INT(eval(p, &c, "error(setmetatable({}, { __tostring = function() "
+			  "while true do end end }))"), POLICY_ERROR);
+	CHECK(clock_now_ns() - t0 < 2000000000LL);
+	CHECK(starts_with(c.err, "stdin:1: (error object is a table value; its __tostring "
+			  "failed: stdin:1: command exceeded its 200 ms time budget"));
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK_EQ_INT(eval(p, &c, "stepped"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "1\n");
+	policy_free(p);
+}
+
+/* prof.on_step typed at the REPL runs from the next step on, though the
+ * policy file had no on_step hook (the host only calls the step hooks
+ * when policy_config() says there are some). */
+static void test_hooks_added_at_the_repl(void)
+{
+	struct fake_host h = { 0 };
+	struct client c = { 0 };
+	struct policy *p = load("", &h);
+	const struct policy_config *cfg;
+	struct policy_step_info info = { .step = 5, .action = "NONE" };
+	struct err e;
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	cfg = policy_config(p);
+	CHECK(!cfg->has_on_step && !cfg->has_on_trace_ready);
+	CHECK_EQ_INT(eval(p, &c, "prof.on_step(function(s) last = s.step end)"), POLICY_OK);
+	CHECK(cfg->has_on_step);
+	CHECK(!cfg->has_on_window_start && !cfg->has_on_window_end);
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK_EQ_INT(eval(p, &c, "last"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "5\n");
+	CHECK_EQ_INT(eval(p, &c, "prof.on_trace_ready(function(t) end)"), POLICY_OK);
+	CHECK(cfg->has_on_trace_ready);
 	policy_free(p);
 }
 
@@ -368,10 +410,12 @@ static void test_sleep_lets_hooks_run(void)
 	CHECK_EQ_INT(eval(p, &c, "prof.sleep(60000) return 'woke'"), POLICY_ERROR);
 	CHECK(contains(c.err, "interrupted"));
 	c.interrupt_after = 0;
-	/* prof.sleep inside a coroutine of the user's is refused. */
+	/* prof.sleep inside a coroutine of the user's is refused, at the
+	 * user's line (not profhost's init.lua), once. */
 	CHECK_EQ_INT(eval(p, &c, "coroutine.wrap(function() prof.sleep(1) end)()"),
 		     POLICY_ERROR);
-	CHECK(contains(c.err, "prof.sleep: only at the REPL"));
+	CHECK(starts_with(c.err, "stdin:1: prof.sleep: only at the REPL, outside coroutines"));
+	CHECK(!contains(c.err, "init.lua:"));
 	policy_free(p);
 }
 
@@ -392,25 +436,31 @@ static void test_waits_for_a_report(void)
 	struct fake_host h = { 0 };
 	struct client c = { 0 };
 	pthread_t t;
+	/* The report says it holds the VM through capture_now (the fake
+	 * counts), so the REPL is sure to come second however slow the
+	 * machine is. */
 	struct policy *p = load(
 		"reports = 0\n"
 		"prof.on_trace_ready(function(w)\n"
+		"  prof.capture_now{ steps = 1 }\n"
 		"  local t = os.clock() + 0.3 while os.clock() < t do end\n"
 		"  reports = reports + 1\n"
 		"end)\n", &h);
-	struct timespec ts = { 0, 50000000 };
+	struct timespec ts = { 0, 1000000 };
 
 	CHECK(p != NULL);
 	if (!p)
 		return;
 	pthread_create(&t, NULL, report_main, p);
-	nanosleep(&ts, NULL);
+	while (atomic_load(&h.captures) < 1)
+		nanosleep(&ts, NULL);
 	CHECK_EQ_INT(eval(p, &c, "reports"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "1\n");
 	pthread_join(t, NULL);
 	/* Interrupted while waiting: told so, nothing run. */
 	pthread_create(&t, NULL, report_main, p);
-	nanosleep(&ts, NULL);
+	while (atomic_load(&h.captures) < 2)
+		nanosleep(&ts, NULL);
 	c.interrupt_after = 1;
 	CHECK_EQ_INT(eval(p, &c, "reports = 100"), POLICY_ERROR);
 	CHECK(contains(c.err, "interrupted while waiting for the policy VM"));
@@ -505,7 +555,7 @@ static void test_capture_now_waits(void)
 	if (!p)
 		return;
 	CHECK_EQ_INT(eval(p, &c, "w = prof.capture_now{ steps = 3 }"), POLICY_OK);
-	CHECK_EQ_INT(h.captures, 1);
+	CHECK_EQ_INT(atomic_load(&h.captures), 1);
 	CHECK_EQ_INT(h.steps, 3);
 	CHECK_EQ_INT(h.capture_queries, 3);
 	CHECK(contains(c.out, "recording steps 10-12 ..."));
@@ -514,7 +564,7 @@ static void test_capture_now_waits(void)
 		     "\"/out/window2_steps10-12/trace.json\"\n");
 	CHECK_EQ_INT(eval(p, &c, "prof.capture_now{ steps = 1, wait = false }"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "true\n");
-	CHECK_EQ_INT(h.captures, 2);
+	CHECK_EQ_INT(atomic_load(&h.captures), 2);
 	policy_free(p);
 }
 
@@ -578,32 +628,15 @@ static void test_fork_child(void)
 
 /* ------------------------------------------------------------ main */
 
-static int remove_entry(const char *path, const struct stat *st, int flag,
-			struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
-	char tmpl[] = "/tmp/test_repl_XXXXXX";
-
-	if (!mkdtemp(tmpl)) {
-		perror("mkdtemp");
-		return 2;
-	}
-	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
-	if (chdir(tmpdir) != 0) {
-		perror(tmpdir);
-		return 2;
-	}
+	testdir_make(tmpdir, sizeof tmpdir, "test_repl", true);
 	test_values_like_lua();
 	test_long_tables_wrap();
 	test_incomplete_and_errors();
 	test_budget_and_interrupt();
+	test_error_tostring_budget();
+	test_hooks_added_at_the_repl();
 	test_sleep_lets_hooks_run();
 	test_waits_for_a_report();
 	test_live_schedule_and_capture();
@@ -611,7 +644,6 @@ int main(void)
 	test_capture_now_waits();
 	test_memory_error();
 	test_fork_child();
-	if (chdir("/") == 0)
-		nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	testdir_remove(tmpdir);
 	return check_done();
 }

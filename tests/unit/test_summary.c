@@ -1,7 +1,8 @@
 /*
  * test_summary — the window summary: step statistics on known durations
  * (odd and even counts, partial steps left out), the top ranges in order,
- * drop lines only for nonzero counters, the files, and its length.
+ * drop lines only for nonzero counters, the files, its length, and names
+ * holding invalid UTF-8 or control characters.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,90 @@ static void test_top_ranges(void)
 	trace_free(&t);
 }
 
+/* Whether s is well-formed UTF-8 (an independent check: shortest forms,
+ * no surrogates, nothing above U+10FFFF). */
+static int valid_utf8(const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	while (*s) {
+		unsigned c = *s, need, cp, min;
+
+		if (c < 0x80) {
+			s++;
+			continue;
+		}
+		if (c >= 0xC2 && c <= 0xDF) { need = 1; cp = c & 0x1F; min = 0x80; }
+		else if (c >= 0xE0 && c <= 0xEF) { need = 2; cp = c & 0x0F; min = 0x800; }
+		else if (c >= 0xF0 && c <= 0xF4) { need = 3; cp = c & 0x07; min = 0x10000; }
+		else return 0;
+		for (s++; need > 0; need--, s++) {
+			if ((*s & 0xC0) != 0x80)
+				return 0;
+			cp = cp << 6 | (*s & 0x3F);
+		}
+		if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return 0;
+	}
+	return 1;
+}
+
+/* Code points of s[0..n) (valid UTF-8): the columns a terminal gives it. */
+static size_t cols_of(const char *s, size_t n)
+{
+	size_t i, c = 0;
+
+	for (i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
+static void test_invalid_utf8_names(void)
+{
+	struct trace t;
+	struct err e;
+	char *s, *p;
+	size_t header_cols = 0, rows = 0;
+
+	build(&t);
+	free(t.meta.program);
+	t.meta.program = strdup("tr\xffin");
+	/* a lone continuation byte, a truncated sequence, a control, an
+	 * overlong '/' and a valid "é" */
+	add_range(&t, "a\x80\x81" "b", 0, 3 * MS);
+	add_range(&t, "c\xe2\x82" "d\te", 0, 2 * MS);
+	add_range(&t, "\xc0\xaf" "caf\xc3\xa9", 0, 1 * MS);
+	add_range(&t, "plain", 0, 4 * MS);
+	s = summary_render(&t, NULL, NULL, 0, &e);
+	CHECK(s != NULL);
+	if (!s) {
+		trace_free(&t);
+		return;
+	}
+	CHECK(valid_utf8(s));
+	CHECK(strstr(s, "\ntr\xef\xbf\xbdin (pid 4242)") != NULL);
+	CHECK(strstr(s, "\n  a\xef\xbf\xbd\xef\xbf\xbd" "b ") != NULL);
+	CHECK(strstr(s, "\n  c\xef\xbf\xbd" "d?e ") != NULL);
+	CHECK(strstr(s, "\n  \xef\xbf\xbd\xef\xbf\xbd" "caf\xc3\xa9 ") != NULL);
+	/* every row of the table ends in the same column as its header */
+	p = strstr(s, "Top ranges by self CPU time:\n");
+	CHECK(p != NULL);
+	for (p = p ? strchr(p, '\n') + 1 : NULL; p && *p && *p != '\n';) {
+		char *end = strchr(p, '\n');
+		size_t cols = cols_of(p, end ? (size_t)(end - p) : strlen(p));
+
+		if (!header_cols)
+			header_cols = cols;
+		else
+			CHECK_EQ_INT(cols, header_cols);
+		rows++;
+		p = end ? end + 1 : NULL;
+	}
+	CHECK_EQ_INT(rows, 5); /* the header and four ranges */
+	free(s);
+	trace_free(&t);
+}
+
 static void test_drops(void)
 {
 	struct trace t;
@@ -338,6 +423,7 @@ int main(void)
 	test_step_stats();
 	test_render_steps();
 	test_top_ranges();
+	test_invalid_utf8_names();
 	test_drops();
 	test_files_and_length();
 	test_export_window();

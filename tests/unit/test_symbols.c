@@ -98,26 +98,30 @@ static void test_unknown_address(struct symbols *s)
 static void test_demangling(struct symbols *s, void *lib)
 {
 	void *(*cxx_addr)(void) = (void *(*)(void))dlsym(lib, "symtest_cxx_addr");
+	bool global = dlsym(RTLD_DEFAULT, "__cxa_demangle") != NULL;
 	void *stdcxx;
 
 	CHECK(cxx_addr != NULL);
 	if (!cxx_addr)
 		return;
-	if (!dlsym(RTLD_DEFAULT, "__cxa_demangle")) {
+	if (!global) { /* (a sanitizer's runtime may bring libstdc++ along) */
 		/* No demangler in the process: the name stays mangled. */
 		CHECK_EQ_INT(lookup(s, cxx_addr(), 1), 2);
 		CHECK_EQ_STR(name, "_ZN8profhost5probeEi");
 	}
-	stdcxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+	/* Loaded RTLD_LOCAL, as Python loads PyTorch's libraries (and their
+	 * libstdc++): not in the global scope, found by name. */
+	stdcxx = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
 	CHECK(stdcxx != NULL);
 	if (!stdcxx)
 		return;
+	CHECK(global || dlsym(RTLD_DEFAULT, "__cxa_demangle") == NULL);
 	symbols_refresh(s);
 	CHECK_EQ_INT(lookup(s, cxx_addr(), 1), 2);
-	CHECK_EQ_STR(name, "profhost::probe(int)");
-	/* The cached demangled name serves a second lookup. */
+	CHECK_EQ_STR(name, "profhost::probe");
+	/* The cached name serves a second lookup. */
 	CHECK_EQ_INT(lookup(s, cxx_addr(), 3), 2);
-	CHECK_EQ_STR(name, "profhost::probe(int)");
+	CHECK_EQ_STR(name, "profhost::probe");
 }
 
 static void test_function_range(struct symbols *s, void *lib)

@@ -1,5 +1,6 @@
 -- prof.reports.cpu — CPU-side time: the ranges and API calls with the most
--- self time (all threads), and the time threads spent waiting in CUDA
+-- self time (all threads; Self % of all self time, as key_averages.txt's
+-- Self CPU %), and the time threads spent waiting in CUDA
 -- synchronization calls (cuda_runtime / cuda_driver calls whose name holds
 -- "Synchronize", else cuda_sync events), on the main thread and overall.
 
@@ -16,17 +17,15 @@ function M.analyze(trace)
 	for _, r in ipairs(trace:aggregate{ cat = M.CPU_CATS, by = "name" }) do
 		totals[r.name] = r.total
 	end
-	local total = 0
 	for _, r in ipairs(rows) do
-		if not r.name:match("^ProfilerStep#%d+$") then
-			total = total + r.total
-			if #out.rows < 15 then
-				out.rows[#out.rows + 1] = { name = r.name, self = r.total, count = r.count,
-					total = totals[r.name] }
-			end
+		if not r.name:match("^ProfilerStep#%d+$") and #out.rows < 15 then
+			out.rows[#out.rows + 1] = { name = r.name, self = r.total, count = r.count,
+				total = totals[r.name], share = r.share }
 		end
 	end
-	out.self_total = total
+	-- Self % is of all self time, the steps' own (time in no range)
+	-- included: key_averages.txt's "Self CPU %" of the same rows.
+	out.self_total = rows.total
 	-- waiting for the GPU
 	local api = { "cuda_runtime", "cuda_driver" }
 	local main = trace.main_thread
@@ -53,7 +52,7 @@ function M.text(d)
 		for i, r in ipairs(d.rows) do
 			rows[i] = { name = fmt.cut(r.name, 60), n = r.count, self = fmt.time(r.self),
 				total = fmt.time(r.total),
-				pct = fmt.pct(d.self_total > 0 and r.self / d.self_total or 0) }
+				pct = fmt.pct(r.share) }
 		end
 		lines[1] = fmt.table(rows, { { "Name", "name" }, { "Calls", "n", right = true },
 			{ "Self", "self", right = true }, { "Self %", "pct", right = true },

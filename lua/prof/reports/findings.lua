@@ -115,8 +115,10 @@ function M.analyze(data)
 				fmt.pct(share), what)
 		end
 		if gpu.idle_samples and gpu.idle_samples.frame then
-			text = text .. string.format(" (CPU samples in the largest gaps: %s in %s)",
-				fmt.pct(gpu.idle_samples.share), gpu.idle_samples.frame)
+			text = text .. string.format(" (CPU samples in the largest gaps: %s%s in %s)",
+				fmt.pct(gpu.idle_samples.share),
+				gpu.idle_samples.unit == "weight" and " of their weight" or "",
+				gpu.idle_samples.frame)
 		end
 		add("gpu_idle", 1 - gpu.utilization, text)
 	end
@@ -139,9 +141,9 @@ function M.analyze(data)
 	if not gpu.present and not steps.has_phases and cpu.rows and cpu.rows[1] and
 	    cpu.self_total > 0 then
 		local r = cpu.rows[1]
-		add("cpu_top", r.self / cpu.self_total * 0.5, string.format(
-			"most CPU time in ranges goes to %s: %s of the time inside ranges (%d calls)",
-			fmt.cut(r.name, 60), fmt.pct(r.self / cpu.self_total), r.count))
+		add("cpu_top", r.share * 0.5, string.format(
+			"most CPU self time goes to %s: %s (%d calls)",
+			fmt.cut(r.name, 60), fmt.pct(r.share), r.count))
 	end
 	local drops = data.meta and data.meta.drops or {}
 	if (drops.total or 0) > 0 then

@@ -155,13 +155,49 @@ function M.stats_columns(more)
 	return cols
 end
 
--- Median of a list of numbers (mean of the middle two for an even count).
-function M.median(xs)
+-- The statistics of a trace:aggregate row as plain data (the rows of the
+-- kernels and nvtx analyses); `share` replaces the row's own when given.
+function M.stats_row(r, share)
+	return { name = r.name, total = r.total, count = r.count, avg = r.avg, med = r.med,
+		min = r.min, max = r.max, std = r.std, share = share or r.share }
+end
+
+-- The `nsys stats` table of rows from M.stats_row, at most `limit` of them
+-- (nil: all): the summary columns, then the `more` columns, whose cells are
+-- the row's name (cut to 80) and the constant `cells`; then "(N more
+-- <noun> not shown)" when `all` rows exist.
+function M.stats_table(rows, limit, more, cells, all, noun)
+	local out = {}
+	for i, r in ipairs(rows) do
+		if limit and i > limit then
+			break
+		end
+		out[i] = M.stats_cells(r)
+		out[i].name = M.cut(r.name, 80)
+		for k, v in pairs(cells or {}) do
+			out[i][k] = v
+		end
+	end
+	local text = M.table(out, M.stats_columns(more), " ")
+	if all > #out then
+		text = text .. string.format("\n  (%d more %s not shown)", all - #out, noun)
+	end
+	return text
+end
+
+-- A sorted copy of a list of numbers.
+local function sorted(xs)
 	local s = {}
 	for i, x in ipairs(xs) do
 		s[i] = x
 	end
 	table.sort(s)
+	return s
+end
+
+-- Median of a list of numbers (mean of the middle two for an even count).
+function M.median(xs)
+	local s = sorted(xs)
 	local n = #s
 	if n == 0 then
 		return 0
@@ -174,11 +210,7 @@ end
 
 -- Quantile q of xs, interpolating linearly between closest ranks.
 function M.quantile(xs, q)
-	local s = {}
-	for i, x in ipairs(xs) do
-		s[i] = x
-	end
-	table.sort(s)
+	local s = sorted(xs)
 	local n = #s
 	if n == 0 then
 		return 0

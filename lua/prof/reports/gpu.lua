@@ -57,6 +57,7 @@ function M.analyze(trace)
 				node, depth = best, depth + 1
 			end
 			out.idle_samples = { samples = tree.samples,
+				unit = require("prof.reports.samples").unit(tree),
 				frame = depth > 0 and node.name or nil,
 				share = depth > 0 and node.value / tree.value or nil }
 		end
@@ -94,8 +95,14 @@ function M.text(d)
 			{ "Main thread in", "cpu" } }, "    ")
 	end
 	if d.idle_samples and d.idle_samples.frame then
-		lines[#lines + 1] = string.format("  CPU samples in those gaps: %s of %d samples in %s",
-			fmt.pct(d.idle_samples.share), d.idle_samples.samples, d.idle_samples.frame)
+		local u = d.idle_samples
+		if u.unit == "weight" then
+			lines[#lines + 1] = string.format("  CPU samples in those gaps: %d, %s of their weight in %s",
+				u.samples, fmt.pct(u.share), u.frame)
+		else
+			lines[#lines + 1] = string.format("  CPU samples in those gaps: %s of %d samples in %s",
+				fmt.pct(u.share), u.samples, u.frame)
+		end
 	end
 	return table.concat(lines, "\n")
 end

@@ -205,7 +205,7 @@ function flame(parent, s) {
     var y = H - (k + 1) * ROW, v = hue(n.n);
     var r = el("rect", { x: x, y: y, width: w, height: ROW - 1,
       fill: "rgb(" + (205 + v % 50) + "," + (80 + (v >> 3) % 120) + "," + (40 + (v >> 6) % 40) + ")" }, svg);
-    el("title", {}, r).textContent = n.n + ": " + n.v + " samples (" + pct(n.v / s.tree.v) + ")";
+    el("title", {}, r).textContent = n.n + ": " + n.v + " " + s.unit + " (" + pct(n.v / s.tree.v) + ")";
     if (w > 40) {
       var t = el("text", { x: x + 3, y: y + ROW - 5 }, svg);
       t.textContent = n.n.length * 6 > w ? n.n.slice(0, Math.max(1, Math.floor(w / 6) - 1)) + "…" : n.n;
@@ -213,7 +213,8 @@ function flame(parent, s) {
     var cx = x;
     (n.c || []).forEach(function (c) { var cw = w * c.v / n.v; draw(c, cx, cw, k + 1); cx += cw; });
   })(s.tree, 0, W, 0);
-  h("p", s.samples + " samples" + (s.truncated ? " (tree truncated)" : "") + "; hover a frame for its count.", parent);
+  h("p", s.samples + " samples" + (s.unit === "weight" ? " of weight " + s.total + " (timer periods); widths are weight" : "") +
+    (s.truncated ? " (tree truncated)" : "") + "; hover a frame for its " + s.unit + ".", parent);
 }
 
 function findings(parent, list) {
@@ -278,10 +279,7 @@ function runPage(d, root) {
   h("div", d.ranks.length + " ranks, " + d.windows.length + " windows", hd, "meta");
   var main = h("main", null, root);
   var sec = h("section", null, main); h("h2", "Stragglers", sec);
-  var st = d.straggler;
-  if (st) h("p", "rank " + st.rank + " was the slowest in " + st.slowest + " of " + st.of +
-    " steps, on average " + time(st.excess) + " (" + pct(st.share) + ") slower than the median rank" +
-    (st.phase ? "; most of its extra time is in " + st.phase : "") + ".", sec);
+  if (d.straggler) h("p", d.verdict + ".", sec);
   else none(sec, "Nothing to compare (one rank, or no common step).");
   sec = h("section", null, main); h("h2", "Step time by rank", sec);
   if (!d.steps.length) none(sec, "No steps.");
@@ -296,7 +294,7 @@ function runPage(d, root) {
         if (!v) return;
         var hh = (H - B - T) * v / max, w = Math.max(1, gw * 0.8 / n);
         var r = el("rect", { x: L + i * gw + gw * 0.1 + k * w, y: H - B - hh, width: w, height: hh,
-          fill: d.ranks[k] === s.slowest ? C.data : C.step }, svg);
+          fill: d.ranks[k] === s.last ? C.data : C.step }, svg);
         el("title", {}, r).textContent = "step " + s.step + " rank " + d.ranks[k] + ": " + ms(v);
       });
       if (d.steps.length <= 40) {
@@ -304,7 +302,7 @@ function runPage(d, root) {
         t.textContent = s.step;
       }
     });
-    h("p", "Bars: one per rank in rank order; the slowest rank of each step in red.", sec);
+    h("p", "Bars: one per rank in rank order; in red the rank the others waited for.", sec);
   }
   sec = h("section", null, main); h("h2", "Per rank", sec);
   table(sec, d.per_rank, [["Rank", function (r) { return r.rank; }], ["Steps", function (r) { return r.steps; }],

@@ -13,8 +13,7 @@ function M.analyze(trace)
 	local rows = trace:aggregate{ cat = "kernel", by = "name", sort = "total", limit = M.LIMIT }
 	local out = { total = rows.total, count = rows.count, kernels = rows.groups, rows = {} }
 	for i, r in ipairs(rows) do
-		out.rows[i] = { name = r.name, total = r.total, count = r.count, avg = r.avg,
-			med = r.med, min = r.min, max = r.max, std = r.std, share = r.share }
+		out.rows[i] = fmt.stats_row(r)
 	end
 	local streams = trace:aggregate{ cat = "kernel", by = "stream" }
 	out.streams = {}
@@ -28,19 +27,7 @@ function M.text(d, limit)
 	if d.count == 0 then
 		return "  No kernels in this window."
 	end
-	local rows = {}
-	for i, r in ipairs(d.rows) do
-		if limit and i > limit then
-			break
-		end
-		rows[i] = fmt.stats_cells(r)
-		rows[i].name = fmt.cut(r.name, 80)
-	end
-	local text = fmt.table(rows, fmt.stats_columns{ { "Name", "name" } }, " ")
-	if d.kernels > #rows then
-		text = text .. string.format("\n  (%d more kernels not shown)", d.kernels - #rows)
-	end
-	return text
+	return fmt.stats_table(d.rows, limit, { { "Name", "name" } }, nil, d.kernels, "kernels")
 end
 
 return M

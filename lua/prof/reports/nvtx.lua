@@ -18,11 +18,11 @@ function M.analyze(trace)
 			out.ranges = out.ranges + 1
 			out.total = out.total + r.total
 			if #out.rows < M.LIMIT then
-				out.rows[#out.rows + 1] = { name = r.name, total = r.total, count = r.count,
-					avg = r.avg, med = r.med, min = r.min, max = r.max, std = r.std }
+				out.rows[#out.rows + 1] = fmt.stats_row(r, 0)
 			end
 		end
 	end
+	-- Time (%) is of the ranges' time, steps left out
 	for _, r in ipairs(out.rows) do
 		r.share = out.total > 0 and r.total / out.total or 0
 	end
@@ -33,21 +33,8 @@ function M.text(d, limit)
 	if d.ranges == 0 then
 		return "  No annotation ranges in this window."
 	end
-	local rows = {}
-	for i, r in ipairs(d.rows) do
-		if limit and i > limit then
-			break
-		end
-		rows[i] = fmt.stats_cells(r)
-		rows[i].style = "PushPop"
-		rows[i].name = fmt.cut(r.name, 80)
-	end
-	local text = fmt.table(rows, fmt.stats_columns{ { "Style", "style" }, { "Range", "name" } },
-		" ")
-	if d.ranges > #rows then
-		text = text .. string.format("\n  (%d more ranges not shown)", d.ranges - #rows)
-	end
-	return text
+	return fmt.stats_table(d.rows, limit, { { "Style", "style" }, { "Range", "name" } },
+		{ style = "PushPop" }, d.ranges, "ranges")
 end
 
 return M

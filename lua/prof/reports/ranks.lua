@@ -1,17 +1,264 @@
 -- prof.reports.ranks — the run report over several windows and ranks: a
--- per-rank table of step times and phases, the slowest rank of each step,
--- the spread (slowest minus fastest), and the straggler: the rank that is
--- slowest most often, with the phase where its extra time goes.
+-- per-rank table of step times and phases, each step's time on each rank,
+-- and the straggler: the rank the others wait for.
 --
 -- Input: the window data of prof.reports.analyze (meta, steps, gpu, ...).
 -- Steps are matched across ranks by step number; partial steps are left
 -- out.
+--
+-- The straggler. In a job whose ranks meet in collectives (all-reduce in
+-- backward, ...), every rank's step takes about the same time: the ranks
+-- that are ahead wait in the collective for the last one, so their step
+-- time, and the phase holding the collective, grow by the wait. Step times
+-- cannot tell the straggler from the ranks waiting for it. What can is
+-- *when* each rank gets to the points every rank passes in a step — its
+-- start, the start of each phase (data, forward, backward, optimizer), the
+-- start of each collective when the trace shows collectives as ranges, its
+-- end: at each point a rank's *lateness* is how long after the first rank
+-- it got there. Between two points a rank that works longer than the
+-- others falls further behind (its lateness grows); a rank that waits
+-- catches up (its lateness shrinks). A rank's *extra work* in a step is the
+-- sum of its lateness growths: the time it took beyond the quickest rank,
+-- waiting never counted. The rank with the most extra work is the last to
+-- arrive; the others wait for it by the difference. The straggler is the
+-- rank whose *steady* extra work (below) exceeds the others' by more than
+-- the noise (50 us, or 5 % of the median step); where its lateness grows
+-- is where its extra time goes.
+--
+-- This compares timestamps across ranks at the same step, so it needs the
+-- ranks' clocks to agree (ranks on one host share CLOCK_MONOTONIC; across
+-- hosts, what the trace's time base gives); when the ranks' compared steps
+-- do not overlap in time at all, the report says the clocks do not line up
+-- instead of naming anyone.
 
 local fmt = require("prof.reports.fmt")
 
 local M = { name = "ranks", title = "Ranks" }
 
 local PHASES = { "data", "forward", "backward", "optimizer", "other" }
+-- Phases whose start is a point every rank passes, in step order.
+local POINT_PHASES = { "data", "forward", "backward", "optimizer" }
+
+M.MIN_LEAD_NS = 50000      -- a step decides when the lead is above this ...
+M.MIN_LEAD_SHARE = 0.05    -- ... and above this share of the median step
+M.SURE_STEPS = 5           -- fewer steps compared: a first reading only
+M.SURE_SHARE = 0.8         -- last in at least this share of the steps: sure
+
+-- The points every rank passes in step `e` (e.by_step[rank] = step data):
+-- { label, t = { [rank] = ns } } in time order. Phase starts count when
+-- every rank has the phase; collectives when every rank has as many.
+local function points(e, ranks)
+	local pts = {}
+	local function add(label, get)
+		local t = {}
+		for _, r in ipairs(ranks) do
+			local v = get(e.by_step[r])
+			if not v then
+				return
+			end
+			t[r] = v
+		end
+		pts[#pts + 1] = { label = label, t = t }
+	end
+	add("start", function(s) return s.ts end)
+	for _, p in ipairs(POINT_PHASES) do
+		add(p, function(s) return s.starts and s.starts[p] end)
+	end
+	local n
+	for _, r in ipairs(ranks) do
+		local m = #(e.by_step[r].syncs or {})
+		if n and m ~= n then
+			n = 0
+		end
+		n = n or m
+	end
+	for j = 1, n or 0 do
+		add(e.by_step[ranks[1]].syncs[j].name, function(s) return s.syncs[j].ts end)
+	end
+	add("end", function(s) return s.ts + s.dur end)
+	local function mean(pt)
+		local sum = 0
+		for _, r in ipairs(ranks) do
+			sum = sum + pt.t[r]
+		end
+		return sum / #ranks
+	end
+	table.sort(pts, function(a, b)
+		local ma, mb = mean(a), mean(b)
+		if ma ~= mb then
+			return ma < mb
+		end
+		return a.label == "start"
+	end)
+	return pts
+end
+
+-- What the time between points i and i + 1 is called: the phase (or
+-- collective) that starts at i, or the time before the first phase; nil
+-- when the points are only the step's start and end.
+local function segment_label(pts, i)
+	local label = pts[i].label
+	if label ~= "start" then
+		return label
+	end
+	local nxt = pts[i + 1] and pts[i + 1].label
+	if nxt and nxt ~= "end" then
+		return "no phase, before " .. nxt
+	end
+	return nil
+end
+
+-- Each rank's extra work in one step (ns) and, per segment label, its
+-- lateness growth.
+local function extra_work(e, ranks)
+	local pts = points(e, ranks)
+	local late = {}
+	for i, pt in ipairs(pts) do
+		local first
+		for _, r in ipairs(ranks) do
+			first = first and math.min(first, pt.t[r]) or pt.t[r]
+		end
+		late[i] = {}
+		for _, r in ipairs(ranks) do
+			late[i][r] = pt.t[r] - first
+		end
+	end
+	local extra, growth = {}, {}
+	for _, r in ipairs(ranks) do
+		extra[r], growth[r] = 0, {}
+		for i = 1, #pts - 1 do
+			local g = late[i + 1][r] - late[i][r]
+			if g > 0 then
+				local label = segment_label(pts, i)
+
+				extra[r] = extra[r] + g
+				if label then
+					growth[r][label] = (growth[r][label] or 0) + g
+				end
+			end
+		end
+	end
+	return extra, growth
+end
+
+-- Whether the ranks' clocks line up: the time spans of their compared
+-- steps (first start to last end) overlap on every rank. Ranks that run
+-- the same steps at the same time do, even when one drifts behind; clocks
+-- with different origins do not.
+local function clocks_agree(rows, step_map)
+	local first, last = {}, {}
+	for _, row in ipairs(rows) do
+		if row.ranks >= 2 then
+			for r, s in pairs(step_map[row.step].by_step) do
+				first[r] = math.min(first[r] or s.ts, s.ts)
+				last[r] = math.max(last[r] or s.ts + s.dur, s.ts + s.dur)
+			end
+		end
+	end
+	local start, stop
+	for r, f in pairs(first) do
+		start = math.max(start or f, f)
+		stop = math.min(stop or last[r], last[r])
+	end
+	return not start or start < stop
+end
+
+-- The verdict over the compared steps (rows with extra_by / growth_by):
+-- the straggler, how sure, where its extra time goes; nil when no two ranks
+-- share a step. A rank's steady extra work is, summed over the segments of
+-- a step (before forward, forward, ...), the median over the steps of its
+-- lateness growth there: work it does every step counts in full, while a
+-- step the machine disturbed (a rank descheduled for a few ms) does not
+-- decide. The straggler is the rank whose steady extra work exceeds every
+-- other rank's by more than the noise.
+local function straggler(rows, threshold, clocks_ok)
+	local compared, decided = 0, 0
+	local last_count, labels, nsteps = {}, {}, {}
+	for _, row in ipairs(rows) do
+		if row.extra_by then
+			compared = compared + 1
+			for r, growth in pairs(row.growth_by) do
+				labels[r] = labels[r] or {}
+				nsteps[r] = (nsteps[r] or 0) + 1
+				for label in pairs(growth) do
+					labels[r][label] = true
+				end
+			end
+			if row.last then
+				decided = decided + 1
+				last_count[row.last] = (last_count[row.last] or 0) + 1
+			end
+		end
+	end
+	if compared == 0 then
+		return nil
+	end
+	local st = { of = compared, decided = decided, threshold = threshold, counts = last_count }
+	if not clocks_ok then
+		st.verdict = "clocks"
+		return st
+	end
+	local steady, where = {}, {}
+	for r, set in pairs(labels) do
+		steady[r] = 0
+		for label in pairs(set) do
+			local list = {}
+			for _, row in ipairs(rows) do
+				if row.growth_by and row.growth_by[r] then
+					list[#list + 1] = row.growth_by[r][label] or 0
+				end
+			end
+			local m = fmt.median(list)
+			steady[r] = steady[r] + m
+			if m > 0 and (not where[r] or m > where[r].ns or
+			    (m == where[r].ns and label < where[r].label)) then
+				where[r] = { label = label, ns = m }
+			end
+		end
+	end
+	local best, lead
+	for r, x in pairs(steady) do
+		local others = 0
+		for q, y in pairs(steady) do
+			if q ~= r then
+				others = math.max(others, y)
+			end
+		end
+		if not best or x - others > lead or (x - others == lead and r < best) then
+			best, lead = r, x - others
+		end
+	end
+	if not best or lead < threshold then
+		-- nobody is steadily late: either nobody is late at all, or the
+		-- last one changes
+		local first, second
+		for r, c in pairs(last_count) do
+			if not first or c > last_count[first] or (c == last_count[first] and r < first) then
+				first, second = r, first
+			elseif not second or c > last_count[second] then
+				second = r
+			end
+		end
+		if not first then
+			st.verdict = "none"
+		else
+			st.verdict = "split"
+			st.rank, st.last = first, last_count[first]
+			st.other, st.other_last = second, second and last_count[second] or 0
+		end
+		return st
+	end
+	st.verdict = "rank"
+	st.rank = best
+	st.lead = lead
+	st.last = last_count[best] or 0
+	if where[best] then
+		st.where, st.where_ns = where[best].label, where[best].ns
+	end
+	st.short = compared < M.SURE_STEPS
+	st.sure = not st.short and st.last >= M.SURE_SHARE * compared
+	return st
+end
 
 function M.analyze(windows)
 	local out = { kind = "run", windows = {}, ranks = {}, per_rank = {}, steps = {} }
@@ -41,37 +288,40 @@ function M.analyze(windows)
 		for _, f in ipairs(w.findings or {}) do
 			r.findings[#r.findings + 1] = f.text
 		end
-		for _, s in ipairs(w.steps and w.steps.steps or {}) do
+		local st = w.steps or {}
+		-- the phase averages are the window's own (trace:phases())
+		if st.avg and st.phased then
+			r.phased = r.phased + st.phased
+			for _, p in ipairs(PHASES) do
+				r.phase_sum[p] = r.phase_sum[p] + st.avg[p] * st.phased
+			end
+		end
+		for _, s in ipairs(st.steps or {}) do
 			if not s.partial then
 				r.durs[#r.durs + 1] = s.dur
-				if s.has_phases then
-					r.phased = r.phased + 1
-					for _, p in ipairs(PHASES) do
-						r.phase_sum[p] = r.phase_sum[p] + s.phases[p]
-					end
-				end
 				local e = step_map[s.step]
 				if not e then
-					e = { step = s.step, by_rank = {}, phases = {} }
+					e = { step = s.step, by_step = {} }
 					step_map[s.step] = e
 				end
-				e.by_rank[m.rank] = s.dur
-				e.phases[m.rank] = s.has_phases and s.phases or nil
+				e.by_step[m.rank] = s
 			end
 		end
 	end
 	table.sort(out.ranks)
+	local all_durs = {}
 	for i, rank in ipairs(out.ranks) do
 		local r = by_rank[rank]
 		local total = 0
 		for _, d in ipairs(r.durs) do
 			total = total + d
+			all_durs[#all_durs + 1] = d
 		end
 		local row = { rank = rank, windows = r.windows, steps = #r.durs,
 			mean = #r.durs > 0 and total / #r.durs or 0, median = fmt.median(r.durs),
 			max = #r.durs > 0 and math.max(table.unpack(r.durs)) or 0,
 			gpu_utilization = r.span > 0 and r.busy / r.span or nil,
-			finding = r.findings[1] }
+			finding = r.findings[1], last = 0 }
 		if r.phased > 0 then
 			row.phases = {}
 			for _, p in ipairs(PHASES) do
@@ -80,8 +330,8 @@ function M.analyze(windows)
 		end
 		out.per_rank[i] = row
 	end
-	-- steps seen on several ranks: slowest, fastest, spread
-	local slow_count, excess_sum = {}, {}
+	local threshold = math.max(M.MIN_LEAD_NS, M.MIN_LEAD_SHARE * fmt.median(all_durs))
+	-- each step: its time on each rank, the last rank to arrive
 	local numbers = {}
 	for n in pairs(step_map) do
 		numbers[#numbers + 1] = n
@@ -89,84 +339,87 @@ function M.analyze(windows)
 	table.sort(numbers)
 	for _, n in ipairs(numbers) do
 		local e = step_map[n]
-		local durs, slow, fast = {}, nil, nil
+		local present = {}
+		local row = { step = n, by_rank = {}, ranks = 0 }
 		for _, rank in ipairs(out.ranks) do
-			local d = e.by_rank[rank]
-			if d then
-				durs[#durs + 1] = d
-				if not slow or d > e.by_rank[slow] then
-					slow = rank
-				end
-				if not fast or d < e.by_rank[fast] then
-					fast = rank
-				end
+			local s = e.by_step[rank]
+			row.by_rank[#row.by_rank + 1] = s and s.dur or false
+			if s then
+				present[#present + 1] = rank
 			end
 		end
-		local row = { step = n, by_rank = {}, ranks = #durs }
-		for _, rank in ipairs(out.ranks) do
-			row.by_rank[#row.by_rank + 1] = e.by_rank[rank] or false
-		end
-		if #durs >= 2 then
-			local med = fmt.median(durs)
-			row.slowest, row.fastest = slow, fast
-			row.spread = e.by_rank[slow] - e.by_rank[fast]
-			row.median = med
-			row.spread_share = med > 0 and row.spread / med or 0
-			slow_count[slow] = (slow_count[slow] or 0) + 1
-			excess_sum[slow] = (excess_sum[slow] or 0) + (e.by_rank[slow] - med)
+		row.ranks = #present
+		if #present >= 2 then
+			local extra, growth = extra_work(e, present)
+			local last, next_most
+			for _, rank in ipairs(present) do
+				if not last or extra[rank] > extra[last] then
+					last = rank
+				end
+			end
+			for _, rank in ipairs(present) do
+				if rank ~= last and (not next_most or extra[rank] > next_most) then
+					next_most = extra[rank]
+				end
+			end
+			local lead = extra[last] - next_most
+			row.extra = {}
+			for k, rank in ipairs(out.ranks) do
+				row.extra[k] = extra[rank] or false
+			end
+			row.extra_by, row.growth_by = extra, growth
+			if lead >= threshold then
+				row.last, row.lead = last, lead
+			end
 		end
 		out.steps[#out.steps + 1] = row
 	end
-	-- the straggler
-	local best
-	for rank, c in pairs(slow_count) do
-		if not best or c > slow_count[best] or (c == slow_count[best] and rank < best) then
-			best = rank
-		end
+	out.straggler = straggler(out.steps, threshold, clocks_agree(out.steps, step_map))
+	out.verdict = M.verdict_text(out.straggler)
+	for _, row in ipairs(out.per_rank) do
+		row.last = out.straggler and out.straggler.counts and out.straggler.counts[row.rank] or 0
 	end
-	if best then
-		local compared = 0
-		for _, s in ipairs(out.steps) do
-			if s.slowest then
-				compared = compared + 1
-			end
-		end
-		local st = { rank = best, slowest = slow_count[best], of = compared,
-			excess = excess_sum[best] / slow_count[best] }
-		local me, others, nothers = nil, {}, 0
-		for _, row in ipairs(out.per_rank) do
-			if row.rank == best then
-				me = row
-			elseif row.phases then
-				nothers = nothers + 1
-				for _, p in ipairs(PHASES) do
-					others[p] = (others[p] or 0) + row.phases[p]
-				end
-			end
-		end
-		if me and me.phases and nothers > 0 then
-			local top, top_d
-			for _, p in ipairs(PHASES) do
-				local d = me.phases[p] - others[p] / nothers
-				if not top or d > top_d then
-					top, top_d = p, d
-				end
-			end
-			if top_d > 0 then
-				st.phase, st.phase_excess = top, top_d
-			end
-		end
-		local med_mean = fmt.median((function()
-			local xs = {}
-			for _, row in ipairs(out.per_rank) do
-				xs[#xs + 1] = row.mean
-			end
-			return xs
-		end)())
-		st.share = med_mean > 0 and st.excess / med_mean or 0
-		out.straggler = st
+	-- the JSON keeps the rows plain (extra: in rank order)
+	for _, row in ipairs(out.steps) do
+		row.extra_by, row.growth_by = nil, nil
 	end
 	return out
+end
+
+-- The verdict as one or two lines of text.
+function M.verdict_text(st)
+	if not st then
+		return "(one rank, or no step seen on two ranks: nothing to compare)"
+	end
+	if st.verdict == "clocks" then
+		return string.format("the ranks ran the same %d steps at times that do not overlap, so "
+			.. "their clocks do not line up and who waits for whom cannot be read from this "
+			.. "trace", st.of)
+	end
+	if st.verdict == "none" then
+		return string.format("no straggler: in none of %d steps did one rank arrive more than %s "
+			.. "after the others", st.of, fmt.time(st.threshold))
+	end
+	if st.verdict == "split" then
+		return string.format("no single straggler: the last rank to arrive changes between steps "
+			.. "(rank %d in %d, rank %s in %d of %d steps)", st.rank, st.last,
+			st.other and tostring(st.other) or "-", st.other_last, st.of)
+	end
+	local text = string.format("rank %d is the straggler: it arrived last in %d of %d steps, "
+		.. "the others waiting for it about %s per step", st.rank, st.last, st.of,
+		fmt.time(st.lead))
+	if st.where then
+		text = text .. string.format("; its extra time is %s%s (+%s per step)",
+			"in ", st.where, fmt.time(st.where_ns))
+	end
+	if st.short then
+		text = text .. string.format(". Only %d step%s compared: a first reading; capture more "
+			.. "steps (prof.schedule{ active = ... }) to be sure", st.of, st.of == 1 and "" or "s")
+	elseif not st.sure then
+		text = text .. string.format(". Last in only %d of %d steps: not a sure verdict",
+			st.last, st.of)
+	end
+	return text
 end
 
 function M.text(d)
@@ -175,11 +428,11 @@ function M.text(d)
 		d.run or d.program or "?", #d.ranks, #d.ranks == 1 and "" or "s",
 		#d.windows, #d.windows == 1 and "" or "s")
 	lines[#lines + 1] = ""
-	lines[#lines + 1] = "Per rank (complete steps; times in ms)"
+	lines[#lines + 1] = "Per rank (complete steps; times in ms; Last: steps it arrived last in)"
 	local rows = {}
 	for i, r in ipairs(d.per_rank) do
 		rows[i] = { rank = r.rank, steps = r.steps, mean = fmt.ms(r.mean),
-			median = fmt.ms(r.median), max = fmt.ms(r.max),
+			median = fmt.ms(r.median), max = fmt.ms(r.max), last = r.last,
 			gpu = r.gpu_utilization and fmt.pct(r.gpu_utilization) or "" }
 		for _, p in ipairs(PHASES) do
 			rows[i][p] = r.phases and fmt.ms(r.phases[p]) or ""
@@ -191,23 +444,24 @@ function M.text(d)
 	for _, p in ipairs(PHASES) do
 		cols[#cols + 1] = { p, p, right = true }
 	end
+	cols[#cols + 1] = { "Last", "last", right = true }
 	cols[#cols + 1] = { "GPU busy", "gpu", right = true }
 	lines[#lines + 1] = fmt.table(rows, cols)
 	if #d.steps > 0 then
 		lines[#lines + 1] = ""
-		lines[#lines + 1] = "Step time by rank (ms; * the slowest)"
+		lines[#lines + 1] = "Step time by rank (ms; * the last to arrive, whom the others waited for)"
 		local srows, scols = {}, { { "Step", "step", right = true } }
 		for i, rank in ipairs(d.ranks) do
 			scols[#scols + 1] = { "rank " .. rank, "r" .. i, right = true }
 		end
-		scols[#scols + 1] = { "Slowest", "slow", right = true }
-		scols[#scols + 1] = { "Spread", "spread", right = true }
+		scols[#scols + 1] = { "Last", "last", right = true }
+		scols[#scols + 1] = { "Waited", "lead", right = true }
 		for i, s in ipairs(d.steps) do
-			local row = { step = s.step, slow = s.slowest and "rank " .. s.slowest or "",
-				spread = s.spread and string.format("%s (%s)", fmt.ms(s.spread), fmt.pct(s.spread_share)) or "" }
+			local row = { step = s.step, last = s.last and "rank " .. s.last or "",
+				lead = s.lead and fmt.ms(s.lead) or "" }
 			for k, rank in ipairs(d.ranks) do
 				local v = s.by_rank[k]
-				row["r" .. k] = v and (fmt.ms(v) .. (s.slowest == rank and "*" or " ")) or "-"
+				row["r" .. k] = v and (fmt.ms(v) .. (s.last == rank and "*" or " ")) or "-"
 			end
 			srows[i] = row
 		end
@@ -215,18 +469,7 @@ function M.text(d)
 	end
 	lines[#lines + 1] = ""
 	lines[#lines + 1] = "Stragglers"
-	local st = d.straggler
-	if st then
-		local text = string.format("  rank %d was the slowest in %d of %d steps, on average %s (%s) slower than the median rank",
-			st.rank, st.slowest, st.of, fmt.time(st.excess), fmt.pct(st.share))
-		if st.phase then
-			text = text .. string.format("; most of its extra time is in %s (+%s per step)",
-				st.phase, fmt.time(st.phase_excess))
-		end
-		lines[#lines + 1] = text
-	else
-		lines[#lines + 1] = "  (one rank, or no step seen on two ranks: nothing to compare)"
-	end
+	lines[#lines + 1] = "  " .. d.verdict
 	lines[#lines + 1] = ""
 	lines[#lines + 1] = "Windows"
 	for _, w in ipairs(d.windows) do

@@ -3,6 +3,9 @@
 --
 -- A sample's frames come from its "stack" argument (outermost first,
 -- separated by ';'), as the sampler records them; see docs/reports.md.
+-- The tree and the table count each sample's weight (profhost's sampler:
+-- the timer periods it stands for), so a table is in one unit: samples when
+-- every weight is 1, else weight, and says which (M.unit).
 
 local fmt = require("prof.reports.fmt")
 
@@ -55,7 +58,13 @@ function M.analyze(trace)
 		r.share = tree.value > 0 and r.self / tree.value or 0
 	end
 	return { present = true, samples = tree.samples, total = tree.value,
-		truncated = tree.truncated, top = top, tree = compact(tree) }
+		unit = M.unit(tree), truncated = tree.truncated, top = top, tree = compact(tree) }
+end
+
+-- What a sample tree's values count: "samples" when each sample weighs 1,
+-- else "weight" (timer periods, for profhost's sampler).
+function M.unit(tree)
+	return tree.value == tree.samples and "samples" or "weight"
 end
 
 function M.text(d)
@@ -66,9 +75,14 @@ function M.text(d)
 	for i, r in ipairs(d.top) do
 		rows[i] = { name = fmt.cut(r.name, 70), n = fmt.thousands(r.self), pct = fmt.pct(r.share) }
 	end
-	return string.format("  %d samples\n", d.samples) .. fmt.table(rows,
-		{ { "Function", "name" }, { "Self samples", "n", right = true },
-		  { "Share", "pct", right = true } })
+	local head = string.format("  %d samples\n", d.samples)
+	if d.unit == "weight" then
+		head = string.format("  %d samples of weight %s in all (a sample weighs the timer periods "
+			.. "it stands for); the table is in weight\n", d.samples, fmt.thousands(d.total))
+	end
+	return head .. fmt.table(rows,
+		{ { "Function", "name" }, { "Self " .. d.unit, "n", right = true },
+		  { "Share of " .. d.unit, "pct", right = true } })
 end
 
 return M

@@ -5,7 +5,9 @@
 -- "backward", "optimizer" (or "other") inside a step, on the step's thread
 -- (the Python bridge emits them; profhost.range("data") does too); "other"
 -- is whatever the named phases leave of the step. Partial steps (cut short
--- by the process ending) are listed but left out of the statistics.
+-- by the process ending) are listed but left out of the statistics; the
+-- phases' average and share are trace:phases()'s (query_phase_summary in
+-- src/events/query.c), as in summary.txt.
 
 local fmt = require("prof.reports.fmt")
 
@@ -13,29 +15,67 @@ local M = { name = "steps", title = "Step time breakdown" }
 
 M.PHASES = { "data", "forward", "backward", "optimizer", "other" }
 
+-- Names of collective operations (lower-cased, Lua patterns): all-reduce,
+-- all-gather, reduce-scatter, broadcast, barrier, all-to-all, as torch,
+-- NCCL and gloo name them ("nccl:all_reduce", "c10d::allreduce_",
+-- "gloo:all_gather", "ncclKernel_AllReduce...").
+M.COLLECTIVES = { "all_?reduce", "all_?gather", "reduce_?scatter", "broadcast", "barrier",
+	"all_?to_?all" }
+
+local function is_collective(name)
+	local n = name:lower()
+	for _, p in ipairs(M.COLLECTIVES) do
+		if n:find(p) then
+			return true
+		end
+	end
+	return false
+end
+
+-- The collectives the steps' thread ran, as CPU ranges: { ts, name } in
+-- time order (the run report's points every rank passes).
+local function collectives(trace)
+	local cats = { "cpu_op", "user_annotation" }
+	local list = {}
+	for _, r in ipairs(trace:aggregate{ cat = cats, thread = "main", by = "name" }) do
+		if is_collective(r.name) and not r.name:match("^ProfilerStep#") then
+			local exact = "^" .. r.name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
+			for ev in trace:events{ cat = cats, thread = "main", name = exact } do
+				list[#list + 1] = { ts = ev.ts, name = r.name }
+			end
+		end
+	end
+	table.sort(list, function(a, b)
+		if a.ts ~= b.ts then
+			return a.ts < b.ts
+		end
+		return a.name < b.name
+	end)
+	return list
+end
+
 function M.analyze(trace)
 	local out = { steps = {}, has_phases = false }
-	local complete, phased = {}, 0
-	local sum = {}
-	for _, p in ipairs(M.PHASES) do
-		sum[p] = 0
-	end
+	local complete = {}
+	local colls, c = collectives(trace), 1
 	for _, s in ipairs(trace.steps) do
+		local syncs = {}
+		while colls[c] and colls[c].ts < s.ts do
+			c = c + 1
+		end
+		while colls[c] and colls[c].ts < s.ts + s.dur do
+			syncs[#syncs + 1] = colls[c]
+			c = c + 1
+		end
 		out.steps[#out.steps + 1] = {
 			step = s.step, ts = s.ts, dur = s.dur, partial = s.partial,
-			has_phases = s.has_phases, phases = s.phases,
+			has_phases = s.has_phases, phases = s.phases, starts = s.starts, syncs = syncs,
 		}
 		if s.has_phases then
 			out.has_phases = true
 		end
 		if not s.partial then
 			complete[#complete + 1] = s.dur
-			if s.has_phases then
-				phased = phased + 1
-				for _, p in ipairs(M.PHASES) do
-					sum[p] = sum[p] + s.phases[p]
-				end
-			end
 		end
 	end
 	out.count = #out.steps
@@ -61,18 +101,18 @@ function M.analyze(trace)
 		out.slowest = { step = slow.step, dur = slow.dur,
 			ratio = out.stats.median > 0 and slow.dur / out.stats.median or 0 }
 	end
-	if phased > 0 then
-		local all = 0
-		out.avg = {}
-		for _, p in ipairs(M.PHASES) do
-			out.avg[p] = sum[p] / phased
-			all = all + sum[p]
+	-- The phases' averages and shares are trace:phases()'s, the one
+	-- computation summary.txt's table uses too.
+	local ph = trace:phases()
+	if ph.steps > 0 then
+		out.avg, out.share = {}, {}
+		for _, r in ipairs(ph) do
+			out.avg[r.phase] = r.avg
+			out.share[r.phase] = r.share
 		end
-		out.share = {}
-		for _, p in ipairs(M.PHASES) do
-			out.share[p] = all > 0 and sum[p] / all or 0
-		end
-		out.phased = phased
+		out.phased = ph.steps
+		out.phased_mean = ph.total / ph.steps
+		out.phased_partial = ph.partial
 		local top
 		for _, p in ipairs(M.PHASES) do
 			if not top or out.share[p] > out.share[top] then
@@ -106,7 +146,7 @@ function M.text(d)
 		rows[#rows + 1] = r
 	end
 	if d.avg then
-		local r = { label = "average", total = fmt.ms(d.stats and d.stats.mean or 0) }
+		local r = { label = "average", total = fmt.ms(d.phased_mean) }
 		local s = { label = "share", total = "" }
 		for _, p in ipairs(M.PHASES) do
 			r[p] = fmt.ms(d.avg[p])

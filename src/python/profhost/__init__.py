@@ -56,12 +56,15 @@ def _lookup():
 
     try:
         lib = ctypes.CDLL(None)
+        # A range push keeps the GIL (it is short): with range_stacks the
+        # host then reads the Python frames that pushed it.
+        with_gil = ctypes.PyDLL(None)
     except OSError:
         return {}
     found = {}
     for name, (argtypes, restype) in _signatures(ctypes).items():
         try:
-            fn = getattr(lib, name)
+            fn = getattr(with_gil if name == "prof_range_push" else lib, name)
         except AttributeError:
             return {}
         fn.argtypes = argtypes
@@ -113,18 +116,27 @@ def abi_version():
 
 
 def step():
-    """Marks the end of the current step and the start of the next one."""
+    """Marks the end of the current step and the start of the next one.
+
+    The first call turns the host's automatic steps (optimizer steps, or
+    prof.steps{python=...} returns) off. When it comes right after the
+    automatic step of the same iteration (after optimizer.step() in the same
+    pass of the loop), that iteration already ended there: this first call
+    is then not counted again.
+    """
     fn = _bind().get("prof_step")
-    if fn is not None:
-        fn()
+    if fn is None:
+        return
+    bridge = _sys.modules.get("profhost._bridge")
+    if bridge is not None and bridge.explicit_step():
+        return
+    fn()
 
 
 def manual_steps():
     """From now on only step() ends a step: the host stops counting optimizer
     steps (or prof.steps{python=...} returns) by itself. Without this call
-    that happens at the first step(), which then follows an automatic step
-    of the same iteration; call it before the first step to avoid that extra
-    step. Nothing happens without a host.
+    that happens at the first step(). Nothing happens without a host.
     """
     bridge = _sys.modules.get("profhost._bridge")
     if bridge is not None:
@@ -166,14 +178,17 @@ class phase:
     """``with profhost.phase("forward"): ...``: the block is that step phase
     (see record_phase)."""
 
-    __slots__ = ("_name", "_t0")
+    __slots__ = ("_name", "_phase", "_t0")
 
     def __init__(self, name):
-        _phase_index(name)
+        self._phase = _phase_index(name)
         self._name = name
         self._t0 = 0
 
     def __enter__(self):
+        bridge = _sys.modules.get("profhost._bridge")
+        if bridge is not None:
+            bridge.own_phase(self._phase)
         self._t0 = _time.monotonic_ns()
         return self
 
@@ -208,14 +223,26 @@ class range:  # noqa: A001 - the name mirrors the C ABI (prof_range_push/pop)
     when the block raises. ``@profhost.range("load")`` wraps each call of the
     decorated function the same way. One object may be entered again, nested
     and used from several threads: it holds only the name.
+
+    A range named like a phase ("data", "forward", "backward", "optimizer")
+    is the program's own mark of that phase: the host stops timing that
+    phase by itself (as with record_phase), so it is counted once.
     """
 
-    __slots__ = ("_name",)
+    __slots__ = ("_name", "_phase")
 
     def __init__(self, name):
         self._name = _encode(name)
+        try:
+            self._phase = PHASES.index(self._name.decode("utf-8"))
+        except ValueError:
+            self._phase = -1
 
     def __enter__(self):
+        if self._phase >= 0:
+            bridge = _sys.modules.get("profhost._bridge")
+            if bridge is not None:
+                bridge.own_phase(self._phase)
         fn = _bind().get("prof_range_push")
         if fn is not None:
             fn(self._name)

@@ -11,15 +11,18 @@ calls ``_start(api_address, config)``. From then on:
   "pkg.module:Class.method"}`` the return of that function is the step
   instead. The first explicit ``prof_step()`` (``profhost.step()``) turns
   both off: explicit steps win.
-* **Step phases.** While a window warms up or records, the time spent in the
-  DataLoader iterator's ``__next__``, in top-level ``nn.Module`` calls, in
-  ``torch.autograd.backward`` and in ``optimizer.step`` is written as ranges
-  named ``data``, ``forward``, ``backward`` and ``optimizer`` (never nested:
-  while one phase runs on a thread, the others are not timed there). Outside
-  windows those hooks are removed. ``profhost.phase`` / ``record_phase``
-  report a phase explicitly; the bridge then stops timing that phase.
+  The first ``profhost.step()`` right after an automatic step in the same
+  pass of the loop body ends that same iteration: it is not counted again.
+* **Step phases** (profhost._phases). From the step before a window (or its
+  warm-up) to its end, the time spent in the DataLoader iterator's
+  ``__next__``, in top-level ``nn.Module`` calls, in
+  ``torch.autograd.backward`` and in ``optimizer.step`` is written as
+  phases. Outside windows those hooks are removed. A phase the program
+  reports or marks itself (``profhost.phase``, ``record_phase``, a
+  ``profhost.range`` named like a phase) is not timed by the bridge.
 * **Operator events.** With a CUDA build of torch, torch's own NVTX emission
-  (``emit_nvtx``) is on during warm-up and recording.
+  (``emit_nvtx``) is on from the step before a window to its end, unless
+  torch's own profiler is running on that thread.
 
 torch is usually imported after this module starts: a finder in
 ``sys.meta_path`` notices the import of ``torch.optim.optimizer`` (and of the
@@ -35,17 +38,17 @@ import sys
 import time
 import _thread
 
-# Phase numbers: the order of pyb_phase_names in src/capture/python.c.
-PHASE_DATA, PHASE_FORWARD, PHASE_BACKWARD, PHASE_OPTIMIZER = range(4)
-
-# Window state from the host (pybridge_api.state).
-_IDLE, _WARMUP, _RECORDING = 0, 1, 2
+# Window state from the host (pybridge_api.state): _ARMED is the step
+# before a window opens or warms up, so that what a window's start costs
+# (installing the hooks, entering emit_nvtx, starting the snapshot thread)
+# is paid before its first recorded step.
+_IDLE, _WARMUP, _RECORDING, _ARMED = 0, 1, 2, 3
 _STATE_MASK = 3
 _EXPLICIT = 16
 _NOTE_TORCH_CPU_ONLY = 1
 _NOTE_NVTX_ON = 2
 
-_API_VERSION = 2
+_API_VERSION = 3
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
@@ -53,25 +56,26 @@ _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
 _cfg = {}
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
-_c_state = _c_step = _c_phase = _c_note = _c_down = _c_pystack = None
+_c_state = _c_step = _c_phase = _c_note = _c_down = _c_pystack = _c_phase_named = None
+_names = {}          # phase names given by str, as the bytes handed to C
 _down = False        # the interpreter is finalizing
 _steps = "off"       # "optimizer", "function" or "off"
 _explicit = False    # explicit steps seen: ours no longer count
+_py_steps = False    # steps come from profhost.step() (the bridge sees them)
+_last_auto = None    # where the latest automatic step was called from
 _watch = {}          # module name -> hook(module), not yet run
 _deferred = []       # watched modules seen while still executing
 _finder = None
 _torch = False       # torch.optim has been hooked
-_tls = None          # per-thread phase state (a threading.local)
-_phases_on = False
-_patches = []        # (owner, attribute, original, wrapper) while phases are on
+_tls = None          # per-thread optimizer.step nesting (a threading.local)
+_phases = None       # profhost._phases, once torch is hooked
 _nvtx = None         # the entered emit_nvtx context
 _nvtx_tid = None
 _nvtx_ok = None      # None: not decided yet; then True / False
-_explicit_phases = set()  # phases the application reports itself
+_nvtx_aside = False  # said once: torch's profiler runs, emit_nvtx stays off
 _lock = _thread.RLock()  # guards the hooks' installation
 _applying = 0            # _apply calls running (nested ones: same thread)
 _resync = False
-_PHASE_TARGETS = 3   # Module.__call__, DataLoader __next__, autograd.backward
 
 
 # ------------------------------------------------------------------ messages
@@ -100,13 +104,8 @@ def _warn(msg):
 
 # ------------------------------------------------------------------ the C side
 
-def _bind():
-    """Binds the host's C table (once). Returns False when it cannot be."""
-    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down, _c_pystack
-    if _api is not None:
-        return True
-    if not _api_addr:
-        return False
+def _api_type():
+    """The ctypes structure of the host's table."""
     import ctypes
 
     class _Api(ctypes.Structure):
@@ -123,33 +122,121 @@ def _bind():
             ("down", ctypes.PYFUNCTYPE(None)),
             ("pystack", ctypes.PYFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64,
                                           ctypes.c_char_p, ctypes.c_uint32)),
+            ("phase_named", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
+                                              ctypes.c_int64, ctypes.c_char_p)),
         ]
 
-    api = _Api.from_address(_api_addr)
-    if api.version != _API_VERSION or api.size < ctypes.sizeof(_Api):
+    return _Api
+
+
+def _bind():
+    """Binds the host's C table (once). Returns False when it cannot be."""
+    global _api, _c_state, _c_step, _c_phase, _c_note, _c_down, _c_pystack, _c_phase_named
+    if _api is not None:
+        return True
+    if not _api_addr:
+        return False
+    import ctypes
+
+    api_type = _api_type()
+    api = api_type.from_address(_api_addr)
+    if api.version != _API_VERSION or api.size < ctypes.sizeof(api_type):
         _debug("host table version %d, expected %d" % (api.version, _API_VERSION))
         return False
     _c_state, _c_step, _c_phase = api.state, api.step, api.phase
     _c_note, _c_down, _c_pystack = api.note, api.down, api.pystack
+    _c_phase_named = api.phase_named
     _api = api
     return True
 
 
-def _phase(phase, start, end):
-    if _c_phase is not None:
+def _phase(phase, start, end, name=None):
+    """Hands a phase to the host; `name` (a str): the name to write it
+    under, when the host's phase queries take it for that phase."""
+    if name is not None and _c_phase_named is not None:
+        raw = _names.get(name)
+        if raw is None:
+            if len(_names) > 1000:
+                _names.clear()
+            raw = _names[name] = name.encode("utf-8", "replace")
+        _c_phase_named(phase, start, end, raw)
+    elif _c_phase is not None:
         _c_phase(phase, start, end)
 
 
 def manual_steps():
-    """profhost.manual_steps(): automatic steps stop now."""
-    global _explicit
-    _explicit = True
+    """profhost.manual_steps(): automatic steps stop now; profhost.step()
+    ends each step."""
+    global _explicit, _py_steps
+    _explicit = _py_steps = True
+    _set_merge()
+
+
+def explicit_step():
+    """profhost.step() is about to end a step on this thread. Returns True
+    when this call ends the iteration whose automatic step was just counted
+    (the first explicit step, called after the optimizer step in the same
+    pass of the same loop): it must not be counted again."""
+    global _explicit, _py_steps
+    first = not _explicit
+    _explicit = _py_steps = True
+    try:
+        _set_merge()
+        if _phases is not None:
+            _phases.before_step()
+        return first and _same_iteration()
+    except Exception:
+        _debug_exc("profhost.step()")
+        return False
+
+
+def _same_iteration():
+    """True when the caller's caller (profhost.step()'s caller) runs in the
+    pass of the loop that made the latest automatic step."""
+    if _last_auto is None:
+        return False
+    ident, sites = _last_auto
+    if ident != _thread.get_ident():
+        return False
+    # The innermost frame that was also running when the automatic step
+    # was called decides: is it further on now, in the same pass?
+    f = _call_site(sys._getframe(1))  # whoever called profhost.step()
+    for _ in range(8):
+        if f is None:
+            break
+        for fid, code, lasti in sites:
+            if fid == id(f) and code is f.f_code:
+                return f.f_lasti > lasti
+        f = f.f_back
+    return False
+
+
+def _load_phases():
+    """Imports profhost._phases (once) and binds it to the host."""
+    global _phases
+    if _phases is None:
+        from . import _phases as phases
+
+        phases.bind(_phase, _debug_exc)
+        _phases = phases
+        _set_merge()
+
+
+def own_phase(phase):
+    """The program marks or reports `phase` itself (profhost.range of a
+    phase name, profhost.phase, record_phase): the bridge stops timing it
+    (the program's own wins)."""
+    try:
+        _load_phases()
+        _phases.own(phase)
+    except Exception:
+        _debug_exc("a phase of the program's own")
 
 
 def explicit_phase(phase, start, end):
     """profhost.record_phase(): the application reports a phase; the bridge
     stops timing that phase itself."""
-    _explicit_phases.add(phase)
+    own_phase(phase)
     if not _down and _bind():
         _c_phase(phase, start, end)
 
@@ -166,6 +253,7 @@ def _start(api_addr, config):
     import atexit
 
     atexit.register(_on_exit)
+    _set_merge()
     _watch[_OPTIMIZER_MODULE] = _hook_optimizer
     if _steps == "function":
         modname, _, qual = _cfg.get("function", "").partition(":")
@@ -207,13 +295,21 @@ def _on_exit():
         _c_down()
 
 
+def _set_merge():
+    """Consecutive module calls are one forward phase only when the bridge
+    sees every step boundary (see _phases.set_merge)."""
+    if _phases is not None:
+        _phases.set_merge(_py_steps or (_steps != "off" and not _explicit))
+
+
 def _apply(state):
     """Brings the hooks in line with the window state. Any thread; a call
     that interrupts another on the same thread (a pending call) leaves the
     work to it."""
     global _explicit, _resync, _applying
-    if state & _EXPLICIT:
+    if state & _EXPLICIT and not _explicit:
         _explicit = True
+        _set_merge()
     with _lock:
         _applying += 1
         try:
@@ -223,12 +319,12 @@ def _apply(state):
             while True:
                 _resync = False
                 want = (state & _STATE_MASK) != _IDLE
-                if want and len(_patches) < _PHASE_TARGETS:
-                    _set_phases(True)
-                elif not want and _phases_on:
-                    _set_phases(False)
-                _set_nvtx(want)
-                _set_stacks((state & _STATE_MASK) == _RECORDING)
+                if _torch:
+                    _phases.set_on(want)
+                    if want:
+                        _note_cuda()
+                    _set_nvtx(want)
+                _set_stacks(want, (state & _STATE_MASK) == _RECORDING)
                 if not _resync:
                     break
                 state = _c_state()
@@ -337,30 +433,68 @@ def _remove_finder():
 
 # ------------------------------------------------------------------ steps
 
+_MY_DIR = __file__.rsplit("/", 1)[0] + "/"
+_torch_dir = None    # torch's package directory, with a trailing "/"
+
+
+def _call_site(frame):
+    """The first frame from `frame` outwards that is neither profhost's nor
+    torch's: the program's code that made the call."""
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_MY_DIR) or (_torch_dir and name.startswith(_torch_dir))):
+            break
+        frame = frame.f_back
+    return frame
+
+
+def _remember_call_site():
+    """Notes where this automatic step was called from (the program's frame
+    and the frames around it, with the instruction each is at), for
+    explicit_step()."""
+    global _last_auto
+    sites = []
+    f = _call_site(sys._getframe(1))
+    while f is not None and len(sites) < 8:
+        sites.append((id(f), f.f_code, f.f_lasti))
+        f = f.f_back
+    _last_auto = (_thread.get_ident(), sites)
+
+
 def _auto_step():
-    """One automatic step (optimizer step or the named function)."""
+    """One automatic step (optimizer step or the named function). Raises
+    nothing."""
     global _explicit, _last_step_ident
-    if _explicit or _down or not _bind():
-        return
-    _last_step_ident = _thread.get_ident()
-    state = _c_step()
-    if state & _EXPLICIT:
-        _explicit = True
-    _apply(state)
+    try:
+        if _explicit or _down or not _bind():
+            return
+        _last_step_ident = _thread.get_ident()
+        _remember_call_site()
+        if _phases is not None:
+            _phases.before_step()
+        state = _c_step()
+        if state & _EXPLICIT:
+            _explicit = True
+            _set_merge()
+        _apply(state)
+    except Exception:
+        _debug_exc("an automatic step")
 
 
 def _hook_optimizer(mod):
     """torch.optim.optimizer has executed: hook optimizer steps."""
-    global _torch, _tls
+    global _torch, _tls, _torch_dir
     import threading
 
     class _Tls(threading.local):
-        busy = False    # a phase is being timed on this thread
         depth = 0       # optimizer.step nesting
-        opt_t0 = 0      # start of the timed optimizer phase, 0 = none
-        fn_depth = 0    # nesting of the prof.steps{python=...} function
+        frame = None    # the frame running the outermost step
 
     _tls = _Tls()
+    torch = sys.modules.get("torch")
+    if getattr(torch, "__file__", None):
+        _torch_dir = torch.__file__.rsplit("/", 1)[0] + "/"
+    _load_phases()
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     post = getattr(mod, "register_optimizer_step_post_hook", None)
     if pre is not None and post is not None:      # torch >= 2.0
@@ -374,38 +508,51 @@ def _hook_optimizer(mod):
 
 
 def _optimizer_pre(opt, args, kwargs):
-    tl = _tls
-    tl.depth += 1
-    if (tl.depth == 1 and _phases_on and not tl.busy and
-            PHASE_OPTIMIZER not in _explicit_phases):
-        tl.busy = True
-        tl.opt_t0 = _now()
+    """Before optimizer.step() (torch's global pre hook, or the wrapper)."""
+    try:
+        tl = _tls
+        if tl.depth and not _phases.on_stack(tl.frame):
+            # The outermost step raised and torch's global hooks ran no
+            # post hook for it (torch >= 2.0): it is over, and was no step.
+            tl.depth = 0
+            _phases.optimizer_end(False)
+        tl.depth += 1
+        if tl.depth == 1:
+            tl.frame = sys._getframe(1)
+            _phases.optimizer_begin()
+    except Exception:
+        _debug_exc("the optimizer pre hook")
     return None
 
 
 def _optimizer_post(opt, args, kwargs):
-    tl = _tls
-    if tl.depth > 0:
-        tl.depth -= 1
-    if tl.depth:
-        return None
-    if tl.opt_t0:
-        _phase(PHASE_OPTIMIZER, tl.opt_t0, _now())
-        tl.opt_t0 = 0
-        tl.busy = False
-    if _steps == "optimizer":
-        _auto_step()
+    """After optimizer.step() returned: the end of a step (the outermost)."""
+    try:
+        tl = _tls
+        if tl.depth > 0:
+            tl.depth -= 1
+        if tl.depth:
+            return None
+        tl.frame = None
+        _phases.optimizer_end(True)
+        if _steps == "optimizer":
+            _auto_step()
+    except Exception:
+        _debug_exc("the optimizer hook")
     return None
 
 
 def _optimizer_failed():
     """optimizer.step raised: forget its phase, count no step."""
-    tl = _tls
-    if tl.depth > 0:
-        tl.depth -= 1
-    if not tl.depth and tl.opt_t0:
-        tl.opt_t0 = 0
-        tl.busy = False
+    try:
+        tl = _tls
+        if tl.depth > 0:
+            tl.depth -= 1
+        if not tl.depth:
+            tl.frame = None
+            _phases.optimizer_end(False)
+    except Exception:
+        _debug_exc("the optimizer hook")
 
 
 def _hook_optimizer_classes(Optimizer):
@@ -417,9 +564,15 @@ def _hook_optimizer_classes(Optimizer):
                "_hook_for_profile: optimizer steps are not counted")
         return
 
+    import functools
+
+    @functools.wraps(original)
     def _hook_for_profile(self):
         original(self)
-        _wrap_step(type(self))
+        try:
+            _wrap_step(type(self))
+        except Exception:
+            _debug_exc("wrapping %s.step" % type(self).__name__)
 
     Optimizer._hook_for_profile = _hook_for_profile
     # Optimizers made before profhost started: their classes are marked.
@@ -495,67 +648,7 @@ def _hook_function(mod, modname, qual):
     _debug("steps: the return of %s:%s" % (modname, qual))
 
 
-# ------------------------------------------------------------------ phases
-
-def _timed(phase, original, data=False):
-    """A wrapper timing `original` as `phase` on the calling thread, unless
-    another phase is being timed there."""
-
-    def wrapper(*args, **kwargs):
-        tl = _tls
-        if data and tl.busy and tl.depth:
-            # A stale optimizer phase (its step raised and a pre hook ran
-            # without its post hook): loading data is never inside a step.
-            tl.busy, tl.depth, tl.opt_t0 = False, 0, 0
-        if tl.busy or phase in _explicit_phases:
-            return original(*args, **kwargs)
-        tl.busy = True
-        t0 = _now()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            tl.busy = False
-            _phase(phase, t0, _now())
-
-    wrapper.__name__ = getattr(original, "__name__", "wrapper")
-    wrapper.__qualname__ = getattr(original, "__qualname__", wrapper.__name__)
-    wrapper.__doc__ = getattr(original, "__doc__", None)
-    wrapper.__wrapped__ = original
-    return wrapper
-
-
-def _set_phases(on):
-    """Installs the phase hooks not yet installed (on), or removes them all.
-    Under _lock."""
-    global _phases_on
-    if not on:
-        while _patches:
-            owner, attr, original, wrapper = _patches.pop()
-            if getattr(owner, attr, None) is wrapper:
-                setattr(owner, attr, original)
-        _phases_on = False
-        return
-    module = sys.modules.get("torch.nn.modules.module")
-    loader = sys.modules.get("torch.utils.data.dataloader")
-    autograd = sys.modules.get("torch.autograd")
-    targets = []
-    if module is not None and hasattr(module, "Module"):
-        targets.append((module.Module, "__call__", PHASE_FORWARD, False))
-    if loader is not None and hasattr(loader, "_BaseDataLoaderIter"):
-        targets.append((loader._BaseDataLoaderIter, "__next__", PHASE_DATA, True))
-    if autograd is not None and hasattr(autograd, "backward"):
-        targets.append((autograd, "backward", PHASE_BACKWARD, False))
-    done = set((id(p[0]), p[1]) for p in _patches)
-    for owner, attr, phase, data in targets:
-        original = owner.__dict__.get(attr)
-        if original is None or (id(owner), attr) in done:
-            continue
-        wrapper = _timed(phase, original, data)
-        setattr(owner, attr, wrapper)
-        _patches.append((owner, attr, original, wrapper))
-    _phases_on = True
-    _note_cuda()
-
+# ------------------------------------------------------------------ operator events
 
 def _note_cuda():
     """Decides once whether torch can emit NVTX operator ranges; tells the
@@ -579,6 +672,27 @@ def _note_cuda():
         _nvtx_ok = False
 
 
+def _torch_profiler_on():
+    """True while torch's own profiler (torch.profiler, emit_nvtx, ...) is
+    enabled on this thread."""
+    try:
+        import torch
+
+        return bool(torch.autograd._profiler_enabled())
+    except Exception:
+        return False
+
+
+def _step_aside():
+    """Says once that torch's profiler runs where emit_nvtx would: torch
+    allows one profiler per thread, and the program's own wins."""
+    global _nvtx_aside
+    if not _nvtx_aside:
+        _nvtx_aside = True
+        _warn("torch.profiler is running on the training thread: profhost "
+              "leaves torch's operator ranges (emit_nvtx) off while it runs")
+
+
 def _set_nvtx(on):
     """Enters or leaves torch's emit_nvtx on the training thread (torch's
     profiler state is per thread). Under _lock."""
@@ -588,6 +702,9 @@ def _set_nvtx(on):
     me = _thread.get_ident()
     if on and _nvtx is None:
         if me != _train_thread():
+            return
+        if _torch_profiler_on():
+            _step_aside()
             return
         try:
             import torch
@@ -599,13 +716,54 @@ def _set_nvtx(on):
             _debug_exc("emit_nvtx")
             return
         _nvtx, _nvtx_tid = ctx, me
+        _guard_torch_profiler(True)
         _c_note(_NOTE_NVTX_ON)
     elif not on and _nvtx is not None and me == _nvtx_tid:
-        ctx, _nvtx = _nvtx, None
-        try:
-            ctx.__exit__(None, None, None)
-        except Exception:
-            _debug_exc("leaving emit_nvtx")
+        _leave_nvtx()
+
+
+def _leave_nvtx():
+    """Leaves the entered emit_nvtx. On its thread, under _lock."""
+    global _nvtx
+    ctx, _nvtx = _nvtx, None
+    _guard_torch_profiler(False)
+    try:
+        ctx.__exit__(None, None, None)
+    except Exception:
+        _debug_exc("leaving emit_nvtx")
+
+
+_guard = None  # (module, original) while _enable_profiler is guarded
+
+
+def _guard_torch_profiler(on):
+    """While profhost's emit_nvtx is entered, torch.profiler starting on
+    the same thread would fail ("Profiler is already enabled on this
+    thread"): torch.autograd.profiler's _enable_profiler is guarded so that
+    profhost leaves emit_nvtx first (one line says so)."""
+    global _guard
+    if not on:
+        if _guard is not None:
+            mod, original, guard = _guard
+            if mod.__dict__.get("_enable_profiler") is guard:
+                mod._enable_profiler = original
+            _guard = None
+        return
+    mod = sys.modules.get("torch.autograd.profiler")
+    original = getattr(mod, "_enable_profiler", None)
+    if original is None or _guard is not None:
+        return
+
+    def _enable_profiler(*args, **kwargs):
+        if _nvtx is not None and _thread.get_ident() == _nvtx_tid:
+            with _lock:
+                if _nvtx is not None:
+                    _step_aside()
+                    _leave_nvtx()
+        return original(*args, **kwargs)
+
+    mod._enable_profiler = _enable_profiler
+    _guard = (mod, original, _enable_profiler)
 
 
 _main_ident = _thread.get_ident()  # imported in the main thread
@@ -620,16 +778,17 @@ def _train_thread():
 #
 # The CPU sampler's signal handler must not read the interpreter (it could
 # interrupt it anywhere, holding any lock). So while a window records, a
-# thread of the bridge takes snapshots of every thread's Python stack with
+# thread of the bridge (started the step before, so that its start costs no
+# recorded step) takes snapshots of every thread's Python stack with
 # sys._current_frames() (under the GIL, like any Python code) at a modest
 # rate, and hands each to the host with its time and the thread's kernel id.
 # The host merges them into the native samples of the same thread by time
 # (src/capture/python.c): a sample shows the Python frames of the snapshot
 # nearest to it in place of the interpreter's own frames.
 
-_MY_FILE = __file__
 _stack_hz = 0
-_stacks_on = False
+_stacks_on = False     # the snapshot thread runs
+_stacks_rec = False    # and takes snapshots
 _stacks_gen = 0
 _STACK_DEPTH = 256
 
@@ -645,15 +804,33 @@ def _set_stack_rate(value):
         # threading takes the importing thread for the main one)
 
 
-def _set_stacks(on):
-    """Starts or stops the snapshot thread. Under _lock."""
-    global _stacks_on, _stacks_gen
-    if not _stack_hz or on == _stacks_on:
+def _set_stacks(on, recording):
+    """Starts or stops the snapshot thread, and has it take snapshots or
+    not. Under _lock."""
+    global _stacks_on, _stacks_gen, _stacks_rec
+    if not _stack_hz:
+        return
+    _stacks_rec = on and recording
+    if on == _stacks_on:
         return
     _stacks_on = on
     _stacks_gen += 1
     if on:
-        _thread.start_new_thread(_stack_loop, (_stacks_gen,))
+        _start_unsignalled(_stack_loop, (_stacks_gen,))
+
+
+def _start_unsignalled(func, args):
+    """Starts a thread of profhost's with every signal blocked from its
+    first instruction (a thread inherits its creator's mask): the CPU
+    sampler never samples it, not even before it has named itself, and the
+    application's signals go to its own threads."""
+    import signal
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        _thread.start_new_thread(func, args)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _native_ids():
@@ -681,8 +858,16 @@ def _stack_loop(gen):
     me = _thread.get_ident()
     sleep = time.sleep
     names = {}
+    taken = False  # a snapshot taken since recording (re)started
     while _stacks_on and _stacks_gen == gen and not _down:
-        sleep(period)
+        # Every period while recording, the first one at once: a window's
+        # first samples need a snapshot near them.
+        if taken or not _stacks_rec:
+            sleep(period)
+        if not _stacks_rec:
+            taken = False
+            continue
+        taken = True
         try:
             frames = sys._current_frames()
             ts = _now()
@@ -694,7 +879,7 @@ def _stack_loop(gen):
                 parts = []
                 while f is not None and len(parts) < _STACK_DEPTH:
                     code, line = f.f_code, f.f_lineno
-                    if code.co_filename == _MY_FILE:  # profhost's own wrappers
+                    if code.co_filename.startswith(_MY_DIR):  # profhost's own code
                         f = f.f_back
                         continue
                     name = names.get((code, line))

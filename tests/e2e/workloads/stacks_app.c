@@ -4,9 +4,11 @@
  * unwinder's DWARF rules and the ELF symbol table.
  *
  *   stacks_app [--steps N] [--step-ms MS] [--late STEP] [--brief STEP]
- *              [--deep N] [--own-sigprof] [--ranges]
+ *              [--deep N] [--own-sigprof] [--ranges] [--churn N [--churn-us US]]
  *
- * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d.
+ * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d
+ * (100 ms at a time; "sleeper interrupted N" at the end counts the sleeps
+ * a signal cut short).
  * The main thread runs N steps of MS milliseconds each (prof_step() at
  * each end). --late starts thread "late" at that step, which spins in
  * late_work. --brief starts thread "brief" at that step; it spins in
@@ -17,7 +19,11 @@
  * prints "sigprof N timer M" at the end: N signals from its itimer, M
  * signals that were timer_create signals (which would be profhost's, and
  * must be 0). --ranges pushes a range "ranged" around each step's sleep
- * from ranged_caller. Prints "done N".
+ * from ranged_caller. --churn N makes each step, in place of its sleep,
+ * create N threads "churn" (each spins for up to --churn-us microseconds,
+ * default 2000, allocates, frees and exits) and join them, again and again
+ * for the step's time: threads exiting all the time, with
+ * the allocator's per-thread state to free. Prints "done N".
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -50,6 +56,8 @@ static void bind(void)
 	if (!p_push) p_push = nop_s;
 	if (!p_pop) p_pop = nop;
 }
+
+static atomic_long sleeper_eintr;
 
 static void sleep_ms(long ms)
 {
@@ -85,11 +93,16 @@ NOINLINE double a(double x)
 	return b(x) + 3;
 }
 
-/* Sleeps until told to stop, waking rarely: it uses next to no CPU. */
+/* Sleeps until told to stop, waking rarely: it uses next to no CPU.
+ * Counts the sleeps a signal cut short. */
 NOINLINE void d(void)
 {
-	while (!atomic_load(&stop))
-		sleep_ms(100);
+	while (!atomic_load(&stop)) {
+		struct timespec ts = { 0, 100000000 };
+
+		while (nanosleep(&ts, &ts) != 0)
+			atomic_fetch_add(&sleeper_eintr, 1);
+	}
 	sink += 1;
 }
 
@@ -164,6 +177,46 @@ static void *deep(void *arg)
 	return NULL;
 }
 
+/* A short-lived thread: uses the allocator (so its exit has a thread
+ * cache and an arena to hand back) and exits. */
+static void *churn_one(void *arg)
+{
+	char *p[8];
+	int i;
+
+	pthread_setname_np(pthread_self(), "churn");
+	sink += brief_work(5.0, (double)(long)arg * 1e-6);
+	for (i = 0; i < 8; i++) {
+		p[i] = malloc(64 + 512 * (size_t)i);
+		if (p[i])
+			p[i][0] = (char)i;
+	}
+	for (i = 0; i < 8; i++)
+		free(p[i]);
+	return NULL;
+}
+
+/* Creates and joins `n` threads at a time, each living about `us`
+ * microseconds, for `ms` milliseconds. */
+NOINLINE static void churn(long n, long us, long ms)
+{
+	pthread_t t[64];
+	struct timespec t0, now;
+	long i, k;
+
+	if (n > 64)
+		n = 64;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (i = k = 0; i < n; i++)
+			if (pthread_create(&t[k], NULL, churn_one, (void *)(us * (1 + i % 4) / 4)) == 0)
+				k++;
+		for (i = 0; i < k; i++)
+			pthread_join(t[i], NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	} while ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
 static void on_sigprof(int sig, siginfo_t *si, void *uc)
 {
 	(void)sig;
@@ -184,6 +237,7 @@ NOINLINE static void ranged_caller(long ms)
 int main(int argc, char **argv)
 {
 	long steps = 12, step_ms = 50, late_at = -1, brief_at = -1, depth = 0, s;
+	long churners = 0, churn_us = 2000;
 	int own_sigprof = 0, ranges = 0, i;
 	pthread_t t1, t2, t3, t4, t5;
 
@@ -195,6 +249,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--brief") && i + 1 < argc) brief_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--own-sigprof")) own_sigprof = 1;
 		else if (!strcmp(argv[i], "--ranges")) ranges = 1;
+		else if (!strcmp(argv[i], "--churn") && i + 1 < argc) churners = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--churn-us") && i + 1 < argc) churn_us = atol(argv[++i]);
 		else {
 			fprintf(stderr, "stacks_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -221,7 +277,9 @@ int main(int argc, char **argv)
 			pthread_create(&t3, NULL, late, NULL);
 		if (s == brief_at)
 			pthread_create(&t5, NULL, brief, (void *)step_ms);
-		if (ranges)
+		if (churners > 0)
+			churn(churners, churn_us, step_ms);
+		else if (ranges)
 			ranged_caller(step_ms);
 		else
 			sleep_ms(step_ms);
@@ -243,6 +301,7 @@ int main(int argc, char **argv)
 		printf("sigprof %ld timer %ld\n", atomic_load(&sigprof_itimer),
 		       atomic_load(&sigprof_timer));
 	}
+	printf("sleeper interrupted %ld\n", atomic_load(&sleeper_eintr));
 	printf("done %ld\n", steps);
 	return 0;
 }

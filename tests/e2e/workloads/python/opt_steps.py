@@ -2,10 +2,13 @@
 
 After each optimizer.step() (and, with --explicit, after each
 profhost.step()) it appends time.monotonic_ns() (the host's clock) to a list,
-written as JSON to --out at the end: {"opt": [...], "explicit": [...]}.
+written as JSON to --out at the end: {"opt": [...], "explicit": [...]};
+with --probe, "hooks_on" says after each optimizer.step() whether the
+bridge's phase hooks were in place.
 """
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -18,6 +21,8 @@ p.add_argument("--out", required=True)
 p.add_argument("--adam", action="store_true")
 p.add_argument("--explicit-forward", action="store_true",
                help="report the forward phase with profhost.phase (two model calls in it)")
+p.add_argument("--probe", action="store_true",
+               help="after each optimizer step, note whether the bridge's phase hooks are on")
 args = p.parse_args()
 
 if args.explicit or args.explicit_forward:
@@ -29,7 +34,7 @@ opt = (torch.optim.Adam if args.adam else torch.optim.SGD)(model.parameters(), l
 data = torch.utils.data.DataLoader(
     torch.utils.data.TensorDataset(torch.randn(256, 32), torch.randint(0, 4, (256,))),
     batch_size=16)
-opt_t, explicit_t = [], []
+opt_t, explicit_t, hooks_on = [], [], []
 it = iter(data)
 for i in range(args.steps):
     try:
@@ -47,6 +52,9 @@ for i in range(args.steps):
     loss.backward()
     opt.step()
     opt_t.append(time.monotonic_ns())
+    if args.probe:
+        phases = sys.modules.get("profhost._phases")
+        hooks_on.append(bool(phases and phases.is_on()))
     if args.explicit:
         profhost.step()
         explicit_t.append(time.monotonic_ns())
@@ -57,5 +65,6 @@ hooked = [getattr(f, "__module__", "?")
                     torch.utils.data.dataloader._BaseDataLoaderIter.__next__,
                     torch.autograd.backward)]
 with open(args.out, "w") as f:
-    json.dump({"opt": opt_t, "explicit": explicit_t, "hooked_by": hooked}, f)
+    json.dump({"opt": opt_t, "explicit": explicit_t, "hooked_by": hooked, "hooks_on": hooks_on},
+              f)
 print("done", args.steps)

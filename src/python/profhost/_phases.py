@@ -1,0 +1,433 @@
+"""profhost._phases: the step phases of the Python bridge. Not an API.
+
+Imported by profhost._bridge once torch's optimizer module is there. While
+phases are on (a window is armed, warms up or records: see _bridge), the
+time a thread spends in
+
+  data       the DataLoader iterator's ``__next__``, written under torch's
+             own name for it, ``enumerate(DataLoader)#<iterator>.__next__``
+             (what TensorBoard's plugin counts as DataLoader time; the
+             host's phase queries take it for data)
+  forward    top-level ``nn.Module`` calls: the model, and a loss module
+             called after it, are one phase while nothing else (data,
+             backward, optimizer, a step boundary) comes between them
+  backward   ``torch.autograd.backward`` (``loss.backward()``)
+  optimizer  ``optimizer.step()`` (the bridge's step hooks call
+             optimizer_begin / optimizer_end)
+
+is reported through ``emit(phase, start_ns, end_ns, name)``. Phases never
+nest on a thread: while one is timed there, the others are not.
+
+How each is hooked, and why:
+
+* forward: torch's global module hooks (``register_module_forward_pre_hook``
+  and ``register_module_forward_hook``), never a replacement of
+  ``nn.Module.__call__``. torch's Python tracer (``torch.profiler`` with
+  ``with_stack=True``) tells module calls from other calls by comparing a
+  frame's code object with ``nn.Module.__call__.__code__``, read once per
+  process when the tracer first starts. Had ``__call__`` been replaced at
+  that moment, torch would take the replacement's code for "a module call"
+  for the rest of the process, and read a ``self`` local from every frame
+  running that code; torch 1.13 dereferences the missing local and dies
+  with SIGSEGV (issue #12.1).
+* data, backward: a wrapper on ``_BaseDataLoaderIter.__next__`` and one on
+  ``torch.autograd.backward``, each a function of its own that carries the
+  original's name, qualified name, module, doc, attributes and
+  ``__wrapped__`` (so ``inspect.signature`` gives the original's). They are
+  re-entrant, let exceptions through untouched and do nothing while phases
+  are off. Turning phases off puts the exact original object back, unless
+  another library has wrapped ours meanwhile: theirs then stays, with ours
+  inside it, inert until phases are on again.
+
+A program that reports a phase itself (``profhost.phase``,
+``profhost.record_phase``, or a ``profhost.range`` named like a phase) owns
+that phase from then on: the bridge stops timing it (own()).
+
+Every function here runs on the application's threads; state is per
+thread, except the switches set under the bridge's lock. None raises into
+the application: a failure of profhost's own code is swallowed (shown with
+PROF_LOG=debug) and the wrapped call goes on untouched.
+"""
+
+import functools
+import sys
+import threading
+import time
+
+# Phase numbers: enum query_phase's (src/events/query.h), as the host's
+# table takes them, and the order of profhost.PHASES.
+DATA, FORWARD, BACKWARD, OPTIMIZER = range(4)
+NONE = -1
+
+_now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
+_emit = None              # emit(phase, start_ns, end_ns, name=None), set by bind()
+_report = None            # report(what): prints the exception being handled
+
+_on = False      # phases are timed
+_gen = 0         # bumped each time phases turn on: per-thread states reset
+_merge = False   # the bridge sees every step boundary (see set_merge)
+_owned = set()   # phases the program reports itself
+_patches = []    # _Patch of each wrapped callable, installed or not
+_handles = []    # torch's handles of the module hooks while on
+
+
+class _State(threading.local):
+    """What one thread is timing."""
+    gen = -1       # _gen when this state was last reset
+    cur = NONE     # the phase timed now on this thread
+    t0 = 0         # its start
+    mods = 0       # nn.Module call nesting on this thread
+    top = None     # the frame running the top-level module call (torch's)
+    fwd0 = 0       # a forward phase that ended, not yet written:
+    fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
+
+
+_tls = _State()
+
+
+def bind(emit, report):
+    """Sets where phases go, emit(phase, start_ns, end_ns, name=None), and
+    how an exception of profhost's own is reported, report(what)."""
+    global _emit, _report
+    _emit, _report = emit, report
+
+
+def _reset(st):
+    st.gen = _gen
+    st.cur = NONE
+    st.mods = 0
+    st.top = None
+    st.fwd1 = 0
+
+
+def _state():
+    st = _tls
+    if st.gen != _gen:
+        _reset(st)
+    return st
+
+
+def _flush(st):
+    """Writes the thread's pending forward phase, if any."""
+    if st.fwd1:
+        end, st.fwd1 = st.fwd1, 0
+        _emit(FORWARD, st.fwd0, end)
+
+
+def on_stack(frame):
+    """True while `frame` runs on the calling thread (it is the caller's or
+    one further out)."""
+    f = sys._getframe(1)
+    while f is not None:
+        if f is frame:
+            return True
+        f = f.f_back
+    return False
+
+
+def _settle(st):
+    """Called where a phase starts or a step ends while st.mods says a
+    module call runs: when that top-level call is no longer on the stack it
+    raised (torch < 2.1 runs no forward hook then), and is forgotten."""
+    if st.top is not None and on_stack(st.top):
+        return
+    st.mods = 0
+    st.top = None
+    if st.cur == FORWARD:
+        st.cur = NONE
+
+
+def _inside(st, phase):
+    """True when `phase` starting now is inside another phase on this
+    thread (it is not timed then). An optimizer step whose post hook never
+    came (its step raised, torch's global hooks) is over when data is
+    fetched: data is never fetched inside a step."""
+    if st.mods:
+        _settle(st)
+    if st.cur == OPTIMIZER and phase == DATA:
+        st.cur = NONE
+    return st.cur != NONE
+
+
+# ------------------------------------------------------------------ forward
+#
+# The two hooks run for every module call (nested ones too): they do the
+# least they can there.
+
+def _forward_pre(module, args):
+    try:
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)
+        if st.mods:
+            st.mods += 1   # a module inside the top-level one
+            return None
+        st.mods = 1
+        st.top = sys._getframe(1)
+        if st.cur == NONE and _on and FORWARD not in _owned:
+            if st.fwd1 and _merge:
+                st.t0 = st.fwd0   # the loss after the model: one forward
+                st.fwd1 = 0
+            else:
+                _flush(st)
+                st.t0 = _now()
+            st.cur = FORWARD
+    except Exception:
+        _report("the forward pre-hook")
+    return None
+
+
+def _forward_post(module, args, output):
+    try:
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)    # hooks installed during the call
+            return None
+        mods = st.mods
+        if mods != 1:
+            if mods:
+                st.mods = mods - 1   # nested
+            return None
+        st.mods = 0
+        st.top = None
+        if st.cur == FORWARD:
+            st.cur = NONE
+            end = _now()
+            if _merge:
+                st.fwd0, st.fwd1 = st.t0, end
+            else:
+                _emit(FORWARD, st.t0, end)
+    except Exception:
+        _report("the forward hook")
+    return None
+
+
+def _module_hooks(on):
+    """Registers torch's global module hooks (on) or removes them."""
+    if not on:
+        while _handles:
+            _handles.pop().remove()
+        return
+    mod = sys.modules.get("torch.nn.modules.module")
+    pre = getattr(mod, "register_module_forward_pre_hook", None)
+    post = getattr(mod, "register_module_forward_hook", None)
+    if pre is None or post is None or _handles:
+        return
+    _handles.append(pre(_forward_pre))
+    try:
+        # torch >= 2.1: the hook also runs when forward raises.
+        _handles.append(post(_forward_post, always_call=True))
+    except TypeError:
+        _handles.append(post(_forward_post))
+
+
+# ------------------------------------------------------------------ wrappers
+
+def _wraps(fn, inner):
+    """True when `fn` is `inner` or wraps it (its __wrapped__ chain)."""
+    for _ in range(32):
+        if fn is inner:
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+        if fn is None:
+            return False
+    return False
+
+
+class _Patch(object):
+    """One wrapped attribute: owner.attr is `original`, or `wrapper` while
+    installed, or someone else's wrapper around ours."""
+
+    __slots__ = ("owner", "attr", "original", "wrapper")
+
+    def __init__(self, owner, attr, original, wrapper):
+        self.owner, self.attr = owner, attr
+        self.original, self.wrapper = original, wrapper
+
+    def install(self):
+        """Puts ours in the way of the attribute. False when the attribute
+        is neither the original nor (a wrapper of) ours: someone replaced
+        it, and it needs a wrapper of its own."""
+        cur = self.owner.__dict__.get(self.attr)
+        if _wraps(cur, self.wrapper):
+            return True
+        if cur is not self.original:
+            return False
+        setattr(self.owner, self.attr, self.wrapper)
+        return True
+
+    def remove(self):
+        """Puts the original back, unless someone wrapped ours meanwhile:
+        theirs stays, ours inert inside it."""
+        if self.owner.__dict__.get(self.attr) is self.wrapper:
+            setattr(self.owner, self.attr, self.original)
+
+
+def _make_wrapper(phase, original):
+    """A wrapper timing calls of `original` as `phase`, looking like it."""
+
+    def call(*args, **kwargs):
+        if not _on or phase in _owned:
+            return original(*args, **kwargs)
+        try:
+            st = _state()
+            if _inside(st, phase):
+                st = None
+            else:
+                _flush(st)
+                st.cur = phase
+                t0 = _now()
+        except Exception:
+            _report("starting a phase")
+            st = None
+        if st is None:
+            return original(*args, **kwargs)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            try:
+                if st.cur == phase:
+                    st.cur = NONE
+                _emit(phase, t0, _now(), _phase_name(phase, args))
+            except Exception:
+                _report("ending a phase")
+
+    return functools.update_wrapper(call, original)
+
+
+def _phase_name(phase, args):
+    """The name a phase is written under: a DataLoader fetch under torch's
+    label for it (its iterator's _profile_name), else None (the phase's)."""
+    if phase != DATA or not args:
+        return None
+    name = getattr(args[0], "_profile_name", None)
+    if not isinstance(name, str):
+        name = "enumerate(DataLoader)#%s.__next__" % type(args[0]).__name__
+    return name
+
+
+def _targets():
+    """(owner, attribute, phase) of each callable wrapped; those whose
+    module is not imported are left out."""
+    out = []
+    loader = sys.modules.get("torch.utils.data.dataloader")
+    autograd = sys.modules.get("torch.autograd")
+    if loader is not None and hasattr(loader, "_BaseDataLoaderIter"):
+        out.append((loader._BaseDataLoaderIter, "__next__", DATA))
+    if autograd is not None:
+        out.append((autograd, "backward", BACKWARD))
+    return out
+
+
+def _wrappers(on):
+    if not on:
+        for p in _patches:
+            p.remove()
+        return
+    for owner, attr, phase in _targets():
+        mine = [p for p in _patches if p.owner is owner and p.attr == attr]
+        if mine and mine[-1].install():
+            continue
+        original = owner.__dict__.get(attr)
+        if original is None:
+            continue
+        p = _Patch(owner, attr, original, _make_wrapper(phase, original))
+        p.install()
+        _patches.append(p)
+
+
+# ------------------------------------------------------------------ switches
+
+def _present():
+    """Which of the hooked modules are imported (they may come later)."""
+    m = sys.modules
+    return (m.get("torch.nn.modules.module") is not None,
+            m.get("torch.utils.data.dataloader") is not None,
+            m.get("torch.autograd") is not None)
+
+
+_covered = None  # _present() when the hooks were last installed
+
+
+def set_on(on):
+    """Turns phase timing on (hooks installed, also those of modules
+    imported since) or off (hooks removed). Under the bridge's lock."""
+    global _on, _gen, _covered
+    if not on:
+        if _on:
+            _on = False
+            _module_hooks(False)
+            _wrappers(False)
+        return
+    if not _on:
+        _gen += 1
+    elif _covered == _present():
+        return
+    _covered = _present()
+    _wrappers(True)
+    _module_hooks(True)
+    _on = True
+
+
+def is_on():
+    return _on
+
+
+def set_merge(merge):
+    """Whether consecutive top-level module calls may be one forward phase:
+    only when the bridge sees every step boundary on the stepping thread
+    (automatic steps, profhost.step()), where it calls before_step(); with
+    steps from NVTX, CUDA or a timer each call is written at its end."""
+    global _merge
+    _merge = merge
+
+
+def own(phase):
+    """The program reports `phase` itself: stop timing it. Raises nothing
+    (nor do the functions below)."""
+    if phase not in _owned:
+        _owned.add(phase)
+        if phase == FORWARD:
+            _flush_safely(_state())
+
+
+def _flush_safely(st):
+    try:
+        _flush(st)
+    except Exception:
+        _report("writing a forward phase")
+
+
+def before_step():
+    """A step boundary comes from this thread: the step's forward phase is
+    written first, and a forward that raised without a hook is forgotten."""
+    st = _state()
+    if st.mods:
+        _settle(st)
+    _flush_safely(st)
+
+
+def optimizer_begin():
+    """The outermost optimizer.step() of this thread starts."""
+    if not _on or OPTIMIZER in _owned:
+        return
+    st = _state()
+    if _inside(st, OPTIMIZER):
+        return
+    _flush_safely(st)
+    st.cur = OPTIMIZER
+    st.t0 = _now()
+
+
+def optimizer_end(ok):
+    """The outermost optimizer.step() of this thread returned (ok) or
+    raised."""
+    st = _state()
+    if st.cur != OPTIMIZER:
+        return
+    st.cur = NONE
+    if ok:
+        try:
+            _emit(OPTIMIZER, st.t0, _now())
+        except Exception:
+            _report("writing the optimizer phase")

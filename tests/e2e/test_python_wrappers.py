@@ -1,0 +1,482 @@
+"""The Python bridge's hooks and wrappers, against a fake host table.
+
+Each test runs a script in a fresh /usr/bin/python3 with torch: it imports
+profhost._bridge and starts it with a C table made of ctypes callbacks (the
+layout of struct pybridge_api), so the test sets the window state itself and
+sees every phase the bridge reports. What is held, for every hook the bridge
+installs (the DataLoader iterator's __next__, torch.autograd.backward,
+torch's global module hooks, the optimizer step wrapper of torch 1.13):
+
+- identity: the wrapped object keeps its name, qualified name, module, doc,
+  attributes and signature (inspect.signature), nn.Module.__call__ is never
+  replaced, and turning phases off restores the exact original objects;
+- re-entrancy: nested and recursive calls, threads, exceptions passing
+  through unchanged, and the phase timing recovering after them;
+- another library wrapping the same attribute after the bridge (and
+  unwrapping again) keeps working, with each phase counted once;
+- torch.profiler with_stack=True beside the bridge (issue #12.1).
+
+Skipped (with the reason) when /usr/bin/python3 has no torch.
+"""
+import os
+import subprocess
+import textwrap
+import unittest
+
+from test_python import HAS_TORCH
+
+SOURCE = os.environ.get("PROFHOST_SOURCE") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+MODULE_DIR = os.path.join(SOURCE, "src", "python")
+PYTHON = "/usr/bin/python3"
+
+
+
+# Starts the bridge with a fake host table; `events` gets (phase, start,
+# end) of each reported phase, `steps` the time of each automatic step.
+PRELUDE = r'''
+import ctypes, functools, inspect, sys, threading, time
+import torch
+from torch import nn
+import torch.utils.data.dataloader as dl
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+ORIG_NEXT = dl._BaseDataLoaderIter.__dict__["__next__"]
+ORIG_BACKWARD = torch.autograd.backward
+ORIG_CALL = nn.Module.__dict__["__call__"]
+ORIG_CODE = ORIG_CALL.__code__
+ORIG_SGD_STEP = torch.optim.SGD.__dict__["step"]
+
+from profhost import _bridge, _phases
+
+NAMES = ("data", "forward", "backward", "optimizer")
+IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
+state = [RECORDING]
+steps = []
+events = []
+
+Api = _bridge._api_type()
+F = dict(Api._fields_)
+
+
+def _step():
+    steps.append(time.monotonic_ns())
+    return state[0]
+
+
+named = []   # (phase, name) of each phase given a name of its own
+
+
+def _named(p, a, b, name):
+    named.append((NAMES[p], name.decode()))
+    events.append((NAMES[p], a, b))
+
+
+KEEP = [F["state"](lambda: state[0]), F["step"](_step),
+        F["phase"](lambda p, a, b: events.append((NAMES[p], a, b))),
+        F["note"](lambda bits: None), F["down"](lambda: None),
+        F["pystack"](lambda *a: None), F["phase_named"](_named)]
+api = Api()
+api.version, api.size = _bridge._API_VERSION, ctypes.sizeof(Api)
+(api.state, api.step, api.phase, api.note, api.down, api.pystack,
+ api.phase_named) = KEEP
+_bridge._start(ctypes.addressof(api), "steps=optimizer\nlog=3\n")
+
+
+def set_state(s):
+    state[0] = s
+    _bridge._sync()
+
+
+def names():
+    return [e[0] for e in events]
+
+
+def boundary():
+    """What a step boundary does first: the step's forward is written."""
+    _phases.before_step()
+
+
+def check_no_overlap():
+    ev = sorted(events, key=lambda e: e[1])
+    for a, b in zip(ev, ev[1:]):
+        assert a[2] <= b[1], ("overlap", a, b)
+
+
+def loader(n=8, bs=2):
+    return DataLoader(TensorDataset(torch.randn(n, 4), torch.randint(0, 2, (n,))), batch_size=bs)
+
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+loss_fn = nn.CrossEntropyLoss()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def train_step(x, y):
+    loss = loss_fn(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+@unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
+class Wrappers(unittest.TestCase):
+    def run_script(self, body, log=True):
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "PYTHONPATH") and not k.startswith("PROF_")}
+        env["PYTHONPATH"] = MODULE_DIR
+        code = PRELUDE + textwrap.dedent(body) + "\nprint('ok')\n"
+        r = subprocess.run([PYTHON, "-c", code], env=env, capture_output=True, text=True,
+                           timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.splitlines()[-1:], ["ok"], r.stdout + r.stderr)
+        # log=3: anything the bridge swallowed would be printed.
+        if log:
+            self.assertNotIn("failed", r.stderr)
+        self.stderr = r.stderr
+        return r.stdout
+
+    def test_identity_and_signature_while_on_and_after(self):
+        self.run_script('''
+            assert _phases.is_on()
+            nxt = dl._BaseDataLoaderIter.__dict__["__next__"]
+            for w, o in ((nxt, ORIG_NEXT), (torch.autograd.backward, ORIG_BACKWARD)):
+                assert w is not o and w.__wrapped__ is o
+                for a in ("__name__", "__qualname__", "__module__", "__doc__"):
+                    assert getattr(w, a) == getattr(o, a), a
+                assert inspect.signature(w) == inspect.signature(o)
+                assert w.__code__ is not o.__code__
+            # nn.Module.__call__ is never replaced (torch's Python tracer
+            # keys module calls on its code object)
+            assert nn.Module.__dict__["__call__"] is ORIG_CALL
+            assert nn.Module.__call__.__code__ is ORIG_CODE
+            # torch 1.13's optimizer step wrapper: torch's marks kept
+            step = torch.optim.SGD.__dict__["step"]
+            assert inspect.signature(step) == inspect.signature(ORIG_SGD_STEP)
+            for a in ("__name__", "__qualname__", "__module__", "__doc__"):
+                assert getattr(step, a) == getattr(ORIG_SGD_STEP, a), a
+            assert step.__wrapped__.hooked and step.hooked   # torch's mark on its wrapper
+            hook = torch.optim.Optimizer.__dict__["_hook_for_profile"]
+            assert hook.__wrapped__.__qualname__ == hook.__qualname__ == "Optimizer._hook_for_profile"
+            assert inspect.signature(hook) == inspect.signature(hook.__wrapped__)
+            set_state(IDLE)
+            assert not _phases.is_on()
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is ORIG_NEXT
+            assert torch.autograd.backward is ORIG_BACKWARD
+            assert not nn.modules.module._global_forward_pre_hooks
+            assert not nn.modules.module._global_forward_hooks
+            set_state(ARMED)
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is nxt  # the same wrapper again
+            set_state(IDLE)
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is ORIG_NEXT
+        ''')
+
+    def test_one_phase_each_per_step_and_forward_holds_the_loss(self):
+        out = self.run_script('''
+            for x, y in loader():
+                train_step(x, y)
+            print(names())
+            check_no_overlap()
+            # (the last fetch, which ends the epoch, is data loading too)
+            assert names() == ["data", "forward", "backward", "optimizer"] * 4 + ["data"], names()
+            assert len(steps) == 4
+            # data is written under torch's name for the fetch (TensorBoard's
+            # DataLoader category)
+            assert set(named) == {("data", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")}
+            assert len(named) == 5
+            # the forward phase spans the model and the loss module
+            fwd = [e for e in events if e[0] == "forward"]
+            assert all(b > a for _, a, b in fwd)
+            # gradient accumulation: two forward/backward pairs in a step
+            del events[:]
+            for i, (x, y) in enumerate(loader()):
+                loss_fn(model(x), y).backward()
+                if i % 2:
+                    opt.step()
+            micro = ["data", "forward", "backward"]
+            assert names() == (micro + micro + ["optimizer"]) * 2 + ["data"], names()
+            check_no_overlap()
+        ''')
+        self.assertIn("['data', 'forward', 'backward', 'optimizer'", out)
+
+    def test_reentrant_and_recursive_calls(self):
+        self.run_script('''
+            class Rec(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+
+                def forward(self, x, depth=3):
+                    return self.lin(x) if depth == 0 else self(x, depth - 1)
+
+            class Nested(Dataset):
+                """Each item fetched through an inner DataLoader."""
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return next(iter(loader(2, 1)))[0][0]
+
+            rec = Rec()
+            for x in DataLoader(Nested(), batch_size=2):
+                rec(x).sum().backward()
+            # one data phase per outer batch (the inner fetches are inside
+            # it), one forward per top-level call however deep it recurses
+            assert names() == ["data", "forward", "backward"] * 2 + ["data"], names()
+            check_no_overlap()
+
+            # backward inside a module's forward belongs to that forward
+            class Inner(nn.Module):
+                def forward(self, x):
+                    model(x).sum().backward()
+                    return x
+            del events[:]
+            Inner()(torch.randn(2, 4))
+            boundary()
+            assert names() == ["forward"], names()
+
+            # threads: each its own phases
+            del events[:]
+            def work():
+                for x, y in loader(4, 2):
+                    loss_fn(model(x), y).backward()
+            ts = [threading.Thread(target=work) for _ in range(3)]
+            for t in ts: t.start()
+            for t in ts: t.join()
+            assert sorted(set(names())) == ["backward", "data", "forward"]
+            assert names().count("data") == 9 and names().count("backward") == 6, names()
+        ''')
+
+    def test_exceptions_pass_through_and_timing_recovers(self):
+        self.run_script('''
+            class Bad(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    raise KeyError("item %d" % i)
+
+            try:
+                next(iter(DataLoader(Bad())))
+                raise AssertionError("no exception")
+            except KeyError as e:
+                assert "item 0" in str(e)
+
+            class Boom(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = nn.Linear(4, 4)
+
+                def forward(self, x):
+                    self.lin(x)
+                    raise ValueError("boom")
+
+            try:
+                Boom()(torch.randn(2, 4))
+                raise AssertionError("no exception")
+            except ValueError as e:
+                assert str(e) == "boom"
+            try:
+                torch.autograd.backward(torch.zeros(2))   # no grad: raises
+                raise AssertionError("no exception")
+            except RuntimeError:
+                pass
+            class BadOpt(torch.optim.SGD):
+                def step(self, closure=None):
+                    raise OSError("step")
+            bad = BadOpt(model.parameters(), lr=0.1)
+            try:
+                bad.step()
+                raise AssertionError("no exception")
+            except OSError:
+                pass
+            assert steps == []    # a step that raised is no step
+            del events[:]
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            assert names() == ["data", "forward", "backward", "optimizer"] * 2 + ["data"], names()
+            assert len(steps) == 2
+            check_no_overlap()
+
+            # profhost's own failures never reach the program
+            def broken(*a):
+                raise MemoryError("profhost's own")
+            _phases._emit = broken
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            try:
+                Boom()(torch.randn(2, 4))
+            except ValueError as e:
+                assert str(e) == "boom"
+            assert len(steps) == 4
+        ''', log=False)
+
+    def test_wrapped_again_by_another_library(self):
+        self.run_script('''
+            ours = dl._BaseDataLoaderIter.__dict__["__next__"]
+            fetched = []
+
+            def their_wrap(fn):
+                @functools.wraps(fn)
+                def theirs(self):
+                    fetched.append(1)
+                    return fn(self)
+                return theirs
+
+            dl._BaseDataLoaderIter.__next__ = theirs = their_wrap(ours)
+            set_state(IDLE)                 # ours stays inside theirs, inert
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is theirs
+            del events[:]
+            for x, y in loader(4, 2):
+                pass
+            assert events == [] and len(fetched) == 3
+            set_state(RECORDING)            # no second wrapper of ours
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is theirs
+            for x, y in loader(4, 2):
+                pass
+            assert names() == ["data"] * 3, names()
+            # they unwrap (put back what they found: ours); off restores
+            # the original exactly
+            dl._BaseDataLoaderIter.__next__ = ours
+            set_state(IDLE)
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is ORIG_NEXT
+            # someone replaces it outright while we are off: ours wraps
+            # theirs when on, and theirs comes back when off
+            def replaced(self):
+                return ORIG_NEXT(self)
+            dl._BaseDataLoaderIter.__next__ = replaced
+            set_state(RECORDING)
+            cur = dl._BaseDataLoaderIter.__dict__["__next__"]
+            assert cur is not replaced and cur.__wrapped__ is replaced
+            del events[:]
+            for x, y in loader(4, 2):
+                pass
+            assert names() == ["data"] * 3, names()
+            set_state(IDLE)
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is replaced
+            # a module hook of someone else's beside ours
+            seen = []
+            h = nn.modules.module.register_module_forward_hook(lambda m, i, o: seen.append(m))
+            set_state(RECORDING)
+            del events[:]
+            model(torch.randn(2, 4))
+            boundary()
+            h.remove()
+            set_state(IDLE)
+            assert len(seen) == 4 and names() == ["forward"]
+            assert not nn.modules.module._global_forward_hooks
+        ''')
+
+    def test_torch_profiler_with_stack_beside_the_hooks(self):
+        # The SIGSEGV of issue #12.1: torch's tracer started while the
+        # bridge's hooks are in place, then both keep going.
+        self.run_script('''
+            with torch.profiler.profile(with_stack=True, record_shapes=True) as prof:
+                for x, y in loader():
+                    train_step(x, y)
+            assert names().count("forward") == 4
+            names_torch = set(e.name for e in prof.events())
+            assert "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" in names_torch
+            set_state(IDLE)
+            with torch.profiler.profile(with_stack=True) as prof:
+                for x, y in loader():
+                    train_step(x, y)
+            set_state(RECORDING)
+            with torch.profiler.profile(with_stack=True) as prof:
+                for x, y in loader():
+                    train_step(x, y)
+        ''')
+
+    def test_window_start_costs_nothing_once_armed(self):
+        # All the work of a window's start happens when the bridge is armed
+        # (the step before the window or its warm-up): the first recorded
+        # step only flips a switch (issue #12.2).
+        self.run_script('''
+            _bridge._set_stack_rate("100")
+            set_state(IDLE)
+            mm = nn.modules.module
+            calls = []
+            for name in ("register_module_forward_pre_hook", "register_module_forward_hook"):
+                def counting(*a, _f=getattr(mm, name), **k):
+                    h = _f(*a, **k)
+                    calls.append(h)   # registered (not a refused keyword)
+                    return h
+                setattr(mm, name, counting)
+            gen = _bridge._stacks_gen
+            set_state(ARMED)
+            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
+            assert not _bridge._stacks_rec
+            nxt = dl._BaseDataLoaderIter.__dict__["__next__"]
+            assert nxt is not ORIG_NEXT
+            set_state(RECORDING)
+            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
+            assert _bridge._stacks_rec
+            assert dl._BaseDataLoaderIter.__dict__["__next__"] is nxt
+            set_state(IDLE)
+            assert not _phases.is_on() and not _bridge._stacks_on
+        ''')
+
+    def test_emit_nvtx_steps_aside_for_torch_profiler(self):
+        # With a CUDA torch the bridge enters emit_nvtx while armed; torch
+        # allows one profiler per thread, so the script's own
+        # torch.profiler must still start (this torch is CPU-only: a
+        # stand-in emit_nvtx that enables nothing plays the bridge's part).
+        out = self.run_script('''
+            entered = []
+
+            class FakeNvtx:
+                def __init__(self, record_shapes=False):
+                    pass
+
+                def __enter__(self):
+                    entered.append("in")
+
+                def __exit__(self, *a):
+                    entered.append("out")
+
+            torch.autograd.profiler.emit_nvtx = FakeNvtx
+            _bridge._nvtx_ok = True
+            set_state(IDLE)
+            set_state(ARMED)
+            assert entered == ["in"], entered
+            prof = torch.profiler.profile()
+            prof.start()                       # profhost leaves emit_nvtx first
+            assert entered == ["in", "out"], entered
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            set_state(RECORDING)               # torch's profiler runs: stays off
+            assert entered == ["in", "out"], entered
+            prof.stop()
+            assert any(e.name == "aten::addmm" for e in prof.events())
+            set_state(IDLE)
+            set_state(ARMED)                   # torch's is off again: back on
+            assert entered == ["in", "out", "in"], entered
+            set_state(IDLE)
+            assert entered == ["in", "out", "in", "out"], entered
+            import torch.autograd.profiler as tap
+            assert tap._enable_profiler is torch._C._autograd._enable_profiler
+        ''')
+        self.assertEqual(self.stderr.count(
+            "profhost: torch.profiler is running on the training thread: profhost leaves "
+            "torch's operator ranges (emit_nvtx) off while it runs\n"), 1, self.stderr)
+
+    def test_program_phases_win(self):
+        self.run_script('''
+            import profhost
+            x, y = torch.randn(2, 4), torch.randint(0, 2, (2,))
+            with profhost.range("forward"):
+                loss = loss_fn(model(x), y)
+            loss.backward()
+            # the program marked forward itself: the bridge times it no more
+            assert "forward" not in names(), names()
+            with profhost.phase("backward"):
+                loss_fn(model(x), y).backward()
+            assert names() == ["backward", "backward"], names()  # the automatic one, then the program's
+            loss_fn(model(x), y).backward()
+            assert names() == ["backward", "backward"], names()
+        ''')
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
