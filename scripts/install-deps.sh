@@ -1,8 +1,17 @@
 #!/bin/sh
 # Installs what profhost needs to build, test and run its demo on Debian 12.
-# Run as root (or through sudo). Everything comes from Debian's archive but
-# speedscope (npm's registry), which a test drives.
+# Everything comes from Debian's archive but speedscope (npm's registry),
+# which a test drives. Run it as root, or as a user who may use sudo: it
+# asks sudo only when it is not root already (a fresh Debian container has
+# no sudo, and needs none there).
 set -eu
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        exec sudo sh "$0" "$@"
+    fi
+    echo "install-deps.sh: needs root to install packages: run it as root, or install sudo" >&2
+    exit 1
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \

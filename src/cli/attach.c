@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -284,16 +283,143 @@ static bool has_control_thread(pid_t pid)
 	return found;
 }
 
+/* What /proc/<pid>/maps says about profhost in the process. */
+enum loaded { LOADED_UNKNOWN, LOADED_NONE, LOADED_SHIM, LOADED_CORE };
+
+static enum loaded profhost_loaded(pid_t pid)
+{
+	char *maps = read_proc(pid, "maps", NULL);
+	enum loaded l;
+
+	if (!maps)
+		return LOADED_UNKNOWN;
+	l = strstr(maps, "/libprofhost-core.so") ? LOADED_CORE
+	    : strstr(maps, "/libprofhost.so") ? LOADED_SHIM : LOADED_NONE;
+	free(maps);
+	return l;
+}
+
+/* The parent pid of `pid` from /proc/<pid>/stat, or -1. */
+static pid_t parent_of(pid_t pid)
+{
+	char *stat = read_proc(pid, "stat", NULL);
+	const char *p = stat ? strrchr(stat, ')') : NULL;
+	int ppid = -1;
+
+	if (p && sscanf(p + 1, " %*c %d", &ppid) != 1)
+		ppid = -1;
+	free(stat);
+	return (pid_t)ppid;
+}
+
+/* Whether `pid` descends from `ancestor` within `depth` generations. */
+static bool descends_from(pid_t pid, pid_t ancestor, int depth)
+{
+	while (depth-- > 0) {
+		pid = parent_of(pid);
+		if (pid <= 1)
+			return false;
+		if (pid == ancestor)
+			return true;
+	}
+	return false;
+}
+
+/* Writes into out[size] the pids (", "-separated, at most 8) of the
+ * processes below `pid` (children and grandchildren: a launcher's shell or
+ * `torchrun` in between) that run profhost's core; returns how many there
+ * are. For `prof attach <launcher>`. */
+static int find_profhost_children(pid_t pid, char *out, size_t size)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *ent;
+	size_t used = 0;
+	int n = 0;
+
+	out[0] = '\0';
+	if (!d)
+		return 0;
+	while ((ent = readdir(d)) != NULL) {
+		char *end;
+		long v = strtol(ent->d_name, &end, 10);
+
+		if (*end || v <= 0 || (pid_t)v == pid || !descends_from((pid_t)v, pid, 3) ||
+		    profhost_loaded((pid_t)v) != LOADED_CORE)
+			continue;
+		if (n < 8 && used < size) {
+			int w = snprintf(out + used, size - used, "%s%ld", n ? ", " : "", v);
+
+			if (w > 0)
+				used += (size_t)w;
+		}
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Says why a process without profhost's core cannot be attached to: it runs
+ * without profhost (naming the children that run it, as under `prof run`),
+ * with PROF_DISABLE set, or its core did not start. Returns CLI_EXIT_USAGE. */
+static int fail_no_core(pid_t pid, enum loaded l, const char *env, size_t envlen)
+{
+	const char *v = env ? env_value(env, envlen, "PROF_DISABLE") : NULL;
+	char kids[128];
+	int nkids;
+
+	if (cli_prof_disabled(v))
+		return fail("process %d runs with PROF_DISABLE=%s: profhost is off there",
+			    (int)pid, v);
+	if (l == LOADED_SHIM)
+		return fail("process %d has libprofhost.so but its core did not "
+			    "start (profiling is off there; its stderr says why)",
+			    (int)pid);
+	nkids = find_profhost_children(pid, kids, sizeof kids);
+	if (nkids == 1)
+		return fail("process %d is not running profhost, but its child %s is: "
+			    "prof attach %s", (int)pid, kids, kids);
+	if (nkids > 1)
+		return fail("process %d is not running profhost, but %d processes below "
+			    "it are (%s%s): attach to one of them, e.g. prof attach %.*s",
+			    (int)pid, nkids, kids, nkids > 8 ? ", ..." : "",
+			    (int)strcspn(kids, ","), kids);
+	return fail("process %d is not running profhost (start it with "
+		    "prof run, or with LD_PRELOAD=libprofhost.so)", (int)pid);
+}
+
+/* Reads the REPL signal and the socket directory from the process's
+ * environment (env may be NULL: the defaults). Returns 0, or
+ * CLI_EXIT_USAGE after saying why not. */
+static int target_from_env(struct target *t, const char *env, size_t envlen)
+{
+	const char *v = env ? env_value(env, envlen, "PROF_REPL_SIGNAL") : NULL;
+	struct err e;
+
+	t->sig = SIGUSR1;
+	if (v && *v && control_parse_signal(v, &t->sig, &e) != 0)
+		return fail("process %d: %s, so profhost is off there", (int)t->pid,
+			    e.msg);
+	if (v && *v && t->sig == 0)
+		return fail("process %d has its REPL turned off "
+			    "(PROF_REPL_SIGNAL=0 in its environment)", (int)t->pid);
+	v = env ? env_value(env, envlen, "XDG_RUNTIME_DIR") : NULL;
+	if (control_dir_path(t->dir, sizeof t->dir, v, &e) != 0 ||
+	    control_sock_path(t->sock, sizeof t->sock, t->dir, t->pid, &e) != 0 ||
+	    control_trigger_path(t->trigger, sizeof t->trigger, t->dir, t->pid, &e) != 0)
+		return fail("%s", e.msg);
+	return 0;
+}
+
 /* Finds out whether pid can be attached to, and where its socket is.
  * Returns 0, or CLI_EXIT_USAGE after saying why not. */
 static int find_target(pid_t pid, struct target *t)
 {
 	char path[64];
 	struct stat st;
-	char *env, *maps;
+	char *env;
 	size_t envlen = 0;
-	const char *v;
-	struct err e;
+	enum loaded l;
+	int rc;
 
 	memset(t, 0, sizeof *t);
 	t->pid = pid;
@@ -309,54 +435,16 @@ static int find_target(pid_t pid, struct target *t)
 			    "uid %u; only its own user may attach (e.g. sudo -u "
 			    "<that user> prof attach %d)", (int)pid,
 			    (unsigned)st.st_uid, (unsigned)geteuid(), (int)pid);
-	maps = read_proc(pid, "maps", NULL);
-	if (maps) {
-		bool core = strstr(maps, "/libprofhost-core.so") != NULL;
-		bool shim = strstr(maps, "/libprofhost.so") != NULL;
-
-		free(maps);
-		t->maps_read = true;
-		if (!shim && !core)
-			return fail("process %d is not running profhost (start it with "
-				    "prof run, or with LD_PRELOAD=libprofhost.so)", (int)pid);
-		if (!core)
-			return fail("process %d has libprofhost.so but its core did not "
-				    "start (profiling is off there; its stderr says why)",
-				    (int)pid);
-	}
-	t->sig = SIGUSR1;
+	l = profhost_loaded(pid);
+	t->maps_read = l != LOADED_UNKNOWN;
 	env = read_proc(pid, "environ", &envlen);
-	if (env) {
-		v = env_value(env, envlen, "PROF_DISABLE");
-		if (v && *v && strcmp(v, "0") != 0 && strcasecmp(v, "false") != 0 &&
-		    strcasecmp(v, "no") != 0 && strcasecmp(v, "off") != 0) {
-			free(env);
-			return fail("process %d runs with PROF_DISABLE=%s: profhost is "
-				    "off there", (int)pid, v);
-		}
-		v = env_value(env, envlen, "PROF_REPL_SIGNAL");
-		if (v && *v && control_parse_signal(v, &t->sig, &e) != 0) {
-			free(env);
-			return fail("process %d: %s, so profhost is off there", (int)pid,
-				    e.msg);
-		}
-		if (v && *v && t->sig == 0) {
-			free(env);
-			return fail("process %d has its REPL turned off "
-				    "(PROF_REPL_SIGNAL=0 in its environment)", (int)pid);
-		}
-		v = env_value(env, envlen, "XDG_RUNTIME_DIR");
-	} else {
-		v = NULL;
-	}
-	if (control_dir_path(t->dir, sizeof t->dir, v, &e) != 0 ||
-	    control_sock_path(t->sock, sizeof t->sock, t->dir, pid, &e) != 0 ||
-	    control_trigger_path(t->trigger, sizeof t->trigger, t->dir, pid, &e) != 0) {
-		free(env);
-		return fail("%s", e.msg);
-	}
+	if (l == LOADED_NONE || l == LOADED_SHIM ||
+	    (l == LOADED_UNKNOWN && env && cli_prof_disabled(env_value(env, envlen, "PROF_DISABLE"))))
+		rc = fail_no_core(pid, l, env, envlen);
+	else
+		rc = target_from_env(t, env, envlen);
 	free(env);
-	return 0;
+	return rc;
 }
 
 /* ------------------------------------------------------------ connecting */

@@ -8,6 +8,7 @@
 #ifndef PROFHOST_CLI_H
 #define PROFHOST_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* Exit status for bad arguments and set-up failures (missing library,
@@ -42,6 +43,11 @@ extern const char cli_report_synopsis[];
  * CLI_EXIT_USAGE: the one shape of every usage error. */
 int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Whether PROF_DISABLE's value `v` turns the host off: anything but unset,
+ * "", 0, false, no or off, as the host reads it (it refuses a value it does
+ * not understand too). */
+bool cli_prof_disabled(const char *v);
 
 /* `prof attach [options] PID`. argv[0] is "attach". Opens the REPL of a
  * running process (see docs/repl.md). Returns 0, 1 when a -e chunk failed

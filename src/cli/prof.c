@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 #include "version.h"
@@ -53,6 +54,19 @@ int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "prof %s: %s (usage: %s)\n", cmd, msg, synopsis);
 	return CLI_EXIT_USAGE;
+}
+
+bool cli_prof_disabled(const char *v)
+{
+	static const char *const enabling[] = { "", "0", "false", "no", "off" };
+	size_t i;
+
+	if (!v)
+		return false;
+	for (i = 0; i < sizeof enabling / sizeof enabling[0]; i++)
+		if (strcasecmp(v, enabling[i]) == 0)
+			return false;
+	return true;
 }
 
 int main(int argc, char **argv)

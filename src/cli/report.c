@@ -28,7 +28,6 @@
 #include "../export/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
-#include "../util/fsutil.h"
 #include "../util/log.h"
 
 const char cli_report_synopsis[] =
@@ -318,6 +317,35 @@ static int find_windows(const char *input, struct window_list *l, struct err *e)
 	return 0;
 }
 
+/* readfile's sniff function: a capture.phb may hold REPORT_PHB_MAX bytes,
+ * a JSON trace TRACE_JSON_MAX_BYTES; anything else is refused from its
+ * first bytes, before the rest is read or inflated. */
+static int report_sniff(const char *head, size_t n, const char *path,
+			struct readfile_kind *k, struct err *e)
+{
+	size_t i = 0;
+
+	if (phb_is_phb(head, n)) {
+		k->max = REPORT_PHB_MAX;
+		k->what = "capture data";
+		k->hint = "";
+		return 0;
+	}
+	while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' ||
+			 head[i] == '\t'))
+		i++;
+	if (n == 0)
+		return err_set(e, "%s: empty file at offset 0", path);
+	if (i < n && head[i] != '{' && head[i] != '[')
+		return err_set(e, "%s: neither a profhost capture (capture.phb) nor a JSON "
+			       "trace: unexpected byte 0x%02x at offset %zu", path,
+			       (unsigned char)head[i], i);
+	k->max = TRACE_JSON_MAX_BYTES;
+	k->what = "JSON";
+	k->hint = " (prof report parses JSON whole; use the window's capture.phb)";
+	return 0;
+}
+
 /* Loads one window (a directory or a file) into `t`; *dir gets the
  * directory its reports write into. */
 static int load_window(const char *path, struct trace *t, char *dir, size_t dsize,
@@ -325,9 +353,8 @@ static int load_window(const char *path, struct trace *t, char *dir, size_t dsiz
 {
 	char file[PATH_MAX];
 	struct stat st;
-	size_t len, skipped = 0, k;
-	bool gz;
-	char *buf;
+	struct readfile_buf in;
+	size_t skipped = 0, k;
 	int rc;
 
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -346,31 +373,20 @@ static int load_window(const char *path, struct trace *t, char *dir, size_t dsiz
 		else
 			snprintf(dir, dsize, ".");
 	}
-	buf = readfile_all(file, REPORT_PHB_MAX, &len, &gz, e);
-	if (!buf)
+	if (readfile_all(file, report_sniff, &in, e) != 0)
 		return -1;
-	if (phb_is_phb(buf, len)) {
-		rc = phb_parse(buf, len, file, t, e);
+	if (phb_is_phb(in.data, in.len)) {
+		rc = phb_parse(in.data, in.len, file, t, e);
 	} else {
-		for (k = 0; k < len && (buf[k] == ' ' || buf[k] == '\n' || buf[k] == '\r' ||
-					buf[k] == '\t'); k++)
+		for (k = 0; k < in.len && (in.data[k] == ' ' || in.data[k] == '\n' ||
+					   in.data[k] == '\r' || in.data[k] == '\t'); k++)
 			;
-		if (k < len && (buf[k] == '{' || buf[k] == '[')) {
-			if (len > TRACE_JSON_MAX_BYTES)
-				rc = err_set(e, "%s: %zu MiB of JSON is more than prof report parses "
-					     "(%zu MiB); use the window's capture.phb", file, len >> 20,
-					     TRACE_JSON_MAX_BYTES >> 20);
-			else
-				rc = trace_json_parse(buf, len, file, t, &skipped, e);
-		} else if (len == 0) {
-			rc = err_set(e, "%s: empty file at offset 0", file);
-		} else {
-			rc = err_set(e, "%s: neither a profhost capture (capture.phb) nor a JSON "
-				     "trace: unexpected byte 0x%02x at offset %zu", file,
-				     (unsigned char)buf[k < len ? k : 0], k < len ? k : 0);
-		}
+		if (k == in.len)
+			rc = err_set(e, "%s: no JSON in it (only white space)", file);
+		else
+			rc = trace_json_parse(in.data, in.len, file, t, &skipped, e);
 	}
-	free(buf);
+	readfile_release(&in);
 	/* A trace written by a process without a C++ demangler holds mangled
 	 * names: name them here, as the process would have. */
 	if (rc == 0 && stacks_demangle_names(t, demangle_find(true)) != 0)
@@ -515,6 +531,7 @@ int cli_report_main(int argc, char **argv)
 		}
 		pt.trace = &t;
 		pt.dir = dir;
+		pt.out = NULL; /* the user's directory: opened by its path */
 		pt.files = NULL;
 		if (policy_report_window(p, &pt, want, wl.n > 1, &r, &e) != POLICY_OK) {
 			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);

@@ -534,7 +534,10 @@ static void run_report(const char *notes)
 		}
 		win[n++] = tab + 1;
 	}
-	if (n == 0)
+	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))
+		fprintf(stderr, "profhost: profiling was off (PROF_DISABLE=%s); nothing written\n",
+			getenv("PROF_DISABLE"));
+	else if (n == 0)
 		fprintf(stderr, "profhost: no capture window was reached; nothing written\n");
 	else
 		run_print_windows(win, n, run_id ? run_id : "");
@@ -647,22 +650,18 @@ static int run_command(char **cmd, bool *started)
 	return 1;
 }
 
-/* Checks that the policy file can be read. Returns 0, or -1 with *e set. */
+/* Checks that the policy file can be read: a regular file (a FIFO would
+ * hang the command before main). Returns 0, or -1 with *e set. */
 static int run_check_script(const char *path, struct err *e)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = fsutil_open_regular(path, &st);
 
+	if (fd == FSUTIL_NOT_REGULAR)
+		return err_set(e, "cannot read policy file '%s': it is %s, not a regular file",
+			       path, fsutil_file_kind(st.st_mode));
 	if (fd < 0)
 		return err_errno(e, errno, "cannot read policy file '%s'", path);
-	if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-		int err = errno;
-
-		if (err == 0 || S_ISDIR(st.st_mode))
-			err = EISDIR;
-		close(fd);
-		return err_errno(e, err, "cannot read policy file '%s'", path);
-	}
 	close(fd);
 	return 0;
 }

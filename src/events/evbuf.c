@@ -158,7 +158,7 @@ static int pf_populate(void)
 	for (;;) {
 		uint64_t done = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
 		uint64_t want = atomic_load_explicit(&s->pf_want, memory_order_relaxed);
-		uint64_t len = pf_round(s, done + 1, want) - done;
+		uint64_t len;
 		int rc = 0;
 
 		if (done >= want ||
@@ -171,6 +171,9 @@ static int pf_populate(void)
 			atomic_store(&s->pf_busy, 0);
 			return 0;
 		}
+		/* Only now is s->mem this generation's: evbuf_open() may map
+		 * the slot anew once it was released. */
+		len = pf_round(s, done + 1, want) - done;
 		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
 			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
 		atomic_store_explicit(&s->pf_done, done + len, memory_order_relaxed);

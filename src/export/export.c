@@ -1,15 +1,11 @@
 /* export — writes one window's files (see export.h). */
 #include "export.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "../util/fsutil.h"
 #include "chrome_writer.h"
 #include "key_averages.h"
 #include "memory_timeline.h"
@@ -55,13 +51,18 @@ void export_unix_time(struct trace *t)
 	m->base_time_ns = base;
 }
 
-/* Remembers a written file in *res. */
-static void note_file(struct export_result *res, const char *path)
+/* Remembers the file `name` written in the window directory in *res. */
+static void note_file(struct export_result *res, const struct outdir *d,
+		      const char *name)
 {
+	size_t n = strlen(d->path) + strlen(name) + 2;
+
 	if (res->nfiles < EXPORT_MAX_FILES) {
-		res->files[res->nfiles] = strdup(path);
-		if (res->files[res->nfiles])
+		res->files[res->nfiles] = malloc(n);
+		if (res->files[res->nfiles]) {
+			snprintf(res->files[res->nfiles], n, "%s/%s", d->path, name);
 			res->nfiles++;
+		}
 	}
 }
 
@@ -74,44 +75,50 @@ static void window_name(const struct trace *t, char *out, size_t size)
 		 (unsigned long long)t->meta.last_step);
 }
 
-/* Creates <run_dir>/rank<R>/window<K>_steps<a>-<b> in res->dir. */
-static int make_window_dir(const struct trace *t, const char *run_dir,
+/* Creates <run>/rank<R>/window<K>_steps<a>-<b> and opens it as res->out
+ * (its path in res->dir). A window name another process of this rank took
+ * (a parent, a sibling) gets a ".pid<P>" suffix instead of being shared.
+ * `run` is the open run directory. */
+static int make_window_dir(const struct trace *t, const struct outdir *run,
 			   struct export_result *res, struct err *e)
 {
-	char rank_dir[4096], name[128];
-	int n;
+	struct outdir rank;
+	char name[160], base[128];
+	int rc, k;
 
-	n = snprintf(rank_dir, sizeof rank_dir, "%s/rank%d", run_dir, t->meta.rank);
-	if (n < 0 || (size_t)n >= sizeof rank_dir)
-		return err_set(e, "output path '%s' is too long", run_dir);
-	if (fsutil_mkdirs(rank_dir, 0755, e) != 0)
+	snprintf(name, sizeof name, "rank%d", t->meta.rank);
+	if (outdir_sub(run, name, false, &rank, e) != 0)
 		return -1;
-	window_name(t, name, sizeof name);
-	if (fsutil_join(res->dir, sizeof res->dir, rank_dir, name, e) != 0)
-		return -1;
-	if (mkdir(res->dir, 0755) == 0)
-		return 0;
-	if (errno != EEXIST)
-		return err_errno(e, errno, "cannot create directory '%s'", res->dir);
-	/* Another process of this rank (a parent, a sibling) took the name. */
-	snprintf(name + strlen(name), sizeof name - strlen(name), ".pid%d",
-		 (int)t->meta.pid);
-	if (fsutil_join(res->dir, sizeof res->dir, rank_dir, name, e) != 0)
-		return -1;
-	if (mkdir(res->dir, 0755) != 0 && errno != EEXIST)
-		return err_errno(e, errno, "cannot create directory '%s'", res->dir);
-	return 0;
+	window_name(t, base, sizeof base);
+	snprintf(name, sizeof name, "%s", base);
+	rc = outdir_sub(&rank, name, true, &res->out, e);
+	for (k = 1; rc == 1 && k <= 100; k++) {
+		if (k == 1)
+			snprintf(name, sizeof name, "%s.pid%d", base, (int)t->meta.pid);
+		else
+			snprintf(name, sizeof name, "%s.pid%d-%d", base, (int)t->meta.pid, k);
+		rc = outdir_sub(&rank, name, true, &res->out, e);
+	}
+	if (rc == 1)
+		rc = err_set(e, "cannot create a window directory in '%s': '%s' and 100 "
+			     "variants exist", rank.path, base);
+	outdir_close(&rank);
+	if (rc == 0)
+		snprintf(res->dir, sizeof res->dir, "%s", res->out.path);
+	return rc;
 }
 
-/* Writes the Chrome trace to `path`. */
-static int write_chrome(const struct trace *t, const char *path, bool gzip,
-			struct err *e)
+/* Writes `name` in d with `write` (a writer into an outfile). */
+static int write_with(const struct trace *t, const struct outdir *d, const char *name,
+		      bool gzip,
+		      int (*write)(const struct trace *, struct outfile *, struct err *),
+		      struct err *e)
 {
-	struct outfile *f = outfile_open(path, gzip, e);
+	struct outfile *f = outfile_openat(d, name, gzip, e);
 
 	if (!f)
 		return -1;
-	if (chrome_writer_write(t, f, e) != 0) {
+	if (write(t, f, e) != 0) {
 		outfile_abort(f);
 		return -1;
 	}
@@ -125,25 +132,30 @@ static int write_chrome(const struct trace *t, const char *path, bool gzip,
  * one file per rank (it reads the rank from distributedInfo, and a second
  * file of the same rank replaces the first). A folder per window gives
  * both: one file per rank and window. */
-static int write_tensorboard(const struct trace *t, const char *run_dir,
-			     const char *chrome_path, bool chrome_is_gz,
+static int write_tensorboard(const struct trace *t, const struct outdir *run,
+			     const char *chrome_name, bool chrome_is_gz,
 			     struct export_result *res, struct err *e)
 {
-	char tb[4096], dir[4096], path[4352], name[128];
+	struct outdir tb, win;
+	char name[512];
 	long long ms = (t->meta.base_time_ns + t->meta.end_ts) / 1000000;
+	int rc;
 
+	if (outdir_sub(run, "tensorboard", false, &tb, e) != 0)
+		return -1;
 	window_name(t, name, sizeof name);
-	if (fsutil_join(tb, sizeof tb, run_dir, "tensorboard", e) != 0 ||
-	    fsutil_join(dir, sizeof dir, tb, name, e) != 0 ||
-	    fsutil_mkdirs(dir, 0755, e) != 0)
+	rc = outdir_sub(&tb, name, false, &win, e);
+	outdir_close(&tb);
+	if (rc != 0)
 		return -1;
-	snprintf(path, sizeof path, "%s/%s_%d.%lld.pt.trace.json.gz", dir,
+	snprintf(name, sizeof name, "%s_%d.%lld.pt.trace.json.gz",
 		 t->meta.hostname ? t->meta.hostname : "host", (int)t->meta.pid, ms);
-	if (chrome_is_gz ? fsutil_copy(chrome_path, path, e)
-			 : write_chrome(t, path, true, e))
-		return -1;
-	note_file(res, path);
-	return 0;
+	rc = chrome_is_gz ? outfile_copyat(&res->out, chrome_name, &win, name, e)
+			  : write_with(t, &win, name, true, chrome_writer_write, e);
+	if (rc == 0)
+		note_file(res, &win, name);
+	outdir_close(&win);
+	return rc;
 }
 
 /* Writes the window's CPU-sample files (stacks.h): stacks.txt and
@@ -158,23 +170,12 @@ static int write_stacks(const struct trace *t, struct export_result *res,
 		{ "stacks.txt", stacks_write_folded },
 		{ "cpu_functions.txt", stacks_write_functions },
 	};
-	char path[4352];
 	size_t i;
 
 	for (i = 0; i < sizeof files / sizeof files[0]; i++) {
-		struct outfile *f;
-
-		snprintf(path, sizeof path, "%s/%s", res->dir, files[i].name);
-		f = outfile_open(path, false, e);
-		if (!f)
+		if (write_with(t, &res->out, files[i].name, false, files[i].write, e) != 0)
 			return -1;
-		if (files[i].write(t, f, e) != 0) {
-			outfile_abort(f);
-			return -1;
-		}
-		if (outfile_commit(f, e) != 0)
-			return -1;
-		note_file(res, path);
+		note_file(res, &res->out, files[i].name);
 	}
 	return 0;
 }
@@ -185,16 +186,19 @@ static int write_key_averages(const struct trace *t, const struct export_opts *o
 			      struct export_result *res, struct err *e)
 {
 	struct key_avg_table tab;
-	char path[4352];
+	char *text;
 	int rc;
 
-	snprintf(path, sizeof path, "%s/key_averages.txt", res->dir);
 	if (key_averages_build(t, group, sort, &tab, e) != 0)
 		return -1;
-	rc = key_averages_write(&tab, o->row_limit, path, e);
+	text = key_averages_format(&tab, o->row_limit);
 	key_averages_free(&tab);
+	if (!text)
+		return err_set(e, "out of memory formatting '%s/key_averages.txt'", res->dir);
+	rc = outfile_write_textat(&res->out, "key_averages.txt", text, e);
+	free(text);
 	if (rc == 0)
-		note_file(res, path);
+		note_file(res, &res->out, "key_averages.txt");
 	return rc;
 }
 
@@ -204,20 +208,18 @@ static int write_memory_timeline(const struct trace *t, struct export_result *re
 				 struct err *e)
 {
 	struct memory_timeline m;
-	char path[4352];
 	int rc = 0;
 
 	if (memory_timeline_build(t, &m, e) != 0)
 		return -1;
 	if (m.ndev) {
-		snprintf(path, sizeof path, "%s/memory_timeline.json", res->dir);
-		rc = memory_timeline_write_json(&m, t, path, e);
+		rc = memory_timeline_write_json(&m, t, &res->out, "memory_timeline.json", e);
 		if (rc == 0) {
-			note_file(res, path);
-			snprintf(path, sizeof path, "%s/memory_timeline.html", res->dir);
-			rc = memory_timeline_write_html(&m, t, path, e);
+			note_file(res, &res->out, "memory_timeline.json");
+			rc = memory_timeline_write_html(&m, t, &res->out,
+							"memory_timeline.html", e);
 			if (rc == 0)
-				note_file(res, path);
+				note_file(res, &res->out, "memory_timeline.html");
 		}
 	}
 	memory_timeline_free(&m);
@@ -241,11 +243,11 @@ static int write_summary(const struct trace *t, struct export_result *res,
 	text = summary_render(t, res->dir, files, i, e);
 	if (!text)
 		return -1;
-	if (summary_write(path, text, e) != 0) {
+	if (outfile_write_textat(&res->out, "summary.txt", text, e) != 0) {
 		free(text);
 		return -1;
 	}
-	note_file(res, path);
+	note_file(res, &res->out, "summary.txt");
 	res->summary = text;
 	return 0;
 }
@@ -253,53 +255,57 @@ static int write_summary(const struct trace *t, struct export_result *res,
 int export_window(const struct trace *t, const struct export_opts *o,
 		  struct export_result *res, struct err *e)
 {
-	char path[4352];
 	bool gz = o->chrome_gzip;
+	const char *chrome = gz ? "trace.json.gz" : "trace.json";
 	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
 	enum key_avg_group group = KEY_AVG_BY_NAME;
+	struct outdir run;
+	int rc = -1;
 
 	memset(res, 0, sizeof *res);
+	res->out.fd = -1;
 	if (o->sort_by && key_averages_parse_sort(o->sort_by, &sort, e) != 0)
 		return -1;
 	if (o->group_by && key_averages_parse_group(o->group_by, &group, e) != 0)
 		return -1;
-	if (make_window_dir(t, o->run_dir, res, e) != 0)
+	if (outdir_open_run(o->run_dir, o->run_id, &run, &res->run_moved, e) != 0)
 		return -1;
-	snprintf(path, sizeof path, "%s/%s", res->dir, gz ? "trace.json.gz" : "trace.json");
+	snprintf(res->run_dir, sizeof res->run_dir, "%s", run.path);
+	if (make_window_dir(t, &run, res, e) != 0)
+		goto out;
 	if (o->chrome) {
-		if (write_chrome(t, path, gz, e) != 0)
-			return -1;
-		note_file(res, path);
+		if (write_with(t, &res->out, chrome, gz, chrome_writer_write, e) != 0)
+			goto out;
+		note_file(res, &res->out, chrome);
 	}
 	if (o->tensorboard &&
-	    write_tensorboard(t, o->run_dir, path, o->chrome && gz, res, e) != 0)
-		return -1;
+	    write_tensorboard(t, &run, chrome, o->chrome && gz, res, e) != 0)
+		goto out;
 	if (o->raw) {
-		snprintf(path, sizeof path, "%s/%s", res->dir, PHB_FILE);
-		if (phb_write(t, path, e) != 0)
-			return -1;
-		note_file(res, path);
+		if (write_with(t, &res->out, PHB_FILE, false, phb_write_to, e) != 0)
+			goto out;
+		note_file(res, &res->out, PHB_FILE);
 	}
 	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
-		return -1;
+		goto out;
 	if (o->stacks && t->sampling.hz && write_stacks(t, res, e) != 0)
-		return -1;
+		goto out;
 	if (o->memory_timeline && write_memory_timeline(t, res, e) != 0)
-		return -1;
+		goto out;
 	if (o->summary && write_summary(t, res, e) != 0)
-		return -1;
-	return 0;
+		goto out;
+	rc = 0;
+out:
+	outdir_close(&run);
+	return rc;
 }
 
 int export_text_file(struct export_result *res, const char *name,
 		     const char *text, struct err *e)
 {
-	char path[4352];
-
-	snprintf(path, sizeof path, "%s/%s", res->dir, name);
-	if (outfile_write_text(path, text, e) != 0)
+	if (outfile_write_textat(&res->out, name, text, e) != 0)
 		return -1;
-	note_file(res, path);
+	note_file(res, &res->out, name);
 	return 0;
 }
 
@@ -318,4 +324,5 @@ void export_result_free(struct export_result *res)
 	res->nfiles = 0;
 	free(res->summary);
 	res->summary = NULL;
+	outdir_close(&res->out);
 }

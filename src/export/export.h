@@ -18,11 +18,15 @@
 
 #include "../events/trace.h"
 #include "../util/err.h"
+#include "outdir.h"
 
 #define EXPORT_MAX_FILES 16
 
 struct export_opts {
 	const char *run_dir;   /* <output dir>/<run>, absolute */
+	const char *run_id;    /* this launch's PROF_RUN_ID: a run directory
+				  holding another run is left alone (outdir.h);
+				  NULL: no check */
 	bool chrome;           /* write the Chrome trace */
 	bool chrome_gzip;      /* ... as trace.json.gz */
 	bool tensorboard;      /* also under TensorBoard's naming */
@@ -43,6 +47,11 @@ struct export_opts {
 /* What was written: the window directory and the files in it. */
 struct export_result {
 	char dir[4096];
+	struct outdir out;     /* the window directory, open until
+				  export_result_free() (files are written
+				  through it) */
+	char run_dir[4096];    /* the run directory used */
+	bool run_moved;        /* run_dir is <run>.N: <run> holds another run */
 	char *files[EXPORT_MAX_FILES + 1]; /* malloc'd absolute paths; room
 					      for a NULL end */
 	size_t nfiles;
@@ -69,9 +78,11 @@ void export_unix_time(struct trace *t);
 
 /*
  * Checks sort_by and group_by first (a bad value: -1 before anything is
- * written). Creates the window directory (a directory of that name made by another
- * process gets a ".pid<P>" suffix instead of being shared) and writes the
- * enabled outputs of `t`. Returns 0, or -1 with *e naming the file or
+ * written). Opens the run directory (outdir_open_run(): this user's, not
+ * writable by others, this run's), creates the window directory in it (a
+ * directory of that name made by another process gets a ".pid<P>" suffix
+ * instead of being shared) and writes the enabled outputs of `t`, every
+ * file through the directory's descriptor. Returns 0, or -1 with *e naming the file or
  * directory and the failure; what was written before the failure is listed
  * in *res either way.
  */

@@ -116,14 +116,15 @@ void memory_timeline_free(struct memory_timeline *m)
 }
 
 /* Writes the text to `path` atomically. */
-static int write_text(const char *path, struct textbuf *tb, struct err *e)
+static int write_text(const struct outdir *d, const char *name, struct textbuf *tb,
+		      struct err *e)
 {
 	char *text = textbuf_take(tb);
 	int rc;
 
 	if (!text)
-		return err_set(e, "out of memory writing '%s'", path);
-	rc = outfile_write_text(path, text, e);
+		return err_set(e, "out of memory writing '%s/%s'", d->path, name);
+	rc = outfile_write_textat(d, name, text, e);
 	free(text);
 	return rc;
 }
@@ -135,7 +136,7 @@ static double us_of(const struct memory_timeline *m, int64_t ts)
 }
 
 int memory_timeline_write_json(const struct memory_timeline *m, const struct trace *t,
-			       const char *path, struct err *e)
+			       const struct outdir *dir, const char *name, struct err *e)
 {
 	struct textbuf tb;
 	size_t d, i;
@@ -162,7 +163,7 @@ int memory_timeline_write_json(const struct memory_timeline *m, const struct tra
 		textbuf_puts(&tb, "]}");
 	}
 	textbuf_puts(&tb, "\n]}\n");
-	return write_text(path, &tb, e);
+	return write_text(dir, name, &tb, e);
 }
 
 /* "1.5 MiB" */
@@ -247,7 +248,7 @@ static void put_chart(struct textbuf *tb, const struct memory_timeline *m,
 }
 
 int memory_timeline_write_html(const struct memory_timeline *m, const struct trace *t,
-			       const char *path, struct err *e)
+			       const struct outdir *dir, const char *name, struct err *e)
 {
 	struct textbuf tb;
 	char a[32], title[512];
@@ -288,5 +289,5 @@ int memory_timeline_write_html(const struct memory_timeline *m, const struct tra
 		put_chart(&tb, m, &m->dev[d]);
 	}
 	textbuf_puts(&tb, "</body></html>\n");
-	return write_text(path, &tb, e);
+	return write_text(dir, name, &tb, e);
 }

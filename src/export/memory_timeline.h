@@ -18,6 +18,7 @@
 
 #include "../events/trace.h"
 #include "../util/err.h"
+#include "outdir.h"
 
 #define MEMORY_TIMELINE_DEVICES 16
 
@@ -44,11 +45,12 @@ struct memory_timeline {
 int memory_timeline_build(const struct trace *t, struct memory_timeline *m,
 			  struct err *e);
 
-/* Writes memory_timeline.json / .html at `path` (atomically). 0 or -1. */
+/* Writes memory_timeline.json / .html as `name` in `dir` (atomically). 0
+ * or -1. */
 int memory_timeline_write_json(const struct memory_timeline *m, const struct trace *t,
-			       const char *path, struct err *e);
+			       const struct outdir *dir, const char *name, struct err *e);
 int memory_timeline_write_html(const struct memory_timeline *m, const struct trace *t,
-			       const char *path, struct err *e);
+			       const struct outdir *dir, const char *name, struct err *e);
 
 void memory_timeline_free(struct memory_timeline *m);
 

@@ -16,8 +16,10 @@
 #define OUTFILE_DIRECT (32 * 1024) /* writes this big skip the copy into buf */
 
 struct outfile {
-	char *path;         /* final name */
-	char *tmp;          /* `<path>.tmp.<pid>` */
+	char *path;         /* <dir>/<name>, for messages */
+	char *name;         /* final name in dirfd */
+	char *tmp;          /* `<name>.tmp.<pid>` in dirfd */
+	int dirfd;          /* our own descriptor of the directory */
 	int fd;
 	int gzip;
 	int zinit;          /* deflateInit2 succeeded: deflateEnd owed */
@@ -104,45 +106,76 @@ static int flush_buf(struct outfile *f)
 	return write_fd(f, f->buf, n);
 }
 
-/* Frees f's memory and closes nothing. */
+/* Frees f's memory and closes its directory descriptor. */
 static void outfile_free(struct outfile *f)
 {
 	if (f->zinit)
 		deflateEnd(&f->zs);
+	if (f->dirfd >= 0)
+		close(f->dirfd);
 	free(f->zbuf);
 	free(f->path);
+	free(f->name);
 	free(f->tmp);
 	free(f);
 }
 
+/* Creates f->tmp in f->dirfd: exclusively and without following a link,
+ * so nothing planted under that name is ever written through; a file or
+ * link already there (a crashed process of the same pid, or planted) is
+ * removed once first. The descriptor, or -1 with errno set. */
+static int create_tmp(struct outfile *f)
+{
+	int fd = openat(f->dirfd, f->tmp,
+			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd >= 0 || errno != EEXIST)
+		return fd;
+	if (unlinkat(f->dirfd, f->tmp, 0) != 0) {
+		errno = EEXIST;
+		return -1;
+	}
+	return openat(f->dirfd, f->tmp,
+		      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
 /* Host thread (any one thread per outfile). The caller owns the result until
- * commit or abort. NULL with *e set (naming `path`) on failure. */
-struct outfile *outfile_open(const char *path, bool gzip, struct err *e)
+ * commit or abort. NULL with *e set (naming the file) on failure. */
+struct outfile *outfile_openat(const struct outdir *d, const char *name, bool gzip,
+			       struct err *e)
 {
 	struct outfile *f = calloc(1, sizeof *f);
-	size_t plen = strlen(path);
-	size_t tlen = plen + 32;
+	size_t plen = strlen(d->path) + strlen(name) + 2;
+	size_t tlen = strlen(name) + 32;
 	int zrc;
 
 	if (!f) {
-		err_set(e, "out of memory opening '%s'", path);
+		err_set(e, "out of memory opening '%s/%s'", d->path, name);
 		return NULL;
 	}
 	f->fd = -1;
-	f->path = malloc(plen + 1);
+	f->dirfd = -1;
+	f->path = malloc(plen);
+	f->name = strdup(name);
 	f->tmp = malloc(tlen);
-	if (!f->path || !f->tmp) {
-		err_set(e, "out of memory opening '%s'", path);
+	if (!f->path || !f->name || !f->tmp) {
+		err_set(e, "out of memory opening '%s/%s'", d->path, name);
 		outfile_free(f);
 		return NULL;
 	}
-	memcpy(f->path, path, plen + 1);
-	snprintf(f->tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+	snprintf(f->path, plen, "%s/%s", d->path, name);
+	snprintf(f->tmp, tlen, "%s.tmp.%ld", name, (long)getpid());
+	f->dirfd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	if (f->dirfd < 0) {
+		err_errno(e, errno, "cannot create '%s'", f->path);
+		outfile_free(f);
+		return NULL;
+	}
 	if (gzip) {
 		f->gzip = 1;
 		f->zbuf = malloc(OUTFILE_ZBUF);
 		if (!f->zbuf) {
-			err_set(e, "out of memory opening '%s'", path);
+			err_set(e, "out of memory opening '%s'", f->path);
 			outfile_free(f);
 			return NULL;
 		}
@@ -150,17 +183,62 @@ struct outfile *outfile_open(const char *path, bool gzip, struct err *e)
 		zrc = deflateInit2(&f->zs, 1, Z_DEFLATED, 15 + 16, 8,
 				   Z_DEFAULT_STRATEGY);
 		if (zrc != Z_OK) {
-			err_set(e, "cannot compress '%s': zlib error %d", path, zrc);
+			err_set(e, "cannot compress '%s': zlib error %d", f->path, zrc);
 			outfile_free(f);
 			return NULL;
 		}
 		f->zinit = 1;
 	}
-	f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	f->fd = create_tmp(f);
 	if (f->fd < 0) {
-		err_errno(e, errno, "cannot create '%s'", path);
+		if (errno == EEXIST)
+			err_set(e, "cannot create '%s': '%s' is in its way and cannot be removed",
+				f->path, f->tmp);
+		else
+			err_errno(e, errno, "cannot create '%s'", f->path);
 		outfile_free(f);
 		return NULL;
+	}
+	return f;
+}
+
+/* Splits `path` into its directory (opened as given) and its last
+ * component. */
+struct outfile *outfile_open(const char *path, bool gzip, struct err *e)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[OUTDIR_PATH_MAX];
+	struct outdir d;
+	struct outfile *f;
+
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else if ((size_t)(slash - path) < sizeof dir)
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	else {
+		err_set(e, "path '%s' is too long", path);
+		return NULL;
+	}
+	if (!(slash ? slash[1] : path[0])) {
+		err_set(e, "cannot create '%s': it names a directory", path);
+		return NULL;
+	}
+	if (outdir_open(dir, &d, NULL) != 0) {
+		err_errno(e, errno, "cannot create '%s'", path);
+		return NULL;
+	}
+	f = outfile_openat(&d, slash ? slash + 1 : path, gzip, e);
+	outdir_close(&d);
+	if (f) {
+		/* messages name the file as the user did */
+		char *p = strdup(path);
+
+		if (p) {
+			free(f->path);
+			f->path = p;
+		}
 	}
 	return f;
 }
@@ -284,13 +362,13 @@ int outfile_commit(struct outfile *f, struct err *e)
 	if (close(f->fd) != 0)
 		fail_errno(f, errno, "write");
 	f->fd = -1;
-	if (!f->failed && rename(f->tmp, f->path) != 0) {
+	if (!f->failed && renameat(f->dirfd, f->tmp, f->dirfd, f->name) != 0) {
 		err_errno(&f->err, errno, "cannot rename '%s' to '%s'", f->tmp,
 			  f->path);
 		f->failed = 1;
 	}
 	if (f->failed) {
-		unlink(f->tmp);
+		unlinkat(f->dirfd, f->tmp, 0);
 		if (e)
 			*e = f->err;
 		rc = -1;
@@ -306,20 +384,63 @@ void outfile_abort(struct outfile *f)
 		return;
 	if (f->fd >= 0)
 		close(f->fd);
-	unlink(f->tmp);
+	unlinkat(f->dirfd, f->tmp, 0);
 	outfile_free(f);
+}
+
+/* Writes all of text through f and commits it. Frees f. */
+static int write_text(struct outfile *f, const char *text, struct err *e)
+{
+	if (outfile_puts(f, text) != 0) {
+		outfile_error(f, e);
+		outfile_abort(f);
+		return -1;
+	}
+	return outfile_commit(f, e);
 }
 
 int outfile_write_text(const char *path, const char *text, struct err *e)
 {
 	struct outfile *f = outfile_open(path, false, e);
 
-	if (!f)
-		return -1;
-	if (outfile_puts(f, text) != 0) {
-		outfile_error(f, e);
-		outfile_abort(f);
+	return f ? write_text(f, text, e) : -1;
+}
+
+int outfile_write_textat(const struct outdir *d, const char *name, const char *text,
+			 struct err *e)
+{
+	struct outfile *f = outfile_openat(d, name, false, e);
+
+	return f ? write_text(f, text, e) : -1;
+}
+
+int outfile_copyat(const struct outdir *from, const char *from_name,
+		   const struct outdir *to, const char *to_name, struct err *e)
+{
+	unsigned char buf[65536];
+	struct outfile *f;
+	ssize_t r;
+	int in = openat(from->fd, from_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (in < 0)
+		return err_errno(e, errno, "cannot read '%s/%s'", from->path, from_name);
+	f = outfile_openat(to, to_name, false, e);
+	if (!f) {
+		close(in);
 		return -1;
 	}
+	while ((r = read(in, buf, sizeof buf)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			err_errno(e, errno, "cannot read '%s/%s'", from->path, from_name);
+			close(in);
+			outfile_abort(f);
+			return -1;
+		}
+		if (outfile_write(f, buf, (size_t)r) != 0)
+			break;
+	}
+	close(in);
 	return outfile_commit(f, e);
 }

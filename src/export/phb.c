@@ -356,19 +356,15 @@ static void write_devices(struct phb_w *w, const struct trace *t)
 	w_end(w);
 }
 
-int phb_write(const struct trace *t, const char *path, struct err *e)
+int phb_write_to(const struct trace *t, struct outfile *f, struct err *e)
 {
 	struct phb_w *w = malloc(sizeof *w);
 	unsigned char h[16];
 
 	if (!w)
-		return err_set(e, "out of memory writing '%s'", path);
+		return err_set(e, "out of memory writing capture data");
 	w->n = 0;
-	w->f = outfile_open(path, false, e);
-	if (!w->f) {
-		free(w);
-		return -1;
-	}
+	w->f = f;
 	memcpy(h, PHB_MAGIC, PHB_MAGIC_LEN);
 	put16(h + 8, PHB_MAJOR);
 	put16(h + 10, PHB_MINOR);
@@ -385,17 +381,21 @@ int phb_write(const struct trace *t, const char *path, struct err *e)
 	write_devices(w, t);
 	w_begin(w, "END ", 0);
 	w_end(w);
-	if (outfile_error(w->f, e) != 0) {
-		outfile_abort(w->f);
-		free(w);
+	free(w);
+	return outfile_error(f, e);
+}
+
+int phb_write(const struct trace *t, const char *path, struct err *e)
+{
+	struct outfile *f = outfile_open(path, false, e);
+
+	if (!f)
+		return -1;
+	if (phb_write_to(t, f, e) != 0) {
+		outfile_abort(f);
 		return -1;
 	}
-	{
-		struct outfile *f = w->f;
-
-		free(w);
-		return outfile_commit(f, e);
-	}
+	return outfile_commit(f, e);
 }
 
 /* ------------------------------------------------------------ reader */

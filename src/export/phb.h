@@ -34,6 +34,8 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
+struct outfile;
+
 #define PHB_MAJOR 1
 #define PHB_MINOR 1
 #define PHB_MAGIC "\x89PHB\r\n\x1a\n"
@@ -45,6 +47,10 @@
 /* Writes `t` to `path` atomically (outfile). Returns 0, or -1 with *e
  * naming the file. Any thread (the host thread in practice). */
 int phb_write(const struct trace *t, const char *path, struct err *e);
+
+/* Writes `t` into `f` (opened by the caller, who commits or aborts it).
+ * Returns 0, or -1 with *e set. */
+int phb_write_to(const struct trace *t, struct outfile *f, struct err *e);
 
 /*
  * Parses a whole file image buf[0..len) into `t` (trace_init'ed, empty).

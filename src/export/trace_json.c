@@ -151,6 +151,17 @@ static bool step_number(const char *name, uint64_t *n)
 	return *end == '\0';
 }
 
+/* Whether ev is a CPU event of the legacy form torch's autograd profiler
+ * exports (torch.profiler without Kineto, as Debian's torch 1.13): a bare
+ * event array, "pid": "CPU functions", no "cat". */
+static bool legacy_cpu(const cJSON *ev)
+{
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(ev, "pid");
+
+	return cJSON_IsString(pid) && pid->valuestring &&
+	       strcmp(pid->valuestring, "CPU functions") == 0;
+}
+
 static int schema_error(struct tj *j, int idx, const char *what)
 {
 	return err_set(j->e, "%s: traceEvents[%d]: %s", j->label, idx, what);
@@ -206,6 +217,11 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 	}
 	if (out.ph == TRACE_PH_FLOW_START || out.ph == TRACE_PH_FLOW_END) {
 		out.cat = TRACE_CAT_AC2G;
+	} else if (out.ph == TRACE_PH_COMPLETE && !cat && legacy_cpu(ev)) {
+		/* torch's legacy profiler: operators (and record_function
+		 * ranges, which it does not tell apart) with no category */
+		out.cat = step_number(nm, &stepno) ? TRACE_CAT_USER_ANNOTATION
+						   : TRACE_CAT_CPU_OP;
 	} else {
 		enum trace_cat c = cat_of(cJSON_IsString(cat) ? cat->valuestring : NULL,
 					  out.ph == TRACE_PH_INSTANT ? 'i' : p);
@@ -397,6 +413,10 @@ int trace_json_parse(const char *buf, size_t len, const char *label,
 	cJSON_Delete(root);
 	if (rc != 0)
 		return -1;
+	if (t->nev == 0 && j.skipped > 0)
+		return err_set(e, "%s: none of its %zu events is one prof report reads (no "
+			       "category it knows: Kineto's cpu_op, kernel, user_annotation, ...)",
+			       label, j.skipped);
 	for (i = 0; i < t->nev; i++) {
 		if (t->ev[i].ts < lo)
 			lo = t->ev[i].ts;

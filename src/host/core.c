@@ -100,20 +100,21 @@ static int find_lua_dir(struct host *h, char *out, size_t size, struct err *e)
 	return 0;
 }
 
-/* Decides <output dir>/<run> and exports PROF_RUN_ID so the processes this
- * one starts share the run directory. Start-up. */
+/* Decides <output dir>/<run> and the launch's run id (PROF_RUN_ID, else
+ * <program>-<stamp>, exported so the processes this one starts share the
+ * run; a run directory holding another run id is not written into, see
+ * outdir.h). Start-up. */
 static int find_run_dir(struct host *h, struct err *e)
 {
 	const char *dir = h->env.output_dir ? h->env.output_dir : h->cfg->output_dir;
-	char run[300], cwd[PATH_MAX];
+	char cwd[PATH_MAX];
+	const char *run;
 	int n;
 
 	if (!dir || !*dir)
 		dir = "prof_out";
-	if (h->cfg->run_name && *h->cfg->run_name) {
-		snprintf(run, sizeof run, "%s", h->cfg->run_name);
-	} else if (h->env.run_id) {
-		snprintf(run, sizeof run, "%s", h->env.run_id);
+	if (h->env.run_id) {
+		snprintf(h->run_id, sizeof h->run_id, "%s", h->env.run_id);
 	} else {
 		time_t now = time(NULL);
 		struct tm tm;
@@ -121,9 +122,10 @@ static int find_run_dir(struct host *h, struct err *e)
 
 		localtime_r(&now, &tm);
 		strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-		snprintf(run, sizeof run, "%s-%s", h->program, stamp);
-		setenv("PROF_RUN_ID", run, 0);
+		snprintf(h->run_id, sizeof h->run_id, "%s-%s", h->program, stamp);
+		setenv("PROF_RUN_ID", h->run_id, 0);
 	}
+	run = h->cfg->run_name && *h->cfg->run_name ? h->cfg->run_name : h->run_id;
 	if (dir[0] == '/') {
 		n = snprintf(h->run_dir, sizeof h->run_dir, "%s/%s", dir, run);
 	} else {

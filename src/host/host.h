@@ -131,6 +131,7 @@ struct host_thread {
 	_Atomic uint32_t wake;         /* wake word: HOST_WAKE_* bits */
 	_Atomic uint32_t ack;          /* wake word: the answer to TERM */
 	_Atomic int windows_written;
+	bool said_run_moved;           /* host thread: the run went to <run>.N */
 	struct host_outputs out;       /* guarded by `lock` */
 };
 
@@ -140,6 +141,7 @@ struct host {
 	struct policy *policy;
 	const struct policy_config *cfg;
 	char run_dir[PATH_MAX];        /* <output dir>/<run>, absolute */
+	char run_id[300];              /* this launch's PROF_RUN_ID */
 	char program[256];
 	char hostname[256];
 	pid_t pid;

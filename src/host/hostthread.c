@@ -93,6 +93,7 @@ static void run_builtin_reports(struct host *h, const struct trace *t,
 	res->files[res->nfiles] = NULL;
 	pt.trace = t;
 	pt.dir = res->dir;
+	pt.out = &res->out;
 	pt.files = (const char *const *)res->files;
 	if (policy_report_window(h->policy, &pt, formats, false, &rep, &e) != POLICY_OK) {
 		host_fail(h, &e);
@@ -201,6 +202,7 @@ static void process_job(struct host *h, struct host_job *job)
 	export_unix_time(&t); /* every file and report of the window: one time */
 
 	o.run_dir = h->run_dir;
+	o.run_id = h->run_id;
 	o.chrome = h->cfg->export.chrome;
 	o.chrome_gzip = h->cfg->export.chrome_gzip;
 	o.tensorboard = h->cfg->export.tensorboard;
@@ -215,6 +217,12 @@ static void process_job(struct host *h, struct host_job *job)
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);
+	if (res.run_moved && !h->ht.said_run_moved) {
+		h->ht.said_run_moved = true;
+		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, "run directory '%s' holds "
+			"another run; this run writes to '%s' (name each run: prof.output{ "
+			"run = ... } or PROF_RUN_ID)", h->run_dir, res.run_dir);
+	}
 	if (rc == 0 && res.dir[0]) {
 		run_builtin_reports(h, &t, &res);
 		if (h->cfg->export.summary && export_summary(&t, &res, &e) != 0) {
@@ -249,6 +257,7 @@ static void process_job(struct host *h, struct host_job *job)
 	wi.dropped = dropped;
 	pt.trace = &t;
 	pt.dir = wi.dir;
+	pt.out = wi.dir ? &res.out : NULL;
 	pt.files = wi.files;
 	run_window_hooks(h, &wi, &pt);
 

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 
 #include "../events/clock.h"
+#include "../util/fsutil.h"
 #include "../util/log.h"
 #include "sandbox.h"
 #include "trace_lua.h"
@@ -299,7 +301,7 @@ static int run_file(lua_State *L)
 {
 	const char *path = lua_touserdata(L, 1);
 
-	if (luaL_loadfilex(L, path, "t") != LUA_OK)
+	if (sandbox_loadfile(L, path) != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
 	return 0;
@@ -605,18 +607,17 @@ static int read_config(lua_State *L)
 static int check_script(const char *path, const char *label, struct err *e)
 {
 	struct stat st;
-	FILE *f;
-	int c;
+	char c = 0;
+	int fd = fsutil_open_regular(path, &st);
 
-	if (stat(path, &st) != 0)
+	if (fd == FSUTIL_NOT_REGULAR)
+		return err_set(e, "%s: '%s' is %s, not a regular file", label, path,
+			       fsutil_file_kind(st.st_mode));
+	if (fd < 0)
 		return err_errno(e, errno, "%s: cannot open '%s'", label, path);
-	if (S_ISDIR(st.st_mode))
-		return err_errno(e, EISDIR, "%s: cannot open '%s'", label, path);
-	f = fopen(path, "r");
-	if (!f)
-		return err_errno(e, errno, "%s: cannot open '%s'", label, path);
-	c = fgetc(f);
-	fclose(f);
+	if (read(fd, &c, 1) != 1)
+		c = 0;
+	close(fd);
 	if (c == LUA_SIGNATURE[0])
 		return err_set(e, "%s: '%s' is a precompiled Lua chunk; profhost loads Lua source only",
 			       label, path);
@@ -898,7 +899,7 @@ static int run_hooks(lua_State *L)
 	} else if (hc->arg_type == HOOK_ARG_TRACE) {
 		const struct policy_trace *tr = hc->info;
 
-		trace_lua_push(L, tr->trace, tr->dir, tr->files);
+		trace_lua_push(L, tr->trace, tr->dir, tr->out, tr->files);
 		lua_pushvalue(L, -1);
 		hc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	} else {
@@ -1085,7 +1086,7 @@ static int run_report(lua_State *L)
 	lua_call(L, 1, 1);
 	lua_getfield(L, -1, rc->tr ? "window" : "run");
 	if (rc->tr) {
-		trace_lua_push(L, rc->tr->trace, rc->tr->dir, rc->tr->files);
+		trace_lua_push(L, rc->tr->trace, rc->tr->dir, rc->tr->out, rc->tr->files);
 		lua_pushvalue(L, -1);
 		rc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	}

@@ -32,6 +32,7 @@
 #include "../util/err.h"
 
 struct trace;
+struct outdir;
 
 /* The configuration a policy produced, after validation and --set. Strings
  * are owned by the policy; NULL means "not set". */
@@ -233,6 +234,9 @@ struct policy_trace {
 	const struct trace *trace;
 	const char *dir;                 /* the window's directory; NULL: the
 					    trace writers refuse */
+	const struct outdir *out;        /* dir held open (the host's window
+					    directory): writers create files
+					    through it; NULL: they open dir */
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
 };

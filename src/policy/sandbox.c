@@ -1,21 +1,26 @@
 /* sandbox — a restricted Lua 5.4 state for policy files (see sandbox.h). */
 #include "sandbox.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
 
 #include "../events/clock.h"
+#include "../util/fsutil.h"
 #include "../util/log.h"
 #include "pattern.h"
 
 #define SANDBOX_HOOK_COUNT 1000 /* instructions between budget checks */
 #define SANDBOX_MIB ((size_t)1 << 20)
 #define SANDBOX_POLL_NS 20000000 /* at most one poll() per 20 ms */
+#define SANDBOX_SOURCE_MAX ((size_t)64 << 20) /* a policy or module file */
 
 struct sandbox {
 	lua_State *L;
@@ -381,6 +386,55 @@ static int sb_print(lua_State *L)
 	return 0;
 }
 
+/* ------------------------------------------------------------ loading */
+
+/* Loads the regular file open on `fd` (named `path`) as a text chunk and
+ * pushes it; see sandbox_loadfile(). Closes fd. Nothing is held while Lua
+ * may raise (a memory error): the text is read and fd closed first. */
+static int load_fd(lua_State *L, int fd, const char *path)
+{
+	struct err e;
+	char chunkname[PATH_MAX + 2];
+	size_t len, skip = 0;
+	char *text = fsutil_read_fd(fd, path, SANDBOX_SOURCE_MAX, &len, &e);
+	int rc;
+
+	close(fd);
+	if (!text) {
+		lua_pushstring(L, e.msg);
+		return LUA_ERRFILE;
+	}
+	if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+		skip = 3;
+	if (skip < len && text[skip] == '#') {
+		/* a "#!" line: dropped, its newline kept for the line numbers */
+		while (skip < len && text[skip] != '\n')
+			skip++;
+	}
+	snprintf(chunkname, sizeof chunkname, "@%s", path);
+	/* returns LUA_ERRMEM rather than raising */
+	rc = luaL_loadbufferx(L, text + skip, len - skip, chunkname, "t");
+	free(text);
+	return rc;
+}
+
+int sandbox_loadfile(lua_State *L, const char *path)
+{
+	struct stat st;
+	int fd = fsutil_open_regular(path, &st);
+
+	if (fd == FSUTIL_NOT_REGULAR) {
+		lua_pushfstring(L, "%s is %s, not a regular file", path,
+				fsutil_file_kind(st.st_mode));
+		return LUA_ERRFILE;
+	}
+	if (fd < 0) {
+		lua_pushfstring(L, "cannot open %s: %s", path, strerror(errno));
+		return LUA_ERRFILE;
+	}
+	return load_fd(L, fd, path);
+}
+
 /*
  * require(name) over a fixed path of Lua files (upvalue 1: "a/?.lua;..."),
  * after package.loaded and package.preload. Dots in the name become '/', so
@@ -392,6 +446,8 @@ static int sb_require(lua_State *L)
 	const char *name = luaL_checkstring(L, 1);
 	const char *path = lua_tostring(L, lua_upvalueindex(1));
 	const char *modpath, *tpl, *filename = NULL;
+	struct stat st;
+	int fd = -1;
 
 	lua_settop(L, 1);
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE); /* 2 */
@@ -410,16 +466,17 @@ static int sb_require(lua_State *L)
 		for (tpl = path; *tpl; ) {
 			const char *end = strchr(tpl, ';');
 			size_t len = end ? (size_t)(end - tpl) : strlen(tpl);
-			FILE *f;
 
 			lua_pushlstring(L, tpl, len);
 			filename = luaL_gsub(L, lua_tostring(L, -1), "?", modpath);
 			lua_remove(L, -2);
-			f = fopen(filename, "r");
-			if (f) {
-				fclose(f);
+			/* never blocks: a FIFO there is refused, not waited on */
+			fd = fsutil_open_regular(filename, &st);
+			if (fd == FSUTIL_NOT_REGULAR)
+				return luaL_error(L, "module '%s': %s is %s, not a regular file",
+						  name, filename, fsutil_file_kind(st.st_mode));
+			if (fd >= 0)
 				break;
-			}
 			lua_pop(L, 1);
 			filename = NULL;
 			tpl += len + (end ? 1 : 0);
@@ -427,8 +484,9 @@ static int sb_require(lua_State *L)
 		if (!filename)
 			return luaL_error(L, "module '%s' not found in %s", name,
 					  lua_tostring(L, lua_upvalueindex(2)));
-		/* stack: ... modpath filename */
-		if (luaL_loadfilex(L, filename, "t") != LUA_OK)
+		/* stack: ... modpath filename; loaded from the descriptor found,
+		 * never reopened by name */
+		if (load_fd(L, fd, filename) != LUA_OK)
 			return lua_error(L);
 		lua_pushstring(L, name);
 		lua_pushvalue(L, -3);

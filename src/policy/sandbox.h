@@ -102,6 +102,17 @@ int sandbox_pcall(struct sandbox *sb, int nargs, int nresults,
 const char *sandbox_error_text(lua_State *L, int idx, lua_State *from,
 			       int level);
 
+/*
+ * Loads the Lua source file `path` and pushes it as a function, the way
+ * luaL_loadfilex(L, path, "t") does (chunk name "@path"; a UTF-8 BOM and a
+ * first line starting with '#' are skipped), but opens it without blocking
+ * and loads only a regular file: a FIFO or a device never hangs the
+ * caller. Returns LUA_OK, or an error status with the message pushed
+ * ("cannot open <path>: ...", "<path> is a FIFO (named pipe), not a
+ * regular file", a syntax error). Raises only on memory errors.
+ */
+int sandbox_loadfile(lua_State *L, const char *path);
+
 /* Closes the state (running finalizers under a short budget) and frees the
  * sandbox. NULL-safe. */
 void sandbox_free(struct sandbox *sb);

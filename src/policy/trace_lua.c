@@ -1,18 +1,15 @@
 /* trace_lua — a window's trace as a Lua object (see trace_lua.h). */
 #include "trace_lua.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <lauxlib.h>
 
 #include "../events/query.h"
+#include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
 #include "sandbox.h"
@@ -24,6 +21,7 @@
 struct tl {
 	const struct trace *t;     /* NULL once invalidated */
 	const char *dir;
+	const struct outdir *out;  /* dir held open, or NULL: open dir */
 	const char *const *files;
 	int32_t main_tid;
 };
@@ -1320,84 +1318,69 @@ static int tl_samples(lua_State *L)
 
 /* ------------------------------------------------------------ writers */
 
-/* Checks `rel` and makes its directories under tl->dir; pushes the full
- * path. Raises on a bad path. */
-static const char *resolve_out(lua_State *L, const struct tl *tl, const char *fn,
-			       const char *rel, size_t len)
+/* Opens tl's window directory as *base: the host's open descriptor when it
+ * gave one, else tl->dir by its path. Raises on failure. */
+static void open_base(lua_State *L, const struct tl *tl, const char *fn,
+		      struct outdir *base)
 {
-	char comp[256];
-	const char *p = rel, *slash;
-	int dfd;
+	struct err e;
 
 	if (!tl->dir)
 		luaL_error(L, "%s: this trace has no output directory to write into", fn);
-	if (len == 0 || strlen(rel) != len)
-		luaL_error(L, "%s: the path must be a non-empty string without NUL bytes", fn);
-	if (rel[0] == '/')
-		luaL_error(L, "%s: '%s' is absolute; give a path inside the window directory", fn, rel);
-	if (len > 1024)
-		luaL_error(L, "%s: the path is too long", fn);
-	dfd = open(tl->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		luaL_error(L, "%s: cannot open the window directory '%s': %s", fn, tl->dir,
-			   strerror(errno));
-	for (;;) {
-		size_t n;
-		struct stat st;
-
-		slash = strchr(p, '/');
-		n = slash ? (size_t)(slash - p) : strlen(p);
-		if (n == 0 || n >= sizeof comp || (n == 1 && p[0] == '.') ||
-		    (n == 2 && p[0] == '.' && p[1] == '.')) {
-			close(dfd);
-			luaL_error(L, "%s: '%s' must stay inside the window directory (no '..', '.' or empty parts)",
-				   fn, rel);
-		}
-		memcpy(comp, p, n);
-		comp[n] = '\0';
-		if (!slash) {
-			if (fstatat(dfd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-			    (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))) {
-				close(dfd);
-				luaL_error(L, "%s: '%s' is %s", fn, rel,
-					   S_ISLNK(st.st_mode) ? "a symbolic link" : "a directory");
-			}
-			break;
-		}
-		if (mkdirat(dfd, comp, 0755) != 0 && errno != EEXIST) {
-			int err = errno;
-
-			close(dfd);
-			luaL_error(L, "%s: cannot create directory '%s' in '%s': %s", fn, comp,
-				   tl->dir, strerror(err));
-		}
-		{
-			int nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-			if (nfd < 0) {
-				int err = errno;
-
-				close(dfd);
-				luaL_error(L, "%s: '%s' in '%s' is %s", fn, comp, rel,
-					   err == ELOOP || err == ENOTDIR
-					   ? "a symbolic link or not a directory" : strerror(err));
-			}
-			close(dfd);
-			dfd = nfd;
-		}
-		p = slash + 1;
+	if (tl->out) {
+		*base = *tl->out;
+		return;
 	}
-	close(dfd);
+	if (outdir_open(tl->dir, base, &e) != 0)
+		luaL_error(L, "%s: %s", fn, e.msg);
+}
+
+/* Resolves `rel` under the window directory (outdir_resolve: no way out,
+ * no symbolic link followed, directories made) into *d and *leaf. Raises
+ * on a bad path. */
+static void resolve(lua_State *L, const struct tl *tl, const char *fn,
+		    const char *rel, size_t len, struct outdir *d, const char **leaf)
+{
+	struct outdir base;
+	struct err e;
+	int rc;
+
+	open_base(L, tl, fn, &base);
+	rc = outdir_resolve(&base, rel, len, d, leaf, &e);
+	if (!tl->out)
+		outdir_close(&base);
+	if (rc != 0)
+		luaL_error(L, "%s: %s", fn, e.msg);
+}
+
+/* Checks `rel` and makes its directories under the window directory, so
+ * a bad path fails before any work; pushes the full path. Raises on a bad
+ * path. */
+static const char *resolve_out(lua_State *L, const struct tl *tl, const char *fn,
+			       const char *rel, size_t len)
+{
+	struct outdir d;
+	const char *leaf;
+
+	resolve(L, tl, fn, rel, len, &d, &leaf);
+	outdir_close(&d);
 	return lua_pushfstring(L, "%s/%s", tl->dir, rel);
 }
 
-/* Writes `text` to `full` atomically; raises on failure. */
-static void write_file(lua_State *L, const char *fn, const char *full,
-		       const char *text, size_t len)
+/* Writes `text` to `rel` under the window directory atomically, through
+ * the descriptor of the directory that holds it (never reopened by name);
+ * raises on failure. */
+static void write_file(lua_State *L, const struct tl *tl, const char *fn,
+		       const char *rel, size_t rlen, const char *text, size_t len)
 {
 	struct err e;
-	struct outfile *f = outfile_open(full, false, &e);
+	struct outdir d;
+	const char *leaf;
+	struct outfile *f;
 
+	resolve(L, tl, fn, rel, rlen, &d, &leaf);
+	f = outfile_openat(&d, leaf, false, &e);
+	outdir_close(&d); /* the outfile holds its own descriptor */
 	if (!f)
 		luaL_error(L, "%s: %s", fn, e.msg);
 	if (outfile_write(f, text, len) != 0) {
@@ -1432,9 +1415,9 @@ static int tl_write(lua_State *L)
 				     "a file name in the window directory", &plen);
 	const char *text = arg_string(L, 3, "trace:write", "text", "the file's contents",
 				      &tlen);
-	const char *full = resolve_out(L, tl, "trace:write", rel, plen);
 
-	write_file(L, "trace:write", full, text, tlen);
+	write_file(L, tl, "trace:write", rel, plen, text, tlen);
+	lua_pushfstring(L, "%s/%s", tl->dir, rel);
 	return 1;
 }
 
@@ -1446,10 +1429,10 @@ static int tl_write_json(lua_State *L)
 	size_t plen, tlen;
 	const char *rel = arg_string(L, 2, "trace:write_json", "path",
 				     "a file name in the window directory", &plen);
-	const char *full, *text;
+	const char *text;
 
 	lua_settop(L, 3);
-	full = resolve_out(L, tl, "trace:write_json", rel, plen); /* 4 */
+	resolve_out(L, tl, "trace:write_json", rel, plen); /* 4 */
 	lua_getglobal(L, "require");
 	lua_pushliteral(L, "prof.json");
 	lua_call(L, 1, 1);
@@ -1459,7 +1442,7 @@ static int tl_write_json(lua_State *L)
 	text = lua_tolstring(L, -1, &tlen);
 	if (!text)
 		return luaL_error(L, "trace:write_json: prof.json.encode returned no string");
-	write_file(L, "trace:write_json", full, text, tlen);
+	write_file(L, tl, "trace:write_json", rel, plen, text, tlen);
 	lua_pushvalue(L, 4);
 	return 1;
 }
@@ -1505,7 +1488,6 @@ static int tl_write_table(lua_State *L)
 	size_t *width;
 	int cols, rows = 3, cells;
 	luaL_Buffer b;
-	const char *full;
 
 	if (!lua_istable(L, 3))
 		return bad_option(L, "trace:write_table", "rows", 3,
@@ -1558,8 +1540,7 @@ static int tl_write_table(lua_State *L)
 	ncols = (lua_Integer)lua_rawlen(L, cols);
 	if (ncols == 0)
 		return luaL_error(L, "trace:write_table: no columns (give rows with keys, or a list of column names)");
-	full = resolve_out(L, tl, "trace:write_table", rel, plen); /* 5 */
-	(void)full;
+	resolve_out(L, tl, "trace:write_table", rel, plen); /* 5 */
 	/* cells: a table of (nrows + 1) * ncols strings */
 	lua_createtable(L, (int)((nrows + 1) * ncols), 0);
 	cells = lua_gettop(L);
@@ -1647,7 +1628,7 @@ static int tl_write_table(lua_State *L)
 		size_t tlen;
 		const char *text = lua_tolstring(L, -1, &tlen);
 
-		write_file(L, "trace:write_table", lua_tostring(L, 5), text, tlen);
+		write_file(L, tl, "trace:write_table", rel, plen, text, tlen);
 	}
 	lua_pushvalue(L, 5);
 	return 1;
@@ -1809,13 +1790,14 @@ static int tl_tostring(lua_State *L)
 }
 
 void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
-		    const char *const *files)
+		    const struct outdir *out, const char *const *files)
 {
 	struct tl *tl = lua_newuserdatauv(L, sizeof *tl, 1);
 	size_t i;
 
 	tl->t = t;
 	tl->dir = dir;
+	tl->out = out;
 	tl->files = files;
 	tl->main_tid = t->meta.pid;
 	for (i = 0; i < t->nsteps; i++)
@@ -1846,6 +1828,7 @@ void trace_lua_invalidate(lua_State *L, int idx)
 	if (tl) {
 		tl->t = NULL;
 		tl->dir = NULL;
+		tl->out = NULL;
 		tl->files = NULL;
 	}
 }

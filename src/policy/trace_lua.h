@@ -9,7 +9,9 @@
  *
  * Writers (trace:write, write_table, write_json) only write under the
  * window's directory: relative paths without "..", no absolute paths, no
- * symbolic link on the way; files appear atomically (outfile).
+ * symbolic link on the way, each file created through the descriptor of
+ * the directory that holds it (outdir_resolve); files appear atomically
+ * (outfile).
  *
  * Runs on the thread that holds the policy's lock.
  */
@@ -19,13 +21,16 @@
 #include <lua.h>
 
 #include "../events/trace.h"
+#include "../export/outdir.h"
 
 /* Pushes a new trace object for `t`, whose files live in `dir` (NULL: the
- * writers refuse) and are listed in `files` (NULL-ended, may be NULL). The
- * pointers are borrowed until trace_lua_invalidate(). Raises a Lua error
- * when out of memory (call it in protected mode). */
+ * writers refuse) and are listed in `files` (NULL-ended, may be NULL).
+ * `out`, when not NULL, is `dir` held open: the writers create their files
+ * through it (else they open `dir` by its path). The pointers are borrowed
+ * until trace_lua_invalidate(). Raises a Lua error when out of memory
+ * (call it in protected mode). */
 void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
-		    const char *const *files);
+		    const struct outdir *out, const char *const *files);
 
 /* Makes the trace object at `idx` unusable from now on. Never raises. */
 void trace_lua_invalidate(lua_State *L, int idx);

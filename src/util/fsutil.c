@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,88 +47,126 @@ int fsutil_join(char *out, size_t size, const char *a, const char *b,
 	return 0;
 }
 
-/* Writes all of buf to fd; returns 0 or -1 (errno set). */
-static int write_all(int fd, const char *buf, size_t len)
+int fsutil_open_regular(const char *path, struct stat *st)
 {
-	while (len > 0) {
-		ssize_t w = write(fd, buf, len);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int flags;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0) {
+		int err = errno;
+
+		close(fd);
+		errno = err;
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		if (S_ISDIR(st->st_mode)) {
+			errno = EISDIR;
 			return -1;
 		}
-		buf += w;
-		len -= (size_t)w;
+		return FSUTIL_NOT_REGULAR;
 	}
-	return 0;
+	flags = fcntl(fd, F_GETFL);
+	if (flags >= 0)
+		fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+	return fd;
 }
 
-int fsutil_copy(const char *src, const char *dst, struct err *e)
+const char *fsutil_file_kind(unsigned mode)
 {
-	char tmp[PATH_MAX], buf[65536];
-	int in, out, rc = 0;
-	ssize_t r;
-
-	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dst, (long)getpid()) >= (int)sizeof tmp)
-		return err_set(e, "path '%s' is too long", dst);
-	in = open(src, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return err_errno(e, errno, "cannot read '%s'", src);
-	out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (out < 0) {
-		close(in);
-		return err_errno(e, errno, "cannot create '%s'", tmp);
+	switch (mode & S_IFMT) {
+	case S_IFIFO: return "a FIFO (named pipe)";
+	case S_IFSOCK: return "a socket";
+	case S_IFCHR: return "a character device";
+	case S_IFBLK: return "a block device";
+	case S_IFDIR: return "a directory";
+	case S_IFLNK: return "a symbolic link";
+	case S_IFREG: return "a regular file";
+	default: return "not a file";
 	}
-	while ((r = read(in, buf, sizeof buf)) != 0) {
+}
+
+char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
+		     struct err *e)
+{
+	struct stat st;
+	size_t cap = 4096, n = 0;
+	char *buf;
+
+	/* sized by the file; grown should it grow meanwhile */
+	if (fstat(fd, &st) == 0 && st.st_size > 0)
+		cap = (uint64_t)st.st_size < max ? (size_t)st.st_size + 1 : max + 1;
+	if (cap > max + 1)
+		cap = max + 1;
+	buf = malloc(cap);
+	if (!buf) {
+		err_set(e, "out of memory reading '%s'", path);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t r;
+
+		if (n == cap - 1 && cap <= max) {
+			size_t ncap = cap * 2 < max + 1 ? cap * 2 : max + 1;
+			char *g = realloc(buf, ncap);
+
+			if (!g) {
+				err_set(e, "out of memory reading '%s'", path);
+				free(buf);
+				return NULL;
+			}
+			buf = g;
+			cap = ncap;
+		}
+		if (n == max) {
+			/* one byte past max tells a file that is too large */
+			char extra;
+
+			r = read(fd, &extra, 1);
+		} else {
+			r = read(fd, buf + n, cap - 1 - n);
+		}
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r < 0 || write_all(out, buf, (size_t)r) != 0) {
-			rc = err_errno(e, errno, "cannot copy '%s' to '%s'", src, dst);
-			break;
+		if (r < 0) {
+			err_errno(e, errno, "cannot read '%s'", path);
+			free(buf);
+			return NULL;
 		}
+		if (r == 0)
+			break;
+		if (n == max) {
+			err_set(e, "'%s' is larger than %zu bytes", path, max);
+			free(buf);
+			return NULL;
+		}
+		n += (size_t)r;
 	}
-	close(in);
-	if (close(out) != 0 && rc == 0)
-		rc = err_errno(e, errno, "cannot write '%s'", tmp);
-	if (rc == 0 && rename(tmp, dst) != 0)
-		rc = err_errno(e, errno, "cannot rename '%s' to '%s'", tmp, dst);
-	if (rc != 0)
-		unlink(tmp);
-	return rc;
+	buf[n] = '\0';
+	if (len)
+		*len = n;
+	return buf;
 }
 
 char *fsutil_read(const char *path, size_t max, size_t *len, struct err *e)
 {
-	FILE *f = fopen(path, "rb");
+	struct stat st;
+	int fd = fsutil_open_regular(path, &st);
 	char *buf;
-	size_t n;
 
-	if (!f) {
+	if (fd == FSUTIL_NOT_REGULAR) {
+		err_set(e, "'%s' is %s, not a regular file", path,
+			fsutil_file_kind(st.st_mode));
+		return NULL;
+	}
+	if (fd < 0) {
 		err_errno(e, errno, "cannot open '%s'", path);
 		return NULL;
 	}
-	buf = malloc(max + 1);
-	if (!buf) {
-		fclose(f);
-		err_set(e, "out of memory reading '%s'", path);
-		return NULL;
-	}
-	n = fread(buf, 1, max, f);
-	if (ferror(f)) {
-		err_errno(e, errno, "cannot read '%s'", path);
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	if (n == max && fgetc(f) != EOF) {
-		err_set(e, "'%s' is larger than %zu bytes", path, max);
-		fclose(f);
-		free(buf);
-		return NULL;
-	}
-	fclose(f);
-	buf[n] = '\0';
-	if (len)
-		*len = n;
+	buf = fsutil_read_fd(fd, path, max, len, e);
+	close(fd);
 	return buf;
 }

@@ -5,6 +5,7 @@
 #define PROFHOST_FSUTIL_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "err.h"
 
@@ -17,12 +18,33 @@ int fsutil_mkdirs(const char *path, unsigned mode, struct err *e);
 int fsutil_join(char *out, size_t size, const char *a, const char *b,
 		struct err *e);
 
-/* Copies file `src` to `dst` atomically (temporary name, then rename).
- * Returns 0, or -1 with *e set. */
-int fsutil_copy(const char *src, const char *dst, struct err *e);
+/* fsutil_open_regular()'s answer for a path that is not a regular file. */
+#define FSUTIL_NOT_REGULAR (-2)
 
-/* Reads a whole small file (at most `max` bytes) into a malloc'd,
- * NUL-terminated buffer. Returns NULL with *e set. */
+/*
+ * Opens `path` for reading without ever blocking (O_NONBLOCK: a FIFO with
+ * no writer, a device) and keeps it only when it is a regular file, so a
+ * FIFO named as a policy, module or input cannot hang the caller. Returns
+ * the descriptor (O_CLOEXEC, blocking again) with *st filled; -1 with errno
+ * set (EISDIR for a directory); or FSUTIL_NOT_REGULAR with *st telling what
+ * it is (fsutil_file_kind()). Any thread.
+ */
+int fsutil_open_regular(const char *path, struct stat *st);
+
+/* "a FIFO (named pipe)", "a socket", "a character device", "a block
+ * device", "a directory", "a symbolic link", "a regular file": for
+ * messages. */
+const char *fsutil_file_kind(unsigned mode);
+
+/* Reads a whole small regular file (at most `max` bytes) into a malloc'd,
+ * NUL-terminated buffer. Returns NULL with *e set ("'<path>' is a FIFO
+ * (named pipe), not a regular file", "cannot open '<path>': ...", "'<path>'
+ * is larger than N bytes"). */
 char *fsutil_read(const char *path, size_t max, size_t *len, struct err *e);
+
+/* As fsutil_read, from a descriptor already open (fsutil_open_regular());
+ * `path` names it in messages. Closes nothing. */
+char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
+		     struct err *e);
 
 #endif

@@ -7,6 +7,7 @@ import glob
 import gzip
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import tempfile
@@ -105,3 +106,26 @@ class TempDirTest(unittest.TestCase):
         with open(path, "w") as f:
             f.write(text)
         return path
+
+
+OTHER_USER = "profhost-e2e"
+
+
+def ensure_other_user():
+    """A second user for tests that act as another user (created when
+    missing): its (uid, gid), or None when this process cannot (not root).
+    Run a command as it with as_other_user()."""
+    if os.geteuid() != 0:
+        return None
+    if subprocess.run(["id", OTHER_USER], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", OTHER_USER], check=True)
+    pw = pwd.getpwnam(OTHER_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+def as_other_user(cmd):
+    """cmd (a list) prefixed to run as OTHER_USER, with no supplementary groups."""
+    return ["setpriv", "--reuid=" + OTHER_USER, "--regid=" + OTHER_USER,
+            "--clear-groups"] + list(cmd)

@@ -17,6 +17,9 @@ import subprocess
 import tempfile
 import time
 import unittest
+import zlib
+
+from harness import as_other_user, ensure_other_user
 
 BUILD = os.environ.get("PROFHOST_BUILD", "")
 SOURCE = os.environ.get("PROFHOST_SOURCE", "")
@@ -186,6 +189,15 @@ class BadArguments(Scratch):
         self.assertEqual(r.stderr, "prof run: cannot read policy file '%s': Is a directory\n"
                          % self.dir)
 
+    def test_fifo_policy_file(self):
+        os.mkfifo(self.path("fifo.lua"))
+        marker = self.path("ran")
+        r = prof("run", "-s", "fifo.lua", "touch", marker, cwd=self.dir, timeout=20)
+        self.assertEqual(r.returncode, 2)
+        self.assertEqual(r.stderr, "prof run: cannot read policy file 'fifo.lua': it is a "
+                                   "FIFO (named pipe), not a regular file\n")
+        self.assertFalse(os.path.exists(marker))
+
 
 class Environment(Scratch):
     def test_environment_of_the_command(self):
@@ -336,6 +348,23 @@ class Library(Scratch):
         r = prof("run", "true", env=clean_env(PROF_LIB=self.dir))
         self.assertEqual(r.returncode, 2)
         self.assertIn("PROF_LIB='%s' is not a file" % self.dir, r.stderr)
+
+    def test_install_tree_has_the_examples(self):
+        prefix = self.path("installed")
+        r = subprocess.run(["cmake", "--install", BUILD, "--prefix", prefix],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        share = os.path.join(prefix, "share", "profhost")
+        for name in os.listdir(os.path.join(SOURCE, "examples")):
+            self.assertTrue(os.path.exists(os.path.join(share, "examples", name)), name)
+        for name in ("profile.lua", "quickstart.py", "reports/dataloader_stall.lua"):
+            self.assertTrue(os.path.isfile(os.path.join(share, "examples", name)), name)
+        # the installed prof runs a command with an installed example policy
+        env = clean_env(PROF_LIB=None, PROF_OUTPUT_DIR=self.path("out"))
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+        r = prof("run", "-s", os.path.join(share, "examples", "profile.lua"), "true",
+                 env=env, exe=os.path.join(prefix, "bin", "prof"))
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_build_tree_layout(self):
         # A static program ignores LD_PRELOAD, so the real (possibly
@@ -502,6 +531,13 @@ class LauncherNotes(Scratch):
         r = self.run_writer([])
         self.assertEqual((r.returncode, r.stderr), (5, NO_WINDOW))
 
+    def test_profiling_disabled_says_so(self):
+        r = prof("run", "sh", "-c", "exit 3", cwd=self.dir, env=clean_env(PROF_DISABLE="1"))
+        self.assertEqual((r.returncode, r.stderr),
+                         (3, "profhost: profiling was off (PROF_DISABLE=1); nothing written\n"))
+        r = prof("run", "true", cwd=self.dir, env=clean_env(PROF_DISABLE="0"))
+        self.assertEqual((r.returncode, r.stderr), (0, NO_WINDOW))
+
     def test_notes_file_fresh_and_removed(self):
         r = prof("run", "sh", "-c",
                  'test -f "$PROF_LAUNCHER_NOTES" && test ! -s "$PROF_LAUNCHER_NOTES" && '
@@ -512,6 +548,324 @@ class LauncherNotes(Scratch):
         self.assertEqual(mode, "700")
         self.assertEqual(os.path.dirname(os.path.dirname(notes)), self.dir)
         self.assertFalse(os.path.exists(os.path.dirname(notes)), "temp dir left behind")
+
+
+class RealHost(Scratch):
+    """With the real host library: prof attach's refusals that name what to
+    do instead (it reads /proc/PID/maps for the library), and the host's
+    refusal of a policy it cannot read."""
+
+    def real_env(self, **extra):
+        env = clean_env(PROF_LIB=os.path.join(BUILD, "lib", "libprofhost.so"),
+                        XDG_RUNTIME_DIR=self.dir, PROF_OUTPUT_DIR=self.path("out"), **extra)
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+        return env
+
+    def wait_for(self, pred, what):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+    def test_launcher_pid_names_the_child(self):
+        launcher = subprocess.Popen([PROF, "run", "--", "sleep", "30"], env=self.real_env(),
+                                    cwd=self.dir, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL)
+        try:
+            def child():
+                with open("/proc/%d/task/%d/children" % (launcher.pid, launcher.pid)) as f:
+                    kids = f.read().split()
+                if not kids:
+                    return None
+                with open("/proc/%s/maps" % kids[0]) as f:
+                    return kids[0] if "/libprofhost-core.so" in f.read() else None
+            kid = self.wait_for(child, "the command under prof run")
+            r = prof("attach", str(launcher.pid), "-e", "1", env=self.real_env())
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr, "prof attach: process %d is not running profhost, but "
+                             "its child %s is: prof attach %s\n" % (launcher.pid, kid, kid))
+        finally:
+            launcher.terminate()
+            launcher.wait()
+
+    def test_fifo_policy_or_module_never_hangs_the_target(self):
+        # Before main: PROF_SCRIPT naming a FIFO, and a policy that requires
+        # a module that is a FIFO. The target runs on, profiling off.
+        os.mkfifo(self.path("fifo.lua"))
+        os.mkfifo(self.path("mod.lua"))
+        with open(self.path("policy.lua"), "w") as f:
+            f.write("-- needs a module\nrequire('mod')\n")
+        for script, msg in (
+                ("fifo.lua", "profhost: PROF_SCRIPT: '%s' is a FIFO (named pipe), not a "
+                             "regular file; profiling is off for this process\n"
+                 % self.path("fifo.lua")),
+                ("policy.lua", "profhost: %s:2: module 'mod': %s is a FIFO (named pipe), not "
+                               "a regular file; profiling is off for this process\n"
+                 % (self.path("policy.lua"), self.path("mod.lua")))):
+            env = self.real_env(PROF_SCRIPT=self.path(script))
+            env["LD_PRELOAD"] = env["PROF_LIB"]
+            r = subprocess.run(["sh", "-c", "echo ran"], env=env, cwd=self.dir,
+                               capture_output=True, text=True, timeout=20)
+            self.assertEqual((r.returncode, r.stdout), (0, "ran\n"), r.stderr)
+            self.assertEqual(r.stderr, msg)
+
+    def test_disabled_process_says_so(self):
+        env = self.real_env(PROF_DISABLE="yes")
+        env["LD_PRELOAD"] = env["PROF_LIB"]
+        target = subprocess.Popen(["sleep", "30"], env=env, stderr=subprocess.DEVNULL)
+        try:
+            def loaded():
+                with open("/proc/%d/maps" % target.pid) as f:
+                    return "/libprofhost.so" in f.read()
+            self.wait_for(loaded, "the library in the target")
+            r = prof("attach", str(target.pid), "-e", "1", env=self.real_env())
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(r.stderr, "prof attach: process %d runs with PROF_DISABLE=yes: "
+                             "profhost is off there\n" % target.pid)
+        finally:
+            target.kill()
+            target.wait()
+
+
+class ReportInputs(Scratch):
+    """prof report bounds memory before reading: a gzip bomb stops at the
+    limit (peak RSS measured), devices and FIFOs are refused at once."""
+    JSON_LIMIT_MB = 512  # TRACE_JSON_MAX_BYTES
+
+    def report(self, path):
+        """Runs prof report PATH; (status, stderr, peak RSS in MiB)."""
+        with open(self.path("err"), "w+") as err:
+            p = subprocess.Popen([PROF, "report", path], env=clean_env(), cwd=self.dir,
+                                 stdout=subprocess.DEVNULL, stderr=err)
+            deadline = time.time() + 120
+            while True:
+                pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.time() > deadline:
+                    p.kill()
+                    self.fail("prof report %s did not end" % path)
+                time.sleep(0.02)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            return p.returncode, err.read(), usage.ru_maxrss / 1024.0
+
+    def gzip_bomb(self, name, total_mb, first=b"[", fill=b" ", size_field=None):
+        """`first` and total_mb MiB of `fill`, gzipped as 64 MiB members; the
+        last member's size field is size_field when given."""
+        member = zlib.compressobj(9, zlib.DEFLATED, 31)
+        one = member.compress(fill * (64 << 20)) + member.flush()
+        path = self.path(name)
+        with open(path, "wb") as f:
+            if first:
+                c = zlib.compressobj(9, zlib.DEFLATED, 31)
+                f.write(c.compress(first) + c.flush())
+            for _ in range(total_mb // 64):
+                f.write(one)
+            if size_field is not None:
+                f.seek(-4, os.SEEK_END)
+                f.write(size_field.to_bytes(4, "little"))
+        return path
+
+    def test_gzip_bomb_stops_at_the_limit(self):
+        bomb = self.gzip_bomb("bomb.json.gz", 1024)
+        self.assertLess(os.path.getsize(bomb), 4 << 20)
+        rc, err, peak = self.report(bomb)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: more than 512 MiB of JSON once decompressed, "
+                         "more than this reader takes (prof report parses JSON whole; use "
+                         "the window's capture.phb)\n" % bomb)
+        self.assertLess(peak, self.JSON_LIMIT_MB + 128)
+
+    def test_gzip_size_field_refuses_before_inflating(self):
+        bomb = self.gzip_bomb("sized.json.gz", 1024, size_field=1 << 30)
+        rc, err, peak = self.report(bomb)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: 1024 MiB of JSON once decompressed (gzip's "
+                         "size field), more than the 512 MiB of JSON this reader takes "
+                         "(prof report parses JSON whole; use the window's capture.phb)\n"
+                         % bomb)
+        self.assertLess(peak, 128)
+
+    def test_large_plain_file_refused_by_its_size(self):
+        big = self.path("big.json")
+        with open(big, "wb") as f:
+            f.write(b"[")
+            f.truncate(600 << 20)  # sparse: costs no disk
+        rc, err, peak = self.report(big)
+        self.assertEqual(rc, 1)
+        self.assertEqual(err, "prof report: %s: 600 MiB of JSON, more than the 512 MiB of "
+                         "JSON this reader takes (prof report parses JSON whole; use the "
+                         "window's capture.phb)\n" % big)
+        self.assertLess(peak, 128)
+
+    def test_zeros_refused_from_the_first_bytes(self):
+        zeros = self.gzip_bomb("zeros.gz", 1024, first=b"", fill=b"\0")
+        rc, err, peak = self.report(zeros)
+        self.assertEqual((rc, err), (1, "prof report: %s: neither a profhost capture "
+                                        "(capture.phb) nor a JSON trace: unexpected byte "
+                                        "0x00 at offset 0\n" % zeros))
+        self.assertLess(peak, 128)
+
+    def test_devices_and_fifos_refused(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        for path, kind in (("/dev/zero", "a character device"), (fifo, "a FIFO (named pipe)")):
+            rc, err, peak = self.report(path)
+            self.assertEqual((rc, err), (1, "prof report: %s: %s, not a regular file\n"
+                                            % (path, kind)))
+            self.assertLess(peak, 128)
+
+
+TORCH_LEGACY_TRACE = """
+import sys
+import torch
+from torch.profiler import profile, record_function, schedule
+model = torch.nn.Linear(32, 32)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with profile(schedule=schedule(wait=1, warmup=1, active=2),
+             on_trace_ready=lambda p: p.export_chrome_trace(sys.argv[1])) as p:
+    for i in range(5):
+        with record_function("forward"):
+            loss = model(torch.randn(8, 32)).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        p.step()
+"""
+
+
+class ReportTorchTraces(Scratch):
+    """prof report on what torch.profiler exported: Debian's torch 1.13 has
+    no Kineto, so export_chrome_trace writes the legacy form (a bare list,
+    "pid": "CPU functions", no "cat")."""
+
+    def test_legacy_torch_trace_is_read(self):
+        trace = self.path("torch_trace.json")
+        r = subprocess.run(["/usr/bin/python3", "-c", TORCH_LEGACY_TRACE, trace],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0 and "No module named 'torch'" in r.stderr:
+            self.skipTest("Debian's python3-torch is not installed")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(trace) as f:
+            first = f.read(200)
+        self.assertTrue(first.startswith('[{"name": '), first)
+        self.assertIn('"pid": "CPU functions"', first)
+        self.assertNotIn('"cat"', first)
+        r = prof("report", trace)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "")
+        self.assertIn("steps 1-2", r.stdout.splitlines()[0])
+        self.assertIn("(2 complete steps)", r.stdout)
+        cpu = r.stdout[r.stdout.index("\nCPU time\n"):]
+        for op in ("aten::addmm", "aten::mm", "aten::sum"):
+            self.assertRegex(cpu, r"\n  %s +\d+ " % re.escape(op))
+        self.assertNotRegex(r.stdout, r"Window: .*, 0 events")
+
+    def test_trace_with_nothing_readable_fails(self):
+        trace = self.path("other.json")
+        with open(trace, "w") as f:
+            f.write('[{"name": "a", "ph": "X", "ts": 1, "dur": 2, "pid": 1, "tid": 1, '
+                    '"cat": "my_tool"}, {"name": "b", "ph": "X", "ts": 4, "dur": 2, '
+                    '"pid": 1, "tid": 1}]')
+        r = prof("report", trace)
+        self.assertEqual((r.returncode, r.stdout), (1, ""))
+        self.assertEqual(r.stderr, "prof report: %s: none of its 2 events is one prof report "
+                         "reads (no category it knows: Kineto's cpu_op, kernel, "
+                         "user_annotation, ...)\n" % trace)
+
+
+class Scripts(Scratch):
+    """The README's commands: install-deps.sh as root and as a user with
+    sudo (apt-get and sudo are stand-ins that log their arguments), and the
+    test command, exactly what CI runs."""
+
+    def setUp(self):
+        super().setUp()
+        # a directory another user can read, with a copy of the script
+        self.pub = tempfile.mkdtemp(prefix="test_cli_scripts.")
+        os.chmod(self.pub, 0o777)
+        self.script = os.path.join(self.pub, "install-deps.sh")
+        shutil.copy2(os.path.join(SOURCE, "scripts", "install-deps.sh"), self.script)
+        os.chmod(self.script, 0o755)
+        self.log = os.path.join(self.pub, "log")
+
+    def tearDown(self):
+        shutil.rmtree(self.pub, ignore_errors=True)
+
+    def stand_ins(self, *names):
+        """A directory of stand-in commands that log "<name> <args>"."""
+        d = os.path.join(self.pub, "bin-" + "-".join(names))
+        os.mkdir(d)
+        os.chmod(d, 0o755)
+        for n in names:
+            with open(os.path.join(d, n), "w") as f:
+                f.write('#!/bin/sh\necho "%s $*" >> "%s"\n' % (n, self.log))
+            os.chmod(os.path.join(d, n), 0o755)
+        return d
+
+    def logged(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def run_script(self, path, as_other=False):
+        cmd = ["sh", self.script]
+        if as_other:
+            cmd = as_other_user(cmd)
+        env = clean_env(PATH=path)
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+
+    def test_install_deps_as_root_runs_apt_get_itself(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root")
+        bindir = self.stand_ins("apt-get", "sudo", "npm")
+        r = self.run_script(bindir + ":/usr/bin:/bin")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        log = self.logged()
+        self.assertEqual(log[0], "apt-get update")
+        self.assertTrue(log[1].startswith("apt-get install -y --no-install-recommends "
+                                          "build-essential cmake "), log[1])
+        self.assertTrue(log[2].startswith("npm install -g speedscope@"), log)
+        self.assertEqual(len(log), 3, log)
+
+    def test_install_deps_as_a_user_asks_sudo(self):
+        if ensure_other_user() is None:
+            self.skipTest("needs root to act as another user")
+        bindir = self.stand_ins("apt-get", "sudo", "npm")
+        with open(self.log, "w"):
+            pass
+        os.chmod(self.log, 0o666)
+        r = self.run_script(bindir + ":/usr/bin:/bin", as_other=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.logged(), ["sudo sh " + self.script])
+
+    def test_install_deps_as_a_user_without_sudo(self):
+        if ensure_other_user() is None:
+            self.skipTest("needs root to act as another user")
+        if any(os.access(os.path.join(d, "sudo"), os.X_OK) for d in ("/usr/bin", "/bin")):
+            self.skipTest("sudo is installed here")
+        bindir = self.stand_ins("apt-get", "npm")
+        r = self.run_script(bindir + ":/usr/bin:/bin", as_other=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stderr, "install-deps.sh: needs root to install packages: run it "
+                                   "as root, or install sudo\n")
+        self.assertEqual(self.logged(), [])
+
+    def test_readme_commands_are_what_ci_runs(self):
+        with open(os.path.join(SOURCE, "README.md")) as f:
+            readme = f.read()
+        with open(os.path.join(SOURCE, ".ci", "run")) as f:
+            ci = [l for l in f.read().splitlines()
+                  if l.startswith("sh ")]
+        blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+        self.assertEqual(blocks[0], "sh scripts/install-deps.sh && sh scripts/demo.sh\n")
+        self.assertEqual(blocks[1], "sh scripts/test.sh\n")
+        self.assertEqual(ci, ["sh scripts/install-deps.sh", "sh scripts/test.sh"])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@
 #include "export/export.h"
 #include "export/outfile.h"
 #include "export/phb.h"
-#include "export/readfile.h"
+#include "util/fsutil.h"
 #include "export/trace_json.h"
 
 static char tmpdir[] = "/tmp/profhost-test-phb-XXXXXX";
@@ -180,8 +180,7 @@ static void check_same(const struct trace *a, const struct trace *b)
 static char *slurp(const char *path, size_t *len)
 {
 	struct err e;
-	bool gz;
-	char *buf = readfile_all(path, 1 << 30, len, &gz, &e);
+	char *buf = fsutil_read(path, 1 << 30, len, &e);
 
 	if (!buf)
 		fprintf(stderr, "%s\n", e.msg);

@@ -302,6 +302,42 @@ static void test_open_errors(void)
 	CHECK(policy_load(NULL, &e) == NULL);
 }
 
+/* Dies with a message instead of hanging the suite when a load blocks. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "test_policy: a load blocked on a FIFO\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof msg - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+/* A policy or module that is a FIFO is refused at once with one line; it
+ * used to block the process in open() forever. */
+static void test_fifo_refused(void)
+{
+	struct err e;
+	struct policy_opts o = { 0 };
+	char path[512];
+
+	signal(SIGALRM, on_alarm);
+	alarm(20);
+	CHECK(mkfifo("pipe.lua", 0600) == 0);
+	o.lua_dir = PROFHOST_TEST_LUA_DIR;
+	o.script = "pipe.lua";
+	CHECK(policy_load(&o, &e) == NULL);
+	CHECK_EQ_STR(e.msg, "PROF_SCRIPT: 'pipe.lua' is a FIFO (named pipe), not a regular file");
+
+	mkdir("fifomods", 0700);
+	CHECK(mkfifo("fifomods/piped.lua", 0600) == 0);
+	snprintf(path, sizeof path, "myprof.lua:2: module 'fifomods.piped': %s/fifomods/piped.lua "
+		 "is a FIFO (named pipe), not a regular file", tmpdir);
+	CHECK_EQ_STR(load_error("\nrequire('fifomods.piped')\n"), path);
+	alarm(0);
+	signal(SIGALRM, SIG_DFL);
+}
+
 static void test_syntax_and_validation_errors(void)
 {
 	const char *m;
@@ -895,6 +931,7 @@ int main(void)
 	test_defaults();
 	test_builtin_default();
 	test_open_errors();
+	test_fifo_refused();
 	test_syntax_and_validation_errors();
 	test_error_positions();
 	test_library_calls_budget();

@@ -159,7 +159,7 @@ static void test_trace_object(void)
 	struct err e;
 	struct policy *p;
 	static const char *const files[] = { "trace.json", NULL };
-	struct policy_trace pt;
+	struct policy_trace pt = { 0 };
 	struct policy_step_info si = { 0 };
 	char path[800], *text;
 

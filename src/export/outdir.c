@@ -1,0 +1,316 @@
+/* outdir — the directories profhost writes into, held open (see outdir.h). */
+#include "outdir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../util/fsutil.h"
+
+#define OUTDIR_RUN_ID_MAX 512   /* bytes of a run marker read */
+#define OUTDIR_RUN_TRIES 99     /* <run>, <run>.2 ... <run>.99 */
+
+/* Where to write instead, for the refusals. */
+#define OUTDIR_ELSEWHERE "remove it, or write elsewhere: prof run -o DIR, " \
+			 "PROF_OUTPUT_DIR or prof.output{ dir = ... }"
+
+/* Requires the directory open on `fd` to belong to this user and to be
+ * writable by no one else: otherwise its owner, group or anyone could
+ * plant links or files where profhost writes. Returns 0 or -1 (*e). */
+static int check_owned(int fd, const char *path, struct err *e)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) != 0)
+		return err_errno(e, errno, "cannot read directory '%s'", path);
+	if (st.st_uid != geteuid())
+		return err_set(e, "refusing output directory '%s': it belongs to uid %u, not "
+			       "to you (uid %u), so its owner could redirect what profhost "
+			       "writes there (" OUTDIR_ELSEWHERE ")",
+			       path, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return err_set(e, "refusing output directory '%s': it is writable by %s "
+			       "(mode %03o), who could plant files where profhost writes "
+			       "(chmod go-w it, or write elsewhere)", path,
+			       (st.st_mode & S_IWOTH) ? "every user" : "its group",
+			       (unsigned)(st.st_mode & 07777));
+	return 0;
+}
+
+int outdir_open(const char *path, struct outdir *d, struct err *e)
+{
+	d->fd = -1;
+	if (snprintf(d->path, sizeof d->path, "%s", path) >= (int)sizeof d->path)
+		return err_set(e, "directory name '%s' is too long", path);
+	d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->fd < 0)
+		return err_errno(e, errno, "cannot open directory '%s'", path);
+	return 0;
+}
+
+int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
+	       struct outdir *d, struct err *e)
+{
+	int n = snprintf(d->path, sizeof d->path, "%s/%s", parent->path, name);
+
+	d->fd = -1;
+	if (n < 0 || (size_t)n >= sizeof d->path)
+		return err_set(e, "output path '%s/%s' is too long", parent->path, name);
+	if (mkdirat(parent->fd, name, 0755) != 0) {
+		if (errno != EEXIST)
+			return err_errno(e, errno, "cannot create directory '%s'", d->path);
+		if (fresh)
+			return 1;
+	}
+	d->fd = openat(parent->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->fd < 0) {
+		if (errno == ELOOP || errno == ENOTDIR)
+			return err_set(e, "refusing output directory '%s': it is a symbolic link "
+				       "or not a directory (" OUTDIR_ELSEWHERE ")", d->path);
+		return err_errno(e, errno, "cannot open directory '%s'", d->path);
+	}
+	if (check_owned(d->fd, d->path, e) != 0) {
+		outdir_close(d);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether the directory holds nothing but run markers (its own or one
+ * being written beside it). -1 when it cannot be read. */
+static int only_markers(const struct outdir *d)
+{
+	int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *ent;
+	int empty = 1;
+
+	if (!dir) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(dir);
+	while (empty && (ent = readdir(dir)) != NULL) {
+		if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0 &&
+		    strncmp(ent->d_name, OUTDIR_RUN_MARKER, sizeof OUTDIR_RUN_MARKER - 1) != 0)
+			empty = 0;
+	}
+	closedir(dir);
+	return empty;
+}
+
+/* Reads the run marker of d into id[size]. 0, ENOENT-style -1 with errno
+ * set, never blocks (O_NONBLOCK, a regular file only). */
+static int read_marker(const struct outdir *d, char *id, size_t size)
+{
+	int fd = openat(d->fd, OUTDIR_RUN_MARKER,
+			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	do
+		n = read(fd, id, size - 1);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n < 0)
+		return -1;
+	id[n] = '\0';
+	id[strcspn(id, "\n")] = '\0';
+	return 0;
+}
+
+/* Writes the run marker of d atomically and only if there is none (a
+ * temporary file linked into place: link never replaces). 0: written,
+ * 1: another process wrote one first, -1 with *e set. */
+static int write_marker(const struct outdir *d, const char *run_id, struct err *e)
+{
+	char tmp[64];
+	int fd, rc, saved, tries;
+	size_t len = strlen(run_id);
+
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", OUTDIR_RUN_MARKER, (long)getpid());
+	for (tries = 0;; tries++) {
+		fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST || tries > 0)
+			break;
+		unlinkat(d->fd, tmp, 0); /* left by a process of the same pid */
+	}
+	if (fd < 0)
+		return err_errno(e, errno, "cannot create '%s/%s'", d->path, tmp);
+	rc = (write(fd, run_id, len) == (ssize_t)len && write(fd, "\n", 1) == 1) ? 0 : -1;
+	saved = errno;
+	if (close(fd) != 0 && rc == 0) {
+		rc = -1;
+		saved = errno;
+	}
+	if (rc == 0) {
+		rc = linkat(d->fd, tmp, d->fd, OUTDIR_RUN_MARKER, 0);
+		saved = errno;
+	}
+	unlinkat(d->fd, tmp, 0);
+	if (rc == 0)
+		return 0;
+	if (saved == EEXIST)
+		return 1;
+	return err_errno(e, saved, "cannot write '%s/%s'", d->path, OUTDIR_RUN_MARKER);
+}
+
+/* Claims the run directory d for `run_id`: 0 when it is this run's (its
+ * marker names it, or it was empty and now does), 1 when it holds another
+ * run, -1 with *e set. */
+static int claim_run(const struct outdir *d, const char *run_id, struct err *e)
+{
+	char id[OUTDIR_RUN_ID_MAX];
+	int tries, rc, empty;
+
+	for (tries = 0; tries < 3; tries++) {
+		if (read_marker(d, id, sizeof id) == 0)
+			return strcmp(id, run_id) == 0 ? 0 : 1;
+		if (errno != ENOENT)
+			return err_errno(e, errno, "cannot read '%s/%s'", d->path,
+					 OUTDIR_RUN_MARKER);
+		empty = only_markers(d);
+		if (empty < 0)
+			return err_errno(e, errno, "cannot read directory '%s'", d->path);
+		if (!empty)
+			return 1; /* written before runs were marked: not this run */
+		rc = write_marker(d, run_id, e);
+		if (rc <= 0)
+			return rc;
+		/* another process of some run marked it first: read it */
+	}
+	return err_set(e, "cannot tell which run '%s' belongs to", d->path);
+}
+
+int outdir_open_run(const char *run_dir, const char *run_id, struct outdir *d,
+		    bool *moved, struct err *e)
+{
+	const char *slash = strrchr(run_dir, '/');
+	char parent_path[OUTDIR_PATH_MAX], name[300];
+	struct outdir parent;
+	int k, rc;
+
+	*moved = false;
+	d->fd = -1;
+	if (!slash || slash == run_dir || !slash[1] ||
+	    (size_t)(slash - run_dir) >= sizeof parent_path || strlen(slash + 1) >= 256)
+		return err_set(e, "output path '%s' is not <directory>/<run>", run_dir);
+	memcpy(parent_path, run_dir, (size_t)(slash - run_dir));
+	parent_path[slash - run_dir] = '\0';
+	/* the user's output directory: followed as given, created if missing */
+	if (fsutil_mkdirs(parent_path, 0755, e) != 0 || outdir_open(parent_path, &parent, e) != 0)
+		return -1;
+	for (k = 1; k <= OUTDIR_RUN_TRIES; k++) {
+		if (k == 1)
+			snprintf(name, sizeof name, "%s", slash + 1);
+		else
+			snprintf(name, sizeof name, "%s.%d", slash + 1, k);
+		if (outdir_sub(&parent, name, false, d, e) != 0) {
+			outdir_close(&parent);
+			return -1;
+		}
+		rc = run_id ? claim_run(d, run_id, e) : 0;
+		if (rc == 0) {
+			*moved = k > 1;
+			outdir_close(&parent);
+			return 0;
+		}
+		outdir_close(d);
+		if (rc < 0) {
+			outdir_close(&parent);
+			return -1;
+		}
+	}
+	outdir_close(&parent);
+	return err_set(e, "run directories '%s' to '%s.%d' all hold other runs (name this "
+		       "run: prof.output{ run = ... } or PROF_RUN_ID)", run_dir, run_dir,
+		       OUTDIR_RUN_TRIES);
+}
+
+int outdir_resolve(const struct outdir *base, const char *rel, size_t len,
+		   struct outdir *d, const char **leaf, struct err *e)
+{
+	char comp[256];
+	const char *p = rel, *slash;
+	struct outdir cur, next;
+	struct stat st;
+
+	d->fd = -1;
+	if (len == 0 || strlen(rel) != len)
+		return err_set(e, "the path must be a non-empty string without NUL bytes");
+	if (rel[0] == '/')
+		return err_set(e, "'%s' is absolute; give a path inside the window directory", rel);
+	if (len > 1024)
+		return err_set(e, "the path is too long");
+	cur.fd = fcntl(base->fd, F_DUPFD_CLOEXEC, 0);
+	if (cur.fd < 0)
+		return err_errno(e, errno, "cannot use the window directory '%s'", base->path);
+	snprintf(cur.path, sizeof cur.path, "%s", base->path);
+	for (;;) {
+		size_t n;
+
+		slash = strchr(p, '/');
+		n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 0 || n >= sizeof comp || (n == 1 && p[0] == '.') ||
+		    (n == 2 && p[0] == '.' && p[1] == '.')) {
+			outdir_close(&cur);
+			return err_set(e, "'%s' must stay inside the window directory (no '..', "
+				       "'.' or empty parts)", rel);
+		}
+		memcpy(comp, p, n);
+		comp[n] = '\0';
+		if (!slash)
+			break;
+		if (mkdirat(cur.fd, comp, 0755) != 0 && errno != EEXIST) {
+			int err = errno;
+
+			outdir_close(&cur);
+			return err_errno(e, err, "cannot create directory '%s' in '%s'", comp,
+					 base->path);
+		}
+		next.fd = openat(cur.fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next.fd < 0) {
+			int err = errno;
+
+			outdir_close(&cur);
+			if (err == ELOOP || err == ENOTDIR)
+				return err_set(e, "'%s' in '%s' is a symbolic link or not a directory",
+					       comp, rel);
+			return err_errno(e, err, "'%s' in '%s'", comp, rel);
+		}
+		if (snprintf(next.path, sizeof next.path, "%s/%.*s", base->path,
+			     (int)(slash - rel), rel) >= (int)sizeof next.path)
+			snprintf(next.path, sizeof next.path, "%s", base->path);
+		outdir_close(&cur);
+		cur = next;
+		p = slash + 1;
+	}
+	if (fstatat(cur.fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    (S_ISLNK(st.st_mode) || S_ISDIR(st.st_mode))) {
+		outdir_close(&cur);
+		return err_set(e, "'%s' is %s", rel, fsutil_file_kind(st.st_mode));
+	}
+	*d = cur;
+	*leaf = p;
+	return 0;
+}
+
+void outdir_close(struct outdir *d)
+{
+	if (d && d->fd >= 0) {
+		close(d->fd);
+		d->fd = -1;
+	}
+}

@@ -1,0 +1,88 @@
+/*
+ * outdir — the directories profhost writes into, held open.
+ *
+ * Output may go under a directory other users can write to (`-o /tmp/x`,
+ * `prof_out` in /tmp). So every file is created relative to an open
+ * directory descriptor (outfile_openat()), never by a path another user
+ * could redirect between a check and the write; the directories profhost
+ * writes into (the run directory and everything below it) must belong to
+ * this user and be writable by no one else, checked on the descriptor that
+ * is then used; and below the run directory no symbolic link is followed.
+ * The user's own path up to the run directory is followed as given.
+ *
+ * Descriptors are opened for one export and closed after it (a program
+ * that closes descriptors it did not open must not find one of ours).
+ * One thread at a time per outdir.
+ */
+#ifndef PROFHOST_OUTDIR_H
+#define PROFHOST_OUTDIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../util/err.h"
+
+#define OUTDIR_PATH_MAX 4096
+
+/* The file in a run directory that names the run it belongs to. */
+#define OUTDIR_RUN_MARKER ".profhost-run"
+
+/* An open directory: where files are created, and its path for messages. */
+struct outdir {
+	int fd;                        /* O_DIRECTORY | O_CLOEXEC; -1: none */
+	char path[OUTDIR_PATH_MAX];
+};
+
+/*
+ * Opens the existing directory `path` (following the user's path as given)
+ * into *d, without any ownership check: for output the user names
+ * explicitly (prof report's window directory, -o). Returns 0, or -1 with
+ * *e set ("cannot open directory '<path>': ...").
+ */
+int outdir_open(const char *path, struct outdir *d, struct err *e);
+
+/*
+ * Opens the run directory `run_dir` (<output dir>/<run>) into *d for the
+ * run `run_id` (the launch's PROF_RUN_ID; NULL: any run may share it),
+ * creating the output directory and the run directory as needed. The run
+ * directory itself is never a symbolic link, must belong to this user and
+ * be writable by no one else. A run directory holding another run (its
+ * OUTDIR_RUN_MARKER names another run id, or it has files but no marker)
+ * is left alone: the run goes to `<run>.2`, `<run>.3`, ... instead, and
+ * *moved is set (d->path says where). Returns 0, or -1 with *e set
+ * ("refusing output directory '<path>': it belongs to uid N, not to you
+ * (uid M) ...", "refusing output directory '<path>': it is writable by
+ * others ...").
+ */
+int outdir_open_run(const char *run_dir, const char *run_id, struct outdir *d,
+		    bool *moved, struct err *e);
+
+/*
+ * Opens the subdirectory `name` (one component) of `parent` into *d,
+ * creating it (0755). `fresh`: it must be new; an existing one gives 1
+ * (nothing opened) so the caller can pick another name. The directory is
+ * never a symbolic link and must belong to this user and be writable by no
+ * one else. Returns 0, 1 (exists, `fresh` only), or -1 with *e set.
+ */
+int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
+	       struct outdir *d, struct err *e);
+
+/*
+ * The confinement of the trace writers (trace:write and friends): checks
+ * `rel` (relative, no "..", "." or empty components, no NUL, at most 1024
+ * bytes), creates its directories under `base` without following any
+ * symbolic link, and opens the directory that will hold its last
+ * component into *d; *leaf points at that component in `rel`. A leaf that
+ * is a directory or a symbolic link is refused. Writing through d->fd
+ * (outfile_openat) lands inside `base` even if a component is swapped for
+ * a link afterwards. Returns 0, or -1 with *e set ("'<rel>' must stay
+ * inside the window directory (no '..', '.' or empty parts)", "'x' in
+ * '<rel>' is a symbolic link or not a directory", ...).
+ */
+int outdir_resolve(const struct outdir *base, const char *rel, size_t len,
+		   struct outdir *d, const char **leaf, struct err *e);
+
+/* Closes d->fd (if open) and marks it closed. NULL-safe. */
+void outdir_close(struct outdir *d);
+
+#endif

@@ -1,0 +1,309 @@
+/*
+ * test_outdir — where profhost writes: the run directory (owned by the
+ * user, writable by no one else, one run's), window directories made
+ * fresh, temporary files never written through a planted link, and the
+ * trace writers' confinement, including a symbolic link swapped in
+ * between the check and the write.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "export/outdir.h"
+#include "export/outfile.h"
+#include "util/fsutil.h"
+
+static char tmpdir[256];
+
+static int remove_entry(const char *path, const struct stat *st, int flag,
+			struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		perror(path);
+		exit(2);
+	}
+	fputs(text, f);
+	fclose(f);
+}
+
+/* The whole file (static buffer), or "(missing)". */
+static const char *contents(const char *path)
+{
+	static char buf[4096];
+	char *got = fsutil_read(path, sizeof buf - 1, NULL, NULL);
+
+	snprintf(buf, sizeof buf, "%s", got ? got : "(missing)");
+	free(got);
+	return buf;
+}
+
+static int contains(const char *s, const char *part)
+{
+	return s && strstr(s, part) != NULL;
+}
+
+/* The confinement: the directory fd returned is where the file lands,
+ * even after the path's directory was swapped for a link elsewhere. */
+static void test_resolve_swap(void)
+{
+	struct outdir base, d;
+	struct err e;
+	const char *leaf;
+	char path[700], outside[512], moved[512];
+	struct outfile *f;
+
+	snprintf(path, sizeof path, "%s/window", tmpdir);
+	snprintf(outside, sizeof outside, "%s/outside", tmpdir);
+	mkdir(path, 0755);
+	mkdir(outside, 0755);
+	CHECK_EQ_INT(outdir_open(path, &base, &e), 0);
+
+	CHECK_EQ_INT(outdir_resolve(&base, "a/b/out.txt", 11, &d, &leaf, &e), 0);
+	CHECK_EQ_STR(leaf, "out.txt");
+	snprintf(path, sizeof path, "%s/window/a/b", tmpdir);
+	CHECK_EQ_STR(d.path, path);
+
+	/* between check and write: a/b becomes a link to `outside` */
+	snprintf(moved, sizeof moved, "%s/window/a/b.moved", tmpdir);
+	CHECK_EQ_INT(rename(path, moved), 0);
+	CHECK_EQ_INT(symlink(outside, path), 0);
+
+	f = outfile_openat(&d, leaf, false, &e);
+	CHECK(f != NULL);
+	if (f) {
+		outfile_puts(f, "inside");
+		CHECK_EQ_INT(outfile_commit(f, &e), 0);
+	}
+	outdir_close(&d);
+	snprintf(path, sizeof path, "%s/out.txt", outside);
+	CHECK_EQ_STR(contents(path), "(missing)");
+	snprintf(path, sizeof path, "%s/out.txt", moved);
+	CHECK_EQ_STR(contents(path), "inside");
+
+	/* resolving again sees the link and refuses it */
+	CHECK_EQ_INT(outdir_resolve(&base, "a/b/out.txt", 11, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, "'b' in 'a/b/out.txt' is a symbolic link or not a directory");
+	outdir_close(&base);
+}
+
+/* Paths that would leave the window directory, and bad leaves. */
+static void test_resolve_refusals(void)
+{
+	static const char *const escapes[] = { "../x", "a/../../x", "./x", "a//x", "a/", NULL };
+	struct outdir base, d;
+	struct err e;
+	const char *leaf;
+	char path[512], msg[256];
+	size_t i;
+
+	snprintf(path, sizeof path, "%s/window2", tmpdir);
+	mkdir(path, 0755);
+	CHECK_EQ_INT(outdir_open(path, &base, &e), 0);
+	for (i = 0; escapes[i]; i++) {
+		CHECK_EQ_INT(outdir_resolve(&base, escapes[i], strlen(escapes[i]), &d, &leaf, &e), -1);
+		snprintf(msg, sizeof msg, "'%s' must stay inside the window directory (no '..', "
+			 "'.' or empty parts)", escapes[i]);
+		CHECK_EQ_STR(e.msg, msg);
+	}
+	CHECK_EQ_INT(outdir_resolve(&base, "/etc/passwd", 11, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, "'/etc/passwd' is absolute; give a path inside the window directory");
+	CHECK_EQ_INT(outdir_resolve(&base, "a\0b", 3, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, "the path must be a non-empty string without NUL bytes");
+
+	snprintf(path, sizeof path, "%s/window2/link", tmpdir);
+	CHECK_EQ_INT(symlink("/etc/passwd", path), 0);
+	CHECK_EQ_INT(outdir_resolve(&base, "link", 4, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, "'link' is a symbolic link");
+	snprintf(path, sizeof path, "%s/window2/sub", tmpdir);
+	mkdir(path, 0755);
+	CHECK_EQ_INT(outdir_resolve(&base, "sub", 3, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, "'sub' is a directory");
+	outdir_close(&base);
+}
+
+/* A temporary name planted as a link to a victim's file: the link is
+ * removed, the victim's file is untouched, the output is written. */
+static void test_planted_tmp_link(void)
+{
+	struct outdir d;
+	struct err e;
+	char path[512], victim[512], tmp[600];
+	struct outfile *f;
+
+	snprintf(path, sizeof path, "%s/plant", tmpdir);
+	mkdir(path, 0755);
+	snprintf(victim, sizeof victim, "%s/victim.txt", tmpdir);
+	write_file(victim, "precious\n");
+	snprintf(tmp, sizeof tmp, "%s/trace.json.tmp.%ld", path, (long)getpid());
+	CHECK_EQ_INT(symlink(victim, tmp), 0);
+	CHECK_EQ_INT(outdir_open(path, &d, &e), 0);
+	f = outfile_openat(&d, "trace.json", false, &e);
+	CHECK(f != NULL);
+	if (f) {
+		outfile_puts(f, "{}");
+		CHECK_EQ_INT(outfile_commit(f, &e), 0);
+	}
+	outdir_close(&d);
+	CHECK_EQ_STR(contents(victim), "precious\n");
+	snprintf(tmp, sizeof tmp, "%s/trace.json", path);
+	CHECK_EQ_STR(contents(tmp), "{}");
+
+	/* through a path, the same */
+	snprintf(tmp, sizeof tmp, "%s/report.html.tmp.%ld", path, (long)getpid());
+	CHECK_EQ_INT(symlink(victim, tmp), 0);
+	snprintf(tmp, sizeof tmp, "%s/report.html", path);
+	CHECK_EQ_INT(outfile_write_text(tmp, "<html>", &e), 0);
+	CHECK_EQ_STR(contents(victim), "precious\n");
+	CHECK_EQ_STR(contents(tmp), "<html>");
+}
+
+/* Run and window directories: created 0755, refused when writable by
+ * others or not the user's, never a link; a fresh window name. */
+static void test_sub_checks(void)
+{
+	struct outdir parent, d;
+	struct err e;
+	char path[512], msg[1024];
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s/runs", tmpdir);
+	mkdir(path, 0755);
+	CHECK_EQ_INT(outdir_open(path, &parent, &e), 0);
+	CHECK_EQ_INT(outdir_sub(&parent, "rank0", false, &d, &e), 0);
+	snprintf(path, sizeof path, "%s/runs/rank0", tmpdir);
+	CHECK_EQ_STR(d.path, path);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0755);
+	outdir_close(&d);
+	/* existing: fine unless a fresh one is asked for */
+	CHECK_EQ_INT(outdir_sub(&parent, "rank0", false, &d, &e), 0);
+	outdir_close(&d);
+	CHECK_EQ_INT(outdir_sub(&parent, "rank0", true, &d, &e), 1);
+	CHECK_EQ_INT(d.fd, -1);
+
+	CHECK_EQ_INT(chmod(path, 0777), 0);
+	CHECK_EQ_INT(outdir_sub(&parent, "rank0", false, &d, &e), -1);
+	snprintf(msg, sizeof msg, "refusing output directory '%s': it is writable by every "
+		 "user (mode 777), who could plant files where profhost writes (chmod go-w "
+		 "it, or write elsewhere)", path);
+	CHECK_EQ_STR(e.msg, msg);
+	CHECK_EQ_INT(chmod(path, 0775), 0);
+	CHECK_EQ_INT(outdir_sub(&parent, "rank0", false, &d, &e), -1);
+	CHECK(contains(e.msg, "writable by its group (mode 775)"));
+	CHECK_EQ_INT(chmod(path, 0755), 0);
+
+	snprintf(path, sizeof path, "%s/runs/rank1", tmpdir);
+	CHECK_EQ_INT(symlink(tmpdir, path), 0);
+	CHECK_EQ_INT(outdir_sub(&parent, "rank1", false, &d, &e), -1);
+	snprintf(msg, sizeof msg, "refusing output directory '%s': it is a symbolic link or "
+		 "not a directory (remove it, or write elsewhere: prof run -o DIR, "
+		 "PROF_OUTPUT_DIR or prof.output{ dir = ... })", path);
+	CHECK_EQ_STR(e.msg, msg);
+
+	if (geteuid() == 0) {
+		/* root plays the other user's directory with chown */
+		snprintf(path, sizeof path, "%s/runs/rank2", tmpdir);
+		mkdir(path, 0755);
+		CHECK_EQ_INT(chown(path, 65534, 65534), 0);
+		CHECK_EQ_INT(outdir_sub(&parent, "rank2", false, &d, &e), -1);
+		snprintf(msg, sizeof msg, "refusing output directory '%s': it belongs to uid "
+			 "65534, not to you (uid 0), so its owner could redirect what profhost "
+			 "writes there (remove it, or write elsewhere: prof run -o DIR, "
+			 "PROF_OUTPUT_DIR or prof.output{ dir = ... })", path);
+		CHECK_EQ_STR(e.msg, msg);
+	} else {
+		printf("skipped the other-owner case: needs root to chown\n");
+	}
+	outdir_close(&parent);
+}
+
+/* One run per run directory: the same run id joins, another goes to
+ * <run>.2, a directory with files but no marker is another run. */
+static void test_run_claims(void)
+{
+	struct outdir d;
+	struct err e;
+	bool moved;
+	char run[512], path[600];
+
+	snprintf(run, sizeof run, "%s/out/deep/x", tmpdir);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	CHECK(!moved);
+	outdir_close(&d);
+	snprintf(path, sizeof path, "%s/" OUTDIR_RUN_MARKER, run);
+	CHECK_EQ_STR(contents(path), "launch-A\n");
+	/* another process of the same launch */
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	CHECK(!moved);
+	outdir_close(&d);
+	/* a later launch with the same run name */
+	CHECK_EQ_INT(outdir_open_run(run, "launch-B", &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.2", run);
+	CHECK_EQ_STR(d.path, path);
+	CHECK(moved);
+	outdir_close(&d);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-B", &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-C", &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.3", run);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+
+	/* an empty directory made beforehand is taken; one with files from
+	 * before runs were marked is not */
+	snprintf(run, sizeof run, "%s/out/empty", tmpdir);
+	mkdir(run, 0755);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	outdir_close(&d);
+	snprintf(run, sizeof run, "%s/out/old", tmpdir);
+	mkdir(run, 0755);
+	snprintf(path, sizeof path, "%s/rank0", run);
+	mkdir(path, 0755);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.2", run);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+
+	/* without a run id, anything goes (as before) */
+	CHECK_EQ_INT(outdir_open_run(run, NULL, &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	outdir_close(&d);
+}
+
+int main(void)
+{
+	char tmpl[] = "/tmp/test_outdir_XXXXXX";
+
+	umask(022);
+	if (!mkdtemp(tmpl)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
+	test_resolve_swap();
+	test_resolve_refusals();
+	test_planted_tmp_link();
+	test_sub_checks();
+	test_run_claims();
+	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return check_done();
+}
