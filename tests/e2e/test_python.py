@@ -387,17 +387,25 @@ class Quickstart(PythonTest):
 
     def test_demo(self):
         # As scripts/demo.sh runs it: the policy's windows on steps 8-10 and
-        # 14-16 (its on_step hook may add a capture_now window on a busy
-        # machine), each phase once per step, no share above 100 %.
+        # 14-16, each phase once per step, no share above 100 %. On a busy
+        # machine its on_step hook may add a capture_now window of three
+        # steps after a slow one; the schedule's steps go on counting under
+        # it (docs/policy.md), so the scheduled steps are still all
+        # recorded, in whichever window holds them.
         r, out = self.prof_run([QUICKSTART], policy_text=read(PROFILE))
         self.assertEqual(r.returncode, 0, r.stderr)
-        dirs = {os.path.basename(d).split("_", 1)[1]: d for d in window_dirs(out)}
-        for name, steps in (("steps8-10", range(8, 11)), ("steps14-16", range(14, 17))):
-            self.assertIn(name, dirs)
-            trace = load_trace(dirs[name])
-            self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+        recorded = set()
+        for d in window_dirs(out):
+            first, last = map(int, re.search(r"steps(\d+)-(\d+)$", d).groups())
+            steps = list(range(first, last + 1))
+            trace = load_trace(d)
+            self.assertEqual([n for n, _ in step_spans(trace)], steps, d)
             self.phases_once_per_step(trace, steps)
-            self.check_shares(dirs[name])
+            self.check_shares(d)
+            if not set(steps) <= {8, 9, 10, 14, 15, 16}:
+                self.assertRegex(read(os.path.join(d, "summary.txt")), r"step \d+ took", d)
+            recorded.update(steps)
+        self.assertLessEqual({8, 9, 10, 14, 15, 16}, recorded)
 
 
 class FunctionSteps(PythonTest):
