@@ -338,6 +338,8 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 		src->drain(src->gen, visit, &as, &st);
 	t->counters.dropped_buffer += st.dropped_full;
 	t->counters.dropped_noslot += st.dropped_noslot;
+	if (st.pool_errno)
+		t->counters.pool_errno = (uint64_t)st.pool_errno;
 
 	/* Whatever is still open ends at the window's end. */
 	for (i = 0; i < as.nthreads; i++) {

@@ -44,6 +44,11 @@ _Atomic uint64_t evbuf_state;
 
 #define CHUNK_DATA EVBUF_CHUNK_DATA
 
+#define EVBUF_LEFT_MAX 64 /* chunks a slot keeps for other threads */
+/* A left chunk takes the EVBUF_THREAD record and the largest record. */
+_Static_assert(EVBUF_LEAVE_MIN >= 2 * 32 + 16 + EVBUF_NAME_MAX,
+	       "EVBUF_LEAVE_MIN too small");
+
 struct evbuf_slot {
 	_Atomic uint64_t gen;      /* generation using the slot; 0 = free */
 	char *mem;                 /* mapping, `mapped` bytes */
@@ -62,6 +67,10 @@ struct evbuf_slot {
 	/* Bytes from the start that evbuf_prepare() populated for the next
 	 * generation (0: none); used up by evbuf_open, reset by release. */
 	size_t ready;
+	/* Chunks left by exited threads (see "Thread exit" in evbuf.h): the
+	 * generation's low 32 bits << 32 | chunk index + 1; 0 or another
+	 * generation's entry is a free place. */
+	_Atomic uint64_t left[EVBUF_LEFT_MAX];
 };
 
 #define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
@@ -78,6 +87,9 @@ static _Atomic uint64_t noslot_dropped;
 static _Atomic uint64_t noslot_mark;
 #define NOSLOT_COUNT_MASK ((1ull << 40) - 1)
 static uint64_t last_gen;    /* serialized by the caller of open/close */
+/* The last generation whose pool could not be mapped: its low 32 bits <<
+ * 32 | the mmap errno. Written by evbuf_open, read by evbuf_drain. */
+static _Atomic uint64_t nomap_mark;
 
 /* The pre-fault helper: 0 not started, 1 running, -1 off (could not start,
  * or the kernel cannot populate). Woken through pf_seq (a futex word). */
@@ -87,6 +99,14 @@ static _Atomic uint32_t pf_seq;
 /* Thread state (evbuf.h): the inline append reads it too. */
 __thread struct evbuf_tls evbuf_tls __attribute__((tls_model("initial-exec")));
 #define tls evbuf_tls
+
+/* The key whose destructor leaves an exiting thread's chunk to the pool;
+ * exit_key_ok when it could be created in glibc's first block of keys
+ * (PTHREAD_KEY_2NDLEVEL_SIZE, 32), where pthread_setspecific only stores
+ * into the thread descriptor: no lock, no malloc, so it may run in a
+ * signal handler's first append. Set once by the constructor. */
+static pthread_key_t exit_key;
+static int exit_key_ok;
 
 static inline uint32_t rec_size(uint32_t len)
 {
@@ -225,8 +245,52 @@ static void pf_start(void)
 	atomic_store(&pf_state, 1);
 }
 
-/* Takes a fresh chunk of generation `gen` for the calling thread, or NULL
- * (counted) when there is none. Async-signal-safe: raw syscalls only. */
+/* Takes a chunk an exited thread left in slot s for generation `gen`
+ * (see "Thread exit" in evbuf.h) whose index is at least `min`, or NULL.
+ * The drain visits chunks in index order, so a thread that goes on from
+ * chunk k takes only a later one: its records stay in order. Async-signal-
+ * safe. */
+static struct evbuf_chunk *take_left(struct evbuf_slot *s, uint64_t gen,
+				     uint64_t min)
+{
+	uint64_t want = gen & 0xffffffff;
+	int i;
+
+	for (i = 0; i < EVBUF_LEFT_MAX; i++) {
+		uint64_t e = atomic_load_explicit(&s->left[i], memory_order_relaxed);
+
+		if (e >> 32 != want || !(uint32_t)e || (uint32_t)e - 1 < min)
+			continue;
+		if (atomic_compare_exchange_strong_explicit(&s->left[i], &e, 0,
+				memory_order_acquire, memory_order_relaxed))
+			return (struct evbuf_chunk *)(s->mem + ((uint64_t)(uint32_t)e - 1) *
+						      EVBUF_CHUNK_BYTES);
+	}
+	return NULL;
+}
+
+/* Marks the switch to the calling thread in chunk c, taken over from an
+ * exited thread: an EVBUF_THREAD record with the thread's id and name. */
+static void mark_thread(struct evbuf_chunk *c)
+{
+	uint32_t used = atomic_load_explicit(&c->used, memory_order_relaxed);
+	struct evbuf_rec *r = (struct evbuf_rec *)((char *)(c + 1) + used);
+
+	r->kind = EVBUF_THREAD;
+	r->size = (uint16_t)rec_size(16);
+	r->len = 16;
+	r->ts = 0;
+	r->id = (uint64_t)(uint32_t)tls.tid;
+	r->a = 0;
+	memset(r + 1, 0, 16);
+	prctl(PR_GET_NAME, (char *)(r + 1), 0, 0, 0);
+	atomic_store_explicit(&c->used, used + r->size, memory_order_release);
+}
+
+/* Takes a chunk of generation `gen` for the calling thread, one an exited
+ * thread left first, else a fresh one; NULL (counted) when there is none.
+ * Async-signal-safe: raw syscalls only (and pthread_setspecific on a key
+ * of the first block, see exit_key). */
 static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
@@ -237,22 +301,89 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 		atomic_fetch_add_explicit(&noslot_dropped, 1, memory_order_relaxed);
 		return NULL;
 	}
-	idx = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
-	if (idx >= s->nchunks) {
-		atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
-		return NULL;
-	}
-	pf_need(s, (idx + 1) * EVBUF_CHUNK_BYTES);
-	c = (struct evbuf_chunk *)(s->mem + idx * EVBUF_CHUNK_BYTES);
 	if (tls.tid == 0)
 		tls.tid = (int32_t)syscall(SYS_gettid);
-	c->tid = tls.tid;
-	memset(c->thread_name, 0, sizeof c->thread_name);
-	prctl(PR_GET_NAME, c->thread_name, 0, 0, 0);
-	atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+	if (!tls.exit_armed && exit_key_ok) {
+		pthread_setspecific(exit_key, (void *)1);
+		tls.exit_armed = 1;
+	}
+	/* a thread going on in this generation: only a later chunk */
+	idx = tls.st == (gen << 1 | 1) && tls.chunk ?
+	      (uint64_t)((char *)tls.chunk - s->mem) / EVBUF_CHUNK_BYTES + 1 : 0;
+	c = take_left(s, gen, idx);
+	if (c) {
+		mark_thread(c);
+	} else {
+		idx = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
+		if (idx >= s->nchunks) {
+			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
+			return NULL;
+		}
+		pf_need(s, (idx + 1) * EVBUF_CHUNK_BYTES);
+		c = (struct evbuf_chunk *)(s->mem + idx * EVBUF_CHUNK_BYTES);
+		c->tid = tls.tid;
+		memset(c->thread_name, 0, sizeof c->thread_name);
+		prctl(PR_GET_NAME, c->thread_name, 0, 0, 0);
+		atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+	}
 	tls.chunk = c;
 	tls.st = gen << 1 | 1;
 	return c;
+}
+
+/* Leaves chunk c of open generation `gen` to the pool for other threads,
+ * when enough of it is free and a place is free. Exiting thread. */
+static void leave_chunk(uint64_t gen, struct evbuf_chunk *c)
+{
+	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
+	uint32_t used = atomic_load_explicit(&c->used, memory_order_relaxed);
+	uint64_t entry, want = gen & 0xffffffff;
+	int i;
+
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
+	    used + EVBUF_LEAVE_MIN > CHUNK_DATA)
+		return;
+	entry = want << 32 | (uint64_t)(((char *)c - s->mem) / EVBUF_CHUNK_BYTES + 1);
+	for (i = 0; i < EVBUF_LEFT_MAX; i++) {
+		uint64_t e = atomic_load_explicit(&s->left[i], memory_order_relaxed);
+
+		if ((e >> 32 != want || !(uint32_t)e) &&
+		    atomic_compare_exchange_strong_explicit(&s->left[i], &e, entry,
+				memory_order_release, memory_order_relaxed))
+			return;
+	}
+}
+
+/* exit_key's destructor: glibc runs it on a thread that exits (not the
+ * main thread at exit()) after the thread's own code. Leaves the thread's
+ * chunk to the pool when it belongs to the open generation. */
+static void thread_exit(void *arg)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
+
+	(void)arg;
+	tls.exit_armed = 0; /* a later append (another destructor) re-arms */
+	if (tls.busy)
+		return;
+	tls.busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (tls.chunk && (st & 1) && tls.st == st)
+		leave_chunk(st >> 1, tls.chunk);
+	tls.chunk = NULL;
+	tls.st = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	tls.busy = 0;
+}
+
+/* Creates exit_key early, while the process's keys are few (see there). */
+__attribute__((constructor)) static void exit_key_init(void)
+{
+	if (pthread_key_create(&exit_key, thread_exit) != 0)
+		return;
+	if (exit_key < 32)
+		exit_key_ok = 1;
+	else
+		pthread_key_delete(exit_key);
 }
 
 /* The append proper; `st` is the open evbuf_state, the caller holds the
@@ -282,7 +413,8 @@ static int append_owned(uint64_t st, uint16_t kind, int64_t ts,
 			tls.st = 0;
 			return -1;
 		}
-		used = 0;
+		/* 0, or past what an exited thread left in it */
+		used = atomic_load_explicit(&c->used, memory_order_relaxed);
 	}
 	p = (char *)(c + 1) + used;
 	if (compact) {
@@ -412,7 +544,10 @@ uint64_t evbuf_open(size_t bytes)
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) == 0) {
 		size_t want = (size_t)nchunks * EVBUF_CHUNK_BYTES;
 
-		if (slot_map(s, want) == 0) {
+		if (slot_map(s, want) != 0) {
+			atomic_store_explicit(&nomap_mark, (gen & 0xffffffff) << 32 |
+					      (uint32_t)errno, memory_order_relaxed);
+		} else {
 			s->nchunks = (uint32_t)nchunks;
 			atomic_store_explicit(&s->next, 0, memory_order_relaxed);
 			atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
@@ -489,6 +624,22 @@ static uint32_t visit_record(const char *p, uint32_t room, evbuf_visit_fn fn,
 	return r->size;
 }
 
+/* Counts thread `tid` in stats->threads the first time the drain meets it
+ * (the first 256 threads are remembered; later ones may count twice). */
+static void count_thread(struct evbuf_stats *stats, int32_t *seen,
+			 uint32_t *nseen, int32_t tid)
+{
+	uint32_t k;
+
+	for (k = 0; k < *nseen && seen[k] != tid; k++)
+		;
+	if (k == *nseen) {
+		if (*nseen < 256)
+			seen[(*nseen)++] = tid;
+		stats->threads++;
+	}
+}
+
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		struct evbuf_stats *stats)
 {
@@ -502,6 +653,9 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	mark = atomic_load_explicit(&noslot_mark, memory_order_relaxed);
 	if (mark >> 40 == (gen & 0xffffff))
 		stats->dropped_noslot = mark & NOSLOT_COUNT_MASK;
+	mark = atomic_load_explicit(&nomap_mark, memory_order_relaxed);
+	if (mark && mark >> 32 == (gen & 0xffffffff))
+		stats->pool_errno = (int)(uint32_t)mark;
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
 		return -1;
 	if (atomic_load_explicit(&s->open, memory_order_acquire))
@@ -513,7 +667,8 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	for (i = 0; i < n; i++) {
 		struct evbuf_chunk *c = (struct evbuf_chunk *)(s->mem + i * EVBUF_CHUNK_BYTES);
 		uint32_t used = atomic_load_explicit(&c->used, memory_order_acquire);
-		uint32_t off = 0, k;
+		uint32_t off = 0;
+		int32_t tid;
 		char name[17];
 
 		/* Nothing published yet: the chunk may be a late writer's, its
@@ -527,16 +682,25 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		name[16] = '\0';
 		stats->chunks++;
 		stats->bytes += used;
-		for (k = 0; k < nseen && seen[k] != c->tid; k++)
-			;
-		if (k == nseen) {
-			if (nseen < 256)
-				seen[nseen++] = c->tid;
-			stats->threads++;
-		}
+		count_thread(stats, seen, &nseen, c->tid);
+		tid = c->tid;
 		while (off + sizeof(struct evbuf_crec) <= used) {
 			const char *p = (const char *)(c + 1) + off;
-			uint32_t size = visit_record(p, used - off, fn, ctx, c->tid, name, &x);
+			const struct evbuf_rec *r = (const struct evbuf_rec *)p;
+			uint32_t size;
+
+			if (r->kind == EVBUF_THREAD) {
+				/* another thread goes on in this chunk */
+				if (used - off < rec_size(16) || r->size != rec_size(16) ||
+				    r->len != 16)
+					break;
+				tid = (int32_t)r->id;
+				memcpy(name, r + 1, 16);
+				count_thread(stats, seen, &nseen, tid);
+				off += r->size;
+				continue;
+			}
+			size = visit_record(p, used - off, fn, ctx, tid, name, &x);
 
 			if (!size)
 				break; /* spoiled by a late writer: ends this chunk */

@@ -14,6 +14,13 @@
  * After evbuf_close(), the host thread walks the generation's chunks with
  * evbuf_drain() and then releases the pool with evbuf_release().
  *
+ * Thread exit. A thread that exits leaves its chunk to the pool (a
+ * pthread key's destructor) when at least EVBUF_LEAVE_MIN bytes of it are
+ * free; the next thread that needs a chunk takes such a chunk first and
+ * marks the switch with an EVBUF_THREAD record, so a program that starts
+ * and ends many threads does not use up the pool with chunks it no longer
+ * writes.
+ *
  * Idle cost: evbuf_active() is one relaxed load and a predicted branch.
  * Records are stored compact when they can be (see the end of this file);
  * the drain hands visitors full records either way.
@@ -39,6 +46,10 @@ enum evbuf_kind {
 	EVBUF_RANGE_START = 3, /* name; id = range id (may end on another thread) */
 	EVBUF_RANGE_END = 4,  /* id = range id; a = evbuf_nvtx_a() */
 	EVBUF_MARK = 5,       /* name; a = evbuf_nvtx_a() */
+	EVBUF_THREAD = 6,     /* evbuf's own, never visited: the chunk's later
+				 records are thread `id`'s, named by the
+				 payload (a chunk a thread left at its exit,
+				 taken over by another) */
 	EVBUF_USER = 64,      /* first kind free for capture sources */
 	/* CPU sampler (src/capture/sampler.h). Payload: uint64_t instruction
 	 * addresses, innermost first. */
@@ -91,6 +102,8 @@ struct evbuf_rec {
 #define EVBUF_NAME_MAX 4096           /* longer names are cut */
 #define EVBUF_CHUNK_BYTES (64 * 1024) /* chunk size, header included */
 #define EVBUF_SLOTS 4
+#define EVBUF_LEAVE_MIN 8192         /* see "Thread exit" above: room for the
+				      * EVBUF_THREAD record and any record */
 
 /* The shared capture word: bit 0 = a generation is open; the rest is the
  * generation number. Read with evbuf_active(). */
@@ -105,6 +118,9 @@ static inline int evbuf_active(void)
 /* Counters of one generation, read after it closed. */
 struct evbuf_stats {
 	uint64_t records;        /* records appended */
+	int pool_errno;          /* nonzero: the generation's pool could not
+				    be mapped (its records were dropped as
+				    dropped_noslot); the mmap error */
 	uint64_t dropped_full;   /* records dropped: pool exhausted */
 	uint64_t dropped_noslot; /* records dropped: no free slot (host behind) */
 	uint64_t bytes;          /* bytes used in chunks */
@@ -213,6 +229,8 @@ struct evbuf_tls {
 	struct evbuf_chunk *chunk; /* current chunk */
 	int32_t tid;
 	int32_t busy;              /* 1 while an append runs on this thread */
+	int32_t exit_armed;        /* 1 once the thread-exit hook is set */
+	int32_t pad;
 };
 extern __thread struct evbuf_tls evbuf_tls
 	__attribute__((tls_model("initial-exec"), visibility("hidden")));

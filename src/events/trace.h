@@ -137,6 +137,10 @@ struct trace_counters {
 	uint64_t dropped_steps;     /* steps past the window's step budget */
 	uint64_t windows_skipped;   /* earlier windows not written: the host
 				       thread's queue was full */
+	uint64_t pool_errno;        /* nonzero: the window's event pool could
+				       not be mapped (the mmap errno) and
+				       dropped_noslot counts what that lost;
+				       in process only, not in capture.phb */
 };
 
 /* Window metadata. Strings are owned by the trace (malloc'd). */

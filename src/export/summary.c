@@ -196,8 +196,13 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c)
 	} lines[] = {
 		{ c->dropped_buffer, "events dropped: the event buffers were full; "
 				     "raise prof.capture{buffer_mb=...}" },
-		{ c->dropped_noslot, "events dropped: the previous window was still being "
-				     "written; space the windows out (prof.schedule{wait=...})" },
+		{ c->pool_errno ? 0 : c->dropped_noslot,
+		  "events dropped: the previous window was still being "
+		  "written; space the windows out (prof.schedule{wait=...})" },
+		{ c->pool_errno ? c->dropped_noslot : 0,
+		  "events dropped: the window's event buffer could not be mapped "
+		  "(a memory limit such as ulimit -v?); lower "
+		  "prof.capture{buffer_mb=...} or raise the limit" },
 		{ c->gpu_dropped, "GPU records dropped by CUPTI; raise prof.capture{buffer_mb=...}" },
 		{ c->dropped_steps, "steps not recorded: more steps than the window's step "
 				    "budget (one per 256 bytes of prof.capture{buffer_mb=...})" },

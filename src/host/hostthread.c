@@ -139,7 +139,13 @@ static void log_drops(struct host *h, uint32_t window, const struct trace_counte
 			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",
 			window, (unsigned long long)c->dropped_buffer,
 			h->cfg->capture.buffer_bytes >> 20);
-	if (c->dropped_noslot)
+	if (c->dropped_noslot && c->pool_errno)
+		log_msg(LOG_WARN, "window %u: %llu events dropped because its event "
+			"buffer of %zu MiB could not be mapped (%s; a memory limit such "
+			"as ulimit -v?): lower prof.capture{buffer_mb = ...} or raise "
+			"the limit", window, (unsigned long long)c->dropped_noslot,
+			h->cfg->capture.buffer_bytes >> 20, strerror((int)c->pool_errno));
+	else if (c->dropped_noslot)
 		log_msg(LOG_WARN, "window %u: %llu events dropped because earlier "
 			"windows were still being written (space the windows out: "
 			"prof.schedule{wait = ...})", window,

@@ -184,6 +184,54 @@ class ClosedDescriptors(TempDirTest):
                 shutil.rmtree(os.path.join(self.tmp, "out"))
 
 
+class ThreadChurnAndMemoryLimits(TempDirTest):
+    """#13.8: threads that start and end all the time leave their chunks to
+    the pool instead of using it up; a pool that cannot be mapped under a
+    memory limit is said as such, not as "raise buffer_mb"."""
+
+    def test_churning_threads_keep_their_events(self):
+        # 3000 threads, one range each, in a pool of 256 chunks of 64 KiB:
+        # with a chunk per thread 90 % of them were lost.
+        policy = self.write("policy.lua", "prof.capture { buffer_mb = 16 }\n"
+                            "prof.schedule { wait = 0, active = 100000 }\n")
+        rc, out, err, _, _ = run_rss([HOST_APP, "churn", "3000"],
+                                     hosted_env(self.tmp, policy), timeout=200)
+        self.assertEqual(rc, 0, err)
+        dirs = window_dirs(os.path.join(self.tmp, "out"))
+        self.assertEqual(len(dirs), 1, err)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["counters"]["dropped_buffer"], 0)
+        work = [e for e in trace["traceEvents"] if e.get("name") == "work" and e.get("ph") == "X"]
+        self.assertEqual(len(work), 3000)
+        # each range on its own thread, not on the thread whose chunk it took
+        self.assertGreater(len({e["tid"] for e in work}), 2900)
+        self.assertNotIn("buffer_mb", err)
+
+    @unittest.skipIf(SANITIZE, "a sanitizer's shadow memory does not fit a small address space")
+    def test_unmappable_buffer_is_said(self):
+        import resource
+        policy = self.write("policy.lua", "prof.capture { buffer_mb = 2048 }\n"
+                            "prof.schedule { wait = 1, active = 3, cycles = 1 }\n")
+        limit = 1024 << 20
+
+        def cap():
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        p = subprocess.run([HOST_APP, "steady", "6", "2000"], env=hosted_env(self.tmp, policy),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120, preexec_fn=cap)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        said = [l for l in profhost_lines(p.stderr) if "could not be mapped" in l]
+        self.assertEqual(len(said), 1, p.stderr)
+        self.assertRegex(said[0], r"window 0: \d+ events dropped because its event buffer of "
+                         r"2048 MiB could not be mapped \(Cannot allocate memory; a memory "
+                         r"limit such as ulimit -v\?\): lower prof.capture\{buffer_mb")
+        self.assertNotIn("earlier windows were still being written", p.stderr)
+        dirs = window_dirs(os.path.join(self.tmp, "out"))
+        self.assertEqual(len(dirs), 1, p.stderr)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("event buffer could not be mapped", f.read())
+
+
 class SmallerOnes(TempDirTest):
     """#13.8 and #17.8: bad environment values, PROF_STRICT's exit, the
     less common fatal signals, a second copy of the shim."""

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -506,6 +507,92 @@ static void test_prefault(void)
 	CHECK_EQ_INT(resident_pages(base, (size_t)8 << 20), 0);
 }
 
+/* Thread churn: each thread writes a few records and exits; its chunk goes
+ * back to the pool, so 1000 threads fit in a pool of 32 chunks and every
+ * record keeps its own thread's id and name. */
+#define CHURN_THREADS 1000
+#define CHURN_RECORDS 10
+
+struct churn_seen {
+	size_t n, wrong_tid, wrong_name;
+};
+
+static void visit_churn(void *ctx, int32_t tid, const char *thread_name,
+			const struct evbuf_rec *r)
+{
+	struct churn_seen *s = ctx;
+	char expect[32];
+
+	s->n++;
+	if (r->a != (uint64_t)(uint32_t)tid)
+		s->wrong_tid++;
+	snprintf(expect, sizeof expect, "churn%llu", (unsigned long long)r->id);
+	if (strcmp(thread_name, expect) != 0)
+		s->wrong_name++;
+}
+
+static void *churn_writer(void *arg)
+{
+	uint64_t k = (uint64_t)(uintptr_t)arg;
+	uint64_t tid = (uint64_t)(uint32_t)syscall(SYS_gettid);
+	char name[16];
+	int i;
+
+	snprintf(name, sizeof name, "churn%llu", (unsigned long long)k);
+	pthread_setname_np(pthread_self(), name);
+	for (i = 0; i < CHURN_RECORDS; i++)
+		evbuf_append(EVBUF_MARK, "x", k, tid);
+	return NULL;
+}
+
+static void test_thread_churn_returns_chunks(void)
+{
+	struct churn_seen s = { 0 };
+	struct evbuf_stats st;
+	uint64_t gen = evbuf_open((size_t)2 << 20); /* 32 chunks */
+	uintptr_t k;
+
+	for (k = 0; k < CHURN_THREADS; k++) {
+		pthread_t th;
+
+		CHECK_EQ_INT(pthread_create(&th, NULL, churn_writer, (void *)k), 0);
+		pthread_join(th, NULL);
+	}
+	evbuf_close();
+	CHECK_EQ_INT(evbuf_drain(gen, visit_churn, &s, &st), 0);
+	CHECK_EQ_INT(st.dropped_full, 0);
+	CHECK_EQ_INT(s.n, CHURN_THREADS * CHURN_RECORDS);
+	CHECK_EQ_INT(st.records, CHURN_THREADS * CHURN_RECORDS);
+	CHECK_EQ_INT(s.wrong_tid, 0);
+	CHECK_EQ_INT(s.wrong_name, 0);
+	CHECK(st.threads >= CHURN_THREADS - 10); /* tids may be reused */
+	CHECK(st.chunks <= 10); /* ~450 bytes a thread: chunks filled in turn */
+	evbuf_release(gen);
+}
+
+/* A pool that cannot be mapped: its records are dropped, counted, and the
+ * drain says why (the mmap error), not "the host was behind". */
+static void test_unmappable_pool_says_why(void)
+{
+	struct seen s;
+	struct evbuf_stats st;
+	uint64_t gen = evbuf_open((size_t)1 << 62); /* past the address space */
+
+	CHECK(gen > 0);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, 1, "x", 1, 0, 0), -1);
+	CHECK_EQ_INT(evbuf_close(), gen);
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), -1);
+	CHECK_EQ_INT(st.dropped_noslot, 1);
+	CHECK_EQ_INT(st.pool_errno, ENOMEM);
+	gen = evbuf_open(1 << 20);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, 1, "ev0", 3, 0, 0), 0);
+	evbuf_close();
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.pool_errno, 0);
+	evbuf_release(gen);
+}
+
 int main(void)
 {
 	pthread_setname_np(pthread_self(), "test_evbuf");
@@ -519,5 +606,7 @@ int main(void)
 	test_compact_records();
 	test_inline_append();
 	test_prefault();
+	test_thread_churn_returns_chunks();
+	test_unmappable_pool_says_why();
 	return check_done();
 }
