@@ -26,10 +26,12 @@ run_suite() {
     name=$1; dir=$2; select=$3; shift 3
     start=$(date +%s)
     echo "==== $name: configuring and building in $dir"
-    if ! cmake -S . -B "$dir" -DPROFHOST_WERROR=ON "$@" >/dev/null ||
-       ! cmake --build "$dir" -j"$jobs" >/dev/null; then
+    mkdir -p "$dir"
+    if ! cmake -S . -B "$dir" -DPROFHOST_WERROR=ON "$@" >"$dir/build.log" 2>&1 ||
+       ! cmake --build "$dir" -j"$jobs" >>"$dir/build.log" 2>&1; then
         status=1
-        echo "==== $name: BUILD FAILED"
+        tail -n 40 "$dir/build.log"
+        echo "==== $name: BUILD FAILED (whole log: $dir/build.log)"
         return
     fi
     echo "==== $name: ctest $select"

@@ -49,6 +49,28 @@ int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
  * not understand too). */
 bool cli_prof_disabled(const char *v);
 
+struct err;
+
+/* Finds this installation (see docs/cli.md, PROF_LIB): its prefix, the
+ * parent of the directory holding `prof`, into prefix[PATH_MAX] ("" when
+ * it cannot be told), and the host library into lib[PATH_MAX] (absolute,
+ * links resolved). Returns 0, or -1 with *e naming where it looked and
+ * the fix. */
+int cli_find_host(char *prefix, char *lib, struct err *e);
+
+/* `prof install-python [--python PATH] [--uninstall]`. argv[0] is
+ * "install-python". Writes (or removes) the profhost.pth that makes
+ * `PROF_SCRIPT=policy.lua python ...` run under profhost without
+ * LD_PRELOAD (docs/python.md). Returns 0, 1 when it cannot, CLI_EXIT_USAGE
+ * on bad arguments. */
+int cli_install_python_main(int argc, char **argv);
+
+/* Writes the help of `prof install-python` to `out`. */
+void cli_install_python_help(FILE *out);
+
+/* The one-line synopsis of `prof install-python`. */
+extern const char cli_install_python_synopsis[];
+
 /* `prof attach [options] PID`. argv[0] is "attach". Opens the REPL of a
  * running process (see docs/repl.md). Returns 0, 1 when a -e chunk failed
  * (a Lua error) or the connection was lost, CLI_EXIT_USAGE when it could not

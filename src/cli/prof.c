@@ -18,6 +18,7 @@ static void prof_help(FILE *out)
 		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
 		"                   [--format text|json|html] [-o file]\n"
 		"       prof attach [-e code] PID\n"
+		"       prof install-python [--python PATH] [--uninstall]\n"
 		"       prof --help | --version\n"
 		"\n"
 		"Runs a program under profhost, the profiling host: the library is preloaded\n"
@@ -29,6 +30,8 @@ static void prof_help(FILE *out)
 		"  report    run the reports on saved output (prof report --help)\n"
 		"  attach    open a Lua prompt inside a running profiled process\n"
 		"            (prof attach --help for its options)\n"
+		"  install-python  make PROF_SCRIPT=policy.lua python ... work without\n"
+		"            LD_PRELOAD (prof install-python --help)\n"
 		"  help      show this help (prof help run: the help of run)\n"
 		"\n"
 		"options:\n"
@@ -100,6 +103,10 @@ int main(int argc, char **argv)
 			cli_report_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "install-python") == 0) {
+			cli_install_python_help(stdout);
+			return 0;
+		}
 		return prof_usage_error("no help for unknown command", argv[2]);
 	}
 	if (strcmp(cmd, "--version") == 0) {
@@ -112,6 +119,8 @@ int main(int argc, char **argv)
 		return cli_report_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "attach") == 0)
 		return cli_attach_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "install-python") == 0)
+		return cli_install_python_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return prof_usage_error("unknown option", cmd);
 	return prof_usage_error("unknown command", cmd);

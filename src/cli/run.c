@@ -280,6 +280,21 @@ static int run_find_lib(const char *prefix, char *out, struct err *e)
 	return 0;
 }
 
+int cli_find_host(char *prefix, char *lib, struct err *e)
+{
+	struct err perr;
+
+	if (run_prefix(prefix, PATH_MAX, &perr) != 0)
+		prefix[0] = '\0';
+	if (run_find_lib(prefix, lib, e) != 0) {
+		if (!prefix[0] && !getenv("PROF_LIB"))
+			return err_set(e, "cannot find the host library (%s); "
+				       "set PROF_LIB=/path/to/libprofhost.so", perr.msg);
+		return -1;
+	}
+	return 0;
+}
+
 /* Whether the list entry entry[0..n) names `item` (same string, or a path
  * that resolves to it). */
 static bool run_same_entry(const char *entry, size_t n, const char *item)
@@ -671,16 +686,9 @@ static int run_check_script(const char *path, struct err *e)
 static int run_setup_env(const struct run_opts *o, struct err *e)
 {
 	char prefix[PATH_MAX], lib[PATH_MAX], path[PATH_MAX];
-	struct err perr;
 
-	if (run_prefix(prefix, sizeof prefix, &perr) != 0)
-		prefix[0] = '\0';
-	if (run_find_lib(prefix, lib, e) != 0) {
-		if (!prefix[0] && !getenv("PROF_LIB"))
-			return err_set(e, "cannot find the host library (%s); "
-				       "set PROF_LIB=/path/to/libprofhost.so", perr.msg);
+	if (cli_find_host(prefix, lib, e) != 0)
 		return -1;
-	}
 	if (o->script) {
 		if (run_check_script(o->script, e) != 0 ||
 		    run_abs_path(o->script, path, sizeof path, e) != 0 ||
