@@ -13,7 +13,7 @@
 #include "../host/capture.h"
 #include "../host/host.h"
 #include "../util/log.h"
-#include "nvtx.h"
+#include "../shim/nvtx.h"
 
 /* Read-only data segments larger than this are not searched for NVTX's
  * marker (big CUDA libraries): those libraries are known by name. */

@@ -20,7 +20,7 @@
 
 #include "events/trace.h"
 #include "export/phb.h"
-#include "export/trace_json.h"
+#include "read/trace_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

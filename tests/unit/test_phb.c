@@ -19,7 +19,7 @@
 #include "export/outfile.h"
 #include "export/phb.h"
 #include "util/fsutil.h"
-#include "export/trace_json.h"
+#include "read/trace_json.h"
 
 static char tmpdir[] = "/tmp/profhost-test-phb-XXXXXX";
 

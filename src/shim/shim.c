@@ -16,9 +16,9 @@
 
 #include "profhost/prof.h"
 
-#include "../capture/nvtx.h"
+#include "nvtx.h"
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "evbuf.h"
 #include "../util/log.h"
 #include "shim_api.h"
 

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../capture/nvtx.h"
+#include "nvtx.h"
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "evbuf.h"
 
 #define SHIM_API_VERSION 3 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare */
