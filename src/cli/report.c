@@ -23,6 +23,7 @@
 #include "../events/trace.h"
 #include "../export/outfile.h"
 #include "../export/phb.h"
+#include "../read/phb_read.h"
 #include "../read/readfile.h"
 #include "../export/stacks.h"
 #include "../read/trace_json.h"

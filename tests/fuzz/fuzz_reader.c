@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "events/trace.h"
-#include "export/phb.h"
+#include "read/phb_read.h"
 #include "read/trace_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

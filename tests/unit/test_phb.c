@@ -18,6 +18,7 @@
 #include "export/export.h"
 #include "export/outfile.h"
 #include "export/phb.h"
+#include "read/phb_read.h"
 #include "util/fsutil.h"
 #include "read/trace_json.h"
 
