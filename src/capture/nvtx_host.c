@@ -120,7 +120,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (strncmp(base, "libcupti", 8) == 0)
 		return 0;
 	/* Another copy of profhost (the shim refuses to run it; see
-	 * src/host/shim.c) embeds the strings too. */
+	 * src/shim/shim.c) embeds the strings too. */
 	if (strncmp(base, "libprofhost", 11) == 0)
 		return 0;
 	for (i = 0; nvtx_libraries[i]; i++)
