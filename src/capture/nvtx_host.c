@@ -13,7 +13,7 @@
 #include "../host/capture.h"
 #include "../host/host.h"
 #include "../util/log.h"
-#include "nvtx.h"
+#include "../shim/nvtx.h"
 
 /* Read-only data segments larger than this are not searched for NVTX's
  * marker (big CUDA libraries): those libraries are known by name. */
@@ -120,7 +120,7 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (strncmp(base, "libcupti", 8) == 0)
 		return 0;
 	/* Another copy of profhost (the shim refuses to run it; see
-	 * src/host/shim.c) embeds the strings too. */
+	 * src/shim/shim.c) embeds the strings too. */
 	if (strncmp(base, "libprofhost", 11) == 0)
 		return 0;
 	for (i = 0; nvtx_libraries[i]; i++)

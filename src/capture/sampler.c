@@ -44,7 +44,7 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "../shim/evbuf.h"
 #include "../host/host.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"

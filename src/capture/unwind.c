@@ -63,7 +63,7 @@
 #define FDS_HIGH 1024 /* libunwind's pipe at or above this (first_unwind_high) */
 
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "../shim/evbuf.h"
 
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */
 #define UNWIND_SELF_MAX 16  /* profhost frames atop a synchronous stack */

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "evbuf.h"
+#include "../shim/evbuf.h"
 #include "trace.h"
 
 /* The raw source: a drain function and the generation to drain. */

@@ -1,5 +1,6 @@
 /*
- * phb — capture.phb, a window's raw capture in a compact binary file.
+ * phb — capture.phb, a window's raw capture in a compact binary file: its
+ * format and its writer (the reader is src/read/phb_read.h).
  *
  * The host writes it next to trace.json so that `prof report` can run the
  * reports offline without re-parsing JSON. It holds exactly what struct
@@ -44,6 +45,23 @@ struct outfile;
 /* The file name the host writes in each window directory. */
 #define PHB_FILE "capture.phb"
 
+/* Record sizes in the file (shared by the writer here and the reader,
+ * src/read/phb_read.c). */
+#define PHB_EVENT_SIZE 48
+#define PHB_ARG_SIZE 16
+#define PHB_STEP_SIZE 32
+#define PHB_THREAD_SIZE 12
+#define PHB_PROC_SIZE 12
+#define PHB_DEVICE_SIZE 56 /* then the device's name as a string */
+#define PHB_NULL_STR 0xffffffffu
+
+/* The category's name in the file: Kineto's, except marks (which Kineto
+ * also calls user_annotation). The writer and the reader both use it. */
+static inline const char *phb_cat_name(unsigned c)
+{
+	return c == TRACE_CAT_MARK ? "mark" : trace_cat_name((enum trace_cat)c);
+}
+
 /* Writes `t` to `path` atomically (outfile). Returns 0, or -1 with *e
  * naming the file. Any thread (the host thread in practice). */
 int phb_write(const struct trace *t, const char *path, struct err *e);
@@ -51,17 +69,5 @@ int phb_write(const struct trace *t, const char *path, struct err *e);
 /* Writes `t` into `f` (opened by the caller, who commits or aborts it).
  * Returns 0, or -1 with *e set. */
 int phb_write_to(const struct trace *t, struct outfile *f, struct err *e);
-
-/*
- * Parses a whole file image buf[0..len) into `t` (trace_init'ed, empty).
- * `label` names the input in messages ("x/capture.phb"). Returns 0, or -1
- * with *e set to "<label>: <what> at offset <n>"; `t` then holds whatever
- * was read and must still be trace_free'd.
- */
-int phb_parse(const void *buf, size_t len, const char *label,
-	      struct trace *t, struct err *e);
-
-/* Whether buf[0..len) starts with the magic. */
-int phb_is_phb(const void *buf, size_t len);
 
 #endif

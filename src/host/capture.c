@@ -1,7 +1,7 @@
 /* capture — the list of capture sources and the calls over it (capture.h). */
 #include "capture.h"
 
-#include "../capture/nvtx.h"
+#include "../shim/nvtx.h"
 #include "../capture/sampler.h"
 #include "host.h"
 #include "../capture/python.h"

@@ -25,7 +25,7 @@
 #include "../policy/policy.h"
 #include "../schedule/schedule.h"
 #include "env.h"
-#include "shim_api.h"
+#include "../shim/shim_api.h"
 
 #define HOST_REASON_MAX 128
 #define HOST_DUR_RING 101

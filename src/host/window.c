@@ -118,7 +118,7 @@ static void prepare_window(struct host *h)
 
 /* Tells the shim whether NVTX pushes should keep their names: while a
  * window records, during warm-up, in the step before a window opens, and
- * whenever a capture range may still open one (see src/capture/nvtx.h).
+ * whenever a capture range may still open one (see src/shim/nvtx.h).
  * Whenever armed and not recording, a window may open at the next
  * boundary: it is prepared. Calibrates the clock (at most once a second).
  * Lock held. */

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "capture/sampler.h"
-#include "events/evbuf.h"
+#include "shim/evbuf.h"
 #include "host/host.h"
 #include "util/log.h"
 

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "events/trace.h"
-#include "export/phb.h"
-#include "export/trace_json.h"
+#include "read/phb_read.h"
+#include "read/trace_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "events/evbuf.h"
+#include "shim/evbuf.h"
 
 struct seen {
 	size_t n;

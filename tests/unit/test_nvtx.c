@@ -18,12 +18,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "capture/nvtx.h"
-#include "capture/nvtx_abi.h"
+#include "shim/nvtx.h"
+#include "shim/nvtx_abi.h"
 #include "check.h"
 #include "events/assemble.h"
 #include "events/clock.h"
-#include "events/evbuf.h"
+#include "shim/evbuf.h"
 
 /* ---- a fake NVTX instance: slots, tables, export table ---- */
 

@@ -102,6 +102,44 @@ static void test_resolve_swap(void)
 	outdir_close(&base);
 }
 
+/* The leaf itself swapped for a link to a file outside after the check
+ * (outdir_resolve refused it as a link before): the write replaces the
+ * link inside the window directory, the outside file keeps its bytes. */
+static void test_resolve_leaf_swap(void)
+{
+	struct outdir base, d;
+	struct err e;
+	const char *leaf;
+	char path[700], victim[512];
+	struct outfile *f;
+	struct stat st;
+
+	snprintf(path, sizeof path, "%s/window3", tmpdir);
+	mkdir(path, 0755);
+	snprintf(victim, sizeof victim, "%s/victim3.txt", tmpdir);
+	write_file(victim, "precious\n");
+	CHECK_EQ_INT(outdir_open(path, &base, &e), 0);
+	CHECK_EQ_INT(outdir_resolve(&base, "c/report.txt", 12, &d, &leaf, &e), 0);
+	CHECK_EQ_STR(leaf, "report.txt");
+
+	/* between check and write: the leaf appears as a link to `victim` */
+	snprintf(path, sizeof path, "%s/window3/c/report.txt", tmpdir);
+	CHECK_EQ_INT(symlink(victim, path), 0);
+
+	f = outfile_openat(&d, leaf, false, &e);
+	CHECK(f != NULL);
+	if (f) {
+		outfile_puts(f, "inside");
+		CHECK_EQ_INT(outfile_commit(f, &e), 0);
+	}
+	outdir_close(&d);
+	outdir_close(&base);
+	CHECK_EQ_STR(contents(victim), "precious\n");
+	CHECK_EQ_INT(lstat(path, &st), 0);
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ_STR(contents(path), "inside");
+}
+
 /* Paths that would leave the window directory, and bad leaves. */
 static void test_resolve_refusals(void)
 {
@@ -300,6 +338,7 @@ int main(void)
 	}
 	snprintf(tmpdir, sizeof tmpdir, "%s", tmpl);
 	test_resolve_swap();
+	test_resolve_leaf_swap();
 	test_resolve_refusals();
 	test_planted_tmp_link();
 	test_sub_checks();

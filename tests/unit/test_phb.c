@@ -18,8 +18,9 @@
 #include "export/export.h"
 #include "export/outfile.h"
 #include "export/phb.h"
+#include "read/phb_read.h"
 #include "util/fsutil.h"
-#include "export/trace_json.h"
+#include "read/trace_json.h"
 
 static char tmpdir[] = "/tmp/profhost-test-phb-XXXXXX";
 

@@ -6,9 +6,9 @@
  * slots of every NVTX instance in the process) and the hot path of every
  * NVTX call. nvtx_host.c lives in the core: the capture source that hands
  * the shim its step and capture-range triggers and names threads in the
- * trace. They meet through struct shim_api (src/host/shim_api.h).
+ * trace. They meet through struct shim_api (src/shim/shim_api.h).
  *
- * Records (src/events/evbuf.h): push/pop and start/end ranges and marks of
+ * Records (src/shim/evbuf.h): push/pop and start/end ranges and marks of
  * every domain, with the domain and category in `a` (evbuf_nvtx_a()). Names
  * are always copied (NVTX callers may pass temporaries); wide strings are
  * converted to UTF-8; registered strings are copied from the registration.
@@ -73,7 +73,7 @@ extern const struct capture_ops nvtx_capture;
 int InitializeInjectionNvtx2(const void *(*get)(uint32_t id));
 
 /* Set by the shim's constructor when another copy of libprofhost.so was
- * running first (src/host/shim.c): this copy's NVTX injection then hands
+ * running first (src/shim/shim.c): this copy's NVTX injection then hands
  * each NVTX instance to the first copy's. */
 extern int (*nvtx_first_copy)(const void *(*get)(uint32_t id));
 

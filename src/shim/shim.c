@@ -16,9 +16,9 @@
 
 #include "profhost/prof.h"
 
-#include "../capture/nvtx.h"
+#include "nvtx.h"
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "evbuf.h"
 #include "../util/log.h"
 #include "shim_api.h"
 
@@ -38,7 +38,7 @@ PROF_EXPORT void prof_step(void)
 		core.step();
 }
 
-/* Ranges and marks share NVTX's default domain (src/capture/nvtx.c), so
+/* Ranges and marks share NVTX's default domain (src/shim/nvtx.c), so
  * NVTX step and capture-range triggers see them too. */
 PROF_EXPORT void prof_range_push(const char *name)
 {

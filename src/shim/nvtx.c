@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "evbuf.h"
 #include "nvtx_abi.h"
 
 #define NVTX_EXPORT __attribute__((visibility("default")))

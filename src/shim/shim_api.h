@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../capture/nvtx.h"
+#include "nvtx.h"
 #include "../events/clock.h"
-#include "../events/evbuf.h"
+#include "evbuf.h"
 
 #define SHIM_API_VERSION 3 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare */
@@ -37,7 +37,7 @@ struct shim_api {
 				uint32_t len, uint64_t id, uint64_t a);
 	/* The process's clock parameters (src/events/clock.h). */
 	struct clock_params *clock;
-	/* NVTX (src/capture/nvtx.h): triggers, arming, names for the trace. */
+	/* NVTX (src/shim/nvtx.h): triggers, arming, names for the trace. */
 	void (*nvtx_configure)(const struct nvtx_config *cfg);
 	void (*nvtx_arm)(int on);
 	void (*nvtx_replay)(void);

@@ -3,7 +3,7 @@
  *
  * Lives in the preloaded shim (libprofhost.so) so that application threads
  * append without crossing into the core. The core reaches these functions
- * through struct shim_api (src/host/shim_api.h).
+ * through struct shim_api (src/shim/shim_api.h).
  *
  * Model. Capture happens in *generations*: evbuf_open() starts generation g
  * with a fresh pool of fixed-size chunks, evbuf_close() ends it. While a

@@ -24,7 +24,7 @@
  */
 #include "evbuf.h"
 
-#include "clock.h"
+#include "../events/clock.h"
 
 #include <errno.h>
 #include <linux/futex.h>
