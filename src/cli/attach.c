@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../control/control.h"
+#include "../util/io.h"
 #include "cli.h"
 
 const char cli_attach_synopsis[] =
@@ -546,27 +547,12 @@ static int connect_target(const struct target *t, const struct attach_opts *o)
 
 /* ------------------------------------------------------------ frames */
 
-static void write_all(int fd, const char *s, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, s, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
 /* Writes text, adding a newline when it has none. */
 static void write_line(int fd, const char *s, size_t n)
 {
-	write_all(fd, s, n);
+	io_write_all(fd, s, n);
 	if (n == 0 || s[n - 1] != '\n')
-		write_all(fd, "\n", 1);
+		io_write_all(fd, "\n", 1);
 }
 
 /* What reading frames came to. */
@@ -595,21 +581,21 @@ static enum wait_result read_until_done(int fd, struct control_reader *rd,
 		while ((rc = control_next_frame(rd, &type, &data, &len)) == 1) {
 			switch (type) {
 			case CONTROL_OUT:
-				write_all(STDOUT_FILENO, data, len);
+				io_write_all(STDOUT_FILENO, data, len);
 				break;
 			case CONTROL_ERR:
 				write_line(STDERR_FILENO, data, len);
 				break;
 			case CONTROL_NOTE:
-				write_all(STDERR_FILENO, "[", 1);
-				write_all(STDERR_FILENO, data, len);
-				write_all(STDERR_FILENO, "]\n", 2);
+				io_write_all(STDERR_FILENO, "[", 1);
+				io_write_all(STDERR_FILENO, data, len);
+				io_write_all(STDERR_FILENO, "]\n", 2);
 				noted = true;
 				break;
 			case CONTROL_EXIT:
-				write_all(STDERR_FILENO, "[", 1);
-				write_all(STDERR_FILENO, data, len);
-				write_all(STDERR_FILENO, "]\n", 2);
+				io_write_all(STDERR_FILENO, "[", 1);
+				io_write_all(STDERR_FILENO, data, len);
+				io_write_all(STDERR_FILENO, "]\n", 2);
 				return WAIT_EXIT;
 			case CONTROL_DONE:
 				if (len == 1 && data[0] == CONTROL_DONE_OK)
@@ -925,7 +911,7 @@ static int greeting(int fd, struct control_reader *rd, pid_t pid, bool quiet)
 		return fail("process %d sent something that is not profhost's protocol",
 			    (int)pid);
 	if (!quiet)
-		write_all(STDOUT_FILENO, data, len);
+		io_write_all(STDOUT_FILENO, data, len);
 	return 0;
 }
 
