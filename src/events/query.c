@@ -82,16 +82,24 @@ static bool arg_num_id(const struct trace *t, const struct trace_event *ev,
 	return false;
 }
 
-bool query_arg_num(const struct trace *t, const struct trace_event *ev,
-		   const char *key, double *v)
+const struct trace_arg *query_arg(const struct trace *t, const struct trace_event *ev,
+				  const char *key)
 {
 	size_t n, i;
 	const struct trace_arg *a = event_args(t, ev, &n);
 
 	for (i = 0; i < n; i++)
 		if (strcmp(trace_str(t, a[i].key), key) == 0)
-			return arg_num_id(t, ev, a[i].key, v);
-	return false;
+			return &a[i];
+	return NULL;
+}
+
+bool query_arg_num(const struct trace *t, const struct trace_event *ev,
+		   const char *key, double *v)
+{
+	const struct trace_arg *a = query_arg(t, ev, key);
+
+	return a && arg_num_id(t, ev, a->key, v);
 }
 
 const char *query_arg_str(const struct trace *t, const struct trace_event *ev,

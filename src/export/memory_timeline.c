@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -15,20 +16,9 @@
 #define MB 40          /* bottom margin */
 #define MT 30          /* top margin (peak label) */
 
-static const struct trace_arg *find_arg(const struct trace *t, const struct trace_event *ev,
-					const char *key)
-{
-	size_t i;
-
-	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++)
-		if (strcmp(trace_str(t, t->args[i].key), key) == 0)
-			return &t->args[i];
-	return NULL;
-}
-
 static int64_t int_arg(const struct trace *t, const struct trace_event *ev, const char *key)
 {
-	const struct trace_arg *a = find_arg(t, ev, key);
+	const struct trace_arg *a = query_arg(t, ev, key);
 
 	if (!a)
 		return 0;
