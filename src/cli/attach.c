@@ -126,25 +126,20 @@ static int parse_args(int argc, char **argv, struct attach_opts *o, bool *help)
 	o->timeout_s = ATTACH_DEFAULT_TIMEOUT_S;
 	*help = false;
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *a = argv[i], *val = NULL;
+		int m;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			*help = true;
 			return 0;
-		} else if (strcmp(a, "-e") == 0 || strcmp(a, "--eval") == 0) {
-			if (++i >= argc)
+		} else if ((m = cli_option(argc, argv, &i, 'e', "eval", &val)) != 0) {
+			if (m < 0)
 				return usage_error("missing code after", a);
-			o->code = argv[i];
-		} else if (strncmp(a, "--eval=", 7) == 0) {
-			o->code = a + 7;
-		} else if (strncmp(a, "-e", 2) == 0 && a[2]) {
-			o->code = a + 2;
+			o->code = val;
 		} else if (strcmp(a, "--no-signal") == 0) {
 			o->no_signal = true;
-		} else if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
-			const char *val = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
-
-			if (!val || !parse_num(val, 3600, &v))
+		} else if ((m = cli_option(argc, argv, &i, 0, "timeout", &val)) != 0) {
+			if (m < 0 || !parse_num(val, 3600, &v))
 				return usage_error("--timeout needs a number of seconds from "
 						   "1 to 3600, got", val ? val : "nothing");
 			o->timeout_s = (int)v;

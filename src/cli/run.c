@@ -78,38 +78,6 @@ void cli_run_help(FILE *out)
 }
 
 
-/* Matches argv[*i] against the option -<shortname>/--<longname> (shortname
- * 0: long form only). The value may be attached (-sX, --script=X) or the next
- * argument (then *i is advanced). Returns 1 with *val set, 0 when argv[*i]
- * is another option, -1 when the value is missing. */
-static int run_match(int argc, char **argv, int *i, char shortname,
-		     const char *longname, const char **val)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(longname);
-
-	if (shortname && a[0] == '-' && a[1] == shortname) {
-		if (a[2] != '\0') {
-			*val = a + 2;
-			return 1;
-		}
-	} else if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, longname, n) == 0) {
-		if (a[2 + n] == '=') {
-			*val = a + 3 + n;
-			return 1;
-		}
-		if (a[2 + n] != '\0')
-			return 0;
-	} else {
-		return 0;
-	}
-	if (*i + 1 >= argc)
-		return -1;
-	*i += 1;
-	*val = argv[*i];
-	return 1;
-}
-
 /* Whether `kv` is key=value with a non-empty key of [A-Za-z0-9_.]. */
 static bool run_valid_set(const char *kv)
 {
@@ -162,17 +130,17 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 			cli_run_help(stdout);
 			return -1;
 		}
-		if ((m = run_match(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a policy file", a);
 			o->script = val;
-		} else if ((m = run_match(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a directory", a);
 			if (val[0] == '\0')
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a non-empty directory", a);
 			o->output = val;
-		} else if ((m = run_match(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs key=value", a);
 			if (!run_valid_set(val))
