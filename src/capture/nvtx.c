@@ -32,6 +32,7 @@
 
 #include "../events/clock.h"
 #include "../events/evbuf.h"
+#include "../util/hash.h"
 #include "nvtx_abi.h"
 
 #define NVTX_EXPORT __attribute__((visibility("default")))
@@ -300,12 +301,7 @@ static const struct nvtx_string *string_of(const void *h)
 
 static uint64_t hash_string(uint32_t domain, const char *s, size_t len)
 {
-	uint64_t h = 1469598103934665603ull ^ domain;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
+	return hash_fnv64(HASH_FNV64_SEED ^ domain, s, len);
 }
 
 /* Creates (or finds) domain `name`, taking ownership of it. names_lock. */

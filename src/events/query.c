@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
 	"data", "forward", "backward", "optimizer", "other"
 };
@@ -1188,14 +1190,7 @@ struct tree_build {
 
 static uint64_t frame_hash(uint32_t parent, const char *s, uint32_t len)
 {
-	uint64_t h = 1469598103934665603ULL ^ parent;
-	uint32_t i;
-
-	for (i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return mix64(h);
+	return mix64(hash_fnv64(HASH_FNV64_SEED ^ parent, s, len));
 }
 
 static int tree_rehash(struct tree_build *b, size_t nslots)

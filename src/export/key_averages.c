@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -136,11 +137,7 @@ struct key_map {
 
 static size_t hash_str(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return (size_t)h;
+	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
 }
 
 /* Finds or adds the row of `key`. Returns its index, or (size_t)-1 on

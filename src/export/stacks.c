@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 /* A growable byte buffer; `failed` is sticky. */
 struct buf {
 	char *p;
@@ -111,17 +113,10 @@ static void buf_thread(struct buf *b, const struct trace *t, int32_t tid,
 	}
 }
 
-/* FNV-1a. */
+/* FNV-1a of n bytes at s. */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return hash_fnv64(HASH_FNV64_SEED, s, n);
 }
 
 /* ------------------------------------------------------------ stacks.txt */
@@ -377,7 +372,7 @@ static uint64_t func_hash(const struct trace *t, uint32_t frame,
 	*len = strtab_len(&t->names, f->name);
 	if (f->module != STRTAB_NONE && strcmp(trace_str(t, f->module), "python") == 0)
 		*line = python_line(*name, len);
-	return hash_bytes(*name, *len) ^ ((uint64_t)f->module * 1099511628211ULL);
+	return hash_bytes(*name, *len) ^ ((uint64_t)f->module * HASH_FNV64_PRIME);
 }
 
 /* True when entry `fn` is the function of (name, len, module), or of the
