@@ -28,6 +28,7 @@
 #include "../export/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
+#include "../util/grow.h"
 #include "../util/log.h"
 
 const char cli_report_synopsis[] =
@@ -153,15 +154,11 @@ struct window_list {
 
 static int list_add(struct window_list *l, const char *path)
 {
-	if (l->n == l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 16;
-		char **g = realloc(l->dirs, ncap * sizeof *g);
+	char **g = grow_array(l->dirs, &l->cap, l->n + 1, sizeof *g, 16);
 
-		if (!g)
-			return -1;
-		l->dirs = g;
-		l->cap = ncap;
-	}
+	if (!g)
+		return -1;
+	l->dirs = g;
 	l->dirs[l->n] = strdup(path);
 	return l->dirs[l->n] ? (int)++l->n * 0 : -1;
 }

@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
+#include "../util/grow.h"
 #include "../util/progname.h"
 
 const char cli_run_synopsis[] =
@@ -485,7 +486,7 @@ static void run_report(const char *notes)
 {
 	struct err e;
 	char *buf = fsutil_read(notes, RUN_NOTES_MAX, NULL, &e), *line, *next;
-	char **win = NULL;
+	char **win = NULL, **w;
 	size_t n = 0, cap = 0, i;
 	const char *run_id = getenv("PROF_RUN_ID");
 
@@ -506,15 +507,10 @@ static void run_report(const char *notes)
 			;
 		if (i < n)
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 16;
-			char **w = realloc(win, c * sizeof *w);
-
-			if (!w)
-				break;
-			win = w;
-			cap = c;
-		}
+		w = grow_array(win, &cap, n + 1, sizeof *w, 16);
+		if (!w)
+			break;
+		win = w;
 		win[n++] = tab + 1;
 	}
 	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "../util/hash.h"
 
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
@@ -1238,17 +1239,12 @@ static uint32_t tree_child(struct tree_build *b, uint32_t parent,
 		tr->truncated = true;
 		return UINT32_MAX;
 	}
-	if (tr->n == b->cap) {
-		size_t ncap = b->cap * 2;
-		struct query_node *nn = realloc(tr->nodes, ncap * sizeof *nn);
-
-		if (!nn) {
-			*oom = 1;
-			return UINT32_MAX;
-		}
-		tr->nodes = nn;
-		b->cap = ncap;
+	nd = grow_array(tr->nodes, &b->cap, tr->n + 1, sizeof *nd, 1);
+	if (!nd) {
+		*oom = 1;
+		return UINT32_MAX;
 	}
+	tr->nodes = nd;
 	nd = &tr->nodes[tr->n];
 	memset(nd, 0, sizeof *nd);
 	nd->name = name;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../events/query.h"
+#include "../util/grow.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -34,15 +35,11 @@ static int cmp_point(const void *pa, const void *pb)
 
 static int push(struct memory_series *s, int64_t ts, int64_t bytes)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		struct memory_point *p = realloc(s->p, cap * sizeof *p);
+	struct memory_point *p = grow_array(s->p, &s->cap, s->n + 1, sizeof *p, 64);
 
-		if (!p)
-			return -1;
-		s->p = p;
-		s->cap = cap;
-	}
+	if (!p)
+		return -1;
+	s->p = p;
 	s->p[s->n].ts = ts;
 	s->p[s->n].bytes = bytes;
 	s->n++;

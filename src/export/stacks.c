@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "../util/hash.h"
 
 /* A growable byte buffer; `failed` is sticky. */
@@ -17,22 +18,16 @@ struct buf {
 /* Appends n bytes, keeping the buffer NUL-ended. */
 static void buf_put(struct buf *b, const char *s, size_t n)
 {
+	char *p;
+
 	if (b->failed)
 		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *p;
-
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	p = grow_array(b->p, &b->cap, b->n + n + 1, 1, 1024);
+	if (!p) {
+		b->failed = 1;
+		return;
 	}
+	b->p = p;
 	memcpy(b->p + b->n, s, n);
 	b->n += n;
 	b->p[b->n] = '\0';
