@@ -1292,8 +1292,8 @@ int query_sample_tree(const struct trace *t, const struct query_filter *f,
 	out->nodes[0].parent = UINT32_MAX;
 	out->nodes[0].first_child = out->nodes[0].next_sibling = UINT32_MAX;
 	out->n = 1;
-	stack_id = find_id(t, "stack");
-	weight_id = find_id(t, "weight");
+	stack_id = find_id(t, TRACE_ARG_STACK);
+	weight_id = find_id(t, TRACE_ARG_WEIGHT);
 
 	for (i = 0; i < t->nev && !oom; i++) {
 		const struct trace_event *ev = &t->ev[i];

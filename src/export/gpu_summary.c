@@ -80,7 +80,7 @@ static int cmp_kacc(const void *pa, const void *pb)
 
 static enum gpu_copy_dir copy_dir(const struct trace *t, const struct trace_event *ev)
 {
-	const struct trace_arg *a = query_arg(t, ev, "copy kind");
+	const struct trace_arg *a = query_arg(t, ev, TRACE_ARG_COPY_KIND);
 	const char *k = a && a->type == TRACE_ARG_STR ? trace_str(t, a->v.str) : "";
 
 	if (!strcmp(k, "HtoD"))
@@ -138,7 +138,7 @@ int gpu_summary_compute(const struct trace *t, struct gpu_summary *out, struct e
 			k[h].ns += ev->dur;
 			out->kernel_ns += ev->dur;
 		} else if (ev->cat == TRACE_CAT_GPU_MEMCPY) {
-			const struct trace_arg *b = query_arg(t, ev, "bytes");
+			const struct trace_arg *b = query_arg(t, ev, TRACE_ARG_BYTES);
 			enum gpu_copy_dir dir = copy_dir(t, ev);
 
 			out->copies[dir]++;

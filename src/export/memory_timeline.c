@@ -69,12 +69,12 @@ int memory_timeline_build(const struct trace *t, struct memory_timeline *m,
 			m->dev[m->ndev++].device = ev->pid;
 		}
 		s = &m->dev[d];
-		delta = int_arg(t, ev, "Bytes");
+		delta = int_arg(t, ev, TRACE_ARG_ALLOC_BYTES);
 		if (delta >= 0)
 			s->allocs++;
 		else
 			s->frees++;
-		if (push(s, ev->ts, int_arg(t, ev, "Total Allocated")) != 0) {
+		if (push(s, ev->ts, int_arg(t, ev, TRACE_ARG_TOTAL_ALLOCATED)) != 0) {
 			memory_timeline_free(m);
 			return err_set(e, "out of memory building the memory timeline");
 		}
