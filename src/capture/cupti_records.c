@@ -64,7 +64,7 @@ enum key {
 static const char *const key_names[K_NKEYS] = {
 	"cbid", "correlation", "queued", "device", "context", "stream",
 	"registers per thread", "shared memory", "blocks per SM", "warps per SM",
-	"grid", "block", "graph id", "External id", "bytes", "copy kind",
+	"grid", "block", "graph id", "External id", TRACE_ARG_BYTES, TRACE_ARG_COPY_KIND,
 	"memory bandwidth (GB/s)",
 };
 
@@ -1044,8 +1044,8 @@ static void finish_memory(struct cupti_conv *c)
 		trace_arg_int(c->t, "Device Type", 1);
 		trace_arg_int(c->t, "Device Id", p->dev);
 		trace_arg_uint(c->t, "Addr", p->addr);
-		trace_arg_int(c->t, "Bytes", p->alloc ? (int64_t)p->bytes : -(int64_t)p->bytes);
-		trace_arg_int(c->t, "Total Allocated", total[d]);
+		trace_arg_int(c->t, TRACE_ARG_ALLOC_BYTES, p->alloc ? (int64_t)p->bytes : -(int64_t)p->bytes);
+		trace_arg_int(c->t, TRACE_ARG_TOTAL_ALLOCATED, total[d]);
 		/* What CUPTI sees is what the driver handed out, so it is both
 		 * allocated and reserved (for PyTorch, its caching allocator's
 		 * segments); TensorBoard's memory view requires both keys. */

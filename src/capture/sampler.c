@@ -850,7 +850,7 @@ static int add_sample_events(struct trace *t, uint64_t *periods)
 		}
 		if (e.name == STRTAB_NONE || !trace_add_event(t, &e) ||
 		    trace_arg_str(t, TRACE_ARG_STACK, stack, n) != 0 ||
-		    trace_arg_uint(t, "weight", s->weight) != 0 ||
+		    trace_arg_uint(t, TRACE_ARG_WEIGHT, s->weight) != 0 ||
 		    ((s->flags & TRACE_STACK_TRUNCATED) &&
 		     trace_arg_uint(t, "truncated", 1) != 0))
 			rc = -1;

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "../util/demangle.h"
+#include "../util/grow.h"
 
 #define SYM_SEGS 16
 #define SYM_NAME_MAX 1024
@@ -153,17 +154,13 @@ static int refresh_one(struct dl_phdr_info *info, size_t size, void *arg)
 			break;
 		}
 	if (!m) {
-		if (s->n == s->cap) {
-			size_t cap = s->cap ? 2 * s->cap : 32;
-			struct module *p = realloc(s->mods, cap * sizeof *p);
+		struct module *p = grow_array(s->mods, &s->cap, s->n + 1, sizeof *p, 32);
 
-			if (!p) {
-				c->failed = 1;
-				return 1;
-			}
-			s->mods = p;
-			s->cap = cap;
+		if (!p) {
+			c->failed = 1;
+			return 1;
 		}
+		s->mods = p;
 		m = &s->mods[s->n];
 		memset(m, 0, sizeof *m);
 		m->path = strdup(name);

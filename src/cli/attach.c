@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../control/control.h"
+#include "../util/io.h"
 #include "cli.h"
 
 const char cli_attach_synopsis[] =
@@ -125,25 +126,20 @@ static int parse_args(int argc, char **argv, struct attach_opts *o, bool *help)
 	o->timeout_s = ATTACH_DEFAULT_TIMEOUT_S;
 	*help = false;
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *a = argv[i], *val = NULL;
+		int m;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			*help = true;
 			return 0;
-		} else if (strcmp(a, "-e") == 0 || strcmp(a, "--eval") == 0) {
-			if (++i >= argc)
+		} else if ((m = cli_option(argc, argv, &i, 'e', "eval", &val)) != 0) {
+			if (m < 0)
 				return usage_error("missing code after", a);
-			o->code = argv[i];
-		} else if (strncmp(a, "--eval=", 7) == 0) {
-			o->code = a + 7;
-		} else if (strncmp(a, "-e", 2) == 0 && a[2]) {
-			o->code = a + 2;
+			o->code = val;
 		} else if (strcmp(a, "--no-signal") == 0) {
 			o->no_signal = true;
-		} else if (strcmp(a, "--timeout") == 0 || strncmp(a, "--timeout=", 10) == 0) {
-			const char *val = a[9] == '=' ? a + 10 : (++i < argc ? argv[i] : NULL);
-
-			if (!val || !parse_num(val, 3600, &v))
+		} else if ((m = cli_option(argc, argv, &i, 0, "timeout", &val)) != 0) {
+			if (m < 0 || !parse_num(val, 3600, &v))
 				return usage_error("--timeout needs a number of seconds from "
 						   "1 to 3600, got", val ? val : "nothing");
 			o->timeout_s = (int)v;
@@ -546,27 +542,12 @@ static int connect_target(const struct target *t, const struct attach_opts *o)
 
 /* ------------------------------------------------------------ frames */
 
-static void write_all(int fd, const char *s, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, s, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
 /* Writes text, adding a newline when it has none. */
 static void write_line(int fd, const char *s, size_t n)
 {
-	write_all(fd, s, n);
+	io_write_all(fd, s, n);
 	if (n == 0 || s[n - 1] != '\n')
-		write_all(fd, "\n", 1);
+		io_write_all(fd, "\n", 1);
 }
 
 /* What reading frames came to. */
@@ -595,21 +576,21 @@ static enum wait_result read_until_done(int fd, struct control_reader *rd,
 		while ((rc = control_next_frame(rd, &type, &data, &len)) == 1) {
 			switch (type) {
 			case CONTROL_OUT:
-				write_all(STDOUT_FILENO, data, len);
+				io_write_all(STDOUT_FILENO, data, len);
 				break;
 			case CONTROL_ERR:
 				write_line(STDERR_FILENO, data, len);
 				break;
 			case CONTROL_NOTE:
-				write_all(STDERR_FILENO, "[", 1);
-				write_all(STDERR_FILENO, data, len);
-				write_all(STDERR_FILENO, "]\n", 2);
+				io_write_all(STDERR_FILENO, "[", 1);
+				io_write_all(STDERR_FILENO, data, len);
+				io_write_all(STDERR_FILENO, "]\n", 2);
 				noted = true;
 				break;
 			case CONTROL_EXIT:
-				write_all(STDERR_FILENO, "[", 1);
-				write_all(STDERR_FILENO, data, len);
-				write_all(STDERR_FILENO, "]\n", 2);
+				io_write_all(STDERR_FILENO, "[", 1);
+				io_write_all(STDERR_FILENO, data, len);
+				io_write_all(STDERR_FILENO, "]\n", 2);
 				return WAIT_EXIT;
 			case CONTROL_DONE:
 				if (len == 1 && data[0] == CONTROL_DONE_OK)
@@ -925,7 +906,7 @@ static int greeting(int fd, struct control_reader *rd, pid_t pid, bool quiet)
 		return fail("process %d sent something that is not profhost's protocol",
 			    (int)pid);
 	if (!quiet)
-		write_all(STDOUT_FILENO, data, len);
+		io_write_all(STDOUT_FILENO, data, len);
 	return 0;
 }
 

@@ -44,6 +44,13 @@ extern const char cli_report_synopsis[];
 int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Matches argv[*i] against the option -<shortname>/--<longname> (shortname
+ * 0: the long form only). The value may be attached (-sX, --script=X) or
+ * the next argument (then *i is advanced past it). Returns 1 with *val set,
+ * 0 when argv[*i] is another argument, -1 when the value is missing. */
+int cli_option(int argc, char **argv, int *i, char shortname, const char *longname,
+	       const char **val);
+
 /* Whether PROF_DISABLE's value `v` turns the host off: anything but unset,
  * "", 0, false, no or off, as the host reads it (it refuses a value it does
  * not understand too). */

@@ -213,21 +213,20 @@ static int parse(int argc, char **argv, const char **python, int *uninstall)
 	int i;
 
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *a = argv[i], *val = NULL;
+		int m;
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
 			cli_install_python_help(stdout);
 			return 0;
 		} else if (strcmp(a, "--uninstall") == 0) {
 			*uninstall = 1;
-		} else if (strcmp(a, "--python") == 0) {
-			if (++i == argc)
+		} else if ((m = cli_option(argc, argv, &i, 0, "python", &val)) != 0) {
+			if (m < 0)
 				return cli_usage_error("install-python", cli_install_python_synopsis,
 						       "--python needs a value (an interpreter, "
 						       "e.g. --python venv/bin/python)");
-			*python = argv[i];
-		} else if (strncmp(a, "--python=", 9) == 0) {
-			*python = a + 9;
+			*python = val;
 		} else {
 			return cli_usage_error("install-python", cli_install_python_synopsis,
 					       "unknown argument '%s'", a);

@@ -16,6 +16,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../util/io.h"
 #include "cli.h"
 
 #define LE_HISTORY_MAX 1000
@@ -55,19 +56,10 @@ static size_t cols_between(const char *buf, size_t a, size_t b)
 	return n;
 }
 
+/* Draws n bytes of s on the terminal; a failed write draws nothing more. */
 static void le_write(struct lineedit *le, const char *s, size_t n)
 {
-	while (n > 0) {
-		ssize_t w = write(le->out, s, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return;
-		}
-		s += w;
-		n -= (size_t)w;
-	}
+	(void)io_write_all(le->out, s, n);
 }
 
 static void le_puts(struct lineedit *le, const char *s)

@@ -59,6 +59,34 @@ int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
 	return CLI_EXIT_USAGE;
 }
 
+int cli_option(int argc, char **argv, int *i, char shortname, const char *longname,
+	       const char **val)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(longname);
+
+	if (shortname && a[0] == '-' && a[1] == shortname) {
+		if (a[2] != '\0') {
+			*val = a + 2;
+			return 1;
+		}
+	} else if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, longname, n) == 0) {
+		if (a[2 + n] == '=') {
+			*val = a + 3 + n;
+			return 1;
+		}
+		if (a[2 + n] != '\0')
+			return 0;
+	} else {
+		return 0;
+	}
+	if (*i + 1 >= argc)
+		return -1;
+	*i += 1;
+	*val = argv[*i];
+	return 1;
+}
+
 bool cli_prof_disabled(const char *v)
 {
 	static const char *const enabling[] = { "", "0", "false", "no", "off" };

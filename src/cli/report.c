@@ -29,6 +29,7 @@
 #include "../read/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
+#include "../util/grow.h"
 #include "../util/log.h"
 
 const char cli_report_synopsis[] =
@@ -88,35 +89,6 @@ void cli_report_help(FILE *out)
 }
 
 
-/* The value of option -<s>/--<l> at argv[*i] (attached or next). 1: found,
- * 0: another argument, -1: value missing. */
-static int report_match(int argc, char **argv, int *i, char s, const char *l,
-			const char **val)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(l);
-
-	if (s && a[0] == '-' && a[1] == s) {
-		if (a[2]) {
-			*val = a + 2;
-			return 1;
-		}
-	} else if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, l, n) == 0) {
-		if (a[2 + n] == '=') {
-			*val = a + 3 + n;
-			return 1;
-		}
-		if (a[2 + n])
-			return 0;
-	} else {
-		return 0;
-	}
-	if (*i + 1 >= argc)
-		return -1;
-	*val = argv[++*i];
-	return 1;
-}
-
 /* Parses the arguments; 0, -1 after help, or an exit status. */
 static int report_parse(int argc, char **argv, struct report_opts *o)
 {
@@ -136,21 +108,21 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->input = a;
 			continue;
 		}
-		if ((m = report_match(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
 			o->script = val;
-		} else if ((m = report_match(argc, argv, &i, 'f', "format", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 'f', "format", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs text, json or html", a);
 			if (strcmp(val, "text") && strcmp(val, "json") && strcmp(val, "html"))
 				return cli_usage_error("report", cli_report_synopsis, "unknown format '%s' (text, json or html)", val);
 			o->format = val;
-		} else if ((m = report_match(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0 || !val[0])
 				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
 			o->output = val;
-		} else if ((m = report_match(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
 			const char **grown;
 
 			if (m < 0 || !strchr(val, '='))
@@ -183,15 +155,11 @@ struct window_list {
 
 static int list_add(struct window_list *l, const char *path)
 {
-	if (l->n == l->cap) {
-		size_t ncap = l->cap ? l->cap * 2 : 16;
-		char **g = realloc(l->dirs, ncap * sizeof *g);
+	char **g = grow_array(l->dirs, &l->cap, l->n + 1, sizeof *g, 16);
 
-		if (!g)
-			return -1;
-		l->dirs = g;
-		l->cap = ncap;
-	}
+	if (!g)
+		return -1;
+	l->dirs = g;
 	l->dirs[l->n] = strdup(path);
 	return l->dirs[l->n] ? (int)++l->n * 0 : -1;
 }

@@ -25,6 +25,7 @@
 #include "cli.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
+#include "../util/grow.h"
 #include "../util/progname.h"
 
 const char cli_run_synopsis[] =
@@ -78,38 +79,6 @@ void cli_run_help(FILE *out)
 }
 
 
-/* Matches argv[*i] against the option -<shortname>/--<longname> (shortname
- * 0: long form only). The value may be attached (-sX, --script=X) or the next
- * argument (then *i is advanced). Returns 1 with *val set, 0 when argv[*i]
- * is another option, -1 when the value is missing. */
-static int run_match(int argc, char **argv, int *i, char shortname,
-		     const char *longname, const char **val)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(longname);
-
-	if (shortname && a[0] == '-' && a[1] == shortname) {
-		if (a[2] != '\0') {
-			*val = a + 2;
-			return 1;
-		}
-	} else if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, longname, n) == 0) {
-		if (a[2 + n] == '=') {
-			*val = a + 3 + n;
-			return 1;
-		}
-		if (a[2 + n] != '\0')
-			return 0;
-	} else {
-		return 0;
-	}
-	if (*i + 1 >= argc)
-		return -1;
-	*i += 1;
-	*val = argv[*i];
-	return 1;
-}
-
 /* Whether `kv` is key=value with a non-empty key of [A-Za-z0-9_.]. */
 static bool run_valid_set(const char *kv)
 {
@@ -162,17 +131,17 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 			cli_run_help(stdout);
 			return -1;
 		}
-		if ((m = run_match(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a policy file", a);
 			o->script = val;
-		} else if ((m = run_match(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a directory", a);
 			if (val[0] == '\0')
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a non-empty directory", a);
 			o->output = val;
-		} else if ((m = run_match(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
 			if (m < 0)
 				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs key=value", a);
 			if (!run_valid_set(val))
@@ -517,7 +486,7 @@ static void run_report(const char *notes)
 {
 	struct err e;
 	char *buf = fsutil_read(notes, RUN_NOTES_MAX, NULL, &e), *line, *next;
-	char **win = NULL;
+	char **win = NULL, **w;
 	size_t n = 0, cap = 0, i;
 	const char *run_id = getenv("PROF_RUN_ID");
 
@@ -538,15 +507,10 @@ static void run_report(const char *notes)
 			;
 		if (i < n)
 			continue;
-		if (n == cap) {
-			size_t c = cap ? cap * 2 : 16;
-			char **w = realloc(win, c * sizeof *w);
-
-			if (!w)
-				break;
-			win = w;
-			cap = c;
-		}
+		w = grow_array(win, &cap, n + 1, sizeof *w, 16);
+		if (!w)
+			break;
+		win = w;
 		win[n++] = tab + 1;
 	}
 	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))

@@ -6,24 +6,9 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "../util/io.h"
+
 #define PROTO_HEADER 5
-
-/* Writes all of buf, retrying on EINTR. Returns 0 or -1. */
-static int send_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 int control_send(int fd, char type, const void *data, size_t len)
 {
@@ -38,9 +23,9 @@ int control_send(int fd, char type, const void *data, size_t len)
 	hdr[2] = (unsigned char)(len >> 16);
 	hdr[3] = (unsigned char)(len >> 8);
 	hdr[4] = (unsigned char)len;
-	if (send_all(fd, (const char *)hdr, sizeof hdr) != 0)
+	if (io_send_all(fd, hdr, sizeof hdr) != 0)
 		return -1;
-	return len ? send_all(fd, data, len) : 0;
+	return len ? io_send_all(fd, data, len) : 0;
 }
 
 /* Drops the bytes of the frame handed out last. */

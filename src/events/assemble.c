@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
+
 /* An open push/start: where and when it began. */
 struct open_range {
 	uint32_t name;
@@ -37,27 +39,11 @@ struct assembler {
 	uint64_t unmatched_ends;
 };
 
-/* Grows *arr (of `size`-byte items) to hold one more. Returns 0 or -1. */
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	size_t ncap;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 16;
-	p = realloc(*arr, ncap * size);
-	if (!p)
-		return -1;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
-
 /* Finds or adds the state of `tid`, naming the thread in the trace. */
 static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 				       const char *name)
 {
+	struct thread_state *threads;
 	size_t i;
 
 	if (as->last < as->nthreads && as->threads[as->last].tid == tid)
@@ -67,11 +53,13 @@ static struct thread_state *thread_get(struct assembler *as, int32_t tid,
 			as->last = i;
 			return &as->threads[i];
 		}
-	if (grow((void **)&as->threads, &as->cap_threads, as->nthreads,
-		 sizeof *as->threads) != 0) {
+	threads = grow_array(as->threads, &as->cap_threads, as->nthreads + 1,
+			     sizeof *as->threads, 16);
+	if (!threads) {
 		as->t->oom = 1;
 		return NULL;
 	}
+	as->threads = threads;
 	memset(&as->threads[as->nthreads], 0, sizeof *as->threads);
 	as->threads[as->nthreads].tid = tid;
 	trace_add_thread(as->t, as->t->meta.pid, tid, name ? name : "");
@@ -179,16 +167,19 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	struct trace *t = as->t;
 	struct thread_state *th = thread_get(as, tid, thread_name);
 	struct trace_event e = { 0 };
+	struct open_range *stack, *started;
 	size_t i;
 
 	if (!th)
 		return;
 	switch (r->kind) {
 	case EVBUF_RANGE_PUSH:
-		if (grow((void **)&th->stack, &th->cap, th->depth, sizeof *th->stack)) {
+		stack = grow_array(th->stack, &th->cap, th->depth + 1, sizeof *th->stack, 16);
+		if (!stack) {
 			t->oom = 1;
 			return;
 		}
+		th->stack = stack;
 		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
 		th->stack[th->depth].ts = r->ts;
 		th->stack[th->depth].a = r->a;
@@ -227,11 +218,13 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		}
 		break;
 	case EVBUF_RANGE_START:
-		if (grow((void **)&as->started, &as->cap_started, as->nstarted,
-			 sizeof *as->started)) {
+		started = grow_array(as->started, &as->cap_started, as->nstarted + 1,
+				     sizeof *as->started, 16);
+		if (!started) {
 			t->oom = 1;
 			return;
 		}
+		as->started = started;
 		as->started[as->nstarted].name = trace_intern(t, evbuf_payload(r), r->len);
 		as->started[as->nstarted].ts = r->ts;
 		as->started[as->nstarted].id = r->id;

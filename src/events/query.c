@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
+#include "../util/hash.h"
+
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
 	"data", "forward", "backward", "optimizer", "other"
 };
@@ -82,16 +85,24 @@ static bool arg_num_id(const struct trace *t, const struct trace_event *ev,
 	return false;
 }
 
-bool query_arg_num(const struct trace *t, const struct trace_event *ev,
-		   const char *key, double *v)
+const struct trace_arg *query_arg(const struct trace *t, const struct trace_event *ev,
+				  const char *key)
 {
 	size_t n, i;
 	const struct trace_arg *a = event_args(t, ev, &n);
 
 	for (i = 0; i < n; i++)
 		if (strcmp(trace_str(t, a[i].key), key) == 0)
-			return arg_num_id(t, ev, a[i].key, v);
-	return false;
+			return &a[i];
+	return NULL;
+}
+
+bool query_arg_num(const struct trace *t, const struct trace_event *ev,
+		   const char *key, double *v)
+{
+	const struct trace_arg *a = query_arg(t, ev, key);
+
+	return a && arg_num_id(t, ev, a->key, v);
 }
 
 const char *query_arg_str(const struct trace *t, const struct trace_event *ev,
@@ -184,15 +195,16 @@ bool query_match(const struct trace *t, const struct query_filter *f,
 
 /* ------------------------------------------------------------ steps */
 
-/* A qsort_r stand-in: C11 has no context argument, glibc's qsort_r is not
- * in C11. The sorts below are called on the one thread that owns `t`, but
- * several threads may run queries, so the context is thread-local. */
-static _Thread_local const struct trace *tl_trace;
+/* The sorts below pass their context (the trace, the sort order) to the
+ * comparison through glibc's qsort_r (the build defines _GNU_SOURCE), as
+ * key_averages.c and cupti_records.c do: no global, any number of threads. */
 
-static int cmp_step_ts_tl(const void *a, const void *b)
+/* Step indexes (into the trace `ctx`) by (ts, step). */
+static int cmp_step_ts(const void *a, const void *b, void *ctx)
 {
-	const struct trace_step *x = &tl_trace->steps[*(const size_t *)a];
-	const struct trace_step *y = &tl_trace->steps[*(const size_t *)b];
+	const struct trace *t = ctx;
+	const struct trace_step *x = &t->steps[*(const size_t *)a];
+	const struct trace_step *y = &t->steps[*(const size_t *)b];
 
 	if (x->ts != y->ts)
 		return x->ts < y->ts ? -1 : 1;
@@ -210,8 +222,7 @@ size_t *query_step_order(const struct trace *t)
 		return NULL;
 	for (i = 0; i < t->nsteps; i++)
 		order[i] = i;
-	tl_trace = t;
-	qsort(order, t->nsteps, sizeof *order, cmp_step_ts_tl);
+	qsort_r(order, t->nsteps, sizeof *order, cmp_step_ts, (void *)t);
 	return order;
 }
 
@@ -339,12 +350,13 @@ static int cmp_item(const void *a, const void *b)
 	return 0;
 }
 
-/* Events (indexes into tl_trace) sorted by (tid, ts, longer first), equal
- * keys by index: phase candidates, and the tail of cmp_nest_tl. */
-static int cmp_tid_ts_tl(const void *a, const void *b)
+/* Events (indexes into the trace `ctx`) sorted by (tid, ts, longer first),
+ * equal keys by index: phase candidates, and the tail of cmp_nest. */
+static int cmp_tid_ts(const void *a, const void *b, void *ctx)
 {
-	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
-	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
+	const struct trace *t = ctx;
+	const struct trace_event *x = &t->ev[*(const size_t *)a];
+	const struct trace_event *y = &t->ev[*(const size_t *)b];
 
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
@@ -355,15 +367,17 @@ static int cmp_tid_ts_tl(const void *a, const void *b)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Events sorted by (pid, tid, ts, longer first). */
-static int cmp_nest_tl(const void *a, const void *b)
+/* Events (indexes into the trace `ctx`) sorted by (pid, tid, ts, longer
+ * first). */
+static int cmp_nest(const void *a, const void *b, void *ctx)
 {
-	const struct trace_event *x = &tl_trace->ev[*(const size_t *)a];
-	const struct trace_event *y = &tl_trace->ev[*(const size_t *)b];
+	const struct trace *t = ctx;
+	const struct trace_event *x = &t->ev[*(const size_t *)a];
+	const struct trace_event *y = &t->ev[*(const size_t *)b];
 
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
-	return cmp_tid_ts_tl(a, b);
+	return cmp_tid_ts(a, b, ctx);
 }
 
 /* The group key of an event; false when it has none (BY_STEP outside any
@@ -407,17 +421,22 @@ static double row_stat(const struct query_row *r, enum query_sort s)
 	}
 }
 
-static _Thread_local enum query_by tl_by;
-static _Thread_local enum query_sort tl_sort;
+/* How cmp_row orders the rows of query_aggregate. */
+struct row_order {
+	const struct trace *t;
+	enum query_by by;
+	enum query_sort sort;
+};
 
 /* Ascending comparison of two rows' keys. */
-static int cmp_key(const struct query_row *x, const struct query_row *y)
+static int cmp_key(const struct query_row *x, const struct query_row *y,
+		   const struct row_order *o)
 {
 	int c;
 
-	switch (tl_by) {
+	switch (o->by) {
 	case QUERY_BY_NAME:
-		c = strcmp(trace_str(tl_trace, x->name), trace_str(tl_trace, y->name));
+		c = strcmp(trace_str(o->t, x->name), trace_str(o->t, y->name));
 		return c;
 	case QUERY_BY_CAT:
 		return x->cat < y->cat ? -1 : x->cat > y->cat;
@@ -430,20 +449,22 @@ static int cmp_key(const struct query_row *x, const struct query_row *y)
 	}
 }
 
-static int cmp_row(const void *a, const void *b)
+/* Rows in the order of the struct row_order `ctx`. */
+static int cmp_row(const void *a, const void *b, void *ctx)
 {
 	const struct query_row *x = a, *y = b;
+	const struct row_order *o = ctx;
 	double sx, sy;
 
-	if (tl_sort == QUERY_SORT_KEY)
-		return cmp_key(x, y);
-	sx = row_stat(x, tl_sort);
-	sy = row_stat(y, tl_sort);
+	if (o->sort == QUERY_SORT_KEY)
+		return cmp_key(x, y, o);
+	sx = row_stat(x, o->sort);
+	sy = row_stat(y, o->sort);
 	if (sx != sy)
 		return sx > sy ? -1 : 1;
 	if (x->first_ts != y->first_ts)
 		return x->first_ts < y->first_ts ? -1 : 1;
-	return cmp_key(x, y);
+	return cmp_key(x, y, o);
 }
 
 /* Fills the key fields of a new row from its first event. */
@@ -469,6 +490,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	uint32_t key_id = STRTAB_NONE, *name_group = NULL, ngroups = 0;
 	struct imap map = { 0 };
 	struct query_row *rows = NULL;
+	struct row_order ro;
 	int rc = -1;
 
 	memset(out, 0, sizeof *out);
@@ -532,8 +554,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				goto oom;
 			}
 			memcpy(pos, sel, nsel * sizeof *pos);
-			tl_trace = t;
-			qsort(pos, nsel, sizeof *pos, cmp_nest_tl);
+			qsort_r(pos, nsel, sizeof *pos, cmp_nest, (void *)t);
 			trace_self_times(t, pos, nsel, tmp, stack);
 			for (i = 0; i < nsel; i++) {
 				size_t lo = 0, hi = nsel;
@@ -626,10 +647,10 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	}
 
 	/* 5. sort and limit */
-	tl_trace = t;
-	tl_by = o->by;
-	tl_sort = o->sort;
-	qsort(rows, ngroups, sizeof *rows, cmp_row);
+	ro.t = t;
+	ro.by = o->by;
+	ro.sort = o->sort;
+	qsort_r(rows, ngroups, sizeof *rows, cmp_row, &ro);
 	out->rows = rows;
 	out->ngroups = ngroups;
 	out->nrows = o->limit && o->limit < ngroups ? o->limit : ngroups;
@@ -703,8 +724,7 @@ int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 		    ev->name < t->names.n && pmap[ev->name] < QUERY_PHASE_COUNT)
 			ph[nph++] = i;
 	}
-	tl_trace = t;
-	qsort(ph, nph, sizeof *ph, cmp_tid_ts_tl);
+	qsort_r(ph, nph, sizeof *ph, cmp_tid_ts, (void *)t);
 
 	for (k = 0; k < t->nsteps; k++) {
 		const struct trace_step *s = &t->steps[order[k]];
@@ -1088,8 +1108,7 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		    (DURING_CATS >> ev->cat & 1) && is_range(ev) && ev->dur > 0)
 			idx[n++] = i;
 	}
-	tl_trace = t;
-	qsort(idx, n, sizeof *idx, cmp_nest_tl);
+	qsort_r(idx, n, sizeof *idx, cmp_nest, (void *)t);
 
 	/* Sweep: between boundaries, the top of the stack (the open event
 	 * that started last) owns the time. */
@@ -1180,14 +1199,7 @@ struct tree_build {
 
 static uint64_t frame_hash(uint32_t parent, const char *s, uint32_t len)
 {
-	uint64_t h = 1469598103934665603ULL ^ parent;
-	uint32_t i;
-
-	for (i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return mix64(h);
+	return mix64(hash_fnv64(HASH_FNV64_SEED ^ parent, s, len));
 }
 
 static int tree_rehash(struct tree_build *b, size_t nslots)
@@ -1235,17 +1247,12 @@ static uint32_t tree_child(struct tree_build *b, uint32_t parent,
 		tr->truncated = true;
 		return UINT32_MAX;
 	}
-	if (tr->n == b->cap) {
-		size_t ncap = b->cap * 2;
-		struct query_node *nn = realloc(tr->nodes, ncap * sizeof *nn);
-
-		if (!nn) {
-			*oom = 1;
-			return UINT32_MAX;
-		}
-		tr->nodes = nn;
-		b->cap = ncap;
+	nd = grow_array(tr->nodes, &b->cap, tr->n + 1, sizeof *nd, 1);
+	if (!nd) {
+		*oom = 1;
+		return UINT32_MAX;
 	}
+	tr->nodes = nd;
 	nd = &tr->nodes[tr->n];
 	memset(nd, 0, sizeof *nd);
 	nd->name = name;
@@ -1285,8 +1292,8 @@ int query_sample_tree(const struct trace *t, const struct query_filter *f,
 	out->nodes[0].parent = UINT32_MAX;
 	out->nodes[0].first_child = out->nodes[0].next_sibling = UINT32_MAX;
 	out->n = 1;
-	stack_id = find_id(t, "stack");
-	weight_id = find_id(t, "weight");
+	stack_id = find_id(t, TRACE_ARG_STACK);
+	weight_id = find_id(t, TRACE_ARG_WEIGHT);
 
 	for (i = 0; i < t->nev && !oom; i++) {
 		const struct trace_event *ev = &t->ev[i];

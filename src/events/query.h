@@ -300,6 +300,11 @@ int query_sample_tree(const struct trace *t, const struct query_filter *f,
 
 void query_tree_free(struct query_tree *tree);
 
+/* The first argument of `ev` named `key` (of any type), or NULL. The
+ * pointer is into t->args, valid while the trace is not changed. */
+const struct trace_arg *query_arg(const struct trace *t, const struct trace_event *ev,
+				  const char *key);
+
 /* The numeric value of argument `key` of `ev` into *v. Returns true when
  * the event has it (int, uint or double). */
 bool query_arg_num(const struct trace *t, const struct trace_event *ev,

@@ -11,20 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/hash.h"
+
 #define STRTAB_MIN_SLOTS 64u
 #define STRTAB_MIN_CAP 32u
 
 /* FNV-1a, 32 bits. */
 static uint32_t strtab_hash(const char *s, size_t len)
 {
-	uint32_t h = 2166136261u;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 16777619u;
-	}
-	return h;
+	return hash_fnv32(s, len);
 }
 
 /* Rebuilds the hash table with `nslots` slots (a power of two). Returns 0,

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "strtab.h"
+#include "trace_keys.h" /* TRACE_ARG_STACK and the other shared keys */
 
 /* Event categories: Kineto's names, so viewers and HTA recognize them. */
 enum trace_cat {
@@ -215,11 +216,6 @@ struct trace_sampling {
 	uint64_t slow;      /* samples unwound step by step, the thread not
 			       yet known safe for the fast unwinder */
 };
-
-/* An event argument with this key and type TRACE_ARG_UINT holds a stack
- * index until the stacks are symbolized; it then becomes the TRACE_ARG_STR
- * folded stack ("outer;...;inner"). */
-#define TRACE_ARG_STACK "stack"
 
 struct trace {
 	struct strtab names;

@@ -859,7 +859,7 @@ static int cw_samples(struct cw *w, const struct trace *t)
 
 		if (leaf == 0)
 			continue; /* a sample with no frame */
-		query_arg_num(t, ev, "weight", &weight);
+		query_arg_num(t, ev, TRACE_ARG_WEIGHT, &weight);
 		cw_room(w, CW_FIXED);
 		cw_lit(w, first ? "\n{" : ",\n{");
 		first = 0;

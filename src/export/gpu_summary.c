@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
 #include "key_averages.h"
 
 #define NAME_COLS 40
@@ -24,17 +25,6 @@ static bool is_gpu_work(const struct trace_event *ev)
 	return ev->ph == TRACE_PH_COMPLETE &&
 	       (ev->cat == TRACE_CAT_KERNEL || ev->cat == TRACE_CAT_GPU_MEMCPY ||
 		ev->cat == TRACE_CAT_GPU_MEMSET);
-}
-
-static const struct trace_arg *find_arg(const struct trace *t, const struct trace_event *ev,
-					const char *key)
-{
-	size_t i;
-
-	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++)
-		if (strcmp(trace_str(t, t->args[i].key), key) == 0)
-			return &t->args[i];
-	return NULL;
 }
 
 /* Busy time and idle gaps of one device from its spans (sorted here),
@@ -90,7 +80,7 @@ static int cmp_kacc(const void *pa, const void *pb)
 
 static enum gpu_copy_dir copy_dir(const struct trace *t, const struct trace_event *ev)
 {
-	const struct trace_arg *a = find_arg(t, ev, "copy kind");
+	const struct trace_arg *a = query_arg(t, ev, TRACE_ARG_COPY_KIND);
 	const char *k = a && a->type == TRACE_ARG_STR ? trace_str(t, a->v.str) : "";
 
 	if (!strcmp(k, "HtoD"))
@@ -148,7 +138,7 @@ int gpu_summary_compute(const struct trace *t, struct gpu_summary *out, struct e
 			k[h].ns += ev->dur;
 			out->kernel_ns += ev->dur;
 		} else if (ev->cat == TRACE_CAT_GPU_MEMCPY) {
-			const struct trace_arg *b = find_arg(t, ev, "bytes");
+			const struct trace_arg *b = query_arg(t, ev, TRACE_ARG_BYTES);
 			enum gpu_copy_dir dir = copy_dir(t, ev);
 
 			out->copies[dir]++;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
+#include "../util/hash.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -136,11 +138,7 @@ struct key_map {
 
 static size_t hash_str(const char *s)
 {
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return (size_t)h;
+	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
 }
 
 /* Finds or adds the row of `key`. Returns its index, or (size_t)-1 on
@@ -149,6 +147,7 @@ static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 		      const char *key)
 {
 	size_t i = hash_str(key) & (m->nslots - 1);
+	struct key_avg_row *rows;
 
 	while (m->slot[i]) {
 		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
@@ -157,15 +156,10 @@ static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 			return m->slot[i] - 1;
 		i = (i + 1) & (m->nslots - 1);
 	}
-	if (tab->nrows == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 64;
-		struct key_avg_row *rows = realloc(tab->rows, ncap * sizeof *rows);
-
-		if (!rows)
-			return (size_t)-1;
-		tab->rows = rows;
-		*cap = ncap;
-	}
+	rows = grow_array(tab->rows, cap, tab->nrows + 1, sizeof *rows, 64);
+	if (!rows)
+		return (size_t)-1;
+	tab->rows = rows;
 	memset(&tab->rows[tab->nrows], 0, sizeof tab->rows[0]);
 	tab->rows[tab->nrows].key = key;
 	tab->rows[tab->nrows].first_ts = INT64_MAX;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
+#include "../util/grow.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -15,20 +17,9 @@
 #define MB 40          /* bottom margin */
 #define MT 30          /* top margin (peak label) */
 
-static const struct trace_arg *find_arg(const struct trace *t, const struct trace_event *ev,
-					const char *key)
-{
-	size_t i;
-
-	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++)
-		if (strcmp(trace_str(t, t->args[i].key), key) == 0)
-			return &t->args[i];
-	return NULL;
-}
-
 static int64_t int_arg(const struct trace *t, const struct trace_event *ev, const char *key)
 {
-	const struct trace_arg *a = find_arg(t, ev, key);
+	const struct trace_arg *a = query_arg(t, ev, key);
 
 	if (!a)
 		return 0;
@@ -44,15 +35,11 @@ static int cmp_point(const void *pa, const void *pb)
 
 static int push(struct memory_series *s, int64_t ts, int64_t bytes)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 64;
-		struct memory_point *p = realloc(s->p, cap * sizeof *p);
+	struct memory_point *p = grow_array(s->p, &s->cap, s->n + 1, sizeof *p, 64);
 
-		if (!p)
-			return -1;
-		s->p = p;
-		s->cap = cap;
-	}
+	if (!p)
+		return -1;
+	s->p = p;
 	s->p[s->n].ts = ts;
 	s->p[s->n].bytes = bytes;
 	s->n++;
@@ -82,12 +69,12 @@ int memory_timeline_build(const struct trace *t, struct memory_timeline *m,
 			m->dev[m->ndev++].device = ev->pid;
 		}
 		s = &m->dev[d];
-		delta = int_arg(t, ev, "Bytes");
+		delta = int_arg(t, ev, TRACE_ARG_ALLOC_BYTES);
 		if (delta >= 0)
 			s->allocs++;
 		else
 			s->frees++;
-		if (push(s, ev->ts, int_arg(t, ev, "Total Allocated")) != 0) {
+		if (push(s, ev->ts, int_arg(t, ev, TRACE_ARG_TOTAL_ALLOCATED)) != 0) {
 			memory_timeline_free(m);
 			return err_set(e, "out of memory building the memory timeline");
 		}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../util/fsutil.h"
+#include "../util/io.h"
 
 #define OUTDIR_RUN_ID_MAX 512   /* bytes of a run marker read */
 #define OUTDIR_RUN_TRIES 99     /* <run>, <run>.2 ... <run>.99 */
@@ -149,7 +150,7 @@ static int write_marker(const struct outdir *d, const char *run_id, struct err *
 	}
 	if (fd < 0)
 		return err_errno(e, errno, "cannot create '%s/%s'", d->path, tmp);
-	rc = (write(fd, run_id, len) == (ssize_t)len && write(fd, "\n", 1) == 1) ? 0 : -1;
+	rc = (io_write_all(fd, run_id, len) == 0 && io_write_all(fd, "\n", 1) == 0) ? 0 : -1;
 	saved = errno;
 	if (close(fd) != 0 && rc == 0) {
 		rc = -1;

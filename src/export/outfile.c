@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "../util/io.h"
+
 #define OUTFILE_BUF (256 * 1024) /* uncompressed data waiting for write(2) */
 #define OUTFILE_ZBUF (64 * 1024) /* compressed output of one deflate() call */
 #define OUTFILE_PRINTF_MAX 4096
@@ -53,19 +55,8 @@ static int fail_zlib(struct outfile *f, int zrc)
 /* Writes all of data to the file descriptor. Returns 0 or -1 (sticky). */
 static int write_fd(struct outfile *f, const unsigned char *data, size_t len)
 {
-	while (len > 0) {
-		ssize_t w = write(f->fd, data, len);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return fail_errno(f, errno, "write");
-		}
-		if (w == 0)
-			return fail_errno(f, EIO, "write");
-		data += w;
-		len -= (size_t)w;
-	}
+	if (io_write_all(f->fd, data, len) != 0)
+		return fail_errno(f, errno, "write");
 	return 0;
 }
 

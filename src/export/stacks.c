@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
+#include "../util/hash.h"
+
 /* A growable byte buffer; `failed` is sticky. */
 struct buf {
 	char *p;
@@ -15,22 +18,16 @@ struct buf {
 /* Appends n bytes, keeping the buffer NUL-ended. */
 static void buf_put(struct buf *b, const char *s, size_t n)
 {
+	char *p;
+
 	if (b->failed)
 		return;
-	if (b->n + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *p;
-
-		while (cap < b->n + n + 1)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->failed = 1;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	p = grow_array(b->p, &b->cap, b->n + n + 1, 1, 1024);
+	if (!p) {
+		b->failed = 1;
+		return;
 	}
+	b->p = p;
 	memcpy(b->p + b->n, s, n);
 	b->n += n;
 	b->p[b->n] = '\0';
@@ -111,17 +108,10 @@ static void buf_thread(struct buf *b, const struct trace *t, int32_t tid,
 	}
 }
 
-/* FNV-1a. */
+/* FNV-1a of n bytes at s. */
 static uint64_t hash_bytes(const char *s, size_t n)
 {
-	uint64_t h = 1469598103934665603ULL;
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return hash_fnv64(HASH_FNV64_SEED, s, n);
 }
 
 /* ------------------------------------------------------------ stacks.txt */
@@ -377,7 +367,7 @@ static uint64_t func_hash(const struct trace *t, uint32_t frame,
 	*len = strtab_len(&t->names, f->name);
 	if (f->module != STRTAB_NONE && strcmp(trace_str(t, f->module), "python") == 0)
 		*line = python_line(*name, len);
-	return hash_bytes(*name, *len) ^ ((uint64_t)f->module * 1099511628211ULL);
+	return hash_bytes(*name, *len) ^ ((uint64_t)f->module * HASH_FNV64_PRIME);
 }
 
 /* True when entry `fn` is the function of (name, len, module), or of the

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "utf8.h"
 
 void textbuf_init(struct textbuf *tb)
@@ -18,23 +19,18 @@ void textbuf_init(struct textbuf *tb)
 /* Makes room for `n` more bytes and the NUL. 0 or -1 (sticky). */
 static int reserve(struct textbuf *tb, size_t n)
 {
-	size_t cap;
 	char *s;
 
 	if (tb->oom)
 		return -1;
 	if (tb->len + n + 1 <= tb->cap)
 		return 0;
-	cap = tb->cap ? tb->cap : 256;
-	while (cap < tb->len + n + 1)
-		cap *= 2;
-	s = realloc(tb->s, cap);
+	s = grow_array(tb->s, &tb->cap, tb->len + n + 1, 1, 256);
 	if (!s) {
 		tb->oom = true;
 		return -1;
 	}
 	tb->s = s;
-	tb->cap = cap;
 	return 0;
 }
 

@@ -355,8 +355,8 @@ static int read_samples(struct tj *j, const cJSON *root)
 		ev.tid = id_of(s, "tid");
 		ev.name = trace_intern(j->t, depth ? chain[0] : "?", strlen(depth ? chain[0] : "?"));
 		if (ev.name == STRTAB_NONE || !trace_add_event(j->t, &ev) ||
-		    trace_arg_str(j->t, "stack", buf, off) != 0 ||
-		    (cJSON_IsNumber(w) && trace_arg_double(j->t, "weight", w->valuedouble) != 0)) {
+		    trace_arg_str(j->t, TRACE_ARG_STACK, buf, off) != 0 ||
+		    (cJSON_IsNumber(w) && trace_arg_double(j->t, TRACE_ARG_WEIGHT, w->valuedouble) != 0)) {
 			rc = tj_oom(j);
 			break;
 		}

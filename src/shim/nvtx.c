@@ -16,8 +16,8 @@
  *           window or below another domain's, wide strings.
  * All three keep the same shadow stack and record the same events.
  * Nothing here locks, except the creation calls (domains, registered
- * strings, category and thread names), which are rare and take
- * `names_lock`, and the first push of a thread that needs its shadow
+ * strings, category and thread names: nvtx_registry.c), which are rare and
+ * take its lock, and the first push of a thread that needs its shadow
  * levels (anything but counting), which allocates them.
  */
 #include "nvtx.h"
@@ -33,14 +33,12 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 #include "nvtx_abi.h"
+#include "nvtx_registry.h"
 
 #define NVTX_EXPORT __attribute__((visibility("default")))
 
 #define NVTX_LEVELS 64        /* shadow levels per thread; deeper ones count only */
 #define NVTX_LEVEL_NAME 48    /* name bytes a shadow level keeps */
-#define NVTX_MAX_DOMAINS 4096 /* domains beyond this share the default one */
-#define DOMAIN_MAGIC 0x4e56444du /* "NVDM" */
-#define STRING_MAGIC 0x4e565354u /* "NVST" */
 
 /* Mode bits (nvtx_mode). */
 enum {
@@ -49,13 +47,6 @@ enum {
 	MODE_STEP_MARK = 4,    /* a step mark is configured */
 	MODE_CAPTURE = 8,      /* a capture range is configured */
 	MODE_ARMED = 16        /* shadow levels keep names */
-};
-
-/* Match bits of domains and registered strings. */
-enum {
-	MATCH_STEP_RANGE = 1,
-	MATCH_STEP_MARK = 2,
-	MATCH_CAPTURE = 4
 };
 
 /* Shadow level flags. */
@@ -75,22 +66,6 @@ enum {
 #define ID_TAG_DROPPED 255u
 #define ID_STEP (1ull << 62)
 #define ID_CAPTURE (1ull << 63)
-
-struct nvtx_domain {
-	uint32_t magic;
-	uint32_t id;
-	_Atomic uint32_t match;  /* MATCH_* this domain satisfies */
-	char *name;
-};
-
-struct nvtx_string {
-	uint32_t magic;
-	uint32_t domain;
-	uint32_t len;
-	_Atomic uint32_t match;  /* MATCH_* this string's name satisfies */
-	struct nvtx_string *next; /* hash chain */
-	char s[];                /* len bytes and a NUL */
-};
 
 /* The configuration, immutable once published and never freed (a
  * reader may still hold an older one). */
@@ -137,26 +112,14 @@ struct nvtx_tls {
 	struct nvtx_thread *t;   /* NULL until needed; &no_thread: none */
 };
 
-/* A named thing (category, thread) in a small table; `key` identifies it. */
-struct nvtx_name {
-	uint64_t key;
-	char *name;
-};
-
 static _Atomic uint32_t nvtx_mode = MODE_RECORD;
 static _Atomic(struct nvtx_cfg *) nvtx_cfg;
 static _Atomic int nvtx_is_attached;
 
-static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER; /* nvtx_configure */
 static struct nvtx_domain default_domain = { DOMAIN_MAGIC, 0, MATCH_STEP_RANGE |
 					     MATCH_STEP_MARK | MATCH_CAPTURE,
 					     (char *)NVTX_DEFAULT_DOMAIN };
-static _Atomic(struct nvtx_domain *) domains[NVTX_MAX_DOMAINS];
-static _Atomic uint32_t ndomains = 1;        /* id 0 is the default domain */
-static struct nvtx_string **strings;         /* hash table, names_lock */
-static size_t nstrings, cap_strings;
-static struct nvtx_name *categories, *thread_names; /* names_lock */
-static size_t ncategories, cap_categories, nthread_names, cap_thread_names;
 
 static __thread struct nvtx_tls me __attribute__((tls_model("initial-exec")));
 static pthread_key_t self_key;
@@ -237,44 +200,6 @@ static char *dup_name(const char *s)
 	return d;
 }
 
-/* ------------------------------------------------------------ matching */
-
-/* Whether `name` equals trigger `want` (NULL: not configured). */
-static int name_is(const char *name, size_t len, const char *want)
-{
-	return want && strlen(want) == len && memcmp(name, want, len) == 0;
-}
-
-/* MATCH_* bits a domain named `name` satisfies under cfg. names_lock. */
-static uint32_t domain_match(const struct nvtx_cfg *cfg, const char *name)
-{
-	uint32_t m = 0;
-
-	if (!cfg)
-		return 0;
-	if (!cfg->c.step_domain || strcmp(cfg->c.step_domain, name) == 0)
-		m |= MATCH_STEP_RANGE | MATCH_STEP_MARK;
-	if (!cfg->c.capture_domain || strcmp(cfg->c.capture_domain, name) == 0)
-		m |= MATCH_CAPTURE;
-	return m;
-}
-
-/* MATCH_* bits a string satisfies under cfg (its domain is checked apart). */
-static uint32_t string_match(const struct nvtx_cfg *cfg, const char *s, size_t len)
-{
-	uint32_t m = 0;
-
-	if (!cfg)
-		return 0;
-	if (name_is(s, len, cfg->c.step_range))
-		m |= MATCH_STEP_RANGE;
-	if (name_is(s, len, cfg->c.step_mark))
-		m |= MATCH_STEP_MARK;
-	if (name_is(s, len, cfg->c.capture_range))
-		m |= MATCH_CAPTURE;
-	return m;
-}
-
 /* ------------------------------------------------------------ handles */
 
 /* The domain of a handle: NULL and anything that is not ours are the
@@ -296,174 +221,6 @@ static const struct nvtx_string *string_of(const void *h)
 	if (!s || s->magic != STRING_MAGIC)
 		return NULL;
 	return s;
-}
-
-static uint64_t hash_string(uint32_t domain, const char *s, size_t len)
-{
-	uint64_t h = 1469598103934665603ull ^ domain;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
-
-/* Creates (or finds) domain `name`, taking ownership of it. names_lock. */
-static struct nvtx_domain *domain_create_locked(char *name)
-{
-	uint32_t n = atomic_load_explicit(&ndomains, memory_order_relaxed), i;
-	struct nvtx_domain *d;
-
-	if (!name)
-		return NULL;
-	for (i = 1; i < n; i++) {
-		d = atomic_load_explicit(&domains[i], memory_order_relaxed);
-		if (d && strcmp(d->name, name) == 0) {
-			free(name);
-			return d;
-		}
-	}
-	if (n >= NVTX_MAX_DOMAINS || !(d = calloc(1, sizeof *d))) {
-		free(name);
-		return NULL; /* the default domain */
-	}
-	d->magic = DOMAIN_MAGIC;
-	d->id = n;
-	d->name = name;
-	atomic_store_explicit(&d->match, domain_match(atomic_load(&nvtx_cfg), name),
-			      memory_order_relaxed);
-	atomic_store_explicit(&domains[n], d, memory_order_release);
-	atomic_store_explicit(&ndomains, n + 1, memory_order_release);
-	return d;
-}
-
-static void *domain_create(char *name)
-{
-	struct nvtx_domain *d;
-
-	pthread_mutex_lock(&names_lock);
-	d = domain_create_locked(name);
-	pthread_mutex_unlock(&names_lock);
-	return d;
-}
-
-/* Grows the string table to at least twice its entries. names_lock. */
-static int strings_grow(void)
-{
-	size_t cap = cap_strings ? cap_strings * 2 : 256, i;
-	struct nvtx_string **t = calloc(cap, sizeof *t);
-
-	if (!t)
-		return -1;
-	for (i = 0; i < cap_strings; i++) {
-		struct nvtx_string *s = strings[i], *next;
-		for (; s; s = next) {
-			size_t b = hash_string(s->domain, s->s, s->len) & (cap - 1);
-			next = s->next;
-			s->next = t[b];
-			t[b] = s;
-		}
-	}
-	free(strings);
-	strings = t;
-	cap_strings = cap;
-	return 0;
-}
-
-/* Registers `text` (owned) in `domain`; an equal string registered before
- * gives the same handle. NULL when memory ran out. */
-static void *string_register(const void *domain, char *text)
-{
-	const struct nvtx_domain *d = domain_of(domain);
-	struct nvtx_string *s = NULL;
-	size_t len, b;
-
-	if (!text)
-		return NULL;
-	len = strlen(text);
-	pthread_mutex_lock(&names_lock);
-	if (nstrings >= cap_strings / 2 && strings_grow() != 0 && !cap_strings)
-		goto out;
-	b = hash_string(d->id, text, len) & (cap_strings - 1);
-	for (s = strings[b]; s; s = s->next)
-		if (s->domain == d->id && s->len == len && memcmp(s->s, text, len) == 0)
-			goto out;
-	s = malloc(sizeof *s + len + 1);
-	if (!s)
-		goto out;
-	s->magic = STRING_MAGIC;
-	s->domain = d->id;
-	s->len = (uint32_t)len;
-	memcpy(s->s, text, len + 1);
-	atomic_store_explicit(&s->match, string_match(atomic_load(&nvtx_cfg), text, len),
-			      memory_order_relaxed);
-	s->next = strings[b];
-	strings[b] = s;
-	nstrings++;
-out:
-	pthread_mutex_unlock(&names_lock);
-	free(text);
-	return s;
-}
-
-/* Sets key's name in a table (owned `name`; the old one is kept, since a
- * reader may hold it). names_lock. */
-static void name_set_locked(struct nvtx_name **tab, size_t *n, size_t *cap,
-			    uint64_t key, char *name)
-{
-	size_t i;
-
-	for (i = 0; i < *n; i++)
-		if ((*tab)[i].key == key) {
-			if (strcmp((*tab)[i].name, name) == 0)
-				free(name);
-			else
-				(*tab)[i].name = name;
-			return;
-		}
-	if (*n == *cap) {
-		size_t ncap = *cap ? *cap * 2 : 16;
-		struct nvtx_name *p = realloc(*tab, ncap * sizeof *p);
-		if (!p) {
-			free(name);
-			return;
-		}
-		*tab = p;
-		*cap = ncap;
-	}
-	(*tab)[*n].key = key;
-	(*tab)[*n].name = name;
-	(*n)++;
-}
-
-static const char *name_get_locked(const struct nvtx_name *tab, size_t n, uint64_t key)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (tab[i].key == key)
-			return tab[i].name;
-	return NULL;
-}
-
-static void category_name(const void *domain, uint32_t category, char *name)
-{
-	uint64_t key = (uint64_t)domain_of(domain)->id << 32 | category;
-
-	if (!name)
-		return;
-	pthread_mutex_lock(&names_lock);
-	name_set_locked(&categories, &ncategories, &cap_categories, key, name);
-	pthread_mutex_unlock(&names_lock);
-}
-
-static void thread_name(uint32_t tid, char *name)
-{
-	if (!name)
-		return;
-	pthread_mutex_lock(&names_lock);
-	name_set_locked(&thread_names, &nthread_names, &cap_thread_names, tid, name);
-	pthread_mutex_unlock(&names_lock);
 }
 
 /* ------------------------------------------------------------ threads */
@@ -582,7 +339,7 @@ __attribute__((noinline)) static uint32_t wide_match(const struct nvtx_cfg *cfg,
 	char buf[EVBUF_NAME_MAX];
 	uint32_t len = utf8_from_wide(w, buf, sizeof buf);
 
-	return string_match(cfg, buf, len);
+	return string_match(&cfg->c, buf, len);
 }
 
 /* MATCH_* bits message m in domain d satisfies among `want`. Only called
@@ -604,7 +361,7 @@ static uint32_t msg_match(const struct nvtx_cfg *cfg, const struct nvtx_domain *
 	if (is_wide(m))
 		return wide_match(cfg, m->p) & want;
 	text = msg_plain(m, &len);
-	return string_match(cfg, text, len) & want;
+	return string_match(&cfg->c, text, len) & want;
 }
 
 /* ------------------------------------------------------------ hot path */
@@ -1364,22 +1121,22 @@ static int RangePop(void)
 
 static void NameCategoryA(uint32_t category, const char *name)
 {
-	category_name(NULL, category, dup_name(name));
+	nvtx_registry_category(0, category, dup_name(name));
 }
 
 static void NameCategoryW(uint32_t category, const wchar_t *name)
 {
-	category_name(NULL, category, dup_wide(name));
+	nvtx_registry_category(0, category, dup_wide(name));
 }
 
 static void NameOsThreadA(uint32_t tid, const char *name)
 {
-	thread_name(tid, dup_name(name));
+	nvtx_registry_thread(tid, dup_name(name));
 }
 
 static void NameOsThreadW(uint32_t tid, const wchar_t *name)
 {
-	thread_name(tid, dup_wide(name));
+	nvtx_registry_thread(tid, dup_wide(name));
 }
 
 static void DomainMarkEx(const void *domain, const struct nvtx_abi_attributes *a)
@@ -1417,32 +1174,32 @@ static int DomainRangePop(const void *domain)
 
 static void DomainNameCategoryA(const void *domain, uint32_t category, const char *name)
 {
-	category_name(domain, category, dup_name(name));
+	nvtx_registry_category(domain_of(domain)->id, category, dup_name(name));
 }
 
 static void DomainNameCategoryW(const void *domain, uint32_t category, const wchar_t *name)
 {
-	category_name(domain, category, dup_wide(name));
+	nvtx_registry_category(domain_of(domain)->id, category, dup_wide(name));
 }
 
 static void *DomainRegisterStringA(const void *domain, const char *s)
 {
-	return string_register(domain, dup_name(s));
+	return nvtx_registry_string(domain_of(domain)->id, dup_name(s));
 }
 
 static void *DomainRegisterStringW(const void *domain, const wchar_t *s)
 {
-	return string_register(domain, dup_wide(s));
+	return nvtx_registry_string(domain_of(domain)->id, dup_wide(s));
 }
 
 static void *DomainCreateA(const char *name)
 {
-	return domain_create(dup_name(name));
+	return nvtx_registry_domain(dup_name(name));
 }
 
 static void *DomainCreateW(const wchar_t *name)
 {
-	return domain_create(dup_wide(name));
+	return nvtx_registry_domain(dup_wide(name));
 }
 
 /* Domains are never forgotten: a name created twice is one domain, and
@@ -1558,7 +1315,7 @@ void nvtx_configure(const struct nvtx_config *c)
 			       c->capture_range, c->capture_domain };
 	size_t size = sizeof(struct nvtx_cfg), i;
 	struct nvtx_cfg *cfg;
-	uint32_t mode, n;
+	uint32_t mode;
 	char *p;
 
 	for (i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -1577,28 +1334,18 @@ void nvtx_configure(const struct nvtx_config *c)
 	cfg->long_range = (c->step_range && strlen(c->step_range) >= EVBUF_NAME_MAX) ||
 			  (c->capture_range && strlen(c->capture_range) >= EVBUF_NAME_MAX);
 
-	pthread_mutex_lock(&names_lock);
+	pthread_mutex_lock(&cfg_lock);
 	cfg->older = atomic_load(&nvtx_cfg);
 	atomic_store_explicit(&nvtx_cfg, cfg, memory_order_release);
-	n = atomic_load(&ndomains);
-	for (i = 1; i < n; i++) {
-		struct nvtx_domain *d = atomic_load(&domains[i]);
-		if (d)
-			atomic_store(&d->match, domain_match(cfg, d->name));
-	}
-	atomic_store(&default_domain.match, domain_match(cfg, NVTX_DEFAULT_DOMAIN));
-	for (i = 0; i < cap_strings; i++) {
-		struct nvtx_string *s;
-		for (s = strings[i]; s; s = s->next)
-			atomic_store(&s->match, string_match(cfg, s->s, s->len));
-	}
+	nvtx_registry_rematch(&cfg->c);
+	atomic_store(&default_domain.match, domain_match(&cfg->c, NVTX_DEFAULT_DOMAIN));
 	mode = (c->record ? MODE_RECORD : 0) |
 	       (cfg->c.step_range && c->step ? MODE_STEP_RANGE : 0) |
 	       (cfg->c.step_mark && c->step ? MODE_STEP_MARK : 0) |
 	       (cfg->c.capture_range && c->capture_begin && c->capture_end ? MODE_CAPTURE : 0);
 	mode |= atomic_load(&nvtx_mode) & MODE_ARMED;
 	atomic_store_explicit(&nvtx_mode, mode, memory_order_release);
-	pthread_mutex_unlock(&names_lock);
+	pthread_mutex_unlock(&cfg_lock);
 }
 
 void nvtx_replay(void)
@@ -1618,38 +1365,6 @@ void nvtx_arm(int on)
 int nvtx_attached(void)
 {
 	return atomic_load(&nvtx_is_attached);
-}
-
-const char *nvtx_domain_name(uint32_t id)
-{
-	struct nvtx_domain *d;
-
-	if (id == 0)
-		return NVTX_DEFAULT_DOMAIN;
-	if (id >= atomic_load_explicit(&ndomains, memory_order_acquire))
-		return NULL;
-	d = atomic_load_explicit(&domains[id], memory_order_acquire);
-	return d ? d->name : NULL;
-}
-
-const char *nvtx_category_name(uint32_t domain, uint32_t category)
-{
-	const char *s;
-
-	pthread_mutex_lock(&names_lock);
-	s = name_get_locked(categories, ncategories, (uint64_t)domain << 32 | category);
-	pthread_mutex_unlock(&names_lock);
-	return s;
-}
-
-const char *nvtx_thread_name(int32_t tid)
-{
-	const char *s;
-
-	pthread_mutex_lock(&names_lock);
-	s = name_get_locked(thread_names, nthread_names, (uint32_t)tid);
-	pthread_mutex_unlock(&names_lock);
-	return s;
 }
 
 void nvtx_prof_push(const char *name)

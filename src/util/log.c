@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io.h"
+
 static _Atomic int log_level = LOG_INFO;
 
 void log_set_level(enum log_level level)
@@ -32,23 +34,11 @@ int log_parse_level(const char *s, enum log_level *out)
 	return 0;
 }
 
-/* Writes all of buf to stderr, giving up on an error. */
-static void write_all(const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t w = write(STDERR_FILENO, buf, len);
-		if (w <= 0)
-			break;
-		buf += w;
-		len -= (size_t)w;
-	}
-}
-
 void log_text(enum log_level level, const char *text)
 {
 	if ((int)level > atomic_load_explicit(&log_level, memory_order_relaxed))
 		return;
-	write_all(text, strlen(text));
+	(void)io_write_all(STDERR_FILENO, text, strlen(text));
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)
@@ -69,5 +59,5 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	len = 10 + ((size_t)n < sizeof buf - 11 ? (size_t)n : sizeof buf - 12);
 	buf[len++] = '\n';
 	/* One write: lines from threads and processes do not interleave. */
-	write_all(buf, len);
+	(void)io_write_all(STDERR_FILENO, buf, len);
 }

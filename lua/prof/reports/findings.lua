@@ -18,6 +18,7 @@
 --   drops        events were dropped: the numbers undercount
 
 local fmt = require("prof.reports.fmt")
+local steps_report = require("prof.reports.steps")
 
 local M = { name = "findings", title = "Findings" }
 
@@ -32,7 +33,7 @@ local function idle_activity(gpu)
 		end
 	end
 	local phase, phase_t = nil, 0
-	for _, p in ipairs({ "data", "forward", "backward", "optimizer", "other" }) do
+	for _, p in ipairs(steps_report.PHASES) do
 		local t = gpu.idle_phases and gpu.idle_phases[p] or 0
 		if t > phase_t then
 			phase, phase_t = p, t

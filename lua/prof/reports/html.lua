@@ -11,6 +11,7 @@
 -- "error" (and shows the message) if its script fails; the tests read that.
 
 local json = require("prof.json")
+local steps_report = require("prof.reports.steps")
 
 local M = {}
 
@@ -50,7 +51,7 @@ local JS = [==[
 (function () {
 var NS = "http://www.w3.org/2000/svg";
 var C = COLORS;
-var PH = ["data", "forward", "backward", "optimizer", "other"];
+var PH = PHASES;
 function el(tag, attrs, parent) {
   var e = document.createElementNS(NS, tag);
   for (var k in attrs) e.setAttribute(k, attrs[k]);
@@ -327,13 +328,14 @@ document.body.dataset.status = "ok";
 
 local function page(data)
 	local colors = json.encode(M.COLORS)
+	local phases = json.encode(steps_report.PHASES)
 	return table.concat({
 		"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
 		"<title>profhost report</title>\n<style>", CSS, "</style>\n</head>\n",
 		"<body data-status=\"loading\">\n<div id=\"error\"></div>\n<div id=\"root\"></div>\n",
 		"<script type=\"application/json\" id=\"data\">", json.encode(data), "</script>\n",
-		"<script>\nvar COLORS = ", colors, ";\n", JS, "</script>\n</body>\n</html>\n",
+		"<script>\nvar COLORS = ", colors, ";\nvar PHASES = ", phases, ";\n", JS, "</script>\n</body>\n</html>\n",
 	})
 end
 

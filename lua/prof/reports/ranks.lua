@@ -32,12 +32,17 @@
 -- instead of naming anyone.
 
 local fmt = require("prof.reports.fmt")
+local steps_report = require("prof.reports.steps")
 
 local M = { name = "ranks", title = "Ranks" }
 
-local PHASES = { "data", "forward", "backward", "optimizer", "other" }
--- Phases whose start is a point every rank passes, in step order.
-local POINT_PHASES = { "data", "forward", "backward", "optimizer" }
+local PHASES = steps_report.PHASES
+-- Phases whose start is a point every rank passes, in step order: all but
+-- the last, "other" (the rest of the step).
+local POINT_PHASES = {}
+for i = 1, #PHASES - 1 do
+	POINT_PHASES[i] = PHASES[i]
+end
 
 M.MIN_LEAD_NS = 50000      -- a step decides when the lead is above this ...
 M.MIN_LEAD_SHARE = 0.05    -- ... and above this share of the median step

@@ -1,0 +1,33 @@
+/*
+ * trace_keys — the argument keys that a trace's producers write and its
+ * readers look up, spelled once.
+ *
+ * Producers: the sampler and symbolizer (src/capture), the CUPTI converter
+ * (cupti_records.c), the trace.json reader. Readers: the writers and
+ * tables (src/export), queries (query.c). The names are Kineto's where
+ * Kineto has one, so a chrome trace reads the same in other tools; the Lua
+ * reports (lua/prof/reports) read them by the same names.
+ */
+#ifndef PROFHOST_TRACE_KEYS_H
+#define PROFHOST_TRACE_KEYS_H
+
+/* An event argument with this key and type TRACE_ARG_UINT holds a stack
+ * index until the stacks are symbolized; it then becomes the TRACE_ARG_STR
+ * folded stack ("outer;...;inner"). */
+#define TRACE_ARG_STACK "stack"
+
+/* A CPU sample's weight in timer periods (a sample that stands for several
+ * periods); absent means 1. */
+#define TRACE_ARG_WEIGHT "weight"
+
+/* A GPU memory copy's size in bytes (TRACE_ARG_UINT) and direction
+ * (TRACE_ARG_STR: "HtoD", "DtoH", "DtoD", ...). */
+#define TRACE_ARG_BYTES "bytes"
+#define TRACE_ARG_COPY_KIND "copy kind"
+
+/* A GPU memory allocation event (cat gpu_memory): the bytes allocated
+ * (negative: freed) and the device's total allocated after it. */
+#define TRACE_ARG_ALLOC_BYTES "Bytes"
+#define TRACE_ARG_TOTAL_ALLOCATED "Total Allocated"
+
+#endif
