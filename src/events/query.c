@@ -459,6 +459,21 @@ static void row_key(const struct trace *t, const struct query_agg_opts *o,
 		r->step = t->steps[key].step;
 }
 
+/* Doubles the rows array (*cap rows) of query_aggregate: its memory grows
+ * with the groups, not with the events. Returns 0, or -1 (no memory; the
+ * array is left as it was). */
+static int grow_rows(struct query_row **rows, size_t *cap)
+{
+	size_t ncap = *cap ? *cap * 2 : 64;
+	struct query_row *p = realloc(*rows, ncap * sizeof *p);
+
+	if (!p)
+		return -1;
+	*rows = p;
+	*cap = ncap;
+	return 0;
+}
+
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
 {
@@ -469,6 +484,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	uint32_t key_id = STRTAB_NONE, *name_group = NULL, ngroups = 0;
 	struct imap map = { 0 };
 	struct query_row *rows = NULL;
+	size_t cap_rows = 0;
 	int rc = -1;
 
 	memset(out, 0, sizeof *out);
@@ -550,10 +566,8 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 			free(pos);
 		}
 		free(tmp);
-		for (i = 0; i < nsel; i++) {
-			items[i].value = (double)self[i];
-			items[i].dur = self[i];
-		}
+		for (i = 0; i < nsel; i++)
+			items[i].value = (double)self[i]; /* dur stays the duration */
 	}
 
 	/* 3. groups */
@@ -563,9 +577,6 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 			goto oom;
 		memset(name_group, 0xff, (t->names.n ? t->names.n : 1) * sizeof *name_group);
 	}
-	rows = calloc(nsel ? nsel : 1, sizeof *rows);
-	if (!rows)
-		goto oom;
 	for (i = 0; i < nsel; i++) {
 		const struct trace_event *ev = &t->ev[sel[i]];
 		uint64_t key;
@@ -589,6 +600,9 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				goto oom;
 		}
 		if (g == ngroups) {
+			if (ngroups == cap_rows && grow_rows(&rows, &cap_rows) != 0)
+				goto oom;
+			memset(&rows[g], 0, sizeof rows[g]);
 			row_key(t, o, ev, key, &rows[g]);
 			rows[g].first_ts = ev->ts;
 			ngroups++;

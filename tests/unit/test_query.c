@@ -80,6 +80,10 @@ static void test_aggregate(void)
 	CHECK(row && row->total == 50);
 	row = row_named(&t, &r, "ProfilerStep#0");
 	CHECK(row && row->total == 5); /* 100 - data 60 - forward 20 - backward 15 */
+	/* dur stays the total duration with self times (the CPU report's
+	 * Total column): data 60 + 10 */
+	row = row_named(&t, &r, "data");
+	CHECK(row && row->dur == 70);
 	query_result_free(&r);
 
 	/* clipped to a range: kernels in [65, 75): gemm 10, copyk 5 */
