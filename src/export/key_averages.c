@@ -143,12 +143,38 @@ static size_t hash_str(const char *s)
 	return (size_t)h;
 }
 
-/* Finds or adds the row of `key`. Returns its index, or (size_t)-1 on
+/* Doubles the map's slots (rows are rehashed from tab). 0, or -1 with the
+ * map unchanged. */
+static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
+{
+	size_t n = m->nslots * 2, r, i;
+	size_t *slot = calloc(n, sizeof *slot);
+
+	if (!slot)
+		return -1;
+	for (r = 0; r < tab->nrows; r++) {
+		i = hash_str(tab->rows[r].key) & (n - 1);
+		while (slot[i])
+			i = (i + 1) & (n - 1);
+		slot[i] = r + 1;
+	}
+	free(m->slot);
+	m->slot = slot;
+	m->nslots = n;
+	return 0;
+}
+
+/* Finds or adds the row of `key`; the map grows with the rows (at most
+ * half full), not with the events. Returns its index, or (size_t)-1 on
  * allocation failure. */
 static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 		      const char *key)
 {
-	size_t i = hash_str(key) & (m->nslots - 1);
+	size_t i;
+
+	if (2 * (tab->nrows + 1) > m->nslots && key_map_grow(m, tab) != 0)
+		return (size_t)-1;
+	i = hash_str(key) & (m->nslots - 1);
 
 	while (m->slot[i]) {
 		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
@@ -282,7 +308,8 @@ static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
 	}
 }
 
-/* Groups the selected events (with their self times) into rows. 0 or -1. */
+/* Groups the selected events (with their self times) into rows; cself and
+ * ctotal are NULL when the trace has no GPU work. 0 or -1. */
 static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 		      const int64_t *self, const int64_t *cself, const int64_t *ctotal,
 		      enum key_avg_group group, struct key_avg_table *tab)
@@ -292,8 +319,6 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 	int rc = 0;
 
 	m.nslots = 64;
-	while (m.nslots < 2 * n)
-		m.nslots *= 2;
 	m.slot = calloc(m.nslots, sizeof *m.slot);
 	if (!m.slot)
 		return -1;
@@ -310,12 +335,15 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 		row->count++;
 		row->self_cpu_ns += self[i];
 		row->cpu_total_ns += ev_dur(ev);
-		row->self_cuda_ns += cself[i];
-		row->cuda_total_ns += ctotal[i];
+		if (cself) {
+			row->self_cuda_ns += cself[i];
+			row->cuda_total_ns += ctotal[i];
+		}
 		if (ev->ts < row->first_ts)
 			row->first_ts = ev->ts;
 		tab->self_cpu_sum_ns += self[i];
-		tab->self_cuda_sum_ns += cself[i];
+		if (cself)
+			tab->self_cuda_sum_ns += cself[i];
 	}
 	free(m.slot);
 	return rc;
@@ -397,10 +425,14 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 	sel = malloc(n * sizeof *sel);
 	stack = malloc(n * sizeof *stack);
 	self = calloc(n, sizeof *self);
-	cself = calloc(n, sizeof *cself);
-	ctotal = calloc(n, sizeof *ctotal);
-	if (!sel || !stack || !self || !cself || !ctotal || gpu_map_build(t, &gm) != 0)
+	if (!sel || !stack || !self || gpu_map_build(t, &gm) != 0)
 		goto oom;
+	if (gm.nslots) { /* GPU time per event only when there is GPU work */
+		cself = calloc(n, sizeof *cself);
+		ctotal = calloc(n, sizeof *ctotal);
+		if (!cself || !ctotal)
+			goto oom;
+	}
 	for (i = 0, j = 0; i < t->nev; i++)
 		if (counted(&t->ev[i]))
 			sel[j++] = i;
