@@ -52,6 +52,30 @@ static void test_aggregate(void)
 	      r.rows[0].count == 2);
 	query_result_free(&r);
 
+	/* by name, limit 1: the row returned has every statistic (its values
+	 * are read for it alone), the totals still count every group */
+	o.by = QUERY_BY_NAME;
+	o.sort = QUERY_SORT_TOTAL;
+	o.limit = 1;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.ngroups == 2);
+	CHECK_EQ_STR(trace_str(&t, r.rows[0].name), "gemm");
+	CHECK(r.rows[0].total == 60 && r.rows[0].count == 2 && r.rows[0].min == 20 &&
+	      r.rows[0].max == 40 && r.rows[0].med == 30 && r.rows[0].dur == 60);
+	CHECK(fabs(r.rows[0].std - sqrt(200.0)) < 1e-9);
+	CHECK(r.total == 80 && r.count == 3);
+	query_result_free(&r);
+	/* sorted by median (every group's values are read): gemm (30) */
+	o.sort = QUERY_SORT_MED;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.ngroups == 2 && r.rows[0].med == 30);
+	CHECK_EQ_STR(trace_str(&t, r.rows[0].name), "gemm");
+	query_result_free(&r);
+	o.sort = QUERY_SORT_COUNT;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.rows[0].count == 2 && r.rows[0].med == 30);
+	query_result_free(&r);
+
 	/* by step: kernels starting in step 0 (60 + 20), step 1 (40) */
 	o.by = QUERY_BY_STEP;
 	o.sort = QUERY_SORT_KEY;
