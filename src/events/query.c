@@ -332,22 +332,11 @@ static void imap_free(struct imap *m)
 
 /* ------------------------------------------------------------ aggregate */
 
-struct agg_item {
-	uint32_t group;
-	double value;
-	int64_t dur;
-	int64_t ts;
-};
-
-static int cmp_item(const void *a, const void *b)
+static int cmp_value(const void *a, const void *b)
 {
-	const struct agg_item *x = a, *y = b;
+	double x = *(const double *)a, y = *(const double *)b;
 
-	if (x->group != y->group)
-		return x->group < y->group ? -1 : 1;
-	if (x->value != y->value)
-		return x->value < y->value ? -1 : 1;
-	return 0;
+	return (x > y) - (x < y);
 }
 
 /* Events (indexes into the trace `ctx`) sorted by (tid, ts, longer first),
@@ -426,6 +415,8 @@ struct row_order {
 	const struct trace *t;
 	enum query_by by;
 	enum query_sort sort;
+	const struct agg_acc *acc;        /* cmp_group only */
+	const struct query_agg_opts *opts; /* cmp_group only */
 };
 
 /* Ascending comparison of two rows' keys. */
@@ -480,14 +471,97 @@ static void row_key(const struct trace *t, const struct query_agg_opts *o,
 		r->step = t->steps[key].step;
 }
 
+/* The value event sel[i] adds to its group (its self time, its argument or
+ * its clipped duration) and, in *dur, its clipped duration. False when it
+ * has none (an argument it lacks). */
+static bool agg_value(const struct trace *t, const struct query_agg_opts *o,
+		      uint32_t key_id, const int64_t *self, size_t i,
+		      const struct trace_event *ev, double *v, int64_t *dur)
+{
+	if (!query_match(t, &o->filter, ev, dur))
+		return false;
+	if (self)
+		*v = (double)self[i];
+	else if (o->sum_arg)
+		return arg_num_id(t, ev, key_id, v);
+	else
+		*v = (double)*dur;
+	return true;
+}
+
+/* The statistics of one group from its values vals[0..n) (n > 0, sorted
+ * here): total, avg, min, max, med, std, summed in ascending order. */
+static void group_stats(struct query_row *r, double *vals, size_t n)
+{
+	double sum = 0, mean, ss = 0;
+	size_t k;
+
+	qsort(vals, n, sizeof *vals, cmp_value);
+	for (k = 0; k < n; k++)
+		sum += vals[k];
+	mean = sum / (double)n;
+	for (k = 0; k < n; k++)
+		ss += (vals[k] - mean) * (vals[k] - mean);
+	r->total = sum;
+	r->avg = mean;
+	r->min = vals[0];
+	r->max = vals[n - 1];
+	r->med = n % 2 ? vals[n / 2] : (vals[n / 2 - 1] + vals[n / 2]) / 2;
+	r->std = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
+}
+
+/* A group while the events are grouped: what sorting the groups needs. */
+struct agg_acc {
+	double total, min, max;
+	uint64_t count;
+	int64_t first_ts;
+	uint64_t key;   /* group_key() */
+	size_t first;   /* index in t->ev of its first event: its key fields */
+};
+
+/* A row holding only what sorting reads, from group g's accumulator. */
+static void acc_row(const struct row_order *o, uint32_t g, struct query_row *r)
+{
+	const struct agg_acc *a = &o->acc[g];
+
+	memset(r, 0, sizeof *r);
+	row_key(o->t, o->opts, &o->t->ev[a->first], a->key, r);
+	r->count = a->count;
+	r->total = a->total;
+	r->avg = a->total / (double)a->count;
+	r->min = a->min;
+	r->max = a->max;
+	r->first_ts = a->first_ts;
+}
+
+/* Group order of query_aggregate before the values are read: cmp_row on
+ * the accumulators (never sorting by "med" or "std"). */
+static int cmp_group(const void *a, const void *b, void *ctx)
+{
+	struct query_row x, y;
+
+	acc_row(ctx, *(const uint32_t *)a, &x);
+	acc_row(ctx, *(const uint32_t *)b, &y);
+	return cmp_row(&x, &y, ctx);
+}
+
+/*
+ * Memory: per kept event an index and a group (12 bytes; 16 more while
+ * self times are computed), per group 56 bytes, and the values of the
+ * groups returned (the median needs them all) with their rows: of a
+ * million groups of which ten are asked for, only those ten's values.
+ * Sorting by "med" or "std" reads every group's values.
+ */
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
 {
-	struct agg_item *items = NULL;
-	size_t i, j, nsel = 0, *sel = NULL, *stack = NULL;
-	size_t *order = NULL;
+	size_t i, nsel = 0, *sel = NULL, *stack = NULL, *order = NULL;
+	size_t cap = 0, want, *off = NULL;
 	int64_t *self = NULL;
-	uint32_t key_id = STRTAB_NONE, *name_group = NULL, ngroups = 0;
+	double *vals = NULL;
+	uint32_t key_id = STRTAB_NONE, *name_group = NULL, *gid = NULL, ngroups = 0, g;
+	uint32_t *perm = NULL, *rank = NULL;
+	struct agg_acc *acc = NULL;
 	struct imap map = { 0 };
 	struct query_row *rows = NULL;
 	struct row_order ro;
@@ -508,99 +582,53 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	if (t->nev == 0)
 		return 0;
 
-	/* 1. the kept events, with their (clipped) durations */
+	/* 1. the kept events */
 	sel = malloc(t->nev * sizeof *sel);
-	items = malloc(t->nev * sizeof *items);
-	if (!sel || !items)
+	if (!sel)
 		goto oom;
 	for (i = 0; i < t->nev; i++) {
-		const struct trace_event *ev = &t->ev[i];
 		double v;
 		int64_t dur;
 
-		if (!query_match(t, &o->filter, ev, &dur))
-			continue;
-		if (o->sum_arg) {
-			if (!arg_num_id(t, ev, key_id, &v))
-				continue;
-		} else {
-			v = (double)dur;
-		}
-		sel[nsel] = i;
-		items[nsel].value = v;
-		items[nsel].dur = dur;
-		items[nsel].ts = ev->ts;
-		nsel++;
+		if (agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur))
+			sel[nsel++] = i;
 	}
 
-	/* 2. self times replace durations */
+	/* 2. self times (sel in nesting order; self[i] is sel[i]'s) */
 	if (o->self && nsel > 0) {
-		int64_t *tmp;
-
 		self = malloc(nsel * sizeof *self);
 		stack = malloc(nsel * sizeof *stack);
-		tmp = malloc(nsel * sizeof *tmp);
-		if (!self || !stack || !tmp) {
-			free(tmp);
+		if (!self || !stack)
 			goto oom;
-		}
-		/* pos: the kept events in nesting order; sel is ascending,
-		 * so each self time goes back to its item by binary search */
-		{
-			size_t *pos = malloc(nsel * sizeof *pos);
-
-			if (!pos) {
-				free(tmp);
-				goto oom;
-			}
-			memcpy(pos, sel, nsel * sizeof *pos);
-			qsort_r(pos, nsel, sizeof *pos, cmp_nest, (void *)t);
-			trace_self_times(t, pos, nsel, tmp, stack);
-			for (i = 0; i < nsel; i++) {
-				size_t lo = 0, hi = nsel;
-
-				while (lo < hi) {
-					size_t mid = lo + (hi - lo) / 2;
-					if (sel[mid] < pos[i])
-						lo = mid + 1;
-					else
-						hi = mid;
-				}
-				self[lo] = tmp[i];
-			}
-			free(pos);
-		}
-		free(tmp);
-		for (i = 0; i < nsel; i++) {
-			items[i].value = (double)self[i];
-			items[i].dur = self[i];
-		}
+		qsort_r(sel, nsel, sizeof *sel, cmp_nest, (void *)t);
+		trace_self_times(t, sel, nsel, self, stack);
+		free(stack);
+		stack = NULL;
 	}
 
-	/* 3. groups */
+	/* 3. groups, with what sorting them needs */
+	gid = malloc((nsel ? nsel : 1) * sizeof *gid);
+	if (!gid)
+		goto oom;
 	if (o->by == QUERY_BY_NAME) {
 		name_group = malloc((t->names.n ? t->names.n : 1) * sizeof *name_group);
 		if (!name_group)
 			goto oom;
 		memset(name_group, 0xff, (t->names.n ? t->names.n : 1) * sizeof *name_group);
 	}
-	rows = calloc(nsel ? nsel : 1, sizeof *rows);
-	if (!rows)
-		goto oom;
 	for (i = 0; i < nsel; i++) {
 		const struct trace_event *ev = &t->ev[sel[i]];
+		struct agg_acc *a;
 		uint64_t key;
-		uint32_t g;
+		double v;
+		int64_t dur;
 
-		if (!group_key(t, o, order, ev, &key)) {
-			items[i].group = UINT32_MAX;
+		gid[i] = UINT32_MAX;
+		if (!group_key(t, o, order, ev, &key))
 			continue;
-		}
 		if (name_group) {
-			if (key >= t->names.n) {
-				items[i].group = UINT32_MAX;
+			if (key >= t->names.n)
 				continue;
-			}
 			g = name_group[key];
 			if (g == UINT32_MAX)
 				g = name_group[key] = ngroups;
@@ -610,47 +638,105 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				goto oom;
 		}
 		if (g == ngroups) {
-			row_key(t, o, ev, key, &rows[g]);
-			rows[g].first_ts = ev->ts;
+			if (ngroups == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct agg_acc *p = realloc(acc, ncap * sizeof *p);
+
+				if (!p)
+					goto oom;
+				acc = p;
+				cap = ncap;
+			}
+			memset(&acc[g], 0, sizeof acc[g]);
+			acc[g].first_ts = ev->ts;
+			acc[g].key = key;
+			acc[g].first = sel[i];
 			ngroups++;
 		}
-		items[i].group = g;
+		gid[i] = g;
+		agg_value(t, o, key_id, self, i, ev, &v, &dur);
+		a = &acc[g];
+		if (a->count == 0 || v < a->min)
+			a->min = v;
+		if (a->count == 0 || v > a->max)
+			a->max = v;
+		a->count++;
+		a->total += v;
+		if (ev->ts < a->first_ts)
+			a->first_ts = ev->ts;
 	}
+	free(name_group);
+	name_group = NULL;
+	imap_free(&map);
 
-	/* 4. statistics per group */
-	qsort(items, nsel, sizeof *items, cmp_item);
-	for (i = 0; i < nsel && items[i].group != UINT32_MAX; i = j) {
-		struct query_row *r = &rows[items[i].group];
-		double sum = 0, mean, ss = 0;
-		size_t n;
-
-		for (j = i; j < nsel && items[j].group == items[i].group; j++) {
-			sum += items[j].value;
-			r->dur += items[j].dur;
-			if (items[j].ts < r->first_ts)
-				r->first_ts = items[j].ts;
-		}
-		n = j - i;
-		mean = sum / (double)n;
-		for (size_t k = i; k < j; k++)
-			ss += (items[k].value - mean) * (items[k].value - mean);
-		r->count = n;
-		r->total = sum;
-		r->avg = mean;
-		r->min = items[i].value;
-		r->max = items[j - 1].value;
-		r->med = n % 2 ? items[i + n / 2].value
-			       : (items[i + n / 2 - 1].value + items[i + n / 2].value) / 2;
-		r->std = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
-		out->total += sum;
-		out->count += n;
-	}
-
-	/* 5. sort and limit */
+	/* 4. the groups returned: the first `limit` in the sort order (all
+	 * of them for "med" and "std", which need the values to sort) */
 	ro.t = t;
 	ro.by = o->by;
 	ro.sort = o->sort;
-	qsort_r(rows, ngroups, sizeof *rows, cmp_row, &ro);
+	ro.acc = acc;
+	ro.opts = o;
+	want = ngroups;
+	if (o->limit && o->limit < ngroups && o->sort != QUERY_SORT_MED &&
+	    o->sort != QUERY_SORT_STD) {
+		want = o->limit;
+		perm = malloc((size_t)ngroups * sizeof *perm);
+		rank = malloc((size_t)ngroups * sizeof *rank);
+		if (!perm || !rank)
+			goto oom;
+		for (g = 0; g < ngroups; g++)
+			perm[g] = g;
+		qsort_r(perm, ngroups, sizeof *perm, cmp_group, &ro);
+		for (g = 0; g < ngroups; g++)
+			rank[perm[g]] = g < want ? g : UINT32_MAX;
+		free(perm);
+		perm = NULL;
+	}
+
+	/* 5. their rows and values, and the statistics from the values */
+	rows = calloc(want ? want : 1, sizeof *rows);
+	off = calloc(want + 1, sizeof *off);
+	if (!rows || !off)
+		goto oom;
+	for (g = 0; g < ngroups; g++) {
+		uint32_t k = rank ? rank[g] : g;
+
+		if (k == UINT32_MAX)
+			continue;
+		row_key(t, o, &t->ev[acc[g].first], acc[g].key, &rows[k]);
+		rows[k].count = acc[g].count;
+		rows[k].first_ts = acc[g].first_ts;
+	}
+	for (i = 0; i < want; i++)
+		off[i + 1] = off[i] + rows[i].count;
+	vals = malloc((off[want] ? off[want] : 1) * sizeof *vals);
+	if (!vals)
+		goto oom;
+	for (i = 0; i < nsel; i++) {
+		uint32_t k;
+		double v;
+		int64_t dur;
+
+		if (gid[i] == UINT32_MAX)
+			continue;
+		k = rank ? rank[gid[i]] : gid[i];
+		if (k == UINT32_MAX)
+			continue;
+		agg_value(t, o, key_id, self, i, &t->ev[sel[i]], &v, &dur);
+		vals[off[k]++] = v;
+		rows[k].dur += dur;
+	}
+	for (i = 0; i < want; i++)
+		group_stats(&rows[i], vals + off[i] - rows[i].count, rows[i].count);
+	for (g = 0; g < ngroups; g++) {
+		uint32_t k = rank ? rank[g] : g;
+
+		out->total += k == UINT32_MAX ? acc[g].total : rows[k].total;
+		out->count += acc[g].count;
+	}
+
+	/* 6. sort and limit */
+	qsort_r(rows, want, sizeof *rows, cmp_row, &ro);
 	out->rows = rows;
 	out->ngroups = ngroups;
 	out->nrows = o->limit && o->limit < ngroups ? o->limit : ngroups;
@@ -661,7 +747,12 @@ oom:
 	err_set(e, "out of memory aggregating the trace");
 done:
 	free(rows);
-	free(items);
+	free(vals);
+	free(off);
+	free(perm);
+	free(rank);
+	free(acc);
+	free(gid);
 	free(sel);
 	free(self);
 	free(stack);

@@ -24,6 +24,10 @@
 #define CW_FIXED 512 /* room for an event's fields other than its strings */
 #define CW_ESC 16    /* room for the longest escape of one input sequence */
 #define CW_CACHE_MAX 4096 /* longest name whose escaped form is cached */
+/* The cache of escaped names holds at most this much: a window of
+ * millions of distinct names writes the rest directly (same output), and
+ * the writer's memory does not grow with them. */
+#define CW_CACHE_BYTES ((size_t)32 << 20)
 #define CW_UNCACHED UINT32_MAX
 
 /* Staging buffer in front of an outfile, and the escaped, quoted form of
@@ -281,8 +285,9 @@ static inline const char *name_of(const struct trace *t, uint32_t id, size_t *le
 	return "";
 }
 
-/* Escapes strtab string `id` into the cache, if it is short and memory
- * allows; otherwise leaves it uncached (written directly each time). */
+/* Escapes strtab string `id` into the cache, if it is short and the
+ * cache (at most CW_CACHE_BYTES) and memory allow; otherwise leaves it
+ * uncached (written directly each time). */
 static void cw_cache(struct cw *w, uint32_t id)
 {
 	size_t n, need;
@@ -298,7 +303,9 @@ static void cw_cache(struct cw *w, uint32_t id)
 
 		if (cap < w->esc_used + need)
 			cap = w->esc_used + need;
-		if (cap > UINT32_MAX)
+		if (cap > CW_CACHE_BYTES)
+			cap = CW_CACHE_BYTES;
+		if (w->esc_used + need > cap)
 			return;
 		grown = realloc(w->esc, cap);
 		if (!grown)

@@ -132,7 +132,7 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 
 /* Key string -> row index, open addressing on the string's bytes. */
 struct key_map {
-	size_t *slot; /* row index + 1; 0 = empty */
+	uint32_t *slot; /* row index + 1; 0 = empty */
 	size_t nslots;
 };
 
@@ -141,13 +141,40 @@ static size_t hash_str(const char *s)
 	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
 }
 
-/* Finds or adds the row of `key`. Returns its index, or (size_t)-1 on
+/* Doubles the map's slots (rows are rehashed from tab). 0, or -1 with the
+ * map unchanged. */
+static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
+{
+	size_t n = m->nslots * 2, r, i;
+	uint32_t *slot = calloc(n, sizeof *slot);
+
+	if (!slot)
+		return -1;
+	for (r = 0; r < tab->nrows; r++) {
+		i = hash_str(tab->rows[r].key) & (n - 1);
+		while (slot[i])
+			i = (i + 1) & (n - 1);
+		slot[i] = (uint32_t)(r + 1);
+	}
+	free(m->slot);
+	m->slot = slot;
+	m->nslots = n;
+	return 0;
+}
+
+/* Finds or adds the row of `key`; the map grows with the rows (at most
+ * half full), not with the events. Returns its index, or (size_t)-1 on
  * allocation failure. */
 static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 		      const char *key)
 {
-	size_t i = hash_str(key) & (m->nslots - 1);
+	size_t i;
 	struct key_avg_row *rows;
+
+	if (tab->nrows >= UINT32_MAX - 1 ||
+	    (2 * (tab->nrows + 1) > m->nslots && key_map_grow(m, tab) != 0))
+		return (size_t)-1;
+	i = hash_str(key) & (m->nslots - 1);
 
 	while (m->slot[i]) {
 		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
@@ -163,7 +190,7 @@ static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 	memset(&tab->rows[tab->nrows], 0, sizeof tab->rows[0]);
 	tab->rows[tab->nrows].key = key;
 	tab->rows[tab->nrows].first_ts = INT64_MAX;
-	m->slot[i] = ++tab->nrows;
+	m->slot[i] = (uint32_t)++tab->nrows;
 	return tab->nrows - 1;
 }
 
@@ -276,7 +303,8 @@ static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
 	}
 }
 
-/* Groups the selected events (with their self times) into rows. 0 or -1. */
+/* Groups the selected events (with their self times) into rows; cself and
+ * ctotal are NULL when the trace has no GPU work. 0 or -1. */
 static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 		      const int64_t *self, const int64_t *cself, const int64_t *ctotal,
 		      enum key_avg_group group, struct key_avg_table *tab)
@@ -286,8 +314,6 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 	int rc = 0;
 
 	m.nslots = 64;
-	while (m.nslots < 2 * n)
-		m.nslots *= 2;
 	m.slot = calloc(m.nslots, sizeof *m.slot);
 	if (!m.slot)
 		return -1;
@@ -304,12 +330,15 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 		row->count++;
 		row->self_cpu_ns += self[i];
 		row->cpu_total_ns += ev_dur(ev);
-		row->self_cuda_ns += cself[i];
-		row->cuda_total_ns += ctotal[i];
+		if (cself) {
+			row->self_cuda_ns += cself[i];
+			row->cuda_total_ns += ctotal[i];
+		}
 		if (ev->ts < row->first_ts)
 			row->first_ts = ev->ts;
 		tab->self_cpu_sum_ns += self[i];
-		tab->self_cuda_sum_ns += cself[i];
+		if (cself)
+			tab->self_cuda_sum_ns += cself[i];
 	}
 	free(m.slot);
 	return rc;
@@ -366,11 +395,58 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 	return strcmp(a->key, b->key);
 }
 
+/* What idx_cmp compares: rows of a table in a sort order. */
+struct idx_ctx {
+	const struct key_avg_row *rows;
+	enum key_avg_sort sort;
+};
+
+static int idx_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct idx_ctx *c = ctx;
+
+	return row_cmp(&c->rows[*(const uint32_t *)pa], &c->rows[*(const uint32_t *)pb],
+		       (void *)&c->sort);
+}
+
+/* Sorts an index of the rows and moves the rows into place along its
+ * cycles: glibc's qsort would copy the whole table once more (a million
+ * names: 56 MB) where the index costs 4 bytes a row. The order is total
+ * (the key breaks ties), so it is the same either way. */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 {
+	struct idx_ctx ctx = { tab->rows, sort };
+	struct key_avg_row tmp;
+	uint32_t *idx;
+	size_t i, j, k;
+
 	if (tab->nrows < 2)
 		return;
-	qsort_r(tab->rows, tab->nrows, sizeof tab->rows[0], row_cmp, &sort);
+	idx = tab->nrows <= UINT32_MAX ? malloc(tab->nrows * sizeof *idx) : NULL;
+	if (!idx) {
+		qsort_r(tab->rows, tab->nrows, sizeof tab->rows[0], row_cmp, &sort);
+		return;
+	}
+	for (i = 0; i < tab->nrows; i++)
+		idx[i] = (uint32_t)i;
+	qsort_r(idx, tab->nrows, sizeof *idx, idx_cmp, &ctx);
+	/* position j takes row idx[j]; UINT32_MAX marks a placed position */
+	for (i = 0; i < tab->nrows; i++) {
+		if (idx[i] == UINT32_MAX)
+			continue;
+		tmp = tab->rows[i];
+		for (j = i;;) {
+			k = idx[j];
+			idx[j] = UINT32_MAX;
+			if (k == i) {
+				tab->rows[j] = tmp;
+				break;
+			}
+			tab->rows[j] = tab->rows[k];
+			j = k;
+		}
+	}
+	free(idx);
 }
 
 int key_averages_build(const struct trace *t, enum key_avg_group group,
@@ -391,15 +467,23 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 	sel = malloc(n * sizeof *sel);
 	stack = malloc(n * sizeof *stack);
 	self = calloc(n, sizeof *self);
-	cself = calloc(n, sizeof *cself);
-	ctotal = calloc(n, sizeof *ctotal);
-	if (!sel || !stack || !self || !cself || !ctotal || gpu_map_build(t, &gm) != 0)
+	if (!sel || !stack || !self || gpu_map_build(t, &gm) != 0)
 		goto oom;
+	if (gm.nslots) { /* GPU time per event only when there is GPU work */
+		cself = calloc(n, sizeof *cself);
+		ctotal = calloc(n, sizeof *ctotal);
+		if (!cself || !ctotal)
+			goto oom;
+	}
 	for (i = 0, j = 0; i < t->nev; i++)
 		if (counted(&t->ev[i]))
 			sel[j++] = i;
 	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
 	trace_self_times(t, sel, n, self, stack);
+	if (!gm.nslots) { /* only the GPU pass needs it again */
+		free(stack);
+		stack = NULL;
+	}
 	for (i = 0; gm.nslots && i < n; i = j) {
 		const struct trace_event *first = &t->ev[sel[i]];
 

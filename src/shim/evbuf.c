@@ -640,11 +640,27 @@ static void count_thread(struct evbuf_stats *stats, int32_t *seen,
 	}
 }
 
+/* The drain hands the pool's pages back behind it in steps of this size
+ * (whole huge pages): a window's records and its trace are not both
+ * resident. */
+#define DRAIN_GIVE_BACK ((uint64_t)8 << 20)
+
+/* Hands back the pages of s->mem below `upto` (rounded down to a huge
+ * page) once DRAIN_GIVE_BACK of them were read past *given. */
+static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto)
+{
+	upto -= ((uintptr_t)s->mem + upto) % PF_PIECE;
+	if (upto < *given + DRAIN_GIVE_BACK)
+		return;
+	madvise(s->mem + *given, upto - *given, MADV_DONTNEED);
+	*given = upto;
+}
+
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		struct evbuf_stats *stats)
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
-	uint64_t n, i, mark;
+	uint64_t n, i, mark, given = 0;
 	int32_t seen[256];
 	uint32_t nseen = 0;
 	struct expanded x;
@@ -671,6 +687,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		int32_t tid;
 		char name[17];
 
+		drain_give_back(s, &given, i * EVBUF_CHUNK_BYTES);
 		/* Nothing published yet: the chunk may be a late writer's, its
 		 * header still being written. A nonzero `used` (release) orders
 		 * the header before this read. */

@@ -170,7 +170,9 @@ uint64_t evbuf_close(void);
 typedef void (*evbuf_visit_fn)(void *ctx, int32_t tid, const char *thread_name,
 			       const struct evbuf_rec *rec);
 
-/* Visits every record of closed generation `gen` and fills *stats.
+/* Visits every record of closed generation `gen` and fills *stats,
+ * handing the pool's pages back to the kernel behind it (a generation is
+ * drained once: the records it read are gone after the call).
  * Host thread only; `gen` must be closed and not yet released.
  * Returns 0, or -1 when `gen` is unknown or still open. */
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,

@@ -232,6 +232,38 @@ static void test_group_by_domain(void)
 	trace_free(&t);
 }
 
+/* Many distinct names, each twice: the name map grows as rows come (it is
+ * not sized by the events), and every name still gets one row of two
+ * calls with its own times. */
+static void test_many_names(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char name[32];
+	const struct key_avg_row *r;
+	int i, k;
+
+	CHECK(trace_init(&t) == 0);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < 5000; i++) {
+			snprintf(name, sizeof name, "op%d", i);
+			add(&t, 1, name, TRACE_CAT_CPU_OP,
+			    (int64_t)(k * 5000 + i) * 10 * US, (i % 9 + 1) * US, NULL);
+		}
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	CHECK_EQ_INT(tab.nrows, 5000);
+	check_row(&tab, "op0", 2, 2 * US, 2 * US);
+	check_row(&tab, "op4999", 2, 10 * US, 10 * US); /* 4999 % 9 + 1 = 5 us */
+	r = find(&tab, "op1234");
+	CHECK(r && r->count == 2 && r->cpu_total_ns == 2 * 2 * US);
+	/* most self time first (9 us), ties in first-seen order */
+	CHECK(strcmp(tab.rows[0].key, "op8") == 0 && strcmp(tab.rows[1].key, "op17") == 0);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
 /* Counts the lines of `s` and the rows between the 2nd and 3rd dashed lines. */
 static size_t data_rows(const char *s)
 {
@@ -450,6 +482,7 @@ int main(void)
 	test_self_total_count();
 	test_sort_keys();
 	test_group_by_domain();
+	test_many_names();
 	test_row_limit();
 	test_exact_text();
 	test_name_truncation();

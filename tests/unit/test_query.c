@@ -52,6 +52,30 @@ static void test_aggregate(void)
 	      r.rows[0].count == 2);
 	query_result_free(&r);
 
+	/* by name, limit 1: the row returned has every statistic (its values
+	 * are read for it alone), the totals still count every group */
+	o.by = QUERY_BY_NAME;
+	o.sort = QUERY_SORT_TOTAL;
+	o.limit = 1;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.ngroups == 2);
+	CHECK_EQ_STR(trace_str(&t, r.rows[0].name), "gemm");
+	CHECK(r.rows[0].total == 60 && r.rows[0].count == 2 && r.rows[0].min == 20 &&
+	      r.rows[0].max == 40 && r.rows[0].med == 30 && r.rows[0].dur == 60);
+	CHECK(fabs(r.rows[0].std - sqrt(200.0)) < 1e-9);
+	CHECK(r.total == 80 && r.count == 3);
+	query_result_free(&r);
+	/* sorted by median (every group's values are read): gemm (30) */
+	o.sort = QUERY_SORT_MED;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.ngroups == 2 && r.rows[0].med == 30);
+	CHECK_EQ_STR(trace_str(&t, r.rows[0].name), "gemm");
+	query_result_free(&r);
+	o.sort = QUERY_SORT_COUNT;
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.rows[0].count == 2 && r.rows[0].med == 30);
+	query_result_free(&r);
+
 	/* by step: kernels starting in step 0 (60 + 20), step 1 (40) */
 	o.by = QUERY_BY_STEP;
 	o.sort = QUERY_SORT_KEY;
@@ -80,6 +104,10 @@ static void test_aggregate(void)
 	CHECK(row && row->total == 50);
 	row = row_named(&t, &r, "ProfilerStep#0");
 	CHECK(row && row->total == 5); /* 100 - data 60 - forward 20 - backward 15 */
+	/* dur stays the total duration with self times (the CPU report's
+	 * Total column): data 60 + 10 */
+	row = row_named(&t, &r, "data");
+	CHECK(row && row->dur == 70);
 	query_result_free(&r);
 
 	/* clipped to a range: kernels in [65, 75): gemm 10, copyk 5 */

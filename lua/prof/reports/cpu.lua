@@ -10,17 +10,20 @@ local M = { name = "cpu", title = "CPU time" }
 
 M.CPU_CATS = { "user_annotation", "cpu_op", "cuda_runtime", "cuda_driver" }
 
+M.LIMIT = 15
+
 function M.analyze(trace)
 	local out = { rows = {}, sync = {} }
-	local rows = trace:aggregate{ cat = M.CPU_CATS, by = "name", self = true, sort = "total" }
-	local totals = {}
-	for _, r in ipairs(trace:aggregate{ cat = M.CPU_CATS, by = "name" }) do
-		totals[r.name] = r.total
-	end
+	-- Only the rows shown come to Lua: the first 15 besides the steps'
+	-- (a row's dur is its events' whole duration, its total their self
+	-- time).
+	local steps = trace:aggregate{ cat = M.CPU_CATS, name = "^ProfilerStep#%d+$", limit = 1 }
+	local rows = trace:aggregate{ cat = M.CPU_CATS, by = "name", self = true, sort = "total",
+		limit = M.LIMIT + steps.groups }
 	for _, r in ipairs(rows) do
-		if not r.name:match("^ProfilerStep#%d+$") and #out.rows < 15 then
+		if not r.name:match("^ProfilerStep#%d+$") and #out.rows < M.LIMIT then
 			out.rows[#out.rows + 1] = { name = r.name, self = r.total, count = r.count,
-				total = totals[r.name], share = r.share }
+				total = r.dur, share = r.share }
 		end
 	end
 	-- Self % is of all self time, the steps' own (time in no range)
