@@ -13,7 +13,8 @@
  * held across cuptiActivityFlushAll or cuptiFinalize, which may call back.
  * CUPTI's buffer callbacks take only the pool's lock; the timestamp
  * callback takes nothing. The API callback (steps counted from CUDA calls)
- * takes the window lock through window_step, never cu.lock directly.
+ * takes the window lock through the host's step callback, never cu.lock
+ * directly.
  */
 #include "cupti.h"
 #include "cupti_internal.h"
@@ -30,7 +31,6 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "../events/clock.h"
-#include "../host/host.h"
 #include "../util/log.h"
 
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
@@ -65,7 +65,7 @@ static struct {
 	char no_gpu_note[256];
 	bool no_gpu_said;
 	pthread_mutex_t lock;
-	struct host *h;
+	const struct capture_host *h;
 	enum cu_state state;
 	enum cu_want want;
 	bool enabled;                  /* kinds enabled now */
@@ -203,10 +203,10 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain,
 			tl_runtime_launch += exit_site ? -1 : 1;
 		if (exit_site && (!drv || tl_runtime_launch <= 0) && d->symbolName &&
 		    cupti_pattern_find(cu.kernel_pattern, d->symbolName))
-			window_step(cu.h);
+			cu.h->step(cu.h->ctx);
 	}
 	if (exit_site && cu.step_cbid[drv] && cu.step_cbid[drv][cbid])
-		window_step(cu.h);
+		cu.h->step(cu.h->ctx);
 }
 
 /* Range hooks (shim_api.set_range_hooks): a range pushed inside a window
@@ -668,7 +668,7 @@ static void nvtx_end_step(void)
 /* ------------------------------------------------------------ capture ops */
 
 /* Whether CUDA_INJECTION64_PATH names this host's library. */
-static bool injected_by_driver(struct host *h)
+static bool injected_by_driver(const struct capture_host *h)
 {
 	const char *p = getenv("CUDA_INJECTION64_PATH");
 	char real[PATH_MAX];
@@ -677,7 +677,10 @@ static bool injected_by_driver(struct host *h)
 	       strcmp(real, h->shim->shim_path) == 0;
 }
 
-static int cu_init(struct host *h, struct err *e)
+/* capture_ops.init: start-up. Reads the policy and subscribes, unless
+ * nothing is asked of CUDA or the driver will call cuda_inject. Never
+ * fails (GPU capture stopping is said, CPU capture goes on). */
+static int cu_init(const struct capture_host *h, struct err *e)
 {
 	const struct policy_config *cfg = h->cfg;
 	const char *bad;
@@ -751,14 +754,14 @@ static int cu_init(struct host *h, struct err *e)
 	return 0;
 }
 
-int cupti_inject(struct host *h)
+/* capture_ops.cuda_inject: starts GPU capture if it waits for the driver.
+ * Any thread; never twice. */
+static void cu_inject(void)
 {
-	(void)h;
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state == CU_WAITING)
 		start();
 	pthread_mutex_unlock(&cu.lock);
-	return 1;
 }
 
 /* A warm-up phase or a window begins: kinds on (a stopped CUPTI starts
@@ -774,15 +777,15 @@ static void want(enum cu_want w)
 	pthread_mutex_unlock(&cu.lock);
 }
 
-static void cu_warmup(struct host *h)
+/* capture_ops.warmup, window_open, window_close, step: stepping thread,
+ * window lock held. */
+static void cu_warmup(void)
 {
-	(void)h;
 	want(WANT_WARMUP);
 }
 
-static void cu_window_open(struct host *h, uint64_t gen)
+static void cu_window_open(uint64_t gen)
 {
-	(void)h;
 	want(WANT_RECORD);
 	pthread_mutex_lock(&cu.lock);
 	cu.last_gen = gen;
@@ -803,9 +806,8 @@ static void cu_window_open(struct host *h, uint64_t gen)
 	pthread_mutex_unlock(&cu.lock);
 }
 
-static void cu_window_close(struct host *h, uint64_t gen)
+static void cu_window_close(uint64_t gen)
 {
-	(void)h;
 	(void)gen;
 	pthread_mutex_lock(&cu.lock);
 	cu.want = WANT_IDLE;
@@ -819,16 +821,16 @@ static void cu_window_close(struct host *h, uint64_t gen)
 	pthread_mutex_unlock(&cu.lock);
 }
 
-static void cu_step(struct host *h, uint64_t step, bool recording)
+static void cu_step(const struct capture_step *s)
 {
 	char name[48];
 
-	(void)h;
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state == CU_NSYS) {
 		nvtx_end_step();
-		if (recording) {
-			snprintf(name, sizeof name, "ProfilerStep#%llu", (unsigned long long)step);
+		if (s->recording) {
+			snprintf(name, sizeof name, "ProfilerStep#%llu",
+				 (unsigned long long)s->step);
 			cu.nvtx_step = nvtxRangeStartA(name);
 			cu.nvtx_open = true;
 		}
@@ -899,7 +901,9 @@ static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
 	}
 }
 
-static int cu_collect(struct host *h, const struct host_job *job, struct trace *t,
+/* capture_ops.collect: host thread. Converts the window's records (and
+ * those kept from the last one); stops CUPTI when no window lies ahead. */
+static int cu_collect(const struct capture_window *job, struct trace *t,
 		      struct err *e)
 {
 	struct cupti_conv c;
@@ -984,16 +988,15 @@ static int cu_collect(struct host *h, const struct host_job *job, struct trace *
 	pthread_mutex_lock(&cu.lock);
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
-	if (last && !cu.steps_from_cuda && !window_ahead(h))
+	if (last && !cu.steps_from_cuda && !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
 }
 
 /* The process is ending after its last window. CUPTI is left as it is:
  * the CUDA runtime may be tearing down, and nothing will run after us. */
-static void cu_fini(struct host *h)
+static void cu_fini(void)
 {
-	(void)h;
 	pthread_mutex_lock(&cu.lock);
 	atomic_store(&cu.ext_on, 0);
 	if (cu.state == CU_READY)
@@ -1011,4 +1014,5 @@ const struct capture_ops cupti_capture = {
 	.collect = cu_collect,
 	.fini = cu_fini,
 	.step = cu_step,
+	.cuda_inject = cu_inject,
 };

@@ -18,12 +18,9 @@
 
 #include "../host/capture.h"
 
-/* The capture source (listed in host/capture.c). */
+/* The capture source (listed in host/capture.c). Its cuda_inject slot is
+ * InitializeInjection, forwarded by the shim (core_api.cuda_inject): it
+ * starts GPU capture if it waits for the CUDA driver, never twice. */
 extern const struct capture_ops cupti_capture;
-
-/* InitializeInjection, forwarded by the shim (core_api.cuda_inject): starts
- * GPU capture if it waits for the CUDA driver. Any thread; never starts it
- * twice. Returns 1. */
-int cupti_inject(struct host *h);
 
 #endif

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "../host/capture.h"
-#include "../host/host.h"
 #include "../util/log.h"
 #include "../shim/nvtx.h"
 
@@ -26,38 +25,28 @@ static const char *const nvtx_libraries[] = {
 	"libnvToolsExt", "libnvtx3interop", "libtorch_cuda", NULL
 };
 
-static void on_step(void *ctx)
-{
-	window_step(ctx);
-}
+/* The host, from init on. */
+static const struct capture_host *nvtx_host;
 
-static int on_capture_begin(void *ctx)
-{
-	return window_range_begin(ctx);
-}
-
-static void on_capture_end(void *ctx)
-{
-	window_range_end(ctx);
-}
-
-/* capture_ops.init: the triggers. */
-static int nvtx_init(struct host *h, struct err *e)
+/* capture_ops.init: the triggers, which call the host's step and capture
+ * range callbacks directly. Start-up; never fails. */
+static int nvtx_init(const struct capture_host *h, struct err *e)
 {
 	const struct policy_config *c = h->cfg;
 	struct nvtx_config nc = { 0 };
 
 	(void)e;
+	nvtx_host = h;
 	nc.record = c->capture.nvtx;
 	nc.step_range = c->steps.nvtx;
 	nc.step_mark = c->steps.nvtx_mark;
 	nc.step_domain = c->steps.nvtx_domain;
 	nc.capture_range = c->capture_range.nvtx;
 	nc.capture_domain = c->capture_range.nvtx_domain;
-	nc.ctx = h;
-	nc.step = on_step;
-	nc.capture_begin = on_capture_begin;
-	nc.capture_end = on_capture_end;
+	nc.ctx = h->ctx;
+	nc.step = h->step;
+	nc.capture_begin = h->range_begin;
+	nc.capture_end = h->range_end;
 	h->shim->nvtx_configure(&nc);
 	return 0;
 }
@@ -146,8 +135,9 @@ static int scan_object(struct dl_phdr_info *info, size_t size, void *arg)
  * NVTX steps that never came are the likely reason): if NVTX is in the
  * process but never attached, says how to make it attach. Host thread or
  * the exiting thread. */
-static void nvtx_hint(struct host *h)
+static void nvtx_hint(void)
 {
+	const struct capture_host *h = nvtx_host;
 	static atomic_flag said = ATOMIC_FLAG_INIT;
 	const char *path = getenv(nvtx_marker);
 	struct scan s = { { (const void *)h->shim->nvtx_attached, (const void *)nvtx_hint }, NULL };
@@ -169,12 +159,13 @@ static void nvtx_hint(struct host *h)
 }
 
 /* capture_ops.collect: thread names given with nvtxNameOsThread. */
-static int nvtx_collect(struct host *h, const struct host_job *job,
-			struct trace *t, struct err *e)
+static int nvtx_collect(const struct capture_window *w, struct trace *t,
+			struct err *e)
 {
+	const struct capture_host *h = nvtx_host;
 	size_t i;
 
-	(void)job;
+	(void)w;
 	(void)e;
 	for (i = 0; i < t->nthreads; i++) {
 		const char *name;
@@ -185,14 +176,14 @@ static int nvtx_collect(struct host *h, const struct host_job *job,
 		if (name)
 			trace_add_thread(t, t->threads[i].pid, t->threads[i].tid, name);
 	}
-	nvtx_hint(h);
+	nvtx_hint();
 	return 0;
 }
 
 /* capture_ops.fini: the hint, if no window gave the occasion. */
-static void nvtx_fini(struct host *h)
+static void nvtx_fini(void)
 {
-	nvtx_hint(h);
+	nvtx_hint();
 }
 
 const struct capture_ops nvtx_capture = {

@@ -30,7 +30,7 @@
 
 #include "../events/clock.h"
 #include "../events/query.h"
-#include "../host/host.h"
+#include "../host/capture.h"
 #include "../util/log.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
@@ -137,7 +137,7 @@ static const struct {
 };
 
 static struct {
-	struct host *h;
+	const struct capture_host *h;
 	struct py_syms py;
 	bool found;                  /* CPython's symbols are in the process */
 	bool auto_steps;             /* the bridge counts steps by itself */
@@ -170,7 +170,7 @@ static int pyb_step(void)
 {
 	if (!atomic_load(&pyb.explicit_seen)) {
 		pyb_in_step = 1;
-		window_step(pyb.h);
+		pyb.h->step(pyb.h->ctx);
 		pyb_in_step = 0;
 	}
 	return pyb_state();
@@ -394,11 +394,11 @@ static int pyb_sync(void *arg)
 	return pyb_settle("profhost._bridge._sync");
 }
 
-/* Queues a sync unless the bridge will sync by itself. Any thread, also
- * with the window lock held. */
-static void pyb_notify(struct host *h)
+/* Queues a sync unless the bridge will sync by itself or the process is
+ * ending. Window callbacks (window lock held). */
+static void pyb_notify(void)
 {
-	if (!atomic_load(&pyb.live) || pyb_in_step || h->win.finished)
+	if (!atomic_load(&pyb.live) || pyb_in_step || pyb.h->finishing(pyb.h->ctx))
 		return;
 	if (atomic_exchange(&pyb.sync_queued, 1))
 		return;
@@ -427,7 +427,7 @@ static void *pyb_wait(void *arg)
 		if (waited_us >= PYB_FAST_POLL_MS * 1000u)
 			step_us = PYB_SLOW_POLL_US;
 	}
-	if (atomic_load(&pyb.h->disabled))
+	if (pyb.h->disabled(pyb.h->ctx))
 		return NULL; /* a forked child, or exiting */
 	for (tries = 0; tries < 1000; tries++) {
 		if (pyb.py.AddPendingCall(pyb_bootstrap, NULL) == 0)
@@ -495,9 +495,8 @@ static bool pyb_other_step_source(const struct policy_config *c)
  * range or CUDA-call stacks) or without a way to merge them, else the
  * sampling rate (PYSTACKS_MAX_HZ for stacks taken on purpose) up to
  * PYSTACKS_MAX_HZ. */
-static uint32_t pyb_stack_rate(struct host *h)
+static uint32_t pyb_stack_rate(const struct policy_config *c)
 {
-	const struct policy_config *c = h->cfg;
 	uint32_t hz = c->capture.cpu_hz;
 
 	if (!hz && (c->capture.range_stacks || c->capture.cuda_backtrace_us))
@@ -508,9 +507,8 @@ static uint32_t pyb_stack_rate(struct host *h)
 }
 
 /* The bridge's configuration: "key=value" lines (see _bridge._start). */
-static void pyb_make_config(struct host *h)
+static void pyb_make_config(const struct policy_config *c)
 {
-	const struct policy_config *c = h->cfg;
 	const char *steps = "off", *func = "";
 
 	if (c->steps.python && strcmp(c->steps.python, "optimizer") != 0) {
@@ -526,7 +524,9 @@ static void pyb_make_config(struct host *h)
 		 (unsigned)pyb.stack_hz, (int)log_get_level());
 }
 
-static int pyb_init(struct host *h, struct err *e)
+/* capture_ops.init: start-up. Finds CPython and starts the waiter; never
+ * fails (without CPython the source stays idle). */
+static int pyb_init(const struct capture_host *h, struct err *e)
 {
 	pthread_t t;
 	pthread_attr_t attr;
@@ -535,11 +535,11 @@ static int pyb_init(struct host *h, struct err *e)
 
 	(void)e;
 	pyb.h = h;
-	if (!h->env.python || !pyb_lookup(&pyb.py))
+	if (!h->python || !pyb_lookup(&pyb.py))
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
-	pyb.stack_hz = pyb_stack_rate(h);
-	pyb_make_config(h);
+	pyb.stack_hz = pyb_stack_rate(h->cfg);
+	pyb_make_config(h->cfg);
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -558,54 +558,53 @@ static int pyb_init(struct host *h, struct err *e)
 
 /* ------------------------------------------------- window callbacks */
 
-static void pyb_warmup(struct host *h)
+/* capture_ops.warmup, window_open, window_close: the bridge's state
+ * follows the window's. Stepping thread, window lock held. */
+static void pyb_warmup(void)
 {
 	atomic_store(&pyb.state, PYB_WARMUP);
-	pyb_notify(h);
+	pyb_notify();
 }
 
-static void pyb_window_open(struct host *h, uint64_t gen)
+static void pyb_window_open(uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_open(gen);
 	atomic_store(&pyb.state, PYB_RECORDING);
-	pyb_notify(h);
+	pyb_notify();
 }
 
-static void pyb_window_close(struct host *h, uint64_t gen)
+static void pyb_window_close(uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_close(gen);
 	atomic_store(&pyb.state, PYB_IDLE);
-	pyb_notify(h);
+	pyb_notify();
 }
 
 /* A step boundary (stepping thread, window lock held): arms the bridge
  * when the next step warms up or records (the schedule's, or a queued
  * capture_now window), disarms it when an armed step leads nowhere. */
-static void pyb_on_step(struct host *h, uint64_t step, bool recording)
+static void pyb_on_step(const struct capture_step *s)
 {
-	const struct sched *s = &h->win.sched;
 	int cur = atomic_load(&pyb.state), want;
 
-	if (recording || (cur != PYB_IDLE && cur != PYB_ARMED))
+	if (s->recording || (cur != PYB_IDLE && cur != PYB_ARMED))
 		return; /* recording or warming up: the other callbacks' state */
-	want = s->pending_steps > 0 ||
-	       sched_action_at(&s->cfg, step + 1) != SCHED_NONE ? PYB_ARMED : PYB_IDLE;
+	want = s->next_active ? PYB_ARMED : PYB_IDLE;
 	if (want != cur) {
 		atomic_store(&pyb.state, want);
-		pyb_notify(h);
+		pyb_notify();
 	}
 }
 
 /* Adds the bridge's notes to the trace (the summary prints them), each in
  * the first window after it came. Host thread. */
-static int pyb_collect(struct host *h, const struct host_job *job,
-		       struct trace *t, struct err *e)
+static int pyb_collect(const struct capture_window *job, struct trace *t,
+		       struct err *e)
 {
 	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
 
-	(void)h;
 	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
 		return -1;
@@ -624,7 +623,8 @@ static int pyb_collect(struct host *h, const struct host_job *job,
 	return 0;
 }
 
-void python_explicit_step(void)
+/* capture_ops.explicit_step: from now on explicit steps win. Any thread. */
+static void pyb_explicit_step(void)
 {
 	if (!pyb.auto_steps || atomic_exchange(&pyb.explicit_seen, 1))
 		return;
@@ -632,9 +632,9 @@ void python_explicit_step(void)
 		"stop counting");
 }
 
-static void pyb_fini(struct host *h)
+/* capture_ops.fini: the exiting thread. */
+static void pyb_fini(void)
 {
-	(void)h;
 	pystacks_fini();
 }
 
@@ -647,4 +647,5 @@ const struct capture_ops python_capture = {
 	.collect = pyb_collect,
 	.fini = pyb_fini,
 	.step = pyb_on_step,
+	.explicit_step = pyb_explicit_step,
 };

@@ -18,12 +18,10 @@
 
 #include "../host/capture.h"
 
-/* The source, for capture_sources[] (src/host/capture.c). */
+/* The source, for capture_sources[] (src/host/capture.c). Its
+ * explicit_step slot: a step boundary came through the C ABI (prof_step,
+ * profhost.step()); from then on the bridge's automatic steps stop
+ * counting (explicit steps win). */
 extern const struct capture_ops python_capture;
-
-/* A step boundary came through the C ABI (prof_step, profhost.step()): from
- * now on the bridge's automatic steps stop counting (explicit steps win).
- * Any thread. */
-void python_explicit_step(void);
 
 #endif

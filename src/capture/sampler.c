@@ -45,7 +45,6 @@
 
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
-#include "../host/host.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "pystacks.h"
@@ -77,7 +76,7 @@ struct closed_counts {
 };
 
 static struct {
-	struct host *h;
+	const struct capture_host *h;
 	bool ready;               /* set up: unwind ranges, pipe */
 	bool failed;              /* setting up failed (said once) */
 	struct smp_settings set;  /* the last window opened with: stepping
@@ -403,7 +402,7 @@ static enum thread_kind thread_kind(int32_t tid, int signo)
  * threads that exited. Sampler thread. */
 static void scan_threads(int signo, bool timers)
 {
-	int32_t host_tid = atomic_load(&smp.h->ht.tid), me = atomic_load(&smp.self_tid);
+	int32_t me = atomic_load(&smp.self_tid);
 	struct dirent *de;
 	DIR *d;
 	size_t i;
@@ -420,7 +419,7 @@ static void scan_threads(int signo, bool timers)
 		bool recheck;
 
 		/* Not seen: a slot made before their tid was known goes. */
-		if (tid <= 0 || tid == me || tid == host_tid)
+		if (tid <= 0 || tid == me || smp.h->own_thread(smp.h->ctx, tid))
 			continue;
 		sl = slot_find(tid);
 		if (sl) {
@@ -629,7 +628,7 @@ static bool wants_stacks(const struct smp_settings *set)
 
 /* Sets up what every stack needs: the handler's address ranges and the
  * wake pipe. Once; start-up or the first window asking for stacks. */
-static int setup(struct host *h, struct err *e)
+static int setup(const struct capture_host *h, struct err *e)
 {
 	struct unwind_config uc;
 
@@ -664,7 +663,7 @@ static void apply_settings(const struct smp_settings *set)
 
 /* capture_ops.init: start-up. Reads the policy; with no stacks asked for,
  * nothing is set up (a window asking later does it). */
-static int sampler_init(struct host *h, struct err *e)
+static int sampler_init(const struct capture_host *h, struct err *e)
 {
 	memset(&smp.slots, 0, sizeof smp.slots);
 	atomic_store(&smp.stop, 0);
@@ -698,7 +697,7 @@ static void warm_stepping_thread(void)
 
 /* Sets up on the first window asking for stacks (said once when it
  * fails). Returns whether the sampler is set up. Window lock held. */
-static bool ensure_setup(struct host *h)
+static bool ensure_setup(void)
 {
 	struct err e;
 
@@ -706,7 +705,7 @@ static bool ensure_setup(struct host *h)
 		return true;
 	if (smp.failed)
 		return false;
-	if (setup(h, &e) != 0) {
+	if (setup(smp.h, &e) != 0) {
 		smp.failed = true;
 		log_msg(LOG_WARN, "%s", e.msg);
 		return false;
@@ -717,11 +716,11 @@ static bool ensure_setup(struct host *h)
 /* capture_ops.prepare: a window is about to open. Sets up, starts the
  * sampler thread and warms the stepping thread's unwinder now, so none of
  * it lands in the window's first step. Stepping thread, window lock held. */
-static void sampler_prepare(struct host *h)
+static void sampler_prepare(void)
 {
-	struct smp_settings set = settings_of(h->cfg);
+	struct smp_settings set = settings_of(smp.h->cfg);
 
-	if (!set.sampling || !ensure_setup(h))
+	if (!set.sampling || !ensure_setup())
 		return;
 	if (!smp.thread_started && start_thread() != 0)
 		return;
@@ -733,16 +732,16 @@ static void sampler_prepare(struct host *h)
  * prepare did), takes the signal if needed, starts the sampler thread once,
  * arms the timers of the threads already known (CPU-time clock) and wakes
  * the thread to find the others (and, with the wall clock, to tick). */
-static void sampler_window_open(struct host *h, uint64_t gen)
+static void sampler_window_open(uint64_t gen)
 {
-	struct smp_settings set = settings_of(h->cfg);
+	struct smp_settings set = settings_of(smp.h->cfg);
 	int s;
 
 	if (!wants_stacks(&set) && !smp.ready) {
 		smp.set = set;
 		return;
 	}
-	if (!ensure_setup(h))
+	if (!ensure_setup())
 		return;
 	apply_settings(&set);
 	atomic_store(&smp.window_on, wants_stacks(&set));
@@ -768,11 +767,10 @@ static void sampler_window_open(struct host *h, uint64_t gen)
 /* capture_ops.window_close: stepping thread, window lock held. Disarms
  * every timer and keeps the window's counters and settings for its
  * collect. */
-static void sampler_window_close(struct host *h, uint64_t gen)
+static void sampler_window_close(uint64_t gen)
 {
 	struct closed_counts *cc;
 
-	(void)h;
 	if (!smp.ready)
 		return;
 	atomic_store(&smp.window_on, 0);
@@ -885,14 +883,13 @@ static void tell_rate(const struct smp_settings *set, uint64_t samples,
 /* capture_ops.collect: host thread. Fills t->sampling, adds the wall
  * clock's repeated samples, names the window's stacks (see
  * symbols_resolve_trace) and adds the samples as events. */
-static int sampler_collect(struct host *h, const struct host_job *job,
-			   struct trace *t, struct err *e)
+static int sampler_collect(const struct capture_window *job, struct trace *t,
+			   struct err *e)
 {
 	struct closed_counts cc;
 	uint64_t periods, samples = 0;
 	size_t i;
 
-	(void)h;
 	if (!smp.ready)
 		return 0;
 	pthread_mutex_lock(&smp.closed_lock);
@@ -932,11 +929,10 @@ static int sampler_collect(struct host *h, const struct host_job *job,
 
 /* capture_ops.fini: the exiting thread, after the last window. Stops the
  * sampler thread, deletes the timers and gives the signal back. */
-static void sampler_fini(struct host *h)
+static void sampler_fini(void)
 {
 	int s;
 
-	(void)h;
 	if (!smp.ready)
 		return;
 	atomic_store(&smp.recording, 0);

@@ -1,10 +1,11 @@
-/* capture — the list of capture sources and the calls over it (capture.h). */
+/* capture — the list of capture sources, what the host gives them, and the
+ * calls over them (capture.h). */
 #include "capture.h"
 
 #include "../shim/nvtx.h"
+#include "../capture/python.h"
 #include "../capture/sampler.h"
 #include "host.h"
-#include "../capture/python.h"
 
 #ifdef PROFHOST_HAVE_CUDA
 #include "../capture/cupti.h"
@@ -28,14 +29,79 @@ const struct capture_ops *const capture_sources[] = {
 /* Bit i set: source i initialized and stays on. Written at start-up only. */
 static uint32_t capture_on;
 
+/* What the sources get (capture_host); filled once at start-up. */
+static struct capture_host capture_host;
+
+/* capture_host's callbacks: the host's functions, with the host as ctx. */
+static void host_step(void *ctx)
+{
+	window_step(ctx);
+}
+
+static int host_range_begin(void *ctx)
+{
+	return window_range_begin(ctx);
+}
+
+static void host_range_end(void *ctx)
+{
+	window_range_end(ctx);
+}
+
+static bool host_ahead(void *ctx)
+{
+	return window_ahead(ctx);
+}
+
+static void host_fail_cb(void *ctx, const struct err *e)
+{
+	host_fail(ctx, e);
+}
+
+static bool host_disabled(void *ctx)
+{
+	struct host *h = ctx;
+
+	return atomic_load(&h->disabled) != 0;
+}
+
+/* Window lock held (see capture_host.finishing). */
+static bool host_finishing(void *ctx)
+{
+	struct host *h = ctx;
+
+	return h->win.finished;
+}
+
+static bool host_own_thread(void *ctx, int32_t tid)
+{
+	struct host *h = ctx;
+
+	return tid == atomic_load(&h->ht.tid);
+}
+
 void capture_init_all(struct host *h)
 {
+	struct capture_host *ch = &capture_host;
 	size_t i;
 
+	ch->cfg = h->cfg;
+	ch->shim = h->shim;
+	ch->pid = h->pid;
+	ch->python = h->env.python;
+	ch->ctx = h;
+	ch->step = host_step;
+	ch->range_begin = host_range_begin;
+	ch->range_end = host_range_end;
+	ch->ahead = host_ahead;
+	ch->fail = host_fail_cb;
+	ch->disabled = host_disabled;
+	ch->finishing = host_finishing;
+	ch->own_thread = host_own_thread;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 
-		if (capture_sources[i]->init && capture_sources[i]->init(h, &e) != 0) {
+		if (capture_sources[i]->init && capture_sources[i]->init(ch, &e) != 0) {
 			host_fail(h, &e);
 			continue;
 		}
@@ -43,70 +109,95 @@ void capture_init_all(struct host *h)
 	}
 }
 
-void capture_warmup_all(struct host *h)
+void capture_warmup_all(void)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->warmup)
-			capture_sources[i]->warmup(h);
+			capture_sources[i]->warmup();
 }
 
-void capture_prepare_all(struct host *h)
+void capture_prepare_all(void)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->prepare)
-			capture_sources[i]->prepare(h);
+			capture_sources[i]->prepare();
 }
 
-void capture_open_all(struct host *h, uint64_t gen)
+void capture_open_all(uint64_t gen)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->window_open)
-			capture_sources[i]->window_open(h, gen);
+			capture_sources[i]->window_open(gen);
 }
 
-void capture_close_all(struct host *h, uint64_t gen)
+void capture_close_all(uint64_t gen)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->window_close)
-			capture_sources[i]->window_close(h, gen);
+			capture_sources[i]->window_close(gen);
 }
 
 void capture_collect_all(struct host *h, const struct host_job *job,
 			 struct trace *t)
 {
+	struct capture_window w;
 	size_t i;
 
+	w.gen = job->gen;
+	w.window = job->window;
+	w.first = job->first;
+	w.last = job->last;
+	w.start_ts = job->start_ts;
+	w.end_ts = job->end_ts;
 	for (i = 0; capture_sources[i]; i++) {
 		struct err e;
 
 		if ((capture_on >> i & 1) && capture_sources[i]->collect &&
-		    capture_sources[i]->collect(h, job, t, &e) != 0)
+		    capture_sources[i]->collect(&w, t, &e) != 0)
 			host_fail(h, &e);
 	}
 }
 
-void capture_fini_all(struct host *h)
+void capture_fini_all(void)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->fini)
-			capture_sources[i]->fini(h);
+			capture_sources[i]->fini();
 }
 
-void capture_step_all(struct host *h, uint64_t step, bool recording)
+void capture_step_all(const struct capture_step *s)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->step)
-			capture_sources[i]->step(h, step, recording);
+			capture_sources[i]->step(s);
+}
+
+void capture_explicit_step_all(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->explicit_step)
+			capture_sources[i]->explicit_step();
+}
+
+void capture_cuda_inject_all(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->cuda_inject)
+			capture_sources[i]->cuda_inject();
 }

@@ -1,10 +1,17 @@
 /*
- * capture — how capture sources (CUPTI, the CPU sampler, ...) plug into the
- * window lifecycle.
+ * capture — the seam between the host and its capture sources (NVTX,
+ * CUPTI, the Python bridge, the CPU sampler, ...). This header is all a
+ * source may know of the host: no file in src/capture includes host.h
+ * (a ctest, capture_seam, checks it).
  *
- * Each source fills in a struct capture_ops; core.c lists them in
- * capture_sources[] and calls them in order. Every callback may be NULL.
- * Contracts:
+ * What the host gives a source: struct capture_host, once, at init. It
+ * holds the configuration, the shim's table and the host's callbacks (a
+ * step boundary, the NVTX capture range, whether a window lies ahead, a
+ * failure); the pointer stays valid for the process, so a source keeps it.
+ *
+ * What a source gives the host: a struct capture_ops, listed in
+ * capture_sources[] (capture.c); the host calls them in order and names no
+ * source anywhere else. Every callback may be NULL. Contracts:
  *   init          start-up, from the shim's constructor. Returns 0, or -1
  *                 with *e set: the source is then off for the process (the
  *                 host reports *e once and carries on; PROF_STRICT=1 makes
@@ -16,63 +23,132 @@
  *   window_close  the window of generation `gen` stopped recording
  *                 (stepping thread, window lock held: must not block; heavy
  *                 work such as flushing belongs in collect).
- *   collect       the host thread assembles the window of `job`: add the
- *                 source's events to `t` (already holding the CPU events).
- *                 Returns 0, or -1 with *e set (reported, the window is
- *                 still written).
+ *   collect       the host thread assembles window `w`: add the source's
+ *                 events to `t` (already holding the CPU events). Returns
+ *                 0, or -1 with *e set (reported, the window is still
+ *                 written).
  *   fini          the process is ending, after the last window was
  *                 written (the exiting thread).
+ *   step          a step boundary: `s->step` begins (stepping thread,
+ *                 window lock held: must not block). Also called for step
+ *                 0 at start-up.
  *   prepare       a window is about to open (the step before it, its
  *                 warm-up, a capture_now request, a capture range that may
  *                 open one): do now what would otherwise slow the window's
  *                 first step (threads, first-time work on the stepping
  *                 thread). May be called again before the window opens.
  *                 Stepping thread, window lock held: must not block.
- *   step          a step boundary: `step` begins, `recording` says whether
- *                 a window records it (stepping thread, window lock held:
- *                 must not block). Also called for step 0 at start-up.
+ *   explicit_step a step boundary came through the C ABI (prof_step,
+ *                 profhost.step()), before the host handles it. Any
+ *                 thread, no lock held.
+ *   cuda_inject   the CUDA driver called InitializeInjection on profhost's
+ *                 library (CUDA_INJECTION64_PATH). Any thread, no lock
+ *                 held; not after the process stopped profiling.
+ * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
 #define PROFHOST_CAPTURE_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "../events/trace.h"
+#include "../policy/policy.h"
 #include "../util/err.h"
+#include "shim_api.h"
+
+/* What the host gives every source at init. Valid for the process. The
+ * callbacks take `ctx` first. */
+struct capture_host {
+	const struct policy_config *cfg;
+	const struct shim_api *shim;
+	pid_t pid;                   /* this process */
+	bool python;                 /* PROF_PYTHON: the Python bridge may start */
+	void *ctx;
+	/* A step boundary (as prof_step). Any thread; not from a window
+	 * callback (it takes the window lock). */
+	void (*step)(void *ctx);
+	/* An instance of the NVTX capture range (prof.capture_range) began:
+	 * returns 1 when it now holds a window open (call range_end when it
+	 * ends), 0 when it does not (another instance does, or the process
+	 * is ending), -1 when prof.capture_range{count} is used up. Any
+	 * thread; not from a window callback. */
+	int (*range_begin)(void *ctx);
+	void (*range_end)(void *ctx);
+	/* Whether the schedule or a capture request may still open a window
+	 * (or one is recording). Any thread; not from a window callback. */
+	bool (*ahead)(void *ctx);
+	/* Reports a failure outside init and collect (which return theirs):
+	 * one line on stderr, fatal with PROF_STRICT=1. Any thread; not from
+	 * a window callback. */
+	void (*fail)(void *ctx, const struct err *e);
+	/* Whether profiling is off in this process (a forked child, exiting,
+	 * a fatal failure). Any thread. */
+	bool (*disabled)(void *ctx);
+	/* Whether the process is ending (the last window closes or closed).
+	 * From a window callback only (window lock held). */
+	bool (*finishing)(void *ctx);
+	/* Whether kernel thread `tid` is one of the host's own (never
+	 * sampled). Any thread. */
+	bool (*own_thread)(void *ctx, int32_t tid);
+};
+
+/* A step boundary, as capture_ops.step sees it. */
+struct capture_step {
+	uint64_t step;               /* the step that begins */
+	bool recording;              /* a window records it */
+	bool next_active;            /* the next step warms up or records (the
+					schedule's, or a queued capture_now
+					request) */
+};
+
+/* A closed window, as capture_ops.collect sees it. */
+struct capture_window {
+	uint64_t gen;                /* capture generation (0: none) */
+	uint32_t window;             /* its index */
+	uint64_t first, last;        /* its steps */
+	int64_t start_ts, end_ts;    /* when it opened and closed */
+};
+
+struct capture_ops {
+	const char *name;
+	int (*init)(const struct capture_host *host, struct err *e);
+	void (*warmup)(void);
+	void (*window_open)(uint64_t gen);
+	void (*window_close)(uint64_t gen);
+	int (*collect)(const struct capture_window *w, struct trace *t,
+		       struct err *e);
+	void (*fini)(void);
+	void (*step)(const struct capture_step *s);
+	void (*prepare)(void);
+	void (*explicit_step)(void);
+	void (*cuda_inject)(void);
+};
+
+/* ---- the host's side (capture.c) ---- */
 
 struct host;
 struct host_job;
 
-struct capture_ops {
-	const char *name;
-	int (*init)(struct host *h, struct err *e);
-	void (*warmup)(struct host *h);
-	void (*window_open)(struct host *h, uint64_t gen);
-	void (*window_close)(struct host *h, uint64_t gen);
-	int (*collect)(struct host *h, const struct host_job *job,
-		       struct trace *t, struct err *e);
-	void (*fini)(struct host *h);
-	void (*step)(struct host *h, uint64_t step, bool recording);
-	void (*prepare)(struct host *h);
-};
-
-/* Calls every source's prepare. Window lock held. */
-void capture_prepare_all(struct host *h);
-
-/* The sources compiled in, NULL-ended (capture.c). */
+/* The sources compiled in, NULL-ended. */
 extern const struct capture_ops *const capture_sources[];
 
-/* Calls every source's callback of that name, skipping sources whose init
- * failed. Threads and contracts as above. capture_init_all reports each
- * failing source itself (host_fail) and returns nothing. */
+/* Fills the host's struct capture_host and calls every source's init,
+ * reporting each failing source itself (host_fail). Start-up. */
 void capture_init_all(struct host *h);
-void capture_warmup_all(struct host *h);
-void capture_open_all(struct host *h, uint64_t gen);
-void capture_close_all(struct host *h, uint64_t gen);
+
+/* Call every source's callback of that name, skipping sources whose init
+ * failed. Threads and contracts as above. */
+void capture_warmup_all(void);
+void capture_prepare_all(void);
+void capture_open_all(uint64_t gen);
+void capture_close_all(uint64_t gen);
 void capture_collect_all(struct host *h, const struct host_job *job,
 			 struct trace *t);
-void capture_fini_all(struct host *h);
-void capture_step_all(struct host *h, uint64_t step, bool recording);
+void capture_fini_all(void);
+void capture_step_all(const struct capture_step *s);
+void capture_explicit_step_all(void);
+void capture_cuda_inject_all(void);
 
 #endif

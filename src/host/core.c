@@ -14,38 +14,18 @@
 #include <unistd.h>
 
 #include "../control/control.h"
-#include "../capture/python.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
 #include "../util/progname.h"
 #include "capture.h"
 #include "host.h"
-#ifdef PROFHOST_HAVE_CUDA
-#include "../capture/cupti.h"
-#endif
 
 #define PROFHOST_EXPORT __attribute__((visibility("default")))
 #define STRICT_EXIT_STATUS 70
 #define FINI_WAIT_MS 60000
 
 static struct host host;
-static _Atomic int strict_exiting;
-
-/* With PROF_STRICT=1 a failure ends the process through exit(): stdio is
- * flushed and the shim's destructor writes the recording window, as at a
- * normal exit (from the host thread itself, hostthread_stop writes what is
- * queued in place). A failure while exiting does not exit again. */
-void host_fail(struct host *h, const struct err *e)
-{
-	log_msg(LOG_ERROR, "%s", e->msg);
-	if (!h->env.strict || atomic_exchange(&strict_exiting, 1))
-		return;
-	log_msg(LOG_ERROR, "PROF_STRICT=1: exiting with status %d (after writing "
-		"the recording window)", STRICT_EXIT_STATUS);
-	exit(STRICT_EXIT_STATUS);
-}
-
 /* Reads argv from /proc/self/cmdline into buf; returns the number of
  * arguments found (up to max) with argv[i] pointing into buf. */
 static int read_cmdline(char *buf, size_t size, const char **argv, int max)
@@ -149,7 +129,7 @@ static int policy_capture(void *ctx, uint32_t steps, const char *reason,
 
 static void core_step(void)
 {
-	python_explicit_step();
+	capture_explicit_step_all();
 	window_step(&host);
 }
 
@@ -174,7 +154,7 @@ static void core_fini(void)
 		return;
 	window_finish(&host, false);
 	hostthread_stop(&host, FINI_WAIT_MS);
-	capture_fini_all(&host);
+	capture_fini_all();
 	live_fini(&host);
 }
 
@@ -183,7 +163,8 @@ static int core_cuda_inject(void)
 {
 	if (atomic_load(&host.disabled))
 		return 1;
-	return cupti_inject(&host);
+	capture_cuda_inject_all();
+	return 1;
 }
 #endif
 

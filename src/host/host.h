@@ -154,7 +154,7 @@ struct host {
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
- * then ends the process with status 70. Any thread. */
+ * then ends the process with status 70. Any thread (fail.c). */
 void host_fail(struct host *h, const struct err *e);
 
 /* --- window.c: the step side --- */

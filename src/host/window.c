@@ -42,7 +42,7 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	}
 	w->prepared = false; /* the next window gets its own */
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
-	capture_open_all(h, w->gen);
+	capture_open_all(w->gen);
 	w->recording = true;
 	w->ticket = 0; /* window_step sets it for a capture_now window */
 	w->ticket_steps = 0;
@@ -68,7 +68,7 @@ static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
 	struct host_job *job;
 
 	h->shim->evbuf_close();
-	capture_close_all(h, w->gen);
+	capture_close_all(w->gen);
 	w->recording = false;
 	w->range_active = false;
 	job = calloc(1, sizeof *job);
@@ -113,7 +113,7 @@ static void prepare_window(struct host *h)
 		return;
 	}
 	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
-	capture_prepare_all(h);
+	capture_prepare_all();
 }
 
 /* Tells the shim whether NVTX pushes should keep their names: while a
@@ -210,6 +210,19 @@ void window_step_stats(const struct window_state *w, double *median,
 	*mean = sum / (double)w->ndur;
 }
 
+/* Tells the sources about the step that begins (capture_ops.step). Lock
+ * held. */
+static void tell_step(const struct window_state *w)
+{
+	struct capture_step cs;
+
+	cs.step = w->sched.step;
+	cs.recording = w->recording;
+	cs.next_active = w->sched.pending_steps > 0 ||
+			 sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE;
+	capture_step_all(&cs);
+}
+
 /* Reports a failure open_window() left, once the lock is released. */
 static void report_pending(struct host *h, bool failed, const struct err *e)
 {
@@ -248,11 +261,11 @@ void window_init(struct host *h)
 	w->step_start = clock_now_ns();
 	w->step_tid = (int32_t)syscall(SYS_gettid);
 	if (r.warmup_start)
-		capture_warmup_all(h);
+		capture_warmup_all();
 	if (r.open_window)
 		open_window(h, r.open_reason, r.step, w->step_start);
 	update_arm(h, r.action, w->step_start);
-	capture_step_all(h, w->sched.step, w->recording);
+	tell_step(w);
 	atomic_store(&w->ready, 1);
 	report_pending(h, take_failure(w, &e), &e);
 }
@@ -295,7 +308,7 @@ void window_step(struct host *h)
 	if (r.save && w->recording && !w->range_active)
 		job = close_window(h, r.last, now);
 	if (r.warmup_start)
-		capture_warmup_all(h);
+		capture_warmup_all();
 	if (r.open_window && !w->recording) {
 		open_window(h, r.open_reason, r.step, now);
 		opened = w->recording;
@@ -308,7 +321,7 @@ void window_step(struct host *h)
 		w->ticket_steps = w->sched.now_left;
 	}
 	update_arm(h, r.action, now);
-	capture_step_all(h, w->sched.step, w->recording);
+	tell_step(w);
 	w->step_start = now;
 	w->step_tid = tid;
 	info.recording = w->recording;

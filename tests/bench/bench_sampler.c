@@ -30,7 +30,7 @@
 
 #include "capture/sampler.h"
 #include "shim/evbuf.h"
-#include "host/host.h"
+#include "host/capture.h"
 #include "util/log.h"
 
 #define HANDLER_REPS 20000
@@ -221,7 +221,15 @@ static void visit_samples(void *ctx, int32_t tid, const char *name,
 	}
 }
 
-static struct host host;
+static struct capture_host host;
+
+/* The host has no threads of its own here. */
+static bool no_own_thread(void *ctx, int32_t tid)
+{
+	(void)ctx;
+	(void)tid;
+	return false;
+}
 static struct policy_config cfg;
 static const struct shim_api shim = {
 	.version = SHIM_API_VERSION,
@@ -245,7 +253,7 @@ static struct run_result run_workload(long iters, bool sampling)
 
 	if (sampling) {
 		gen = evbuf_open((size_t)256 << 20);
-		sampler_capture.window_open(&host, gen);
+		sampler_capture.window_open(gen);
 	}
 	t0 = now_s(CLOCK_MONOTONIC);
 	for (i = 0; i < 2; i++) {
@@ -262,7 +270,7 @@ static struct run_result run_workload(long iters, bool sampling)
 		unwind_counts(&uc);
 		rr.slow = uc.slow;
 		evbuf_close();
-		sampler_capture.window_close(&host, gen);
+		sampler_capture.window_close(gen);
 		evbuf_drain(gen, visit_samples, &rr, &st);
 		evbuf_release(gen);
 	}
@@ -303,6 +311,7 @@ static void bench_overhead(double seconds)
 
 	host.shim = &shim;
 	host.cfg = &cfg;
+	host.own_thread = no_own_thread;
 	cfg.capture.cpu_hz = 999;
 	cfg.capture.cpu_depth = 128;
 	cfg.capture.cpu_signal = 0; /* auto */
@@ -313,7 +322,7 @@ static void bench_overhead(double seconds)
 		for (k = 1; k <= 2; k++) {
 			sampler_start(k == 2);
 			rr[k][r] = run_workload(iters, true);
-			sampler_capture.fini(&host);
+			sampler_capture.fini();
 		}
 	}
 	for (k = 0; k < 3; k++)

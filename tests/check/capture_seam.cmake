@@ -1,0 +1,36 @@
+# The capture seam (src/host/capture.h): capture sources know the host only
+# through that header, and the host names a source only in its list of
+# sources (src/host/capture.c). Fails naming each file that breaks it.
+#   cmake -DSRC=<repository>/src -P capture_seam.cmake
+if(NOT SRC)
+  message(FATAL_ERROR "capture_seam: pass -DSRC=<repository>/src")
+endif()
+set(bad "")
+file(GLOB sources ${SRC}/capture/*.c ${SRC}/capture/*.h)
+if(NOT sources)
+  message(FATAL_ERROR "capture_seam: no sources under ${SRC}/capture")
+endif()
+foreach(f ${sources})
+  file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]*/)?host\\.h[\">]")
+  if(hits)
+    list(APPEND bad "${f} includes host.h (a capture source sees the host only through src/host/capture.h)")
+  endif()
+endforeach()
+file(GLOB hostfiles ${SRC}/host/*.c ${SRC}/host/*.h)
+foreach(f ${hostfiles})
+  get_filename_component(name ${f} NAME)
+  # capture.c lists the sources; the shim's files and shim_api.h carry the
+  # shim's half of NVTX (src/capture/nvtx.h), which is no capture source.
+  if(name STREQUAL "capture.c" OR name MATCHES "^shim")
+    continue()
+  endif()
+  file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]*capture/")
+  if(hits)
+    list(APPEND bad "${f} includes a capture source's header (only src/host/capture.c names sources)")
+  endif()
+endforeach()
+if(bad)
+  list(JOIN bad "\n" text)
+  message(FATAL_ERROR "capture seam broken:\n${text}")
+endif()
+message(STATUS "capture seam: ${SRC}/capture includes no host.h")

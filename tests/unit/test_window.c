@@ -1,0 +1,403 @@
+/*
+ * test_window — the host's step side (src/host/window.c) against fakes of
+ * everything around it: the shim's table (event buffers, NVTX arming), the
+ * host thread (start, submit), the capture sources (capture.h's calls),
+ * the policy's hooks and host_fail. Drives step sequences, capture_now,
+ * the NVTX capture range and the exit, and checks what a user would see:
+ * which windows are written with which steps and reasons, what the
+ * sources and hooks are told, and when.
+ */
+#include "check.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host/capture.h"
+#include "host/host.h"
+
+/* ---- a log of what window.c did, one word per call */
+
+static char calls[4096];
+
+static void note(const char *fmt, ...)
+{
+	size_t n = strlen(calls);
+	va_list ap;
+
+	if (n)
+		calls[n++] = ' ';
+	va_start(ap, fmt);
+	vsnprintf(calls + n, sizeof calls - n, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- the fake shim */
+
+static uint64_t next_gen = 1;
+static int armed = -1, replays, prepares;
+
+static uint64_t fake_evbuf_open(size_t bytes)
+{
+	(void)bytes;
+	return next_gen++;
+}
+
+static uint64_t fake_evbuf_close(void)
+{
+	return 0;
+}
+
+static void fake_evbuf_prepare(size_t bytes)
+{
+	(void)bytes;
+	prepares++;
+}
+
+static void fake_evbuf_release(uint64_t gen)
+{
+	(void)gen;
+}
+
+static void fake_nvtx_arm(int on)
+{
+	armed = on;
+}
+
+static void fake_nvtx_replay(void)
+{
+	replays++;
+}
+
+static const struct shim_api fake_shim = {
+	.version = SHIM_API_VERSION,
+	.evbuf_open = fake_evbuf_open,
+	.evbuf_close = fake_evbuf_close,
+	.evbuf_prepare = fake_evbuf_prepare,
+	.evbuf_release = fake_evbuf_release,
+	.nvtx_arm = fake_nvtx_arm,
+	.nvtx_replay = fake_nvtx_replay,
+};
+
+/* ---- the fake host thread and failure report */
+
+#define JOBS_MAX 64
+
+static struct host_job *jobs[JOBS_MAX];
+static size_t njobs;
+static int thread_fails; /* hostthread_start fails while > 0 */
+static int failures;
+static char last_failure[sizeof ((struct err *)0)->msg];
+
+int hostthread_start(struct host *h, struct err *e)
+{
+	(void)h;
+	if (thread_fails > 0) {
+		thread_fails--;
+		return err_set(e, "cannot start the host thread (test)");
+	}
+	return 0;
+}
+
+void hostthread_submit(struct host *h, struct host_job *job)
+{
+	(void)h;
+	note("submit%u", job->window);
+	if (njobs < JOBS_MAX)
+		jobs[njobs++] = job;
+	else
+		free(job->steps), free(job);
+}
+
+void host_fail(struct host *h, const struct err *e)
+{
+	(void)h;
+	failures++;
+	snprintf(last_failure, sizeof last_failure, "%s", e->msg);
+}
+
+/* ---- the fake capture sources */
+
+void capture_warmup_all(void)
+{
+	note("warmup");
+}
+
+void capture_prepare_all(void)
+{
+}
+
+void capture_open_all(uint64_t gen)
+{
+	note("open%llu", (unsigned long long)gen);
+}
+
+void capture_close_all(uint64_t gen)
+{
+	note("close%llu", (unsigned long long)gen);
+}
+
+void capture_step_all(const struct capture_step *s)
+{
+	/* step N, R when recorded, + when the next step warms up or records */
+	note("step%llu%s%s", (unsigned long long)s->step, s->recording ? "R" : "",
+	     s->next_active ? "+" : "");
+}
+
+/* ---- the fake policy hooks */
+
+static char started_reason[HOST_REASON_MAX];
+static uint32_t started_window;
+static int window_starts, step_hooks;
+static uint64_t last_hook_step;
+
+enum policy_status policy_on_window_start(struct policy *p,
+					  const struct policy_window_info *w,
+					  struct err *e)
+{
+	(void)p;
+	(void)e;
+	window_starts++;
+	started_window = w->window;
+	snprintf(started_reason, sizeof started_reason, "%s", w->reason);
+	return POLICY_OK;
+}
+
+enum policy_status policy_on_step(struct policy *p,
+				  const struct policy_step_info *info,
+				  struct err *e)
+{
+	(void)p;
+	(void)e;
+	step_hooks++;
+	last_hook_step = info->step;
+	return POLICY_OK;
+}
+
+/* ---- helpers */
+
+static struct host host;
+static struct policy_config cfg;
+
+/* A fresh host over `sc`, at step 0. */
+static void start(const struct sched_config *sc)
+{
+	size_t i;
+
+	for (i = 0; i < njobs; i++) {
+		free(jobs[i]->steps);
+		free(jobs[i]);
+	}
+	njobs = 0;
+	calls[0] = '\0';
+	failures = 0;
+	window_starts = step_hooks = 0;
+	replays = prepares = 0;
+	armed = -1;
+	next_gen = 1;
+	memset(&host, 0, sizeof host);
+	memset(&cfg, 0, sizeof cfg);
+	cfg.schedule = *sc;
+	cfg.capture.buffer_bytes = 1 << 20;
+	host.cfg = &cfg;
+	host.shim = &fake_shim;
+	window_init(&host);
+}
+
+static void steps(int n)
+{
+	while (n-- > 0)
+		window_step(&host);
+}
+
+/* Checks job i: window index, steps first..last (`nsteps` of them ended
+ * inside it), reason and ticket. */
+static void check_job(size_t i, uint32_t window, uint64_t first, uint64_t last,
+		      size_t nsteps, const char *reason, uint64_t ticket)
+{
+	CHECK(i < njobs);
+	if (i >= njobs)
+		return;
+	CHECK_EQ_INT(jobs[i]->window, window);
+	CHECK_EQ_INT(jobs[i]->first, first);
+	CHECK_EQ_INT(jobs[i]->last, last);
+	CHECK_EQ_STR(jobs[i]->reason, reason);
+	CHECK_EQ_INT(jobs[i]->ticket, ticket);
+	CHECK_EQ_INT(jobs[i]->nsteps, nsteps);
+}
+
+/* ---- the cases */
+
+#define CFG(sf, w, wu, a, c) { (sf), (w), (wu), (a), (c), true }
+
+/* wait 1, warm-up 1, active 2, twice: steps 2-3 and 6-7 are written, the
+ * sources hear warm-up, open, close and every step in that order. */
+static void test_schedule_windows(void)
+{
+	struct sched_config sc = CFG(0, 1, 1, 2, 2);
+
+	start(&sc);
+	CHECK_EQ_STR(calls, "step0+");
+	CHECK_EQ_INT(armed, 1); /* step 1 warms up */
+	steps(9);
+	CHECK_EQ_STR(calls, "step0+ warmup step1+ open1 step2R+ step3R close1 "
+		     "step4+ submit0 warmup step5+ open2 step6R+ step7R close2 step8 "
+		     "submit1 step9");
+	CHECK_EQ_INT(njobs, 2);
+	check_job(0, 0, 2, 3, 2, "schedule", 0);
+	check_job(1, 1, 6, 7, 2, "schedule", 0);
+	CHECK_EQ_INT(jobs[0]->steps[0].step, 2);
+	CHECK_EQ_INT(jobs[0]->steps[1].step, 3);
+	CHECK_EQ_INT(jobs[0]->gen, 1);
+	CHECK_EQ_INT(jobs[1]->gen, 2);
+	CHECK_EQ_INT(armed, 0); /* nothing lies ahead */
+	CHECK(!window_ahead(&host));
+	CHECK_EQ_INT(replays, 2);
+	CHECK(prepares >= 2);
+}
+
+/* capture_now: the next boundary opens a window of N steps, ticket 1, with
+ * the request's reason; a second request while one is queued is refused. */
+static void test_capture_now(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct err e;
+
+	start(&sc);
+	CHECK(!window_ahead(&host));
+	steps(2);
+	CHECK_EQ_INT(window_capture_now(&host, 3, "slow step", &e), 0);
+	CHECK_EQ_INT(window_capture_now(&host, 1, NULL, &e), -1);
+	CHECK_EQ_STR(e.msg, "a capture request is already queued");
+	CHECK(window_ahead(&host));
+	CHECK_EQ_INT(armed, 1);
+	steps(5);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 3, 5, 3, "slow step", 1);
+	/* A second request gets the next ticket and window index. */
+	CHECK_EQ_INT(window_capture_now(&host, 1, NULL, &e), 0);
+	steps(2);
+	CHECK_EQ_INT(njobs, 2);
+	check_job(1, 1, 8, 8, 1, "capture_now", 2);
+	CHECK_EQ_INT(window_capture_now(&host, 0, NULL, &e), -1);
+	CHECK_EQ_STR(e.msg, "'steps' must be at least 1");
+}
+
+/* The window-start hook sees the opened window's index and reason, and the
+ * step hook every boundary. */
+static void test_hooks(void)
+{
+	struct sched_config sc = CFG(1, 0, 0, 1, 1);
+
+	start(&sc);
+	cfg.has_on_window_start = true;
+	cfg.has_on_step = true;
+	steps(1);
+	CHECK_EQ_INT(window_starts, 1);
+	CHECK_EQ_INT(started_window, 0);
+	CHECK_EQ_STR(started_reason, "schedule");
+	CHECK_EQ_INT(step_hooks, 1);
+	CHECK_EQ_INT(last_hook_step, 0);
+	steps(2);
+	CHECK_EQ_INT(window_starts, 1);
+	CHECK_EQ_INT(step_hooks, 3);
+	CHECK_EQ_INT(last_hook_step, 2);
+	check_job(0, 0, 1, 1, 1, "schedule", 0);
+}
+
+/* An NVTX capture range opens a window at the current step and holds it
+ * past the schedule's save; its end closes it. count = 2: the third
+ * instance is refused. */
+static void test_capture_range(void)
+{
+	struct sched_config sc = { 0 };
+
+	start(&sc);
+	cfg.capture_range.nvtx = "train";
+	cfg.capture_range.count = 2;
+	cfg.has_on_window_start = true;
+	window_starts = 0;
+	steps(1);
+	CHECK_EQ_INT(window_range_begin(&host), 1);
+	CHECK_EQ_INT(window_starts, 1);
+	CHECK_EQ_STR(started_reason, "nvtx range 'train'");
+	CHECK_EQ_INT(window_range_begin(&host), 0); /* one instance at a time */
+	steps(2);
+	CHECK_EQ_INT(njobs, 0);
+	window_range_end(&host);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 1, 3, 2, "nvtx range 'train'", 0); /* step 3 did not end */
+	CHECK_EQ_INT(window_range_begin(&host), 1);
+	window_range_end(&host);
+	CHECK_EQ_INT(window_range_begin(&host), -1);
+	CHECK_EQ_INT(njobs, 2);
+}
+
+/* A schedule window that opens inside a capture range joins it, and the
+ * range keeps it recording after the schedule's save. */
+static void test_range_joins_schedule(void)
+{
+	struct sched_config sc = CFG(2, 0, 0, 1, 1);
+
+	start(&sc);
+	cfg.capture_range.nvtx = "r";
+	steps(1);
+	CHECK_EQ_INT(window_range_begin(&host), 1);
+	steps(4); /* the schedule's window (step 2) saves at step 3's boundary */
+	CHECK_EQ_INT(njobs, 0);
+	window_range_end(&host);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 1, 5, 4, "nvtx range 'r'", 0);
+}
+
+/* The process ends inside a window: it is written with its last step
+ * partial, once; later boundaries do nothing. */
+static void test_finish(void)
+{
+	struct sched_config sc = CFG(0, 1, 0, 5, 1);
+
+	start(&sc);
+	steps(3);
+	CHECK(window_recording(&host));
+	window_finish(&host, false);
+	CHECK(!window_recording(&host));
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 1, 3, 3, "schedule", 0);
+	CHECK_EQ_INT(jobs[0]->steps[2].partial, 1);
+	window_finish(&host, false);
+	steps(3);
+	CHECK_EQ_INT(njobs, 1);
+	CHECK(!window_ahead(&host));
+	CHECK_EQ_INT(window_range_begin(&host), 0);
+}
+
+/* No host thread: the window is skipped and the failure said once the
+ * lock is released; the next window opens as usual. */
+static void test_thread_failure(void)
+{
+	struct sched_config sc = CFG(0, 1, 0, 1, 2);
+
+	start(&sc);
+	thread_fails = 100;
+	steps(1);
+	CHECK(failures >= 1);
+	CHECK_EQ_STR(last_failure, "cannot start the host thread (test)");
+	CHECK(!window_recording(&host));
+	thread_fails = 0;
+	steps(4);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 3, 3, 1, "schedule", 0);
+}
+
+int main(void)
+{
+	test_schedule_windows();
+	test_capture_now();
+	test_hooks();
+	test_capture_range();
+	test_range_joins_schedule();
+	test_finish();
+	test_thread_failure();
+	start(&(struct sched_config){ 0 });
+	return check_done();
+}
