@@ -109,11 +109,15 @@ int pystacks_init(void)
 	return 0;
 }
 
-/* True when `file` is one of profhost's own Python files (its wrappers and
- * the profhost module's functions that push ranges). */
+/* True when `file` is one of profhost's own Python files (the bridge's
+ * wrappers and the profhost module's functions that push ranges). */
 static bool own_file(const char *file)
 {
-	static const char *const own[] = { "/profhost/__init__.py", "/profhost/_bridge.py" };
+	static const char *const own[] = {
+		"/profhost/__init__.py", "/profhost/_bridge.py", "/profhost/_host.py",
+		"/profhost/_imports.py", "/profhost/_steps.py", "/profhost/_nvtx.py",
+		"/profhost/_pystacks.py",
+	};
 	size_t n = strlen(file), i, k;
 
 	for (i = 0; i < sizeof own / sizeof own[0]; i++) {

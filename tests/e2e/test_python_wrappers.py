@@ -47,7 +47,7 @@ ORIG_CALL = nn.Module.__dict__["__call__"]
 ORIG_CODE = ORIG_CALL.__code__
 ORIG_SGD_STEP = torch.optim.SGD.__dict__["step"]
 
-from profhost import _bridge, _phases
+from profhost import _bridge, _nvtx, _phases, _pystacks
 
 NAMES = ("data", "forward", "backward", "optimizer")
 IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
@@ -403,18 +403,18 @@ class Wrappers(unittest.TestCase):
                     calls.append(h)   # registered (not a refused keyword)
                     return h
                 setattr(mm, name, counting)
-            gen = _bridge._stacks_gen
+            gen = _pystacks.gen
             set_state(ARMED)
-            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
-            assert not _bridge._stacks_rec
+            assert len(calls) == 2 and _pystacks.gen == gen + 1
+            assert not _pystacks.rec
             nxt = dl._BaseDataLoaderIter.__dict__["__next__"]
             assert nxt is not ORIG_NEXT
             set_state(RECORDING)
-            assert len(calls) == 2 and _bridge._stacks_gen == gen + 1
-            assert _bridge._stacks_rec
+            assert len(calls) == 2 and _pystacks.gen == gen + 1
+            assert _pystacks.rec
             assert dl._BaseDataLoaderIter.__dict__["__next__"] is nxt
             set_state(IDLE)
-            assert not _phases.is_on() and not _bridge._stacks_on
+            assert not _phases.is_on() and not _pystacks.on
         ''')
 
     def test_emit_nvtx_steps_aside_for_torch_profiler(self):
@@ -436,7 +436,7 @@ class Wrappers(unittest.TestCase):
                     entered.append("out")
 
             torch.autograd.profiler.emit_nvtx = FakeNvtx
-            _bridge._nvtx_ok = True
+            _nvtx.ok = True
             set_state(IDLE)
             set_state(ARMED)
             assert entered == ["in"], entered

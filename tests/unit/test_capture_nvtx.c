@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/nvtx.h"
+#include "shim/nvtx.h"
 #include "events/trace.h"
 #include "host/capture.h"
 

@@ -1,6 +1,6 @@
 """profhost._phases: the step phases of the Python bridge. Not an API.
 
-Imported by profhost._bridge once torch's optimizer module is there. While
+Imported by profhost._steps once torch's optimizer module is there. While
 phases are on (a window is armed, warms up or records: see _bridge), the
 time a thread spends in
 

@@ -1,0 +1,143 @@
+"""profhost._host: the bridge's binding to the host. Not an API.
+
+The host (src/capture/python.c) hands profhost._bridge._start the address of
+its C table, struct pybridge_api, and a configuration of "key=value" lines.
+This module keeps both: the table is bound with ctypes on first use (never
+before torch or a Python stack rate needs it, so a process that never
+imports torch never loads ctypes), and its functions are read from here by
+the bridge's other modules (c_state, c_step, ...: None until bound).
+
+It also holds what every part of the bridge shares: the configuration, the
+"interpreter is finalizing" flag, the lock under which hooks are switched
+on and off, and the messages (debug lines with PROF_LOG=debug, warnings).
+"""
+
+import sys
+import time
+import _thread
+
+# Window state from the host (pybridge_api.state): ARMED is the step
+# before a window opens or warms up, so that what a window's start costs
+# (installing the hooks, entering emit_nvtx, starting the snapshot thread)
+# is paid before its first recorded step.
+IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
+STATE_MASK = 3
+EXPLICIT = 16
+NOTE_TORCH_CPU_ONLY = 1
+NOTE_NVTX_ON = 2
+
+API_VERSION = 3
+
+MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
+
+now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
+
+cfg = {}             # the host's configuration (see configure)
+down = False         # the interpreter is finalizing
+lock = _thread.RLock()  # guards the hooks' installation (every part's)
+
+_api_addr = 0
+_api = None          # the C table (ctypes), bound on first use
+c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
+_names = {}          # phase names given by str, as the bytes handed to C
+
+
+def configure(api_addr, config):
+    """Keeps the table's address and parses the host's configuration."""
+    global _api_addr, cfg
+    _api_addr = api_addr
+    cfg = dict(l.split("=", 1) for l in config.splitlines() if "=" in l)
+
+
+# ------------------------------------------------------------------ messages
+
+def debug(msg):
+    if cfg.get("log") == "3":
+        try:
+            sys.stderr.write("profhost: python bridge: %s\n" % msg)
+        except Exception:
+            pass
+
+
+def debug_exc(what):
+    if cfg.get("log") == "3":
+        import traceback
+
+        debug("%s failed:\n%s" % (what, traceback.format_exc().rstrip()))
+
+
+def warn(msg):
+    try:
+        sys.stderr.write("profhost: %s\n" % msg)
+    except Exception:
+        pass
+
+
+# ------------------------------------------------------------------ the C side
+
+def api_type():
+    """The ctypes structure of the host's table."""
+    import ctypes
+
+    class _Api(ctypes.Structure):
+        # struct pybridge_api (src/capture/python.c). `step` releases the
+        # GIL (it may run policy hooks); the others are short and keep it.
+        _fields_ = [
+            ("version", ctypes.c_uint32),
+            ("size", ctypes.c_uint32),
+            ("state", ctypes.PYFUNCTYPE(ctypes.c_int)),
+            ("step", ctypes.CFUNCTYPE(ctypes.c_int)),
+            ("phase", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
+                                        ctypes.c_int64)),
+            ("note", ctypes.PYFUNCTYPE(None, ctypes.c_int)),
+            ("down", ctypes.PYFUNCTYPE(None)),
+            ("pystack", ctypes.PYFUNCTYPE(None, ctypes.c_int32, ctypes.c_int64,
+                                          ctypes.c_char_p, ctypes.c_uint32)),
+            ("phase_named", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
+                                              ctypes.c_int64, ctypes.c_char_p)),
+        ]
+
+    return _Api
+
+
+def bind():
+    """Binds the host's C table (once). Returns False when it cannot be."""
+    global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
+    if _api is not None:
+        return True
+    if not _api_addr:
+        return False
+    import ctypes
+
+    atype = api_type()
+    api = atype.from_address(_api_addr)
+    if api.version != API_VERSION or api.size < ctypes.sizeof(atype):
+        debug("host table version %d, expected %d" % (api.version, API_VERSION))
+        return False
+    c_state, c_step, c_phase = api.state, api.step, api.phase
+    c_note, c_down, c_pystack = api.note, api.down, api.pystack
+    c_phase_named = api.phase_named
+    _api = api
+    return True
+
+
+def phase(phase, start, end, name=None):
+    """Hands a phase to the host; `name` (a str): the name to write it
+    under, when the host's phase queries take it for that phase."""
+    if name is not None and c_phase_named is not None:
+        raw = _names.get(name)
+        if raw is None:
+            if len(_names) > 1000:
+                _names.clear()
+            raw = _names[name] = name.encode("utf-8", "replace")
+        c_phase_named(phase, start, end, raw)
+    elif c_phase is not None:
+        c_phase(phase, start, end)
+
+
+def finalizing():
+    """The interpreter exits (atexit): the host's table is used no more."""
+    global down
+    down = True
+    if c_down is not None:
+        c_down()

@@ -1,0 +1,364 @@
+"""profhost._steps: step boundaries with no code change. Not an API.
+
+* In a process that imports torch, the end of each optimizer step is a
+  step boundary (torch >= 2.0: the global optimizer step hooks; torch 1.13:
+  each optimizer class's ``step`` is wrapped when torch wraps it for its own
+  profiler). With ``prof.steps{python = "pkg.module:Class.method"}`` the
+  return of that function is the step instead (_imports runs the hooks once
+  those modules have executed).
+* The first explicit ``prof_step()`` (``profhost.step()``) turns both off:
+  explicit steps win. The first ``profhost.step()`` right after an
+  automatic step in the same pass of the loop body ends that same
+  iteration: it is not counted again.
+* Hooking torch's optimizer module also loads the step phases
+  (profhost._phases); this module keeps them (``phases``) and tells them
+  whether consecutive module calls may merge (set_merge).
+
+An automatic step calls the host's step function, then hands the window
+state it returns to the bridge (``bind``'s apply). Hooks run on the
+application's threads and fail open.
+"""
+
+import sys
+import _thread
+
+from . import _host
+
+OPTIMIZER_MODULE = "torch.optim.optimizer"
+
+mode = "off"         # "optimizer", "function" or "off"
+explicit = False     # explicit steps seen: ours no longer count
+py_steps = False     # steps come from profhost.step() (the bridge sees them)
+torch_hooked = False  # torch.optim has been hooked
+phases = None        # profhost._phases, once loaded (load_phases)
+_last_auto = None    # where the latest automatic step was called from
+_tls = None          # per-thread optimizer.step nesting (a threading.local)
+_torch_dir = None    # torch's package directory, with a trailing "/"
+_apply = None        # apply(state): the bridge brings its hooks in line
+_sync = None         # sync(): the same, with the host's state now
+_main_ident = _thread.get_ident()  # imported in the main thread
+_last_step_ident = None
+
+
+def bind(apply, sync):
+    """The bridge's callbacks: apply(state) after an automatic step, sync()
+    once torch is hooked."""
+    global _apply, _sync
+    _apply, _sync = apply, sync
+
+
+def start(step_mode):
+    """Watches the modules whose execution starts steps (through _imports).
+    Main thread, at the bridge's start."""
+    global mode
+    from . import _imports
+
+    mode = step_mode
+    set_merge()
+    _imports.watch(OPTIMIZER_MODULE, _hook_optimizer)
+    if mode == "function":
+        func = _host.cfg.get("function", "")
+        modname, _, qual = func.partition(":")
+        if modname == "__main__":
+            _host.warn("prof.steps{python = %r}: a function of the script run as "
+                       "__main__ cannot be hooked; move it into a module that the "
+                       "script imports" % func)
+        else:
+            _imports.watch(modname, lambda m: _hook_function(m, modname, qual))
+
+
+def train_thread():
+    """The ident of the thread that makes the steps (the latest automatic
+    step's, else the main thread's)."""
+    return _last_step_ident if _last_step_ident is not None else _main_ident
+
+
+# ------------------------------------------------------------------ explicit steps
+
+def manual_steps():
+    """profhost.manual_steps(): automatic steps stop now; profhost.step()
+    ends each step."""
+    global explicit, py_steps
+    explicit = py_steps = True
+    set_merge()
+
+
+def explicit_step():
+    """profhost.step() is about to end a step on this thread. Returns True
+    when this call ends the iteration whose automatic step was just counted
+    (the first explicit step, called after the optimizer step in the same
+    pass of the same loop): it must not be counted again."""
+    global explicit, py_steps
+    first = not explicit
+    explicit = py_steps = True
+    try:
+        set_merge()
+        if phases is not None:
+            phases.before_step()
+        return first and _same_iteration()
+    except Exception:
+        _host.debug_exc("profhost.step()")
+        return False
+
+
+def note_explicit():
+    """The host saw an explicit prof_step() (the C ABI): ours stop."""
+    global explicit
+    if not explicit:
+        explicit = True
+        set_merge()
+
+
+def _same_iteration():
+    """True when the caller's caller (profhost.step()'s caller) runs in the
+    pass of the loop that made the latest automatic step."""
+    if _last_auto is None:
+        return False
+    ident, sites = _last_auto
+    if ident != _thread.get_ident():
+        return False
+    # The innermost frame that was also running when the automatic step
+    # was called decides: is it further on now, in the same pass?
+    f = _call_site(sys._getframe(1))  # whoever called profhost.step()
+    for _ in range(8):
+        if f is None:
+            break
+        for fid, code, lasti in sites:
+            if fid == id(f) and code is f.f_code:
+                return f.f_lasti > lasti
+        f = f.f_back
+    return False
+
+
+# ------------------------------------------------------------------ phases
+
+def load_phases():
+    """Imports profhost._phases (once) and binds it to the host."""
+    global phases
+    if phases is None:
+        from . import _phases
+
+        _phases.bind(_host.phase, _host.debug_exc)
+        phases = _phases
+        set_merge()
+
+
+def set_merge():
+    """Consecutive module calls are one forward phase only when the bridge
+    sees every step boundary (see _phases.set_merge)."""
+    if phases is not None:
+        phases.set_merge(py_steps or (mode != "off" and not explicit))
+
+
+# ------------------------------------------------------------------ automatic steps
+
+def _call_site(frame):
+    """The first frame from `frame` outwards that is neither profhost's nor
+    torch's: the program's code that made the call."""
+    my_dir = _host.MY_DIR
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(my_dir) or (_torch_dir and name.startswith(_torch_dir))):
+            break
+        frame = frame.f_back
+    return frame
+
+
+def _remember_call_site():
+    """Notes where this automatic step was called from (the program's frame
+    and the frames around it, with the instruction each is at), for
+    explicit_step()."""
+    global _last_auto
+    sites = []
+    f = _call_site(sys._getframe(1))
+    while f is not None and len(sites) < 8:
+        sites.append((id(f), f.f_code, f.f_lasti))
+        f = f.f_back
+    _last_auto = (_thread.get_ident(), sites)
+
+
+def _auto_step():
+    """One automatic step (optimizer step or the named function). Raises
+    nothing."""
+    global explicit, _last_step_ident
+    try:
+        if explicit or _host.down or not _host.bind():
+            return
+        _last_step_ident = _thread.get_ident()
+        _remember_call_site()
+        if phases is not None:
+            phases.before_step()
+        state = _host.c_step()
+        if state & _host.EXPLICIT:
+            explicit = True
+            set_merge()
+        _apply(state)
+    except Exception:
+        _host.debug_exc("an automatic step")
+
+
+def _hook_optimizer(mod):
+    """torch.optim.optimizer has executed: hook optimizer steps."""
+    global torch_hooked, _tls, _torch_dir
+    import threading
+
+    class _Tls(threading.local):
+        depth = 0       # optimizer.step nesting
+        frame = None    # the frame running the outermost step
+
+    _tls = _Tls()
+    torch_mod = sys.modules.get("torch")
+    if getattr(torch_mod, "__file__", None):
+        _torch_dir = torch_mod.__file__.rsplit("/", 1)[0] + "/"
+    load_phases()
+    pre = getattr(mod, "register_optimizer_step_pre_hook", None)
+    post = getattr(mod, "register_optimizer_step_post_hook", None)
+    if pre is not None and post is not None:      # torch >= 2.0
+        pre(_optimizer_pre)
+        post(_optimizer_post)
+    else:                                         # torch 1.13
+        _hook_optimizer_classes(mod.Optimizer)
+    torch_hooked = True
+    _host.debug("optimizer steps hooked (%s)" % ("global hooks" if pre else "class wrappers"))
+    _sync()
+
+
+def _optimizer_pre(opt, args, kwargs):
+    """Before optimizer.step() (torch's global pre hook, or the wrapper)."""
+    try:
+        tl = _tls
+        if tl.depth and not phases.on_stack(tl.frame):
+            # The outermost step raised and torch's global hooks ran no
+            # post hook for it (torch >= 2.0): it is over, and was no step.
+            tl.depth = 0
+            phases.optimizer_end(False)
+        tl.depth += 1
+        if tl.depth == 1:
+            tl.frame = sys._getframe(1)
+            phases.optimizer_begin()
+    except Exception:
+        _host.debug_exc("the optimizer pre hook")
+    return None
+
+
+def _optimizer_post(opt, args, kwargs):
+    """After optimizer.step() returned: the end of a step (the outermost)."""
+    try:
+        tl = _tls
+        if tl.depth > 0:
+            tl.depth -= 1
+        if tl.depth:
+            return None
+        tl.frame = None
+        phases.optimizer_end(True)
+        if mode == "optimizer":
+            _auto_step()
+    except Exception:
+        _host.debug_exc("the optimizer hook")
+    return None
+
+
+def _optimizer_failed():
+    """optimizer.step raised: forget its phase, count no step."""
+    try:
+        tl = _tls
+        if tl.depth > 0:
+            tl.depth -= 1
+        if not tl.depth:
+            tl.frame = None
+            phases.optimizer_end(False)
+    except Exception:
+        _host.debug_exc("the optimizer hook")
+
+
+def _hook_optimizer_classes(Optimizer):
+    """torch 1.13: Optimizer.__init__ calls _hook_for_profile, which wraps
+    the class's step once (marking it `hooked`); wrap it there too."""
+    original = Optimizer.__dict__.get("_hook_for_profile")
+    if original is None:
+        _host.debug("this torch has neither optimizer step hooks nor "
+                    "_hook_for_profile: optimizer steps are not counted")
+        return
+
+    import functools
+
+    @functools.wraps(original)
+    def _hook_for_profile(self):
+        original(self)
+        try:
+            _wrap_step(type(self))
+        except Exception:
+            _host.debug_exc("wrapping %s.step" % type(self).__name__)
+
+    Optimizer._hook_for_profile = _hook_for_profile
+    # Optimizers made before profhost started: their classes are marked.
+    todo = list(Optimizer.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if getattr(cls.__dict__.get("step"), "hooked", False):
+            _wrap_step(cls)
+
+
+def _wrap_step(cls):
+    import functools
+
+    step = getattr(cls, "step", None)
+    if step is None or getattr(step, "_profhost_step", False):
+        return
+
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        _optimizer_pre(self, args, kwargs)
+        try:
+            out = step(self, *args, **kwargs)
+        except BaseException:
+            _optimizer_failed()
+            raise
+        _optimizer_post(self, args, kwargs)
+        return out
+
+    wrapper._profhost_step = True
+    cls.step = wrapper
+
+
+def _hook_function(mod, modname, qual):
+    """The module of prof.steps{python = "module:qual"} has executed: make
+    the return of that function a step."""
+    import functools
+
+    owner, parts = mod, qual.split(".")
+    try:
+        for part in parts[:-1]:
+            owner = getattr(owner, part)
+        name = parts[-1]
+        raw = owner.__dict__[name] if name in getattr(owner, "__dict__", {}) \
+            else getattr(owner, name)
+    except AttributeError:
+        _host.warn("prof.steps{python = \"%s:%s\"}: module %s has no %s; no Python "
+                   "function steps" % (modname, qual, modname, qual))
+        return
+    kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
+    fn = raw.__func__ if kind else raw
+    if not callable(fn):
+        _host.warn("prof.steps{python = \"%s:%s\"}: %s is not a function; no Python "
+                   "function steps" % (modname, qual, qual))
+        return
+    depth = [0]  # per process; a step function running in two threads at
+                 # once counts the outermost returns of both
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        depth[0] += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+        if not depth[0]:
+            _auto_step()
+        return out
+
+    setattr(owner, name, kind(wrapper) if kind else wrapper)
+    if mode == "function":
+        _host.bind()
+    _host.debug("steps: the return of %s:%s" % (modname, qual))
