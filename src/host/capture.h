@@ -56,7 +56,7 @@
 #include "../events/trace.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
-#include "shim_api.h"
+#include "../shim/shim_api.h"
 
 /* What the host gives every source at init. Valid for the process. The
  * callbacks take `ctx` first. */
