@@ -181,7 +181,7 @@ static void core_after_fork_child(void)
 	pthread_mutex_init(&host.ht.lock, NULL);
 	atomic_store(&host.ht.wake, 0);
 	atomic_store(&host.ht.ack, 0);
-	host.win.recording = false;
+	host.win.sched.open = false;
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();

@@ -70,19 +70,18 @@ struct host_outputs {
 	uint64_t last_ticket;          /* highest capture_now ticket processed */
 };
 
-/* The step-side state: the schedule and the window now recording.
- * Guarded by `lock`. */
+/* The step-side state: the schedule (which owns the window now recording:
+ * whether one records, its index, first step, reason and capture_now
+ * ticket, the capture range and the tickets; see schedule.h) and what
+ * recording it takes. Guarded by `lock`. */
 struct window_state {
 	pthread_mutex_t lock;
 	struct sched sched;
 	int64_t step_start;            /* start of the current step */
 	int32_t step_tid;              /* thread of the last boundary */
-	bool recording;
-	uint32_t index;                /* index of the recording window */
-	uint64_t first;                /* its first step */
-	char reason[HOST_REASON_MAX];
-	uint64_t gen;                  /* its capture generation */
-	int64_t start_ts;
+	uint64_t gen;                  /* the recording window's capture
+					  generation */
+	int64_t start_ts;              /* when it opened */
 	struct trace_step *steps;      /* its completed steps */
 	size_t nsteps, cap_steps;
 	size_t max_steps;              /* step budget of a window (from
@@ -91,18 +90,8 @@ struct window_state {
 	double dur_ms[HOST_DUR_RING];  /* recent step durations */
 	size_t ndur, dur_pos;
 	bool finished;                 /* the process is exiting */
-	uint32_t windows;              /* windows opened so far (indices) */
-	bool range_active;             /* an NVTX capture range is open and
-					  keeps the window recording */
-	uint32_t ranges_recorded;      /* capture-range instances recorded */
 	bool armed;                    /* last value given to nvtx_arm */
 	_Atomic int ready;             /* window_init() has run */
-	uint64_t now_requested;        /* capture_now requests accepted: the
-					  latest request's ticket */
-	uint64_t now_opened;           /* capture_now windows opened */
-	uint64_t ticket;               /* the recording window's ticket (0:
-					  a schedule window) */
-	uint32_t ticket_steps;         /* its length in steps */
 	bool prepared;                 /* the next window was prepared */
 	bool fail_pending;             /* open_window failed: `fail` is to be
 					  said once the lock is released */

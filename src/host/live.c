@@ -52,14 +52,14 @@ static void snap_window(struct host *h, struct win_snap *s)
 	pthread_mutex_lock(&w->lock);
 	s->step = w->sched.step;
 	s->action = w->sched.action;
-	s->recording = w->recording;
+	s->recording = w->sched.open;
 	s->finished = w->finished;
-	s->index = w->index;
-	s->first = w->first;
+	s->index = w->sched.index;
+	s->first = w->sched.window_first;
 	s->nsteps = w->nsteps;
-	snprintf(s->reason, sizeof s->reason, "%s", w->reason);
-	s->ticket = w->ticket;
-	s->ticket_steps = w->ticket_steps;
+	snprintf(s->reason, sizeof s->reason, "%s", w->sched.reason);
+	s->ticket = w->sched.ticket;
+	s->ticket_steps = w->sched.ticket_steps;
 	s->pending = w->sched.pending_steps;
 	snprintf(s->pending_reason, sizeof s->pending_reason, "%s",
 		 w->sched.pending_reason);
@@ -70,8 +70,8 @@ static void snap_window(struct host *h, struct win_snap *s)
 	for (i = 0; i < w->ndur; i++)
 		s->dur[i] = w->dur_ms[(oldest + i) % HOST_DUR_RING];
 	window_step_stats(w, &s->median_ms, &s->mean_ms);
-	s->now_requested = w->now_requested;
-	s->now_opened = w->now_opened;
+	s->now_requested = w->sched.now_requested;
+	s->now_opened = w->sched.now_opened;
 	s->pc.capture = h->cfg->capture;
 	pthread_mutex_unlock(&w->lock);
 }

@@ -1,8 +1,12 @@
 /*
- * window — the step side of the host: step boundaries drive the schedule,
- * open and close capture generations, and hand closed windows to the host
- * thread. The window lock is held only for the state machine and a few
- * stores; policy hooks run after it is released.
+ * window — the step side of the host: step boundaries, capture_now requests
+ * and the NVTX capture range drive the schedule (src/schedule/schedule.c,
+ * which decides which window opens and closes, with its index, first step,
+ * reason and ticket); this file holds the lock and does what the decisions
+ * mean: open and close capture generations, tell the capture sources, keep
+ * the steps, hand closed windows to the host thread. The window lock is
+ * held only for the state machine and a few stores; policy hooks run after
+ * it is released, on copies taken under it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,17 +29,18 @@
 #define WINDOW_STEP_BYTES 256
 #define WINDOW_STEPS_MIN 1024
 
-/* Opens a capture generation for the window that starts now, at step
- * `first`, for `reason`. Lock held. */
-static void open_window(struct host *h, const char *reason, uint64_t first,
-			int64_t now)
+/* Opens a capture generation for the window the schedule just opened
+ * (r->open_index, r->open_reason), starting with step r->step. Without a
+ * host thread to write it the window is skipped (sched_open_failed) and the
+ * failure said by the caller after the lock. Lock held. */
+static void open_window(struct host *h, const struct sched_result *r, int64_t now)
 {
 	struct window_state *w = &h->win;
 	struct err e;
 
 	if (hostthread_start(h, &e) != 0) {
-		/* No thread to write it: skip the window. Said by the caller
-		 * after the lock (host_fail may exit the process). */
+		/* Said after the lock: host_fail may exit the process. */
+		sched_open_failed(&w->sched);
 		w->fail = e;
 		w->fail_pending = true;
 		return;
@@ -43,52 +48,46 @@ static void open_window(struct host *h, const char *reason, uint64_t first,
 	w->prepared = false; /* the next window gets its own */
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(w->gen);
-	w->recording = true;
-	w->ticket = 0; /* window_step sets it for a capture_now window */
-	w->ticket_steps = 0;
-	w->index = w->windows++;
-	w->first = first;
 	w->start_ts = now;
 	w->nsteps = 0;
 	w->dropped_steps = 0;
 	w->max_steps = h->cfg->capture.buffer_bytes / WINDOW_STEP_BYTES;
 	if (w->max_steps < WINDOW_STEPS_MIN)
 		w->max_steps = WINDOW_STEPS_MIN;
-	snprintf(w->reason, sizeof w->reason, "%s", reason ? reason : "schedule");
-	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", w->index,
-		(unsigned long long)first, w->reason);
+	log_msg(LOG_DEBUG, "window %u opens at step %llu (%s)", r->open_index,
+		(unsigned long long)r->step, r->open_reason);
 }
 
-/* Closes the recording window (its steps w->first..last) into a job for the
- * host thread; NULL when memory ran out (the window is lost and said so).
- * Lock held. */
-static struct host_job *close_window(struct host *h, uint64_t last, int64_t now)
+/* Closes the window the schedule just saved (r: its index, steps, reason
+ * and ticket) into a job for the host thread; NULL when memory ran out
+ * (the window is lost and said so). Lock held. */
+static struct host_job *close_window(struct host *h, const struct sched_result *r,
+				     int64_t now)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job;
 
 	h->shim->evbuf_close();
 	capture_close_all(w->gen);
-	w->recording = false;
-	w->range_active = false;
 	job = calloc(1, sizeof *job);
 	if (!job) {
 		log_msg(LOG_ERROR, "out of memory: window %u (steps %llu-%llu) is lost",
-			w->index, (unsigned long long)w->first, (unsigned long long)last);
+			r->window, (unsigned long long)r->first,
+			(unsigned long long)r->last);
 		h->shim->evbuf_release(w->gen);
 		return NULL;
 	}
 	job->gen = w->gen;
-	job->window = w->index;
-	job->first = w->first;
-	job->last = last;
-	snprintf(job->reason, sizeof job->reason, "%s", w->reason);
+	job->window = r->window;
+	job->first = r->first;
+	job->last = r->last;
+	snprintf(job->reason, sizeof job->reason, "%s", r->reason);
 	job->start_ts = w->start_ts;
 	job->end_ts = now;
 	job->steps = w->steps;
 	job->nsteps = w->nsteps;
 	job->dropped_steps = w->dropped_steps;
-	job->ticket = w->ticket;
+	job->ticket = r->ticket;
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
@@ -122,21 +121,16 @@ static void prepare_window(struct host *h)
  * Whenever armed and not recording, a window may open at the next
  * boundary: it is prepared. Calibrates the clock (at most once a second).
  * Lock held. */
-static void update_arm(struct host *h, enum sched_action action, int64_t now)
+static void update_arm(struct host *h, int64_t now)
 {
 	struct window_state *w = &h->win;
-	const struct policy_config *c = h->cfg;
-	bool armed = w->recording || action != SCHED_NONE ||
-		     w->sched.pending_steps > 0 ||
-		     sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE ||
-		     (c->capture_range.nvtx && (!c->capture_range.count ||
-						w->ranges_recorded < c->capture_range.count));
+	bool armed = sched_armed(&w->sched);
 
 	if (armed != w->armed) {
 		h->shim->nvtx_arm(armed);
 		w->armed = armed;
 	}
-	if (armed && !w->recording)
+	if (armed && !w->sched.open)
 		prepare_window(h);
 	clock_calibrate(now);
 }
@@ -217,9 +211,8 @@ static void tell_step(const struct window_state *w)
 	struct capture_step cs;
 
 	cs.step = w->sched.step;
-	cs.recording = w->recording;
-	cs.next_active = w->sched.pending_steps > 0 ||
-			 sched_action_at(&w->sched.cfg, w->sched.step + 1) != SCHED_NONE;
+	cs.recording = w->sched.open;
+	cs.next_active = sched_next_active(&w->sched);
 	capture_step_all(&cs);
 }
 
@@ -241,6 +234,20 @@ static bool take_failure(struct window_state *w, struct err *e)
 	return failed;
 }
 
+/* Fills *wi for the window-start hook from the window now recording; its
+ * reason is copied into `reason`, so the hook never reads the window's
+ * state after the lock is released. Lock held. */
+static void window_start_info(const struct window_state *w,
+			      struct policy_window_info *wi,
+			      char reason[HOST_REASON_MAX])
+{
+	memset(wi, 0, sizeof *wi);
+	wi->window = w->sched.index;
+	wi->first_step = wi->last_step = w->sched.window_first;
+	snprintf(reason, HOST_REASON_MAX, "%s", w->sched.reason);
+	wi->reason = reason;
+}
+
 /* Runs a window hook, reporting a failure. */
 static void report_hook(struct host *h, enum policy_status st, const struct err *e)
 {
@@ -258,13 +265,15 @@ void window_init(struct host *h)
 
 	pthread_mutex_init(&w->lock, NULL);
 	sched_init(&w->sched, &h->cfg->schedule, &r);
+	sched_range_config(&w->sched, h->cfg->capture_range.nvtx != NULL,
+			   h->cfg->capture_range.count);
 	w->step_start = clock_now_ns();
 	w->step_tid = (int32_t)syscall(SYS_gettid);
 	if (r.warmup_start)
 		capture_warmup_all();
 	if (r.open_window)
-		open_window(h, r.open_reason, r.step, w->step_start);
-	update_arm(h, r.action, w->step_start);
+		open_window(h, &r, w->step_start);
+	update_arm(h, w->step_start);
 	tell_step(w);
 	atomic_store(&w->ready, 1);
 	report_pending(h, take_failure(w, &e), &e);
@@ -276,6 +285,7 @@ void window_step(struct host *h)
 	struct sched_result r;
 	struct policy_step_info info;
 	struct policy_window_info wi;
+	char reason[HOST_REASON_MAX];
 	struct host_job *job = NULL;
 	int64_t now;
 	int32_t tid = (int32_t)syscall(SYS_gettid);
@@ -300,38 +310,29 @@ void window_step(struct host *h)
 	info.step = w->sched.step;
 	info.action = sched_action_name(w->sched.action);
 	info.duration_ms = dur_ms;
-	if (w->recording)
+	if (w->sched.open)
 		keep_step(w, w->sched.step, w->step_start, now, tid, 0);
+	/* The schedule closes the window unless a capture range holds it, and
+	 * a window it opens inside one joins it (schedule.h). */
 	sched_on_step(&w->sched, &r);
-	/* An open capture range keeps the window recording past the schedule's
-	 * save, and a scheduled window that starts inside one joins it. */
-	if (r.save && w->recording && !w->range_active)
-		job = close_window(h, r.last, now);
+	if (r.save)
+		job = close_window(h, &r, now);
 	if (r.warmup_start)
 		capture_warmup_all();
-	if (r.open_window && !w->recording) {
-		open_window(h, r.open_reason, r.step, now);
-		opened = w->recording;
+	if (r.open_window) {
+		open_window(h, &r, now);
+		opened = w->sched.open;
 	}
-	/* A capture_now window (the schedule counts its steps down), or one
-	 * that joined the capture range's window: requests open in the order
-	 * they were accepted, so the k-th one is ticket k. */
-	if (r.open_window && w->sched.now_left > 0 && w->recording && !w->ticket) {
-		w->ticket = ++w->now_opened;
-		w->ticket_steps = w->sched.now_left;
-	}
-	update_arm(h, r.action, now);
+	update_arm(h, now);
 	tell_step(w);
 	w->step_start = now;
 	w->step_tid = tid;
-	info.recording = w->recording;
+	info.recording = w->sched.open;
 	hooks = h->cfg->has_on_step || (opened && h->cfg->has_on_window_start);
 	if (hooks)
 		window_step_stats(w, &info.median_ms, &info.mean_ms);
-	memset(&wi, 0, sizeof wi);
-	wi.window = w->index;
-	wi.first_step = wi.last_step = w->first;
-	wi.reason = w->reason;
+	if (opened)
+		window_start_info(w, &wi, reason);
 	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
 
@@ -361,10 +362,8 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		return err_set(e, "'steps' must be at least 1");
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
-	if (rc == 0) {
-		w->now_requested++;
-		update_arm(h, w->sched.action, clock_now_ns());
-	}
+	if (rc == 0)
+		update_arm(h, clock_now_ns());
 	pthread_mutex_unlock(&w->lock);
 	if (rc != 0)
 		return err_set(e, "a capture request is already queued");
@@ -374,28 +373,21 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 
 void window_schedule_changed(struct host *h)
 {
-	update_arm(h, h->win.sched.action, clock_now_ns());
+	update_arm(h, clock_now_ns());
 }
 
 bool window_recording(struct host *h)
 {
-	return h->win.recording;
+	return h->win.sched.open;
 }
 
 bool window_ahead(struct host *h)
 {
 	struct window_state *w = &h->win;
-	const struct sched *s = &w->sched;
-	const struct sched_config *c = &s->cfg;
-	uint64_t end;
 	bool more;
 
 	pthread_mutex_lock(&w->lock);
-	end = (uint64_t)c->skip_first +
-	      (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
-	more = !w->finished &&
-	       (w->recording || s->pending_steps || s->now_left || s->next_cfg_pending ||
-		(c->enabled && c->active && (c->cycles == 0 || s->step < end)));
+	more = !w->finished && sched_ahead(&w->sched);
 	pthread_mutex_unlock(&w->lock);
 	return more;
 }
@@ -429,12 +421,10 @@ void window_finish(struct host *h, bool from_signal)
 		return;
 	}
 	w->finished = true;
-	if (w->recording) {
+	if (w->sched.open) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);
-		if (!r.save) /* a capture range was recording */
-			r.last = w->sched.step;
-		job = close_window(h, r.last, now);
+		job = close_window(h, &r, now);
 	}
 	if (locked)
 		pthread_mutex_unlock(&w->lock);
@@ -450,9 +440,10 @@ int window_range_begin(struct host *h)
 {
 	struct window_state *w = &h->win;
 	const struct policy_config *c = h->cfg;
+	struct sched_result r;
 	struct policy_window_info wi;
 	int64_t now;
-	char reason[HOST_REASON_MAX];
+	char reason[HOST_REASON_MAX], wreason[HOST_REASON_MAX];
 	bool opened = false, failed;
 	int rc = 0;
 	struct err e, fe;
@@ -460,29 +451,23 @@ int window_range_begin(struct host *h)
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
 		return 0;
+	snprintf(reason, sizeof reason, "nvtx range '%s'", c->capture_range.nvtx);
 	pthread_mutex_lock(&w->lock);
 	now = lock_now(w);
-	if (w->finished || w->range_active)
+	if (w->finished)
 		goto out;
-	if (c->capture_range.count && w->ranges_recorded >= c->capture_range.count) {
-		rc = -1;
-		goto out;
-	}
-	if (!w->recording) {
-		snprintf(reason, sizeof reason, "nvtx range '%s'", c->capture_range.nvtx);
-		open_window(h, reason, w->sched.step, now);
-		opened = w->recording;
-		if (!opened)
+	rc = sched_range_begin(&w->sched, reason, &r);
+	if (r.open_window) {
+		open_window(h, &r, now);
+		opened = w->sched.open;
+		if (!opened) {
+			rc = 0;
 			goto out;
-		update_arm(h, w->sched.action, now);
+		}
+		update_arm(h, now);
 	}
-	w->range_active = true;
-	w->ranges_recorded++;
-	rc = 1;
-	memset(&wi, 0, sizeof wi);
-	wi.window = w->index;
-	wi.first_step = wi.last_step = w->first;
-	wi.reason = w->reason;
+	if (rc == 1)
+		window_start_info(w, &wi, wreason);
 out:
 	failed = take_failure(w, &fe);
 	pthread_mutex_unlock(&w->lock);
@@ -495,16 +480,17 @@ out:
 void window_range_end(struct host *h)
 {
 	struct window_state *w = &h->win;
+	struct sched_result r;
 	struct host_job *job = NULL;
 	int64_t now;
 
 	pthread_mutex_lock(&w->lock);
 	now = lock_now(w);
-	if (w->range_active && !w->finished) {
-		w->range_active = false;
-		if (w->recording && !w->sched.recording)
-			job = close_window(h, w->sched.step, now);
-		update_arm(h, w->sched.action, now);
+	if (w->sched.range_active && !w->finished) {
+		sched_range_end(&w->sched, &r);
+		if (r.save)
+			job = close_window(h, &r, now);
+		update_arm(h, now);
 	}
 	pthread_mutex_unlock(&w->lock);
 	if (job)

@@ -84,18 +84,44 @@ static enum sched_action capture_action(uint32_t left)
 	return left == 1 ? SCHED_RECORD_AND_SAVE : SCHED_RECORD;
 }
 
-/* Opens a window with the step that now begins; `reason` is copied into
- * s->reason. Fills the open_* fields of *out. */
+/* What an opening also did, undone by sched_open_failed. */
+#define SCHED_UNDO_TICKET 1u       /* gave a capture_now ticket */
+#define SCHED_UNDO_RANGE 2u        /* counted a capture range instance */
+
+/* Opens the window with the step that now begins; `reason` is copied into
+ * s->reason (NULL: the default). Fills the open_* fields of *out. */
 static void open_window(struct sched *s, const char *reason,
 			struct sched_result *out)
 {
 	if (reason != s->reason)
 		copy_reason(s->reason, reason);
-	s->recording = true;
+	s->open = true;
+	s->index = s->windows++;
 	s->window_first = s->step;
+	s->ticket = 0;
+	s->ticket_steps = 0;
+	s->undo = 0;
 	out->open_window = true;
-	out->open_index = s->windows++;
+	out->open_index = s->index;
 	out->open_reason = s->reason;
+}
+
+/* The schedule or a capture_now request starts recording with the step
+ * that now begins: in a new window, or in the one a capture range holds
+ * open. A capture_now window gets the next ticket (requests open in the
+ * order they were accepted, so the k-th one is ticket k). */
+static void start_recording(struct sched *s, const char *reason,
+			    struct sched_result *out)
+{
+	s->recording = true;
+	if (!s->open)
+		open_window(s, reason, out);
+	if (s->now_left > 0 && !s->ticket) {
+		s->ticket = ++s->now_opened;
+		s->ticket_steps = s->now_left;
+		if (out->open_window)
+			s->undo |= SCHED_UNDO_TICKET;
+	}
 }
 
 /* Decides the action of the step that now begins (s->step) when no
@@ -108,11 +134,11 @@ static void begin_step(struct sched *s, enum sched_action prev,
 		s->now_left = s->pending_steps;
 		s->pending_steps = 0;
 		s->action = capture_action(s->now_left);
-		open_window(s, s->pending_reason, out);
+		start_recording(s, s->pending_reason, out);
 	} else {
 		s->action = sched_action_at(&s->cfg, s->step);
 		if (!s->recording && is_recording_action(s->action))
-			open_window(s, SCHED_REASON_SCHEDULE, out);
+			start_recording(s, SCHED_REASON_SCHEDULE, out);
 	}
 	out->warmup_start = s->action == SCHED_WARMUP && prev != SCHED_WARMUP;
 }
@@ -142,16 +168,19 @@ void sched_init(struct sched *s, const struct sched_config *cfg,
 	finish_result(s, out);
 }
 
-/* Reports the recording window as saved, ending with the current step. */
+/* Reports the window as saved, ending with the current step, and closes
+ * it (a capture range holding it lets go). */
 static void save_window(struct sched *s, struct sched_result *out)
 {
 	out->save = true;
 	out->first = s->window_first;
 	out->last = s->step;
-	out->window = s->windows - 1;
+	out->window = s->index;
+	out->ticket = s->ticket;
 	memcpy(s->saved_reason, s->reason, sizeof s->saved_reason);
 	out->reason = s->saved_reason;
-	s->recording = false;
+	s->open = false;
+	s->range_active = false;
 }
 
 /* A step boundary. The step that ends is saved when it was the last of a
@@ -164,7 +193,10 @@ void sched_on_step(struct sched *s, struct sched_result *out)
 
 	memset(out, 0, sizeof *out);
 	if (s->recording && prev == SCHED_RECORD_AND_SAVE) {
-		save_window(s, out);
+		/* A capture range holding the window keeps it recording. */
+		s->recording = false;
+		if (s->open && !s->range_active)
+			save_window(s, out);
 		if (!capture_running && s->next_cfg_pending) {
 			s->cfg = s->next_cfg;
 			s->next_cfg_pending = false;
@@ -189,6 +221,7 @@ int sched_capture_now(struct sched *s, uint32_t steps, const char *reason)
 		return -1;
 	s->pending_steps = steps;
 	copy_reason(s->pending_reason, reason);
+	s->now_requested++;
 	return 0;
 }
 
@@ -199,10 +232,11 @@ void sched_finish(struct sched *s, struct sched_result *out)
 	memset(out, 0, sizeof *out);
 	out->step = s->step;
 	out->action = s->action;
-	if (s->recording) {
+	if (s->open) {
 		save_window(s, out);
 		out->partial = true;
 	}
+	s->recording = false;
 	s->now_left = 0;
 	s->pending_steps = 0;
 }
@@ -224,4 +258,97 @@ const char *sched_reconfigure(struct sched *s, const struct sched_config *cfg)
 		s->next_cfg_pending = false;
 	}
 	return NULL;
+}
+
+/* Sets the capture range up; see schedule.h. */
+void sched_range_config(struct sched *s, bool on, uint32_t count)
+{
+	s->range_on = on;
+	s->range_count = count;
+}
+
+/* Fills the fields of *out that say where the schedule stands, for the
+ * range calls. */
+static void range_result(const struct sched *s, struct sched_result *out)
+{
+	memset(out, 0, sizeof *out);
+	out->step = s->step;
+	out->action = s->action;
+}
+
+/* A capture range instance began; see schedule.h. */
+int sched_range_begin(struct sched *s, const char *reason,
+		      struct sched_result *out)
+{
+	range_result(s, out);
+	if (s->range_active)
+		return 0;
+	if (s->range_count && s->ranges_recorded >= s->range_count)
+		return -1;
+	if (!s->open) {
+		open_window(s, reason, out);
+		s->undo |= SCHED_UNDO_RANGE;
+		out->window = out->open_index;
+		out->reason = out->open_reason;
+	}
+	s->range_active = true;
+	s->ranges_recorded++;
+	return 1;
+}
+
+/* The capture range instance ended; see schedule.h. */
+void sched_range_end(struct sched *s, struct sched_result *out)
+{
+	range_result(s, out);
+	if (!s->range_active)
+		return;
+	s->range_active = false;
+	if (s->open && !s->recording)
+		save_window(s, out);
+}
+
+/* Forgets the window just opened; see schedule.h. */
+void sched_open_failed(struct sched *s)
+{
+	if (!s->open)
+		return;
+	s->open = false;
+	s->windows--;
+	if (s->undo & SCHED_UNDO_TICKET) {
+		s->now_opened--;
+		s->ticket = 0;
+		s->ticket_steps = 0;
+	}
+	if (s->undo & SCHED_UNDO_RANGE) {
+		s->range_active = false;
+		s->ranges_recorded--;
+	}
+	s->undo = 0;
+}
+
+/* Whether NVTX names are worth keeping; see schedule.h. */
+bool sched_armed(const struct sched *s)
+{
+	return s->open || s->action != SCHED_NONE || s->pending_steps > 0 ||
+	       sched_action_at(&s->cfg, s->step + 1) != SCHED_NONE ||
+	       (s->range_on && (!s->range_count || s->ranges_recorded < s->range_count));
+}
+
+/* Whether the next step warms up or records; see schedule.h. */
+bool sched_next_active(const struct sched *s)
+{
+	return s->pending_steps > 0 || sched_action_at(&s->cfg, s->step + 1) != SCHED_NONE;
+}
+
+/* Whether a window records or may still open; see schedule.h. The
+ * schedule has windows ahead until its last cycle ends (never, with
+ * cycles = 0). */
+bool sched_ahead(const struct sched *s)
+{
+	const struct sched_config *c = &s->cfg;
+	uint64_t end = (uint64_t)c->skip_first +
+		       (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
+
+	return s->open || s->pending_steps || s->now_left || s->next_cfg_pending ||
+	       (c->enabled && c->active && (c->cycles == 0 || s->step < end));
 }

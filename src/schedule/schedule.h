@@ -13,7 +13,20 @@
  * steps starting at the next boundary. While such a window runs the schedule
  * is suspended; it resumes with the action the step counter then gives. If a
  * window is already recording, the request starts at the first boundary
- * after it was saved.
+ * after it was saved. Accepted requests are numbered (tickets 1, 2, ...) in
+ * the order they are accepted; they open in that order, so the k-th
+ * capture_now window carries ticket k.
+ *
+ * And the NVTX capture range (prof.capture_range): sched_range_begin()
+ * opens a window at the current step unless one records, and holds it open
+ * until sched_range_end(), past the schedule's save; a schedule or
+ * capture_now window that starts meanwhile joins it. prof.capture_range's
+ * count limits how many instances are recorded.
+ *
+ * So a window records while the schedule (or capture_now) says so *or* a
+ * capture range holds it. The window is this module's: its index (windows
+ * opened so far, counted from 0), first step, reason and ticket; the host
+ * only opens and closes what the results tell it to.
  *
  * Pure logic: no clock, no I/O, no locks. The caller serializes calls.
  */
@@ -57,9 +70,10 @@ struct sched_result {
 	uint64_t step;             /* the step that now begins (or the last one,
 				      for sched_finish) */
 	enum sched_action action;  /* its action */
-	bool open_window;          /* a recorded window starts with `step` */
+	bool open_window;          /* a window starts recording with `step` */
 	bool warmup_start;         /* a warm-up phase starts with `step` */
-	bool save;                 /* a window ended: write steps first..last */
+	bool save;                 /* the window stopped recording: write
+				      steps first..last */
 	bool partial;              /* (finish) the last step was cut short */
 	uint64_t first, last;      /* the saved window's steps, when `save` */
 	uint32_t window;           /* the saved window's index, when `save`;
@@ -69,6 +83,8 @@ struct sched_result {
 				      the saved (else the opened) window, NULL
 				      when neither; owned by the sched, valid
 				      until the next call */
+	uint64_t ticket;           /* the saved window's capture_now ticket,
+				      when `save` (0: none) */
 	uint32_t open_index;       /* the opened window's index, when
 				      `open_window` (also when `save` is set
 				      at the same boundary) */
@@ -80,14 +96,30 @@ struct sched {
 	struct sched_config cfg;
 	uint64_t step;             /* current step number */
 	enum sched_action action;  /* current step's action */
-	uint32_t windows;          /* windows opened so far */
+	bool recording;            /* the schedule or a capture_now request
+				      records the current step (in a window
+				      it opened or joined) */
 	/* capture_now state */
 	uint32_t pending_steps;    /* queued request, 0 = none */
 	char pending_reason[128];
 	uint32_t now_left;         /* steps left in a running capture_now window */
-	char reason[128];          /* reason of the window now recording */
-	uint64_t window_first;     /* first step of the window now recording */
-	bool recording;            /* a window is recording */
+	uint64_t now_requested;    /* requests accepted: the latest's ticket */
+	uint64_t now_opened;       /* capture_now windows opened: tickets given */
+	/* the NVTX capture range (sched_range_config) */
+	bool range_on;             /* prof.capture_range is set */
+	uint32_t range_count;      /* instances to record; 0 = every one */
+	bool range_active;         /* an instance holds the window open */
+	uint32_t ranges_recorded;  /* instances recorded so far */
+	/* the window now recording, whatever opened it */
+	bool open;                 /* a window records */
+	uint32_t windows;          /* windows opened so far */
+	uint32_t index;            /* its index */
+	uint64_t window_first;     /* its first step */
+	char reason[128];          /* its reason */
+	uint64_t ticket;           /* its capture_now ticket (0: none) */
+	uint32_t ticket_steps;     /* that request's length in steps */
+	unsigned undo;             /* what the last opening also did, for
+				      sched_open_failed (SCHED_UNDO_* bits) */
 	char saved_reason[128];    /* reason of the window saved at the last
 				      boundary (sched_result.reason) */
 	struct sched_config next_cfg; /* sched_reconfigure() during a schedule
@@ -106,12 +138,50 @@ void sched_on_step(struct sched *s, struct sched_result *out);
 
 /* Queues a capture_now window of `steps` (>= 1) recorded steps. `reason` may
  * be NULL (stored as "capture_now"); it is copied, cut to 127 bytes.
- * Returns 0, or -1 when steps is 0 or a request is already queued. */
+ * Returns 0 (the request's ticket is then s->now_requested), or -1 when
+ * steps is 0 or a request is already queued. */
 int sched_capture_now(struct sched *s, uint32_t steps, const char *reason);
 
 /* The process is ending during the current step: if a window is recording,
  * reports it as saved with `partial` set. Further calls are undefined. */
 void sched_finish(struct sched *s, struct sched_result *out);
+
+/* Sets the NVTX capture range up: `on` when prof.capture_range is set,
+ * `count` instances to record (0: every one). After sched_init. */
+void sched_range_config(struct sched *s, bool on, uint32_t count);
+
+/* An instance of the capture range began. Opens a window at the current
+ * step (`reason`, copied) unless one records (out->open_window says which),
+ * and holds it open until sched_range_end(). Returns 1 when this instance
+ * now holds the window, 0 when another one does, -1 when the count is used
+ * up. */
+int sched_range_begin(struct sched *s, const char *reason,
+		      struct sched_result *out);
+
+/* The instance that sched_range_begin() returned 1 for ended: the window is
+ * saved (out->save, ending with the current step) unless the schedule or
+ * capture_now still records it. */
+void sched_range_end(struct sched *s, struct sched_result *out);
+
+/* The window the last call reported opened could not be opened after all
+ * (the caller had no way to record it): it is forgotten, and its index, its
+ * ticket and the capture range instance it counted go to the next one. The
+ * schedule's own step counting goes on as if it had recorded. */
+void sched_open_failed(struct sched *s);
+
+/* Whether a window may open at the next boundary or records now, so NVTX
+ * names are worth keeping: a window records, the current step warms up or
+ * records, a capture_now request is queued, the next step warms up or
+ * records, or a capture range may still open one. */
+bool sched_armed(const struct sched *s);
+
+/* Whether the next step warms up or records: the schedule's next action,
+ * or a queued capture_now request. */
+bool sched_next_active(const struct sched *s);
+
+/* Whether a window records, or the schedule or a capture request may still
+ * open one. */
+bool sched_ahead(const struct sched *s);
 
 /* Replaces the configuration (live change). The step counter is kept; the
  * new schedule applies from the next boundary. A window already recording

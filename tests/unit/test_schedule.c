@@ -659,6 +659,227 @@ static void test_reconfigure(void)
 	CHECK_EQ_INT(r.last, 7);
 }
 
+/* capture_now tickets: each accepted request is numbered; the windows
+ * carry their request's ticket and length, a schedule window none. */
+static void test_tickets(void)
+{
+	struct sched_config cfg = CFG(4, 0, 0, 1, 1); /* window at step 4 */
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &cfg, &r);
+	CHECK_EQ_INT(s.now_requested, 0);
+	CHECK_EQ_INT(sched_capture_now(&s, 2, "a"), 0);
+	CHECK_EQ_INT(s.now_requested, 1);
+	CHECK_EQ_INT(sched_capture_now(&s, 2, "refused"), -1);
+	CHECK_EQ_INT(s.now_requested, 1);
+	step_expect(&s, &r, 'R'); /* step 1 */
+	CHECK(r.open_window);
+	CHECK_EQ_INT(s.ticket, 1);
+	CHECK_EQ_INT(s.ticket_steps, 2);
+	CHECK_EQ_INT(s.now_opened, 1);
+	CHECK_EQ_INT(sched_capture_now(&s, 1, "b"), 0); /* ticket 2 */
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'S'); /* step 3: "b" right after "a" */
+	CHECK(r.save && r.open_window);
+	CHECK_EQ_INT(r.ticket, 1);
+	CHECK_EQ_INT(s.ticket, 2);
+	CHECK_EQ_INT(s.ticket_steps, 1);
+	step_expect(&s, &r, 'S'); /* step 4: the schedule's */
+	CHECK(r.save && r.open_window);
+	CHECK_EQ_INT(r.ticket, 2);
+	CHECK_EQ_STR(r.reason, "b");
+	CHECK_EQ_INT(s.ticket, 0);
+	step_expect(&s, &r, 'N');
+	CHECK(r.save);
+	CHECK_EQ_INT(r.ticket, 0);
+	CHECK_EQ_INT(r.window, 2);
+	CHECK_EQ_INT(s.now_opened, 2);
+}
+
+/* A capture range opens a window at the current step and holds it past the
+ * schedule's save; the schedule's window joins it; its end saves the
+ * window. count = 2: the third instance is refused. */
+static void test_range(void)
+{
+	struct sched_config cfg = CFG(3, 0, 0, 2, 1); /* R S at steps 3-4 */
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &cfg, &r);
+	sched_range_config(&s, true, 2);
+	step_expect(&s, &r, 'N'); /* step 1 */
+	CHECK(sched_armed(&s)); /* a range may open a window */
+	CHECK_EQ_INT(sched_range_begin(&s, "nvtx range 'r'", &r), 1);
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.step, 1);
+	CHECK_EQ_INT(r.open_index, 0);
+	CHECK_EQ_STR(r.open_reason, "nvtx range 'r'");
+	CHECK(s.open && s.range_active && !s.recording);
+	CHECK_EQ_INT(sched_range_begin(&s, "again", &r), 0); /* one at a time */
+	CHECK(!r.open_window);
+	step_expect(&s, &r, 'N');
+	step_expect(&s, &r, 'R'); /* step 3: the schedule joins the window */
+	CHECK(!r.open_window);
+	CHECK(s.recording);
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'N'); /* step 5: the schedule is done, the range holds */
+	CHECK(!r.save);
+	CHECK(s.open && !s.recording);
+	sched_range_end(&s, &r);
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 1);
+	CHECK_EQ_INT(r.last, 5);
+	CHECK_EQ_INT(r.window, 0);
+	CHECK_EQ_STR(r.reason, "nvtx range 'r'");
+	CHECK(!s.open && !s.range_active);
+	sched_range_end(&s, &r); /* no instance: nothing */
+	CHECK(!r.save);
+	/* Second instance inside a schedule-less stretch, then the count is
+	 * used up: no more arming for the range. */
+	CHECK_EQ_INT(sched_range_begin(&s, "second", &r), 1);
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.open_index, 1);
+	step_expect(&s, &r, 'N');
+	sched_range_end(&s, &r);
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 5);
+	CHECK_EQ_INT(r.last, 6);
+	CHECK_EQ_INT(sched_range_begin(&s, "third", &r), -1);
+	CHECK(!r.open_window);
+	CHECK(!sched_armed(&s));
+	CHECK_EQ_INT(s.windows, 2);
+}
+
+/* A range ending while the schedule records leaves the window to the
+ * schedule, which saves it (with the range's first step and reason). */
+static void test_range_ends_inside_schedule(void)
+{
+	struct sched_config cfg = CFG(2, 0, 0, 3, 1); /* R R S at steps 2-4 */
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &cfg, &r);
+	sched_range_config(&s, true, 0);
+	CHECK_EQ_INT(sched_range_begin(&s, "rng", &r), 1); /* at step 0 */
+	step_expect(&s, &r, 'N');
+	step_expect(&s, &r, 'R'); /* step 2: joins */
+	sched_range_end(&s, &r);
+	CHECK(!r.save);
+	CHECK(s.open);
+	step_expect(&s, &r, 'R');
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'N'); /* step 5 */
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 0);
+	CHECK_EQ_INT(r.last, 4);
+	CHECK_EQ_STR(r.reason, "rng");
+	/* count = 0: every instance, so a range may always open one. */
+	CHECK(sched_armed(&s));
+}
+
+/* A capture_now request that starts inside a range's window joins it and
+ * takes a ticket; the schedule's finish saves the window partial. */
+static void test_capture_joins_range(void)
+{
+	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &off, &r);
+	sched_range_config(&s, true, 1);
+	CHECK_EQ_INT(sched_range_begin(&s, "rng", &r), 1);
+	CHECK_EQ_INT(sched_capture_now(&s, 5, "now"), 0);
+	step_expect(&s, &r, 'R'); /* step 1: joins */
+	CHECK(!r.open_window);
+	CHECK_EQ_INT(s.ticket, 1);
+	CHECK_EQ_INT(s.ticket_steps, 5);
+	CHECK_EQ_STR(s.reason, "rng");
+	sched_finish(&s, &r);
+	CHECK(r.save && r.partial);
+	CHECK_EQ_INT(r.first, 0);
+	CHECK_EQ_INT(r.last, 1);
+	CHECK_EQ_INT(r.ticket, 1);
+	CHECK(!s.open && !s.range_active);
+}
+
+/* A window the caller could not open is forgotten: its index, ticket and
+ * range instance go to the next one; the schedule counts its steps on and
+ * its save closes nothing. */
+static void test_open_failed(void)
+{
+	struct sched_config cfg = CFG(1, 0, 0, 2, 2); /* R S R S from step 1 */
+	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &cfg, &r);
+	step_expect(&s, &r, 'R'); /* step 1 */
+	CHECK(r.open_window);
+	sched_open_failed(&s);
+	CHECK(!s.open);
+	CHECK_EQ_INT(s.windows, 0);
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'R'); /* step 3: the schedule's save, then a new one */
+	CHECK(!r.save);
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.open_index, 0);
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'N');
+	CHECK(r.save);
+	CHECK_EQ_INT(r.window, 0);
+	CHECK_EQ_INT(r.first, 3);
+
+	sched_init(&s, &off, &r);
+	CHECK_EQ_INT(sched_capture_now(&s, 1, "x"), 0);
+	step_expect(&s, &r, 'S');
+	CHECK_EQ_INT(s.ticket, 1);
+	sched_open_failed(&s);
+	CHECK_EQ_INT(s.now_opened, 0);
+	CHECK_EQ_INT(s.ticket, 0);
+	sched_open_failed(&s); /* nothing open: nothing to forget */
+	CHECK_EQ_INT(s.windows, 0);
+
+	sched_init(&s, &off, &r);
+	sched_range_config(&s, true, 1);
+	CHECK_EQ_INT(sched_range_begin(&s, "rng", &r), 1);
+	sched_open_failed(&s);
+	CHECK(!s.range_active);
+	CHECK_EQ_INT(s.ranges_recorded, 0);
+	CHECK_EQ_INT(sched_range_begin(&s, "rng", &r), 1); /* not used up */
+}
+
+/* sched_armed, sched_next_active, sched_ahead against a short schedule. */
+static void test_predicates(void)
+{
+	struct sched_config cfg = CFG(0, 2, 1, 1, 1); /* N N W S, once */
+	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched s;
+	struct sched_result r;
+
+	sched_init(&s, &cfg, &r);
+	CHECK(!sched_armed(&s) && !sched_next_active(&s) && sched_ahead(&s));
+	step_expect(&s, &r, 'N'); /* step 1: the next one warms up */
+	CHECK(sched_armed(&s) && sched_next_active(&s));
+	step_expect(&s, &r, 'W');
+	CHECK(sched_armed(&s) && sched_next_active(&s));
+	step_expect(&s, &r, 'S');
+	CHECK(sched_armed(&s) && !sched_next_active(&s) && sched_ahead(&s));
+	step_expect(&s, &r, 'N'); /* step 4: the one cycle is over */
+	CHECK(r.save);
+	CHECK(!sched_armed(&s) && !sched_ahead(&s));
+	CHECK_EQ_INT(sched_capture_now(&s, 1, NULL), 0);
+	CHECK(sched_armed(&s) && sched_next_active(&s) && sched_ahead(&s));
+
+	sched_init(&s, &off, &r);
+	CHECK(!sched_ahead(&s) && !sched_armed(&s));
+	sched_range_config(&s, true, 0);
+	CHECK(sched_armed(&s));
+	CHECK(!sched_ahead(&s)); /* a range is no schedule */
+	CHECK_EQ_INT(sched_range_begin(&s, "r", &r), 1);
+	CHECK(sched_ahead(&s));
+}
+
 int main(void)
 {
 	test_names();
@@ -672,5 +893,11 @@ int main(void)
 	test_finish();
 	test_config_check();
 	test_reconfigure();
+	test_tickets();
+	test_range();
+	test_range_ends_inside_schedule();
+	test_capture_joins_range();
+	test_open_failed();
+	test_predicates();
 	return check_done();
 }

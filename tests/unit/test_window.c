@@ -179,8 +179,10 @@ enum policy_status policy_on_step(struct policy *p,
 static struct host host;
 static struct policy_config cfg;
 
-/* A fresh host over `sc`, at step 0. */
-static void start(const struct sched_config *sc)
+/* A fresh host over `sc` and the capture range `range` (NULL: none) of
+ * `count` instances, at step 0. */
+static void start_range(const struct sched_config *sc, const char *range,
+			uint32_t count)
 {
 	size_t i;
 
@@ -199,9 +201,16 @@ static void start(const struct sched_config *sc)
 	memset(&cfg, 0, sizeof cfg);
 	cfg.schedule = *sc;
 	cfg.capture.buffer_bytes = 1 << 20;
+	cfg.capture_range.nvtx = (char *)range;
+	cfg.capture_range.count = count;
 	host.cfg = &cfg;
 	host.shim = &fake_shim;
 	window_init(&host);
+}
+
+static void start(const struct sched_config *sc)
+{
+	start_range(sc, NULL, 0);
 }
 
 static void steps(int n)
@@ -312,9 +321,7 @@ static void test_capture_range(void)
 {
 	struct sched_config sc = { 0 };
 
-	start(&sc);
-	cfg.capture_range.nvtx = "train";
-	cfg.capture_range.count = 2;
+	start_range(&sc, "train", 2);
 	cfg.has_on_window_start = true;
 	window_starts = 0;
 	steps(1);
@@ -339,8 +346,7 @@ static void test_range_joins_schedule(void)
 {
 	struct sched_config sc = CFG(2, 0, 0, 1, 1);
 
-	start(&sc);
-	cfg.capture_range.nvtx = "r";
+	start_range(&sc, "r", 0);
 	steps(1);
 	CHECK_EQ_INT(window_range_begin(&host), 1);
 	steps(4); /* the schedule's window (step 2) saves at step 3's boundary */
