@@ -72,7 +72,6 @@ static int native_set_limits(lua_State *L)
 	return 0;
 }
 
-
 /* ------------------------------------------------------------ loading */
 
 /* Protected: require("prof"), make it the global `prof`, give it its

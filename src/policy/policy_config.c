@@ -170,7 +170,6 @@ void policy_read_capture(lua_State *L, int cfg, struct policy_config *c)
 	lua_pop(L, 1);
 }
 
-
 /* Protected: prof._load_done(), then the configuration into p->cfg (strings
  * stored as they are copied, so policy_free releases them on failure).
  * Arg 1: the policy. */

@@ -102,8 +102,7 @@ int policy_native_query(lua_State *L)
 	return 1;
 }
 
-
-/* What native_reconfigure hands the host's apply step. */
+/* What policy_native_reconfigure hands the host's apply step. */
 struct live_apply {
 	struct policy *p;
 	const struct policy_config *next;

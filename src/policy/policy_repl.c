@@ -26,7 +26,6 @@ int policy_native_repl_active(lua_State *L)
 	return 1;
 }
 
-
 /* prof.sleep's continuation: true, or nil and "interrupted" when an
  * interrupt cut the sleep short. */
 static int native_sleep_k(lua_State *L, int status, lua_KContext ctx)
