@@ -471,6 +471,7 @@ static void read_capture(lua_State *L, int cfg, struct policy_config *c)
 	c->capture.cpu_depth = cfg_u32(L, s, "cpu_depth", 1);
 	c->capture.cpu_signal = cfg_signal(L, s, "cpu_signal");
 	c->capture.range_stacks = cfg_bool(L, s, "range_stacks");
+	c->capture.modules = cfg_bool(L, s, "modules");
 	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.buffer_bytes =
@@ -1109,6 +1110,7 @@ static int run_report(lua_State *L)
 	take_field(L, "json", &rc->out->json);
 	take_field(L, "html", &rc->out->html);
 	take_field(L, "findings", &rc->out->findings);
+	take_field(L, "modules", &rc->out->modules);
 	return 0;
 }
 
@@ -1174,7 +1176,8 @@ void policy_report_free(struct policy_report *r)
 	free(r->json);
 	free(r->html);
 	free(r->findings);
-	r->text = r->json = r->html = r->findings = NULL;
+	free(r->modules);
+	r->text = r->json = r->html = r->findings = r->modules = NULL;
 }
 
 /* ------------------------------------------------------------ REPL */
