@@ -180,6 +180,7 @@ M.sections = {
 				signal = string_("auto", check_signal),
 			}, "cpu_samples = { hz = 99 }"),
 			range_stacks = boolean(false),
+			modules = boolean(false),
 			cuda_backtrace = off_or({
 				threshold_us = integer(1, U32, 10),
 			}, "cuda_backtrace = { threshold_us = 10 }"),
@@ -527,6 +528,7 @@ function M.resolve(raw)
 			cpu_signal = samples and samples.signal
 				or M.sections.capture.keys.cpu_samples.keys.signal.default,
 			range_stacks = get("capture", c, "range_stacks"),
+			modules = get("capture", c, "modules"),
 			cuda_backtrace_us = bt and bt.threshold_us or 0,
 			record_shapes = get("capture", c, "record_shapes"),
 			buffer_mb = get("capture", c, "buffer_mb"),

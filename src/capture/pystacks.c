@@ -116,7 +116,7 @@ static bool own_file(const char *file)
 	static const char *const own[] = {
 		"/profhost/__init__.py", "/profhost/_bridge.py", "/profhost/_host.py",
 		"/profhost/_imports.py", "/profhost/_steps.py", "/profhost/_nvtx.py",
-		"/profhost/_pystacks.py",
+		"/profhost/_pystacks.py", "/profhost/_modules.py",
 	};
 	size_t n = strlen(file), i, k;
 

@@ -35,12 +35,13 @@
 #include "pystacks.h"
 #include "torchnvtx.h"
 
-#define PYB_API_VERSION 3
+#define PYB_API_VERSION 4
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
 #define PYB_SLOW_POLL_US 20000
 #define PYB_PHASE_ID (1ull << 62)  /* range ids of phases: apart from NVTX's */
+#define PYB_MODULE_NAME_MAX 1024   /* longer module paths are cut */
 
 /* Window state as the bridge sees it (pybridge_api.state). PYB_ARMED is
  * the step before a window opens or warms up: the bridge puts its hooks in
@@ -50,7 +51,9 @@ enum {
 	PYB_WARMUP = 1,
 	PYB_RECORDING = 2,
 	PYB_ARMED = 3,
-	PYB_EXPLICIT = 16           /* flag: explicit steps seen, auto steps off */
+	PYB_EXPLICIT = 16,          /* flag: explicit steps seen, auto steps off */
+	PYB_MODULES = 32            /* flag: the window records nn.Module calls
+				       (prof.capture{ modules = true }) */
 };
 
 /* Notes the bridge reports (pybridge_api.note). */
@@ -81,6 +84,9 @@ struct pybridge_api {
 	 * take that name for that phase (torch's DataLoader fetch name for
 	 * data); else as `phase`. */
 	void (*phase_named)(int phase, int64_t start_ns, int64_t end_ns, const char *name);
+	/* (version 4) An nn.Module call named `name` (its path in the
+	 * model), written as a python_function event. */
+	void (*module)(int64_t start_ns, int64_t end_ns, const char *name);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -147,6 +153,7 @@ static struct {
 	_Atomic int live;            /* the bridge is up and not finalizing */
 	_Atomic int sync_queued;     /* a _sync pending call is queued */
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
+	_Atomic int modules;         /* PYB_MODULES of the window recording now */
 	_Atomic int notes;           /* PYB_NOTE_* bits */
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
@@ -162,7 +169,7 @@ static _Thread_local int pyb_in_step;
 
 static int pyb_state(void)
 {
-	return atomic_load(&pyb.state) |
+	return atomic_load(&pyb.state) | atomic_load(&pyb.modules) |
 	       (atomic_load(&pyb.explicit_seen) ? PYB_EXPLICIT : 0);
 }
 
@@ -221,20 +228,15 @@ static int64_t pyb_host_time(int64_t mono_ts)
 	return mono_ts + off;
 }
 
-/* Writes phase `phase` under `name` (NULL: the phase's own name). Python
- * threads, GIL held. */
-static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const char *name)
+/* Writes the range [start_ns, end_ns] (Python's clock) named name[0..len)
+ * on the calling thread; `flags`: EVBUF_A_* of its start. Python threads,
+ * GIL held. */
+static void pyb_range(int64_t start_ns, int64_t end_ns, const char *name, size_t len,
+		      uint32_t flags)
 {
-	size_t len = name ? strnlen(name, PYB_NAME_MAX) : 0;
 	uint64_t id;
 	int64_t now;
 
-	if (phase < 0 || phase >= PYB_NPHASES || end_ns < start_ns)
-		return;
-	if (!len || len == PYB_NAME_MAX || query_phase_of(name, len) != (enum query_phase)phase) {
-		name = query_phase_name((enum query_phase)phase);
-		len = strlen(name);
-	}
 	start_ns = pyb_host_time(start_ns);
 	end_ns = pyb_host_time(end_ns);
 	/* A phase is reported once it has ended, and the conversion may land
@@ -248,9 +250,35 @@ static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const c
 	if (start_ns > end_ns)
 		start_ns = end_ns;
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
-	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name,
-					  (uint32_t)len, id, 0) == 0)
+	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name, (uint32_t)len,
+					  id, evbuf_nvtx_a(0, 0, flags)) == 0)
 		pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_END, end_ns, NULL, 0, id, 0);
+}
+
+/* Writes phase `phase` under `name` (NULL: the phase's own name). Python
+ * threads, GIL held. */
+static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const char *name)
+{
+	size_t len = name ? strnlen(name, PYB_NAME_MAX) : 0;
+
+	if (phase < 0 || phase >= PYB_NPHASES || end_ns < start_ns)
+		return;
+	if (!len || len == PYB_NAME_MAX || query_phase_of(name, len) != (enum query_phase)phase) {
+		name = query_phase_name((enum query_phase)phase);
+		len = strlen(name);
+	}
+	pyb_range(start_ns, end_ns, name, len, 0);
+}
+
+/* Writes an nn.Module call (a python_function event). Python threads, GIL
+ * held. */
+static void pyb_module(int64_t start_ns, int64_t end_ns, const char *name)
+{
+	size_t len = name ? strnlen(name, PYB_MODULE_NAME_MAX) : 0;
+
+	if (!len || end_ns < start_ns)
+		return;
+	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PYTHON);
 }
 
 static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
@@ -284,6 +312,7 @@ static const struct pybridge_api pyb_api = {
 	.down = pyb_down,
 	.pystack = pyb_pystack,
 	.phase_named = pyb_phase_named,
+	.module = pyb_module,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -570,6 +599,9 @@ static void pyb_window_open(uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_open(gen);
+	/* Read at each window open, as the sampler reads its settings: a live
+	 * prof.capture{ modules = ... } applies from the next window on. */
+	atomic_store(&pyb.modules, pyb.h->cfg->capture.modules ? PYB_MODULES : 0);
 	atomic_store(&pyb.state, PYB_RECORDING);
 	pyb_notify();
 }
@@ -579,6 +611,7 @@ static void pyb_window_close(uint64_t gen)
 	if (pyb.stack_hz)
 		pystacks_close(gen);
 	atomic_store(&pyb.state, PYB_IDLE);
+	atomic_store(&pyb.modules, 0);
 	pyb_notify();
 }
 

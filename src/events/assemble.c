@@ -104,7 +104,8 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	e.pid = as->t->meta.pid;
 	e.tid = tid;
 	e.name = name;
-	e.cat = TRACE_CAT_USER_ANNOTATION;
+	e.cat = evbuf_a_flags(a) & EVBUF_A_PYTHON ? TRACE_CAT_PYTHON_FUNCTION
+						  : TRACE_CAT_USER_ANNOTATION;
 	e.ph = TRACE_PH_COMPLETE;
 	e.flags = flags;
 	if (!trace_add_event(as->t, &e))

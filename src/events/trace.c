@@ -31,6 +31,7 @@ static const char *const trace_cat_names[TRACE_CAT_COUNT] = {
 	[TRACE_CAT_SAMPLE] = "cpu_sample",
 	[TRACE_CAT_GPU_MEMORY] = "gpu_memory",
 	[TRACE_CAT_OVERHEAD] = "overhead",
+	[TRACE_CAT_PYTHON_FUNCTION] = "python_function",
 };
 
 /* Kineto's category string; "unknown" for a value outside the enum. */

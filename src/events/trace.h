@@ -37,6 +37,7 @@ enum trace_cat {
 	TRACE_CAT_SAMPLE, /* CPU samples */
 	TRACE_CAT_GPU_MEMORY, /* CUDA allocations and frees (instants) */
 	TRACE_CAT_OVERHEAD,   /* CUPTI's own overhead */
+	TRACE_CAT_PYTHON_FUNCTION, /* Python calls: nn.Module calls (the bridge) */
 	TRACE_CAT_COUNT
 };
 

@@ -77,8 +77,9 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.reason = strdup(job->reason);
 }
 
-/* Runs the built-in reports of a written window and adds report.txt and
- * report.html to it; rank 0 prints the findings. Host thread. */
+/* Runs the built-in reports of a written window and adds report.txt,
+ * report.html and modules.txt (when nn.Module calls were recorded) to it;
+ * rank 0 prints the findings. Host thread. */
 static void run_builtin_reports(struct host *h, const struct trace *t,
 				struct export_result *res)
 {
@@ -102,6 +103,8 @@ static void run_builtin_reports(struct host *h, const struct trace *t,
 	if (rep.text && export_text_file(res, "report.txt", rep.text, &e) != 0)
 		host_fail(h, &e);
 	if (rep.html && export_text_file(res, "report.html", rep.html, &e) != 0)
+		host_fail(h, &e);
+	if (rep.modules && export_text_file(res, "modules.txt", rep.modules, &e) != 0)
 		host_fail(h, &e);
 	if (rep.findings && rep.findings[0])
 		log_text(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, rep.findings);

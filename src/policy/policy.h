@@ -75,6 +75,7 @@ struct policy_config {
 		int cpu_signal;        /* 0 = "auto" (default), else the signal
 					  number ("SIGPROF", "SIGRTMIN+N") */
 		bool range_stacks;     /* a stack at each range push; default false */
+		bool modules;          /* nn.Module calls as ranges; default false */
 		uint32_t cuda_backtrace_us; /* 0 = off */
 		bool record_shapes;
 		size_t buffer_bytes;   /* per-window event pool; default 128 MiB */
@@ -261,6 +262,8 @@ enum {
  * plain-words findings, one per line) comes with every window report. */
 struct policy_report {
 	char *text, *json, *html, *findings;
+	char *modules;  /* modules.txt (text format, module calls in the
+			   window), else NULL */
 };
 
 /*

@@ -163,6 +163,7 @@ void policy_read_capture(lua_State *L, int cfg, struct policy_config *c)
 	c->capture.cpu_depth = cfg_u32(L, s, "cpu_depth", 1);
 	c->capture.cpu_signal = cfg_signal(L, s, "cpu_signal");
 	c->capture.range_stacks = cfg_bool(L, s, "range_stacks");
+	c->capture.modules = cfg_bool(L, s, "modules");
 	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.buffer_bytes =

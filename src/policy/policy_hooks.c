@@ -331,6 +331,7 @@ static int run_report(lua_State *L)
 	take_field(L, "json", &rc->out->json);
 	take_field(L, "html", &rc->out->html);
 	take_field(L, "findings", &rc->out->findings);
+	take_field(L, "modules", &rc->out->modules);
 	return 0;
 }
 
@@ -396,5 +397,6 @@ void policy_report_free(struct policy_report *r)
 	free(r->json);
 	free(r->html);
 	free(r->findings);
-	r->text = r->json = r->html = r->findings = NULL;
+	free(r->modules);
+	r->text = r->json = r->html = r->findings = r->modules = NULL;
 }

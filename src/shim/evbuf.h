@@ -75,6 +75,9 @@ enum evbuf_kind {
 			     * window began (ts: when that was noticed). POP
 			     * and PUSH then carry the range's name when the
 			     * shim knew it, else no name. */
+#define EVBUF_A_PYTHON 0x02u /* On a START: the range is a Python call
+			      * (an nn.Module call), written as a
+			      * python_function event, not a user_annotation */
 
 static inline uint64_t evbuf_nvtx_a(uint32_t domain, uint32_t category,
 				    uint32_t flags)

@@ -51,9 +51,11 @@ from profhost import _bridge, _nvtx, _phases, _pystacks
 
 NAMES = ("data", "forward", "backward", "optimizer")
 IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
+MODULES = 32   # flag: the window records nn.Module calls
 state = [RECORDING]
 steps = []
 events = []
+modcalls = []  # (name, start, end) of each nn.Module call written
 
 Api = _bridge._api_type()
 F = dict(Api._fields_)
@@ -75,11 +77,12 @@ def _named(p, a, b, name):
 KEEP = [F["state"](lambda: state[0]), F["step"](_step),
         F["phase"](lambda p, a, b: events.append((NAMES[p], a, b))),
         F["note"](lambda bits: None), F["down"](lambda: None),
-        F["pystack"](lambda *a: None), F["phase_named"](_named)]
+        F["pystack"](lambda *a: None), F["phase_named"](_named),
+        F["module"](lambda a, b, name: modcalls.append((name.decode(), a, b)))]
 api = Api()
 api.version, api.size = _bridge._API_VERSION, ctypes.sizeof(Api)
 (api.state, api.step, api.phase, api.note, api.down, api.pystack,
- api.phase_named) = KEEP
+ api.phase_named, api.module) = KEEP
 _bridge._start(ctypes.addressof(api), "steps=optimizer\nlog=3\n")
 
 
@@ -415,6 +418,88 @@ class Wrappers(unittest.TestCase):
             assert dl._BaseDataLoaderIter.__dict__["__next__"] is nxt
             set_state(IDLE)
             assert not _phases.is_on() and not _pystacks.on
+        ''')
+
+    def test_module_calls_named_by_path_while_recording(self):
+        # prof.capture{ modules = true } (#16.4): the phases' module hooks
+        # hand each nn.Module call to the host, named by its path.
+        self.run_script('''
+            from profhost import _modules
+
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.a = nn.Linear(4, 4)
+                    self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.ReLU()])
+                    self.loose = [nn.Tanh()]   # not registered: named by its class
+
+                def forward(self, x):
+                    x = self.a(x)
+                    for b in self.blocks:
+                        x = b(x)
+                    x = self.loose[0](x)
+                    if hasattr(self, "late"):
+                        x = self.late(x)
+                    return x
+
+            class Boom(nn.Module):
+                def forward(self, x):
+                    raise ValueError("boom")
+
+            def calls():
+                out = [n for n, _, _ in modcalls]
+                del modcalls[:]
+                return out
+
+            net, x = Net(), torch.randn(2, 4)
+            set_state(IDLE)
+            # armed, warming up, recording without modules: nothing written
+            for s in (ARMED, WARMUP, RECORDING):
+                set_state(s)
+                net(x)
+                assert calls() == [], s
+            set_state(RECORDING | MODULES)
+            net(x)
+            whole = modcalls[-1]
+            assert all(whole[1] <= a <= b <= whole[2] for _, a, b in modcalls), modcalls
+            assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "Net"]
+            walks = _modules._walks[net]
+            net(x)                                    # names are kept
+            assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "Net"]
+            assert _modules._walks[net] == walks
+            net.late = nn.Linear(4, 4)                # added later: found by its path
+            net(x)
+            assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "late", "Net"]
+            # a module that raises (torch < 2.1 runs no hook then): once a
+            # step boundary has settled it, calls nest and are named right
+            seq = nn.Sequential(nn.Linear(4, 4), Boom())
+            try:
+                seq(x)
+            except ValueError:
+                pass
+            boundary()
+            calls()
+            net(x)
+            assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "late", "Net"]
+            # other threads: their own calls, their own nesting
+            t = threading.Thread(target=net, args=(x,))
+            t.start()
+            t.join()
+            assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "late", "Net"]
+            # recording without modules, then idle: the observer and torch's
+            # global hooks are gone
+            set_state(RECORDING)
+            assert _phases.observer() is None
+            net(x)
+            assert calls() == []
+            set_state(RECORDING | MODULES)
+            assert _phases.observer() is not None
+            set_state(IDLE)
+            assert _phases.observer() is None
+            assert not nn.modules.module._global_forward_pre_hooks
+            assert not nn.modules.module._global_forward_hooks
+            net(x)
+            assert calls() == []
         ''')
 
     def test_emit_nvtx_steps_aside_for_torch_profiler(self):

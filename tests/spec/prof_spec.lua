@@ -25,7 +25,7 @@ describe("prof", function()
 				nvtx = true, cuda_kernels = true, cuda_memcpy = true, cuda_memset = true,
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
-				range_stacks = false, cuda_backtrace_us = 0,
+				range_stacks = false, modules = false, cuda_backtrace_us = 0,
 				record_shapes = false, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
@@ -214,6 +214,12 @@ describe("prof", function()
 			assert.are.equal(32, c.cpu_depth)
 			assert.are.equal("SIGRTMIN+3", c.cpu_signal)
 			assert.is_true(c.range_stacks)
+			prof._reset()
+			assert.is_true(config_of("prof.capture{ modules = true }").capture.modules)
+			prof._reset()
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'modules' must be a boolean, got 1",
+				error_of("prof.capture{ modules = 1 }"))
 			prof._reset()
 			c = config_of('prof.capture{ cpu_samples = { signal = "SIGPROF" } }').capture
 			assert.are.equal("SIGPROF", c.cpu_signal)

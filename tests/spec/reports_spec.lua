@@ -197,6 +197,44 @@ describe("prof.reports.nvtx and kernels", function()
 	end)
 end)
 
+describe("prof.reports.modules", function()
+	local modules = require("prof.reports.modules")
+	it("ranks modules by self time, with totals and calls per step", function()
+		local t = stub({ first_step = 5, last_step = 7, counts = { python_function = 12 },
+			agg = {
+				{ cat = "python_function", by = "name", self = true, rows = rows({
+					{ name = "encoder.slow", total = 90 * MS, count = 3, avg = 30 * MS, share = 0.9 },
+					{ name = "norm", total = 6 * MS, count = 6, avg = 1 * MS, share = 0.06 },
+					{ name = "Model", total = 4 * MS, count = 3, avg = 4 * MS / 3, share = 0.04 },
+				}) },
+				{ cat = "python_function", by = "name", rows = rows({
+					{ name = "Model", total = 100 * MS, count = 3 },
+					{ name = "encoder.slow", total = 90 * MS, count = 3 },
+					{ name = "norm", total = 6 * MS, count = 6 },
+				}) } } })
+		local d = modules.analyze(t)
+		assert.are.equal(3, d.modules)
+		assert.are.equal(12, d.calls)
+		assert.are.equal(3, d.steps)
+		assert.are.same({ "encoder.slow", "norm", "Model" },
+			{ d.rows[1].name, d.rows[2].name, d.rows[3].name })
+		assert.are.equal(100 * MS, d.rows[3].total)
+		local text = modules.text(d)
+		assert.truthy(text:find("#  Module        Calls  Per step", 1, true))
+		assert.truthy(text:find("1  encoder.slow      3         1  90.000 ms  90.0 %", 1, true))
+		assert.truthy(text:find("2  norm              6         2", 1, true))
+		local file = modules.file(d, { window = 0, first_step = 5, last_step = 7 })
+		assert.truthy(file:find("^Modules by self time: window 0, steps 5%-7, 12 calls of 3 modules\n"))
+	end)
+	it("says how to get module calls when the window has none, and writes no file", function()
+		local d = modules.analyze(stub({}))
+		assert.are.equal(0, d.modules)
+		assert.truthy(modules.text(d):find("prof.capture{ modules = true }", 1, true))
+		assert.is_nil(modules.file(d, {}))
+		assert.is_nil(reports.window(stub({}), { text = true }).modules)
+	end)
+end)
+
 describe("prof.reports.copies", function()
 	it("joins time and bytes into bandwidth", function()
 		local copies = require("prof.reports.copies")

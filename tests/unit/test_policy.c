@@ -140,7 +140,7 @@ static void test_valid_file_config(void)
 		"            nvtx_mark = \"tick\" }\n"
 		"prof.capture{ cuda = { driver = false }, nvtx = false,\n"
 		"              cpu_samples = { hz = 250, clock = \"wall\", depth = 40,\n"
-		"                              signal = \"SIGRTMIN+2\" }, range_stacks = true,\n"
+		"                              signal = \"SIGRTMIN+2\" }, range_stacks = true, modules = true,\n"
 		"              cuda_backtrace = { threshold_us = 20 }, record_shapes = true,\n"
 		"              buffer_mb = 256 }\n"
 		"prof.export{ chrome = { gzip = true }, tensorboard = true,\n"
@@ -189,6 +189,7 @@ static void test_valid_file_config(void)
 	CHECK_EQ_INT(c->capture.cpu_depth, 40);
 	CHECK_EQ_INT(c->capture.cpu_signal, SIGRTMIN + 2);
 	CHECK(c->capture.range_stacks);
+	CHECK(c->capture.modules);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 20);
 	CHECK(c->capture.record_shapes);
 	CHECK_EQ_INT(c->capture.buffer_bytes, 256u << 20);
@@ -231,6 +232,7 @@ static void test_defaults(void)
 	CHECK_EQ_INT(c->capture.cpu_depth, 128);
 	CHECK_EQ_INT(c->capture.cpu_signal, 0);
 	CHECK(!c->capture.range_stacks);
+	CHECK(!c->capture.modules);
 	CHECK_EQ_INT(c->capture.cuda_backtrace_us, 0);
 	CHECK_EQ_INT(c->capture.buffer_bytes, 128u << 20);
 	CHECK(c->export.chrome && !c->export.chrome_gzip && !c->export.tensorboard);

@@ -260,6 +260,12 @@ function windowPage(d, root) {
       ["Calls", function (r) { return r.count; }], ["Total", function (r) { return time(r.total); }],
       ["Name", function (r) { return r.name; }, true]]);
   else none(sec, "No CPU ranges.");
+  if (d.modules && d.modules.rows.length) {
+    sec = h("section", null, g); h("h2", "Modules (self time)", sec);
+    table(sec, d.modules.rows, [["Self", function (r) { return time(r.self); }],
+      ["Calls", function (r) { return r.count; }], ["Total", function (r) { return time(r.total); }],
+      ["Module", function (r) { return r.name; }, true]]);
+  }
   sec = h("section", null, g); h("h2", "Memory copies", sec);
   if (d.copies && d.copies.rows.length)
     table(sec, d.copies.rows, [["Count", function (r) { return r.count; }],

@@ -8,7 +8,8 @@
 -- Every analysis runs in its own pcall: one that fails is reported in the
 -- output and the others still run.
 --
--- The host calls window() after each window (report.txt, report.html);
+-- The host calls window() after each window (report.txt, report.html,
+-- modules.txt when the window recorded nn.Module calls);
 -- `prof report` calls window() for each saved window and run() for the run
 -- report over several windows and ranks (prof.reports.ranks).
 
@@ -18,7 +19,8 @@ local json = require("prof.json")
 local M = {}
 
 -- The analyses, in the order the text report shows them.
-M.ANALYSES = { "steps", "gpu", "kernels", "copies", "memory", "nvtx", "cpu", "samples" }
+M.ANALYSES = { "steps", "gpu", "kernels", "copies", "memory", "nvtx", "cpu", "modules",
+	"samples" }
 
 -- Windows kept for run() (window data, in arrival order).
 local kept = {}
@@ -120,6 +122,9 @@ function M.window(trace, formats, keep)
 	end
 	local out = render(data, formats or {}, "window")
 	out.findings = M.findings_text(data)
+	-- modules.txt, when the window recorded nn.Module calls
+	local ok, modules = pcall(require("prof.reports.modules").file, data.modules, data.meta)
+	out.modules = ok and modules or nil
 	out.data = data
 	return out
 end

@@ -23,6 +23,9 @@ concern:
   that thread.
 * ``_pystacks``: snapshots of the Python stacks, merged by the host into the
   CPU samples, while a window records.
+* ``_modules``: with ``prof.capture{ modules = true }``, each nn.Module call
+  while a window records, named by its path in the model (loaded by the
+  first window that asks for it).
 
 Everything that is on only around windows is switched in one place,
 ``_switch``, under ``_host.lock``.
@@ -111,7 +114,8 @@ def _apply(state):
             while True:
                 _resync = False
                 mode = state & _host.STATE_MASK
-                _switch(mode != _host.IDLE, mode == _host.RECORDING)
+                _switch(mode != _host.IDLE, mode == _host.RECORDING,
+                        bool(state & _host.MODULES))
                 if not _resync:
                     break
                 state = _host.c_state()
@@ -119,13 +123,29 @@ def _apply(state):
             _applying -= 1
 
 
-def _switch(on, recording):
+def _switch(on, recording, modules):
     """Turns what runs only around windows on (from the step before a
     window or its warm-up to its end) or off; `recording`: the window
-    records now. Under _host.lock."""
+    records now; `modules`: and asks for nn.Module calls. Under
+    _host.lock."""
     if _steps.torch_hooked:
         _steps.phases.set_on(on)
         if on:
             _nvtx.note_cuda()
         _nvtx.set_on(on, _steps.train_thread())
+        if modules or _modules is not None:
+            _module_calls(on and recording and modules)
     _pystacks.set_on(on, recording)
+
+
+_modules = None  # profhost._modules, once a window asked for module calls
+
+
+def _module_calls(on):
+    """Writes nn.Module calls (on) or not. Under _host.lock."""
+    global _modules
+    if _modules is None:
+        from . import _modules as modules
+
+        _modules = modules
+    _modules.set_on(_steps.phases, on)

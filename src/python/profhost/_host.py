@@ -23,10 +23,11 @@ import _thread
 IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
 STATE_MASK = 3
 EXPLICIT = 16
+MODULES = 32         # the window records nn.Module calls (prof.capture{modules})
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 3
+API_VERSION = 4
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -39,6 +40,7 @@ lock = _thread.RLock()  # guards the hooks' installation (every part's)
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
+c_module = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
@@ -95,6 +97,8 @@ def api_type():
                                           ctypes.c_char_p, ctypes.c_uint32)),
             ("phase_named", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
                                               ctypes.c_int64, ctypes.c_char_p)),
+            ("module", ctypes.PYFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64,
+                                         ctypes.c_char_p)),
         ]
 
     return _Api
@@ -103,6 +107,7 @@ def api_type():
 def bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
     global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
+    global c_module
     if _api is not None:
         return True
     if not _api_addr:
@@ -117,6 +122,7 @@ def bind():
     c_state, c_step, c_phase = api.state, api.step, api.phase
     c_note, c_down, c_pystack = api.note, api.down, api.pystack
     c_phase_named = api.phase_named
+    c_module = api.module if api.module else None  # NULL in a fake table
     _api = api
     return True
 

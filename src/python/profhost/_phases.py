@@ -39,6 +39,10 @@ How each is hooked, and why:
   another library has wrapped ours meanwhile: theirs then stays, with ours
   inside it, inert until phases are on again.
 
+While the hooks are on, an observer (profhost._modules, set by the bridge
+while a window records module calls) is told of every module call, nested
+ones too, with the instant the forward phase uses, so the two nest.
+
 A program that reports a phase itself (``profhost.phase``,
 ``profhost.record_phase``, or a ``profhost.range`` named like a phase) owns
 that phase from then on: the bridge stops timing it (own()).
@@ -69,6 +73,8 @@ _merge = False   # the bridge sees every step boundary (see set_merge)
 _owned = set()   # phases the program reports itself
 _patches = []    # _Patch of each wrapped callable, installed or not
 _handles = []    # torch's handles of the module hooks while on
+_observer = None  # pre(module, t), post(module, t), reset(): told of every
+                  # module call while the hooks are on (profhost._modules)
 
 
 class _State(threading.local):
@@ -133,6 +139,8 @@ def _settle(st):
         return
     st.mods = 0
     st.top = None
+    if _observer is not None:
+        _observer.reset()
     if st.cur == FORWARD:
         st.cur = NONE
 
@@ -159,19 +167,25 @@ def _forward_pre(module, args):
         st = _tls
         if st.gen != _gen:
             _reset(st)
+        obs = _observer
         if st.mods:
             st.mods += 1   # a module inside the top-level one
+            if obs is not None:
+                obs.pre(module, _now())
             return None
         st.mods = 1
         st.top = sys._getframe(1)
+        t = 0
         if st.cur == NONE and _on and FORWARD not in _owned:
             if st.fwd1 and _merge:
                 st.t0 = st.fwd0   # the loss after the model: one forward
                 st.fwd1 = 0
             else:
                 _flush(st)
-                st.t0 = _now()
+                st.t0 = t = _now()
             st.cur = FORWARD
+        if obs is not None:
+            obs.pre(module, t or _now())  # the phase's instant: they nest
     except Exception:
         _report("the forward pre-hook")
     return None
@@ -183,20 +197,26 @@ def _forward_post(module, args, output):
         if st.gen != _gen:
             _reset(st)    # hooks installed during the call
             return None
+        obs = _observer
         mods = st.mods
         if mods != 1:
             if mods:
                 st.mods = mods - 1   # nested
+            if obs is not None:
+                obs.post(module, _now())
             return None
         st.mods = 0
         st.top = None
+        t = 0
         if st.cur == FORWARD:
             st.cur = NONE
-            end = _now()
+            t = end = _now()
             if _merge:
                 st.fwd0, st.fwd1 = st.t0, end
             else:
                 _emit(FORWARD, st.t0, end)
+        if obs is not None:
+            obs.post(module, t or _now())
     except Exception:
         _report("the forward hook")
     return None
@@ -371,6 +391,17 @@ def set_on(on):
 
 def is_on():
     return _on
+
+
+def set_observer(obs):
+    """Tells `obs` (pre(module, t), post(module, t), reset(); None: no one)
+    of every module call while the hooks are on. Under the bridge's lock."""
+    global _observer
+    _observer = obs
+
+
+def observer():
+    return _observer
 
 
 def set_merge(merge):
