@@ -105,20 +105,31 @@ section_window_memory() {
     for b in ${WINDOW_MEMORY_BEFORE:+"$WINDOW_MEMORY_BEFORE"} "$BUILD"; do
         window_memory_run "$dir" "$b"
     done
+    echo "the same, 1000 names a thread (as a program's ranges repeat):"
+    window_memory_run "$dir" "$BUILD" --names 1000
     rm -rf "$dir"
 }
 
-# One run of section_window_memory with build $2 (scratch folder $1).
+# One run of section_window_memory with the host of build $2 (scratch
+# folder $1); the workload is always $BUILD's nvtx_stress, and more
+# arguments go to it.
 window_memory_run() {
-    rm -rf "$1/out"
-    PROF_LOG=quiet /usr/bin/time -f "%M %e" -o "$1/time" \
-        "$2/bin/prof" run -s "$1/policy.lua" -o "$1/out" -- \
-        "$2/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 >/dev/null 2>&1
-    summary=$(find "$1/out" -name summary.txt | head -1)
+    d=$1 b=$2
+    shift 2
+    rm -rf "$d/out"
+    # the program waits for the window's last file, so the whole writing
+    # stage is measured, however slow the machine (an exiting program
+    # waits at most 60 s for it)
+    summary=$d/out/bench/rank0/window0_steps0-0/summary.txt
+    PROF_LOG=quiet /usr/bin/time -f "%M %e" -o "$d/time" \
+        "$b/bin/prof" run -s "$d/policy.lua" -o "$d/out" --set output.run=bench -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 --wait-for "$summary" \
+        "$@" >/dev/null 2>&1
+    [ -e "$summary" ] || summary=
     kept=$( [ -n "$summary" ] && grep -o '[0-9]* events written' "$summary" | cut -d' ' -f1)
-    read -r kb wall < "$1/time"
-    echo "$2: peak RSS $((kb / 1024)) MiB, $wall s wall; event pool 1024 MiB;" \
-        "${kept:-?} events; files: $(du -sh "$1/out" | cut -f1)" \
+    read -r kb wall < "$d/time"
+    echo "$b: peak RSS $((kb / 1024)) MiB, $wall s wall; event pool 1024 MiB;" \
+        "${kept:-?} events; files: $(du -sh "$d/out" | cut -f1)" \
         "$( [ -n "$summary" ] && echo "(all written)" || echo "(INCOMPLETE: no summary.txt)")"
 }
 
