@@ -87,8 +87,12 @@ section_writer() {
 }
 
 # A whole 10M-event window under the host: 8 threads x 1M NVTX ranges (and
-# 2M nested ones) in one capture range. Peak RSS of the profiled process
-# against the event pool it was given.
+# 2M nested ones, each range named anew) in one capture range, every file
+# and report written. Peak RSS of prof run and the profiled process
+# (/usr/bin/time's maximum resident size) against the event pool it was
+# given. WINDOW_MEMORY_BEFORE=<build dir of another commit> runs the same
+# with that build first, for a before/after pair in one run. The report
+# budget is raised so a slow machine measures the whole writing stage.
 section_window_memory() {
     echo "==== a 10M-event window under prof run (peak RSS of the process)"
     if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
@@ -96,14 +100,37 @@ section_window_memory() {
         return
     fi
     dir=$(mktemp -d /tmp/bench_window.XXXXXX)
-    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\n' \
+    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\nprof.limits{ report_ms = 600000 }\n' \
         > "$dir/policy.lua"
-    PROF_LOG=quiet /usr/bin/time -f "peak RSS %M KB, %e s wall" \
-        "$BUILD/bin/prof" run -s "$dir/policy.lua" -o "$dir/out" -- \
-        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 2>&1 \
-        | grep -E "peak RSS|nvtx_stress:"
-    echo "event pool (prof.capture{buffer_mb}): 1024 MB; trace written: $(du -sh "$dir/out" | cut -f1)"
+    for b in ${WINDOW_MEMORY_BEFORE:+"$WINDOW_MEMORY_BEFORE"} "$BUILD"; do
+        window_memory_run "$dir" "$b"
+    done
+    echo "the same, 1000 names a thread (as a program's ranges repeat):"
+    window_memory_run "$dir" "$BUILD" --names 1000
     rm -rf "$dir"
+}
+
+# One run of section_window_memory with the host of build $2 (scratch
+# folder $1); the workload is always $BUILD's nvtx_stress, and more
+# arguments go to it.
+window_memory_run() {
+    d=$1 b=$2
+    shift 2
+    rm -rf "$d/out"
+    # the program waits for the window's last file, so the whole writing
+    # stage is measured, however slow the machine (an exiting program
+    # waits at most 60 s for it)
+    summary=$d/out/bench/rank0/window0_steps0-0/summary.txt
+    PROF_LOG=quiet /usr/bin/time -f "%M %e" -o "$d/time" \
+        "$b/bin/prof" run -s "$d/policy.lua" -o "$d/out" --set output.run=bench -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges 1000000 --wait-for "$summary" \
+        "$@" >/dev/null 2>&1
+    [ -e "$summary" ] || summary=
+    kept=$( [ -n "$summary" ] && grep -o '[0-9]* events written' "$summary" | cut -d' ' -f1)
+    read -r kb wall < "$d/time"
+    echo "$b: peak RSS $((kb / 1024)) MiB, $wall s wall; event pool 1024 MiB;" \
+        "${kept:-?} events; files: $(du -sh "$d/out" | cut -f1)" \
+        "$( [ -n "$summary" ] && echo "(all written)" || echo "(INCOMPLETE: no summary.txt)")"
 }
 
 # GPU records through the host's record path, fed by the CUPTI fake: five

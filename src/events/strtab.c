@@ -1,7 +1,10 @@
 /*
  * strtab — string interning (see strtab.h).
  *
- * Strings live in their own malloc'd blocks, indexed by id. The hash table
+ * Strings are copied one after another into blocks of STRTAB_BLOCK bytes
+ * (a string longer than a block gets one of its own), indexed by id: a
+ * window of millions of distinct names costs their bytes, not a malloc'd
+ * block each. The hash table
  * is open addressing with linear probing; a slot holds id + 1 (0 = empty).
  * It doubles before it gets more than half full. A zeroed struct strtab is
  * a valid empty table too (the first intern allocates).
@@ -15,6 +18,36 @@
 
 #define STRTAB_MIN_SLOTS 64u
 #define STRTAB_MIN_CAP 32u
+#define STRTAB_BLOCK ((size_t)64 << 10)
+
+/* Where a block's strings start: after the link to the block before. */
+#define STRTAB_LINK sizeof(char *)
+
+/* Copies `len` bytes of s and a NUL into the current block (a new one if
+ * it is full). Returns the copy, or NULL on allocation failure. */
+static char *strtab_copy(struct strtab *st, const char *s, size_t len)
+{
+	char *copy;
+
+	if (!st->blk || st->blk_cap - st->blk_used < len + 1) {
+		size_t cap = STRTAB_LINK + len + 1 > STRTAB_BLOCK ? STRTAB_LINK + len + 1
+								  : STRTAB_BLOCK;
+		char *blk = malloc(cap);
+
+		if (!blk)
+			return NULL;
+		memcpy(blk, &st->blk, sizeof st->blk);
+		st->blk = blk;
+		st->blk_used = STRTAB_LINK;
+		st->blk_cap = cap;
+	}
+	copy = st->blk + st->blk_used;
+	if (len)
+		memcpy(copy, s, len);
+	copy[len] = '\0';
+	st->blk_used += len + 1;
+	return copy;
+}
 
 /* FNV-1a, 32 bits. */
 static uint32_t strtab_hash(const char *s, size_t len)
@@ -83,12 +116,14 @@ int strtab_init(struct strtab *st)
  * NULL-safe. */
 void strtab_free(struct strtab *st)
 {
-	uint32_t id;
+	char *blk, *prev;
 
 	if (!st)
 		return;
-	for (id = 0; id < st->n; id++)
-		free(st->str[id]);
+	for (blk = st->blk; blk; blk = prev) {
+		memcpy(&prev, blk, sizeof prev);
+		free(blk);
+	}
 	free(st->str);
 	free(st->len);
 	free(st->slots);
@@ -123,12 +158,9 @@ uint32_t strtab_intern(struct strtab *st, const char *s, size_t len)
 	}
 	if (strtab_grow_ids(st) < 0)
 		return STRTAB_NONE;
-	copy = malloc(len + 1);
+	copy = strtab_copy(st, s, len);
 	if (!copy)
 		return STRTAB_NONE;
-	if (len)
-		memcpy(copy, s, len);
-	copy[len] = '\0';
 	id = st->n++;
 	st->str[id] = copy;
 	st->len[id] = (uint32_t)len;

@@ -303,6 +303,29 @@ static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
 	}
 }
 
+/* The rows grouping by name makes: the distinct names of the selected
+ * events, the steps' counted once (an upper bound: a range named
+ * "ProfilerStep*" joins the steps' row). 0 when out of memory. */
+static size_t count_name_rows(const struct trace *t, const size_t *sel, size_t n)
+{
+	uint8_t *seen = calloc(t->names.n ? t->names.n : 1, 1);
+	size_t i, rows = 1; /* the steps' row */
+
+	if (!seen)
+		return 0;
+	for (i = 0; i < n; i++) {
+		uint32_t id = t->ev[sel[i]].name;
+
+		if (id >= t->names.n || seen[id])
+			continue;
+		seen[id] = 1;
+		if (strncmp(trace_str(t, id), STEP_PREFIX, strlen(STEP_PREFIX)) != 0)
+			rows++;
+	}
+	free(seen);
+	return rows;
+}
+
 /* Groups the selected events (with their self times) into rows; cself and
  * ctotal are NULL when the trace has no GPU work. 0 or -1. */
 static int group_rows(const struct trace *t, const size_t *sel, size_t n,
@@ -317,6 +340,15 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 	m.slot = calloc(m.nslots, sizeof *m.slot);
 	if (!m.slot)
 		return -1;
+	/* By name the table is allocated once, at its size, rather than
+	 * doubled as it grows (up to twice the rows); it still grows if the
+	 * count falls short. */
+	if (group == KEY_AVG_BY_NAME) {
+		size_t want = count_name_rows(t, sel, n);
+
+		tab->rows = want ? malloc(want * sizeof *tab->rows) : NULL;
+		cap = tab->rows ? want : 0;
+	}
 	for (i = 0; i < n; i++) {
 		const struct trace_event *ev = &t->ev[sel[i]];
 		size_t r = row_for(tab, &cap, &m, event_key(t, ev, group));

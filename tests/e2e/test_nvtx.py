@@ -322,6 +322,58 @@ class Stress(TempDirTest):
         self.assertEqual(sum(leaves.values()), 8 * ((STRESS_RANGES + 3) // 4))
 
 
+def run_peak_rss(cmd, timeout=300):
+    """Runs cmd; returns (exit status, stderr, peak resident KiB of cmd and
+    every process it waited for: os.wait4's ru_maxrss)."""
+    with open(os.devnull, "wb") as null, subprocess.Popen(
+            cmd, env=base_env(), stdout=null, stderr=subprocess.PIPE) as p:
+        err = p.stderr.read()
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+    return p.returncode, err.decode("utf-8", "replace"), ru.ru_maxrss
+
+
+# docs/architecture.md, "A window's memory": a window peaks at most at
+# WINDOW_MEMORY_FACTOR x prof.capture{buffer_mb} (every range a name of its
+# own, the pool full) beside what the process had.
+WINDOW_MEMORY_FACTOR = 5
+
+
+@unittest.skipUnless(os.path.exists(STRESS), "nvtx_stress not built (no NVTX headers)")
+@unittest.skipIf(SANITIZE, "a sanitizer's shadow memory is not the host's")
+class WindowMemory(TempDirTest):
+    def test_peak_memory_is_set_by_buffer_mb(self):
+        """2M ranges, each named anew (8 threads x 200k plus 400k nested),
+        offered to a 32 MiB pool: the pool keeps what it holds and counts
+        the rest, and the process never holds more than 5 x 32 MiB while
+        the window is assembled and its files and reports are written.
+        Before the window's writing streamed, this window peaked at ~400
+        MiB: the reports turned every name into a Lua table."""
+        policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
+                                          'prof.capture{ buffer_mb = 32 }\n'
+                                          'prof.limits{ report_ms = 600000 }\n')
+        out = os.path.join(self.tmp, "out")
+        rc, err, peak_kib = run_peak_rss([PROF, "run", "-s", policy, "-o", out, "--",
+                                          STRESS, "--threads", "8", "--ranges", "200000"])
+        self.assertEqual(rc, 0, err)
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, err)
+        for name in ("trace.json", "key_averages.txt", "report.txt", "summary.txt"):
+            self.assertTrue(os.path.exists(os.path.join(dirs[0], name)), name)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        kept = int(re.search(r"(\d+) events written", summary).group(1))
+        dropped = int(re.search(r"(\d+) events dropped: the event buffers were full",
+                                summary).group(1))
+        self.assertGreater(kept, 500000)
+        self.assertGreater(dropped, 0)  # the pool was full: the rest is counted
+        self.assertGreaterEqual(kept + dropped, 2000000 + 1)  # and "stress"
+        bound_kib = WINDOW_MEMORY_FACTOR * 32 * 1024
+        self.assertLessEqual(peak_kib, bound_kib,
+                             "peak %d KiB over %d x buffer_mb (%d KiB)" %
+                             (peak_kib, WINDOW_MEMORY_FACTOR, bound_kib))
+
+
 @unittest.skipUnless(os.path.exists(HOSTILE), "nvtx_hostile not built (no NVTX headers)")
 class HostileNames(TempDirTest):
     def test_hostile_names_give_valid_json(self):
