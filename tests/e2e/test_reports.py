@@ -533,8 +533,9 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
             self.assertEqual(st.get("rank"), 1, data["verdict"])
             self.assertEqual(st["of"], active)
             # the others waited about the 20 ms it slept, before its forward
+            # (a loaded machine oversleeps by up to a scheduler tick or two)
             self.assertGreater(st["lead"], 15e6, data["verdict"])
-            self.assertLess(st["lead"], 30e6, data["verdict"])
+            self.assertLess(st["lead"], 45e6, data["verdict"])
             self.assertEqual(st["where"], "no phase, before forward", data["verdict"])
             # rank 0's step holds the wait, in backward: never the verdict
             text = self.report([run_dir]).stdout
