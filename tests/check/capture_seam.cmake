@@ -1,7 +1,12 @@
 # The capture seam (src/host/capture.h): capture sources know the host only
 # through that header, and the host names a source only in its list of
 # sources (src/host/capture.c). Fails naming each file that breaks it.
-#   cmake -DSRC=<repository>/src -P capture_seam.cmake
+# With -DOBJECTS=<object files, '|'-separated> and -DNM=<nm>, also checks
+# what the objects compiled from src/capture call: no function of the
+# host's (window_*, hostthread_*, host_fail, live_*, exitpath_*, the
+# capture_*_all calls), so no call goes from a source back into the host
+# but through struct capture_host.
+#   cmake -DSRC=<repository>/src [-DOBJECTS=a.o|b.o -DNM=nm] -P capture_seam.cmake
 if(NOT SRC)
   message(FATAL_ERROR "capture_seam: pass -DSRC=<repository>/src")
 endif()
@@ -29,8 +34,33 @@ foreach(f ${hostfiles})
     list(APPEND bad "${f} includes a capture source's header (only src/host/capture.c names sources)")
   endif()
 endforeach()
+if(OBJECTS AND NM)
+  string(REPLACE "|" ";" objects "${OBJECTS}")
+  set(checked 0)
+  foreach(o ${objects})
+    if(NOT o MATCHES "/src/capture/")
+      continue()
+    endif()
+    math(EXPR checked "${checked} + 1")
+    execute_process(COMMAND ${NM} -u ${o} OUTPUT_VARIABLE undef RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      list(APPEND bad "${o}: ${NM} -u failed")
+      continue()
+    endif()
+    string(REGEX MATCHALL "[ \t]U (window_[a-z_]+|hostthread_[a-z_]+|host_fail|live_[a-z_]+|exitpath_[a-z_]+|capture_[a-z_]+_all)\n"
+           calls "${undef}")
+    foreach(c ${calls})
+      string(STRIP "${c}" c)
+      string(REGEX REPLACE "^U " "" c "${c}")
+      list(APPEND bad "${o} calls the host's ${c} (call the host through struct capture_host)")
+    endforeach()
+  endforeach()
+  if(checked EQUAL 0)
+    list(APPEND bad "no object file compiled from src/capture among OBJECTS")
+  endif()
+endif()
 if(bad)
   list(JOIN bad "\n" text)
   message(FATAL_ERROR "capture seam broken:\n${text}")
 endif()
-message(STATUS "capture seam: ${SRC}/capture includes no host.h")
+message(STATUS "capture seam: ${SRC}/capture includes no host.h and calls no host function")

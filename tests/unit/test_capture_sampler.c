@@ -64,7 +64,10 @@ static int64_t thread_cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Publishes its tid, waits for `go`, then burns CPU_WANTED_NS of CPU. */
+/* Publishes its tid, waits for `go`, then burns CPU_WANTED_NS of CPU and
+ * says so. It never exits: a sampled thread's exit runs libunwind's
+ * per-thread destructor, which ThreadSanitizer's thread teardown does not
+ * survive (the test runs in that build too); the process's exit ends it. */
 static void *work(void *arg)
 {
 	struct worker *w = arg;
@@ -83,6 +86,8 @@ static void *work(void *arg)
 			x = x * 1.0000001 + 0.5;
 	w->sink = x;
 	atomic_store(&w->done, 1);
+	for (;;)
+		pause();
 	return NULL;
 }
 
@@ -142,7 +147,8 @@ int main(void)
 	for (i = 0; i < 2; i++)
 		atomic_store(&w[i].go, 1);
 	for (i = 0; i < 2; i++)
-		pthread_join(w[i].thread, NULL);
+		while (!atomic_load(&w[i].done))
+			usleep(1000);
 	evbuf_close();
 	sampler_capture.window_close(gen);
 	c.worker_tid = atomic_load(&w[0].tid);
