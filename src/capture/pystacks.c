@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "../util/log.h"
 
 #define PYS_WINDOWS 6        /* open + closed windows not yet collected */
@@ -233,21 +234,23 @@ void pystacks_close(uint64_t gen)
 	pthread_mutex_unlock(&pys.lock);
 }
 
-/* Grows *p (of `size`-byte items, capacity *cap) to hold `need`. 0 or -1. */
-static int grow(void **p, size_t *cap, size_t need, size_t size)
+/* Makes room in window w for one more stack of len bytes. Returns 0, or
+ * -1 when out of memory. pys.lock held. */
+static int reserve(struct pys_window *w, uint32_t len)
 {
-	size_t ncap = *cap ? *cap : 64;
-	void *q;
+	struct pys_snap *v;
+	char *text;
 
-	if (need <= *cap)
-		return 0;
-	while (ncap < need)
-		ncap *= 2;
-	q = realloc(*p, ncap * size);
-	if (!q)
+	v = grow_array(w->v, &w->cap, w->n + 1, sizeof *v, 64);
+	if (!v)
 		return -1;
-	*p = q;
-	*cap = ncap;
+	w->v = v;
+	if (w->tlen + len <= w->tcap)
+		return 0; /* len 0 on an empty window asks for nothing */
+	text = grow_array(w->text, &w->tcap, w->tlen + len, 1, 64);
+	if (!text)
+		return -1;
+	w->text = text;
 	return 0;
 }
 
@@ -264,9 +267,7 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 		pthread_mutex_unlock(&pys.lock);
 		return; /* between windows: the bridge stops soon */
 	}
-	if (w->tlen + len > PYSTACKS_MAX_BYTES ||
-	    grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v) != 0 ||
-	    grow((void **)&w->text, &w->tcap, w->tlen + len, 1) != 0) {
+	if (w->tlen + len > PYSTACKS_MAX_BYTES || reserve(w, len) != 0) {
 		w->dropped++;
 		pthread_mutex_unlock(&pys.lock);
 		return;

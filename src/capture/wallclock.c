@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../util/grow.h"
 #include "../util/log.h"
 
 #define WALL_IDLE_NS 50000            /* CPU time that still counts as idle */
@@ -99,16 +100,10 @@ static void store(uint64_t gen, const struct repeat *r, size_t n)
 		if (wc.w[i].gen == gen)
 			w = &wc.w[i];
 	if (w && w->n + n > w->cap && w->n + n <= WALL_MAX_REPEATS) {
-		size_t cap = w->cap ? w->cap : 1024;
-		struct repeat *v;
+		struct repeat *v = grow_array(w->v, &w->cap, w->n + n, sizeof *v, 1024);
 
-		while (cap < w->n + n)
-			cap *= 2;
-		v = realloc(w->v, cap * sizeof *v);
-		if (v) {
+		if (v)
 			w->v = v;
-			w->cap = cap;
-		}
 	}
 	if (w && w->n + n <= w->cap) {
 		memcpy(w->v + w->n, r, n * sizeof *r);

@@ -1,0 +1,160 @@
+/*
+ * test_util — the shared helpers of src/util: io_write_all/io_send_all
+ * (whole buffers through short writes; a gone peer is an error, not a
+ * SIGPIPE), grow_array (capacities, overflow refused with the array kept)
+ * and the FNV-1a hashes (the published test values).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "util/grow.h"
+#include "util/hash.h"
+#include "util/io.h"
+
+#define BIG (1u << 20) /* far more than a pipe holds (64 KiB) */
+
+struct reader {
+	int fd;
+	unsigned char *got;
+	size_t n;
+};
+
+static volatile sig_atomic_t ticks;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	ticks++;
+}
+
+/* Reads the pipe to its end into r->got, slowly (4 KiB a millisecond), so
+ * that the writer blocks and the timer interrupts it, mid-way (a short
+ * write) or before it wrote anything (EINTR). SIGALRM blocked here. */
+static void *read_all(void *p)
+{
+	struct reader *r = p;
+	struct timespec ms = { 0, 1000000 };
+	sigset_t alrm;
+	ssize_t k;
+
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+	while (r->n < BIG && (k = read(r->fd, r->got + r->n, 4096)) > 0) {
+		r->n += (size_t)k;
+		nanosleep(&ms, NULL);
+	}
+	return NULL;
+}
+
+static void test_write_all_whole_buffer(void)
+{
+	unsigned char *buf = malloc(BIG);
+	struct reader r = { 0 };
+	struct itimerval every = { { 0, 2000 }, { 0, 2000 } }, off = { { 0, 0 }, { 0, 0 } };
+	struct sigaction sa;
+	pthread_t th;
+	int fds[2];
+	size_t i;
+
+	CHECK(buf != NULL);
+	r.got = calloc(1, BIG);
+	CHECK(r.got != NULL);
+	if (!buf || !r.got || pipe(fds) != 0)
+		return;
+	for (i = 0; i < BIG; i++)
+		buf[i] = (unsigned char)(i * 7 + i / 251);
+	r.fd = fds[0];
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm; /* no SA_RESTART: write(2) comes back early */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	pthread_create(&th, NULL, read_all, &r);
+	setitimer(ITIMER_REAL, &every, NULL);
+	CHECK_EQ_INT(io_write_all(fds[1], buf, BIG), 0);
+	setitimer(ITIMER_REAL, &off, NULL);
+	CHECK(ticks > 0); /* the write was interrupted */
+	close(fds[1]);
+	pthread_join(th, NULL);
+	close(fds[0]);
+	CHECK_EQ_INT(r.n, BIG);
+	CHECK(memcmp(buf, r.got, BIG) == 0);
+	CHECK_EQ_INT(io_write_all(-1, "x", 1), -1);
+	CHECK_EQ_INT(errno, EBADF);
+	CHECK_EQ_INT(io_write_all(-1, "", 0), 0); /* nothing to write */
+	free(buf);
+	free(r.got);
+}
+
+static void test_send_all_gone_peer(void)
+{
+	int sv[2];
+
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	CHECK_EQ_INT(io_send_all(sv[0], "hello", 5), 0);
+	close(sv[1]);
+	/* SIGPIPE's default action would end this test here. */
+	CHECK_EQ_INT(io_send_all(sv[0], "hello", 5), -1);
+	CHECK_EQ_INT(errno, EPIPE);
+	close(sv[0]);
+}
+
+static void test_grow_array(void)
+{
+	size_t cap = 0;
+	int *a = NULL, *g;
+
+	g = grow_array(a, &cap, 1, sizeof *a, 16);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 16);
+	a = g;
+	CHECK(grow_array(a, &cap, 16, sizeof *a, 16) == a); /* had room */
+	CHECK_EQ_INT(cap, 16);
+	g = grow_array(a, &cap, 17, sizeof *a, 16);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 32);
+	a = g;
+	g = grow_array(a, &cap, 1000, sizeof *a, 16);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 1024);
+	a = g;
+	a[999] = 7;
+	/* A size that overflows is refused; the array and cap stay. */
+	CHECK(grow_array(a, &cap, SIZE_MAX / 2, sizeof *a, 16) == NULL);
+	CHECK_EQ_INT(cap, 1024);
+	CHECK_EQ_INT(a[999], 7);
+	free(a);
+}
+
+static void test_fnv(void)
+{
+	/* FNV-1a 32 test values (the FNV authors' list). */
+	CHECK_EQ_INT(hash_fnv32("", 0), 0x811c9dc5u);
+	CHECK_EQ_INT(hash_fnv32("a", 1), 0xe40c292cu);
+	CHECK_EQ_INT(hash_fnv32("foobar", 6), 0xbf9cf968u);
+	/* The 64-bit form: continuing from a prefix is hashing the whole. */
+	CHECK(hash_fnv64(hash_fnv64(HASH_FNV64_SEED, "foo", 3), "bar", 3) ==
+	      hash_fnv64(HASH_FNV64_SEED, "foobar", 6));
+	CHECK(hash_fnv64_str(HASH_FNV64_SEED, "foobar") ==
+	      hash_fnv64(HASH_FNV64_SEED, "foobar", 6));
+	CHECK(hash_fnv64(HASH_FNV64_SEED, "a", 1) ==
+	      (HASH_FNV64_SEED ^ 'a') * HASH_FNV64_PRIME);
+}
+
+int main(void)
+{
+	test_write_all_whole_buffer();
+	test_send_all_gone_peer();
+	test_grow_array();
+	test_fnv();
+	return check_done();
+}
