@@ -24,9 +24,8 @@ endforeach()
 file(GLOB hostfiles ${SRC}/host/*.c ${SRC}/host/*.h)
 foreach(f ${hostfiles})
   get_filename_component(name ${f} NAME)
-  # capture.c lists the sources; the shim's files and shim_api.h carry the
-  # shim's half of NVTX (src/capture/nvtx.h), which is no capture source.
-  if(name STREQUAL "capture.c" OR name MATCHES "^shim")
+  # capture.c lists the sources (the shim's half of NVTX is src/shim's).
+  if(name STREQUAL "capture.c")
     continue()
   endif()
   file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]*capture/")

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "capture/sampler.h"
-#include "events/evbuf.h"
+#include "shim/evbuf.h"
 #include "host/capture.h"
 #include "util/log.h"
 

@@ -3,7 +3,7 @@
 # would have it link Lua, cJSON, libunwind, zlib or CUPTI.
 #
 #   cmake -DSHIM_DIR=<src/shim> -DSHARED=<files> -DPUBLIC_DIR=<include>
-#         [-DSHIM_SOURCES=<files>] -P check_shim_includes.cmake
+#         [-DSHIM_SOURCES=<files>] -P tests/check/shim_includes.cmake
 #
 # Checks every .c/.h in SHIM_DIR and every file in SHARED (the libc-only
 # files the shim compiles from other folders, with their headers). Each
