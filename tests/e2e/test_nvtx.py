@@ -347,8 +347,8 @@ class WindowMemory(TempDirTest):
         offered to a 32 MiB pool: the pool keeps what it holds and counts
         the rest, and the process never holds more than 5 x 32 MiB while
         the window is assembled and its files and reports are written.
-        Before the window's writing streamed, this window peaked at ~400
-        MiB: the reports turned every name into a Lua table."""
+        Before the window's writing streamed, this window peaked at 282
+        MiB (docs/performance.md, "A whole window: memory")."""
         policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
                                           'prof.capture{ buffer_mb = 32 }\n'
                                           'prof.limits{ report_ms = 600000 }\n')
