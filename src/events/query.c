@@ -415,8 +415,12 @@ struct row_order {
 	const struct trace *t;
 	enum query_by by;
 	enum query_sort sort;
-	const struct agg_acc *acc;        /* cmp_group only */
-	const struct query_agg_opts *opts; /* cmp_group only */
+	/* cmp_group only: the groups' accumulators, their extreme values
+	 * (NULL: none), the query and the step order group keys use */
+	const struct agg_acc *acc;
+	const double *ext;
+	const struct query_agg_opts *opts;
+	const size_t *order;
 };
 
 /* Ascending comparison of two rows' keys. */
@@ -510,27 +514,30 @@ static void group_stats(struct query_row *r, double *vals, size_t n)
 	r->std = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
 }
 
-/* A group while the events are grouped: what sorting the groups needs. */
+/* A group while the events are grouped: what sorting the groups needs
+ * (its smallest or largest value only when sorting by it: ext). */
 struct agg_acc {
-	double total, min, max;
+	double total;
 	uint64_t count;
 	int64_t first_ts;
-	uint64_t key;   /* group_key() */
-	size_t first;   /* index in t->ev of its first event: its key fields */
+	size_t first;   /* index in t->ev of its first event: its key */
 };
 
 /* A row holding only what sorting reads, from group g's accumulator. */
 static void acc_row(const struct row_order *o, uint32_t g, struct query_row *r)
 {
 	const struct agg_acc *a = &o->acc[g];
+	const struct trace_event *ev = &o->t->ev[a->first];
+	uint64_t key = 0;
 
 	memset(r, 0, sizeof *r);
-	row_key(o->t, o->opts, &o->t->ev[a->first], a->key, r);
+	group_key(o->t, o->opts, o->order, ev, &key);
+	row_key(o->t, o->opts, ev, key, r);
 	r->count = a->count;
 	r->total = a->total;
 	r->avg = a->total / (double)a->count;
-	r->min = a->min;
-	r->max = a->max;
+	if (o->ext)
+		r->min = r->max = o->ext[g];
 	r->first_ts = a->first_ts;
 }
 
@@ -547,7 +554,7 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 
 /*
  * Memory: per kept event an index and a group (12 bytes; 16 more while
- * self times are computed), per group 56 bytes, and the values of the
+ * self times are computed), per group 32 bytes, and the values of the
  * groups returned (the median needs them all) with their rows: of a
  * million groups of which ten are asked for, only those ten's values.
  * Sorting by "med" or "std" reads every group's values.
@@ -562,6 +569,8 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	uint32_t key_id = STRTAB_NONE, *name_group = NULL, *gid = NULL, ngroups = 0, g;
 	uint32_t *perm = NULL, *rank = NULL;
 	struct agg_acc *acc = NULL;
+	double *ext = NULL; /* per group: its min (sort "min") or max ("max") */
+	bool want_ext = o->limit && (o->sort == QUERY_SORT_MIN || o->sort == QUERY_SORT_MAX);
 	struct imap map = { 0 };
 	struct query_row *rows = NULL;
 	struct row_order ro;
@@ -645,21 +654,26 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				if (!p)
 					goto oom;
 				acc = p;
+				if (want_ext) {
+					double *x = realloc(ext, ncap * sizeof *x);
+
+					if (!x)
+						goto oom;
+					ext = x;
+				}
 				cap = ncap;
 			}
 			memset(&acc[g], 0, sizeof acc[g]);
 			acc[g].first_ts = ev->ts;
-			acc[g].key = key;
 			acc[g].first = sel[i];
 			ngroups++;
 		}
 		gid[i] = g;
 		agg_value(t, o, key_id, self, i, ev, &v, &dur);
 		a = &acc[g];
-		if (a->count == 0 || v < a->min)
-			a->min = v;
-		if (a->count == 0 || v > a->max)
-			a->max = v;
+		if (ext && (a->count == 0 || (o->sort == QUERY_SORT_MIN ? v < ext[g]
+									 : v > ext[g])))
+			ext[g] = v;
 		a->count++;
 		a->total += v;
 		if (ev->ts < a->first_ts)
@@ -675,7 +689,9 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	ro.by = o->by;
 	ro.sort = o->sort;
 	ro.acc = acc;
+	ro.ext = ext;
 	ro.opts = o;
+	ro.order = order;
 	want = ngroups;
 	if (o->limit && o->limit < ngroups && o->sort != QUERY_SORT_MED &&
 	    o->sort != QUERY_SORT_STD) {
@@ -700,10 +716,12 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		goto oom;
 	for (g = 0; g < ngroups; g++) {
 		uint32_t k = rank ? rank[g] : g;
+		uint64_t key = 0;
 
 		if (k == UINT32_MAX)
 			continue;
-		row_key(t, o, &t->ev[acc[g].first], acc[g].key, &rows[k]);
+		group_key(t, o, order, &t->ev[acc[g].first], &key);
+		row_key(t, o, &t->ev[acc[g].first], key, &rows[k]);
 		rows[k].count = acc[g].count;
 		rows[k].first_ts = acc[g].first_ts;
 	}
@@ -752,6 +770,7 @@ done:
 	free(perm);
 	free(rank);
 	free(acc);
+	free(ext);
 	free(gid);
 	free(sel);
 	free(self);

@@ -75,6 +75,10 @@ static void test_aggregate(void)
 	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
 	CHECK(r.nrows == 1 && r.rows[0].count == 2 && r.rows[0].med == 30);
 	query_result_free(&r);
+	o.sort = QUERY_SORT_MAX; /* gemm's largest (40) over copyk's (20) */
+	CHECK_EQ_INT(query_aggregate(&t, &o, &r, &e), 0);
+	CHECK(r.nrows == 1 && r.rows[0].max == 40 && r.rows[0].min == 20);
+	query_result_free(&r);
 
 	/* by step: kernels starting in step 0 (60 + 20), step 1 (40) */
 	o.by = QUERY_BY_STEP;

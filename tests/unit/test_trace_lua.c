@@ -263,6 +263,10 @@ static const char option_errors[] =
 	"    .. 'counts, steps, threads; methods: events, aggregate, phases, busy, during, samples, write, '\n"
 	"    .. 'write_table, write_json)')\n"
 	"  check(50, function() return t:write_json(nil, {}) end, \"trace:write_json: 'path' must be a string (a file name in the window directory), got nothing\")\n"
+	/* a name with the pattern's literal start ("ge": gemm) reaches the
+	 * malformed rest: the names skipped by their start never hide it */
+	"  check(51, function() return t:events{ name = '^ge[' } end, \"trace:events: 'name' is not a valid Lua pattern (malformed pattern (missing ']')), got string \\\"^ge[\\\"\")\n"
+	"  if #t:aggregate{ name = '^gem' } ~= 1 or #t:aggregate{ name = '^xyz' } ~= 0 then failures[#failures + 1] = 'prefix' end\n"
 	"  if #failures > 0 then error(table.concat(failures, ' ||| '), 0) end\n"
 	"end)\n";
 

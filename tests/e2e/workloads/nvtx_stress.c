@@ -8,7 +8,9 @@
  *
  * With --wait-for PATH it waits (at most 15 minutes) for PATH to exist
  * before exiting, so a slow machine writes the window while the program
- * runs (scripts/bench.sh, window_memory), not in the exit's bounded wait.
+ * runs (scripts/bench.sh, window_memory), not in the exit's bounded wait;
+ * then it prints its peak resident size (VmHWM: this program's own, not
+ * its parent's before exec as wait4's ru_maxrss may be).
  *
  *   nvtx_stress [--threads T] [--ranges N] [--names M] [--wait-for PATH]
  */
@@ -72,6 +74,16 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, 50000000 };
 
 		nanosleep(&ts, NULL);
+	}
+	if (wait_for) {
+		char line[128];
+		FILE *f = fopen("/proc/self/status", "r");
+
+		while (f && fgets(line, sizeof line, f))
+			if (!strncmp(line, "VmHWM:", 6))
+				printf("nvtx_stress: peak RSS %ld kB\n", atol(line + 6));
+		if (f)
+			fclose(f);
 	}
 	free(th);
 	return 0;
