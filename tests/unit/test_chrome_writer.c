@@ -56,22 +56,16 @@ static void *xgrow(void *p, size_t n)
 	return need(bigalloc_realloc(p, n));
 }
 
-/* Appends `len` bytes as a new strtab id (no dedup needed in tests). */
+/* Interns `len` bytes in the trace's names (the table owns the copy). */
 static uint32_t put_name(struct trace *t, const char *s, size_t len)
 {
-	struct strtab *st = &t->names;
-	char *copy = xrealloc(NULL, len + 1);
+	uint32_t id = trace_intern(t, s, len);
 
-	if (st->n == st->cap) {
-		st->cap = st->cap ? 2 * st->cap : 16;
-		st->str = xrealloc(st->str, st->cap * sizeof *st->str);
-		st->len = xrealloc(st->len, st->cap * sizeof *st->len);
+	if (id == STRTAB_NONE) {
+		fprintf(stderr, "test_chrome_writer: out of memory\n");
+		exit(2);
 	}
-	memcpy(copy, s, len);
-	copy[len] = '\0';
-	st->str[st->n] = copy;
-	st->len[st->n] = (uint32_t)len;
-	return st->n++;
+	return id;
 }
 
 static uint32_t put_cstr(struct trace *t, const char *s)
