@@ -34,8 +34,9 @@
 #include "../util/log.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
+#include "torchops.h"
 
-#define PYB_API_VERSION 3
+#define PYB_API_VERSION 4
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -63,6 +64,7 @@ enum {
  * query_phase's, data to optimizer, and the names query_phase_name()'s. */
 #define PYB_NPHASES QUERY_PHASE_OTHER
 #define PYB_NAME_MAX 256
+#define PYB_NOTE_MAX 512
 
 /* The C functions the bridge calls (through ctypes, by address). Layout
  * shared with profhost/_bridge.py's _Api: append only, bump `version`. */
@@ -81,6 +83,12 @@ struct pybridge_api {
 	 * take that name for that phase (torch's DataLoader fetch name for
 	 * data); else as `phase`. */
 	void (*phase_named)(int phase, int64_t start_ns, int64_t end_ns, const char *name);
+	/* (version 4) The operator collector's table (struct torchops_api,
+	 * src/torchops/torchops_abi.h), handed to the observer. */
+	const void *torchops;
+	/* (version 4) A line for the next window's summary notes (said once
+	 * by the caller): which operator path is in use and its cost. */
+	void (*note_text)(const char *line);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -141,7 +149,7 @@ static struct {
 	struct py_syms py;
 	bool found;                  /* CPython's symbols are in the process */
 	bool auto_steps;             /* the bridge counts steps by itself */
-	char config[1024];           /* handed to _bridge._start */
+	char config[1024 + PATH_MAX]; /* handed to _bridge._start */
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
 	_Atomic int state;           /* PYB_IDLE / WARMUP / RECORDING */
 	_Atomic int live;            /* the bridge is up and not finalizing */
@@ -152,7 +160,10 @@ static struct {
 	_Atomic uint64_t next_id;    /* phase range ids */
 	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
-} pyb;
+	pthread_mutex_t note_lock;   /* guards note_line */
+	char note_line[PYB_NOTE_MAX]; /* pybridge_api.note_text's, not yet in
+				       a summary ("" none) */
+} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Set on a thread while it runs an automatic step, so the window callbacks
  * it triggers do not queue a sync (the bridge syncs after the step). */
@@ -263,6 +274,17 @@ static void pyb_note(int bits)
 	atomic_fetch_or(&pyb.notes, bits);
 }
 
+/* Keeps `line` for the next window's notes (the latest wins). Python
+ * threads, GIL held. */
+static void pyb_note_text(const char *line)
+{
+	if (!line)
+		return;
+	pthread_mutex_lock(&pyb.note_lock);
+	snprintf(pyb.note_line, sizeof pyb.note_line, "%s", line);
+	pthread_mutex_unlock(&pyb.note_lock);
+}
+
 static void pyb_down(void)
 {
 	atomic_store(&pyb.live, 0);
@@ -274,7 +296,7 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 		pystacks_add(tid, pyb_host_time(ts), frames, len);
 }
 
-static const struct pybridge_api pyb_api = {
+static struct pybridge_api pyb_api = {
 	.version = PYB_API_VERSION,
 	.size = sizeof(struct pybridge_api),
 	.state = pyb_state,
@@ -284,6 +306,7 @@ static const struct pybridge_api pyb_api = {
 	.down = pyb_down,
 	.pystack = pyb_pystack,
 	.phase_named = pyb_phase_named,
+	.note_text = pyb_note_text,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -521,9 +544,11 @@ static void pyb_make_config(struct host *h)
 	}
 	pyb.auto_steps = strcmp(steps, "off") != 0;
 	snprintf(pyb.config, sizeof pyb.config,
-		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n",
+		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
+		 "with_flops=%d\nshare=%s\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
-		 (unsigned)pyb.stack_hz, (int)log_get_level());
+		 (unsigned)pyb.stack_hz, (int)log_get_level(),
+		 c->capture.with_flops ? 1 : 0, pyb.share_dir);
 }
 
 static int pyb_init(struct host *h, struct err *e)
@@ -538,9 +563,10 @@ static int pyb_init(struct host *h, struct err *e)
 	if (!h->env.python || !pyb_lookup(&pyb.py))
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
+	pyb_api.torchops = torchops_table(h);
 	pyb.stack_hz = pyb_stack_rate(h);
-	pyb_make_config(h);
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
+	pyb_make_config(h);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
@@ -569,6 +595,7 @@ static void pyb_window_open(struct host *h, uint64_t gen)
 	if (pyb.stack_hz)
 		pystacks_open(gen);
 	atomic_store(&pyb.state, PYB_RECORDING);
+	torchops_set_recording(true);
 	pyb_notify(h);
 }
 
@@ -576,6 +603,7 @@ static void pyb_window_close(struct host *h, uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_close(gen);
+	torchops_set_recording(false);
 	atomic_store(&pyb.state, PYB_IDLE);
 	pyb_notify(h);
 }
@@ -616,6 +644,13 @@ static int pyb_collect(struct host *h, const struct host_job *job,
 			return -1;
 		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
 	}
+	pthread_mutex_lock(&pyb.note_lock);
+	if (pyb.note_line[0] && trace_add_note(t, pyb.note_line) != 0) {
+		pthread_mutex_unlock(&pyb.note_lock);
+		return err_set(e, "out of memory adding the Python notes");
+	}
+	pyb.note_line[0] = '\0';
+	pthread_mutex_unlock(&pyb.note_lock);
 	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
 	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
 			   "torch; this one is CPU-only, so the trace has no "

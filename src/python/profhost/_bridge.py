@@ -48,7 +48,7 @@ _EXPLICIT = 16
 _NOTE_TORCH_CPU_ONLY = 1
 _NOTE_NVTX_ON = 2
 
-_API_VERSION = 3
+_API_VERSION = 4
 _OPTIMIZER_MODULE = "torch.optim.optimizer"
 
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
@@ -69,6 +69,7 @@ _finder = None
 _torch = False       # torch.optim has been hooked
 _tls = None          # per-thread optimizer.step nesting (a threading.local)
 _phases = None       # profhost._phases, once torch is hooked
+_ops = None          # profhost._ops, once torch is hooked
 _nvtx = None         # the entered emit_nvtx context
 _nvtx_tid = None
 _nvtx_ok = None      # None: not decided yet; then True / False
@@ -124,6 +125,8 @@ def _api_type():
                                           ctypes.c_char_p, ctypes.c_uint32)),
             ("phase_named", ctypes.PYFUNCTYPE(None, ctypes.c_int, ctypes.c_int64,
                                               ctypes.c_int64, ctypes.c_char_p)),
+            ("torchops", ctypes.c_void_p),  # version 4: profhost._ops's
+            ("note_text", ctypes.PYFUNCTYPE(None, ctypes.c_char_p)),
         ]
 
     return _Api
@@ -323,7 +326,8 @@ def _apply(state):
                     _phases.set_on(want)
                     if want:
                         _note_cuda()
-                    _set_nvtx(want)
+                    nvtx = _ops.sync(state)  # operator events (profhost._ops)
+                    _set_nvtx(want and nvtx)
                 _set_stacks(want, (state & _STATE_MASK) == _RECORDING)
                 if not _resync:
                     break
@@ -495,6 +499,9 @@ def _hook_optimizer(mod):
     if getattr(torch, "__file__", None):
         _torch_dir = torch.__file__.rsplit("/", 1)[0] + "/"
     _load_phases()
+    global _ops
+    from . import _ops
+    _ops.bind(_cfg, lambda: _api, _warn, _debug, _debug_exc)
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     post = getattr(mod, "register_optimizer_step_post_hook", None)
     if pre is not None and post is not None:      # torch >= 2.0
@@ -660,9 +667,7 @@ def _note_cuda():
     if version is None:
         return
     if getattr(version, "cuda", None) is None:
-        _nvtx_ok = False
-        if _c_note is not None:
-            _c_note(_NOTE_TORCH_CPU_ONLY)
+        _nvtx_ok = False  # profhost._ops collects the operators
         return
     try:
         import torch
