@@ -12,7 +12,9 @@ PROF_TORCH_OPS and checked by its summary line and its events.
 Needs torch in /usr/bin/python3 (Debian's python3-torch); skipped without.
 """
 import json
+import math
 import os
+import re
 import subprocess
 import unittest
 
@@ -21,7 +23,7 @@ from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_train.py")
 STEPS = 10
 POLICY = ("prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 1 }\n"
-          "prof.capture { record_shapes = true, with_flops = true }\n")
+          "prof.capture { record_shapes = true, with_flops = true, peak_tflops = 0.5 }\n")
 PHASES = ("data", "forward", "backward", "optimizer")
 
 
@@ -132,6 +134,26 @@ class TorchOps(TempDirTest):
         for name, flops in ref["flops"].items():
             self.assertEqual(sum(e["args"].get("flops", 0) for e in events
                                  if e["name"] == name), flops, name)
+        # key_averages.txt: torch's "Total <unit>FLOPs" column, scaled as
+        # torch scales it (by the smallest total), aten::addmm's as torch's
+        smallest = min(ref["flops"].values())
+        k = int(max(0, min(math.log10(smallest) / 3, 5)))
+        unit = ["FLOPs", "KFLOPs", "MFLOPs", "GFLOPs", "TFLOPs", "PFLOPs"][k]
+        lines = table.splitlines()
+        self.assertTrue(lines[1].rstrip().endswith("Total " + unit), lines[1])
+        row = [l for l in lines if l.split()[:1] == ["aten::addmm"]][0]
+        self.assertEqual(row.split()[-1], "%.3f" % (ref["flops"]["aten::addmm"] * 10 ** (-3 * k)))
+        row = [l for l in lines if l.split()[:1] == ["aten::relu"]][0]
+        self.assertEqual(row.split()[-1], "--")  # no formula
+        # The summary: FLOP/s per step, the share of the policy's peak
+        self.assertIn("FLOPs (torch operators, torch's formulas)", summary)
+        self.assertIn("peak 0.5 TFLOP/s", summary)
+        per_step = sum(ref["flops"].values()) / 3 / 1e9
+        for n in (5, 6, 7):
+            m = re.search(r"\n +%d +([0-9.]+) +([0-9.]+) +([0-9.]+)%%\n" % n, summary)
+            self.assertIsNotNone(m, summary)
+            self.assertAlmostEqual(float(m.group(1)), per_step, places=6)
+            self.assertAlmostEqual(float(m.group(3)), float(m.group(2)) / 500 * 100, delta=0.002)
         # Backward functions carry their forward operator's sequence number
         # and thread (torch's id of it); forward operators Fwd thread id 0.
         fwd = {e["args"]["Sequence number"]: e for e in events
