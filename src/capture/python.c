@@ -89,6 +89,12 @@ struct pybridge_api {
 	/* (version 4) A line for the next window's summary notes (said once
 	 * by the caller): which operator path is in use and its cost. */
 	void (*note_text)(const char *line);
+	/* (version 4) The fallback path's operators (torch's profiler),
+	 * handed over after the window: begin (the window records), one op
+	 * each (times CLOCK_MONOTONIC ns, `tid` the kernel thread id), end. */
+	void (*ops_begin)(void);
+	void (*op_late)(const struct torchops_op *op, int32_t tid);
+	void (*ops_end)(void);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -285,6 +291,18 @@ static void pyb_note_text(const char *line)
 	pthread_mutex_unlock(&pyb.note_lock);
 }
 
+static void pyb_op_late(const struct torchops_op *op, int32_t tid)
+{
+	struct torchops_op o;
+
+	if (!op)
+		return;
+	o = *op;
+	o.start = pyb_host_time(op->start);
+	o.end = pyb_host_time(op->end);
+	torchops_late_add(&o, tid);
+}
+
 static void pyb_down(void)
 {
 	atomic_store(&pyb.live, 0);
@@ -307,6 +325,9 @@ static struct pybridge_api pyb_api = {
 	.pystack = pyb_pystack,
 	.phase_named = pyb_phase_named,
 	.note_text = pyb_note_text,
+	.ops_begin = torchops_late_begin,
+	.op_late = pyb_op_late,
+	.ops_end = torchops_late_end,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -595,7 +616,7 @@ static void pyb_window_open(struct host *h, uint64_t gen)
 	if (pyb.stack_hz)
 		pystacks_open(gen);
 	atomic_store(&pyb.state, PYB_RECORDING);
-	torchops_set_recording(true);
+	torchops_set_recording(true, gen);
 	pyb_notify(h);
 }
 
@@ -603,7 +624,7 @@ static void pyb_window_close(struct host *h, uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_close(gen);
-	torchops_set_recording(false);
+	torchops_set_recording(false, 0);
 	atomic_store(&pyb.state, PYB_IDLE);
 	pyb_notify(h);
 }
@@ -644,6 +665,10 @@ static int pyb_collect(struct host *h, const struct host_job *job,
 			return -1;
 		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
 	}
+	/* The fallback path's operators come after the window closed; the
+	 * bridge hands them over at once (a 5 s bound, none once it is gone). */
+	if (torchops_late_collect(job->gen, atomic_load(&pyb.live) ? 5000 : 0, t, e) != 0)
+		return -1;
 	pthread_mutex_lock(&pyb.note_lock);
 	if (pyb.note_line[0] && trace_add_note(t, pyb.note_line) != 0) {
 		pthread_mutex_unlock(&pyb.note_lock);

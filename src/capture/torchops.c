@@ -1,9 +1,13 @@
 /* torchops — the C end of the operator collector (see torchops.h). */
 #include "torchops.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../events/clock.h"
 #include "../events/evbuf.h"
@@ -12,6 +16,7 @@
 
 static struct host *top_h;
 static _Atomic int top_recording;
+static _Atomic uint64_t top_gen;        /* the recording window's generation */
 static _Atomic uint64_t top_ops;
 static _Atomic uint64_t top_next_id = 1; /* External ids of operators with no GPU link */
 static uint64_t (*_Atomic top_push)(void);
@@ -130,9 +135,169 @@ const struct torchops_api *torchops_table(struct host *h)
 	return &top_api;
 }
 
-void torchops_set_recording(bool on)
+void torchops_set_recording(bool on, uint64_t gen)
 {
+	if (on)
+		atomic_store_explicit(&top_gen, gen, memory_order_relaxed);
 	atomic_store_explicit(&top_recording, on, memory_order_relaxed);
+}
+
+/* ---- late operators (torch's profiler as the fallback) */
+
+struct late_op {
+	struct torchops_op op;  /* strings point into `text` */
+	int32_t tid;
+	char *text;             /* name, dims, types */
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t done_cv;
+	uint64_t gen;           /* the generation being handed over, 0 none */
+	bool done;              /* torchops_late_end() came for `gen` */
+	struct late_op *ops;
+	size_t n, cap;
+} late = { .lock = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER };
+
+static void late_clear(void)
+{
+	size_t i;
+
+	for (i = 0; i < late.n; i++)
+		free(late.ops[i].text);
+	late.n = 0;
+}
+
+void torchops_late_begin(void)
+{
+	pthread_mutex_lock(&late.lock);
+	late_clear();
+	late.gen = atomic_load_explicit(&top_gen, memory_order_relaxed);
+	late.done = false;
+	pthread_mutex_unlock(&late.lock);
+}
+
+void torchops_late_add(const struct torchops_op *op, int32_t tid)
+{
+	size_t len;
+	char *text;
+
+	if (!op || !op->name || !op->name_len)
+		return;
+	len = (size_t)op->name_len + op->dims_len + op->types_len;
+	pthread_mutex_lock(&late.lock);
+	if (!late.gen || late.done)
+		goto out;
+	if (late.n == late.cap) {
+		size_t ncap = late.cap ? late.cap * 2 : 1024;
+		struct late_op *p = realloc(late.ops, ncap * sizeof *p);
+
+		if (!p)
+			goto out;
+		late.ops = p;
+		late.cap = ncap;
+	}
+	text = malloc(len ? len : 1);
+	if (!text)
+		goto out;
+	memcpy(text, op->name, op->name_len);
+	if (op->dims_len)
+		memcpy(text + op->name_len, op->dims, op->dims_len);
+	if (op->types_len)
+		memcpy(text + op->name_len + op->dims_len, op->types, op->types_len);
+	late.ops[late.n].op = *op;
+	late.ops[late.n].op.name = text;
+	late.ops[late.n].op.dims = text + op->name_len;
+	late.ops[late.n].op.types = text + op->name_len + op->dims_len;
+	late.ops[late.n].tid = tid;
+	late.ops[late.n].text = text;
+	late.n++;
+out:
+	pthread_mutex_unlock(&late.lock);
+}
+
+void torchops_late_end(void)
+{
+	pthread_mutex_lock(&late.lock);
+	late.done = true;
+	pthread_cond_broadcast(&late.done_cv);
+	pthread_mutex_unlock(&late.lock);
+}
+
+/* Adds one late operator to `t`, as the assembler adds a recorded one. */
+static void late_event(struct trace *t, const struct late_op *l)
+{
+	const struct torchops_op *op = &l->op;
+	struct trace_event e = { 0 };
+
+	e.ts = op->start;
+	e.dur = op->end > op->start ? op->end - op->start : 0;
+	e.id = op->ext_id ? op->ext_id
+			  : atomic_fetch_add_explicit(&top_next_id, 1, memory_order_relaxed);
+	e.pid = t->meta.pid;
+	e.tid = l->tid;
+	e.name = trace_intern(t, op->name, op->name_len);
+	e.cat = op->scope == TORCHOPS_USER ? TRACE_CAT_USER_ANNOTATION : TRACE_CAT_CPU_OP;
+	e.ph = TRACE_PH_COMPLETE;
+	if (!trace_add_event(t, &e))
+		return;
+	if ((op->flags & TORCHOPS_HAS_SHAPES) && op->dims_len) {
+		trace_arg_str(t, "Input Dims", op->dims, op->dims_len);
+		if (!t->oom)
+			t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+	}
+	if ((op->flags & TORCHOPS_HAS_SHAPES) && op->types_len) {
+		trace_arg_str(t, "Input type", op->types, op->types_len);
+		if (!t->oom)
+			t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+	}
+	if (op->seq >= 0 && op->scope != TORCHOPS_USER) {
+		trace_arg_uint(t, "Fwd thread id", op->fwd_tid);
+		trace_arg_int(t, "Sequence number", op->seq);
+	}
+	if (op->flags & TORCHOPS_HAS_FLOPS)
+		trace_arg_uint(t, "flops", op->flops);
+}
+
+int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e)
+{
+	struct timespec until;
+	size_t i;
+	int rc = 0;
+
+	pthread_mutex_lock(&late.lock);
+	if (!gen || late.gen != gen) {
+		pthread_mutex_unlock(&late.lock);
+		return 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += wait_ms / 1000;
+	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (!late.done && wait_ms)
+		if (pthread_cond_timedwait(&late.done_cv, &late.lock, &until) == ETIMEDOUT)
+			break;
+	if (!late.done)
+		trace_add_note(t, "torch's profiler's operator events did not come in time "
+			       "for this window; it has none");
+	for (i = 0; late.done && i < late.n; i++) {
+		struct late_op *l = &late.ops[i];
+
+		if (top_own_label(&l->op) || l->op.end < t->meta.start_ts ||
+		    l->op.start > t->meta.end_ts)
+			continue;
+		late_event(t, l);
+	}
+	if (t->oom)
+		rc = err_set(e, "out of memory adding torch's profiler's operator events");
+	late_clear();
+	late.gen = 0;
+	late.done = false;
+	pthread_mutex_unlock(&late.lock);
+	return rc;
 }
 
 void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void))

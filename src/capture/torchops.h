@@ -17,7 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../events/trace.h"
 #include "../torchops/torchops_abi.h"
+#include "../util/err.h"
 
 struct host;
 
@@ -25,8 +27,26 @@ struct host;
  * once at start-up, before handing the table out. */
 const struct torchops_api *torchops_table(struct host *h);
 
-/* Whether a window records now (python.c's window callbacks). Any thread. */
-void torchops_set_recording(bool on);
+/* Whether a window records now, and its generation (python.c's window
+ * callbacks; gen 0 with on = false). Any thread. */
+void torchops_set_recording(bool on, uint64_t gen);
+
+/*
+ * Late operators: the fallback path (torch's own profiler, run by the
+ * bridge around a window) hands its events over after the window closed.
+ * torchops_late_begin() (the window records) says the open window's
+ * generation will get them; torchops_late_add() queues one (times on the
+ * core's clock, `tid` the thread's kernel id); torchops_late_end() says
+ * they are all there. Python threads.
+ * torchops_late_collect() (host thread, the window's collect) waits for
+ * torchops_late_end() of generation `gen`, at most `wait_ms` (0 when the
+ * bridge is gone), and adds the queued operators to `t` as
+ * torchops_op's would be. Returns 0, or -1 with *e set (out of memory).
+ */
+void torchops_late_begin(void);
+void torchops_late_add(const struct torchops_op *op, int32_t tid);
+void torchops_late_end(void);
+int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e);
 
 /* The GPU link (cupti.c; NULL, NULL removes it). Any thread. */
 void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void));

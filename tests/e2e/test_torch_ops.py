@@ -173,6 +173,32 @@ class TorchOps(TempDirTest):
         self.assertEqual(state, {"path": "observer", "installed": 0,
                                  "torch_callbacks": False, "profiler_enabled": False})
 
+    def test_profiler_fallback(self):
+        trace, summary, table, state, r = self.prof_run({"PROF_TORCH_OPS": "profiler"})
+        ref = self.torch_run()
+        self.assertIn("operator events: torch's profiler around each window", summary)
+        self.check_same_operators(trace, ref)
+        events = op_events(trace)
+        addmm = [e for e in events if e["name"] == "aten::addmm"]
+        self.assertEqual(sorted(json.dumps(e["args"]["Input Dims"]) for e in addmm),
+                         ref["addmm_shapes"])
+        self.assertEqual(sum(e["args"]["flops"] for e in addmm), ref["flops"]["aten::addmm"])
+        # every operator lies inside the window's steps
+        steps = [e for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+        lo = min(e["ts"] for e in steps)
+        hi = max(e["ts"] + e["dur"] for e in steps)
+        for e in events:
+            self.assertTrue(lo <= e["ts"] and e["ts"] + e["dur"] <= hi + 0.001, e)
+        self.assertEqual(state, {"path": "profiler", "installed": None,
+                                 "torch_callbacks": None, "profiler_enabled": False})
+
+    def test_nvtx_forced_on_cpu_torch(self):
+        trace, summary, table, state, r = self.prof_run({"PROF_TORCH_OPS": "nvtx"})
+        self.assertIn("PROF_TORCH_OPS=nvtx: this torch has no CUDA, so no emit_nvtx; "
+                      "operator events come from torch's profiler", r.stderr)
+        self.assertEqual(state["path"], "profiler")
+        self.assertTrue(any(e["name"] == "aten::addmm" for e in op_events(trace)))
+
     def test_off(self):
         trace, summary, table, state, r = self.prof_run({"PROF_TORCH_OPS": "off"})
         self.assertIn("operator events: off (PROF_TORCH_OPS=off)", summary)

@@ -127,6 +127,9 @@ def _api_type():
                                               ctypes.c_int64, ctypes.c_char_p)),
             ("torchops", ctypes.c_void_p),  # version 4: profhost._ops's
             ("note_text", ctypes.PYFUNCTYPE(None, ctypes.c_char_p)),
+            ("ops_begin", ctypes.PYFUNCTYPE(None)),
+            ("op_late", ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)),
+            ("ops_end", ctypes.PYFUNCTYPE(None)),
         ]
 
     return _Api

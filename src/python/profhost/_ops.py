@@ -366,5 +366,103 @@ def path():
 
 # ------------------------------------------------------------------ torch's profiler
 
+class _Op(object):
+    """ctypes' struct torchops_op (src/torchops/torchops_abi.h), made on
+    first use."""
+    type = None
+
+
+def _op_type():
+    if _Op.type is None:
+        import ctypes
+
+        class Op(ctypes.Structure):
+            _fields_ = [("name", ctypes.c_char_p), ("dims", ctypes.c_char_p),
+                        ("types", ctypes.c_char_p), ("name_len", ctypes.c_uint32),
+                        ("dims_len", ctypes.c_uint32), ("types_len", ctypes.c_uint32),
+                        ("scope", ctypes.c_uint32), ("start", ctypes.c_int64),
+                        ("end", ctypes.c_int64), ("seq", ctypes.c_int64),
+                        ("fwd_tid", ctypes.c_uint64), ("flops", ctypes.c_uint64),
+                        ("ext_id", ctypes.c_uint64), ("flags", ctypes.c_uint32),
+                        ("pad", ctypes.c_uint32)]
+
+        _Op.type = Op
+    return _Op.type
+
+
+# torch's RecordScope numbers: FUNCTION 0, BACKWARD_FUNCTION 1, USER_SCOPE 7.
+_SCOPES = {0: 0, 1: 1, 7: 2}
+
+
 def _set_profiler(on):
-    pass
+    """Starts torch's profiler at a window's first recorded step (on the
+    training thread: torch's profiler state is per thread) and, when the
+    window has ended, stops it and hands its events to the host."""
+    global _prof, _prof_tid, _prof_base
+    if on and _prof is None:
+        bridge = sys.modules.get("profhost._bridge")
+        if bridge is not None and _thread.get_ident() != bridge._train_thread():
+            return
+        import time
+        import torch
+
+        if torch.autograd._profiler_enabled():
+            return  # the program's own torch.profiler runs on this thread
+        api = _api()
+        if not getattr(api, "ops_begin", None):
+            return
+        p = torch.autograd.profiler.profile(record_shapes=_cfg.get("record_shapes") == "1",
+                                            with_flops=_cfg.get("with_flops") == "1")
+        api.ops_begin()
+        _prof_base = time.monotonic_ns()
+        p.__enter__()
+        _prof, _prof_tid = p, _thread.get_ident()
+        _note("operator events: torch's profiler around each window (no observer: %s); %s"
+              % (_lib_why or "not built yet" if not _forced else "PROF_TORCH_OPS=profiler",
+                 _COST["profiler"]))
+    elif not on and _prof is not None and _thread.get_ident() == _prof_tid:
+        p, _prof = _prof, None
+        api = _api()
+        try:
+            p.__exit__(None, None, None)
+            _hand_over(p, api)
+        finally:
+            api.ops_end()
+
+
+_prof_base = 0
+
+
+def _hand_over(p, api):
+    """torch's profiler's events, as operators of the window (times from
+    the profiler's start, in us)."""
+    import ctypes
+    import json
+    import threading
+
+    op = _op_type()()
+    tid = threading.get_native_id()
+    shapes = _cfg.get("record_shapes") == "1"
+    for e in p.function_events:
+        if getattr(e, "device_type", None) is not None and "CPU" not in str(e.device_type):
+            continue
+        name = e.name.encode("utf-8", "replace")
+        op.name, op.name_len = name, len(name)
+        op.scope = _SCOPES.get(int(getattr(e, "scope", 0) or 0), 0)
+        op.start = _prof_base + int(e.time_range.start * 1000)
+        op.end = _prof_base + int(e.time_range.end * 1000)
+        op.seq = e.sequence_nr if e.sequence_nr is not None else -1
+        op.fwd_tid = e.fwd_thread or 0
+        op.flags = 0
+        op.dims = op.types = None
+        op.dims_len = op.types_len = 0
+        if shapes and e.input_shapes is not None:
+            dims = json.dumps(e.input_shapes).encode()
+            types = ("[%s]" % ", ".join('""' for _ in e.input_shapes)).encode()
+            op.dims, op.dims_len = dims, len(dims)
+            op.types, op.types_len = types, len(types)
+            op.flags |= 2
+        if e.flops:
+            op.flops = int(e.flops)
+            op.flags |= 1
+        api.op_late(ctypes.addressof(op), tid)
