@@ -83,9 +83,9 @@ def counts(events):
 
 @NEEDS_TORCH
 class TorchOps(TempDirTest):
-    def prof_run(self, extra_env=None, policy=POLICY):
+    def prof_run(self, extra_env=None, policy=POLICY, out="out"):
         path = self.write("policy.lua", policy)
-        out = os.path.join(self.tmp, "out")
+        out = os.path.join(self.tmp, out)
         env = base_env(extra_env)
         r = run([PROF, "run", "-s", path, "-o", out, "--", PYTHON, WORKLOAD, str(STEPS),
                  "plain"], env=env, timeout=600, cwd=self.tmp)
@@ -113,7 +113,17 @@ class TorchOps(TempDirTest):
         for name, n in ref["own"].items():
             want[name] = want.get(name, 0) - n
         want = {k: v for k, v in want.items() if v}
-        self.assertEqual(counts(torch_view(op_events(trace))), want)
+        raw = counts(op_events(trace))
+        folded = counts(torch_view(op_events(trace)))
+        self.assertEqual(set(raw), set(want))
+        for name in raw:
+            if raw[name] == folded[name]:
+                self.assertEqual(raw[name], want[name], name)
+            else:
+                # torch folds the same-named only child by its events' us
+                # times: a tie can keep one (aten::div_ in aten::div_)
+                self.assertGreaterEqual(want[name], folded[name], name)
+                self.assertLessEqual(want[name], raw[name], name)
 
     def test_observer_matches_torch_profiler(self):
         trace, summary, table, state, r = self.prof_run()
@@ -198,6 +208,26 @@ class TorchOps(TempDirTest):
                       "operator events come from torch's profiler", r.stderr)
         self.assertEqual(state["path"], "profiler")
         self.assertTrue(any(e["name"] == "aten::addmm" for e in op_events(trace)))
+
+    def test_first_use_build(self):
+        # Without the build's observer: PROF_TORCH_OPS=observer builds it
+        # against the imported torch, once, into the cache (kept in the
+        # build tree, so a build of profhost compiles it once); a second
+        # run loads it from there without a word.
+        cache = os.path.join(os.environ.get("PROFHOST_BUILD", self.tmp), "torchops-cache")
+        env = {"PROF_TORCH_OPS": "observer", "PROF_TORCH_OPS_PREBUILT": "0",
+               "PROF_TORCH_OPS_CACHE": cache}
+        trace, summary, table, state, r = self.prof_run(env)
+        self.assertIn("operator events: profhost's RecordFunction observer", summary)
+        self.assertEqual(state["path"], "observer")
+        self.assertEqual(state["installed"], 0)
+        built = [d for d in os.listdir(cache) if d.startswith("torch-")]
+        self.assertEqual(len(built), 1, built)
+        self.assertTrue(os.path.exists(os.path.join(cache, built[0], "profhost_torchops.so")))
+        self.assertTrue(any(e["name"] == "aten::addmm" for e in op_events(trace)))
+        trace, summary, table, state, r = self.prof_run(env, out="out2")
+        self.assertNotIn("building the torch operator observer", r.stderr)
+        self.assertEqual(state["path"], "observer")
 
     def test_off(self):
         trace, summary, table, state, r = self.prof_run({"PROF_TORCH_OPS": "off"})

@@ -181,7 +181,7 @@ def _torch_cpu_lib():
 def _prebuilt():
     """The observer the build made, when it was built for this torch."""
     share = _cfg.get("share", "")
-    if not share:
+    if not share or os.environ.get("PROF_TORCH_OPS_PREBUILT", "1") == "0":
         return None
     lib = os.path.normpath(os.path.join(share, "..", "..", "..", "lib",
                                         "libprofhost-torchops.so"))
