@@ -34,6 +34,38 @@ uint32_t g_flags = 0;
 at::CallbackHandle g_handle = 0;
 std::atomic<uint64_t> g_installed{0}; // callbacks this library has added, minus removed
 
+// A JSON list being written into a fixed buffer (no allocation on the hot
+// path); `full` once something did not fit: the list is then not used.
+struct Text {
+    char buf[384];
+    size_t n = 0;
+    bool full = false;
+
+    void put(const char *s, size_t len)
+    {
+        if (full || n + len > sizeof buf) {
+            full = true;
+            return;
+        }
+        std::memcpy(buf + n, s, len);
+        n += len;
+    }
+    void put(char c) { put(&c, 1); }
+    void put_int(int64_t v)
+    {
+        char tmp[24];
+        size_t i = sizeof tmp;
+        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        do {
+            tmp[--i] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            tmp[--i] = '-';
+        put(tmp + i, sizeof tmp - i);
+    }
+};
+
 // What the start callback leaves for the end callback.
 struct OpCtx : public at::ObserverContext {
     int64_t start = 0;
@@ -41,7 +73,8 @@ struct OpCtx : public at::ObserverContext {
     uint64_t flops = 0;
     bool has_flops = false;
     bool pushed = false;
-    std::string dims, types;
+    bool has_shapes = false;
+    Text dims, types;
 };
 
 // Product of a tensor's sizes (torch's formulas multiply as uint64).
@@ -110,54 +143,48 @@ bool op_flops(const char *name, c10::ArrayRef<const c10::IValue> in, uint64_t *o
     return false;
 }
 
-void append_int(std::string &s, int64_t v)
+// Kineto's "Input Dims" and "Input type" of an operator's inputs. False
+// when they do not fit (left out then).
+bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
 {
-    char buf[24];
-    int n = std::snprintf(buf, sizeof buf, "%lld", (long long)v);
-    s.append(buf, (size_t)n);
-}
-
-// Kineto's "Input Dims" and "Input type" of an operator's inputs.
-void shapes(c10::ArrayRef<const c10::IValue> in, std::string &dims, std::string &types)
-{
-    dims.reserve(16 * in.size() + 2);
-    types.reserve(12 * in.size() + 2);
-    dims += '[';
-    types += '[';
+    dims.put('[');
+    types.put('[');
     for (size_t i = 0; i < in.size(); i++) {
         const c10::IValue &v = in[i];
         if (i) {
-            dims += ", ";
-            types += ", ";
+            dims.put(", ", 2);
+            types.put(", ", 2);
         }
-        dims += '[';
-        types += '"';
+        dims.put('[');
+        types.put('"');
         if (v.isTensor()) {
             const at::Tensor &t = v.toTensor();
             if (t.defined()) {
                 c10::IntArrayRef s = t.sizes();
                 for (size_t k = 0; k < s.size(); k++) {
                     if (k)
-                        dims += ", ";
-                    append_int(dims, s[k]);
+                        dims.put(", ", 2);
+                    dims.put_int(s[k]);
                 }
                 auto tn = t.dtype().name();
-                types.append(tn.data(), tn.size());
+                types.put(tn.data(), tn.size());
             }
         } else if (v.isScalar()) {
-            types += "Scalar";
+            types.put("Scalar", 6);
         } else if (v.isTensorList()) {
-            types += "TensorList";
+            types.put("TensorList", 10);
         } else if (v.isIntList() || v.isDoubleList() || v.isBoolList()) {
-            types += "ScalarList";
+            types.put("ScalarList", 10);
         } else if (!v.isNone()) {
-            types += v.tagKind();
+            std::string kind = v.tagKind();
+            types.put(kind.data(), kind.size());
         }
-        dims += ']';
-        types += '"';
+        dims.put(']');
+        types.put('"');
     }
-    dims += ']';
-    types += ']';
+    dims.put(']');
+    types.put(']');
+    return !dims.full && !types.full;
 }
 
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
@@ -170,13 +197,12 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
         try {
             c10::ArrayRef<const c10::IValue> in = fn.inputs();
             if (g_flags & kShapes)
-                shapes(in, ctx->dims, ctx->types);
+                ctx->has_shapes = shapes(in, ctx->dims, ctx->types);
             if (g_flags & kFlops)
                 ctx->has_flops = op_flops(fn.name(), in, &ctx->flops);
         } catch (...) {
             // a tensor without sizes (nested, symbolic): no shapes, no FLOPs
-            ctx->dims.clear();
-            ctx->types.clear();
+            ctx->has_shapes = false;
             ctx->has_flops = false;
         }
     }
@@ -221,12 +247,12 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
         op.flags |= TORCHOPS_HAS_FLOPS;
         op.flops = ctx->flops;
     }
-    if (!ctx->dims.empty()) {
+    if (ctx->has_shapes) {
         op.flags |= TORCHOPS_HAS_SHAPES;
-        op.dims = ctx->dims.data();
-        op.dims_len = (uint32_t)ctx->dims.size();
-        op.types = ctx->types.data();
-        op.types_len = (uint32_t)ctx->types.size();
+        op.dims = ctx->dims.buf;
+        op.dims_len = (uint32_t)ctx->dims.n;
+        op.types = ctx->types.buf;
+        op.types_len = (uint32_t)ctx->types.n;
     }
     api->op(&op);
 }
