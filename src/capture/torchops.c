@@ -22,11 +22,13 @@ static _Atomic uint64_t top_next_id = 1; /* External ids of operators with no GP
 static uint64_t (*_Atomic top_push)(void);
 static void (*_Atomic top_pop)(void);
 
+/* torchops_api.now: the core's clock. Any thread. */
 static int64_t top_now(void)
 {
 	return clock_now_ns();
 }
 
+/* torchops_api.recording: one relaxed load. Any thread. */
 static int top_is_recording(void)
 {
 	return atomic_load_explicit(&top_recording, memory_order_relaxed);
@@ -50,7 +52,10 @@ static bool top_own_label(const struct torchops_op *op)
 	return false;
 }
 
-/* Builds the record in a stack buffer and appends it. Any thread. */
+/* torchops_api.op: builds the EVBUF_TORCH_OP record in a stack buffer and
+ * appends it to the calling thread's buffer; drops it outside windows, for
+ * profhost's own labels, or when the buffer is full (counted there). Any
+ * thread; no lock, no allocation. */
 static void top_op(const struct torchops_op *op)
 {
 	char buf[EVBUF_NAME_MAX];
@@ -104,6 +109,9 @@ static void top_op(const struct torchops_op *op)
 		atomic_fetch_add_explicit(&top_ops, 1, memory_order_relaxed);
 }
 
+/* torchops_api.ext_push / ext_pop: the CUPTI external correlation id of
+ * the hooks cupti.c installed, inside windows only (0: none, no pop).
+ * Any thread. */
 static uint64_t top_ext_push(void)
 {
 	uint64_t (*push)(void) = atomic_load_explicit(&top_push, memory_order_acquire);
@@ -159,6 +167,7 @@ static struct {
 	size_t n, cap;
 } late = { .lock = PTHREAD_MUTEX_INITIALIZER, .done_cv = PTHREAD_COND_INITIALIZER };
 
+/* Frees the queued late operators. late.lock held. */
 static void late_clear(void)
 {
 	size_t i;

@@ -15,6 +15,7 @@
 
 #include "../control/control.h"
 #include "../capture/python.h"
+#include "../capture/torchops.h"
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
@@ -201,6 +202,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.ht.wake, 0);
 	atomic_store(&host.ht.ack, 0);
 	host.win.recording = false;
+	torchops_set_recording(false, 0); /* a forked DataLoader worker: no operators */
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
