@@ -288,18 +288,31 @@ def _build():
     where = _cache_dir()
     _warn("building the torch operator observer for torch %s (once; cached in %s)"
           % (torch.__version__, where))
-    try:
-        from torch.utils import cpp_extension
+    # In a child interpreter with profhost off (no LD_PRELOAD, PROF_DISABLE):
+    # the compiler and ninja must not run under profhost, and this
+    # process's environment is never changed.
+    import subprocess
 
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PROF_") and k not in ("LD_PRELOAD", "NVTX_INJECTION64_PATH",
+                                                      "CUDA_INJECTION64_PATH")}
+    env["PROF_DISABLE"] = "1"
+    code = ("import sys\nfrom torch.utils import cpp_extension\n"
+            "cpp_extension.load(name=%r, sources=[%r], extra_include_paths=[%r],"
+            " extra_cflags=['-O2'], build_directory=%r, is_python_module=False,"
+            " verbose=False)\n" % (_LIB_NAME, _source(), os.path.dirname(_source()), where))
+    try:
         os.makedirs(where, exist_ok=True)
-        cpp_extension.load(name=_LIB_NAME, sources=[_source()],
-                           extra_include_paths=[os.path.dirname(_source())],
-                           extra_cflags=["-O2"], build_directory=where,
-                           is_python_module=False, verbose=False)
-    except Exception as exc:
-        first = str(exc).strip().splitlines()
-        _lib_why = "the observer could not be built (%s)" % (first[0] if first else type(exc).__name__)
-        _debug_exc("building the observer")
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=900)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _lib_why = "the observer could not be built (%s)" % exc
+        return None
+    if r.returncode != 0:
+        last = [l for l in r.stderr.strip().splitlines() if l.strip()]
+        _lib_why = "the observer could not be built (%s)" % (last[-1] if last else
+                                                               "exit %d" % r.returncode)
+        _debug("building the observer failed:\n%s" % r.stderr.rstrip())
         return None
     path = os.path.join(where, _LIB_NAME + ".so")
     if not os.path.exists(path):
@@ -418,9 +431,10 @@ def _set_profiler(on):
         _prof_base = time.monotonic_ns()
         p.__enter__()
         _prof, _prof_tid = p, _thread.get_ident()
+        why = ("PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
+               else _lib_why or "its build is not ready yet")
         _note("operator events: torch's profiler around each window (no observer: %s); %s"
-              % (_lib_why or "not built yet" if not _forced else "PROF_TORCH_OPS=profiler",
-                 _COST["profiler"]))
+              % (why, _COST["profiler"]))
     elif not on and _prof is not None and _thread.get_ident() == _prof_tid:
         p, _prof = _prof, None
         api = _api()
