@@ -8,9 +8,12 @@
 #   1. examples/cuda_app.cu, the native program;
 #   2. a PyTorch CUDA training loop, when `python3 -c "import torch"` finds
 #      a CUDA-capable torch (skipped, and said, otherwise);
-#   3. examples/train.py (no profhost import) with record_shapes: optimizer
-#      steps, phases, torch's operator events (aten:: cpu_op with Input Dims)
-#      in the trace and in key_averages.txt, kernels;
+#   3. examples/train.py (no profhost import) with record_shapes and
+#      with_flops: optimizer steps, phases, torch's operator events (aten::
+#      cpu_op with Input Dims, from profhost's RecordFunction observer) in
+#      the trace and in key_averages.txt (Total FLOPs column), kernels linked
+#      to the operators that launched them (External id), the summary's
+#      FLOP/s per step as a share of the GPU's peak;
 # and checks each trace (scripts/gpu_smoke_check.py): kernels, copies with
 # bandwidth, ac2g arrows from launches to kernels, named GPU tracks, device
 # properties, no GPU record dropped, ranges linked to their kernels.
@@ -85,7 +88,7 @@ echo "==== examples/train.py: steps with no code change, phases, torch's operato
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     cat > "$tmp/ops.lua" <<'EOF'
 prof.schedule { skip_first = 5, wait = 2, warmup = 1, active = 3, cycles = 1 }
-prof.capture { record_shapes = true }
+prof.capture { record_shapes = true, with_flops = true }
 EOF
     if "$prof" run -s "$tmp/ops.lua" -o "$tmp/ops" -- python3 examples/train.py --device cuda --steps 30; then
         python3 - "$tmp/ops" <<'PYEOF' || status=1
@@ -98,9 +101,17 @@ shaped = [e for e in ops if "Input Dims" in e.get("args", {})]
 kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
 phases = {e["name"] for e in t["traceEvents"] if e.get("name") in ("data", "forward", "backward", "optimizer")}
 table = open(os.path.join(d, "key_averages.txt")).read()
-ok = ops and shaped and kernels and phases == {"data", "forward", "backward", "optimizer"} and "aten::" in table
-print("%s aten:: cpu_op events: %d (%d with Input Dims), kernels: %d, phases: %s" %
-      ("ok  " if ok else "FAIL", len(ops), len(shaped), len(kernels), sorted(phases)))
+summary = open(os.path.join(d, "summary.txt")).read()
+op_ids = {e["args"].get("External id") for e in ops}
+linked = [k for k in kernels if k.get("args", {}).get("External id") in op_ids]
+flops = [e for e in ops if "flops" in e.get("args", {})]
+ok = (ops and shaped and kernels and phases == {"data", "forward", "backward", "optimizer"}
+      and "aten::" in table and linked and flops and "FLOPs" in table.splitlines()[1]
+      and "of peak" in summary and "RecordFunction observer" in summary)
+print("%s aten:: cpu_op events: %d (%d with Input Dims, %d with flops), kernels: %d "
+      "(%d linked to an operator), phases: %s, peak share in summary: %s" %
+      ("ok  " if ok else "FAIL", len(ops), len(shaped), len(flops), len(kernels), len(linked),
+       sorted(phases), "of peak" in summary))
 sys.exit(0 if ok else 1)
 PYEOF
     else

@@ -19,7 +19,7 @@ apt-get install -y --no-install-recommends \
     liblua5.4-dev lua5.4 lua-busted \
     libcjson-dev libunwind-dev zlib1g-dev \
     liblua5.1-0-dev \
-    python3 python3-torch \
+    python3 python3-torch libtorch-dev ninja-build \
     chromium \
     nodejs
 # npm: Debian's, unless the nodejs installed brings its own (NodeSource's).

@@ -27,6 +27,11 @@ local function integer(min, max, default, special, note)
 		special = special, note = note }
 end
 
+-- A number (integer or not) from min to max.
+local function number(min, max, default)
+	return { kind = "number", min = min, max = max, default = default }
+end
+
 -- A non-empty string; `check(v)` may return a problem ("is not ...").
 local function string_(default, check)
 	return { kind = "string", default = default, check = check }
@@ -185,6 +190,8 @@ M.sections = {
 				threshold_us = integer(1, U32, 10),
 			}, "cuda_backtrace = { threshold_us = 10 }"),
 			record_shapes = boolean(false),
+			with_flops = boolean(false),
+			peak_tflops = number(0, 1e6, 0),
 			buffer_mb = integer(1, 65536, 128),
 		},
 	},
@@ -280,6 +287,8 @@ local function expected(spec, v)
 			return "an integer >= " .. spec.min .. note
 		end
 		return "an integer from " .. spec.min .. " to " .. spec.max .. note
+	elseif kind == "number" then
+		return "a number from " .. spec.min .. " to " .. spec.max
 	elseif kind == "string" then
 		return "a non-empty string"
 	elseif kind == "enum" then
@@ -321,6 +330,11 @@ local function check_value(spec, v, path)
 			return nil, bad_value(spec, path, v)
 		end
 		return n
+	elseif kind == "number" then
+		if type(v) ~= "number" or v ~= v or v < spec.min or v > spec.max then
+			return nil, bad_value(spec, path, v)
+		end
+		return v
 	elseif kind == "string" then
 		if type(v) ~= "string" or v == "" then
 			return nil, bad_value(spec, path, v)
@@ -531,6 +545,8 @@ function M.resolve(raw)
 			modules = get("capture", c, "modules"),
 			cuda_backtrace_us = bt and bt.threshold_us or 0,
 			record_shapes = get("capture", c, "record_shapes"),
+			with_flops = get("capture", c, "with_flops"),
+			peak_tflops = get("capture", c, "peak_tflops"),
 			buffer_mb = get("capture", c, "buffer_mb"),
 		},
 		export = {

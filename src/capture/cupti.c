@@ -17,6 +17,7 @@
  * directly.
  */
 #include "cupti.h"
+#include "torchops.h"
 #include "cupti_internal.h"
 #include "sampler.h"
 
@@ -328,6 +329,8 @@ static void set_hooks(bool on)
 {
 	if (cu.h && cu.h->shim->set_range_hooks)
 		cu.h->shim->set_range_hooks(on ? range_push : NULL, on ? range_pop : NULL);
+	/* torch operators from profhost's observer link the same way. */
+	torchops_set_ext_hooks(on ? range_push : NULL, on ? range_pop : NULL);
 }
 
 /* Undoes what was set up and turns GPU capture off for the process.

@@ -34,6 +34,7 @@
 #include "../util/log.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
+#include "torchops.h"
 
 #define PYB_API_VERSION 4
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
@@ -58,7 +59,8 @@ enum {
 
 /* Notes the bridge reports (pybridge_api.note). */
 enum {
-	PYB_NOTE_TORCH_CPU_ONLY = 1, /* torch has no CUDA: no operator events */
+	PYB_NOTE_TORCH_CPU_ONLY = 1, /* (unused since profhost._ops collects a
+				      CPU-only torch's operators) */
 	PYB_NOTE_NVTX_ON = 2         /* torch's emit_nvtx was entered */
 };
 
@@ -66,6 +68,7 @@ enum {
  * query_phase's, data to optimizer, and the names query_phase_name()'s. */
 #define PYB_NPHASES QUERY_PHASE_OTHER
 #define PYB_NAME_MAX 256
+#define PYB_NOTE_MAX 512
 
 /* The C functions the bridge calls (through ctypes, by address). Layout
  * shared with profhost/_bridge.py's _Api: append only, bump `version`. */
@@ -87,6 +90,18 @@ struct pybridge_api {
 	/* (version 4) An nn.Module call named `name` (its path in the
 	 * model), written as a python_function event. */
 	void (*module)(int64_t start_ns, int64_t end_ns, const char *name);
+	/* (version 4) The operator collector's table (struct torchops_api,
+	 * src/torchops/torchops_abi.h), handed to the observer. */
+	const void *torchops;
+	/* (version 4) A line for the next window's summary notes (said once
+	 * by the caller): which operator path is in use and its cost. */
+	void (*note_text)(const char *line);
+	/* (version 4) The fallback path's operators (torch's profiler),
+	 * handed over after the window: begin (the window records), one op
+	 * each (times CLOCK_MONOTONIC ns, `tid` the kernel thread id), end. */
+	void (*ops_begin)(void);
+	void (*op_late)(const struct torchops_op *op, int32_t tid);
+	void (*ops_end)(void);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -147,7 +162,7 @@ static struct {
 	struct py_syms py;
 	bool found;                  /* CPython's symbols are in the process */
 	bool auto_steps;             /* the bridge counts steps by itself */
-	char config[1024];           /* handed to _bridge._start */
+	char config[1024 + PATH_MAX]; /* handed to _bridge._start */
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
 	_Atomic int state;           /* PYB_IDLE / WARMUP / RECORDING */
 	_Atomic int live;            /* the bridge is up and not finalizing */
@@ -159,7 +174,10 @@ static struct {
 	_Atomic uint64_t next_id;    /* phase range ids */
 	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
-} pyb;
+	pthread_mutex_t note_lock;   /* guards note_line */
+	char note_line[PYB_NOTE_MAX]; /* pybridge_api.note_text's, not yet in
+				       a summary ("" none) */
+} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Set on a thread while it runs an automatic step, so the window callbacks
  * it triggers do not queue a sync (the bridge syncs after the step). */
@@ -291,6 +309,31 @@ static void pyb_note(int bits)
 	atomic_fetch_or(&pyb.notes, bits);
 }
 
+/* Keeps `line` for the next window's notes (the latest wins). Python
+ * threads, GIL held. */
+static void pyb_note_text(const char *line)
+{
+	if (!line)
+		return;
+	pthread_mutex_lock(&pyb.note_lock);
+	snprintf(pyb.note_line, sizeof pyb.note_line, "%s", line);
+	pthread_mutex_unlock(&pyb.note_lock);
+}
+
+/* One operator of the fallback path (times on the bridge's clock), queued
+ * for the window's collect. Python threads. */
+static void pyb_op_late(const struct torchops_op *op, int32_t tid)
+{
+	struct torchops_op o;
+
+	if (!op)
+		return;
+	o = *op;
+	o.start = pyb_host_time(op->start);
+	o.end = pyb_host_time(op->end);
+	torchops_late_add(&o, tid);
+}
+
 static void pyb_down(void)
 {
 	atomic_store(&pyb.live, 0);
@@ -302,7 +345,7 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 		pystacks_add(tid, pyb_host_time(ts), frames, len);
 }
 
-static const struct pybridge_api pyb_api = {
+static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.version = PYB_API_VERSION,
 	.size = sizeof(struct pybridge_api),
 	.state = pyb_state,
@@ -313,6 +356,10 @@ static const struct pybridge_api pyb_api = {
 	.pystack = pyb_pystack,
 	.phase_named = pyb_phase_named,
 	.module = pyb_module,
+	.note_text = pyb_note_text,
+	.ops_begin = torchops_late_begin,
+	.op_late = pyb_op_late,
+	.ops_end = torchops_late_end,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -548,9 +595,11 @@ static void pyb_make_config(const struct policy_config *c)
 	}
 	pyb.auto_steps = strcmp(steps, "off") != 0;
 	snprintf(pyb.config, sizeof pyb.config,
-		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n",
+		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
+		 "with_flops=%d\nshare=%s\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
-		 (unsigned)pyb.stack_hz, (int)log_get_level());
+		 (unsigned)pyb.stack_hz, (int)log_get_level(),
+		 c->capture.with_flops ? 1 : 0, pyb.share_dir);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never
@@ -567,9 +616,10 @@ static int pyb_init(const struct capture_host *h, struct err *e)
 	if (!h->python || !pyb_lookup(&pyb.py))
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
+	pyb_api.torchops = torchops_table(h);
 	pyb.stack_hz = pyb_stack_rate(h->cfg);
-	pyb_make_config(h->cfg);
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
+	pyb_make_config(h->cfg);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	sigfillset(&all);
@@ -603,6 +653,7 @@ static void pyb_window_open(uint64_t gen)
 	 * prof.capture{ modules = ... } applies from the next window on. */
 	atomic_store(&pyb.modules, pyb.h->cfg->capture.modules ? PYB_MODULES : 0);
 	atomic_store(&pyb.state, PYB_RECORDING);
+	torchops_set_recording(true, gen);
 	pyb_notify();
 }
 
@@ -610,6 +661,7 @@ static void pyb_window_close(uint64_t gen)
 {
 	if (pyb.stack_hz)
 		pystacks_close(gen);
+	torchops_set_recording(false, 0);
 	atomic_store(&pyb.state, PYB_IDLE);
 	atomic_store(&pyb.modules, 0);
 	pyb_notify();
@@ -648,11 +700,17 @@ static int pyb_collect(const struct capture_window *job, struct trace *t,
 			return -1;
 		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
 	}
-	if ((fresh & PYB_NOTE_TORCH_CPU_ONLY) &&
-	    trace_add_note(t, "operator events (aten::*) need a CUDA build of "
-			   "torch; this one is CPU-only, so the trace has no "
-			   "cpu_op events") != 0)
+	/* The fallback path's operators come after the window closed; the
+	 * bridge hands them over at once (a 5 s bound, none once it is gone). */
+	if (torchops_late_collect(job->gen, atomic_load(&pyb.live) ? 5000 : 0, t, e) != 0)
+		return -1;
+	pthread_mutex_lock(&pyb.note_lock);
+	if (pyb.note_line[0] && trace_add_note(t, pyb.note_line) != 0) {
+		pthread_mutex_unlock(&pyb.note_lock);
 		return err_set(e, "out of memory adding the Python notes");
+	}
+	pyb.note_line[0] = '\0';
+	pthread_mutex_unlock(&pyb.note_lock);
 	return 0;
 }
 

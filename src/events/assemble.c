@@ -1,11 +1,13 @@
 /* assemble — raw records to a struct trace (see assemble.h). */
 #include "assemble.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../util/grow.h"
+#include "oprec.h"
 
 /* An open push/start: where and when it began. */
 struct open_range {
@@ -161,6 +163,77 @@ static void add_stack(struct assembler *as, struct thread_state *th,
 }
 
 /* evbuf_visit_fn: one raw record. */
+/* True when s[0..n) is a JSON list the observer wrote: of lists of
+ * integers (dims) or of plain strings (types). Anything else is not
+ * written raw, so a damaged record cannot break the trace's JSON. */
+static bool op_json_ok(const char *s, size_t n, bool types)
+{
+	size_t i, quotes = 0;
+
+	if (n < 2 || s[0] != '[' || s[n - 1] != ']')
+		return false;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (types && c == '"')
+			quotes++;
+		else if (types && quotes % 2 &&
+			 (c == '_' || c == ' ' || c == '.' || c == ':' ||
+			  (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z')))
+			continue;
+		else if (!strchr("[]-, 0123456789", c) || c == '\0')
+			return false;
+	}
+	return quotes % 2 == 0;
+}
+
+/* Adds the torch operator of an EVBUF_TORCH_OP record (oprec.h): a cpu_op
+ * (a user_annotation for record_function labels) with Kineto's args. */
+static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	const char *p = evbuf_payload(r), *name, *dims, *types;
+	struct oprec_hdr h;
+	struct trace_event e = { 0 };
+
+	if (r->len < sizeof h)
+		return;
+	memcpy(&h, p, sizeof h);
+	if ((size_t)h.name_len + h.dims_len + h.types_len > r->len - sizeof h || !h.name_len)
+		return;
+	name = p + sizeof h;
+	dims = name + h.name_len;
+	types = dims + h.dims_len;
+	e.ts = r->ts;
+	e.dur = h.end > r->ts ? h.end - r->ts : 0;
+	e.id = r->id; /* External id */
+	e.pid = t->meta.pid;
+	e.tid = tid;
+	e.name = trace_intern(t, name, h.name_len);
+	e.cat = h.scope == OPREC_USER ? TRACE_CAT_USER_ANNOTATION : TRACE_CAT_CPU_OP;
+	e.ph = TRACE_PH_COMPLETE;
+	if (!trace_add_event(t, &e))
+		return;
+	if (h.flags & OPREC_SHAPES) {
+		if (op_json_ok(dims, h.dims_len, false)) {
+			trace_arg_str(t, TRACE_ARG_INPUT_DIMS, dims, h.dims_len);
+			t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+		}
+		if (op_json_ok(types, h.types_len, true)) {
+			trace_arg_str(t, TRACE_ARG_INPUT_TYPE, types, h.types_len);
+			t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+		}
+	}
+	if (t->oom)
+		return;
+	if ((h.flags & OPREC_SEQ) && h.scope != OPREC_USER) {
+		trace_arg_uint(t, TRACE_ARG_FWD_TID, h.fwd_tid);
+		trace_arg_int(t, TRACE_ARG_SEQUENCE, h.seq);
+	}
+	if (h.flags & OPREC_FLOPS)
+		trace_arg_uint(t, TRACE_ARG_FLOPS, h.flops);
+}
+
 static void visit(void *ctx, int32_t tid, const char *thread_name,
 		  const struct evbuf_rec *r)
 {
@@ -260,6 +333,9 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	case EVBUF_SAMPLE:
 	case EVBUF_STACK:
 		add_stack(as, th, tid, r);
+		break;
+	case EVBUF_TORCH_OP:
+		add_op(as, tid, r);
 		break;
 	default:
 		break; /* kinds of capture sources this build does not know */

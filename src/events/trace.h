@@ -160,6 +160,9 @@ struct trace_meta {
 	char *hostname;
 	char *run;                 /* run name */
 	char *reason;              /* "schedule" or the capture_now reason */
+	double peak_tflops;        /* prof.capture{peak_tflops}: the GPU's
+				      peak for the summary's FLOP/s share;
+				      0 = from the table of known GPUs */
 	char *notes;               /* one-time notices for the summary, one
 				      per line, each '\n'-ended; NULL = none */
 };

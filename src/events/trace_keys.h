@@ -30,4 +30,15 @@
 #define TRACE_ARG_ALLOC_BYTES "Bytes"
 #define TRACE_ARG_TOTAL_ALLOCATED "Total Allocated"
 
+/* A torch operator (cat cpu_op; src/capture/torchops.c, assemble.c):
+ * Kineto's input shapes and dtypes (TRACE_ARG_STR, as Kineto prints
+ * them), the autograd sequence number (TRACE_ARG_INT) and the forward
+ * thread of a backward function (TRACE_ARG_UINT), and with with_flops its
+ * floating-point operations (TRACE_ARG_UINT). */
+#define TRACE_ARG_INPUT_DIMS "Input Dims"
+#define TRACE_ARG_INPUT_TYPE "Input type"
+#define TRACE_ARG_SEQUENCE "Sequence number"
+#define TRACE_ARG_FWD_TID "Fwd thread id"
+#define TRACE_ARG_FLOPS "flops"
+
 #endif

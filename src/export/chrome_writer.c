@@ -391,9 +391,10 @@ static void cw_args(struct cw *w, const struct trace *t,
 	};
 	size_t nargs = ev->nargs, i;
 	int first = 1;
-	/* A range linked to GPU work carries its external id, as Kineto's do. */
-	uint64_t ext = ev->cat == TRACE_CAT_USER_ANNOTATION && ev->ph == TRACE_PH_COMPLETE
-		? ev->id : 0;
+	/* A range or operator linked to GPU work (or, for operators, to
+	 * nothing but itself) carries its external id, as Kineto's do. */
+	uint64_t ext = (ev->cat == TRACE_CAT_USER_ANNOTATION || ev->cat == TRACE_CAT_CPU_OP) &&
+		ev->ph == TRACE_PH_COMPLETE ? ev->id : 0;
 
 	if (ev->args > t->nargs || nargs > t->nargs - ev->args)
 		nargs = 0; /* out of range: a builder bug; keep the file valid */

@@ -1,6 +1,7 @@
 /* key_averages — the operator table (see key_averages.h). */
 #include "key_averages.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,21 @@ static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
 	}
 }
 
+/* The event's "flops" arg (torch operators with with_flops), 0 if none. */
+static uint64_t ev_flops(const struct trace *t, const struct trace_event *ev)
+{
+	size_t i;
+
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+
+		if ((a->type == TRACE_ARG_UINT || a->type == TRACE_ARG_INT) &&
+		    strcmp(trace_str(t, a->key), TRACE_ARG_FLOPS) == 0)
+			return a->type == TRACE_ARG_INT && a->v.i < 0 ? 0 : a->v.u;
+	}
+	return 0;
+}
+
 /* The rows grouping by name makes: the distinct names of the selected
  * events, the steps' counted once (an upper bound: a range named
  * "ProfilerStep*" joins the steps' row). 0 when out of memory. */
@@ -366,6 +382,8 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 			row->self_cuda_ns += cself[i];
 			row->cuda_total_ns += ctotal[i];
 		}
+		if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
+			row->flops += ev_flops(t, ev);
 		if (ev->ts < row->first_ts)
 			row->first_ts = ev->ts;
 		tab->self_cpu_sum_ns += self[i];
@@ -373,6 +391,10 @@ static int group_rows(const struct trace *t, const size_t *sel, size_t n,
 			tab->self_cuda_sum_ns += cself[i];
 	}
 	free(m.slot);
+	for (i = 0; i < tab->nrows; i++)
+		if (tab->rows[i].flops &&
+		    (!tab->min_flops || tab->rows[i].flops < tab->min_flops))
+			tab->min_flops = tab->rows[i].flops;
 	return rc;
 }
 
@@ -600,23 +622,52 @@ char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32])
 enum col {
 	COL_NAME, COL_SELF_CPU_PCT, COL_SELF_CPU, COL_CPU_TOTAL_PCT, COL_CPU_TOTAL,
 	COL_CPU_AVG, COL_SELF_CUDA, COL_SELF_CUDA_PCT, COL_CUDA_TOTAL, COL_CUDA_AVG,
-	COL_CALLS, NCOL
+	COL_CALLS, COL_FLOPS, NCOL
 };
 
 static const char *const col_header[NCOL] = {
 	"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
-	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "# of Calls"
+	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "# of Calls",
+	"Total FLOPs" /* named by flops_scale() */
 };
 
-static bool col_shown(enum col c, bool cuda)
+/* Which optional columns a table shows. */
+struct cols {
+	bool cuda;   /* some row has GPU time */
+	bool flops;  /* some row has FLOPs */
+	double flops_scale;
+	char flops_header[32];
+};
+
+/* torch's auto_scale_flops, of the smallest nonzero row total: the unit
+ * (FLOPs, KFLOPs, ... PFLOPs) and the factor to it. */
+static void flops_scale(uint64_t min_flops, struct cols *c)
 {
-	return cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
+	static const char *const unit[] = { "FLOPs", "KFLOPs", "MFLOPs", "GFLOPs",
+					    "TFLOPs", "PFLOPs" };
+	double lg = log10((double)min_flops) / 3.0;
+	int k;
+
+	if (lg < 0)
+		lg = 0;
+	if (lg > 5)
+		lg = 5;
+	k = (int)lg;
+	c->flops_scale = pow(10.0, -3.0 * k);
+	snprintf(c->flops_header, sizeof c->flops_header, "Total %s", unit[k]);
+}
+
+static bool col_shown(enum col c, const struct cols *cs)
+{
+	if (c == COL_FLOPS)
+		return cs->flops;
+	return cs->cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
 }
 
 /* One row of text: each shown column right-aligned in its width, followed
  * by two spaces (torch's row format, trailing spaces included). */
 static void put_line(struct textbuf *tb, const char *const cells[NCOL],
-		     size_t name_width, bool cuda)
+		     size_t name_width, const struct cols *cuda)
 {
 	int c;
 
@@ -629,7 +680,7 @@ static void put_line(struct textbuf *tb, const char *const cells[NCOL],
 	textbuf_puts(tb, "\n");
 }
 
-static void put_sep(struct textbuf *tb, size_t name_width, bool cuda)
+static void put_sep(struct textbuf *tb, size_t name_width, const struct cols *cuda)
 {
 	int c;
 
@@ -643,7 +694,7 @@ static void put_sep(struct textbuf *tb, size_t name_width, bool cuda)
 }
 
 static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
-		    const struct key_avg_row *r, size_t name_width, bool cuda)
+		    const struct key_avg_row *r, size_t name_width, const struct cols *cuda)
 {
 	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4];
 	const char *cells[NCOL];
@@ -660,6 +711,10 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 	key_averages_format_time(r->cuda_total_ns, cell[COL_CUDA_TOTAL]);
 	format_time_ns(avg(r->cuda_total_ns, r->count), cell[COL_CUDA_AVG]);
 	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
+	if (r->flops) /* torch: '{0:8.3f}' of the scaled total, "--" for none */
+		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cuda->flops_scale);
+	else
+		snprintf(cell[COL_FLOPS], 32, "--");
 	for (c = 0; c < NCOL; c++)
 		cells[c] = cell[c];
 	cells[COL_NAME] = name;
@@ -669,9 +724,19 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 {
 	struct textbuf tb;
-	bool cuda = key_averages_has_cuda(tab);
+	struct cols cols = { 0 };
+	const struct cols *cuda = &cols;
+	const char *header[NCOL];
 	size_t name_width = 0, i, n;
 	char buf[32];
+
+	cols.cuda = key_averages_has_cuda(tab);
+	cols.flops = tab->min_flops > 0;
+	if (cols.flops)
+		flops_scale(tab->min_flops, &cols);
+	for (i = 0; i < NCOL; i++)
+		header[i] = col_header[i];
+	header[COL_FLOPS] = cols.flops_header;
 
 	textbuf_init(&tb);
 	if (tab->nrows == 0) {
@@ -691,14 +756,14 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	n = row_limit && row_limit < tab->nrows ? row_limit : tab->nrows;
 
 	put_sep(&tb, name_width, cuda);
-	put_line(&tb, col_header, name_width, cuda);
+	put_line(&tb, header, name_width, cuda);
 	put_sep(&tb, name_width, cuda);
 	for (i = 0; i < n; i++)
 		put_row(&tb, tab, &tab->rows[i], name_width, cuda);
 	put_sep(&tb, name_width, cuda);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));
-	if (cuda)
+	if (cols.cuda)
 		textbuf_printf(&tb, "Self CUDA time total: %s\n",
 			       key_averages_format_time(tab->self_cuda_sum_ns, buf));
 	return textbuf_take(&tb);

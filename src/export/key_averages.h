@@ -62,6 +62,8 @@ struct key_avg_row {
 				   (see GPU time above) */
 	int64_t cuda_total_ns;  /* ... including the events nested in them */
 	int64_t first_ts;       /* earliest start: breaks sort ties */
+	uint64_t flops;         /* sum of the events' "flops" args (torch
+				   operators with with_flops) */
 };
 
 struct key_avg_table {
@@ -69,6 +71,9 @@ struct key_avg_table {
 	size_t nrows;
 	int64_t self_cpu_sum_ns;  /* sum of self CPU over all rows: the 100 % */
 	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
+	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
+				     the table then shows torch's "Total
+				     <prefix>FLOPs" column, scaled by it */
 };
 
 /* Parses a torch sort key (torch 2.4's device_* names are taken for the

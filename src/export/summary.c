@@ -268,6 +268,87 @@ static int put_phases(struct textbuf *tb, const struct trace *t, struct err *e)
 	return 0;
 }
 
+/* Dense FP16/BF16 tensor-core peaks (TFLOP/s) of common GPUs, by a
+ * substring of the device name; the first match wins. */
+static const struct {
+	const char *name;
+	double tflops;
+} gpu_peaks[] = {
+	{ "H200", 989.0 }, { "H100 PCIe", 756.0 }, { "H100", 989.0 },
+	{ "A100", 312.0 }, { "A10G", 125.0 }, { "A10", 125.0 }, { "L40S", 362.0 },
+	{ "L4", 121.0 }, { "V100", 125.0 }, { "T4", 65.0 }, { "RTX 4090", 165.0 },
+	{ "RTX 3090", 71.0 },
+};
+
+/* The peak for the FLOP/s share: the policy's, else the first GPU's from
+ * gpu_peaks, else 0 (none: a CPU, an unknown GPU). */
+static double peak_tflops(const struct trace *t)
+{
+	size_t i;
+
+	if (t->meta.peak_tflops > 0)
+		return t->meta.peak_tflops;
+	if (!t->ndevices || !t->devices[0].name)
+		return 0;
+	for (i = 0; i < sizeof gpu_peaks / sizeof gpu_peaks[0]; i++)
+		if (strstr(t->devices[0].name, gpu_peaks[i].name))
+			return gpu_peaks[i].tflops;
+	return 0;
+}
+
+/* Achieved FLOP/s per step: the "flops" of the torch operators that start
+ * in each step (prof.capture{with_flops}), over the step's time. Nothing
+ * when no operator has FLOPs. */
+static void put_flops(struct textbuf *tb, const struct trace *t)
+{
+	double peak = peak_tflops(t);
+	uint64_t total = 0, *per;
+	size_t i, j;
+
+	per = calloc(t->nsteps ? t->nsteps : 1, sizeof *per);
+	if (!per)
+		return;
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if (ev->cat != TRACE_CAT_CPU_OP || !ev->nargs)
+			continue;
+		for (j = ev->args; j < (size_t)ev->args + ev->nargs && j < t->nargs; j++) {
+			const struct trace_arg *a = &t->args[j];
+			size_t k;
+
+			if (a->type != TRACE_ARG_UINT || strcmp(trace_str(t, a->key), TRACE_ARG_FLOPS))
+				continue;
+			total += a->v.u;
+			for (k = 0; k < t->nsteps; k++)
+				if (ev->ts >= t->steps[k].ts &&
+				    ev->ts < t->steps[k].ts + t->steps[k].dur)
+					per[k] += a->v.u;
+		}
+	}
+	if (total) {
+		textbuf_printf(tb, "FLOPs (torch operators, torch's formulas): %.6f GFLOP in the "
+			       "window", (double)total / 1e9);
+		if (peak > 0)
+			textbuf_printf(tb, "; peak %.1f TFLOP/s", peak);
+		textbuf_puts(tb, "\n  step       GFLOP     GFLOP/s");
+		textbuf_puts(tb, peak > 0 ? "   of peak\n" : "\n");
+		for (i = 0; i < t->nsteps; i++) {
+			double s = t->steps[i].dur > 0 ? (double)t->steps[i].dur / 1e9 : 0;
+			double rate = s > 0 ? (double)per[i] / s / 1e9 : 0;
+
+			textbuf_printf(tb, "  %4llu  %10.6f  %10.3f",
+				       (unsigned long long)t->steps[i].step,
+				       (double)per[i] / 1e9, rate);
+			if (peak > 0)
+				textbuf_printf(tb, "  %8.3f%%", rate / (peak * 1e3) * 100.0);
+			textbuf_puts(tb, "\n");
+		}
+		textbuf_puts(tb, "\n");
+	}
+	free(per);
+}
+
 /* One-time notices the capture sources left in the trace. */
 static void put_notes(struct textbuf *tb, const struct trace *t)
 {
@@ -346,6 +427,7 @@ char *summary_render(const struct trace *t, const char *dir,
 	put_ranges(&tb, t, &tab);
 	put_samples(&tb, t);
 	gpu_summary_put(&tb, &gpu);
+	put_flops(&tb, t);
 	put_counters(&tb, &t->counters);
 	put_notes(&tb, t);
 	put_files(&tb, dir, files, nfiles);

@@ -75,6 +75,7 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.hostname = strdup(h->hostname);
 	t->meta.run = strdup(run ? run + 1 : h->run_dir);
 	t->meta.reason = strdup(job->reason);
+	t->meta.peak_tflops = h->cfg->capture.peak_tflops;
 }
 
 /* Runs the built-in reports of a written window and adds report.txt,

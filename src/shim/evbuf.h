@@ -57,10 +57,13 @@ enum evbuf_kind {
 				 instruction, the rest return addresses;
 				 id = timer periods it stands for (1 + overruns);
 				 a = EVBUF_STACK_TRUNCATED or 0 */
-	EVBUF_STACK = 73      /* stack taken on purpose (range push, slow CUDA
+	EVBUF_STACK = 73,     /* stack taken on purpose (range push, slow CUDA
 				 call): all return addresses; id = kind-specific
 				 (CUDA correlation id); a = trace stack kind << 8
 				 | EVBUF_STACK_TRUNCATED or 0 */
+	/* torch operators (src/capture/torchops.c): payload and fields in
+	 * src/events/oprec.h. */
+	EVBUF_TORCH_OP = 74
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

@@ -21,6 +21,13 @@ each run, the steps after the last window with the idle steps before the
 first one: a profiler that leaves the process slower shows there.
 
     python3 tests/bench/bench_torch.py --prof build/bin/prof
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --ops
+
+--ops compares the operator collectors (#16): torch.profiler with
+record_shapes only (no with_stack), profhost with
+prof.capture{ record_shapes = true } and no CPU samples (its RecordFunction
+observer), and counts the operator events each wrote per window (cpu_op
+events in profhost's trace.json, operator events in torch's export).
     python3 tests/bench/bench_torch.py --prof build/bin/prof --rounds 5 --json out.json
 
 The worker (--worker MODE) is what runs the loop; it writes the time of every
@@ -61,7 +68,7 @@ def schedule_actions(steps, skip_first, wait, warmup, active, repeat):
 
 # ---------------------------------------------------------------- the worker
 
-def worker(mode, out_path, steps, threads):
+def worker(mode, out_path, steps, threads, ops=False):
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -79,6 +86,7 @@ def worker(mode, out_path, steps, threads):
     loss_fn = nn.CrossEntropyLoss()
 
     prof = None
+    trace_dir = None
     if mode == "torch":
         from torch.profiler import ProfilerActivity, profile, schedule
 
@@ -89,8 +97,8 @@ def worker(mode, out_path, steps, threads):
             n[0] += 1
             p.export_chrome_trace(os.path.join(trace_dir, "window%d.json" % n[0]))
 
-        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True,
-                       schedule=schedule(**SCHEDULE), on_trace_ready=ready)
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                       with_stack=not ops, schedule=schedule(**SCHEDULE), on_trace_ready=ready)
         prof.__enter__()
 
     times, cpu = [], []
@@ -116,7 +124,8 @@ def worker(mode, out_path, steps, threads):
     if prof is not None:
         prof.__exit__(None, None, None)
     with open(out_path, "w") as f:
-        json.dump({"mode": mode, "times": times, "cpu": cpu}, f)
+        json.dump({"mode": mode, "times": times, "cpu": cpu,
+                   "trace_dir": trace_dir if mode == "torch" else None}, f)
 
 
 # ---------------------------------------------------------------- the runner
@@ -124,14 +133,45 @@ def worker(mode, out_path, steps, threads):
 POLICY = """-- bench_torch.py: the same schedule as torch.profiler.schedule(%(s)s)
 prof.schedule { skip_first = %(skip_first)d, wait = %(wait)d, warmup = %(warmup)d,
                 active = %(active)d, cycles = %(repeat)d }
-prof.capture { cpu_samples = { hz = 999 } }
+%(capture)s
 """
+CAPTURE = "prof.capture { cpu_samples = { hz = 999 } }"
+CAPTURE_OPS = "prof.capture { record_shapes = true }"
+
+
+def count_ops(mode, tmp, trace_dir):
+    """Operator events per window: profhost's cpu_op events, torch's
+    operator events (its legacy export has no categories: all but the
+    ProfilerStep labels)."""
+    import glob
+
+    out = []
+    if mode == "profhost":
+        for path in sorted(glob.glob(os.path.join(tmp, "prof_out", "*", "rank0", "window*",
+                                                  "trace.json"))):
+            with open(path) as f:
+                evs = json.load(f)["traceEvents"]
+            out.append(sum(1 for e in evs if e.get("cat") == "cpu_op"))
+    elif mode == "torch" and trace_dir:
+        for path in sorted(glob.glob(os.path.join(trace_dir, "window*.json"))):
+            with open(path) as f:
+                evs = json.load(f)
+            if isinstance(evs, dict):
+                evs = evs["traceEvents"]
+                out.append(sum(1 for e in evs if e.get("cat") == "cpu_op"))
+            else:
+                out.append(sum(1 for e in evs if e.get("ph") == "X" and
+                               not e["name"].startswith(("ProfilerStep#", "Optimizer.",
+                                                          "enumerate(DataLoader)#"))))
+    return out
+
 
 
 def run_one(mode, args, tmp, rnd):
     out = os.path.join(tmp, "%s-%d.json" % (mode, rnd))
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
-           "--steps", str(args.steps), "--threads", str(args.threads)]
+           "--steps", str(args.steps), "--threads", str(args.threads)] + \
+        (["--ops"] if args.ops else [])
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
@@ -139,7 +179,8 @@ def run_one(mode, args, tmp, rnd):
     if mode == "profhost":
         policy = os.path.join(tmp, "policy.lua")
         with open(policy, "w") as f:
-            f.write(POLICY % dict(SCHEDULE, s=", ".join("%s=%d" % kv for kv in SCHEDULE.items())))
+            f.write(POLICY % dict(SCHEDULE, s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
+                                  capture=CAPTURE_OPS if args.ops else CAPTURE))
         env["PROF_LOG"] = "quiet"
         cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--"] + cmd
     t0 = time.perf_counter()
@@ -147,7 +188,12 @@ def run_one(mode, args, tmp, rnd):
     wall = time.perf_counter() - t0
     with open(out) as f:
         got = json.load(f)
-    return got["times"], got["cpu"], wall
+    ops = count_ops(mode, tmp, got.get("trace_dir")) if args.ops else []
+    if mode == "profhost":
+        import shutil
+
+        shutil.rmtree(os.path.join(tmp, "prof_out"), ignore_errors=True)
+    return got["times"], got["cpu"], wall, ops
 
 
 def med_ms(xs):
@@ -165,9 +211,11 @@ def main():
                                                   "bin", "prof"))
     p.add_argument("--python", default="/usr/bin/python3")
     p.add_argument("--json", help="also write the results here")
+    p.add_argument("--ops", action="store_true",
+                   help="compare the operator collectors (record_shapes on both)")
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.out, args.steps, args.threads)
+        worker(args.worker, args.out, args.steps, args.threads, args.ops)
         return 0
 
     actions = schedule_actions(args.steps, **SCHEDULE)
@@ -179,10 +227,12 @@ def main():
              "before": range(5, first)}
     got = {m: {c: {k: [] for k in parts} for c in ("wall", "cpu")} for m in modes}
     walls = {m: [] for m in modes}
+    opcounts = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
         for rnd in range(args.rounds):
             for m in modes:
-                times, cpu, wall = run_one(m, args, tmp, rnd)
+                times, cpu, wall, ops = run_one(m, args, tmp, rnd)
+                opcounts[m].append(ops)
                 for k, idx in parts.items():
                     got[m]["wall"][k] += [times[i] for i in idx]
                     got[m]["cpu"][k] += [cpu[i] for i in idx]
@@ -216,6 +266,15 @@ def main():
     print("\nwhole run, median wall: " + ", ".join(
         "%s %.2f s" % (m, statistics.median(walls[m])) for m in modes))
     result["run_wall_s"] = {m: statistics.median(walls[m]) for m in modes}
+    base = result["run_wall_s"]["none"]
+    extra = {m: result["run_wall_s"][m] - base for m in modes}
+    print("whole run, extra wall over none: torch %.2f s, profhost %.2f s: ratio %.2f"
+          % (extra["torch"], extra["profhost"],
+             extra["profhost"] / extra["torch"] if extra["torch"] > 0 else float("nan")))
+    if args.ops:
+        print("operator events per window (round 1): torch %s, profhost %s"
+              % (opcounts["torch"][0], opcounts["profhost"][0]))
+        result["operator_events"] = opcounts
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -26,7 +26,7 @@ describe("prof", function()
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
-				record_shapes = false, buffer_mb = 128,
+				record_shapes = false, with_flops = false, peak_tflops = 0, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
@@ -317,7 +317,8 @@ describe("prof", function()
 
 	describe("every option error", function()
 		local schema = require("prof.schema")
-		local BAD = { boolean = "x", integer = "x", string = 5, enum = "nope", flag_or = 5, off_or = 5 }
+		local BAD = { boolean = "x", integer = "x", number = "x", string = 5, enum = "nope",
+			flag_or = 5, off_or = 5 }
 
 		-- Every key of `keys` (nested keys as "a.b"), with its spec.
 		local function each_key(keys, prefix, out)
@@ -362,6 +363,8 @@ describe("prof", function()
 				if spec.max ~= schema.U32 then
 					assert.truthy(err:find(tostring(spec.max), 1, true), err)
 				end
+			elseif spec.kind == "number" then
+				assert.truthy(err:find("a number from " .. spec.min, 1, true), err)
 			elseif spec.kind == "boolean" then
 				assert.truthy(err:find("a boolean", 1, true), err)
 			elseif spec.kind == "flag_or" or spec.kind == "off_or" then

@@ -113,9 +113,7 @@ def _apply(state):
                 return
             while True:
                 _resync = False
-                mode = state & _host.STATE_MASK
-                _switch(mode != _host.IDLE, mode == _host.RECORDING,
-                        bool(state & _host.MODULES))
+                _switch(state)
                 if not _resync:
                     break
                 state = _host.c_state()
@@ -123,19 +121,37 @@ def _apply(state):
             _applying -= 1
 
 
-def _switch(on, recording, modules):
+def _switch(state):
     """Turns what runs only around windows on (from the step before a
-    window or its warm-up to its end) or off; `recording`: the window
-    records now; `modules`: and asks for nn.Module calls. Under
+    window or its warm-up to its end) or off, as the host's `state` says:
+    whether the window records now, and asks for nn.Module calls. Under
     _host.lock."""
+    mode = state & _host.STATE_MASK
+    on, recording = mode != _host.IDLE, mode == _host.RECORDING
+    modules = bool(state & _host.MODULES)
     if _steps.torch_hooked:
         _steps.phases.set_on(on)
         if on:
             _nvtx.note_cuda()
-        _nvtx.set_on(on, _steps.train_thread())
+        nvtx = _operators().sync(state)  # operator events: profhost._ops
+        _nvtx.set_on(on and nvtx, _steps.train_thread())
         if modules or _modules is not None:
             _module_calls(on and recording and modules)
     _pystacks.set_on(on, recording)
+
+
+_ops = None  # profhost._ops, once torch is hooked
+
+
+def _operators():
+    """profhost._ops, bound to the host on first use. Under _host.lock."""
+    global _ops
+    if _ops is None:
+        from . import _ops as ops
+
+        ops.bind(_host.cfg, _host.table, _host.warn, _host.debug, _host.debug_exc)
+        _ops = ops
+    return _ops
 
 
 _modules = None  # profhost._modules, once a window asked for module calls

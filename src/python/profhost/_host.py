@@ -99,6 +99,11 @@ def api_type():
                                               ctypes.c_int64, ctypes.c_char_p)),
             ("module", ctypes.PYFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64,
                                          ctypes.c_char_p)),
+            ("torchops", ctypes.c_void_p),  # profhost._ops's observer table
+            ("note_text", ctypes.PYFUNCTYPE(None, ctypes.c_char_p)),
+            ("ops_begin", ctypes.PYFUNCTYPE(None)),
+            ("op_late", ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)),
+            ("ops_end", ctypes.PYFUNCTYPE(None)),
         ]
 
     return _Api
@@ -125,6 +130,11 @@ def bind():
     c_module = api.module if api.module else None  # NULL in a fake table
     _api = api
     return True
+
+
+def table():
+    """The bound C table (ctypes), or None before bind()."""
+    return _api
 
 
 def phase(phase, start, end, name=None):

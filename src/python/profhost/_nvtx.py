@@ -24,8 +24,8 @@ _guard = None      # (module, original, guard) while _enable_profiler is guarded
 
 
 def note_cuda():
-    """Decides once whether torch can emit NVTX operator ranges; tells the
-    host when it cannot because torch is CPU-only."""
+    """Decides once whether torch can emit NVTX operator ranges (a CPU-only
+    torch cannot: profhost._ops collects its operators)."""
     global ok
     if ok is not None:
         return
@@ -34,8 +34,6 @@ def note_cuda():
         return
     if getattr(version, "cuda", None) is None:
         ok = False
-        if _host.c_note is not None:
-            _host.c_note(_host.NOTE_TORCH_CPU_ONLY)
         return
     try:
         import torch

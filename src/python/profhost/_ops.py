@@ -1,0 +1,483 @@
+"""profhost._ops: torch operator events for the bridge. Not an API.
+
+The bridge (profhost._bridge) calls ``sync(state)`` whenever the window state
+changes; this module picks, once, how operator events are collected, and
+turns that path on and off around each window:
+
+``observer``
+    profhost's RecordFunction observer (src/torchops/observer.cpp), a
+    global callback registered from the step before a window to its end
+    and removed after it. Each operator goes straight into the calling
+    thread's profhost buffer (src/capture/torchops.c). The library comes
+    from the build (when CMake found torch's headers and it matches the
+    torch imported), else from a cache keyed by torch's version and build,
+    else it is built there, once, with torch.utils.cpp_extension.
+``nvtx``
+    torch's emit_nvtx (CUDA builds of torch): the bridge enters it.
+``profiler``
+    torch's own profiler, started at each window's first recorded step and
+    stopped at its end; its events are handed to the host, which adds them
+    to that window's trace.
+``off``
+    none.
+
+``PROF_TORCH_OPS=observer|nvtx|profiler|off`` forces one (docs/environment.md);
+unset, the first that works in that order. A forced observer is built at
+once; otherwise a missing build runs in a background thread and the
+fallback serves until it is ready. The summary says once which path is in
+use and what it costs.
+"""
+
+import hashlib
+import os
+import sys
+import _thread
+
+_IDLE, _WARMUP, _RECORDING, _ARMED = 0, 1, 2, 3
+_STATE_MASK = 3
+_SHAPES, _FLOPS = 1, 2
+
+# What each path costs, measured by tests/bench/bench_torch.py
+# (docs/performance.md), for the summary's note.
+_COST = {
+    "observer": "about 2.5 us per operator in recorded steps with record_shapes "
+                "(0.8 of torch.profiler's), nothing outside windows",
+    "nvtx": "torch's emit_nvtx: a few us per operator in recorded steps",
+    "profiler": "torch.profiler's own cost in recorded steps (several times "
+                "the observer's) and a conversion after each window",
+}
+
+_cfg = {}
+_api = None          # returns the bridge's bound C table (ctypes)
+_warn = _debug = _debug_exc = None
+_path = None         # the path in use, once decided
+_forced = None       # PROF_TORCH_OPS's value, when set
+_lib = None          # the observer library (ctypes.CDLL)
+_lib_why = ""        # why there is none
+_obs_on = False      # the observer is registered
+_building = False    # a background build runs
+_noted = None        # the path the summary was last told about
+_prof = None         # torch's profiler while the profiler path records
+_prof_tid = None
+
+
+def bind(cfg, api, warn, debug, debug_exc):
+    """The bridge's configuration, a function returning its bound C table,
+    and its messages."""
+    global _cfg, _api, _warn, _debug, _debug_exc, _forced
+    _cfg, _api, _warn, _debug, _debug_exc = cfg, api, warn, debug, debug_exc
+    forced = os.environ.get("PROF_TORCH_OPS", "").strip().lower()
+    if forced in ("observer", "nvtx", "profiler", "off"):
+        _forced = forced
+    elif forced:
+        _warn("PROF_TORCH_OPS=%s is not one of observer, nvtx, profiler, off; "
+              "choosing the operator path by itself" % forced)
+
+
+def _flags():
+    return ((_SHAPES if _cfg.get("record_shapes") == "1" else 0) |
+            (_FLOPS if _cfg.get("with_flops") == "1" else 0))
+
+
+def _note(line):
+    """The summary's line about the path in use (once per path)."""
+    global _noted
+    if _noted == _path:
+        return
+    _noted = _path
+    try:
+        if _api().note_text:
+            _api().note_text(line.encode("utf-8", "replace"))
+    except Exception:
+        _debug_exc("the operator path's note")
+
+
+def sync(state):
+    """Brings the operator path in line with the window state (under the
+    bridge's lock, any thread). Returns True when the bridge's emit_nvtx
+    should be on (the nvtx path)."""
+    state &= _STATE_MASK
+    want = state != _IDLE
+    try:
+        if want and _path is None:
+            _decide()
+        if _path == "observer":
+            _set_observer(want)
+        elif _path == "profiler":
+            _set_profiler(state == _RECORDING)
+        if not want and _path != "observer" and _lib is not None and not _building:
+            _switch_to_observer()
+    except Exception:
+        _debug_exc("operator events")
+    return _path == "nvtx"
+
+
+# ------------------------------------------------------------------ choosing
+
+def _cuda_torch():
+    try:
+        import torch
+
+        return torch.version.cuda is not None and torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def _fallback():
+    if _forced in ("nvtx", "profiler", "off"):
+        return _forced
+    return "nvtx" if _cuda_torch() else "profiler"
+
+
+def _decide():
+    """Picks the path (the first window's armed step)."""
+    global _path
+    if not _api().torchops:
+        # A host with no operator table (a test's fake one): emit_nvtx,
+        # where torch has CUDA, as before the observer.
+        _path = "nvtx"
+    elif _forced in ("nvtx", "profiler", "off"):
+        _path = _forced
+        if _path == "nvtx" and not _cuda_torch():
+            _warn("PROF_TORCH_OPS=nvtx: this torch has no CUDA, so no emit_nvtx; "
+                  "operator events come from torch's profiler")
+            _path = "profiler"
+    elif _load_observer(build=_forced == "observer"):
+        _path = "observer"
+    else:
+        _path = _fallback()
+        if _forced == "observer":
+            _warn("PROF_TORCH_OPS=observer: %s; operator events come from %s" %
+                  (_lib_why, "torch's emit_nvtx" if _path == "nvtx" else "torch's profiler"))
+    _debug("operator events: %s" % _path)
+    if _path == "off":
+        _note("operator events: off (PROF_TORCH_OPS=off)")
+    elif _path == "nvtx":
+        _note("operator events: torch's emit_nvtx (NVTX ranges; %s)%s"
+              % (_COST["nvtx"], "" if _forced else "; " + _lib_why))
+
+
+def _switch_to_observer():
+    """A background build finished: the next window uses the observer."""
+    global _path
+    if _forced in ("nvtx", "profiler", "off") or _path == "observer":
+        return
+    _path = "observer"
+
+
+# ------------------------------------------------------------------ the observer
+
+def _torch_cpu_lib():
+    """The real path of the libtorch_cpu this process runs, or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "/libtorch_cpu." in line:
+                    return os.path.realpath(line.split(None, 5)[-1].strip())
+    except OSError:
+        pass
+    return None
+
+
+def _prebuilt():
+    """The observer the build made, when it was built for this torch."""
+    share = _cfg.get("share", "")
+    if not share or os.environ.get("PROF_TORCH_OPS_PREBUILT", "1") == "0":
+        return None
+    lib = os.path.normpath(os.path.join(share, "..", "..", "..", "lib",
+                                        "libprofhost-torchops.so"))
+    try:
+        with open(lib + ".torch") as f:
+            meta = dict(l.strip().split("=", 1) for l in f if "=" in l)
+    except OSError:
+        return None
+    import torch
+
+    version = torch.__version__.split("+")[0]
+    if not version.startswith(meta.get("version", "?")):
+        _debug("the built observer is for torch %s, not %s" % (meta.get("version"), version))
+        return None
+    if os.path.realpath(meta.get("torch_cpu", "")) != _torch_cpu_lib():
+        _debug("the built observer links %s, not this process's torch" % meta.get("torch_cpu"))
+        return None
+    return lib
+
+
+def _cache_dir():
+    """Where first-use builds go: PROF_TORCH_OPS_CACHE, else
+    $XDG_CACHE_HOME/profhost/torchops, else ~/.cache/profhost/torchops; one
+    folder per torch version and build and observer source."""
+    import torch
+
+    src = _source()
+    with open(src, "rb") as f:
+        digest = hashlib.sha1(f.read())
+    for part in (torch.__version__, getattr(torch.version, "git_version", ""),
+                 str(torch.version.cuda), _torch_cpu_lib() or "", sys.version):
+        digest.update(b"\0" + str(part).encode())
+    base = os.environ.get("PROF_TORCH_OPS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "profhost", "torchops")
+    return os.path.join(base, "torch-%s-%s" % (torch.__version__.replace("/", "_"),
+                                                digest.hexdigest()[:16]))
+
+
+def _source():
+    share = _cfg.get("share", "")
+    return os.path.normpath(os.path.join(share, "..", "torchops", "observer.cpp"))
+
+
+_LIB_NAME = "profhost_torchops"
+
+
+def _load_observer(build):
+    """Loads the observer: the build's, the cache's, or (build=True) one
+    built now. Without one and build=False, starts a background build.
+    Returns True when it is loaded."""
+    global _lib, _lib_why
+    if _lib is not None:
+        return True
+    if not os.path.exists(_source()):
+        _lib_why = "the observer's source is not installed (%s)" % _source()
+        return False
+    try:
+        path = _prebuilt()
+        if path is None:
+            cached = os.path.join(_cache_dir(), _LIB_NAME + ".so")
+            if os.path.exists(cached):
+                path = cached
+        if path is None:
+            if not build:
+                _start_build()
+                return False
+            path = _build()
+        if path is None:
+            return False
+        return _open(path)
+    except Exception as exc:
+        _lib_why = "the observer could not be loaded (%s)" % exc
+        _debug_exc("loading the observer")
+        return False
+
+
+def _open(path):
+    global _lib, _lib_why
+    import ctypes
+
+    lib = ctypes.CDLL(path)
+    lib.profhost_torchops_start.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.profhost_torchops_start.restype = ctypes.c_int
+    lib.profhost_torchops_stop.argtypes = []
+    lib.profhost_torchops_stop.restype = None
+    lib.profhost_torchops_installed.restype = ctypes.c_uint64
+    lib.profhost_torchops_torch_has_callbacks.restype = ctypes.c_int
+    lib.profhost_torchops_torch_version.restype = ctypes.c_char_p
+    _lib = lib
+    _lib_why = ""
+    _debug("observer loaded from %s" % path)
+    return True
+
+
+def _build():
+    """Builds the observer against the imported torch into the cache (the
+    caller's thread; 30-60 s). Returns the library's path, or None with
+    _lib_why set."""
+    global _lib_why
+    import torch
+
+    where = _cache_dir()
+    _warn("building the torch operator observer for torch %s (once; cached in %s)"
+          % (torch.__version__, where))
+    # In a child interpreter with profhost off (no LD_PRELOAD, PROF_DISABLE):
+    # the compiler and ninja must not run under profhost, and this
+    # process's environment is never changed.
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PROF_") and k not in ("LD_PRELOAD", "NVTX_INJECTION64_PATH",
+                                                      "CUDA_INJECTION64_PATH")}
+    env["PROF_DISABLE"] = "1"
+    code = ("import sys\nfrom torch.utils import cpp_extension\n"
+            "cpp_extension.load(name=%r, sources=[%r], extra_include_paths=[%r],"
+            " extra_cflags=['-O2'], build_directory=%r, is_python_module=False,"
+            " verbose=False)\n" % (_LIB_NAME, _source(), os.path.dirname(_source()), where))
+    try:
+        os.makedirs(where, exist_ok=True)
+        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=900)
+    except (OSError, subprocess.SubprocessError) as exc:
+        _lib_why = "the observer could not be built (%s)" % exc
+        return None
+    if r.returncode != 0:
+        last = [l for l in r.stderr.strip().splitlines() if l.strip()]
+        _lib_why = "the observer could not be built (%s)" % (last[-1] if last else
+                                                               "exit %d" % r.returncode)
+        _debug("building the observer failed:\n%s" % r.stderr.rstrip())
+        return None
+    path = os.path.join(where, _LIB_NAME + ".so")
+    if not os.path.exists(path):
+        _lib_why = "the observer's build left no %s" % path
+        return None
+    return path
+
+
+def _start_build():
+    global _building
+    if _building:
+        return
+    _building = True
+    import signal
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        _thread.start_new_thread(_build_in_background, ())
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _build_in_background():
+    global _building
+    try:
+        path = _build()
+        if path is not None:
+            _open(path)
+    except Exception:
+        _debug_exc("building the observer")
+    finally:
+        _building = False
+
+
+def _set_observer(on):
+    global _obs_on
+    if on == _obs_on:
+        return
+    if on:
+        rc = _lib.profhost_torchops_start(_api().torchops, _flags())
+        if rc != 0:
+            _debug("the observer did not start (%d)" % rc)
+            return
+        _obs_on = True
+        _note("operator events: profhost's RecordFunction observer (torch %s); %s"
+              % (_lib.profhost_torchops_torch_version().decode(), _COST["observer"]))
+    else:
+        _lib.profhost_torchops_stop()
+        _obs_on = False
+
+
+def observer_installed():
+    """(callbacks of profhost's observer registered, torch's
+    at::hasGlobalCallbacks()), or None without the observer (tests)."""
+    if _lib is None:
+        return None
+    return (int(_lib.profhost_torchops_installed()),
+            bool(_lib.profhost_torchops_torch_has_callbacks()))
+
+
+def path():
+    """The operator path in use (None until the first window)."""
+    return _path
+
+
+# ------------------------------------------------------------------ torch's profiler
+
+class _Op(object):
+    """ctypes' struct torchops_op (src/torchops/torchops_abi.h), made on
+    first use."""
+    type = None
+
+
+def _op_type():
+    if _Op.type is None:
+        import ctypes
+
+        class Op(ctypes.Structure):
+            _fields_ = [("name", ctypes.c_char_p), ("dims", ctypes.c_char_p),
+                        ("types", ctypes.c_char_p), ("name_len", ctypes.c_uint32),
+                        ("dims_len", ctypes.c_uint32), ("types_len", ctypes.c_uint32),
+                        ("scope", ctypes.c_uint32), ("start", ctypes.c_int64),
+                        ("end", ctypes.c_int64), ("seq", ctypes.c_int64),
+                        ("fwd_tid", ctypes.c_uint64), ("flops", ctypes.c_uint64),
+                        ("ext_id", ctypes.c_uint64), ("flags", ctypes.c_uint32),
+                        ("pad", ctypes.c_uint32)]
+
+        _Op.type = Op
+    return _Op.type
+
+
+# torch's RecordScope numbers: FUNCTION 0, BACKWARD_FUNCTION 1, USER_SCOPE 7.
+_SCOPES = {0: 0, 1: 1, 7: 2}
+
+
+def _set_profiler(on):
+    """Starts torch's profiler at a window's first recorded step (on the
+    training thread: torch's profiler state is per thread) and, when the
+    window has ended, stops it and hands its events to the host."""
+    global _prof, _prof_tid, _prof_base
+    if on and _prof is None:
+        bridge = sys.modules.get("profhost._bridge")
+        if bridge is not None and _thread.get_ident() != bridge._train_thread():
+            return
+        import time
+        import torch
+
+        if torch.autograd._profiler_enabled():
+            return  # the program's own torch.profiler runs on this thread
+        api = _api()
+        if not getattr(api, "ops_begin", None):
+            return
+        p = torch.autograd.profiler.profile(record_shapes=_cfg.get("record_shapes") == "1",
+                                            with_flops=_cfg.get("with_flops") == "1")
+        api.ops_begin()
+        _prof_base = time.monotonic_ns()
+        p.__enter__()
+        _prof, _prof_tid = p, _thread.get_ident()
+        why = ("PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
+               else _lib_why or "its build is not ready yet")
+        _note("operator events: torch's profiler around each window (no observer: %s); %s"
+              % (why, _COST["profiler"]))
+    elif not on and _prof is not None and _thread.get_ident() == _prof_tid:
+        p, _prof = _prof, None
+        api = _api()
+        try:
+            p.__exit__(None, None, None)
+            _hand_over(p, api)
+        finally:
+            api.ops_end()
+
+
+_prof_base = 0
+
+
+def _hand_over(p, api):
+    """torch's profiler's events, as operators of the window (times from
+    the profiler's start, in us)."""
+    import ctypes
+    import json
+    import threading
+
+    op = _op_type()()
+    tid = threading.get_native_id()
+    shapes = _cfg.get("record_shapes") == "1"
+    for e in p.function_events:
+        if getattr(e, "device_type", None) is not None and "CPU" not in str(e.device_type):
+            continue
+        name = e.name.encode("utf-8", "replace")
+        op.name, op.name_len = name, len(name)
+        op.scope = _SCOPES.get(int(getattr(e, "scope", 0) or 0), 0)
+        op.start = _prof_base + int(e.time_range.start * 1000)
+        op.end = _prof_base + int(e.time_range.end * 1000)
+        op.seq = e.sequence_nr if e.sequence_nr is not None else -1
+        op.fwd_tid = e.fwd_thread or 0
+        op.flags = 0
+        op.dims = op.types = None
+        op.dims_len = op.types_len = 0
+        if shapes and e.input_shapes is not None:
+            dims = json.dumps(e.input_shapes).encode()
+            types = ("[%s]" % ", ".join('""' for _ in e.input_shapes)).encode()
+            op.dims, op.dims_len = dims, len(dims)
+            op.types, op.types_len = types, len(types)
+            op.flags |= 2
+        if e.flops:
+            op.flops = int(e.flops)
+            op.flags |= 1
+        api.op_late(ctypes.addressof(op), tid)

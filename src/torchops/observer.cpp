@@ -1,0 +1,324 @@
+/*
+ * observer — profhost's operator collector inside torch: a global
+ * RecordFunction observer (the API torch.profiler, emit_nvtx and emit_itt
+ * use). The only C++ of profhost: everything behind the extern "C" entry
+ * points below is the C core's (src/capture/torchops.c), reached through
+ * the struct torchops_api it hands over.
+ *
+ * Built against the torch in the process: by CMake when torch's headers
+ * are found, or on first use by the Python bridge (profhost/_ops.py, with
+ * torch.utils.cpp_extension). Compiles against torch 1.13 and 2.x.
+ *
+ * Threads: the callbacks run on whichever thread runs an operator; the
+ * entry points are called by the bridge, one at a time (its lock).
+ */
+#include <ATen/record_function.h>
+#include <torch/version.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+extern "C" {
+#include "torchops_abi.h"
+}
+
+namespace {
+
+enum : uint32_t { kShapes = 1, kFlops = 2 };
+
+const torchops_api *g_api = nullptr;
+uint32_t g_flags = 0;
+at::CallbackHandle g_handle = 0;
+std::atomic<uint64_t> g_installed{0}; // callbacks this library has added, minus removed
+
+// A JSON list being written into a fixed buffer (no allocation on the hot
+// path); `full` once something did not fit: the list is then not used.
+struct Text {
+    char buf[384];
+    size_t n = 0;
+    bool full = false;
+
+    void put(const char *s, size_t len)
+    {
+        if (full || n + len > sizeof buf) {
+            full = true;
+            return;
+        }
+        std::memcpy(buf + n, s, len);
+        n += len;
+    }
+    void put(char c) { put(&c, 1); }
+    void put_int(int64_t v)
+    {
+        char tmp[24];
+        size_t i = sizeof tmp;
+        uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        do {
+            tmp[--i] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            tmp[--i] = '-';
+        put(tmp + i, sizeof tmp - i);
+    }
+};
+
+// What the start callback leaves for the end callback.
+struct OpCtx : public at::ObserverContext {
+    int64_t start = 0;
+    uint64_t ext = 0;
+    uint64_t flops = 0;
+    bool has_flops = false;
+    bool pushed = false;
+    bool has_shapes = false;
+    Text dims, types;
+};
+
+// Product of a tensor's sizes (torch's formulas multiply as uint64).
+uint64_t numel_of(c10::IntArrayRef s)
+{
+    uint64_t n = 1;
+    for (int64_t d : s)
+        n *= (uint64_t)d;
+    return n;
+}
+
+bool tensor_at(c10::ArrayRef<const c10::IValue> in, size_t i)
+{
+    return i < in.size() && in[i].isTensor() && in[i].toTensor().defined();
+}
+
+// torch's computeFlops (torch/csrc/profiler/util.cpp) for the operators its
+// with_flops covers; false when the operator has no formula or its inputs
+// do not fit it.
+bool op_flops(const char *name, c10::ArrayRef<const c10::IValue> in, uint64_t *out)
+{
+    if (std::strncmp(name, "aten::", 6) != 0)
+        return false;
+    const char *op = name + 6;
+    bool mm = !std::strcmp(op, "mm"), addmm = !std::strcmp(op, "addmm");
+    bool bmm = !std::strcmp(op, "bmm"), baddbmm = !std::strcmp(op, "baddbmm");
+    if (mm || addmm || bmm || baddbmm) {
+        size_t a = (mm || bmm) ? 0 : 1;
+        if (!tensor_at(in, a) || !tensor_at(in, a + 1))
+            return false;
+        c10::IntArrayRef m1 = in[a].toTensor().sizes(), m2 = in[a + 1].toTensor().sizes();
+        if (m1.empty() || m1.back() == 0)
+            return false;
+        uint64_t f = numel_of(m1) / (uint64_t)m1.back();
+        if (bmm || baddbmm) {
+            if (m1.front() == 0)
+                return false;
+            f /= (uint64_t)m1.front();
+        }
+        *out = 2 * f * numel_of(m2);
+        return true;
+    }
+    if (!std::strcmp(op, "mul") || !std::strcmp(op, "add")) {
+        if (!tensor_at(in, 0))
+            return false;
+        *out = numel_of(in[0].toTensor().sizes());
+        return true;
+    }
+    if (!std::strcmp(op, "conv2d")) {
+        if (!tensor_at(in, 0) || !tensor_at(in, 1) || in.size() < 7 ||
+            !in[3].isIntList() || !in[4].isIntList() || !in[5].isIntList() || !in[6].isInt())
+            return false;
+        c10::IntArrayRef x = in[0].toTensor().sizes(), w = in[1].toTensor().sizes();
+        std::vector<int64_t> stride = in[3].toIntVector(), pad = in[4].toIntVector(),
+                             dil = in[5].toIntVector();
+        int64_t groups = in[6].toInt();
+        if (x.size() != 4 || w.size() != 4 || groups <= 0 || pad.size() != 2 ||
+            dil.size() != 2 || stride.size() != 2 || stride[0] * stride[1] == 0)
+            return false;
+        uint64_t oh = (uint64_t)((x[2] + 2 * pad[0] - dil[0] * (w[2] - 1) - 1) / stride[0] + 1);
+        uint64_t ow = (uint64_t)((x[3] + 2 * pad[1] - dil[1] * (w[3] - 1) - 1) / stride[1] + 1);
+        *out = 2 * (uint64_t)x[0] * oh * ow * (uint64_t)w[2] * (uint64_t)w[3] *
+               (uint64_t)x[1] * (uint64_t)w[0] / (uint64_t)groups;
+        return true;
+    }
+    return false;
+}
+
+// Kineto's "Input Dims" and "Input type" of an operator's inputs. False
+// when they do not fit (left out then).
+bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
+{
+    dims.put('[');
+    types.put('[');
+    for (size_t i = 0; i < in.size(); i++) {
+        const c10::IValue &v = in[i];
+        if (i) {
+            dims.put(", ", 2);
+            types.put(", ", 2);
+        }
+        dims.put('[');
+        types.put('"');
+        if (v.isTensor()) {
+            const at::Tensor &t = v.toTensor();
+            if (t.defined()) {
+                c10::IntArrayRef s = t.sizes();
+                for (size_t k = 0; k < s.size(); k++) {
+                    if (k)
+                        dims.put(", ", 2);
+                    dims.put_int(s[k]);
+                }
+                auto tn = t.dtype().name();
+                types.put(tn.data(), tn.size());
+            }
+        } else if (v.isScalar()) {
+            types.put("Scalar", 6);
+        } else if (v.isTensorList()) {
+            types.put("TensorList", 10);
+        } else if (v.isIntList() || v.isDoubleList() || v.isBoolList()) {
+            types.put("ScalarList", 10);
+        } else if (!v.isNone()) {
+            std::string kind = v.tagKind();
+            types.put(kind.data(), kind.size());
+        }
+        dims.put(']');
+        types.put('"');
+    }
+    dims.put(']');
+    types.put(']');
+    return !dims.full && !types.full;
+}
+
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+{
+    const torchops_api *api = g_api;
+    if (!api || !api->recording())
+        return nullptr;
+    auto ctx = std::make_unique<OpCtx>();
+    if (g_flags & (kShapes | kFlops)) {
+        try {
+            c10::ArrayRef<const c10::IValue> in = fn.inputs();
+            if (g_flags & kShapes)
+                ctx->has_shapes = shapes(in, ctx->dims, ctx->types);
+            if (g_flags & kFlops)
+                ctx->has_flops = op_flops(fn.name(), in, &ctx->flops);
+        } catch (...) {
+            // a tensor without sizes (nested, symbolic): no shapes, no FLOPs
+            ctx->has_shapes = false;
+            ctx->has_flops = false;
+        }
+    }
+    if (fn.scope() != at::RecordScope::USER_SCOPE) {
+        ctx->ext = api->ext_push();
+        ctx->pushed = ctx->ext != 0;
+    }
+    ctx->start = api->now();
+    return ctx;
+}
+
+void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
+{
+    const torchops_api *api = g_api;
+    if (!base || !api)
+        return;
+    OpCtx *ctx = static_cast<OpCtx *>(base);
+    torchops_op op;
+    std::memset(&op, 0, sizeof op);
+    op.end = api->now();
+    if (ctx->pushed)
+        api->ext_pop();
+    const char *name = fn.name();
+    op.name = name;
+    op.name_len = (uint32_t)std::strlen(name);
+    op.start = ctx->start;
+    op.seq = fn.seqNr();
+    op.fwd_tid = fn.forwardThreadId();
+    op.ext_id = ctx->ext;
+    switch (fn.scope()) {
+    case at::RecordScope::BACKWARD_FUNCTION:
+        op.scope = TORCHOPS_BACKWARD;
+        break;
+    case at::RecordScope::USER_SCOPE:
+        op.scope = TORCHOPS_USER;
+        break;
+    default:
+        op.scope = TORCHOPS_FUNCTION;
+        break;
+    }
+    if (ctx->has_flops) {
+        op.flags |= TORCHOPS_HAS_FLOPS;
+        op.flops = ctx->flops;
+    }
+    if (ctx->has_shapes) {
+        op.flags |= TORCHOPS_HAS_SHAPES;
+        op.dims = ctx->dims.buf;
+        op.dims_len = (uint32_t)ctx->dims.n;
+        op.types = ctx->types.buf;
+        op.types_len = (uint32_t)ctx->types.n;
+    }
+    api->op(&op);
+}
+
+} // namespace
+
+extern "C" {
+
+/* Registers the observer (once): `api` is the core's table, `flags` bit 0
+ * records input shapes, bit 1 FLOPs. Returns 0, -1 for a table of another
+ * version, -2 when torch refused the callback. */
+__attribute__((visibility("default"))) int profhost_torchops_start(const torchops_api *api,
+                                                                   uint32_t flags)
+{
+    if (!api || api->version != TORCHOPS_ABI_VERSION || api->size < sizeof(torchops_api))
+        return -1;
+    if (g_handle)
+        return 0;
+    g_api = api;
+    g_flags = flags;
+    try {
+        at::RecordFunctionCallback cb(on_start, on_end);
+        cb.needsInputs((flags & (kShapes | kFlops)) != 0)
+            .needsIds(true)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE});
+        g_handle = at::addGlobalCallback(cb);
+    } catch (...) {
+        g_handle = 0;
+        return -2;
+    }
+    g_installed.fetch_add(1);
+    return 0;
+}
+
+/* Removes the observer; a no-op when it is not registered. */
+__attribute__((visibility("default"))) void profhost_torchops_stop(void)
+{
+    if (!g_handle)
+        return;
+    at::removeCallback(g_handle);
+    g_handle = 0;
+    g_installed.fetch_sub(1);
+}
+
+/* Callbacks of this observer now registered (0 or 1). */
+__attribute__((visibility("default"))) uint64_t profhost_torchops_installed(void)
+{
+    return g_installed.load();
+}
+
+/* at::hasGlobalCallbacks(): whether torch holds any global observer
+ * (profhost's, torch.profiler's, ...). */
+__attribute__((visibility("default"))) int profhost_torchops_torch_has_callbacks(void)
+{
+    return at::hasGlobalCallbacks() ? 1 : 0;
+}
+
+/* The torch version these headers were: "major.minor.patch". */
+__attribute__((visibility("default"))) const char *profhost_torchops_torch_version(void)
+{
+#ifdef TORCH_VERSION
+    return TORCH_VERSION;
+#else
+    return "";
+#endif
+}
+
+} // extern "C"

@@ -1,0 +1,68 @@
+/*
+ * torchops_abi — the seam between profhost's C core and its operator
+ * collector inside torch (src/torchops/observer.cpp, the only C++ of the
+ * project).
+ *
+ * The core hands the observer a struct torchops_api (through the Python
+ * bridge: pybridge_api.torchops, src/capture/python.c); the observer calls
+ * back for the time, whether a window records, each finished operator and
+ * the GPU link. Plain C, included by both sides; append only, bump
+ * TORCHOPS_ABI_VERSION.
+ */
+#ifndef PROFHOST_TORCHOPS_ABI_H
+#define PROFHOST_TORCHOPS_ABI_H
+
+#include <stdint.h>
+
+#define TORCHOPS_ABI_VERSION 1
+
+/* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
+enum torchops_scope {
+	TORCHOPS_FUNCTION = 0,  /* an operator (cpu_op) */
+	TORCHOPS_BACKWARD = 1,  /* an autograd backward function (cpu_op) */
+	TORCHOPS_USER = 2       /* a record_function label (user_annotation) */
+};
+
+/* torchops_op.flags */
+enum {
+	TORCHOPS_HAS_FLOPS = 1, /* `flops` is the operator's FLOP count */
+	TORCHOPS_HAS_SHAPES = 2 /* `dims` and `types` are set (JSON lists) */
+};
+
+/* One finished operator. Strings are not NUL-ended; `dims` is a JSON list
+ * of lists of integers ("[[2, 3], []]"), `types` a JSON list of strings
+ * ("[\"float\", \"Scalar\"]"), both Kineto's "Input Dims" / "Input type". */
+struct torchops_op {
+	const char *name;
+	const char *dims;
+	const char *types;
+	uint32_t name_len, dims_len, types_len;
+	uint32_t scope;    /* enum torchops_scope */
+	int64_t start, end; /* the core's clock (torchops_api.now) */
+	int64_t seq;       /* torch's sequence number, -1: none */
+	uint64_t fwd_tid;  /* torch's forward thread id (backward functions) */
+	uint64_t flops;
+	uint64_t ext_id;   /* the GPU link (torchops_api.ext_push), 0: none */
+	uint32_t flags;    /* TORCHOPS_HAS_* */
+	uint32_t pad;
+};
+
+/* What the core gives the observer; valid for the life of the process.
+ * Every function may be called from any thread. */
+struct torchops_api {
+	uint32_t version; /* TORCHOPS_ABI_VERSION */
+	uint32_t size;    /* sizeof(struct torchops_api) */
+	/* The core's clock, ns. */
+	int64_t (*now)(void);
+	/* Nonzero while a window records: outside, the observer does no work. */
+	int (*recording)(void);
+	/* Appends the operator to the calling thread's event buffer (a no-op
+	 * outside windows). */
+	void (*op)(const struct torchops_op *op);
+	/* On a GPU: pushes a CUPTI external correlation id on the calling
+	 * thread and returns it (0: none, then no pop). */
+	uint64_t (*ext_push)(void);
+	void (*ext_pop)(void);
+};
+
+#endif
