@@ -7,7 +7,11 @@
  *
  * Built against the torch in the process: by CMake when torch's headers
  * are found, or on first use by the Python bridge (profhost/_ops.py, with
- * torch.utils.cpp_extension). Compiles against torch 1.13 and 2.x.
+ * torch.utils.cpp_extension). Built and tested against torch 1.13; it uses
+ * only RecordFunction calls torch 2.x keeps with the same signatures
+ * (name, seqNr, forwardThreadId, scope, inputs, addGlobalCallback,
+ * removeCallback, hasGlobalCallbacks), so no #if on TORCH_VERSION_MAJOR is
+ * needed yet; not compiled against a torch 2.x here.
  *
  * Threads: the callbacks run on whichever thread runs an operator; the
  * entry points are called by the bridge, one at a time (its lock).
