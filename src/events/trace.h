@@ -15,6 +15,7 @@
 #ifndef PROFHOST_TRACE_H
 #define PROFHOST_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -159,6 +160,9 @@ struct trace_meta {
 	char *hostname;
 	char *run;                 /* run name */
 	char *reason;              /* "schedule" or the capture_now reason */
+	bool recorder;             /* a flight recorder dump (`window` is
+				      the dump's number): its folder is
+				      recorder<K>_steps<a>-<b> */
 	char *notes;               /* one-time notices for the summary, one
 				      per line, each '\n'-ended; NULL = none */
 };

@@ -105,8 +105,8 @@ static void put_header(struct textbuf *tb, const struct trace *t)
 	char reason[64 * 4 + 4], buf[32];
 
 	textbuf_name_fit(m->reason ? m->reason : "schedule", 64, reason, sizeof reason);
-	textbuf_printf(tb, "profhost summary: window %u, steps %llu-%llu (%s), rank %d",
-		       m->window, (unsigned long long)m->first_step,
+	textbuf_printf(tb, "profhost summary: %s %u, steps %llu-%llu (%s), rank %d",
+		       m->recorder ? "recorder dump" : "window", m->window, (unsigned long long)m->first_step,
 		       (unsigned long long)m->last_step, reason, m->rank);
 	if (m->world_size > 0)
 		textbuf_printf(tb, " of %d", m->world_size);
