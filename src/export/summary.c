@@ -188,14 +188,18 @@ static void put_ranges(struct textbuf *tb, const struct trace *t,
 	textbuf_puts(tb, "\n");
 }
 
-static void put_counters(struct textbuf *tb, const struct trace_counters *c)
+static void put_counters(struct textbuf *tb, const struct trace_counters *c,
+			 bool recorder)
 {
 	struct {
 		uint64_t n;
 		const char *what;
 	} lines[] = {
-		{ c->dropped_buffer, "events dropped: the event buffers were full; "
-				     "raise prof.capture{buffer_mb=...}" },
+		{ c->dropped_buffer, recorder ?
+		  "events dropped: the recorder's event buffers were full; "
+		  "raise prof.recorder{mb=...} or lower its steps" :
+		  "events dropped: the event buffers were full; "
+		  "raise prof.capture{buffer_mb=...}" },
 		{ c->pool_errno ? 0 : c->dropped_noslot,
 		  "events dropped: the previous window was still being "
 		  "written; space the windows out (prof.schedule{wait=...})" },
@@ -346,7 +350,7 @@ char *summary_render(const struct trace *t, const char *dir,
 	put_ranges(&tb, t, &tab);
 	put_samples(&tb, t);
 	gpu_summary_put(&tb, &gpu);
-	put_counters(&tb, &t->counters);
+	put_counters(&tb, &t->counters, t->meta.recorder);
 	put_notes(&tb, t);
 	put_files(&tb, dir, files, nfiles);
 	key_averages_free(&tab);

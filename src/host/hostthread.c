@@ -141,6 +141,22 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 		host_fail(h, &e);
 }
 
+/* What a recorder dump lost, and which setting to raise. Host thread. */
+static void log_dump_drops(struct host *h, uint32_t dump, const struct trace_counters *c)
+{
+	if (c->dropped_buffer)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because the event "
+			"buffers were full (raise prof.recorder{ mb = ... }, now %zu, or "
+			"lower its steps)", dump, (unsigned long long)c->dropped_buffer,
+			h->cfg->recorder.bytes >> 20);
+	if (c->dropped_noslot)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because its "
+			"event buffers were held or could not be mapped (%s)", dump,
+			(unsigned long long)c->dropped_noslot,
+			c->pool_errno ? strerror((int)c->pool_errno) : "windows or dumps "
+			"still being written");
+}
+
 /* Says what a window lost, and why, in one line. Host thread. */
 static void log_drops(struct host *h, uint32_t window, const struct trace_counters *c)
 {
@@ -279,7 +295,10 @@ static void process_job(struct host *h, struct host_job *job)
 	}
 	if (!job->dump) /* prof.status's windows and capture_now tickets */
 		live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
-	log_drops(h, job->window, &t.counters);
+	if (job->dump)
+		log_dump_drops(h, job->window, &t.counters);
+	else
+		log_drops(h, job->window, &t.counters);
 	if (job->dump) {
 		/* Window hooks are for windows (docs/recorder.md). */
 		export_result_free(&res);

@@ -192,6 +192,27 @@ end)
         self.assertEqual(names.count("r"), 400, sorted(set(names)))
 
 
+    def test_full_segment_drops_and_names_the_setting(self):
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4, mb = 1 }
+prof.on_step(function(s)
+  if s.step == 50 then assert(prof.dump{ steps = 2, reason = "x" }) end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
+                 "--sleep-us", "0", "--ranges", "5000"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"profhost: recorder dump 0: \d+ events dropped because "
+                         r"the event buffers were full \(raise prof\.recorder\{ mb = \.\.\. \}, now 1")
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("raise prof.recorder{mb=...}", f.read())
+
+
 class BadKeys(TempDirTest):
     def test_bad_recorder_keys_give_one_line(self):
         for text, pattern in (
