@@ -215,6 +215,34 @@ function prof.capture_now(args)
 	return true
 end
 
+-- prof.dump{steps = N, reason = "..."}: write the flight recorder's last N
+-- complete steps (default: prof.recorder's steps), the step that just ended
+-- included, as a recorder<K>_steps<a>-<b> folder. The host thread writes
+-- it; this returns at once. Returns true, or false and why nothing will be
+-- written (the recorder is off, a window is recording, max_dumps used up,
+-- no complete step yet): a refusal is not an error, so a hook may call it
+-- on every slow step. Bad arguments raise.
+function prof.dump(args)
+	local spec = schema.dump
+	if args == nil then
+		args = {}
+	end
+	if type(args) ~= "table" then
+		error(string.format("prof.dump: expected a table, got %s (e.g. %s)",
+			schema.describe(args), spec.example), 2)
+	end
+	local t, msg = schema.check(spec, args)
+	if not t then
+		error("prof.dump: " .. msg, 2)
+	end
+	local native = prof._native
+	if type(native) ~= "table" or type(native.dump) ~= "function" then
+		return false, "not available here (no profhost host is running)"
+	end
+	local steps = t.steps or schema.resolve(state.raw).recorder.steps
+	return native.dump(steps, t.reason or spec.keys.reason.default)
+end
+
 -- ------------------------------------------------------------ live queries
 
 -- The host's native table, or an error at the caller's caller.

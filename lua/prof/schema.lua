@@ -1,6 +1,7 @@
 -- prof.schema — what each prof.* configuration call accepts.
 --
--- One spec per section (output, schedule, steps, capture, export, limits).
+-- One spec per section (output, schedule, steps, capture, export, recorder,
+-- limits).
 -- check() validates a user's table against a section's spec and returns a
 -- normalized copy, or nil and a one-line message that names the key, the
 -- value and what is expected (without the "prof.<section>: " prefix, which
@@ -217,6 +218,14 @@ M.sections = {
 			}, "report = { html = false }"),
 		},
 	},
+	recorder = {
+		example = "prof.recorder{ steps = 20, mb = 256, max_dumps = 10 }",
+		keys = {
+			steps = integer(1, 10000, 20),
+			mb = integer(1, 65536, 256),
+			max_dumps = integer(0, U32, 10),
+		},
+	},
 	limits = {
 		example = "prof.limits{ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64 }",
 		keys = {
@@ -239,6 +248,15 @@ M.capture_now = {
 		wait = boolean(true),
 	},
 	required = { steps = true },
+}
+
+-- prof.dump's argument (an action): the recorder's last `steps` steps.
+M.dump = {
+	example = 'prof.dump{ steps = 3, reason = "slow step" }',
+	keys = {
+		steps = integer(1, 10000, nil),
+		reason = string_("dump", check_reason),
+	},
 }
 
 -- ------------------------------------------------------------ messages
@@ -491,6 +509,7 @@ function M.resolve(raw)
 	local o, s, st, c, e, l = raw.output, raw.schedule, raw.steps, raw.capture,
 		raw.export, raw.limits
 	local cr = raw.capture_range
+	local rec = raw.recorder
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -563,6 +582,12 @@ function M.resolve(raw)
 			raw = get("export", e, "raw"),
 			report_text = report and report.text or false,
 			report_html = report and report.html or false,
+		},
+		recorder = {
+			enabled = rec ~= nil,
+			steps = get("recorder", rec, "steps"),
+			mb = get("recorder", rec, "mb"),
+			max_dumps = get("recorder", rec, "max_dumps"),
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),

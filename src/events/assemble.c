@@ -23,6 +23,11 @@ struct open_range {
 
 #define NAME_UNKNOWN "(began before the window)"
 
+/* In open_range.flags, never in an event: the range was open when the
+ * previous generation of a multi-generation drain ended, and the next one
+ * has not replayed it yet (see carry_ranges). */
+#define OPEN_CARRIED 0x80000000u
+
 /* Per-thread state: the stack of open pushes. */
 struct thread_state {
 	int32_t tid;
@@ -100,6 +105,14 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 {
 	struct trace_event e = { 0 };
 
+	flags &= ~OPEN_CARRIED;
+	if (as->src->clip_start && ts < as->t->meta.start_ts) {
+		/* Before the dump's first step: left out, or cut there. */
+		if (end <= as->t->meta.start_ts)
+			return;
+		ts = as->t->meta.start_ts;
+		flags |= TRACE_F_CLIPPED_START;
+	}
 	e.id = id;
 	e.ts = ts;
 	e.dur = end > ts ? end - ts : 0;
@@ -160,6 +173,35 @@ static void add_stack(struct assembler *as, struct thread_state *th,
 	if (idx >= 0 && s.kind == TRACE_STACK_RANGE && th->depth > 0 &&
 	    !th->stack[th->depth - 1].stack)
 		th->stack[th->depth - 1].stack = (uint32_t)idx + 1;
+}
+
+/* An EVBUF_A_EARLY push that re-states a range carried over from the
+ * previous generation (the stepping thread replays its open ranges when a
+ * recorder segment opens): that range goes on; true when one was found
+ * (its mark is cleared). Matches the outermost carried range of the
+ * domain, as the replay goes outermost first. */
+static bool replayed_carried(struct thread_state *th, const struct evbuf_rec *r)
+{
+	size_t i;
+
+	for (i = 0; i < th->depth; i++)
+		if ((th->stack[i].flags & OPEN_CARRIED) &&
+		    evbuf_a_domain(th->stack[i].a) == evbuf_a_domain(r->a)) {
+			th->stack[i].flags &= ~OPEN_CARRIED;
+			return true;
+		}
+	return false;
+}
+
+/* Between two generations of one drain: marks every open range as
+ * carried over. */
+static void carry_ranges(struct assembler *as)
+{
+	size_t i, k;
+
+	for (i = 0; i < as->nthreads; i++)
+		for (k = 0; k < as->threads[i].depth; k++)
+			as->threads[i].stack[k].flags |= OPEN_CARRIED;
 }
 
 /* evbuf_visit_fn: one raw record. */
@@ -246,8 +288,13 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 
 	if (!th)
 		return;
+	if (as->src->clip_start && r->ts < t->meta.start_ts &&
+	    (r->kind == EVBUF_MARK || r->kind == EVBUF_SAMPLE || r->kind == EVBUF_STACK))
+		return; /* before the dump's first step */
 	switch (r->kind) {
 	case EVBUF_RANGE_PUSH:
+		if ((evbuf_a_flags(r->a) & EVBUF_A_EARLY) && replayed_carried(th, r))
+			break; /* the range the previous generation left open */
 		stack = grow_array(th->stack, &th->cap, th->depth + 1, sizeof *th->stack, 16);
 		if (!stack) {
 			t->oom = 1;
@@ -404,12 +451,25 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 	struct evbuf_stats st = { 0 };
 	size_t i, k;
 
-	if (src->gen && src->drain)
-		src->drain(src->gen, visit, &as, &st);
-	t->counters.dropped_buffer += st.dropped_full;
-	t->counters.dropped_noslot += st.dropped_noslot;
-	if (st.pool_errno)
-		t->counters.pool_errno = (uint64_t)st.pool_errno;
+	if (src->ngens && src->drain) {
+		for (i = 0; i < src->ngens; i++) {
+			memset(&st, 0, sizeof st);
+			if (i > 0)
+				carry_ranges(&as);
+			src->drain(src->gens[i], visit, &as, &st);
+			t->counters.dropped_buffer += st.dropped_full;
+			t->counters.dropped_noslot += st.dropped_noslot;
+			if (st.pool_errno)
+				t->counters.pool_errno = (uint64_t)st.pool_errno;
+		}
+	} else {
+		if (src->gen && src->drain)
+			src->drain(src->gen, visit, &as, &st);
+		t->counters.dropped_buffer += st.dropped_full;
+		t->counters.dropped_noslot += st.dropped_noslot;
+		if (st.pool_errno)
+			t->counters.pool_errno = (uint64_t)st.pool_errno;
+	}
 
 	/* Whatever is still open ends at the window's end. */
 	for (i = 0; i < as.nthreads; i++) {

@@ -17,6 +17,7 @@
 #ifndef PROFHOST_ASSEMBLE_H
 #define PROFHOST_ASSEMBLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,16 @@ struct assemble_source {
 	 * an unknown id. */
 	const char *(*domain_name)(uint32_t id);
 	const char *(*category_name)(uint32_t domain, uint32_t category);
+	/* Several generations drained in order into one trace (a recorder
+	 * dump), used instead of `gen` when ngens > 0. A range open at the
+	 * end of one continues into the next: its replayed push there
+	 * (EVBUF_A_EARLY) is the same range, its pop ends it. */
+	const uint64_t *gens;
+	size_t ngens;
+	/* true: records before the trace's meta.start_ts are left out and
+	 * ranges begun before it clipped there (flagged), as at a window's
+	 * start */
+	bool clip_start;
 };
 
 /*

@@ -15,6 +15,7 @@
 #ifndef PROFHOST_TRACE_H
 #define PROFHOST_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -163,6 +164,9 @@ struct trace_meta {
 	double peak_tflops;        /* prof.capture{peak_tflops}: the GPU's
 				      peak for the summary's FLOP/s share;
 				      0 = from the table of known GPUs */
+	bool recorder;             /* a flight recorder dump (`window` is
+				      the dump's number): its folder is
+				      recorder<K>_steps<a>-<b> */
 	char *notes;               /* one-time notices for the summary, one
 				      per line, each '\n'-ended; NULL = none */
 };

@@ -659,8 +659,9 @@ static cJSON *build_header(const struct trace *t)
 
 	if (!root)
 		return NULL;
-	snprintf(name, sizeof name, "%s/rank%d/window%u",
-		 m->run ? m->run : "profhost", m->rank, (unsigned)m->window);
+	snprintf(name, sizeof name, "%s/rank%d/%s%u",
+		 m->run ? m->run : "profhost", m->rank,
+		 m->recorder ? "recorder" : "window", (unsigned)m->window);
 	bad |= add_i64(root, "schemaVersion", 1);
 	bad |= add_devices(root, t);
 	di = cJSON_AddObjectToObject(root, "distributedInfo");
@@ -680,6 +681,8 @@ static cJSON *build_header(const struct trace *t)
 		bad |= add_u64(ph, "first_step", m->first_step);
 		bad |= add_u64(ph, "last_step", m->last_step);
 		bad |= add_str(ph, "reason", m->reason);
+		if (m->recorder)
+			bad |= !cJSON_AddBoolToObject(ph, "recorder", 1);
 		bad |= add_str(ph, "program", m->program);
 		bad |= add_str(ph, "hostname", m->hostname);
 		bad |= add_i64(ph, "pid", m->pid);

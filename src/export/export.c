@@ -66,11 +66,13 @@ static void note_file(struct export_result *res, const struct outdir *d,
 	}
 }
 
-/* "window<K>_steps<a>-<b>": the window's folder name, in its rank's folder
+/* "window<K>_steps<a>-<b>" ("recorder<K>_..." for a flight recorder
+ * dump): the window's folder name, in its rank's folder
  * and in the TensorBoard folder. */
 static void window_name(const struct trace *t, char *out, size_t size)
 {
-	snprintf(out, size, "window%u_steps%llu-%llu", t->meta.window,
+	snprintf(out, size, "%s%u_steps%llu-%llu",
+		 t->meta.recorder ? "recorder" : "window", t->meta.window,
 		 (unsigned long long)t->meta.first_step,
 		 (unsigned long long)t->meta.last_step);
 }

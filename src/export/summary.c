@@ -105,8 +105,8 @@ static void put_header(struct textbuf *tb, const struct trace *t)
 	char reason[64 * 4 + 4], buf[32];
 
 	textbuf_name_fit(m->reason ? m->reason : "schedule", 64, reason, sizeof reason);
-	textbuf_printf(tb, "profhost summary: window %u, steps %llu-%llu (%s), rank %d",
-		       m->window, (unsigned long long)m->first_step,
+	textbuf_printf(tb, "profhost summary: %s %u, steps %llu-%llu (%s), rank %d",
+		       m->recorder ? "recorder dump" : "window", m->window, (unsigned long long)m->first_step,
 		       (unsigned long long)m->last_step, reason, m->rank);
 	if (m->world_size > 0)
 		textbuf_printf(tb, " of %d", m->world_size);
@@ -188,14 +188,18 @@ static void put_ranges(struct textbuf *tb, const struct trace *t,
 	textbuf_puts(tb, "\n");
 }
 
-static void put_counters(struct textbuf *tb, const struct trace_counters *c)
+static void put_counters(struct textbuf *tb, const struct trace_counters *c,
+			 bool recorder)
 {
 	struct {
 		uint64_t n;
 		const char *what;
 	} lines[] = {
-		{ c->dropped_buffer, "events dropped: the event buffers were full; "
-				     "raise prof.capture{buffer_mb=...}" },
+		{ c->dropped_buffer, recorder ?
+		  "events dropped: the recorder's event buffers were full; "
+		  "raise prof.recorder{mb=...} or lower its steps" :
+		  "events dropped: the event buffers were full; "
+		  "raise prof.capture{buffer_mb=...}" },
 		{ c->pool_errno ? 0 : c->dropped_noslot,
 		  "events dropped: the previous window was still being "
 		  "written; space the windows out (prof.schedule{wait=...})" },
@@ -428,7 +432,7 @@ char *summary_render(const struct trace *t, const char *dir,
 	put_samples(&tb, t);
 	gpu_summary_put(&tb, &gpu);
 	put_flops(&tb, t);
-	put_counters(&tb, &t->counters);
+	put_counters(&tb, &t->counters, t->meta.recorder);
 	put_notes(&tb, t);
 	put_files(&tb, dir, files, nfiles);
 	key_averages_free(&tab);

@@ -127,6 +127,13 @@ static int policy_capture(void *ctx, uint32_t steps, const char *reason,
 	return window_capture_now(ctx, steps, reason, e);
 }
 
+/* Lua's prof.dump lands here. */
+static int policy_dump(void *ctx, uint32_t steps, const char *reason,
+		       struct err *e)
+{
+	return window_dump(ctx, steps, reason, e);
+}
+
 static void core_step(void)
 {
 	capture_explicit_step_all();
@@ -217,6 +224,7 @@ static int load_policy(struct host *h, struct err *e)
 	o.sets = h->env.sets;
 	o.capture_now = policy_capture;
 	o.capture_ctx = h;
+	o.dump = policy_dump;
 	o.live = &live_ops;
 	o.live_ctx = h;
 	h->policy = policy_load(&o, e);

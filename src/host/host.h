@@ -23,6 +23,7 @@
 
 #include "../events/trace.h"
 #include "../policy/policy.h"
+#include "../schedule/recorder.h"
 #include "../schedule/schedule.h"
 #include "env.h"
 #include "../shim/shim_api.h"
@@ -47,6 +48,12 @@ struct host_job {
 					  the job queued before this one */
 	bool skip;                     /* queue was full: not written */
 	uint64_t ticket;               /* capture_now ticket (0: schedule) */
+	/* The flight recorder's jobs (docs/recorder.md): `gen` is 0 and the
+	 * generations are in gens[] */
+	bool dump;                     /* a dump: drain gens[nskip..], write
+					  recorder<window>_steps<first>-<last> */
+	uint64_t gens[REC_SEGMENTS];
+	uint32_t ngens, nskip;
 	struct host_job *next;
 };
 
@@ -96,6 +103,9 @@ struct window_state {
 	bool fail_pending;             /* open_window failed: `fail` is to be
 					  said once the lock is released */
 	struct err fail;
+	struct recorder rec;           /* the flight recorder's segments */
+	bool rec_replay;               /* a segment opened: replay this
+					  thread's open ranges after the lock */
 };
 
 /* What the host thread is woken for (bits of host_thread.wake). */
@@ -158,6 +168,14 @@ void window_step(struct host *h);
  * lock. Returns 0 or -1 with *e set. */
 int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		       struct err *e);
+
+/* prof.dump: hands the recorder's last `steps` complete steps (the step
+ * that just ended included) to the host thread as one job. Only copies
+ * the recorder's index under the window lock. Any thread; not while
+ * holding the window lock. Returns 0 or -1 with *e saying why nothing
+ * will be written. */
+int window_dump(struct host *h, unsigned steps, const char *reason,
+		struct err *e);
 
 /* The process is ending: close a recording window and queue it. With
  * `from_signal`, the window lock is only tried for a while (the interrupted

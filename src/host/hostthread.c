@@ -76,6 +76,16 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.run = strdup(run ? run + 1 : h->run_dir);
 	t->meta.reason = strdup(job->reason);
 	t->meta.peak_tflops = h->cfg->capture.peak_tflops;
+	t->meta.recorder = job->dump;
+}
+
+/* Gives a job's generations back (a recorder job). Host thread. */
+static void release_gens(struct host *h, const struct host_job *job)
+{
+	uint32_t i;
+
+	for (i = 0; i < job->ngens; i++)
+		h->shim->evbuf_release(job->gens[i]);
 }
 
 /* Runs the built-in reports of a written window and adds report.txt,
@@ -135,6 +145,22 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 		host_fail(h, &e);
 }
 
+/* What a recorder dump lost, and which setting to raise. Host thread. */
+static void log_dump_drops(struct host *h, uint32_t dump, const struct trace_counters *c)
+{
+	if (c->dropped_buffer)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because the event "
+			"buffers were full (raise prof.recorder{ mb = ... }, now %zu, or "
+			"lower its steps)", dump, (unsigned long long)c->dropped_buffer,
+			h->cfg->recorder.bytes >> 20);
+	if (c->dropped_noslot)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because its "
+			"event buffers were held or could not be mapped (%s)", dump,
+			(unsigned long long)c->dropped_noslot,
+			c->pool_errno ? strerror((int)c->pool_errno) : "windows or dumps "
+			"still being written");
+}
+
 /* Says what a window lost, and why, in one line. Host thread. */
 static void log_drops(struct host *h, uint32_t window, const struct trace_counters *c)
 {
@@ -172,6 +198,10 @@ static void skip_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
 
+	if (job->dump) {
+		release_gens(h, job);
+		return; /* the capture sources never saw it open */
+	}
 	h->shim->evbuf_release(job->gen);
 	if (trace_init(&t) != 0)
 		return;
@@ -186,7 +216,7 @@ static void process_job(struct host *h, struct host_job *job)
 	struct trace t;
 	struct assemble_source src = { h->shim->evbuf_drain, job->gen,
 				       h->shim->nvtx_domain_name,
-				       h->shim->nvtx_category_name };
+				       h->shim->nvtx_category_name, NULL, 0, false };
 	struct export_opts o = { 0 };
 	struct export_result res;
 	struct policy_window_info wi = { 0 };
@@ -195,9 +225,17 @@ static void process_job(struct host *h, struct host_job *job)
 	struct err e;
 	int rc;
 
+	if (job->dump) {
+		/* A recorder dump: the generations that hold its steps, in
+		 * order, records before its first step left out. */
+		src.gens = job->gens + job->nskip;
+		src.ngens = job->ngens - job->nskip;
+		src.clip_start = true;
+	}
 	if (trace_init(&t) != 0) {
 		log_msg(LOG_ERROR, "out of memory: window %u is lost", job->window);
 		h->shim->evbuf_release(job->gen);
+		release_gens(h, job);
 		return;
 	}
 	fill_meta(h, job, &t);
@@ -206,8 +244,14 @@ static void process_job(struct host *h, struct host_job *job)
 	if (assemble_window(&t, &src, job->steps, job->nsteps) != 0)
 		log_msg(LOG_WARN, "out of memory assembling window %u: the trace "
 			"is incomplete", job->window);
-	h->shim->evbuf_release(job->gen);
-	capture_collect_all(h, job, &t);
+	if (job->dump) {
+		release_gens(h, job);
+	} else {
+		h->shim->evbuf_release(job->gen);
+		/* The sources' collect follows their window_open/close; the
+		 * recorder's segments have none (NVTX only, docs/recorder.md). */
+		capture_collect_all(h, job, &t);
+	}
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 
@@ -244,8 +288,8 @@ static void process_job(struct host *h, struct host_job *job)
 		  t.counters.dropped_steps;
 	if (res.dir[0] && rc == 0) {
 		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG,
-			"window %u (steps %llu-%llu, %s): %llu events -> %s/",
-			job->window, (unsigned long long)job->first,
+			"%s %u (steps %llu-%llu, %s): %llu events -> %s/",
+			job->dump ? "recorder dump" : "window", job->window, (unsigned long long)job->first,
 			(unsigned long long)job->last, job->reason,
 			(unsigned long long)t.counters.events, res.dir);
 		if (res.summary && h->env.rank == 0)
@@ -253,8 +297,18 @@ static void process_job(struct host *h, struct host_job *job)
 		note_window(h, res.dir);
 		atomic_fetch_add(&h->ht.windows_written, 1);
 	}
-	live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
-	log_drops(h, job->window, &t.counters);
+	if (!job->dump) /* prof.status's windows and capture_now tickets */
+		live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
+	if (job->dump)
+		log_dump_drops(h, job->window, &t.counters);
+	else
+		log_drops(h, job->window, &t.counters);
+	if (job->dump) {
+		/* Window hooks are for windows (docs/recorder.md). */
+		export_result_free(&res);
+		trace_free(&t);
+		return;
+	}
 
 	wi.window = job->window;
 	wi.first_step = job->first;
@@ -374,7 +428,7 @@ void hostthread_submit(struct host *h, struct host_job *job)
 				"skipping window %u and any other that finds %d "
 				"waiting (space the windows out: prof.schedule{wait = "
 				"...})", job->window, HOST_QUEUE_MAX);
-		if (ht->tail && ht->tail->skip) {
+		if (ht->tail && ht->tail->skip && !ht->tail->dump && !job->dump) {
 			/* Merged into the skipped window queued last: its
 			 * sources collect both at once (a time range covering
 			 * both); its events go back now. */

@@ -29,6 +29,84 @@
 #define WINDOW_STEP_BYTES 256
 #define WINDOW_STEPS_MIN 1024
 
+/* ---- the flight recorder (docs/recorder.md; bookkeeping in
+ * src/schedule/recorder.c). Between windows it keeps a capture generation
+ * open and rotates it at step boundaries; the host thread gives old
+ * generations back and writes dumps. */
+
+/* Gives `n` generations back now: the recorder rotates faster than the
+ * host thread could be woken (a segment may last microseconds), and a
+ * slot given back late drops the next segment's records. Costs an
+ * madvise of what the pools used. Lock held. */
+static void rec_release(struct host *h, const uint64_t *gens, uint32_t n)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		h->shim->evbuf_release(gens[i]);
+}
+
+/* Opens a recorder segment starting at step `first`; the oldest held one
+ * goes back when three are held. Lock held; no generation open. */
+static void rec_open_segment(struct host *h, uint64_t first, int64_t now)
+{
+	struct window_state *w = &h->win;
+	uint64_t gen, rel;
+	struct err e;
+
+	if (hostthread_start(h, &e) != 0) {
+		w->fail = e;
+		w->fail_pending = true;
+		return;
+	}
+	gen = h->shim->evbuf_open(w->rec.pool_bytes);
+	if (!gen)
+		return; /* a generation is open: nothing for the recorder */
+	if (rec_opened(&w->rec, gen, first, now, &rel) == 1)
+		rec_release(h, &rel, 1);
+	w->rec_replay = true;
+}
+
+/* Closes the recorder's open segment, if any. Lock held. */
+static void rec_close_segment(struct host *h)
+{
+	struct window_state *w = &h->win;
+
+	if (!w->rec.open)
+		return;
+	h->shim->evbuf_close();
+	rec_closed(&w->rec);
+}
+
+/* A window opens (or the process ends): the recorder stops and gives its
+ * segments back; it starts again at the first boundary without a window.
+ * Lock held. */
+static void rec_suspend(struct host *h)
+{
+	uint64_t gens[REC_SEGMENTS];
+
+	rec_close_segment(h);
+	rec_release(h, gens, rec_take_all(&h->win.rec, gens));
+}
+
+/* At a boundary without a window: the step that ended goes into the open
+ * segment (rotating a full one), or a segment opens. Lock held. */
+static void rec_boundary(struct host *h, uint64_t ended, int64_t start,
+			 int64_t now, int32_t tid)
+{
+	struct window_state *w = &h->win;
+	struct rec_step s = { ended, start, now - start, tid };
+
+	if (!w->rec.cfg.enabled || w->sched.open || w->finished)
+		return;
+	if (!w->rec.open) {
+		rec_open_segment(h, ended + 1, now);
+	} else if (rec_step(&w->rec, &s)) {
+		rec_close_segment(h);
+		rec_open_segment(h, ended + 1, now);
+	}
+}
+
 /* Opens a capture generation for the window the schedule just opened
  * (r->open_index, r->open_reason), starting with step r->step. Without a
  * host thread to write it the window is skipped (sched_open_failed) and the
@@ -45,6 +123,7 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 		w->fail_pending = true;
 		return;
 	}
+	rec_suspend(h); /* the window records; the recorder's generation closes */
 	w->prepared = false; /* the next window gets its own */
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(w->gen);
@@ -124,7 +203,8 @@ static void prepare_window(struct host *h)
 static void update_arm(struct host *h, int64_t now)
 {
 	struct window_state *w = &h->win;
-	bool armed = sched_armed(&w->sched);
+	bool armed = sched_armed(&w->sched) ||
+		     (w->rec.cfg.enabled && !w->finished);
 
 	if (armed != w->armed) {
 		h->shim->nvtx_arm(armed);
@@ -261,9 +341,23 @@ void window_init(struct host *h)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
+	struct rec_config rc;
+	const char *msg;
+	bool replay;
 	struct err e;
 
 	pthread_mutex_init(&w->lock, NULL);
+	rc.enabled = h->cfg->recorder.enabled;
+	rc.steps = h->cfg->recorder.steps;
+	rc.bytes = h->cfg->recorder.bytes;
+	rc.max_dumps = h->cfg->recorder.max_dumps;
+	msg = rec_config_check(&rc);
+	if (msg) {
+		log_msg(LOG_WARN, "prof.recorder: %s; the recorder is off", msg);
+		rc.enabled = false;
+	}
+	if (rec_init(&w->rec, &rc) != 0)
+		log_msg(LOG_WARN, "prof.recorder: out of memory; the recorder is off");
 	sched_init(&w->sched, &h->cfg->schedule, &r);
 	sched_range_config(&w->sched, h->cfg->capture_range.nvtx != NULL,
 			   h->cfg->capture_range.count);
@@ -273,10 +367,16 @@ void window_init(struct host *h)
 		capture_warmup_all();
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
+	if (w->rec.cfg.enabled && !w->sched.open)
+		rec_open_segment(h, 0, w->step_start);
 	update_arm(h, w->step_start);
 	tell_step(w);
+	replay = w->rec_replay;
+	w->rec_replay = false;
 	atomic_store(&w->ready, 1);
 	report_pending(h, take_failure(w, &e), &e);
+	if (replay)
+		h->shim->nvtx_replay();
 }
 
 void window_step(struct host *h)
@@ -289,7 +389,7 @@ void window_step(struct host *h)
 	struct host_job *job = NULL;
 	int64_t now;
 	int32_t tid = (int32_t)syscall(SYS_gettid);
-	bool opened = false, hooks, failed;
+	bool opened = false, hooks, failed, replay;
 	double dur_ms;
 	struct err e, fe;
 
@@ -323,6 +423,7 @@ void window_step(struct host *h)
 		open_window(h, &r, now);
 		opened = w->sched.open;
 	}
+	rec_boundary(h, info.step, w->step_start, now, tid);
 	update_arm(h, now);
 	tell_step(w);
 	w->step_start = now;
@@ -334,12 +435,14 @@ void window_step(struct host *h)
 	if (opened)
 		window_start_info(w, &wi, reason);
 	failed = take_failure(w, &fe);
+	replay = opened || w->rec_replay;
+	w->rec_replay = false;
 	pthread_mutex_unlock(&w->lock);
 
 	report_pending(h, failed, &fe);
 	if (job)
 		hostthread_submit(h, job);
-	if (opened)
+	if (replay)
 		h->shim->nvtx_replay(); /* this thread's open ranges, clipped */
 	if (opened && h->cfg->has_on_window_start)
 		report_hook(h, policy_on_window_start(h->policy, &wi, &e), &e);
@@ -369,6 +472,102 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		return err_set(e, "a capture request is already queued");
 	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
 	return 0;
+}
+
+/* Makes the dump job of what rec_take() took; NULL when memory ran out
+ * (its generations are then given back). Lock held. */
+static struct host_job *dump_job(struct host *h, struct rec_dump *d,
+				 const char *reason, int64_t now)
+{
+	struct host_job *job = calloc(1, sizeof *job);
+	struct trace_step *steps = malloc(d->nsteps * sizeof *steps);
+	uint32_t i;
+
+	if (!job || !steps) {
+		free(job);
+		free(steps);
+		rec_release(h, d->gens, d->ngens);
+		return NULL;
+	}
+	for (i = 0; i < d->nsteps; i++) {
+		steps[i].step = d->steps[i].step;
+		steps[i].ts = d->steps[i].ts;
+		steps[i].dur = d->steps[i].dur;
+		steps[i].tid = d->steps[i].tid;
+		steps[i].partial = 0;
+	}
+	job->dump = true;
+	memcpy(job->gens, d->gens, sizeof job->gens);
+	job->ngens = d->ngens;
+	job->nskip = d->nskip;
+	job->window = d->index;
+	job->first = d->first;
+	job->last = d->last;
+	snprintf(job->reason, sizeof job->reason, "%s", reason ? reason : "dump");
+	job->start_ts = d->start_ts;
+	job->end_ts = now;
+	job->steps = steps;
+	job->nsteps = d->nsteps;
+	return job;
+}
+
+int window_dump(struct host *h, unsigned steps, const char *reason,
+		struct err *e)
+{
+	struct window_state *w = &h->win;
+	struct host_job *job = NULL;
+	struct rec_dump d;
+	int64_t now;
+	int rc = 0;
+	bool replay;
+
+	if (h->forked_child)
+		return err_set(e, "this is a child forked from process "
+			       "%d; profiling stays with the parent", (int)h->parent_pid);
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
+		return err_set(e, "profhost is not running in this process");
+	if (steps == 0)
+		return err_set(e, "'steps' must be at least 1");
+	pthread_mutex_lock(&w->lock);
+	if (w->finished)
+		rc = err_set(e, "the process is ending");
+	else if (!w->rec.cfg.enabled)
+		rc = err_set(e, "the recorder is off: turn it on with "
+			     "prof.recorder{ steps = 20 } in the policy file");
+	else if (w->sched.open)
+		rc = err_set(e, "window %u is recording these steps: its own "
+			     "folder will hold them", w->sched.index);
+	else if (w->rec.dumps >= w->rec.cfg.max_dumps)
+		rc = err_set(e, "this run already wrote its %u dumps (raise "
+			     "prof.recorder{ max_dumps = ... })", w->rec.cfg.max_dumps);
+	else if (!w->rec.open || rec_held_steps(&w->rec) == 0)
+		rc = err_set(e, "no complete step recorded yet");
+	if (rc == 0) {
+		now = lock_now(w);
+		rec_close_segment(h);
+		if (rec_take(&w->rec, steps, &d) != 0) {
+			rc = err_set(e, "out of memory");
+		} else {
+			job = dump_job(h, &d, reason, now);
+			free(d.steps);
+			if (!job)
+				rc = err_set(e, "out of memory");
+		}
+		/* The current step goes on in a new segment. */
+		rec_open_segment(h, w->sched.step, now);
+	}
+	replay = w->rec_replay;
+	w->rec_replay = false;
+	pthread_mutex_unlock(&w->lock);
+	if (job) {
+		log_msg(LOG_DEBUG, "dump %u: steps %llu-%llu (%s)", job->window,
+			(unsigned long long)job->first, (unsigned long long)job->last,
+			job->reason);
+		hostthread_submit(h, job);
+	}
+	if (replay)
+		h->shim->nvtx_replay();
+	return rc;
 }
 
 void window_schedule_changed(struct host *h)
@@ -421,6 +620,8 @@ void window_finish(struct host *h, bool from_signal)
 		return;
 	}
 	w->finished = true;
+	rec_close_segment(h); /* nothing more is recorded; dumps at exit are
+				 not built yet */
 	if (w->sched.open) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);

@@ -55,6 +55,37 @@ static int native_capture_now(lua_State *L)
 	return 1;
 }
 
+/* prof._native.dump(steps, reason) -> true | false, message: a refusal
+ * (recorder off, window recording, dumps used up) is an answer, not an
+ * error. Upvalue 1: the policy. Runs the host's callback (policy lock
+ * held). */
+static int native_dump(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	lua_Integer steps = luaL_checkinteger(L, 1);
+	const char *reason = luaL_optstring(L, 2, NULL);
+	struct err e;
+
+	if (steps < 1 || steps > (lua_Integer)UINT32_MAX) {
+		lua_pushboolean(L, 0);
+		lua_pushliteral(L, "'steps' must be an integer >= 1");
+		return 2;
+	}
+	if (!p->dump) {
+		lua_pushboolean(L, 0);
+		lua_pushliteral(L, "not available (the host installed no dump function)");
+		return 2;
+	}
+	e.msg[0] = '\0';
+	if (p->dump(p->capture_ctx, (uint32_t)steps, reason, &e) != 0) {
+		lua_pushboolean(L, 0);
+		lua_pushstring(L, e.msg[0] ? e.msg : "the host refused the dump");
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* prof._native.set_limits(memory_mb, load_ms): the memory cap applies at
  * once, and while the file loads so does the load budget. Upvalue 1: the
  * policy. */
@@ -92,6 +123,7 @@ static int load_module(lua_State *L)
 		/* Each native gets the policy as its one upvalue. */
 		static const luaL_Reg natives[] = {
 			{ "capture_now", native_capture_now },
+			{ "dump", native_dump },
 			{ "set_limits", native_set_limits },
 			{ "repl_active", policy_native_repl_active },
 			{ "query", policy_native_query },
@@ -101,7 +133,7 @@ static int load_module(lua_State *L)
 			{ NULL, NULL }
 		};
 
-		lua_createtable(L, 0, 7);
+		lua_createtable(L, 0, 8);
 		lua_pushlightuserdata(L, p);
 		luaL_setfuncs(L, natives, 1);
 	}
@@ -243,6 +275,7 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 	p->config_ref = p->require_ref = p->repl_ref = LUA_NOREF;
 	p->capture_now = opts->capture_now;
 	p->capture_ctx = opts->capture_ctx;
+	p->dump = opts->dump;
 	p->live = opts->live;
 	p->live_ctx = opts->live_ctx;
 

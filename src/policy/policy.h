@@ -99,6 +99,14 @@ struct policy_config {
 		bool report_html;      /* report.html; default true */
 	} export;
 
+	/* prof.recorder: the flight recorder (docs/recorder.md) */
+	struct {
+		bool enabled;          /* prof.recorder was called */
+		uint32_t steps;        /* complete steps kept; default 20 */
+		size_t bytes;          /* its event memory; default 256 MiB */
+		uint32_t max_dumps;    /* dumps a run may write; default 10 */
+	} recorder;
+
 	/* prof.limits */
 	struct {
 		uint32_t hook_ms;      /* per hook call; default 100 */
@@ -119,6 +127,13 @@ struct policy_config {
  * policy. */
 typedef int (*policy_capture_fn)(void *ctx, uint32_t steps, const char *reason,
 				 struct err *e);
+
+/* Called from Lua's prof.dump{steps=N, reason=...}, like policy_capture_fn.
+ * Returns 0 (the dump was handed to the host thread) or -1 with *e set:
+ * why nothing will be written (the recorder is off, a window records,
+ * max_dumps used up ...). */
+typedef int (*policy_dump_fn)(void *ctx, uint32_t steps, const char *reason,
+			      struct err *e);
 
 /* A table under construction for the Lua side (what prof.status() and the
  * other live queries return). The host fills it with policy_build_*; a NULL
@@ -166,6 +181,8 @@ struct policy_opts {
 				      may be NULL */
 	policy_capture_fn capture_now;
 	void *capture_ctx;
+	policy_dump_fn dump;       /* may be NULL: prof.dump refuses; its
+				      context is capture_ctx */
 	const struct policy_live_ops *live; /* may be NULL: no live control */
 	void *live_ctx;
 };

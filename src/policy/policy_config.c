@@ -231,6 +231,13 @@ int policy_read_config(lua_State *L)
 	c->export.report_text = cfg_bool(L, s, "report_text");
 	c->export.report_html = cfg_bool(L, s, "report_html");
 
+	s = cfg_section(L, cfg, "recorder");
+	c->recorder.enabled = cfg_bool(L, s, "enabled");
+	c->recorder.steps = cfg_u32(L, s, "steps", 1);
+	c->recorder.bytes = (size_t)cfg_int(L, s, "mb", 1, 65536) * POLICY_MIB;
+	c->recorder.max_dumps = cfg_u32(L, s, "max_dumps", 0);
+	lua_pop(L, 1);
+
 	s = cfg_section(L, cfg, "limits");
 	c->limits.hook_ms = cfg_u32(L, s, "hook_ms", 1);
 	c->limits.report_ms = cfg_u32(L, s, "report_ms", 1);

@@ -38,6 +38,7 @@ struct policy {
 	int64_t load_start_ns;
 	policy_capture_fn capture_now;
 	void *capture_ctx;
+	policy_dump_fn dump;
 	const struct policy_live_ops *live;
 	void *live_ctx;
 	int config_ref;            /* prof._config, taken before the file runs */

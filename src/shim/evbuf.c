@@ -534,10 +534,23 @@ uint64_t evbuf_open(size_t bytes)
 {
 	uint64_t gen, nchunks;
 	struct evbuf_slot *s;
+	int i;
 
 	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
 		return 0;
-	gen = ++last_gen;
+	/* The next generation whose slot is free: a generation still held
+	 * (a window being written, a recorder dump) is stepped over, not
+	 * dropped into. Numbers only grow, so a slot is still reused at
+	 * least EVBUF_SLOTS generations later. All held: the next number,
+	 * whose records drop (counted). */
+	gen = last_gen + 1;
+	for (i = 0; i < EVBUF_SLOTS; i++)
+		if (atomic_load_explicit(&slots[(last_gen + 1 + i) % EVBUF_SLOTS].gen,
+					 memory_order_acquire) == 0) {
+			gen = last_gen + 1 + i;
+			break;
+		}
+	last_gen = gen;
 	nchunks = pool_chunks(bytes);
 	s = &slots[gen % EVBUF_SLOTS];
 	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);

@@ -184,7 +184,10 @@ typedef void (*evbuf_visit_fn)(void *ctx, int32_t tid, const char *thread_name,
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		struct evbuf_stats *stats);
 
-/* Frees generation `gen`'s pool so its slot can be reused. Host thread. */
+/* Frees generation `gen`'s pool so its slot can be reused. The host
+ * thread, or the core's step side under its window lock (the flight
+ * recorder gives its oldest segment back as it rotates); never two
+ * callers for one generation. */
 void evbuf_release(uint64_t gen);
 
 /* In a child after fork(): closes capture there and forgets the parent

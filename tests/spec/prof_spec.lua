@@ -462,6 +462,61 @@ describe("prof", function()
 		end)
 	end)
 
+	describe("prof.recorder", function()
+		it("is off unless called, and fills its defaults", function()
+			assert.is_false(config_of("").recorder.enabled)
+			assert.are.same({ enabled = true, steps = 20, mb = 256, max_dumps = 10 },
+				config_of("prof.recorder{}").recorder)
+			prof._reset()
+			assert.are.same({ enabled = true, steps = 5, mb = 16, max_dumps = 0 },
+				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0 }").recorder)
+		end)
+
+		it("rejects bad values in one line", function()
+			assert.are.equal("myprof.lua:1: prof.recorder: 'steps' must be an integer from 1 to 10000, got 0",
+				error_of("prof.recorder{ steps = 0 }"))
+			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
+				error_of("prof.recorder{ mb = 0 }"))
+			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: max_dumps, mb, steps%)",
+				error_of("prof.recorder{ step = 3 }"))
+		end)
+	end)
+
+	describe("prof.dump", function()
+		it("reaches the native function; steps default to the recorder's", function()
+			local calls = {}
+			prof._native = { dump = function(steps, reason)
+				calls[#calls + 1] = { steps, reason }
+				return true
+			end }
+			assert.is_true(run([[
+				prof.recorder{ steps = 7 }
+				assert(prof.dump{ steps = 3, reason = "slow" } == true)
+				prof.dump{}
+				prof.dump()
+			]]))
+			assert.are.same({ { 3, "slow" }, { 7, "dump" }, { 7, "dump" } }, calls)
+		end)
+
+		it("returns the host's refusal instead of raising", function()
+			prof._native = { dump = function() return false, "the recorder is off" end }
+			assert.is_true(run([[
+				local ok, why = prof.dump{ steps = 2 }
+				assert(ok == false and why == "the recorder is off")
+			]]))
+		end)
+
+		it("validates its table in one line", function()
+			prof._native = { dump = function() return true end }
+			assert.are.equal("myprof.lua:1: prof.dump: 'steps' must be an integer from 1 to 10000, got 0",
+				error_of("prof.dump{ steps = 0 }"))
+			assert.matches("^myprof%.lua:1: prof%.dump: unknown key 'step' %(valid keys: reason, steps%)",
+				error_of("prof.dump{ step = 1 }"))
+			assert.matches("^myprof%.lua:1: prof%.dump: expected a table, got 3 %(e%.g%. prof%.dump{",
+				error_of("prof.dump(3)"))
+		end)
+	end)
+
 	describe("prof.capture_now", function()
 		it("reaches the native function with steps and reason", function()
 			local calls = {}
@@ -570,7 +625,7 @@ describe("prof", function()
 				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
-				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, schedule, steps)",
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps)",
 				set_error("sched.active=5"))
 			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
 				set_error("schedule.active"))

@@ -191,6 +191,40 @@ static void test_concurrent_writers(void)
 	evbuf_release(gen);
 }
 
+/* A held generation's slot is stepped over: the next generation opens in
+ * a free slot and records (the flight recorder rotates past a window the
+ * host thread is still writing). */
+static void test_held_slot_is_stepped_over(void)
+{
+	struct seen s;
+	struct evbuf_stats st;
+	uint64_t held, gen;
+	int i;
+
+	held = evbuf_open(1 << 20);
+	evbuf_append(EVBUF_MARK, "held", 0, 0);
+	evbuf_close();
+	for (i = 0; i < EVBUF_SLOTS - 1; i++) {
+		gen = evbuf_open(1 << 20);
+		evbuf_close();
+		evbuf_release(gen);
+	}
+	gen = evbuf_open(1 << 20); /* held's slot is next in turn */
+	CHECK(gen > held + EVBUF_SLOTS);
+	CHECK(gen % EVBUF_SLOTS != held % EVBUF_SLOTS);
+	CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, 1, "ev0", 3, 0, 0), 0);
+	evbuf_close();
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.records, 1);
+	CHECK_EQ_INT(st.dropped_noslot, 0);
+	evbuf_release(gen);
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(held, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.records, 1);
+	evbuf_release(held);
+}
+
 static void test_slots_recycle(void)
 {
 	struct seen s;
@@ -601,6 +635,7 @@ int main(void)
 	test_long_name_cut();
 	test_full_pool_drops_and_counts();
 	test_concurrent_writers();
+	test_held_slot_is_stepped_over();
 	test_slots_recycle();
 	test_append_from_signal_handler();
 	test_compact_records();

@@ -145,7 +145,7 @@ static void window_close(struct trace *t)
 {
 	uint64_t gen = evbuf_close();
 	struct assemble_source src = { evbuf_drain, gen, nvtx_domain_name,
-				       nvtx_category_name };
+				       nvtx_category_name, NULL, 0, false };
 
 	CHECK(trace_init(t) == 0);
 	t->meta.pid = getpid();

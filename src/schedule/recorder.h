@@ -1,0 +1,118 @@
+/*
+ * recorder — the flight recorder's bookkeeping: which capture generations
+ * (*segments*) it holds, which steps each covers, when to rotate, and what
+ * a dump takes.
+ *
+ * Between windows the recorder keeps one capture generation open at a
+ * time. A segment covers `seg_steps` = ceil(steps / 2) steps; when the open
+ * one is full at a step boundary the caller closes it and opens the next.
+ * At most REC_SEGMENTS segments are held (the open one included): opening
+ * one more gives the oldest back. After a rotation the two closed segments
+ * hold 2 * seg_steps >= steps complete steps, so the recorder always holds
+ * at least the last `steps` complete steps plus the current one (fewer only
+ * before that many steps ran). Each segment's pool is bytes / REC_POOLS:
+ * three held plus one being given back by the host thread stay within
+ * `bytes`.
+ *
+ * Pure logic: no clock, no I/O, no locks; the caller (src/host/window.c)
+ * serializes calls under its window lock and does the evbuf calls.
+ */
+#ifndef PROFHOST_RECORDER_H
+#define PROFHOST_RECORDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define REC_SEGMENTS 3      /* segments held at most, the open one included */
+#define REC_POOLS 4         /* pools alive at most: held + one given back */
+#define REC_STEPS_MAX 10000 /* largest `steps` */
+
+struct rec_config {
+	bool enabled;       /* false: no recorder (prof.recorder not called) */
+	uint32_t steps;     /* complete steps always kept, 1..REC_STEPS_MAX */
+	size_t bytes;       /* memory bound of all its event pools */
+	uint32_t max_dumps; /* dumps a run may write */
+};
+
+/* One complete step the recorder holds. */
+struct rec_step {
+	uint64_t step;
+	int64_t ts, dur;
+	int32_t tid;
+};
+
+/* One held capture generation and the complete steps recorded in it. */
+struct rec_segment {
+	uint64_t gen;
+	uint64_t first;     /* its first step */
+	uint32_t nsteps;    /* complete steps recorded in it */
+	int64_t start_ts;   /* when it opened */
+};
+
+struct recorder {
+	struct rec_config cfg;
+	uint32_t seg_steps;              /* steps per segment */
+	size_t pool_bytes;               /* one segment's pool */
+	struct rec_segment seg[REC_SEGMENTS]; /* held, oldest first */
+	uint32_t nseg;
+	bool open;                       /* seg[nseg - 1] is open */
+	struct rec_step *ring;           /* the held segments' steps, in order */
+	uint32_t ring_cap, ring_head, ring_n;
+	uint32_t dumps;                  /* dumps taken so far */
+};
+
+/* What a dump takes: every held generation (oldest first; the first
+ * `nskip` hold none of the asked steps and are only given back), the asked
+ * steps first..last and their records. */
+struct rec_dump {
+	uint64_t gens[REC_SEGMENTS];
+	uint32_t ngens, nskip;
+	uint64_t first, last;
+	int64_t start_ts;                /* the first asked step's start */
+	struct rec_step *steps;          /* malloc'd, nsteps; caller frees */
+	uint32_t nsteps;
+	uint32_t index;                  /* the dump's number, from 0 */
+};
+
+/* Checks a configuration; NULL when valid, else a static message naming
+ * the field. A disabled configuration is always valid. */
+const char *rec_config_check(const struct rec_config *c);
+
+/* Sets up *r for `c` (valid). Allocates the step ring when enabled.
+ * Returns 0, or -1 when memory ran out (*r is then disabled). */
+int rec_init(struct recorder *r, const struct rec_config *c);
+
+/* Frees the step ring. */
+void rec_free(struct recorder *r);
+
+/* The caller opened generation `gen` for a segment starting at step
+ * `first`, at `ts` (no segment may be open). When REC_SEGMENTS were held,
+ * the oldest is dropped and its generation stored in *release (returns 1,
+ * the caller gives it back); else returns 0. */
+int rec_opened(struct recorder *r, uint64_t gen, uint64_t first, int64_t ts,
+	       uint64_t *release);
+
+/* Step `s` ended inside the open segment: records it. Returns true when
+ * the segment is now full (the caller closes it and opens the next one);
+ * false otherwise, or when no segment is open (nothing recorded). */
+bool rec_step(struct recorder *r, const struct rec_step *s);
+
+/* The caller closed the open segment (evbuf_close). */
+void rec_closed(struct recorder *r);
+
+/* Complete steps held. */
+uint32_t rec_held_steps(const struct recorder *r);
+
+/* Takes everything held for a dump of the last `n` (>= 1) complete steps
+ * (fewer when fewer are held): fills *d, empties *r and counts the dump.
+ * No segment may be open. Returns 0, or -1 when no complete step is held
+ * or memory ran out (*r unchanged). */
+int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d);
+
+/* Gives every held generation to *out (oldest first; at most REC_SEGMENTS)
+ * and empties *r (a window opens, or the process ends). No segment may be
+ * open. Returns how many. */
+uint32_t rec_take_all(struct recorder *r, uint64_t out[REC_SEGMENTS]);
+
+#endif

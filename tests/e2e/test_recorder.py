@@ -1,0 +1,239 @@
+"""End to end: the flight recorder (prof.recorder, prof.dump). A steady
+loop with one slow step, a policy that dumps on a step slower than 3x the
+median: the dump holds that slow step, by number and duration; memory
+stays bounded over many steps; dumps are counted against max_dumps; bad
+keys give one line."""
+import glob
+import os
+import re
+import unittest
+
+from harness import (PROF, TESTBIN, TempDirTest, load_trace, profhost_lines, run,
+                     step_spans, window_dirs)
+
+APP = os.path.join(TESTBIN, "recorder_app")
+
+SLOW_POLICY = """
+prof.recorder{ steps = 10 }
+prof.on_step(function(s)
+  -- 3x the median, and at least 100 ms: on a loaded test machine a 1 ms
+  -- step can take tens of ms
+  if s.step >= 5 and s.duration_ms > 3 * s.median_ms and s.duration_ms > 100 then
+    prof.dump{ steps = 3, reason = "slow" }
+  end
+end)
+"""
+
+
+def recorder_dirs(out):
+    return sorted(glob.glob(os.path.join(out, "*", "rank*", "recorder*_steps*")))
+
+
+class Dumps(TempDirTest):
+    def test_dump_holds_the_slow_step(self):
+        policy = self.write("policy.lua", SLOW_POLICY)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
+                 "--slow-at", "37", "--slow-ms", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done 60", r.stdout)
+        self.assertEqual(window_dirs(out), [])
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"], r.stderr)
+        d = dirs[0]
+        for name in ("trace.json", "summary.txt", "key_averages.txt", "capture.phb"):
+            self.assertTrue(os.path.exists(os.path.join(d, name)) or
+                            os.path.exists(os.path.join(d, name + ".gz")), name)
+        trace = load_trace(d)
+        self.assertEqual(trace["profhost"]["reason"], "slow")
+        self.assertTrue(trace["profhost"]["recorder"])
+        self.assertEqual(trace["profhost"]["first_step"], 35)
+        self.assertEqual(trace["profhost"]["last_step"], 37)
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], [35, 36, 37])
+        durs = {n: e["dur"] for n, e in steps}
+        # The slow step by duration (us): 200 ms more than the others.
+        self.assertGreaterEqual(durs[37], 200000)
+        self.assertLess(durs[35], 100000)
+        self.assertLess(durs[36], 100000)
+        events = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        work = [e for e in events if e["name"] == "work"]
+        # One "work" per step, each inside its step; nothing from before.
+        self.assertEqual(len(work), 3)
+        for w, (_, s) in zip(sorted(work, key=lambda e: e["ts"]), steps):
+            self.assertGreaterEqual(w["ts"], s["ts"] - 0.001)
+            self.assertLessEqual(w["ts"] + w["dur"], s["ts"] + s["dur"] + 0.001)
+        self.assertTrue(any(w["dur"] >= 200000 for w in work))
+        self.assertEqual(len([e for e in trace["traceEvents"]
+                              if e.get("ph") == "i" and e["name"] == "tick"]), 3)
+        # The range around the whole loop, open across segments: once,
+        # from the dump's start.
+        train = [e for e in events if e["name"] == "train"]
+        self.assertEqual(len(train), 1)
+        self.assertLessEqual(train[0]["ts"], steps[0][1]["ts"] + 0.001)
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("recorder dump 0, steps 35-37 (slow)", summary)
+
+    def test_max_dumps_bounds_the_dumps(self):
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4, max_dumps = 2 }
+-- no built-in reports: while one runs on the host thread the VM is busy
+-- and a step hook is skipped (as for any hook)
+prof.export{ report = false }
+refused = 0
+prof.on_step(function(s)
+  if s.step % 10 == 9 then
+    local ok, why = prof.dump{ steps = 2, reason = "every tenth" }
+    if not ok then
+      assert(why:find("max_dumps", 1, true), why)
+      refused = refused + 1
+    end
+  end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "45",
+                 "--sleep-us", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
+                         ["recorder0_steps8-9", "recorder1_steps18-19"], r.stderr)
+        # The refusals were answers, not errors.
+        self.assertNotIn("error", r.stderr.lower())
+
+    def test_dump_without_recorder_is_refused(self):
+        policy = self.write("policy.lua", """
+prof.on_step(function(s)
+  if s.step == 3 then
+    local ok, why = prof.dump{ steps = 2 }
+    assert(ok == false and why:find("recorder is off", 1, true), tostring(why))
+  end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "10",
+                 "--sleep-us", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(recorder_dirs(out), [])
+        self.assertNotIn("assert", r.stderr)
+
+    def test_scheduled_windows_still_work_with_the_recorder(self):
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4 }
+prof.schedule{ wait = 5, active = 3, cycles = 2 }
+prof.export{ report = false }
+local done, during = false, nil
+prof.on_step(function(s)
+  if s.step == 6 then
+    -- inside window 0: refused, the window holds these steps
+    local ok, why = prof.dump{ steps = 1 }
+    assert(not ok and why:find("window 0 is recording", 1, true), tostring(why))
+  end
+  -- a hook is skipped while the host thread's VM is busy: try until taken
+  if s.step >= 30 and not done then
+    done = prof.dump{ steps = 3, reason = "after" }
+  end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "40",
+                 "--sleep-us", "300"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)],
+                         ["window0_steps5-7", "window1_steps13-15"], r.stderr)
+        for d in window_dirs(out):
+            trace = load_trace(d)
+            a = trace["profhost"]["first_step"]
+            self.assertEqual([n for n, _ in step_spans(trace)], [a, a + 1, a + 2])
+            self.assertEqual(len([e for e in trace["traceEvents"]
+                                  if e.get("name") == "work"]), 3)
+        dumps = [os.path.basename(d) for d in recorder_dirs(out)]
+        self.assertEqual(len(dumps), 1, r.stderr)
+        m = re.match(r"recorder0_steps(\d+)-(\d+)$", dumps[0])
+        self.assertTrue(m, dumps)
+        a, b = int(m.group(1)), int(m.group(2))
+        self.assertEqual(b - a, 2)
+        self.assertGreaterEqual(b, 30)
+        trace = load_trace(recorder_dirs(out)[0])
+        self.assertEqual([n for n, _ in step_spans(trace)], [a, a + 1, b])
+        self.assertNotIn("assert", r.stderr)
+
+
+class Memory(TempDirTest):
+    def test_pool_does_not_grow(self):
+        # 4 MiB of recorder memory; ~3000 steps of 200 ranges (~19 KB of
+        # records each: ~57 MB in all) must not grow the process.
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4, mb = 4 }
+prof.on_step(function(s)
+  if s.step == 2995 then assert(prof.dump{ steps = 2, reason = "end" }) end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "3000",
+                 "--sleep-us", "0", "--ranges", "200", "--rss-at", "300"], timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rss = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("rss "):
+                _, at, kb = line.split()
+                rss[at] = int(kb)
+        self.assertIn("300", rss, r.stdout)
+        self.assertIn("end", rss, r.stdout)
+        self.assertLess(rss["end"] - rss["300"], 8 * 1024, rss)
+        # ... and it still records: the last steps whole, nothing dropped
+        # (old segments were given back, so new ones had room).
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps2994-2995"])
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["counters"].get("dropped_noslot", 0), 0)
+        self.assertEqual(trace["profhost"]["counters"].get("dropped_buffer", 0), 0)
+        names = [e.get("name") for e in trace["traceEvents"]]
+        self.assertEqual(names.count("r"), 400, sorted(set(names)))
+
+
+    def test_full_segment_drops_and_names_the_setting(self):
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4, mb = 1 }
+prof.on_step(function(s)
+  if s.step == 50 then assert(prof.dump{ steps = 2, reason = "x" }) end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
+                 "--sleep-us", "0", "--ranges", "5000"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stderr, r"profhost: recorder dump 0: \d+ events dropped because "
+                         r"the event buffers were full \(raise prof\.recorder\{ mb = \.\.\. \}, now 1")
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("raise prof.recorder{mb=...}", f.read())
+
+
+class BadKeys(TempDirTest):
+    def test_bad_recorder_keys_give_one_line(self):
+        for text, pattern in (
+                ("prof.recorder{ steps = 0 }\n",
+                 r"policy\.lua:1: prof\.recorder: 'steps' must be an integer from 1 to 10000, got 0"),
+                ("prof.recorder{ mb = -3 }\n",
+                 r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
+                ("prof.recorder{ stepz = 3 }\n",
+                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: max_dumps, mb, steps\)"),
+                ("prof.on_step(function(s) prof.dump{ steps = 'x' } end)\n",
+                 r"policy\.lua:1: prof\.dump: 'steps'")):
+            with self.subTest(text):
+                policy = self.write("policy.lua", text)
+                out = os.path.join(self.tmp, "out")
+                r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "5",
+                         "--sleep-us", "100"], timeout=60)
+                self.assertIn("done 5", r.stdout)
+                lines = [l for l in profhost_lines(r.stderr) if "window" not in l]
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertRegex(lines[0], pattern)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,133 @@
+/*
+ * test_assemble — several generations drained into one trace (a flight
+ * recorder dump): a range open across a generation boundary comes out
+ * once, its replayed push recognized; with clip_start, records before the
+ * trace's start are left out and ranges begun before it are cut there.
+ */
+#include "check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "events/assemble.h"
+#include "events/trace.h"
+
+/* One fake record: kind, ts, name, flags (EVBUF_A_EARLY). */
+struct fake {
+	uint16_t kind;
+	int64_t ts;
+	const char *name;
+	uint32_t flags;
+};
+
+/* Generations 1..3 of the fake evbuf. */
+static const struct fake gen1[] = {
+	{ EVBUF_RANGE_PUSH, 10, "train", 0 },
+	{ EVBUF_RANGE_PUSH, 20, "work", 0 },
+	{ EVBUF_MARK, 25, "tick", 0 },
+	{ EVBUF_RANGE_POP, 30, NULL, 0 },
+};
+static const struct fake gen2[] = {
+	{ EVBUF_RANGE_PUSH, 40, "train", EVBUF_A_EARLY }, /* the replay */
+	{ EVBUF_RANGE_PUSH, 50, "work", 0 },
+	{ EVBUF_MARK, 55, "tick", 0 },
+	{ EVBUF_RANGE_POP, 60, NULL, 0 },
+};
+static const struct fake gen3[] = {
+	{ EVBUF_RANGE_PUSH, 65, "train", EVBUF_A_EARLY },
+	{ EVBUF_RANGE_PUSH, 70, "work", 0 },
+	{ EVBUF_RANGE_POP, 80, NULL, 0 },
+	{ EVBUF_RANGE_POP, 90, NULL, 0 },               /* train ends */
+};
+
+static int fake_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+		      struct evbuf_stats *stats)
+{
+	const struct fake *f = gen == 1 ? gen1 : gen == 2 ? gen2 : gen3;
+	size_t n = 4, i;
+	char buf[sizeof(struct evbuf_rec) + 64];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < n; i++) {
+		size_t len = f[i].name ? strlen(f[i].name) : 0;
+
+		memset(buf, 0, sizeof buf);
+		r->kind = f[i].kind;
+		r->len = (uint32_t)len;
+		r->size = (uint16_t)((sizeof *r + len + 7) & ~7u);
+		r->ts = f[i].ts;
+		r->a = evbuf_nvtx_a(0, 0, f[i].flags);
+		if (len)
+			memcpy(buf + sizeof *r, f[i].name, len);
+		fn(ctx, 7, "main", r);
+		stats->records++;
+	}
+	return 0;
+}
+
+/* Events named `name` (complete ones), and the first of them in *first. */
+static int count_named(const struct trace *t, const char *name,
+		       const struct trace_event **first)
+{
+	size_t i;
+	int n = 0;
+
+	for (i = 0; i < t->nev; i++)
+		if (strcmp(trace_str(t, t->ev[i].name), name) == 0) {
+			if (!n && first)
+				*first = &t->ev[i];
+			n++;
+		}
+	return n;
+}
+
+static void assemble(struct trace *t, bool clip, int64_t start)
+{
+	static const uint64_t gens[] = { 1, 2, 3 };
+	struct assemble_source src = { fake_drain, 0, NULL, NULL, gens, 3, clip };
+
+	CHECK(trace_init(t) == 0);
+	t->meta.pid = 1;
+	t->meta.start_ts = start;
+	t->meta.end_ts = 100;
+	CHECK_EQ_INT(assemble_window(t, &src, NULL, 0), 0);
+}
+
+static void test_carried_range_comes_out_once(void)
+{
+	struct trace t;
+	const struct trace_event *e = NULL;
+
+	assemble(&t, false, 10);
+	CHECK_EQ_INT(count_named(&t, "train", &e), 1);
+	CHECK(e && e->ts == 10 && e->dur == 80);
+	CHECK(e && !(e->flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END)));
+	CHECK_EQ_INT(count_named(&t, "work", NULL), 3);
+	CHECK_EQ_INT(count_named(&t, "tick", NULL), 2);
+	CHECK_EQ_INT(t.counters.unbalanced_pops, 0);
+	trace_free(&t);
+}
+
+static void test_clip_start_leaves_out_the_earlier_records(void)
+{
+	struct trace t;
+	const struct trace_event *e = NULL;
+
+	assemble(&t, true, 45);
+	CHECK_EQ_INT(count_named(&t, "train", &e), 1);
+	CHECK(e && e->ts == 45 && e->dur == 45);
+	CHECK(e && (e->flags & TRACE_F_CLIPPED_START));
+	/* work 20-30 and the mark at 25 are before the start */
+	CHECK_EQ_INT(count_named(&t, "work", NULL), 2);
+	CHECK_EQ_INT(count_named(&t, "tick", NULL), 1);
+	trace_free(&t);
+}
+
+int main(void)
+{
+	test_carried_range_comes_out_once();
+	test_clip_start_leaves_out_the_earlier_records();
+	return check_done();
+}

@@ -1,0 +1,192 @@
+/*
+ * test_recorder — the flight recorder's segment bookkeeping: rotation keeps
+ * at least `steps` complete steps in at most REC_SEGMENTS generations,
+ * given back oldest first; a dump takes the asked steps (the last one
+ * included) and skips generations that hold none of them.
+ */
+#include "check.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "schedule/recorder.h"
+
+/* Plays the caller of window.c: `nsteps` steps from step 0, rotating when
+ * told. Records what was given back in released[] (in order). */
+struct player {
+	struct recorder r;
+	uint64_t next_gen;
+	uint64_t released[256];
+	int nreleased;
+	uint64_t step;
+};
+
+static void open_seg(struct player *p)
+{
+	uint64_t rel;
+
+	if (rec_opened(&p->r, ++p->next_gen, p->step, (int64_t)p->step * 100, &rel) == 1)
+		if (p->nreleased < 256)
+			p->released[p->nreleased++] = rel;
+}
+
+/* Ends the current step (1 unit long per step, 100 ns). */
+static void end_step(struct player *p)
+{
+	struct rec_step s = { p->step, (int64_t)p->step * 100, 100, 7 };
+
+	p->step++;
+	if (rec_step(&p->r, &s)) {
+		rec_closed(&p->r);
+		open_seg(p);
+	}
+}
+
+static void test_config(void)
+{
+	struct rec_config c = { true, 20, 256u << 20, 10 };
+
+	CHECK(rec_config_check(&c) == NULL);
+	c.steps = 0;
+	CHECK(rec_config_check(&c) != NULL);
+	c.steps = REC_STEPS_MAX + 1;
+	CHECK(rec_config_check(&c) != NULL);
+	c.steps = 5;
+	c.bytes = 1000;
+	CHECK(rec_config_check(&c) != NULL);
+	c.enabled = false;
+	CHECK(rec_config_check(&c) == NULL);
+}
+
+static void test_rotation_keeps_steps(void)
+{
+	static const uint32_t steps_cases[] = { 1, 2, 3, 10, 11, 20 };
+	size_t k;
+
+	for (k = 0; k < sizeof steps_cases / sizeof *steps_cases; k++) {
+		struct rec_config c = { true, steps_cases[k], 64u << 20, 10 };
+		struct player p = { 0 };
+		uint64_t i;
+		int held_ok = 1, nseg_ok = 1;
+
+		CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+		CHECK_EQ_INT(p.r.pool_bytes, (64u << 20) / REC_POOLS);
+		open_seg(&p);
+		for (i = 0; i < 200; i++) {
+			end_step(&p);
+			/* Once `steps` steps ran, at least that many are held. */
+			if (p.step >= c.steps && rec_held_steps(&p.r) < c.steps)
+				held_ok = 0;
+			if (p.r.nseg > REC_SEGMENTS || !p.r.open)
+				nseg_ok = 0;
+		}
+		CHECK(held_ok);
+		CHECK(nseg_ok);
+		/* Released oldest first, each generation once, in order. */
+		CHECK(p.nreleased > 0);
+		for (i = 0; i < (uint64_t)p.nreleased; i++)
+			CHECK_EQ_INT(p.released[i], i + 1);
+		/* Never more than three segments of ceil(steps/2) complete
+		 * steps, so memory is bounded too. */
+		CHECK(rec_held_steps(&p.r) <= REC_SEGMENTS * ((c.steps + 1) / 2));
+		rec_free(&p.r);
+	}
+}
+
+static void test_dump_takes_last_steps(void)
+{
+	struct rec_config c = { true, 10, 64u << 20, 10 };
+	struct player p = { 0 };
+	struct rec_dump d;
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	open_seg(&p);
+	/* Steps 0..37 end: segments of 5 steps; step 37 just ended. */
+	for (i = 0; i <= 37; i++)
+		end_step(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take(&p.r, 3, &d), 0);
+	CHECK_EQ_INT(d.first, 35);
+	CHECK_EQ_INT(d.last, 37);
+	CHECK_EQ_INT(d.nsteps, 3);
+	CHECK_EQ_INT(d.steps[2].step, 37);
+	CHECK_EQ_INT(d.start_ts, 3500);
+	CHECK_EQ_INT(d.index, 0);
+	/* Segments: 25-29, 30-34 (all before 35: skipped), 35-37 (open). */
+	CHECK_EQ_INT(d.ngens, 3);
+	CHECK_EQ_INT(d.nskip, 2);
+	CHECK_EQ_INT(d.gens[2], p.next_gen);
+	free(d.steps);
+	/* Emptied: nothing more to dump until steps end again. */
+	CHECK_EQ_INT(rec_held_steps(&p.r), 0);
+	CHECK_EQ_INT(rec_take(&p.r, 3, &d), -1);
+
+	/* A new segment after the dump; a dump asking more than held. */
+	open_seg(&p);
+	end_step(&p);
+	end_step(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take(&p.r, 8, &d), 0);
+	CHECK_EQ_INT(d.first, 38);
+	CHECK_EQ_INT(d.last, 39);
+	CHECK_EQ_INT(d.ngens, 1);
+	CHECK_EQ_INT(d.nskip, 0);
+	CHECK_EQ_INT(d.index, 1);
+	free(d.steps);
+	rec_free(&p.r);
+}
+
+static void test_dump_right_after_rotation(void)
+{
+	struct rec_config c = { true, 4, 64u << 20, 10 };
+	struct player p = { 0 };
+	struct rec_dump d;
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	open_seg(&p);
+	/* Segments of 2 steps: steps 0..5 end; the segment 6.. just opened
+	 * holds no complete step; the one before holds 4-5. */
+	for (i = 0; i <= 5; i++)
+		end_step(&p);
+	CHECK_EQ_INT(p.r.seg[p.r.nseg - 1].nsteps, 0);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take(&p.r, 1, &d), 0);
+	CHECK_EQ_INT(d.first, 5);
+	CHECK_EQ_INT(d.last, 5);
+	/* Held: 2-3, 4-5, 6- (empty, but the current step's events). */
+	CHECK_EQ_INT(d.ngens, 3);
+	CHECK_EQ_INT(d.nskip, 1);
+	free(d.steps);
+	rec_free(&p.r);
+}
+
+static void test_take_all(void)
+{
+	struct rec_config c = { true, 2, 64u << 20, 10 };
+	struct player p = { 0 };
+	uint64_t gens[REC_SEGMENTS];
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	open_seg(&p);
+	for (i = 0; i < 10; i++)
+		end_step(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take_all(&p.r, gens), 3);
+	CHECK_EQ_INT(gens[0] + 2, gens[2]);
+	CHECK_EQ_INT(rec_held_steps(&p.r), 0);
+	CHECK_EQ_INT(p.r.nseg, 0);
+	rec_free(&p.r);
+}
+
+int main(void)
+{
+	test_config();
+	test_rotation_keeps_steps();
+	test_dump_takes_last_steps();
+	test_dump_right_after_rotation();
+	test_take_all();
+	return check_done();
+}
