@@ -450,12 +450,10 @@ void window_step(struct host *h)
 		report_hook(h, policy_on_step(h->policy, &info, &e), &e);
 }
 
-int window_capture_now(struct host *h, unsigned steps, const char *reason,
-		       struct err *e)
+/* Why a capture_now or dump request for `steps` steps cannot be taken in
+ * this process (-1, *e set), or 0. Any thread, no lock. */
+static int refuse_request(struct host *h, unsigned steps, struct err *e)
 {
-	struct window_state *w = &h->win;
-	int rc;
-
 	if (h->forked_child)
 		return err_set(e, "this is a child forked from process "
 			       "%d; profiling stays with the parent", (int)h->parent_pid);
@@ -463,6 +461,17 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		return err_set(e, "profhost is not running in this process");
 	if (steps == 0)
 		return err_set(e, "'steps' must be at least 1");
+	return 0;
+}
+
+int window_capture_now(struct host *h, unsigned steps, const char *reason,
+		       struct err *e)
+{
+	struct window_state *w = &h->win;
+	int rc;
+
+	if (refuse_request(h, steps, e) != 0)
+		return -1;
 	pthread_mutex_lock(&w->lock);
 	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
 	if (rc == 0)
@@ -521,13 +530,8 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 	int rc = 0;
 	bool replay;
 
-	if (h->forked_child)
-		return err_set(e, "this is a child forked from process "
-			       "%d; profiling stays with the parent", (int)h->parent_pid);
-	if (atomic_load_explicit(&h->disabled, memory_order_relaxed))
-		return err_set(e, "profhost is not running in this process");
-	if (steps == 0)
-		return err_set(e, "'steps' must be at least 1");
+	if (refuse_request(h, steps, e) != 0)
+		return -1;
 	pthread_mutex_lock(&w->lock);
 	if (w->finished)
 		rc = err_set(e, "the process is ending");
