@@ -482,6 +482,8 @@ static bool agg_value(const struct trace *t, const struct query_agg_opts *o,
 		      uint32_t key_id, const int64_t *self, size_t i,
 		      const struct trace_event *ev, double *v, int64_t *dur)
 {
+	*v = 0;
+	*dur = 0;
 	if (!query_match(t, &o->filter, ev, dur))
 		return false;
 	if (self)
