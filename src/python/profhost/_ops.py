@@ -414,8 +414,8 @@ def _set_profiler(on):
     window has ended, stops it and hands its events to the host."""
     global _prof, _prof_tid, _prof_base
     if on and _prof is None:
-        bridge = sys.modules.get("profhost._bridge")
-        if bridge is not None and _thread.get_ident() != bridge._train_thread():
+        steps = sys.modules.get("profhost._steps")
+        if steps is not None and _thread.get_ident() != steps.train_thread():
             return
         import time
         import torch
