@@ -79,11 +79,17 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.recorder = job->dump;
 }
 
-/* Gives a job's generations back (a recorder job). Host thread. */
-static void release_gens(struct host *h, const struct host_job *job)
+/* Gives a job's event pools back: a window's generation, or a recorder
+ * dump's generations (a dump has no generation of its own: gen 0 would
+ * name whatever slot 0 holds, a prepared pool included). Host thread. */
+static void release_job(struct host *h, const struct host_job *job)
 {
 	uint32_t i;
 
+	if (!job->dump) {
+		h->shim->evbuf_release(job->gen);
+		return;
+	}
 	for (i = 0; i < job->ngens; i++)
 		h->shim->evbuf_release(job->gens[i]);
 }
@@ -198,11 +204,9 @@ static void skip_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
 
-	if (job->dump) {
-		release_gens(h, job);
+	release_job(h, job);
+	if (job->dump)
 		return; /* the capture sources never saw it open */
-	}
-	h->shim->evbuf_release(job->gen);
 	if (trace_init(&t) != 0)
 		return;
 	fill_meta(h, job, &t);
@@ -234,8 +238,7 @@ static void process_job(struct host *h, struct host_job *job)
 	}
 	if (trace_init(&t) != 0) {
 		log_msg(LOG_ERROR, "out of memory: window %u is lost", job->window);
-		h->shim->evbuf_release(job->gen);
-		release_gens(h, job);
+		release_job(h, job);
 		return;
 	}
 	fill_meta(h, job, &t);
@@ -244,14 +247,11 @@ static void process_job(struct host *h, struct host_job *job)
 	if (assemble_window(&t, &src, job->steps, job->nsteps) != 0)
 		log_msg(LOG_WARN, "out of memory assembling window %u: the trace "
 			"is incomplete", job->window);
-	if (job->dump) {
-		release_gens(h, job);
-	} else {
-		h->shim->evbuf_release(job->gen);
-		/* The sources' collect follows their window_open/close; the
-		 * recorder's segments have none (NVTX only, docs/recorder.md). */
+	release_job(h, job);
+	/* The sources' collect follows their window_open/close; the recorder's
+	 * segments have none (NVTX only, docs/recorder.md). */
+	if (!job->dump)
 		capture_collect_all(h, job, &t);
-	}
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 
