@@ -17,25 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-static void (*p_step)(void);
-static void (*p_push)(const char *);
-static void (*p_pop)(void);
-static void (*p_mark)(const char *);
-
-static void nop(void) {}
-static void nop_s(const char *s) { (void)s; }
-
-static void bind(void)
-{
-	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
-	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
-	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
-	p_mark = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_mark");
-	if (!p_step) p_step = nop;
-	if (!p_push) p_push = nop_s;
-	if (!p_pop) p_pop = nop;
-	if (!p_mark) p_mark = nop_s;
-}
+#include "prof_dl.h"
 
 static void sleep_us(long us)
 {

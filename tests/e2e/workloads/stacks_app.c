@@ -37,26 +37,11 @@
 
 #define NOINLINE __attribute__((noinline, noipa))
 
-static void (*p_step)(void);
-static void (*p_push)(const char *);
-static void (*p_pop)(void);
+#include "prof_dl.h"
+
 static atomic_int stop;
 static volatile double sink;
 static atomic_long sigprof_itimer, sigprof_timer;
-
-static void nop(void) {}
-static void nop_s(const char *s) { (void)s; }
-
-static void bind(void)
-{
-	p_step = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
-	p_push = (void (*)(const char *))dlsym(RTLD_DEFAULT, "prof_range_push");
-	p_pop = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_range_pop");
-	if (!p_step) p_step = nop;
-	if (!p_push) p_push = nop_s;
-	if (!p_pop) p_pop = nop;
-}
-
 static atomic_long sleeper_eintr;
 
 static void sleep_ms(long ms)
