@@ -142,9 +142,10 @@ static bool signal_free(int signo)
 	return cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN;
 }
 
-/* Makes sure the sampler owns a signal; returns it, or 0 when none is
- * free. Any thread (sig_lock). */
-static int ensure_signal(void)
+/* Makes sure the sampler owns a signal, `want` (cpu_samples.signal) if
+ * free, else SIGPROF or a free real-time signal; returns it, or 0 when
+ * none is free. Any thread (sig_lock). */
+static int ensure_signal(int want)
 {
 	int cur, s = 0, lost = 0, r;
 	char name[32], prev[32];
@@ -160,12 +161,12 @@ static int ensure_signal(void)
 		unwind_disown(cur);
 		lost = cur;
 	}
-	if (smp.set.want_signo) {
-		if (smp.set.want_signo != lost && signal_free(smp.set.want_signo))
-			s = smp.set.want_signo;
+	if (want) {
+		if (want != lost && signal_free(want))
+			s = want;
 		else if (!smp.told_want) {
 			smp.told_want = true;
-			signal_name(smp.set.want_signo, name, sizeof name);
+			signal_name(want, name, sizeof name);
 			log_msg(LOG_WARN, "the application handles %s "
 				"(prof.capture{cpu_samples.signal}): CPU samples "
 				"use another signal", name);
@@ -180,7 +181,7 @@ static int ensure_signal(void)
 		s = 0;
 	atomic_store(&smp.signo, s);
 	unwind_set_block_signal(s);
-	if (s && s != SIGPROF && s != smp.set.want_signo && !smp.told_signal) {
+	if (s && s != SIGPROF && s != want && !smp.told_signal) {
 		smp.told_signal = true;
 		signal_name(s, name, sizeof name);
 		signal_name(lost ? lost : SIGPROF, prev, sizeof prev);
@@ -521,7 +522,7 @@ static void *sampler_main(void *arg)
 					wallclock_open(gen);
 			}
 			if (now >= next_scan) {
-				s = ensure_signal();
+				s = ensure_signal(smp.set.want_signo);
 				unwind_poll_loader();
 				if (s)
 					scan_threads(s, !wall);
@@ -677,8 +678,23 @@ static int sampler_init(const struct capture_host *h, struct err *e)
 	return 0;
 }
 
+/* True when the stepping thread `tid` (slot `sl`, or none yet) was warmed
+ * at the current loader epoch: by prepare, or by a sample's check. */
+static bool stepping_thread_warm(int32_t tid, const struct sampler_slot *sl)
+{
+	uint32_t ep = unwind_epoch();
+
+	if (sl)
+		return atomic_load(&sl->epoch) == ep;
+	return atomic_load(&smp.prewarm_tid) == tid &&
+	       atomic_load(&smp.prewarm_epoch) == ep;
+}
+
 /* Warms the stepping thread's unwinder here, outside any handler, so its
- * first sample needs no safe-point check. Window lock held. */
+ * first sample needs no safe-point check; once per loader epoch (a warm
+ * unwind of the whole stack costs tens of microseconds: prepare pays it
+ * in the step before the window, and the opening does not pay it again).
+ * Window lock held. */
 static void warm_stepping_thread(void)
 {
 	int32_t tid = (int32_t)syscall(SYS_gettid);
@@ -686,6 +702,8 @@ static void warm_stepping_thread(void)
 	uintptr_t at, ra;
 	uint32_t ep;
 
+	if (stepping_thread_warm(tid, sl))
+		return;
 	ep = unwind_warm_self(sl, &at, &ra);
 	if (sl)
 		return;
@@ -713,14 +731,17 @@ static bool ensure_setup(void)
 	return true;
 }
 
-/* capture_ops.prepare: a window is about to open. Sets up, starts the
- * sampler thread and warms the stepping thread's unwinder now, so none of
- * it lands in the window's first step. Stepping thread, window lock held. */
+/* capture_ops.prepare: a window is about to open. Sets up, takes the
+ * signal, starts the sampler thread and warms the stepping thread's
+ * unwinder now, so none of it lands in the window's first step. Stepping
+ * thread, window lock held. */
 static void sampler_prepare(void)
 {
 	struct smp_settings set = settings_of(smp.h->cfg);
 
 	if (!set.sampling || !ensure_setup())
+		return;
+	if (!ensure_signal(set.want_signo))
 		return;
 	if (!smp.thread_started && start_thread() != 0)
 		return;
@@ -747,7 +768,7 @@ static void sampler_window_open(uint64_t gen)
 	atomic_store(&smp.window_on, wants_stacks(&set));
 	if (!set.sampling)
 		return;
-	s = ensure_signal();
+	s = ensure_signal(set.want_signo);
 	if (!s)
 		return;
 	atomic_store(&smp.gen, gen);

@@ -141,6 +141,10 @@ void unwind_uninstall(int signo);
  * safe point before unw_backtrace). Sampler thread. */
 void unwind_poll_loader(void);
 
+/* The loader epoch now (1 at start, bumped by unwind_poll_loader). Any
+ * thread. */
+uint32_t unwind_epoch(void);
+
 /* Warms the calling thread's unwinder outside any handler and marks `slot`
  * (may be NULL) as safe to unwind at the current epoch; returns that
  * epoch, and in *entry_at, *entry_ra what the slot needs to notice the

@@ -693,6 +693,11 @@ static void walk_self(struct walk *w)
 		walk_cursor(&c, ips, 1, w);
 }
 
+uint32_t unwind_epoch(void)
+{
+	return atomic_load_explicit(&uw.epoch, memory_order_acquire);
+}
+
 uint32_t unwind_warm_self(struct sampler_slot *slot, uintptr_t *entry_at,
 			  uintptr_t *entry_ra)
 {

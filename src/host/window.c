@@ -427,6 +427,14 @@ void window_step(struct host *h)
 	update_arm(h, now);
 	tell_step(w);
 	w->step_start = now;
+	if (opened) {
+		/* The window and its first step start once profhost has opened
+		 * it (its sources armed, this thread's open ranges replayed):
+		 * the opening is profhost's cost, not the program's first step.
+		 * Its trace begins there (hostthread.c clips to start_ts). */
+		h->shim->nvtx_replay();
+		w->step_start = w->start_ts = lock_now(w);
+	}
 	w->step_tid = tid;
 	info.recording = w->sched.open;
 	hooks = h->cfg->has_on_step || (opened && h->cfg->has_on_window_start);
@@ -435,7 +443,7 @@ void window_step(struct host *h)
 	if (opened)
 		window_start_info(w, &wi, reason);
 	failed = take_failure(w, &fe);
-	replay = opened || w->rec_replay;
+	replay = !opened && w->rec_replay;
 	w->rec_replay = false;
 	pthread_mutex_unlock(&w->lock);
 
