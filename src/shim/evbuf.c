@@ -664,10 +664,15 @@ static void count_thread(struct evbuf_stats *stats, int32_t *seen,
 #define DRAIN_GIVE_BACK ((uint64_t)8 << 20)
 
 /* Hands back the pages of s->mem below `upto` (rounded down to a huge
- * page) once DRAIN_GIVE_BACK of them were read past *given. */
+ * page boundary, never below the pool's start: a pool need not begin on
+ * one) once DRAIN_GIVE_BACK of them were read past *given. */
 static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto)
 {
-	upto -= ((uintptr_t)s->mem + upto) % PF_PIECE;
+	uint64_t cut = ((uintptr_t)s->mem + upto) % PF_PIECE;
+
+	if (cut > upto)
+		return; /* the pool's first huge page is still being read */
+	upto -= cut;
 	if (upto < *given + DRAIN_GIVE_BACK)
 		return;
 	madvise(s->mem + *given, upto - *given, MADV_DONTNEED);
