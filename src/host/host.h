@@ -106,6 +106,8 @@ struct window_state {
 	struct recorder rec;           /* the flight recorder's segments */
 	bool rec_replay;               /* a segment opened: replay this
 					  thread's open ranges after the lock */
+	bool rec_merge_said;           /* a request merged into the last dump
+					  was said (debug) */
 };
 
 /* What the host thread is woken for (bits of host_thread.wake). */
@@ -169,9 +171,11 @@ void window_step(struct host *h);
 int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		       struct err *e);
 
-/* prof.dump: hands the recorder's last `steps` complete steps (the step
- * that just ended included) to the host thread as one job. Only copies
- * the recorder's index under the window lock. Any thread; not while
+/* prof.dump: hands the recorder's last `steps` (0: the recorder's own
+ * `steps`) complete steps (the step that just ended included) to the host
+ * thread as one job. Only copies the recorder's index under the window
+ * lock. A request made before another step completed after the last dump
+ * is merged into it (0, nothing more written). Any thread; not while
  * holding the window lock. Returns 0 or -1 with *e saying why nothing
  * will be written. */
 int window_dump(struct host *h, unsigned steps, const char *reason,

@@ -8,8 +8,8 @@ import os
 import re
 import unittest
 
-from harness import (PROF, TESTBIN, TempDirTest, load_trace, profhost_lines, run,
-                     step_spans, window_dirs)
+from harness import (PROF, PYTHON, TESTBIN, TempDirTest, base_env, load_trace,
+                     profhost_lines, run, step_spans, window_dirs)
 
 APP = os.path.join(TESTBIN, "recorder_app")
 
@@ -157,6 +157,123 @@ end)
         trace = load_trace(recorder_dirs(out)[0])
         self.assertEqual([n for n, _ in step_spans(trace)], [a, a + 1, b])
         self.assertNotIn("assert", r.stderr)
+
+
+class Api(TempDirTest):
+    """prof_dump() in C and profhost.dump() in Python, and merging."""
+
+    def prof_run(self, policy_text, args, env=None, cwd=None):
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--"] + args, env=env,
+                cwd=cwd)
+        return r, out
+
+    def test_prof_dump_from_c_writes_the_slow_step(self):
+        r, out = self.prof_run("prof.recorder{ steps = 10 }\n",
+                               [APP, "--steps", "60", "--slow-at", "37",
+                                "--slow-ms", "150", "--dump", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dump 0\n", r.stdout)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"],
+                         r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], "slow step")
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], [35, 36, 37])
+        self.assertGreaterEqual(dict(steps)[37]["dur"], 150000)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("recorder dump 0, steps 35-37 (slow step)", f.read())
+
+    def test_repeated_requests_merge_into_one_dump(self):
+        # Three requests right after the slow step (nothing completed in
+        # between): all taken, one folder, the merge said once (debug).
+        r, out = self.prof_run("prof.recorder{ steps = 10 }\n",
+                               [APP, "--steps", "50", "--slow-at", "30",
+                                "--slow-ms", "50", "--dump", "3", "--dump-times", "3"],
+                               env=base_env({"PROF_LOG": "debug"}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("dump 0\n"), 3, r.stdout)
+        self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
+                         ["recorder0_steps28-30"], r.stderr)
+        self.assertEqual(r.stderr.count("merged into recorder dump 0"), 1, r.stderr)
+
+    def test_policy_requests_merge_and_later_steps_dump_again(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 10 }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 20 then
+    assert(prof.dump{ steps = 3, reason = "first" })
+    -- the same steps again, and fewer of them: merged, still true
+    assert(prof.dump{ steps = 3, reason = "again" })
+    assert(prof.dump{ steps = 1, reason = "fewer" })
+  elseif s.step == 21 then
+    -- step 21 completed since: a dump of its own
+    assert(prof.dump{ steps = 3, reason = "next" })
+  end
+end)
+""", [APP, "--steps", "30", "--sleep-us", "300"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("assert", r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["recorder0_steps18-20", "recorder1_steps21-21"], r.stderr)
+        self.assertEqual(load_trace(dirs[0])["profhost"]["reason"], "first")
+        self.assertEqual(load_trace(dirs[1])["profhost"]["reason"], "next")
+
+    def test_prof_dump_refusal_is_said_once(self):
+        r, out = self.prof_run("prof.schedule{ wait = 100, active = 1 }\n",
+                               [APP, "--steps", "40", "--slow-at", "10", "--slow-ms", "1",
+                                "--dump", "2", "--dump-times", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("dump -1\n"), 3, r.stdout)
+        said = [l for l in profhost_lines(r.stderr) if "prof_dump" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("prof_dump: the recorder is off: turn it on with "
+                      "prof.recorder{ steps = 20 }", said[0])
+        self.assertEqual(recorder_dirs(out), [])
+
+    def test_profhost_dump_from_python(self):
+        script = self.write("loop.py", """
+import time
+import profhost
+for i in range(40):
+    time.sleep(0.002 if i != 25 else 0.15)
+    profhost.step()
+    if i == 25:
+        print("dump", profhost.dump(steps=3, reason="py slow"))
+        print("again", profhost.dump())
+    if i == 30:
+        try:
+            profhost.dump(steps=0)
+        except ValueError as e:
+            print("bad", e)
+print("done")
+""")
+        r, out = self.prof_run("prof.recorder{ steps = 8 }\n", [PYTHON, script],
+                               cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dump True\n", r.stdout)
+        self.assertIn("again True\n", r.stdout)  # merged
+        self.assertIn("bad dump: steps must be None or in [1, 2**32), got 0", r.stdout)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps23-25"],
+                         r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], "py slow")
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], [23, 24, 25])
+        self.assertGreaterEqual(dict(steps)[25]["dur"], 150000)
+
+    def test_profhost_dump_without_host_is_false(self):
+        script = self.write("plain.py", "import profhost\nprint(profhost.dump(2))\n")
+        env = base_env({"PYTHONPATH": os.path.join(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))), "src", "python")})
+        r = run([PYTHON, script], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "False\n")
 
 
 class Memory(TempDirTest):
