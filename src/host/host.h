@@ -150,6 +150,9 @@ struct host {
 	bool forked_child;             /* this is a child forked from parent_pid:
 					  no profiling, its own REPL */
 	pid_t parent_pid;
+	_Atomic int exit_signal;       /* the signal the process dies of (set
+					  by exitpath.c before it wakes the
+					  host thread); 0: none */
 	struct window_state win;
 	struct host_thread ht;
 };
@@ -183,8 +186,15 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 
 /* The process is ending: close a recording window and queue it. With
  * `from_signal`, the window lock is only tried for a while (the interrupted
- * thread may hold it). Any thread; once. */
+ * thread may hold it), and when no window records, a signal that
+ * window_exit_dump() accepts (h->exit_signal) queues the recorder's steps
+ * as a dump. Any thread; once. */
 void window_finish(struct host *h, bool from_signal);
+
+/* Whether dying of `sig` would write a recorder dump (the recorder holds
+ * steps, no window records, prof.recorder{dump_on_crash / dump_on_signal}
+ * says so). Racy read, async-signal-safe: for the exit path. */
+bool window_exit_dump(struct host *h, int sig);
 
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);

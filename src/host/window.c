@@ -8,6 +8,7 @@
  * held only for the state machine and a few stores; policy hooks run after
  * it is released, on copies taken under it.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -639,6 +640,33 @@ bool window_ahead(struct host *h)
 	return more;
 }
 
+/* The reason of an automatic dump when dying of `sig` ("crash: SIGSEGV",
+ * "signal: SIGTERM"), or NULL when that signal writes none under the
+ * policy's prof.recorder{dump_on_crash, dump_on_signal}. Any thread. */
+static const char *exit_dump_reason(const struct host *h, int sig)
+{
+	const struct policy_config *c = h->cfg;
+
+	switch (sig) {
+	case SIGSEGV: return c->recorder.dump_on_crash ? "crash: SIGSEGV" : NULL;
+	case SIGBUS: return c->recorder.dump_on_crash ? "crash: SIGBUS" : NULL;
+	case SIGFPE: return c->recorder.dump_on_crash ? "crash: SIGFPE" : NULL;
+	case SIGILL: return c->recorder.dump_on_crash ? "crash: SIGILL" : NULL;
+	case SIGABRT: return c->recorder.dump_on_crash ? "crash: SIGABRT" : NULL;
+	case SIGTERM: return c->recorder.dump_on_signal ? "signal: SIGTERM" : NULL;
+	case SIGINT: return c->recorder.dump_on_signal ? "signal: SIGINT" : NULL;
+	default: return NULL;
+	}
+}
+
+bool window_exit_dump(struct host *h, int sig)
+{
+	const struct window_state *w = &h->win;
+
+	return w->rec.cfg.enabled && !w->finished && !w->sched.open &&
+	       rec_held_steps(&w->rec) > 0 && exit_dump_reason(h, sig) != NULL;
+}
+
 /* Takes the window lock; from a signal's exit path, gives up after ~1 s
  * (the interrupted thread may be the holder). Returns true when held. */
 static bool lock_for_finish(struct window_state *w, bool from_signal)
@@ -658,18 +686,25 @@ void window_finish(struct host *h, bool from_signal)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
-	struct host_job *job = NULL;
+	struct host_job *job = NULL, *dump = NULL;
 	bool locked = lock_for_finish(w, from_signal);
 	int64_t now = lock_now(w);
+	const char *reason = from_signal ?
+		exit_dump_reason(h, atomic_load(&h->exit_signal)) : NULL;
+	struct err e;
 
 	if (w->finished) {
 		if (locked)
 			pthread_mutex_unlock(&w->lock);
 		return;
 	}
+	/* Dying of a signal with no window recording: the recorder's steps
+	 * are written as a dump (docs/recorder.md, automatic dumps). */
+	if (reason && dump_check(h, &e) == 0 &&
+	    dump_take(h, 0, reason, now, &dump, &e) != 0)
+		log_msg(LOG_WARN, "no recorder dump at exit (%s): %s", reason, e.msg);
 	w->finished = true;
-	rec_close_segment(h); /* nothing more is recorded; dumps at exit are
-				 not built yet */
+	rec_close_segment(h); /* nothing more is recorded */
 	if (w->sched.open) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);
@@ -682,6 +717,12 @@ void window_finish(struct host *h, bool from_signal)
 			"%llu-%llu (the last one partial)", job->window,
 			(unsigned long long)job->first, (unsigned long long)job->last);
 		hostthread_submit(h, job);
+	}
+	if (dump) {
+		log_msg(LOG_DEBUG, "process ending (%s): recorder dump %u of steps "
+			"%llu-%llu", dump->reason, dump->window,
+			(unsigned long long)dump->first, (unsigned long long)dump->last);
+		hostthread_submit(h, dump);
 	}
 }
 

@@ -6,10 +6,12 @@ keys give one line."""
 import glob
 import os
 import re
+import resource
+import signal
 import unittest
 
-from harness import (PROF, PYTHON, TESTBIN, TempDirTest, base_env, load_trace,
-                     profhost_lines, run, step_spans, window_dirs)
+from harness import (LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
+                     load_trace, profhost_lines, run, step_spans, window_dirs)
 
 APP = os.path.join(TESTBIN, "recorder_app")
 
@@ -276,6 +278,172 @@ print("done")
         self.assertEqual(r.stdout, "False\n")
 
 
+def no_core():
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class AutomaticDumps(TempDirTest):
+    """Dying of a fatal signal, SIGTERM/SIGINT or an uncaught Python
+    exception writes the recorder's last steps; the exit status or signal
+    stays the program's; each can be turned off."""
+
+    POLICY = "prof.recorder{ steps = 5%s }\nprof.export{ report = false }\n"
+
+    def crash(self, how, keys="", direct=True):
+        """recorder_app dying of `how` in step 21 (step 20 the last whole
+        one). Returns (CompletedProcess, out dir)."""
+        policy = self.write("policy.lua", self.POLICY % keys)
+        out = os.path.join(self.tmp, "out-" + how + keys.replace(" ", ""))
+        args = [APP, "--steps", "100", "--sleep-us", "300", "--crash-at", "20",
+                "--crash", how]
+        if direct:
+            env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": out,
+                            "LD_PRELOAD": LIB})
+            r = subprocess_run(args, env)
+        else:
+            r = subprocess_run([PROF, "run", "-s", policy, "-o", out, "--"] + args,
+                               base_env())
+        return r, out
+
+    def assert_dump(self, r, out, reason, steps=(16, 17, 18, 19, 20)):
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["recorder0_steps%d-%d" % (steps[0], steps[-1])], r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], reason)
+        self.assertTrue(trace["profhost"]["recorder"])
+        self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("recorder dump 0, steps %d-%d (%s)" % (steps[0], steps[-1], reason),
+                          f.read())
+        self.assertEqual(window_dirs(out), [])
+
+    def test_fatal_signals_dump_and_die_the_same(self):
+        # AddressSanitizer owns SIGSEGV, SIGBUS and SIGFPE in a sanitizer build.
+        kinds = [("abort", signal.SIGABRT), ("ill", signal.SIGILL)]
+        if not SANITIZE:
+            kinds += [("segv", signal.SIGSEGV), ("fpe", signal.SIGFPE), ("bus", signal.SIGBUS)]
+        for how, sig in kinds:
+            with self.subTest(how):
+                r, out = self.crash(how)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assertNotIn("done", r.stdout)
+                self.assert_dump(r, out, "crash: " + sig.name)
+
+    def test_sigterm_and_sigint_dump_and_die_the_same(self):
+        for how, sig in (("term", signal.SIGTERM), ("int", signal.SIGINT)):
+            with self.subTest(how):
+                r, out = self.crash(how)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assert_dump(r, out, "signal: " + sig.name)
+
+    def test_sigterm_through_the_launcher(self):
+        r, out = self.crash("term", direct=False)
+        self.assertEqual(r.returncode, 128 + signal.SIGTERM, r.stderr)
+        self.assert_dump(r, out, "signal: SIGTERM")
+
+    def test_keys_off_write_nothing(self):
+        for how, sig, key in (("abort", signal.SIGABRT, "dump_on_crash"),
+                              ("term", signal.SIGTERM, "dump_on_signal")):
+            with self.subTest(key):
+                r, out = self.crash(how, ", %s = false" % key)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assertEqual(recorder_dirs(out), [], r.stderr)
+        # The other key stays on.
+        r, out = self.crash("abort", ", dump_on_signal = false")
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stderr)
+        self.assert_dump(r, out, "crash: SIGABRT")
+
+    def test_window_recording_writes_the_window_not_a_dump(self):
+        policy = self.write("policy.lua", "prof.recorder{ steps = 5 }\n"
+                            "prof.schedule{ wait = 18, active = 10, cycles = 1 }\n"
+                            "prof.export{ report = false }\n")
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB})
+        r = subprocess_run([APP, "--steps", "100", "--sleep-us", "300", "--crash-at", "20",
+                            "--crash", "abort"], env)
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)],
+                         ["window0_steps18-21"], r.stderr)
+        self.assertEqual(recorder_dirs(out), [])
+
+    PY_SCRIPT = """
+import sys, time
+import profhost
+%s
+for i in range(40):
+    time.sleep(0.002)
+    profhost.step()
+    if i == 20:
+        print("hook is", getattr(sys.excepthook, "__name__", "?"), flush=True)
+        1 / 0
+"""
+
+    def py_run(self, keys="", prelude="", env=None):
+        policy = self.write("policy.lua", self.POLICY % keys)
+        script = self.write("loop.py", self.PY_SCRIPT % prelude)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script],
+                env=env, cwd=self.tmp)
+        return r, out
+
+    def test_uncaught_python_exception_dumps(self):
+        r, out = self.py_run()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # Python's own hook still ran after ours: the traceback is there.
+        self.assertIn("Traceback (most recent call last)", r.stderr)
+        self.assertIn("ZeroDivisionError: division by zero", r.stderr)
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_programs_hook_set_later_keeps_its_identity_and_still_dumps(self):
+        r, out = self.py_run(prelude="""
+def my_hook(t, v, tb):
+    sys.stderr.write("my hook: %s\\n" % t.__name__)
+time.sleep(0.2)  # the bridge has started: ours is replaced
+sys.excepthook = my_hook
+""")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("hook is my_hook", r.stdout)
+        self.assertIn("my hook: ZeroDivisionError", r.stderr)
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_programs_hook_set_earlier_runs_after_ours(self):
+        # A hook the program had when the bridge started (the bridge starts
+        # early, before site-packages' own code runs, so it is made so here
+        # by installing again): ours asks for the dump, then the program's
+        # runs.
+        r, out = self.py_run(prelude="""
+def early_hook(t, v, tb):
+    sys.stderr.write("early hook: %s\\n" % t.__name__)
+time.sleep(0.2)  # the bridge has started
+sys.excepthook = early_hook
+from profhost import _excepthook
+_excepthook.install()
+""", env=base_env({"PROF_LOG": "debug"}))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("hook is hook", r.stdout)  # ours, chained in front
+        asked = r.stderr.find("uncaught ZeroDivisionError: recorder dump asked")
+        early = r.stderr.find("early hook: ZeroDivisionError")
+        self.assertGreaterEqual(asked, 0, r.stderr)
+        self.assertGreater(early, asked, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)  # the program's hook replaced Python's
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_exception_key_off_writes_nothing(self):
+        r, out = self.py_run(keys=", dump_on_exception = false")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("ZeroDivisionError", r.stderr)
+        self.assertEqual(recorder_dirs(out), [], r.stderr)
+
+
+def subprocess_run(args, env):
+    """run() without core files (the crashes are on purpose)."""
+    import subprocess
+
+    return subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120, preexec_fn=no_core)
+
+
 class Memory(TempDirTest):
     def test_pool_does_not_grow(self):
         # 4 MiB of recorder memory; ~3000 steps of 200 ranges (~19 KB of
@@ -338,7 +506,10 @@ class BadKeys(TempDirTest):
                 ("prof.recorder{ mb = -3 }\n",
                  r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
                 ("prof.recorder{ stepz = 3 }\n",
-                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: max_dumps, mb, steps\)"),
+                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: dump_on_crash, "
+                 r"dump_on_exception, dump_on_signal, max_dumps, mb, steps\)"),
+                ("prof.recorder{ dump_on_crash = 1 }\n",
+                 r"policy\.lua:1: prof\.recorder: 'dump_on_crash' must be"),
                 ("prof.on_step(function(s) prof.dump{ steps = 'x' } end)\n",
                  r"policy\.lua:1: prof\.dump: 'steps'")):
             with self.subTest(text):

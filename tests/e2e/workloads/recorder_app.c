@@ -53,7 +53,7 @@ static long rss_kb(void)
 /* Dies of the signal named `how`, the way a real program would. */
 static void crash(const char *how)
 {
-	static volatile int zero;
+	static volatile int zero, seven = 7;
 	static const struct { const char *name; int sig; } kills[] = {
 		{ "bus", SIGBUS }, { "term", SIGTERM }, { "int", SIGINT },
 	};
@@ -63,7 +63,7 @@ static void crash(const char *how)
 	if (!strcmp(how, "segv"))
 		*(volatile int *)(long)zero = 1;
 	else if (!strcmp(how, "fpe"))
-		zero = 1 / zero;
+		zero = seven / zero; /* not 1 / x: GCC turns that into a compare */
 	else if (!strcmp(how, "ill"))
 		__builtin_trap();
 	else if (!strcmp(how, "abort"))
