@@ -75,6 +75,11 @@ struct host_outputs {
 	uint64_t windows;              /* windows processed */
 	uint64_t dropped;              /* events dropped in them */
 	uint64_t last_ticket;          /* highest capture_now ticket processed */
+	/* The flight recorder's dumps written (kept apart: they have no
+	 * capture_now ticket). */
+	uint64_t dumps;
+	char *dump_dirs[HOST_OUTPUTS_KEPT]; /* ring of the latest; malloc'd */
+	size_t ndump, dump_pos;
 };
 
 /* The step-side state: the schedule (which owns the window now recording:
@@ -252,6 +257,10 @@ extern const struct policy_live_ops live_ops;
  * export wrote, NULL or with an empty dir when nothing was). Host thread. */
 void live_note_window(struct host *h, const struct host_job *job,
 		      const struct export_result *res, uint64_t dropped);
+
+/* Records a written recorder dump's directory for prof.status(). Host
+ * thread. */
+void live_note_dump(struct host *h, const char *dir);
 
 /* Frees the kept outputs. At exit, after the host thread stopped. */
 void live_fini(struct host *h);

@@ -300,6 +300,8 @@ static void process_job(struct host *h, struct host_job *job)
 	}
 	if (!job->dump) /* prof.status's windows and capture_now tickets */
 		live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
+	else if (rc == 0 && res.dir[0])
+		live_note_dump(h, res.dir);
 	if (job->dump)
 		log_dump_drops(h, job->window, &t.counters);
 	else

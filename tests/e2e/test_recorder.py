@@ -225,6 +225,40 @@ end)
         self.assertEqual(load_trace(dirs[0])["profhost"]["reason"], "first")
         self.assertEqual(load_trace(dirs[1])["profhost"]["reason"], "next")
 
+    def test_status_lists_dumps_and_reports_name_them(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 4 }
+local told = false
+prof.on_step(function(s)
+  if s.step == 10 then assert(prof.dump{ steps = 2, reason = "first" }) end
+  -- once the first is written, prof.status() lists it: said through the
+  -- second dump's reason (a hook is skipped while a report runs: retried)
+  if s.step > 12 and not told then
+    local st = prof.status()
+    if st.dumps_written == 1 then
+      told = prof.dump{ steps = 1, reason = string.format("status %d %s %d",
+        st.dumps_written, st.dumps[1]:match("[^/]+$"), st.windows_written) }
+    end
+  end
+end)
+""", [APP, "--steps", "80", "--sleep-us", "2000", "--slow-at", "10", "--slow-ms", "150"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 2, r.stderr)
+        self.assertEqual(load_trace(dirs[1])["profhost"]["reason"],
+                         "status 1 recorder0_steps9-10 0")
+        # The built-in reports name the dump, not a window.
+        self.assertIn("findings (recorder dump 0, rank 0):", r.stderr)
+        self.assertNotIn("findings (window", r.stderr)
+        with open(os.path.join(dirs[0], "report.txt")) as f:
+            report = f.read()
+        self.assertTrue(report.startswith("profhost report: recorder dump 0, steps 9-10 (first)"),
+                        report[:200])
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("\nDump: ", f.read())
+        # prof run's last line counts the dumps apart.
+        self.assertIn("profhost: wrote 2 recorder dumps under ", r.stderr)
+
     def test_prof_dump_refusal_is_said_once(self):
         r, out = self.prof_run("prof.schedule{ wait = 100, active = 1 }\n",
                                [APP, "--steps", "40", "--slow-at", "10", "--slow-ms", "1",
@@ -496,6 +530,12 @@ end)
         self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
         with open(os.path.join(dirs[0], "summary.txt")) as f:
             self.assertIn("raise prof.recorder{mb=...}", f.read())
+        # The report's finding names the recorder's setting, not buffer_mb.
+        with open(os.path.join(dirs[0], "report.txt")) as f:
+            report = f.read()
+        self.assertIn("the numbers above undercount; raise prof.recorder{ mb = ... } or "
+                      "lower its steps", report)
+        self.assertNotIn("buffer_mb", report)
 
 
 class BadKeys(TempDirTest):
