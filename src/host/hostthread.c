@@ -306,13 +306,9 @@ static void process_job(struct host *h, struct host_job *job)
 		log_dump_drops(h, job->window, &t.counters);
 	else
 		log_drops(h, job->window, &t.counters);
-	if (job->dump) {
-		/* Window hooks are for windows (docs/recorder.md). */
-		export_result_free(&res);
-		trace_free(&t);
-		return;
-	}
 
+	/* A dump runs the same hooks, with w.recorder / trace.recorder set. */
+	wi.recorder = job->dump;
 	wi.window = job->window;
 	wi.first_step = job->first;
 	wi.last_step = job->last;

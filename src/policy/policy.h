@@ -243,6 +243,8 @@ struct policy_window_info {
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
 	uint64_t events, dropped;
+	bool recorder;                   /* a flight recorder dump (`window`
+					    is its number) */
 };
 
 /* Runs prof.on_window_start / on_window_end hooks. Any thread; never waits. */

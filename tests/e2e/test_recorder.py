@@ -259,6 +259,33 @@ end)
         # prof run's last line counts the dumps apart.
         self.assertIn("profhost: wrote 2 recorder dumps under ", r.stderr)
 
+    def test_window_hooks_run_for_dumps_and_tell_them_apart(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 4 }
+prof.schedule{ wait = 3, active = 2, cycles = 1 }
+prof.export{ report = false }
+local ended
+prof.on_window_end(function(w)
+  ended = string.format("%s %d %s", tostring(w.recorder), w.window, w.dir:match("[^/]+$"))
+end)
+prof.on_trace_ready(function(t)
+  t:write("hooks.txt", ended .. "\\n" .. string.format("%s %d %s", tostring(t.recorder),
+    t.window, t.reason))
+end)
+local done = false
+prof.on_step(function(s)
+  if s.step >= 20 and not done then done = prof.dump{ steps = 2, reason = "d" } end
+end)
+""", [APP, "--steps", "40", "--sleep-us", "1000"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wins, dumps = window_dirs(out), recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in wins], ["window0_steps3-4"], r.stderr)
+        self.assertEqual(len(dumps), 1, r.stderr)
+        with open(os.path.join(wins[0], "hooks.txt")) as f:
+            self.assertEqual(f.read(), "false 0 window0_steps3-4\nfalse 0 schedule")
+        with open(os.path.join(dumps[0], "hooks.txt")) as f:
+            self.assertEqual(f.read(), "true 0 %s\ntrue 0 d" % os.path.basename(dumps[0]))
+
     def test_prof_dump_refusal_is_said_once(self):
         r, out = self.prof_run("prof.schedule{ wait = 100, active = 1 }\n",
                                [APP, "--steps", "40", "--slow-at", "10", "--slow-ms", "1",
