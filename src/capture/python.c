@@ -349,6 +349,8 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 		pystacks_add(tid, pyb_host_time(ts), frames, len);
 }
 
+/* pybridge_api.dump: the bridge's uncaught-exception hook asks for the
+ * recorder's dump. Python's main thread, GIL released. */
 static int pyb_dump(const char *reason)
 {
 	return pyb.h->dump(pyb.h->ctx, reason);
