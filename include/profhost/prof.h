@@ -72,6 +72,21 @@ void prof_mark(const char *name);
  */
 int prof_capture_now(unsigned steps, const char *reason);
 
+/*
+ * Asks the flight recorder (prof.recorder{} in the policy) to write its last
+ * `steps` complete steps, the step that just ended included, as a folder
+ * recorder<K>_steps<a>-<b> (as prof.dump in a policy; docs/recorder.md).
+ * `steps` 0 means the recorder's own `steps`. `reason` (may be NULL) is
+ * copied into the summary and the trace metadata. The host's thread writes
+ * the files; this call only copies the recorder's step index.
+ * Returns 0 when the dump was taken (or merged into an earlier dump that
+ * holds these steps), -1 when it was refused: the host is disabled or not
+ * running, the recorder is off, a window is recording these steps, the
+ * run's max_dumps were written, or no step completed yet. A refusal is said
+ * once on stderr (a repeat of the same reason is not).
+ */
+int prof_dump(unsigned steps, const char *reason);
+
 #ifdef __cplusplus
 }
 #endif

@@ -224,6 +224,9 @@ M.sections = {
 			steps = integer(1, 10000, 20),
 			mb = integer(1, 65536, 256),
 			max_dumps = integer(0, U32, 10),
+			dump_on_crash = boolean(true),
+			dump_on_signal = boolean(true),
+			dump_on_exception = boolean(true),
 		},
 	},
 	limits = {
@@ -588,6 +591,9 @@ function M.resolve(raw)
 			steps = get("recorder", rec, "steps"),
 			mb = get("recorder", rec, "mb"),
 			max_dumps = get("recorder", rec, "max_dumps"),
+			dump_on_crash = get("recorder", rec, "dump_on_crash"),
+			dump_on_signal = get("recorder", rec, "dump_on_signal"),
+			dump_on_exception = get("recorder", rec, "dump_on_exception"),
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),

@@ -36,7 +36,7 @@
 #include "torchnvtx.h"
 #include "torchops.h"
 
-#define PYB_API_VERSION 4
+#define PYB_API_VERSION 5
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -102,6 +102,10 @@ struct pybridge_api {
 	void (*ops_begin)(void);
 	void (*op_late)(const struct torchops_op *op, int32_t tid);
 	void (*ops_end)(void);
+	/* (version 5) An uncaught exception in the main thread: the flight
+	 * recorder's dump with `reason` (0 taken, -1 refused; see
+	 * capture_host.dump). Sent only with dump_on_exception=1. */
+	int (*dump)(const char *reason);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -345,6 +349,13 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 		pystacks_add(tid, pyb_host_time(ts), frames, len);
 }
 
+/* pybridge_api.dump: the bridge's uncaught-exception hook asks for the
+ * recorder's dump. Python's main thread, GIL released. */
+static int pyb_dump(const char *reason)
+{
+	return pyb.h->dump(pyb.h->ctx, reason);
+}
+
 static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.version = PYB_API_VERSION,
 	.size = sizeof(struct pybridge_api),
@@ -360,6 +371,7 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.ops_begin = torchops_late_begin,
 	.op_late = pyb_op_late,
 	.ops_end = torchops_late_end,
+	.dump = pyb_dump,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -596,10 +608,12 @@ static void pyb_make_config(const struct policy_config *c)
 	pyb.auto_steps = strcmp(steps, "off") != 0;
 	snprintf(pyb.config, sizeof pyb.config,
 		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
-		 "with_flops=%d\nshare=%s\n",
+		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
-		 c->capture.with_flops ? 1 : 0, pyb.share_dir);
+		 c->capture.with_flops ? 1 : 0,
+		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
+		 pyb.share_dir);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never

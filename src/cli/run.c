@@ -457,12 +457,23 @@ static size_t run_common_dir(const char *a, size_t la, const char *b, size_t lb)
 	return k > 0 ? k : 1;
 }
 
-/* Prints "wrote N window(s) under <run dir>" and the window dirs (stderr).
+/* Whether a written directory is a flight recorder dump
+ * (.../recorder<K>_steps<a>-<b>). */
+static bool run_is_dump(const char *dir)
+{
+	const char *base = strrchr(dir, '/');
+
+	base = base ? base + 1 : dir;
+	return strncmp(base, "recorder", 8) == 0 && base[8] >= '0' && base[8] <= '9';
+}
+
+/* Prints "wrote N window(s) under <run dir>" (with recorder dumps: "wrote
+ * 2 windows and 1 recorder dump under ...") and the window dirs (stderr).
  * The run dir is the directory named after the run id when all windows lie
  * in the same one, else the deepest directory holding all of them. */
 static void run_print_windows(char **win, size_t n, const char *run_id)
 {
-	size_t len = run_dir_by_id(win[0], run_id), i;
+	size_t len = run_dir_by_id(win[0], run_id), i, dumps = 0;
 
 	for (i = 1; i < n && len > 0; i++) {
 		if (run_dir_by_id(win[i], run_id) != len || strncmp(win[i], win[0], len) != 0)
@@ -473,7 +484,17 @@ static void run_print_windows(char **win, size_t n, const char *run_id)
 		for (i = 1; i < n; i++)
 			len = run_common_dir(win[0], len, win[i], run_parent_len(win[i]));
 	}
-	fprintf(stderr, "profhost: wrote %zu window(s) under %.*s\n", n, (int)len, win[0]);
+	for (i = 0; i < n; i++)
+		dumps += run_is_dump(win[i]);
+	if (dumps == 0)
+		fprintf(stderr, "profhost: wrote %zu window(s) under %.*s\n", n, (int)len, win[0]);
+	else if (dumps == n)
+		fprintf(stderr, "profhost: wrote %zu recorder dump%s under %.*s\n", n,
+			n == 1 ? "" : "s", (int)len, win[0]);
+	else
+		fprintf(stderr, "profhost: wrote %zu window%s and %zu recorder dump%s under "
+			"%.*s\n", n - dumps, n - dumps == 1 ? "" : "s", dumps,
+			dumps == 1 ? "" : "s", (int)len, win[0]);
 	for (i = 0; i < n && i < RUN_WINDOWS_SHOWN; i++)
 		fprintf(stderr, "  %s\n", win[i]);
 	if (n > RUN_WINDOWS_SHOWN)

@@ -121,7 +121,7 @@ static void put_header(struct textbuf *tb, const struct trace *t)
 		textbuf_puts(tb, ", run ");
 		put_name(tb, m->run);
 	}
-	textbuf_printf(tb, "\nWindow: %s, %llu events written\n\n",
+	textbuf_printf(tb, "\n%s: %s, %llu events written\n\n", m->recorder ? "Dump" : "Window",
 		       key_averages_format_time(m->end_ts - m->start_ts, buf),
 		       (unsigned long long)t->counters.events);
 }

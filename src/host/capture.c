@@ -80,6 +80,19 @@ static bool host_own_thread(void *ctx, int32_t tid)
 	return tid == atomic_load(&h->ht.tid);
 }
 
+/* An automatic dump (capture_host.dump): a refusal is said at debug level
+ * only (the exit it comes with says enough). */
+static int host_dump(void *ctx, const char *reason)
+{
+	struct err e;
+
+	if (window_dump(ctx, 0, reason, &e) == 0)
+		return 0;
+	log_msg(LOG_DEBUG, "no recorder dump for '%s': %s", reason ? reason : "",
+		e.msg);
+	return -1;
+}
+
 void capture_init_all(struct host *h)
 {
 	struct capture_host *ch = &capture_host;
@@ -98,6 +111,7 @@ void capture_init_all(struct host *h)
 	ch->disabled = host_disabled;
 	ch->finishing = host_finishing;
 	ch->own_thread = host_own_thread;
+	ch->dump = host_dump;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 

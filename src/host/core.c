@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,26 @@ static int core_capture_now(unsigned steps, const char *reason)
 	return 0;
 }
 
+/* prof_dump(): a refusal is said on stderr, once for each reason in a row
+ * (a program may ask on every slow step). Any thread. */
+static int core_dump(unsigned steps, const char *reason)
+{
+	static pthread_mutex_t said_lock = PTHREAD_MUTEX_INITIALIZER;
+	static char said[ERR_MSG_MAX];
+	struct err e;
+	bool say;
+
+	if (window_dump(&host, steps, reason, &e) == 0)
+		return 0;
+	pthread_mutex_lock(&said_lock);
+	say = strcmp(said, e.msg) != 0;
+	if (say)
+		snprintf(said, sizeof said, "%s", e.msg);
+	pthread_mutex_unlock(&said_lock);
+	log_msg(say ? LOG_WARN : LOG_DEBUG, "prof_dump: %s", e.msg);
+	return -1;
+}
+
 static void core_fini(void)
 {
 	/* First the REPL: a client hears that the process is ending, and a
@@ -265,6 +286,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	start_control(h);
 	core->step = core_step;
 	core->capture_now = core_capture_now;
+	core->dump = core_dump;
 	core->fini = core_fini;
 	core->after_fork_child = core_after_fork_child;
 #ifdef PROFHOST_HAVE_CUDA

@@ -4,8 +4,10 @@
  * For SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2, SIGXCPU, SIGXFSZ, SIGSYS,
  * SIGTRAP, and (best effort) SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT,
  * where the application left the default disposition,
- * the handler asks the host thread to close and write the open window and
- * waits for its answer (bounded), then restores the default disposition and
+ * the handler asks the host thread to close and write the open window (or,
+ * with the flight recorder on and no window recording, to write the
+ * recorder's steps as a dump: fatal signals and SIGTERM/SIGINT, see
+ * window_exit_dump) and waits for its answer (bounded), then restores the default disposition and
  * raises the signal again: the process still dies of it, with the status the
  * user would see without profhost. An application that installs its own
  * handler later simply replaces ours; one that had a handler before is left
@@ -40,12 +42,16 @@ static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2,
 				    SIGXCPU, SIGXFSZ, SIGSYS, SIGTRAP, SIGSEGV,
 				    SIGBUS, SIGFPE, SIGILL, SIGABRT };
 
-/* Asks the host thread to write the open window; waits for the answer. */
-static void exitpath_flush(struct host *h)
+/* Asks the host thread to write the open window, or the recorder's steps
+ * as a dump when dying of `sig` writes one (window_exit_dump); waits for
+ * the answer. */
+static void exitpath_flush(struct host *h, int sig)
 {
 	if (!atomic_load(&h->ht.started) || hostthread_is_self(h))
 		return;
-	if (!window_recording(h) && !h->ht.head && !h->ht.busy)
+	atomic_store(&h->exit_signal, sig);
+	if (!window_recording(h) && !h->ht.head && !h->ht.busy &&
+	    !window_exit_dump(h, sig))
 		return;
 	wakeword_post(&h->ht.wake, HOST_WAKE_TERM);
 	/* On time-out, die without the window. */
@@ -58,7 +64,7 @@ static void exitpath_handler(int sig)
 	int saved = errno;
 
 	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host)
-		exitpath_flush(exit_host);
+		exitpath_flush(exit_host, sig);
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);

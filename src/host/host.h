@@ -75,6 +75,11 @@ struct host_outputs {
 	uint64_t windows;              /* windows processed */
 	uint64_t dropped;              /* events dropped in them */
 	uint64_t last_ticket;          /* highest capture_now ticket processed */
+	/* The flight recorder's dumps written (kept apart: they have no
+	 * capture_now ticket). */
+	uint64_t dumps;
+	char *dump_dirs[HOST_OUTPUTS_KEPT]; /* ring of the latest; malloc'd */
+	size_t ndump, dump_pos;
 };
 
 /* The step-side state: the schedule (which owns the window now recording:
@@ -106,6 +111,8 @@ struct window_state {
 	struct recorder rec;           /* the flight recorder's segments */
 	bool rec_replay;               /* a segment opened: replay this
 					  thread's open ranges after the lock */
+	bool rec_merge_said;           /* a request merged into the last dump
+					  was said (debug) */
 };
 
 /* What the host thread is woken for (bits of host_thread.wake). */
@@ -148,6 +155,9 @@ struct host {
 	bool forked_child;             /* this is a child forked from parent_pid:
 					  no profiling, its own REPL */
 	pid_t parent_pid;
+	_Atomic int exit_signal;       /* the signal the process dies of (set
+					  by exitpath.c before it wakes the
+					  host thread); 0: none */
 	struct window_state win;
 	struct host_thread ht;
 };
@@ -169,9 +179,11 @@ void window_step(struct host *h);
 int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		       struct err *e);
 
-/* prof.dump: hands the recorder's last `steps` complete steps (the step
- * that just ended included) to the host thread as one job. Only copies
- * the recorder's index under the window lock. Any thread; not while
+/* prof.dump: hands the recorder's last `steps` (0: the recorder's own
+ * `steps`) complete steps (the step that just ended included) to the host
+ * thread as one job. Only copies the recorder's index under the window
+ * lock. A request made before another step completed after the last dump
+ * is merged into it (0, nothing more written). Any thread; not while
  * holding the window lock. Returns 0 or -1 with *e saying why nothing
  * will be written. */
 int window_dump(struct host *h, unsigned steps, const char *reason,
@@ -179,8 +191,15 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 
 /* The process is ending: close a recording window and queue it. With
  * `from_signal`, the window lock is only tried for a while (the interrupted
- * thread may hold it). Any thread; once. */
+ * thread may hold it), and when no window records, a signal that
+ * window_exit_dump() accepts (h->exit_signal) queues the recorder's steps
+ * as a dump. Any thread; once. */
 void window_finish(struct host *h, bool from_signal);
+
+/* Whether dying of `sig` would write a recorder dump (the recorder holds
+ * steps, no window records, prof.recorder{dump_on_crash / dump_on_signal}
+ * says so). Racy read, async-signal-safe: for the exit path. */
+bool window_exit_dump(struct host *h, int sig);
 
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);
@@ -238,6 +257,10 @@ extern const struct policy_live_ops live_ops;
  * export wrote, NULL or with an empty dir when nothing was). Host thread. */
 void live_note_window(struct host *h, const struct host_job *job,
 		      const struct export_result *res, uint64_t dropped);
+
+/* Records a written recorder dump's directory for prof.status(). Host
+ * thread. */
+void live_note_dump(struct host *h, const char *dir);
 
 /* Frees the kept outputs. At exit, after the host thread stopped. */
 void live_fini(struct host *h);

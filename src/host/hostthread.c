@@ -300,17 +300,15 @@ static void process_job(struct host *h, struct host_job *job)
 	}
 	if (!job->dump) /* prof.status's windows and capture_now tickets */
 		live_note_window(h, job, rc == 0 ? &res : NULL, dropped);
+	else if (rc == 0 && res.dir[0])
+		live_note_dump(h, res.dir);
 	if (job->dump)
 		log_dump_drops(h, job->window, &t.counters);
 	else
 		log_drops(h, job->window, &t.counters);
-	if (job->dump) {
-		/* Window hooks are for windows (docs/recorder.md). */
-		export_result_free(&res);
-		trace_free(&t);
-		return;
-	}
 
+	/* A dump runs the same hooks, with w.recorder / trace.recorder set. */
+	wi.recorder = job->dump;
 	wi.window = job->window;
 	wi.first_step = job->first;
 	wi.last_step = job->last;

@@ -154,9 +154,10 @@ static double round_ms(double ms)
 
 /* The outputs part of the status, copied under the host thread's lock. */
 struct out_snap {
-	uint64_t windows, dropped;
-	size_t n;
+	uint64_t windows, dropped, dumps;
+	size_t n, ndump;
 	char dirs[HOST_OUTPUTS_KEPT][PATH_MAX];
+	char dump_dirs[HOST_OUTPUTS_KEPT][PATH_MAX];
 };
 
 static void snap_outputs(struct host *h, struct out_snap *o)
@@ -174,6 +175,15 @@ static void snap_outputs(struct host *h, struct out_snap *o)
 
 		if (k->dir)
 			snprintf(o->dirs[o->n++], PATH_MAX, "%s", k->dir);
+	}
+	o->dumps = out->dumps;
+	o->ndump = 0;
+	start = (out->dump_pos + HOST_OUTPUTS_KEPT - out->ndump) % HOST_OUTPUTS_KEPT;
+	for (i = 0; i < out->ndump; i++) {
+		const char *d = out->dump_dirs[(start + i) % HOST_OUTPUTS_KEPT];
+
+		if (d)
+			snprintf(o->dump_dirs[o->ndump++], PATH_MAX, "%s", d);
 	}
 	pthread_mutex_unlock(&h->ht.lock);
 }
@@ -248,6 +258,11 @@ static int query_status(struct host *h, struct policy_build *b)
 	policy_build_open(b, "outputs");
 	for (i = 0; i < o.n; i++)
 		policy_build_str(b, NULL, o.dirs[i]);
+	policy_build_close(b);
+	policy_build_int(b, "dumps_written", (int64_t)o.dumps);
+	policy_build_open(b, "dumps");
+	for (i = 0; i < o.ndump; i++)
+		policy_build_str(b, NULL, o.dump_dirs[i]);
 	policy_build_close(b);
 	policy_build_open(b, "repl");
 	policy_build_str(b, "signal", sig ? control_signal_name(sig, signame,
@@ -593,13 +608,32 @@ void live_note_window(struct host *h, const struct host_job *job,
 	pthread_mutex_unlock(&h->ht.lock);
 }
 
+void live_note_dump(struct host *h, const char *dir)
+{
+	struct host_outputs *out = &h->ht.out;
+	char *copy = strdup(dir);
+
+	pthread_mutex_lock(&h->ht.lock);
+	free(out->dump_dirs[out->dump_pos]);
+	out->dump_dirs[out->dump_pos] = copy; /* NULL when out of memory: not listed */
+	out->dump_pos = (out->dump_pos + 1) % HOST_OUTPUTS_KEPT;
+	if (out->ndump < HOST_OUTPUTS_KEPT)
+		out->ndump++;
+	out->dumps++;
+	pthread_mutex_unlock(&h->ht.lock);
+}
+
 void live_fini(struct host *h)
 {
 	size_t i;
 
 	pthread_mutex_lock(&h->ht.lock);
-	for (i = 0; i < HOST_OUTPUTS_KEPT; i++)
+	for (i = 0; i < HOST_OUTPUTS_KEPT; i++) {
 		output_clear(&h->ht.out.kept[i]);
+		free(h->ht.out.dump_dirs[i]);
+		h->ht.out.dump_dirs[i] = NULL;
+	}
+	h->ht.out.ndump = h->ht.out.dump_pos = 0;
 	h->ht.out.n = h->ht.out.pos = 0;
 	pthread_mutex_unlock(&h->ht.lock);
 }

@@ -8,6 +8,7 @@
  * held only for the state machine and a few stores; policy hooks run after
  * it is released, on copies taken under it.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,49 +529,85 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 	return job;
 }
 
+/* Whether the recorder can dump now: 0 (take it), 1 (merged: every step
+ * it would hold is in the last dump, which writes them), or -1 with *e
+ * saying why nothing will be written. Lock held. */
+static int dump_check(struct host *h, struct err *e)
+{
+	struct window_state *w = &h->win;
+
+	if (w->finished)
+		return err_set(e, "the process is ending");
+	if (!w->rec.cfg.enabled)
+		return err_set(e, "the recorder is off: turn it on with "
+			       "prof.recorder{ steps = 20 } in the policy file");
+	if (w->sched.open)
+		return err_set(e, "window %u is recording these steps: its own "
+			       "folder will hold them", w->sched.index);
+	if (w->sched.step > 0 && rec_merges(&w->rec, w->sched.step - 1))
+		return 1;
+	if (w->rec.dumps >= w->rec.cfg.max_dumps)
+		return err_set(e, "this run already wrote its %u dumps (raise "
+			       "prof.recorder{ max_dumps = ... })", w->rec.cfg.max_dumps);
+	if (!w->rec.open || rec_held_steps(&w->rec) == 0)
+		return err_set(e, "no complete step recorded yet");
+	return 0;
+}
+
+/* Takes the recorder's last `steps` (0: its own `steps`) complete steps
+ * into a dump job (*job), closing its open segment; the caller reopens one
+ * if the process goes on. Returns 0, or -1 with *e when memory ran out.
+ * Lock held; dump_check() said 0. */
+static int dump_take(struct host *h, unsigned steps, const char *reason,
+		     int64_t now, struct host_job **job, struct err *e)
+{
+	struct window_state *w = &h->win;
+	struct rec_dump d;
+
+	*job = NULL;
+	rec_close_segment(h);
+	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) != 0)
+		return err_set(e, "out of memory");
+	*job = dump_job(h, &d, reason, now);
+	free(d.steps);
+	if (!*job)
+		return err_set(e, "out of memory");
+	return 0;
+}
+
 int window_dump(struct host *h, unsigned steps, const char *reason,
 		struct err *e)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
-	struct rec_dump d;
 	int64_t now;
-	int rc = 0;
-	bool replay;
+	int rc;
+	bool replay, say_merge = false;
+	uint32_t merged_into = 0;
 
-	if (refuse_request(h, steps, e) != 0)
+	if (refuse_request(h, steps ? steps : 1, e) != 0)
 		return -1;
 	pthread_mutex_lock(&w->lock);
-	if (w->finished)
-		rc = err_set(e, "the process is ending");
-	else if (!w->rec.cfg.enabled)
-		rc = err_set(e, "the recorder is off: turn it on with "
-			     "prof.recorder{ steps = 20 } in the policy file");
-	else if (w->sched.open)
-		rc = err_set(e, "window %u is recording these steps: its own "
-			     "folder will hold them", w->sched.index);
-	else if (w->rec.dumps >= w->rec.cfg.max_dumps)
-		rc = err_set(e, "this run already wrote its %u dumps (raise "
-			     "prof.recorder{ max_dumps = ... })", w->rec.cfg.max_dumps);
-	else if (!w->rec.open || rec_held_steps(&w->rec) == 0)
-		rc = err_set(e, "no complete step recorded yet");
-	if (rc == 0) {
+	rc = dump_check(h, e);
+	if (rc == 1) {
+		/* Said once per dump: a hook may ask on every slow step. */
+		merged_into = w->rec.dumps - 1;
+		say_merge = !w->rec_merge_said;
+		w->rec_merge_said = true;
+		rc = 0;
+	} else if (rc == 0) {
 		now = lock_now(w);
-		rec_close_segment(h);
-		if (rec_take(&w->rec, steps, &d) != 0) {
-			rc = err_set(e, "out of memory");
-		} else {
-			job = dump_job(h, &d, reason, now);
-			free(d.steps);
-			if (!job)
-				rc = err_set(e, "out of memory");
-		}
+		rc = dump_take(h, steps, reason, now, &job, e);
+		w->rec_merge_said = false;
 		/* The current step goes on in a new segment. */
 		rec_open_segment(h, w->sched.step, now);
 	}
 	replay = w->rec_replay;
 	w->rec_replay = false;
 	pthread_mutex_unlock(&w->lock);
+	if (say_merge)
+		log_msg(LOG_DEBUG, "dump (%s) merged into recorder dump %u: no step "
+			"completed since it", reason ? reason : "dump", merged_into);
 	if (job) {
 		log_msg(LOG_DEBUG, "dump %u: steps %llu-%llu (%s)", job->window,
 			(unsigned long long)job->first, (unsigned long long)job->last,
@@ -603,6 +640,33 @@ bool window_ahead(struct host *h)
 	return more;
 }
 
+/* The reason of an automatic dump when dying of `sig` ("crash: SIGSEGV",
+ * "signal: SIGTERM"), or NULL when that signal writes none under the
+ * policy's prof.recorder{dump_on_crash, dump_on_signal}. Any thread. */
+static const char *exit_dump_reason(const struct host *h, int sig)
+{
+	const struct policy_config *c = h->cfg;
+
+	switch (sig) {
+	case SIGSEGV: return c->recorder.dump_on_crash ? "crash: SIGSEGV" : NULL;
+	case SIGBUS: return c->recorder.dump_on_crash ? "crash: SIGBUS" : NULL;
+	case SIGFPE: return c->recorder.dump_on_crash ? "crash: SIGFPE" : NULL;
+	case SIGILL: return c->recorder.dump_on_crash ? "crash: SIGILL" : NULL;
+	case SIGABRT: return c->recorder.dump_on_crash ? "crash: SIGABRT" : NULL;
+	case SIGTERM: return c->recorder.dump_on_signal ? "signal: SIGTERM" : NULL;
+	case SIGINT: return c->recorder.dump_on_signal ? "signal: SIGINT" : NULL;
+	default: return NULL;
+	}
+}
+
+bool window_exit_dump(struct host *h, int sig)
+{
+	const struct window_state *w = &h->win;
+
+	return w->rec.cfg.enabled && !w->finished && !w->sched.open &&
+	       rec_held_steps(&w->rec) > 0 && exit_dump_reason(h, sig) != NULL;
+}
+
 /* Takes the window lock; from a signal's exit path, gives up after ~1 s
  * (the interrupted thread may be the holder). Returns true when held. */
 static bool lock_for_finish(struct window_state *w, bool from_signal)
@@ -622,18 +686,25 @@ void window_finish(struct host *h, bool from_signal)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
-	struct host_job *job = NULL;
+	struct host_job *job = NULL, *dump = NULL;
 	bool locked = lock_for_finish(w, from_signal);
 	int64_t now = lock_now(w);
+	const char *reason = from_signal ?
+		exit_dump_reason(h, atomic_load(&h->exit_signal)) : NULL;
+	struct err e;
 
 	if (w->finished) {
 		if (locked)
 			pthread_mutex_unlock(&w->lock);
 		return;
 	}
+	/* Dying of a signal with no window recording: the recorder's steps
+	 * are written as a dump (docs/recorder.md, automatic dumps). */
+	if (reason && dump_check(h, &e) == 0 &&
+	    dump_take(h, 0, reason, now, &dump, &e) != 0)
+		log_msg(LOG_WARN, "no recorder dump at exit (%s): %s", reason, e.msg);
 	w->finished = true;
-	rec_close_segment(h); /* nothing more is recorded; dumps at exit are
-				 not built yet */
+	rec_close_segment(h); /* nothing more is recorded */
 	if (w->sched.open) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);
@@ -646,6 +717,12 @@ void window_finish(struct host *h, bool from_signal)
 			"%llu-%llu (the last one partial)", job->window,
 			(unsigned long long)job->first, (unsigned long long)job->last);
 		hostthread_submit(h, job);
+	}
+	if (dump) {
+		log_msg(LOG_DEBUG, "process ending (%s): recorder dump %u of steps "
+			"%llu-%llu", dump->reason, dump->window,
+			(unsigned long long)dump->first, (unsigned long long)dump->last);
+		hostthread_submit(h, dump);
 	}
 }
 

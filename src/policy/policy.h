@@ -105,6 +105,11 @@ struct policy_config {
 		uint32_t steps;        /* complete steps kept; default 20 */
 		size_t bytes;          /* its event memory; default 256 MiB */
 		uint32_t max_dumps;    /* dumps a run may write; default 10 */
+		bool dump_on_crash;    /* SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT;
+					  default true */
+		bool dump_on_signal;   /* SIGTERM, SIGINT; default true */
+		bool dump_on_exception; /* an uncaught Python exception in the
+					   main thread; default true */
 	} recorder;
 
 	/* prof.limits */
@@ -238,6 +243,8 @@ struct policy_window_info {
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
 	uint64_t events, dropped;
+	bool recorder;                   /* a flight recorder dump (`window`
+					    is its number) */
 };
 
 /* Runs prof.on_window_start / on_window_end hooks. Any thread; never waits. */

@@ -236,6 +236,9 @@ int policy_read_config(lua_State *L)
 	c->recorder.steps = cfg_u32(L, s, "steps", 1);
 	c->recorder.bytes = (size_t)cfg_int(L, s, "mb", 1, 65536) * POLICY_MIB;
 	c->recorder.max_dumps = cfg_u32(L, s, "max_dumps", 0);
+	c->recorder.dump_on_crash = cfg_bool(L, s, "dump_on_crash");
+	c->recorder.dump_on_signal = cfg_bool(L, s, "dump_on_signal");
+	c->recorder.dump_on_exception = cfg_bool(L, s, "dump_on_exception");
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "limits");

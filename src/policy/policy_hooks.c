@@ -70,8 +70,10 @@ static void push_window_info(lua_State *L, const struct policy_window_info *w)
 {
 	lua_Integer i;
 
-	lua_createtable(L, 0, 8);
+	lua_createtable(L, 0, 9);
 	set_int(L, "window", (lua_Integer)w->window);
+	lua_pushboolean(L, w->recorder);
+	lua_setfield(L, -2, "recorder");
 	set_int(L, "first_step", (lua_Integer)w->first_step);
 	set_int(L, "last_step", (lua_Integer)w->last_step);
 	set_str(L, "reason", w->reason);

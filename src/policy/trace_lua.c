@@ -1734,9 +1734,9 @@ static const luaL_Reg tl_methods[] = {
 };
 
 static const char *const tl_fields =
-	"rank, world_size, window, first_step, last_step, reason, program, hostname, "
-	"run, pid, start, end, duration, event_count, main_thread, dir, files, drops, "
-	"counters, counts, steps, threads";
+	"rank, world_size, window, first_step, last_step, reason, recorder, program, "
+	"hostname, run, pid, start, end, duration, event_count, main_thread, dir, files, "
+	"drops, counters, counts, steps, threads";
 
 /* __index: methods, then fields. Cached fields live in user value 1. */
 static int tl_index(lua_State *L)
@@ -1757,6 +1757,7 @@ static int tl_index(lua_State *L)
 	else if (strcmp(k, "first_step") == 0) lua_pushinteger(L, (lua_Integer)m->first_step);
 	else if (strcmp(k, "last_step") == 0) lua_pushinteger(L, (lua_Integer)m->last_step);
 	else if (strcmp(k, "reason") == 0) lua_pushstring(L, m->reason ? m->reason : "");
+	else if (strcmp(k, "recorder") == 0) lua_pushboolean(L, m->recorder);
 	else if (strcmp(k, "program") == 0) lua_pushstring(L, m->program ? m->program : "");
 	else if (strcmp(k, "hostname") == 0) lua_pushstring(L, m->hostname ? m->hostname : "");
 	else if (strcmp(k, "run") == 0) lua_pushstring(L, m->run ? m->run : "");

@@ -139,8 +139,14 @@ int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d)
 	d->ngens = r->nseg;
 	d->nskip = skip;
 	d->index = r->dumps++;
+	r->dumped_last = d->last;
 	empty(r);
 	return 0;
+}
+
+bool rec_merges(const struct recorder *r, uint64_t ended)
+{
+	return r->dumps > 0 && ended <= r->dumped_last;
 }
 
 /* Hands every held generation out (a window opens, the process ends). */

@@ -60,6 +60,7 @@ struct recorder {
 	struct rec_step *ring;           /* the held segments' steps, in order */
 	uint32_t ring_cap, ring_head, ring_n;
 	uint32_t dumps;                  /* dumps taken so far */
+	uint64_t dumped_last;            /* the last dump's last step (dumps > 0) */
 };
 
 /* What a dump takes: every held generation (oldest first; the first
@@ -109,6 +110,11 @@ uint32_t rec_held_steps(const struct recorder *r);
  * No segment may be open. Returns 0, or -1 when no complete step is held
  * or memory ran out (*r unchanged). */
 int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d);
+
+/* Whether a dump asked when step `ended` is the last complete one would
+ * only hold steps the last dump took (no step completed since it): such a
+ * request is merged into that dump. */
+bool rec_merges(const struct recorder *r, uint64_t ended);
 
 /* Gives every held generation to *out (oldest first; at most REC_SEGMENTS)
  * and empties *r (a window opens, or the process ends). No segment may be

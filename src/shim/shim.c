@@ -71,6 +71,13 @@ PROF_EXPORT int prof_capture_now(unsigned steps, const char *reason)
 	return core.capture_now(steps, reason);
 }
 
+PROF_EXPORT int prof_dump(unsigned steps, const char *reason)
+{
+	if (!core.dump)
+		return -1;
+	return core.dump(steps, reason);
+}
+
 /* Child side of fork(): the child has no host thread; the core decides what
  * the child may do (see core.c). */
 static void shim_atfork_child(void)

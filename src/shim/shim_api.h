@@ -20,8 +20,8 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 3 /* 2: NVTX, clock, range hooks, CUDA injection;
-			      3: evbuf_prepare */
+#define SHIM_API_VERSION 4 /* 2: NVTX, clock, range hooks, CUDA injection;
+			      3: evbuf_prepare; 4: core_api.dump */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -75,6 +75,8 @@ struct core_api {
 	 * starts GPU capture if it waits for the driver; never twice. NULL in
 	 * a build without CUDA. Returns 1 (the driver's "success"). */
 	int (*cuda_inject)(void);
+	/* prof_dump(); returns 0 or -1 (the refusal said on stderr). */
+	int (*dump)(unsigned steps, const char *reason);
 };
 
 /* The core's one exported symbol. Returns 0, or -1 after reporting why on

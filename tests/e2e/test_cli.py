@@ -521,6 +521,18 @@ class LauncherNotes(Scratch):
         r = self.run_writer([w, w])  # the same window twice is listed once
         self.assertEqual(r.stderr, "profhost: wrote 1 window(s) under %s\n  %s\n" % (root, w))
 
+    def test_recorder_dumps_counted_apart(self):
+        root = self.path("prof_out", "myrun")
+        windows = [os.path.join(root, "rank0", "window0_steps10-12"),
+                   os.path.join(root, "rank0", "recorder0_steps3-5"),
+                   os.path.join(root, "rank0", "window1_steps20-22")]
+        r = self.run_writer(windows)
+        self.assertEqual(r.stderr, "profhost: wrote 2 windows and 1 recorder dump under %s\n"
+                         % root + "".join("  %s\n" % w for w in windows))
+        r = self.run_writer(windows[1:2])
+        self.assertEqual(r.stderr, "profhost: wrote 1 recorder dump under %s\n  %s\n"
+                         % (root, windows[1]))
+
     def test_windows_outside_a_run_dir(self):
         windows = ["/data/a/x/w1", "/data/a/y/w2", "/data/ab/w3"]
         r = self.run_writer(windows)

@@ -6,10 +6,12 @@ keys give one line."""
 import glob
 import os
 import re
+import resource
+import signal
 import unittest
 
-from harness import (PROF, TESTBIN, TempDirTest, load_trace, profhost_lines, run,
-                     step_spans, window_dirs)
+from harness import (LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
+                     load_trace, profhost_lines, run, step_spans, window_dirs)
 
 APP = os.path.join(TESTBIN, "recorder_app")
 
@@ -159,6 +161,354 @@ end)
         self.assertNotIn("assert", r.stderr)
 
 
+class Api(TempDirTest):
+    """prof_dump() in C and profhost.dump() in Python, and merging."""
+
+    def prof_run(self, policy_text, args, env=None, cwd=None):
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--"] + args, env=env,
+                cwd=cwd)
+        return r, out
+
+    def test_prof_dump_from_c_writes_the_slow_step(self):
+        r, out = self.prof_run("prof.recorder{ steps = 10 }\n",
+                               [APP, "--steps", "60", "--slow-at", "37",
+                                "--slow-ms", "150", "--dump", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dump 0\n", r.stdout)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"],
+                         r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], "slow step")
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], [35, 36, 37])
+        self.assertGreaterEqual(dict(steps)[37]["dur"], 150000)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("recorder dump 0, steps 35-37 (slow step)", f.read())
+
+    def test_repeated_requests_merge_into_one_dump(self):
+        # Three requests right after the slow step (nothing completed in
+        # between): all taken, one folder, the merge said once (debug).
+        r, out = self.prof_run("prof.recorder{ steps = 10 }\n",
+                               [APP, "--steps", "50", "--slow-at", "30",
+                                "--slow-ms", "50", "--dump", "3", "--dump-times", "3"],
+                               env=base_env({"PROF_LOG": "debug"}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("dump 0\n"), 3, r.stdout)
+        self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
+                         ["recorder0_steps28-30"], r.stderr)
+        self.assertEqual(r.stderr.count("merged into recorder dump 0"), 1, r.stderr)
+
+    def test_policy_requests_merge_and_later_steps_dump_again(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 10 }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 20 then
+    assert(prof.dump{ steps = 3, reason = "first" })
+    -- the same steps again, and fewer of them: merged, still true
+    assert(prof.dump{ steps = 3, reason = "again" })
+    assert(prof.dump{ steps = 1, reason = "fewer" })
+  elseif s.step == 21 then
+    -- step 21 completed since: a dump of its own
+    assert(prof.dump{ steps = 3, reason = "next" })
+  end
+end)
+""", [APP, "--steps", "30", "--sleep-us", "300"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("assert", r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["recorder0_steps18-20", "recorder1_steps21-21"], r.stderr)
+        self.assertEqual(load_trace(dirs[0])["profhost"]["reason"], "first")
+        self.assertEqual(load_trace(dirs[1])["profhost"]["reason"], "next")
+
+    def test_status_lists_dumps_and_reports_name_them(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 4 }
+local told = false
+prof.on_step(function(s)
+  if s.step == 10 then assert(prof.dump{ steps = 2, reason = "first" }) end
+  -- once the first is written, prof.status() lists it: said through the
+  -- second dump's reason (a hook is skipped while a report runs: retried)
+  if s.step > 12 and not told then
+    local st = prof.status()
+    if st.dumps_written == 1 then
+      told = prof.dump{ steps = 1, reason = string.format("status %d %s %d",
+        st.dumps_written, st.dumps[1]:match("[^/]+$"), st.windows_written) }
+    end
+  end
+end)
+""", [APP, "--steps", "500", "--sleep-us", "2000", "--slow-at", "10", "--slow-ms", "150"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 2, r.stderr)
+        self.assertEqual(load_trace(dirs[1])["profhost"]["reason"],
+                         "status 1 recorder0_steps9-10 0")
+        # The built-in reports name the dump, not a window.
+        self.assertIn("findings (recorder dump 0, rank 0):", r.stderr)
+        self.assertNotIn("findings (window", r.stderr)
+        with open(os.path.join(dirs[0], "report.txt")) as f:
+            report = f.read()
+        self.assertTrue(report.startswith("profhost report: recorder dump 0, steps 9-10 (first)"),
+                        report[:200])
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("\nDump: ", f.read())
+        # prof run's last line counts the dumps apart.
+        self.assertIn("profhost: wrote 2 recorder dumps under ", r.stderr)
+
+    def test_window_hooks_run_for_dumps_and_tell_them_apart(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 4 }
+prof.schedule{ wait = 3, active = 2, cycles = 1 }
+prof.export{ report = false }
+local ended
+prof.on_window_end(function(w)
+  ended = string.format("%s %d %s", tostring(w.recorder), w.window, w.dir:match("[^/]+$"))
+end)
+prof.on_trace_ready(function(t)
+  t:write("hooks.txt", ended .. "\\n" .. string.format("%s %d %s", tostring(t.recorder),
+    t.window, t.reason))
+end)
+local done = false
+prof.on_step(function(s)
+  if s.step >= 20 and not done then done = prof.dump{ steps = 2, reason = "d" } end
+end)
+""", [APP, "--steps", "200", "--sleep-us", "1000"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wins, dumps = window_dirs(out), recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in wins], ["window0_steps3-4"], r.stderr)
+        self.assertEqual(len(dumps), 1, r.stderr)
+        with open(os.path.join(wins[0], "hooks.txt")) as f:
+            self.assertEqual(f.read(), "false 0 window0_steps3-4\nfalse 0 schedule")
+        with open(os.path.join(dumps[0], "hooks.txt")) as f:
+            self.assertEqual(f.read(), "true 0 %s\ntrue 0 d" % os.path.basename(dumps[0]))
+
+    def test_prof_dump_refusal_is_said_once(self):
+        r, out = self.prof_run("prof.schedule{ wait = 100, active = 1 }\n",
+                               [APP, "--steps", "40", "--slow-at", "10", "--slow-ms", "1",
+                                "--dump", "2", "--dump-times", "3"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("dump -1\n"), 3, r.stdout)
+        said = [l for l in profhost_lines(r.stderr) if "prof_dump" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("prof_dump: the recorder is off: turn it on with "
+                      "prof.recorder{ steps = 20 }", said[0])
+        self.assertEqual(recorder_dirs(out), [])
+
+    def test_profhost_dump_from_python(self):
+        script = self.write("loop.py", """
+import time
+import profhost
+for i in range(40):
+    time.sleep(0.002 if i != 25 else 0.15)
+    profhost.step()
+    if i == 25:
+        print("dump", profhost.dump(steps=3, reason="py slow"))
+        print("again", profhost.dump())
+    if i == 30:
+        try:
+            profhost.dump(steps=0)
+        except ValueError as e:
+            print("bad", e)
+print("done")
+""")
+        r, out = self.prof_run("prof.recorder{ steps = 8 }\n", [PYTHON, script],
+                               cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("dump True\n", r.stdout)
+        self.assertIn("again True\n", r.stdout)  # merged
+        self.assertIn("bad dump: steps must be None or in [1, 2**32), got 0", r.stdout)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps23-25"],
+                         r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], "py slow")
+        steps = step_spans(trace)
+        self.assertEqual([n for n, _ in steps], [23, 24, 25])
+        self.assertGreaterEqual(dict(steps)[25]["dur"], 150000)
+
+    def test_profhost_dump_without_host_is_false(self):
+        script = self.write("plain.py", "import profhost\nprint(profhost.dump(2))\n")
+        env = base_env({"PYTHONPATH": os.path.join(os.path.dirname(os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__)))), "src", "python")})
+        r = run([PYTHON, script], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "False\n")
+
+
+def no_core():
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class AutomaticDumps(TempDirTest):
+    """Dying of a fatal signal, SIGTERM/SIGINT or an uncaught Python
+    exception writes the recorder's last steps; the exit status or signal
+    stays the program's; each can be turned off."""
+
+    POLICY = "prof.recorder{ steps = 5%s }\nprof.export{ report = false }\n"
+
+    def crash(self, how, keys="", direct=True):
+        """recorder_app dying of `how` in step 21 (step 20 the last whole
+        one). Returns (CompletedProcess, out dir)."""
+        policy = self.write("policy.lua", self.POLICY % keys)
+        out = os.path.join(self.tmp, "out-" + how + keys.replace(" ", ""))
+        args = [APP, "--steps", "100", "--sleep-us", "300", "--crash-at", "20",
+                "--crash", how]
+        if direct:
+            env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": out,
+                            "LD_PRELOAD": LIB})
+            r = subprocess_run(args, env)
+        else:
+            r = subprocess_run([PROF, "run", "-s", policy, "-o", out, "--"] + args,
+                               base_env())
+        return r, out
+
+    def assert_dump(self, r, out, reason, steps=(16, 17, 18, 19, 20)):
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["recorder0_steps%d-%d" % (steps[0], steps[-1])], r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["reason"], reason)
+        self.assertTrue(trace["profhost"]["recorder"])
+        self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertIn("recorder dump 0, steps %d-%d (%s)" % (steps[0], steps[-1], reason),
+                          f.read())
+        self.assertEqual(window_dirs(out), [])
+
+    def test_fatal_signals_dump_and_die_the_same(self):
+        # AddressSanitizer owns SIGSEGV, SIGBUS and SIGFPE in a sanitizer build.
+        kinds = [("abort", signal.SIGABRT), ("ill", signal.SIGILL)]
+        if not SANITIZE:
+            kinds += [("segv", signal.SIGSEGV), ("fpe", signal.SIGFPE), ("bus", signal.SIGBUS)]
+        for how, sig in kinds:
+            with self.subTest(how):
+                r, out = self.crash(how)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assertNotIn("done", r.stdout)
+                self.assert_dump(r, out, "crash: " + sig.name)
+
+    def test_sigterm_and_sigint_dump_and_die_the_same(self):
+        for how, sig in (("term", signal.SIGTERM), ("int", signal.SIGINT)):
+            with self.subTest(how):
+                r, out = self.crash(how)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assert_dump(r, out, "signal: " + sig.name)
+
+    def test_sigterm_through_the_launcher(self):
+        r, out = self.crash("term", direct=False)
+        self.assertEqual(r.returncode, 128 + signal.SIGTERM, r.stderr)
+        self.assert_dump(r, out, "signal: SIGTERM")
+
+    def test_keys_off_write_nothing(self):
+        for how, sig, key in (("abort", signal.SIGABRT, "dump_on_crash"),
+                              ("term", signal.SIGTERM, "dump_on_signal")):
+            with self.subTest(key):
+                r, out = self.crash(how, ", %s = false" % key)
+                self.assertEqual(r.returncode, -sig, r.stderr)
+                self.assertEqual(recorder_dirs(out), [], r.stderr)
+        # The other key stays on.
+        r, out = self.crash("abort", ", dump_on_signal = false")
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stderr)
+        self.assert_dump(r, out, "crash: SIGABRT")
+
+    def test_window_recording_writes_the_window_not_a_dump(self):
+        policy = self.write("policy.lua", "prof.recorder{ steps = 5 }\n"
+                            "prof.schedule{ wait = 18, active = 10, cycles = 1 }\n"
+                            "prof.export{ report = false }\n")
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB})
+        r = subprocess_run([APP, "--steps", "100", "--sleep-us", "300", "--crash-at", "20",
+                            "--crash", "abort"], env)
+        self.assertEqual(r.returncode, -signal.SIGABRT, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in window_dirs(out)],
+                         ["window0_steps18-21"], r.stderr)
+        self.assertEqual(recorder_dirs(out), [])
+
+    PY_SCRIPT = """
+import sys, time
+import profhost
+# The host starts its Python bridge (which chains sys.excepthook) soon
+# after the interpreter starts: wait for it, so a loaded machine does not
+# decide the outcome.
+deadline = time.time() + 30
+while "profhost._bridge" not in sys.modules and time.time() < deadline:
+    time.sleep(0.01)
+%s
+for i in range(40):
+    time.sleep(0.002)
+    profhost.step()
+    if i == 20:
+        print("hook is", getattr(sys.excepthook, "__name__", "?"), flush=True)
+        1 / 0
+"""
+
+    def py_run(self, keys="", prelude="", env=None):
+        policy = self.write("policy.lua", self.POLICY % keys)
+        script = self.write("loop.py", self.PY_SCRIPT % prelude)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script],
+                env=env, cwd=self.tmp)
+        return r, out
+
+    def test_uncaught_python_exception_dumps(self):
+        r, out = self.py_run()
+        self.assertEqual(r.returncode, 1, r.stderr)
+        # Python's own hook still ran after ours: the traceback is there.
+        self.assertIn("Traceback (most recent call last)", r.stderr)
+        self.assertIn("ZeroDivisionError: division by zero", r.stderr)
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_programs_hook_set_later_keeps_its_identity_and_still_dumps(self):
+        r, out = self.py_run(prelude="""
+def my_hook(t, v, tb):
+    sys.stderr.write("my hook: %s\\n" % t.__name__)
+sys.excepthook = my_hook  # the bridge has started: ours is replaced
+""")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("hook is my_hook", r.stdout)
+        self.assertIn("my hook: ZeroDivisionError", r.stderr)
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_programs_hook_set_earlier_runs_after_ours(self):
+        # A hook the program had when the bridge started (the bridge starts
+        # early, before site-packages' own code runs, so it is made so here
+        # by installing again): ours asks for the dump, then the program's
+        # runs.
+        r, out = self.py_run(prelude="""
+def early_hook(t, v, tb):
+    sys.stderr.write("early hook: %s\\n" % t.__name__)
+sys.excepthook = early_hook
+from profhost import _excepthook
+_excepthook.install()
+""", env=base_env({"PROF_LOG": "debug"}))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("hook is hook", r.stdout)  # ours, chained in front
+        asked = r.stderr.find("uncaught ZeroDivisionError: recorder dump asked")
+        early = r.stderr.find("early hook: ZeroDivisionError")
+        self.assertGreaterEqual(asked, 0, r.stderr)
+        self.assertGreater(early, asked, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)  # the program's hook replaced Python's
+        self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_exception_key_off_writes_nothing(self):
+        r, out = self.py_run(keys=", dump_on_exception = false")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("ZeroDivisionError", r.stderr)
+        self.assertEqual(recorder_dirs(out), [], r.stderr)
+
+
+def subprocess_run(args, env):
+    """run() without core files (the crashes are on purpose)."""
+    import subprocess
+
+    return subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=120, preexec_fn=no_core)
+
+
 class Memory(TempDirTest):
     def test_pool_does_not_grow(self):
         # 4 MiB of recorder memory; ~3000 steps of 200 ranges (~19 KB of
@@ -211,6 +561,12 @@ end)
         self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
         with open(os.path.join(dirs[0], "summary.txt")) as f:
             self.assertIn("raise prof.recorder{mb=...}", f.read())
+        # The report's finding names the recorder's setting, not buffer_mb.
+        with open(os.path.join(dirs[0], "report.txt")) as f:
+            report = f.read()
+        self.assertIn("the numbers above undercount; raise prof.recorder{ mb = ... } or "
+                      "lower its steps", report)
+        self.assertNotIn("buffer_mb", report)
 
 
 class BadKeys(TempDirTest):
@@ -221,7 +577,10 @@ class BadKeys(TempDirTest):
                 ("prof.recorder{ mb = -3 }\n",
                  r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
                 ("prof.recorder{ stepz = 3 }\n",
-                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: max_dumps, mb, steps\)"),
+                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: dump_on_crash, "
+                 r"dump_on_exception, dump_on_signal, max_dumps, mb, steps\)"),
+                ("prof.recorder{ dump_on_crash = 1 }\n",
+                 r"policy\.lua:1: prof\.recorder: 'dump_on_crash' must be"),
                 ("prof.on_step(function(s) prof.dump{ steps = 'x' } end)\n",
                  r"policy\.lua:1: prof\.dump: 'steps'")):
             with self.subTest(text):

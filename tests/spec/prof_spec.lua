@@ -465,11 +465,14 @@ describe("prof", function()
 	describe("prof.recorder", function()
 		it("is off unless called, and fills its defaults", function()
 			assert.is_false(config_of("").recorder.enabled)
-			assert.are.same({ enabled = true, steps = 20, mb = 256, max_dumps = 10 },
+			assert.are.same({ enabled = true, steps = 20, mb = 256, max_dumps = 10,
+				dump_on_crash = true, dump_on_signal = true, dump_on_exception = true },
 				config_of("prof.recorder{}").recorder)
 			prof._reset()
-			assert.are.same({ enabled = true, steps = 5, mb = 16, max_dumps = 0 },
-				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0 }").recorder)
+			assert.are.same({ enabled = true, steps = 5, mb = 16, max_dumps = 0,
+				dump_on_crash = false, dump_on_signal = true, dump_on_exception = false },
+				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0, "
+					.. "dump_on_crash = false, dump_on_exception = false }").recorder)
 		end)
 
 		it("rejects bad values in one line", function()
@@ -477,8 +480,11 @@ describe("prof", function()
 				error_of("prof.recorder{ steps = 0 }"))
 			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
 				error_of("prof.recorder{ mb = 0 }"))
-			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: max_dumps, mb, steps%)",
+			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: "
+				.. "dump_on_crash, dump_on_exception, dump_on_signal, max_dumps, mb, steps%)",
 				error_of("prof.recorder{ step = 3 }"))
+			assert.matches("^myprof%.lua:1: prof%.recorder: 'dump_on_signal' must be a boolean",
+				error_of("prof.recorder{ dump_on_signal = 'no' }"))
 		end)
 	end)
 

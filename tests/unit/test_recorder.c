@@ -2,7 +2,8 @@
  * test_recorder — the flight recorder's segment bookkeeping: rotation keeps
  * at least `steps` complete steps in at most REC_SEGMENTS generations,
  * given back oldest first; a dump takes the asked steps (the last one
- * included) and skips generations that hold none of them.
+ * included) and skips generations that hold none of them; a request
+ * before another step completes merges into the last dump.
  */
 #include "check.h"
 
@@ -106,6 +107,8 @@ static void test_dump_takes_last_steps(void)
 	for (i = 0; i <= 37; i++)
 		end_step(&p);
 	rec_closed(&p.r);
+	/* No dump yet: nothing merges. */
+	CHECK(!rec_merges(&p.r, 37));
 	CHECK_EQ_INT(rec_take(&p.r, 3, &d), 0);
 	CHECK_EQ_INT(d.first, 35);
 	CHECK_EQ_INT(d.last, 37);
@@ -121,6 +124,11 @@ static void test_dump_takes_last_steps(void)
 	/* Emptied: nothing more to dump until steps end again. */
 	CHECK_EQ_INT(rec_held_steps(&p.r), 0);
 	CHECK_EQ_INT(rec_take(&p.r, 3, &d), -1);
+	/* A request before another step completes holds only dumped steps:
+	 * merged; once step 38 completes it is not. */
+	CHECK(rec_merges(&p.r, 37));
+	CHECK(rec_merges(&p.r, 36));
+	CHECK(!rec_merges(&p.r, 38));
 
 	/* A new segment after the dump; a dump asking more than held. */
 	open_seg(&p);
@@ -133,6 +141,8 @@ static void test_dump_takes_last_steps(void)
 	CHECK_EQ_INT(d.ngens, 1);
 	CHECK_EQ_INT(d.nskip, 0);
 	CHECK_EQ_INT(d.index, 1);
+	CHECK(rec_merges(&p.r, 39));
+	CHECK(!rec_merges(&p.r, 40));
 	free(d.steps);
 	rec_free(&p.r);
 }

@@ -149,7 +149,9 @@ function M.analyze(data)
 	local drops = data.meta and data.meta.drops or {}
 	if (drops.total or 0) > 0 then
 		add("drops", 1.01, string.format("%d events were dropped (buffers full): the numbers "
-			.. "above undercount; raise prof.capture{ buffer_mb = ... }", drops.total))
+			.. "above undercount; %s", drops.total, data.meta.recorder
+				and "raise prof.recorder{ mb = ... } or lower its steps"
+				or "raise prof.capture{ buffer_mb = ... }"))
 	end
 	table.sort(out, function(a, b)
 		if a.score ~= b.score then

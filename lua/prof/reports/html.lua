@@ -235,9 +235,10 @@ function nsTable(parent, rows, nameTitle, empty) {
 
 function windowPage(d, root) {
   var m = d.meta;
-  document.title = "profhost: window " + m.window + ", steps " + m.first_step + "-" + m.last_step;
+  var label = (m.recorder ? "recorder dump " : "window ") + m.window;
+  document.title = "profhost: " + label + ", steps " + m.first_step + "-" + m.last_step;
   var hd = h("header", null, root);
-  h("h1", "profhost report: window " + m.window + ", steps " + m.first_step + "-" + m.last_step +
+  h("h1", "profhost report: " + label + ", steps " + m.first_step + "-" + m.last_step +
     " (rank " + m.rank + ")", hd);
   h("div", (m.program || "?") + " (pid " + m.pid + ") on " + (m.hostname || "?") +
     (m.run ? ", run " + m.run : "") + " · " + time(m.duration) + " · " + m.events + " events" +

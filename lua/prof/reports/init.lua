@@ -29,7 +29,8 @@ local function meta_of(trace)
 	return {
 		rank = trace.rank, world_size = trace.world_size, window = trace.window,
 		first_step = trace.first_step, last_step = trace.last_step,
-		reason = trace.reason, program = trace.program, hostname = trace.hostname,
+		reason = trace.reason, recorder = trace.recorder or false,
+		program = trace.program, hostname = trace.hostname,
 		run = trace.run, pid = trace.pid, duration = trace.duration,
 		events = trace.event_count, drops = trace.drops, counts = trace.counts,
 		dir = trace.dir,
@@ -59,23 +60,30 @@ function M.analyze(trace)
 	return data
 end
 
+-- What the trace is called in reports: "window 3", or "recorder dump 0"
+-- for a flight recorder dump (meta: the data's meta).
+function M.label(m)
+	return string.format("%s %d", m.recorder and "recorder dump" or "window", m.window)
+end
+
 -- The window's heading lines.
 local function heading(m)
 	local lines = {}
-	lines[1] = string.format("profhost report: window %d, steps %d-%d (%s), rank %d of %d",
-		m.window, m.first_step, m.last_step, m.reason ~= "" and m.reason or "schedule",
+	lines[1] = string.format("profhost report: %s, steps %d-%d (%s), rank %d of %d",
+		M.label(m), m.first_step, m.last_step, m.reason ~= "" and m.reason or "schedule",
 		m.rank, math.max(1, m.world_size))
 	lines[2] = string.format("%s (pid %d) on %s%s", m.program ~= "" and m.program or "?",
 		m.pid, m.hostname ~= "" and m.hostname or "?",
 		m.run ~= "" and ", run " .. m.run or "")
-	lines[3] = string.format("Window: %s, %d events", fmt.time(m.duration), m.events)
+	lines[3] = string.format("%s: %s, %d events", m.recorder and "Dump" or "Window",
+		fmt.time(m.duration), m.events)
 	return table.concat(lines, "\n")
 end
 
 -- The findings as the host prints them at window end.
 function M.findings_text(data)
 	local f = require("prof.reports.findings")
-	return string.format("findings (window %d, rank %d):\n%s\n", data.meta.window,
+	return string.format("findings (%s, rank %d):\n%s\n", M.label(data.meta),
 		data.meta.rank, f.text(data.findings))
 end
 

@@ -66,8 +66,9 @@ function M.file(d, meta)
 	if not d or d.modules == 0 then
 		return nil
 	end
-	return string.format("Modules by self time: window %d, steps %d-%d, %d calls of %d modules\n\n%s\n",
-		meta.window, meta.first_step, meta.last_step, d.calls, d.modules, M.text(d))
+	return string.format("Modules by self time: %s %d, steps %d-%d, %d calls of %d modules\n\n%s\n",
+		meta.recorder and "recorder dump" or "window", meta.window, meta.first_step,
+		meta.last_step, d.calls, d.modules, M.text(d))
 end
 
 return M

@@ -273,7 +273,7 @@ function M.analyze(windows)
 		out.run = out.run or (m.run ~= "" and m.run or nil)
 		out.program = out.program or m.program
 		out.windows[#out.windows + 1] = { rank = m.rank, window = m.window,
-			first_step = m.first_step, last_step = m.last_step, dir = m.dir,
+			recorder = m.recorder or nil, first_step = m.first_step, last_step = m.last_step, dir = m.dir,
 			findings = w.findings and w.findings[1] and w.findings[1].text or nil }
 		local r = by_rank[m.rank]
 		if not r then
@@ -478,8 +478,8 @@ function M.text(d)
 	lines[#lines + 1] = ""
 	lines[#lines + 1] = "Windows"
 	for _, w in ipairs(d.windows) do
-		lines[#lines + 1] = string.format("  rank %d window %d (steps %d-%d)%s", w.rank, w.window,
-			w.first_step, w.last_step, w.findings and ": " .. w.findings or "")
+		lines[#lines + 1] = string.format("  rank %d %s %d (steps %d-%d)%s", w.rank,
+			w.recorder and "recorder dump" or "window", w.window, w.first_step, w.last_step, w.findings and ": " .. w.findings or "")
 	end
 	return table.concat(lines, "\n") .. "\n"
 end

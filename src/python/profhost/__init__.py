@@ -29,7 +29,7 @@ import sys as _sys
 import time as _time
 
 __all__ = ["step", "manual_steps", "mark", "range", "phase", "record_phase",
-           "capture_now", "loaded", "abi_version"]
+           "capture_now", "dump", "loaded", "abi_version"]
 
 # The step phases, in the host's order (src/capture/python.c).
 PHASES = ("data", "forward", "backward", "optimizer")
@@ -47,7 +47,12 @@ def _signatures(ctypes):
         "prof_mark": ([ctypes.c_char_p], None),
         "prof_capture_now": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
         "prof_abi_version": ([], ctypes.c_int),
+        "prof_dump": ([ctypes.c_uint, ctypes.c_char_p], ctypes.c_int),
     }
+
+
+# Functions a host older than this module may lack: looked up when there.
+_OPTIONAL = ("prof_dump",)
 
 
 def _lookup():
@@ -66,6 +71,8 @@ def _lookup():
         try:
             fn = getattr(with_gil if name == "prof_range_push" else lib, name)
         except AttributeError:
+            if name in _OPTIONAL:
+                continue
             return {}
         fn.argtypes = argtypes
         fn.restype = restype
@@ -211,6 +218,33 @@ def capture_now(steps, reason=None):
     if steps < 0 or steps > 0xFFFFFFFF:
         raise ValueError("capture_now: steps must be in [0, 2**32), got %d" % steps)
     fn = _bind().get("prof_capture_now")
+    if fn is None:
+        return False
+    return fn(steps, None if reason is None else _encode(reason)) == 0
+
+
+def dump(steps=None, reason=None):
+    """Asks the flight recorder (``prof.recorder{}`` in the policy) to write
+    its last ``steps`` complete steps, the step that just ended included, as
+    a ``recorder<K>_steps<a>-<b>`` folder (docs/recorder.md). ``steps``
+    None: the recorder's own ``steps``.
+
+    Returns True when the host took the dump (or merged it into an earlier
+    one that holds these steps), False otherwise (no host, the recorder is
+    off, a window is recording these steps, the run's max_dumps are written,
+    no step completed yet; the host says why on stderr). ``steps`` must be
+    None or an int in [1, 2**32): anything else raises, with or without a
+    host.
+    """
+    import operator
+
+    if steps is None:
+        steps = 0
+    else:
+        steps = operator.index(steps)
+        if steps < 1 or steps > 0xFFFFFFFF:
+            raise ValueError("dump: steps must be None or in [1, 2**32), got %d" % steps)
+    fn = _bind().get("prof_dump")
     if fn is None:
         return False
     return fn(steps, None if reason is None else _encode(reason)) == 0

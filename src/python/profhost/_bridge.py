@@ -26,6 +26,9 @@ concern:
 * ``_modules``: with ``prof.capture{ modules = true }``, each nn.Module call
   while a window records, named by its path in the model (loaded by the
   first window that asks for it).
+* ``_excepthook``: with the flight recorder's ``dump_on_exception``, the
+  recorder's dump on an uncaught exception in the main thread (chained to
+  the program's own ``sys.excepthook``).
 
 Everything that is on only around windows is switched in one place,
 ``_switch``, under ``_host.lock``.
@@ -34,7 +37,7 @@ Every hook fails open: an exception inside profhost is swallowed (shown with
 PROF_LOG=debug), never raised into the application.
 """
 
-from . import _host, _imports, _nvtx, _pystacks, _steps
+from . import _excepthook, _host, _imports, _nvtx, _pystacks, _steps
 
 # What the host and the tests see of the parts (a fake host table is made
 # with _api_type()).
@@ -76,6 +79,8 @@ def _start(api_addr, config):
     import atexit
 
     atexit.register(_on_exit)
+    if _host.cfg.get("dump_on_exception") == "1":
+        _excepthook.install()
     _steps.bind(_apply, _sync)
     _steps.start(_host.cfg.get("steps", "off"))
     _imports.start()
@@ -95,6 +100,8 @@ def _sync():
 
 
 def _on_exit():
+    if _host.cfg.get("dump_on_exception") == "1":
+        _excepthook.at_exit()
     _host.finalizing()
 
 

@@ -27,7 +27,7 @@ MODULES = 32         # the window records nn.Module calls (prof.capture{modules}
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 4
+API_VERSION = 5
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -40,7 +40,7 @@ lock = _thread.RLock()  # guards the hooks' installation (every part's)
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
-c_module = None
+c_module = c_dump = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
@@ -104,6 +104,9 @@ def api_type():
             ("ops_begin", ctypes.PYFUNCTYPE(None)),
             ("op_late", ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32)),
             ("ops_end", ctypes.PYFUNCTYPE(None)),
+            # (version 5) the recorder's dump on an uncaught exception;
+            # releases the GIL (it takes the host's window lock)
+            ("dump", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p)),
         ]
 
     return _Api
@@ -112,7 +115,7 @@ def api_type():
 def bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
     global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
-    global c_module
+    global c_module, c_dump
     if _api is not None:
         return True
     if not _api_addr:
@@ -128,6 +131,7 @@ def bind():
     c_note, c_down, c_pystack = api.note, api.down, api.pystack
     c_phase_named = api.phase_named
     c_module = api.module if api.module else None  # NULL in a fake table
+    c_dump = api.dump if api.dump else None
     _api = api
     return True
 

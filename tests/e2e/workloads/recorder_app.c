@@ -2,20 +2,27 @@
  * recorder_app — a steady loop for the flight recorder's end-to-end tests.
  *
  *   recorder_app [--steps N] [--sleep-us U] [--slow-at S] [--slow-ms M]
- *                [--ranges R] [--rss-at S]
+ *                [--ranges R] [--rss-at S] [--dump N] [--dump-times K]
+ *                [--crash-at S --crash segv|bus|fpe|ill|abort|term|int]
  *
  * Pushes "train" around the whole loop; each step pushes "work" (with R
  * ranges "r" inside it, default 1), marks "tick", sleeps U microseconds
  * (default 1000) and calls prof_step(). Step S sleeps M more ms (default
  * 30). --rss-at prints "rss S KB" (VmRSS) after step S and at the end
- * ("rss end KB"). Prints "done N". Binds profhost only through dlsym, so it
- * runs the same without the host.
+ * ("rss end KB"). --dump N: right after the slow step's prof_step(), calls
+ * prof_dump(N, "slow step") K times (default 1) and prints "dump RC" for
+ * each ("dump none" without the host). --crash-at S: in step S+1, inside
+ * "work", dies of the named signal (a real fault for segv, fpe and ill;
+ * abort(); kill() of itself for the others). Prints "done N". Binds
+ * profhost only through dlsym, so it runs the same without the host.
  */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "prof_dl.h"
 
@@ -43,10 +50,37 @@ static long rss_kb(void)
 	return kb;
 }
 
+/* Dies of the signal named `how`, the way a real program would. */
+static void crash(const char *how)
+{
+	static volatile int zero, seven = 7;
+	static const struct { const char *name; int sig; } kills[] = {
+		{ "bus", SIGBUS }, { "term", SIGTERM }, { "int", SIGINT },
+	};
+	size_t i;
+
+	fflush(stdout);
+	if (!strcmp(how, "segv"))
+		*(volatile int *)(long)zero = 1;
+	else if (!strcmp(how, "fpe"))
+		zero = seven / zero; /* not 1 / x: GCC turns that into a compare */
+	else if (!strcmp(how, "ill"))
+		__builtin_trap();
+	else if (!strcmp(how, "abort"))
+		abort();
+	for (i = 0; i < sizeof kills / sizeof kills[0]; i++)
+		if (!strcmp(how, kills[i].name))
+			kill(getpid(), kills[i].sig);
+	fprintf(stderr, "recorder_app: unknown --crash '%s'\n", how);
+	exit(2);
+}
+
 int main(int argc, char **argv)
 {
 	long steps = 60, us = 1000, slow_at = -1, slow_ms = 30, ranges = 1, rss_at = -1;
-	long s, r;
+	long dump = -1, dump_times = 1, crash_at = -1;
+	const char *how = "segv";
+	long s, r, k;
 	int i;
 
 	for (i = 1; i < argc; i++) {
@@ -56,6 +90,10 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--slow-ms") && i + 1 < argc) slow_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--ranges") && i + 1 < argc) ranges = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--rss-at") && i + 1 < argc) rss_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--dump-times") && i + 1 < argc) dump_times = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--crash-at") && i + 1 < argc) crash_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--crash") && i + 1 < argc) how = argv[++i];
 		else {
 			fprintf(stderr, "recorder_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -65,6 +103,8 @@ int main(int argc, char **argv)
 	p_push("train");
 	for (s = 0; s < steps; s++) {
 		p_push("work");
+		if (crash_at >= 0 && s == crash_at + 1)
+			crash(how);
 		for (r = 0; r < ranges; r++) {
 			p_push("r");
 			p_pop();
@@ -76,6 +116,13 @@ int main(int argc, char **argv)
 			sleep_us(slow_ms * 1000);
 		p_pop();
 		p_step();
+		if (s == slow_at && dump >= 0)
+			for (k = 0; k < dump_times; k++) {
+				if (p_dump)
+					printf("dump %d\n", p_dump((unsigned)dump, "slow step"));
+				else
+					printf("dump none\n");
+			}
 		if (s == rss_at)
 			printf("rss %ld %ld\n", s, rss_kb());
 	}
