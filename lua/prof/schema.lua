@@ -1,7 +1,7 @@
 -- prof.schema — what each prof.* configuration call accepts.
 --
 -- One spec per section (output, schedule, steps, capture, export, recorder,
--- limits).
+-- watchdog, limits).
 -- check() validates a user's table against a section's spec and returns a
 -- normalized copy, or nil and a one-line message that names the key, the
 -- value and what is expected (without the "prof.<section>: " prefix, which
@@ -224,6 +224,14 @@ M.sections = {
 			steps = integer(1, 10000, 20),
 			mb = integer(1, 65536, 256),
 			max_dumps = integer(0, U32, 10),
+		},
+	},
+	watchdog = {
+		example = "prof.watchdog{ after_s = 300, factor = 10, dump = true }",
+		keys = {
+			after_s = number(0.01, 1e7, 300),
+			factor = number(0, 1e6, 10),
+			dump = boolean(true),
 		},
 	},
 	limits = {
@@ -510,6 +518,7 @@ function M.resolve(raw)
 		raw.export, raw.limits
 	local cr = raw.capture_range
 	local rec = raw.recorder
+	local wd = raw.watchdog
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -588,6 +597,12 @@ function M.resolve(raw)
 			steps = get("recorder", rec, "steps"),
 			mb = get("recorder", rec, "mb"),
 			max_dumps = get("recorder", rec, "max_dumps"),
+		},
+		watchdog = {
+			enabled = wd ~= nil,
+			after_s = get("watchdog", wd, "after_s"),
+			factor = get("watchdog", wd, "factor"),
+			dump = get("watchdog", wd, "dump"),
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),
