@@ -169,6 +169,7 @@ static struct {
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
 	_Atomic int state;           /* PYB_IDLE / WARMUP / RECORDING */
 	_Atomic int live;            /* the bridge is up and not finalizing */
+	_Atomic int ended;           /* the interpreter began finalizing */
 	_Atomic int sync_queued;     /* a _sync pending call is queued */
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
 	_Atomic int modules;         /* PYB_MODULES of the window recording now */
@@ -343,6 +344,7 @@ static void pyb_op_late(const struct torchops_op *op, int32_t tid)
 
 static void pyb_down(void)
 {
+	atomic_store(&pyb.ended, 1);
 	atomic_store(&pyb.live, 0);
 }
 
@@ -663,6 +665,11 @@ int python_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 				"thread blocks it?)"), -1;
 	out[n] = '\0';
 	return 0;
+}
+
+bool python_ending(void)
+{
+	return atomic_load(&pyb.ended) != 0;
 }
 
 /* The bridge's configuration: "key=value" lines (see _bridge._start). */

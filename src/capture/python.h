@@ -31,6 +31,11 @@ extern const struct capture_ops python_capture;
  * does not stop this. Returns 0, or -1 with why[] saying why there are
  * none (not a Python process, the bridge not started, the interpreter
  * ending...). Host thread (prof.watchdog); waits at most ~2 s. */
+/* True once the interpreter began finalizing (the program's last Python
+ * code ran: its atexit handlers). The watchdog stops there: no step comes
+ * after the end, however long the teardown. Any thread. */
+bool python_ending(void);
+
 int python_hang_stacks(char *out, size_t size, char *why, size_t wsize);
 
 #endif

@@ -198,9 +198,18 @@ static void text_thread(struct textbuf *tb, struct host *h, const struct wd_snap
 			textbuf_puts(tb, "    ... (deeper frames not taken)\n");
 	}
 	if (t->py) {
+		const char *p = t->py, *end = t->py + t->pylen;
+
 		textbuf_puts(tb, "  Python stack (most recent call first):\n");
-		textbuf_add(tb, t->py, t->pylen);
-		textbuf_puts(tb, "\n");
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			textbuf_puts(tb, "  ");
+			textbuf_add(tb, p, n);
+			textbuf_puts(tb, "\n");
+			p += n + 1;
+		}
 	}
 	textbuf_puts(tb, "\n");
 }
@@ -484,6 +493,11 @@ int64_t watchdog_check(struct host *h)
 	}
 	if (s.finished || atomic_load_explicit(&h->disabled, memory_order_relaxed))
 		return -1;
+	if (python_ending()) {
+		/* No step comes after the program's end; its teardown is no
+		 * hang. Looked at again in case (finished is set at exit). */
+		return WD_POLL_NS;
+	}
 	if (s.ndur == 0) /* armed from the first step boundary on */
 		return limit_ns(c, 0);
 	limit = limit_ns(c, s.median_ms);

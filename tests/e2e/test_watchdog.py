@@ -9,9 +9,12 @@ import glob
 import json
 import os
 import re
+import socket
+import subprocess
+import time
 import unittest
 
-from harness import PROF, TESTBIN, TempDirTest, profhost_lines, run
+from harness import PROF, PYTHON, TESTBIN, TempDirTest, base_env, profhost_lines, run
 
 APP = os.path.join(TESTBIN, "hang_app")
 
@@ -119,6 +122,143 @@ prof.recorder{ steps = 4 }
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("policy.lua:1: prof.watchdog: unknown key 'after' (valid keys: "
                       "after_s, dump, factor); profiling is off", r.stderr)
+
+
+def _python_can(code):
+    try:
+        return subprocess.run([PYTHON, "-c", code], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+NEEDS_DISTRIBUTED = unittest.skipUnless(
+    _python_can("import torch.distributed as d; assert d.is_available()"),
+    "torch.distributed is not installed for /usr/bin/python3")
+
+GLOO = '''
+import os, sys, time
+import torch, torch.distributed as dist
+import profhost
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+x = torch.ones(16)
+
+
+def slow_io():
+    time.sleep(float(sys.argv[1]))
+
+
+for step in range(6):
+    if rank == 1 and step == 3:
+        with profhost.range("slow_io"):
+            slow_io()
+    with profhost.range("allreduce"):
+        dist.all_reduce(x)
+    profhost.step()
+dist.destroy_process_group()
+print("done", rank)
+'''
+
+
+class Ranks(TempDirTest):
+    @NEEDS_DISTRIBUTED
+    def test_gloo_rank_asleep_in_a_range_is_the_odd_one_out(self):
+        prog = self.write("gloo.py", GLOO)
+        policy = self.write("policy.lua", "prof.watchdog{ after_s = 1.5 }\n")
+        out = os.path.join(self.tmp, "out")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = []
+        for rank in (0, 1):
+            env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "RANK": str(rank), "WORLD_SIZE": "2",
+                            "PROF_RUN_ID": "gloo-hang"})
+            procs.append(subprocess.Popen(
+                [PROF, "run", "-s", policy, "-o", out, "--set", "output.run=gloo", "--",
+                 PYTHON, prog, "5"], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        errs = []
+        for p in procs:
+            o, err = p.communicate(timeout=120)
+            errs.append(err)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("done", o)
+        run_dir = os.path.join(out, "gloo")
+        reports = {}
+        for rank in (0, 1):
+            dirs = glob.glob(os.path.join(run_dir, "rank%d" % rank, "hang*_step3"))
+            self.assertEqual(len(dirs), 1, errs[rank])
+            with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+                reports[rank] = f.read()
+            self.assertIn("steps resumed: step 3 ended after", errs[rank])
+        # Rank 1 names the range it sleeps in and how long it was open;
+        # its Python stack shows where.
+        m = re.search(r"inside `slow_io` for (\d+\.\d) s", reports[1])
+        self.assertTrue(m, reports[1])
+        self.assertGreaterEqual(float(m.group(1)), 1.4)
+        self.assertLess(float(m.group(1)), 5.0)
+        self.assertRegex(reports[1], r'File ".*gloo\.py", line \d+ in slow_io')
+        # Rank 0 waits in the collective, inside its range.
+        self.assertIn("inside `allreduce` for", reports[0])
+        self.assertRegex(reports[0], r'File ".*distributed_c10d\.py", line \d+ in all_reduce')
+        text = run([PROF, "report", run_dir]).stdout
+        self.assertIn("Hang across ranks: 2 ranks wrote a hang report", text)
+        self.assertRegex(text, r"rank 0 inside `allreduce`, in `all_reduce \(distributed_c10d\.py:\d+\)` since step 3")
+        self.assertRegex(text, r"odd one out: rank 1, inside `slow_io`, in `slow_io \(gloo\.py:\d+\)`")
+
+    def test_view_of_256_ranks_in_bounded_memory(self):
+        def make(run_dir, n, odd):
+            for r in range(n):
+                d = os.path.join(run_dir, "rank%d" % r, "hang0_step1200")
+                os.makedirs(d)
+                main = {"tid": 100 + r, "name": "python3", "main": True, "steps": True,
+                        "ranges": [{"name": "train_step", "open_s": 420.0}],
+                        "native": ["0x1 nanosleep+0x13 (libc.so.6)"] * 40,
+                        "python": ["f (/x/y.py:%d)" % i for i in range(60)]}
+                if r == odd:
+                    main["python"].insert(0, "__next__ (/t/utils/data/dataloader.py:633)")
+                else:
+                    main["ranges"].append({"name": "allreduce", "open_s": 412.0})
+                threads = [main] + [{"tid": 1000 + i, "name": "worker", "main": False,
+                                     "steps": False, "ranges": [],
+                                     "native": ["0x2 poll+0x1 (libc.so.6)"] * 30}
+                                    for i in range(30)]
+                with open(os.path.join(d, "hang.json"), "w") as f:
+                    json.dump({"rank": r, "world_size": n, "step": 1200,
+                               "stalled_s": 412.0 + r / 100.0, "threads": threads}, f)
+            # an older hang of rank 0 is not the one shown
+            os.makedirs(os.path.join(run_dir, "rank0", "hang_not_a_report"))
+
+        small, big = os.path.join(self.tmp, "r16"), os.path.join(self.tmp, "r256")
+        make(small, 16, 7)
+        make(big, 256, 7)
+        rss = {}
+        for name, d in (("small", small), ("big", big)):
+            p = subprocess.Popen([PROF, "report", d], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            t0 = time.monotonic()
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                self.assertLess(time.monotonic() - t0, 60)
+                time.sleep(0.01)
+            o = p.stdout.read().decode()
+            p.stdout.close()
+            p.stderr.close()
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            rss[name] = (ru.ru_maxrss, o)
+        text = rss["big"][1]
+        self.assertIn("Hang across ranks: 256 ranks wrote a hang report", text)
+        self.assertIn("ranks 0-6, 8-255 inside `allreduce`, in `f (y.py:0)` since step 1200", text)
+        self.assertIn("odd one out: rank 7, inside `train_step`, in `__next__ (dataloader.py:633)`",
+                      text)
+        # 16 times the ranks, the same memory (reads one rank at a time)
+        self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
 
 
 if __name__ == "__main__":
