@@ -253,8 +253,11 @@ static void self_free(void *p)
 		pthread_mutex_unlock(&threads_lock);
 		free(t);
 	}
-	me.t = NULL;
-	me.depth = 0;
+	/* The thread is exiting: NVTX from a later destructor works without
+	 * a shadow (as after a failed allocation), so none is put back on the
+	 * list after its TLS may be gone. */
+	me.t = &no_thread;
+	me.depth = NO_THREAD_DEPTH;
 	me.mark = 0;
 }
 
