@@ -642,6 +642,12 @@ int python_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 					      cur.sa_handler == SIG_IGN)))
 		return snprintf(why, wsize, "faulthandler is not registered (the "
 				"bridge could not import it)"), -1;
+	if (!(cur.sa_flags & SA_RESTART)) {
+		/* faulthandler's handler, restarting what it interrupts: the
+		 * program's own blocking calls see no EINTR from profhost. */
+		cur.sa_flags |= SA_RESTART;
+		sigaction(pyb.hang_sig, &cur, NULL);
+	}
 	if (ftruncate(pyb.hang_fd, 0) != 0 || lseek(pyb.hang_fd, 0, SEEK_SET) != 0)
 		return snprintf(why, wsize, "cannot reset the memory file: %s",
 				strerror(errno)), -1;

@@ -334,12 +334,14 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	textbuf_init(&tb);
 	if (!st || !rg)
 		goto out;
+	/* The ranges first: taking stacks signals the threads, and one in a
+	 * call the kernel does not restart (a sleep) may move on. */
+	nr = h->shim->nvtx_open_ranges(rg, WD_RANGES_MAX);
 	n = control_stacks_take(st, CONTROL_STACK_THREADS, &e);
 	if (n < 0) {
 		log_msg(LOG_WARN, "watchdog: %s", e.msg);
 		n = 0;
 	}
-	nr = h->shim->nvtx_open_ranges(rg, WD_RANGES_MAX);
 	py = python_text(why, sizeof why);
 	now = clock_now_ns();
 	stalled = (double)(now - s->start) / 1e9;

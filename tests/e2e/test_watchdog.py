@@ -124,6 +124,56 @@ prof.recorder{ steps = 4 }
                       "after_s, dump, factor); profiling is off", r.stderr)
 
 
+GIL = """
+import ctypes, time, threading
+import profhost
+
+def loader():
+    while True:
+        time.sleep(0.05)
+
+threading.Thread(target=loader, daemon=True).start()
+libc = ctypes.PyDLL(None)  # its calls keep the GIL
+
+def stuck_with_gil():
+    libc.system(b"sleep 3")
+
+for i in range(6):
+    time.sleep(0.01)
+    if i == 3:
+        with profhost.range("holding_gil"):
+            stuck_with_gil()
+    profhost.step()
+print("done")
+"""
+
+
+class PythonStacks(TempDirTest):
+    def test_python_stacks_while_a_thread_holds_the_gil(self):
+        prog = self.write("gil.py", GIL)
+        policy = self.write("policy.lua", "prof.watchdog{ after_s = 1 }\n")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, prog], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        dirs = hang_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["hang0_step3"], r.stderr)
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            text = f.read()
+        main = text[text.index("(main thread)"):]
+        main = main[:main.index("\n\n")]
+        self.assertRegex(main, r"inside `holding_gil` for \d+\.\d s")
+        # faulthandler reads the stacks without the GIL: the holder's and
+        # the waiting thread's are there
+        self.assertRegex(main, r'File ".*gil\.py", line \d+ in stuck_with_gil')
+        self.assertRegex(text, r'File ".*gil\.py", line \d+ in loader')
+        self.assertNotIn("Python stacks: none", text)
+        with open(os.path.join(dirs[0], "hang.json")) as f:
+            h = json.load(f)
+        stepping = [t for t in h["threads"] if t["steps"]][0]
+        self.assertTrue(stepping["python"][0].startswith("stuck_with_gil ("), stepping["python"])
+
+
 def _python_can(code):
     try:
         return subprocess.run([PYTHON, "-c", code], capture_output=True,
