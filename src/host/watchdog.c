@@ -103,6 +103,8 @@ struct wd_thread {
 	uintptr_t pthread;
 	const char *py;                         /* its Python block, or NULL */
 	size_t pylen;
+	const char *no_stack;                   /* why stacks were not taken at
+						   all (NULL: they were) */
 };
 
 /* A range's display name. */
@@ -183,7 +185,9 @@ static void text_thread(struct textbuf *tb, struct host *h, const struct wd_snap
 			textbuf_printf(tb, "  inside `%s` (open since before the "
 				       "watchdog kept times)\n", range_name(r));
 	}
-	if (st->state != CONTROL_STACK_OK) {
+	if (t->no_stack) {
+		textbuf_printf(tb, "  native stack: not taken (%s)\n", t->no_stack);
+	} else if (st->state != CONTROL_STACK_OK) {
 		textbuf_printf(tb, "  native stack: not taken (%s)\n",
 			       st->state == CONTROL_STACK_BLOCKED ? "the thread blocks "
 			       "signals" : st->state == CONTROL_STACK_GONE ?
@@ -293,6 +297,28 @@ static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *di
 	return rc;
 }
 
+/* Adds an entry (no stack) for each thread with open ranges that the
+ * stacks left out (they could not be taken at all). Returns the count. */
+static int add_range_threads(struct control_stack *st, int n,
+			     const struct nvtx_open_range *rg, size_t nr)
+{
+	size_t j;
+	int i;
+
+	for (j = 0; j < nr && n < CONTROL_STACK_THREADS; j++) {
+		for (i = 0; i < n && st[i].tid != rg[j].tid; i++)
+			;
+		if (i < n)
+			continue;
+		memset(&st[n], 0, sizeof st[n]);
+		st[n].tid = rg[j].tid;
+		st[n].state = CONTROL_STACK_TIMEOUT;
+		snprintf(st[n].name, sizeof st[n].name, "?");
+		n++;
+	}
+	return n;
+}
+
 /* Takes the Python stacks (faulthandler's text, malloc'd) or says why
  * not in why[]. */
 static char *python_text(char *why, size_t size)
@@ -325,6 +351,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	struct err e;
 	cJSON *root = NULL, *arr;
 	char why[256] = "", *py = NULL, *text = NULL, *json = NULL;
+	char no_stack[ERR_MSG_MAX] = "";
 	int n = 0, i;
 	size_t nr = 0, j, r;
 	int64_t now;
@@ -339,8 +366,10 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	nr = h->shim->nvtx_open_ranges(rg, WD_RANGES_MAX);
 	n = control_stacks_take(st, CONTROL_STACK_THREADS, &e);
 	if (n < 0) {
-		log_msg(LOG_WARN, "watchdog: %s", e.msg);
-		n = 0;
+		/* no stacks (no free signal, /proc unreadable): the threads
+		 * with open ranges are still told */
+		snprintf(no_stack, sizeof no_stack, "%s", e.msg);
+		n = add_range_threads(st, 0, rg, nr);
 	}
 	py = python_text(why, sizeof why);
 	now = clock_now_ns();
@@ -358,6 +387,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		for (; j < nr && rg[j].tid == st[i].tid; j++)
 			th[i].nranges++;
 		th[i].py = py_block(py, st[i].pthread, &th[i].pylen);
+		th[i].no_stack = no_stack[0] ? no_stack : NULL;
 	}
 
 	have_dir = make_dir(h, k, s->step, &dir, &e) == 0;
