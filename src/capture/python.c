@@ -620,7 +620,13 @@ static void pyb_hang_setup(const struct policy_config *c)
 	pyb.hang_fd = -1;
 }
 
-int python_hang_stacks(char *out, size_t size, char *why, size_t wsize)
+/* capture_ops.hang_stacks: every Python thread's stack now, as Python's
+ * faulthandler writes them ("Thread 0x<pthread> (most recent call
+ * first):" blocks), into out[size] (NUL-ended, cut to fit). faulthandler
+ * reads the interpreter's thread states without the GIL, so a thread that
+ * holds it and never lets go does not stop this. Returns 0, or -1 with
+ * why[] saying why there are none. Host thread; waits at most ~2 s. */
+static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 {
 	struct sigaction cur;
 	struct stat sb;
@@ -673,7 +679,9 @@ int python_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 	return 0;
 }
 
-bool python_ending(void)
+/* capture_ops.ended: the interpreter began finalizing (the program's last
+ * Python code ran: its atexit handlers). Any thread. */
+static bool pyb_ended(void)
 {
 	return atomic_load(&pyb.ended) != 0;
 }
@@ -837,4 +845,6 @@ const struct capture_ops python_capture = {
 	.fini = pyb_fini,
 	.step = pyb_on_step,
 	.explicit_step = pyb_explicit_step,
+	.hang_stacks = pyb_hang_stacks,
+	.ended = pyb_ended,
 };

@@ -24,18 +24,4 @@
  * counting (explicit steps win). */
 extern const struct capture_ops python_capture;
 
-/* Every Python thread's stack now, as Python's faulthandler writes them
- * ("Thread 0x<pthread> (most recent call first):" blocks), into out[size]
- * (NUL-ended, cut to fit). faulthandler reads the interpreter's thread
- * states without the GIL, so a thread that holds it and never lets go
- * does not stop this. Returns 0, or -1 with why[] saying why there are
- * none (not a Python process, the bridge not started, the interpreter
- * ending...). Host thread (prof.watchdog); waits at most ~2 s. */
-/* True once the interpreter began finalizing (the program's last Python
- * code ran: its atexit handlers). The watchdog stops there: no step comes
- * after the end, however long the teardown. Any thread. */
-bool python_ending(void);
-
-int python_hang_stacks(char *out, size_t size, char *why, size_t wsize);
-
 #endif

@@ -23,13 +23,13 @@
 
 #include <cjson/cJSON.h>
 
-#include "../capture/python.h"
 #include "../control/control.h"
 #include "../events/clock.h"
 #include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
 #include "../util/log.h"
+#include "capture.h"
 #include "host.h"
 
 #define WD_RANGES_MAX 4096         /* open levels read, all threads */
@@ -329,7 +329,7 @@ static char *python_text(char *why, size_t size)
 		snprintf(why, size, "out of memory");
 		return NULL;
 	}
-	if (python_hang_stacks(py, WD_PY_MAX, why, size) != 0) {
+	if (capture_hang_stacks_all(py, WD_PY_MAX, why, size) != 0) {
 		free(py);
 		return NULL;
 	}
@@ -525,7 +525,7 @@ int64_t watchdog_check(struct host *h)
 	}
 	if (s.finished || atomic_load_explicit(&h->disabled, memory_order_relaxed))
 		return -1;
-	if (python_ending()) {
+	if (capture_ended_any()) {
 		/* No step comes after the program's end; its teardown is no
 		 * hang. Looked at again in case (finished is set at exit). */
 		return WD_POLL_NS;
