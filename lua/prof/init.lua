@@ -38,7 +38,7 @@ end
 
 local prof = { api_version = 1 }
 
-local HOOK_KINDS = { "on_step", "on_window_start", "on_window_end", "on_trace_ready" }
+local HOOK_KINDS = { "on_step", "on_window_start", "on_window_end", "on_trace_ready", "on_hang" }
 
 local state
 
@@ -169,7 +169,8 @@ local function hook_function(kind)
 		if type(fn) ~= "function" then
 			error(string.format("%s: expected a function, got %s (e.g. %s(function(%s) ... end))",
 				fname, schema.describe(fn), fname,
-				kind == "on_step" and "s" or kind == "on_trace_ready" and "trace" or "w"), 2)
+				kind == "on_step" and "s" or kind == "on_trace_ready" and "trace" or
+				kind == "on_hang" and "h" or "w"), 2)
 		end
 		local list = state.hooks[kind]
 		list[#list + 1] = fn

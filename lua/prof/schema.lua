@@ -1,7 +1,7 @@
 -- prof.schema — what each prof.* configuration call accepts.
 --
 -- One spec per section (output, schedule, steps, capture, export, recorder,
--- limits).
+-- watchdog, limits).
 -- check() validates a user's table against a section's spec and returns a
 -- normalized copy, or nil and a one-line message that names the key, the
 -- value and what is expected (without the "prof.<section>: " prefix, which
@@ -227,6 +227,14 @@ M.sections = {
 			dump_on_crash = boolean(true),
 			dump_on_signal = boolean(true),
 			dump_on_exception = boolean(true),
+		},
+	},
+	watchdog = {
+		example = "prof.watchdog{ after_s = 300, factor = 10, dump = true }",
+		keys = {
+			after_s = number(0.01, 1e7, 300),
+			factor = number(0, 1e6, 10),
+			dump = boolean(true),
 		},
 	},
 	limits = {
@@ -513,6 +521,7 @@ function M.resolve(raw)
 		raw.export, raw.limits
 	local cr = raw.capture_range
 	local rec = raw.recorder
+	local wd = raw.watchdog
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -594,6 +603,12 @@ function M.resolve(raw)
 			dump_on_crash = get("recorder", rec, "dump_on_crash"),
 			dump_on_signal = get("recorder", rec, "dump_on_signal"),
 			dump_on_exception = get("recorder", rec, "dump_on_exception"),
+		},
+		watchdog = {
+			enabled = wd ~= nil,
+			after_s = get("watchdog", wd, "after_s"),
+			factor = get("watchdog", wd, "factor"),
+			dump = get("watchdog", wd, "dump"),
 		},
 		limits = {
 			hook_ms = get("limits", l, "hook_ms"),

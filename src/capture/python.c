@@ -19,6 +19,7 @@
 #include "python.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../events/clock.h"
@@ -170,6 +173,7 @@ static struct {
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
 	_Atomic int state;           /* PYB_IDLE / WARMUP / RECORDING */
 	_Atomic int live;            /* the bridge is up and not finalizing */
+	_Atomic int ended;           /* the interpreter began finalizing */
 	_Atomic int sync_queued;     /* a _sync pending call is queued */
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
 	_Atomic int modules;         /* PYB_MODULES of the window recording now */
@@ -177,11 +181,15 @@ static struct {
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
 	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
+	int hang_fd;                 /* prof.watchdog: the memfd faulthandler
+					writes every thread's stack into
+					(-1: none) */
+	int hang_sig;                /* ... when sent this signal (0: none) */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
 	pthread_mutex_t note_lock;   /* guards note_line */
 	char note_line[PYB_NOTE_MAX]; /* pybridge_api.note_text's, not yet in
 				       a summary ("" none) */
-} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER };
+} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER, .hang_fd = -1 };
 
 /* Set on a thread while it runs an automatic step, so the window callbacks
  * it triggers do not queue a sync (the bridge syncs after the step). */
@@ -340,6 +348,7 @@ static void pyb_op_late(const struct torchops_op *op, int32_t tid)
 
 static void pyb_down(void)
 {
+	atomic_store(&pyb.ended, 1);
 	atomic_store(&pyb.live, 0);
 }
 
@@ -594,6 +603,101 @@ static uint32_t pyb_stack_rate(const struct policy_config *c)
 	return hz < PYSTACKS_MAX_HZ ? hz : PYSTACKS_MAX_HZ;
 }
 
+/* prof.watchdog: a memory file for Python's faulthandler to write every
+ * thread's stack into, and a real-time signal the application leaves at
+ * its default, from the low end (prof.stacks() takes its own from the
+ * high end), for the bridge to register faulthandler on. Start-up. */
+static void pyb_hang_setup(const struct policy_config *c)
+{
+	int sig;
+
+	if (!c->watchdog.enabled)
+		return;
+	pyb.hang_fd = memfd_create("profhost-pystacks", MFD_CLOEXEC);
+	if (pyb.hang_fd < 0) {
+		log_msg(LOG_DEBUG, "watchdog: no memory file for Python stacks: %s",
+			strerror(errno));
+		return;
+	}
+	for (sig = SIGRTMIN + 4; sig < SIGRTMAX - 4; sig++) {
+		struct sigaction old;
+
+		if (sigaction(sig, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
+		    old.sa_handler == SIG_DFL && sig != c->capture.cpu_signal) {
+			pyb.hang_sig = sig;
+			return;
+		}
+	}
+	close(pyb.hang_fd);
+	pyb.hang_fd = -1;
+}
+
+/* capture_ops.hang_stacks: every Python thread's stack now, as Python's
+ * faulthandler writes them ("Thread 0x<pthread> (most recent call
+ * first):" blocks), into out[size] (NUL-ended, cut to fit). faulthandler
+ * reads the interpreter's thread states without the GIL, so a thread that
+ * holds it and never lets go does not stop this. Returns 0, or -1 with
+ * why[] saying why there are none. Host thread; waits at most ~2 s. */
+static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
+{
+	struct sigaction cur;
+	struct stat sb;
+	off_t last = -1;
+	int i;
+	ssize_t n;
+
+	if (!pyb.found)
+		return snprintf(why, wsize, "not a Python process"), -1;
+	if (pyb.hang_fd < 0 || !pyb.hang_sig)
+		return snprintf(why, wsize, "no memory file or signal for them"), -1;
+	if (!atomic_load(&pyb.live))
+		return snprintf(why, wsize, "the Python bridge has not started, or "
+				"the interpreter is ending"), -1;
+	/* Sending the signal with its default action would end the process:
+	 * only once faulthandler holds it. */
+	if (sigaction(pyb.hang_sig, NULL, &cur) != 0 ||
+	    (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_DFL ||
+					      cur.sa_handler == SIG_IGN)))
+		return snprintf(why, wsize, "faulthandler is not registered (the "
+				"bridge could not import it)"), -1;
+	if (!(cur.sa_flags & SA_RESTART)) {
+		/* faulthandler's handler, restarting what it interrupts: the
+		 * program's own blocking calls see no EINTR from profhost. */
+		cur.sa_flags |= SA_RESTART;
+		sigaction(pyb.hang_sig, &cur, NULL);
+	}
+	if (ftruncate(pyb.hang_fd, 0) != 0 || lseek(pyb.hang_fd, 0, SEEK_SET) != 0)
+		return snprintf(why, wsize, "cannot reset the memory file: %s",
+				strerror(errno)), -1;
+	if (kill(getpid(), pyb.hang_sig) != 0)
+		return snprintf(why, wsize, "cannot signal: %s", strerror(errno)), -1;
+	/* faulthandler writes from the thread that takes the signal: done
+	 * once the file stops growing. */
+	for (i = 0; i < 200; i++) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL);
+		if (fstat(pyb.hang_fd, &sb) != 0)
+			break;
+		if (sb.st_size > 0 && sb.st_size == last)
+			break;
+		last = sb.st_size;
+	}
+	n = pread(pyb.hang_fd, out, size - 1, 0);
+	if (n <= 0)
+		return snprintf(why, wsize, "no thread took the signal in 2 s (every "
+				"thread blocks it?)"), -1;
+	out[n] = '\0';
+	return 0;
+}
+
+/* capture_ops.ended: the interpreter began finalizing (the program's last
+ * Python code ran: its atexit handlers). Any thread. */
+static bool pyb_ended(void)
+{
+	return atomic_load(&pyb.ended) != 0;
+}
+
 /* The bridge's configuration: "key=value" lines (see _bridge._start). */
 static void pyb_make_config(const struct policy_config *c)
 {
@@ -608,12 +712,13 @@ static void pyb_make_config(const struct policy_config *c)
 	pyb.auto_steps = strcmp(steps, "off") != 0;
 	snprintf(pyb.config, sizeof pyb.config,
 		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
-		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\n",
+		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\nhang_fd=%d\n"
+		 "hang_sig=%d\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
 		 c->capture.with_flops ? 1 : 0,
 		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
-		 pyb.share_dir);
+		 pyb.share_dir, pyb.hang_fd, pyb.hang_sig);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never
@@ -633,6 +738,7 @@ static int pyb_init(const struct capture_host *h, struct err *e)
 	pyb_api.torchops = torchops_table(h);
 	pyb.stack_hz = pyb_stack_rate(h->cfg);
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
+	pyb_hang_setup(h->cfg);
 	pyb_make_config(h->cfg);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -753,4 +859,6 @@ const struct capture_ops python_capture = {
 	.fini = pyb_fini,
 	.step = pyb_on_step,
 	.explicit_step = pyb_explicit_step,
+	.hang_stacks = pyb_hang_stacks,
+	.ended = pyb_ended,
 };

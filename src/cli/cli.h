@@ -124,4 +124,12 @@ void lineedit_add_history(struct lineedit *le, const char *line);
 
 void lineedit_free(struct lineedit *le);
 
+/* prof report's view of a hang across ranks (hangs.c): reads the latest
+ * hang<K>_step<N>/hang.json of each rank<R> folder of run directory `run`,
+ * one rank at a time (memory does not grow with the ranks), and prints
+ * which ranks are stuck where and the odd one out to `out`. Returns 1 when
+ * it printed a view, 0 when no rank has a hang report, -1 when out of
+ * memory. */
+int cli_hangs_report(const char *run, FILE *out);
+
 #endif

@@ -4,7 +4,8 @@
  *
  * Input: a window directory (capture.phb, else trace.json[.gz]), a rank or
  * run directory (every window*_steps* below it), or one file (capture.phb
- * or a JSON trace, gzipped or not). The reports run in a policy VM like
+ * or a JSON trace, gzipped or not). A run directory whose ranks wrote hang
+ * reports first gets the view of the hang across ranks (hangs.c). The reports run in a policy VM like
  * the host's (the built-in default policy, or --script), so a policy's
  * prof.on_trace_ready hooks work offline unchanged.
  */
@@ -71,7 +72,9 @@ void cli_report_help(FILE *out)
 		"  a window directory    reads its capture.phb (else trace.json[.gz])\n"
 		"  a rank or run dir     every window below it: the run report (per-rank\n"
 		"                        step times and phases, the slowest rank per step,\n"
-		"                        the spread, the straggler)\n"
+		"                        the spread, the straggler); when its ranks wrote\n"
+		"                        hang reports (prof.watchdog), first which ranks\n"
+		"                        are stuck where, and the odd one out\n"
 		"  a file                capture.phb or a Chrome trace (.json, .json.gz)\n"
 		"\n"
 		"options:\n"
@@ -432,7 +435,7 @@ int cli_report_main(int argc, char **argv)
 	char lua_dir[PATH_MAX], dir[PATH_MAX], out_path[PATH_MAX + 16];
 	unsigned fmt;
 	struct err e;
-	int status = 0, rc;
+	int status = 0, rc, hangs;
 	size_t i, nsets = 0;
 
 	rc = report_parse(argc, argv, &o);
@@ -449,7 +452,12 @@ int cli_report_main(int argc, char **argv)
 	}
 	fmt = strcmp(o.format, "json") == 0 ? POLICY_REPORT_JSON
 	      : strcmp(o.format, "html") == 0 ? POLICY_REPORT_HTML : POLICY_REPORT_TEXT;
+	/* A run whose ranks wrote hang reports (prof.watchdog): the view
+	 * across ranks first; such a run may have no window at all. */
+	hangs = fmt == POLICY_REPORT_TEXT ? cli_hangs_report(o.input, stdout) : 0;
 	if (find_windows(o.input, &wl, &e) != 0) {
+		if (hangs > 0)
+			goto out; /* the hang view was the report */
 		fprintf(stderr, "prof report: %s\n", e.msg);
 		status = 1;
 		goto out;

@@ -172,6 +172,8 @@ struct control_stack {
 	enum control_stack_state state;
 	bool self;                 /* the calling thread (unwound in place) */
 	bool truncated;            /* deeper frames were not taken */
+	uintptr_t pthread;         /* its pthread_self() (OK only): what
+				      Python's faulthandler names it by */
 	int nframes;
 	uintptr_t ip[CONTROL_STACK_FRAMES]; /* [0] innermost: where the thread
 					       is; then return addresses */

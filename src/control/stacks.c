@@ -102,6 +102,7 @@ static void stacks_handler(int sig, siginfo_t *si, void *uc)
 	if (atomic_load(&req_tid) == my_tid() &&
 	    atomic_compare_exchange_strong(&req_state, &expect, REQ_TAKING)) {
 		s = atomic_load(&req_slot);
+		s->pthread = (uintptr_t)pthread_self();
 		unwind_into(s, true);
 		atomic_store(&req_state, REQ_DONE);
 	}
@@ -262,6 +263,7 @@ int control_stacks_take(struct control_stack *out, size_t max, struct err *e)
 		if (s->tid == self) {
 			s->self = true;
 			s->state = CONTROL_STACK_OK;
+			s->pthread = (uintptr_t)pthread_self();
 			unwind_into(s, false);
 		} else if (blocks(s->tid, stacks_sig)) {
 			s->state = CONTROL_STACK_BLOCKED;

@@ -2,6 +2,8 @@
  * calls over them (capture.h). */
 #include "capture.h"
 
+#include <stdio.h>
+
 #include "../shim/nvtx.h"
 #include "../capture/python.h"
 #include "../capture/sampler.h"
@@ -214,4 +216,27 @@ void capture_cuda_inject_all(void)
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->cuda_inject)
 			capture_sources[i]->cuda_inject();
+}
+
+int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
+{
+	size_t i;
+
+	snprintf(why, wsize, "no capture source gives them");
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->hang_stacks &&
+		    capture_sources[i]->hang_stacks(out, size, why, wsize) == 0)
+			return 0;
+	return -1;
+}
+
+bool capture_ended_any(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->ended &&
+		    capture_sources[i]->ended())
+			return true;
+	return false;
 }

@@ -44,6 +44,14 @@
  *   cuda_inject   the CUDA driver called InitializeInjection on profhost's
  *                 library (CUDA_INJECTION64_PATH). Any thread, no lock
  *                 held; not after the process stopped profiling.
+ *   hang_stacks   the hang watchdog asks for the stacks the source can
+ *                 give beyond the native ones (the Python bridge: every
+ *                 Python thread's, as faulthandler writes them) into
+ *                 out[size]. Returns 0, or -1 with why[wsize] saying why
+ *                 not. Host thread; may wait ~2 s.
+ *   ended         true once the program's own code has ended (the
+ *                 interpreter finalizing): the watchdog stops looking for
+ *                 hangs. Any thread.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -129,6 +137,8 @@ struct capture_ops {
 	void (*prepare)(void);
 	void (*explicit_step)(void);
 	void (*cuda_inject)(void);
+	int (*hang_stacks)(char *out, size_t size, char *why, size_t wsize);
+	bool (*ended)(void);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -155,5 +165,13 @@ void capture_fini_all(void);
 void capture_step_all(const struct capture_step *s);
 void capture_explicit_step_all(void);
 void capture_cuda_inject_all(void);
+
+/* The first source's stacks for a hang report (hang_stacks); -1 with why[]
+ * when no source gives any (why: the last source's reason, or "no source
+ * gives them"). Host thread. */
+int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize);
+
+/* Whether a source says the program's code has ended (ended). Any thread. */
+bool capture_ended_any(void);
 
 #endif

@@ -141,6 +141,15 @@ struct host_thread {
 	struct host_outputs out;       /* guarded by `lock` */
 };
 
+/* The hang watchdog's state (watchdog.c). Host thread only. */
+struct watchdog {
+	uint32_t hangs;                /* reports written */
+	bool hung;                     /* a report was written for hung_step,
+					  which has not ended yet */
+	uint64_t hung_step;
+	int64_t hung_since;            /* its start */
+};
+
 struct host {
 	struct host_env env;
 	const struct shim_api *shim;
@@ -160,6 +169,7 @@ struct host {
 					  host thread); 0: none */
 	struct window_state win;
 	struct host_thread ht;
+	struct watchdog wd;
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
@@ -264,6 +274,19 @@ void live_note_dump(struct host *h, const char *dir);
 
 /* Frees the kept outputs. At exit, after the host thread stopped. */
 void live_fini(struct host *h);
+
+/* One stack frame as text: "0x... symbol+0xoff (library)"; `is_return`:
+ * a return address (looked up at the byte before). Any thread. */
+void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
+
+/* --- watchdog.c: the hang watchdog --- */
+
+/* Looks for a hang (prof.watchdog{}) and, the first time the step in
+ * progress passes the limit, writes its report and runs prof.on_hang; says
+ * when a reported step ends. Returns how long the host thread may sleep
+ * before the next look (ns), or -1 for ever (no watchdog, or the process
+ * is ending). Host thread. */
+int64_t watchdog_check(struct host *h);
 
 /* --- exitpath.c --- */
 

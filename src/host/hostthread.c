@@ -371,7 +371,9 @@ static void *host_main(void *arg)
 
 	atomic_store(&ht->tid, (int32_t)syscall(SYS_gettid));
 	while (!stop) {
-		uint32_t bits = wakeword_take(&ht->wake, -1);
+		/* The watchdog's deadline (prof.watchdog{}); -1: none. */
+		int64_t wait = watchdog_check(h);
+		uint32_t bits = wakeword_take(&ht->wake, wait);
 
 		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
@@ -382,6 +384,7 @@ static void *host_main(void *arg)
 		stop = (bits & HOST_WAKE_STOP) || ht->stop;
 		pthread_mutex_unlock(&ht->lock);
 	}
+	watchdog_check(h); /* a hang that ended (or not) as the process ends */
 	return NULL;
 }
 

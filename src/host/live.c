@@ -400,7 +400,7 @@ static int query_capture(struct host *h, int64_t arg, struct policy_build *b)
 
 /* One frame as text: "0x... symbol+0xoff (library)". Frames after the
  * first are return addresses: the call is the byte before. */
-static void frame_text(uintptr_t ip, bool is_return, char *out, size_t size)
+void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size)
 {
 	Dl_info info;
 	uintptr_t look = is_return ? ip - 1 : ip;
@@ -482,7 +482,7 @@ static int query_stacks(struct host *h, struct policy_build *b, struct err *e)
 		if (s->state == CONTROL_STACK_OK) {
 			policy_build_open(b, "frames");
 			for (f = 0; f < s->nframes; f++) {
-				frame_text(s->ip[f], f > 0, text, sizeof text);
+				live_frame_text(s->ip[f], f > 0, text, sizeof text);
 				policy_build_str(b, NULL, text);
 			}
 			policy_build_close(b);

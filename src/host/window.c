@@ -206,10 +206,13 @@ static void update_arm(struct host *h, int64_t now)
 	struct window_state *w = &h->win;
 	bool armed = sched_armed(&w->sched) ||
 		     (w->rec.cfg.enabled && !w->finished);
+	/* The watchdog names each thread's open ranges and their age: NVTX
+	 * pushes keep names and times (not the window's preparation). */
+	bool names = armed || (h->cfg->watchdog.enabled && !w->finished);
 
-	if (armed != w->armed) {
-		h->shim->nvtx_arm(armed);
-		w->armed = armed;
+	if (names != w->armed) {
+		h->shim->nvtx_arm(names);
+		w->armed = names;
 	}
 	if (armed && !w->sched.open)
 		prepare_window(h);
@@ -370,6 +373,11 @@ void window_init(struct host *h)
 		open_window(h, &r, w->step_start);
 	if (w->rec.cfg.enabled && !w->sched.open)
 		rec_open_segment(h, 0, w->step_start);
+	if (h->cfg->watchdog.enabled && !h->forked_child &&
+	    hostthread_start(h, &e) != 0) {
+		w->fail = e; /* the watchdog runs on the host thread */
+		w->fail_pending = true;
+	}
 	update_arm(h, w->step_start);
 	tell_step(w);
 	replay = w->rec_replay;

@@ -112,6 +112,17 @@ struct policy_config {
 					   main thread; default true */
 	} recorder;
 
+	/* prof.watchdog: the hang watchdog (docs/recorder.md) */
+	struct {
+		bool enabled;          /* prof.watchdog was called */
+		double after_s;        /* no step for this long is a hang;
+					  default 300 */
+		double factor;         /* ... or this many median steps, if
+					  longer; default 10 */
+		bool dump;             /* a recorder dump with each report;
+					  default true */
+	} watchdog;
+
 	/* prof.limits */
 	struct {
 		uint32_t hook_ms;      /* per hook call; default 100 */
@@ -124,7 +135,7 @@ struct policy_config {
 	/* Which hooks the policy registered. Atomic: a hook added at the
 	 * REPL sets its flag while the host's threads read them. */
 	_Atomic bool has_on_step, has_on_window_start, has_on_window_end,
-		     has_on_trace_ready;
+		     has_on_trace_ready, has_on_hang;
 };
 
 /* Called from Lua's prof.capture_now{steps=N, reason=...} on whatever thread
@@ -277,6 +288,39 @@ struct policy_trace {
 enum policy_status policy_on_trace_ready(struct policy *p,
 					 const struct policy_trace *tr,
 					 struct err *e);
+
+/* One open range of a stalled thread (prof.on_hang's h.threads[i].ranges). */
+struct policy_hang_range {
+	const char *name;
+	double open_s;                   /* how long it has been open; < 0:
+					    unknown */
+};
+
+/* One thread of a hang (h.threads[i]). */
+struct policy_hang_thread {
+	int32_t tid;
+	const char *name;
+	const struct policy_hang_range *ranges; /* outermost first */
+	size_t nranges;
+};
+
+/* What prof.on_hang hooks see (fields of the Lua table `h`). */
+struct policy_hang_info {
+	uint32_t hang;                   /* this run's hang number, from 0 */
+	uint64_t step;                   /* the step that does not end */
+	double stalled_s;                /* since it began */
+	double limit_s;                  /* the watchdog's limit */
+	const char *dir;                 /* the report's folder; NULL: none */
+	const struct policy_hang_thread *threads;
+	size_t nthreads;
+};
+
+/* Runs prof.on_hang hooks (the watchdog found a hang), each under the hook
+ * budget. A hook that fails is reported through *e and disabled. Host
+ * thread; waits for the lock. */
+enum policy_status policy_on_hang(struct policy *p,
+				  const struct policy_hang_info *h,
+				  struct err *e);
 
 /* Formats of the built-in reports (bit mask). */
 enum {

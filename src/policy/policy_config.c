@@ -29,6 +29,21 @@ static lua_Integer cfg_int(lua_State *L, int t, const char *key,
 	return v;
 }
 
+static double cfg_num(lua_State *L, int t, const char *key, double min,
+		      double max)
+{
+	double v;
+	int isnum;
+
+	lua_getfield(L, t, key);
+	v = lua_tonumberx(L, -1, &isnum);
+	lua_pop(L, 1);
+	if (!isnum || !(v >= min && v <= max))
+		luaL_error(L, "policy: configuration field '%s' is not a number from %f to %f",
+			   key, min, max);
+	return v;
+}
+
 static uint32_t cfg_u32(lua_State *L, int t, const char *key, uint32_t min)
 {
 	return (uint32_t)cfg_int(L, t, key, min, (lua_Integer)UINT32_MAX);
@@ -113,6 +128,7 @@ static void read_hook_flags(lua_State *L, int hooks, struct policy_config *c)
 	c->has_on_window_start = has_hooks(L, hooks, "on_window_start");
 	c->has_on_window_end = has_hooks(L, hooks, "on_window_end");
 	c->has_on_trace_ready = has_hooks(L, hooks, "on_trace_ready");
+	c->has_on_hang = has_hooks(L, hooks, "on_hang");
 }
 
 /* prof._native.hooks_changed(): a hook was registered after loading (at
@@ -239,6 +255,13 @@ int policy_read_config(lua_State *L)
 	c->recorder.dump_on_crash = cfg_bool(L, s, "dump_on_crash");
 	c->recorder.dump_on_signal = cfg_bool(L, s, "dump_on_signal");
 	c->recorder.dump_on_exception = cfg_bool(L, s, "dump_on_exception");
+	lua_pop(L, 1);
+
+	s = cfg_section(L, cfg, "watchdog");
+	c->watchdog.enabled = cfg_bool(L, s, "enabled");
+	c->watchdog.after_s = cfg_num(L, s, "after_s", 0.01, 1e7);
+	c->watchdog.factor = cfg_num(L, s, "factor", 0, 1e6);
+	c->watchdog.dump = cfg_bool(L, s, "dump");
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "limits");

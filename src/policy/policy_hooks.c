@@ -1,5 +1,5 @@
 /* policy_hooks — the policy's hooks (prof.on_step, on_window_start,
- * on_window_end, on_trace_ready) and the built-in reports, each run in the
+ * on_window_end, on_trace_ready, on_hang) and the built-in reports, each run in the
  * VM under its budget (see policy.h, policy_internal.h). */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,7 +17,7 @@
 
 /* ------------------------------------------------------------ hooks */
 
-enum hook_arg { HOOK_ARG_STEP, HOOK_ARG_WINDOW, HOOK_ARG_TRACE };
+enum hook_arg { HOOK_ARG_STEP, HOOK_ARG_WINDOW, HOOK_ARG_TRACE, HOOK_ARG_HANG };
 
 /* One hook call: what to run and what came of it. */
 struct hook_call {
@@ -88,6 +88,37 @@ static void push_window_info(lua_State *L, const struct policy_window_info *w)
 	set_int(L, "dropped", (lua_Integer)w->dropped);
 }
 
+static void push_hang_info(lua_State *L, const struct policy_hang_info *h)
+{
+	size_t i, j;
+
+	lua_createtable(L, 0, 6);
+	set_int(L, "hang", (lua_Integer)h->hang);
+	set_int(L, "step", (lua_Integer)h->step);
+	set_num(L, "stalled_s", h->stalled_s);
+	set_num(L, "limit_s", h->limit_s);
+	set_str(L, "dir", h->dir);
+	lua_createtable(L, (int)h->nthreads, 0);
+	for (i = 0; i < h->nthreads; i++) {
+		const struct policy_hang_thread *t = &h->threads[i];
+
+		lua_createtable(L, 0, 3);
+		set_int(L, "tid", t->tid);
+		set_str(L, "name", t->name);
+		lua_createtable(L, (int)t->nranges, 0);
+		for (j = 0; j < t->nranges; j++) {
+			lua_createtable(L, 0, 2);
+			set_str(L, "name", t->ranges[j].name);
+			if (t->ranges[j].open_s >= 0)
+				set_num(L, "open_s", t->ranges[j].open_s);
+			lua_rawseti(L, -2, (lua_Integer)j + 1);
+		}
+		lua_setfield(L, -2, "ranges");
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "threads");
+}
+
 /* Reports a failed hook: the first into hc->e, later ones to the log (one
  * call can only return one message). */
 static void hook_failed(struct hook_call *hc, const struct err *herr)
@@ -126,6 +157,8 @@ static int run_hooks(lua_State *L)
 		trace_lua_push(L, tr->trace, tr->dir, tr->out, tr->files);
 		lua_pushvalue(L, -1);
 		hc->trace_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+	} else if (hc->arg_type == HOOK_ARG_HANG) {
+		push_hang_info(L, hc->info);
 	} else {
 		push_window_info(L, hc->info);
 	}
@@ -401,4 +434,12 @@ void policy_report_free(struct policy_report *r)
 	free(r->findings);
 	free(r->modules);
 	r->text = r->json = r->html = r->findings = r->modules = NULL;
+}
+
+enum policy_status policy_on_hang(struct policy *p,
+				  const struct policy_hang_info *h,
+				  struct err *e)
+{
+	return window_hooks(p, "on_hang", HOOK_ARG_HANG, h, true,
+			    p ? p->cfg.limits.hook_ms : 0, "hook_ms", e);
 }

@@ -85,6 +85,8 @@ struct nvtx_level {
 	uint32_t domain;
 	uint32_t category;
 	uint32_t gen;            /* generation that recorded the push; 0 none */
+	int64_t ts;              /* when it was pushed, when known (recorded
+				    or armed: names kept); 0 unknown */
 	uint16_t flags;          /* LV_* */
 	uint16_t len;            /* bytes in name[] */
 	union {
@@ -93,10 +95,17 @@ struct nvtx_level {
 	} n;
 };
 
-/* A thread's shadow levels (its depth is in struct nvtx_tls). */
+struct nvtx_tls;
+
+/* A thread's shadow levels (its depth is in struct nvtx_tls). Every
+ * shadow is on the `threads` list (threads_lock) until its thread exits,
+ * so nvtx_open_ranges() can read other threads' levels. */
 struct nvtx_thread {
 	uint32_t seq;            /* last start/end sequence number */
 	int32_t tid;
+	struct nvtx_tls *tls;    /* the thread's position (its TLS: valid
+				    while it is on the list) */
+	struct nvtx_thread *next, *prev;
 	struct nvtx_level lv[NVTX_LEVELS];
 };
 
@@ -124,6 +133,8 @@ static struct nvtx_domain default_domain = { DOMAIN_MAGIC, 0, MATCH_STEP_RANGE |
 static __thread struct nvtx_tls me __attribute__((tls_model("initial-exec")));
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nvtx_thread *threads;      /* threads_lock */
 
 /* A thread whose shadow could not be allocated works without one; its
  * depth stays at NO_THREAD_DEPTH, which no quiet path takes. */
@@ -227,10 +238,26 @@ static const struct nvtx_string *string_of(const void *h)
 
 static void self_free(void *p)
 {
-	if (p != &no_thread)
-		free(p);
-	me.t = NULL;
-	me.depth = 0;
+	struct nvtx_thread *t = p;
+
+	if (t != &no_thread) {
+		/* Off the list before the thread's TLS goes: a reader holds
+		 * threads_lock while it reads t->tls. */
+		pthread_mutex_lock(&threads_lock);
+		if (t->prev)
+			t->prev->next = t->next;
+		else if (threads == t)
+			threads = t->next;
+		if (t->next)
+			t->next->prev = t->prev;
+		pthread_mutex_unlock(&threads_lock);
+		free(t);
+	}
+	/* The thread is exiting: NVTX from a later destructor works without
+	 * a shadow (as after a failed allocation), so none is put back on the
+	 * list after its TLS may be gone. */
+	me.t = &no_thread;
+	me.depth = NO_THREAD_DEPTH;
 	me.mark = 0;
 }
 
@@ -257,6 +284,13 @@ static struct nvtx_thread *thread_self(void)
 		me.mark = 0;
 	} else {
 		t->tid = (int32_t)syscall(SYS_gettid);
+		t->tls = &me;
+		pthread_mutex_lock(&threads_lock);
+		t->next = threads;
+		if (threads)
+			threads->prev = t;
+		threads = t;
+		pthread_mutex_unlock(&threads_lock);
 	}
 	me.t = t;
 	return t;
@@ -421,6 +455,7 @@ static void materialize(struct nvtx_thread *t)
 		lv->domain = 0;
 		lv->category = 0;
 		lv->gen = 0;
+		lv->ts = 0;
 		lv->flags = 0;
 		lv->len = 0;
 	}
@@ -505,6 +540,7 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	struct nvtx_level *lv = NULL;
 	uint32_t depth = 0, flags = 0, gen = 0, len = 0;
 	const char *text = NULL;
+	int64_t pushed_at = 0;
 
 	if (t != &no_thread) {
 		materialize(t);
@@ -531,6 +567,8 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 	if (__builtin_expect(recording(st, mode, force), 0)) {
 		int64_t ts = clock_now_ns();
 		uint64_t a = evbuf_nvtx_a(d->id, category, 0);
+
+		pushed_at = ts;
 		uint64_t (*hook)(void) = atomic_load_explicit(&range_push_hook,
 							      memory_order_acquire);
 		uint64_t id = hook ? hook() : 0; /* external correlation id */
@@ -557,6 +595,7 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 		lv->domain = d->id;
 		lv->category = category;
 		lv->gen = gen;
+		lv->ts = pushed_at || !(mode & MODE_ARMED) ? pushed_at : clock_now_ns();
 		lv->flags = (uint16_t)(flags | (force ? LV_FORCED : 0));
 		if (text && m->type == NVTX_ABI_MESSAGE_ASCII) {
 			/* Recorded just now: the length is known. */
@@ -772,6 +811,7 @@ static inline int push_level_quiet(uint32_t domain, uint32_t category,
 	lv->domain = domain;
 	lv->category = category;
 	lv->gen = 0;
+	lv->ts = 0;
 	lv->flags = (uint16_t)((reg ? LV_REGISTERED : 0) | (force ? LV_FORCED : 0));
 	if (reg)
 		lv->n.reg = reg;
@@ -795,6 +835,7 @@ static int push_named_quiet(uint32_t domain, uint32_t category,
 	lv->domain = domain;
 	lv->category = category;
 	lv->gen = 0;
+	lv->ts = clock_now_ns(); /* armed: the watchdog may ask how long */
 	lv->flags = (uint16_t)(force ? LV_FORCED : 0);
 	level_name(lv, m);
 	set_depth(depth + 1);
@@ -905,6 +946,7 @@ static inline int push_fast(uint64_t st, const struct nvtx_domain *d,
 	}
 	lv->domain = d->id;
 	lv->category = category;
+	lv->ts = ts;
 	if (reg) {
 		lv->n.reg = reg;
 		flags |= LV_REGISTERED;
@@ -1383,4 +1425,46 @@ void nvtx_prof_mark(const char *name)
 {
 	struct nvtx_msg m = msg_a(name ? name : "(null)");
 	mark(&default_domain, &m, 0, 1);
+}
+
+size_t nvtx_open_ranges(struct nvtx_open_range *out, size_t max)
+{
+	struct nvtx_thread *t;
+	size_t n = 0;
+
+	pthread_mutex_lock(&threads_lock);
+	for (t = threads; t && n < max; t = t->next) {
+		uint32_t depth = t->tls->depth, mark = t->tls->mark, i;
+
+		if (depth > NVTX_LEVELS)
+			depth = NVTX_LEVELS; /* deeper ones are only counted */
+		if (mark > depth)
+			mark = depth;
+		for (i = 0; i < depth && n < max; i++) {
+			const struct nvtx_level *lv = &t->lv[i];
+			struct nvtx_open_range *r = &out[n++];
+			uint16_t flags = lv->flags, len = lv->len;
+
+			memset(r, 0, sizeof *r);
+			r->tid = t->tid;
+			r->level = i;
+			if (i >= mark) {
+				/* counted only (nothing was armed) */
+				continue;
+			}
+			r->domain = lv->domain;
+			r->start_ns = lv->ts;
+			if (flags & LV_NAMED) {
+				if (len > NVTX_LEVEL_NAME)
+					len = NVTX_LEVEL_NAME;
+				memcpy(r->name, lv->n.name, len);
+				r->name[len] = '\0';
+			} else if (flags & LV_REGISTERED) {
+				nvtx_registry_string_text(lv->n.reg, r->name,
+							  sizeof r->name);
+			}
+		}
+	}
+	pthread_mutex_unlock(&threads_lock);
+	return n;
 }

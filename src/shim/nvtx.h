@@ -33,6 +33,7 @@
 #define PROFHOST_NVTX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define NVTX_DEFAULT_DOMAIN "default" /* name of domain 0 */
@@ -120,6 +121,25 @@ void nvtx_set_range_hooks(uint64_t (*push)(void), void (*pop)(void));
  * was recorded (NULL removes it): prof.capture{range_stacks} takes the
  * thread's stack there. Any thread. */
 void nvtx_set_pushed_hook(void (*pushed)(void));
+
+/* One open push/pop level of a thread (nvtx_open_ranges). */
+struct nvtx_open_range {
+	int32_t tid;
+	uint32_t level;          /* 0: outermost */
+	uint32_t domain;
+	int64_t start_ns;        /* when it was pushed (clock_now_ns); 0:
+				    unknown (pushed while nothing kept names) */
+	char name[49];           /* its first 48 bytes; "": not kept */
+};
+
+/* Every live thread's open push/pop levels (prof_range_push and NVTX),
+ * outermost first per thread, up to `max`; returns how many. Levels are
+ * read without stopping their threads: a thread pushing or popping
+ * meanwhile may show a level half-updated (never memory that is gone: a
+ * thread leaves the list before its storage does). Names and times are
+ * kept only while armed (nvtx_arm) or recording. Any thread; takes the
+ * shadow list's lock, which exiting threads take too. */
+size_t nvtx_open_ranges(struct nvtx_open_range *out, size_t max);
 
 void nvtx_prof_push(const char *name);
 void nvtx_prof_pop(void);

@@ -170,6 +170,28 @@ static const char *name_get_locked(const struct nvtx_name *tab, size_t n, uint64
 	return NULL;
 }
 
+void nvtx_registry_string_text(const void *maybe, char *out, size_t size)
+{
+	size_t b, n;
+
+	out[0] = '\0';
+	pthread_mutex_lock(&names_lock);
+	for (b = 0; b < cap_strings; b++) {
+		const struct nvtx_string *s;
+
+		for (s = strings[b]; s; s = s->next) {
+			if ((const void *)s != maybe)
+				continue;
+			n = s->len < size - 1 ? s->len : size - 1;
+			memcpy(out, s->s, n);
+			out[n] = '\0';
+			pthread_mutex_unlock(&names_lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&names_lock);
+}
+
 void nvtx_registry_category(uint32_t domain, uint32_t category, char *name)
 {
 	uint64_t key = (uint64_t)domain << 32 | category;

@@ -99,6 +99,12 @@ struct nvtx_domain *nvtx_registry_domain(char *name);
  * ran out. Any thread. */
 struct nvtx_string *nvtx_registry_string(uint32_t domain, char *text);
 
+/* Copies the text of registered string `maybe` into out[size] (cut), or
+ * "" when `maybe` is not one of the registry's strings: a pointer read
+ * from another thread's shadow level may be torn, so it is looked up
+ * before it is read. Any thread; takes the registry's lock. */
+void nvtx_registry_string_text(const void *maybe, char *out, size_t size);
+
 /* Names category `category` of domain `domain` / kernel thread `tid`
  * (`name` owned; NULL: nothing). A name given again replaces the old one,
  * which is kept (a reader may hold it). Out of memory: the name is lost.

@@ -174,6 +174,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.nvtx_thread_name = nvtx_thread_name,
 		.set_range_hooks = nvtx_set_range_hooks,
 		.set_range_pushed_hook = nvtx_set_pushed_hook,
+		.nvtx_open_ranges = nvtx_open_ranges,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

@@ -20,8 +20,9 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 4 /* 2: NVTX, clock, range hooks, CUDA injection;
-			      3: evbuf_prepare; 4: core_api.dump */
+#define SHIM_API_VERSION 5 /* 2: NVTX, clock, range hooks, CUDA injection;
+			      3: evbuf_prepare; 4: core_api.dump;
+			      5: nvtx_open_ranges */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -57,6 +58,9 @@ struct shim_api {
 	 * removes it. The CPU sampler takes the thread's stack there
 	 * (prof.capture{range_stacks}). Any thread. */
 	void (*set_range_pushed_hook)(void (*pushed)(void));
+	/* Every live thread's open push/pop levels, names and push times
+	 * (src/shim/nvtx.h): the hang watchdog's "inside X for N s". */
+	size_t (*nvtx_open_ranges)(struct nvtx_open_range *out, size_t max);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

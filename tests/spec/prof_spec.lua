@@ -488,6 +488,31 @@ describe("prof", function()
 		end)
 	end)
 
+	describe("prof.watchdog", function()
+		it("is off unless called, and fills its defaults", function()
+			assert.is_false(config_of("").watchdog.enabled)
+			assert.are.same({ enabled = true, after_s = 300, factor = 10, dump = true },
+				config_of("prof.watchdog{}").watchdog)
+			prof._reset()
+			assert.are.same({ enabled = true, after_s = 0.5, factor = 0, dump = false },
+				config_of("prof.watchdog{ after_s = 0.5, factor = 0, dump = false }").watchdog)
+		end)
+
+		it("rejects bad values in one line", function()
+			assert.matches("^myprof%.lua:1: prof%.watchdog: 'after_s' must be a number from 0%.01 to .*, got 0$",
+				error_of("prof.watchdog{ after_s = 0 }"))
+			assert.matches("^myprof%.lua:1: prof%.watchdog: 'factor' must be a number from 0 to .*, got %-1$",
+				error_of("prof.watchdog{ factor = -1 }"))
+			assert.matches("^myprof%.lua:1: prof%.watchdog: unknown key 'after' %(valid keys: after_s, dump, factor%)",
+				error_of("prof.watchdog{ after = 3 }"))
+		end)
+
+		it("takes prof.on_hang hooks", function()
+			assert.matches("prof%.on_hang: expected a function, got 3 %(e%.g%. prof%.on_hang%(function%(h%) %.%.%. end%)%)",
+				error_of("prof.on_hang(3)"))
+		end)
+	end)
+
 	describe("prof.dump", function()
 		it("reaches the native function; steps default to the recorder's", function()
 			local calls = {}
@@ -631,7 +656,7 @@ describe("prof", function()
 				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
-				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps)",
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps, watchdog)",
 				set_error("sched.active=5"))
 			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
 				set_error("schedule.active"))

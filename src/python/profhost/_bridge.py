@@ -76,6 +76,7 @@ def _start(api_addr, config):
     """Called once by the host, in the main thread."""
     _host.configure(api_addr, config)
     _set_stack_rate(_host.cfg.get("py_stacks_hz", "0"))
+    _hang_stacks(_host.cfg.get("hang_fd", "-1"), _host.cfg.get("hang_sig", "0"))
     import atexit
 
     atexit.register(_on_exit)
@@ -85,6 +86,22 @@ def _start(api_addr, config):
     _steps.start(_host.cfg.get("steps", "off"))
     _imports.start()
     _sync()
+
+
+def _hang_stacks(fd, sig):
+    """prof.watchdog: faulthandler writes every thread's Python stack into
+    the host's memory file when the host sends `sig`. It reads the thread
+    states without the GIL, so a thread that holds the GIL and never lets
+    go does not keep the watchdog from them."""
+    try:
+        fd, sig = int(fd), int(sig)
+        if fd < 0 or sig <= 0:
+            return
+        import faulthandler
+
+        faulthandler.register(sig, file=fd, all_threads=True, chain=False)
+    except Exception:
+        _host.debug_exc("faulthandler for the watchdog")
 
 
 def _sync():

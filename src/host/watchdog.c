@@ -1,0 +1,546 @@
+/*
+ * watchdog — the hang watchdog (prof.watchdog{}, docs/recorder.md).
+ *
+ * Runs on the host thread only: the thread's wait on its wake word gets a
+ * deadline (watchdog_check() returns it), so the step path does nothing
+ * more than it did (window_step already keeps the step's start and the
+ * recent durations). When the current step has run longer than
+ * max(after_s, factor x median step), it writes one report per hang into
+ * <run>/rank<R>/hang<K>_step<N>/: hang_report.txt (every thread's native
+ * stack, Python stacks where the bridge can give them, each thread's open
+ * ranges and how long each has been open, the last steps) and hang.json
+ * (the same for `prof report`'s view across ranks); then asks the recorder
+ * for a dump and runs prof.on_hang. When steps resume it says how long the
+ * step stalled.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "../control/control.h"
+#include "../events/clock.h"
+#include "../export/outdir.h"
+#include "../export/outfile.h"
+#include "../export/textbuf.h"
+#include "../util/log.h"
+#include "capture.h"
+#include "host.h"
+
+#define WD_RANGES_MAX 4096         /* open levels read, all threads */
+#define WD_STEPS_SHOWN 10          /* last steps in the report */
+#define WD_PY_MAX (1u << 20)       /* Python stacks' text, at most */
+#define WD_POLL_NS 1000000000LL    /* while hung: how often to look for
+				      the step's end */
+#define WD_MIN_WAIT_NS 10000000LL
+
+/* What the window state says now, copied under its lock. */
+struct wd_snap {
+	bool finished;
+	uint64_t step;                 /* the step in progress */
+	int64_t start;                 /* when it began */
+	int32_t tid;                   /* the thread of the last boundary */
+	size_t ndur;                   /* step durations known */
+	double median_ms, mean_ms;
+	double last_ms[WD_STEPS_SHOWN];/* oldest first */
+	size_t nlast;
+	double hung_ms;                /* the duration of the hung step, once
+					  it ended (-1: not known) */
+};
+
+/* Copies what the watchdog needs of the window state; `hung` is the step
+ * whose duration is wanted (UINT64_MAX: none). Returns false when the
+ * window lock could not be taken within a second (a thread holds it:
+ * looked at again next time). Host thread. */
+static bool take_snapshot(struct host *h, uint64_t hung, struct wd_snap *s)
+{
+	struct window_state *w = &h->win;
+	struct timespec until;
+	size_t i, n;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_mutex_timedlock(&w->lock, &until) != 0)
+		return false;
+	s->finished = w->finished;
+	s->step = w->sched.step;
+	s->start = w->step_start;
+	s->tid = w->step_tid;
+	s->ndur = w->ndur;
+	window_step_stats(w, &s->median_ms, &s->mean_ms);
+	n = w->ndur < WD_STEPS_SHOWN ? w->ndur : WD_STEPS_SHOWN;
+	for (i = 0; i < n; i++)
+		s->last_ms[i] = w->dur_ms[(w->dur_pos + HOST_DUR_RING - n + i) % HOST_DUR_RING];
+	s->nlast = n;
+	s->hung_ms = -1;
+	if (hung != UINT64_MAX && s->step > hung && s->step - hung <= w->ndur)
+		s->hung_ms = w->dur_ms[(w->dur_pos + HOST_DUR_RING - (s->step - hung)) %
+				       HOST_DUR_RING];
+	pthread_mutex_unlock(&w->lock);
+	return true;
+}
+
+/* The watchdog's limit in ns for a median step of `median_ms`. */
+static int64_t limit_ns(const struct policy_config *c, double median_ms)
+{
+	double s = c->watchdog.after_s, f = c->watchdog.factor * median_ms / 1e3;
+
+	return (int64_t)((f > s ? f : s) * 1e9);
+}
+
+/* ------------------------------------------------------------ the report */
+
+/* One thread as the report sees it. */
+struct wd_thread {
+	const struct control_stack *stack;
+	const struct nvtx_open_range *ranges;  /* into the open-range array */
+	size_t nranges;
+	uintptr_t pthread;
+	const char *py;                         /* its Python block, or NULL */
+	size_t pylen;
+	const char *no_stack;                   /* why stacks were not taken at
+						   all (NULL: they were) */
+};
+
+/* A range's display name. */
+static const char *range_name(const struct nvtx_open_range *r)
+{
+	return r->name[0] ? r->name : "(unnamed range)";
+}
+
+/* Finds thread `ptid`'s block ("Thread 0x..." or "Current thread 0x...")
+ * in faulthandler's text; *len its length. NULL when not there. */
+static const char *py_block(const char *text, uintptr_t ptid, size_t *len)
+{
+	char want[40];
+	const char *p = text, *end;
+
+	if (!text || !ptid)
+		return NULL;
+	snprintf(want, sizeof want, "hread 0x%016lx", (unsigned long)ptid);
+	while ((p = strstr(p, want)) != NULL) {
+		if (p == text || (p[-1] != 'T' && p[-1] != 't')) {
+			p++;
+			continue;
+		}
+		p = strchr(p, '\n');
+		if (!p)
+			return NULL;
+		p++;
+		end = strstr(p, "\n\n");
+		if (!end)
+			end = p + strlen(p);
+		*len = (size_t)(end - p);
+		return p;
+	}
+	return NULL;
+}
+
+/* One faulthandler line `  File "f", line N in func` as "func (f:N)" into
+ * out; false when the line is not one. */
+static bool py_frame(const char *line, size_t n, char *out, size_t size)
+{
+	char buf[1024], file[768], func[256];
+	int ln = 0;
+
+	if (n >= sizeof buf)
+		n = sizeof buf - 1;
+	memcpy(buf, line, n);
+	buf[n] = '\0';
+	if (sscanf(buf, " File \"%767[^\"]\", line %d in %255s", file, &ln, func) != 3)
+		return false;
+	snprintf(out, size, "%s (%s:%d)", func, file, ln);
+	return true;
+}
+
+/* Adds the report's text for one thread. */
+static void text_thread(struct textbuf *tb, struct host *h, const struct wd_snap *s,
+			const struct wd_thread *t, int64_t now)
+{
+	const struct control_stack *st = t->stack;
+	size_t i;
+	int f;
+	char frame[PATH_MAX + 64];
+
+	textbuf_printf(tb, "thread %d \"%s\"", (int)st->tid, st->name);
+	if (st->tid == h->pid)
+		textbuf_puts(tb, " (main thread)");
+	if (st->tid == s->tid)
+		textbuf_puts(tb, " (steps)");
+	if (st->self)
+		textbuf_puts(tb, " (profhost's host thread, writing this report)");
+	textbuf_puts(tb, "\n");
+	for (i = 0; i < t->nranges; i++) {
+		const struct nvtx_open_range *r = &t->ranges[i];
+
+		if (r->start_ns)
+			textbuf_printf(tb, "  inside `%s` for %.1f s\n", range_name(r),
+				       (double)(now - r->start_ns) / 1e9);
+		else
+			textbuf_printf(tb, "  inside `%s` (open since before the "
+				       "watchdog kept times)\n", range_name(r));
+	}
+	if (t->no_stack) {
+		textbuf_printf(tb, "  native stack: not taken (%s)\n", t->no_stack);
+	} else if (st->state != CONTROL_STACK_OK) {
+		textbuf_printf(tb, "  native stack: not taken (%s)\n",
+			       st->state == CONTROL_STACK_BLOCKED ? "the thread blocks "
+			       "signals" : st->state == CONTROL_STACK_GONE ?
+			       "it exited meanwhile" : "it did not answer in time");
+	} else {
+		textbuf_puts(tb, "  native stack:\n");
+		for (f = 0; f < st->nframes; f++) {
+			live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
+			textbuf_printf(tb, "    #%-2d %s\n", f, frame);
+		}
+		if (st->truncated)
+			textbuf_puts(tb, "    ... (deeper frames not taken)\n");
+	}
+	if (t->py) {
+		const char *p = t->py, *end = t->py + t->pylen;
+
+		textbuf_puts(tb, "  Python stack (most recent call first):\n");
+		while (p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			textbuf_puts(tb, "  ");
+			textbuf_add(tb, p, n);
+			textbuf_puts(tb, "\n");
+			p += n + 1;
+		}
+	}
+	textbuf_puts(tb, "\n");
+}
+
+/* Adds thread t to hang.json's "threads". */
+static void json_thread(cJSON *arr, struct host *h, const struct wd_snap *s,
+			const struct wd_thread *t, int64_t now)
+{
+	cJSON *o = cJSON_CreateObject(), *a;
+	const struct control_stack *st = t->stack;
+	char frame[PATH_MAX + 64];
+	size_t i;
+	int f;
+
+	if (!o)
+		return;
+	cJSON_AddNumberToObject(o, "tid", st->tid);
+	cJSON_AddStringToObject(o, "name", st->name);
+	cJSON_AddBoolToObject(o, "main", st->tid == h->pid);
+	cJSON_AddBoolToObject(o, "steps", st->tid == s->tid);
+	cJSON_AddBoolToObject(o, "profhost", st->self || strncmp(st->name, "profhost", 8) == 0);
+	a = cJSON_AddArrayToObject(o, "ranges");
+	for (i = 0; a && i < t->nranges; i++) {
+		cJSON *r = cJSON_CreateObject();
+
+		if (!r)
+			break;
+		cJSON_AddStringToObject(r, "name", range_name(&t->ranges[i]));
+		if (t->ranges[i].start_ns)
+			cJSON_AddNumberToObject(r, "open_s",
+						(double)(now - t->ranges[i].start_ns) / 1e9);
+		cJSON_AddItemToArray(a, r);
+	}
+	a = cJSON_AddArrayToObject(o, "native");
+	for (f = 0; a && st->state == CONTROL_STACK_OK && f < st->nframes; f++) {
+		live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
+		cJSON_AddItemToArray(a, cJSON_CreateString(frame));
+	}
+	if (t->py) {
+		const char *p = t->py, *end = t->py + t->pylen;
+
+		a = cJSON_AddArrayToObject(o, "python");
+		while (a && p < end) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			if (py_frame(p, n, frame, sizeof frame))
+				cJSON_AddItemToArray(a, cJSON_CreateString(frame));
+			p += n + 1;
+		}
+	}
+	cJSON_AddItemToArray(arr, o);
+}
+
+/* Creates <run>/rank<R>/hang<K>_step<N> into *dir. Returns 0 or -1 with *e. */
+static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *dir,
+		    struct err *e)
+{
+	struct outdir run, rank;
+	char name[96];
+	bool moved = false;
+	int rc;
+
+	if (outdir_open_run(h->run_dir, h->run_id, &run, &moved, e) != 0)
+		return -1;
+	snprintf(name, sizeof name, "rank%d", h->env.rank);
+	rc = outdir_sub(&run, name, false, &rank, e);
+	outdir_close(&run);
+	if (rc != 0)
+		return -1;
+	snprintf(name, sizeof name, "hang%u_step%llu", k, (unsigned long long)step);
+	rc = outdir_sub(&rank, name, true, dir, e);
+	if (rc == 1) {
+		snprintf(name, sizeof name, "hang%u_step%llu.pid%d", k,
+			 (unsigned long long)step, (int)h->pid);
+		rc = outdir_sub(&rank, name, true, dir, e);
+		if (rc == 1)
+			rc = err_set(e, "'%s/%s' exists", rank.path, name);
+	}
+	outdir_close(&rank);
+	return rc;
+}
+
+/* Adds an entry (no stack) for each thread with open ranges that the
+ * stacks left out (they could not be taken at all). Returns the count. */
+static int add_range_threads(struct control_stack *st, int n,
+			     const struct nvtx_open_range *rg, size_t nr)
+{
+	size_t j;
+	int i;
+
+	for (j = 0; j < nr && n < CONTROL_STACK_THREADS; j++) {
+		for (i = 0; i < n && st[i].tid != rg[j].tid; i++)
+			;
+		if (i < n)
+			continue;
+		memset(&st[n], 0, sizeof st[n]);
+		st[n].tid = rg[j].tid;
+		st[n].state = CONTROL_STACK_TIMEOUT;
+		snprintf(st[n].name, sizeof st[n].name, "?");
+		n++;
+	}
+	return n;
+}
+
+/* Takes the Python stacks (faulthandler's text, malloc'd) or says why
+ * not in why[]. */
+static char *python_text(char *why, size_t size)
+{
+	char *py = malloc(WD_PY_MAX);
+
+	if (!py) {
+		snprintf(why, size, "out of memory");
+		return NULL;
+	}
+	if (capture_hang_stacks_all(py, WD_PY_MAX, why, size) != 0) {
+		free(py);
+		return NULL;
+	}
+	return py;
+}
+
+/* Writes the report of hang `k` (step s->step, stalled since s->start) and
+ * runs the hooks. Host thread. */
+static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit)
+{
+	struct control_stack *st = calloc(CONTROL_STACK_THREADS, sizeof *st);
+	struct nvtx_open_range *rg = calloc(WD_RANGES_MAX, sizeof *rg);
+	struct wd_thread *th = NULL;
+	struct policy_hang_thread *pht = NULL;
+	struct policy_hang_range *phr = NULL;
+	struct policy_hang_info info = { 0 };
+	struct textbuf tb;
+	struct outdir dir = { -1, "" };
+	struct err e;
+	cJSON *root = NULL, *arr;
+	char why[256] = "", *py = NULL, *text = NULL, *json = NULL;
+	char no_stack[ERR_MSG_MAX] = "";
+	int n = 0, i;
+	size_t nr = 0, j, r;
+	int64_t now;
+	double stalled;
+	bool have_dir;
+
+	textbuf_init(&tb);
+	if (!st || !rg)
+		goto out;
+	/* The ranges first: taking stacks signals the threads, and one in a
+	 * call the kernel does not restart (a sleep) may move on. */
+	nr = h->shim->nvtx_open_ranges(rg, WD_RANGES_MAX);
+	n = control_stacks_take(st, CONTROL_STACK_THREADS, &e);
+	if (n < 0) {
+		/* no stacks (no free signal, /proc unreadable): the threads
+		 * with open ranges are still told */
+		snprintf(no_stack, sizeof no_stack, "%s", e.msg);
+		n = add_range_threads(st, 0, rg, nr);
+	}
+	py = python_text(why, sizeof why);
+	now = clock_now_ns();
+	stalled = (double)(now - s->start) / 1e9;
+	th = calloc((size_t)n + 1, sizeof *th);
+	pht = calloc((size_t)n + 1, sizeof *pht);
+	phr = calloc(nr + 1, sizeof *phr);
+	if (!th || !pht || !phr)
+		goto out;
+	for (i = 0; i < n; i++) {
+		th[i].stack = &st[i];
+		for (j = 0; j < nr && rg[j].tid != st[i].tid; j++)
+			;
+		th[i].ranges = &rg[j];
+		for (; j < nr && rg[j].tid == st[i].tid; j++)
+			th[i].nranges++;
+		th[i].py = py_block(py, st[i].pthread, &th[i].pylen);
+		th[i].no_stack = no_stack[0] ? no_stack : NULL;
+	}
+
+	have_dir = make_dir(h, k, s->step, &dir, &e) == 0;
+	if (!have_dir)
+		log_msg(LOG_WARN, "watchdog: cannot write hang report %u: %s", k, e.msg);
+
+	textbuf_printf(&tb, "profhost hang report %u: rank %d of %d, pid %d, %s on %s\n",
+		       k, h->env.rank, h->env.world_size, (int)h->pid, h->program,
+		       h->hostname);
+	textbuf_printf(&tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
+		       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
+		       (unsigned long long)s->step, stalled, (double)limit / 1e9,
+		       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
+	textbuf_printf(&tb, "Last steps (%zu of the last %zu; median %.3f ms, mean %.3f ms):\n",
+		       s->nlast, s->ndur, s->median_ms, s->mean_ms);
+	for (j = 0; j < s->nlast; j++)
+		textbuf_printf(&tb, "  step %llu: %.3f ms\n",
+			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
+	textbuf_printf(&tb, "  step %llu: running for %.1f s\n\n",
+		       (unsigned long long)s->step, stalled);
+	if (!py)
+		textbuf_printf(&tb, "Python stacks: none (%s)\n\n", why);
+	textbuf_printf(&tb, "Threads (%d): open ranges outermost first, then the stacks\n\n", n);
+	for (i = 0; i < n; i++)
+		text_thread(&tb, h, s, &th[i], now);
+
+	root = cJSON_CreateObject();
+	if (root) {
+		cJSON_AddNumberToObject(root, "rank", h->env.rank);
+		cJSON_AddNumberToObject(root, "world_size", h->env.world_size);
+		cJSON_AddNumberToObject(root, "pid", h->pid);
+		cJSON_AddStringToObject(root, "host", h->hostname);
+		cJSON_AddStringToObject(root, "program", h->program);
+		cJSON_AddNumberToObject(root, "hang", k);
+		cJSON_AddNumberToObject(root, "step", (double)s->step);
+		cJSON_AddNumberToObject(root, "stalled_s", stalled);
+		cJSON_AddNumberToObject(root, "limit_s", (double)limit / 1e9);
+		cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
+		cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
+		if (!py)
+			cJSON_AddStringToObject(root, "python_missing", why);
+		arr = cJSON_AddArrayToObject(root, "threads");
+		for (i = 0; arr && i < n; i++)
+			json_thread(arr, h, s, &th[i], now);
+		json = cJSON_PrintUnformatted(root);
+	}
+
+	/* The hook's table: threads with open ranges. */
+	for (i = 0, r = 0; i < n; i++) {
+		pht[info.nthreads].tid = st[i].tid;
+		pht[info.nthreads].name = st[i].name;
+		pht[info.nthreads].ranges = &phr[r];
+		for (j = 0; j < th[i].nranges; j++, r++) {
+			phr[r].name = range_name(&th[i].ranges[j]);
+			phr[r].open_s = th[i].ranges[j].start_ns ?
+				(double)(now - th[i].ranges[j].start_ns) / 1e9 : -1;
+		}
+		pht[info.nthreads].nranges = th[i].nranges;
+		info.nthreads++;
+	}
+
+	if (have_dir) {
+		text = textbuf_take(&tb);
+		if (!text || outfile_write_textat(&dir, "hang_report.txt", text, &e) != 0 ||
+		    !json || outfile_write_textat(&dir, "hang.json", json, &e) != 0)
+			log_msg(LOG_WARN, "watchdog: hang report %u: %s", k,
+				text && json ? e.msg : "out of memory");
+	}
+	log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
+		"hang report %u -> %s/", (unsigned long long)s->step, stalled,
+		(double)limit / 1e9, k, have_dir ? dir.path : "(not written)");
+
+	if (h->cfg->watchdog.dump && h->cfg->recorder.enabled) {
+		char reason[64];
+
+		snprintf(reason, sizeof reason, "hang %u", k);
+		if (window_dump(h, h->cfg->recorder.steps, reason, &e) != 0)
+			log_msg(LOG_INFO, "watchdog: no recorder dump for hang %u: %s", k, e.msg);
+	}
+
+	if (h->cfg->has_on_hang) {
+		info.hang = k;
+		info.step = s->step;
+		info.stalled_s = stalled;
+		info.limit_s = (double)limit / 1e9;
+		info.dir = have_dir ? dir.path : NULL;
+		info.threads = pht;
+		if (policy_on_hang(h->policy, &info, &e) == POLICY_ERROR)
+			host_fail(h, &e);
+	}
+out:
+	outdir_close(&dir);
+	cJSON_Delete(root);
+	free(json);
+	free(text);
+	textbuf_free(&tb);
+	free(py);
+	free(phr);
+	free(pht);
+	free(th);
+	free(rg);
+	free(st);
+}
+
+/* ------------------------------------------------------------ the check */
+
+int64_t watchdog_check(struct host *h)
+{
+	/* (also called once more as the host thread stops: a step that
+	 * resumed just before exit is said) */
+	struct watchdog *wd = &h->wd;
+	const struct policy_config *c = h->cfg;
+	struct wd_snap s;
+	int64_t now, limit, left;
+
+	/* (h->disabled is set at exit too: a hang already reported is still
+	 * followed to its end, below) */
+	if (!c->watchdog.enabled || h->forked_child ||
+	    (!wd->hung && atomic_load_explicit(&h->disabled, memory_order_relaxed)))
+		return -1;
+	if (!take_snapshot(h, wd->hung ? wd->hung_step : UINT64_MAX, &s))
+		return WD_POLL_NS;
+	now = clock_now_ns();
+	if (wd->hung && s.step != wd->hung_step) {
+		double ms = s.hung_ms >= 0 ? s.hung_ms : (double)(s.start - wd->hung_since) / 1e6;
+
+		log_msg(LOG_WARN, "watchdog: steps resumed: step %llu ended after %.1f s "
+			"(hang %u)", (unsigned long long)wd->hung_step, ms / 1e3, wd->hangs - 1);
+		wd->hung = false;
+	} else if (wd->hung && s.finished) {
+		log_msg(LOG_WARN, "watchdog: the process is ending with step %llu stalled "
+			"for %.1f s (hang %u)", (unsigned long long)wd->hung_step,
+			(double)(now - wd->hung_since) / 1e9, wd->hangs - 1);
+		wd->hung = false;
+	}
+	if (s.finished || atomic_load_explicit(&h->disabled, memory_order_relaxed))
+		return -1;
+	if (capture_ended_any()) {
+		/* No step comes after the program's end; its teardown is no
+		 * hang. Looked at again in case (finished is set at exit). */
+		return WD_POLL_NS;
+	}
+	if (s.ndur == 0) /* armed from the first step boundary on */
+		return limit_ns(c, 0);
+	limit = limit_ns(c, s.median_ms);
+	if (wd->hung)
+		return WD_POLL_NS < limit ? WD_POLL_NS : limit;
+	left = s.start + limit - now;
+	if (left > 0)
+		return left > WD_MIN_WAIT_NS ? left : WD_MIN_WAIT_NS;
+	wd->hung = true;
+	wd->hung_step = s.step;
+	wd->hung_since = s.start;
+	report(h, &s, wd->hangs++, limit);
+	return WD_POLL_NS < limit ? WD_POLL_NS : limit;
+}

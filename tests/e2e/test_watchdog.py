@@ -1,0 +1,315 @@
+"""End to end: the hang watchdog (prof.watchdog, prof.on_hang) and the view
+of a hang across ranks (prof report). A C loop whose step 5 sleeps inside
+"allreduce" longer than after_s: one hang report names the range and how
+long it was open, holds the stalled thread's stack, on_hang runs, the log
+says when steps resumed. A 2-rank PyTorch gloo job where rank 1 sleeps
+inside a range while rank 0 waits in a collective: both ranks report, and
+`prof report` names rank 1 as the odd one out."""
+import glob
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import PROF, PYTHON, TESTBIN, TempDirTest, base_env, profhost_lines, run
+
+APP = os.path.join(TESTBIN, "hang_app")
+
+POLICY = """
+prof.watchdog{ after_s = 1 }
+prof.recorder{ steps = 4 }
+prof.on_hang(function(h)
+  local names = {}
+  for _, t in ipairs(h.threads) do
+    for _, r in ipairs(t.ranges) do
+      names[#names + 1] = string.format("%d:%s:%.1f", t.tid, r.name, r.open_s or -1)
+    end
+  end
+  print(string.format("on_hang hang=%d step=%d stalled=%.1f ranges=%s",
+                      h.hang, h.step, h.stalled_s, table.concat(names, ",")))
+end)
+"""
+
+
+def hang_dirs(out):
+    return sorted(glob.glob(os.path.join(out, "*", "rank*", "hang*_step*")))
+
+
+class CLoop(TempDirTest):
+    def test_one_report_names_the_range_and_the_stack(self):
+        policy = self.write("policy.lua", POLICY)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "10",
+                 "--hang-at", "5", "--hang-ms", "3500", "--helper"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done 10", r.stdout)
+        dirs = hang_dirs(out)
+        # One report for the one hang, named by its step.
+        self.assertEqual([os.path.basename(d) for d in dirs], ["hang0_step5"], r.stderr)
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            text = f.read()
+        # The stalled thread is inside allreduce (inside work), open for
+        # about the watchdog's second when the report was written.
+        m = re.search(r"inside `allreduce` for (\d+\.\d) s", text)
+        self.assertTrue(m, text)
+        self.assertGreaterEqual(float(m.group(1)), 0.9)
+        self.assertLess(float(m.group(1)), 3.5)
+        self.assertIn("inside `work` for", text)
+        # The helper thread's range too, on its own thread.
+        self.assertRegex(text, r'thread \d+ "loader"\n  inside `fetch` for \d+\.\d s')
+        # The stalled thread's stack is there, down to the function that sleeps.
+        main = text[text.index("(main thread)"):]
+        main = main[:main.index("\n\n")]
+        self.assertIn("stall_here", main)
+        self.assertIn("nanosleep", main)
+        self.assertIn("step 5 has not ended after", text)
+        self.assertRegex(text, r"step 4: \d+\.\d+ ms")
+        self.assertIn("Python stacks: none (not a Python process)", text)
+        with open(os.path.join(dirs[0], "hang.json")) as f:
+            h = json.load(f)
+        self.assertEqual(h["step"], 5)
+        self.assertEqual(h["rank"], 0)
+        stepping = [t for t in h["threads"] if t["steps"]]
+        self.assertEqual(len(stepping), 1)
+        self.assertEqual([x["name"] for x in stepping[0]["ranges"]], ["work", "allreduce"])
+        # on_hang ran once, with the threads' ranges.
+        hooks = [l for l in r.stderr.splitlines() if "on_hang hang=" in l]
+        self.assertEqual(len(hooks), 1, r.stderr)
+        self.assertIn("step=5", hooks[0])
+        self.assertRegex(hooks[0], r":allreduce:\d\.\d")
+        self.assertRegex(hooks[0], r":fetch:\d\.\d")
+        # The log says where the report went and how long the step stalled.
+        lines = profhost_lines(r.stderr)
+        self.assertTrue(any("hang report 0 -> " + dirs[0] in l for l in lines), lines)
+        resumed = [l for l in lines if "steps resumed" in l]
+        self.assertEqual(len(resumed), 1, lines)
+        m = re.search(r"step 5 ended after (\d+\.\d) s", resumed[0])
+        self.assertTrue(m, resumed[0])
+        self.assertGreaterEqual(float(m.group(1)), 3.4)
+        # With the recorder on, a dump of the last steps comes with it.
+        dumps = glob.glob(os.path.join(out, "*", "rank0", "recorder0_steps*"))
+        self.assertEqual(len(dumps), 1, r.stderr)
+        with open(os.path.join(dumps[0], "summary.txt")) as f:
+            self.assertIn("(hang 0)", f.read())
+
+    def test_steady_loop_and_dump_off(self):
+        policy = self.write("policy.lua", """
+prof.watchdog{ after_s = 1, dump = false }
+prof.recorder{ steps = 4 }
+""")
+        out = os.path.join(self.tmp, "out")
+        # No hang: no report.
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "20",
+                 "--hang-at", "-1"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(hang_dirs(out), [])
+        self.assertNotIn("watchdog", r.stderr)
+        # A hang with dump = false: the report, no dump.
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "8",
+                 "--hang-at", "3", "--hang-ms", "1600"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(hang_dirs(out)), 1, r.stderr)
+        self.assertEqual(glob.glob(os.path.join(out, "*", "rank0", "recorder*")), [])
+
+    def test_bad_key_is_one_line(self):
+        policy = self.write("policy.lua", "prof.watchdog{ after = 3 }\n")
+        r = run([PROF, "run", "-s", policy, "-o", os.path.join(self.tmp, "out"), "--",
+                 APP, "--steps", "1"], timeout=60)
+        # The program runs on, unprofiled; the line names the key and the fix.
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("policy.lua:1: prof.watchdog: unknown key 'after' (valid keys: "
+                      "after_s, dump, factor); profiling is off", r.stderr)
+
+
+GIL = """
+import ctypes, time, threading
+import profhost
+
+def loader():
+    while True:
+        time.sleep(0.05)
+
+threading.Thread(target=loader, daemon=True).start()
+libc = ctypes.PyDLL(None)  # its calls keep the GIL
+
+def stuck_with_gil():
+    libc.system(b"sleep 3")
+
+for i in range(6):
+    time.sleep(0.01)
+    if i == 3:
+        with profhost.range("holding_gil"):
+            stuck_with_gil()
+    profhost.step()
+print("done")
+"""
+
+
+class PythonStacks(TempDirTest):
+    def test_python_stacks_while_a_thread_holds_the_gil(self):
+        prog = self.write("gil.py", GIL)
+        policy = self.write("policy.lua", "prof.watchdog{ after_s = 1 }\n")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, prog], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        dirs = hang_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["hang0_step3"], r.stderr)
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            text = f.read()
+        main = text[text.index("(main thread)"):]
+        main = main[:main.index("\n\n")]
+        self.assertRegex(main, r"inside `holding_gil` for \d+\.\d s")
+        # faulthandler reads the stacks without the GIL: the holder's and
+        # the waiting thread's are there
+        self.assertRegex(main, r'File ".*gil\.py", line \d+ in stuck_with_gil')
+        self.assertRegex(text, r'File ".*gil\.py", line \d+ in loader')
+        self.assertNotIn("Python stacks: none", text)
+        with open(os.path.join(dirs[0], "hang.json")) as f:
+            h = json.load(f)
+        stepping = [t for t in h["threads"] if t["steps"]][0]
+        self.assertTrue(stepping["python"][0].startswith("stuck_with_gil ("), stepping["python"])
+
+
+def _python_can(code):
+    try:
+        return subprocess.run([PYTHON, "-c", code], capture_output=True,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+NEEDS_DISTRIBUTED = unittest.skipUnless(
+    _python_can("import torch.distributed as d; assert d.is_available()"),
+    "torch.distributed is not installed for /usr/bin/python3")
+
+GLOO = '''
+import os, sys, time
+import torch, torch.distributed as dist
+import profhost
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+x = torch.ones(16)
+
+
+def slow_io():
+    time.sleep(float(sys.argv[1]))
+
+
+for step in range(6):
+    if rank == 1 and step == 3:
+        with profhost.range("slow_io"):
+            slow_io()
+    with profhost.range("allreduce"):
+        dist.all_reduce(x)
+    profhost.step()
+dist.destroy_process_group()
+print("done", rank)
+'''
+
+
+class Ranks(TempDirTest):
+    @NEEDS_DISTRIBUTED
+    def test_gloo_rank_asleep_in_a_range_is_the_odd_one_out(self):
+        prog = self.write("gloo.py", GLOO)
+        policy = self.write("policy.lua", "prof.watchdog{ after_s = 1.5 }\n")
+        out = os.path.join(self.tmp, "out")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = []
+        for rank in (0, 1):
+            env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "RANK": str(rank), "WORLD_SIZE": "2",
+                            "PROF_RUN_ID": "gloo-hang"})
+            procs.append(subprocess.Popen(
+                [PROF, "run", "-s", policy, "-o", out, "--set", "output.run=gloo", "--",
+                 PYTHON, prog, "5"], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        errs = []
+        for p in procs:
+            o, err = p.communicate(timeout=120)
+            errs.append(err)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertIn("done", o)
+        run_dir = os.path.join(out, "gloo")
+        reports = {}
+        for rank in (0, 1):
+            dirs = glob.glob(os.path.join(run_dir, "rank%d" % rank, "hang*_step3"))
+            self.assertEqual(len(dirs), 1, errs[rank])
+            with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+                reports[rank] = f.read()
+            self.assertIn("steps resumed: step 3 ended after", errs[rank])
+        # Rank 1 names the range it sleeps in and how long it was open;
+        # its Python stack shows where.
+        m = re.search(r"inside `slow_io` for (\d+\.\d) s", reports[1])
+        self.assertTrue(m, reports[1])
+        self.assertGreaterEqual(float(m.group(1)), 1.4)
+        self.assertLess(float(m.group(1)), 5.0)
+        self.assertRegex(reports[1], r'File ".*gloo\.py", line \d+ in slow_io')
+        # Rank 0 waits in the collective, inside its range.
+        self.assertIn("inside `allreduce` for", reports[0])
+        self.assertRegex(reports[0], r'File ".*distributed_c10d\.py", line \d+ in all_reduce')
+        text = run([PROF, "report", run_dir]).stdout
+        self.assertIn("Hang across ranks: 2 ranks wrote a hang report", text)
+        self.assertRegex(text, r"rank 0 inside `allreduce`, in `all_reduce \(distributed_c10d\.py:\d+\)` since step 3")
+        self.assertRegex(text, r"odd one out: rank 1, inside `slow_io`, in `slow_io \(gloo\.py:\d+\)`")
+
+    def test_view_of_256_ranks_in_bounded_memory(self):
+        def make(run_dir, n, odd):
+            for r in range(n):
+                d = os.path.join(run_dir, "rank%d" % r, "hang0_step1200")
+                os.makedirs(d)
+                main = {"tid": 100 + r, "name": "python3", "main": True, "steps": True,
+                        "ranges": [{"name": "train_step", "open_s": 420.0}],
+                        "native": ["0x1 nanosleep+0x13 (libc.so.6)"] * 40,
+                        "python": ["f (/x/y.py:%d)" % i for i in range(60)]}
+                if r == odd:
+                    main["python"].insert(0, "__next__ (/t/utils/data/dataloader.py:633)")
+                else:
+                    main["ranges"].append({"name": "allreduce", "open_s": 412.0})
+                threads = [main] + [{"tid": 1000 + i, "name": "worker", "main": False,
+                                     "steps": False, "ranges": [],
+                                     "native": ["0x2 poll+0x1 (libc.so.6)"] * 30}
+                                    for i in range(30)]
+                with open(os.path.join(d, "hang.json"), "w") as f:
+                    json.dump({"rank": r, "world_size": n, "step": 1200,
+                               "stalled_s": 412.0 + r / 100.0, "threads": threads}, f)
+            # an older hang of rank 0 is not the one shown
+            os.makedirs(os.path.join(run_dir, "rank0", "hang_not_a_report"))
+
+        small, big = os.path.join(self.tmp, "r16"), os.path.join(self.tmp, "r256")
+        make(small, 16, 7)
+        make(big, 256, 7)
+        rss = {}
+        for name, d in (("small", small), ("big", big)):
+            p = subprocess.Popen([PROF, "report", d], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            t0 = time.monotonic()
+            while True:
+                pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+                if pid:
+                    break
+                self.assertLess(time.monotonic() - t0, 60)
+                time.sleep(0.01)
+            o = p.stdout.read().decode()
+            p.stdout.close()
+            p.stderr.close()
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+            rss[name] = (ru.ru_maxrss, o)
+        text = rss["big"][1]
+        self.assertIn("Hang across ranks: 256 ranks wrote a hang report", text)
+        self.assertIn("ranks 0-6, 8-255 inside `allreduce`, in `f (y.py:0)` since step 1200", text)
+        self.assertIn("odd one out: rank 7, inside `train_step`, in `__next__ (dataloader.py:633)`",
+                      text)
+        # 16 times the ranks, the same memory (reads one rank at a time)
+        self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,83 @@
+/*
+ * hang_app — a loop that stalls, for the hang watchdog's end-to-end tests.
+ *
+ *   hang_app [--steps N] [--hang-at S] [--hang-ms M] [--helper]
+ *
+ * Each step pushes "work", sleeps 2 ms, pops it and calls prof_step().
+ * Step S (default 5) pushes "allreduce" inside "work" and sleeps M ms
+ * (default 3000) there: no step boundary comes meanwhile. With --helper a
+ * second thread ("loader") sits inside range "fetch" the whole time. The
+ * stall is in a function of its own, stall_here(), so its stack names it.
+ * Prints "done N". Binds profhost only through dlsym.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "prof_dl.h"
+
+static volatile int stop;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+__attribute__((noinline, visibility("default"))) void stall_here(long ms)
+{
+	sleep_ms(ms);
+	__asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+static void *loader(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "loader");
+	p_push("fetch");
+	while (!stop)
+		sleep_ms(5);
+	p_pop();
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = 10, hang_at = 5, hang_ms = 3000, s;
+	int i, helper = 0;
+	pthread_t t;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--hang-at") && i + 1 < argc) hang_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--hang-ms") && i + 1 < argc) hang_ms = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--helper")) helper = 1;
+		else {
+			fprintf(stderr, "hang_app: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	bind();
+	if (helper && pthread_create(&t, NULL, loader, NULL) != 0)
+		return 1;
+	for (s = 0; s < steps; s++) {
+		p_push("work");
+		sleep_ms(2);
+		if (s == hang_at) {
+			p_push("allreduce");
+			stall_here(hang_ms);
+			p_pop();
+		}
+		p_pop();
+		p_step();
+	}
+	stop = 1;
+	if (helper)
+		pthread_join(t, NULL);
+	printf("done %ld\n", steps);
+	return 0;
+}
