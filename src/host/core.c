@@ -160,7 +160,10 @@ static void core_fini(void)
 	if (atomic_exchange(&host.disabled, 1))
 		return;
 	window_finish(&host, false);
-	hostthread_stop(&host, FINI_WAIT_MS);
+	/* written: the salvage file goes (on a time-out it stays for the
+	 * launcher to salvage) */
+	if (hostthread_stop(&host, FINI_WAIT_MS) == 0)
+		salvage_done(&host);
 	capture_fini_all();
 	live_fini(&host);
 }
@@ -260,6 +263,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	hostthread_init(h);
 	capture_init_all(h);
+	salvage_init(h);
 	window_init(h);
 	exitpath_install(h);
 	start_control(h);

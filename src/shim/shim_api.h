@@ -20,8 +20,8 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 3 /* 2: NVTX, clock, range hooks, CUDA injection;
-			      3: evbuf_prepare */
+#define SHIM_API_VERSION 4 /* 2: NVTX, clock, range hooks, CUDA injection;
+			      3: evbuf_prepare; 4: the salvage file */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -57,6 +57,10 @@ struct shim_api {
 	 * removes it. The CPU sampler takes the thread's stack there
 	 * (prof.capture{range_stacks}). Any thread. */
 	void (*set_range_pushed_hook)(void (*pushed)(void));
+	/* The salvage file (evbuf.h, src/shim/salvfile.h). */
+	struct salv_header *(*salvage_open)(const char *dir, char *why, size_t size);
+	const char *(*salvage_path)(void);
+	void (*salvage_remove)(void);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful
