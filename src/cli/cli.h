@@ -91,6 +91,10 @@ bool cli_prof_disabled(const char *v);
  * the fix. */
 int cli_find_host(char *prefix, char *lib, struct err *e);
 
+/* profhost's Lua library, for the reports: $PROF_LUA_DIR, else
+ * <prefix>/share/profhost/lua, into out[size]. Returns 0, or -1 with *e. */
+int cli_find_lua_dir(char *out, size_t size, struct err *e);
+
 /* `prof install-python [--python PATH] [--uninstall]`. argv[0] is
  * "install-python". Writes (or removes) the profhost.pth that makes
  * `PROF_SCRIPT=policy.lua python ...` run under profhost without

@@ -17,6 +17,7 @@
 
 #include "../events/trace.h"
 #include "../export/export.h"
+#include "../policy/policy.h"
 #include "../read/salvage_read.h"
 #include "../util/fsutil.h"
 #include "cli.h"
@@ -52,6 +53,53 @@ static void note_window(const char *notes, const char *dir)
 	fclose(f);
 }
 
+/* Adds the built-in reports (report.txt, report.html, modules.txt) the
+ * host thread would have, as its settings in the file ask, to the folder
+ * in *res; rank 0's findings go to stderr. Returns 0 or -1 with *e. */
+static int write_reports(const struct salvage_file *f, const struct trace *t,
+			 struct export_result *res, struct err *e)
+{
+	static const char *const sets[] = { "limits.report_ms=3600000",
+					    "limits.memory_mb=4096", NULL };
+	unsigned formats = (f->hd->flags & SALV_F_REPORT_TEXT ? POLICY_REPORT_TEXT : 0) |
+			   (f->hd->flags & SALV_F_REPORT_HTML ? POLICY_REPORT_HTML : 0);
+	struct policy_opts po = { 0 };
+	struct policy_report rep = { 0 };
+	struct policy_trace pt;
+	struct policy *p;
+	char lua_dir[PATH_MAX];
+	int rc = 0;
+
+	if (!formats)
+		return 0;
+	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, e) != 0)
+		return -1;
+	po.lua_dir = lua_dir;
+	po.sets = sets;
+	p = policy_load(&po, e);
+	if (!p)
+		return -1;
+	res->files[res->nfiles] = NULL;
+	pt.trace = t;
+	pt.dir = res->dir;
+	pt.out = &res->out;
+	pt.files = (const char *const *)res->files;
+	if (policy_report_window(p, &pt, formats, false, &rep, e) != POLICY_OK)
+		rc = -1;
+	if (rc == 0 && rep.text && export_text_file(res, "report.txt", rep.text, e) != 0)
+		rc = -1;
+	if (rc == 0 && rep.html && export_text_file(res, "report.html", rep.html, e) != 0)
+		rc = -1;
+	if (rc == 0 && rep.modules &&
+	    export_text_file(res, "modules.txt", rep.modules, e) != 0)
+		rc = -1;
+	if (rc == 0 && rep.findings && rep.findings[0] && t->meta.rank == 0)
+		fputs(rep.findings, stderr);
+	policy_report_free(&rep);
+	policy_free(p);
+	return rc;
+}
+
 /* Writes trace t as the salvage file's window folder, with the export
  * settings it names; res is filled. Returns 0 or -1 with *e. */
 static int write_trace(const struct salvage_file *f, struct trace *t,
@@ -73,7 +121,7 @@ static int write_trace(const struct salvage_file *f, struct trace *t,
 	o.summary = false;
 	t->counters.events = t->nev;
 	export_unix_time(t);
-	if (export_window(t, &o, res, e) != 0)
+	if (export_window(t, &o, res, e) != 0 || write_reports(f, t, res, e) != 0)
 		return -1;
 	if ((fl & SALV_F_SUMMARY) && export_summary(t, res, e) != 0)
 		return -1;

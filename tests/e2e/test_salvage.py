@@ -53,7 +53,8 @@ class SalvageTest(TempDirTest):
 
     def check_salvaged(self, d, first, last, how):
         """d holds steps first..last-1 whole and step `last` partial."""
-        for name in ("trace.json", "summary.txt", "key_averages.txt", "capture.phb"):
+        for name in ("trace.json", "summary.txt", "key_averages.txt", "capture.phb",
+                     "report.txt", "report.html"):
             self.assertTrue(os.path.exists(os.path.join(d, name)), name)
         trace = load_trace(d)
         self.assertIn("salvaged " + how, trace["profhost"]["reason"])
