@@ -115,6 +115,8 @@ static _Atomic uint32_t pf_seq;
  * start-up before any pool is mapped; slot regions are added by the
  * caller of open/close. */
 static int salv_fd = -1;
+static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
+static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
 static struct salv_header *salv_hdr;
 static uint64_t salv_end;
 static pid_t salv_pid;
@@ -333,11 +335,14 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
-		/* A chunk of the salvage file gets its tmpfs pages first: a
-		 * full tmpfs then drops the records (counted) instead of
-		 * raising SIGBUS at the first write. */
-		if (s->shared && fallocate(salv_fd, 0, (off_t)(s->file_off +
-				idx * EVBUF_CHUNK_BYTES), EVBUF_CHUNK_BYTES) != 0) {
+		/* A chunk of the salvage file gets its tmpfs pages first (the
+		 * pre-fault helper's work, usually done already): a full
+		 * tmpfs then fails here and the records drop (counted)
+		 * instead of raising SIGBUS at the first write. Through the
+		 * mapping, not the descriptor, which the program may have
+		 * closed. */
+		if (s->shared && madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
+					 MADV_POPULATE_WRITE) != 0) {
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
@@ -508,6 +513,22 @@ static uint64_t pool_chunks(size_t bytes)
 	return nchunks;
 }
 
+/* True when salv_fd is still the salvage file: a program may close
+ * descriptors it did not open (a daemon closing 3-1023) and reuse the
+ * number for a file of its own, which profhost must never truncate or
+ * close. A descriptor found not ours is forgotten, not closed. */
+static int salv_fd_ours(void)
+{
+	struct stat st;
+
+	if (salv_fd < 0)
+		return 0;
+	if (fstat(salv_fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino)
+		return 1;
+	salv_fd = -1;
+	return 0;
+}
+
 /* Maps a region of `want` bytes at the end of the salvage file for slot
  * s; MAP_FAILED when there is no file or it cannot grow. Caller of
  * open/close. */
@@ -516,7 +537,7 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
 	void *m;
 
-	if (salv_fd < 0 || ftruncate(salv_fd, (off_t)(off + want)) != 0)
+	if (!salv_fd_ours() || ftruncate(salv_fd, (off_t)(off + want)) != 0)
 		return MAP_FAILED;
 	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
 		 salv_fd, (off_t)off);
@@ -591,6 +612,22 @@ static void salv_slot_set(struct evbuf_slot *s, uint64_t gen, uint64_t bytes)
 	atomic_store_explicit(&ss->gen, gen, memory_order_release);
 }
 
+/* Whether this kernel can populate a mapping of the file
+ * (MADV_POPULATE_WRITE, Linux 5.14): the writers rely on it against
+ * SIGBUS on a full tmpfs. 0, or -1 with errno set. */
+static int madvise_probe(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *m = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int rc;
+
+	if (m == MAP_FAILED)
+		return -1;
+	rc = madvise(m, (size_t)page, MADV_POPULATE_WRITE);
+	munmap(m, (size_t)page);
+	return rc;
+}
+
 struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 {
 	struct salv_header *h;
@@ -630,7 +667,8 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	 * the header's tmpfs pages now, not a SIGBUS at the first write */
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
 	    ftruncate(fd, (off_t)SALV_HEADER_BYTES) != 0 ||
-	    fallocate(fd, 0, 0, (off_t)SALV_HEADER_BYTES) != 0) {
+	    fallocate(fd, 0, 0, (off_t)SALV_HEADER_BYTES) != 0 ||
+	    madvise_probe(fd) != 0) {
 		snprintf(why, size, "cannot set up '%s': %s", salv_path, strerror(errno));
 		unlink(salv_path);
 		close(fd);
@@ -650,6 +688,8 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	atomic_thread_fence(memory_order_release);
 	memcpy(h->magic, SALV_MAGIC, sizeof h->magic);
 	salv_fd = fd;
+	salv_dev = st.st_dev;
+	salv_ino = st.st_ino;
 	salv_hdr = h;
 	salv_end = SALV_HEADER_BYTES;
 	salv_pid = getpid();
@@ -663,10 +703,12 @@ const char *evbuf_salvage_path(void)
 
 void evbuf_salvage_remove(void)
 {
-	if (salv_fd < 0 || getpid() != salv_pid)
+	if (!salv_hdr || getpid() != salv_pid)
 		return;
 	unlink(salv_path);
-	close(salv_fd);
+	salv_hdr = NULL; /* unlinked once; the mappings stay valid */
+	if (salv_fd_ours())
+		close(salv_fd);
 	salv_fd = -1;
 }
 
@@ -894,7 +936,7 @@ void evbuf_after_fork_child(void)
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
 	/* The salvage file stays the parent's: its lock is released with
 	 * the parent alone, its header is not written here. */
-	if (salv_fd >= 0)
+	if (salv_fd_ours())
 		close(salv_fd);
 	salv_fd = -1;
 	salv_hdr = NULL;
