@@ -103,6 +103,24 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.check_salvaged(dirs[0], 3, 10, "after _exit(3)")
 
+    def test_crash_path_that_writes_the_window_leaves_nothing_to_salvage(self):
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "segv")
+        self.assertEqual(r.returncode, 128 + 11, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
+        self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
+
+    def test_crash_with_the_recorder_is_salvaged(self):
+        # no window to write on the exit path: the recorder's steps stay
+        # in the file, and the launcher writes them
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "20", "--how", "segv")
+        self.assertEqual(r.returncode, 128 + 11, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.check_salvaged(dirs[0], [n for n, _ in step_spans(load_trace(dirs[0]))][0], 20,
+                            "after SIGSEGV")
+
     def test_clean_run_writes_its_window_itself(self):
         r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
         self.assertEqual(r.returncode, 0, r.stderr)

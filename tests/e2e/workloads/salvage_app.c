@@ -2,12 +2,12 @@
  * salvage_app — a steady loop that dies without writing anything, for the
  * salvage tests (tests/e2e/test_salvage.py).
  *
- *   salvage_app [--steps N] [--die-at S] [--how kill|exit] [--sleep-us U]
+ *   salvage_app [--steps N] [--die-at S] [--how kill|exit|segv] [--sleep-us U]
  *
  * Pushes "train" around the loop; each step pushes "work" and marks
  * "tick", sleeps U microseconds (default 1000) and calls prof_step(). In
  * step S, inside "work", it dies: SIGKILL sent to itself (--how kill, the
- * default) or _exit(3) (--how exit). Without --die-at it ends normally.
+ * default), _exit(3) (--how exit) or SIGSEGV raised (--how segv). Without --die-at it ends normally.
  * Prints "pid P" first and "done N" at a normal end. Binds profhost only
  * through dlsym, so it runs the same without the host.
  */
@@ -57,6 +57,8 @@ int main(int argc, char **argv)
 		if (s == die_at) {
 			if (!strcmp(how, "exit"))
 				_exit(3);
+			if (!strcmp(how, "segv"))
+				raise(SIGSEGV);
 			kill(getpid(), SIGKILL);
 		}
 		p_pop();
