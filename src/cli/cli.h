@@ -56,8 +56,9 @@ extern const char *const cli_salvage_synopsis;
 
 /* Salvages the file at `path` ("after SIGKILL" and the like in `how`): its
  * recording goes to a window folder (listed in the launcher notes file
- * `notes` when not NULL), then the file is removed; a file that held no
- * recording is just removed. Returns 0, or -1 with *e (the file stays). */
+ * `notes` when not NULL), then the file is removed. Returns 0; 1 when the
+ * file held no recording (it is just removed); -1 with *e (the file
+ * stays). */
 int cli_salvage_file(const char *path, const char *how, const char *notes,
 		     struct err *e);
 

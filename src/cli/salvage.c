@@ -142,7 +142,7 @@ int cli_salvage_file(const char *path, const char *how, const char *notes,
 		/* nothing was recording: nothing lost */
 		unlink(path);
 		salvage_close(&f);
-		return 0;
+		return 1;
 	}
 	if (trace_init(&t) != 0) {
 		salvage_close(&f);
@@ -208,7 +208,7 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 		/* the launched process itself, or one it started */
 		snprintf(prefix, sizeof prefix, "profhost-%d-", (int)child);
 		if (cli_salvage_file(path, strncmp(d->d_name, prefix, strlen(prefix)) == 0 ?
-				     how : other, notes, &e) != 0)
+				     how : other, notes, &e) < 0)
 			fprintf(stderr, "prof run: %s\n", e.msg); /* the file stays */
 	}
 	closedir(dp);
@@ -225,9 +225,15 @@ int cli_salvage_main(int argc, char **argv)
 		cli_salvage_help(stdout);
 		return 0;
 	}
-	if (cli_salvage_file(argv[1], "after its process ended", NULL, &e) != 0) {
+	switch (cli_salvage_file(argv[1], "after its process ended", NULL, &e)) {
+	case 0:
+		return 0;
+	case 1:
+		fprintf(stderr, "prof salvage: '%s' held nothing recording (no window, no "
+			"recorder); removed it\n", argv[1]);
+		return 0;
+	default:
 		fprintf(stderr, "prof salvage: %s\n", e.msg);
 		return 1;
 	}
-	return 0;
 }

@@ -151,6 +151,18 @@ class Standalone(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
         self.check_salvaged(dirs[0], 3, 15, "after its process ended")
 
+    def test_file_without_a_recording_is_just_removed(self):
+        r, out = self.preload("prof.schedule{ wait = 1000, active = 1 }\n",
+                              "--die-at", "5")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertIn("held nothing recording", s.stderr)
+        self.assertEqual(self.files(), [])
+        self.assertEqual(salvaged_dirs(out), [])
+
     def test_bad_files_give_one_line(self):
         r, _ = self.preload(WINDOW_POLICY, "--die-at", "15")
         self.assertEqual(r.returncode, -9, r.stderr)
