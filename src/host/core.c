@@ -192,6 +192,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.ht.wake, 0);
 	atomic_store(&host.ht.ack, 0);
 	host.win.sched.open = false;
+	host.salv = NULL; /* the parent's salvage file, shared: never written here */
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
