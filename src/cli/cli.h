@@ -10,6 +10,9 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
+
+struct err;
 
 /* Exit status for bad arguments and set-up failures (missing library,
  * unreadable policy file). */
@@ -39,6 +42,31 @@ void cli_report_help(FILE *out);
 /* The one-line synopsis of `prof report`. */
 extern const char cli_report_synopsis[];
 
+/* `prof salvage PATH`. argv[0] is "salvage". Writes the recording a dead
+ * process left in its salvage file and removes the file; returns 0, or 1
+ * (said in one line) when the file cannot be salvaged, CLI_EXIT_USAGE on
+ * bad arguments. */
+int cli_salvage_main(int argc, char **argv);
+
+/* Writes the help of `prof salvage` to `out`. */
+void cli_salvage_help(FILE *out);
+
+/* The one-line synopsis of `prof salvage`. */
+extern const char *const cli_salvage_synopsis;
+
+/* Salvages the file at `path` ("after SIGKILL" and the like in `how`): its
+ * recording goes to a window folder (listed in the launcher notes file
+ * `notes` when not NULL), then the file is removed. Returns 0; 1 when the
+ * file held no recording (it is just removed); -1 with *e (the file
+ * stays). */
+int cli_salvage_file(const char *path, const char *how, const char *notes,
+		     struct err *e);
+
+/* The launcher's salvage: every salvage file in folder `dir` once the
+ * launched process `child` ended with wait status `status` (its own
+ * file is marked with how it ended). Errors are said on stderr. */
+void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes);
+
 /* Prints "prof <cmd>: <message> (usage: <synopsis>)" on stderr and returns
  * CLI_EXIT_USAGE: the one shape of every usage error. */
 int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
@@ -56,7 +84,6 @@ int cli_option(int argc, char **argv, int *i, char shortname, const char *longna
  * not understand too). */
 bool cli_prof_disabled(const char *v);
 
-struct err;
 
 /* Finds this installation (see docs/cli.md, PROF_LIB): its prefix, the
  * parent of the directory holding `prof`, into prefix[PATH_MAX] ("" when
@@ -64,6 +91,10 @@ struct err;
  * links resolved). Returns 0, or -1 with *e naming where it looked and
  * the fix. */
 int cli_find_host(char *prefix, char *lib, struct err *e);
+
+/* profhost's Lua library, for the reports: $PROF_LUA_DIR, else
+ * <prefix>/share/profhost/lua, into out[size]. Returns 0, or -1 with *e. */
+int cli_find_lua_dir(char *out, size_t size, struct err *e);
 
 /* `prof install-python [--python PATH] [--uninstall]`. argv[0] is
  * "install-python". Writes (or removes) the profhost.pth that makes

@@ -18,6 +18,7 @@ static void prof_help(FILE *out)
 		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
 		"                   [--format text|json|html] [-o file]\n"
 		"       prof attach [-e code] PID\n"
+		"       prof salvage PATH\n"
 		"       prof install-python [--python PATH] [--uninstall]\n"
 		"       prof --help | --version\n"
 		"\n"
@@ -30,6 +31,8 @@ static void prof_help(FILE *out)
 		"  report    run the reports on saved output (prof report --help)\n"
 		"  attach    open a Lua prompt inside a running profiled process\n"
 		"            (prof attach --help for its options)\n"
+		"  salvage   write what a killed process left in its salvage file\n"
+		"            (prof salvage --help)\n"
 		"  install-python  make PROF_SCRIPT=policy.lua python ... work without\n"
 		"            LD_PRELOAD (prof install-python --help)\n"
 		"  help      show this help (prof help run: the help of run)\n"
@@ -131,6 +134,10 @@ int main(int argc, char **argv)
 			cli_report_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "salvage") == 0) {
+			cli_salvage_help(stdout);
+			return 0;
+		}
 		if (strcmp(argv[2], "install-python") == 0) {
 			cli_install_python_help(stdout);
 			return 0;
@@ -147,6 +154,8 @@ int main(int argc, char **argv)
 		return cli_report_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "attach") == 0)
 		return cli_attach_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "salvage") == 0)
+		return cli_salvage_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "install-python") == 0)
 		return cli_install_python_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')

@@ -397,8 +397,7 @@ static int emit(const struct report_opts *o, const struct policy_report *r,
 	return 0;
 }
 
-/* The Lua directory: $PROF_LUA_DIR, else <prefix>/share/profhost/lua. */
-static int find_lua_dir(char *out, size_t size, struct err *e)
+int cli_find_lua_dir(char *out, size_t size, struct err *e)
 {
 	const char *env = getenv("PROF_LUA_DIR");
 	char exe[PATH_MAX];
@@ -462,7 +461,7 @@ int cli_report_main(int argc, char **argv)
 		status = 1;
 		goto out;
 	}
-	if (find_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
+	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
 		fprintf(stderr, "prof report: %s\n", e.msg);
 		status = CLI_EXIT_USAGE;
 		goto out;

@@ -560,8 +560,9 @@ static void run_forward(int sig)
  * status, or 128+N when it died of signal N, with *started true. When cmd
  * could not be started, reports why on stderr and returns 127 (not found),
  * 126 (not runnable) or CLI_EXIT_USAGE (no process), with *started false.
- * Main thread only. */
-static int run_command(char **cmd, bool *started)
+ * *child and *wstatus get the process and its wait status. Main thread
+ * only. */
+static int run_command(char **cmd, bool *started, pid_t *child, int *wstatus)
 {
 	sigset_t block, old;
 	struct sigaction sa, prev;
@@ -643,6 +644,8 @@ static int run_command(char **cmd, bool *started)
 		return child_errno == ENOENT || child_errno == ENOTDIR ? 127 : 126;
 	}
 	*started = true;
+	*child = pid;
+	*wstatus = status;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
@@ -699,13 +702,33 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 	return 0;
 }
 
+/* Creates the launched processes' salvage folder, a fresh folder of
+ * this user's on /dev/shm (a tmpfs: docs/recorder.md), into dir[size]
+ * and names it in PROF_SALVAGE_DIR. Without /dev/shm, dir is "" and the
+ * host says why it keeps no salvage file. */
+static void run_salvage_create(char *dir, size_t size)
+{
+	struct err e;
+
+	snprintf(dir, size, "/dev/shm/prof-salvage-XXXXXX");
+	if (!mkdtemp(dir)) {
+		dir[0] = '\0';
+		return;
+	}
+	if (run_env_set("PROF_SALVAGE_DIR", dir, &e) != 0) {
+		rmdir(dir);
+		dir[0] = '\0';
+	}
+}
+
 int cli_run_main(int argc, char **argv)
 {
 	struct run_opts o;
 	struct err e;
-	char dir[PATH_MAX], notes[PATH_MAX];
+	char dir[PATH_MAX], notes[PATH_MAX], salvage[PATH_MAX];
 	bool started;
-	int rc;
+	pid_t child = 0;
+	int rc, status = 0;
 
 	memset(&o, 0, sizeof o);
 	rc = run_parse(argc, argv, &o);
@@ -728,9 +751,16 @@ int cli_run_main(int argc, char **argv)
 		run_notes_remove(dir);
 		return CLI_EXIT_USAGE;
 	}
-	rc = run_command(o.cmd, &started);
+	run_salvage_create(salvage, sizeof salvage);
+	rc = run_command(o.cmd, &started, &child, &status);
+	/* A salvage file left means its process died without writing what it
+	 * recorded (SIGKILL, _exit): written now, listed with the windows. */
+	if (started && salvage[0])
+		cli_salvage_dir(salvage, child, status, notes);
 	if (started)
 		run_report(notes);
 	run_notes_remove(dir);
+	if (salvage[0])
+		rmdir(salvage); /* kept when a file could not be salvaged */
 	return rc;
 }

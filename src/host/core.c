@@ -181,7 +181,10 @@ static void core_fini(void)
 	if (atomic_exchange(&host.disabled, 1))
 		return;
 	window_finish(&host, false);
-	hostthread_stop(&host, FINI_WAIT_MS);
+	/* written: the salvage file goes (on a time-out it stays for the
+	 * launcher to salvage) */
+	if (hostthread_stop(&host, FINI_WAIT_MS) == 0)
+		salvage_done(&host);
 	capture_fini_all();
 	live_fini(&host);
 }
@@ -210,6 +213,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.ht.wake, 0);
 	atomic_store(&host.ht.ack, 0);
 	host.win.sched.open = false;
+	host.salv = NULL; /* the parent's salvage file, shared: never written here */
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
@@ -281,6 +285,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	hostthread_init(h);
 	capture_init_all(h);
+	salvage_init(h);
 	window_init(h);
 	exitpath_install(h);
 	start_control(h);

@@ -92,6 +92,7 @@ int env_read(struct host_env *env, struct err *e)
 		return err_set(e, "PROF_RUN_ID='%s' must be a plain directory name "
 			       "(no '/')", env->run_id);
 	env->notes = env_get("PROF_LAUNCHER_NOTES");
+	env->salvage_dir = env_get("PROF_SALVAGE_DIR");
 	env->lua_dir = env_get("PROF_LUA_DIR");
 	env->python = true;
 	v = env_get("PROF_PYTHON");

@@ -42,6 +42,8 @@ struct host_env {
 	char *set_buf;             /* malloc'd copy of PROF_SET */
 	const char *run_id;        /* NULL = generate */
 	const char *notes;         /* NULL = none */
+	const char *salvage_dir;   /* the salvage file's folder; NULL =
+				      /dev/shm (PROF_SALVAGE_DIR) */
 	const char *lua_dir;       /* NULL = next to the library */
 	bool python;               /* start the Python bridge (PROF_PYTHON) */
 	int rank, world_size;

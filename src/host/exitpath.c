@@ -63,8 +63,10 @@ static void exitpath_handler(int sig)
 	struct sigaction dfl;
 	int saved = errno;
 
-	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host)
+	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host) {
 		exitpath_flush(exit_host, sig);
+		salvage_on_fatal(exit_host);
+	}
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);

@@ -170,6 +170,8 @@ struct host {
 	struct window_state win;
 	struct host_thread ht;
 	struct watchdog wd;
+	struct salv_header *salv;      /* the salvage file's header; NULL:
+					  none (salvage.c) */
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
@@ -287,6 +289,32 @@ void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
  * before the next look (ns), or -1 for ever (no watchdog, or the process
  * is ending). Host thread. */
 int64_t watchdog_check(struct host *h);
+/* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
+
+struct salv_header;
+
+/* Creates the salvage file (PROF_SALVAGE_DIR, else /dev/shm) and writes
+ * who this process is into it; says in one line when it cannot (the
+ * pools stay anonymous). Start-up, after the policy and run directory,
+ * before window_init. */
+void salvage_init(struct host *h);
+
+/* Writes what records now (the window, or the recorder's segments) into
+ * the file when it changed. Window lock held. */
+void salvage_publish(struct host *h);
+
+/* Adds a completed step to the file's last steps. Window lock held. */
+void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur,
+		  int32_t tid);
+
+/* What the file held was written (or the process ends cleanly): removes
+ * it. Any thread; in the process that created it only. */
+void salvage_done(struct host *h);
+
+/* A fatal signal ends the process after its exit path: the file goes when
+ * it holds nothing recording (what it holds stays for the launcher, which
+ * salvages it "after SIG..."). Async-signal-safe. */
+void salvage_on_fatal(struct host *h);
 
 /* --- exitpath.c --- */
 

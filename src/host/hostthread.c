@@ -378,8 +378,10 @@ static void *host_main(void *arg)
 		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
 		drain_queue(h);
-		if (bits & HOST_WAKE_TERM)
+		if (bits & HOST_WAKE_TERM) {
+			salvage_done(h); /* the dying process's window is written */
 			wakeword_post(&ht->ack, 1);
+		}
 		pthread_mutex_lock(&ht->lock);
 		stop = (bits & HOST_WAKE_STOP) || ht->stop;
 		pthread_mutex_unlock(&ht->lock);

@@ -382,6 +382,7 @@ void window_init(struct host *h)
 	tell_step(w);
 	replay = w->rec_replay;
 	w->rec_replay = false;
+	salvage_publish(h);
 	atomic_store(&w->ready, 1);
 	report_pending(h, take_failure(w, &e), &e);
 	if (replay)
@@ -421,6 +422,8 @@ void window_step(struct host *h)
 	info.duration_ms = dur_ms;
 	if (w->sched.open)
 		keep_step(w, w->sched.step, w->step_start, now, tid, 0);
+	if (w->sched.open || w->rec.open)
+		salvage_step(h, info.step, w->step_start, now - w->step_start, tid);
 	/* The schedule closes the window unless a capture range holds it, and
 	 * a window it opens inside one joins it (schedule.h). */
 	sched_on_step(&w->sched, &r);
@@ -454,6 +457,7 @@ void window_step(struct host *h)
 	failed = take_failure(w, &fe);
 	replay = !opened && w->rec_replay;
 	w->rec_replay = false;
+	salvage_publish(h);
 	pthread_mutex_unlock(&w->lock);
 
 	report_pending(h, failed, &fe);
@@ -612,6 +616,7 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 	}
 	replay = w->rec_replay;
 	w->rec_replay = false;
+	salvage_publish(h);
 	pthread_mutex_unlock(&w->lock);
 	if (say_merge)
 		log_msg(LOG_DEBUG, "dump (%s) merged into recorder dump %u: no step "
@@ -768,6 +773,7 @@ int window_range_begin(struct host *h)
 		window_start_info(w, &wi, wreason);
 out:
 	failed = take_failure(w, &fe);
+	salvage_publish(h);
 	pthread_mutex_unlock(&w->lock);
 	report_pending(h, failed, &fe);
 	if (opened && c->has_on_window_start)
@@ -789,6 +795,7 @@ void window_range_end(struct host *h)
 		if (r.save)
 			job = close_window(h, &r, now);
 		update_arm(h, now);
+		salvage_publish(h);
 	}
 	pthread_mutex_unlock(&w->lock);
 	if (job)

@@ -23,17 +23,26 @@
  * they would without the helper.
  */
 #include "evbuf.h"
+#include "evchunk.h"
+#include "salvfile.h"
 
 #include "../events/clock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -71,6 +80,10 @@ struct evbuf_slot {
 	 * generation's low 32 bits << 32 | chunk index + 1; 0 or another
 	 * generation's entry is a free place. */
 	_Atomic uint64_t left[EVBUF_LEFT_MAX];
+	/* 1 when `mem` maps the salvage file (at file offset file_off), 0
+	 * when it is anonymous memory */
+	int shared;
+	uint64_t file_off;
 };
 
 #define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
@@ -96,6 +109,19 @@ static _Atomic uint64_t nomap_mark;
 static _Atomic int pf_state;
 static _Atomic uint32_t pf_seq;
 
+/* The salvage file (salvfile.h, evbuf_salvage_open): its descriptor
+ * (-1: pools are anonymous memory), its header, where its next slot
+ * region may start, the process that created it and its path. Set at
+ * start-up before any pool is mapped; slot regions are added by the
+ * caller of open/close. */
+static int salv_fd = -1;
+static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
+static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
+static struct salv_header *salv_hdr;
+static uint64_t salv_end;
+static pid_t salv_pid;
+static char salv_path[4096];
+
 /* Thread state (evbuf.h): the inline append reads it too. */
 __thread struct evbuf_tls evbuf_tls __attribute__((tls_model("initial-exec")));
 #define tls evbuf_tls
@@ -107,16 +133,6 @@ __thread struct evbuf_tls evbuf_tls __attribute__((tls_model("initial-exec")));
  * signal handler's first append. Set once by the constructor. */
 static pthread_key_t exit_key;
 static int exit_key_ok;
-
-static inline uint32_t rec_size(uint32_t len)
-{
-	return (uint32_t)((sizeof(struct evbuf_rec) + len + 7) & ~(size_t)7);
-}
-
-static inline uint32_t crec_size(uint32_t len)
-{
-	return (uint32_t)((sizeof(struct evbuf_crec) + len + 7) & ~(size_t)7);
-}
 
 /* Offset `off` of slot s's pool moved up to a huge-page boundary (the
  * kernel populates and faults whole huge pages), at most `end`. */
@@ -277,7 +293,7 @@ static void mark_thread(struct evbuf_chunk *c)
 	struct evbuf_rec *r = (struct evbuf_rec *)((char *)(c + 1) + used);
 
 	r->kind = EVBUF_THREAD;
-	r->size = (uint16_t)rec_size(16);
+	r->size = (uint16_t)evchunk_rec_size(16);
 	r->len = 16;
 	r->ts = 0;
 	r->id = (uint64_t)(uint32_t)tls.tid;
@@ -316,6 +332,17 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 	} else {
 		idx = atomic_fetch_add_explicit(&s->next, 1, memory_order_relaxed);
 		if (idx >= s->nchunks) {
+			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
+			return NULL;
+		}
+		/* A chunk of the salvage file gets its tmpfs pages first (the
+		 * pre-fault helper's work, usually done already): a full
+		 * tmpfs then fails here and the records drop (counted)
+		 * instead of raising SIGBUS at the first write. Through the
+		 * mapping, not the descriptor, which the program may have
+		 * closed. */
+		if (s->shared && madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
+					 MADV_POPULATE_WRITE) != 0) {
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
@@ -398,7 +425,7 @@ static int append_owned(uint64_t st, uint16_t kind, int64_t ts,
 
 	if (len > EVBUF_NAME_MAX)
 		len = EVBUF_NAME_MAX;
-	need = compact ? crec_size(len) : rec_size(len);
+	need = compact ? evchunk_crec_size(len) : evchunk_rec_size(len);
 	if (c && tls.st == st) {
 		used = atomic_load_explicit(&c->used, memory_order_relaxed);
 		if (used + need > CHUNK_DATA)
@@ -486,17 +513,59 @@ static uint64_t pool_chunks(size_t bytes)
 	return nchunks;
 }
 
-/* Makes free slot s's mapping at least `want` bytes. Grows by mapping anew;
- * the old mapping is kept (see the comment at the top): sizes change only
- * with the policy. Returns 0 or -1. Caller of open/close. */
+/* True when salv_fd is still the salvage file: a program may close
+ * descriptors it did not open (a daemon closing 3-1023) and reuse the
+ * number for a file of its own, which profhost must never truncate or
+ * close. A descriptor found not ours is forgotten, not closed. */
+static int salv_fd_ours(void)
+{
+	struct stat st;
+
+	if (salv_fd < 0)
+		return 0;
+	if (fstat(salv_fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino)
+		return 1;
+	salv_fd = -1;
+	return 0;
+}
+
+/* Maps a region of `want` bytes at the end of the salvage file for slot
+ * s; MAP_FAILED when there is no file or it cannot grow. Caller of
+ * open/close. */
+static void *slot_map_file(struct evbuf_slot *s, size_t want)
+{
+	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
+	void *m;
+
+	if (!salv_fd_ours() || ftruncate(salv_fd, (off_t)(off + want)) != 0)
+		return MAP_FAILED;
+	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+		 salv_fd, (off_t)off);
+	if (m == MAP_FAILED)
+		return m;
+	salv_end = off + want;
+	s->file_off = off;
+	return m;
+}
+
+/* Makes free slot s's mapping at least `want` bytes: a region of the
+ * salvage file when there is one, else anonymous memory. Grows by mapping
+ * anew; the old mapping is kept (see the comment at the top): sizes
+ * change only with the policy. Returns 0 or -1. Caller of open/close. */
 static int slot_map(struct evbuf_slot *s, size_t want)
 {
+	struct salv_slot *ss = salv_hdr ? &salv_hdr->slots[s - slots] : NULL;
 	void *m;
+	int shared = 1;
 
 	if (s->mapped >= want)
 		return 0;
-	m = mmap(NULL, want, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	m = slot_map_file(s, want);
+	if (m == MAP_FAILED) {
+		shared = 0;
+		m = mmap(NULL, want, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
 	if (m == MAP_FAILED)
 		return -1;
 	/* Huge pages where the system allows them: a window touches its pool
@@ -506,7 +575,141 @@ static int slot_map(struct evbuf_slot *s, size_t want)
 	s->mem = m;
 	s->mapped = want;
 	s->ready = 0;
+	s->shared = shared;
+	if (ss) {
+		/* the slot is free: no reader looks at its region now */
+		ss->off = shared ? s->file_off : 0;
+		ss->bytes = 0;
+	}
 	return 0;
+}
+
+/* Hands bytes [off, off + len) of slot s's pool back to the kernel: a
+ * salvage file's pages are removed from the file (its tmpfs memory is
+ * freed, later reads see zeros), anonymous ones dropped. */
+static void pool_give_back(struct evbuf_slot *s, uint64_t off, uint64_t len)
+{
+	if (s->shared && madvise(s->mem + off, len, MADV_REMOVE) == 0)
+		return;
+	madvise(s->mem + off, len, MADV_DONTNEED);
+}
+
+/* Tells the salvage file which generation slot s holds now (0: none) and
+ * how many bytes of chunks it has. */
+static void salv_slot_set(struct evbuf_slot *s, uint64_t gen, uint64_t bytes)
+{
+	struct salv_slot *ss;
+
+	if (!salv_hdr)
+		return;
+	ss = &salv_hdr->slots[s - slots];
+	if (!s->shared) {
+		atomic_store_explicit(&ss->gen, 0, memory_order_release);
+		return;
+	}
+	if (gen)
+		ss->bytes = bytes;
+	atomic_store_explicit(&ss->gen, gen, memory_order_release);
+}
+
+/* Whether this kernel can populate a mapping of the file
+ * (MADV_POPULATE_WRITE, Linux 5.14): the writers rely on it against
+ * SIGBUS on a full tmpfs. 0, or -1 with errno set. */
+static int madvise_probe(int fd)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *m = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int rc;
+
+	if (m == MAP_FAILED)
+		return -1;
+	rc = madvise(m, (size_t)page, MADV_POPULATE_WRITE);
+	munmap(m, (size_t)page);
+	return rc;
+}
+
+struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
+{
+	struct salv_header *h;
+	struct statfs sf;
+	struct stat st;
+	int fd, n;
+
+	if (salv_hdr)
+		return salv_hdr;
+	if (statfs(dir, &sf) != 0) {
+		snprintf(why, size, "cannot use '%s': %s", dir, strerror(errno));
+		return NULL;
+	}
+	if (sf.f_type != TMPFS_MAGIC) {
+		snprintf(why, size, "'%s' is not a tmpfs (its pages would be written "
+			 "back to disk)", dir);
+		return NULL;
+	}
+	n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage", dir,
+		     (int)getpid(), (long long)time(NULL));
+	if (n < 0 || (size_t)n >= sizeof salv_path) {
+		snprintf(why, size, "the folder name '%s' is too long", dir);
+		return NULL;
+	}
+	fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
+		return NULL;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+	    st.st_nlink != 1) {
+		snprintf(why, size, "'%s' is not a file of this user's", salv_path);
+		close(fd);
+		return NULL;
+	}
+	/* flock: the lock a reader tries, to tell a live writer; fallocate:
+	 * the header's tmpfs pages now, not a SIGBUS at the first write */
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+	    ftruncate(fd, (off_t)SALV_HEADER_BYTES) != 0 ||
+	    fallocate(fd, 0, 0, (off_t)SALV_HEADER_BYTES) != 0 ||
+	    madvise_probe(fd) != 0) {
+		snprintf(why, size, "cannot set up '%s': %s", salv_path, strerror(errno));
+		unlink(salv_path);
+		close(fd);
+		return NULL;
+	}
+	h = mmap(NULL, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED) {
+		snprintf(why, size, "cannot map '%s': %s", salv_path, strerror(errno));
+		unlink(salv_path);
+		close(fd);
+		return NULL;
+	}
+	h->version = SALV_VERSION;
+	h->header_bytes = (uint32_t)SALV_HEADER_BYTES;
+	h->pid = (int32_t)getpid();
+	h->chunk_bytes = EVBUF_CHUNK_BYTES;
+	atomic_thread_fence(memory_order_release);
+	memcpy(h->magic, SALV_MAGIC, sizeof h->magic);
+	salv_fd = fd;
+	salv_dev = st.st_dev;
+	salv_ino = st.st_ino;
+	salv_hdr = h;
+	salv_end = SALV_HEADER_BYTES;
+	salv_pid = getpid();
+	return h;
+}
+
+const char *evbuf_salvage_path(void)
+{
+	return salv_hdr ? salv_path : NULL;
+}
+
+void evbuf_salvage_remove(void)
+{
+	if (!salv_hdr || getpid() != salv_pid)
+		return;
+	unlink(salv_path);
+	salv_hdr = NULL; /* unlinked once; the mappings stay valid */
+	if (salv_fd_ours())
+		close(salv_fd);
+	salv_fd = -1;
 }
 
 void evbuf_prepare(size_t bytes)
@@ -570,6 +773,7 @@ uint64_t evbuf_open(size_t bytes)
 			atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
 					      memory_order_relaxed);
 			atomic_store(&s->pf_gen, gen);
+			salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
 			atomic_store_explicit(&s->gen, gen, memory_order_release);
 		}
 	}
@@ -604,57 +808,26 @@ uint64_t evbuf_close(void)
 	return gen;
 }
 
-/* A compact record as the visitors see it: a full header, the payload. */
-struct expanded {
-	struct evbuf_rec r;
-	char payload[EVBUF_NAME_MAX];
+/* The threads a drain met so far (the first 256 are remembered). */
+struct thread_count {
+	struct evbuf_stats *stats;
+	int32_t seen[256];
+	uint32_t nseen;
 };
 
-/* Visits the record at p (at most `room` bytes of published data; a
- * compact one is expanded into *x first). Returns its size in the chunk,
- * or 0 when it is not a whole, valid record. */
-static uint32_t visit_record(const char *p, uint32_t room, evbuf_visit_fn fn,
-			     void *ctx, int32_t tid, const char *name,
-			     struct expanded *x)
-{
-	const struct evbuf_crec *cr = (const struct evbuf_crec *)p;
-	const struct evbuf_rec *r = (const struct evbuf_rec *)p;
-	uint32_t size;
-
-	if (cr->kind & EVBUF_COMPACT) {
-		size = crec_size(cr->len);
-		if (cr->len > EVBUF_NAME_MAX || size > room)
-			return 0;
-		x->r.kind = (uint16_t)(cr->kind & ~EVBUF_COMPACT);
-		x->r.size = (uint16_t)rec_size(cr->len);
-		x->r.len = cr->len;
-		x->r.ts = cr->ts;
-		x->r.id = 0;
-		x->r.a = cr->a;
-		memcpy(x->payload, cr + 1, cr->len);
-		fn(ctx, tid, name, &x->r);
-		return size;
-	}
-	if (room < sizeof *r || r->size < sizeof *r || r->size > room ||
-	    rec_size(r->len) != r->size)
-		return 0;
-	fn(ctx, tid, name, r);
-	return r->size;
-}
-
 /* Counts thread `tid` in stats->threads the first time the drain meets it
- * (the first 256 threads are remembered; later ones may count twice). */
-static void count_thread(struct evbuf_stats *stats, int32_t *seen,
-			 uint32_t *nseen, int32_t tid)
+ * (later threads than the 256th may count twice). */
+static void count_thread(void *arg, int32_t tid)
 {
+	struct thread_count *tc = arg;
 	uint32_t k;
 
-	for (k = 0; k < *nseen && seen[k] != tid; k++)
+	for (k = 0; k < tc->nseen && tc->seen[k] != tid; k++)
 		;
-	if (k == *nseen) {
-		if (*nseen < 256)
-			seen[(*nseen)++] = tid;
-		stats->threads++;
+	if (k == tc->nseen) {
+		if (tc->nseen < 256)
+			tc->seen[tc->nseen++] = tid;
+		tc->stats->threads++;
 	}
 }
 
@@ -675,7 +848,7 @@ static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto
 	upto -= cut;
 	if (upto < *given + DRAIN_GIVE_BACK)
 		return;
-	madvise(s->mem + *given, upto - *given, MADV_DONTNEED);
+	pool_give_back(s, *given, upto - *given);
 	*given = upto;
 }
 
@@ -684,11 +857,12 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
 	uint64_t n, i, mark, given = 0;
-	int32_t seen[256];
-	uint32_t nseen = 0;
-	struct expanded x;
+	struct thread_count tc;
+	struct evchunk_expanded x;
 
 	memset(stats, 0, sizeof *stats);
+	tc.stats = stats;
+	tc.nseen = 0;
 	mark = atomic_load_explicit(&noslot_mark, memory_order_relaxed);
 	if (mark >> 40 == (gen & 0xffffff))
 		stats->dropped_noslot = mark & NOSLOT_COUNT_MASK;
@@ -706,9 +880,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	for (i = 0; i < n; i++) {
 		struct evbuf_chunk *c = (struct evbuf_chunk *)(s->mem + i * EVBUF_CHUNK_BYTES);
 		uint32_t used = atomic_load_explicit(&c->used, memory_order_acquire);
-		uint32_t off = 0;
-		int32_t tid;
-		char name[17];
+		int bad = 0;
 
 		drain_give_back(s, &given, i * EVBUF_CHUNK_BYTES);
 		/* Nothing published yet: the chunk may be a late writer's, its
@@ -718,35 +890,11 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 			continue;
 		if (used > CHUNK_DATA)
 			used = CHUNK_DATA;
-		memcpy(name, c->thread_name, 16);
-		name[16] = '\0';
 		stats->chunks++;
 		stats->bytes += used;
-		count_thread(stats, seen, &nseen, c->tid);
-		tid = c->tid;
-		while (off + sizeof(struct evbuf_crec) <= used) {
-			const char *p = (const char *)(c + 1) + off;
-			const struct evbuf_rec *r = (const struct evbuf_rec *)p;
-			uint32_t size;
-
-			if (r->kind == EVBUF_THREAD) {
-				/* another thread goes on in this chunk */
-				if (used - off < rec_size(16) || r->size != rec_size(16) ||
-				    r->len != 16)
-					break;
-				tid = (int32_t)r->id;
-				memcpy(name, r + 1, 16);
-				count_thread(stats, seen, &nseen, tid);
-				off += r->size;
-				continue;
-			}
-			size = visit_record(p, used - off, fn, ctx, tid, name, &x);
-
-			if (!size)
-				break; /* spoiled by a late writer: ends this chunk */
-			stats->records++;
-			off += size;
-		}
+		count_thread(&tc, c->tid);
+		/* a record spoiled by a late writer ends its chunk */
+		stats->records += evchunk_walk(c, used, fn, ctx, count_thread, &tc, &x, &bad);
 	}
 	return 0;
 }
@@ -761,6 +909,7 @@ void evbuf_release(uint64_t gen)
 		return;
 	/* Stop the helper populating this pool (see pf_populate). */
 	atomic_store(&s->pf_gen, 0);
+	salv_slot_set(s, 0, 0);
 	while (atomic_load(&s->pf_busy)) {
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
@@ -773,7 +922,7 @@ void evbuf_release(uint64_t gen)
 		used = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
 	/* Whole huge pages: a write faults in all of its huge page. */
 	if (used)
-		madvise(s->mem, pf_round(s, used, s->mapped), MADV_DONTNEED);
+		pool_give_back(s, 0, pf_round(s, used, s->mapped));
 	s->ready = 0;
 	atomic_store_explicit(&s->gen, 0, memory_order_release);
 }
@@ -790,6 +939,12 @@ void evbuf_after_fork_child(void)
 		atomic_store(&slots[i].pf_busy, 0);
 	}
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
+	/* The salvage file stays the parent's: its lock is released with
+	 * the parent alone, its header is not written here. */
+	if (salv_fd_ours())
+		close(salv_fd);
+	salv_fd = -1;
+	salv_hdr = NULL;
 	tls.chunk = NULL;
 	tls.st = 0;
 	tls.tid = 0;

@@ -191,8 +191,29 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 void evbuf_release(uint64_t gen);
 
 /* In a child after fork(): closes capture there and forgets the parent
- * thread's chunk. The parent's generations stay the parent's. */
+ * thread's chunk. The parent's generations (and its salvage file) stay
+ * the parent's. */
 void evbuf_after_fork_child(void);
+
+struct salv_header;
+
+/*
+ * Backs the event pools with a salvage file (src/shim/salvfile.h) in
+ * folder `dir`, which must be a tmpfs: created O_EXCL|O_NOFOLLOW, mode
+ * 0600, locked (flock) for the life of the process; every pool mapped
+ * from now on is a region of it. Returns its header for the core to fill,
+ * or NULL with why[size] saying why not (the pools stay anonymous memory).
+ * Start-up, before any pool is mapped; once.
+ */
+struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size);
+
+/* The salvage file's path, or NULL when there is none. */
+const char *evbuf_salvage_path(void);
+
+/* Removes the salvage file: what it held was written, or the process ends
+ * cleanly. Only in the process that created it (a forked child leaves it
+ * alone). The mappings stay valid. */
+void evbuf_salvage_remove(void);
 
 /* Pointer to a record's payload. */
 static inline const char *evbuf_payload(const struct evbuf_rec *r)

@@ -175,6 +175,9 @@ __attribute__((constructor)) static void shim_init(void)
 		.set_range_hooks = nvtx_set_range_hooks,
 		.set_range_pushed_hook = nvtx_set_pushed_hook,
 		.nvtx_open_ranges = nvtx_open_ranges,
+		.salvage_open = evbuf_salvage_open,
+		.salvage_path = evbuf_salvage_path,
+		.salvage_remove = evbuf_salvage_remove,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

@@ -20,9 +20,9 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 5 /* 2: NVTX, clock, range hooks, CUDA injection;
+#define SHIM_API_VERSION 6 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare; 4: core_api.dump;
-			      5: nvtx_open_ranges */
+			      5: nvtx_open_ranges; 6: the salvage file */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -61,6 +61,10 @@ struct shim_api {
 	/* Every live thread's open push/pop levels, names and push times
 	 * (src/shim/nvtx.h): the hang watchdog's "inside X for N s". */
 	size_t (*nvtx_open_ranges)(struct nvtx_open_range *out, size_t max);
+	/* The salvage file (evbuf.h, src/shim/salvfile.h). */
+	struct salv_header *(*salvage_open)(const char *dir, char *why, size_t size);
+	const char *(*salvage_path)(void);
+	void (*salvage_remove)(void);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

@@ -5,15 +5,19 @@
  * signal handler appending mid-append spoils nothing (also in the middle of
  * the inline append), compact records come back as the full records that
  * were appended, the inline append agrees with evbuf_append_raw, and the
- * pool is populated ahead of the writers and given back on release.
+ * pool is populated ahead of the writers and given back on release; with a
+ * salvage file the pools are regions of it, named in its header, whose
+ * pages go back to the tmpfs on release.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -21,6 +25,7 @@
 
 #include "check.h"
 #include "shim/evbuf.h"
+#include "shim/salvfile.h"
 
 struct seen {
 	size_t n;
@@ -627,6 +632,65 @@ static void test_unmappable_pool_says_why(void)
 	evbuf_release(gen);
 }
 
+/* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
+ * region of it, named in its header while its generation is held, with
+ * the records in the file; its pages go back to the tmpfs on release;
+ * the file goes with evbuf_salvage_remove(). Last: every later pool is
+ * the file's. */
+static void test_salvage_file(void)
+{
+	char dir[] = "/dev/shm/test_evbuf-XXXXXX", why[512];
+	struct salv_header *h;
+	const struct salv_slot *ss;
+	struct evbuf_chunk c;
+	struct evbuf_stats st;
+	struct seen s;
+	struct stat sb;
+	const char *path;
+	uint64_t gen, i;
+	int fd;
+
+	CHECK(evbuf_salvage_open("/proc", why, sizeof why) == NULL);
+	CHECK(strstr(why, "not a tmpfs") != NULL);
+	if (!mkdtemp(dir)) {
+		printf("skipped: no /dev/shm\n");
+		return;
+	}
+	h = evbuf_salvage_open(dir, why, sizeof why);
+	if (!h) {
+		printf("skipped: %s\n", why);
+		rmdir(dir);
+		return;
+	}
+	path = evbuf_salvage_path();
+	CHECK(path && stat(path, &sb) == 0);
+	CHECK_EQ_INT(sb.st_mode & 0777, 0600);
+	CHECK_EQ_INT(memcmp(h->magic, SALV_MAGIC, 8), 0);
+	CHECK_EQ_INT(h->pid, getpid());
+	gen = evbuf_open((size_t)512 << 20); /* larger than any slot so far */
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "salvaged", i, 0);
+	evbuf_close();
+	ss = &h->slots[gen % SALV_SLOTS];
+	CHECK_EQ_INT(atomic_load(&ss->gen), gen);
+	CHECK(ss->off >= SALV_HEADER_BYTES && ss->off % SALV_ALIGN == 0);
+	CHECK_EQ_INT(ss->bytes, (uint64_t)512 << 20);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0 && pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
+	CHECK(atomic_load(&c.used) > 100 * 16);
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.records, 100);
+	evbuf_release(gen);
+	CHECK_EQ_INT(atomic_load(&ss->gen), 0);
+	CHECK(pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
+	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
+	close(fd);
+	evbuf_salvage_remove();
+	CHECK(stat(path, &sb) != 0);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	pthread_setname_np(pthread_self(), "test_evbuf");
@@ -643,5 +707,6 @@ int main(void)
 	test_prefault();
 	test_thread_churn_returns_chunks();
 	test_unmappable_pool_says_why();
+	test_salvage_file();
 	return check_done();
 }

@@ -1,0 +1,140 @@
+/*
+ * salvage — the core's half of the salvage file (src/shim/salvfile.h):
+ * who this process is, what it records and its last steps, written into
+ * the header the shim shares with the file, so that `prof run` or
+ * `prof salvage` can write the recording of a process that died of
+ * SIGKILL or ended in _exit() (docs/recorder.md).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../events/clock.h"
+#include "../shim/salvfile.h"
+#include "../util/log.h"
+#include "host.h"
+
+#define SALVAGE_DEFAULT_DIR "/dev/shm"
+
+/* Copies `src` into dst[size], cut and NUL-ended. */
+static void copy_text(char *dst, size_t size, const char *src)
+{
+	snprintf(dst, size, "%s", src ? src : "");
+}
+
+void salvage_init(struct host *h)
+{
+	const char *dir = h->env.salvage_dir ? h->env.salvage_dir : SALVAGE_DEFAULT_DIR;
+	const struct policy_config *c = h->cfg;
+	struct salv_header *hd;
+	char why[512];
+	uint32_t flags = 0;
+
+	if (!h->shim->salvage_open)
+		return;
+	hd = h->shim->salvage_open(dir, why, sizeof why);
+	if (!hd) {
+		log_msg(LOG_WARN, "no salvage file (%s): a window or recorder this "
+			"process holds is lost if it dies of SIGKILL or ends in _exit() "
+			"(set PROF_SALVAGE_DIR to a tmpfs folder you own)", why);
+		return;
+	}
+	hd->rank = h->env.rank;
+	hd->world_size = h->env.world_size;
+	flags |= c->export.chrome ? SALV_F_CHROME : 0;
+	flags |= c->export.chrome_gzip ? SALV_F_GZIP : 0;
+	flags |= c->export.key_averages ? SALV_F_KEY_AVERAGES : 0;
+	flags |= c->export.summary ? SALV_F_SUMMARY : 0;
+	flags |= c->export.raw ? SALV_F_RAW : 0;
+	flags |= c->export.stacks ? SALV_F_STACKS : 0;
+	flags |= c->export.report_text ? SALV_F_REPORT_TEXT : 0;
+	flags |= c->export.report_html ? SALV_F_REPORT_HTML : 0;
+	hd->flags = flags;
+	copy_text(hd->program, sizeof hd->program, h->program);
+	copy_text(hd->hostname, sizeof hd->hostname, h->hostname);
+	copy_text(hd->run_dir, sizeof hd->run_dir, h->run_dir);
+	copy_text(hd->run_id, sizeof hd->run_id, h->run_id);
+	atomic_store_explicit(&hd->ident_ok, 1, memory_order_release);
+	h->salv = hd;
+	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
+}
+
+/* True when states a and b name the same recording. */
+static bool same_state(const struct salv_state *a, const struct salv_state *b)
+{
+	return a->kind == b->kind && a->index == b->index &&
+	       a->first_step == b->first_step && a->start_ts == b->start_ts &&
+	       a->ngens == b->ngens &&
+	       memcmp(a->gens, b->gens, a->ngens * sizeof a->gens[0]) == 0;
+}
+
+void salvage_publish(struct host *h)
+{
+	struct salv_header *hd = h->salv;
+	const struct window_state *w = &h->win;
+	struct salv_state st;
+	uint32_t cur, i;
+
+	if (!hd)
+		return;
+	memset(&st, 0, sizeof st);
+	if (w->sched.open) {
+		st.kind = SALV_WINDOW;
+		st.index = w->sched.index;
+		st.first_step = w->sched.window_first;
+		st.start_ts = w->start_ts;
+		st.ngens = w->gen ? 1 : 0;
+		st.gens[0] = w->gen;
+		copy_text(st.reason, sizeof st.reason, w->sched.reason);
+	} else if (w->rec.nseg) {
+		st.kind = SALV_RECORDER;
+		st.index = w->rec.dumps;
+		st.first_step = w->rec.seg[0].first;
+		st.start_ts = w->rec.seg[0].start_ts;
+		st.ngens = w->rec.nseg < SALV_GENS ? w->rec.nseg : SALV_GENS;
+		for (i = 0; i < st.ngens; i++)
+			st.gens[i] = w->rec.seg[i].gen;
+		copy_text(st.reason, sizeof st.reason, "recorder");
+	}
+	cur = atomic_load_explicit(&hd->state_cur, memory_order_relaxed) & 1;
+	if (same_state(&hd->state[cur], &st))
+		return;
+	/* measured once per recording, as a window's is when it is written */
+	st.base_time_ns = st.kind ? clock_wall_offset_ns() : 0;
+	hd->state[cur ^ 1] = st;
+	atomic_store_explicit(&hd->state_cur, cur ^ 1, memory_order_release);
+}
+
+void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur, int32_t tid)
+{
+	struct salv_header *hd = h->salv;
+	uint64_t n;
+	struct salv_step *s;
+
+	if (!hd)
+		return;
+	n = atomic_load_explicit(&hd->nsteps, memory_order_relaxed);
+	s = &hd->steps[n % SALV_STEPS];
+	s->step = step;
+	s->ts = ts;
+	s->dur = dur;
+	s->tid = tid;
+	atomic_store_explicit(&hd->nsteps, n + 1, memory_order_release);
+}
+
+void salvage_done(struct host *h)
+{
+	if (h->salv && h->shim->salvage_remove)
+		h->shim->salvage_remove();
+}
+
+void salvage_on_fatal(struct host *h)
+{
+	const struct salv_header *hd = h->salv;
+	uint32_t cur;
+
+	if (!hd)
+		return;
+	cur = atomic_load_explicit(&hd->state_cur, memory_order_acquire) & 1;
+	if (hd->state[cur].kind == SALV_NONE)
+		salvage_done(h);
+}

@@ -1,0 +1,298 @@
+/*
+ * salvage_read — reading a salvage file (see salvage_read.h and
+ * src/shim/salvfile.h for the layout and the torn-record rule).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../events/assemble.h"
+#include "../shim/evchunk.h"
+#include "salvage_read.h"
+
+/* The file salvage_build() drains (see the header: one at a time). */
+static struct salvage_file *salvage_current;
+
+/* Checks that every slot region lies in the file. Returns 0 or -1 with *e. */
+static int check_slots(const struct salvage_file *f, struct err *e)
+{
+	uint32_t i;
+
+	for (i = 0; i < SALV_SLOTS; i++) {
+		const struct salv_slot *s = &f->hd->slots[i];
+		uint64_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
+
+		if (!gen)
+			continue;
+		if (s->off < SALV_HEADER_BYTES || s->bytes % EVBUF_CHUNK_BYTES ||
+		    s->off > f->size || s->bytes > f->size - s->off)
+			return err_set(e, "'%s' is truncated or damaged: its event pool %u "
+				       "lies past its end (%llu bytes); nothing can be "
+				       "salvaged from it", f->path, i,
+				       (unsigned long long)f->size);
+	}
+	return 0;
+}
+
+int salvage_open(const char *path, struct salvage_file *f, struct err *e)
+{
+	struct stat st;
+	void *m;
+	uint32_t cur;
+
+	memset(f, 0, sizeof *f);
+	f->path = path;
+	f->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (f->fd < 0)
+		return err_errno(e, errno, "cannot open salvage file '%s'", path);
+	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(f->fd);
+		return err_set(e, "'%s' is not a regular file; give the path of a "
+			       "profhost-<pid>-<time>.salvage file", path);
+	}
+	if ((uint64_t)st.st_size < 8) {
+		close(f->fd);
+		return err_set(e, "'%s' is not a profhost salvage file (%lld bytes)",
+			       path, (long long)st.st_size);
+	}
+	f->size = (uint64_t)st.st_size;
+	m = mmap(NULL, f->size, PROT_READ, MAP_SHARED, f->fd, 0);
+	if (m == MAP_FAILED) {
+		err_errno(e, errno, "cannot map salvage file '%s'", path);
+		close(f->fd);
+		return -1;
+	}
+	f->map = m;
+	f->hd = m;
+	if (memcmp(f->hd->magic, SALV_MAGIC, 8) != 0) {
+		err_set(e, "'%s' is not a profhost salvage file", path);
+		goto fail;
+	}
+	if (f->size < SALV_HEADER_BYTES) {
+		err_set(e, "'%s' is truncated: %llu bytes, less than its %llu-byte "
+			"header; nothing can be salvaged from it", path,
+			(unsigned long long)f->size, (unsigned long long)SALV_HEADER_BYTES);
+		goto fail;
+	}
+	if (f->hd->version != SALV_VERSION || f->hd->header_bytes != SALV_HEADER_BYTES ||
+	    f->hd->chunk_bytes != EVBUF_CHUNK_BYTES) {
+		err_set(e, "'%s' is a salvage file of version %u; this prof reads "
+			"version %u (use the prof of the profhost that wrote it)", path,
+			f->hd->version, SALV_VERSION);
+		goto fail;
+	}
+	/* The writer holds the lock for its life. */
+	if (flock(f->fd, LOCK_EX | LOCK_NB) != 0) {
+		err_set(e, "'%s' belongs to process %d, which is still running: it "
+			"writes its own windows (salvage the file once the process has "
+			"ended)", path, (int)f->hd->pid);
+		goto fail;
+	}
+	if (!atomic_load_explicit(&f->hd->ident_ok, memory_order_acquire)) {
+		err_set(e, "'%s' is incomplete: process %d ended before profhost had "
+			"started in it; nothing was recorded", path, (int)f->hd->pid);
+		goto fail;
+	}
+	if (check_slots(f, e) != 0)
+		goto fail;
+	cur = atomic_load_explicit(&f->hd->state_cur, memory_order_acquire) & 1;
+	f->st = f->hd->state[cur];
+	if (f->st.ngens > SALV_GENS)
+		f->st.ngens = SALV_GENS;
+	f->st.reason[sizeof f->st.reason - 1] = '\0';
+	return 0;
+fail:
+	salvage_close(f);
+	return -1;
+}
+
+int salvage_recording(const struct salvage_file *f)
+{
+	return f->st.kind == SALV_WINDOW || f->st.kind == SALV_RECORDER;
+}
+
+/* Counts the records a drain finds and the latest time among them. */
+struct scan {
+	int64_t last_ts;
+};
+
+static void scan_visit(void *ctx, int32_t tid, const char *name,
+		       const struct evbuf_rec *r)
+{
+	struct scan *s = ctx;
+
+	(void)tid;
+	(void)name;
+	if (r->ts > s->last_ts)
+		s->last_ts = r->ts;
+}
+
+/* The salvage file's evbuf_drain: visits generation `gen`'s records as
+ * the in-process drain does, counting in salvage_current->torn each chunk
+ * that ends in a record not published (its first word written, `used`
+ * not moved past it) or not valid. */
+static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+			 struct evbuf_stats *stats)
+{
+	struct salvage_file *f = salvage_current;
+	const struct salv_slot *s;
+	struct evchunk_expanded *x;
+	uint64_t i, n;
+
+	memset(stats, 0, sizeof *stats);
+	if (!f || !gen)
+		return -1;
+	s = &f->hd->slots[gen % SALV_SLOTS];
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen)
+		return -1; /* given back, or never in the file */
+	x = malloc(sizeof *x);
+	if (!x)
+		return -1;
+	n = s->bytes / EVBUF_CHUNK_BYTES;
+	for (i = 0; i < n; i++) {
+		const struct evbuf_chunk *c =
+			(const struct evbuf_chunk *)(f->map + s->off + i * EVBUF_CHUNK_BYTES);
+		uint32_t used = atomic_load_explicit(&c->used, memory_order_acquire);
+		int bad = 0;
+		uint64_t tail = 0;
+
+		if (used > EVBUF_CHUNK_DATA) {
+			f->torn++; /* a damaged header: the chunk is skipped */
+			continue;
+		}
+		if (used + sizeof tail <= EVBUF_CHUNK_DATA)
+			memcpy(&tail, (const char *)(c + 1) + used, sizeof tail);
+		if (tail)
+			f->torn++; /* the record being written when it died */
+		if (used == 0)
+			continue;
+		stats->chunks++;
+		stats->bytes += used;
+		stats->records += evchunk_walk(c, used, fn, ctx, NULL, NULL, x, &bad);
+		if (bad)
+			f->torn++;
+	}
+	free(x);
+	return 0;
+}
+
+/* The steps the file holds for its recording, in order, into *out (malloc'd),
+ * plus the step the process died in, partial, ending at `last_ts`. Returns
+ * the count, or -1 when memory ran out. */
+static long salvage_steps(const struct salvage_file *f, int64_t last_ts,
+			  struct trace_step **out)
+{
+	uint64_t n = atomic_load_explicit(&f->hd->nsteps, memory_order_acquire);
+	uint64_t i = n > SALV_STEPS ? n - SALV_STEPS : 0;
+	struct trace_step *v = malloc((SALV_STEPS + 1) * sizeof *v);
+	int64_t end = f->st.start_ts;
+	uint64_t next = f->st.first_step;
+	int32_t tid = 0;
+	long k = 0;
+
+	if (!v)
+		return -1;
+	for (; i < n; i++) {
+		const struct salv_step *s = &f->hd->steps[i % SALV_STEPS];
+		int64_t ts = s->ts, e = s->ts + s->dur;
+
+		if (e <= f->st.start_ts || s->step < f->st.first_step || s->dur < 0)
+			continue; /* before this recording */
+		if (ts < f->st.start_ts)
+			ts = f->st.start_ts;
+		v[k].step = s->step;
+		v[k].ts = ts;
+		v[k].dur = e - ts;
+		v[k].tid = s->tid;
+		v[k].partial = 0;
+		k++;
+		end = e;
+		next = s->step + 1;
+		tid = s->tid;
+	}
+	if (last_ts > end) {
+		v[k].step = next;
+		v[k].ts = end;
+		v[k].dur = last_ts - end;
+		v[k].tid = tid;
+		v[k].partial = 1;
+		k++;
+	}
+	*out = v;
+	return k;
+}
+
+int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
+		  struct err *e)
+{
+	struct assemble_source src = { salvage_drain, 0, NULL, NULL, f->st.gens,
+				       f->st.ngens, true };
+	const struct salv_header *hd = f->hd;
+	const char *run = strrchr(hd->run_dir, '/');
+	struct trace_step *steps = NULL;
+	struct scan sc = { f->st.start_ts };
+	struct evbuf_stats stats;
+	char line[600];
+	uint64_t torn;
+	long n;
+	uint32_t i;
+	int rc;
+
+	salvage_current = f;
+	/* First pass: the latest record (where the last, partial step ends)
+	 * and the torn records, counted once. */
+	f->torn = 0;
+	for (i = 0; i < f->st.ngens; i++)
+		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
+	torn = f->torn;
+	f->last_ts = sc.last_ts;
+	n = salvage_steps(f, sc.last_ts, &steps);
+	if (n < 0) {
+		salvage_current = NULL;
+		return err_set(e, "out of memory salvaging '%s'", f->path);
+	}
+	t->meta.rank = hd->rank;
+	t->meta.world_size = hd->world_size;
+	t->meta.window = f->st.index;
+	t->meta.first_step = n ? steps[0].step : f->st.first_step;
+	t->meta.last_step = n ? steps[n - 1].step : f->st.first_step;
+	t->meta.start_ts = f->st.start_ts;
+	t->meta.end_ts = n ? steps[n - 1].ts + steps[n - 1].dur : sc.last_ts;
+	if (t->meta.end_ts < sc.last_ts)
+		t->meta.end_ts = sc.last_ts;
+	t->meta.base_time_ns = f->st.base_time_ns;
+	t->meta.pid = hd->pid;
+	t->meta.program = strndup(hd->program, sizeof hd->program);
+	t->meta.hostname = strndup(hd->hostname, sizeof hd->hostname);
+	t->meta.run = strndup(run ? run + 1 : hd->run_dir, sizeof hd->run_dir);
+	snprintf(line, sizeof line, "%s, salvaged %s", f->st.reason, how);
+	t->meta.reason = strdup(line);
+	t->meta.recorder = f->st.kind == SALV_RECORDER;
+	rc = assemble_window(t, &src, steps, (size_t)n);
+	f->torn = torn;
+	free(steps);
+	salvage_current = NULL;
+	snprintf(line, sizeof line, "salvaged %s from process %d's salvage file: "
+		 "%llu torn records dropped", how, (int)hd->pid, (unsigned long long)torn);
+	if (!t->meta.program || !t->meta.hostname || !t->meta.run || !t->meta.reason ||
+	    trace_add_note(t, line) != 0 || rc != 0)
+		return err_set(e, "out of memory salvaging '%s'", f->path);
+	return 0;
+}
+
+void salvage_close(struct salvage_file *f)
+{
+	if (f->map)
+		munmap((void *)f->map, f->size);
+	if (f->fd >= 0)
+		close(f->fd);
+	f->map = NULL;
+	f->hd = NULL;
+	f->fd = -1;
+}

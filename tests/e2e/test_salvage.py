@@ -1,0 +1,215 @@
+"""End to end: salvage after SIGKILL and _exit() (docs/recorder.md). A
+target that dies inside a window, or with the flight recorder on, leaves
+its recent past in its salvage file; `prof run` writes it as a window
+folder marked "salvaged", with the target's exit status unchanged, and
+`prof salvage PATH` does the same for a process started without the
+launcher. Bad files give one line; a clean run leaves no file."""
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from harness import (LIB, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
+                     step_spans)
+
+APP = os.path.join(TESTBIN, "salvage_app")
+
+WINDOW_POLICY = "prof.schedule{ wait = 2, warmup = 1, active = 100 }\n"
+RECORDER_POLICY = "prof.recorder{ steps = 6 }\n"
+
+
+def salvaged_dirs(out):
+    return sorted(glob.glob(os.path.join(out, "*", "rank*", "*_steps*")))
+
+
+class SalvageTest(TempDirTest):
+    def setUp(self):
+        super().setUp()
+        if not os.path.isdir("/dev/shm"):
+            self.skipTest("no /dev/shm here")
+        self.shm = tempfile.mkdtemp(prefix="profhost-e2e-salvage-", dir="/dev/shm")
+
+    def tearDown(self):
+        shutil.rmtree(self.shm, ignore_errors=True)
+        super().tearDown()
+
+    def prof_run(self, policy, *args):
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", self.write("policy.lua", policy), "-o", out, "--",
+                 APP] + list(args))
+        return r, out
+
+    def preload(self, policy, *args):
+        """Runs the app under the host without the launcher."""
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        return run([APP] + list(args), env=env), out
+
+    def files(self):
+        return sorted(glob.glob(os.path.join(self.shm, "*.salvage")))
+
+    def check_salvaged(self, d, first, last, how):
+        """d holds steps first..last-1 whole and step `last` partial."""
+        for name in ("trace.json", "summary.txt", "key_averages.txt", "capture.phb",
+                     "report.txt", "report.html"):
+            self.assertTrue(os.path.exists(os.path.join(d, name)), name)
+        trace = load_trace(d)
+        self.assertIn("salvaged " + how, trace["profhost"]["reason"])
+        self.assertEqual(trace["profhost"]["last_step"], last)
+        steps = [n for n, _ in step_spans(trace)]
+        self.assertEqual(steps, list(range(first, last + 1)))
+        work = [e for e in trace["traceEvents"]
+                if e.get("ph") == "X" and e["name"] == "work"]
+        self.assertEqual(len(work), last - first + 1)
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("salvaged " + how, summary)
+        self.assertIn("torn records dropped", summary)
+        return trace
+
+
+class Launcher(SalvageTest):
+    def test_sigkill_in_a_window(self):
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "20")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.assertNotIn("no capture window was reached", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-20"], r.stderr)
+        trace = self.check_salvaged(dirs[0], 3, 20, "after SIGKILL")
+        self.assertEqual(trace["profhost"]["first_step"], 3)
+        self.assertIn("salvaged window 0", r.stderr)
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/*.salvage"), [])
+
+    def test_sigkill_with_the_recorder(self):
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "30")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertTrue(os.path.basename(dirs[0]).startswith("recorder0_steps"), dirs)
+        trace = load_trace(dirs[0])
+        self.assertTrue(trace["profhost"]["recorder"])
+        steps = [n for n, _ in step_spans(trace)]
+        # at least the last `steps` complete steps and the one it died in
+        self.assertEqual(steps[-7:], list(range(24, 31)))
+        self.check_salvaged(dirs[0], steps[0], 30, "after SIGKILL")
+
+    def test_exit_3(self):
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "exit")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
+        self.check_salvaged(dirs[0], 3, 10, "after _exit(3)")
+
+    def test_crash_path_that_writes_the_window_leaves_nothing_to_salvage(self):
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "segv")
+        self.assertEqual(r.returncode, 128 + 11, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
+        self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
+
+    def test_crash_with_the_recorder_is_salvaged(self):
+        # no window to write on the exit path: the recorder's steps stay
+        # in the file, and the launcher writes them
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "20", "--how", "segv")
+        self.assertEqual(r.returncode, 128 + 11, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.check_salvaged(dirs[0], [n for n, _ in step_spans(load_trace(dirs[0]))][0], 20,
+                            "after SIGSEGV")
+
+    def test_clean_run_writes_its_window_itself(self):
+        r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
+
+
+class Standalone(SalvageTest):
+    def test_clean_exit_leaves_no_file(self):
+        r, _ = self.preload(WINDOW_POLICY, "--steps", "12")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.files(), [])
+
+    def test_prof_salvage_after_sigkill(self):
+        r, out = self.preload(WINDOW_POLICY, "--die-at", "15")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        pid = int(r.stdout.split()[1])
+        self.assertTrue(os.path.basename(files[0]).startswith("profhost-%d-" % pid))
+        self.assertEqual(os.stat(files[0]).st_mode & 0o777, 0o600)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(self.files(), [])
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
+        self.check_salvaged(dirs[0], 3, 15, "after its process ended")
+
+    def test_file_without_a_recording_is_just_removed(self):
+        r, out = self.preload("prof.schedule{ wait = 1000, active = 1 }\n",
+                              "--die-at", "5")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertIn("held nothing recording", s.stderr)
+        self.assertEqual(self.files(), [])
+        self.assertEqual(salvaged_dirs(out), [])
+
+    def test_bad_files_give_one_line(self):
+        r, _ = self.preload(WINDOW_POLICY, "--die-at", "15")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        good = self.files()[0]
+        cases = {}
+        foreign = self.write("foreign.salvage", "hello, not a salvage file\n" * 100)
+        cases[foreign] = "is not a profhost salvage file"
+        short = os.path.join(self.tmp, "short.salvage")
+        with open(good, "rb") as f, open(short, "wb") as g:
+            g.write(f.read(4096))
+        cases[short] = "is truncated"
+        cut = os.path.join(self.tmp, "cut.salvage")
+        with open(good, "rb") as f, open(cut, "wb") as g:
+            g.write(f.read(300 * 1024))
+        cases[cut] = "is truncated or damaged"
+        cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
+        for path, want in cases.items():
+            s = run([PROF, "salvage", path])
+            self.assertEqual(s.returncode, 1, path)
+            lines = s.stderr.strip().splitlines()
+            self.assertEqual(len(lines), 1, s.stderr)
+            self.assertIn(want, lines[0])
+            self.assertIn(path, lines[0])
+        # the good file is left alone by all this, and still salvages
+        self.assertEqual(run([PROF, "salvage", good]).returncode, 0)
+
+    def test_live_file_is_refused(self):
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", WINDOW_POLICY),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
+                        "PROF_SALVAGE_DIR": self.shm})
+        with subprocess.Popen([APP, "--steps", "100000", "--sleep-us", "2000"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True) as p:
+            try:
+                p.stdout.readline()
+                files = self.files()
+                self.assertEqual(len(files), 1)
+                s = run([PROF, "salvage", files[0]])
+                self.assertEqual(s.returncode, 1)
+                self.assertIn("still running", s.stderr)
+                self.assertEqual(len(s.stderr.strip().splitlines()), 1)
+                self.assertEqual(self.files(), files)
+            finally:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    unittest.main()

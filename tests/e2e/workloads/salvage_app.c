@@ -1,0 +1,70 @@
+/*
+ * salvage_app — a steady loop that dies without writing anything, for the
+ * salvage tests (tests/e2e/test_salvage.py).
+ *
+ *   salvage_app [--steps N] [--die-at S] [--how kill|exit|segv] [--sleep-us U]
+ *
+ * Pushes "train" around the loop; each step pushes "work" and marks
+ * "tick", sleeps U microseconds (default 1000) and calls prof_step(). In
+ * step S, inside "work", it dies: SIGKILL sent to itself (--how kill, the
+ * default), _exit(3) (--how exit) or SIGSEGV raised (--how segv). Without --die-at it ends normally.
+ * Prints "pid P" first and "done N" at a normal end. Binds profhost only
+ * through dlsym, so it runs the same without the host.
+ */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "prof_dl.h"
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = 40, die_at = -1, us = 1000, s;
+	const char *how = "kill";
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--die-at") && i + 1 < argc) die_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--how") && i + 1 < argc) how = argv[++i];
+		else if (!strcmp(argv[i], "--sleep-us") && i + 1 < argc) us = atol(argv[++i]);
+		else {
+			fprintf(stderr, "salvage_app: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	bind();
+	printf("pid %d\n", (int)getpid());
+	fflush(stdout);
+	p_push("train");
+	for (s = 0; s < steps; s++) {
+		p_push("work");
+		p_mark("tick");
+		if (us > 0)
+			sleep_us(us);
+		if (s == die_at) {
+			if (!strcmp(how, "exit"))
+				_exit(3);
+			if (!strcmp(how, "segv"))
+				raise(SIGSEGV);
+			kill(getpid(), SIGKILL);
+		}
+		p_pop();
+		p_step();
+	}
+	p_pop();
+	printf("done %ld\n", steps);
+	return 0;
+}

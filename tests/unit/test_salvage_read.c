@@ -1,0 +1,235 @@
+/*
+ * test_salvage_read — the salvage file reader on hand-made files: whole
+ * records come back as a trace with its steps and the partial step the
+ * process died in; a record past a chunk's `used` (torn) and a damaged
+ * record inside it are dropped and counted; a generation given back is
+ * not read; a foreign, short, truncated or live file is refused with one
+ * line naming it.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "read/salvage_read.h"
+#include "shim/evbuf.h"
+#include "testdir.h"
+
+#define POOL_OFF SALV_ALIGN
+#define GEN 5
+
+static char dir[4096];
+
+/* Appends a full record to chunk c at *off. */
+static void put_rec(char *data, uint32_t *off, uint16_t kind, int64_t ts,
+		    const char *name, uint64_t id, uint64_t a)
+{
+	struct evbuf_rec *r = (struct evbuf_rec *)(data + *off);
+	uint32_t len = name ? (uint32_t)strlen(name) : 0;
+
+	r->kind = kind;
+	r->size = (uint16_t)((sizeof *r + len + 7) & ~7u);
+	r->len = len;
+	r->ts = ts;
+	r->id = id;
+	r->a = a;
+	memcpy(r + 1, name, len);
+	*off += r->size;
+}
+
+/* Writes a salvage file of a window (generation GEN in slot GEN % 4, two
+ * chunks) into `path`: chunk 0 holds push "work" at 1100, mark "tick" at
+ * 1200, pop at 1300, then a torn push past `used`; chunk 1 (another
+ * thread) a mark at 1500 and a record whose size is wrong inside `used`.
+ * Steps 7 (1000-1400) and 8 (1400-1450) are complete. */
+static void make_file(const char *path, uint64_t slot_gen)
+{
+	size_t size = POOL_OFF + 2 * EVBUF_CHUNK_BYTES;
+	char *m = calloc(1, size);
+	struct salv_header *h = (struct salv_header *)m;
+	struct salv_slot *s = &h->slots[GEN % SALV_SLOTS];
+	struct evbuf_chunk *c0 = (struct evbuf_chunk *)(m + POOL_OFF);
+	struct evbuf_chunk *c1 = (struct evbuf_chunk *)(m + POOL_OFF + EVBUF_CHUNK_BYTES);
+	struct evbuf_rec *bad;
+	uint32_t off = 0;
+	int fd;
+
+	memcpy(h->magic, SALV_MAGIC, 8);
+	h->version = SALV_VERSION;
+	h->header_bytes = (uint32_t)SALV_HEADER_BYTES;
+	h->pid = 4242;
+	h->chunk_bytes = EVBUF_CHUNK_BYTES;
+	atomic_store(&h->ident_ok, 1);
+	h->rank = 1;
+	h->world_size = 2;
+	snprintf(h->program, sizeof h->program, "trainer");
+	snprintf(h->hostname, sizeof h->hostname, "node7");
+	snprintf(h->run_dir, sizeof h->run_dir, "/out/trainer-run");
+	atomic_store(&s->gen, slot_gen);
+	s->off = POOL_OFF;
+	s->bytes = 2 * EVBUF_CHUNK_BYTES;
+	atomic_store(&h->state_cur, 1);
+	h->state[0].kind = SALV_NONE; /* the stale copy */
+	h->state[1].kind = SALV_WINDOW;
+	h->state[1].index = 3;
+	h->state[1].first_step = 7;
+	h->state[1].start_ts = 1000;
+	h->state[1].base_time_ns = 1700000000000000000LL;
+	h->state[1].ngens = 1;
+	h->state[1].gens[0] = GEN;
+	snprintf(h->state[1].reason, sizeof h->state[1].reason, "schedule");
+	h->steps[0] = (struct salv_step){ 6, 500, 400, 11, 0 }; /* before it */
+	h->steps[1] = (struct salv_step){ 7, 1000, 400, 11, 0 };
+	h->steps[2] = (struct salv_step){ 8, 1400, 50, 11, 0 };
+	atomic_store(&h->nsteps, 3);
+
+	c0->tid = 11;
+	memcpy(c0->thread_name, "main", 4);
+	put_rec((char *)(c0 + 1), &off, EVBUF_RANGE_PUSH, 1100, "work", 0, 0);
+	put_rec((char *)(c0 + 1), &off, EVBUF_MARK, 1200, "tick", 0, 0);
+	put_rec((char *)(c0 + 1), &off, EVBUF_RANGE_POP, 1300, NULL, 0, 0);
+	atomic_store(&c0->used, off);
+	{
+		uint32_t torn = off;
+
+		put_rec((char *)(c0 + 1), &torn, EVBUF_RANGE_PUSH, 1350, "late", 0, 0);
+	}
+	off = 0;
+	c1->tid = 12;
+	memcpy(c1->thread_name, "loader", 6);
+	put_rec((char *)(c1 + 1), &off, EVBUF_MARK, 1500, "fetch", 0, 0);
+	bad = (struct evbuf_rec *)((char *)(c1 + 1) + off);
+	put_rec((char *)(c1 + 1), &off, EVBUF_MARK, 1600, "spoiled", 0, 0);
+	bad->size = 8; /* damaged */
+	atomic_store(&c1->used, off);
+
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || write(fd, m, size) != (ssize_t)size) {
+		perror(path);
+		exit(2);
+	}
+	close(fd);
+	free(m);
+}
+
+static size_t count_named(const struct trace *t, const char *name)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < t->nev; i++)
+		if (strcmp(trace_str(t, t->ev[i].name), name) == 0)
+			n++;
+	return n;
+}
+
+static void test_torn_records(void)
+{
+	char path[4200];
+	struct salvage_file f;
+	struct trace t;
+	struct err e;
+
+	snprintf(path, sizeof path, "%s/a.salvage", dir);
+	make_file(path, GEN);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK(salvage_recording(&f));
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	/* one torn record past `used`, one damaged inside it */
+	CHECK_EQ_INT((int)f.torn, 2);
+	CHECK_EQ_STR(t.meta.reason, "schedule, salvaged after SIGKILL");
+	CHECK(contains(t.meta.notes, "2 torn records dropped"));
+	CHECK_EQ_INT(t.meta.rank, 1);
+	CHECK_EQ_INT((int)t.meta.window, 3);
+	CHECK_EQ_INT(t.meta.pid, 4242);
+	CHECK_EQ_STR(t.meta.run, "trainer-run");
+	CHECK_EQ_STR(t.meta.program, "trainer");
+	/* steps 7 and 8, then 9 partial up to the last record (1500) */
+	CHECK_EQ_INT((int)t.meta.first_step, 7);
+	CHECK_EQ_INT((int)t.meta.last_step, 9);
+	CHECK_EQ_INT((int)t.nsteps, 3);
+	if (t.nsteps == 3) {
+		CHECK_EQ_INT((int)t.steps[0].step, 7);
+		CHECK_EQ_INT((int)t.steps[2].step, 9);
+		CHECK(t.steps[2].partial);
+		CHECK_EQ_INT((int)t.steps[2].ts, 1450);
+		CHECK_EQ_INT((int)t.steps[2].dur, 50);
+	}
+	CHECK_EQ_INT((int)count_named(&t, "work"), 1);
+	CHECK_EQ_INT((int)count_named(&t, "tick"), 1);
+	CHECK_EQ_INT((int)count_named(&t, "fetch"), 1);
+	CHECK_EQ_INT((int)count_named(&t, "late"), 0);
+	CHECK_EQ_INT((int)count_named(&t, "spoiled"), 0);
+	trace_free(&t);
+	salvage_close(&f);
+}
+
+/* A generation given back (its slot now holds another) is not read. */
+static void test_released_generation(void)
+{
+	char path[4200];
+	struct salvage_file f;
+	struct trace t;
+	struct err e;
+
+	snprintf(path, sizeof path, "%s/b.salvage", dir);
+	make_file(path, GEN + SALV_SLOTS);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	CHECK_EQ_INT((int)count_named(&t, "work"), 0);
+	CHECK_EQ_INT((int)f.torn, 0);
+	trace_free(&t);
+	salvage_close(&f);
+}
+
+/* Expects salvage_open to refuse `path` with one line holding `want`. */
+static void expect_refused(const char *path, const char *want)
+{
+	struct salvage_file f;
+	struct err e;
+
+	CHECK_EQ_INT(salvage_open(path, &f, &e), -1);
+	CHECK(contains(e.msg, want));
+	CHECK(contains(e.msg, path));
+	CHECK(!strchr(e.msg, '\n'));
+}
+
+static void test_bad_files(void)
+{
+	char path[4200], other[4300];
+	int fd;
+
+	snprintf(path, sizeof path, "%s/c.salvage", dir);
+	make_file(path, GEN);
+	/* cut inside the pool */
+	CHECK_EQ_INT(truncate(path, (off_t)(POOL_OFF + 100)), 0);
+	expect_refused(path, "is truncated or damaged");
+	/* cut inside the header */
+	CHECK_EQ_INT(truncate(path, 4096), 0);
+	expect_refused(path, "is truncated");
+	snprintf(other, sizeof other, "%s/foreign.salvage", dir);
+	testdir_write(other, "#!/bin/sh\necho this is not a salvage file\n");
+	expect_refused(other, "is not a profhost salvage file");
+	snprintf(other, sizeof other, "%s/none.salvage", dir);
+	expect_refused(other, "cannot open salvage file");
+	/* live: its writer holds the lock */
+	make_file(path, GEN);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	expect_refused(path, "still running");
+	close(fd);
+}
+
+int main(void)
+{
+	testdir_make(dir, sizeof dir, "salvage_read", false);
+	test_torn_records();
+	test_released_generation();
+	test_bad_files();
+	testdir_remove(dir);
+	return check_done();
+}
