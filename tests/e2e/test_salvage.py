@@ -111,10 +111,21 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
-    def test_crash_with_the_recorder_is_salvaged(self):
-        # no window to write on the exit path: the recorder's steps stay
-        # in the file, and the launcher writes them
+    def test_crash_with_the_recorder_dumps_once(self):
+        # the exit path writes the recorder's crash dump and the file goes:
+        # one folder, nothing salvaged besides it
         r, out = self.prof_run(RECORDER_POLICY, "--die-at", "20", "--how", "segv")
+        self.assertEqual(r.returncode, 128 + 11, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertEqual(load_trace(dirs[0])["profhost"]["reason"], "crash: SIGSEGV")
+
+    def test_crash_with_the_recorder_and_no_crash_dump_is_salvaged(self):
+        # dump_on_crash = false: no dump on the exit path, the recorder's
+        # steps stay in the file, and the launcher writes them
+        r, out = self.prof_run("prof.recorder{ steps = 6, dump_on_crash = false }\n",
+                               "--die-at", "20", "--how", "segv")
         self.assertEqual(r.returncode, 128 + 11, r.stderr)
         dirs = salvaged_dirs(out)
         self.assertEqual(len(dirs), 1, r.stderr)
