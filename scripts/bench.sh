@@ -5,12 +5,12 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx nvtx_instructions writer window_memory cupti sampler
-# sampler_py torch.
+# Sections: machine nvtx nvtx_instructions writer window_memory recorder_dump
+# cupti sampler sampler_py torch recorder_torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory cupti sampler sampler_py torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory recorder_dump cupti sampler sampler_py torch recorder_torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -54,12 +54,14 @@ section_nvtx_instructions() {
         > "$dir/outside.lua"
     printf 'prof.schedule{ skip_first = 3, active = 1, cycles = 1 }\nprof.capture{ buffer_mb = 256 }\nprof.export{ chrome = false, key_averages = false, summary = false }\n' \
         > "$dir/inside.lua"
-    for mode in outside inside; do
+    printf 'prof.recorder{ steps = 20, mb = 256 }\nprof.export{ chrome = false, key_averages = false, summary = false }\n' \
+        > "$dir/recorder.lua"
+    for mode in outside inside recorder; do
         n=1000000
-        [ "$mode" = inside ] && n=200000
+        [ "$mode" != outside ] && n=200000
         one=$(nvtx_ir "$dir" "$mode" "$n")
         two=$(nvtx_ir "$dir" "$mode" $((2 * n)))
-        echo "  $mode a window: $(( (two - one) / n )) instructions per pair"
+        echo "  $mode: $(( (two - one) / n )) instructions per pair"
     done
     rm -rf "$dir"
 }
@@ -133,6 +135,34 @@ window_memory_run() {
         "$( [ -n "$summary" ] && echo "(all written)" || echo "(INCOMPLETE: no summary.txt)")"
 }
 
+# The flight recorder's dump of 1M ranges: recorder_app's 10 steps of
+# 100000 ranges each under prof.recorder, with and without a prof.dump of
+# all of them at step 10, side by side: peak RSS and wall time of the run
+# (the program waits at exit for the dump's files).
+section_recorder_dump() {
+    echo "==== a recorder dump of 1M ranges under prof run (peak RSS, wall)"
+    dir=$(mktemp -d /tmp/bench_dump.XXXXXX)
+    printf 'prof.recorder{ steps = 10, mb = 1024 }\nprof.limits{ report_ms = 600000 }\n' \
+        > "$dir/nodump.lua"
+    cp "$dir/nodump.lua" "$dir/dump.lua"
+    printf 'prof.on_step(function(s) if s.step == 10 then prof.dump{ steps = 10, reason = "bench" } end end)\n' \
+        >> "$dir/dump.lua"
+    for r in 1 2 3; do
+        for p in nodump dump; do
+            rm -rf "$dir/out"
+            PROF_LOG=quiet /usr/bin/time -f "%M %e" -o "$dir/time" \
+                "$BUILD/bin/prof" run -s "$dir/$p.lua" -o "$dir/out" --set output.run=bench -- \
+                "$BUILD/tests/bin/recorder_app" --steps 12 --ranges 100000 --sleep-us 0 \
+                >/dev/null 2>&1
+            read -r kb wall < "$dir/time"
+            events=$(cat "$dir"/out/bench/rank0/recorder0_*/summary.txt 2>/dev/null |
+                     grep -o '[0-9]* events written' | cut -d' ' -f1)
+            echo "round $r, $p: peak RSS $((kb / 1024)) MiB, $wall s wall${events:+, $events events written}"
+        done
+    done
+    rm -rf "$dir"
+}
+
 # GPU records through the host's record path, fed by the CUPTI fake: five
 # windows of 10M records each with a pool that holds them, then with the
 # default 128 MiB pool (which keeps 1M and drops the rest, counted). Built
@@ -184,6 +214,15 @@ section_torch() {
     have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" \
         --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch.json"
+}
+
+# The recorder's cost in a PyTorch CPU loop: profhost idle vs the recorder
+# on, side by side (tests/bench/bench_torch.py --recorder).
+section_recorder_torch() {
+    echo "==== torch: the flight recorder on vs off (tests/bench/bench_torch.py --recorder)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_recorder_torch.json"
 }
 
 build

@@ -50,8 +50,10 @@ static void thread_cpu(double *total, double *sys)
 }
 
 /* CPU ns per pair over n pairs (after a warm-up), and the kernel's part
- * (page faults of fresh buffer memory) in *sys. */
-static double time_pairs(long n, double *sys)
+ * (page faults of fresh buffer memory) in *sys. With `step` (not NULL), a
+ * step boundary every STEP_PAIRS pairs, its own cost included. */
+#define STEP_PAIRS 20000
+static double time_pairs(long n, void (*step)(void), double *sys)
 {
 	double t0, s0, t1, s1;
 	long i;
@@ -64,6 +66,8 @@ static double time_pairs(long n, double *sys)
 	for (i = 0; i < n; i++) {
 		nvtxRangePushA(names[i & 15]);
 		nvtxRangePop();
+		if (step && i % STEP_PAIRS == STEP_PAIRS - 1)
+			step();
 	}
 	thread_cpu(&t1, &s1);
 	*sys = (s1 - s0) / (double)n;
@@ -71,10 +75,13 @@ static double time_pairs(long n, double *sys)
 }
 
 /* The child: in "inside" mode, steps into the policy's window first and
- * out of it after. The steps are 30 ms apart: the host measures the TSC's
- * rate between step boundaries at least 50 ms apart (src/events/clock.h),
- * so the window (step 3, 60 ms after step 1) reads the clock a profiled
- * program reads once it has run for 50 ms. Prints ns per pair. */
+ * out of it after; in "recorder" mode the same three steps start the
+ * flight recorder's clock, then a step every STEP_PAIRS pairs rotates its
+ * segments as a training loop would. The steps are 30 ms apart: the host
+ * measures the TSC's rate between step boundaries at least 50 ms apart
+ * (src/events/clock.h), so the window (step 3, 60 ms after step 1) reads
+ * the clock a profiled program reads once it has run for 50 ms. Prints ns
+ * per pair. */
 static int child(const char *mode, long n)
 {
 	void (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "prof_step");
@@ -82,7 +89,7 @@ static int child(const char *mode, long n)
 	double ns, sys;
 
 	nvtxInitialize(NULL);
-	if (strcmp(mode, "inside") == 0) {
+	if (strcmp(mode, "inside") == 0 || strcmp(mode, "recorder") == 0) {
 		if (!step) {
 			fprintf(stderr, "bench_nvtx: profhost is not loaded\n");
 			return 1;
@@ -93,7 +100,7 @@ static int child(const char *mode, long n)
 		nanosleep(&pause, NULL);
 		step(); /* step 3: the window (prof.schedule{skip_first = 3}) */
 	}
-	ns = time_pairs(n, &sys);
+	ns = time_pairs(n, strcmp(mode, "recorder") == 0 ? step : NULL, &sys);
 	if (step)
 		step();
 	printf("%.3f %.3f\n", ns, sys);
@@ -189,6 +196,7 @@ int main(int argc, char **argv)
 		{ "profhost, inside a window", "inside", 1, "inside.lua", 0, { 0 }, { 0 } },
 		{ "  the same, NVTX step range set", "inside", 1, "inside_steps.lua", 0, { 0 }, { 0 } },
 		{ "  the same, clock_gettime clock", "inside", 1, "inside.lua", 1, { 0 }, { 0 } },
+		{ "profhost, flight recorder on", "recorder", 1, "recorder.lua", 0, { 0 }, { 0 } },
 	};
 	size_t ncfg = sizeof cfg / sizeof cfg[0], i;
 	double base = 0;
@@ -239,10 +247,14 @@ int main(int argc, char **argv)
 		   "prof.export{ chrome = false, key_averages = false, summary = false }\n");
 	strcat(policy, "prof.steps{ nvtx = \"train_step\" }\n");
 	write_file(dir, "inside_steps.lua", policy);
+	/* The recorder between windows: 20 steps of STEP_PAIRS pairs kept,
+	 * segments of 10 steps (about 19 MB of records) in 64 MiB pools. */
+	write_file(dir, "recorder.lua", "prof.recorder{ steps = 20, mb = 256 }\n"
+		   "prof.export{ chrome = false, key_averages = false, summary = false }\n");
 
 	for (r = 0; r < reps; r++)
 		for (i = 0; i < ncfg; i++) {
-			long n = strcmp(cfg[i].mode, "inside") == 0 ? window_pairs : pairs;
+			long n = strcmp(cfg[i].mode, "outside") != 0 ? window_pairs : pairs;
 			cfg[i].ns[r] = run_child(self, &cfg[i], lib, dir, n, &cfg[i].sys[r]);
 			if (cfg[i].ns[r] < 0) {
 				fprintf(stderr, "bench_nvtx: the '%s' run failed\n", cfg[i].label);
@@ -250,7 +262,8 @@ int main(int argc, char **argv)
 			}
 		}
 	printf("NVTX push+pop pair: CPU ns of the calling thread, median of %ld runs\n"
-	       "(%ld pairs; %ld inside a window; kernel: page faults of fresh buffers)\n",
+	       "(%ld pairs; %ld inside a window or with the recorder; kernel: page faults\n"
+	       "of fresh buffers)\n",
 	       reps, pairs, window_pairs);
 	printf("  %-36s %10s %8s %12s\n", "configuration", "ns/pair", "ratio", "kernel part");
 	for (i = 0; i < ncfg; i++) {

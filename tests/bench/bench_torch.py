@@ -30,6 +30,12 @@ observer), and counts the operator events each wrote per window (cpu_op
 events in profhost's trace.json, operator events in torch's export).
     python3 tests/bench/bench_torch.py --prof build/bin/prof --rounds 5 --json out.json
 
+--recorder measures the flight recorder's cost (#15): the same loop under
+`prof run` with a policy that opens no window, with and without
+prof.recorder{ steps = 20 } (which records every step between windows),
+and with no profiler; per step, all steps after the first 10.
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder
+
 The worker (--worker MODE) is what runs the loop; it writes the time of every
 step as JSON. Needs torch (Debian's python3-torch: /usr/bin/python3).
 """
@@ -137,6 +143,10 @@ prof.schedule { skip_first = %(skip_first)d, wait = %(wait)d, warmup = %(warmup)
 """
 CAPTURE = "prof.capture { cpu_samples = { hz = 999 } }"
 CAPTURE_OPS = "prof.capture { record_shapes = true }"
+# --recorder: no window either way; the recorder on or not.
+IDLE_POLICY = "-- bench_torch.py --recorder: profhost loaded, no window\n"
+RECORDER_POLICY = "-- bench_torch.py --recorder: no window, the recorder on\n" \
+    "prof.recorder { steps = 20 }\n"
 
 
 def count_ops(mode, tmp, trace_dir):
@@ -176,11 +186,15 @@ def run_one(mode, args, tmp, rnd):
     for k in list(env):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
             del env[k]
-    if mode == "profhost":
+    if mode in ("profhost", "idle", "recorder"):
         policy = os.path.join(tmp, "policy.lua")
         with open(policy, "w") as f:
-            f.write(POLICY % dict(SCHEDULE, s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
-                                  capture=CAPTURE_OPS if args.ops else CAPTURE))
+            if mode == "profhost":
+                f.write(POLICY % dict(SCHEDULE,
+                                      s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
+                                      capture=CAPTURE_OPS if args.ops else CAPTURE))
+            else:
+                f.write(RECORDER_POLICY if mode == "recorder" else IDLE_POLICY)
         env["PROF_LOG"] = "quiet"
         cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--"] + cmd
     t0 = time.perf_counter()
@@ -189,7 +203,7 @@ def run_one(mode, args, tmp, rnd):
     with open(out) as f:
         got = json.load(f)
     ops = count_ops(mode, tmp, got.get("trace_dir")) if args.ops else []
-    if mode == "profhost":
+    if mode != "none":
         import shutil
 
         shutil.rmtree(os.path.join(tmp, "prof_out"), ignore_errors=True)
@@ -200,9 +214,35 @@ def med_ms(xs):
     return statistics.median(xs) * 1e3 if xs else float("nan")
 
 
+def recorder_main(args):
+    """--recorder: none, profhost idle and profhost with the recorder,
+    interleaved rounds; medians per step after the first 10."""
+    modes = ["none", "idle", "recorder"]
+    got = {m: {"wall": [], "cpu": []} for m in modes}
+    with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
+        for rnd in range(args.rounds):
+            for m in modes:
+                times, cpu, _, _ = run_one(m, args, tmp, rnd)
+                got[m]["wall"] += times[10:]
+                got[m]["cpu"] += cpu[10:]
+    print("%d steps x %d rounds, torch threads %d; medians per step after step 10"
+          % (args.steps, args.rounds, args.threads))
+    result = {"steps": args.steps, "rounds": args.rounds, "threads": args.threads}
+    for clock, what in (("cpu", "process CPU time (all threads)"), ("wall", "wall-clock time")):
+        r = {m: med_ms(got[m][clock]) for m in modes}
+        print("%-32s none %.3f ms, profhost idle %.3f ms, recorder on %.3f ms: "
+              "recorder/idle %.3f (target <= 1.02)"
+              % (what, r["none"], r["idle"], r["recorder"], r["recorder"] / r["idle"]))
+        result[clock] = dict(r, recorder_over_idle=r["recorder"] / r["idle"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--worker", choices=["none", "torch", "profhost"])
+    p.add_argument("--worker", choices=["none", "torch", "profhost", "idle", "recorder"])
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
@@ -213,10 +253,14 @@ def main():
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--ops", action="store_true",
                    help="compare the operator collectors (record_shapes on both)")
+    p.add_argument("--recorder", action="store_true",
+                   help="the flight recorder's cost: profhost idle vs recorder on")
     args = p.parse_args()
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops)
         return 0
+    if args.recorder:
+        return recorder_main(args)
 
     actions = schedule_actions(args.steps, **SCHEDULE)
     record = [i for i, a in enumerate(actions) if a == "record"]
