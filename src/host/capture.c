@@ -88,7 +88,7 @@ static int host_dump(void *ctx, const char *reason)
 {
 	struct err e;
 
-	if (window_dump(ctx, 0, reason, &e) == 0)
+	if (window_dump_ending(ctx, reason, &e) == 0)
 		return 0;
 	log_msg(LOG_DEBUG, "no recorder dump for '%s': %s", reason ? reason : "",
 		e.msg);

@@ -100,8 +100,9 @@ struct capture_host {
 	/* Whether kernel thread `tid` is one of the host's own (never
 	 * sampled). Any thread. */
 	bool (*own_thread)(void *ctx, int32_t tid);
-	/* An automatic recorder dump of the recorder's `steps` steps with
-	 * `reason` (an uncaught Python exception): 0 taken or merged, -1
+	/* An automatic recorder dump of the recorder's `steps` steps and the
+	 * step now running (marked partial: the program is about to end)
+	 * with `reason` (an uncaught Python exception): 0 taken or merged, -1
 	 * refused (the recorder is off, a window records, ...; said at debug
 	 * level only). Any thread; not from a window callback. */
 	int (*dump)(void *ctx, const char *reason);

@@ -201,6 +201,11 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 int window_dump(struct host *h, unsigned steps, const char *reason,
 		struct err *e);
 
+/* As window_dump with the recorder's own `steps`, when the program is
+ * about to end (an uncaught Python exception): the step now running is
+ * written too, as a step marked partial. */
+int window_dump_ending(struct host *h, const char *reason, struct err *e);
+
 /* The process is ending: close a recording window and queue it. With
  * `from_signal`, the window lock is only tried for a while (the interrupted
  * thread may hold it), and when no window records, a signal that

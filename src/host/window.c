@@ -504,13 +504,16 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	return 0;
 }
 
-/* Makes the dump job of what rec_take() took; NULL when memory ran out
- * (its generations are then given back). Lock held. */
+/* Makes the dump job of what rec_take() took, with `partial` (may be
+ * NULL: none) as its last step, the one running when the process ends;
+ * NULL when memory ran out (its generations are then given back). Lock
+ * held. */
 static struct host_job *dump_job(struct host *h, struct rec_dump *d,
+				 const struct trace_step *partial,
 				 const char *reason, int64_t now)
 {
 	struct host_job *job = calloc(1, sizeof *job);
-	struct trace_step *steps = malloc(d->nsteps * sizeof *steps);
+	struct trace_step *steps = malloc((d->nsteps + 1) * sizeof *steps);
 	uint32_t i;
 
 	if (!job || !steps) {
@@ -538,6 +541,10 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 	job->end_ts = now;
 	job->steps = steps;
 	job->nsteps = d->nsteps;
+	if (partial) {
+		steps[job->nsteps++] = *partial;
+		job->last = partial->step;
+	}
 	return job;
 }
 
@@ -568,27 +575,33 @@ static int dump_check(struct host *h, struct err *e)
 
 /* Takes the recorder's last `steps` (0: its own `steps`) complete steps
  * into a dump job (*job), closing its open segment; the caller reopens one
- * if the process goes on. Returns 0, or -1 with *e when memory ran out.
- * Lock held; dump_check() said 0. */
+ * if the process goes on. With `ending` (the process ends: a fatal signal,
+ * an uncaught exception) the step now running is added as a step marked
+ * partial, as a window's last step is at exit. Returns 0, or -1 with *e
+ * when memory ran out. Lock held; dump_check() said 0. */
 static int dump_take(struct host *h, unsigned steps, const char *reason,
-		     int64_t now, struct host_job **job, struct err *e)
+		     bool ending, int64_t now, struct host_job **job, struct err *e)
 {
 	struct window_state *w = &h->win;
+	struct trace_step cur = { w->sched.step, w->step_start, now - w->step_start,
+				  w->step_tid, 1 };
 	struct rec_dump d;
 
 	*job = NULL;
 	rec_close_segment(h);
 	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) != 0)
 		return err_set(e, "out of memory");
-	*job = dump_job(h, &d, reason, now);
+	*job = dump_job(h, &d, ending ? &cur : NULL, reason, now);
 	free(d.steps);
 	if (!*job)
 		return err_set(e, "out of memory");
 	return 0;
 }
 
-int window_dump(struct host *h, unsigned steps, const char *reason,
-		struct err *e)
+/* window_dump and window_dump_ending: `ending` adds the running step,
+ * partial. */
+static int dump_request(struct host *h, unsigned steps, const char *reason,
+			bool ending, struct err *e)
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
@@ -609,7 +622,7 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 		rc = 0;
 	} else if (rc == 0) {
 		now = lock_now(w);
-		rc = dump_take(h, steps, reason, now, &job, e);
+		rc = dump_take(h, steps, reason, ending, now, &job, e);
 		w->rec_merge_said = false;
 		/* The current step goes on in a new segment. */
 		rec_open_segment(h, w->sched.step, now);
@@ -630,6 +643,17 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 	if (replay)
 		h->shim->nvtx_replay();
 	return rc;
+}
+
+int window_dump(struct host *h, unsigned steps, const char *reason,
+		struct err *e)
+{
+	return dump_request(h, steps, reason, false, e);
+}
+
+int window_dump_ending(struct host *h, const char *reason, struct err *e)
+{
+	return dump_request(h, 0, reason, true, e);
 }
 
 void window_schedule_changed(struct host *h)
@@ -714,7 +738,7 @@ void window_finish(struct host *h, bool from_signal)
 	/* Dying of a signal with no window recording: the recorder's steps
 	 * are written as a dump (docs/recorder.md, automatic dumps). */
 	if (reason && dump_check(h, &e) == 0 &&
-	    dump_take(h, 0, reason, now, &dump, &e) != 0)
+	    dump_take(h, 0, reason, true, now, &dump, &e) != 0)
 		log_msg(LOG_WARN, "no recorder dump at exit (%s): %s", reason, e.msg);
 	w->finished = true;
 	rec_close_segment(h); /* nothing more is recorded */

@@ -366,14 +366,19 @@ class AutomaticDumps(TempDirTest):
                                base_env())
         return r, out
 
-    def assert_dump(self, r, out, reason, steps=(16, 17, 18, 19, 20)):
+    def assert_dump(self, r, out, reason, steps=(16, 17, 18, 19, 20, 21)):
+        """One dump of the recorder's 5 steps before the one that ended the
+        process, and that one, partial."""
         dirs = recorder_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs],
                          ["recorder0_steps%d-%d" % (steps[0], steps[-1])], r.stderr)
         trace = load_trace(dirs[0])
         self.assertEqual(trace["profhost"]["reason"], reason)
         self.assertTrue(trace["profhost"]["recorder"])
-        self.assertEqual([n for n, _ in step_spans(trace)], list(steps))
+        spans = step_spans(trace)
+        self.assertEqual([n for n, _ in spans], list(steps))
+        self.assertEqual([bool(e.get("args", {}).get("partial")) for _, e in spans],
+                         [False] * (len(steps) - 1) + [True])
         with open(os.path.join(dirs[0], "summary.txt")) as f:
             self.assertIn("recorder dump 0, steps %d-%d (%s)" % (steps[0], steps[-1], reason),
                           f.read())

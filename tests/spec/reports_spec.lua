@@ -538,6 +538,17 @@ describe("prof.reports", function()
 		assert.truthy(run.text:find("1 rank, 1 window", 1, true))
 		assert.truthy(run.html:find('"kind":"run"', 1, true))
 	end)
+	it("names a flight recorder dump as one, and its drops by prof.recorder's setting", function()
+		local t = full_stub()
+		t.recorder, t.window, t.drops = true, 2, { total = 7 }
+		local out = reports.window(t, { text = true })
+		assert.truthy(out.text:find("profhost report: recorder dump 2, steps", 1, true))
+		assert.truthy(out.text:find("\nDump: ", 1, true))
+		assert.truthy(out.findings:find("findings (recorder dump 2, rank 0):", 1, true))
+		assert.truthy(out.findings:find("raise prof.recorder{ mb = ... } or lower its steps", 1, true))
+		assert.falsy(out.findings:find("buffer_mb", 1, true))
+		reports.run({}) -- nothing kept
+	end)
 	it("reports an analysis that fails and runs the others", function()
 		local t = full_stub()
 		t.busy = function() error("busy broke") end
