@@ -261,8 +261,16 @@ static void self_free(void *p)
 	me.mark = 0;
 }
 
+/* In a child after fork(): the shadow list's lock may have been held by
+ * a thread that does not exist there (the watchdog reading the list). */
+static void threads_after_fork(void)
+{
+	pthread_mutex_init(&threads_lock, NULL);
+}
+
 static void self_key_init(void)
 {
+	pthread_atfork(NULL, NULL, threads_after_fork);
 	if (pthread_key_create(&self_key, self_free) != 0)
 		self_key = (pthread_key_t)-1;
 }

@@ -193,6 +193,7 @@ int main(int argc, char **argv)
 		{ "no tool (NVTX calls are no-ops)", "outside", 0, NULL, 0, { 0 }, { 0 } },
 		{ "profhost, outside a window", "outside", 1, "outside.lua", 0, { 0 }, { 0 } },
 		{ "  the same, NVTX step range set", "outside", 1, "outside_steps.lua", 0, { 0 }, { 0 } },
+		{ "  the same, prof.watchdog{} on", "outside", 1, "outside_watchdog.lua", 0, { 0 }, { 0 } },
 		{ "profhost, inside a window", "inside", 1, "inside.lua", 0, { 0 }, { 0 } },
 		{ "  the same, NVTX step range set", "inside", 1, "inside_steps.lua", 0, { 0 }, { 0 } },
 		{ "  the same, clock_gettime clock", "inside", 1, "inside.lua", 1, { 0 }, { 0 } },
@@ -244,6 +245,9 @@ int main(int argc, char **argv)
 	/* The same with steps counted on an NVTX range (none of the benchmark's
 	 * names): every push compares its name with the trigger's. */
 	write_file(dir, "outside_steps.lua", "prof.steps{ nvtx = \"train_step\" }\n"
+		   "prof.export{ chrome = false, key_averages = false, summary = false }\n");
+	/* The hang watchdog: pushes keep their names and push times. */
+	write_file(dir, "outside_watchdog.lua", "prof.watchdog{}\n"
 		   "prof.export{ chrome = false, key_averages = false, summary = false }\n");
 	strcat(policy, "prof.steps{ nvtx = \"train_step\" }\n");
 	write_file(dir, "inside_steps.lua", policy);

@@ -14,7 +14,8 @@ import subprocess
 import time
 import unittest
 
-from harness import PROF, PYTHON, TESTBIN, TempDirTest, base_env, profhost_lines, run
+from harness import (PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env, profhost_lines,
+                     run)
 
 APP = os.path.join(TESTBIN, "hang_app")
 
@@ -307,8 +308,10 @@ class Ranks(TempDirTest):
         self.assertIn("ranks 0-6, 8-255 inside `allreduce`, in `f (y.py:0)` since step 1200", text)
         self.assertIn("odd one out: rank 7, inside `train_step`, in `__next__ (dataloader.py:633)`",
                       text)
-        # 16 times the ranks, the same memory (reads one rank at a time)
-        self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
+        # 16 times the ranks, the same memory (reads one rank at a time).
+        # (AddressSanitizer keeps freed memory in quarantine: not there.)
+        if not SANITIZE:
+            self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
 
 
 if __name__ == "__main__":

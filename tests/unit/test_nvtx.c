@@ -662,6 +662,90 @@ static void test_concurrent_threads(void)
 	trace_free(&t);
 }
 
+/* nvtx_open_ranges(): another thread's open levels, their names and push
+ * times (armed), and none of a thread that has exited. */
+struct holder {
+	atomic_int state;        /* 1: pushed; 2: may pop and exit */
+	int32_t tid;
+};
+
+static void *hold_ranges(void *arg)
+{
+	struct holder *hd = arg;
+
+	hd->tid = (int32_t)syscall(SYS_gettid);
+	push_a("outer held");
+	nvtx_prof_push("allreduce"); /* prof_range_push's path */
+	atomic_store(&hd->state, 1);
+	while (atomic_load(&hd->state) != 2)
+		usleep(1000);
+	pop();
+	return NULL; /* one level still open as the thread exits */
+}
+
+static size_t ranges_of(int32_t tid, const struct nvtx_open_range *r, size_t n,
+			const struct nvtx_open_range **first)
+{
+	size_t i, k = 0;
+
+	*first = NULL;
+	for (i = 0; i < n; i++) {
+		if (r[i].tid != tid)
+			continue;
+		if (!k++)
+			*first = &r[i];
+	}
+	return k;
+}
+
+static void test_open_ranges_of_other_threads(void)
+{
+	static struct nvtx_open_range r[256];
+	const struct nvtx_open_range *f;
+	struct holder hd = { 0 };
+	pthread_t th;
+	int64_t before, after;
+	size_t n;
+
+	nvtx_arm(1);
+	before = clock_now_ns();
+	CHECK(pthread_create(&th, NULL, hold_ranges, &hd) == 0);
+	while (atomic_load(&hd.state) != 1)
+		usleep(1000);
+	after = clock_now_ns();
+	n = nvtx_open_ranges(r, 256);
+	CHECK_EQ_INT(ranges_of(hd.tid, r, n, &f), 2);
+	if (f) {
+		CHECK(strcmp(f[0].name, "outer held") == 0);
+		CHECK(strcmp(f[1].name, "allreduce") == 0);
+		CHECK_EQ_INT(f[0].level, 0);
+		CHECK_EQ_INT(f[1].level, 1);
+		CHECK(f[0].start_ns >= before && f[0].start_ns <= after);
+		CHECK(f[1].start_ns >= f[0].start_ns && f[1].start_ns <= after);
+	}
+	/* Unarmed: a plain push is counted only, its name and time unknown. */
+	nvtx_arm(0);
+	push_a("not kept");
+	n = nvtx_open_ranges(r, 256);
+	CHECK_EQ_INT(ranges_of((int32_t)syscall(SYS_gettid), r, n, &f), 1);
+	if (f)
+		CHECK(f[0].name[0] == '\0' && f[0].start_ns == 0);
+	pop();
+	/* A thread that exited (a level still open) is gone from the list. */
+	atomic_store(&hd.state, 2);
+	CHECK(pthread_join(th, NULL) == 0);
+	n = nvtx_open_ranges(r, 256);
+	CHECK_EQ_INT(ranges_of(hd.tid, r, n, &f), 0);
+	/* `max` bounds what is written. */
+	nvtx_arm(1);
+	push_a("a");
+	push_a("b");
+	CHECK_EQ_INT(nvtx_open_ranges(r, 1), 1);
+	pop();
+	pop();
+	nvtx_arm(0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -676,5 +760,6 @@ int main(int argc, char **argv)
 	test_replay_fresh_thread();
 	test_step_and_capture_triggers();
 	test_concurrent_threads();
+	test_open_ranges_of_other_threads();
 	return check_done();
 }
