@@ -70,17 +70,6 @@ struct Text {
     }
 };
 
-// What the start callback leaves for the end callback.
-struct OpCtx : public at::ObserverContext {
-    int64_t start = 0;
-    uint64_t ext = 0;
-    uint64_t flops = 0;
-    bool has_flops = false;
-    bool pushed = false;
-    bool has_shapes = false;
-    Text dims, types;
-};
-
 // Product of a tensor's sizes (torch's formulas multiply as uint64).
 uint64_t numel_of(c10::IntArrayRef s)
 {
@@ -191,51 +180,122 @@ bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
     return !dims.full && !types.full;
 }
 
+// What the start callback leaves for the end callback: one entry per open
+// operator on the calling thread's stack (below), so no operator allocates.
+struct Open {
+    const at::RecordFunction *fn; // the operator (its end callback finds it)
+    int64_t start;
+    uint64_t ext;
+    uint64_t flops;
+    uint32_t text;                 // its dims and types start here in Stack::text
+    uint16_t dims_len, types_len;
+    bool pushed, has_shapes, has_flops;
+};
+
+// Operators nest (an operator's kernel calls others) and end in the
+// reverse order on the thread that started them, so their starts are kept
+// on a per-thread stack. Deeper nesting than kDepth, or shapes beyond
+// kText bytes along one nesting chain, are not recorded (no operator nests
+// nearly that deep). Plain data, zero at thread start: thread_local needs
+// no constructor then.
+constexpr uint32_t kDepth = 128;
+constexpr uint32_t kText = 16384;
+struct Stack {
+    uint32_t n;
+    uint32_t text_used;
+    Open open[kDepth];
+    char text[kText];
+};
+thread_local Stack t_stack;
+
+// Formats the operator's shapes into `st`'s text after its entries' (the
+// dims list, then the types list); false when they do not fit.
+bool shapes_into(Stack &st, c10::ArrayRef<const c10::IValue> in, Open &o)
+{
+    Text dims, types;
+    if (!shapes(in, dims, types) || st.text_used + dims.n + types.n > kText)
+        return false;
+    o.text = st.text_used;
+    std::memcpy(st.text + st.text_used, dims.buf, dims.n);
+    std::memcpy(st.text + st.text_used + dims.n, types.buf, types.n);
+    o.dims_len = (uint16_t)dims.n;
+    o.types_len = (uint16_t)types.n;
+    st.text_used += (uint32_t)(dims.n + types.n);
+    return true;
+}
+
+// Start callback: outside windows one call and a return; inside, pushes
+// the operator's entry (shapes and FLOPs first when asked for, the start
+// time last). Never allocates a context: returns nullptr always.
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 {
     const torchops_api *api = g_api;
     if (!api || !api->recording())
         return nullptr;
-    auto ctx = std::make_unique<OpCtx>();
+    Stack &st = t_stack;
+    if (st.n == kDepth)
+        return nullptr;
+    Open &o = st.open[st.n];
+    o.fn = &fn;
+    o.text = st.text_used;
+    o.dims_len = o.types_len = 0;
+    o.has_shapes = o.has_flops = false;
     if (g_flags & (kShapes | kFlops)) {
         try {
             c10::ArrayRef<const c10::IValue> in = fn.inputs();
             if (g_flags & kShapes)
-                ctx->has_shapes = shapes(in, ctx->dims, ctx->types);
+                o.has_shapes = shapes_into(st, in, o);
             if (g_flags & kFlops)
-                ctx->has_flops = op_flops(fn.name(), in, &ctx->flops);
+                o.has_flops = op_flops(fn.name(), in, &o.flops);
         } catch (...) {
             // a tensor without sizes (nested, symbolic): no shapes, no FLOPs
-            ctx->has_shapes = false;
-            ctx->has_flops = false;
+            o.has_shapes = o.has_flops = false;
+            st.text_used = o.text;
         }
     }
+    o.pushed = false;
+    o.ext = 0;
     if (fn.scope() != at::RecordScope::USER_SCOPE) {
-        ctx->ext = api->ext_push();
-        ctx->pushed = ctx->ext != 0;
+        o.ext = api->ext_push();
+        o.pushed = o.ext != 0;
     }
-    ctx->start = api->now();
-    return ctx;
+    st.n++;
+    o.start = api->now();
+    return nullptr;
 }
 
-void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
+// End callback: finds the operator's entry (the top one, unless operators
+// started on this thread ended elsewhere: those are dropped), pops it and
+// everything above it, and hands the operator to the core. An operator
+// whose start was not recorded (before the window, or on another thread)
+// has no entry: nothing is written.
+void on_end(const at::RecordFunction &fn, at::ObserverContext *)
 {
     const torchops_api *api = g_api;
-    if (!base || !api)
+    Stack &st = t_stack;
+    if (!st.n || !api)
         return;
-    OpCtx *ctx = static_cast<OpCtx *>(base);
+    uint32_t i = st.n;
+    while (i && st.open[i - 1].fn != &fn)
+        i--;
+    if (!i)
+        return;
+    int64_t end = api->now();
+    const Open &o = st.open[i - 1];
+    st.n = i - 1;
+    st.text_used = o.text;
+    if (o.pushed)
+        api->ext_pop();
     torchops_op op;
     std::memset(&op, 0, sizeof op);
-    op.end = api->now();
-    if (ctx->pushed)
-        api->ext_pop();
+    op.end = end;
     const char *name = fn.name();
     op.name = name;
     op.name_len = (uint32_t)std::strlen(name);
-    op.start = ctx->start;
+    op.start = o.start;
     op.seq = fn.seqNr();
     op.fwd_tid = fn.forwardThreadId();
-    op.ext_id = ctx->ext;
+    op.ext_id = o.ext;
     switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
         op.scope = TORCHOPS_BACKWARD;
@@ -247,16 +307,16 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
         op.scope = TORCHOPS_FUNCTION;
         break;
     }
-    if (ctx->has_flops) {
+    if (o.has_flops) {
         op.flags |= TORCHOPS_HAS_FLOPS;
-        op.flops = ctx->flops;
+        op.flops = o.flops;
     }
-    if (ctx->has_shapes) {
+    if (o.has_shapes) {
         op.flags |= TORCHOPS_HAS_SHAPES;
-        op.dims = ctx->dims.buf;
-        op.dims_len = (uint32_t)ctx->dims.n;
-        op.types = ctx->types.buf;
-        op.types_len = (uint32_t)ctx->types.n;
+        op.dims = st.text + o.text;
+        op.dims_len = o.dims_len;
+        op.types = st.text + o.text + o.dims_len;
+        op.types_len = o.types_len;
     }
     api->op(&op);
 }
@@ -280,8 +340,7 @@ __attribute__((visibility("default"))) int profhost_torchops_start(const torchop
     try {
         at::RecordFunctionCallback cb(on_start, on_end);
         cb.needsInputs((flags & (kShapes | kFlops)) != 0)
-            .needsIds(true)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                      at::RecordScope::USER_SCOPE});
         g_handle = at::addGlobalCallback(cb);
     } catch (...) {
