@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 extern "C" {
@@ -180,21 +181,22 @@ bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
     return !dims.full && !types.full;
 }
 
-// What the start callback leaves for the end callback: one entry per open
-// operator on the calling thread's stack (below), so no operator allocates.
+// What the start callback leaves for the end callback about one operator.
 struct Open {
     const at::RecordFunction *fn; // the operator (its end callback finds it)
     int64_t start;
     uint64_t ext;
     uint64_t flops;
-    uint32_t text;                 // its dims and types start here in Stack::text
+    uint32_t text;                 // its dims, then types, start here in its text
     uint16_t dims_len, types_len;
     bool pushed, has_shapes, has_flops;
 };
 
-// Operators nest (an operator's kernel calls others) and end in the
-// reverse order on the thread that started them, so their starts are kept
-// on a per-thread stack. Deeper nesting than kDepth, or shapes beyond
+// Operators (torch's FUNCTION and BACKWARD_FUNCTION scopes: RecordFunctions
+// the dispatcher and the autograd engine keep on the C++ stack) nest and
+// end in the reverse order on the thread that started them, so their
+// entries are kept on a per-thread stack, with their shapes' text: no
+// allocation per operator. Deeper nesting than kDepth, or shapes beyond
 // kText bytes along one nesting chain, are not recorded (no operator nests
 // nearly that deep). Plain data, zero at thread start: thread_local needs
 // no constructor then.
@@ -208,82 +210,58 @@ struct Stack {
 };
 thread_local Stack t_stack;
 
-// Formats the operator's shapes into `st`'s text after its entries' (the
-// dims list, then the types list); false when they do not fit.
-bool shapes_into(Stack &st, c10::ArrayRef<const c10::IValue> in, Open &o)
-{
-    Text dims, types;
-    if (!shapes(in, dims, types) || st.text_used + dims.n + types.n > kText)
-        return false;
-    o.text = st.text_used;
-    std::memcpy(st.text + st.text_used, dims.buf, dims.n);
-    std::memcpy(st.text + st.text_used + dims.n, types.buf, types.n);
-    o.dims_len = (uint16_t)dims.n;
-    o.types_len = (uint16_t)types.n;
-    st.text_used += (uint32_t)(dims.n + types.n);
-    return true;
-}
+// record_function labels (USER_SCOPE) may end on another thread (futures)
+// or out of order with other labels (a generator's `with`), so each keeps
+// its entry in a context of its own, as torch's ObserverContext allows;
+// they are few (a handful a step).
+struct LabelCtx : public at::ObserverContext {
+    Open o;
+    char text[2 * sizeof(Text::buf)];
+};
 
-// Start callback: outside windows one call and a return; inside, pushes
-// the operator's entry (shapes and FLOPs first when asked for, the start
-// time last). Never allocates a context: returns nullptr always.
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+// Fills `o` for `fn` (not its start time): shapes into `text` from offset
+// `used` (at most `cap` bytes there), FLOPs, the GPU link. Returns the text
+// bytes it used.
+uint32_t begin(const torchops_api *api, const at::RecordFunction &fn, Open &o, char *text,
+               uint32_t used, uint32_t cap)
 {
-    const torchops_api *api = g_api;
-    if (!api || !api->recording())
-        return nullptr;
-    Stack &st = t_stack;
-    if (st.n == kDepth)
-        return nullptr;
-    Open &o = st.open[st.n];
     o.fn = &fn;
-    o.text = st.text_used;
+    o.text = used;
     o.dims_len = o.types_len = 0;
     o.has_shapes = o.has_flops = false;
+    o.pushed = false;
+    o.ext = 0;
     if (g_flags & (kShapes | kFlops)) {
         try {
             c10::ArrayRef<const c10::IValue> in = fn.inputs();
-            if (g_flags & kShapes)
-                o.has_shapes = shapes_into(st, in, o);
+            if (g_flags & kShapes) {
+                Text dims, types;
+                if (shapes(in, dims, types) && dims.n + types.n <= cap - used) {
+                    std::memcpy(text + used, dims.buf, dims.n);
+                    std::memcpy(text + used + dims.n, types.buf, types.n);
+                    o.dims_len = (uint16_t)dims.n;
+                    o.types_len = (uint16_t)types.n;
+                    o.has_shapes = true;
+                }
+            }
             if (g_flags & kFlops)
                 o.has_flops = op_flops(fn.name(), in, &o.flops);
         } catch (...) {
             // a tensor without sizes (nested, symbolic): no shapes, no FLOPs
             o.has_shapes = o.has_flops = false;
-            st.text_used = o.text;
         }
     }
-    o.pushed = false;
-    o.ext = 0;
     if (fn.scope() != at::RecordScope::USER_SCOPE) {
         o.ext = api->ext_push();
         o.pushed = o.ext != 0;
     }
-    st.n++;
-    o.start = api->now();
-    return nullptr;
+    return o.has_shapes ? (uint32_t)(o.dims_len + o.types_len) : 0;
 }
 
-// End callback: finds the operator's entry (the top one, unless operators
-// started on this thread ended elsewhere: those are dropped), pops it and
-// everything above it, and hands the operator to the core. An operator
-// whose start was not recorded (before the window, or on another thread)
-// has no entry: nothing is written.
-void on_end(const at::RecordFunction &fn, at::ObserverContext *)
+// Hands the finished operator `o` (its shapes in `text`) to the core.
+void finish(const torchops_api *api, const at::RecordFunction &fn, const Open &o,
+            const char *text, int64_t end)
 {
-    const torchops_api *api = g_api;
-    Stack &st = t_stack;
-    if (!st.n || !api)
-        return;
-    uint32_t i = st.n;
-    while (i && st.open[i - 1].fn != &fn)
-        i--;
-    if (!i)
-        return;
-    int64_t end = api->now();
-    const Open &o = st.open[i - 1];
-    st.n = i - 1;
-    st.text_used = o.text;
     if (o.pushed)
         api->ext_pop();
     torchops_op op;
@@ -313,12 +291,69 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *)
     }
     if (o.has_shapes) {
         op.flags |= TORCHOPS_HAS_SHAPES;
-        op.dims = st.text + o.text;
+        op.dims = text + o.text;
         op.dims_len = o.dims_len;
-        op.types = st.text + o.text + o.dims_len;
+        op.types = text + o.text + o.dims_len;
         op.types_len = o.types_len;
     }
     api->op(&op);
+}
+
+// Start callback: outside windows one call and a return; inside, an
+// operator pushes its entry on the thread's stack (returns nullptr), a
+// label allocates its context (nullptr when that fails). The start time is
+// read last.
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+{
+    const torchops_api *api = g_api;
+    if (!api || !api->recording())
+        return nullptr;
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+        std::unique_ptr<LabelCtx> ctx(new (std::nothrow) LabelCtx);
+        if (ctx) {
+            begin(api, fn, ctx->o, ctx->text, 0, sizeof ctx->text);
+            ctx->o.start = api->now();
+        }
+        return ctx;
+    }
+    Stack &st = t_stack;
+    if (st.n == kDepth)
+        return nullptr;
+    Open &o = st.open[st.n];
+    st.text_used += begin(api, fn, o, st.text, st.text_used, kText);
+    st.n++;
+    o.start = api->now();
+    return nullptr;
+}
+
+// End callback: a label finishes from its context; an operator finds its
+// entry on the thread's stack (the top one: operators end in order), pops
+// it and hands it to the core. An operator whose start was not recorded
+// (it began before the window) has no entry: nothing is written.
+void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
+{
+    const torchops_api *api = g_api;
+    if (!api)
+        return;
+    if (base) {
+        int64_t end = api->now();
+        const LabelCtx *ctx = static_cast<const LabelCtx *>(base);
+        finish(api, fn, ctx->o, ctx->text, end);
+        return;
+    }
+    if (fn.scope() == at::RecordScope::USER_SCOPE)
+        return; // a label that began before the window
+    Stack &st = t_stack;
+    uint32_t i = st.n;
+    while (i && st.open[i - 1].fn != &fn)
+        i--;
+    if (!i)
+        return;
+    int64_t end = api->now();
+    const Open &o = st.open[i - 1];
+    st.n = i - 1;
+    st.text_used = o.text;
+    finish(api, fn, o, st.text, end);
 }
 
 } // namespace
