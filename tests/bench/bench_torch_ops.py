@@ -251,12 +251,14 @@ def main():
             ratios[key] = {c: ph[c + "_rel"] / t[c + "_rel"] if t[c + "_rel"] > 0 else None
                            for c in ("cpu", "wall")}
             ratios[key]["observer_cpu_ns"] = ph["cpu_over"] - a["cpu_over"]
+            ratios[key]["observer_cpu_rel"] = ph["cpu_rel"] - a["cpu_rel"]
             print("  record_shapes %s%s: profhost's overhead / torch.profiler's: thread CPU "
                   "%.2f, wall %.2f; torch's own (armed) %.0f ns, the observer's (recorded - "
-                  "armed) %.0f ns of thread CPU" % (
+                  "armed) %.0f ns of thread CPU (%.1f %% of the bare call)" % (
                       "on" if s == "-shapes" else "off", tag,
                       ratios[key]["cpu"] or float("nan"), ratios[key]["wall"] or float("nan"),
-                      a["cpu_over"], ph["cpu_over"] - a["cpu_over"]))
+                      a["cpu_over"], ph["cpu_over"] - a["cpu_over"],
+                      100 * (ph["cpu_rel"] - a["cpu_rel"])))
     if paths != {"observer"}:
         print("WARNING: profhost's operator path was %s, not the observer" % sorted(paths))
     if args.json:
