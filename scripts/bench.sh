@@ -6,11 +6,11 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory recorder_dump
-# cupti sampler sampler_py torch recorder_torch.
+# cupti sampler sampler_py torch torch_ops recorder_torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory recorder_dump cupti sampler sampler_py torch recorder_torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory recorder_dump cupti sampler sampler_py torch torch_ops recorder_torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -214,6 +214,21 @@ section_torch() {
     have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" \
         --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch.json"
+}
+
+# ---- torch operators (issue 16): ns per operator with no profiler,
+# torch.profiler and profhost's RecordFunction observer, record_shapes off
+# and on, interleaved in one process per setting
+# (tests/bench/bench_torch_ops.py). TORCH_OPS_BEFORE=<build dir of another
+# commit> runs that build's observer beside this one. docs/performance.md,
+# "Python: torch operators", says how to read it. About 2 minutes on 2
+# busy cores with the defaults.
+section_torch_ops() {
+    echo "==== torch operators: ns per operator (tests/bench/bench_torch_ops.py)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch_ops.py --prof "$BUILD/bin/prof" \
+        --rounds "${BENCH_ROUNDS:-3}" ${TORCH_OPS_BEFORE:+--before "$TORCH_OPS_BEFORE/bin/prof"} \
+        --json "$BUILD/bench_torch_ops.json"
 }
 
 # The recorder's cost in a PyTorch CPU loop: profhost idle vs the recorder

@@ -17,7 +17,6 @@
 static const struct capture_host *top_h;
 static _Atomic int top_recording;
 static _Atomic uint64_t top_gen;        /* the recording window's generation */
-static _Atomic uint64_t top_ops;
 static _Atomic uint64_t top_next_id = 1; /* External ids of operators with no GPU link */
 static uint64_t (*_Atomic top_push)(void);
 static void (*_Atomic top_pop)(void);
@@ -102,12 +101,11 @@ static void top_op(const struct torchops_op *op)
 	}
 	/* Every operator has an External id, as in Kineto's traces: its GPU
 	 * link's when it has one, else one of its own. */
-	if (top_h->shim->evbuf_append_raw(EVBUF_TORCH_OP, op->start, buf, (uint32_t)used,
-					  op->ext_id ? op->ext_id :
-					  atomic_fetch_add_explicit(&top_next_id, 1,
-								    memory_order_relaxed),
-					  0) == 0)
-		atomic_fetch_add_explicit(&top_ops, 1, memory_order_relaxed);
+	top_h->shim->evbuf_append_raw(EVBUF_TORCH_OP, op->start, buf, (uint32_t)used,
+				      op->ext_id ? op->ext_id :
+				      atomic_fetch_add_explicit(&top_next_id, 1,
+								memory_order_relaxed),
+				      0);
 }
 
 /* torchops_api.ext_push / ext_pop: the CUPTI external correlation id of
@@ -314,9 +312,4 @@ void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void))
 {
 	atomic_store_explicit(&top_pop, pop, memory_order_release);
 	atomic_store_explicit(&top_push, push, memory_order_release);
-}
-
-uint64_t torchops_count(void)
-{
-	return atomic_load_explicit(&top_ops, memory_order_relaxed);
 }

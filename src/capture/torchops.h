@@ -53,7 +53,4 @@ int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struc
 /* The GPU link (cupti.c; NULL, NULL removes it). Any thread. */
 void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void));
 
-/* Operators appended since start-up (all windows). Any thread. */
-uint64_t torchops_count(void);
-
 #endif

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 extern "C" {
@@ -68,17 +69,6 @@ struct Text {
             tmp[--i] = '-';
         put(tmp + i, sizeof tmp - i);
     }
-};
-
-// What the start callback leaves for the end callback.
-struct OpCtx : public at::ObserverContext {
-    int64_t start = 0;
-    uint64_t ext = 0;
-    uint64_t flops = 0;
-    bool has_flops = false;
-    bool pushed = false;
-    bool has_shapes = false;
-    Text dims, types;
 };
 
 // Product of a tensor's sizes (torch's formulas multiply as uint64).
@@ -191,51 +181,99 @@ bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
     return !dims.full && !types.full;
 }
 
-std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+// What the start callback leaves for the end callback about one operator.
+struct Open {
+    const at::RecordFunction *fn; // the operator (its end callback finds it)
+    int64_t start;
+    uint64_t ext;
+    uint64_t flops;
+    uint32_t text;                 // its dims, then types, start here in its text
+    uint16_t dims_len, types_len;
+    bool pushed, has_shapes, has_flops;
+};
+
+// Operators (torch's FUNCTION and BACKWARD_FUNCTION scopes: RecordFunctions
+// the dispatcher and the autograd engine keep on the C++ stack) nest and
+// end in the reverse order on the thread that started them, so their
+// entries are kept on a per-thread stack, with their shapes' text: no
+// allocation per operator. Deeper nesting than kDepth, or shapes beyond
+// kText bytes along one nesting chain, are not recorded (no operator nests
+// nearly that deep). Plain data, zero at thread start: thread_local needs
+// no constructor then.
+constexpr uint32_t kDepth = 128;
+constexpr uint32_t kText = 16384;
+struct Stack {
+    uint32_t n;
+    uint32_t text_used;
+    Open open[kDepth];
+    char text[kText];
+};
+thread_local Stack t_stack;
+
+// record_function labels (USER_SCOPE) may end on another thread (futures)
+// or out of order with other labels (a generator's `with`), so each keeps
+// its entry in a context of its own, as torch's ObserverContext allows;
+// they are few (a handful a step).
+struct LabelCtx : public at::ObserverContext {
+    Open o;
+    char text[2 * sizeof(Text::buf)];
+};
+
+// Fills `o` for `fn` (not its start time): shapes into `text` from offset
+// `used` (at most `cap` bytes there), FLOPs, the GPU link. Returns the text
+// bytes it used.
+uint32_t begin(const torchops_api *api, const at::RecordFunction &fn, Open &o, char *text,
+               uint32_t used, uint32_t cap)
 {
-    const torchops_api *api = g_api;
-    if (!api || !api->recording())
-        return nullptr;
-    auto ctx = std::make_unique<OpCtx>();
+    o.fn = &fn;
+    o.text = used;
+    o.dims_len = o.types_len = 0;
+    o.has_shapes = o.has_flops = false;
+    o.pushed = false;
+    o.ext = 0;
     if (g_flags & (kShapes | kFlops)) {
         try {
             c10::ArrayRef<const c10::IValue> in = fn.inputs();
-            if (g_flags & kShapes)
-                ctx->has_shapes = shapes(in, ctx->dims, ctx->types);
+            if (g_flags & kShapes) {
+                Text dims, types;
+                if (shapes(in, dims, types) && dims.n + types.n <= cap - used) {
+                    std::memcpy(text + used, dims.buf, dims.n);
+                    std::memcpy(text + used + dims.n, types.buf, types.n);
+                    o.dims_len = (uint16_t)dims.n;
+                    o.types_len = (uint16_t)types.n;
+                    o.has_shapes = true;
+                }
+            }
             if (g_flags & kFlops)
-                ctx->has_flops = op_flops(fn.name(), in, &ctx->flops);
+                o.has_flops = op_flops(fn.name(), in, &o.flops);
         } catch (...) {
             // a tensor without sizes (nested, symbolic): no shapes, no FLOPs
-            ctx->has_shapes = false;
-            ctx->has_flops = false;
+            o.has_shapes = o.has_flops = false;
         }
     }
     if (fn.scope() != at::RecordScope::USER_SCOPE) {
-        ctx->ext = api->ext_push();
-        ctx->pushed = ctx->ext != 0;
+        o.ext = api->ext_push();
+        o.pushed = o.ext != 0;
     }
-    ctx->start = api->now();
-    return ctx;
+    return o.has_shapes ? (uint32_t)(o.dims_len + o.types_len) : 0;
 }
 
-void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
+// Hands the finished operator `o` (its shapes in `text`) to the core.
+void finish(const torchops_api *api, const at::RecordFunction &fn, const Open &o,
+            const char *text, int64_t end)
 {
-    const torchops_api *api = g_api;
-    if (!base || !api)
-        return;
-    OpCtx *ctx = static_cast<OpCtx *>(base);
+    if (o.pushed)
+        api->ext_pop();
     torchops_op op;
     std::memset(&op, 0, sizeof op);
-    op.end = api->now();
-    if (ctx->pushed)
-        api->ext_pop();
+    op.end = end;
     const char *name = fn.name();
     op.name = name;
     op.name_len = (uint32_t)std::strlen(name);
-    op.start = ctx->start;
+    op.start = o.start;
     op.seq = fn.seqNr();
     op.fwd_tid = fn.forwardThreadId();
-    op.ext_id = ctx->ext;
+    op.ext_id = o.ext;
     switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
         op.scope = TORCHOPS_BACKWARD;
@@ -247,18 +285,75 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
         op.scope = TORCHOPS_FUNCTION;
         break;
     }
-    if (ctx->has_flops) {
+    if (o.has_flops) {
         op.flags |= TORCHOPS_HAS_FLOPS;
-        op.flops = ctx->flops;
+        op.flops = o.flops;
     }
-    if (ctx->has_shapes) {
+    if (o.has_shapes) {
         op.flags |= TORCHOPS_HAS_SHAPES;
-        op.dims = ctx->dims.buf;
-        op.dims_len = (uint32_t)ctx->dims.n;
-        op.types = ctx->types.buf;
-        op.types_len = (uint32_t)ctx->types.n;
+        op.dims = text + o.text;
+        op.dims_len = o.dims_len;
+        op.types = text + o.text + o.dims_len;
+        op.types_len = o.types_len;
     }
     api->op(&op);
+}
+
+// Start callback: outside windows one call and a return; inside, an
+// operator pushes its entry on the thread's stack (returns nullptr), a
+// label allocates its context (nullptr when that fails). The start time is
+// read last.
+std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
+{
+    const torchops_api *api = g_api;
+    if (!api || !api->recording())
+        return nullptr;
+    if (fn.scope() == at::RecordScope::USER_SCOPE) {
+        std::unique_ptr<LabelCtx> ctx(new (std::nothrow) LabelCtx);
+        if (ctx) {
+            begin(api, fn, ctx->o, ctx->text, 0, sizeof ctx->text);
+            ctx->o.start = api->now();
+        }
+        return ctx;
+    }
+    Stack &st = t_stack;
+    if (st.n == kDepth)
+        return nullptr;
+    Open &o = st.open[st.n];
+    st.text_used += begin(api, fn, o, st.text, st.text_used, kText);
+    st.n++;
+    o.start = api->now();
+    return nullptr;
+}
+
+// End callback: a label finishes from its context; an operator finds its
+// entry on the thread's stack (the top one: operators end in order), pops
+// it and hands it to the core. An operator whose start was not recorded
+// (it began before the window) has no entry: nothing is written.
+void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
+{
+    const torchops_api *api = g_api;
+    if (!api)
+        return;
+    if (base) {
+        int64_t end = api->now();
+        const LabelCtx *ctx = static_cast<const LabelCtx *>(base);
+        finish(api, fn, ctx->o, ctx->text, end);
+        return;
+    }
+    if (fn.scope() == at::RecordScope::USER_SCOPE)
+        return; // a label that began before the window
+    Stack &st = t_stack;
+    uint32_t i = st.n;
+    while (i && st.open[i - 1].fn != &fn)
+        i--;
+    if (!i)
+        return;
+    int64_t end = api->now();
+    const Open &o = st.open[i - 1];
+    st.n = i - 1;
+    st.text_used = o.text;
+    finish(api, fn, o, st.text, end);
 }
 
 } // namespace
@@ -280,8 +375,7 @@ __attribute__((visibility("default"))) int profhost_torchops_start(const torchop
     try {
         at::RecordFunctionCallback cb(on_start, on_end);
         cb.needsInputs((flags & (kShapes | kFlops)) != 0)
-            .needsIds(true)
-            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                      at::RecordScope::USER_SCOPE});
         g_handle = at::addGlobalCallback(cb);
     } catch (...) {

@@ -22,6 +22,7 @@ from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run
 from test_formats import tb_tree_errors
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_train.py")
+LABELS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_labels.py")
 STEPS = 10
 POLICY = ("prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 1 }\n"
           "prof.capture { record_shapes = true, with_flops = true, peak_tflops = 0.5 }\n")
@@ -250,6 +251,37 @@ class TorchOps(TempDirTest):
         self.assertIn("PROF_TORCH_OPS=kineto is not one of observer, nvtx, profiler, off",
                       r.stderr)
         self.assertEqual(state["path"], "observer")
+
+    def test_labels_that_do_not_nest(self):
+        # A record_function label ended on another thread (a future) and
+        # one closed inside a label that began after it: the observer keeps
+        # operators on a per-thread stack, labels apart, so each is one
+        # event per recorded step and no operator is lost around them.
+        path = self.write("policy.lua", POLICY)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", path, "-o", out, "--", PYTHON, LABELS, str(STEPS)],
+                env=base_env({"PROF_TORCH_OPS": "observer"}), timeout=600, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
+        evs = op_events(load_trace(dirs[0]))
+        got = counts(evs)
+        for label in ("async_label", "gen_label", "inner_label"):
+            self.assertEqual(got.get(label), 3, (label, got))
+            self.assertEqual({e["cat"] for e in evs if e["name"] == label},
+                             {"user_annotation"})
+        self.assertEqual(got.get("aten::mul"), 9, got)
+        self.assertEqual(got.get("aten::matmul"), 3, got)
+        main_tid = next(e["tid"] for e in evs if e["name"] == "aten::matmul")
+        # the future's label ends (and is written) on the thread that completed it
+        self.assertTrue(all(e["tid"] != main_tid for e in evs if e["name"] == "async_label"),
+                        [e for e in evs if e["name"] == "async_label"])
+        # gen_label began before inner_label and ended inside it
+        gen = sorted((e for e in evs if e["name"] == "gen_label"), key=lambda e: e["ts"])
+        inner = sorted((e for e in evs if e["name"] == "inner_label"), key=lambda e: e["ts"])
+        for a, b in zip(gen, inner):
+            self.assertLess(a["ts"], b["ts"])
+            self.assertLess(a["ts"] + a["dur"], b["ts"] + b["dur"])
 
 
 if __name__ == "__main__":
