@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import (LIB, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
-                     step_spans)
+from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace,
+                     run, step_spans)
 
 APP = os.path.join(TESTBIN, "salvage_app")
 
@@ -103,6 +103,7 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.check_salvaged(dirs[0], 3, 10, "after _exit(3)")
 
+    @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
     def test_crash_path_that_writes_the_window_leaves_nothing_to_salvage(self):
         r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "segv")
         self.assertEqual(r.returncode, 128 + 11, r.stderr)
@@ -111,6 +112,7 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
+    @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
     def test_crash_with_the_recorder_is_salvaged(self):
         # no window to write on the exit path: the recorder's steps stay
         # in the file, and the launcher writes them
