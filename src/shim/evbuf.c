@@ -543,6 +543,10 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 		 salv_fd, (off_t)off);
 	if (m == MAP_FAILED)
 		return m;
+	/* Not inherited by fork(): a child's mapping would keep the file,
+	 * and its lock, alive after this process died (see
+	 * evbuf_after_fork_child). */
+	madvise(m, want, MADV_DONTFORK);
 	salv_end = off + want;
 	s->file_off = off;
 	return m;
@@ -675,8 +679,10 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 		return NULL;
 	}
 	h = mmap(NULL, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
+	if (h == MAP_FAILED || madvise(h, SALV_HEADER_BYTES, MADV_DONTFORK) != 0) {
 		snprintf(why, size, "cannot map '%s': %s", salv_path, strerror(errno));
+		if (h != MAP_FAILED)
+			munmap(h, SALV_HEADER_BYTES);
 		unlink(salv_path);
 		close(fd);
 		return NULL;
@@ -935,7 +941,19 @@ void evbuf_after_fork_child(void)
 	}
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
 	/* The salvage file stays the parent's: its lock is released with
-	 * the parent alone, its header is not written here. */
+	 * the parent alone (the file's mappings were not inherited:
+	 * MADV_DONTFORK), its header is not written here. The pools that
+	 * were the file's get anonymous memory at the same addresses, so
+	 * every pointer to them stays valid. */
+	for (i = 0; i < EVBUF_SLOTS; i++)
+		if (slots[i].shared) {
+			mmap(slots[i].mem, slots[i].mapped, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+			slots[i].shared = 0;
+		}
+	if (salv_hdr)
+		mmap(salv_hdr, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (salv_fd_ours())
 		close(salv_fd);
 	salv_fd = -1;

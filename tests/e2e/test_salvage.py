@@ -81,7 +81,8 @@ class Launcher(SalvageTest):
         trace = self.check_salvaged(dirs[0], 3, 20, "after SIGKILL")
         self.assertEqual(trace["profhost"]["first_step"], 3)
         self.assertIn("salvaged window 0", r.stderr)
-        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/*.salvage"), [])
+        pid = int(r.stdout.split()[1])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
     def test_sigkill_with_the_recorder(self):
         r, out = self.prof_run(RECORDER_POLICY, "--die-at", "30")
@@ -95,6 +96,16 @@ class Launcher(SalvageTest):
         # at least the last `steps` complete steps and the one it died in
         self.assertEqual(steps[-7:], list(range(24, 31)))
         self.check_salvaged(dirs[0], steps[0], 30, "after SIGKILL")
+
+    def test_a_forked_child_does_not_hold_the_file(self):
+        # the child outlives its parent: had it kept the file's lock, the
+        # file would read as a live process's
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "20", "--fork-ms", "3000")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.assertNotIn("still running", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-20"], r.stderr)
+        self.check_salvaged(dirs[0], 3, 20, "after SIGKILL")
 
     def test_exit_3(self):
         r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "exit")
