@@ -212,7 +212,10 @@ static int pf_populate(void)
 		len = pf_round(s, done + 1, want) - done;
 		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
 			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
-		atomic_store_explicit(&s->pf_done, done + len, memory_order_relaxed);
+		/* A salvage file's writers trust pf_done to have their pages
+		 * (chunk_acquire): it covers only what was populated. */
+		if (rc == 0 || !s->shared)
+			atomic_store_explicit(&s->pf_done, done + len, memory_order_release);
 		if (rc > 0) /* out of memory or the like: not for this window */
 			atomic_store(&s->pf_gen, 0);
 		atomic_store(&s->pf_busy, 0);
@@ -335,14 +338,17 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
-		/* A chunk of the salvage file gets its tmpfs pages first (the
-		 * pre-fault helper's work, usually done already): a full
-		 * tmpfs then fails here and the records drop (counted)
-		 * instead of raising SIGBUS at the first write. Through the
-		 * mapping, not the descriptor, which the program may have
-		 * closed. */
-		if (s->shared && madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
-					 MADV_POPULATE_WRITE) != 0) {
+		/* A chunk of the salvage file has its tmpfs pages before the
+		 * first write: populated by the pre-fault helper (pf_done
+		 * counts only what it populated), else here, where a full
+		 * tmpfs fails and the records drop (counted) instead of
+		 * raising SIGBUS. Through the mapping, not the descriptor,
+		 * which the program may have closed. */
+		if (s->shared &&
+		    atomic_load_explicit(&s->pf_done, memory_order_acquire) <
+		    (idx + 1) * EVBUF_CHUNK_BYTES &&
+		    madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
+			    MADV_POPULATE_WRITE) != 0) {
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
