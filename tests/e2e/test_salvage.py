@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
 from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace,
@@ -124,15 +125,16 @@ class Launcher(SalvageTest):
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
     @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
-    def test_crash_with_the_recorder_is_salvaged(self):
-        # no window to write on the exit path: the recorder's steps stay
-        # in the file, and the launcher writes them
+    def test_a_caught_crash_is_the_exit_path_s_business(self):
+        # the exit path writes what its settings say (automatic dumps);
+        # the salvage file goes, nothing is written "salvaged"
         r, out = self.prof_run(RECORDER_POLICY, "--die-at", "20", "--how", "segv")
         self.assertEqual(r.returncode, 128 + 11, r.stderr)
-        dirs = salvaged_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
-        self.check_salvaged(dirs[0], [n for n, _ in step_spans(load_trace(dirs[0]))][0], 20,
-                            "after SIGSEGV")
+        self.assertNotIn("salvaged", r.stderr)
+        for d in salvaged_dirs(out):
+            self.assertNotIn("salvaged", load_trace(d)["profhost"]["reason"])
+        pid = int(r.stdout.split()[1])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
     def test_clean_run_writes_its_window_itself(self):
         r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
@@ -164,9 +166,15 @@ class Standalone(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
         self.check_salvaged(dirs[0], 3, 15, "after its process ended")
 
+    def test_no_file_before_anything_records(self):
+        r, _ = self.preload("prof.schedule{ wait = 1000, active = 1 }\n", "--die-at", "5")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertEqual(self.files(), [])
+
     def test_file_without_a_recording_is_just_removed(self):
-        r, out = self.preload("prof.schedule{ wait = 1000, active = 1 }\n",
-                              "--die-at", "5")
+        # its window was written; it died after
+        r, out = self.preload("prof.schedule{ wait = 1, active = 2, cycles = 1 }\n",
+                              "--die-at", "30")
         self.assertEqual(r.returncode, -9, r.stderr)
         files = self.files()
         self.assertEqual(len(files), 1)
@@ -174,7 +182,8 @@ class Standalone(SalvageTest):
         self.assertEqual(s.returncode, 0, s.stderr)
         self.assertIn("held nothing recording", s.stderr)
         self.assertEqual(self.files(), [])
-        self.assertEqual(salvaged_dirs(out), [])
+        self.assertEqual([os.path.basename(d) for d in salvaged_dirs(out)],
+                         ["window0_steps1-2"])  # its own, not a salvaged one
 
     def test_bad_files_give_one_line(self):
         r, _ = self.preload(WINDOW_POLICY, "--die-at", "15")
@@ -212,6 +221,10 @@ class Standalone(SalvageTest):
                               text=True) as p:
             try:
                 p.stdout.readline()
+                # made when the first window is prepared, a few steps in
+                deadline = time.monotonic() + 20
+                while not self.files() and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 files = self.files()
                 self.assertEqual(len(files), 1)
                 s = run([PROF, "salvage", files[0]])
