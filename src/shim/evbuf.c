@@ -596,11 +596,16 @@ static int slot_map(struct evbuf_slot *s, size_t want)
 
 /* Hands bytes [off, off + len) of slot s's pool back to the kernel: a
  * salvage file's pages are removed from the file (its tmpfs memory is
- * freed, later reads see zeros), anonymous ones dropped. */
+ * freed, later reads see zeros), anonymous ones dropped. Never
+ * MADV_DONTNEED over a file pool: it frees nothing there, and where
+ * MADV_REMOVE refused the range, dropping it zeroed the neighbouring
+ * mapping (another thread's stack, e2e_nvtx's WindowMemory). */
 static void pool_give_back(struct evbuf_slot *s, uint64_t off, uint64_t len)
 {
-	if (s->shared && madvise(s->mem + off, len, MADV_REMOVE) == 0)
+	if (s->shared) {
+		madvise(s->mem + off, len, MADV_REMOVE);
 		return;
+	}
 	madvise(s->mem + off, len, MADV_DONTNEED);
 }
 
