@@ -597,9 +597,7 @@ static int slot_map(struct evbuf_slot *s, size_t want)
 /* Hands bytes [off, off + len) of slot s's pool back to the kernel: a
  * salvage file's pages are removed from the file (its tmpfs memory is
  * freed, later reads see zeros), anonymous ones dropped. Never
- * MADV_DONTNEED over a file pool: it frees nothing there, and where
- * MADV_REMOVE refused the range, dropping it zeroed the neighbouring
- * mapping (another thread's stack, e2e_nvtx's WindowMemory). */
+ * MADV_DONTNEED over a file pool: it frees nothing there. */
 static void pool_give_back(struct evbuf_slot *s, uint64_t off, uint64_t len)
 {
 	if (s->shared) {
@@ -857,7 +855,14 @@ static void count_thread(void *arg, int32_t tid)
  * page) once DRAIN_GIVE_BACK of them were read past *given. */
 static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto)
 {
-	upto -= ((uintptr_t)s->mem + upto) % PF_PIECE;
+	uintptr_t end = (uintptr_t)s->mem + upto;
+
+	/* A file pool need not start on a huge page: rounding down must not
+	 * go below its start (an unsigned wrap named memory before it). */
+	end -= end % PF_PIECE;
+	if (end <= (uintptr_t)s->mem)
+		return;
+	upto = end - (uintptr_t)s->mem;
 	if (upto < *given + DRAIN_GIVE_BACK)
 		return;
 	pool_give_back(s, *given, upto - *given);
