@@ -214,6 +214,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.ht.ack, 0);
 	host.win.sched.open = false;
 	host.salv = NULL; /* the parent's salvage file, shared: never written here */
+	host.salv_tried = true;
 	atomic_store(&host.ht.started, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
@@ -285,7 +286,6 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	hostthread_init(h);
 	capture_init_all(h);
-	salvage_init(h);
 	window_init(h);
 	exitpath_install(h);
 	start_control(h);

@@ -172,6 +172,7 @@ struct host {
 	struct watchdog wd;
 	struct salv_header *salv;      /* the salvage file's header; NULL:
 					  none (salvage.c) */
+	bool salv_tried;               /* salvage_ensure ran */
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
@@ -299,10 +300,11 @@ int64_t watchdog_check(struct host *h);
 struct salv_header;
 
 /* Creates the salvage file (PROF_SALVAGE_DIR, else /dev/shm) and writes
- * who this process is into it; says in one line when it cannot (the
- * pools stay anonymous). Start-up, after the policy and run directory,
- * before window_init. */
-void salvage_init(struct host *h);
+ * who this process is into it, the first time a pool is about to be
+ * mapped (a process that never records makes no file); says in one line
+ * when it cannot (the pools stay anonymous). Window lock held, or
+ * start-up. */
+void salvage_ensure(struct host *h);
 
 /* Writes what records now (the window, or the recorder's segments) into
  * the file when it changed. Window lock held. */
@@ -316,9 +318,10 @@ void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur,
  * it. Any thread; in the process that created it only. */
 void salvage_done(struct host *h);
 
-/* A fatal signal ends the process after its exit path: the file goes when
- * it holds nothing recording (what it holds stays for the launcher, which
- * salvages it "after SIG..."). Async-signal-safe. */
+/* A fatal signal ends the process after its exit path, which wrote what
+ * it was set to write: the file goes (salvage is for what no exit path
+ * sees: SIGKILL, _exit, signals profhost does not catch).
+ * Async-signal-safe. */
 void salvage_on_fatal(struct host *h);
 
 /* --- exitpath.c --- */

@@ -21,7 +21,7 @@ static void copy_text(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-void salvage_init(struct host *h)
+void salvage_ensure(struct host *h)
 {
 	const char *dir = h->env.salvage_dir ? h->env.salvage_dir : SALVAGE_DEFAULT_DIR;
 	const struct policy_config *c = h->cfg;
@@ -29,8 +29,9 @@ void salvage_init(struct host *h)
 	char why[512];
 	uint32_t flags = 0;
 
-	if (!h->shim->salvage_open)
+	if (h->salv_tried || !h->shim->salvage_open)
 		return;
+	h->salv_tried = true;
 	hd = h->shim->salvage_open(dir, why, sizeof why);
 	if (!hd) {
 		log_msg(LOG_WARN, "no salvage file (%s): a window or recorder this "
@@ -129,12 +130,5 @@ void salvage_done(struct host *h)
 
 void salvage_on_fatal(struct host *h)
 {
-	const struct salv_header *hd = h->salv;
-	uint32_t cur;
-
-	if (!hd)
-		return;
-	cur = atomic_load_explicit(&hd->state_cur, memory_order_acquire) & 1;
-	if (hd->state[cur].kind == SALV_NONE)
-		salvage_done(h);
+	salvage_done(h);
 }

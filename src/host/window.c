@@ -60,6 +60,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now)
 		w->fail_pending = true;
 		return;
 	}
+	salvage_ensure(h);
 	gen = h->shim->evbuf_open(w->rec.pool_bytes);
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */
@@ -126,6 +127,7 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	}
 	rec_suspend(h); /* the window records; the recorder's generation closes */
 	w->prepared = false; /* the next window gets its own */
+	salvage_ensure(h);
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	capture_open_all(w->gen);
 	w->start_ts = now;
@@ -191,6 +193,7 @@ static void prepare_window(struct host *h)
 		w->fail_pending = true;
 		return;
 	}
+	salvage_ensure(h);
 	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
 	capture_prepare_all();
 }

@@ -212,7 +212,10 @@ static int pf_populate(void)
 		len = pf_round(s, done + 1, want) - done;
 		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
 			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
-		atomic_store_explicit(&s->pf_done, done + len, memory_order_relaxed);
+		/* A salvage file's writers trust pf_done to have their pages
+		 * (chunk_acquire): it covers only what was populated. */
+		if (rc == 0 || !s->shared)
+			atomic_store_explicit(&s->pf_done, done + len, memory_order_release);
 		if (rc > 0) /* out of memory or the like: not for this window */
 			atomic_store(&s->pf_gen, 0);
 		atomic_store(&s->pf_busy, 0);
@@ -335,14 +338,17 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
-		/* A chunk of the salvage file gets its tmpfs pages first (the
-		 * pre-fault helper's work, usually done already): a full
-		 * tmpfs then fails here and the records drop (counted)
-		 * instead of raising SIGBUS at the first write. Through the
-		 * mapping, not the descriptor, which the program may have
-		 * closed. */
-		if (s->shared && madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
-					 MADV_POPULATE_WRITE) != 0) {
+		/* A chunk of the salvage file has its tmpfs pages before the
+		 * first write: populated by the pre-fault helper (pf_done
+		 * counts only what it populated), else here, where a full
+		 * tmpfs fails and the records drop (counted) instead of
+		 * raising SIGBUS. Through the mapping, not the descriptor,
+		 * which the program may have closed. */
+		if (s->shared &&
+		    atomic_load_explicit(&s->pf_done, memory_order_acquire) <
+		    (idx + 1) * EVBUF_CHUNK_BYTES &&
+		    madvise(s->mem + idx * EVBUF_CHUNK_BYTES, EVBUF_CHUNK_BYTES,
+			    MADV_POPULATE_WRITE) != 0) {
 			atomic_fetch_add_explicit(&s->dropped_full, 1, memory_order_relaxed);
 			return NULL;
 		}
@@ -543,6 +549,10 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 		 salv_fd, (off_t)off);
 	if (m == MAP_FAILED)
 		return m;
+	/* Not inherited by fork(): a child's mapping would keep the file,
+	 * and its lock, alive after this process died (see
+	 * evbuf_after_fork_child). */
+	madvise(m, want, MADV_DONTFORK);
 	salv_end = off + want;
 	s->file_off = off;
 	return m;
@@ -586,11 +596,14 @@ static int slot_map(struct evbuf_slot *s, size_t want)
 
 /* Hands bytes [off, off + len) of slot s's pool back to the kernel: a
  * salvage file's pages are removed from the file (its tmpfs memory is
- * freed, later reads see zeros), anonymous ones dropped. */
+ * freed, later reads see zeros), anonymous ones dropped. Never
+ * MADV_DONTNEED over a file pool: it frees nothing there. */
 static void pool_give_back(struct evbuf_slot *s, uint64_t off, uint64_t len)
 {
-	if (s->shared && madvise(s->mem + off, len, MADV_REMOVE) == 0)
+	if (s->shared) {
+		madvise(s->mem + off, len, MADV_REMOVE);
 		return;
+	}
 	madvise(s->mem + off, len, MADV_DONTNEED);
 }
 
@@ -675,8 +688,10 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 		return NULL;
 	}
 	h = mmap(NULL, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED) {
+	if (h == MAP_FAILED || madvise(h, SALV_HEADER_BYTES, MADV_DONTFORK) != 0) {
 		snprintf(why, size, "cannot map '%s': %s", salv_path, strerror(errno));
+		if (h != MAP_FAILED)
+			munmap(h, SALV_HEADER_BYTES);
 		unlink(salv_path);
 		close(fd);
 		return NULL;
@@ -841,11 +856,12 @@ static void count_thread(void *arg, int32_t tid)
  * one) once DRAIN_GIVE_BACK of them were read past *given. */
 static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto)
 {
-	uint64_t cut = ((uintptr_t)s->mem + upto) % PF_PIECE;
+	uintptr_t end = (uintptr_t)s->mem + upto;
 
-	if (cut > upto)
-		return; /* the pool's first huge page is still being read */
-	upto -= cut;
+	end -= end % PF_PIECE;
+	if (end <= (uintptr_t)s->mem)
+		return;
+	upto = end - (uintptr_t)s->mem;
 	if (upto < *given + DRAIN_GIVE_BACK)
 		return;
 	pool_give_back(s, *given, upto - *given);
@@ -940,7 +956,19 @@ void evbuf_after_fork_child(void)
 	}
 	atomic_store_explicit(&evbuf_state, 0, memory_order_relaxed);
 	/* The salvage file stays the parent's: its lock is released with
-	 * the parent alone, its header is not written here. */
+	 * the parent alone (the file's mappings were not inherited:
+	 * MADV_DONTFORK), its header is not written here. The pools that
+	 * were the file's get anonymous memory at the same addresses, so
+	 * every pointer to them stays valid. */
+	for (i = 0; i < EVBUF_SLOTS; i++)
+		if (slots[i].shared) {
+			mmap(slots[i].mem, slots[i].mapped, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+			slots[i].shared = 0;
+		}
+	if (salv_hdr)
+		mmap(salv_hdr, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (salv_fd_ours())
 		close(salv_fd);
 	salv_fd = -1;

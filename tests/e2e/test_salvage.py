@@ -10,10 +10,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import unittest
 
-from harness import (LIB, PROF, TESTBIN, TempDirTest, base_env, load_trace, run,
-                     step_spans)
+from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace,
+                     run, step_spans)
 
 APP = os.path.join(TESTBIN, "salvage_app")
 
@@ -82,10 +83,8 @@ class Launcher(SalvageTest):
         trace = self.check_salvaged(dirs[0], 3, 20, "after SIGKILL")
         self.assertEqual(trace["profhost"]["first_step"], 3)
         self.assertIn("salvaged window 0", r.stderr)
-        # the launcher removed what it salvaged (other prof runs of a
-        # parallel test suite may have files of their own there)
-        pid = re.search(r"^pid (\d+)$", r.stdout, re.M).group(1)
-        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%s-*.salvage" % pid), [])
+        pid = int(r.stdout.split()[1])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
     def test_sigkill_with_the_recorder(self):
         r, out = self.prof_run(RECORDER_POLICY, "--die-at", "30")
@@ -100,6 +99,16 @@ class Launcher(SalvageTest):
         self.assertEqual(steps[-7:], list(range(24, 31)))
         self.check_salvaged(dirs[0], steps[0], 30, "after SIGKILL")
 
+    def test_a_forked_child_does_not_hold_the_file(self):
+        # the child outlives its parent: had it kept the file's lock, the
+        # file would read as a live process's
+        r, out = self.prof_run(WINDOW_POLICY, "--die-at", "20", "--fork-ms", "3000")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.assertNotIn("still running", r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-20"], r.stderr)
+        self.check_salvaged(dirs[0], 3, 20, "after SIGKILL")
+
     def test_exit_3(self):
         r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "exit")
         self.assertEqual(r.returncode, 3, r.stderr)
@@ -107,6 +116,7 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.check_salvaged(dirs[0], 3, 10, "after _exit(3)")
 
+    @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
     def test_crash_path_that_writes_the_window_leaves_nothing_to_salvage(self):
         r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "segv")
         self.assertEqual(r.returncode, 128 + 11, r.stderr)
@@ -115,6 +125,7 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
+    @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
     def test_crash_with_the_recorder_dumps_once(self):
         # the exit path writes the recorder's crash dump and the file goes:
         # one folder, nothing salvaged besides it
@@ -125,16 +136,17 @@ class Launcher(SalvageTest):
         self.assertEqual(len(dirs), 1, r.stderr)
         self.assertEqual(load_trace(dirs[0])["profhost"]["reason"], "crash: SIGSEGV")
 
-    def test_crash_with_the_recorder_and_no_crash_dump_is_salvaged(self):
-        # dump_on_crash = false: no dump on the exit path, the recorder's
-        # steps stay in the file, and the launcher writes them
-        r, out = self.prof_run("prof.recorder{ steps = 6, dump_on_crash = false }\n",
-                               "--die-at", "20", "--how", "segv")
+    @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
+    def test_a_caught_crash_is_the_exit_path_s_business(self):
+        # the exit path writes what its settings say (automatic dumps);
+        # the salvage file goes, nothing is written "salvaged"
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "20", "--how", "segv")
         self.assertEqual(r.returncode, 128 + 11, r.stderr)
-        dirs = salvaged_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
-        self.check_salvaged(dirs[0], [n for n, _ in step_spans(load_trace(dirs[0]))][0], 20,
-                            "after SIGSEGV")
+        self.assertNotIn("salvaged", r.stderr)
+        for d in salvaged_dirs(out):
+            self.assertNotIn("salvaged", load_trace(d)["profhost"]["reason"])
+        pid = int(r.stdout.split()[1])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
     def test_clean_run_writes_its_window_itself(self):
         r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
@@ -166,9 +178,15 @@ class Standalone(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
         self.check_salvaged(dirs[0], 3, 15, "after its process ended")
 
+    def test_no_file_before_anything_records(self):
+        r, _ = self.preload("prof.schedule{ wait = 1000, active = 1 }\n", "--die-at", "5")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertEqual(self.files(), [])
+
     def test_file_without_a_recording_is_just_removed(self):
-        r, out = self.preload("prof.schedule{ wait = 1000, active = 1 }\n",
-                              "--die-at", "5")
+        # its window was written; it died after
+        r, out = self.preload("prof.schedule{ wait = 1, active = 2, cycles = 1 }\n",
+                              "--die-at", "30")
         self.assertEqual(r.returncode, -9, r.stderr)
         files = self.files()
         self.assertEqual(len(files), 1)
@@ -176,7 +194,8 @@ class Standalone(SalvageTest):
         self.assertEqual(s.returncode, 0, s.stderr)
         self.assertIn("held nothing recording", s.stderr)
         self.assertEqual(self.files(), [])
-        self.assertEqual(salvaged_dirs(out), [])
+        self.assertEqual([os.path.basename(d) for d in salvaged_dirs(out)],
+                         ["window0_steps1-2"])  # its own, not a salvaged one
 
     def test_bad_files_give_one_line(self):
         r, _ = self.preload(WINDOW_POLICY, "--die-at", "15")
@@ -214,6 +233,10 @@ class Standalone(SalvageTest):
                               text=True) as p:
             try:
                 p.stdout.readline()
+                # made when the first window is prepared, a few steps in
+                deadline = time.monotonic() + 20
+                while not self.files() and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 files = self.files()
                 self.assertEqual(len(files), 1)
                 s = run([PROF, "salvage", files[0]])

@@ -36,7 +36,8 @@ static void put_rec(char *data, uint32_t *off, uint16_t kind, int64_t ts,
 	r->ts = ts;
 	r->id = id;
 	r->a = a;
-	memcpy(r + 1, name, len);
+	if (len)
+		memcpy(r + 1, name, len);
 	*off += r->size;
 }
 

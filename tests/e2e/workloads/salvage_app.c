@@ -3,12 +3,15 @@
  * salvage tests (tests/e2e/test_salvage.py).
  *
  *   salvage_app [--steps N] [--die-at S] [--how kill|exit|segv] [--sleep-us U]
+ *               [--fork-ms M]
  *
  * Pushes "train" around the loop; each step pushes "work" and marks
  * "tick", sleeps U microseconds (default 1000) and calls prof_step(). In
  * step S, inside "work", it dies: SIGKILL sent to itself (--how kill, the
  * default), _exit(3) (--how exit) or SIGSEGV raised (--how segv). Without --die-at it ends normally.
- * Prints "pid P" first and "done N" at a normal end. Binds profhost only
+ * With --fork-ms, a child forked at step 5 (inside the window) sleeps M ms
+ * and _exit(0)s: it outlives the parent's death. Prints "pid P" first and
+ * "done N" at a normal end. Binds profhost only
  * through dlsym, so it runs the same without the host.
  */
 #include <dlfcn.h>
@@ -31,7 +34,7 @@ static void sleep_us(long us)
 
 int main(int argc, char **argv)
 {
-	long steps = 40, die_at = -1, us = 1000, s;
+	long steps = 40, die_at = -1, us = 1000, fork_ms = -1, s;
 	const char *how = "kill";
 	int i;
 
@@ -40,6 +43,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--die-at") && i + 1 < argc) die_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--how") && i + 1 < argc) how = argv[++i];
 		else if (!strcmp(argv[i], "--sleep-us") && i + 1 < argc) us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--fork-ms") && i + 1 < argc) fork_ms = atol(argv[++i]);
 		else {
 			fprintf(stderr, "salvage_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -52,6 +56,10 @@ int main(int argc, char **argv)
 	for (s = 0; s < steps; s++) {
 		p_push("work");
 		p_mark("tick");
+		if (s == 5 && fork_ms >= 0 && fork() == 0) {
+			sleep_us(fork_ms * 1000);
+			_exit(0);
+		}
 		if (us > 0)
 			sleep_us(us);
 		if (s == die_at) {
