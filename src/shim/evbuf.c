@@ -536,14 +536,24 @@ static int salv_fd_ours(void)
 }
 
 /* Maps a region of `want` bytes at the end of the salvage file for slot
- * s; MAP_FAILED when there is no file or it cannot grow. Caller of
- * open/close. */
+ * s; MAP_FAILED when there is no file, its tmpfs has less than `want`
+ * free, or it cannot grow. Caller of open/close. */
 static void *slot_map_file(struct evbuf_slot *s, size_t want)
 {
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
+	struct statfs sf;
 	void *m;
 
-	if (!salv_fd_ours() || ftruncate(salv_fd, (off_t)(off + want)) != 0)
+	if (!salv_fd_ours())
+		return MAP_FAILED;
+	/* A pool the tmpfs has no room for (a container's 64 MiB /dev/shm
+	 * against the default 128 MiB window) stays anonymous memory, as
+	 * without the file: it would drop records at the tmpfs's size, and
+	 * salvage is not worth losing them. */
+	if (fstatfs(salv_fd, &sf) != 0 ||
+	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < want)
+		return MAP_FAILED;
+	if (ftruncate(salv_fd, (off_t)(off + want)) != 0)
 		return MAP_FAILED;
 	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
 		 salv_fd, (off_t)off);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -632,6 +633,32 @@ static void test_unmappable_pool_says_why(void)
 	evbuf_release(gen);
 }
 
+/* A pool larger than the salvage file's tmpfs has free stays anonymous
+ * memory (named nowhere in the header) and keeps every record. */
+static void test_salvage_pool_without_room(struct salv_header *h, const char *dir)
+{
+	struct statfs sf;
+	struct evbuf_stats st;
+	struct seen s;
+	uint64_t gen, i, bytes;
+
+	if (statfs(dir, &sf) != 0)
+		return;
+	bytes = ((uint64_t)sf.f_bavail * sf.f_bsize / EVBUF_CHUNK_BYTES + 1024) *
+		EVBUF_CHUNK_BYTES;
+	gen = evbuf_open((size_t)bytes);
+	CHECK(gen != 0);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "anonymous", i, 0);
+	evbuf_close();
+	CHECK_EQ_INT(h->slots[gen % SALV_SLOTS].off, 0);
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.records, 100);
+	CHECK_EQ_INT(st.dropped_full, 0);
+	evbuf_release(gen);
+}
+
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
  * region of it, named in its header while its generation is held, with
  * the records in the file; its pages go back to the tmpfs on release;
@@ -686,6 +713,7 @@ static void test_salvage_file(void)
 	CHECK(pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
+	test_salvage_pool_without_room(h, dir);
 	evbuf_salvage_remove();
 	CHECK(stat(path, &sb) != 0);
 	rmdir(dir);
