@@ -10,10 +10,12 @@ import resource
 import signal
 import unittest
 
-from harness import (LIB, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
+from harness import (LIB, PROF, PYTHON, SANITIZE, SOURCE, TESTBIN, TempDirTest, base_env,
                      load_trace, profhost_lines, run, step_spans, window_dirs)
+from test_python import HAS_TORCH
 
 APP = os.path.join(TESTBIN, "recorder_app")
+STEADY_LOOP = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "steady_loop.py")
 
 SLOW_POLICY = """
 prof.recorder{ steps = 10 }
@@ -76,6 +78,30 @@ class Dumps(TempDirTest):
         with open(os.path.join(d, "summary.txt")) as f:
             summary = f.read()
         self.assertIn("recorder dump 0, steps 35-37 (slow)", summary)
+
+    @unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
+    def test_torch_loop_dump_holds_the_slow_step(self):
+        # A PyTorch loop that never calls profhost: its steps are the
+        # optimizer's; iteration 25 sleeps 300 ms in its step.
+        policy = self.write("policy.lua", SLOW_POLICY)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, STEADY_LOOP,
+                 "--steps", "40", "--blocks", "2", "--slow-at", "25", "--slow-ms", "300"],
+                timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done 40", r.stdout)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        steps = step_spans(trace)
+        self.assertEqual(len(steps), 3, r.stderr)
+        slow, last = max(steps, key=lambda p: p[1]["dur"]), steps[-1]
+        # The slow step is the dump's last, by number and by duration.
+        self.assertEqual(slow[0], last[0])
+        self.assertEqual(trace["profhost"]["last_step"], last[0])
+        self.assertTrue(os.path.basename(dirs[0]).endswith("-%d" % last[0]), dirs[0])
+        self.assertGreaterEqual(last[1]["dur"], 300000)
+        self.assertEqual(trace["profhost"]["reason"], "slow")
 
     def test_max_dumps_bounds_the_dumps(self):
         policy = self.write("policy.lua", """
