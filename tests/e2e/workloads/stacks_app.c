@@ -8,7 +8,7 @@
  *
  * Thread "burner" spins in a -> b -> c; thread "sleeper" sleeps in d
  * (100 ms at a time; "sleeper interrupted N" at the end counts the sleeps
- * a signal cut short).
+ * a signal cut short, "sleeper cpu_us N" the CPU time its wake-ups used).
  * The main thread runs N steps of MS milliseconds each (prof_step() at
  * each end). --late starts thread "late" at that step, which spins in
  * late_work. --brief starts thread "brief" at that step; it spins in
@@ -132,11 +132,18 @@ static void *burner(void *arg)
 	return NULL;
 }
 
+static atomic_llong sleeper_cpu_us;
+
 static void *sleeper(void *arg)
 {
+	struct timespec cpu;
+
 	(void)arg;
 	pthread_setname_np(pthread_self(), "sleeper");
 	d();
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+		atomic_store(&sleeper_cpu_us, (long long)cpu.tv_sec * 1000000 +
+			     cpu.tv_nsec / 1000);
 	return NULL;
 }
 
@@ -287,6 +294,7 @@ int main(int argc, char **argv)
 		       atomic_load(&sigprof_timer));
 	}
 	printf("sleeper interrupted %ld\n", atomic_load(&sleeper_eintr));
+	printf("sleeper cpu_us %lld\n", atomic_load(&sleeper_cpu_us));
 	printf("done %ld\n", steps);
 	return 0;
 }
