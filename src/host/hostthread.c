@@ -218,11 +218,9 @@ static void skip_job(struct host *h, struct host_job *job)
 static void process_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
-	/* A window's trace, as a dump's, begins at its first step: what was
-	 * recorded while profhost opened it is left out or clipped there. */
 	struct assemble_source src = { h->shim->evbuf_drain, job->gen,
 				       h->shim->nvtx_domain_name,
-				       h->shim->nvtx_category_name, NULL, 0, true };
+				       h->shim->nvtx_category_name, NULL, 0, false };
 	struct export_opts o = { 0 };
 	struct export_result res;
 	struct policy_window_info wi = { 0 };
@@ -236,6 +234,7 @@ static void process_job(struct host *h, struct host_job *job)
 		 * order, records before its first step left out. */
 		src.gens = job->gens + job->nskip;
 		src.ngens = job->ngens - job->nskip;
+		src.clip_start = true;
 	}
 	if (trace_init(&t) != 0) {
 		log_msg(LOG_ERROR, "out of memory: window %u is lost", job->window);

@@ -443,12 +443,13 @@ void window_step(struct host *h)
 	tell_step(w);
 	w->step_start = now;
 	if (opened) {
-		/* The window and its first step start once profhost has opened
-		 * it (its sources armed, this thread's open ranges replayed):
-		 * the opening is profhost's cost, not the program's first step.
-		 * Its trace begins there (hostthread.c clips to start_ts). */
+		/* The window's first step starts once profhost has opened it
+		 * (its sources armed, this thread's open ranges replayed): the
+		 * opening is profhost's cost, not the program's first step. The
+		 * window itself began at the boundary: what other threads (and
+		 * the sampler's first tick) record meanwhile is in it. */
 		h->shim->nvtx_replay();
-		w->step_start = w->start_ts = lock_now(w);
+		w->step_start = lock_now(w);
 	}
 	w->step_tid = tid;
 	info.recording = w->sched.open;
