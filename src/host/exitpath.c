@@ -65,7 +65,7 @@ static void exitpath_handler(int sig)
 
 	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host) {
 		exitpath_flush(exit_host, sig);
-		salvage_on_fatal(exit_host);
+		salvage_done(exit_host);
 	}
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;

@@ -314,15 +314,12 @@ void salvage_publish(struct host *h);
 void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur,
 		  int32_t tid);
 
-/* What the file held was written (or the process ends cleanly): removes
- * it. Any thread; in the process that created it only. */
+/* What the file held was written (or the process ends cleanly), or a
+ * signal's exit path ran, which wrote what it was set to write (salvage is
+ * for what no exit path sees: SIGKILL, _exit, signals profhost does not
+ * catch): removes it. Any thread, async-signal-safe; in the process that
+ * created it only. */
 void salvage_done(struct host *h);
-
-/* A fatal signal ends the process after its exit path, which wrote what
- * it was set to write: the file goes (salvage is for what no exit path
- * sees: SIGKILL, _exit, signals profhost does not catch).
- * Async-signal-safe. */
-void salvage_on_fatal(struct host *h);
 
 /* --- exitpath.c --- */
 

@@ -127,8 +127,3 @@ void salvage_done(struct host *h)
 	if (h->salv && h->shim->salvage_remove)
 		h->shim->salvage_remove();
 }
-
-void salvage_on_fatal(struct host *h)
-{
-	salvage_done(h);
-}
