@@ -227,6 +227,10 @@ M.sections = {
 			dump_on_crash = boolean(true),
 			dump_on_signal = boolean(true),
 			dump_on_exception = boolean(true),
+			-- CPU samples between windows, as prof.capture{cpu_samples} asks
+			cpu_samples = boolean(true),
+			-- Python step phases between windows (PyTorch)
+			phases = boolean(true),
 		},
 	},
 	watchdog = {
@@ -603,6 +607,8 @@ function M.resolve(raw)
 			dump_on_crash = get("recorder", rec, "dump_on_crash"),
 			dump_on_signal = get("recorder", rec, "dump_on_signal"),
 			dump_on_exception = get("recorder", rec, "dump_on_exception"),
+			cpu_samples = get("recorder", rec, "cpu_samples"),
+			phases = get("recorder", rec, "phases"),
 		},
 		watchdog = {
 			enabled = wd ~= nil,

@@ -905,7 +905,8 @@ static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
 }
 
 /* capture_ops.collect: host thread. Converts the window's records (and
- * those kept from the last one); stops CUPTI when no window lies ahead. */
+ * those kept from the last one); stops CUPTI when no window lies ahead. A
+ * recorder dump has none: CUPTI records inside windows only. */
 static int cu_collect(const struct capture_window *job, struct trace *t,
 		      struct err *e)
 {
@@ -919,6 +920,8 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	bool last;
 
 	(void)e;
+	if (job->dump)
+		return 0;
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY) {
 		pthread_mutex_unlock(&cu.lock);

@@ -56,8 +56,10 @@ enum {
 	PYB_RECORDING = 2,
 	PYB_ARMED = 3,
 	PYB_EXPLICIT = 16,          /* flag: explicit steps seen, auto steps off */
-	PYB_MODULES = 32            /* flag: the window records nn.Module calls
+	PYB_MODULES = 32,           /* flag: the window records nn.Module calls
 				       (prof.capture{ modules = true }) */
+	PYB_RECORDER = 64           /* flag: the flight recorder keeps steps
+				       between windows (its phases too) */
 };
 
 /* Notes the bridge reports (pybridge_api.note). */
@@ -177,6 +179,8 @@ static struct {
 	_Atomic int sync_queued;     /* a _sync pending call is queued */
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
 	_Atomic int modules;         /* PYB_MODULES of the window recording now */
+	_Atomic int recorder;        /* PYB_RECORDER while the recorder keeps
+					phases, else 0 */
 	_Atomic int notes;           /* PYB_NOTE_* bits */
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
@@ -200,6 +204,7 @@ static _Thread_local int pyb_in_step;
 static int pyb_state(void)
 {
 	return atomic_load(&pyb.state) | atomic_load(&pyb.modules) |
+	       atomic_load(&pyb.recorder) |
 	       (atomic_load(&pyb.explicit_seen) ? PYB_EXPLICIT : 0);
 }
 
@@ -787,6 +792,17 @@ static void pyb_window_close(uint64_t gen)
 	pyb_notify();
 }
 
+/* capture_ops.recorder: the bridge times step phases while the recorder
+ * keeps steps (prof.recorder{phases}); operators, modules and Python stack
+ * snapshots stay window-only. Stepping thread, window lock held. */
+static void pyb_recorder(uint64_t gen)
+{
+	int want = gen && pyb.h->cfg->recorder.phases ? PYB_RECORDER : 0;
+
+	if (atomic_exchange(&pyb.recorder, want) != want)
+		pyb_notify();
+}
+
 /* A step boundary (stepping thread, window lock held): arms the bridge
  * when the next step warms up or records (the schedule's, or a queued
  * capture_now window), disarms it when an armed step leads nowhere. */
@@ -803,14 +819,12 @@ static void pyb_on_step(const struct capture_step *s)
 	}
 }
 
-/* Adds the bridge's notes to the trace (the summary prints them), each in
- * the first window after it came. Host thread. */
-static int pyb_collect(const struct capture_window *job, struct trace *t,
-		       struct err *e)
+/* What only a window has (its sources were opened for it): Python stack
+ * snapshots, torch operators from emit_nvtx or the fallback path. Host
+ * thread. 0, or -1 with *e set. */
+static int pyb_collect_window(const struct capture_window *job, struct trace *t,
+			      struct err *e)
 {
-	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
-
-	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
 		return -1;
 	if (atomic_load(&pyb.notes) & PYB_NOTE_NVTX_ON) {
@@ -822,7 +836,20 @@ static int pyb_collect(const struct capture_window *job, struct trace *t,
 	}
 	/* The fallback path's operators come after the window closed; the
 	 * bridge hands them over at once (a 5 s bound, none once it is gone). */
-	if (torchops_late_collect(job->gen, atomic_load(&pyb.live) ? 5000 : 0, t, e) != 0)
+	return torchops_late_collect(job->gen, atomic_load(&pyb.live) ? 5000 : 0, t, e);
+}
+
+/* capture_ops.collect: a window's own events (a recorder dump has none
+ * beyond the phases already in its records), then the bridge's notes
+ * (the summary prints them), each in the first window or dump after it
+ * came. Host thread. */
+static int pyb_collect(const struct capture_window *job, struct trace *t,
+		       struct err *e)
+{
+	int fresh = atomic_load(&pyb.notes) & ~atomic_load(&pyb.notes_told);
+
+	atomic_fetch_or(&pyb.notes_told, fresh);
+	if (!job->dump && pyb_collect_window(job, t, e) != 0)
 		return -1;
 	pthread_mutex_lock(&pyb.note_lock);
 	if (pyb.note_line[0] && trace_add_note(t, pyb.note_line) != 0) {
@@ -861,4 +888,5 @@ const struct capture_ops python_capture = {
 	.explicit_step = pyb_explicit_step,
 	.hang_stacks = pyb_hang_stacks,
 	.ended = pyb_ended,
+	.recorder = pyb_recorder,
 };

@@ -101,12 +101,17 @@ static struct {
 	_Atomic int stop;
 	_Atomic int32_t self_tid;
 	_Atomic int window_on;      /* any window records (stack records) */
+	_Atomic int gen_rec;        /* smp.gen is a recorder segment's */
+	bool rec_on;                /* sampling for the flight recorder
+				       (stepping thread, window lock) */
 	_Atomic int32_t prewarm_tid;
 	_Atomic uint32_t prewarm_epoch;
 	_Atomic uintptr_t prewarm_at, prewarm_ra;
 
 	pthread_mutex_t closed_lock;
 	struct closed_counts closed[CLOSED_KEEP];
+	struct closed_counts rec;   /* the recorder's settings (gen unused),
+				       for a dump's collect */
 
 	struct symbols *sym;        /* host thread */
 } smp = {
@@ -519,7 +524,7 @@ static void *sampler_main(void *arg)
 				tick = 0;
 				next_scan = now;
 				if (wall)
-					wallclock_open(gen);
+					wallclock_open(gen, atomic_load(&smp.gen_rec));
 			}
 			if (now >= next_scan) {
 				s = ensure_signal(smp.set.want_signo);
@@ -771,6 +776,7 @@ static void sampler_window_open(uint64_t gen)
 	s = ensure_signal(set.want_signo);
 	if (!s)
 		return;
+	atomic_store(&smp.gen_rec, 0);
 	atomic_store(&smp.gen, gen);
 	unwind_set_recording(true);
 	atomic_store_explicit(&smp.recording, 1, memory_order_release);
@@ -779,6 +785,60 @@ static void sampler_window_open(uint64_t gen)
 		unwind_set_recording(false);
 		return;
 	}
+	warm_stepping_thread();
+	if (!set.wall)
+		arm_all(true, s);
+	wake_thread('O');
+}
+
+/* capture_ops.recorder: stepping thread (or the thread ending the
+ * process), window lock held. With prof.capture{cpu_samples} and
+ * prof.recorder{cpu_samples}, samples what the recorder's segments hold as
+ * a window would (its first segment arms the timers, each rotation starts
+ * the wall clock's repeats anew, 0 disarms); its settings are kept for a
+ * dump's collect. A window opening stops the recorder first. */
+static void sampler_recorder(uint64_t gen)
+{
+	struct smp_settings set;
+	int s;
+
+	if (gen && smp.rec_on) { /* a rotation */
+		atomic_store(&smp.gen_rec, 1);
+		atomic_store(&smp.gen, gen);
+		return;
+	}
+	if (!gen) {
+		if (!smp.rec_on)
+			return;
+		smp.rec_on = false;
+		atomic_store(&smp.recording, 0);
+		unwind_set_recording(false);
+		if (!smp.set.wall)
+			arm_all(false, 0);
+		return;
+	}
+	set = settings_of(smp.h->cfg);
+	if (!set.sampling || !smp.h->cfg->recorder.cpu_samples || !ensure_setup())
+		return;
+	apply_settings(&set);
+	s = ensure_signal(set.want_signo);
+	if (!s)
+		return;
+	pthread_mutex_lock(&smp.closed_lock);
+	memset(&smp.rec, 0, sizeof smp.rec);
+	smp.rec.set = set;
+	smp.rec.signo = s;
+	pthread_mutex_unlock(&smp.closed_lock);
+	atomic_store(&smp.gen_rec, 1);
+	atomic_store(&smp.gen, gen);
+	unwind_set_recording(true);
+	atomic_store_explicit(&smp.recording, 1, memory_order_release);
+	if (!smp.thread_started && start_thread() != 0) {
+		atomic_store(&smp.recording, 0);
+		unwind_set_recording(false);
+		return;
+	}
+	smp.rec_on = true;
 	warm_stepping_thread();
 	if (!set.wall)
 		arm_all(true, s);
@@ -914,9 +974,27 @@ static int sampler_collect(const struct capture_window *job, struct trace *t,
 	if (!smp.ready)
 		return 0;
 	pthread_mutex_lock(&smp.closed_lock);
-	cc = smp.closed[job->gen % CLOSED_KEEP];
+	if (job->dump) {
+		cc = smp.rec;
+		cc.gen = 0;
+	} else {
+		cc = smp.closed[job->gen % CLOSED_KEEP];
+	}
 	pthread_mutex_unlock(&smp.closed_lock);
-	if (cc.gen == job->gen && job->gen && cc.set.sampling) {
+	if (job->dump && cc.set.sampling) {
+		uint32_t i;
+
+		t->sampling.hz = cc.set.hz;
+		t->sampling.depth = cc.set.depth;
+		t->sampling.period_ns = cc.set.period_ns;
+		t->sampling.wall_clock = cc.set.wall;
+		t->sampling.signal = cc.signo;
+		for (i = 0; cc.set.wall && i < job->ngens; i++)
+			if (wallclock_merge(job->gens[i], job->start_ts, t,
+					    &t->sampling.lost) != 0)
+				return err_set(e, "out of memory adding the wall-clock "
+					       "samples of recorder dump %u", job->window);
+	} else if (cc.gen == job->gen && job->gen && cc.set.sampling) {
 		t->sampling.hz = cc.set.hz;
 		t->sampling.depth = cc.set.depth;
 		t->sampling.period_ns = cc.set.period_ns;
@@ -925,7 +1003,7 @@ static int sampler_collect(const struct capture_window *job, struct trace *t,
 		t->sampling.lost = cc.c.lost;
 		t->sampling.slow = cc.c.slow;
 		if (cc.set.wall &&
-		    wallclock_merge(job->gen, t, &t->sampling.lost) != 0)
+		    wallclock_merge(job->gen, INT64_MIN, t, &t->sampling.lost) != 0)
 			return err_set(e, "out of memory adding the wall-clock samples "
 				       "of window %u", job->window);
 	}
@@ -989,4 +1067,5 @@ const struct capture_ops sampler_capture = {
 	.prepare = sampler_prepare,
 	.collect = sampler_collect,
 	.fini = sampler_fini,
+	.recorder = sampler_recorder,
 };

@@ -177,8 +177,10 @@ void unwind_set_block_signal(int signo);
 /* The kernel's clock id for thread `tid`'s CPU time. */
 clockid_t wallclock_thread_cpu_clock(int32_t tid);
 
-/* Repeats of window `gen` are kept from now on. Sampler thread. */
-void wallclock_open(uint64_t gen);
+/* Repeats of window `gen` are kept from now on; `rec`: `gen` is a flight
+ * recorder segment's (most of them are given back unwritten, so theirs are
+ * the first forgotten when every store is taken). Sampler thread. */
+void wallclock_open(uint64_t gen, bool rec);
 
 /*
  * One tick (number `tick` of the window, at `now`) over the slots: each
@@ -190,11 +192,11 @@ void wallclock_open(uint64_t gen);
 void wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
 		      int signo, int64_t now, uint64_t tick);
 
-/* Adds window `gen`'s repeated samples to `t` (copies of the stacks they
- * repeat, after the Python frames were merged into those) and forgets
- * them; adds to *lost those whose sample was not recorded. Host thread.
- * 0, or -1 when memory ran out. */
-int wallclock_merge(uint64_t gen, struct trace *t, uint64_t *lost);
+/* Adds window `gen`'s repeated samples from `from_ts` on to `t` (copies
+ * of the stacks they repeat, after the Python frames were merged into
+ * those) and forgets them all; adds to *lost those whose sample was not
+ * recorded. Host thread. 0, or -1 when memory ran out. */
+int wallclock_merge(uint64_t gen, int64_t from_ts, struct trace *t, uint64_t *lost);
 
 /* Frees every window's repeats. Exit. */
 void wallclock_fini(void);

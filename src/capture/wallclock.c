@@ -51,6 +51,7 @@ struct repeat {
 
 struct wall_window {
 	uint64_t gen;       /* 0: free */
+	bool rec;           /* a recorder segment's */
 	struct repeat *v;
 	size_t n, cap;
 	uint64_t lost;
@@ -68,7 +69,19 @@ clockid_t wallclock_thread_cpu_clock(int32_t tid)
 	return (clockid_t)((~(uint32_t)tid << 3) | 6u);
 }
 
-void wallclock_open(uint64_t gen)
+/* Whether store `a` goes before store `b` when one must be forgotten: a
+ * free one first, then recorder segments' before windows', then the
+ * oldest. */
+static bool evict_before(const struct wall_window *a, const struct wall_window *b)
+{
+	if (!a->gen || !b->gen)
+		return !a->gen && b->gen;
+	if (a->rec != b->rec)
+		return a->rec;
+	return a->gen < b->gen;
+}
+
+void wallclock_open(uint64_t gen, bool rec)
 {
 	struct wall_window *w = &wc.w[0];
 	size_t i;
@@ -79,12 +92,13 @@ void wallclock_open(uint64_t gen)
 			pthread_mutex_unlock(&wc.lock);
 			return;
 		}
-	for (i = 1; i < WALL_WINDOWS && w->gen; i++) /* free, else oldest */
-		if (!wc.w[i].gen || wc.w[i].gen < w->gen)
+	for (i = 1; i < WALL_WINDOWS; i++)
+		if (evict_before(&wc.w[i], w))
 			w = &wc.w[i];
 	free(w->v);
 	memset(w, 0, sizeof *w);
 	w->gen = gen;
+	w->rec = rec;
 	pthread_mutex_unlock(&wc.lock);
 }
 
@@ -217,7 +231,7 @@ static bool take(uint64_t gen, struct wall_window *out)
 	return false;
 }
 
-int wallclock_merge(uint64_t gen, struct trace *t, uint64_t *lost)
+int wallclock_merge(uint64_t gen, int64_t from_ts, struct trace *t, uint64_t *lost)
 {
 	struct wall_window w;
 	struct ref *refs = NULL, key, *hit;
@@ -244,6 +258,8 @@ int wallclock_merge(uint64_t gen, struct trace *t, uint64_t *lost)
 		struct trace_stack s;
 		long k;
 
+		if (w.v[i].ts < from_ts)
+			continue; /* before a dump's first step: left out */
 		key.ts = w.v[i].ref_ts;
 		key.tid = w.v[i].tid;
 		hit = bsearch(&key, refs, n, sizeof *refs, ref_cmp);

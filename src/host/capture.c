@@ -173,6 +173,9 @@ void capture_collect_all(struct host *h, const struct host_job *job,
 	w.last = job->last;
 	w.start_ts = job->start_ts;
 	w.end_ts = job->end_ts;
+	w.dump = job->dump;
+	w.gens = job->dump ? job->gens + job->nskip : NULL;
+	w.ngens = job->dump ? job->ngens - job->nskip : 0;
 	for (i = 0; capture_sources[i]; i++) {
 		struct err e;
 
@@ -216,6 +219,15 @@ void capture_cuda_inject_all(void)
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->cuda_inject)
 			capture_sources[i]->cuda_inject();
+}
+
+void capture_recorder_all(uint64_t gen)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder)
+			capture_sources[i]->recorder(gen);
 }
 
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)

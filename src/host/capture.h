@@ -52,6 +52,14 @@
  *   ended         true once the program's own code has ended (the
  *                 interpreter finalizing): the watchdog stops looking for
  *                 hangs. Any thread.
+ *   recorder      the flight recorder keeps generation `gen` between
+ *                 windows: it started, or its full segment rotated into a
+ *                 new one; 0: it stopped (a window opens, the process
+ *                 ends). What a source appends to the threads' buffers
+ *                 meanwhile lands in the open generation, as in a window,
+ *                 and a dump's collect gets it (capture_window.dump).
+ *                 Stepping thread (or the thread ending the process),
+ *                 window lock held: must not block.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -120,9 +128,16 @@ struct capture_step {
 /* A closed window, as capture_ops.collect sees it. */
 struct capture_window {
 	uint64_t gen;                /* capture generation (0: none) */
-	uint32_t window;             /* its index */
+	uint32_t window;             /* its index (a dump's number) */
 	uint64_t first, last;        /* its steps */
-	int64_t start_ts, end_ts;    /* when it opened and closed */
+	int64_t start_ts, end_ts;    /* when it opened and closed (a dump:
+					its first step's start, its end) */
+	bool dump;                   /* a recorder dump: `gen` is 0 and the
+					records come from gens[0..ngens),
+					the segments capture_ops.recorder
+					named, oldest first */
+	const uint64_t *gens;
+	uint32_t ngens;
 };
 
 struct capture_ops {
@@ -140,6 +155,7 @@ struct capture_ops {
 	void (*cuda_inject)(void);
 	int (*hang_stacks)(char *out, size_t size, char *why, size_t wsize);
 	bool (*ended)(void);
+	void (*recorder)(uint64_t gen);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -166,6 +182,7 @@ void capture_fini_all(void);
 void capture_step_all(const struct capture_step *s);
 void capture_explicit_step_all(void);
 void capture_cuda_inject_all(void);
+void capture_recorder_all(uint64_t gen);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source

@@ -113,6 +113,9 @@ struct window_state {
 					  thread's open ranges after the lock */
 	bool rec_merge_said;           /* a request merged into the last dump
 					  was said (debug) */
+	bool rec_told;                 /* the sources were told a segment
+					  (capture_ops.recorder), not yet
+					  its stop */
 };
 
 /* What the host thread is woken for (bits of host_thread.wake). */

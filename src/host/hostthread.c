@@ -248,10 +248,9 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(LOG_WARN, "out of memory assembling window %u: the trace "
 			"is incomplete", job->window);
 	release_job(h, job);
-	/* The sources' collect follows their window_open/close; the recorder's
-	 * segments have none (NVTX only, docs/recorder.md). */
-	if (!job->dump)
-		capture_collect_all(h, job, &t);
+	/* The sources add what they keep apart (a dump: of the segments the
+	 * recorder told them of) and name the stacks. */
+	capture_collect_all(h, job, &t);
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 

@@ -67,6 +67,8 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now)
 	if (rec_opened(&w->rec, gen, first, now, &rel) == 1)
 		rec_release(h, &rel, 1);
 	w->rec_replay = true;
+	w->rec_told = true;
+	capture_recorder_all(gen);
 }
 
 /* Closes the recorder's open segment, if any. Lock held. */
@@ -80,14 +82,24 @@ static void rec_close_segment(struct host *h)
 	rec_closed(&w->rec);
 }
 
-/* A window opens (or the process ends): the recorder stops and gives its
- * segments back; it starts again at the first boundary without a window.
- * Lock held. */
+/* The recorder stops keeping segments: the sources that record for it
+ * stop (capture_ops.recorder). Lock held; its segment closed. */
+static void rec_stop(struct host *h)
+{
+	if (!h->win.rec_told)
+		return;
+	h->win.rec_told = false;
+	capture_recorder_all(0);
+}
+
+/* A window opens: the recorder stops and gives its segments back; it
+ * starts again at the first boundary without a window. Lock held. */
 static void rec_suspend(struct host *h)
 {
 	uint64_t gens[REC_SEGMENTS];
 
 	rec_close_segment(h);
+	rec_stop(h);
 	rec_release(h, gens, rec_take_all(&h->win.rec, gens));
 }
 
@@ -746,6 +758,7 @@ void window_finish(struct host *h, bool from_signal)
 		log_msg(LOG_WARN, "no recorder dump at exit (%s): %s", reason, e.msg);
 	w->finished = true;
 	rec_close_segment(h); /* nothing more is recorded */
+	rec_stop(h);
 	if (w->sched.open) {
 		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
 		sched_finish(&w->sched, &r);

@@ -110,6 +110,11 @@ struct policy_config {
 		bool dump_on_signal;   /* SIGTERM, SIGINT; default true */
 		bool dump_on_exception; /* an uncaught Python exception in the
 					   main thread; default true */
+		bool cpu_samples;      /* CPU samples between windows when
+					  prof.capture{cpu_samples} asks for
+					  them; default true */
+		bool phases;           /* Python step phases between windows;
+					  default true */
 	} recorder;
 
 	/* prof.watchdog: the hang watchdog (docs/recorder.md) */

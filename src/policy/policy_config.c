@@ -255,6 +255,8 @@ int policy_read_config(lua_State *L)
 	c->recorder.dump_on_crash = cfg_bool(L, s, "dump_on_crash");
 	c->recorder.dump_on_signal = cfg_bool(L, s, "dump_on_signal");
 	c->recorder.dump_on_exception = cfg_bool(L, s, "dump_on_exception");
+	c->recorder.cpu_samples = cfg_bool(L, s, "cpu_samples");
+	c->recorder.phases = cfg_bool(L, s, "phases");
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "watchdog");

@@ -12,7 +12,7 @@ import unittest
 
 from harness import (LIB, PROF, PYTHON, SANITIZE, SOURCE, TESTBIN, TempDirTest, base_env,
                      load_trace, profhost_lines, run, step_spans, window_dirs)
-from test_python import HAS_TORCH
+from test_python import HAS_TORCH, PHASES, inside, phase_events
 
 APP = os.path.join(TESTBIN, "recorder_app")
 STEADY_LOOP = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "steady_loop.py")
@@ -102,6 +102,53 @@ class Dumps(TempDirTest):
         self.assertTrue(os.path.basename(dirs[0]).endswith("-%d" % last[0]), dirs[0])
         self.assertGreaterEqual(last[1]["dur"], 300000)
         self.assertEqual(trace["profhost"]["reason"], "slow")
+        # Between windows the bridge times the step phases for the recorder:
+        # every dumped step holds each of them.
+        phases = phase_events(trace)
+        for n, s in steps:
+            self.assertEqual(set(p["phase"] for p in phases if inside(p, s)), set(PHASES),
+                             "step %d" % n)
+
+    def test_dump_holds_cpu_samples_of_the_slow_step(self):
+        # Wall-clock samples between windows: the slow step's 300 ms in
+        # nanosleep are in the dump, nothing from before its first step.
+        policy = self.write("policy.lua", SLOW_POLICY +
+                            'prof.capture{ cpu_samples = { hz = 200, clock = "wall" } }\n')
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
+                 "--slow-at", "37", "--slow-ms", "300"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"], r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "wall")
+        steps = dict(step_spans(trace))
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+        first = steps[35]["ts"]
+        self.assertEqual([e for e in samples if e["ts"] < first - 1000], [])
+        slow = steps[37]
+        in_slow = [e for e in samples if e["tid"] == slow["tid"] and
+                   slow["ts"] <= e["ts"] <= slow["ts"] + slow["dur"]]
+        sleeping = [e for e in in_slow if "nanosleep" in e["args"]["stack"]]
+        # 300 ms at 200 Hz: 60 periods, most in nanosleep (a loaded
+        # machine may delay ticks: each late one weighs more).
+        self.assertGreaterEqual(sum(e["args"].get("weight", 1) for e in sleeping), 30,
+                                [e["args"]["stack"] for e in in_slow][:5])
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            self.assertIn("nanosleep", f.read())
+
+    def test_recorder_cpu_samples_off(self):
+        policy = self.write("policy.lua", SLOW_POLICY.replace(
+            "prof.recorder{ steps = 10 }", "prof.recorder{ steps = 10, cpu_samples = false }") +
+            'prof.capture{ cpu_samples = { hz = 200, clock = "wall" } }\n')
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
+                 "--slow-at", "37", "--slow-ms", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual([e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"], [])
 
     def test_max_dumps_bounds_the_dumps(self):
         policy = self.write("policy.lua", """
@@ -608,8 +655,8 @@ class BadKeys(TempDirTest):
                 ("prof.recorder{ mb = -3 }\n",
                  r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
                 ("prof.recorder{ stepz = 3 }\n",
-                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: dump_on_crash, "
-                 r"dump_on_exception, dump_on_signal, max_dumps, mb, steps\)"),
+                 r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: cpu_samples, "
+                 r"dump_on_crash, dump_on_exception, dump_on_signal, max_dumps, mb, phases, steps\)"),
                 ("prof.recorder{ dump_on_crash = 1 }\n",
                  r"policy\.lua:1: prof\.recorder: 'dump_on_crash' must be"),
                 ("prof.on_step(function(s) prof.dump{ steps = 'x' } end)\n",

@@ -114,7 +114,7 @@ static void test_init_and_triggers(struct fake_host *f, struct capture_host *ch)
 static void test_collect_names_threads(void)
 {
 	struct trace t;
-	struct capture_window w = { 1, 0, 0, 3, 100, 200 };
+	struct capture_window w = { .gen = 1, .first = 0, .last = 3, .start_ts = 100, .end_ts = 200 };
 	struct err e;
 
 	CHECK_EQ_INT(trace_init(&t), 0);

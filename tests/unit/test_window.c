@@ -137,6 +137,11 @@ void capture_close_all(uint64_t gen)
 	note("close%llu", (unsigned long long)gen);
 }
 
+void capture_recorder_all(uint64_t gen)
+{
+	note("rec%llu", (unsigned long long)gen);
+}
+
 void capture_step_all(const struct capture_step *s)
 {
 	/* step N, R when recorded, + when the next step warms up or records */
@@ -184,6 +189,7 @@ static struct policy_config cfg;
 static void start_range(const struct sched_config *sc, const char *range,
 			uint32_t count)
 {
+	char keep_rec[sizeof cfg.recorder];
 	size_t i;
 
 	for (i = 0; i < njobs; i++) {
@@ -198,7 +204,9 @@ static void start_range(const struct sched_config *sc, const char *range,
 	armed = -1;
 	next_gen = 1;
 	memset(&host, 0, sizeof host);
+	memcpy(keep_rec, &cfg.recorder, sizeof keep_rec); /* a test's recorder */
 	memset(&cfg, 0, sizeof cfg);
+	memcpy(&cfg.recorder, keep_rec, sizeof keep_rec);
 	cfg.schedule = *sc;
 	cfg.capture.buffer_bytes = 1 << 20;
 	cfg.capture_range.nvtx = (char *)range;
@@ -263,6 +271,39 @@ static void test_schedule_windows(void)
 	CHECK(!window_ahead(&host));
 	CHECK_EQ_INT(replays, 2);
 	CHECK(prepares >= 2);
+}
+
+/* The flight recorder tells the sources each segment it opens (from the
+ * start, and at each rotation: a segment of steps/2 = 1 step here), stops
+ * them before a window opens and starts them again at the window's end; a
+ * dump's job holds the segments they were told of. */
+static void test_recorder_tells_sources(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct err e;
+
+	cfg.recorder.enabled = true; /* start() keeps cfg.recorder */
+	cfg.recorder.steps = 2;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 10;
+	start(&sc);
+	CHECK_EQ_STR(calls, "rec1 step0");
+	steps(2);
+	CHECK_EQ_STR(calls, "rec1 step0 rec2 step1 rec3 step2");
+	CHECK_EQ_INT(window_capture_now(&host, 1, "slow", &e), 0);
+	steps(2);
+	CHECK_EQ_STR(calls, "rec1 step0 rec2 step1 rec3 step2 rec0 open4 step3R "
+		     "close4 rec5 step4 submit0");
+	steps(2);
+	CHECK_EQ_INT(window_dump(&host, 2, "slow", &e), 0);
+	CHECK_EQ_INT(njobs, 2);
+	CHECK(jobs[1]->dump);
+	CHECK_EQ_INT(jobs[1]->first, 4);
+	CHECK_EQ_INT(jobs[1]->last, 5);
+	CHECK_EQ_INT(jobs[1]->gens[jobs[1]->ngens - 1], 7);
+	window_finish(&host, false); /* the process ends: the sources stop */
+	CHECK_EQ_STR(strrchr(calls, ' ') + 1, "rec0");
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
 /* capture_now: the next boundary opens a window of N steps, ticket 1, with
@@ -399,6 +440,7 @@ int main(void)
 {
 	test_schedule_windows();
 	test_capture_now();
+	test_recorder_tells_sources();
 	test_hooks();
 	test_capture_range();
 	test_range_joins_schedule();

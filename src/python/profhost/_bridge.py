@@ -148,13 +148,14 @@ def _apply(state):
 def _switch(state):
     """Turns what runs only around windows on (from the step before a
     window or its warm-up to its end) or off, as the host's `state` says:
-    whether the window records now, and asks for nn.Module calls. Under
+    whether the window records now, and asks for nn.Module calls. Phases
+    also run while the flight recorder keeps steps between windows. Under
     _host.lock."""
     mode = state & _host.STATE_MASK
     on, recording = mode != _host.IDLE, mode == _host.RECORDING
     modules = bool(state & _host.MODULES)
     if _steps.torch_hooked:
-        _steps.phases.set_on(on)
+        _steps.phases.set_on(on or bool(state & _host.RECORDER))
         if on:
             _nvtx.note_cuda()
         nvtx = _operators().sync(state)  # operator events: profhost._ops

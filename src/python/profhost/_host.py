@@ -24,6 +24,7 @@ IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
 STATE_MASK = 3
 EXPLICIT = 16
 MODULES = 32         # the window records nn.Module calls (prof.capture{modules})
+RECORDER = 64        # the flight recorder keeps steps between windows (phases)
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
