@@ -54,6 +54,8 @@ struct host_job {
 					  recorder<window>_steps<first>-<last> */
 	uint64_t gens[REC_SEGMENTS];
 	uint32_t ngens, nskip;
+	int64_t cut_ts;                /* a dump: 0, or when what it holds of
+					  its first step begins (rec_dump) */
 	struct host_job *next;
 };
 
@@ -113,6 +115,8 @@ struct window_state {
 					  thread's open ranges after the lock */
 	bool rec_merge_said;           /* a request merged into the last dump
 					  was said (debug) */
+	uint64_t rec_fills;            /* segments opened inside a step (its
+					  pool filled) */
 	bool rec_told;                 /* the sources were told a segment
 					  (capture_ops.recorder), not yet
 					  its stop */
@@ -122,6 +126,8 @@ struct window_state {
 #define HOST_WAKE_JOB 1u           /* a job was queued */
 #define HOST_WAKE_TERM 2u          /* a fatal signal: write the open window */
 #define HOST_WAKE_STOP 4u          /* exit once the queue is empty */
+#define HOST_WAKE_FILL 8u          /* a pool is three quarters full
+				      (fill_gen): the recorder rotates */
 
 /* The host thread and its queue. */
 struct host_thread {
@@ -139,6 +145,7 @@ struct host_thread {
 	bool stop;                     /* exit once the queue is empty */
 	_Atomic uint32_t wake;         /* wake word: HOST_WAKE_* bits */
 	_Atomic uint32_t ack;          /* wake word: the answer to TERM */
+	_Atomic uint64_t fill_gen;     /* the generation of HOST_WAKE_FILL */
 	_Atomic int windows_written;
 	bool said_run_moved;           /* host thread: the run went to <run>.N */
 	struct host_outputs out;       /* guarded by `lock` */
@@ -221,6 +228,13 @@ void window_finish(struct host *h, bool from_signal);
  * steps, no window records, prof.recorder{dump_on_crash / dump_on_signal}
  * says so). Racy read, async-signal-safe: for the exit path. */
 bool window_exit_dump(struct host *h, int sig);
+
+/* Generation `gen`'s pool is three quarters full (the pool-filling hook
+ * window_init installs with the recorder on): when it is the recorder's
+ * open segment, a new one opens inside the running step, so a step that
+ * alone outgrows the segments keeps its newest part (docs/recorder.md).
+ * Host thread. */
+void window_pool_filling(struct host *h, uint64_t gen);
 
 /* True while a window is recording (racy read; for the exit path). */
 bool window_recording(struct host *h);

@@ -167,6 +167,25 @@ static void log_dump_drops(struct host *h, uint32_t dump, const struct trace_cou
 			"still being written");
 }
 
+/* A dump whose first step alone outgrew the recorder's pools holds only
+ * that step's newest part: says so in its summary's notes and the log.
+ * Host thread. */
+static void note_dump_cut(struct host *h, const struct host_job *job, struct trace *t)
+{
+	char line[256];
+
+	if (!job->cut_ts || job->cut_ts <= job->start_ts)
+		return;
+	snprintf(line, sizeof line, "step %llu alone outgrew the flight recorder's "
+		 "pools: its first %.1f ms were given back, this dump holds its "
+		 "newest part (raise prof.recorder{ mb = ... }, now %zu)",
+		 (unsigned long long)job->first, (double)(job->cut_ts - job->start_ts) / 1e6,
+		 h->cfg->recorder.bytes >> 20);
+	log_msg(LOG_WARN, "recorder dump %u: %s", job->window, line);
+	if (trace_add_note(t, line) != 0)
+		t->oom = 1;
+}
+
 /* Says what a window lost, and why, in one line. Host thread. */
 static void log_drops(struct host *h, uint32_t window, const struct trace_counters *c)
 {
@@ -251,6 +270,7 @@ static void process_job(struct host *h, struct host_job *job)
 	/* The sources add what they keep apart (a dump: of the segments the
 	 * recorder told them of) and name the stacks. */
 	capture_collect_all(h, job, &t);
+	note_dump_cut(h, job, &t);
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 
@@ -375,6 +395,8 @@ static void *host_main(void *arg)
 
 		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
+		if (bits & HOST_WAKE_FILL)
+			window_pool_filling(h, atomic_load(&ht->fill_gen));
 		drain_queue(h);
 		if (bits & HOST_WAKE_TERM) {
 			salvage_done(h); /* the dying process's window is written */

@@ -18,6 +18,7 @@
 
 #include "../events/clock.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "capture.h"
 #include "host.h"
 
@@ -47,12 +48,16 @@ static void rec_release(struct host *h, const uint64_t *gens, uint32_t n)
 		h->shim->evbuf_release(gens[i]);
 }
 
-/* Opens a recorder segment starting at step `first`; the oldest held one
- * goes back when three are held. Lock held; no generation open. */
-static void rec_open_segment(struct host *h, uint64_t first, int64_t now)
+/* Opens a recorder segment starting at step `first` (`mid`: inside it,
+ * rec_opened's), in place of the open one if any (evbuf_rotate: the
+ * program's other threads lose nothing in between); the oldest held one
+ * goes back when three are held. The stepping thread replays its open
+ * ranges into a segment opened at a boundary (rec_replay). Lock held; no
+ * generation open but the recorder's. */
+static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool mid)
 {
 	struct window_state *w = &h->win;
-	uint64_t gen, rel;
+	uint64_t gen, rel, closed;
 	struct err e;
 
 	if (hostthread_start(h, &e) != 0) {
@@ -61,12 +66,18 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now)
 		return;
 	}
 	salvage_ensure(h);
-	gen = h->shim->evbuf_open(w->rec.pool_bytes);
+	if (w->rec.open) {
+		gen = h->shim->evbuf_rotate(w->rec.pool_bytes, &closed);
+		rec_closed(&w->rec);
+	} else {
+		gen = h->shim->evbuf_open(w->rec.pool_bytes);
+	}
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */
-	if (rec_opened(&w->rec, gen, first, now, &rel) == 1)
+	if (rec_opened(&w->rec, gen, first, now, mid, &rel) == 1)
 		rec_release(h, &rel, 1);
-	w->rec_replay = true;
+	if (!mid)
+		w->rec_replay = true;
 	w->rec_told = true;
 	capture_recorder_all(gen);
 }
@@ -114,11 +125,25 @@ static void rec_boundary(struct host *h, uint64_t ended, int64_t start,
 	if (!w->rec.cfg.enabled || w->sched.open || w->finished)
 		return;
 	if (!w->rec.open) {
-		rec_open_segment(h, ended + 1, now);
+		rec_open_segment(h, ended + 1, now, false);
 	} else if (rec_step(&w->rec, &s)) {
-		rec_close_segment(h);
-		rec_open_segment(h, ended + 1, now);
+		rec_open_segment(h, ended + 1, now, false);
 	}
+}
+
+/* The host whose recorder the pool-filling hook serves (set once, by
+ * window_init: one host per process). */
+static struct host *fill_host;
+
+/* evbuf's fill hook: generation `gen`'s pool is three quarters handed out.
+ * Tells the host thread (window_pool_filling). Any thread, maybe inside a
+ * signal handler: an atomic store and a futex wake. */
+static void pool_filling(uint64_t gen)
+{
+	struct host *h = fill_host;
+
+	atomic_store(&h->ht.fill_gen, gen);
+	wakeword_post(&h->ht.wake, HOST_WAKE_FILL);
 }
 
 /* Opens a capture generation for the window the schedule just opened
@@ -356,6 +381,20 @@ static void report_hook(struct host *h, enum policy_status st, const struct err 
 		log_msg(LOG_DEBUG, "policy busy: a step hook was skipped");
 }
 
+void window_pool_filling(struct host *h, uint64_t gen)
+{
+	struct window_state *w = &h->win;
+	struct recorder *r = &w->rec;
+
+	pthread_mutex_lock(&w->lock);
+	if (r->open && r->seg[r->nseg - 1].gen == gen && !w->finished &&
+	    !w->sched.open) {
+		rec_open_segment(h, w->sched.step, lock_now(w), true);
+		w->rec_fills++;
+	}
+	pthread_mutex_unlock(&w->lock);
+}
+
 void window_init(struct host *h)
 {
 	struct window_state *w = &h->win;
@@ -377,6 +416,10 @@ void window_init(struct host *h)
 	}
 	if (rec_init(&w->rec, &rc) != 0)
 		log_msg(LOG_WARN, "prof.recorder: out of memory; the recorder is off");
+	if (w->rec.cfg.enabled && h->shim->evbuf_set_fill_hook) {
+		fill_host = h;
+		h->shim->evbuf_set_fill_hook(pool_filling);
+	}
 	sched_init(&w->sched, &h->cfg->schedule, &r);
 	sched_range_config(&w->sched, h->cfg->capture_range.nvtx != NULL,
 			   h->cfg->capture_range.count);
@@ -387,7 +430,7 @@ void window_init(struct host *h)
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
 	if (w->rec.cfg.enabled && !w->sched.open)
-		rec_open_segment(h, 0, w->step_start);
+		rec_open_segment(h, 0, w->step_start, false);
 	if (h->cfg->watchdog.enabled && !h->forked_child &&
 	    hostthread_start(h, &e) != 0) {
 		w->fail = e; /* the watchdog runs on the host thread */
@@ -554,6 +597,7 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 	job->last = d->last;
 	snprintf(job->reason, sizeof job->reason, "%s", reason ? reason : "dump");
 	job->start_ts = d->start_ts;
+	job->cut_ts = d->cut_ts;
 	job->end_ts = now;
 	job->steps = steps;
 	job->nsteps = d->nsteps;
@@ -641,7 +685,7 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 		rc = dump_take(h, steps, reason, ending, now, &job, e);
 		w->rec_merge_said = false;
 		/* The current step goes on in a new segment. */
-		rec_open_segment(h, w->sched.step, now);
+		rec_open_segment(h, w->sched.step, now, false);
 	}
 	replay = w->rec_replay;
 	w->rec_replay = false;

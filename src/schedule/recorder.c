@@ -57,7 +57,7 @@ static uint64_t drop_oldest(struct recorder *r)
 
 /* A segment opened; see recorder.h. */
 int rec_opened(struct recorder *r, uint64_t gen, uint64_t first, int64_t ts,
-	       uint64_t *release)
+	       bool mid, uint64_t *release)
 {
 	int n = 0;
 
@@ -69,6 +69,7 @@ int rec_opened(struct recorder *r, uint64_t gen, uint64_t first, int64_t ts,
 	r->seg[r->nseg].first = first;
 	r->seg[r->nseg].nsteps = 0;
 	r->seg[r->nseg].start_ts = ts;
+	r->seg[r->nseg].mid = mid;
 	r->nseg++;
 	r->open = true;
 	return n;
@@ -134,6 +135,10 @@ int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d)
 		if (s->nsteps == 0 && s->first >= d->first)
 			break;
 	}
+	/* Opened inside the first asked step with its older part given
+	 * back: the dump holds that step's newest part only. */
+	if (r->seg[skip].mid && r->seg[skip].start_ts > d->start_ts)
+		d->cut_ts = r->seg[skip].start_ts;
 	for (i = 0; i < r->nseg; i++)
 		d->gens[i] = r->seg[i].gen;
 	d->ngens = r->nseg;

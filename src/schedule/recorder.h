@@ -48,6 +48,8 @@ struct rec_segment {
 	uint64_t first;     /* its first step */
 	uint32_t nsteps;    /* complete steps recorded in it */
 	int64_t start_ts;   /* when it opened */
+	bool mid;           /* opened inside step `first`, its pool being
+			       three quarters full (rec_opened's `mid`) */
 };
 
 struct recorder {
@@ -71,6 +73,10 @@ struct rec_dump {
 	uint32_t ngens, nskip;
 	uint64_t first, last;
 	int64_t start_ts;                /* the first asked step's start */
+	int64_t cut_ts;                  /* 0, or when the records held of the
+					    first asked step begin: it alone
+					    outgrew the pools, its oldest part
+					    was given back */
 	struct rec_step *steps;          /* malloc'd, nsteps; caller frees */
 	uint32_t nsteps;
 	uint32_t index;                  /* the dump's number, from 0 */
@@ -88,11 +94,13 @@ int rec_init(struct recorder *r, const struct rec_config *c);
 void rec_free(struct recorder *r);
 
 /* The caller opened generation `gen` for a segment starting at step
- * `first`, at `ts` (no segment may be open). When REC_SEGMENTS were held,
- * the oldest is dropped and its generation stored in *release (returns 1,
- * the caller gives it back); else returns 0. */
+ * `first`, at `ts` (no segment may be open); `mid`: inside that step,
+ * because the last segment's pool filled (a step that alone outgrows a
+ * segment keeps its newest part). When REC_SEGMENTS were held, the oldest
+ * is dropped and its generation stored in *release (returns 1, the caller
+ * gives it back); else returns 0. */
 int rec_opened(struct recorder *r, uint64_t gen, uint64_t first, int64_t ts,
-	       uint64_t *release);
+	       bool mid, uint64_t *release);
 
 /* Step `s` ended inside the open segment: records it. Returns true when
  * the segment is now full (the caller closes it and opens the next one);

@@ -94,10 +94,15 @@ static struct evbuf_slot slots[EVBUF_SLOTS];
 /* Records dropped because the open generation found no free slot. Reset by
  * evbuf_open, read by evbuf_close. */
 static _Atomic uint64_t noslot_dropped;
-/* At the last close: the generation (low 24 bits, in bits 40-63) and its
- * noslot count (bits 0-39), in one word so the host thread never reads a
- * count with another generation's number. */
-static _Atomic uint64_t noslot_mark;
+/* evbuf_set_fill_hook()'s; NULL: none. */
+static _Atomic(evbuf_fill_fn) fill_hook;
+/* At each close, in place gen % NOSLOT_MARKS: the generation (low 24
+ * bits, in bits 40-63) and its noslot count (bits 0-39), in one word so
+ * the host thread never reads a count with another generation's number.
+ * Several places: the flight recorder closes segments faster than the host
+ * thread drains them. */
+#define NOSLOT_MARKS 16
+static _Atomic uint64_t noslot_mark[NOSLOT_MARKS];
 #define NOSLOT_COUNT_MASK ((1ull << 40) - 1)
 static uint64_t last_gen;    /* serialized by the caller of open/close */
 /* The last generation whose pool could not be mapped: its low 32 bits <<
@@ -177,6 +182,21 @@ static void pf_need(struct evbuf_slot *s, uint64_t used)
 			pf_wake();
 			return;
 		}
+}
+
+/* Generation `gen`'s pool handed out three quarters of its chunks: tells
+ * the fill hook, if any. Any thread; async-signal-safe when the hook is. */
+static void fill_note(uint64_t gen)
+{
+	evbuf_fill_fn fn = atomic_load_explicit(&fill_hook, memory_order_acquire);
+
+	if (fn)
+		fn(gen);
+}
+
+void evbuf_set_fill_hook(evbuf_fill_fn filling)
+{
+	atomic_store_explicit(&fill_hook, filling, memory_order_release);
 }
 
 /* Populates what the open generation's pool wants populated, a piece at a
@@ -353,6 +373,8 @@ static struct evbuf_chunk *chunk_acquire(uint64_t gen)
 			return NULL;
 		}
 		pf_need(s, (idx + 1) * EVBUF_CHUNK_BYTES);
+		if (idx + 1 == s->nchunks - s->nchunks / 4)
+			fill_note(gen);
 		c = (struct evbuf_chunk *)(s->mem + idx * EVBUF_CHUNK_BYTES);
 		c->tid = tls.tid;
 		memset(c->thread_name, 0, sizeof c->thread_name);
@@ -758,20 +780,16 @@ void evbuf_prepare(size_t bytes)
 	}
 }
 
-uint64_t evbuf_open(size_t bytes)
+/* The next generation's number: the next whose slot is free (a
+ * generation still held, a window being written or a recorder dump, is
+ * stepped over, not dropped into; numbers only grow, so a slot is still
+ * reused at least EVBUF_SLOTS generations later); all held: the next
+ * number, whose records drop (counted). Caller of open/close. */
+static uint64_t next_gen(void)
 {
-	uint64_t gen, nchunks;
-	struct evbuf_slot *s;
+	uint64_t gen = last_gen + 1;
 	int i;
 
-	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
-		return 0;
-	/* The next generation whose slot is free: a generation still held
-	 * (a window being written, a recorder dump) is stepped over, not
-	 * dropped into. Numbers only grow, so a slot is still reused at
-	 * least EVBUF_SLOTS generations later. All held: the next number,
-	 * whose records drop (counted). */
-	gen = last_gen + 1;
 	for (i = 0; i < EVBUF_SLOTS; i++)
 		if (atomic_load_explicit(&slots[(last_gen + 1 + i) % EVBUF_SLOTS].gen,
 					 memory_order_acquire) == 0) {
@@ -779,57 +797,110 @@ uint64_t evbuf_open(size_t bytes)
 			break;
 		}
 	last_gen = gen;
-	nchunks = pool_chunks(bytes);
-	s = &slots[gen % EVBUF_SLOTS];
-	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
-	if (atomic_load_explicit(&s->gen, memory_order_acquire) == 0) {
-		size_t want = (size_t)nchunks * EVBUF_CHUNK_BYTES;
+	return gen;
+}
 
-		if (slot_map(s, want) != 0) {
-			atomic_store_explicit(&nomap_mark, (gen & 0xffffffff) << 32 |
-					      (uint32_t)errno, memory_order_relaxed);
-		} else {
-			s->nchunks = (uint32_t)nchunks;
-			atomic_store_explicit(&s->next, 0, memory_order_relaxed);
-			atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
-			atomic_store_explicit(&s->open, 1, memory_order_relaxed);
-			/* What evbuf_prepare() populated counts as done. */
-			atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
-			atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
-					      memory_order_relaxed);
-			atomic_store(&s->pf_gen, gen);
-			salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
-			atomic_store_explicit(&s->gen, gen, memory_order_release);
-		}
+/* Maps generation `gen`'s pool of `bytes` in its slot, when the slot is
+ * free, and hands it to the writers (s->gen, last). Caller of open/close. */
+static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes)
+{
+	uint64_t nchunks = pool_chunks(bytes);
+	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
+	size_t want = (size_t)nchunks * EVBUF_CHUNK_BYTES;
+
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != 0)
+		return s;
+	if (slot_map(s, want) != 0) {
+		atomic_store_explicit(&nomap_mark, (gen & 0xffffffff) << 32 |
+				      (uint32_t)errno, memory_order_relaxed);
+		return s;
 	}
-	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
+	s->nchunks = (uint32_t)nchunks;
+	atomic_store_explicit(&s->next, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->open, 1, memory_order_relaxed);
+	/* What evbuf_prepare() populated counts as done. */
+	atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
+	atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
+			      memory_order_relaxed);
+	atomic_store(&s->pf_gen, gen);
+	salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
+	atomic_store_explicit(&s->gen, gen, memory_order_release);
+	return s;
+}
+
+/* The pre-fault helper for slot s's new generation: started once, woken
+ * only for pages evbuf_prepare() left to do (a wake costs the stepping
+ * thread tens of microseconds at a window's first step on a small machine:
+ * the helper may run first on its CPU). */
+static void pf_follow(struct evbuf_slot *s)
+{
 	pf_start();
-	/* Woken only for pages evbuf_prepare() left to do: a wake costs the
-	 * stepping thread tens of microseconds at the window's first step on
-	 * a small machine (the helper may run first on its CPU). */
 	if (atomic_load(&pf_state) == 1 &&
 	    atomic_load_explicit(&s->pf_want, memory_order_relaxed) >
 	    atomic_load_explicit(&s->pf_done, memory_order_relaxed))
 		pf_wake();
+}
+
+uint64_t evbuf_open(size_t bytes)
+{
+	struct evbuf_slot *s;
+	uint64_t gen;
+
+	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
+		return 0;
+	gen = next_gen();
+	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
+	s = slot_ready(gen, bytes);
+	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
+	pf_follow(s);
 	return gen;
+}
+
+/* Marks the open generation `gen` closed in its slot and keeps its noslot
+ * count `n` for the drain. Caller of open/close, after writers stopped
+ * seeing `gen` open. */
+static void close_gen(uint64_t gen, uint64_t n)
+{
+	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
+
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) == gen)
+		atomic_store_explicit(&s->open, 0, memory_order_release);
+	atomic_store_explicit(&noslot_mark[gen % NOSLOT_MARKS], (gen & 0xffffff) << 40 |
+			      (n < NOSLOT_COUNT_MASK ? n : NOSLOT_COUNT_MASK),
+			      memory_order_relaxed);
 }
 
 uint64_t evbuf_close(void)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
-	uint64_t gen = st >> 1, n;
-	struct evbuf_slot *s;
+	uint64_t gen = st >> 1;
 
 	if (!(st & 1))
 		return 0;
 	atomic_store_explicit(&evbuf_state, gen << 1, memory_order_release);
-	s = &slots[gen % EVBUF_SLOTS];
-	if (atomic_load_explicit(&s->gen, memory_order_acquire) == gen)
-		atomic_store_explicit(&s->open, 0, memory_order_release);
-	n = atomic_load_explicit(&noslot_dropped, memory_order_relaxed);
-	atomic_store_explicit(&noslot_mark, (gen & 0xffffff) << 40 |
-			      (n < NOSLOT_COUNT_MASK ? n : NOSLOT_COUNT_MASK),
-			      memory_order_relaxed);
+	close_gen(gen, atomic_load_explicit(&noslot_dropped, memory_order_relaxed));
+	return gen;
+}
+
+uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
+	struct evbuf_slot *s;
+	uint64_t gen, n;
+
+	*closed = 0;
+	if (!(st & 1))
+		return 0;
+	/* The new pool is ready before writers see it, and they see it in
+	 * place of the old one in one store: nothing is appended to neither. */
+	gen = next_gen();
+	s = slot_ready(gen, bytes);
+	n = atomic_exchange_explicit(&noslot_dropped, 0, memory_order_relaxed);
+	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
+	close_gen(st >> 1, n);
+	pf_follow(s);
+	*closed = st >> 1;
 	return gen;
 }
 
@@ -889,7 +960,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	memset(stats, 0, sizeof *stats);
 	tc.stats = stats;
 	tc.nseen = 0;
-	mark = atomic_load_explicit(&noslot_mark, memory_order_relaxed);
+	mark = atomic_load_explicit(&noslot_mark[gen % NOSLOT_MARKS], memory_order_relaxed);
 	if (mark >> 40 == (gen & 0xffffff))
 		stats->dropped_noslot = mark & NOSLOT_COUNT_MASK;
 	mark = atomic_load_explicit(&nomap_mark, memory_order_relaxed);

@@ -166,9 +166,28 @@ uint64_t evbuf_open(size_t bytes);
  * is still held. Same caller as evbuf_open(). */
 void evbuf_prepare(size_t bytes);
 
+/* The hook evbuf_set_fill_hook() installs: generation `gen`'s pool has
+ * handed out three quarters of its chunks. */
+typedef void (*evbuf_fill_fn)(uint64_t gen);
+
+/* Installs `filling` (NULL removes it), called once per generation when
+ * its pool has handed out three quarters of its chunks, on the thread
+ * that took the chunk: any thread, possibly inside a signal handler, so
+ * it must be async-signal-safe and must not append. The flight recorder
+ * starts a new segment then (docs/recorder.md). Any thread. */
+void evbuf_set_fill_hook(evbuf_fill_fn filling);
+
 /* Closes the open generation; returns its number, or 0 when none was open.
  * Appends after this return are no-ops. */
 uint64_t evbuf_close(void);
+
+/* Closes the open generation (its number in *closed) and opens the next
+ * with a pool of `bytes` in one step, as the flight recorder rotates its
+ * segments: the new pool is mapped first, then a writer sees one
+ * generation or the other, never none, so no record is lost between them.
+ * Returns the new generation, or 0 (*closed 0) when none was open. Same
+ * caller as evbuf_open(). */
+uint64_t evbuf_rotate(size_t bytes, uint64_t *closed);
 
 /* Called for each record of a drained generation, in append order per
  * thread; `tid` is the writer's kernel thread id and `thread_name` its name

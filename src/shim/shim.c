@@ -178,6 +178,8 @@ __attribute__((constructor)) static void shim_init(void)
 		.salvage_open = evbuf_salvage_open,
 		.salvage_path = evbuf_salvage_path,
 		.salvage_remove = evbuf_salvage_remove,
+		.evbuf_set_fill_hook = evbuf_set_fill_hook,
+		.evbuf_rotate = evbuf_rotate,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

@@ -20,9 +20,10 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 6 /* 2: NVTX, clock, range hooks, CUDA injection;
+#define SHIM_API_VERSION 7 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare; 4: core_api.dump;
-			      5: nvtx_open_ranges; 6: the salvage file */
+			      5: nvtx_open_ranges; 6: the salvage file;
+			      7: evbuf_set_fill_hook, evbuf_rotate */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -65,6 +66,10 @@ struct shim_api {
 	struct salv_header *(*salvage_open)(const char *dir, char *why, size_t size);
 	const char *(*salvage_path)(void);
 	void (*salvage_remove)(void);
+	/* The pool-filling hook and rotation (evbuf.h): the flight
+	 * recorder's. */
+	void (*evbuf_set_fill_hook)(evbuf_fill_fn filling);
+	uint64_t (*evbuf_rotate)(size_t bytes, uint64_t *closed);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

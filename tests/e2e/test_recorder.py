@@ -620,21 +620,59 @@ end)
         self.assertEqual(names.count("r"), 400, sorted(set(names)))
 
 
+    def test_step_larger_than_the_ring_keeps_its_newest_part(self):
+        # The slow step pushes 200k ranges (~16 MB of records), then sleeps,
+        # then pushes 100 more: with mb = 4 (three 1 MiB segments) the step
+        # alone outgrows the ring. Its pool filling opens new segments inside
+        # it, the oldest go back: the dump holds the step's end, and says so.
+        policy = self.write("policy.lua", SLOW_POLICY.replace(
+            "prof.recorder{ steps = 10 }", "prof.recorder{ steps = 4, mb = 4 }"))
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "30",
+                 "--slow-at", "20", "--slow-ms", "300", "--big", "200000"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertTrue(dirs[0].endswith("-20"), dirs[0])
+        trace = load_trace(dirs[0])
+        names = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"]
+        self.assertEqual(names.count("late"), 100)
+        self.assertLess(names.count("early"), 200000 // 2)
+        self.assertIn(20, dict(step_spans(trace)))
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertRegex(summary, r"step 20 alone outgrew the flight recorder's pools: its "
+                         r"first [0-9.]+ ms were given back, this dump holds its newest part "
+                         r"\(raise prof\.recorder\{ mb = \.\.\. \}, now 4\)")
+        self.assertIn("alone outgrew", r.stderr)
+
     def test_full_segment_drops_and_names_the_setting(self):
+        # A segment whose pool fills is replaced by the host thread (the
+        # test above); while the host thread is busy writing dump 0 (its
+        # window-end hook spins 50 ms), steps 51-52 of 5000 ranges each
+        # (about 400 kB, the segment's pool is 256 kB) fill their segment
+        # and the rest drops: dump 1 counts it and names the setting.
         policy = self.write("policy.lua", """
 prof.recorder{ steps = 4, mb = 1 }
+prof.limits{ hook_ms = 5000 }
 prof.on_step(function(s)
-  if s.step == 50 then assert(prof.dump{ steps = 2, reason = "x" }) end
+  if s.step == 50 or s.step == 52 then assert(prof.dump{ steps = 2, reason = "x" }) end
+end)
+prof.on_window_end(function(w)
+  local t = os.clock()
+  while os.clock() - t < 0.05 do end
 end)
 """)
         out = os.path.join(self.tmp, "out")
         r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
                  "--sleep-us", "0", "--ranges", "5000"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertRegex(r.stderr, r"profhost: recorder dump 0: \d+ events dropped because "
+        self.assertRegex(r.stderr, r"profhost: recorder dump 1: \d+ events dropped because "
                          r"the event buffers were full \(raise prof\.recorder\{ mb = \.\.\. \}, now 1")
         dirs = recorder_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertEqual([os.path.basename(d) for d in dirs],
+                         ["recorder0_steps49-50", "recorder1_steps51-52"], r.stderr)
+        dirs = dirs[1:]
         trace = load_trace(dirs[0])
         self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
         with open(os.path.join(dirs[0], "summary.txt")) as f:

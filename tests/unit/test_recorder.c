@@ -22,13 +22,19 @@ struct player {
 	uint64_t step;
 };
 
-static void open_seg(struct player *p)
+/* Opens a segment at `ts` (mid: inside the current step). */
+static void open_seg_at(struct player *p, int64_t ts, bool mid)
 {
 	uint64_t rel;
 
-	if (rec_opened(&p->r, ++p->next_gen, p->step, (int64_t)p->step * 100, &rel) == 1)
+	if (rec_opened(&p->r, ++p->next_gen, p->step, ts, mid, &rel) == 1)
 		if (p->nreleased < 256)
 			p->released[p->nreleased++] = rel;
+}
+
+static void open_seg(struct player *p)
+{
+	open_seg_at(p, (int64_t)p->step * 100, false);
 }
 
 /* Ends the current step (1 unit long per step, 100 ns). */
@@ -191,6 +197,60 @@ static void test_take_all(void)
 	rec_free(&p.r);
 }
 
+/* A step that alone outgrows the segments: each time its pool fills the
+ * caller opens a segment inside it (mid); the oldest parts are given back,
+ * the step's newest part stays, and a dump says from when it holds it. A
+ * step whose oldest part is still held is not cut. */
+static void test_step_larger_than_the_ring(void)
+{
+	struct rec_config c = { true, 4, 64u << 20, 10 };
+	struct player p = { 0 };
+	struct rec_dump d;
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	open_seg(&p);
+	end_step(&p);
+	end_step(&p); /* steps 0, 1; a segment opened at step 2 (ts 200) */
+	/* Step 2 runs long: its pool fills once, at ts 250. */
+	rec_closed(&p.r);
+	open_seg_at(&p, 250, true);
+	rec_closed(&p.r);
+	open_seg_at(&p, 260, true);
+	{
+		struct rec_step s = { 2, 200, 100, 7 };
+
+		rec_step(&p.r, &s);
+	}
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take(&p.r, 1, &d), 0);
+	CHECK_EQ_INT(d.first, 2);
+	CHECK_EQ_INT(d.cut_ts, 0); /* its first part (from ts 200) is held */
+	free(d.steps);
+
+	/* Again, filling four times: the segments holding steps 3's oldest
+	 * parts are given back. */
+	p.step = 3;
+	open_seg_at(&p, 300, false);
+	for (i = 1; i <= 4; i++) {
+		rec_closed(&p.r);
+		open_seg_at(&p, 300 + 10 * i, true);
+	}
+	{
+		struct rec_step s = { 3, 300, 100, 7 };
+
+		rec_step(&p.r, &s);
+	}
+	rec_closed(&p.r);
+	CHECK_EQ_INT(p.r.nseg, REC_SEGMENTS);
+	CHECK_EQ_INT(rec_take(&p.r, 1, &d), 0);
+	CHECK_EQ_INT(d.first, 3);
+	CHECK_EQ_INT(d.nskip, 0);
+	CHECK_EQ_INT(d.cut_ts, 320); /* held from the third fill on */
+	free(d.steps);
+	rec_free(&p.r);
+}
+
 int main(void)
 {
 	test_config();
@@ -198,5 +258,6 @@ int main(void)
 	test_dump_takes_last_steps();
 	test_dump_right_after_rotation();
 	test_take_all();
+	test_step_larger_than_the_ring();
 	return check_done();
 }

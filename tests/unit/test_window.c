@@ -48,6 +48,13 @@ static uint64_t fake_evbuf_close(void)
 	return 0;
 }
 
+static uint64_t fake_evbuf_rotate(size_t bytes, uint64_t *closed)
+{
+	(void)bytes;
+	*closed = next_gen - 1;
+	return next_gen++;
+}
+
 static void fake_evbuf_prepare(size_t bytes)
 {
 	(void)bytes;
@@ -73,6 +80,7 @@ static const struct shim_api fake_shim = {
 	.version = SHIM_API_VERSION,
 	.evbuf_open = fake_evbuf_open,
 	.evbuf_close = fake_evbuf_close,
+	.evbuf_rotate = fake_evbuf_rotate,
 	.evbuf_prepare = fake_evbuf_prepare,
 	.evbuf_release = fake_evbuf_release,
 	.nvtx_arm = fake_nvtx_arm,

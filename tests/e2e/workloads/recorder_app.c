@@ -4,6 +4,7 @@
  *   recorder_app [--steps N] [--sleep-us U] [--slow-at S] [--slow-ms M]
  *                [--ranges R] [--rss-at S] [--dump N] [--dump-times K]
  *                [--crash-at S --crash segv|bus|fpe|ill|abort|term|int]
+ *                [--big N]
  *
  * Pushes "train" around the whole loop; each step pushes "work" (with R
  * ranges "r" inside it, default 1), marks "tick", sleeps U microseconds
@@ -13,7 +14,9 @@
  * prof_dump(N, "slow step") K times (default 1) and prints "dump RC" for
  * each ("dump none" without the host). --crash-at S: in step S+1, inside
  * "work", dies of the named signal (a real fault for segv, fpe and ill;
- * abort(); kill() of itself for the others). Prints "done N". Binds
+ * abort(); kill() of itself for the others). --big N: the slow step
+ * pushes N ranges "early" before its sleep and 100 ranges "late" after
+ * it (a step larger than the recorder's pools). Prints "done N". Binds
  * profhost only through dlsym, so it runs the same without the host.
  */
 #include <dlfcn.h>
@@ -78,7 +81,7 @@ static void crash(const char *how)
 int main(int argc, char **argv)
 {
 	long steps = 60, us = 1000, slow_at = -1, slow_ms = 30, ranges = 1, rss_at = -1;
-	long dump = -1, dump_times = 1, crash_at = -1;
+	long dump = -1, dump_times = 1, crash_at = -1, big = 0;
 	const char *how = "segv";
 	long s, r, k;
 	int i;
@@ -94,6 +97,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--dump-times") && i + 1 < argc) dump_times = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--crash-at") && i + 1 < argc) crash_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--crash") && i + 1 < argc) how = argv[++i];
+		else if (!strcmp(argv[i], "--big") && i + 1 < argc) big = atol(argv[++i]);
 		else {
 			fprintf(stderr, "recorder_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -113,7 +117,17 @@ int main(int argc, char **argv)
 		if (us > 0)
 			sleep_us(us);
 		if (s == slow_at)
+			for (r = 0; r < big; r++) {
+				p_push("early");
+				p_pop();
+			}
+		if (s == slow_at)
 			sleep_us(slow_ms * 1000);
+		if (s == slow_at && big > 0)
+			for (r = 0; r < 100; r++) {
+				p_push("late");
+				p_pop();
+			}
 		p_pop();
 		p_step();
 		if (s == slow_at && dump >= 0)
