@@ -370,6 +370,28 @@ class Ranks(TempDirTest):
         if not SANITIZE:
             self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
 
+    def test_hang_json_that_is_a_fifo_is_refused_at_once(self):
+        # #13.7's rule for every file prof report reads: a FIFO planted as
+        # a rank's hang.json is said and left out, never waited on.
+        run_dir = os.path.join(self.tmp, "run")
+        for r in (0, 1):
+            d = os.path.join(run_dir, "rank%d" % r, "hang0_step5")
+            os.makedirs(d)
+            if r == 1:
+                os.mkfifo(os.path.join(d, "hang.json"))
+                continue
+            with open(os.path.join(d, "hang.json"), "w") as f:
+                json.dump({"rank": 0, "world_size": 2, "step": 5, "stalled_s": 3.0,
+                           "threads": [{"tid": 1, "name": "main", "main": True,
+                                        "steps": True, "ranges": [{"name": "allreduce",
+                                                                   "open_s": 3.0}],
+                                        "native": ["0x1 poll+0x1 (libc.so.6)"]}]}, f)
+        r = run([PROF, "report", run_dir], timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "prof report: %s/rank1/hang0_step5/hang.json is a FIFO "
+                         "(named pipe), not a regular file; rank 1 left out\n" % run_dir)
+        self.assertIn("Hang across ranks: 1 rank wrote a hang report", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
