@@ -35,6 +35,7 @@
 #include "../events/query.h"
 #include "../host/capture.h"
 #include "../util/log.h"
+#include "../util/ownfd.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
 #include "torchops.h"
@@ -185,15 +186,16 @@ static struct {
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
 	uint32_t stack_hz;           /* Python stack snapshots per second, 0 off */
-	int hang_fd;                 /* prof.watchdog: the memfd faulthandler
+	struct ownfd hang_fd;        /* prof.watchdog: the memfd faulthandler
 					writes every thread's stack into
-					(-1: none) */
+					(none: -1); checked before each use,
+					a program may close or reuse it */
 	int hang_sig;                /* ... when sent this signal (0: none) */
 	pyobj *sync_fn;              /* _bridge._sync (a strong reference) */
 	pthread_mutex_t note_lock;   /* guards note_line */
 	char note_line[PYB_NOTE_MAX]; /* pybridge_api.note_text's, not yet in
 				       a summary ("" none) */
-} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER, .hang_fd = -1 };
+} pyb = { .note_lock = PTHREAD_MUTEX_INITIALIZER, .hang_fd = OWNFD_NONE };
 
 /* Set on a thread while it runs an automatic step, so the window callbacks
  * it triggers do not queue a sync (the bridge syncs after the step). */
@@ -614,12 +616,12 @@ static uint32_t pyb_stack_rate(const struct policy_config *c)
  * high end), for the bridge to register faulthandler on. Start-up. */
 static void pyb_hang_setup(const struct policy_config *c)
 {
-	int sig;
+	int sig, fd;
 
 	if (!c->watchdog.enabled)
 		return;
-	pyb.hang_fd = memfd_create("profhost-pystacks", MFD_CLOEXEC);
-	if (pyb.hang_fd < 0) {
+	fd = memfd_create("profhost-pystacks", MFD_CLOEXEC);
+	if (fd < 0 || ownfd_adopt(&pyb.hang_fd, fd) != 0) {
 		log_msg(LOG_DEBUG, "watchdog: no memory file for Python stacks: %s",
 			strerror(errno));
 		return;
@@ -633,8 +635,7 @@ static void pyb_hang_setup(const struct policy_config *c)
 			return;
 		}
 	}
-	close(pyb.hang_fd);
-	pyb.hang_fd = -1;
+	ownfd_close(&pyb.hang_fd);
 }
 
 /* capture_ops.hang_stacks: every Python thread's stack now, as Python's
@@ -648,13 +649,19 @@ static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 	struct sigaction cur;
 	struct stat sb;
 	off_t last = -1;
-	int i;
+	int i, fd;
 	ssize_t n;
 
 	if (!pyb.found)
 		return snprintf(why, wsize, "not a Python process"), -1;
-	if (pyb.hang_fd < 0 || !pyb.hang_sig)
+	if (ownfd_fd(&pyb.hang_fd) < 0 || !pyb.hang_sig)
 		return snprintf(why, wsize, "no memory file or signal for them"), -1;
+	/* faulthandler writes to that number: a program that closed it (a
+	 * daemon) may have its own file there now */
+	fd = ownfd_get(&pyb.hang_fd, "the watchdog's file for Python stacks");
+	if (fd < 0)
+		return snprintf(why, wsize, "the program closed profhost's memory "
+				"file for them"), -1;
 	if (!atomic_load(&pyb.live))
 		return snprintf(why, wsize, "the Python bridge has not started, or "
 				"the interpreter is ending"), -1;
@@ -671,7 +678,7 @@ static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 		cur.sa_flags |= SA_RESTART;
 		sigaction(pyb.hang_sig, &cur, NULL);
 	}
-	if (ftruncate(pyb.hang_fd, 0) != 0 || lseek(pyb.hang_fd, 0, SEEK_SET) != 0)
+	if (ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) != 0)
 		return snprintf(why, wsize, "cannot reset the memory file: %s",
 				strerror(errno)), -1;
 	if (kill(getpid(), pyb.hang_sig) != 0)
@@ -682,13 +689,13 @@ static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 		struct timespec ts = { 0, 10000000 };
 
 		nanosleep(&ts, NULL);
-		if (fstat(pyb.hang_fd, &sb) != 0)
+		if (fstat(fd, &sb) != 0)
 			break;
 		if (sb.st_size > 0 && sb.st_size == last)
 			break;
 		last = sb.st_size;
 	}
-	n = pread(pyb.hang_fd, out, size - 1, 0);
+	n = pread(fd, out, size - 1, 0);
 	if (n <= 0)
 		return snprintf(why, wsize, "no thread took the signal in 2 s (every "
 				"thread blocks it?)"), -1;
@@ -723,7 +730,7 @@ static void pyb_make_config(const struct policy_config *c)
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
 		 c->capture.with_flops ? 1 : 0,
 		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
-		 pyb.share_dir, pyb.hang_fd, pyb.hang_sig);
+		 pyb.share_dir, ownfd_fd(&pyb.hang_fd), pyb.hang_sig);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never

@@ -231,6 +231,21 @@ int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
  * Returns 0, or -1 when none is known. */
 int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi);
 
+/*
+ * The code around the function holding `pc` that belongs with it: from
+ * that function, over every neighbouring symbol for which member(name)
+ * is true and every local one (a static helper), up to the nearest
+ * global or weak function that is not a member on either side. A
+ * library's allocator is one translation unit (glibc's malloc.c), whose
+ * static helpers (_int_malloc, arena_get2, _mid_memalign, ...) no
+ * exported function's range covers: this is their extent, from the
+ * exported names alone. Returns 0 with [*lo, *hi), or -1 when `pc` has no
+ * sized symbol.
+ */
+int symbols_cluster_range(struct symbols *s, uint64_t pc,
+			  bool (*member)(const char *name), uint64_t *lo,
+			  uint64_t *hi);
+
 /* Names every frame of `t` and sets each stack's folded string; then turns
  * TRACE_ARG_STACK placeholders into strings and attaches each CUDA stack to
  * the API event with its correlation id. 0, or -1 when memory ran out. */

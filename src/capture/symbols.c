@@ -468,6 +468,62 @@ int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi)
 	return 0;
 }
 
+/* The name of symbol `i` of m, or "" when it does not end inside the
+ * string table. */
+static const char *sym_name(const struct module *m, size_t i)
+{
+	uint32_t off = m->syms[i].name;
+
+	if (off >= m->str_len || strnlen(m->str + off, m->str_len - off) == m->str_len - off)
+		return "";
+	return m->str + off;
+}
+
+/* True when symbol `i` of m bounds a cluster: global or weak, and not a
+ * member. */
+static bool cluster_stop(const struct module *m, size_t i,
+			 bool (*member)(const char *name))
+{
+	return m->syms[i].rank / 4 < 2 && !member(sym_name(m, i));
+}
+
+int symbols_cluster_range(struct symbols *s, uint64_t pc,
+			  bool (*member)(const char *name), uint64_t *lo,
+			  uint64_t *hi)
+{
+	struct module *m = module_of(s, (uintptr_t)pc);
+	long i, k;
+
+	if (!m)
+		return -1;
+	module_load(m);
+	i = m->nsyms ? sym_find(m, pc - m->bias) : -1;
+	if (i < 0 || m->syms[i].size == 0)
+		return -1;
+	*lo = m->syms[i].addr;
+	*hi = m->syms[i].addr + m->syms[i].size;
+	for (k = i - 1; k >= 0; k--) {
+		if (cluster_stop(m, (size_t)k, member)) {
+			if (m->syms[k].size &&
+			    m->syms[k].addr + m->syms[k].size <= *lo)
+				*lo = m->syms[k].addr + m->syms[k].size;
+			break;
+		}
+		*lo = m->syms[k].addr;
+	}
+	for (k = i + 1; k < (long)m->nsyms; k++) {
+		if (cluster_stop(m, (size_t)k, member)) {
+			*hi = m->syms[k].addr;
+			break;
+		}
+		if (m->syms[k].addr + m->syms[k].size > *hi)
+			*hi = m->syms[k].addr + m->syms[k].size;
+	}
+	*lo += m->bias;
+	*hi += m->bias;
+	return 0;
+}
+
 /* ------------------------------------------------------------ traces */
 
 struct corr {

@@ -19,7 +19,8 @@
  * the sampler thread) is unwound with libunwind's step-by-step unwinder
  * started from the signal's context, which touches no thread-local storage
  * (about a microsecond more per frame). When none of its frames lies in
- * the allocator's functions (libc's or an interposed malloc's) or in the
+ * the allocator's code (libc's or an interposed malloc's: its exported
+ * functions and the static helpers of its source around them) or in the
  * dynamic loader, the thread holds no allocator lock: that sample takes
  * the unw_backtrace path, which does the allocation there and then, and
  * the thread is marked safe for the epoch.
@@ -157,8 +158,9 @@ static void module_ranges(const uintptr_t *addrs, size_t naddrs,
 	dl_iterate_phdr(find_module, &c);
 }
 
-/* The allocator's exported entry points: a frame inside one of them may
- * hold an allocator lock. (What glibc does with its locks outside them, at
+/* The allocator's exported entry points: a frame inside one of them, or
+ * inside the static code of the allocator's source around them, may hold
+ * an allocator lock. (What glibc does with its locks outside them, at
  * thread exit, is found by the start_thread check instead.) */
 static const char *const alloc_funcs[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "memalign",
@@ -167,18 +169,55 @@ static const char *const alloc_funcs[] = {
 	"fork", "__libc_freeres",
 };
 
-/* Adds the range of the function at `addr` (per the symbolizer) to the
- * unsafe list. */
-static void add_function_range(struct symbols *sym, void *addr)
+/* The names the allocator's own source exports (glibc's malloc.c: each
+ * also as __libc_<name> or __<name>, and __default_morecore): a symbol so
+ * named belongs with the allocator's static helpers (see
+ * symbols_cluster_range). */
+static const char *const alloc_unit_names[] = {
+	"malloc", "free", "cfree", "calloc", "realloc", "memalign",
+	"aligned_alloc", "posix_memalign", "valloc", "pvalloc", "malloc_trim",
+	"malloc_usable_size", "malloc_stats", "malloc_info", "mallinfo",
+	"mallinfo2", "mallopt", "default_morecore",
+};
+
+/* True when `name`, without leading underscores and a "libc_" prefix, is
+ * one of alloc_unit_names. */
+static bool alloc_unit_member(const char *name)
+{
+	size_t i;
+
+	while (*name == '_')
+		name++;
+	if (strncmp(name, "libc_", 5) == 0)
+		name += 5;
+	for (i = 0; i < sizeof alloc_unit_names / sizeof alloc_unit_names[0]; i++)
+		if (strcmp(name, alloc_unit_names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Adds the code of the function at `addr` (per the symbolizer) to the
+ * unsafe list: with `unit`, the whole allocator source it belongs to
+ * (its static helpers hold the arena locks too: glibc's aligned_alloc
+ * jumps to one, leaving no frame of its own), else the function alone.
+ * A range already listed is not added again. */
+static void add_function_range(struct symbols *sym, void *addr, bool unit)
 {
 	uint64_t lo, hi;
+	size_t i;
 
-	if (addr && uw.nunsafe < UNWIND_RANGES &&
-	    symbols_range(sym, (uint64_t)(uintptr_t)addr, &lo, &hi) == 0) {
-		uw.unsafe[uw.nunsafe].lo = (uintptr_t)lo;
-		uw.unsafe[uw.nunsafe].hi = (uintptr_t)hi;
-		uw.nunsafe++;
-	}
+	if (!addr || uw.nunsafe >= UNWIND_RANGES)
+		return;
+	if (unit ? symbols_cluster_range(sym, (uint64_t)(uintptr_t)addr,
+					 alloc_unit_member, &lo, &hi) != 0 :
+		   symbols_range(sym, (uint64_t)(uintptr_t)addr, &lo, &hi) != 0)
+		return;
+	for (i = 0; i < uw.nunsafe; i++)
+		if (uw.unsafe[i].lo == (uintptr_t)lo && uw.unsafe[i].hi == (uintptr_t)hi)
+			return;
+	uw.unsafe[uw.nunsafe].lo = (uintptr_t)lo;
+	uw.unsafe[uw.nunsafe].hi = (uintptr_t)hi;
+	uw.nunsafe++;
 }
 
 /* Start-up (see sampler.h). */
@@ -246,13 +285,15 @@ int unwind_setup(const struct unwind_config *cfg)
 	}
 	libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
 	for (i = 0; i < sizeof alloc_funcs / sizeof alloc_funcs[0]; i++) {
+		bool unit = alloc_unit_member(alloc_funcs[i]);
+
 		p = libc ? dlsym(libc, alloc_funcs[i]) : NULL;
 		if (i == 0)
 			libc_malloc = (uintptr_t)p;
-		add_function_range(sym, p);
+		add_function_range(sym, p, unit);
 		p = dlsym(RTLD_DEFAULT, alloc_funcs[i]);
 		if (p && libc && p != dlsym(libc, alloc_funcs[i]))
-			add_function_range(sym, p);
+			add_function_range(sym, p, unit);
 	}
 	symbols_free(sym);
 	if (libc)

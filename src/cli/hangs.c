@@ -16,15 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "../util/fsutil.h"
 
 #define HANGS_GROUPS 16            /* distinct places kept; more: "elsewhere" */
 #define HANGS_SPANS 8              /* rank spans named per group */
 #define HANGS_WHERE 200
-#define HANGS_FILE_MAX ((long)64 << 20)
+#define HANGS_FILE_MAX ((size_t)64 << 20)
 
 /* Ranks stuck at one place. */
 struct hang_group {
@@ -172,25 +174,32 @@ static void view_add(struct hang_view *v, long r, const char *where, long long s
 	v->ranks++;
 }
 
-/* Reads a whole small file (malloc'd, NUL-ended) or NULL. */
-static char *slurp(const char *path)
+/* Reads rank `r`'s hang.json at `path` (malloc'd, NUL-ended), or NULL: a
+ * missing file silently, anything else (a FIFO or device, refused without
+ * waiting on it; too large; unreadable) with one line saying the rank is
+ * left out. */
+static char *slurp(const char *path, long r)
 {
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	long n;
+	struct stat st;
+	struct err e;
+	char *buf;
+	int fd = fsutil_open_regular(path, &st);
 
-	if (!f)
+	if (fd == FSUTIL_NOT_REGULAR) {
+		fprintf(stderr, "prof report: %s is %s, not a regular file; rank %ld "
+			"left out\n", path, fsutil_file_kind(st.st_mode), r);
 		return NULL;
-	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= HANGS_FILE_MAX &&
-	    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) != NULL) {
-		if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		} else {
-			buf[n] = '\0';
-		}
 	}
-	fclose(f);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			fprintf(stderr, "prof report: cannot open %s: %s; rank %ld left "
+				"out\n", path, strerror(errno), r);
+		return NULL;
+	}
+	buf = fsutil_read_fd(fd, path, HANGS_FILE_MAX, NULL, &e);
+	close(fd);
+	if (!buf)
+		fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
 	return buf;
 }
 
@@ -232,7 +241,7 @@ static void read_rank(struct hang_view *v, const char *run, long r)
 	    !latest_hang(rdir, hname, sizeof hname))
 		return;
 	snprintf(path, sizeof path, "%s/%s/hang.json", rdir, hname);
-	text = slurp(path);
+	text = slurp(path, r);
 	if (!text)
 		return;
 	root = cJSON_Parse(text);

@@ -48,7 +48,8 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 
 	memset(f, 0, sizeof *f);
 	f->path = path;
-	f->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO is refused below instead of blocking the open */
+	f->fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (f->fd < 0)
 		return err_errno(e, errno, "cannot open salvage file '%s'", path);
 	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {

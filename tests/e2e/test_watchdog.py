@@ -175,6 +175,63 @@ class PythonStacks(TempDirTest):
         self.assertTrue(stepping["python"][0].startswith("stuck_with_gil ("), stepping["python"])
 
 
+DAEMON = """
+import os, sys, time
+import profhost
+
+# The watchdog's memory file, as a daemon that closes every inherited
+# descriptor sees it: gone, and its number handed to the program's file.
+def target(n):
+    try:
+        return os.readlink("/proc/self/fd/" + n)
+    except OSError:  # the directory's own descriptor
+        return ""
+memfd = [int(n) for n in os.listdir("/proc/self/fd") if "profhost-pystacks" in target(n)]
+assert len(memfd) == 1, memfd
+os.closerange(3, 1024)
+fd = os.open(os.path.join(sys.argv[1], "data"), os.O_RDWR | os.O_CREAT)
+if fd != memfd[0]:
+    os.dup2(fd, memfd[0])
+    os.close(fd)
+os.write(memfd[0], b"the program's data\\n")
+for i in range(6):
+    time.sleep(0.01)
+    if i == 3:
+        with profhost.range("stuck"):
+            time.sleep(3)
+    profhost.step()
+print("done")
+"""
+
+
+class PythonDaemon(TempDirTest):
+    """#13.3 for the watchdog: a Python program that closes profhost's
+    descriptors and opens its own files under their numbers keeps them
+    intact (the memory file faulthandler writes the Python stacks into was
+    truncated and written over); the hang report says why it has no
+    Python stacks, and one line what happened."""
+
+    def test_closed_memory_file_is_never_used(self):
+        prog = self.write("daemon.py", DAEMON)
+        policy = self.write("policy.lua", "prof.watchdog{ after_s = 1 }\n")
+        out = os.path.join(self.tmp, "out")
+        data = os.path.join(self.tmp, "data")
+        os.mkdir(data)
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, prog, data], timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "done\n")
+        with open(os.path.join(data, "data"), "rb") as f:
+            self.assertEqual(f.read(), b"the program's data\n")
+        dirs = hang_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["hang0_step3"], r.stderr)
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            self.assertIn("Python stacks: none (the program closed profhost's memory file "
+                          "for them)", f.read())
+        said = [l for l in profhost_lines(r.stderr) if "descriptor" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertRegex(said[0], r"closed or reused profhost's descriptor \d+")
+
+
 def _python_can(code):
     try:
         return subprocess.run([PYTHON, "-c", code], capture_output=True,
@@ -312,6 +369,28 @@ class Ranks(TempDirTest):
         # (AddressSanitizer keeps freed memory in quarantine: not there.)
         if not SANITIZE:
             self.assertLess(rss["big"][0] - rss["small"][0], 1024, rss)
+
+    def test_hang_json_that_is_a_fifo_is_refused_at_once(self):
+        # #13.7's rule for every file prof report reads: a FIFO planted as
+        # a rank's hang.json is said and left out, never waited on.
+        run_dir = os.path.join(self.tmp, "run")
+        for r in (0, 1):
+            d = os.path.join(run_dir, "rank%d" % r, "hang0_step5")
+            os.makedirs(d)
+            if r == 1:
+                os.mkfifo(os.path.join(d, "hang.json"))
+                continue
+            with open(os.path.join(d, "hang.json"), "w") as f:
+                json.dump({"rank": 0, "world_size": 2, "step": 5, "stalled_s": 3.0,
+                           "threads": [{"tid": 1, "name": "main", "main": True,
+                                        "steps": True, "ranges": [{"name": "allreduce",
+                                                                   "open_s": 3.0}],
+                                        "native": ["0x1 poll+0x1 (libc.so.6)"]}]}, f)
+        r = run([PROF, "report", run_dir], timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, "prof report: %s/rank1/hang0_step5/hang.json is a FIFO "
+                         "(named pipe), not a regular file; rank 1 left out\n" % run_dir)
+        self.assertIn("Hang across ranks: 1 rank wrote a hang report", r.stdout)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -217,6 +218,13 @@ static void test_bad_files(void)
 	expect_refused(other, "is not a profhost salvage file");
 	snprintf(other, sizeof other, "%s/none.salvage", dir);
 	expect_refused(other, "cannot open salvage file");
+	/* a FIFO: refused at once (its open blocked forever; the alarm's
+	 * default action ends the test if it still does) */
+	snprintf(other, sizeof other, "%s/fifo.salvage", dir);
+	CHECK_EQ_INT(mkfifo(other, 0600), 0);
+	alarm(20);
+	expect_refused(other, "is not a regular file");
+	alarm(0);
 	/* live: its writer holds the lock */
 	make_file(path, GEN);
 	fd = open(path, O_RDONLY);

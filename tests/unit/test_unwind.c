@@ -4,10 +4,17 @@
  * checked sample; a thread that has left its start routine (glibc's
  * start_thread running its exit: TLS and key destructors, the allocator's
  * per-thread state) never is, whether its first sample lands there or it
- * was known safe before. Signals are sent with a timer's si_code, so the
- * real handler takes the real path.
+ * was known safe before. A thread inside glibc's allocator, in code that
+ * no exported function's range covers (aligned_alloc jumps to a static
+ * helper, which takes the arena's lock), is unsafe too. Signals are sent
+ * with a timer's si_code, so the real handler takes the real path.
  */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -126,11 +133,132 @@ static uint64_t run_worker(bool sample_first)
 	return after.slow - before.slow;
 }
 
+/* The state letter of thread `tid` (/proc/self/task/<tid>/stat), or '?'.
+ * Allocates nothing (the main arena's lock may be held). */
+static char thread_state(int tid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return '?';
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return '?';
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Waits until thread `tid` sleeps in the kernel (at most 10 s). Returns
+ * 1 when it does, else 0. */
+static int wait_blocked(int tid)
+{
+	struct timespec ms = { 0, 1000000 };
+	int i;
+
+	for (i = 0; i < 10000 && thread_state(tid) != 'S'; i++)
+		nanosleep(&ms, NULL);
+	nanosleep(&ms, NULL);
+	return thread_state(tid) == 'S';
+}
+
+static atomic_int holder_tid, waiter_tid, waiter_go;
+
+/* Holds the main arena's lock: malloc_stats() prints to stderr with it
+ * held, and stderr is a full pipe. */
+static void *lock_holder(void *arg)
+{
+	(void)arg;
+	atomic_store(&holder_tid, (int)syscall(SYS_gettid));
+	malloc_stats();
+	return NULL;
+}
+
+/* Waits for that lock inside aligned_alloc, which glibc 2.36 tail-calls
+ * into a static helper: no frame of an exported allocator function. */
+static void *lock_waiter(void *arg)
+{
+	atomic_store(&waiter_tid, (int)syscall(SYS_gettid));
+	while (!atomic_load(&waiter_go))
+		;
+	*(void **)arg = aligned_alloc(64, 4096);
+	return NULL;
+}
+
+/* A thread's first sample inside the allocator's own static code is
+ * checked and found unsafe. Returns how many samples took the checked
+ * path (1), or -1 when glibc's allocator is not the process's. */
+static int sample_inside_allocator(void)
+{
+	struct sampler_slot *slot = &slots[1];
+	struct unwind_counts before, after;
+	void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD), *got = NULL;
+	int fds[2], saved, fl, sampled, blocked;
+	pthread_t holder, waiter;
+	char drain[65536];
+
+	if (!libc || dlsym(libc, "aligned_alloc") != dlsym(RTLD_DEFAULT, "aligned_alloc")) {
+		if (libc)
+			dlclose(libc);
+		return -1; /* a sanitizer's allocator */
+	}
+	dlclose(libc);
+	mallopt(M_ARENA_MAX, 1); /* every thread on the main arena */
+	fflush(stderr);
+	saved = dup(2);
+	CHECK(pipe(fds) == 0);
+	fl = fcntl(fds[1], F_GETFL);
+	fcntl(fds[1], F_SETFL, fl | O_NONBLOCK);
+	while (write(fds[1], drain, sizeof drain) > 0)
+		;
+	fcntl(fds[1], F_SETFL, fl);
+	/* Both threads made before the lock is held (creating one
+	 * allocates); nothing below allocates until the holder is done. */
+	CHECK_EQ_INT(pthread_create(&waiter, NULL, lock_waiter, &got), 0);
+	while (!atomic_load(&waiter_tid))
+		;
+	dup2(fds[1], 2);
+	CHECK_EQ_INT(pthread_create(&holder, NULL, lock_holder, NULL), 0);
+	while (!atomic_load(&holder_tid))
+		;
+	blocked = wait_blocked(atomic_load(&holder_tid));
+	atomic_store(&waiter_go, 1);
+	blocked += wait_blocked(atomic_load(&waiter_tid));
+
+	memset(slot, 0, sizeof *slot);
+	atomic_store(&slot->tid, atomic_load(&waiter_tid));
+	unwind_counts(&before);
+	/* Nothing is printed until stderr is back (a check that fails
+	 * would block on the full pipe). */
+	sampled = sample(atomic_load(&waiter_tid), slot);
+	unwind_counts(&after);
+
+	/* Let the holder print, and both go. */
+	fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+	while (pthread_tryjoin_np(holder, NULL) != 0)
+		if (read(fds[0], drain, sizeof drain) <= 0)
+			nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	dup2(saved, 2);
+	close(saved);
+	close(fds[0]);
+	close(fds[1]);
+	pthread_join(waiter, NULL);
+	free(got);
+	CHECK_EQ_INT(blocked, 2);
+	CHECK_EQ_INT(sampled, 0);
+	return (int)(after.slow - before.slow);
+}
+
 int main(void)
 {
 	struct unwind_config cfg = { count_append, slots, 2, 64 };
 	pthread_t t;
-	int learnt = -1;
+	int learnt = -1, slow;
 
 	CHECK_EQ_INT(pthread_key_create(&key, in_destructor), 0);
 	CHECK_EQ_INT(unwind_setup(&cfg), 0);
@@ -147,6 +275,12 @@ int main(void)
 	 * function is on that stack, so the allocator check alone would
 	 * have let it through). */
 	CHECK_EQ_INT(run_worker(false), 1);
+	/* Waiting for the arena's lock in aligned_alloc's helper. */
+	slow = sample_inside_allocator();
+	if (slow < 0)
+		printf("skipped the allocator's static code: not glibc's allocator\n");
+	else
+		CHECK_EQ_INT(slow, 1);
 
 	unwind_set_recording(false);
 	unwind_uninstall(SIGPROF);
