@@ -191,6 +191,10 @@ class TorchSteps(PythonTest):
             # ".__next__")
             self.assertEqual(set(p["name"] for p in phase_events(trace) if p["phase"] == "data"),
                              {"enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"})
+            # ... in a category it reads that from (user_annotation or
+            # cpu_op: it skips the name in any other)
+            self.assertEqual(set(p["cat"] for p in phase_events(trace) if p["phase"] == "data"),
+                             {"user_annotation"})
         # The summary's phase table has a row per step.
         summaries = [read(os.path.join(d, "summary.txt")) for d in window_dirs(out)]
         for text, (a, b) in zip(summaries, EXPECTED):
