@@ -1182,9 +1182,10 @@ static int by_stream(const void *a, const void *b)
 }
 
 /* capture_ops.hang_gpu: the kernel launches whose record has not come.
- * Flushes the buffers CUPTI holds whose records are complete (flag 0: the
- * window's records stay whole; never waits for the GPU), whose kernels
- * the buffer callback takes out, then lists what is left. Host thread. */
+ * Flushes the buffers CUPTI holds whose records are complete (flag 0:
+ * records of unfinished work stay with CUPTI, the window's records whole),
+ * whose kernels the buffer callback takes out, then lists what is left.
+ * Host thread, no lock held (the flush calls buf_completed). */
 static int cu_hang_gpu(struct capture_gpu_hang *g)
 {
 	struct cupti_launch l[CAPTURE_GPU_MAX];
