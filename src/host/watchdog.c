@@ -540,6 +540,10 @@ static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap
 			textbuf_printf(tb, "<p class=\"more\">and %llu more launched later</p>\n",
 				       (unsigned long long)gpu->g.more);
 	}
+	if (gpu->known && gpu->g.forgotten)
+		textbuf_printf(tb, "<p class=\"more\">%llu earlier launches left the table of "
+			       "launches before their record came: whether they finished is "
+			       "not known.</p>\n", (unsigned long long)gpu->g.forgotten);
 
 	textbuf_printf(tb, "<h2>Last steps</h2>\n<p>median %.3f ms, mean %.3f ms (%zu steps "
 		       "known)</p>\n<table><tr><th>step</th><th>duration</th></tr>\n",
