@@ -15,6 +15,12 @@
  * callback takes nothing. The API callback (steps counted from CUDA calls)
  * takes the window lock through the host's step callback, never cu.lock
  * directly.
+ *
+ * Kernels in flight (prof.watchdog{} with kernels captured): the launch
+ * callbacks put each launch into `cu.inflight` (cupti_inflight.c) while
+ * kernel records are enabled (`cu.track`), the buffer-completed callback
+ * frees the launches whose kernel record came, and a hang report lists
+ * what is left (hang_gpu).
  */
 #include "cupti.h"
 #include "torchops.h"
@@ -28,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <nvtx3/nvToolsExt.h>
 
@@ -102,6 +110,12 @@ static struct {
 	bool nvtx_open;
 	/* CPU stacks of slow calls (prof.capture{cuda_backtrace}); 0 = off */
 	int64_t backtrace_ns;
+	/* kernels in flight for hang reports (prof.watchdog{}) */
+	bool watch;                    /* the watchdog is on and kernels are
+					  captured: launches are tracked */
+	uint8_t *track_cbid[2];        /* the launch APIs */
+	_Atomic int track;             /* kernel records enabled now */
+	struct cupti_inflight inflight;
 } cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
@@ -109,6 +123,8 @@ static __thread int tl_runtime_launch;   /* inside a runtime launch call */
 #define CU_NEST 4                        /* API calls timed per thread */
 static __thread int64_t tl_enter[2][CU_NEST]; /* entry times (runtime, driver) */
 static __thread int tl_nest[2];
+static __thread int tl_track_rt;         /* inside a tracked runtime launch */
+static __thread int32_t tl_tid;          /* gettid(), once per thread */
 
 /* prof.capture{cuda_backtrace}: times each API call from its entry to its
  * exit callback and, for one that took the threshold or longer, has the
@@ -137,6 +153,136 @@ static void time_call(int drv, bool exit_site, uint32_t corr)
 static const uint32_t cbid_size[2] = {
 	CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE
 };
+
+/* The kernel launch APIs (steps from kernel names, kernels in flight). */
+static const char *const launch_apis[] = {
+	"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+	"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", NULL,
+};
+
+/* The stream of a launch from its parameters, for the launch APIs whose
+ * parameters profhost reads; false for others (or none given). */
+static bool launch_stream(int drv, uint32_t cbid, const void *p, void **stream,
+			  bool *per_thread)
+{
+	*per_thread = false;
+	if (!p)
+		return false;
+	if (!drv) {
+		*per_thread = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 ||
+			      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000 ||
+			      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060;
+		switch (cbid) {
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+			*stream = ((const cudaLaunchKernel_v7000_params *)p)->stream;
+			return true;
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000:
+			*stream = ((const cudaLaunchCooperativeKernel_v9000_params *)p)->stream;
+			return true;
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+		case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060: {
+			const cudaLaunchConfig_t *c =
+				((const cudaLaunchKernelExC_v11060_params *)p)->config;
+
+			if (!c)
+				return false;
+			*stream = c->stream;
+			return true;
+		}
+		default:
+			return false;
+		}
+	}
+	*per_thread = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+		      cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz ||
+		      cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+		*stream = ((const cuLaunchKernel_params *)p)->hStream;
+		return true;
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+		*stream = ((const cuLaunchCooperativeKernel_params *)p)->hStream;
+		return true;
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+	case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
+		const CUlaunchConfig *c = ((const cuLaunchKernelEx_params *)p)->config;
+
+		if (!c)
+			return false;
+		*stream = c->hStream;
+		return true;
+	}
+	default:
+		return false;
+	}
+}
+
+/* A kernel launch API's enter or exit with the watchdog on: at enter the
+ * launch is put into the in-flight table (while kernel records are on);
+ * a launch that returned an error is taken out at exit. A driver launch
+ * made by a runtime launch is the same launch: left out. Application
+ * thread, inside the CUDA call. */
+static void track_launch(int drv, uint32_t cbid, const CUpti_CallbackData *d)
+{
+	bool enter = d->callbackSite == CUPTI_API_ENTER;
+	struct cupti_launch l;
+	size_t n;
+
+	if (!drv) {
+		tl_track_rt += enter ? 1 : -1;
+		if (tl_track_rt < 0)
+			tl_track_rt = 0;
+	} else if (tl_track_rt > 0) {
+		return;
+	}
+	if (!atomic_load_explicit(&cu.track, memory_order_relaxed))
+		return;
+	if (!enter) {
+		if (d->functionReturnValue && *(const int *)d->functionReturnValue != 0)
+			cupti_inflight_done(&cu.inflight, &d->correlationId, 1);
+		return;
+	}
+	if (!tl_tid)
+		tl_tid = (int32_t)syscall(SYS_gettid);
+	l.corr = d->correlationId;
+	l.tid = tl_tid;
+	l.ts = clock_now_ns();
+	l.ctx = d->context;
+	l.stream = NULL;
+	l.has_stream = launch_stream(drv, cbid, d->functionParams, &l.stream, &l.per_thread);
+	n = d->symbolName ? strnlen(d->symbolName, sizeof l.name - 1) : 0;
+	memcpy(l.name, d->symbolName ? d->symbolName : "", n);
+	l.name[n] = '\0';
+	cupti_inflight_launch(&cu.inflight, &l);
+}
+
+/* Frees the in-flight launches whose kernel record is in `buf` (a record
+ * without an end: the kernel has not finished, the record was flushed
+ * early). CUPTI's thread or a flushing thread. */
+static void track_buffer(uint8_t *buf, size_t valid)
+{
+	uint32_t ids[256];
+	size_t n = 0;
+	CUpti_Activity *r = NULL;
+
+	while (cu.fn.ActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
+		const CUpti_ActivityKernel10 *k = (const void *)r;
+
+		if ((r->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+		     r->kind != CUPTI_ACTIVITY_KIND_KERNEL) || k->end == 0)
+			continue;
+		ids[n++] = k->correlationId;
+		if (n == sizeof ids / sizeof ids[0]) {
+			cupti_inflight_done(&cu.inflight, ids, n);
+			n = 0;
+		}
+	}
+	cupti_inflight_done(&cu.inflight, ids, n);
+}
 
 /* ------------------------------------------------------------ callbacks */
 
@@ -173,6 +319,8 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 	(void)ctx;
 	(void)stream;
 	(void)size;
+	if (cu.inflight.slot && buffer && valid <= size)
+		track_buffer(buffer, valid);
 	pthread_mutex_lock(&p->lock);
 	if (p->base && buffer >= p->base &&
 	    (off = (size_t)(buffer - p->base)) < (size_t)p->nbuf * p->buf_size &&
@@ -199,6 +347,8 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain,
 		return;
 	if (cu.backtrace_ns)
 		time_call(drv, exit_site, d->correlationId);
+	if (cu.track_cbid[drv] && cu.track_cbid[drv][cbid])
+		track_launch(drv, (uint32_t)cbid, d);
 	if (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid]) {
 		if (!drv)
 			tl_runtime_launch += exit_site ? -1 : 1;
@@ -340,6 +490,7 @@ static void teardown(void)
 	size_t i;
 
 	atomic_store(&cu.ext_on, 0);
+	atomic_store(&cu.track, 0);
 	set_hooks(false);
 	if (cu.enabled)
 		for (i = 0; i < cu.nkinds; i++)
@@ -415,6 +566,7 @@ static void enable_kinds(void)
 	}
 	cu.enabled = true;
 	atomic_store(&cu.ext_on, cu.ext);
+	atomic_store(&cu.track, cu.watch && cu.inflight.slot);
 }
 
 static void disable_kinds(void)
@@ -422,6 +574,7 @@ static void disable_kinds(void)
 	size_t i;
 
 	atomic_store(&cu.ext_on, 0);
+	atomic_store(&cu.track, 0);
 	for (i = 0; i < cu.nkinds; i++)
 		if (!cu.kind_bad[i])
 			cu.fn.ActivityDisable(cu.kinds[i]);
@@ -463,13 +616,10 @@ static int mark_cbids(const char *name, uint8_t **tab)
 }
 
 /* Enables the API callbacks the step triggers need, and all of them for
- * prof.capture{cuda_backtrace}. Lock held. */
+ * prof.capture{cuda_backtrace}, and the launch APIs with the watchdog on.
+ * Lock held. */
 static int enable_step_callbacks(void)
 {
-	static const char *const launches[] = {
-		"cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
-		"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel", NULL,
-	};
 	const struct policy_config *cfg = cu.h->cfg;
 	int drv, i;
 	uint32_t cbid;
@@ -480,13 +630,17 @@ static int enable_step_callbacks(void)
 			"has that name (e.g. cudaGraphLaunch, cuLaunchKernel): steps are not "
 			"counted from CUDA calls", cfg->steps.cuda);
 	if (cu.kernel_pattern && !cu.launch_cbid[0])
-		for (i = 0; launches[i]; i++)
-			mark_cbids(launches[i], cu.launch_cbid);
+		for (i = 0; launch_apis[i]; i++)
+			mark_cbids(launch_apis[i], cu.launch_cbid);
+	if (cu.watch && !cu.track_cbid[0])
+		for (i = 0; launch_apis[i]; i++)
+			mark_cbids(launch_apis[i], cu.track_cbid);
 	for (drv = 0; drv < 2; drv++)
 		for (cbid = 1; cbid < cbid_size[drv]; cbid++) {
 			CUptiResult rc;
 
 			if (!(cu.backtrace_ns ||
+			      (cu.track_cbid[drv] && cu.track_cbid[drv][cbid]) ||
 			      (cu.step_cbid[drv] && cu.step_cbid[drv][cbid]) ||
 			      (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid])))
 				continue;
@@ -597,6 +751,7 @@ static void stop(void)
 
 	cu.fn.Unsubscribe(cu.sub);
 	cu.fn.Finalize();
+	cupti_inflight_clear(&cu.inflight); /* no record comes any more */
 	pool_reset(&cu.pool);
 	free(cu.carry);
 	cu.carry = NULL;
@@ -733,6 +888,10 @@ static int cu_init(const struct capture_host *h, struct err *e)
 			cu.kernel_pattern = strdup(cfg->steps.kernel);
 	}
 	cu.steps_from_cuda = cfg->steps.cuda || cu.kernel_pattern;
+	cu.watch = cfg->watchdog.enabled && cu.show.kernels;
+	if (cu.watch && cupti_inflight_init(&cu.inflight, CUPTI_INFLIGHT_SLOTS) != 0)
+		log_msg(LOG_WARN, "prof.watchdog: no memory for the table of kernels in "
+			"flight: hang reports will not list them");
 	if (!n && !cu.steps_from_cuda) {
 		cu.state = CU_OFF;
 		return 0;
@@ -1011,6 +1170,87 @@ static void cu_fini(void)
 	pthread_mutex_unlock(&cu.lock);
 }
 
+/* Device, then stream, then the oldest launch first. */
+static int by_stream(const void *a, const void *b)
+{
+	const struct capture_gpu_launch *x = a, *y = b;
+
+	if (x->device != y->device)
+		return x->device < y->device ? -1 : 1;
+	if (x->stream != y->stream)
+		return x->stream < y->stream ? -1 : 1;
+	if (x->launched_ns != y->launched_ns)
+		return x->launched_ns < y->launched_ns ? -1 : 1;
+	return x->corr < y->corr ? -1 : x->corr > y->corr;
+}
+
+/* capture_ops.hang_gpu: the kernel launches whose record has not come.
+ * Flushes the buffers CUPTI holds whose records are complete (flag 0:
+ * records of unfinished work stay with CUPTI, the window's records whole),
+ * whose kernels the buffer callback takes out, then lists what is left.
+ * Host thread, no lock held (the flush calls buf_completed). */
+static int cu_hang_gpu(struct capture_gpu_hang *g)
+{
+	struct cupti_launch l[CAPTURE_GPU_MAX];
+	const char *why = NULL;
+	uint32_t id;
+	size_t i, n;
+
+	pthread_mutex_lock(&cu.lock);
+	switch (cu.state) {
+	case CU_OFF:
+		why = "no GPU capture (prof.capture{} records no CUDA kernels)";
+		break;
+	case CU_WAITING:
+		why = "the CUDA driver has not started GPU capture yet (no CUDA call so far)";
+		break;
+	case CU_NSYS:
+		why = "Nsight Systems records the GPU in this process, not profhost";
+		break;
+	case CU_DEAD:
+		why = cu.no_gpu_note[0] ? cu.no_gpu_note : "GPU capture is off in this process";
+		break;
+	default:
+		if (!cu.show.kernels)
+			why = "kernels are not captured (prof.capture{cuda_kernels = false})";
+		else if (!cu.inflight.slot)
+			why = "no memory for the table of kernels in flight";
+		else if (!atomic_load(&cu.track))
+			why = "CUPTI is not recording kernels now (outside capture windows): "
+			      "the kernels in flight are known only inside a window";
+	}
+	pthread_mutex_unlock(&cu.lock);
+	if (why) {
+		snprintf(g->note, sizeof g->note, "%s", why);
+		return 0;
+	}
+	cu.fn.ActivityFlushAll(0);
+	n = cupti_inflight_take(&cu.inflight, l, CAPTURE_GPU_MAX, &g->more, &g->forgotten);
+	for (i = 0; i < n; i++) {
+		struct capture_gpu_launch *o = &g->launch[i];
+
+		memcpy(o->name, l[i].name, sizeof o->name < sizeof l[i].name ?
+		       sizeof o->name : sizeof l[i].name);
+		o->name[sizeof o->name - 1] = '\0';
+		o->launched_ns = l[i].ts;
+		o->tid = l[i].tid;
+		o->corr = l[i].corr;
+		o->device = -1;
+		o->stream = -1;
+		if (cu.fn.GetDeviceId && l[i].ctx &&
+		    cu.fn.GetDeviceId(l[i].ctx, &id) == CUPTI_SUCCESS)
+			o->device = (int32_t)id;
+		if (cu.fn.GetStreamIdEx && l[i].ctx && l[i].has_stream &&
+		    cu.fn.GetStreamIdEx(l[i].ctx, l[i].stream, l[i].per_thread, &id) ==
+			    CUPTI_SUCCESS)
+			o->stream = id;
+	}
+	qsort(g->launch, n, sizeof g->launch[0], by_stream);
+	g->n = n;
+	snprintf(g->note, sizeof g->note, "%s", "");
+	return 1;
+}
+
 const struct capture_ops cupti_capture = {
 	.name = "cupti",
 	.init = cu_init,
@@ -1021,4 +1261,5 @@ const struct capture_ops cupti_capture = {
 	.fini = cu_fini,
 	.step = cu_step,
 	.cuda_inject = cu_inject,
+	.hang_gpu = cu_hang_gpu,
 };

@@ -1,7 +1,8 @@
 /*
  * cupti_internal — what the CUPTI capture's files share (cupti.c: the
  * lifecycle; cupti_load.c: finding and opening libcupti; cupti_records.c:
- * activity records -> trace events; cupti_pattern.c: kernel-name patterns).
+ * activity records -> trace events; cupti_pattern.c: kernel-name patterns;
+ * cupti_inflight.c: launches not known to have finished).
  * Not a module contract: only src/capture/cupti*.c and their unit tests
  * include it. Built only with the CUDA headers (PROFHOST_HAVE_CUDA).
  */
@@ -9,6 +10,7 @@
 #define PROFHOST_CUPTI_INTERNAL_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,6 +55,8 @@ struct cupti_fns {
 	CUptiResult (*ActivityPopExternalCorrelationId)(CUpti_ExternalCorrelationKind,
 							uint64_t *);
 	CUptiResult (*ActivityEnableLatencyTimestamps)(uint8_t); /* may be NULL */
+	CUptiResult (*GetDeviceId)(CUcontext, uint32_t *);         /* may be NULL */
+	CUptiResult (*GetStreamIdEx)(CUcontext, CUstream, uint8_t, uint32_t *); /* may be NULL */
 	CUptiResult (*Finalize)(void);
 };
 
@@ -210,5 +214,57 @@ const char *cupti_pattern_check(const char *pat);
 
 /* True when `pat` (checked) matches somewhere in `s` (string.find). */
 bool cupti_pattern_find(const char *pat, const char *s);
+
+/* ------------------------------------------------------------ cupti_inflight.c */
+
+/* Kernel launches seen by the launch callbacks (API enter) whose
+ * completion record has not come yet: what a hang report lists as the GPU
+ * work launched and not finished. A fixed table of `nslot` slots indexed
+ * by correlation id modulo nslot: a launch whose slot holds an older
+ * unfinished one lets that one go (counted in `forgotten`); nothing is
+ * allocated after init. Every function may be called from any thread. */
+#define CUPTI_INFLIGHT_SLOTS 4096
+#define CUPTI_INFLIGHT_NAME 160
+
+struct cupti_launch {
+	uint32_t corr;                 /* 0: a free slot */
+	int32_t tid;                   /* the launching thread */
+	int64_t ts;                    /* clock_now_ns at the launch call */
+	void *ctx;                     /* its CUcontext */
+	void *stream;                  /* its stream handle (when known) */
+	bool has_stream;
+	bool per_thread;               /* a _ptsz launch: a NULL stream is the
+					  thread's default stream */
+	char name[CUPTI_INFLIGHT_NAME];/* the kernel's name, cut to fit */
+};
+
+struct cupti_inflight {
+	pthread_mutex_t lock;
+	struct cupti_launch *slot;     /* NULL: not tracking */
+	size_t nslot;
+	uint64_t forgotten;            /* launches let go unfinished */
+};
+
+/* Allocates the table. Returns 0 or -1 (no memory: *f stays inert, every
+ * call below a no-op). Once, before any other call. */
+int cupti_inflight_init(struct cupti_inflight *f, size_t nslot);
+
+void cupti_inflight_free(struct cupti_inflight *f);
+
+/* A launch (l->corr != 0) takes its slot. */
+void cupti_inflight_launch(struct cupti_inflight *f, const struct cupti_launch *l);
+
+/* The launches corr[0..n) finished (or failed): their slots are freed
+ * when they still hold them. */
+void cupti_inflight_done(struct cupti_inflight *f, const uint32_t *corr, size_t n);
+
+/* Forgets every launch (CUPTI stopped: no record will come) and the count. */
+void cupti_inflight_clear(struct cupti_inflight *f);
+
+/* Copies the `max` oldest launches not finished into out[], oldest first;
+ * *more: how many more there are; *forgotten: launches let go. Returns how
+ * many were copied (0 also without memory for the copy). */
+size_t cupti_inflight_take(struct cupti_inflight *f, struct cupti_launch *out, size_t max,
+			   uint64_t *more, uint64_t *forgotten);
 
 #endif

@@ -89,6 +89,8 @@ static int resolve(struct cupti_fns *f, struct err *e)
 		  "cuptiActivityPopExternalCorrelationId", true },
 		{ (void **)&f->ActivityEnableLatencyTimestamps,
 		  "cuptiActivityEnableLatencyTimestamps", false },
+		{ (void **)&f->GetDeviceId, "cuptiGetDeviceId", false },
+		{ (void **)&f->GetStreamIdEx, "cuptiGetStreamIdEx", false },
 		{ (void **)&f->Finalize, "cuptiFinalize", true },
 	};
 	size_t i;

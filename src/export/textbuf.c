@@ -48,6 +48,31 @@ void textbuf_puts(struct textbuf *tb, const char *s)
 	textbuf_add(tb, s, strlen(s));
 }
 
+void textbuf_put_html(struct textbuf *tb, const char *s)
+{
+	struct textbuf shown;
+	const char *p;
+
+	textbuf_init(&shown);
+	textbuf_put_name(&shown, s, strlen(s));
+	if (shown.oom) {
+		tb->oom = true;
+		textbuf_free(&shown);
+		return;
+	}
+	for (p = shown.s; p && *p; p++) {
+		switch (*p) {
+		case '&': textbuf_puts(tb, "&amp;"); break;
+		case '<': textbuf_puts(tb, "&lt;"); break;
+		case '>': textbuf_puts(tb, "&gt;"); break;
+		case '"': textbuf_puts(tb, "&quot;"); break;
+		case '\'': textbuf_puts(tb, "&#39;"); break;
+		default: textbuf_add(tb, p, 1);
+		}
+	}
+	textbuf_free(&shown);
+}
+
 void textbuf_printf(struct textbuf *tb, const char *fmt, ...)
 {
 	va_list ap;

@@ -44,6 +44,10 @@ size_t textbuf_cols(const char *s);
  * stays valid UTF-8 whatever bytes the name held. */
 void textbuf_put_name(struct textbuf *tb, const char *s, size_t len);
 
+/* Appends `s` for HTML text or a quoted attribute: shown as
+ * textbuf_put_name() does, with &, <, >, " and ' as entities. */
+void textbuf_put_html(struct textbuf *tb, const char *s);
+
 /* Writes a name as a table shows it into out[size]: shown as
  * textbuf_put_name() does, and a name of max_cols - 3 characters or more is
  * cut to its first max_cols - 3 followed by "..." (torch's rule); max_cols

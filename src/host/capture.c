@@ -242,6 +242,26 @@ int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 	return -1;
 }
 
+int capture_hang_gpu_all(struct capture_gpu_hang *g)
+{
+	size_t i;
+
+	g->n = 0;
+	g->more = g->forgotten = 0;
+	snprintf(g->note, sizeof g->note, "no GPU capture in this build (CPU only)");
+	for (i = 0; capture_sources[i]; i++) {
+		if (!(capture_on >> i & 1) || !capture_sources[i]->hang_gpu)
+			continue;
+		g->note[0] = '\0';
+		if (capture_sources[i]->hang_gpu(g) == 1)
+			return 1;
+		if (!g->note[0])
+			snprintf(g->note, sizeof g->note, "%s cannot say",
+				 capture_sources[i]->name);
+	}
+	return 0;
+}
+
 bool capture_ended_any(void)
 {
 	size_t i;

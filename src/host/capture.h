@@ -60,6 +60,14 @@
  *                 and a dump's collect gets it (capture_window.dump).
  *                 Stepping thread (or the thread ending the process),
  *                 window lock held: must not block.
+ *   hang_gpu      the hang watchdog asks for the GPU work launched and not
+ *                 finished (CUPTI: kernel launches seen by its launch
+ *                 callbacks with no completion record yet) into *g (its
+ *                 fixed array). Returns 1 when the source tracks launches
+ *                 now (the list, possibly empty, is what it knows), 0 when
+ *                 it cannot say (g->note says why: GPU capture off, CUPTI
+ *                 not recording outside windows, ...). Host thread; may
+ *                 flush the source's buffers, never blocks on the GPU.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -125,6 +133,32 @@ struct capture_step {
 					request) */
 };
 
+/* GPU work launched and not finished, as capture_ops.hang_gpu gives it. */
+#define CAPTURE_GPU_NAME 160
+#define CAPTURE_GPU_MAX 64
+
+struct capture_gpu_launch {
+	char name[CAPTURE_GPU_NAME]; /* the kernel's name as CUDA gives it
+					(mangled), cut to fit */
+	int64_t launched_ns;         /* when it was launched (clock_now_ns) */
+	int64_t stream;              /* CUPTI's stream id; -1: not known */
+	int32_t device;              /* -1: not known */
+	int32_t tid;                 /* the launching thread */
+	uint32_t corr;               /* CUPTI's correlation id */
+};
+
+struct capture_gpu_hang {
+	struct capture_gpu_launch launch[CAPTURE_GPU_MAX]; /* by device, stream,
+							      then launch time */
+	size_t n;                    /* entries in launch[] */
+	uint64_t more;               /* launches not finished beyond those */
+	uint64_t forgotten;          /* launches the source's table let go
+					before their record came (their
+					state is unknown) */
+	char note[256];              /* with return 0: why nothing is known;
+					with 1: a caveat, or "" */
+};
+
 /* A closed window, as capture_ops.collect sees it. */
 struct capture_window {
 	uint64_t gen;                /* capture generation (0: none) */
@@ -156,6 +190,7 @@ struct capture_ops {
 	int (*hang_stacks)(char *out, size_t size, char *why, size_t wsize);
 	bool (*ended)(void);
 	void (*recorder)(uint64_t gen);
+	int (*hang_gpu)(struct capture_gpu_hang *g);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -188,6 +223,11 @@ void capture_recorder_all(uint64_t gen);
  * when no source gives any (why: the last source's reason, or "no source
  * gives them"). Host thread. */
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize);
+
+/* The GPU work not finished for a hang report (hang_gpu): the first
+ * source that tracks launches (1), else 0 with g->note from the last
+ * source that said why, or "no GPU capture in this build". Host thread. */
+int capture_hang_gpu_all(struct capture_gpu_hang *g);
 
 /* Whether a source says the program's code has ended (ended). Any thread. */
 bool capture_ended_any(void);

@@ -8,10 +8,11 @@
  * max(after_s, factor x median step), it writes one report per hang into
  * <run>/rank<R>/hang<K>_step<N>/: hang_report.txt (every thread's native
  * stack, Python stacks where the bridge can give them, each thread's open
- * ranges and how long each has been open, the last steps) and hang.json
- * (the same for `prof report`'s view across ranks); then asks the recorder
- * for a dump and runs prof.on_hang. When steps resume it says how long the
- * step stalled.
+ * ranges and how long each has been open, on a GPU the kernels launched
+ * and not finished, the last steps), hang.json (the same for `prof
+ * report`'s view across ranks) and report.html (the same for a browser:
+ * the stuck threads first); then asks the recorder for a dump and runs
+ * prof.on_hang. When steps resume it says how long the step stalled.
  */
 #include <errno.h>
 #include <limits.h>
@@ -28,6 +29,7 @@
 #include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
+#include "../util/demangle.h"
 #include "../util/log.h"
 #include "capture.h"
 #include "host.h"
@@ -38,6 +40,7 @@
 #define WD_POLL_NS 1000000000LL    /* while hung: how often to look for
 				      the step's end */
 #define WD_MIN_WAIT_NS 10000000LL
+#define WD_HTML_FRAMES 8           /* top frames per stuck thread in the html */
 
 /* What the window state says now, copied under its lock. */
 struct wd_snap {
@@ -268,6 +271,291 @@ static void json_thread(cJSON *arr, struct host *h, const struct wd_snap *s,
 	cJSON_AddItemToArray(arr, o);
 }
 
+/* ------------------------------------------------------------ the GPU */
+
+/* What the capture sources say of the GPU work not finished, names made
+ * readable (C++ names demangled and shortened). */
+struct wd_gpu {
+	struct capture_gpu_hang g;
+	int known;                     /* capture_hang_gpu_all's answer */
+	char shown[CAPTURE_GPU_MAX][CAPTURE_GPU_NAME];
+};
+
+/* Asks the sources (host thread) and names the kernels. */
+static void gpu_take(struct wd_gpu *w)
+{
+	demangle_fn dm = NULL;
+	size_t i;
+
+	w->known = capture_hang_gpu_all(&w->g);
+	for (i = 0; i < w->g.n; i++) {
+		const char *name = w->g.launch[i].name;
+
+		if (!name[0])
+			name = "(unnamed kernel)";
+		if (demangle_is_mangled(name) && !dm)
+			dm = demangle_find(false);
+		if (!dm || !demangle_frame(dm, name, w->shown[i], sizeof w->shown[i]))
+			snprintf(w->shown[i], sizeof w->shown[i], "%s", name);
+	}
+}
+
+/* "GPU 0, stream 7" for launch i into out. */
+static void gpu_where(const struct capture_gpu_launch *l, char *out, size_t size)
+{
+	char dev[24] = "GPU ?", st[32] = "stream ?";
+
+	if (l->device >= 0)
+		snprintf(dev, sizeof dev, "GPU %d", (int)l->device);
+	if (l->stream >= 0)
+		snprintf(st, sizeof st, "stream %lld", (long long)l->stream);
+	snprintf(out, size, "%s, %s", dev, st);
+}
+
+/* Whether launch i starts a new device/stream group. */
+static bool gpu_new_group(const struct wd_gpu *w, size_t i)
+{
+	return i == 0 || w->g.launch[i].device != w->g.launch[i - 1].device ||
+	       w->g.launch[i].stream != w->g.launch[i - 1].stream;
+}
+
+/* The report's GPU section. */
+static void gpu_text(struct textbuf *tb, const struct wd_gpu *w, int64_t now)
+{
+	char where[64];
+	size_t i;
+
+	if (!w->known) {
+		textbuf_printf(tb, "GPU: kernels in flight not known (%s)\n\n", w->g.note);
+		return;
+	}
+	if (w->g.n == 0) {
+		textbuf_puts(tb, "GPU: no kernel launched and not finished (every kernel "
+			     "launched has its completion record)\n");
+	} else {
+		textbuf_printf(tb, "GPU: kernels launched and not finished (%zu; no "
+			       "completion record yet), by stream, oldest first:\n",
+			       w->g.n + (size_t)w->g.more);
+		for (i = 0; i < w->g.n; i++) {
+			const struct capture_gpu_launch *l = &w->g.launch[i];
+
+			if (gpu_new_group(w, i)) {
+				gpu_where(l, where, sizeof where);
+				textbuf_printf(tb, "  %s:\n", where);
+			}
+			textbuf_printf(tb, "    `%s` launched %.1f s ago (thread %d)\n",
+				       w->shown[i], (double)(now - l->launched_ns) / 1e9,
+				       (int)l->tid);
+		}
+		if (w->g.more)
+			textbuf_printf(tb, "  ... and %llu more launched later\n",
+				       (unsigned long long)w->g.more);
+	}
+	if (w->g.forgotten)
+		textbuf_printf(tb, "  (%llu earlier launches left the table of launches "
+			       "before their record came: whether they finished is not "
+			       "known)\n", (unsigned long long)w->g.forgotten);
+	textbuf_puts(tb, "\n");
+}
+
+/* hang.json's "gpu": {"known", "note", "in_flight": [...], "more", "forgotten"}. */
+static void gpu_json(cJSON *root, const struct wd_gpu *w, int64_t now)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, "gpu"), *a;
+	size_t i;
+
+	if (!o)
+		return;
+	cJSON_AddBoolToObject(o, "known", w->known == 1);
+	if (!w->known) {
+		cJSON_AddStringToObject(o, "note", w->g.note);
+		return;
+	}
+	a = cJSON_AddArrayToObject(o, "in_flight");
+	for (i = 0; a && i < w->g.n; i++) {
+		const struct capture_gpu_launch *l = &w->g.launch[i];
+		cJSON *k = cJSON_CreateObject();
+
+		if (!k)
+			break;
+		cJSON_AddStringToObject(k, "name", w->shown[i]);
+		cJSON_AddNumberToObject(k, "device", l->device);
+		cJSON_AddNumberToObject(k, "stream", (double)l->stream);
+		cJSON_AddNumberToObject(k, "launched_s_ago", (double)(now - l->launched_ns) / 1e9);
+		cJSON_AddNumberToObject(k, "tid", l->tid);
+		cJSON_AddNumberToObject(k, "correlation", l->corr);
+		cJSON_AddItemToArray(a, k);
+	}
+	cJSON_AddNumberToObject(o, "more", (double)w->g.more);
+	cJSON_AddNumberToObject(o, "forgotten", (double)w->g.forgotten);
+}
+
+/* ------------------------------------------------------------ report.html */
+
+/* Whether thread t is one the stall is about: the stepping thread, or one
+ * inside a range (not profhost's own). */
+static bool stuck_thread(const struct wd_snap *s, const struct wd_thread *t)
+{
+	return !t->stack->self && (t->stack->tid == s->tid || t->nranges > 0);
+}
+
+/* One thread's block in report.html: its open ranges with their ages, its
+ * top native and Python frames. */
+static void html_thread(struct textbuf *tb, struct host *h, const struct wd_snap *s,
+			const struct wd_thread *t, int64_t now)
+{
+	const struct control_stack *st = t->stack;
+	char frame[PATH_MAX + 64], age[48];
+	size_t i;
+	int f, shown;
+
+	textbuf_printf(tb, "<h3>thread %d &ldquo;", (int)st->tid);
+	textbuf_put_html(tb, st->name);
+	textbuf_puts(tb, "&rdquo;");
+	if (st->tid == h->pid)
+		textbuf_puts(tb, " (main thread)");
+	if (st->tid == s->tid)
+		textbuf_puts(tb, " (steps)");
+	textbuf_puts(tb, "</h3>\n");
+	if (t->nranges) {
+		textbuf_puts(tb, "<table class=\"ranges\"><tr><th>open range (outermost "
+			     "first)</th><th>open for</th></tr>\n");
+		for (i = 0; i < t->nranges; i++) {
+			const struct nvtx_open_range *r = &t->ranges[i];
+
+			if (r->start_ns)
+				snprintf(age, sizeof age, "%.1f s",
+					 (double)(now - r->start_ns) / 1e9);
+			else
+				snprintf(age, sizeof age, "since before the watchdog kept times");
+			textbuf_puts(tb, "<tr><td><code>");
+			textbuf_put_html(tb, range_name(r));
+			textbuf_printf(tb, "</code></td><td class=\"age\">%s</td></tr>\n", age);
+		}
+		textbuf_puts(tb, "</table>\n");
+	}
+	if (t->no_stack || st->state != CONTROL_STACK_OK) {
+		textbuf_puts(tb, "<p>native stack: not taken (see hang_report.txt)</p>\n");
+	} else {
+		shown = st->nframes < WD_HTML_FRAMES ? st->nframes : WD_HTML_FRAMES;
+		textbuf_puts(tb, "<p>native stack, innermost first:</p>\n<ol class=\"frames\">");
+		for (f = 0; f < shown; f++) {
+			live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
+			textbuf_puts(tb, "<li><code>");
+			textbuf_put_html(tb, frame);
+			textbuf_puts(tb, "</code></li>");
+		}
+		textbuf_puts(tb, "</ol>\n");
+		if (st->nframes > shown || st->truncated)
+			textbuf_puts(tb, "<p class=\"more\">deeper frames in hang_report.txt</p>\n");
+	}
+	if (t->py) {
+		const char *p = t->py, *end = t->py + t->pylen;
+
+		textbuf_puts(tb, "<p>Python stack, most recent call first:</p>\n"
+			     "<ol class=\"frames\">");
+		for (shown = 0; p < end && shown < WD_HTML_FRAMES;) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+			if (py_frame(p, n, frame, sizeof frame)) {
+				textbuf_puts(tb, "<li><code>");
+				textbuf_put_html(tb, frame);
+				textbuf_puts(tb, "</code></li>");
+				shown++;
+			}
+			p += n + 1;
+		}
+		textbuf_puts(tb, "</ol>\n");
+	}
+}
+
+/* report.html of hang k: the stuck step, how long, the stuck threads
+ * (their open ranges with ages, top frames), the GPU work in flight, the
+ * last steps; the other threads in hang_report.txt. */
+static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap *s,
+			uint32_t k, int64_t limit, const struct wd_thread *th, int n,
+			const struct wd_gpu *gpu, int64_t now)
+{
+	double stalled = (double)(now - s->start) / 1e9;
+	char where[64];
+	size_t j;
+	int i, others = 0;
+
+	textbuf_printf(tb, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+		       "<title>profhost hang %u: step %llu</title>\n", k,
+		       (unsigned long long)s->step);
+	textbuf_puts(tb, "<style>body{font-family:sans-serif;margin:1.5em;max-width:70em}"
+		     "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+		     "padding:2px 8px;text-align:left}td.age{text-align:right}"
+		     "ol.frames{font-size:90%;margin-top:0}p.more{color:#666}"
+		     "h2{border-bottom:1px solid #ccc}</style></head><body>\n");
+	textbuf_printf(tb, "<h1>Hang %u: step %llu has not ended after %.1f s</h1>\n", k,
+		       (unsigned long long)s->step, stalled);
+	textbuf_printf(tb, "<p>rank %d of %d, pid %d, <code>", h->env.rank,
+		       h->env.world_size, (int)h->pid);
+	textbuf_put_html(tb, h->program);
+	textbuf_puts(tb, "</code> on ");
+	textbuf_put_html(tb, h->hostname);
+	textbuf_printf(tb, ". The watchdog's limit: %.3f s = max(after_s %g, factor %g "
+		       "&times; median step %.3f ms). Every thread's full stack: "
+		       "<a href=\"hang_report.txt\">hang_report.txt</a>.</p>\n",
+		       (double)limit / 1e9, h->cfg->watchdog.after_s,
+		       h->cfg->watchdog.factor, s->median_ms);
+
+	textbuf_puts(tb, "<h2>Stuck threads</h2>\n");
+	for (i = 0; i < n; i++) {
+		if (stuck_thread(s, &th[i]))
+			html_thread(tb, h, s, &th[i], now);
+		else
+			others++;
+	}
+	if (others)
+		textbuf_printf(tb, "<p class=\"more\">%d other thread%s (no open range, not "
+			       "stepping) in hang_report.txt</p>\n", others,
+			       others == 1 ? "" : "s");
+
+	textbuf_puts(tb, "<h2>GPU</h2>\n");
+	if (!gpu->known) {
+		textbuf_puts(tb, "<p>Kernels in flight not known: ");
+		textbuf_put_html(tb, gpu->g.note);
+		textbuf_puts(tb, ".</p>\n");
+	} else if (gpu->g.n == 0) {
+		textbuf_puts(tb, "<p>No kernel launched and not finished.</p>\n");
+	} else {
+		textbuf_puts(tb, "<table class=\"gpu\"><tr><th>where</th><th>kernel launched, "
+			     "not finished</th><th>launched</th><th>thread</th></tr>\n");
+		for (j = 0; j < gpu->g.n; j++) {
+			const struct capture_gpu_launch *l = &gpu->g.launch[j];
+
+			gpu_where(l, where, sizeof where);
+			textbuf_printf(tb, "<tr><td>%s</td><td><code>", where);
+			textbuf_put_html(tb, gpu->shown[j]);
+			textbuf_printf(tb, "</code></td><td class=\"age\">%.1f s ago</td>"
+				       "<td>%d</td></tr>\n",
+				       (double)(now - l->launched_ns) / 1e9, (int)l->tid);
+		}
+		textbuf_puts(tb, "</table>\n");
+		if (gpu->g.more)
+			textbuf_printf(tb, "<p class=\"more\">and %llu more launched later</p>\n",
+				       (unsigned long long)gpu->g.more);
+	}
+	if (gpu->known && gpu->g.forgotten)
+		textbuf_printf(tb, "<p class=\"more\">%llu earlier launches left the table of "
+			       "launches before their record came: whether they finished is "
+			       "not known.</p>\n", (unsigned long long)gpu->g.forgotten);
+
+	textbuf_printf(tb, "<h2>Last steps</h2>\n<p>median %.3f ms, mean %.3f ms (%zu steps "
+		       "known)</p>\n<table><tr><th>step</th><th>duration</th></tr>\n",
+		       s->median_ms, s->mean_ms, s->ndur);
+	for (j = 0; j < s->nlast; j++)
+		textbuf_printf(tb, "<tr><td>%llu</td><td class=\"age\">%.3f ms</td></tr>\n",
+			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
+	textbuf_printf(tb, "<tr><td>%llu</td><td class=\"age\">running for %.1f s</td>"
+		       "</tr>\n</table>\n</body></html>\n", (unsigned long long)s->step,
+		       stalled);
+}
+
 /* Creates <run>/rank<R>/hang<K>_step<N> into *dir. Returns 0 or -1 with *e. */
 static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *dir,
 		    struct err *e)
@@ -346,11 +634,12 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	struct policy_hang_thread *pht = NULL;
 	struct policy_hang_range *phr = NULL;
 	struct policy_hang_info info = { 0 };
-	struct textbuf tb;
+	struct wd_gpu *gpu = calloc(1, sizeof *gpu);
+	struct textbuf tb, html;
 	struct outdir dir = { -1, "" };
 	struct err e;
 	cJSON *root = NULL, *arr;
-	char why[256] = "", *py = NULL, *text = NULL, *json = NULL;
+	char why[256] = "", *py = NULL, *text = NULL, *json = NULL, *page = NULL;
 	char no_stack[ERR_MSG_MAX] = "";
 	int n = 0, i;
 	size_t nr = 0, j, r;
@@ -359,7 +648,8 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	bool have_dir;
 
 	textbuf_init(&tb);
-	if (!st || !rg)
+	textbuf_init(&html);
+	if (!st || !rg || !gpu)
 		goto out;
 	/* The ranges first: taking stacks signals the threads, and one in a
 	 * call the kernel does not restart (a sleep) may move on. */
@@ -372,6 +662,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		n = add_range_threads(st, 0, rg, nr);
 	}
 	py = python_text(why, sizeof why);
+	gpu_take(gpu);
 	now = clock_now_ns();
 	stalled = (double)(now - s->start) / 1e9;
 	th = calloc((size_t)n + 1, sizeof *th);
@@ -410,6 +701,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		       (unsigned long long)s->step, stalled);
 	if (!py)
 		textbuf_printf(&tb, "Python stacks: none (%s)\n\n", why);
+	gpu_text(&tb, gpu, now);
 	textbuf_printf(&tb, "Threads (%d): open ranges outermost first, then the stacks\n\n", n);
 	for (i = 0; i < n; i++)
 		text_thread(&tb, h, s, &th[i], now);
@@ -432,6 +724,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		arr = cJSON_AddArrayToObject(root, "threads");
 		for (i = 0; arr && i < n; i++)
 			json_thread(arr, h, s, &th[i], now);
+		gpu_json(root, gpu, now);
 		json = cJSON_PrintUnformatted(root);
 	}
 
@@ -450,11 +743,14 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	}
 
 	if (have_dir) {
+		html_report(&html, h, s, k, limit, th, n, gpu, now);
 		text = textbuf_take(&tb);
+		page = textbuf_take(&html);
 		if (!text || outfile_write_textat(&dir, "hang_report.txt", text, &e) != 0 ||
-		    !json || outfile_write_textat(&dir, "hang.json", json, &e) != 0)
+		    !json || outfile_write_textat(&dir, "hang.json", json, &e) != 0 ||
+		    !page || outfile_write_textat(&dir, "report.html", page, &e) != 0)
 			log_msg(LOG_WARN, "watchdog: hang report %u: %s", k,
-				text && json ? e.msg : "out of memory");
+				text && json && page ? e.msg : "out of memory");
 	}
 	log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
 		"hang report %u -> %s/", (unsigned long long)s->step, stalled,
@@ -483,7 +779,10 @@ out:
 	cJSON_Delete(root);
 	free(json);
 	free(text);
+	free(page);
 	textbuf_free(&tb);
+	textbuf_free(&html);
+	free(gpu);
 	free(py);
 	free(phr);
 	free(pht);

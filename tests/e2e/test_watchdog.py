@@ -2,7 +2,9 @@
 of a hang across ranks (prof report). A C loop whose step 5 sleeps inside
 "allreduce" longer than after_s: one hang report names the range and how
 long it was open, holds the stalled thread's stack, on_hang runs, the log
-says when steps resumed. A 2-rank PyTorch gloo job where rank 1 sleeps
+says when steps resumed; its report.html shows the same. On the CUPTI fake,
+a step that waits for a kernel that does not finish: the report lists that
+kernel, its stream and how long ago it was launched. A 2-rank PyTorch gloo job where rank 1 sleeps
 inside a range while rank 0 waits in a collective: both ranks report, and
 `prof report` names rank 1 as the odd one out."""
 import glob
@@ -14,10 +16,12 @@ import subprocess
 import time
 import unittest
 
-from harness import (PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env, profhost_lines,
-                     run)
+from harness import (BUILD, PROF, PYTHON, SANITIZE, TESTBIN, TempDirTest, base_env,
+                     load_trace, profhost_lines, run, window_dirs)
 
 APP = os.path.join(TESTBIN, "hang_app")
+CUDA_APP = os.path.join(TESTBIN, "cuda_fake_app")
+FAKE = os.path.join(BUILD, "tests", "lib", "libcupti-fake.so")
 
 POLICY = """
 prof.watchdog{ after_s = 1 }
@@ -76,6 +80,23 @@ class CLoop(TempDirTest):
         stepping = [t for t in h["threads"] if t["steps"]]
         self.assertEqual(len(stepping), 1)
         self.assertEqual([x["name"] for x in stepping[0]["ranges"]], ["work", "allreduce"])
+        # No GPU work here: the report says what is known of the GPU.
+        self.assertFalse(h["gpu"]["known"])
+        self.assertIn("GPU: kernels in flight not known (" + h["gpu"]["note"] + ")", text)
+        # report.html: the stuck step, the stuck threads' ranges with their
+        # ages and top frames; the GPU section.
+        with open(os.path.join(dirs[0], "report.html")) as f:
+            page = f.read()
+        self.assertIn("<h1>Hang 0: step 5 has not ended after", page)
+        m = re.search(r"<tr><td><code>allreduce</code></td><td class=\"age\">(\d+\.\d) s</td>",
+                      page)
+        self.assertTrue(m, page)
+        self.assertGreaterEqual(float(m.group(1)), 0.9)
+        self.assertLess(float(m.group(1)), 3.5)
+        self.assertRegex(page, r"<code>fetch</code></td><td class=\"age\">\d+\.\d s")
+        self.assertIn("stall_here", page)
+        self.assertIn("<h2>GPU</h2>\n<p>Kernels in flight not known: ", page)
+        self.assertIn('<a href="hang_report.txt">', page)
         # on_hang ran once, with the threads' ranges.
         hooks = [l for l in r.stderr.splitlines() if "on_hang hang=" in l]
         self.assertEqual(len(hooks), 1, r.stderr)
@@ -123,6 +144,74 @@ prof.recorder{ steps = 4 }
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("policy.lua:1: prof.watchdog: unknown key 'after' (valid keys: "
                       "after_s, dump, factor); profiling is off", r.stderr)
+
+
+@unittest.skipUnless(os.path.exists(CUDA_APP) and os.path.exists(FAKE),
+                     "no CUPTI fake in this build (CPU only)")
+class GpuInFlight(TempDirTest):
+    """A step waits for a kernel that does not finish (the CUPTI fake's
+    simulated GPU): the hang report names it, where it runs and since when."""
+
+    def prof_run(self, policy_text, *args):
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"PROF_CUPTI_LIB": FAKE})
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", CUDA_APP] + list(args),
+                env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = hang_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            text = f.read()
+        with open(os.path.join(dirs[0], "hang.json")) as f:
+            h = json.load(f)
+        with open(os.path.join(dirs[0], "report.html")) as f:
+            page = f.read()
+        return out, text, h, page
+
+    def test_the_kernel_not_finished_inside_a_window(self):
+        out, text, h, page = self.prof_run(
+            "prof.schedule{ active = 6, cycles = 1 }\nprof.watchdog{ after_s = 1 }\n",
+            "--steps", "6", "--hang-at", "3", "--hang-ms", "3000")
+        self.assertEqual(h["step"], 3)
+        # Only the stuck kernel: the step's other kernels (gemm, relu) have
+        # finished and are not listed.
+        gpu = h["gpu"]
+        self.assertTrue(gpu["known"], gpu)
+        self.assertEqual([(k["name"], k["device"], k["stream"]) for k in gpu["in_flight"]],
+                         [("stuck_kernel", 0, 5)], gpu)
+        age = gpu["in_flight"][0]["launched_s_ago"]
+        self.assertGreaterEqual(age, 0.9)
+        self.assertLess(age, 3.0)
+        stepping = [t for t in h["threads"] if t["steps"]][0]
+        self.assertEqual(gpu["in_flight"][0]["tid"], stepping["tid"])
+        self.assertRegex(text, r"GPU: kernels launched and not finished \(1; [^)]*\), by "
+                         r"stream, oldest first:\n  GPU 0, stream 5:\n    `stuck_kernel` "
+                         r"launched \d+\.\d s ago \(thread %d\)\n" % stepping["tid"])
+        self.assertNotIn("gemm_kernel", text)
+        self.assertRegex(page, r"<td>GPU 0, stream 5</td><td><code>stuck_kernel</code></td>"
+                         r"<td class=\"age\">\d+\.\d s ago</td>")
+        # The watchdog's look took nothing from the window: the stuck kernel
+        # is in the trace with its real duration.
+        t = load_trace(window_dirs(out)[0])
+        stuck = [e for e in t["traceEvents"]
+                 if e.get("cat") == "kernel" and e.get("name") == "stuck_kernel"]
+        self.assertEqual(len(stuck), 1)
+        self.assertGreaterEqual(stuck[0]["dur"], 2.9e6)
+        self.assertEqual(t["profhost"]["counters"]["gpu_dropped"], 0)
+
+    def test_outside_a_window_says_what_is_known(self):
+        # The window lies ahead (step 50): CUPTI is subscribed, kernel
+        # records are off.
+        _, text, h, page = self.prof_run(
+            "prof.schedule{ wait = 50, active = 1, cycles = 1 }\n"
+            "prof.watchdog{ after_s = 1 }\n",
+            "--steps", "5", "--hang-at", "3", "--hang-ms", "2500")
+        self.assertFalse(h["gpu"]["known"])
+        self.assertIn("outside capture windows", h["gpu"]["note"])
+        self.assertIn("GPU: kernels in flight not known (CUPTI is not recording kernels "
+                      "now (outside capture windows)", text)
+        self.assertIn("outside capture windows", page)
 
 
 GIL = """

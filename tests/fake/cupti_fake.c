@@ -19,7 +19,11 @@
  *   - an API record is preceded by one external correlation record per
  *     external kind whose per-thread stack is not empty;
  *   - subscribers get CUpti_CallbackData at API enter and exit for the
- *     callbacks they enabled, with the record's correlation id;
+ *     callbacks they enabled, with the record's correlation id (and for
+ *     kernel launches the symbol name and the launch's parameters: the
+ *     stream handle of stream N is FAKE_STREAM_BASE + N, which
+ *     cuptiGetStreamIdEx maps back to N; cuptiGetDeviceId maps a context
+ *     to its device);
  *   - one subscriber at a time; timestamps from the registered callback.
  * The scenario functions (cupti_fake_*) play the CUDA runtime and driver.
  *
@@ -57,6 +61,8 @@ void fake_nvtx_write(FILE *f); /* cupti_fake_nvtx.c */
 #define FAKE_EXT_DEPTH 64
 #define FAKE_LAUNCH_NS 2000   /* a launch call's own cost */
 #define FAKE_LATENCY_NS 1000  /* enqueue -> start on an idle stream */
+#define FAKE_STREAM_BASE 0x50000u /* stream N's handle */
+#define FAKE_CONTEXT_BASE 0x1000u /* device D's context: BASE + D + 1 */
 
 enum fake_mode { MODE_OK, MODE_NO_DRIVER, MODE_NO_PRIV, MODE_MULTI, MODE_OLD };
 
@@ -512,6 +518,7 @@ struct call {
 	CUpti_CallbackDomain dom;
 	uint32_t cbid;
 	const char *symbol;
+	const void *params;   /* functionParams (NULL: none given) */
 	uint32_t corr;
 	uint64_t start, end;
 	uint64_t cdata;
@@ -543,10 +550,10 @@ static void callback(struct call *c, CUpti_ApiCallbackSite site)
 	memset(&d, 0, sizeof d);
 	d.callbackSite = site;
 	d.functionName = cbid_name(c->dom, c->cbid);
-	d.functionParams = NULL;
+	d.functionParams = c->params;
 	d.functionReturnValue = site == CUPTI_API_EXIT ? &ret : NULL;
 	d.symbolName = c->symbol;
-	d.context = (CUcontext)(uintptr_t)(0x1000 + context_of(tl_device));
+	d.context = (CUcontext)(uintptr_t)(FAKE_CONTEXT_BASE + context_of(tl_device));
 	d.contextUid = context_of(tl_device);
 	d.correlationData = &c->cdata;
 	d.correlationId = c->corr;
@@ -593,7 +600,7 @@ FAKE_EXPORT void cupti_fake_set_device(uint32_t device)
 /* Starts an API call: a correlation id, the enter callback. Returns -1
  * without a driver. */
 static int call_begin(struct call *c, CUpti_CallbackDomain dom, uint32_t cbid,
-		      const char *symbol)
+		      const char *symbol, const void *params)
 {
 	if (cupti_fake_init() != 0)
 		return -1;
@@ -601,6 +608,7 @@ static int call_begin(struct call *c, CUpti_CallbackDomain dom, uint32_t cbid,
 	c->dom = dom;
 	c->cbid = cbid;
 	c->symbol = symbol;
+	c->params = params;
 	pthread_mutex_lock(&fk.lock);
 	c->start = now();
 	retire_work(c->start, 0);
@@ -713,8 +721,16 @@ static uint32_t launch(CUpti_CallbackDomain dom, uint32_t cbid, const char *name
 		       uint32_t stream, uint32_t dur_us)
 {
 	struct call c;
+	cudaLaunchKernel_v7000_params rt;
+	cuLaunchKernel_params drv;
+	const void *params;
 
-	if (call_begin(&c, dom, cbid, name) != 0)
+	memset(&rt, 0, sizeof rt);
+	memset(&drv, 0, sizeof drv);
+	rt.stream = (cudaStream_t)(uintptr_t)(FAKE_STREAM_BASE + stream);
+	drv.hStream = (CUstream)(uintptr_t)(FAKE_STREAM_BASE + stream);
+	params = dom == CUPTI_CB_DOMAIN_RUNTIME_API ? (const void *)&rt : (const void *)&drv;
+	if (call_begin(&c, dom, cbid, name, params) != 0)
 		return 0;
 	spin_ns(FAKE_LAUNCH_NS);
 	pthread_mutex_lock(&fk.lock);
@@ -747,7 +763,7 @@ FAKE_EXPORT uint32_t cupti_fake_graph_launch(uint32_t stream, unsigned n,
 	uint64_t t;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, NULL, NULL) != 0)
 		return 0;
 	spin_ns(FAKE_LAUNCH_NS);
 	pthread_mutex_lock(&fk.lock);
@@ -769,7 +785,7 @@ FAKE_EXPORT uint32_t cupti_fake_memcpy(enum cupti_fake_copy kind, uint64_t bytes
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
 		       async ? CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020
-			     : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, NULL) != 0)
+			     : CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, NULL, NULL) != 0)
 		return 0;
 	memset(&r, 0, sizeof r);
 	pthread_mutex_lock(&fk.lock);
@@ -805,7 +821,7 @@ FAKE_EXPORT uint32_t cupti_fake_memset(uint64_t bytes, uint32_t stream, uint32_t
 	uint32_t dev = tl_device;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, NULL, NULL) != 0)
 		return 0;
 	memset(&r, 0, sizeof r);
 	pthread_mutex_lock(&fk.lock);
@@ -859,7 +875,7 @@ FAKE_EXPORT uint64_t cupti_fake_malloc(uint64_t bytes)
 	uint32_t dev = tl_device;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, NULL, NULL) != 0)
 		return 0;
 	pthread_mutex_lock(&fk.lock);
 	if (!fk.next_addr[dev])
@@ -890,7 +906,7 @@ FAKE_EXPORT void cupti_fake_free(uint64_t address)
 	size_t i;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, NULL, NULL) != 0)
 		return;
 	pthread_mutex_lock(&fk.lock);
 	for (i = 0; i < fk.nallocs; i++)
@@ -914,7 +930,7 @@ static uint32_t synchronize(uint32_t cbid, uint32_t stream)
 	uint32_t dev = tl_device;
 	size_t i;
 
-	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, NULL) != 0)
+	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, NULL, NULL) != 0)
 		return 0;
 	pthread_mutex_lock(&fk.lock);
 	for (i = 0; i < fk.nstreams; i++)
@@ -1017,7 +1033,7 @@ FAKE_EXPORT int cudaProfilerStart(void)
 	struct call c;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000, NULL, NULL) != 0)
 		return 3; /* cudaErrorInitializationError */
 	pthread_mutex_lock(&fk.lock);
 	fk.st.profiler_starts++;
@@ -1031,7 +1047,7 @@ FAKE_EXPORT int cudaProfilerStop(void)
 	struct call c;
 
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
-		       CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, NULL) != 0)
+		       CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000, NULL, NULL) != 0)
 		return 3;
 	pthread_mutex_lock(&fk.lock);
 	fk.st.profiler_stops++;
@@ -1418,6 +1434,40 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(
 	pthread_mutex_lock(&fk.lock);
 	fk.st.ext_pops++;
 	pthread_mutex_unlock(&fk.lock);
+	return CUPTI_SUCCESS;
+}
+
+/* The device of a context the callbacks gave (FAKE_CONTEXT_BASE + D + 1). */
+FAKE_EXPORT CUptiResult CUPTIAPI cuptiGetDeviceId(CUcontext context, uint32_t *deviceId)
+{
+	uintptr_t c = (uintptr_t)context;
+
+	if (!deviceId)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (mode() == MODE_NO_DRIVER)
+		return CUPTI_ERROR_UNKNOWN;
+	if (c <= FAKE_CONTEXT_BASE || c > FAKE_CONTEXT_BASE + fk.ndev)
+		return CUPTI_ERROR_INVALID_CONTEXT;
+	*deviceId = (uint32_t)(c - FAKE_CONTEXT_BASE - 1);
+	return CUPTI_SUCCESS;
+}
+
+/* The stream id of a handle the launch parameters gave
+ * (FAKE_STREAM_BASE + N -> N; NULL: the default stream, 0). */
+FAKE_EXPORT CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream,
+						    uint8_t perThreadStream, uint32_t *streamId)
+{
+	uintptr_t h = (uintptr_t)stream;
+
+	(void)context;
+	(void)perThreadStream;
+	if (!streamId)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (mode() == MODE_NO_DRIVER)
+		return CUPTI_ERROR_UNKNOWN;
+	if (h && (h < FAKE_STREAM_BASE || h - FAKE_STREAM_BASE > UINT32_MAX))
+		return CUPTI_ERROR_INVALID_STREAM;
+	*streamId = h ? (uint32_t)(h - FAKE_STREAM_BASE) : 0;
 	return CUPTI_SUCCESS;
 }
 

@@ -667,8 +667,82 @@ static void test_load(void)
 	CHECK_EQ_INT(system(line), 0);
 }
 
+/* A launch for the in-flight table. */
+static struct cupti_launch launch_of(uint32_t corr, int64_t ts, const char *name)
+{
+	struct cupti_launch l;
+
+	memset(&l, 0, sizeof l);
+	l.corr = corr;
+	l.ts = ts;
+	l.tid = 7;
+	snprintf(l.name, sizeof l.name, "%s", name);
+	return l;
+}
+
+/* The kernels in flight: launches stay until their record comes, oldest
+ * first; a slot needed by a later launch lets the older one go, counted. */
+static void test_inflight(void)
+{
+	struct cupti_inflight f;
+	struct cupti_launch out[8], l;
+	uint64_t more, forgotten;
+	uint32_t done[2];
+	size_t n;
+
+	CHECK_EQ_INT(cupti_inflight_init(&f, 8), 0);
+	l = launch_of(10, 300, "late");
+	cupti_inflight_launch(&f, &l);
+	l = launch_of(11, 100, "first");
+	cupti_inflight_launch(&f, &l);
+	l = launch_of(12, 200, "second");
+	cupti_inflight_launch(&f, &l);
+	l = launch_of(0, 50, "no id");             /* no correlation id: ignored */
+	cupti_inflight_launch(&f, &l);
+	n = cupti_inflight_take(&f, out, 8, &more, &forgotten);
+	CHECK_EQ_INT((long)n, 3);
+	CHECK_EQ_STR(out[0].name, "first");
+	CHECK_EQ_STR(out[1].name, "second");
+	CHECK_EQ_STR(out[2].name, "late");
+	CHECK_EQ_INT((long)more, 0);
+	CHECK_EQ_INT((long)forgotten, 0);
+
+	/* 11 finished; 4 (the slot of 12 in a table of 8) is not a launch held */
+	done[0] = 11;
+	done[1] = 4;
+	cupti_inflight_done(&f, done, 2);
+	n = cupti_inflight_take(&f, out, 1, &more, &forgotten);
+	CHECK_EQ_INT((long)n, 1);
+	CHECK_EQ_STR(out[0].name, "second");
+	CHECK_EQ_INT((long)more, 1);
+
+	/* 20 needs 12's slot (20 % 8 == 12 % 8): 12 is let go and counted */
+	l = launch_of(20, 400, "newer");
+	cupti_inflight_launch(&f, &l);
+	n = cupti_inflight_take(&f, out, 8, &more, &forgotten);
+	CHECK_EQ_INT((long)n, 2);
+	CHECK_EQ_STR(out[0].name, "late");
+	CHECK_EQ_STR(out[1].name, "newer");
+	CHECK_EQ_INT((long)forgotten, 1);
+	/* a completion of the launch let go does not free its successor */
+	done[0] = 12;
+	cupti_inflight_done(&f, done, 1);
+	n = cupti_inflight_take(&f, out, 8, &more, &forgotten);
+	CHECK_EQ_INT((long)n, 2);
+
+	cupti_inflight_clear(&f);
+	n = cupti_inflight_take(&f, out, 8, &more, &forgotten);
+	CHECK_EQ_INT((long)n, 0);
+	CHECK_EQ_INT((long)forgotten, 0);
+	cupti_inflight_free(&f);
+	/* a table that was never made takes and lists nothing */
+	cupti_inflight_launch(&f, &l);
+	CHECK_EQ_INT((long)cupti_inflight_take(&f, out, 8, &more, &forgotten), 0);
+}
+
 int main(void)
 {
+	test_inflight();
 	test_kernel_api_and_flow();
 	test_routing_by_window();
 	test_copies_sync_memory();

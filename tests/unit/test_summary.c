@@ -11,6 +11,7 @@
 #include "check.h"
 #include "export/export.h"
 #include "export/summary.h"
+#include "export/textbuf.h"
 #include "util/fsutil.h"
 
 #define MS 1000000LL
@@ -418,8 +419,28 @@ static void test_export_window(void)
 	trace_free(&t);
 }
 
+/* Names from the program in HTML (the hang report's page): markup and
+ * bytes that are not UTF-8 cannot break the page. */
+static void test_put_html(void)
+{
+	struct textbuf tb;
+	char *text;
+
+	textbuf_init(&tb);
+	textbuf_put_html(&tb, "void k<float>(a&b, \"c\", 'd')\n\xff");
+	text = textbuf_take(&tb);
+	CHECK_EQ_STR(text, "void k&lt;float&gt;(a&amp;b, &quot;c&quot;, &#39;d&#39;)?\xEF\xBF\xBD");
+	free(text);
+	textbuf_init(&tb);
+	textbuf_put_html(&tb, "");
+	text = textbuf_take(&tb);
+	CHECK(!text || !*text);
+	free(text);
+}
+
 int main(void)
 {
+	test_put_html();
 	test_step_stats();
 	test_render_steps();
 	test_top_ranges();

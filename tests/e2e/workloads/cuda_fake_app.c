@@ -5,6 +5,7 @@
  *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
  *                 [--burst N] [--late] [--no-prof-step] [--sync-us U]
+ *                 [--hang-at S] [--hang-ms M]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -21,6 +22,9 @@
  * the kernels of "forward" are launched from a second thread.
  * --inject-twice calls InitializeInjection twice more (it must be a no-op).
  * --no-prof-step leaves step counting to the policy (prof.steps{cuda=...}).
+ * --hang-at S: step S, inside range "allreduce", launches "stuck_kernel"
+ * (M ms, default 3000) on stream 5 of device 0 and waits for it
+ * (cudaStreamSynchronize): the step stalls with that kernel in flight.
  * Prints "done N".
  */
 #include <dlfcn.h>
@@ -76,7 +80,7 @@ static void *forward_kernels(void *arg)
 
 int main(int argc, char **argv)
 {
-	long steps = 10, s, burst = 0, sync_us = 0, i;
+	long steps = 10, s, burst = 0, sync_us = 0, i, hang_at = -1, hang_ms = 3000;
 	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
@@ -94,6 +98,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--inject-twice")) twice = 1;
 		else if (!strcmp(argv[i], "--late")) late = 1;
 		else if (!strcmp(argv[i], "--no-prof-step")) no_step = 1;
+		else if (!strcmp(argv[i], "--hang-at") && i + 1 < argc) hang_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--hang-ms") && i + 1 < argc) hang_ms = atol(argv[++i]);
 		else {
 			fprintf(stderr, "cuda_fake_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -152,6 +158,12 @@ int main(int argc, char **argv)
 		if (sync_us > 0)
 			sync_rounds(sync_us);
 		cupti_fake_sync_device();
+		if (s == hang_at) {
+			p_push("allreduce");
+			cupti_fake_launch("stuck_kernel", 5, (uint32_t)(hang_ms * 1000));
+			cupti_fake_sync_stream(5);
+			p_pop();
+		}
 		if (late && s == steps - 1)
 			cupti_fake_launch("late_kernel", 11, 2000000);
 		if (!no_step)
