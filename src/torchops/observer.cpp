@@ -11,7 +11,9 @@
  * only RecordFunction calls torch 2.x keeps with the same signatures
  * (name, seqNr, forwardThreadId, scope, inputs, addGlobalCallback,
  * removeCallback, hasGlobalCallbacks), so no #if on TORCH_VERSION_MAJOR is
- * needed yet; not compiled against a torch 2.x here.
+ * needed yet. No torch 2.x can be installed here: the ctest
+ * unit_torchops_torch2_api compiles this file against torch 2.x's
+ * declarations of that API (tests/torch2_api/README.md says what differs).
  *
  * Threads: the callbacks run on whichever thread runs an operator; the
  * entry points are called by the bridge, one at a time (its lock).
