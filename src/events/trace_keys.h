@@ -16,6 +16,12 @@
  * folded stack ("outer;...;inner"). */
 #define TRACE_ARG_STACK "stack"
 
+/* An NVTX range's domain and category (src/events/assemble.c): their
+ * names (TRACE_ARG_STR), or their numbers (TRACE_ARG_UINT) when unnamed.
+ * key_averages groups by the domain's name (group_by = "domain"). */
+#define TRACE_ARG_DOMAIN "domain"
+#define TRACE_ARG_CATEGORY "category"
+
 /* A CPU sample's weight in timer periods (a sample that stands for several
  * periods); absent means 1. */
 #define TRACE_ARG_WEIGHT "weight"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "outfile.h"
@@ -114,7 +115,7 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 			     enum key_avg_group group)
 {
 	const char *name;
-	size_t i;
+	size_t len;
 
 	if (group == KEY_AVG_BY_NAME) {
 		name = trace_str(t, ev->name);
@@ -122,13 +123,8 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 			return STEP_KEY;
 		return name;
 	}
-	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
-		const struct trace_arg *a = &t->args[i];
-
-		if (a->type == TRACE_ARG_STR && strcmp(trace_str(t, a->key), "domain") == 0)
-			return trace_str(t, a->v.str);
-	}
-	return NO_DOMAIN;
+	name = query_arg_str(t, ev, TRACE_ARG_DOMAIN, &len);
+	return name ? name : NO_DOMAIN;
 }
 
 /* Key string -> row index, open addressing on the string's bytes. */
