@@ -13,6 +13,7 @@
 #include "cupti_internal.h"
 #include "../events/bigalloc.h"
 #include "../util/demangle.h"
+#include "../util/grow.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -103,19 +104,15 @@ size_t cupti_record_size(CUpti_ActivityKind kind)
 
 /* ------------------------------------------------------------ helpers */
 
+/* Makes room in *arr (holding n of *cap elements of `size` bytes) for one
+ * more (grow_array, from 64). 0, or -1 with *arr and *cap unchanged. */
 static int grow(void **arr, size_t *cap, size_t n, size_t size)
 {
-	size_t ncap;
-	void *p;
+	void *p = grow_array(*arr, cap, n + 1, size, 64);
 
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 64;
-	p = realloc(*arr, ncap * size);
 	if (!p)
 		return -1;
 	*arr = p;
-	*cap = ncap;
 	return 0;
 }
 

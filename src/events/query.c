@@ -565,7 +565,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
 {
 	size_t i, nsel = 0, *sel = NULL, *stack = NULL, *order = NULL;
-	size_t cap = 0, want, *off = NULL;
+	size_t cap_acc = 0, cap_ext = 0, want, *off = NULL;
 	int64_t *self = NULL;
 	double *vals = NULL;
 	uint32_t key_id = STRTAB_NONE, *name_group = NULL, *gid = NULL, ngroups = 0, g;
@@ -649,21 +649,19 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				goto oom;
 		}
 		if (g == ngroups) {
-			if (ngroups == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct agg_acc *p = realloc(acc, ncap * sizeof *p);
+			struct agg_acc *p = grow_array(acc, &cap_acc, ngroups + 1,
+						       sizeof *acc, 64);
 
-				if (!p)
+			if (!p)
+				goto oom;
+			acc = p;
+			if (want_ext) {
+				double *x = grow_array(ext, &cap_ext, ngroups + 1,
+						       sizeof *ext, 64);
+
+				if (!x)
 					goto oom;
-				acc = p;
-				if (want_ext) {
-					double *x = realloc(ext, ncap * sizeof *x);
-
-					if (!x)
-						goto oom;
-					ext = x;
-				}
-				cap = ncap;
+				ext = x;
 			}
 			memset(&acc[g], 0, sizeof acc[g]);
 			acc[g].first_ts = ev->ts;

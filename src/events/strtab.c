@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "../util/hash.h"
 
 #define STRTAB_MIN_SLOTS 64u
@@ -80,7 +81,7 @@ static int strtab_rehash(struct strtab *st, uint32_t nslots)
 /* Grows the id arrays to hold at least one more string. 0 or -1. */
 static int strtab_grow_ids(struct strtab *st)
 {
-	uint32_t cap;
+	size_t cap_str = st->cap, cap_len = st->cap;
 	char **str;
 	uint32_t *len;
 
@@ -88,16 +89,15 @@ static int strtab_grow_ids(struct strtab *st)
 		return 0;
 	if (st->cap > UINT32_MAX / 2)
 		return -1;
-	cap = st->cap ? st->cap * 2 : STRTAB_MIN_CAP;
-	str = realloc(st->str, (size_t)cap * sizeof *str);
+	str = grow_array(st->str, &cap_str, (size_t)st->n + 1, sizeof *str, STRTAB_MIN_CAP);
 	if (!str)
 		return -1;
 	st->str = str;
-	len = realloc(st->len, (size_t)cap * sizeof *len);
+	len = grow_array(st->len, &cap_len, (size_t)st->n + 1, sizeof *len, STRTAB_MIN_CAP);
 	if (!len)
 		return -1;
 	st->len = len;
-	st->cap = cap;
+	st->cap = (uint32_t)cap_len;
 	return 0;
 }
 
