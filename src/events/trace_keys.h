@@ -2,8 +2,9 @@
  * trace_keys — the argument keys that a trace's producers write and its
  * readers look up, spelled once.
  *
- * Producers: the sampler and symbolizer (src/capture), the CUPTI converter
- * (cupti_records.c), the trace.json reader. Readers: the writers and
+ * Producers: the assembler (NVTX domains and categories), the sampler and
+ * symbolizer (src/capture), the CUPTI converter (cupti_records.c), torch's
+ * NVTX ranges (torchnvtx.c), the trace.json reader. Readers: the writers and
  * tables (src/export), queries (query.c). The names are Kineto's where
  * Kineto has one, so a chrome trace reads the same in other tools; the Lua
  * reports (lua/prof/reports) read them by the same names.
