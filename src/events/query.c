@@ -1325,14 +1325,7 @@ static uint64_t node_hash(const void *ctx, size_t i)
  * looked up. 0, or -1 (table unchanged) when out of memory. */
 static int tree_rehash(struct tree_build *b, size_t nslots)
 {
-	uint32_t *slots = htab_build(nslots, 1, b->tree->n, node_hash, b->tree);
-
-	if (!slots)
-		return -1;
-	free(b->slots);
-	b->slots = slots;
-	b->nslots = nslots;
-	return 0;
+	return htab_rebuild(&b->slots, &b->nslots, nslots, 1, b->tree->n, node_hash, b->tree);
 }
 
 /* The child `name` of `parent`, created when new. UINT32_MAX: node limit

@@ -69,14 +69,7 @@ static uint64_t strtab_hash_id(const void *ctx, size_t id)
  * or -1 (table unchanged) on allocation failure. */
 static int strtab_rehash(struct strtab *st, uint32_t nslots)
 {
-	uint32_t *slots = htab_build(nslots, 0, st->n, strtab_hash_id, st);
-
-	if (!slots)
-		return -1;
-	free(st->slots);
-	st->slots = slots;
-	st->nslots = nslots;
-	return 0;
+	return htab_rebuild(&st->slots, &st->nslots, nslots, 0, st->n, strtab_hash_id, st);
 }
 
 /* Grows the id arrays to hold at least one more string. 0 or -1. */

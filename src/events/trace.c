@@ -479,20 +479,12 @@ static uint64_t frame_hash(const void *ctx, size_t i)
 static int frame_rehash(struct trace *t)
 {
 	size_t n = t->nframe_slots ? t->nframe_slots * 2 : 1024;
-	uint32_t *slots;
 
-	if (n / 2 > UINT32_MAX) {
+	if (n / 2 > UINT32_MAX ||
+	    htab_rebuild(&t->frame_slots, &t->nframe_slots, n, 0, t->nframes, frame_hash, t) != 0) {
 		t->oom = 1;
 		return -1;
 	}
-	slots = htab_build(n, 0, t->nframes, frame_hash, t);
-	if (!slots) {
-		t->oom = 1;
-		return -1;
-	}
-	free(t->frame_slots);
-	t->frame_slots = slots;
-	t->nframe_slots = n;
 	return 0;
 }
 

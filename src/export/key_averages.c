@@ -151,15 +151,7 @@ static uint64_t row_hash(const void *ctx, size_t r)
  * map unchanged. */
 static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
 {
-	size_t n = m->nslots * 2;
-	uint32_t *slot = htab_build(n, 0, tab->nrows, row_hash, tab);
-
-	if (!slot)
-		return -1;
-	free(m->slot);
-	m->slot = slot;
-	m->nslots = n;
-	return 0;
+	return htab_rebuild(&m->slot, &m->nslots, m->nslots * 2, 0, tab->nrows, row_hash, tab);
 }
 
 /* Finds or adds the row of `key`; the map grows with the rows (at most

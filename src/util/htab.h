@@ -4,7 +4,7 @@
  * sample tree): a power-of-two array of slots, each holding an entry's
  * index + 1 (0: empty), linear probing, at most half full. The entries
  * stay in the caller's own array; the table only finds them, so growing
- * it never moves them. Lookup and insertion, in the caller:
+ * it (htab_rebuild) never moves them. Lookup and insertion, in the caller:
  *
  *	for (k = htab_first(h, nslots); slots[k]; k = htab_next(k, nslots))
  *		if (entry slots[k] - 1 has the key)
@@ -46,29 +46,34 @@ static inline size_t htab_next(size_t k, size_t nslots)
 }
 
 /*
- * A new table of `nslots` slots (a power of two, more than n - first)
- * holding the distinct entries first .. n-1 in that order, entry i under
- * hash(ctx, i). Returns the calloc'ed slots (the caller frees them, and the
- * table they replace), or NULL when out of memory.
+ * Rebuilds the table *slots of *nslots slots (NULL and 0: none yet) with
+ * `to` slots (a power of two, more than n - first) holding the distinct
+ * entries first .. n-1 in that order, entry i under hash(ctx, i); the old
+ * slots are freed. Returns 0, or -1 when out of memory (the table is
+ * unchanged).
  */
-static inline uint32_t *htab_build(size_t nslots, size_t first, size_t n,
-				   uint64_t (*hash)(const void *ctx, size_t i),
-				   const void *ctx)
+static inline int htab_rebuild(uint32_t **slots, size_t *nslots, size_t to,
+			       size_t first, size_t n,
+			       uint64_t (*hash)(const void *ctx, size_t i),
+			       const void *ctx)
 {
-	uint32_t *slots;
+	uint32_t *v;
 	size_t i, k;
 
-	if (nslots > SIZE_MAX / sizeof *slots)
-		return NULL;
-	slots = calloc(nslots, sizeof *slots);
-	if (!slots)
-		return NULL;
+	if (to > SIZE_MAX / sizeof *v)
+		return -1;
+	v = calloc(to, sizeof *v);
+	if (!v)
+		return -1;
 	for (i = first; i < n; i++) {
-		for (k = htab_first(hash(ctx, i), nslots); slots[k]; k = htab_next(k, nslots))
+		for (k = htab_first(hash(ctx, i), to); v[k]; k = htab_next(k, to))
 			;
-		slots[k] = (uint32_t)(i + 1);
+		v[k] = (uint32_t)(i + 1);
 	}
-	return slots;
+	free(*slots);
+	*slots = v;
+	*nslots = to;
+	return 0;
 }
 
 #endif

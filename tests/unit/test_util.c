@@ -167,14 +167,9 @@ static size_t htab_put(uint32_t **slots, size_t *nslots, uint64_t *keys, size_t 
 {
 	size_t k;
 
-	if (htab_full(*n, *nslots)) {
-		uint32_t *grown = htab_build(*nslots ? *nslots * 2 : 4, 0, *n, key_hash, NULL);
-
-		CHECK(grown != NULL);
-		free(*slots);
-		*slots = grown;
-		*nslots = *nslots ? *nslots * 2 : 4;
-	}
+	if (htab_full(*n, *nslots))
+		CHECK_EQ_INT(htab_rebuild(slots, nslots, *nslots ? *nslots * 2 : 4, 0, *n,
+					  key_hash, NULL), 0);
 	for (k = htab_first(key % 7, *nslots); (*slots)[k]; k = htab_next(k, *nslots))
 		if (keys[(*slots)[k] - 1] == key)
 			return (*slots)[k] - 1;
@@ -206,14 +201,19 @@ static void test_htab(void)
 		used += slots[i] != 0;
 	CHECK_EQ_INT(used, 200);
 	free(slots);
-	/* Building from `first` leaves the entries before it out. */
-	slots = htab_build(8, 2, 4, key_hash, NULL);
-	CHECK(slots != NULL);
+	/* Rebuilding from `first` leaves the entries before it out. */
+	slots = NULL;
+	nslots = 0;
+	CHECK_EQ_INT(htab_rebuild(&slots, &nslots, 8, 2, 4, key_hash, NULL), 0);
+	CHECK_EQ_INT(nslots, 8);
 	for (i = used = 0; i < 8; i++) {
 		used += slots[i] != 0;
 		CHECK(slots[i] == 0 || slots[i] == 3 || slots[i] == 4);
 	}
 	CHECK_EQ_INT(used, 2);
+	/* A size that overflows is refused; the table stays. */
+	CHECK_EQ_INT(htab_rebuild(&slots, &nslots, SIZE_MAX / 2, 0, 0, key_hash, NULL), -1);
+	CHECK_EQ_INT(nslots, 8);
 	free(slots);
 }
 
