@@ -1313,7 +1313,7 @@ static uint64_t frame_hash(uint32_t parent, const char *s, uint32_t len)
 	return mix64(hash_fnv64(HASH_FNV64_SEED ^ parent, s, len));
 }
 
-/* The hash of node `i` (htab_build). */
+/* The hash of node `i` (htab_rebuild). */
 static uint64_t node_hash(const void *ctx, size_t i)
 {
 	const struct query_node *nd = &((const struct query_tree *)ctx)->nodes[i];

@@ -57,7 +57,7 @@ static uint32_t strtab_hash(const char *s, size_t len)
 	return hash_fnv32(s, len);
 }
 
-/* The hash of string `id` (htab_build). */
+/* The hash of string `id` (htab_rebuild). */
 static uint64_t strtab_hash_id(const void *ctx, size_t id)
 {
 	const struct strtab *st = ctx;

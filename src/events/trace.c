@@ -466,7 +466,7 @@ static size_t pc_hash(uint64_t pc)
 	return (size_t)pc;
 }
 
-/* The hash of frame `i` (htab_build). */
+/* The hash of frame `i` (htab_rebuild). */
 static uint64_t frame_hash(const void *ctx, size_t i)
 {
 	const struct trace *t = ctx;

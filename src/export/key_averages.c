@@ -139,7 +139,7 @@ static size_t hash_str(const char *s)
 	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
 }
 
-/* The hash of row `r` (htab_build). */
+/* The hash of row `r` (htab_rebuild). */
 static uint64_t row_hash(const void *ctx, size_t r)
 {
 	const struct key_avg_table *tab = ctx;
