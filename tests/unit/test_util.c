@@ -136,6 +136,32 @@ static void test_grow_array(void)
 	free(a);
 }
 
+/* grow_array_max: doubling cut at the limit, and nothing past it. */
+static void test_grow_array_max(void)
+{
+	size_t cap = 0;
+	int *a = NULL, *g;
+
+	g = grow_array_max(a, &cap, 1, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 16);
+	a = g;
+	g = grow_array_max(a, &cap, 17, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 32);
+	a = g;
+	g = grow_array_max(a, &cap, 33, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 40); /* 64, cut to the limit */
+	a = g;
+	a[39] = 5;
+	CHECK(grow_array_max(a, &cap, 41, sizeof *a, 16, 40) == NULL);
+	CHECK_EQ_INT(cap, 40);
+	CHECK_EQ_INT(a[39], 5);
+	CHECK(grow_array_max(a, &cap, 40, sizeof *a, 16, 40) == a);
+	free(a);
+}
+
 static void test_fnv(void)
 {
 	/* FNV-1a 32 test values (the FNV authors' list). */
@@ -222,6 +248,7 @@ int main(void)
 	test_write_all_whole_buffer();
 	test_send_all_gone_peer();
 	test_grow_array();
+	test_grow_array_max();
 	test_fnv();
 	test_htab();
 	return check_done();
