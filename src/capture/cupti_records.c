@@ -13,6 +13,8 @@
 #include "cupti_internal.h"
 #include "../events/bigalloc.h"
 #include "../util/demangle.h"
+#include "../util/grow.h"
+#include "../util/htab.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -103,19 +105,15 @@ size_t cupti_record_size(CUpti_ActivityKind kind)
 
 /* ------------------------------------------------------------ helpers */
 
+/* Makes room in *arr (holding n of *cap elements of `size` bytes) for one
+ * more (grow_array, from 64). 0, or -1 with *arr and *cap unchanged. */
 static int grow(void **arr, size_t *cap, size_t n, size_t size)
 {
-	size_t ncap;
-	void *p;
+	void *p = grow_array(*arr, cap, n + 1, size, 64);
 
-	if (n < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 64;
-	p = realloc(*arr, ncap * size);
 	if (!p)
 		return -1;
 	*arr = p;
-	*cap = ncap;
 	return 0;
 }
 
@@ -125,7 +123,7 @@ static int grow(void **arr, size_t *cap, size_t n, size_t size)
  * table, which then doubles). */
 static size_t hash32(uint32_t v, size_t cap)
 {
-	return (size_t)v & (cap - 1);
+	return htab_first(v, cap);
 }
 
 /* The entry of correlation id `corr`; created when `create`. NULL when
@@ -136,7 +134,7 @@ static struct cupti_corr *corr_get(struct cupti_conv *c, uint32_t corr, bool cre
 
 	if (!corr || !c->map)
 		return NULL;
-	if (create && 2 * (c->map_n + 1) > c->map_cap) {
+	if (create && htab_full(c->map_n, c->map_cap)) {
 		size_t cap = 2 * c->map_cap, k;
 		struct cupti_corr *m = bigalloc_calloc(cap, sizeof *m);
 
@@ -147,16 +145,15 @@ static struct cupti_corr *corr_get(struct cupti_conv *c, uint32_t corr, bool cre
 		for (k = 0; k < c->map_cap; k++) {
 			if (!c->map[k].corr)
 				continue;
-			i = hash32(c->map[k].corr, cap);
-			while (m[i].corr)
-				i = (i + 1) & (cap - 1);
+			for (i = hash32(c->map[k].corr, cap); m[i].corr; i = htab_next(i, cap))
+				;
 			m[i] = c->map[k];
 		}
 		bigalloc_drop(c->map); /* outgrown: not kept for reuse */
 		c->map = m;
 		c->map_cap = cap;
 	}
-	for (i = hash32(corr, c->map_cap); c->map[i].corr; i = (i + 1) & (c->map_cap - 1))
+	for (i = hash32(corr, c->map_cap); c->map[i].corr; i = htab_next(i, c->map_cap))
 		if (c->map[i].corr == corr)
 			return &c->map[i];
 	if (!create)
@@ -988,8 +985,8 @@ static uint64_t *addr_slot(struct addr_map *m, uint64_t addr, bool create)
 
 	if (!m->addr)
 		return NULL;
-	for (i = (size_t)((addr >> 9) * 0x9E3779B97F4A7C15ull) & (m->cap - 1); m->addr[i];
-	     i = (i + 1) & (m->cap - 1))
+	for (i = htab_first((addr >> 9) * 0x9E3779B97F4A7C15ull, m->cap); m->addr[i];
+	     i = htab_next(i, m->cap))
 		if (m->addr[i] == addr)
 			return &m->bytes[i];
 	if (!create)

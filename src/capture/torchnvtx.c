@@ -135,12 +135,12 @@ int torchnvtx_convert(struct trace *t, size_t *converted, struct err *e)
 			(*converted)++;
 		}
 		if (is_number(p.val[0], p.val_len[0])) {
-			if (trace_arg_str_at(t, i, "Sequence number", p.val[0], p.val_len[0]) != 0)
+			if (trace_arg_str_at(t, i, TRACE_ARG_SEQUENCE, p.val[0], p.val_len[0]) != 0)
 				goto oom;
 			t->args[t->nargs - 1].type = TRACE_ARG_RAW; /* digits: a JSON number */
 		}
 		if (p.val_len[2]) {
-			if (trace_arg_str_at(t, i, "Input Dims", p.val[2], p.val_len[2]) != 0)
+			if (trace_arg_str_at(t, i, TRACE_ARG_INPUT_DIMS, p.val[2], p.val_len[2]) != 0)
 				goto oom;
 			if (is_dims(p.val[2], p.val_len[2]))
 				t->args[t->nargs - 1].type = TRACE_ARG_RAW;

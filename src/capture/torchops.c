@@ -13,6 +13,7 @@
 #include "../shim/evbuf.h"
 #include "../events/oprec.h"
 #include "../host/capture.h"
+#include "../util/grow.h"
 
 static const struct capture_host *top_h;
 static _Atomic int top_recording;
@@ -187,6 +188,7 @@ void torchops_late_begin(void)
 
 void torchops_late_add(const struct torchops_op *op, int32_t tid)
 {
+	struct late_op *p;
 	size_t len;
 	char *text;
 
@@ -196,15 +198,10 @@ void torchops_late_add(const struct torchops_op *op, int32_t tid)
 	pthread_mutex_lock(&late.lock);
 	if (!late.gen || late.done)
 		goto out;
-	if (late.n == late.cap) {
-		size_t ncap = late.cap ? late.cap * 2 : 1024;
-		struct late_op *p = realloc(late.ops, ncap * sizeof *p);
-
-		if (!p)
-			goto out;
-		late.ops = p;
-		late.cap = ncap;
-	}
+	p = grow_array(late.ops, &late.cap, late.n + 1, sizeof *late.ops, 1024);
+	if (!p)
+		goto out;
+	late.ops = p;
 	text = malloc(len ? len : 1);
 	if (!text)
 		goto out;

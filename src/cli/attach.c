@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "../control/control.h"
+#include "../util/grow.h"
 #include "../util/io.h"
 #include "cli.h"
 
@@ -745,15 +746,14 @@ static char *next_plain_line(struct line_src *ls, int watch, int *status)
 			return NULL;
 		}
 		if (ls->cap - ls->len < 4096) {
-			size_t cap = ls->cap ? ls->cap * 2 : 8192;
-			char *b = realloc(ls->buf, cap);
+			/* room to read 4 KiB: one doubling (from 8 KiB) */
+			char *b = grow_array(ls->buf, &ls->cap, ls->len + 4096, 1, 8192);
 
 			if (!b) {
 				*status = LINEEDIT_ERROR;
 				return NULL;
 			}
 			ls->buf = b;
-			ls->cap = cap;
 		}
 		n = read(STDIN_FILENO, ls->buf + ls->len, ls->cap - ls->len);
 		if (n < 0 && errno == EINTR)

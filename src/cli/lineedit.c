@@ -16,6 +16,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "../util/grow.h"
 #include "../util/io.h"
 #include "cli.h"
 
@@ -172,17 +173,15 @@ static void refresh(struct lineedit *le)
 		le_puts(le, move);
 }
 
+/* Room for `more` bytes past the line and its NUL (grow_array). 0, or -1
+ * when out of memory (the line is unchanged). */
 static int reserve(struct lineedit *le, size_t more)
 {
-	if (le->len + more + 1 > le->cap) {
-		size_t cap = (le->len + more + 1) * 2;
-		char *p = realloc(le->buf, cap);
+	char *p = grow_array(le->buf, &le->cap, le->len + more + 1, 1, 64);
 
-		if (!p)
-			return -1;
-		le->buf = p;
-		le->cap = cap;
-	}
+	if (!p)
+		return -1;
+	le->buf = p;
 	return 0;
 }
 

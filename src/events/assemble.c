@@ -84,16 +84,16 @@ static void add_nvtx_args(struct assembler *as, uint64_t a)
 		if (as->src->domain_name)
 			s = as->src->domain_name(domain);
 		if (s)
-			trace_arg_str(as->t, "domain", s, strlen(s));
+			trace_arg_str(as->t, TRACE_ARG_DOMAIN, s, strlen(s));
 		else
-			trace_arg_uint(as->t, "domain", domain);
+			trace_arg_uint(as->t, TRACE_ARG_DOMAIN, domain);
 	}
 	if (cat != 0) {
 		s = as->src->category_name ? as->src->category_name(domain, cat) : NULL;
 		if (s)
-			trace_arg_str(as->t, "category", s, strlen(s));
+			trace_arg_str(as->t, TRACE_ARG_CATEGORY, s, strlen(s));
 		else
-			trace_arg_uint(as->t, "category", cat);
+			trace_arg_uint(as->t, TRACE_ARG_CATEGORY, cat);
 	}
 }
 

@@ -7,6 +7,7 @@
 
 #include "../util/grow.h"
 #include "../util/hash.h"
+#include "../util/htab.h"
 
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
 	"data", "forward", "backward", "optimizer", "other"
@@ -293,7 +294,7 @@ static int imap_grow(struct imap *m)
 
 		if (!m->vals[i])
 			continue;
-		for (j = mix64(m->keys[i]) & (ncap - 1); vals[j]; j = (j + 1) & (ncap - 1))
+		for (j = htab_first(mix64(m->keys[i]), ncap); vals[j]; j = htab_next(j, ncap))
 			;
 		keys[j] = m->keys[i];
 		vals[j] = m->vals[i];
@@ -312,9 +313,9 @@ static uint32_t imap_get_or_put(struct imap *m, uint64_t key, uint32_t val)
 {
 	size_t j;
 
-	if ((m->n + 1) * 2 > m->cap && imap_grow(m) != 0)
+	if (htab_full(m->n, m->cap) && imap_grow(m) != 0)
 		return UINT32_MAX;
-	for (j = mix64(key) & (m->cap - 1); m->vals[j]; j = (j + 1) & (m->cap - 1))
+	for (j = htab_first(mix64(key), m->cap); m->vals[j]; j = htab_next(j, m->cap))
 		if (m->keys[j] == key)
 			return m->vals[j] - 1;
 	m->keys[j] = key;
@@ -565,7 +566,7 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
 {
 	size_t i, nsel = 0, *sel = NULL, *stack = NULL, *order = NULL;
-	size_t cap = 0, want, *off = NULL;
+	size_t cap_acc = 0, cap_ext = 0, want, *off = NULL;
 	int64_t *self = NULL;
 	double *vals = NULL;
 	uint32_t key_id = STRTAB_NONE, *name_group = NULL, *gid = NULL, ngroups = 0, g;
@@ -649,21 +650,19 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 				goto oom;
 		}
 		if (g == ngroups) {
-			if (ngroups == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct agg_acc *p = realloc(acc, ncap * sizeof *p);
+			struct agg_acc *p = grow_array(acc, &cap_acc, ngroups + 1,
+						       sizeof *acc, 64);
 
-				if (!p)
+			if (!p)
+				goto oom;
+			acc = p;
+			if (want_ext) {
+				double *x = grow_array(ext, &cap_ext, ngroups + 1,
+						       sizeof *ext, 64);
+
+				if (!x)
 					goto oom;
-				acc = p;
-				if (want_ext) {
-					double *x = realloc(ext, ncap * sizeof *x);
-
-					if (!x)
-						goto oom;
-					ext = x;
-				}
-				cap = ncap;
+				ext = x;
 			}
 			memset(&acc[g], 0, sizeof acc[g]);
 			acc[g].first_ts = ev->ts;
@@ -1314,25 +1313,19 @@ static uint64_t frame_hash(uint32_t parent, const char *s, uint32_t len)
 	return mix64(hash_fnv64(HASH_FNV64_SEED ^ parent, s, len));
 }
 
+/* The hash of node `i` (htab_rebuild). */
+static uint64_t node_hash(const void *ctx, size_t i)
+{
+	const struct query_node *nd = &((const struct query_tree *)ctx)->nodes[i];
+
+	return frame_hash(nd->parent, nd->name, nd->len);
+}
+
+/* Rebuilds the node table with `nslots` slots; the root (node 0) is never
+ * looked up. 0, or -1 (table unchanged) when out of memory. */
 static int tree_rehash(struct tree_build *b, size_t nslots)
 {
-	uint32_t *slots = calloc(nslots, sizeof *slots);
-	size_t i;
-
-	if (!slots)
-		return -1;
-	for (i = 1; i < b->tree->n; i++) {
-		const struct query_node *nd = &b->tree->nodes[i];
-		size_t j = frame_hash(nd->parent, nd->name, nd->len) & (nslots - 1);
-
-		while (slots[j])
-			j = (j + 1) & (nslots - 1);
-		slots[j] = (uint32_t)i + 1;
-	}
-	free(b->slots);
-	b->slots = slots;
-	b->nslots = nslots;
-	return 0;
+	return htab_rebuild(&b->slots, &b->nslots, nslots, 1, b->tree->n, node_hash, b->tree);
 }
 
 /* The child `name` of `parent`, created when new. UINT32_MAX: node limit
@@ -1344,13 +1337,13 @@ static uint32_t tree_child(struct tree_build *b, uint32_t parent,
 	size_t j;
 	struct query_node *nd;
 
-	if ((tr->n + 1) * 2 > b->nslots &&
+	if (htab_full(tr->n, b->nslots) &&
 	    tree_rehash(b, b->nslots ? b->nslots * 2 : 1024) != 0) {
 		*oom = 1;
 		return UINT32_MAX;
 	}
-	for (j = frame_hash(parent, name, len) & (b->nslots - 1); b->slots[j];
-	     j = (j + 1) & (b->nslots - 1)) {
+	for (j = htab_first(frame_hash(parent, name, len), b->nslots); b->slots[j];
+	     j = htab_next(j, b->nslots)) {
 		nd = &tr->nodes[b->slots[j] - 1];
 		if (nd->parent == parent && nd->len == len && memcmp(nd->name, name, len) == 0)
 			return b->slots[j] - 1;

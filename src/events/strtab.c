@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
 #include "../util/hash.h"
+#include "../util/htab.h"
 
 #define STRTAB_MIN_SLOTS 64u
 #define STRTAB_MIN_CAP 32u
@@ -55,32 +57,25 @@ static uint32_t strtab_hash(const char *s, size_t len)
 	return hash_fnv32(s, len);
 }
 
+/* The hash of string `id` (htab_rebuild). */
+static uint64_t strtab_hash_id(const void *ctx, size_t id)
+{
+	const struct strtab *st = ctx;
+
+	return strtab_hash(st->str[id], st->len[id]);
+}
+
 /* Rebuilds the hash table with `nslots` slots (a power of two). Returns 0,
  * or -1 (table unchanged) on allocation failure. */
 static int strtab_rehash(struct strtab *st, uint32_t nslots)
 {
-	uint32_t *slots = calloc(nslots, sizeof *slots);
-	uint32_t id, mask = nslots - 1;
-
-	if (!slots)
-		return -1;
-	for (id = 0; id < st->n; id++) {
-		uint32_t i = strtab_hash(st->str[id], st->len[id]) & mask;
-
-		while (slots[i])
-			i = (i + 1) & mask;
-		slots[i] = id + 1;
-	}
-	free(st->slots);
-	st->slots = slots;
-	st->nslots = nslots;
-	return 0;
+	return htab_rebuild(&st->slots, &st->nslots, nslots, 0, st->n, strtab_hash_id, st);
 }
 
 /* Grows the id arrays to hold at least one more string. 0 or -1. */
 static int strtab_grow_ids(struct strtab *st)
 {
-	uint32_t cap;
+	size_t cap_str = st->cap, cap_len = st->cap;
 	char **str;
 	uint32_t *len;
 
@@ -88,16 +83,15 @@ static int strtab_grow_ids(struct strtab *st)
 		return 0;
 	if (st->cap > UINT32_MAX / 2)
 		return -1;
-	cap = st->cap ? st->cap * 2 : STRTAB_MIN_CAP;
-	str = realloc(st->str, (size_t)cap * sizeof *str);
+	str = grow_array(st->str, &cap_str, (size_t)st->n + 1, sizeof *str, STRTAB_MIN_CAP);
 	if (!str)
 		return -1;
 	st->str = str;
-	len = realloc(st->len, (size_t)cap * sizeof *len);
+	len = grow_array(st->len, &cap_len, (size_t)st->n + 1, sizeof *len, STRTAB_MIN_CAP);
 	if (!len)
 		return -1;
 	st->len = len;
-	st->cap = cap;
+	st->cap = (uint32_t)cap_len;
 	return 0;
 }
 
@@ -134,7 +128,8 @@ void strtab_free(struct strtab *st)
  * allocation failure or when the table or the string is too large. */
 uint32_t strtab_intern(struct strtab *st, const char *s, size_t len)
 {
-	uint32_t h, i, mask, id;
+	uint32_t h, id;
+	size_t i;
 	char *copy;
 
 	if (len > UINT32_MAX || st->n >= STRTAB_NONE - 1)
@@ -143,15 +138,14 @@ uint32_t strtab_intern(struct strtab *st, const char *s, size_t len)
 		return STRTAB_NONE;
 	if (!s)
 		s = "";
-	if (((uint64_t)st->n + 1) * 2 > st->nslots) {
+	if (htab_full(st->n, st->nslots)) {
 		uint64_t want = st->nslots ? (uint64_t)st->nslots * 2 : STRTAB_MIN_SLOTS;
 
 		if (want > UINT32_MAX || strtab_rehash(st, (uint32_t)want) < 0)
 			return STRTAB_NONE;
 	}
 	h = strtab_hash(s, len);
-	mask = st->nslots - 1;
-	for (i = h & mask; st->slots[i]; i = (i + 1) & mask) {
+	for (i = htab_first(h, st->nslots); st->slots[i]; i = htab_next(i, st->nslots)) {
 		id = st->slots[i] - 1;
 		if (st->len[id] == len && memcmp(st->str[id], s, len) == 0)
 			return id;

@@ -18,7 +18,7 @@ struct strtab {
 	uint32_t *len;     /* id -> length */
 	uint32_t n, cap;
 	uint32_t *slots;   /* open-addressing hash: id + 1, 0 = empty */
-	uint32_t nslots;   /* power of two */
+	size_t nslots;     /* power of two */
 	char *blk;         /* the block strings are copied into (its first
 			      bytes point to the block before it) */
 	size_t blk_used, blk_cap;

@@ -11,6 +11,7 @@
 #include "trace.h"
 
 #include "bigalloc.h"
+#include "../util/htab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -465,32 +466,25 @@ static size_t pc_hash(uint64_t pc)
 	return (size_t)pc;
 }
 
+/* The hash of frame `i` (htab_rebuild). */
+static uint64_t frame_hash(const void *ctx, size_t i)
+{
+	const struct trace *t = ctx;
+
+	return pc_hash(t->frames[i].pc);
+}
+
 /* Doubles the frame hash (or creates it) and reinserts every frame.
  * 0, or -1 (t->oom set). */
 static int frame_rehash(struct trace *t)
 {
-	size_t n = t->nframe_slots ? t->nframe_slots * 2 : 1024, i;
-	uint32_t *slots;
+	size_t n = t->nframe_slots ? t->nframe_slots * 2 : 1024;
 
-	if (n > SIZE_MAX / sizeof *slots || n / 2 > UINT32_MAX) {
+	if (n / 2 > UINT32_MAX ||
+	    htab_rebuild(&t->frame_slots, &t->nframe_slots, n, 0, t->nframes, frame_hash, t) != 0) {
 		t->oom = 1;
 		return -1;
 	}
-	slots = calloc(n, sizeof *slots);
-	if (!slots) {
-		t->oom = 1;
-		return -1;
-	}
-	for (i = 0; i < t->nframes; i++) {
-		size_t k = pc_hash(t->frames[i].pc) & (n - 1);
-
-		while (slots[k])
-			k = (k + 1) & (n - 1);
-		slots[k] = (uint32_t)(i + 1);
-	}
-	free(t->frame_slots);
-	t->frame_slots = slots;
-	t->nframe_slots = n;
 	return 0;
 }
 
@@ -500,15 +494,14 @@ static long frame_intern(struct trace *t, uint64_t pc)
 	struct trace_frame *fr;
 	size_t k;
 
-	if ((t->nframes + 1) * 2 > t->nframe_slots && frame_rehash(t) != 0)
+	if (htab_full(t->nframes, t->nframe_slots) && frame_rehash(t) != 0)
 		return -1;
-	k = pc_hash(pc) & (t->nframe_slots - 1);
-	while (t->frame_slots[k]) {
+	for (k = htab_first(pc_hash(pc), t->nframe_slots); t->frame_slots[k];
+	     k = htab_next(k, t->nframe_slots)) {
 		uint32_t i = t->frame_slots[k] - 1;
 
 		if (t->frames[i].pc == pc)
 			return (long)i;
-		k = (k + 1) & (t->nframe_slots - 1);
 	}
 	fr = grow(t->frames, &t->cap_frames, t->nframes, sizeof *t->frames, 256);
 	if (!fr) {

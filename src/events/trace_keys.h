@@ -2,8 +2,9 @@
  * trace_keys — the argument keys that a trace's producers write and its
  * readers look up, spelled once.
  *
- * Producers: the sampler and symbolizer (src/capture), the CUPTI converter
- * (cupti_records.c), the trace.json reader. Readers: the writers and
+ * Producers: the assembler (NVTX domains and categories), the sampler and
+ * symbolizer (src/capture), the CUPTI converter (cupti_records.c), torch's
+ * NVTX ranges (torchnvtx.c), the trace.json reader. Readers: the writers and
  * tables (src/export), queries (query.c). The names are Kineto's where
  * Kineto has one, so a chrome trace reads the same in other tools; the Lua
  * reports (lua/prof/reports) read them by the same names.
@@ -15,6 +16,12 @@
  * index until the stacks are symbolized; it then becomes the TRACE_ARG_STR
  * folded stack ("outer;...;inner"). */
 #define TRACE_ARG_STACK "stack"
+
+/* An NVTX range's domain and category (src/events/assemble.c): their
+ * names (TRACE_ARG_STR), or their numbers (TRACE_ARG_UINT) when unnamed.
+ * key_averages groups by the domain's name (group_by = "domain"). */
+#define TRACE_ARG_DOMAIN "domain"
+#define TRACE_ARG_CATEGORY "category"
 
 /* A CPU sample's weight in timer periods (a sample that stands for several
  * periods); absent means 1. */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../events/query.h"
+#include "../util/grow.h"
 #include "utf8.h"
 #include "version.h"
 
@@ -293,26 +294,16 @@ static void cw_cache(struct cw *w, uint32_t id)
 	size_t n, need;
 	const char *s = name_of(w->t, id, &n);
 	struct cw tmp;
+	char *grown;
 
 	if (n > CW_CACHE_MAX)
 		return;
 	need = 6 * n + 2 + 4 * CW_ESC;
-	if (w->esc_used + need > w->esc_cap) {
-		size_t cap = w->esc_cap ? 2 * w->esc_cap : 64 * 1024;
-		char *grown;
-
-		if (cap < w->esc_used + need)
-			cap = w->esc_used + need;
-		if (cap > CW_CACHE_BYTES)
-			cap = CW_CACHE_BYTES;
-		if (w->esc_used + need > cap)
-			return;
-		grown = realloc(w->esc, cap);
-		if (!grown)
-			return;
-		w->esc = grown;
-		w->esc_cap = cap;
-	}
+	grown = grow_array_max(w->esc, &w->esc_cap, w->esc_used + need, 1, 64 * 1024,
+			       CW_CACHE_BYTES);
+	if (!grown)
+		return; /* full (or no memory): written without the cache */
+	w->esc = grown;
 	memset(&tmp, 0, sizeof tmp);
 	tmp.buf = tmp.p = w->esc + w->esc_used;
 	tmp.end = tmp.buf + need;

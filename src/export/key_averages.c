@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../events/query.h"
 #include "../util/grow.h"
 #include "../util/hash.h"
+#include "../util/htab.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -114,7 +116,7 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 			     enum key_avg_group group)
 {
 	const char *name;
-	size_t i;
+	size_t len;
 
 	if (group == KEY_AVG_BY_NAME) {
 		name = trace_str(t, ev->name);
@@ -122,13 +124,8 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 			return STEP_KEY;
 		return name;
 	}
-	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
-		const struct trace_arg *a = &t->args[i];
-
-		if (a->type == TRACE_ARG_STR && strcmp(trace_str(t, a->key), "domain") == 0)
-			return trace_str(t, a->v.str);
-	}
-	return NO_DOMAIN;
+	name = query_arg_str(t, ev, TRACE_ARG_DOMAIN, &len);
+	return name ? name : NO_DOMAIN;
 }
 
 /* Key string -> row index, open addressing on the string's bytes. */
@@ -142,25 +139,19 @@ static size_t hash_str(const char *s)
 	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
 }
 
+/* The hash of row `r` (htab_rebuild). */
+static uint64_t row_hash(const void *ctx, size_t r)
+{
+	const struct key_avg_table *tab = ctx;
+
+	return hash_str(tab->rows[r].key);
+}
+
 /* Doubles the map's slots (rows are rehashed from tab). 0, or -1 with the
  * map unchanged. */
 static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
 {
-	size_t n = m->nslots * 2, r, i;
-	uint32_t *slot = calloc(n, sizeof *slot);
-
-	if (!slot)
-		return -1;
-	for (r = 0; r < tab->nrows; r++) {
-		i = hash_str(tab->rows[r].key) & (n - 1);
-		while (slot[i])
-			i = (i + 1) & (n - 1);
-		slot[i] = (uint32_t)(r + 1);
-	}
-	free(m->slot);
-	m->slot = slot;
-	m->nslots = n;
-	return 0;
+	return htab_rebuild(&m->slot, &m->nslots, m->nslots * 2, 0, tab->nrows, row_hash, tab);
 }
 
 /* Finds or adds the row of `key`; the map grows with the rows (at most
@@ -173,16 +164,13 @@ static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
 	struct key_avg_row *rows;
 
 	if (tab->nrows >= UINT32_MAX - 1 ||
-	    (2 * (tab->nrows + 1) > m->nslots && key_map_grow(m, tab) != 0))
+	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
 		return (size_t)-1;
-	i = hash_str(key) & (m->nslots - 1);
-
-	while (m->slot[i]) {
+	for (i = htab_first(hash_str(key), m->nslots); m->slot[i]; i = htab_next(i, m->nslots)) {
 		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
 
 		if (strcmp(r->key, key) == 0)
 			return m->slot[i] - 1;
-		i = (i + 1) & (m->nslots - 1);
 	}
 	rows = grow_array(tab->rows, cap, tab->nrows + 1, sizeof *rows, 64);
 	if (!rows)
@@ -212,10 +200,11 @@ static bool gpu_work(const struct trace_event *ev)
 
 static size_t gpu_slot(const struct gpu_map *m, uint64_t corr)
 {
-	size_t i = (size_t)(corr * 0x9E3779B97F4A7C15ULL) & (m->nslots - 1);
+	size_t i;
 
-	while (m->corr[i] && m->corr[i] != corr)
-		i = (i + 1) & (m->nslots - 1);
+	for (i = htab_first(corr * 0x9E3779B97F4A7C15ULL, m->nslots);
+	     m->corr[i] && m->corr[i] != corr; i = htab_next(i, m->nslots))
+		;
 	return i;
 }
 

@@ -7,6 +7,7 @@
 
 #include "../util/grow.h"
 #include "../util/hash.h"
+#include "../util/htab.h"
 
 /* A growable byte buffer; `failed` is sticky. */
 struct buf {
@@ -132,7 +133,7 @@ static int lines_add(struct lines *ls, const char *text, size_t len)
 {
 	size_t k, i;
 
-	if ((ls->n + 1) * 2 > ls->cap) {
+	if (htab_full(ls->n, ls->cap)) {
 		size_t cap = ls->cap ? ls->cap * 2 : 256;
 		struct line *v = calloc(cap, sizeof *v);
 
@@ -141,22 +142,21 @@ static int lines_add(struct lines *ls, const char *text, size_t len)
 		for (i = 0; i < ls->cap; i++) {
 			if (!ls->v[i].text)
 				continue;
-			k = hash_bytes(ls->v[i].text, ls->v[i].len) & (cap - 1);
-			while (v[k].text)
-				k = (k + 1) & (cap - 1);
+			for (k = htab_first(hash_bytes(ls->v[i].text, ls->v[i].len), cap);
+			     v[k].text; k = htab_next(k, cap))
+				;
 			v[k] = ls->v[i];
 		}
 		free(ls->v);
 		ls->v = v;
 		ls->cap = cap;
 	}
-	k = hash_bytes(text, len) & (ls->cap - 1);
-	while (ls->v[k].text) {
+	for (k = htab_first(hash_bytes(text, len), ls->cap); ls->v[k].text;
+	     k = htab_next(k, ls->cap)) {
 		if (ls->v[k].len == len && memcmp(ls->v[k].text, text, len) == 0) {
 			ls->v[k].count++;
 			return 0;
 		}
-		k = (k + 1) & (ls->cap - 1);
 	}
 	ls->v[k].text = malloc(len + 1);
 	if (!ls->v[k].text)
@@ -391,7 +391,7 @@ static struct func *funcs_get(struct funcs *fs, const struct trace *t,
 	uint32_t module = t->frames[frame].module;
 	uint64_t h = func_hash(t, frame, &name, &len, line);
 
-	if ((fs->n + 1) * 2 > fs->cap) {
+	if (htab_full(fs->n, fs->cap)) {
 		size_t cap = fs->cap ? fs->cap * 2 : 256;
 		struct func *v = calloc(cap, sizeof *v);
 
@@ -404,18 +404,19 @@ static struct func *funcs_get(struct funcs *fs, const struct trace *t,
 
 			if (!fs->v[i].used)
 				continue;
-			k = func_hash(t, fs->v[i].frame, &n2, &l2, &ln) & (cap - 1);
-			while (v[k].used)
-				k = (k + 1) & (cap - 1);
+			for (k = htab_first(func_hash(t, fs->v[i].frame, &n2, &l2, &ln), cap);
+			     v[k].used; k = htab_next(k, cap))
+				;
 			v[k] = fs->v[i];
 		}
 		free(fs->v);
 		fs->v = v;
 		fs->cap = cap;
 	}
-	k = h & (fs->cap - 1);
-	while (fs->v[k].used && !func_is(&fs->v[k], name, len, module, frame))
-		k = (k + 1) & (fs->cap - 1);
+	for (k = htab_first(h, fs->cap);
+	     fs->v[k].used && !func_is(&fs->v[k], name, len, module, frame);
+	     k = htab_next(k, fs->cap))
+		;
 	if (!fs->v[k].used) {
 		fs->v[k].used = 1;
 		fs->v[k].frame = frame;

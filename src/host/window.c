@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
+#include "../util/grow.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "capture.h"
@@ -276,26 +277,21 @@ static int64_t lock_now(const struct window_state *w)
 static void keep_step(struct window_state *w, uint64_t step, int64_t start,
 		      int64_t end, int32_t tid, int partial)
 {
+	struct trace_step *p;
+
 	if (start < w->start_ts)
 		start = w->start_ts;
 	if (w->nsteps >= w->max_steps) {
 		w->dropped_steps++; /* counted in the trace and its summary */
 		return;
 	}
-	if (w->nsteps == w->cap_steps) {
-		size_t cap = w->cap_steps ? w->cap_steps * 2 : 16;
-		struct trace_step *p;
-
-		if (cap > w->max_steps)
-			cap = w->max_steps;
-		p = realloc(w->steps, cap * sizeof *p);
-		if (!p) {
-			w->dropped_steps++; /* the span is missing; the events are not */
-			return;
-		}
-		w->steps = p;
-		w->cap_steps = cap;
+	p = grow_array_max(w->steps, &w->cap_steps, w->nsteps + 1, sizeof *p, 16,
+			   w->max_steps);
+	if (!p) {
+		w->dropped_steps++; /* the span is missing; the events are not */
+		return;
 	}
+	w->steps = p;
 	w->steps[w->nsteps].step = step;
 	w->steps[w->nsteps].ts = start;
 	w->steps[w->nsteps].dur = end - start;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../util/grow.h"
+
 #define TJ_STACK_MAX 1024 /* frames followed up a stackFrames chain */
 
 struct tj {
@@ -331,14 +333,13 @@ static int read_samples(struct tj *j, const cJSON *root)
 			sf = cJSON_GetObjectItemCaseSensitive(fr, "parent");
 		}
 		if (need > cap) {
-			char *nb = realloc(buf, need * 2);
+			char *nb = grow_array(buf, &cap, need, 1, 256);
 
 			if (!nb) {
 				rc = tj_oom(j);
 				break;
 			}
 			buf = nb;
-			cap = need * 2;
 		}
 		for (k = depth; k-- > 0;) {
 			size_t n = strlen(chain[k]);

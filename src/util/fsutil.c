@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "grow.h"
+
 int fsutil_mkdirs(const char *path, unsigned mode, struct err *e)
 {
 	char buf[PATH_MAX];
@@ -110,8 +112,7 @@ char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
 		ssize_t r;
 
 		if (n == cap - 1 && cap <= max) {
-			size_t ncap = cap * 2 < max + 1 ? cap * 2 : max + 1;
-			char *g = realloc(buf, ncap);
+			char *g = grow_array_max(buf, &cap, cap + 1, 1, cap, max + 1);
 
 			if (!g) {
 				err_set(e, "out of memory reading '%s'", path);
@@ -119,7 +120,6 @@ char *fsutil_read_fd(int fd, const char *path, size_t max, size_t *len,
 				return NULL;
 			}
 			buf = g;
-			cap = ncap;
 		}
 		if (n == max) {
 			/* one byte past max tells a file that is too large */

@@ -18,6 +18,7 @@
 #include "check.h"
 #include "util/grow.h"
 #include "util/hash.h"
+#include "util/htab.h"
 #include "util/io.h"
 
 #define BIG (1u << 20) /* far more than a pipe holds (64 KiB) */
@@ -135,6 +136,32 @@ static void test_grow_array(void)
 	free(a);
 }
 
+/* grow_array_max: doubling cut at the limit, and nothing past it. */
+static void test_grow_array_max(void)
+{
+	size_t cap = 0;
+	int *a = NULL, *g;
+
+	g = grow_array_max(a, &cap, 1, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 16);
+	a = g;
+	g = grow_array_max(a, &cap, 17, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 32);
+	a = g;
+	g = grow_array_max(a, &cap, 33, sizeof *a, 16, 40);
+	CHECK(g != NULL);
+	CHECK_EQ_INT(cap, 40); /* 64, cut to the limit */
+	a = g;
+	a[39] = 5;
+	CHECK(grow_array_max(a, &cap, 41, sizeof *a, 16, 40) == NULL);
+	CHECK_EQ_INT(cap, 40);
+	CHECK_EQ_INT(a[39], 5);
+	CHECK(grow_array_max(a, &cap, 40, sizeof *a, 16, 40) == a);
+	free(a);
+}
+
 static void test_fnv(void)
 {
 	/* FNV-1a 32 test values (the FNV authors' list). */
@@ -150,11 +177,79 @@ static void test_fnv(void)
 	      (HASH_FNV64_SEED ^ 'a') * HASH_FNV64_PRIME);
 }
 
+/* htab: every key found after the table grew, new keys get a free slot,
+ * and colliding hashes probe past each other, wrapping at the end. */
+static const uint64_t *htab_keys;
+
+static uint64_t key_hash(const void *ctx, size_t i)
+{
+	(void)ctx;
+	return htab_keys[i] % 7; /* many collisions on purpose */
+}
+
+/* Entry index of `key` among keys[0..n), or n after adding it. */
+static size_t htab_put(uint32_t **slots, size_t *nslots, uint64_t *keys, size_t *n,
+		       uint64_t key)
+{
+	size_t k;
+
+	if (htab_full(*n, *nslots))
+		CHECK_EQ_INT(htab_rebuild(slots, nslots, *nslots ? *nslots * 2 : 4, 0, *n,
+					  key_hash, NULL), 0);
+	for (k = htab_first(key % 7, *nslots); (*slots)[k]; k = htab_next(k, *nslots))
+		if (keys[(*slots)[k] - 1] == key)
+			return (*slots)[k] - 1;
+	keys[*n] = key;
+	(*slots)[k] = (uint32_t)(*n + 1);
+	return (*n)++;
+}
+
+static void test_htab(void)
+{
+	uint64_t keys[200];
+	uint32_t *slots = NULL;
+	size_t nslots = 0, n = 0, i, used;
+
+	htab_keys = keys;
+	CHECK(htab_full(0, 0));
+	CHECK(!htab_full(1, 4));
+	CHECK(htab_full(2, 4));
+	CHECK_EQ_INT(htab_next(7, 8), 0);
+	CHECK_EQ_INT(htab_first(13, 8), 5);
+	for (i = 0; i < 200; i++)
+		CHECK_EQ_INT(htab_put(&slots, &nslots, keys, &n, i * 1000003u), i);
+	CHECK_EQ_INT(n, 200);
+	CHECK_EQ_INT(nslots, 512);
+	for (i = 0; i < 200; i++)
+		CHECK_EQ_INT(htab_put(&slots, &nslots, keys, &n, i * 1000003u), i);
+	CHECK_EQ_INT(n, 200);
+	for (i = used = 0; i < nslots; i++)
+		used += slots[i] != 0;
+	CHECK_EQ_INT(used, 200);
+	free(slots);
+	/* Rebuilding from `first` leaves the entries before it out. */
+	slots = NULL;
+	nslots = 0;
+	CHECK_EQ_INT(htab_rebuild(&slots, &nslots, 8, 2, 4, key_hash, NULL), 0);
+	CHECK_EQ_INT(nslots, 8);
+	for (i = used = 0; i < 8; i++) {
+		used += slots[i] != 0;
+		CHECK(slots[i] == 0 || slots[i] == 3 || slots[i] == 4);
+	}
+	CHECK_EQ_INT(used, 2);
+	/* A size that overflows is refused; the table stays. */
+	CHECK_EQ_INT(htab_rebuild(&slots, &nslots, SIZE_MAX / 2, 0, 0, key_hash, NULL), -1);
+	CHECK_EQ_INT(nslots, 8);
+	free(slots);
+}
+
 int main(void)
 {
 	test_write_all_whole_buffer();
 	test_send_all_gone_peer();
 	test_grow_array();
+	test_grow_array_max();
 	test_fnv();
+	test_htab();
 	return check_done();
 }
