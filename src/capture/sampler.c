@@ -753,6 +753,29 @@ static void sampler_prepare(void)
 	warm_stepping_thread();
 }
 
+/* Starts sampling into generation `gen` (`rec`: a recorder segment's)
+ * with `set` on signal `s`: the sampler thread (started once), the
+ * stepping thread warmed, the timers armed (CPU-time clock). Returns false
+ * when the thread could not start (nothing samples). Stepping thread,
+ * window lock held. */
+static bool start_sampling(uint64_t gen, bool rec, const struct smp_settings *set, int s)
+{
+	atomic_store(&smp.gen_rec, rec);
+	atomic_store(&smp.gen, gen);
+	unwind_set_recording(true);
+	atomic_store_explicit(&smp.recording, 1, memory_order_release);
+	if (!smp.thread_started && start_thread() != 0) {
+		atomic_store(&smp.recording, 0);
+		unwind_set_recording(false);
+		return false;
+	}
+	warm_stepping_thread();
+	if (!set->wall)
+		arm_all(true, s);
+	wake_thread('O');
+	return true;
+}
+
 /* capture_ops.window_open: stepping thread, window lock held. Reads the
  * window's settings, sets up on the first window asking for stacks (unless
  * prepare did), takes the signal if needed, starts the sampler thread once,
@@ -774,21 +797,8 @@ static void sampler_window_open(uint64_t gen)
 	if (!set.sampling)
 		return;
 	s = ensure_signal(set.want_signo);
-	if (!s)
-		return;
-	atomic_store(&smp.gen_rec, 0);
-	atomic_store(&smp.gen, gen);
-	unwind_set_recording(true);
-	atomic_store_explicit(&smp.recording, 1, memory_order_release);
-	if (!smp.thread_started && start_thread() != 0) {
-		atomic_store(&smp.recording, 0);
-		unwind_set_recording(false);
-		return;
-	}
-	warm_stepping_thread();
-	if (!set.wall)
-		arm_all(true, s);
-	wake_thread('O');
+	if (s)
+		start_sampling(gen, false, &set, s);
 }
 
 /* capture_ops.recorder: stepping thread (or the thread ending the
@@ -829,20 +839,7 @@ static void sampler_recorder(uint64_t gen)
 	smp.rec.set = set;
 	smp.rec.signo = s;
 	pthread_mutex_unlock(&smp.closed_lock);
-	atomic_store(&smp.gen_rec, 1);
-	atomic_store(&smp.gen, gen);
-	unwind_set_recording(true);
-	atomic_store_explicit(&smp.recording, 1, memory_order_release);
-	if (!smp.thread_started && start_thread() != 0) {
-		atomic_store(&smp.recording, 0);
-		unwind_set_recording(false);
-		return;
-	}
-	smp.rec_on = true;
-	warm_stepping_thread();
-	if (!set.wall)
-		arm_all(true, s);
-	wake_thread('O');
+	smp.rec_on = start_sampling(gen, true, &set, s);
 }
 
 /* capture_ops.window_close: stepping thread, window lock held. Disarms

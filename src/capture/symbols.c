@@ -452,7 +452,9 @@ int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
 	return 0;
 }
 
-int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi)
+/* The symbol of a known size holding `pc`: its index in *mp's table, or
+ * -1 (no module, no symbol, or a symbol without a size). */
+static long sym_at(struct symbols *s, uint64_t pc, struct module **mp)
 {
 	struct module *m = module_of(s, (uintptr_t)pc);
 	long i;
@@ -462,6 +464,17 @@ int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi)
 	module_load(m);
 	i = m->nsyms ? sym_find(m, pc - m->bias) : -1;
 	if (i < 0 || m->syms[i].size == 0)
+		return -1;
+	*mp = m;
+	return i;
+}
+
+int symbols_range(struct symbols *s, uint64_t pc, uint64_t *lo, uint64_t *hi)
+{
+	struct module *m = NULL;
+	long i = sym_at(s, pc, &m);
+
+	if (i < 0)
 		return -1;
 	*lo = m->syms[i].addr + m->bias;
 	*hi = *lo + m->syms[i].size;
@@ -491,14 +504,10 @@ int symbols_cluster_range(struct symbols *s, uint64_t pc,
 			  bool (*member)(const char *name), uint64_t *lo,
 			  uint64_t *hi)
 {
-	struct module *m = module_of(s, (uintptr_t)pc);
-	long i, k;
+	struct module *m = NULL;
+	long i = sym_at(s, pc, &m), k;
 
-	if (!m)
-		return -1;
-	module_load(m);
-	i = m->nsyms ? sym_find(m, pc - m->bias) : -1;
-	if (i < 0 || m->syms[i].size == 0)
+	if (i < 0)
 		return -1;
 	*lo = m->syms[i].addr;
 	*hi = m->syms[i].addr + m->syms[i].size;
