@@ -115,8 +115,6 @@ struct window_state {
 					  thread's open ranges after the lock */
 	bool rec_merge_said;           /* a request merged into the last dump
 					  was said (debug) */
-	uint64_t rec_fills;            /* segments opened inside a step (its
-					  pool filled) */
 	bool rec_told;                 /* the sources were told a segment
 					  (capture_ops.recorder), not yet
 					  its stop */

@@ -386,7 +386,6 @@ void window_pool_filling(struct host *h, uint64_t gen)
 	if (r->open && r->seg[r->nseg - 1].gen == gen && !w->finished &&
 	    !w->sched.open) {
 		rec_open_segment(h, w->sched.step, lock_now(w), true);
-		w->rec_fills++;
 	}
 	pthread_mutex_unlock(&w->lock);
 }

@@ -309,6 +309,17 @@ static void test_recorder_tells_sources(void)
 	CHECK_EQ_INT(jobs[1]->first, 4);
 	CHECK_EQ_INT(jobs[1]->last, 5);
 	CHECK_EQ_INT(jobs[1]->gens[jobs[1]->ngens - 1], 7);
+	/* A pool filling: only the recorder's open segment (gen 8 now) is
+	 * rotated, inside the running step, with no replay. */
+	calls[0] = '\0';
+	window_pool_filling(&host, 3);
+	CHECK_EQ_STR(calls, "");
+	window_pool_filling(&host, 8);
+	CHECK_EQ_STR(calls, "rec9");
+	CHECK_EQ_INT(host.win.rec.seg[host.win.rec.nseg - 1].first, 6);
+	CHECK(host.win.rec.seg[host.win.rec.nseg - 1].mid);
+	CHECK(!host.win.rec_replay); /* the host thread cannot replay the
+					stepping thread's ranges */
 	window_finish(&host, false); /* the process ends: the sources stop */
 	CHECK_EQ_STR(strrchr(calls, ' ') + 1, "rec0");
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
