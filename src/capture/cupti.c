@@ -11,10 +11,18 @@
  * Threads and locks. `cu.lock` guards the state; window callbacks take it
  * under the window lock (order: window lock, then cu.lock). It is never
  * held across cuptiActivityFlushAll or cuptiFinalize, which may call back.
- * CUPTI's buffer callbacks take only the pool's lock; the timestamp
- * callback takes nothing. The API callback (steps counted from CUDA calls)
+ * CUPTI's buffer callbacks take only the pool's lock (innermost: taken
+ * under cu.lock too, never the other way); the timestamp callback takes
+ * nothing. The API callback (steps counted from CUDA calls)
  * takes the window lock through the host's step callback, never cu.lock
  * directly.
+ *
+ * The flight recorder (prof.recorder{}, "flight recorder" below): while it
+ * keeps segments, the kinds stay enabled between windows and each buffer
+ * CUPTI completes is copied, record by record, into the open segment
+ * (EVBUF_CUPTI records, appended on CUPTI's thread), so the ring bounds
+ * them; a dump's collect converts the records its segments hold, with
+ * those a flush delivers then.
  */
 #include "cupti.h"
 #include "torchops.h"
@@ -32,6 +40,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "../events/clock.h"
+#include "../shim/evbuf.h"
 #include "../util/log.h"
 
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
@@ -50,6 +59,16 @@ struct cu_done {
 	size_t valid;
 };
 
+/* A buffer the recorder copied into the ring, kept a little while: a dump
+ * whose segments closed before it was delivered still finds it. */
+struct cu_recent {
+	uint32_t idx;
+	size_t valid;
+	int64_t ts;                    /* when it was delivered */
+};
+
+#define REC_RECENT 2
+
 struct cu_pool {
 	pthread_mutex_t lock;
 	uint8_t *base;
@@ -58,6 +77,8 @@ struct cu_pool {
 	uint32_t *free_idx, nfree;
 	struct cu_done *done;
 	uint32_t ndone;
+	struct cu_recent recent[REC_RECENT]; /* the flight recorder's */
+	uint32_t nrecent;
 };
 
 static struct {
@@ -102,6 +123,13 @@ static struct {
 	bool nvtx_open;
 	/* CPU stacks of slow calls (prof.capture{cuda_backtrace}); 0 = off */
 	int64_t backtrace_ns;
+	/* the flight recorder (see its section) */
+	bool rec_want;                 /* it keeps segments: kinds on */
+	_Atomic int rec_copy;          /* completed buffers go into the ring */
+	_Atomic uint64_t pending_gen;  /* a closed window not yet collected:
+					  its buffers stay on the done list */
+	_Atomic int dumping;           /* a dump's collect flushes: buffers
+					  go on the done list too */
 } cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
@@ -164,6 +192,8 @@ static void CUPTIAPI buf_requested(uint8_t **buffer, size_t *size, size_t *max)
 	pthread_mutex_unlock(&p->lock);
 }
 
+static bool rec_buffer(uint8_t *buffer, size_t valid);
+
 static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
 				   size_t size, size_t valid)
 {
@@ -173,6 +203,8 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 	(void)ctx;
 	(void)stream;
 	(void)size;
+	if (rec_buffer(buffer, valid))
+		return; /* the flight recorder's: in the ring */
 	pthread_mutex_lock(&p->lock);
 	if (p->base && buffer >= p->base &&
 	    (off = (size_t)(buffer - p->base)) < (size_t)p->nbuf * p->buf_size &&
@@ -297,6 +329,7 @@ static void pool_reset(struct cu_pool *p)
 		p->free_idx[i] = p->nbuf - 1 - i;
 	p->nfree = p->nbuf;
 	p->ndone = 0;
+	p->nrecent = 0;
 	if (p->base)
 		madvise(p->base, (size_t)p->nbuf * p->buf_size, MADV_DONTNEED);
 	pthread_mutex_unlock(&p->lock);
@@ -340,6 +373,7 @@ static void teardown(void)
 	size_t i;
 
 	atomic_store(&cu.ext_on, 0);
+	atomic_store(&cu.rec_copy, 0);
 	set_hooks(false);
 	if (cu.enabled)
 		for (i = 0; i < cu.nkinds; i++)
@@ -576,8 +610,10 @@ static void start(void)
 	cu.state = CU_READY;
 	if (cu.ext)
 		set_hooks(true);
-	if (cu.want != WANT_IDLE)
+	if (cu.want != WANT_IDLE || cu.rec_want)
 		enable_kinds();
+	if (cu.state == CU_READY && cu.rec_want && cu.nkinds)
+		atomic_store(&cu.rec_copy, 1);
 }
 
 /* Finalizes CUPTI when no window lies ahead, so the job runs at full speed.
@@ -585,7 +621,7 @@ static void start(void)
 static void stop(void)
 {
 	pthread_mutex_lock(&cu.lock);
-	if (cu.state != CU_READY || cu.want != WANT_IDLE) {
+	if (cu.state != CU_READY || cu.want != WANT_IDLE || cu.rec_want) {
 		pthread_mutex_unlock(&cu.lock);
 		return;
 	}
@@ -606,7 +642,7 @@ static void stop(void)
 	cu.sub = NULL;
 	cu.state = CU_STOPPED;
 	log_msg(LOG_DEBUG, "CUPTI finalized: no capture window ahead");
-	if (cu.want != WANT_IDLE)
+	if (cu.want != WANT_IDLE || cu.rec_want)
 		start(); /* a window began meanwhile */
 	pthread_mutex_unlock(&cu.lock);
 }
@@ -811,8 +847,8 @@ static void cu_window_open(uint64_t gen)
 
 static void cu_window_close(uint64_t gen)
 {
-	(void)gen;
 	pthread_mutex_lock(&cu.lock);
+	atomic_store(&cu.pending_gen, gen); /* rec_window_collected clears it */
 	cu.want = WANT_IDLE;
 	if (cu.state == CU_READY && cu.enabled)
 		disable_kinds();
@@ -904,11 +940,11 @@ static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
 	}
 }
 
-/* capture_ops.collect: host thread. Converts the window's records (and
- * those kept from the last one); stops CUPTI when no window lies ahead. A
- * recorder dump has none: CUPTI records inside windows only. */
-static int cu_collect(const struct capture_window *job, struct trace *t,
-		      struct err *e)
+/* A window's collect: converts its records (and those kept from the last
+ * one); stops CUPTI when no window lies ahead and the recorder is off.
+ * Host thread. */
+static int window_collect(const struct capture_window *job, struct trace *t,
+			  struct err *e)
 {
 	struct cupti_conv c;
 	struct cupti_conv_opts o;
@@ -920,8 +956,6 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	bool last;
 
 	(void)e;
-	if (job->dump)
-		return 0;
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY) {
 		pthread_mutex_unlock(&cu.lock);
@@ -958,6 +992,7 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	o.corr_hint = cu.corr_hint;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
+	cu.capcarry = next.buf ? next.cap : 0;
 	cu.carry_dropped = 0;
 	if (cupti_conv_init(&c, t, &o) == 0) {
 		each_record(&c, done, ndone, scan_one, NULL);
@@ -994,9 +1029,283 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	pthread_mutex_lock(&cu.lock);
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
-	if (last && !cu.steps_from_cuda && !cu.h->ahead(cu.h->ctx))
+	if (last && !cu.steps_from_cuda && !cu.h->cfg->recorder.enabled &&
+	    !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
+}
+
+/* ------------------------------------------------------------ flight recorder */
+
+/* Between windows, with prof.recorder{} on, CUPTI stays enabled and what it
+ * delivers goes into the recorder's ring (docs/recorder.md, "GPU work"):
+ *
+ *   cu_recorder      a segment opened: kinds on, completed buffers copied
+ *                    into the ring (rec_copy); 0: off again (a window
+ *                    opens, the process ends).
+ *   rec_buffer       CUPTI's thread: appends each record of a completed
+ *                    buffer to the open segment (EVBUF_CUPTI), then gives
+ *                    the buffer back, keeping the last REC_RECENT a while;
+ *                    while a closed window waits for its collect, or a
+ *                    dump's collect flushes, the buffer also goes on the
+ *                    done list, as in a window.
+ *   rec_collect      a dump: converts the records its segments hold
+ *                    (trace.raw), those of kept buffers delivered after the
+ *                    dump's end (their records went to a later segment),
+ *                    and those a flush delivers now, clipped to the dump's
+ *                    span as a window's are.
+ */
+
+/* Appends every record of buffer[0..valid) to the open segment. CUPTI's
+ * thread (or the host thread's flush); no lock held. */
+static void rec_append(uint8_t *buffer, size_t valid, int64_t now)
+{
+	CUpti_Activity *r = NULL;
+
+	while (cu.fn.ActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+		size_t size = cupti_record_size(r->kind);
+
+		if (!size || size > EVBUF_NAME_MAX)
+			continue; /* a kind profhost does not read */
+		/* Dropped and counted by the ring when it is full. */
+		cu.h->shim->evbuf_append_raw(EVBUF_CUPTI, now, r, (uint32_t)size, 0, 0);
+	}
+}
+
+/* buf_completed's recorder path: true when the buffer was copied into the
+ * ring and given back (or kept as recent); false when buf_completed puts
+ * it on the done list as usual (the recorder is off, a window's collect
+ * or a dump's flush needs it). CUPTI's thread; takes the pool's lock. */
+static bool rec_buffer(uint8_t *buffer, size_t valid)
+{
+	struct cu_pool *p = &cu.pool;
+	uint32_t keep, idx;
+	int64_t now;
+	size_t off;
+
+	if (!atomic_load_explicit(&cu.rec_copy, memory_order_acquire) || !p->base ||
+	    buffer < p->base ||
+	    (off = (size_t)(buffer - p->base)) >= (size_t)p->nbuf * p->buf_size)
+		return false;
+	if (valid > p->buf_size)
+		valid = p->buf_size;
+	now = clock_now_ns(); /* before the appends: see rec_collect */
+	rec_append(buffer, valid, now);
+	idx = (uint32_t)(off / p->buf_size);
+	keep = p->nbuf / 4 < REC_RECENT ? p->nbuf / 4 : REC_RECENT;
+	pthread_mutex_lock(&p->lock);
+	if (atomic_load(&cu.pending_gen) || atomic_load(&cu.dumping)) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	if (keep && p->nrecent == keep) {
+		p->free_idx[p->nfree++] = p->recent[0].idx;
+		memmove(&p->recent[0], &p->recent[1], (keep - 1) * sizeof p->recent[0]);
+		p->nrecent--;
+	}
+	if (keep)
+		p->recent[p->nrecent++] = (struct cu_recent){ idx, valid, now };
+	else
+		p->free_idx[p->nfree++] = idx;
+	pthread_mutex_unlock(&p->lock);
+	return true;
+}
+
+/* The kept buffers back to CUPTI. Pool lock held. */
+static void rec_recent_free(struct cu_pool *p)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->nrecent; i++)
+		p->free_idx[p->nfree++] = p->recent[i].idx;
+	p->nrecent = 0;
+}
+
+/* capture_ops.recorder: stepping thread (or the thread ending the
+ * process), window lock held; takes cu.lock, then the pool's lock. A
+ * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
+ * completed buffers go into the ring. 0: the recorder stopped: kinds off
+ * unless a warm-up or window wants them, kept buffers given back. */
+static void cu_recorder(uint64_t gen)
+{
+	pthread_mutex_lock(&cu.lock);
+	if (gen) {
+		if (!cu.rec_want && cu.nkinds) {
+			cu.rec_want = true;
+			if (cu.state == CU_STOPPED)
+				start();
+			if (cu.state == CU_READY && !cu.enabled)
+				enable_kinds();
+			if (cu.state == CU_READY)
+				atomic_store(&cu.rec_copy, 1);
+		}
+	} else if (cu.rec_want) {
+		cu.rec_want = false;
+		atomic_store(&cu.rec_copy, 0);
+		if (cu.state == CU_READY && cu.enabled && cu.want == WANT_IDLE)
+			disable_kinds();
+		pthread_mutex_lock(&cu.pool.lock);
+		rec_recent_free(&cu.pool);
+		pthread_mutex_unlock(&cu.pool.lock);
+	}
+	pthread_mutex_unlock(&cu.lock);
+}
+
+/* Calls fn(c, record) for the EVBUF_CUPTI records of `t` (the dump's
+ * segments), then those of the buffers bufs[0..n). */
+static void rec_each(struct cupti_conv *c, const struct trace *t,
+		     const struct cu_done *bufs, uint32_t n,
+		     void (*fn)(struct cupti_conv *, const CUpti_Activity *, void *),
+		     void *arg)
+{
+	const struct trace_raw *r;
+	size_t off = 0;
+	uint32_t i;
+
+	while ((r = trace_raw_next(t, &off)) != NULL) {
+		const CUpti_Activity *a = (const void *)(r + 1);
+
+		if (r->kind == EVBUF_CUPTI && r->len >= sizeof *a &&
+		    r->len == cupti_record_size(a->kind))
+			fn(c, a, arg);
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t *buf = cu.pool.base + (size_t)bufs[i].idx * cu.pool.buf_size;
+		CUpti_Activity *a = NULL;
+
+		while (cu.fn.ActivityGetNextRecord(buf, bufs[i].valid, &a) == CUPTI_SUCCESS)
+			fn(c, a, arg);
+	}
+}
+
+/* pass 2 of a dump: a record after the dump's end is kept for the window
+ * that opened meanwhile (arg non-NULL), else dropped: a later dump finds
+ * it in its own segments. */
+static void rec_add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
+{
+	if (cupti_conv_add(c, r) == CUPTI_ROUTE_LATER && arg)
+		carry_add(cu.carry, &cu.ncarry, cu.capcarry, r);
+}
+
+/* capture_ops.collect of a recorder dump: host thread. Unless a window
+ * records or waits for its collect (its records are on the done list),
+ * flushes CUPTI (completed buffers only: the program goes on) and takes
+ * what it delivers; converts those, the kept buffers delivered after the
+ * dump's end and the records of its segments. */
+static int rec_collect(const struct capture_window *job, struct trace *t,
+		       struct err *e)
+{
+	struct cupti_conv c;
+	struct cupti_conv_opts o;
+	struct cu_done *bufs;
+	uint32_t n = 0, nlate = 0, i;
+	size_t dropped = 0;
+	bool flush, window;
+
+	pthread_mutex_lock(&cu.lock);
+	if (cu.state != CU_READY || !cu.nkinds) {
+		pthread_mutex_unlock(&cu.lock);
+		return 0;
+	}
+	flush = cu.want != WANT_RECORD && !atomic_load(&cu.pending_gen);
+	if (flush)
+		atomic_store(&cu.dumping, 1);
+	pthread_mutex_unlock(&cu.lock);
+
+	if (flush) {
+		cu.fn.ActivityFlushAll(0);
+		cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	}
+	bufs = malloc(((size_t)cu.pool.nbuf + REC_RECENT) * sizeof *bufs);
+	pthread_mutex_lock(&cu.pool.lock);
+	/* Delivered after the dump's segments closed: in a later segment. */
+	for (i = 0; bufs && i < cu.pool.nrecent; i++)
+		if (cu.pool.recent[i].ts > job->end_ts)
+			bufs[n++] = (struct cu_done){ cu.pool.recent[i].idx,
+						      cu.pool.recent[i].valid };
+	nlate = n;
+	if (flush) {
+		if (bufs) {
+			memcpy(bufs + n, cu.pool.done, cu.pool.ndone * sizeof *bufs);
+			n += cu.pool.ndone;
+		} else {
+			for (i = 0; i < cu.pool.ndone; i++)
+				cu.pool.free_idx[cu.pool.nfree++] = cu.pool.done[i].idx;
+		}
+		cu.pool.ndone = 0;
+		atomic_store(&cu.dumping, 0);
+	}
+	pthread_mutex_unlock(&cu.pool.lock);
+
+	/* A window opened during the flush: its first records are kept. */
+	pthread_mutex_lock(&cu.lock);
+	window = cu.want == WANT_RECORD || atomic_load(&cu.pending_gen);
+	pthread_mutex_unlock(&cu.lock);
+	if (window && !cu.carry) {
+		cu.capcarry = (size_t)cu.pool.nbuf * cu.pool.buf_size;
+		cu.carry = malloc(cu.capcarry);
+		cu.ncarry = 0;
+		if (!cu.carry)
+			cu.capcarry = 0;
+	}
+
+	memset(&o, 0, sizeof o);
+	o.start = job->start_ts;
+	o.end = job->end_ts;
+	o.pid = t->meta.pid;
+	o.show = cu.show;
+	o.api_name = api_name;
+	o.devices = &cu.devices;
+	o.corr_hint = cu.corr_hint;
+	if (cupti_conv_init(&c, t, &o) == 0) {
+		rec_each(&c, t, bufs, n, scan_one, NULL);
+		rec_each(&c, t, bufs, n, rec_add_one, window ? &c : NULL);
+		cupti_conv_finish(&c);
+	}
+
+	pthread_mutex_lock(&cu.pool.lock);
+	for (i = nlate; i < n; i++)
+		cu.pool.free_idx[cu.pool.nfree++] = bufs[i].idx;
+	pthread_mutex_unlock(&cu.pool.lock);
+	free(bufs);
+
+	t->counters.gpu_dropped += (uint64_t)dropped + c.zero_ts;
+	log_msg(LOG_DEBUG, "recorder dump %u: %llu GPU records -> events", job->window,
+		(unsigned long long)c.records);
+	if (dropped || c.zero_ts)
+		log_msg(LOG_WARN, "recorder dump %u: %llu GPU records dropped (%llu: the "
+			"GPU record pool of %zu MiB was full, raise prof.capture{buffer_mb = "
+			"...}; %llu: no timestamps)", job->window,
+			(unsigned long long)dropped + c.zero_ts, (unsigned long long)dropped,
+			cu.pool_bytes >> 20, (unsigned long long)c.zero_ts);
+	cupti_conv_free(&c);
+	if (t->oom)
+		return err_set(e, "out of memory converting the GPU records of recorder "
+			       "dump %u", job->window);
+	return 0;
+}
+
+/* A window's collect ended: its buffers no longer need the done list. Host
+ * thread. */
+static void rec_window_collected(uint64_t gen)
+{
+	uint64_t g = gen;
+
+	atomic_compare_exchange_strong(&cu.pending_gen, &g, 0);
+}
+
+/* capture_ops.collect: host thread. A window's records, or a recorder
+ * dump's. */
+static int cu_collect(const struct capture_window *job, struct trace *t,
+		      struct err *e)
+{
+	int rc;
+
+	if (job->dump)
+		return rec_collect(job, t, e);
+	rc = window_collect(job, t, e);
+	rec_window_collected(job->gen);
+	return rc;
 }
 
 /* The process is ending after its last window. CUPTI is left as it is:
@@ -1021,4 +1330,5 @@ const struct capture_ops cupti_capture = {
 	.fini = cu_fini,
 	.step = cu_step,
 	.cuda_inject = cu_inject,
+	.recorder = cu_recorder,
 };

@@ -692,8 +692,9 @@ named:
 	return CUPTI_ROUTE_THIS;
 }
 
-/* Pass 2's first look at a GPU operation of [start, end]: DROP (counted in
- * zero_ts) when CUPTI gave it no time, else the route of its API call.
+/* Pass 2's first look at a GPU operation of [start, end]: DROP when CUPTI
+ * gave it no time (counted in zero_ts unless its API call lies outside
+ * the window), else the route of its API call.
  * *add: whether this window shows it (`show`, the option of its kind). */
 static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t end,
 				  uint32_t corr, bool show, bool *add)
@@ -702,6 +703,13 @@ static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t
 
 	*add = false;
 	if (start == 0 || end < start) {
+		struct cupti_corr *e = corr_get(c, corr, false);
+
+		/* Work launched outside this window (the flight recorder keeps
+		 * CUPTI on between windows: a forced flush cuts it short) is
+		 * not this window's loss. */
+		if (e && e->has_api && e->route != CUPTI_ROUTE_THIS)
+			return CUPTI_ROUTE_DROP;
 		c->zero_ts++;
 		return CUPTI_ROUTE_DROP;
 	}

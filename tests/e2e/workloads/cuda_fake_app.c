@@ -5,6 +5,7 @@
  *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
  *                 [--burst N] [--late] [--no-prof-step] [--sync-us U]
+ *                 [--rss-at S]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -21,6 +22,8 @@
  * the kernels of "forward" are launched from a second thread.
  * --inject-twice calls InitializeInjection twice more (it must be a no-op).
  * --no-prof-step leaves step counting to the policy (prof.steps{cuda=...}).
+ * --rss-at S prints "rss S KB" (VmRSS) after step S and "rss end KB" at
+ * the end.
  * Prints "done N".
  */
 #include <dlfcn.h>
@@ -59,6 +62,21 @@ static void sync_rounds(long us)
 	}
 }
 
+/* The process's resident set (VmRSS) in KiB, -1 if unknown. */
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static void *forward_kernels(void *arg)
 {
 	long k;
@@ -76,7 +94,7 @@ static void *forward_kernels(void *arg)
 
 int main(int argc, char **argv)
 {
-	long steps = 10, s, burst = 0, sync_us = 0, i;
+	long steps = 10, s, burst = 0, sync_us = 0, i, rss_at = -1;
 	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
@@ -87,6 +105,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc) kernel_us = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--burst") && i + 1 < argc) burst = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--sync-us") && i + 1 < argc) sync_us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--rss-at") && i + 1 < argc) rss_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--graph")) graph = 1;
 		else if (!strcmp(argv[i], "--memory")) memory = 1;
 		else if (!strcmp(argv[i], "--no-ranges")) use_ranges = 0;
@@ -156,7 +175,11 @@ int main(int argc, char **argv)
 			cupti_fake_launch("late_kernel", 11, 2000000);
 		if (!no_step)
 			p_step();
+		if (s == rss_at)
+			printf("rss %ld %ld\n", s, rss_kb());
 	}
+	if (rss_at >= 0)
+		printf("rss end %ld\n", rss_kb());
 	if (prev)
 		cupti_fake_free(prev);
 	printf("done %ld\n", steps);
