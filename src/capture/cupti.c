@@ -59,15 +59,7 @@ struct cu_done {
 	size_t valid;
 };
 
-/* A buffer the recorder copied into the ring, kept a little while: a dump
- * whose segments closed before it was delivered still finds it. */
-struct cu_recent {
-	uint32_t idx;
-	size_t valid;
-	int64_t ts;                    /* when it was delivered */
-};
-
-#define REC_RECENT 2
+#define REC_DEVICES 8
 
 struct cu_pool {
 	pthread_mutex_t lock;
@@ -77,8 +69,11 @@ struct cu_pool {
 	uint32_t *free_idx, nfree;
 	struct cu_done *done;
 	uint32_t ndone;
-	struct cu_recent recent[REC_RECENT]; /* the flight recorder's */
-	uint32_t nrecent;
+	CUpti_ActivityDevice5 devrec[REC_DEVICES]; /* the flight recorder's
+						      DEVICE records
+						      (written once, when the
+						      kind is enabled) */
+	uint32_t ndevrec;
 };
 
 static struct {
@@ -128,8 +123,9 @@ static struct {
 	_Atomic int rec_copy;          /* completed buffers go into the ring */
 	_Atomic uint64_t pending_gen;  /* a closed window not yet collected:
 					  its buffers stay on the done list */
-	_Atomic int dumping;           /* a dump's collect flushes: buffers
-					  go on the done list too */
+	_Atomic int dumping;           /* recorder dumps taken, not yet
+					  collected: buffers go on the done
+					  list too */
 } cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
@@ -329,7 +325,6 @@ static void pool_reset(struct cu_pool *p)
 		p->free_idx[i] = p->nbuf - 1 - i;
 	p->nfree = p->nbuf;
 	p->ndone = 0;
-	p->nrecent = 0;
 	if (p->base)
 		madvise(p->base, (size_t)p->nbuf * p->buf_size, MADV_DONTNEED);
 	pthread_mutex_unlock(&p->lock);
@@ -964,8 +959,10 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	/* Everything CUPTI holds, incomplete buffers included; but while the
 	 * next window records, a forced flush would cut its GPU work short
 	 * (records of unfinished work lose their timestamps): then only the
-	 * complete buffers, and this window's stragglers are counted late. */
-	flag = cu.want == WANT_RECORD ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+	 * complete buffers, and this window's stragglers are counted late.
+	 * The same while the flight recorder records: its steps' GPU work
+	 * (a dump may hold it) is not cut short either. */
+	flag = cu.want == WANT_RECORD || cu.rec_want ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
 	pthread_mutex_unlock(&cu.lock);
 
 	cu.fn.ActivityFlushAll(flag);
@@ -990,6 +987,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
+	o.recorder = cu.h->cfg->recorder.enabled;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
 	cu.capcarry = next.buf ? next.cap : 0;
@@ -1045,16 +1043,38 @@ static int window_collect(const struct capture_window *job, struct trace *t,
  *                    opens, the process ends).
  *   rec_buffer       CUPTI's thread: appends each record of a completed
  *                    buffer to the open segment (EVBUF_CUPTI), then gives
- *                    the buffer back, keeping the last REC_RECENT a while;
- *                    while a closed window waits for its collect, or a
- *                    dump's collect flushes, the buffer also goes on the
- *                    done list, as in a window.
+ *                    the buffer back; while a closed window waits for its
+ *                    collect, or a dump was taken and not yet collected,
+ *                    the buffer goes on the done list too, as in a window.
+ *   cu_dump_taken    a dump took its segments (before they close): later
+ *                    buffers are its too, from the done list.
  *   rec_collect      a dump: converts the records its segments hold
- *                    (trace.raw), those of kept buffers delivered after the
- *                    dump's end (their records went to a later segment),
- *                    and those a flush delivers now, clipped to the dump's
- *                    span as a window's are.
+ *                    (trace.raw), those of the done list with what a flush
+ *                    delivers now, and those a window's collect kept past
+ *                    its end (cu.carry), each once (the same record can
+ *                    come two ways), clipped to the dump's span as a
+ *                    window's are.
  */
+
+/* Keeps a copy of a DEVICE record: CUPTI writes it once, when the kind
+ * is enabled, and the segment that holds it goes long before most dumps.
+ * Takes the pool's lock. */
+static void rec_keep_device(const CUpti_ActivityDevice5 *d)
+{
+	struct cu_pool *p = &cu.pool;
+	uint32_t i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->ndevrec; i++)
+		if (p->devrec[i].id == d->id)
+			break;
+	if (i < REC_DEVICES) {
+		memcpy(&p->devrec[i], d, sizeof *d);
+		if (i == p->ndevrec)
+			p->ndevrec++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
 
 /* Appends every record of buffer[0..valid) to the open segment. CUPTI's
  * thread (or the host thread's flush); no lock held. */
@@ -1067,20 +1087,21 @@ static void rec_append(uint8_t *buffer, size_t valid, int64_t now)
 
 		if (!size || size > EVBUF_NAME_MAX)
 			continue; /* a kind profhost does not read */
+		if (r->kind == CUPTI_ACTIVITY_KIND_DEVICE)
+			rec_keep_device((const CUpti_ActivityDevice5 *)(const void *)r);
 		/* Dropped and counted by the ring when it is full. */
 		cu.h->shim->evbuf_append_raw(EVBUF_CUPTI, now, r, (uint32_t)size, 0, 0);
 	}
 }
 
 /* buf_completed's recorder path: true when the buffer was copied into the
- * ring and given back (or kept as recent); false when buf_completed puts
- * it on the done list as usual (the recorder is off, a window's collect
- * or a dump's flush needs it). CUPTI's thread; takes the pool's lock. */
+ * ring and given back; false when buf_completed puts it on the done list
+ * as usual (the recorder is off, a window's collect or a dump needs it;
+ * its records are in the ring all the same). CUPTI's thread; takes the
+ * pool's lock. */
 static bool rec_buffer(uint8_t *buffer, size_t valid)
 {
 	struct cu_pool *p = &cu.pool;
-	uint32_t keep, idx;
-	int64_t now;
 	size_t off;
 
 	if (!atomic_load_explicit(&cu.rec_copy, memory_order_acquire) || !p->base ||
@@ -1089,43 +1110,34 @@ static bool rec_buffer(uint8_t *buffer, size_t valid)
 		return false;
 	if (valid > p->buf_size)
 		valid = p->buf_size;
-	now = clock_now_ns(); /* before the appends: see rec_collect */
-	rec_append(buffer, valid, now);
-	idx = (uint32_t)(off / p->buf_size);
-	keep = p->nbuf / 4 < REC_RECENT ? p->nbuf / 4 : REC_RECENT;
+	rec_append(buffer, valid, clock_now_ns());
+	/* After the appends: a dump taken before this load gets the buffer
+	 * from the done list; one taken after holds the records in its
+	 * segments (cu_dump_taken comes before they close). */
 	pthread_mutex_lock(&p->lock);
 	if (atomic_load(&cu.pending_gen) || atomic_load(&cu.dumping)) {
 		pthread_mutex_unlock(&p->lock);
 		return false;
 	}
-	if (keep && p->nrecent == keep) {
-		p->free_idx[p->nfree++] = p->recent[0].idx;
-		memmove(&p->recent[0], &p->recent[1], (keep - 1) * sizeof p->recent[0]);
-		p->nrecent--;
-	}
-	if (keep)
-		p->recent[p->nrecent++] = (struct cu_recent){ idx, valid, now };
-	else
-		p->free_idx[p->nfree++] = idx;
+	p->free_idx[p->nfree++] = (uint32_t)(off / p->buf_size);
 	pthread_mutex_unlock(&p->lock);
 	return true;
 }
 
-/* The kept buffers back to CUPTI. Pool lock held. */
-static void rec_recent_free(struct cu_pool *p)
+/* capture_ops.dump_taken: a recorder dump is taking its segments, before
+ * they close (stepping thread or the dumping thread, window lock held):
+ * buffers completed from now on stay on the done list for its collect. */
+static void cu_dump_taken(int64_t end_ts)
 {
-	uint32_t i;
-
-	for (i = 0; i < p->nrecent; i++)
-		p->free_idx[p->nfree++] = p->recent[i].idx;
-	p->nrecent = 0;
+	(void)end_ts;
+	atomic_fetch_add(&cu.dumping, 1);
 }
 
 /* capture_ops.recorder: stepping thread (or the thread ending the
  * process), window lock held; takes cu.lock, then the pool's lock. A
  * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
  * completed buffers go into the ring. 0: the recorder stopped: kinds off
- * unless a warm-up or window wants them, kept buffers given back. */
+ * unless a warm-up or window wants them. */
 static void cu_recorder(uint64_t gen)
 {
 	pthread_mutex_lock(&cu.lock);
@@ -1144,100 +1156,177 @@ static void cu_recorder(uint64_t gen)
 		atomic_store(&cu.rec_copy, 0);
 		if (cu.state == CU_READY && cu.enabled && cu.want == WANT_IDLE)
 			disable_kinds();
-		pthread_mutex_lock(&cu.pool.lock);
-		rec_recent_free(&cu.pool);
-		pthread_mutex_unlock(&cu.pool.lock);
 	}
 	pthread_mutex_unlock(&cu.lock);
 }
 
-/* Calls fn(c, record) for the EVBUF_CUPTI records of `t` (the dump's
- * segments), then those of the buffers bufs[0..n). */
-static void rec_each(struct cupti_conv *c, const struct trace *t,
-		     const struct cu_done *bufs, uint32_t n,
-		     void (*fn)(struct cupti_conv *, const CUpti_Activity *, void *),
-		     void *arg)
+/* The records a dump converts, each once. */
+struct rec_set {
+	const CUpti_Activity **r;
+	bool *carried;               /* it came from cu.carry */
+	size_t n, cap;
+	uint64_t *hash;              /* open addressing on content hashes, 0 empty */
+	size_t hcap;
+};
+
+/* FNV-1a of a record's bytes, never 0. */
+static uint64_t rec_hash(const CUpti_Activity *r, size_t size)
+{
+	const uint8_t *p = (const void *)r;
+	uint64_t h = 1469598103934665603ull;
+	size_t i;
+
+	for (i = 0; i < size; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h ? h : 1;
+}
+
+/* Adds `r` unless an identical record is in the set already: the same
+ * record can reach a dump twice, copied into its segments and through a
+ * window's done list (kept in cu.carry). -1: out of memory. */
+static int rec_set_add(struct rec_set *s, const CUpti_Activity *r, bool carried)
+{
+	size_t size = cupti_record_size(r->kind), i;
+	uint64_t h;
+
+	if (!size)
+		return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 1024;
+		const CUpti_Activity **nr = realloc(s->r, cap * sizeof *nr);
+		bool *nc;
+
+		if (!nr)
+			return -1;
+		s->r = nr;
+		nc = realloc(s->carried, cap * sizeof *nc);
+		if (!nc)
+			return -1;
+		s->carried = nc;
+		s->cap = cap;
+	}
+	if (2 * (s->n + 1) > s->hcap) {
+		size_t hcap = s->hcap ? 2 * s->hcap : 4096, k;
+		uint64_t *nh = calloc(hcap, sizeof *nh);
+
+		if (!nh)
+			return -1;
+		for (k = 0; k < s->hcap; k++)
+			if (s->hash[k]) {
+				for (i = s->hash[k] & (hcap - 1); nh[i]; i = (i + 1) & (hcap - 1))
+					;
+				nh[i] = s->hash[k];
+			}
+		free(s->hash);
+		s->hash = nh;
+		s->hcap = hcap;
+	}
+	h = rec_hash(r, size);
+	for (i = h & (s->hcap - 1); s->hash[i]; i = (i + 1) & (s->hcap - 1))
+		if (s->hash[i] == h)
+			return 0; /* a copy */
+	s->hash[i] = h;
+	s->r[s->n] = r;
+	s->carried[s->n++] = carried;
+	return 0;
+}
+
+/* Gathers the dump's records: the EVBUF_CUPTI records of `t` (its
+ * segments), those of the buffers bufs[0..n), and those kept in cu.carry
+ * (delivered through a window's done list, maybe after the dump took its
+ * segments), each once. 0, or -1 when memory ran out (the set holds what
+ * fit). Host thread. */
+static int rec_gather(struct rec_set *s, const struct trace *t,
+		      const struct cu_done *bufs, uint32_t n)
 {
 	const struct trace_raw *r;
-	size_t off = 0;
+	size_t off = 0, size;
 	uint32_t i;
 
 	while ((r = trace_raw_next(t, &off)) != NULL) {
 		const CUpti_Activity *a = (const void *)(r + 1);
 
 		if (r->kind == EVBUF_CUPTI && r->len >= sizeof *a &&
-		    r->len == cupti_record_size(a->kind))
-			fn(c, a, arg);
+		    r->len == cupti_record_size(a->kind) && rec_set_add(s, a, false) != 0)
+			return -1;
 	}
 	for (i = 0; i < n; i++) {
 		uint8_t *buf = cu.pool.base + (size_t)bufs[i].idx * cu.pool.buf_size;
 		CUpti_Activity *a = NULL;
 
 		while (cu.fn.ActivityGetNextRecord(buf, bufs[i].valid, &a) == CUPTI_SUCCESS)
-			fn(c, a, arg);
+			if (rec_set_add(s, a, false) != 0)
+				return -1;
 	}
+	for (off = 0; off < cu.ncarry; off += (size + 7) & ~(size_t)7) {
+		const CUpti_Activity *a = (const void *)(cu.carry + off);
+
+		size = cupti_record_size(a->kind);
+		if (!size)
+			break;
+		if (rec_set_add(s, a, true) != 0)
+			return -1;
+	}
+	return 0;
 }
 
-/* pass 2 of a dump: a record after the dump's end is kept for the window
- * that opened meanwhile (arg non-NULL), else dropped: a later dump finds
- * it in its own segments. */
-static void rec_add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
+static void rec_set_free(struct rec_set *s)
 {
-	if (cupti_conv_add(c, r) == CUPTI_ROUTE_LATER && arg)
-		carry_add(cu.carry, &cu.ncarry, cu.capcarry, r);
+	free(s->r);
+	free(s->carried);
+	free(s->hash);
+	memset(s, 0, sizeof *s);
 }
 
 /* capture_ops.collect of a recorder dump: host thread. Unless a window
- * records or waits for its collect (its records are on the done list),
- * flushes CUPTI (completed buffers only: the program goes on) and takes
- * what it delivers; converts those, the kept buffers delivered after the
- * dump's end and the records of its segments. */
+ * records or waits for its collect (the done list is its), flushes CUPTI
+ * (completed buffers only: the program goes on) and takes the done list;
+ * converts those records, those of the dump's segments and those kept in
+ * cu.carry, each once (rec_gather). What lies after the dump's end is
+ * kept in cu.carry, for a later dump or a window. */
 static int rec_collect(const struct capture_window *job, struct trace *t,
 		       struct err *e)
 {
 	struct cupti_conv c;
 	struct cupti_conv_opts o;
 	struct cu_done *bufs;
-	uint32_t n = 0, nlate = 0, i;
-	size_t dropped = 0;
-	bool flush, window;
+	CUpti_ActivityDevice5 devs[REC_DEVICES];
+	struct rec_set set = { 0 };
+	struct carry_out next = { 0 };
+	uint32_t n = 0, ndevs, i;
+	size_t k, dropped = 0;
+	bool ready, flush, window;
 
 	pthread_mutex_lock(&cu.lock);
-	if (cu.state != CU_READY || !cu.nkinds) {
-		pthread_mutex_unlock(&cu.lock);
-		return 0;
-	}
-	flush = cu.want != WANT_RECORD && !atomic_load(&cu.pending_gen);
-	if (flush)
-		atomic_store(&cu.dumping, 1);
+	ready = cu.state == CU_READY && cu.nkinds;
+	flush = ready && cu.want != WANT_RECORD && !atomic_load(&cu.pending_gen);
 	pthread_mutex_unlock(&cu.lock);
-
 	if (flush) {
 		cu.fn.ActivityFlushAll(0);
 		cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
 	}
-	bufs = malloc(((size_t)cu.pool.nbuf + REC_RECENT) * sizeof *bufs);
+	bufs = flush ? malloc((size_t)cu.pool.nbuf * sizeof *bufs) : NULL;
 	pthread_mutex_lock(&cu.pool.lock);
-	/* Delivered after the dump's segments closed: in a later segment. */
-	for (i = 0; bufs && i < cu.pool.nrecent; i++)
-		if (cu.pool.recent[i].ts > job->end_ts)
-			bufs[n++] = (struct cu_done){ cu.pool.recent[i].idx,
-						      cu.pool.recent[i].valid };
-	nlate = n;
 	if (flush) {
-		if (bufs) {
-			memcpy(bufs + n, cu.pool.done, cu.pool.ndone * sizeof *bufs);
-			n += cu.pool.ndone;
-		} else {
-			for (i = 0; i < cu.pool.ndone; i++)
+		for (i = 0; i < cu.pool.ndone; i++)
+			if (bufs)
+				bufs[n++] = cu.pool.done[i];
+			else /* no memory: given back unread */
 				cu.pool.free_idx[cu.pool.nfree++] = cu.pool.done[i].idx;
-		}
 		cu.pool.ndone = 0;
-		atomic_store(&cu.dumping, 0);
 	}
+	if (atomic_load(&cu.dumping) > 0)
+		atomic_fetch_sub(&cu.dumping, 1);
+	ndevs = cu.pool.ndevrec;
+	memcpy(devs, cu.pool.devrec, ndevs * sizeof *devs);
 	pthread_mutex_unlock(&cu.pool.lock);
+	if (!ready) {
+		free(bufs);
+		return 0;
+	}
 
-	/* A window opened during the flush: its first records are kept. */
+	/* A window opened (or closed) meanwhile: cu.carry is the window's
+	 * too, records are only added to it. Else it is rebuilt. */
 	pthread_mutex_lock(&cu.lock);
 	window = cu.want == WANT_RECORD || atomic_load(&cu.pending_gen);
 	pthread_mutex_unlock(&cu.lock);
@@ -1247,6 +1336,11 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 		cu.ncarry = 0;
 		if (!cu.carry)
 			cu.capcarry = 0;
+	} else if (!window) {
+		next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
+		next.buf = malloc(next.cap);
+		if (!next.buf)
+			next.cap = 0;
 	}
 
 	memset(&o, 0, sizeof o);
@@ -1257,14 +1351,34 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
+	o.recorder = true;
+	if (rec_gather(&set, t, bufs, n) != 0)
+		t->oom = 1;
 	if (cupti_conv_init(&c, t, &o) == 0) {
-		rec_each(&c, t, bufs, n, scan_one, NULL);
-		rec_each(&c, t, bufs, n, rec_add_one, window ? &c : NULL);
+		for (i = 0; i < ndevs; i++)
+			cupti_conv_scan(&c, (const CUpti_Activity *)(const void *)&devs[i]);
+		for (k = 0; k < set.n; k++)
+			cupti_conv_scan(&c, set.r[k]);
+		for (k = 0; k < set.n; k++) {
+			if (cupti_conv_add(&c, set.r[k]) != CUPTI_ROUTE_LATER)
+				continue;
+			if (!window)
+				carry_add(next.buf, &next.n, next.cap, set.r[k]);
+			else if (!set.carried[k])
+				carry_add(cu.carry, &cu.ncarry, cu.capcarry, set.r[k]);
+		}
 		cupti_conv_finish(&c);
+	}
+	rec_set_free(&set);
+	if (!window) {
+		free(cu.carry);
+		cu.carry = next.buf;
+		cu.ncarry = next.n;
+		cu.capcarry = next.cap;
 	}
 
 	pthread_mutex_lock(&cu.pool.lock);
-	for (i = nlate; i < n; i++)
+	for (i = 0; i < n; i++)
 		cu.pool.free_idx[cu.pool.nfree++] = bufs[i].idx;
 	pthread_mutex_unlock(&cu.pool.lock);
 	free(bufs);
@@ -1331,4 +1445,5 @@ const struct capture_ops cupti_capture = {
 	.step = cu_step,
 	.cuda_inject = cu_inject,
 	.recorder = cu_recorder,
+	.dump_taken = cu_dump_taken,
 };

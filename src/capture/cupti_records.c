@@ -584,6 +584,9 @@ void cupti_conv_scan(struct cupti_conv *c, const CUpti_Activity *r)
 		e->api_tid = (int32_t)a->threadId;
 		e->api_start = (int64_t)a->start;
 		e->route = a->start == 0 ? CUPTI_ROUTE_DROP : route_ts(c, (int64_t)a->start);
+		if (e->route == CUPTI_ROUTE_LATER &&
+		    (!c->later_corr || a->correlationId < c->later_corr))
+			c->later_corr = a->correlationId;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -693,8 +696,8 @@ named:
 }
 
 /* Pass 2's first look at a GPU operation of [start, end]: DROP when CUPTI
- * gave it no time (counted in zero_ts unless its API call lies outside
- * the window), else the route of its API call.
+ * gave it no time (counted in zero_ts, unless o.recorder and it was
+ * launched after the window), else the route of its API call.
  * *add: whether this window shows it (`show`, the option of its kind). */
 static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t end,
 				  uint32_t corr, bool show, bool *add)
@@ -705,10 +708,13 @@ static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t
 	if (start == 0 || end < start) {
 		struct cupti_corr *e = corr_get(c, corr, false);
 
-		/* Work launched outside this window (the flight recorder keeps
-		 * CUPTI on between windows: a forced flush cuts it short) is
-		 * not this window's loss. */
-		if (e && e->has_api && e->route != CUPTI_ROUTE_THIS)
+		/* With the flight recorder on, CUPTI records on past the
+		 * window, and a forced flush cuts that work short: it is not
+		 * this window's loss when its API call lies outside, or when
+		 * it came after a call that does (ids only grow). */
+		if (c->o.recorder &&
+		    ((e && e->has_api && e->route != CUPTI_ROUTE_THIS) ||
+		     (c->later_corr && corr >= c->later_corr)))
 			return CUPTI_ROUTE_DROP;
 		c->zero_ts++;
 		return CUPTI_ROUTE_DROP;

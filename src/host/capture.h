@@ -60,6 +60,12 @@
  *                 and a dump's collect gets it (capture_window.dump).
  *                 Stepping thread (or the thread ending the process),
  *                 window lock held: must not block.
+ *   dump_taken    a recorder dump is taking the recorder's segments (its
+ *                 steps end at `end_ts`), before they close; its collect
+ *                 follows on the host thread (what a source delivers into
+ *                 the ring from now on lands in later segments: CUPTI
+ *                 keeps its buffers for that collect). Any thread asking
+ *                 for the dump, window lock held: must not block.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -156,6 +162,7 @@ struct capture_ops {
 	int (*hang_stacks)(char *out, size_t size, char *why, size_t wsize);
 	bool (*ended)(void);
 	void (*recorder)(uint64_t gen);
+	void (*dump_taken)(int64_t end_ts);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -183,6 +190,7 @@ void capture_step_all(const struct capture_step *s);
 void capture_explicit_step_all(void);
 void capture_cuda_inject_all(void);
 void capture_recorder_all(uint64_t gen);
+void capture_dump_taken_all(int64_t end_ts);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source
