@@ -11,8 +11,9 @@
  * Threads and locks. `cu.lock` guards the state; window callbacks take it
  * under the window lock (order: window lock, then cu.lock). It is never
  * held across cuptiActivityFlushAll or cuptiFinalize, which may call back.
- * CUPTI's buffer callbacks take only the pool's lock; the timestamp
- * callback takes nothing. The API callback (steps counted from CUDA calls)
+ * CUPTI's buffer callbacks take only the pool's lock (innermost: taken
+ * under cu.lock too, never the other way); the timestamp callback takes
+ * nothing. The API callback (steps counted from CUDA calls)
  * takes the window lock through the host's step callback, never cu.lock
  * directly.
  *
@@ -21,6 +22,12 @@
  * kernel records are enabled (`cu.track`), the buffer-completed callback
  * frees the launches whose kernel record came, and a hang report lists
  * what is left (hang_gpu).
+ * The flight recorder (prof.recorder{}, "flight recorder" below): while it
+ * keeps segments, the kinds stay enabled between windows and each buffer
+ * CUPTI completes is copied, record by record, into the open segment
+ * (EVBUF_CUPTI records, appended on CUPTI's thread), so the ring bounds
+ * them; a dump's collect converts the records its segments hold, with
+ * those a flush delivers then.
  */
 #include "cupti.h"
 #include "torchops.h"
@@ -40,6 +47,10 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "../events/clock.h"
+#include "../shim/evbuf.h"
+#include "../util/grow.h"
+#include "../util/hash.h"
+#include "../util/htab.h"
 #include "../util/log.h"
 
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
@@ -58,6 +69,8 @@ struct cu_done {
 	size_t valid;
 };
 
+#define REC_DEVICES 8
+
 struct cu_pool {
 	pthread_mutex_t lock;
 	uint8_t *base;
@@ -66,6 +79,11 @@ struct cu_pool {
 	uint32_t *free_idx, nfree;
 	struct cu_done *done;
 	uint32_t ndone;
+	CUpti_ActivityDevice5 devrec[REC_DEVICES]; /* the flight recorder's
+						      DEVICE records
+						      (written once, when the
+						      kind is enabled) */
+	uint32_t ndevrec;
 };
 
 static struct {
@@ -116,6 +134,14 @@ static struct {
 	uint8_t *track_cbid[2];        /* the launch APIs */
 	_Atomic int track;             /* kernel records enabled now */
 	struct cupti_inflight inflight;
+	/* the flight recorder (see its section) */
+	bool rec_want;                 /* it keeps segments: kinds on */
+	_Atomic int rec_copy;          /* completed buffers go into the ring */
+	_Atomic uint64_t pending_gen;  /* a closed window not yet collected:
+					  its buffers stay on the done list */
+	_Atomic int dumping;           /* recorder dumps taken, not yet
+					  collected: buffers go on the done
+					  list too */
 } cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
@@ -310,6 +336,8 @@ static void CUPTIAPI buf_requested(uint8_t **buffer, size_t *size, size_t *max)
 	pthread_mutex_unlock(&p->lock);
 }
 
+static bool rec_buffer(uint8_t *buffer, size_t valid);
+
 static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
 				   size_t size, size_t valid)
 {
@@ -321,6 +349,8 @@ static void CUPTIAPI buf_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
 	(void)size;
 	if (cu.inflight.slot && buffer && valid <= size)
 		track_buffer(buffer, valid);
+	if (rec_buffer(buffer, valid))
+		return; /* the flight recorder's: in the ring */
 	pthread_mutex_lock(&p->lock);
 	if (p->base && buffer >= p->base &&
 	    (off = (size_t)(buffer - p->base)) < (size_t)p->nbuf * p->buf_size &&
@@ -491,6 +521,7 @@ static void teardown(void)
 
 	atomic_store(&cu.ext_on, 0);
 	atomic_store(&cu.track, 0);
+	atomic_store(&cu.rec_copy, 0);
 	set_hooks(false);
 	if (cu.enabled)
 		for (i = 0; i < cu.nkinds; i++)
@@ -730,8 +761,10 @@ static void start(void)
 	cu.state = CU_READY;
 	if (cu.ext)
 		set_hooks(true);
-	if (cu.want != WANT_IDLE)
+	if (cu.want != WANT_IDLE || cu.rec_want)
 		enable_kinds();
+	if (cu.state == CU_READY && cu.rec_want && cu.nkinds)
+		atomic_store(&cu.rec_copy, 1);
 }
 
 /* Finalizes CUPTI when no window lies ahead, so the job runs at full speed.
@@ -739,7 +772,7 @@ static void start(void)
 static void stop(void)
 {
 	pthread_mutex_lock(&cu.lock);
-	if (cu.state != CU_READY || cu.want != WANT_IDLE) {
+	if (cu.state != CU_READY || cu.want != WANT_IDLE || cu.rec_want) {
 		pthread_mutex_unlock(&cu.lock);
 		return;
 	}
@@ -761,7 +794,7 @@ static void stop(void)
 	cu.sub = NULL;
 	cu.state = CU_STOPPED;
 	log_msg(LOG_DEBUG, "CUPTI finalized: no capture window ahead");
-	if (cu.want != WANT_IDLE)
+	if (cu.want != WANT_IDLE || cu.rec_want)
 		start(); /* a window began meanwhile */
 	pthread_mutex_unlock(&cu.lock);
 }
@@ -970,8 +1003,8 @@ static void cu_window_open(uint64_t gen)
 
 static void cu_window_close(uint64_t gen)
 {
-	(void)gen;
 	pthread_mutex_lock(&cu.lock);
+	atomic_store(&cu.pending_gen, gen); /* rec_window_collected clears it */
 	cu.want = WANT_IDLE;
 	if (cu.state == CU_READY && cu.enabled)
 		disable_kinds();
@@ -1063,11 +1096,11 @@ static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
 	}
 }
 
-/* capture_ops.collect: host thread. Converts the window's records (and
- * those kept from the last one); stops CUPTI when no window lies ahead. A
- * recorder dump has none: CUPTI records inside windows only. */
-static int cu_collect(const struct capture_window *job, struct trace *t,
-		      struct err *e)
+/* A window's collect: converts its records (and those kept from the last
+ * one); stops CUPTI when no window lies ahead and the recorder is off.
+ * Host thread. */
+static int window_collect(const struct capture_window *job, struct trace *t,
+			  struct err *e)
 {
 	struct cupti_conv c;
 	struct cupti_conv_opts o;
@@ -1079,8 +1112,6 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	bool last;
 
 	(void)e;
-	if (job->dump)
-		return 0;
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY) {
 		pthread_mutex_unlock(&cu.lock);
@@ -1089,8 +1120,10 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	/* Everything CUPTI holds, incomplete buffers included; but while the
 	 * next window records, a forced flush would cut its GPU work short
 	 * (records of unfinished work lose their timestamps): then only the
-	 * complete buffers, and this window's stragglers are counted late. */
-	flag = cu.want == WANT_RECORD ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
+	 * complete buffers, and this window's stragglers are counted late.
+	 * The same while the flight recorder records: its steps' GPU work
+	 * (a dump may hold it) is not cut short either. */
+	flag = cu.want == WANT_RECORD || cu.rec_want ? 0 : CUPTI_ACTIVITY_FLAG_FLUSH_FORCED;
 	pthread_mutex_unlock(&cu.lock);
 
 	cu.fn.ActivityFlushAll(flag);
@@ -1115,8 +1148,10 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
+	o.recorder = cu.h->cfg->recorder.enabled;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
+	cu.capcarry = next.buf ? next.cap : 0;
 	cu.carry_dropped = 0;
 	if (cupti_conv_init(&c, t, &o) == 0) {
 		each_record(&c, done, ndone, scan_one, NULL);
@@ -1153,9 +1188,383 @@ static int cu_collect(const struct capture_window *job, struct trace *t,
 	pthread_mutex_lock(&cu.lock);
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
-	if (last && !cu.steps_from_cuda && !cu.h->ahead(cu.h->ctx))
+	if (last && !cu.steps_from_cuda && !cu.h->cfg->recorder.enabled &&
+	    !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
+}
+
+/* ------------------------------------------------------------ flight recorder */
+
+/* Between windows, with prof.recorder{} on, CUPTI stays enabled and what it
+ * delivers goes into the recorder's ring (docs/recorder.md, "GPU work"):
+ *
+ *   cu_recorder      a segment opened: kinds on, completed buffers copied
+ *                    into the ring (rec_copy); 0: off again (a window
+ *                    opens, the process ends).
+ *   rec_buffer       CUPTI's thread: appends each record of a completed
+ *                    buffer to the open segment (EVBUF_CUPTI), then gives
+ *                    the buffer back; while a closed window waits for its
+ *                    collect, or a dump was taken and not yet collected,
+ *                    the buffer goes on the done list too, as in a window.
+ *   cu_dump_taken    a dump took its segments (before they close): later
+ *                    buffers are its too, from the done list.
+ *   rec_collect      a dump: converts the records its segments hold
+ *                    (trace.raw), those of the done list with what a flush
+ *                    delivers now, and those a window's collect kept past
+ *                    its end (cu.carry), each once (the same record can
+ *                    come two ways), clipped to the dump's span as a
+ *                    window's are.
+ */
+
+/* Keeps a copy of a DEVICE record: CUPTI writes it once, when the kind
+ * is enabled, and the segment that holds it goes long before most dumps.
+ * Takes the pool's lock. */
+static void rec_keep_device(const CUpti_ActivityDevice5 *d)
+{
+	struct cu_pool *p = &cu.pool;
+	uint32_t i;
+
+	pthread_mutex_lock(&p->lock);
+	for (i = 0; i < p->ndevrec; i++)
+		if (p->devrec[i].id == d->id)
+			break;
+	if (i < REC_DEVICES) {
+		memcpy(&p->devrec[i], d, sizeof *d);
+		if (i == p->ndevrec)
+			p->ndevrec++;
+	}
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Appends every record of buffer[0..valid) to the open segment. CUPTI's
+ * thread (or the host thread's flush); no lock held. */
+static void rec_append(uint8_t *buffer, size_t valid, int64_t now)
+{
+	CUpti_Activity *r = NULL;
+
+	while (cu.fn.ActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS) {
+		size_t size = cupti_record_size(r->kind);
+
+		if (!size || size > EVBUF_NAME_MAX)
+			continue; /* a kind profhost does not read */
+		if (r->kind == CUPTI_ACTIVITY_KIND_DEVICE)
+			rec_keep_device((const CUpti_ActivityDevice5 *)(const void *)r);
+		/* Dropped and counted by the ring when it is full. */
+		cu.h->shim->evbuf_append_raw(EVBUF_CUPTI, now, r, (uint32_t)size, 0, 0);
+	}
+}
+
+/* buf_completed's recorder path: true when the buffer was copied into the
+ * ring and given back; false when buf_completed puts it on the done list
+ * as usual (the recorder is off, a window's collect or a dump needs it;
+ * its records are in the ring all the same). CUPTI's thread; takes the
+ * pool's lock. */
+static bool rec_buffer(uint8_t *buffer, size_t valid)
+{
+	struct cu_pool *p = &cu.pool;
+	size_t off;
+
+	if (!atomic_load_explicit(&cu.rec_copy, memory_order_acquire) || !p->base ||
+	    buffer < p->base ||
+	    (off = (size_t)(buffer - p->base)) >= (size_t)p->nbuf * p->buf_size)
+		return false;
+	if (valid > p->buf_size)
+		valid = p->buf_size;
+	rec_append(buffer, valid, clock_now_ns());
+	/* After the appends: a dump taken before this load gets the buffer
+	 * from the done list; one taken after holds the records in its
+	 * segments (cu_dump_taken comes before they close). */
+	pthread_mutex_lock(&p->lock);
+	if (atomic_load(&cu.pending_gen) || atomic_load(&cu.dumping)) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	p->free_idx[p->nfree++] = (uint32_t)(off / p->buf_size);
+	pthread_mutex_unlock(&p->lock);
+	return true;
+}
+
+/* capture_ops.dump_taken: a recorder dump is taking its segments, before
+ * they close (stepping thread or the dumping thread, window lock held):
+ * buffers completed from now on stay on the done list for its collect. */
+static void cu_dump_taken(int64_t end_ts)
+{
+	(void)end_ts;
+	atomic_fetch_add(&cu.dumping, 1);
+}
+
+/* capture_ops.recorder: stepping thread (or the thread ending the
+ * process), window lock held; takes cu.lock, then the pool's lock. A
+ * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
+ * completed buffers go into the ring. 0: the recorder stopped: kinds off
+ * unless a warm-up or window wants them. */
+static void cu_recorder(uint64_t gen)
+{
+	pthread_mutex_lock(&cu.lock);
+	if (gen) {
+		if (!cu.rec_want && cu.nkinds) {
+			cu.rec_want = true;
+			if (cu.state == CU_STOPPED)
+				start();
+			if (cu.state == CU_READY && !cu.enabled)
+				enable_kinds();
+			if (cu.state == CU_READY)
+				atomic_store(&cu.rec_copy, 1);
+		}
+	} else if (cu.rec_want) {
+		cu.rec_want = false;
+		atomic_store(&cu.rec_copy, 0);
+		if (cu.state == CU_READY && cu.enabled && cu.want == WANT_IDLE)
+			disable_kinds();
+	}
+	pthread_mutex_unlock(&cu.lock);
+}
+
+/* The records a dump converts, each once. */
+struct rec_set {
+	const CUpti_Activity **r;
+	bool *carried;               /* it came from cu.carry */
+	size_t n, cap, ccap;
+	uint32_t *slots;             /* htab.h's, over r[] by content */
+	size_t nslots;
+};
+
+/* The hash of a record's bytes. */
+static uint64_t rec_hash(const CUpti_Activity *r)
+{
+	return hash_fnv64(HASH_FNV64_SEED, r, cupti_record_size(r->kind));
+}
+
+static uint64_t rec_set_hash(const void *ctx, size_t i)
+{
+	return rec_hash(((const struct rec_set *)ctx)->r[i]);
+}
+
+/* Adds `r` unless an identical record is in the set already: the same
+ * record can reach a dump twice, copied into its segments and through a
+ * window's done list (kept in cu.carry). -1: out of memory. */
+static int rec_set_add(struct rec_set *s, const CUpti_Activity *r, bool carried)
+{
+	size_t size = cupti_record_size(r->kind), k;
+	const CUpti_Activity **nr;
+	bool *nc;
+
+	if (!size)
+		return 0;
+	if (htab_full(s->n, s->nslots) &&
+	    htab_rebuild(&s->slots, &s->nslots, s->nslots ? 2 * s->nslots : 4096, 0,
+			 s->n, rec_set_hash, s) != 0)
+		return -1;
+	for (k = htab_first(rec_hash(r), s->nslots); s->slots[k]; k = htab_next(k, s->nslots)) {
+		const CUpti_Activity *o = s->r[s->slots[k] - 1];
+
+		if (o->kind == r->kind && memcmp(o, r, size) == 0)
+			return 0; /* a copy */
+	}
+	nr = grow_array(s->r, &s->cap, s->n + 1, sizeof *nr, 1024);
+	if (!nr)
+		return -1;
+	s->r = nr;
+	nc = grow_array(s->carried, &s->ccap, s->n + 1, sizeof *nc, 1024);
+	if (!nc)
+		return -1;
+	s->carried = nc;
+	s->slots[k] = (uint32_t)(s->n + 1);
+	s->r[s->n] = r;
+	s->carried[s->n++] = carried;
+	return 0;
+}
+
+/* Gathers the dump's records: the EVBUF_CUPTI records of `t` (its
+ * segments), those of the buffers bufs[0..n), and those kept in cu.carry
+ * (delivered through a window's done list, maybe after the dump took its
+ * segments), each once. 0, or -1 when memory ran out (the set holds what
+ * fit). Host thread. */
+static int rec_gather(struct rec_set *s, const struct trace *t,
+		      const struct cu_done *bufs, uint32_t n)
+{
+	const struct trace_raw *r;
+	size_t off = 0, size;
+	uint32_t i;
+
+	while ((r = trace_raw_next(t, &off)) != NULL) {
+		const CUpti_Activity *a = (const void *)(r + 1);
+
+		if (r->kind == EVBUF_CUPTI && r->len >= sizeof *a &&
+		    r->len == cupti_record_size(a->kind) && rec_set_add(s, a, false) != 0)
+			return -1;
+	}
+	for (i = 0; i < n; i++) {
+		uint8_t *buf = cu.pool.base + (size_t)bufs[i].idx * cu.pool.buf_size;
+		CUpti_Activity *a = NULL;
+
+		while (cu.fn.ActivityGetNextRecord(buf, bufs[i].valid, &a) == CUPTI_SUCCESS)
+			if (rec_set_add(s, a, false) != 0)
+				return -1;
+	}
+	for (off = 0; off < cu.ncarry; off += (size + 7) & ~(size_t)7) {
+		const CUpti_Activity *a = (const void *)(cu.carry + off);
+
+		size = cupti_record_size(a->kind);
+		if (!size)
+			break;
+		if (rec_set_add(s, a, true) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void rec_set_free(struct rec_set *s)
+{
+	free(s->r);
+	free(s->carried);
+	free(s->slots);
+	memset(s, 0, sizeof *s);
+}
+
+/* capture_ops.collect of a recorder dump: host thread. Unless a window
+ * records or waits for its collect (the done list is its), flushes CUPTI
+ * (completed buffers only: the program goes on) and takes the done list;
+ * converts those records, those of the dump's segments and those kept in
+ * cu.carry, each once (rec_gather). What lies after the dump's end is
+ * kept in cu.carry, for a later dump or a window. */
+static int rec_collect(const struct capture_window *job, struct trace *t,
+		       struct err *e)
+{
+	struct cupti_conv c;
+	struct cupti_conv_opts o;
+	struct cu_done *bufs;
+	CUpti_ActivityDevice5 devs[REC_DEVICES];
+	struct rec_set set = { 0 };
+	struct carry_out next = { 0 };
+	uint32_t n = 0, ndevs, i;
+	size_t k, dropped = 0;
+	bool ready, flush, window;
+
+	pthread_mutex_lock(&cu.lock);
+	ready = cu.state == CU_READY && cu.nkinds;
+	flush = ready && cu.want != WANT_RECORD && !atomic_load(&cu.pending_gen);
+	pthread_mutex_unlock(&cu.lock);
+	if (flush) {
+		cu.fn.ActivityFlushAll(0);
+		cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	}
+	bufs = flush ? malloc((size_t)cu.pool.nbuf * sizeof *bufs) : NULL;
+	pthread_mutex_lock(&cu.pool.lock);
+	if (flush) {
+		for (i = 0; i < cu.pool.ndone; i++)
+			if (bufs)
+				bufs[n++] = cu.pool.done[i];
+			else /* no memory: given back unread */
+				cu.pool.free_idx[cu.pool.nfree++] = cu.pool.done[i].idx;
+		cu.pool.ndone = 0;
+	}
+	if (atomic_load(&cu.dumping) > 0)
+		atomic_fetch_sub(&cu.dumping, 1);
+	ndevs = cu.pool.ndevrec;
+	memcpy(devs, cu.pool.devrec, ndevs * sizeof *devs);
+	pthread_mutex_unlock(&cu.pool.lock);
+	if (!ready) {
+		free(bufs);
+		return 0;
+	}
+
+	/* A window opened (or closed) meanwhile: cu.carry is the window's
+	 * too, records are only added to it. Else it is rebuilt. */
+	pthread_mutex_lock(&cu.lock);
+	window = cu.want == WANT_RECORD || atomic_load(&cu.pending_gen);
+	pthread_mutex_unlock(&cu.lock);
+	if (window && !cu.carry) {
+		cu.capcarry = (size_t)cu.pool.nbuf * cu.pool.buf_size;
+		cu.carry = malloc(cu.capcarry);
+		cu.ncarry = 0;
+		if (!cu.carry)
+			cu.capcarry = 0;
+	} else if (!window) {
+		next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
+		next.buf = malloc(next.cap);
+		if (!next.buf)
+			next.cap = 0;
+	}
+
+	memset(&o, 0, sizeof o);
+	o.start = job->start_ts;
+	o.end = job->end_ts;
+	o.pid = t->meta.pid;
+	o.show = cu.show;
+	o.api_name = api_name;
+	o.devices = &cu.devices;
+	o.corr_hint = cu.corr_hint;
+	o.recorder = true;
+	if (rec_gather(&set, t, bufs, n) != 0)
+		t->oom = 1;
+	if (cupti_conv_init(&c, t, &o) == 0) {
+		for (i = 0; i < ndevs; i++)
+			cupti_conv_scan(&c, (const CUpti_Activity *)(const void *)&devs[i]);
+		for (k = 0; k < set.n; k++)
+			cupti_conv_scan(&c, set.r[k]);
+		for (k = 0; k < set.n; k++) {
+			if (cupti_conv_add(&c, set.r[k]) != CUPTI_ROUTE_LATER)
+				continue;
+			if (!window)
+				carry_add(next.buf, &next.n, next.cap, set.r[k]);
+			else if (!set.carried[k])
+				carry_add(cu.carry, &cu.ncarry, cu.capcarry, set.r[k]);
+		}
+		cupti_conv_finish(&c);
+	}
+	rec_set_free(&set);
+	if (!window) {
+		free(cu.carry);
+		cu.carry = next.buf;
+		cu.ncarry = next.n;
+		cu.capcarry = next.cap;
+	}
+
+	pthread_mutex_lock(&cu.pool.lock);
+	for (i = 0; i < n; i++)
+		cu.pool.free_idx[cu.pool.nfree++] = bufs[i].idx;
+	pthread_mutex_unlock(&cu.pool.lock);
+	free(bufs);
+
+	t->counters.gpu_dropped += (uint64_t)dropped + c.zero_ts;
+	log_msg(LOG_DEBUG, "recorder dump %u: %llu GPU records -> events", job->window,
+		(unsigned long long)c.records);
+	if (dropped || c.zero_ts)
+		log_msg(LOG_WARN, "recorder dump %u: %llu GPU records dropped (%llu: the "
+			"GPU record pool of %zu MiB was full, raise prof.capture{buffer_mb = "
+			"...}; %llu: no timestamps)", job->window,
+			(unsigned long long)dropped + c.zero_ts, (unsigned long long)dropped,
+			cu.pool_bytes >> 20, (unsigned long long)c.zero_ts);
+	cupti_conv_free(&c);
+	if (t->oom)
+		return err_set(e, "out of memory converting the GPU records of recorder "
+			       "dump %u", job->window);
+	return 0;
+}
+
+/* A window's collect ended: its buffers no longer need the done list. Host
+ * thread. */
+static void rec_window_collected(uint64_t gen)
+{
+	uint64_t g = gen;
+
+	atomic_compare_exchange_strong(&cu.pending_gen, &g, 0);
+}
+
+/* capture_ops.collect: host thread. A window's records, or a recorder
+ * dump's. */
+static int cu_collect(const struct capture_window *job, struct trace *t,
+		      struct err *e)
+{
+	int rc;
+
+	if (job->dump)
+		return rec_collect(job, t, e);
+	rc = window_collect(job, t, e);
+	rec_window_collected(job->gen);
+	return rc;
 }
 
 /* The process is ending after its last window. CUPTI is left as it is:
@@ -1262,4 +1671,6 @@ const struct capture_ops cupti_capture = {
 	.step = cu_step,
 	.cuda_inject = cu_inject,
 	.hang_gpu = cu_hang_gpu,
+	.recorder = cu_recorder,
+	.dump_taken = cu_dump_taken,
 };

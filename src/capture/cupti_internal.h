@@ -132,6 +132,11 @@ struct cupti_conv_opts {
 	size_t corr_hint;           /* correlation ids expected (the last
 				       window's map_n): the table is sized for
 				       them at once; 0: grows from small */
+	bool recorder;              /* the flight recorder keeps CUPTI on
+				       past the window: GPU work without
+				       timestamps launched after its end
+				       (by its API call, or by correlation
+				       id) is not counted as dropped */
 };
 
 struct cupti_corr;   /* correlation id -> what is known about it */
@@ -169,6 +174,9 @@ struct cupti_conv {
 	size_t scan_events, scan_args;   /* most events and args pass 2 can add,
 					    counted by pass 1 */
 	bool reserved;                   /* the trace was sized for them */
+	uint32_t later_corr;             /* the lowest correlation id of an API
+					    call after the window's end (0:
+					    none), from pass 1 */
 	/* results */
 	uint64_t zero_ts;                /* records without timing: dropped */
 	uint64_t late;                   /* records of the previous window that

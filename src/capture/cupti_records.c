@@ -581,6 +581,9 @@ void cupti_conv_scan(struct cupti_conv *c, const CUpti_Activity *r)
 		e->api_tid = (int32_t)a->threadId;
 		e->api_start = (int64_t)a->start;
 		e->route = a->start == 0 ? CUPTI_ROUTE_DROP : route_ts(c, (int64_t)a->start);
+		if (e->route == CUPTI_ROUTE_LATER &&
+		    (!c->later_corr || a->correlationId < c->later_corr))
+			c->later_corr = a->correlationId;
 		break;
 	}
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -689,8 +692,9 @@ named:
 	return CUPTI_ROUTE_THIS;
 }
 
-/* Pass 2's first look at a GPU operation of [start, end]: DROP (counted in
- * zero_ts) when CUPTI gave it no time, else the route of its API call.
+/* Pass 2's first look at a GPU operation of [start, end]: DROP when CUPTI
+ * gave it no time (counted in zero_ts, unless o.recorder and it was
+ * launched after the window), else the route of its API call.
  * *add: whether this window shows it (`show`, the option of its kind). */
 static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t end,
 				  uint32_t corr, bool show, bool *add)
@@ -699,6 +703,16 @@ static enum cupti_route gpu_route(struct cupti_conv *c, uint64_t start, uint64_t
 
 	*add = false;
 	if (start == 0 || end < start) {
+		struct cupti_corr *e = corr_get(c, corr, false);
+
+		/* With the flight recorder on, CUPTI records on past the
+		 * window, and a forced flush cuts that work short: it is not
+		 * this window's loss when its API call lies outside, or when
+		 * it came after a call that does (ids only grow). */
+		if (c->o.recorder &&
+		    ((e && e->has_api && e->route != CUPTI_ROUTE_THIS) ||
+		     (c->later_corr && corr >= c->later_corr)))
+			return CUPTI_ROUTE_DROP;
 		c->zero_ts++;
 		return CUPTI_ROUTE_DROP;
 	}

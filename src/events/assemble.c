@@ -281,11 +281,19 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 {
 	struct assembler *as = ctx;
 	struct trace *t = as->t;
-	struct thread_state *th = thread_get(as, tid, thread_name);
+	struct thread_state *th;
 	struct trace_event e = { 0 };
 	struct open_range *stack, *started;
 	size_t i;
 
+	if (r->kind == EVBUF_CUPTI) {
+		/* The CUPTI source converts these in its collect; they are not
+		 * the delivering thread's events (no track of its own). */
+		if (trace_add_raw(t, r->kind, r->ts, evbuf_payload(r), r->len) != 0)
+			t->oom = 1;
+		return;
+	}
+	th = thread_get(as, tid, thread_name);
 	if (!th)
 		return;
 	if (as->src->clip_start && r->ts < t->meta.start_ts &&

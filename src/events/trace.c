@@ -100,7 +100,50 @@ void trace_free(struct trace *t)
 	free(t->frame_slots);
 	bigalloc_free(t->stack_frames);
 	bigalloc_free(t->stacks);
+	free(t->raw);
 	memset(t, 0, sizeof *t);
+}
+
+int trace_add_raw(struct trace *t, uint16_t kind, int64_t ts, const void *p,
+		  uint32_t len)
+{
+	size_t step = sizeof(struct trace_raw) + (((size_t)len + 7) & ~(size_t)7);
+	struct trace_raw h = { kind, 0, len, ts };
+	uint8_t *raw;
+
+	if (t->nraw + step > t->cap_raw) {
+		size_t cap = t->cap_raw ? t->cap_raw : 64 * 1024;
+
+		while (cap < t->nraw + step)
+			cap *= 2;
+		raw = realloc(t->raw, cap);
+		if (!raw)
+			return -1;
+		t->raw = raw;
+		t->cap_raw = cap;
+	}
+	memcpy(t->raw + t->nraw, &h, sizeof h);
+	memcpy(t->raw + t->nraw + sizeof h, p, len);
+	t->nraw += step;
+	return 0;
+}
+
+const struct trace_raw *trace_raw_next(const struct trace *t, size_t *off)
+{
+	const struct trace_raw *r;
+
+	if (*off + sizeof *r > t->nraw)
+		return NULL;
+	r = (const struct trace_raw *)(const void *)(t->raw + *off);
+	*off += sizeof *r + (((size_t)r->len + 7) & ~(size_t)7);
+	return r;
+}
+
+void trace_raw_free(struct trace *t)
+{
+	free(t->raw);
+	t->raw = NULL;
+	t->nraw = t->cap_raw = 0;
 }
 
 int trace_add_note(struct trace *t, const char *line)

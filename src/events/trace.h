@@ -252,6 +252,21 @@ struct trace {
 	struct trace_stack *stacks;
 	size_t nstacks, cap_stacks;
 	struct trace_sampling sampling;
+	/* Records of capture sources the assembler hands over as they are
+	 * (trace_add_raw): struct trace_raw headers, each followed by its
+	 * payload rounded up to 8 bytes. The flight recorder's CUPTI records
+	 * (EVBUF_CUPTI), which the CUPTI source converts in a dump's collect.
+	 * The host frees them once the sources collected. */
+	uint8_t *raw;
+	size_t nraw, cap_raw;         /* bytes used, allocated */
+};
+
+/* One record in trace.raw. The payload follows, 8-aligned. */
+struct trace_raw {
+	uint16_t kind;                /* the evbuf record kind */
+	uint16_t pad;
+	uint32_t len;                 /* payload bytes */
+	int64_t ts;                   /* the evbuf record's ts */
 };
 
 /* Initializes an empty trace. Returns 0, or -1 on allocation failure. */
@@ -286,6 +301,18 @@ int trace_arg_str(struct trace *t, const char *key, const char *s, size_t len);
 /* Appends a line (no '\n' in it) to meta.notes, once: a line already
  * there is not added again. Returns 0 or -1. */
 int trace_add_note(struct trace *t, const char *line);
+
+/* Appends a record of `kind` with payload p[0..len) to trace.raw.
+ * Returns 0, or -1 when memory ran out (nothing added). */
+int trace_add_raw(struct trace *t, uint16_t kind, int64_t ts, const void *p,
+		  uint32_t len);
+
+/* The raw record at byte offset *off of trace.raw, *off moved past it;
+ * NULL at the end. Its payload is (const void *)(r + 1). */
+const struct trace_raw *trace_raw_next(const struct trace *t, size_t *off);
+
+/* Frees trace.raw (the sources have read it). */
+void trace_raw_free(struct trace *t);
 
 /* Records a captured step. Returns 0 or -1. */
 int trace_add_step(struct trace *t, const struct trace_step *s);

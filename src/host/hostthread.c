@@ -270,6 +270,7 @@ static void process_job(struct host *h, struct host_job *job)
 	/* The sources add what they keep apart (a dump: of the segments the
 	 * recorder told them of) and name the stacks. */
 	capture_collect_all(h, job, &t);
+	trace_raw_free(&t); /* the sources read what they kept raw */
 	note_dump_cut(h, job, &t);
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */

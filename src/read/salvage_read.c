@@ -276,6 +276,9 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	t->meta.reason = strdup(line);
 	t->meta.recorder = f->st.kind == SALV_RECORDER;
 	rc = assemble_window(t, &src, steps, (size_t)n);
+	/* The recorder's raw CUPTI records name kernels by pointers into the
+	 * dead process's libcupti: not converted here (docs/recorder.md). */
+	trace_raw_free(t);
 	f->torn = torn;
 	free(steps);
 	salvage_current = NULL;

@@ -63,7 +63,13 @@ enum evbuf_kind {
 				 | EVBUF_STACK_TRUNCATED or 0 */
 	/* torch operators (src/capture/torchops.c): payload and fields in
 	 * src/events/oprec.h. */
-	EVBUF_TORCH_OP = 74
+	EVBUF_TORCH_OP = 74,
+	/* CUPTI (src/capture/cupti.c), the flight recorder only: one activity
+	 * record as CUPTI delivered it between windows (the CUDA 13 struct,
+	 * cupti_record_size() bytes; pointers in it, a kernel's name, point
+	 * into the process's libcupti). ts = when its buffer was delivered;
+	 * id, a = 0. The assembler hands these over in trace.raw. */
+	EVBUF_CUPTI = 75
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

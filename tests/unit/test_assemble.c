@@ -3,6 +3,8 @@
  * recorder dump): a range open across a generation boundary comes out
  * once, its replayed push recognized; with clip_start, records before the
  * trace's start are left out and ranges begun before it are cut there.
+ * Records of capture sources the assembler does not convert (the
+ * recorder's CUPTI records) are handed over whole in trace.raw.
  */
 #include "check.h"
 
@@ -125,9 +127,89 @@ static void test_clip_start_leaves_out_the_earlier_records(void)
 	trace_free(&t);
 }
 
+/* A segment with a range on the main thread and three EVBUF_CUPTI records
+ * of CUPTI's thread (tid 99), payloads of 8, 13 and 200 bytes. */
+static int cupti_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+		       struct evbuf_stats *stats)
+{
+	static const uint32_t lens[] = { 8, 13, 200 };
+	uint64_t buf[(sizeof(struct evbuf_rec) + 256) / 8];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	memset(buf, 0, sizeof buf);
+	r->kind = EVBUF_RANGE_PUSH;
+	r->len = 4;
+	r->size = (uint16_t)(sizeof *r + 8);
+	r->ts = 50;
+	memcpy(buf + sizeof *r / 8, "step", 4);
+	fn(ctx, 7, "main", r);
+	for (i = 0; i < 3; i++) {
+		memset(buf, 0, sizeof buf);
+		r->kind = EVBUF_CUPTI;
+		r->len = lens[i];
+		r->size = (uint16_t)((sizeof *r + lens[i] + 7) & ~7u);
+		r->ts = 10 + 30 * (int64_t)i; /* the first before the clip */
+		memset((char *)buf + sizeof *r, 'a' + (int)i, lens[i]);
+		fn(ctx, 99, "cupti worker", r);
+	}
+	memset(buf, 0, sizeof buf);
+	r->kind = EVBUF_RANGE_POP;
+	r->size = sizeof *r;
+	r->ts = 80;
+	fn(ctx, 7, "main", r);
+	return 0;
+}
+
+static void test_cupti_records_are_handed_over_whole(void)
+{
+	static const uint64_t gens[] = { 4 };
+	struct assemble_source src = { cupti_drain, 0, NULL, NULL, gens, 1, true };
+	const struct trace_raw *r;
+	struct trace t;
+	size_t off = 0, i, k;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 20;
+	t.meta.end_ts = 100;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	/* the range is an event; the CUPTI records are not, and CUPTI's
+	 * thread gets no track */
+	CHECK_EQ_INT(count_named(&t, "step", NULL), 1);
+	CHECK_EQ_INT((int)t.nev, 1);
+	for (i = 0; i < t.nthreads; i++)
+		CHECK(t.threads[i].tid != 99);
+	/* all three, in order, whole, 8-aligned, the clip left to the source */
+	for (i = 0; (r = trace_raw_next(&t, &off)) != NULL; i++) {
+		static const uint32_t lens[] = { 8, 13, 200 };
+		const unsigned char *p = (const void *)(r + 1);
+
+		CHECK(i < 3);
+		if (i >= 3)
+			break;
+		CHECK_EQ_INT(r->kind, EVBUF_CUPTI);
+		CHECK_EQ_INT((int)r->len, (int)lens[i]);
+		CHECK_EQ_INT((int)r->ts, 10 + 30 * (int)i);
+		CHECK(((uintptr_t)p & 7) == 0);
+		for (k = 0; k < r->len; k++)
+			if (p[k] != 'a' + i)
+				break;
+		CHECK_EQ_INT((int)k, (int)r->len);
+	}
+	CHECK_EQ_INT((int)i, 3);
+	trace_raw_free(&t);
+	off = 0;
+	CHECK(trace_raw_next(&t, &off) == NULL);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_carried_range_comes_out_once();
 	test_clip_start_leaves_out_the_earlier_records();
+	test_cupti_records_are_handed_over_whole();
 	return check_done();
 }

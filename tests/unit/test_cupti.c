@@ -740,6 +740,49 @@ static void test_inflight(void)
 	CHECK_EQ_INT((long)cupti_inflight_take(&f, out, 8, &more, &forgotten), 0);
 }
 
+/* With the flight recorder on (o.recorder), GPU work without timestamps
+ * launched after the window (its API call after the end, or a later
+ * correlation id than such a call) is not the window's drop; work of the
+ * window's own calls still is. */
+static void test_zero_ts_with_the_recorder(void)
+{
+	struct trace t;
+	struct cupti_conv c;
+	struct cupti_conv_opts o;
+	CUpti_ActivityAPI in = api(1, W0 + 10, W0 + 20, 211);
+	CUpti_ActivityKernel10 kin = kernel(1, 0, 0, "in");
+	CUpti_ActivityAPI after = api(5, W1 + 10, W1 + 20, 211);
+	CUpti_ActivityKernel10 kafter = kernel(5, 0, 0, "after");
+	CUpti_ActivityKernel10 kinflight = kernel(6, 0, 0, "in flight"); /* no API yet */
+	const CUpti_Activity *recs[] = {
+		(const void *)&in, (const void *)&kin, (const void *)&after,
+		(const void *)&kafter, (const void *)&kinflight,
+	};
+	enum cupti_route routes[5];
+	int rec;
+
+	kin.start = kin.end = kafter.start = kafter.end = 0;
+	kinflight.start = kinflight.end = 0;
+	for (rec = 0; rec < 2; rec++) {
+		CHECK_EQ_INT(trace_init(&t), 0);
+		memset(&o, 0, sizeof o);
+		o.start = W0;
+		o.end = W1;
+		o.show.kernels = o.show.runtime = true;
+		o.recorder = rec;
+		CHECK_EQ_INT(cupti_conv_init(&c, &t, &o), 0);
+		convert(&c, recs, 5, routes);
+		CHECK_EQ_INT(routes[1], CUPTI_ROUTE_DROP);
+		CHECK_EQ_INT(routes[3], CUPTI_ROUTE_DROP);
+		CHECK_EQ_INT(routes[4], CUPTI_ROUTE_DROP);
+		/* without the recorder, as always: all three counted */
+		CHECK_EQ_INT((int)c.zero_ts, rec ? 1 : 3);
+		CHECK_EQ_INT(count(&t, TRACE_CAT_KERNEL), 0);
+		cupti_conv_free(&c);
+		trace_free(&t);
+	}
+}
+
 int main(void)
 {
 	test_inflight();
@@ -751,5 +794,6 @@ int main(void)
 	test_record_sizes();
 	test_patterns();
 	test_load();
+	test_zero_ts_with_the_recorder();
 	return check_done();
 }

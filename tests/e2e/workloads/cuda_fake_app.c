@@ -5,7 +5,7 @@
  *   cuda_fake_app [--steps N] [--kernels K] [--kernel-us U] [--graph]
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
  *                 [--burst N] [--late] [--no-prof-step] [--sync-us U]
- *                 [--hang-at S] [--hang-ms M]
+ *                 [--hang-at S] [--hang-ms M] [--rss-at S]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -25,6 +25,8 @@
  * --hang-at S: step S, inside range "allreduce", launches "stuck_kernel"
  * (M ms, default 3000) on stream 5 of device 0 and waits for it
  * (cudaStreamSynchronize): the step stalls with that kernel in flight.
+ * --rss-at S prints "rss S KB" (VmRSS) after step S and "rss end KB" at
+ * the end.
  * Prints "done N".
  */
 #include <dlfcn.h>
@@ -63,6 +65,21 @@ static void sync_rounds(long us)
 	}
 }
 
+/* The process's resident set (VmRSS) in KiB, -1 if unknown. */
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static void *forward_kernels(void *arg)
 {
 	long k;
@@ -80,7 +97,7 @@ static void *forward_kernels(void *arg)
 
 int main(int argc, char **argv)
 {
-	long steps = 10, s, burst = 0, sync_us = 0, i, hang_at = -1, hang_ms = 3000;
+	long steps = 10, s, burst = 0, sync_us = 0, i, hang_at = -1, hang_ms = 3000, rss_at = -1;
 	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
@@ -91,6 +108,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc) kernel_us = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--burst") && i + 1 < argc) burst = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--sync-us") && i + 1 < argc) sync_us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--rss-at") && i + 1 < argc) rss_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--graph")) graph = 1;
 		else if (!strcmp(argv[i], "--memory")) memory = 1;
 		else if (!strcmp(argv[i], "--no-ranges")) use_ranges = 0;
@@ -168,7 +186,11 @@ int main(int argc, char **argv)
 			cupti_fake_launch("late_kernel", 11, 2000000);
 		if (!no_step)
 			p_step();
+		if (s == rss_at)
+			printf("rss %ld %ld\n", s, rss_kb());
 	}
+	if (rss_at >= 0)
+		printf("rss end %ld\n", rss_kb());
 	if (prev)
 		cupti_fake_free(prev);
 	printf("done %ld\n", steps);
