@@ -47,7 +47,8 @@ int outdir_open(const char *path, struct outdir *d, struct err *e);
  * with the job's other ranks when they were launched separately (one
  * `prof run` each: each makes up its own PROF_RUN_ID from the second it
  * started in, so two ranks started a second apart have different ones).
- * `key` names the job's rendezvous (MASTER_ADDR:MASTER_PORT/WORLD_SIZE),
+ * `key` names the job's rendezvous (MASTER_ADDR:MASTER_PORT/WORLD_SIZE, and
+ * the host for a loopback address; no newline),
  * NULL when the process is not a rank of such a job; `start_ns` is when
  * this process started (CLOCK_REALTIME, ns).
  */
