@@ -27,6 +27,9 @@ struct export_opts {
 	const char *run_id;    /* this launch's PROF_RUN_ID: a run directory
 				  holding another run is left alone (outdir.h);
 				  NULL: no check */
+	const struct outdir_job *job; /* the job this process is a rank of:
+				  its ranks share a run directory (outdir.h);
+				  NULL: none */
 	bool chrome;           /* write the Chrome trace */
 	bool chrome_gzip;      /* ... as trace.json.gz */
 	bool tensorboard;      /* also under TensorBoard's naming */

@@ -5,14 +5,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../util/fsutil.h"
 #include "../util/io.h"
 
-#define OUTDIR_RUN_ID_MAX 512   /* bytes of a run marker read */
+#define OUTDIR_RUN_ID_MAX 1024  /* bytes of a run marker read or written */
 #define OUTDIR_RUN_TRIES 99     /* <run>, <run>.2 ... <run>.99 */
 
 /* Where to write instead, for the refusals. */
@@ -105,9 +107,11 @@ static int only_markers(const struct outdir *d)
 	return empty;
 }
 
-/* Reads the run marker of d into id[size]. 0, ENOENT-style -1 with errno
- * set, never blocks (O_NONBLOCK, a regular file only). */
-static int read_marker(const struct outdir *d, char *id, size_t size)
+/* Reads the run marker of d into buf[size] (NUL-ended; its first line is
+ * the run id, a second line the writer's job, see marker_job). 0, or -1
+ * with errno set (ENOENT: none); never blocks (O_NONBLOCK, a regular file
+ * only). */
+static int read_marker(const struct outdir *d, char *buf, size_t size)
 {
 	int fd = openat(d->fd, OUTDIR_RUN_MARKER,
 			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -122,24 +126,69 @@ static int read_marker(const struct outdir *d, char *id, size_t size)
 		return -1;
 	}
 	do
-		n = read(fd, id, size - 1);
+		n = read(fd, buf, size - 1);
 	while (n < 0 && errno == EINTR);
 	close(fd);
 	if (n < 0)
 		return -1;
-	id[n] = '\0';
-	id[strcspn(id, "\n")] = '\0';
+	buf[n] = '\0';
 	return 0;
 }
 
-/* Writes the run marker of d atomically and only if there is none (a
- * temporary file linked into place: link never replaces). 0: written,
- * 1: another process wrote one first, -1 with *e set. */
-static int write_marker(const struct outdir *d, const char *run_id, struct err *e)
+/* Whether the marker text `buf` (read_marker) names the run `run_id`
+ * (its first line). */
+static bool marker_is_run(const char *buf, const char *run_id)
 {
-	char tmp[64];
-	int fd, rc, saved, tries;
-	size_t len = strlen(run_id);
+	size_t n = strcspn(buf, "\n");
+
+	return strlen(run_id) == n && strncmp(buf, run_id, n) == 0;
+}
+
+/* Whether the marker text `buf` was written by a rank of `job` after this
+ * process started: its second line is "job <key> <unix ns>" with our key
+ * and a time not before job->start_ns. */
+static bool marker_job(const char *buf, const struct outdir_job *job)
+{
+	const char *line = strchr(buf, '\n'), *sp;
+	size_t keylen = job && job->key ? strlen(job->key) : 0;
+	long long ns;
+	char *end;
+
+	if (!keylen || !line || strncmp(line + 1, "job ", 4) != 0)
+		return false;
+	line += 5;
+	sp = line + strcspn(line, "\n");
+	while (sp > line && sp[-1] != ' ')
+		sp--;
+	if (sp <= line || (size_t)(sp - 1 - line) != keylen || strncmp(line, job->key, keylen) != 0)
+		return false;
+	errno = 0;
+	ns = strtoll(sp, &end, 10);
+	if (errno != 0 || end == sp || (*end != '\n' && *end != '\0'))
+		return false;
+	return ns >= job->start_ns;
+}
+
+/* Writes the run marker of d atomically and only if there is none (a
+ * temporary file linked into place: link never replaces): the run id, and
+ * for a rank of a job (job->key) a line "job <key> <unix ns now>". 0:
+ * written, 1: another process wrote one first, -1 with *e set. */
+static int write_marker(const struct outdir *d, const char *run_id,
+			const struct outdir_job *job, struct err *e)
+{
+	char tmp[64], text[OUTDIR_RUN_ID_MAX];
+	int fd, rc, saved, tries, len;
+	struct timespec now;
+
+	if (job && job->key && clock_gettime(CLOCK_REALTIME, &now) == 0)
+		len = snprintf(text, sizeof text, "%s\njob %s %lld\n", run_id, job->key,
+			       (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+	else
+		len = snprintf(text, sizeof text, "%s\n", run_id);
+	if (len < 0 || (size_t)len >= sizeof text)
+		len = snprintf(text, sizeof text, "%s\n", run_id); /* a key too long: none */
+	if (len < 0 || (size_t)len >= sizeof text)
+		return err_set(e, "run id '%s' is too long", run_id);
 
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", OUTDIR_RUN_MARKER, (long)getpid());
 	for (tries = 0;; tries++) {
@@ -150,7 +199,7 @@ static int write_marker(const struct outdir *d, const char *run_id, struct err *
 	}
 	if (fd < 0)
 		return err_errno(e, errno, "cannot create '%s/%s'", d->path, tmp);
-	rc = (io_write_all(fd, run_id, len) == 0 && io_write_all(fd, "\n", 1) == 0) ? 0 : -1;
+	rc = io_write_all(fd, text, (size_t)len) == 0 ? 0 : -1;
 	saved = errno;
 	if (close(fd) != 0 && rc == 0) {
 		rc = -1;
@@ -169,16 +218,18 @@ static int write_marker(const struct outdir *d, const char *run_id, struct err *
 }
 
 /* Claims the run directory d for `run_id`: 0 when it is this run's (its
- * marker names it, or it was empty and now does), 1 when it holds another
- * run, -1 with *e set. */
-static int claim_run(const struct outdir *d, const char *run_id, struct err *e)
+ * marker names it or a rank of this job alive beside us, see outdir.h, or
+ * it was empty and now does), 1 when it holds another run, -1 with *e
+ * set. */
+static int claim_run(const struct outdir *d, const char *run_id,
+		     const struct outdir_job *job, struct err *e)
 {
 	char id[OUTDIR_RUN_ID_MAX];
 	int tries, rc, empty;
 
 	for (tries = 0; tries < 3; tries++) {
 		if (read_marker(d, id, sizeof id) == 0)
-			return strcmp(id, run_id) == 0 ? 0 : 1;
+			return marker_is_run(id, run_id) || marker_job(id, job) ? 0 : 1;
 		if (errno != ENOENT)
 			return err_errno(e, errno, "cannot read '%s/%s'", d->path,
 					 OUTDIR_RUN_MARKER);
@@ -187,7 +238,7 @@ static int claim_run(const struct outdir *d, const char *run_id, struct err *e)
 			return err_errno(e, errno, "cannot read directory '%s'", d->path);
 		if (!empty)
 			return 1; /* written before runs were marked: not this run */
-		rc = write_marker(d, run_id, e);
+		rc = write_marker(d, run_id, job, e);
 		if (rc <= 0)
 			return rc;
 		/* another process of some run marked it first: read it */
@@ -195,8 +246,8 @@ static int claim_run(const struct outdir *d, const char *run_id, struct err *e)
 	return err_set(e, "cannot tell which run '%s' belongs to", d->path);
 }
 
-int outdir_open_run(const char *run_dir, const char *run_id, struct outdir *d,
-		    bool *moved, struct err *e)
+int outdir_open_run(const char *run_dir, const char *run_id, const struct outdir_job *job,
+		    struct outdir *d, bool *moved, struct err *e)
 {
 	const char *slash = strrchr(run_dir, '/');
 	char parent_path[OUTDIR_PATH_MAX], name[300];
@@ -222,7 +273,7 @@ int outdir_open_run(const char *run_dir, const char *run_id, struct outdir *d,
 			outdir_close(&parent);
 			return -1;
 		}
-		rc = run_id ? claim_run(d, run_id, e) : 0;
+		rc = run_id ? claim_run(d, run_id, job, e) : 0;
 		if (rc == 0) {
 			*moved = k > 1;
 			outdir_close(&parent);

@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "../util/err.h"
 
@@ -42,6 +43,21 @@ struct outdir {
 int outdir_open(const char *path, struct outdir *d, struct err *e);
 
 /*
+ * The distributed job a process is a rank of, for sharing a run directory
+ * with the job's other ranks when they were launched separately (one
+ * `prof run` each: each makes up its own PROF_RUN_ID from the second it
+ * started in, so two ranks started a second apart have different ones).
+ * `key` names the job's rendezvous (MASTER_ADDR:MASTER_PORT/WORLD_SIZE, and
+ * the host for a loopback address; no newline),
+ * NULL when the process is not a rank of such a job; `start_ns` is when
+ * this process started (CLOCK_REALTIME, ns).
+ */
+struct outdir_job {
+	const char *key;
+	int64_t start_ns;
+};
+
+/*
  * Opens the run directory `run_dir` (<output dir>/<run>) into *d for the
  * run `run_id` (the launch's PROF_RUN_ID; NULL: any run may share it),
  * creating the output directory and the run directory as needed. The run
@@ -49,13 +65,18 @@ int outdir_open(const char *path, struct outdir *d, struct err *e);
  * be writable by no one else. A run directory holding another run (its
  * OUTDIR_RUN_MARKER names another run id, or it has files but no marker)
  * is left alone: the run goes to `<run>.2`, `<run>.3`, ... instead, and
- * *moved is set (d->path says where). Returns 0, or -1 with *e set
- * ("refusing output directory '<path>': it belongs to uid N, not to you
- * (uid M) ...", "refusing output directory '<path>': it is writable by
- * others ...").
+ * *moved is set (d->path says where). One exception: a marker written by
+ * a rank of the same job (`job`, may be NULL: its key equal to ours) after
+ * this process started is this run's, whatever its run id: two jobs cannot
+ * hold one rendezvous address and port at once, so a process alive beside
+ * this one with the same rendezvous is one of its ranks. The marker records
+ * the writer's job key and the time it was written (its second line).
+ * Returns 0, or -1 with *e set ("refusing output directory '<path>': it
+ * belongs to uid N, not to you (uid M) ...", "refusing output directory
+ * '<path>': it is writable by others ...").
  */
-int outdir_open_run(const char *run_dir, const char *run_id, struct outdir *d,
-		    bool *moved, struct err *e);
+int outdir_open_run(const char *run_dir, const char *run_id, const struct outdir_job *job,
+		    struct outdir *d, bool *moved, struct err *e);
 
 /*
  * Opens the subdirectory `name` (one component) of `parent` into *d,

@@ -81,6 +81,44 @@ static int find_lua_dir(struct host *h, char *out, size_t size, struct err *e)
 	return 0;
 }
 
+/* Whether a rendezvous address names this host only (a loopback name or
+ * address): the same address on two hosts is two jobs. */
+static bool loopback_addr(const char *addr)
+{
+	return strcmp(addr, "localhost") == 0 || strncmp(addr, "127.", 4) == 0 ||
+	       strcmp(addr, "::1") == 0;
+}
+
+/* The job this process is a rank of, when its ranks rendezvous at
+ * MASTER_ADDR:MASTER_PORT and there are several: its key
+ * (<addr>:<port>/<world size>, the host's name added to a loopback
+ * address), and when this process started, so that ranks launched
+ * separately (their run ids a second apart) still share one run directory
+ * (outdir.h). Start-up, after h->hostname. */
+static void find_job(struct host *h)
+{
+	const struct host_env *env = &h->env;
+	struct timespec now;
+	int n;
+
+	h->job.key = NULL;
+	h->job.start_ns = 0;
+	h->job_key[0] = '\0';
+	if (!env->master_addr || !env->master_port || env->world_size < 2 ||
+	    clock_gettime(CLOCK_REALTIME, &now) != 0)
+		return;
+	n = snprintf(h->job_key, sizeof h->job_key, "%s:%s/%d%s%s", env->master_addr,
+		     env->master_port, env->world_size,
+		     loopback_addr(env->master_addr) ? " on " : "",
+		     loopback_addr(env->master_addr) ? h->hostname : "");
+	if (n < 0 || (size_t)n >= sizeof h->job_key || strchr(h->job_key, '\n')) {
+		h->job_key[0] = '\0';
+		return;
+	}
+	h->job.key = h->job_key;
+	h->job.start_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
 /* Decides <output dir>/<run> and the launch's run id (PROF_RUN_ID, else
  * <program>-<stamp>, exported so the processes this one starts share the
  * run; a run directory holding another run id is not written into, see
@@ -107,6 +145,7 @@ static int find_run_dir(struct host *h, struct err *e)
 		setenv("PROF_RUN_ID", h->run_id, 0);
 	}
 	run = h->cfg->run_name && *h->cfg->run_name ? h->cfg->run_name : h->run_id;
+	find_job(h);
 	if (dir[0] == '/') {
 		n = snprintf(h->run_dir, sizeof h->run_dir, "%s/%s", dir, run);
 	} else {

@@ -91,6 +91,8 @@ int env_read(struct host_env *env, struct err *e)
 			    strcmp(env->run_id, "..") == 0))
 		return err_set(e, "PROF_RUN_ID='%s' must be a plain directory name "
 			       "(no '/')", env->run_id);
+	env->master_addr = env_get("MASTER_ADDR");
+	env->master_port = env_get("MASTER_PORT");
 	env->notes = env_get("PROF_LAUNCHER_NOTES");
 	env->salvage_dir = env_get("PROF_SALVAGE_DIR");
 	env->lua_dir = env_get("PROF_LUA_DIR");

@@ -47,6 +47,9 @@ struct host_env {
 	const char *lua_dir;       /* NULL = next to the library */
 	bool python;               /* start the Python bridge (PROF_PYTHON) */
 	int rank, world_size;
+	const char *master_addr;   /* the job's rendezvous (torch's
+				      MASTER_ADDR, MASTER_PORT); NULL: none */
+	const char *master_port;
 	int repl_signal;           /* 0 = the REPL is off */
 	unsigned repl_idle_s;      /* 0 = never time out */
 };

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "../events/trace.h"
+#include "../export/outdir.h"
 #include "../policy/policy.h"
 #include "../schedule/recorder.h"
 #include "../schedule/schedule.h"
@@ -165,6 +166,11 @@ struct host {
 	const struct policy_config *cfg;
 	char run_dir[PATH_MAX];        /* <output dir>/<run>, absolute */
 	char run_id[300];              /* this launch's PROF_RUN_ID */
+	char job_key[300];             /* MASTER_ADDR:MASTER_PORT/WORLD_SIZE of
+					  the job this is a rank of; "" none */
+	struct outdir_job job;         /* job_key (NULL when ""), when this
+					  process started: the run directory's
+					  sharing with the job's other ranks */
 	char program[256];
 	char hostname[256];
 	pid_t pid;

@@ -277,6 +277,7 @@ static void process_job(struct host *h, struct host_job *job)
 
 	o.run_dir = h->run_dir;
 	o.run_id = h->run_id;
+	o.job = &h->job;
 	o.chrome = h->cfg->export.chrome;
 	o.chrome_gzip = h->cfg->export.chrome_gzip;
 	o.tensorboard = h->cfg->export.tensorboard;

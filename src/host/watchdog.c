@@ -565,7 +565,7 @@ static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *di
 	bool moved = false;
 	int rc;
 
-	if (outdir_open_run(h->run_dir, h->run_id, &run, &moved, e) != 0)
+	if (outdir_open_run(h->run_dir, h->run_id, &h->job, &run, &moved, e) != 0)
 		return -1;
 	snprintf(name, sizeof name, "rank%d", h->env.rank);
 	rc = outdir_sub(&run, name, false, &rank, e);

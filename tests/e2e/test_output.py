@@ -178,6 +178,46 @@ class RunReuse(TempDirTest):
         self.assertRegex(r.stderr, r"profhost: wrote 1 window\(s\) under %s/x\.2/rank0\n"
                          % re.escape(out))
 
+    def test_ranks_launched_a_second_apart_share_the_run(self):
+        # Two ranks of one job, each under its own prof run (as when torchrun
+        # is not used): each prof run makes up its run id from the second it
+        # started in, so two ranks started across a second boundary (a busy
+        # machine) have different ones, given here outright. They still
+        # share one run directory: they rendezvous at one MASTER_ADDR:
+        # MASTER_PORT, and each started before the other wrote its marker.
+        # A later launch at the same rendezvous is another run.
+        out = os.path.join(self.tmp, "out")
+
+        def launch(run_ids):
+            procs = []
+            for rank, run_id in enumerate(run_ids):
+                env = base_env({"PROF_RUN_ID": run_id, "MASTER_ADDR": "127.0.0.1",
+                                "MASTER_PORT": "29500", "RANK": str(rank),
+                                "WORLD_SIZE": "2"})
+                # the window (steps 1-3) is written 1.5 s in: both have started
+                procs.append(subprocess.Popen(
+                    [PROF, "run", "-s", self.policy, "-o", out, "--", STEPS_APP, "--steps",
+                     "4", "--sleep-us", "500000"], env=env, cwd=self.tmp,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            for p in procs:
+                _, err = p.communicate(timeout=120)
+                self.assertEqual(p.returncode, 0, err)
+            return err
+
+        launch(["app-20260101-120000", "app-20260101-120001"])
+        self.assertEqual(sorted(os.listdir(out)), ["x"])
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "x"))),
+                         [".profhost-run", "rank0", "rank1"])
+        r = run([PROF, "report", os.path.join(out, "x")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("profhost run report: x, 2 ranks, 2 windows\n"),
+                        r.stdout)
+        err = launch(["app-20260101-120100", "app-20260101-120100"])
+        self.assertEqual(sorted(os.listdir(out)), ["x", "x.2"])
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "x.2"))),
+                         [".profhost-run", "rank0", "rank1"])
+        self.assertIn("under %s/x.2/rank1" % out, err)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -280,27 +281,27 @@ static void test_run_claims(void)
 	char run[512], path[600];
 
 	snprintf(run, sizeof run, "%s/out/deep/x", tmpdir);
-	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", NULL, &d, &moved, &e), 0);
 	CHECK_EQ_STR(d.path, run);
 	CHECK(!moved);
 	outdir_close(&d);
 	snprintf(path, sizeof path, "%s/" OUTDIR_RUN_MARKER, run);
 	CHECK_EQ_STR(contents(path), "launch-A\n");
 	/* another process of the same launch */
-	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", NULL, &d, &moved, &e), 0);
 	CHECK_EQ_STR(d.path, run);
 	CHECK(!moved);
 	outdir_close(&d);
 	/* a later launch with the same run name */
-	CHECK_EQ_INT(outdir_open_run(run, "launch-B", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-B", NULL, &d, &moved, &e), 0);
 	snprintf(path, sizeof path, "%s.2", run);
 	CHECK_EQ_STR(d.path, path);
 	CHECK(moved);
 	outdir_close(&d);
-	CHECK_EQ_INT(outdir_open_run(run, "launch-B", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-B", NULL, &d, &moved, &e), 0);
 	CHECK_EQ_STR(d.path, path);
 	outdir_close(&d);
-	CHECK_EQ_INT(outdir_open_run(run, "launch-C", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-C", NULL, &d, &moved, &e), 0);
 	snprintf(path, sizeof path, "%s.3", run);
 	CHECK_EQ_STR(d.path, path);
 	outdir_close(&d);
@@ -309,21 +310,94 @@ static void test_run_claims(void)
 	 * before runs were marked is not */
 	snprintf(run, sizeof run, "%s/out/empty", tmpdir);
 	mkdir(run, 0755);
-	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", NULL, &d, &moved, &e), 0);
 	CHECK_EQ_STR(d.path, run);
 	outdir_close(&d);
 	snprintf(run, sizeof run, "%s/out/old", tmpdir);
 	mkdir(run, 0755);
 	snprintf(path, sizeof path, "%s/rank0", run);
 	mkdir(path, 0755);
-	CHECK_EQ_INT(outdir_open_run(run, "launch-A", &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, "launch-A", NULL, &d, &moved, &e), 0);
 	snprintf(path, sizeof path, "%s.2", run);
 	CHECK_EQ_STR(d.path, path);
 	outdir_close(&d);
 
 	/* without a run id, anything goes (as before) */
-	CHECK_EQ_INT(outdir_open_run(run, NULL, &d, &moved, &e), 0);
+	CHECK_EQ_INT(outdir_open_run(run, NULL, NULL, &d, &moved, &e), 0);
 	CHECK_EQ_STR(d.path, run);
+	outdir_close(&d);
+}
+
+/* Ranks of one job launched separately (one prof run each, their run ids
+ * made up a second apart) share the run directory: a marker written by a
+ * rank of the same rendezvous after this process started is this run's.
+ * A later launch at the same rendezvous, or another job, is not. */
+static void test_job_claims(void)
+{
+	struct outdir d;
+	struct err e;
+	bool moved;
+	char run[512], path[600], want[600];
+	struct timespec now;
+	int64_t t0;
+	const char *text, *sp;
+	struct outdir_job rank0 = { "127.0.0.1:29500/2", 0 }, rank1, later, other, none = { NULL, 0 };
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	t0 = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	rank0.start_ns = t0 - 2000000000LL;
+	rank1 = rank0;
+	rank1.start_ns = t0 - 1000000000LL; /* started a second later */
+	snprintf(run, sizeof run, "%s/out/job", tmpdir);
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000000", &rank0, &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	outdir_close(&d);
+	snprintf(path, sizeof path, "%s/" OUTDIR_RUN_MARKER, run);
+	text = contents(path);
+	snprintf(want, sizeof want, "ddp-20260101-000000\njob 127.0.0.1:29500/2 ");
+	CHECK(strncmp(text, want, strlen(want)) == 0);
+	sp = text + strlen(want);
+	CHECK(strtoll(sp, NULL, 10) >= t0);
+	/* the other rank, its run id a second on: the same directory */
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000001", &rank1, &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	CHECK(!moved);
+	outdir_close(&d);
+	/* ... and again for its next window */
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000001", &rank1, &d, &moved, &e), 0);
+	CHECK_EQ_STR(d.path, run);
+	outdir_close(&d);
+	/* a later launch at the same rendezvous (started after the marker):
+	 * another run */
+	later = rank0;
+	clock_gettime(CLOCK_REALTIME, &now);
+	later.start_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000100", &later, &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.2", run);
+	CHECK_EQ_STR(d.path, path);
+	CHECK(moved);
+	outdir_close(&d);
+	/* another job (another port, or another world size), or no job */
+	other = rank1;
+	other.key = "127.0.0.1:29501/2";
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000002", &other, &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.3", run);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+	other.key = "127.0.0.1:29500/3";
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000003", &other, &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.4", run);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+	CHECK_EQ_INT(outdir_open_run(run, "ddp-20260101-000004", &none, &d, &moved, &e), 0);
+	snprintf(path, sizeof path, "%s.5", run);
+	CHECK_EQ_STR(d.path, path);
+	outdir_close(&d);
+	/* a marker without a job line (no job, or an older profhost) is
+	 * another run's */
+	snprintf(path, sizeof path, "%s.5", run);
+	CHECK_EQ_INT(outdir_open_run(path, "ddp-20260101-000005", &rank1, &d, &moved, &e), 0);
+	CHECK(moved);
 	outdir_close(&d);
 }
 
@@ -343,6 +417,7 @@ int main(void)
 	test_planted_tmp_link();
 	test_sub_checks();
 	test_run_claims();
+	test_job_claims();
 	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return check_done();
 }
