@@ -28,6 +28,7 @@
 
 #include "../events/clock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -673,6 +674,47 @@ static int madvise_probe(int fd)
 	return rc;
 }
 
+/* Removes, from folder `dir`, the salvage files of this pid that no live
+ * process holds: those of the image this process was before an exec()
+ * (`LD_PRELOAD=... nice prog`, `sh -c "exec prog"`: same pid, the file's
+ * descriptor closed by O_CLOEXEC, so its lock is free). A file whose lock
+ * is held (another pid namespace's process of the same number) or that is
+ * not this user's regular file is left alone. Returns how many went.
+ * Caller of evbuf_salvage_open. */
+static int remove_own_stale(const char *dir)
+{
+	char prefix[48];
+	struct dirent *d;
+	struct stat st;
+	size_t plen;
+	DIR *dp;
+	int n = 0;
+
+	plen = (size_t)snprintf(prefix, sizeof prefix, "profhost-%d-", (int)getpid());
+	dp = opendir(dir);
+	if (!dp)
+		return 0;
+	while ((d = readdir(dp)) != NULL) {
+		size_t len = strlen(d->d_name);
+		int fd;
+
+		if (len <= plen + 8 || strncmp(d->d_name, prefix, plen) != 0 ||
+		    strcmp(d->d_name + len - 8, ".salvage") != 0)
+			continue;
+		fd = openat(dirfd(dp), d->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    unlinkat(dirfd(dp), d->d_name, 0) == 0)
+			n++;
+		close(fd);
+	}
+	closedir(dp);
+	return n;
+}
+
 struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 {
 	struct salv_header *h;
@@ -691,6 +733,10 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 			 "back to disk)", dir);
 		return NULL;
 	}
+	/* An earlier image of this pid (before an exec) left its file: it
+	 * would collide with this one's name within the same second, and
+	 * leak otherwise. */
+	remove_own_stale(dir);
 	n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage", dir,
 		     (int)getpid(), (long long)time(NULL));
 	if (n < 0 || (size_t)n >= sizeof salv_path) {

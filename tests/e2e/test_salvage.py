@@ -178,6 +178,41 @@ class Standalone(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
         self.check_salvaged(dirs[0], 3, 15, "after its process ended")
 
+    def test_exec_leaves_no_file_and_gets_its_own(self):
+        # the recorder starts in `nice` and in the program it execs (same
+        # pid, same second): that program must get a salvage file of its
+        # own, and nice's must not stay behind
+        for argv in (["nice", APP, "--steps", "12"],
+                     ["sh", "-c", 'exec "$0" --steps 12', APP]):
+            out = os.path.join(self.tmp, "out")
+            env = base_env({"LD_PRELOAD": LIB,
+                            "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                            "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+            r = run(argv, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("no salvage file", r.stderr)
+            self.assertEqual(self.files(), [], argv)
+
+    def test_exec_then_sigkill_salvages_the_program(self):
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run(["sh", "-c", 'exec "$0" --die-at 15', APP], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertNotIn("no salvage file", r.stderr)
+        pid = int(r.stdout.split()[1])
+        files = self.files()
+        self.assertEqual(len(files), 1, files)
+        self.assertTrue(os.path.basename(files[0]).startswith("profhost-%d-" % pid))
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, s.stderr)
+        self.assertIn("of process %d " % pid, s.stderr)
+        steps = [n for n, _ in step_spans(load_trace(dirs[0]))]
+        self.assertEqual(steps[-7:], list(range(9, 16)))
+
     def test_no_file_before_anything_records(self):
         r, _ = self.preload("prof.schedule{ wait = 1000, active = 1 }\n", "--die-at", "5")
         self.assertEqual(r.returncode, -9, r.stderr)
