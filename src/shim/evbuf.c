@@ -25,6 +25,7 @@
 #include "evbuf.h"
 #include "evchunk.h"
 #include "salvfile.h"
+#include "salvmods.h"
 
 #include "../events/clock.h"
 
@@ -124,6 +125,9 @@ static int salv_fd = -1;
 static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
 static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
 static struct salv_header *salv_hdr;
+/* salv_hdr for the module table's writer (another thread): NULL once
+ * the file was removed or in a forked child */
+static _Atomic(struct salv_header *) salv_live;
 static uint64_t salv_end;
 static pid_t salv_pid;
 static char salv_path[4096];
@@ -786,7 +790,16 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	salv_hdr = h;
 	salv_end = SALV_HEADER_BYTES;
 	salv_pid = getpid();
+	atomic_store_explicit(&salv_live, h, memory_order_release);
 	return h;
+}
+
+void evbuf_salvage_modules(void)
+{
+	struct salv_header *h = atomic_load_explicit(&salv_live, memory_order_acquire);
+
+	if (h)
+		salvmods_update(h);
 }
 
 const char *evbuf_salvage_path(void)
@@ -799,6 +812,7 @@ void evbuf_salvage_remove(void)
 	if (!salv_hdr || getpid() != salv_pid)
 		return;
 	unlink(salv_path);
+	atomic_store(&salv_live, NULL);
 	salv_hdr = NULL; /* unlinked once; the mappings stay valid */
 	if (salv_fd_ours())
 		close(salv_fd);
@@ -1093,6 +1107,8 @@ void evbuf_after_fork_child(void)
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 			slots[i].shared = 0;
 		}
+	atomic_store(&salv_live, NULL);
+	salvmods_after_fork_child();
 	if (salv_hdr)
 		mmap(salv_hdr, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

@@ -178,6 +178,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.salvage_open = evbuf_salvage_open,
 		.salvage_path = evbuf_salvage_path,
 		.salvage_remove = evbuf_salvage_remove,
+		.salvage_modules = evbuf_salvage_modules,
 		.evbuf_set_fill_hook = evbuf_set_fill_hook,
 		.evbuf_rotate = evbuf_rotate,
 	};

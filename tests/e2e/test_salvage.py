@@ -156,6 +156,49 @@ class Launcher(SalvageTest):
         self.assertEqual(len(dirs), 1, r.stderr)
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
+    def test_sigkill_names_the_recorder_s_cpu_samples(self):
+        policy = ('prof.capture{ cpu_samples = { hz = 499 } }\n'
+                  'prof.recorder{ steps = 6 }\n')
+        r, out = self.prof_run(policy, "--die-at", "30", "--spin", "--sleep-us", "40000")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["cpu_samples"]["hz"], 499)
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+        self.assertGreaterEqual(len(samples), 5)
+        named = [e for e in samples if e["name"] == "salvage_spin_work"]
+        self.assertGreater(len(named), len(samples) // 2, samples[:5])
+        self.assertIn("main;salvage_spin_work", named[0]["args"]["stack"])
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            self.assertIn("salvage_spin_work", f.read())
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertNotIn("changed or removed", f.read())
+
+    def test_a_replaced_program_keeps_addresses_and_says_so(self):
+        app = os.path.join(self.tmp, "salvage_app")
+        shutil.copy(APP, app)
+        out = os.path.join(self.tmp, "out")
+        policy = ('prof.capture{ cpu_samples = { hz = 499 } }\n'
+                  'prof.recorder{ steps = 6 }\n')
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run([app, "--die-at", "30", "--spin", "--sleep-us", "40000"], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        os.unlink(app)
+        shutil.copy("/bin/true", app)  # another build at the same path
+        s = run([PROF, "salvage", self.files()[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        d = salvaged_dirs(out)[0]
+        samples = [e for e in load_trace(d)["traceEvents"] if e.get("cat") == "cpu_sample"]
+        self.assertGreaterEqual(len(samples), 5)
+        self.assertEqual([e for e in samples if e["name"] == "salvage_spin_work"], [])
+        self.assertTrue(any(e["name"].startswith("salvage_app+0x") for e in samples))
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertEqual(summary.count("changed or removed"), 1, summary)
+        self.assertIn(app, summary)
+
 
 class Standalone(SalvageTest):
     def test_clean_exit_leaves_no_file(self):
@@ -245,7 +288,7 @@ class Standalone(SalvageTest):
         cases[short] = "is truncated"
         cut = os.path.join(self.tmp, "cut.salvage")
         with open(good, "rb") as f, open(cut, "wb") as g:
-            g.write(f.read(300 * 1024))
+            g.write(f.read(600 * 1024))
         cases[cut] = "is truncated or damaged"
         cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
         for path, want in cases.items():
