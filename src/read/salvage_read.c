@@ -21,6 +21,90 @@
 /* The file salvage_build() drains (see the header: one at a time). */
 static struct salvage_file *salvage_current;
 
+/* Its NVTX names (salvfile.h, struct salv_name), NUL-ended copies; a
+ * later entry for the same key renames it. */
+struct salv_named {
+	uint32_t kind, domain, category;
+	char *text;
+};
+static struct salv_named *salvage_names;
+static size_t salvage_nnames;
+
+/* Reads the file's NVTX names into salvage_names. 0, or -1 when memory
+ * ran out. A damaged record ends the list. */
+static int names_load(const struct salv_header *hd)
+{
+	uint32_t used = atomic_load_explicit(&hd->names_used, memory_order_acquire), off = 0;
+	size_t cap = 0;
+
+	salvage_names = NULL;
+	salvage_nnames = 0;
+	if (used > SALV_NAMES_BYTES)
+		used = SALV_NAMES_BYTES;
+	while (used - off >= sizeof(struct salv_name)) {
+		struct salv_name r;
+		struct salv_named *p;
+
+		memcpy(&r, hd->names + off, sizeof r);
+		if (r.len > used - off - sizeof r ||
+		    (r.kind != SALV_NAME_DOMAIN && r.kind != SALV_NAME_CATEGORY))
+			break;
+		if (salvage_nnames == cap) {
+			cap = cap ? cap * 2 : 64;
+			p = realloc(salvage_names, cap * sizeof *p);
+			if (!p)
+				return -1;
+			salvage_names = p;
+		}
+		p = &salvage_names[salvage_nnames];
+		p->kind = r.kind;
+		p->domain = r.domain;
+		p->category = r.category;
+		p->text = strndup(hd->names + off + sizeof r, r.len);
+		if (!p->text)
+			return -1;
+		salvage_nnames++;
+		off += (uint32_t)((sizeof r + r.len + 3) & ~(size_t)3);
+	}
+	return 0;
+}
+
+/* Frees salvage_names. */
+static void names_free(void)
+{
+	size_t i;
+
+	for (i = 0; i < salvage_nnames; i++)
+		free(salvage_names[i].text);
+	free(salvage_names);
+	salvage_names = NULL;
+	salvage_nnames = 0;
+}
+
+/* The latest name of kind `kind` for (domain, category), or NULL. */
+static const char *names_find(uint32_t kind, uint32_t domain, uint32_t category)
+{
+	size_t i;
+
+	for (i = salvage_nnames; i-- > 0;)
+		if (salvage_names[i].kind == kind && salvage_names[i].domain == domain &&
+		    salvage_names[i].category == category)
+			return salvage_names[i].text;
+	return NULL;
+}
+
+/* assemble_source.domain_name over the salvaged names. */
+static const char *salvage_domain_name(uint32_t id)
+{
+	return names_find(SALV_NAME_DOMAIN, id, 0);
+}
+
+/* assemble_source.category_name over the salvaged names. */
+static const char *salvage_category_name(uint32_t domain, uint32_t category)
+{
+	return names_find(SALV_NAME_CATEGORY, domain, category);
+}
+
 /* Checks that every slot region lies in the file. Returns 0 or -1 with *e. */
 static int check_slots(const struct salvage_file *f, struct err *e)
 {
@@ -396,7 +480,8 @@ static int name_stacks(const struct salvage_file *f, struct trace *t)
 int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		  struct err *e)
 {
-	struct assemble_source src = { salvage_drain, 0, NULL, NULL, f->st.gens,
+	struct assemble_source src = { salvage_drain, 0, salvage_domain_name,
+				       salvage_category_name, f->st.gens,
 				       f->st.ngens, true };
 	const struct salv_header *hd = f->hd;
 	const char *run = strrchr(hd->run_dir, '/');
@@ -439,9 +524,17 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	snprintf(line, sizeof line, "%s, salvaged %s", f->st.reason, how);
 	t->meta.reason = strdup(line);
 	t->meta.recorder = f->st.kind == SALV_RECORDER;
-	rc = assemble_window(t, &src, steps, (size_t)n);
+	rc = names_load(hd);
+	if (rc == 0)
+		rc = assemble_window(t, &src, steps, (size_t)n);
+	names_free();
 	if (rc == 0)
 		rc = name_stacks(f, t);
+	if (rc == 0 && hd->names_lost) {
+		snprintf(line, sizeof line, "NVTX: %u domain or category names did not fit "
+			 "the salvage file; those show as numbers", hd->names_lost);
+		rc = trace_add_note(t, line);
+	}
 	f->torn = torn;
 	free(steps);
 	salvage_current = NULL;

@@ -45,6 +45,7 @@
 #define SALV_MODULES 1024           /* loaded modules kept for naming stacks */
 #define SALV_MOD_PATHS (96 << 10)   /* bytes for their paths */
 #define SALV_BUILD_ID_MAX 32
+#define SALV_NAMES_BYTES (32 << 10) /* NVTX domain and category names */
 #define SALV_ALIGN ((uint64_t)2 << 20) /* slot regions start on huge pages */
 
 /* What a process was recording. */
@@ -115,6 +116,21 @@ struct salv_module {
 	uint8_t build_id[SALV_BUILD_ID_MAX];
 };
 
+/* One NVTX name in names[]: the record, then `len` bytes of text (no
+ * NUL), the whole padded to 4 bytes. A later record for the same domain
+ * (and category) renames it. */
+enum salv_name_kind {
+	SALV_NAME_DOMAIN = 1,
+	SALV_NAME_CATEGORY = 2
+};
+
+struct salv_name {
+	uint32_t domain, category;
+	uint16_t len;
+	uint8_t kind;              /* enum salv_name_kind */
+	uint8_t pad;
+};
+
 struct salv_header {
 	char magic[8];
 	uint32_t version;
@@ -145,6 +161,11 @@ struct salv_header {
 	uint32_t pad2;
 	struct salv_module mods[SALV_MODULES];
 	char mod_paths[SALV_MOD_PATHS];
+	/* NVTX names: records in names[0, names_used) are whole (written
+	 * under the shim's NVTX name lock when registered; append-only) */
+	_Atomic uint32_t names_used;
+	uint32_t names_lost;       /* names that did not fit */
+	char names[SALV_NAMES_BYTES];
 };
 
 _Static_assert(sizeof(struct salv_header) <= SALV_HEADER_BYTES,

@@ -11,6 +11,9 @@
  * module unloaded keeps its entry: samples taken before still name it; a
  * reader prefers the newest entry holding an address. Entries that do not
  * fit are counted in `mods_lost`.
+ *
+ * It also keeps the NVTX domain and category names (salvmods_name), so a
+ * salvaged trace names them as a window does.
  */
 #include "salvmods.h"
 
@@ -134,6 +137,34 @@ void salvmods_update(struct salv_header *h)
 		dl_iterate_phdr(add_one, &ctx);
 	}
 	pthread_mutex_unlock(&mods_lock);
+}
+
+void salvmods_name(struct salv_header *h, uint8_t kind, uint32_t domain,
+		   uint32_t category, const char *text)
+{
+	uint32_t used, need;
+	struct salv_name r;
+	size_t len;
+
+	if (!h || !text)
+		return;
+	len = strlen(text);
+	if (len > UINT16_MAX)
+		len = UINT16_MAX;
+	used = atomic_load_explicit(&h->names_used, memory_order_relaxed);
+	need = (uint32_t)((sizeof r + len + 3) & ~(size_t)3);
+	if (used > SALV_NAMES_BYTES || need > SALV_NAMES_BYTES - used) {
+		h->names_lost++;
+		return;
+	}
+	memset(&r, 0, sizeof r);
+	r.domain = domain;
+	r.category = category;
+	r.len = (uint16_t)len;
+	r.kind = kind;
+	memcpy(h->names + used, &r, sizeof r);
+	memcpy(h->names + used + sizeof r, text, len);
+	atomic_store_explicit(&h->names_used, used + need, memory_order_release);
 }
 
 void salvmods_after_fork_child(void)

@@ -17,6 +17,7 @@ from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_t
                      run, step_spans)
 
 APP = os.path.join(TESTBIN, "salvage_app")
+NVTX_APP = os.path.join(TESTBIN, "salvage_nvtx")
 
 WINDOW_POLICY = "prof.schedule{ wait = 2, warmup = 1, active = 100 }\n"
 RECORDER_POLICY = "prof.recorder{ steps = 6 }\n"
@@ -174,6 +175,27 @@ class Launcher(SalvageTest):
             self.assertIn("salvage_spin_work", f.read())
         with open(os.path.join(dirs[0], "summary.txt")) as f:
             self.assertNotIn("changed or removed", f.read())
+
+    @unittest.skipUnless(os.path.exists(NVTX_APP), "salvage_nvtx not built (no NVTX headers)")
+    def test_sigkill_keeps_nvtx_domain_and_category_names(self):
+        # the domain and category 3 are named before the salvage file
+        # exists, category 4 after
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", self.write("policy.lua", WINDOW_POLICY), "-o", out,
+                 "--", NVTX_APP, "12"])
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        ev = load_trace(dirs[0])["traceEvents"]
+        early = [e for e in ev if e.get("name") == "early_range" and e.get("ph") == "X"]
+        late = [e for e in ev if e.get("name") == "late_range" and e.get("ph") == "X"]
+        self.assertEqual(len(early), 2, r.stderr)  # steps 3 and 4
+        self.assertEqual(len(late), 8)             # 5..12, the last cut short
+        for e in early:
+            self.assertEqual(e["args"], {"domain": "salvage_dom", "category": "early_cat"})
+        for e in late:
+            self.assertEqual(e["args"]["domain"], "salvage_dom")
+            self.assertEqual(e["args"]["category"], "late_cat")
 
     def test_a_replaced_program_keeps_addresses_and_says_so(self):
         app = os.path.join(self.tmp, "salvage_app")
