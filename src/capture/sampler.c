@@ -748,6 +748,12 @@ static void sampler_prepare(void)
 {
 	struct smp_settings set = settings_of(smp.h->cfg);
 
+	/* The salvage file's module table, so the window's stacks can be
+	 * named after a SIGKILL: here for stacks taken on purpose (no
+	 * sampler thread then), cheap when the loader's list is unchanged;
+	 * while it samples the sampler thread keeps it up to date. */
+	if (wants_stacks(&set) && smp.h->shim->salvage_modules)
+		smp.h->shim->salvage_modules();
 	if (!set.sampling || !ensure_setup())
 		return;
 	if (!ensure_signal(set.want_signo))

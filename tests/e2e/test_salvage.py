@@ -197,6 +197,19 @@ class Launcher(SalvageTest):
             self.assertEqual(e["args"]["domain"], "salvage_dom")
             self.assertEqual(e["args"]["category"], "late_cat")
 
+    def test_sigkill_names_range_stacks_of_a_window(self):
+        # no sampler thread: the table is written the step before the window
+        policy = "prof.capture{ range_stacks = true }\n" + WINDOW_POLICY
+        r, out = self.prof_run(policy, "--die-at", "12")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        work = [e for e in load_trace(dirs[0])["traceEvents"]
+                if e.get("ph") == "X" and e["name"] == "work"]
+        self.assertEqual(len(work), 10)
+        for e in work:
+            self.assertIn(";main", e["args"]["stack"])
+
     def test_a_replaced_program_keeps_addresses_and_says_so(self):
         app = os.path.join(self.tmp, "salvage_app")
         shutil.copy(APP, app)
