@@ -529,6 +529,10 @@ static void *sampler_main(void *arg)
 			if (now >= next_scan) {
 				s = ensure_signal(smp.set.want_signo);
 				unwind_poll_loader();
+				/* the salvage file's module table, for naming
+				 * these samples after a SIGKILL */
+				if (smp.h->shim->salvage_modules)
+					smp.h->shim->salvage_modules();
 				if (s)
 					scan_threads(s, !wall);
 				next_scan = now + SCAN_MS * 1000000LL;
@@ -744,6 +748,12 @@ static void sampler_prepare(void)
 {
 	struct smp_settings set = settings_of(smp.h->cfg);
 
+	/* The salvage file's module table, so the window's stacks can be
+	 * named after a SIGKILL: here for stacks taken on purpose (no
+	 * sampler thread then), cheap when the loader's list is unchanged;
+	 * while it samples the sampler thread keeps it up to date. */
+	if (wants_stacks(&set) && smp.h->shim->salvage_modules)
+		smp.h->shim->salvage_modules();
 	if (!set.sampling || !ensure_setup())
 		return;
 	if (!ensure_signal(set.want_signo))
@@ -870,71 +880,6 @@ static void sampler_window_close(uint64_t gen)
 	pthread_mutex_unlock(&smp.closed_lock);
 }
 
-/* Adds each timer sample to the trace's events, where the writers and the
- * reports read samples: an instant of cat cpu_sample on its thread, named
- * after its innermost function, with args "stack" (folded, outermost
- * first), "weight" (timer periods) and, when cut, "truncated" = 1. Sets
- * *periods to the periods the samples stand for. 0 or -1 (t->oom). */
-static int add_sample_events(struct trace *t, uint64_t *periods)
-{
-	size_t i, cap = 4096, n;
-	char *buf = malloc(cap), *p;
-	int rc = 0;
-
-	*periods = 0;
-	if (!buf)
-		return -1;
-	for (i = 0; i < t->nstacks && rc == 0; i++) {
-		const struct trace_stack *s = &t->stacks[i];
-		const struct trace_frame *leaf;
-		struct trace_event e = { 0 };
-		const char *stack;
-		char hex[24];
-
-		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
-			continue;
-		*periods += s->weight;
-		leaf = &t->frames[t->stack_frames[s->first]];
-		e.ts = s->ts;
-		e.pid = t->meta.pid;
-		e.tid = s->tid;
-		e.cat = TRACE_CAT_SAMPLE;
-		e.ph = TRACE_PH_INSTANT;
-		if (leaf->name != STRTAB_NONE) {
-			e.name = leaf->name;
-		} else {
-			n = (size_t)snprintf(hex, sizeof hex, "0x%llx",
-					     (unsigned long long)leaf->pc);
-			e.name = trace_intern(t, hex, n);
-		}
-		if (s->folded != STRTAB_NONE) {
-			stack = trace_str(t, s->folded);
-			n = strtab_len(&t->names, s->folded);
-		} else {
-			n = trace_stack_fold(t, s, buf, cap);
-			if (n + 1 > cap) {
-				p = realloc(buf, n + 1);
-				if (!p) {
-					rc = -1;
-					break;
-				}
-				buf = p;
-				cap = n + 1;
-				trace_stack_fold(t, s, buf, cap);
-			}
-			stack = buf;
-		}
-		if (e.name == STRTAB_NONE || !trace_add_event(t, &e) ||
-		    trace_arg_str(t, TRACE_ARG_STACK, stack, n) != 0 ||
-		    trace_arg_uint(t, TRACE_ARG_WEIGHT, s->weight) != 0 ||
-		    ((s->flags & TRACE_STACK_TRUNCATED) &&
-		     trace_arg_uint(t, "truncated", 1) != 0))
-			rc = -1;
-	}
-	free(buf);
-	return rc;
-}
-
 /* Says once when the clock gave far fewer samples than asked: CPU-time
  * timers are checked at the kernel's tick (250 Hz here), so each sample
  * stands for several periods. `samples` samples stood for `periods`
@@ -1009,11 +954,11 @@ static int sampler_collect(const struct capture_window *job, struct trace *t,
 	if (!smp.sym)
 		smp.sym = symbols_new();
 	if (!smp.sym || symbols_resolve_trace(smp.sym, t) != 0) {
-		add_sample_events(t, &periods);
+		symbols_sample_events(t, &periods);
 		return err_set(e, "out of memory naming the CPU stacks of window "
 			       "%u: they show as addresses", job->window);
 	}
-	if (add_sample_events(t, &periods) != 0)
+	if (symbols_sample_events(t, &periods) != 0)
 		return err_set(e, "out of memory adding the CPU samples of window "
 			       "%u to its trace", job->window);
 	for (i = 0; i < t->nstacks; i++)

@@ -16,7 +16,7 @@
  * shortened to the function's name (no parameters, long template
  * arguments as "<...>"), once per symbol.
  */
-#include "sampler.h"
+#include "symbols.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -55,6 +55,7 @@ struct module {
 	size_t nseg;
 	bool live;           /* in the latest refresh */
 	bool tried;          /* the table was loaded (or failed to) */
+	bool unreadable;     /* offline: the file is not the one loaded */
 	void *map;
 	size_t map_len;
 	const char *str;     /* string table inside map */
@@ -68,11 +69,21 @@ struct symbols {
 	struct module *mods;
 	size_t n, cap;
 	demangle_fn demangle;
+	bool offline;        /* a gone process's: symbols_add_module only */
 };
 
 struct symbols *symbols_new(void)
 {
 	return calloc(1, sizeof(struct symbols));
+}
+
+struct symbols *symbols_new_offline(void)
+{
+	struct symbols *s = calloc(1, sizeof(struct symbols));
+
+	if (s)
+		s->offline = true;
+	return s;
 }
 
 /* Frees a module's table and mapping (keeps path/label). */
@@ -188,10 +199,44 @@ static int refresh_one(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
+int symbols_add_module(struct symbols *s, const char *path, uint64_t bias,
+		       uint64_t lo, uint64_t hi, bool readable)
+{
+	struct module *m = grow_array(s->mods, &s->cap, s->n + 1, sizeof *m, 32);
+
+	if (!m)
+		return -1;
+	s->mods = m;
+	m = &s->mods[s->n];
+	memset(m, 0, sizeof *m);
+	m->path = strdup(path);
+	m->label = strdup(base_of(path));
+	if (!m->path || !m->label) {
+		free(m->path);
+		free(m->label);
+		return -1;
+	}
+	m->bias = (uintptr_t)bias;
+	m->seg[0].lo = (uintptr_t)lo;
+	m->seg[0].hi = (uintptr_t)hi;
+	m->nseg = 1;
+	m->live = true;
+	m->unreadable = !readable;
+	m->tried = !readable;
+	s->n++;
+	return 0;
+}
+
 int symbols_refresh(struct symbols *s)
 {
 	struct refresh_ctx c = { s, 0 };
 	size_t i, k;
+
+	if (s->offline) {
+		if (!s->demangle)
+			s->demangle = demangle_find(true);
+		return 0;
+	}
 
 	for (i = 0; i < s->n; i++)
 		s->mods[i].live = false;
@@ -212,11 +257,18 @@ int symbols_refresh(struct symbols *s)
 	return c.failed ? -1 : 0;
 }
 
-/* The live module whose segments hold `pc`, or NULL. */
+/* The live module whose segments hold `pc`, or NULL; offline, the last
+ * one added (the newest of modules loaded at one address in turn). */
 static struct module *module_of(struct symbols *s, uintptr_t pc)
 {
 	size_t i, k;
 
+	if (s->offline) {
+		for (i = s->n; i-- > 0;)
+			if (pc >= s->mods[i].seg[0].lo && pc < s->mods[i].seg[0].hi)
+				return &s->mods[i];
+		return NULL;
+	}
 	for (i = 0; i < s->n; i++)
 		for (k = 0; k < s->mods[i].nseg; k++)
 			if (pc >= s->mods[i].seg[k].lo && pc < s->mods[i].seg[k].hi)
@@ -436,7 +488,7 @@ int symbols_lookup(struct symbols *s, uint64_t pc, char *name, size_t size,
 			}
 		}
 	}
-	if (dladdr((void *)(uintptr_t)pc, &info) && info.dli_sname &&
+	if (!s->offline && dladdr((void *)(uintptr_t)pc, &info) && info.dli_sname &&
 	    info.dli_saddr && (uintptr_t)info.dli_saddr <= pc) {
 		put_name(s, info.dli_sname, NULL, name, size);
 		if (!m && info.dli_fname && msize)
@@ -658,4 +710,64 @@ int symbols_resolve_trace(struct symbols *s, struct trace *t)
 		return -1;
 	resolve_placeholders(t);
 	return attach_cuda_stacks(t) != 0 || t->oom ? -1 : 0;
+}
+
+int symbols_sample_events(struct trace *t, uint64_t *periods)
+{
+	size_t i, cap = 4096, n;
+	char *buf = malloc(cap), *p;
+	int rc = 0;
+
+	*periods = 0;
+	if (!buf)
+		return -1;
+	for (i = 0; i < t->nstacks && rc == 0; i++) {
+		const struct trace_stack *s = &t->stacks[i];
+		const struct trace_frame *leaf;
+		struct trace_event e = { 0 };
+		const char *stack;
+		char hex[24];
+
+		if (s->kind != TRACE_STACK_SAMPLE || s->depth == 0)
+			continue;
+		*periods += s->weight;
+		leaf = &t->frames[t->stack_frames[s->first]];
+		e.ts = s->ts;
+		e.pid = t->meta.pid;
+		e.tid = s->tid;
+		e.cat = TRACE_CAT_SAMPLE;
+		e.ph = TRACE_PH_INSTANT;
+		if (leaf->name != STRTAB_NONE) {
+			e.name = leaf->name;
+		} else {
+			n = (size_t)snprintf(hex, sizeof hex, "0x%llx",
+					     (unsigned long long)leaf->pc);
+			e.name = trace_intern(t, hex, n);
+		}
+		if (s->folded != STRTAB_NONE) {
+			stack = trace_str(t, s->folded);
+			n = strtab_len(&t->names, s->folded);
+		} else {
+			n = trace_stack_fold(t, s, buf, cap);
+			if (n + 1 > cap) {
+				p = realloc(buf, n + 1);
+				if (!p) {
+					rc = -1;
+					break;
+				}
+				buf = p;
+				cap = n + 1;
+				trace_stack_fold(t, s, buf, cap);
+			}
+			stack = buf;
+		}
+		if (e.name == STRTAB_NONE || !trace_add_event(t, &e) ||
+		    trace_arg_str(t, TRACE_ARG_STACK, stack, n) != 0 ||
+		    trace_arg_uint(t, TRACE_ARG_WEIGHT, s->weight) != 0 ||
+		    ((s->flags & TRACE_STACK_TRUNCATED) &&
+		     trace_arg_uint(t, "truncated", 1) != 0))
+			rc = -1;
+	}
+	free(buf);
+	return rc;
 }

@@ -96,6 +96,13 @@ void salvage_publish(struct host *h)
 			st.gens[i] = w->rec.seg[i].gen;
 		copy_text(st.reason, sizeof st.reason, "recorder");
 	}
+	/* what the sampler samples it with (sampler.c's settings_of) */
+	if (st.kind && h->cfg->capture.cpu_hz &&
+	    (st.kind == SALV_WINDOW || h->cfg->recorder.cpu_samples)) {
+		st.hz = h->cfg->capture.cpu_hz;
+		st.depth = h->cfg->capture.cpu_depth ? h->cfg->capture.cpu_depth : 128;
+		st.wall_clock = h->cfg->capture.cpu_wall_clock;
+	}
 	cur = atomic_load_explicit(&hd->state_cur, memory_order_relaxed) & 1;
 	if (same_state(&hd->state[cur], &st))
 		return;

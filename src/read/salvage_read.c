@@ -2,6 +2,7 @@
  * salvage_read — reading a salvage file (see salvage_read.h and
  * src/shim/salvfile.h for the layout and the torn-record rule).
  */
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,12 +13,97 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
 #include "salvage_read.h"
 
 /* The file salvage_build() drains (see the header: one at a time). */
 static struct salvage_file *salvage_current;
+
+/* Its NVTX names (salvfile.h, struct salv_name), NUL-ended copies; a
+ * later entry for the same key renames it. */
+struct salv_named {
+	uint32_t kind, domain, category;
+	char *text;
+};
+static struct salv_named *salvage_names;
+static size_t salvage_nnames;
+
+/* Reads the file's NVTX names into salvage_names. 0, or -1 when memory
+ * ran out. A damaged record ends the list. */
+static int names_load(const struct salv_header *hd)
+{
+	uint32_t used = atomic_load_explicit(&hd->names_used, memory_order_acquire), off = 0;
+	size_t cap = 0;
+
+	salvage_names = NULL;
+	salvage_nnames = 0;
+	if (used > SALV_NAMES_BYTES)
+		used = SALV_NAMES_BYTES;
+	while (used - off >= sizeof(struct salv_name)) {
+		struct salv_name r;
+		struct salv_named *p;
+
+		memcpy(&r, hd->names + off, sizeof r);
+		if (r.len > used - off - sizeof r ||
+		    (r.kind != SALV_NAME_DOMAIN && r.kind != SALV_NAME_CATEGORY))
+			break;
+		if (salvage_nnames == cap) {
+			cap = cap ? cap * 2 : 64;
+			p = realloc(salvage_names, cap * sizeof *p);
+			if (!p)
+				return -1;
+			salvage_names = p;
+		}
+		p = &salvage_names[salvage_nnames];
+		p->kind = r.kind;
+		p->domain = r.domain;
+		p->category = r.category;
+		p->text = strndup(hd->names + off + sizeof r, r.len);
+		if (!p->text)
+			return -1;
+		salvage_nnames++;
+		off += (uint32_t)((sizeof r + r.len + 3) & ~(size_t)3);
+	}
+	return 0;
+}
+
+/* Frees salvage_names. */
+static void names_free(void)
+{
+	size_t i;
+
+	for (i = 0; i < salvage_nnames; i++)
+		free(salvage_names[i].text);
+	free(salvage_names);
+	salvage_names = NULL;
+	salvage_nnames = 0;
+}
+
+/* The latest name of kind `kind` for (domain, category), or NULL. */
+static const char *names_find(uint32_t kind, uint32_t domain, uint32_t category)
+{
+	size_t i;
+
+	for (i = salvage_nnames; i-- > 0;)
+		if (salvage_names[i].kind == kind && salvage_names[i].domain == domain &&
+		    salvage_names[i].category == category)
+			return salvage_names[i].text;
+	return NULL;
+}
+
+/* assemble_source.domain_name over the salvaged names. */
+static const char *salvage_domain_name(uint32_t id)
+{
+	return names_find(SALV_NAME_DOMAIN, id, 0);
+}
+
+/* assemble_source.category_name over the salvaged names. */
+static const char *salvage_category_name(uint32_t domain, uint32_t category)
+{
+	return names_find(SALV_NAME_CATEGORY, domain, category);
+}
 
 /* Checks that every slot region lies in the file. Returns 0 or -1 with *e. */
 static int check_slots(const struct salvage_file *f, struct err *e)
@@ -229,10 +315,173 @@ static long salvage_steps(const struct salvage_file *f, int64_t last_ts,
 	return k;
 }
 
+/* The GNU build-id of the ELF file mapped at map[0, len) (its PT_NOTE
+ * segments) into out[SALV_BUILD_ID_MAX]; returns its length, 0: none. */
+static uint32_t file_build_id(const unsigned char *map, size_t len, uint8_t *out)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)map;
+	uint32_t i, n;
+
+	if (len < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_phoff > len || (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > len - eh->e_phoff)
+		return 0;
+	for (i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)(map + eh->e_phoff) + i;
+
+		if (ph->p_type != PT_NOTE || ph->p_offset > len ||
+		    ph->p_filesz > len - ph->p_offset)
+			continue;
+		n = salv_note_build_id(map + ph->p_offset, ph->p_filesz, out);
+		if (n)
+			return n;
+	}
+	return 0;
+}
+
+/* True when the file at `path` is still the one the process loaded as
+ * module m: the same build-id when it had one, else the same device,
+ * inode, size and modification time. */
+static bool module_same_file(const struct salv_module *m, const char *path)
+{
+	uint8_t id[SALV_BUILD_ID_MAX];
+	struct stat st;
+	bool same = false;
+	void *map;
+	int fd;
+
+	if (!m->ino)
+		return false; /* no file (the vDSO) */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+		close(fd);
+		return false;
+	}
+	if (!m->build_id_len) {
+		close(fd);
+		return (uint64_t)st.st_dev == m->dev && (uint64_t)st.st_ino == m->ino &&
+		       (uint64_t)st.st_size == m->size &&
+		       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec ==
+		       m->mtime_ns;
+	}
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (map == MAP_FAILED)
+		return false;
+	same = file_build_id(map, (size_t)st.st_size, id) == m->build_id_len &&
+	       memcmp(id, m->build_id, m->build_id_len) == 0;
+	munmap(map, (size_t)st.st_size);
+	return same;
+}
+
+/* Appends `s` to the trace's notes line being built in buf[size]. */
+static void note_append(char *buf, size_t size, const char *s)
+{
+	size_t n = strlen(buf);
+
+	size_t k = strlen(s);
+
+	if (k > size - 1 - n)
+		k = size - 1 - n;
+	memcpy(buf + n, s, k);
+	buf[n + k] = '\0';
+}
+
+/* Names the stacks of `t` from the modules the file's table holds, read
+ * from their files on disk, and adds the timer samples as events with the
+ * recording's sampling settings. A module whose file is gone or was
+ * replaced keeps its frames as "<module>+0x<offset>", said once in a
+ * note. 0, or -1 when memory ran out. */
+static int name_stacks(const struct salvage_file *f, struct trace *t)
+{
+	const struct salv_header *hd = f->hd;
+	uint32_t n = atomic_load_explicit(&hd->nmods, memory_order_acquire), i;
+	struct symbols *s;
+	char path[4096], note[1024] = "", *changed = NULL;
+	size_t nchanged = 0;
+	uint64_t periods;
+	int rc = 0;
+
+	if (n > SALV_MODULES)
+		n = SALV_MODULES;
+	t->sampling.hz = f->st.hz;
+	t->sampling.depth = f->st.depth;
+	t->sampling.period_ns = f->st.hz ? 1000000000 / f->st.hz : 0;
+	t->sampling.wall_clock = f->st.wall_clock != 0;
+	if (t->nstacks == 0)
+		return 0;
+	s = symbols_new_offline();
+	if (!s)
+		return -1;
+	changed = calloc(n ? n : 1, 1);
+	if (!changed) {
+		symbols_free(s);
+		return -1;
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		const struct salv_module *m = &hd->mods[i];
+		bool same;
+
+		if (m->path_len == 0 || m->path_off > SALV_MOD_PATHS ||
+		    m->path_len > SALV_MOD_PATHS - m->path_off || m->path_len >= sizeof path ||
+		    m->hi <= m->lo)
+			continue;
+		memcpy(path, hd->mod_paths + m->path_off, m->path_len);
+		path[m->path_len] = '\0';
+		same = module_same_file(m, path);
+		changed[i] = !same && m->ino;
+		rc = symbols_add_module(s, path, m->bias, m->lo, m->hi, same);
+	}
+	/* the modules that hold frames and could not be read, named once */
+	for (i = 0; i < n && rc == 0; i++) {
+		const struct salv_module *m = &hd->mods[i];
+		size_t k;
+
+		if (!changed[i])
+			continue;
+		for (k = 0; k < t->nframes; k++)
+			if (t->frames[k].name == STRTAB_NONE && t->frames[k].pc >= m->lo &&
+			    t->frames[k].pc < m->hi)
+				break;
+		if (k == t->nframes)
+			continue;
+		memcpy(path, hd->mod_paths + m->path_off, m->path_len);
+		path[m->path_len] = '\0';
+		note_append(note, sizeof note, nchanged++ ? ", " : "");
+		note_append(note, sizeof note, path);
+	}
+	if (rc == 0)
+		rc = symbols_resolve_trace(s, t);
+	if (rc == 0)
+		rc = symbols_sample_events(t, &periods);
+	if (rc == 0 && nchanged) {
+		char line[1200];
+
+		snprintf(line, sizeof line, "CPU stacks: %zu module%s changed or removed "
+			 "since the process loaded %s (%s): %s frames stay addresses",
+			 nchanged, nchanged == 1 ? "" : "s", nchanged == 1 ? "it" : "them",
+			 note, nchanged == 1 ? "its" : "their");
+		rc = trace_add_note(t, line);
+	}
+	if (rc == 0 && hd->mods_lost) {
+		char line[200];
+
+		snprintf(line, sizeof line, "CPU stacks: %u modules did not fit the salvage "
+			 "file's table; their frames are addresses", hd->mods_lost);
+		rc = trace_add_note(t, line);
+	}
+	free(changed);
+	symbols_free(s);
+	return rc;
+}
+
 int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		  struct err *e)
 {
-	struct assemble_source src = { salvage_drain, 0, NULL, NULL, f->st.gens,
+	struct assemble_source src = { salvage_drain, 0, salvage_domain_name,
+				       salvage_category_name, f->st.gens,
 				       f->st.ngens, true };
 	const struct salv_header *hd = f->hd;
 	const char *run = strrchr(hd->run_dir, '/');
@@ -275,10 +524,20 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	snprintf(line, sizeof line, "%s, salvaged %s", f->st.reason, how);
 	t->meta.reason = strdup(line);
 	t->meta.recorder = f->st.kind == SALV_RECORDER;
-	rc = assemble_window(t, &src, steps, (size_t)n);
+	rc = names_load(hd);
+	if (rc == 0)
+		rc = assemble_window(t, &src, steps, (size_t)n);
+	names_free();
 	/* The recorder's raw CUPTI records name kernels by pointers into the
 	 * dead process's libcupti: not converted here (docs/recorder.md). */
 	trace_raw_free(t);
+	if (rc == 0)
+		rc = name_stacks(f, t);
+	if (rc == 0 && hd->names_lost) {
+		snprintf(line, sizeof line, "NVTX: %u domain or category names did not fit "
+			 "the salvage file; those show as numbers", hd->names_lost);
+		rc = trace_add_note(t, line);
+	}
 	f->torn = torn;
 	free(steps);
 	salvage_current = NULL;

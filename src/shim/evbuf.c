@@ -25,9 +25,11 @@
 #include "evbuf.h"
 #include "evchunk.h"
 #include "salvfile.h"
+#include "salvmods.h"
 
 #include "../events/clock.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -123,6 +125,9 @@ static int salv_fd = -1;
 static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
 static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
 static struct salv_header *salv_hdr;
+/* salv_hdr for the module table's writer (another thread): NULL once
+ * the file was removed or in a forked child */
+static _Atomic(struct salv_header *) salv_live;
 static uint64_t salv_end;
 static pid_t salv_pid;
 static char salv_path[4096];
@@ -673,6 +678,47 @@ static int madvise_probe(int fd)
 	return rc;
 }
 
+/* Removes, from folder `dir`, the salvage files of this pid that no live
+ * process holds: those of the image this process was before an exec()
+ * (`LD_PRELOAD=... nice prog`, `sh -c "exec prog"`: same pid, the file's
+ * descriptor closed by O_CLOEXEC, so its lock is free). A file whose lock
+ * is held (another pid namespace's process of the same number) or that is
+ * not this user's regular file is left alone. Returns how many went.
+ * Caller of evbuf_salvage_open. */
+static int remove_own_stale(const char *dir)
+{
+	char prefix[48];
+	struct dirent *d;
+	struct stat st;
+	size_t plen;
+	DIR *dp;
+	int n = 0;
+
+	plen = (size_t)snprintf(prefix, sizeof prefix, "profhost-%d-", (int)getpid());
+	dp = opendir(dir);
+	if (!dp)
+		return 0;
+	while ((d = readdir(dp)) != NULL) {
+		size_t len = strlen(d->d_name);
+		int fd;
+
+		if (len <= plen + 8 || strncmp(d->d_name, prefix, plen) != 0 ||
+		    strcmp(d->d_name + len - 8, ".salvage") != 0)
+			continue;
+		fd = openat(dirfd(dp), d->d_name,
+			    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    unlinkat(dirfd(dp), d->d_name, 0) == 0)
+			n++;
+		close(fd);
+	}
+	closedir(dp);
+	return n;
+}
+
 struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 {
 	struct salv_header *h;
@@ -691,6 +737,10 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 			 "back to disk)", dir);
 		return NULL;
 	}
+	/* An earlier image of this pid (before an exec) left its file: it
+	 * would collide with this one's name within the same second, and
+	 * leak otherwise. */
+	remove_own_stale(dir);
 	n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage", dir,
 		     (int)getpid(), (long long)time(NULL));
 	if (n < 0 || (size_t)n >= sizeof salv_path) {
@@ -740,7 +790,16 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	salv_hdr = h;
 	salv_end = SALV_HEADER_BYTES;
 	salv_pid = getpid();
+	atomic_store_explicit(&salv_live, h, memory_order_release);
 	return h;
+}
+
+void evbuf_salvage_modules(void)
+{
+	struct salv_header *h = atomic_load_explicit(&salv_live, memory_order_acquire);
+
+	if (h)
+		salvmods_update(h);
 }
 
 const char *evbuf_salvage_path(void)
@@ -753,6 +812,7 @@ void evbuf_salvage_remove(void)
 	if (!salv_hdr || getpid() != salv_pid)
 		return;
 	unlink(salv_path);
+	atomic_store(&salv_live, NULL);
 	salv_hdr = NULL; /* unlinked once; the mappings stay valid */
 	if (salv_fd_ours())
 		close(salv_fd);
@@ -1047,6 +1107,8 @@ void evbuf_after_fork_child(void)
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 			slots[i].shared = 0;
 		}
+	atomic_store(&salv_live, NULL);
+	salvmods_after_fork_child();
 	if (salv_hdr)
 		mmap(salv_hdr, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);

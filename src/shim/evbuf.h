@@ -240,6 +240,11 @@ const char *evbuf_salvage_path(void);
  * alone). The mappings stay valid. */
 void evbuf_salvage_remove(void);
 
+/* Brings the salvage file's table of loaded modules up to date (see
+ * src/shim/salvmods.h): cheap when the loader's list did not change.
+ * Nothing without a file. Any thread, not a signal handler. */
+void evbuf_salvage_modules(void);
+
 /* Pointer to a record's payload. */
 static inline const char *evbuf_payload(const struct evbuf_rec *r)
 {

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "salvmods.h"
 #include "../util/grow.h"
 #include "../util/hash.h"
 
@@ -30,6 +31,7 @@ static struct nvtx_string **strings;         /* hash table, names_lock */
 static size_t nstrings, cap_strings;
 static struct nvtx_name *categories, *thread_names; /* names_lock */
 static size_t ncategories, cap_categories, nthread_names, cap_thread_names;
+static struct salv_header *names_salv;       /* names_lock; NULL: no file */
 
 /* The hash of a registered string: FNV-1a of its bytes, seeded with its
  * domain. */
@@ -63,6 +65,7 @@ static struct nvtx_domain *domain_create_locked(char *name)
 	atomic_store_explicit(&d->match, domain_match(names_cfg, name), memory_order_relaxed);
 	atomic_store_explicit(&domains[n], d, memory_order_release);
 	atomic_store_explicit(&ndomains, n + 1, memory_order_release);
+	salvmods_name(names_salv, SALV_NAME_DOMAIN, n, 0, name);
 	return d;
 }
 
@@ -196,10 +199,39 @@ void nvtx_registry_category(uint32_t domain, uint32_t category, char *name)
 {
 	uint64_t key = (uint64_t)domain << 32 | category;
 
+	const char *old;
+
 	if (!name)
 		return;
 	pthread_mutex_lock(&names_lock);
+	old = name_get_locked(categories, ncategories, key);
+	if (!old || strcmp(old, name) != 0)
+		salvmods_name(names_salv, SALV_NAME_CATEGORY, domain, category, name);
 	name_set_locked(&categories, &ncategories, &cap_categories, key, name);
+	pthread_mutex_unlock(&names_lock);
+}
+
+void nvtx_registry_salvage(struct salv_header *h)
+{
+	uint32_t n, i;
+	size_t k;
+
+	pthread_mutex_lock(&names_lock);
+	if (names_salv == h) {
+		pthread_mutex_unlock(&names_lock);
+		return;
+	}
+	names_salv = h;
+	n = atomic_load(&ndomains);
+	for (i = 1; i < n && h; i++) {
+		struct nvtx_domain *d = atomic_load(&domains[i]);
+
+		if (d)
+			salvmods_name(h, SALV_NAME_DOMAIN, i, 0, d->name);
+	}
+	for (k = 0; k < ncategories && h; k++)
+		salvmods_name(h, SALV_NAME_CATEGORY, (uint32_t)(categories[k].key >> 32),
+			      (uint32_t)categories[k].key, categories[k].name);
 	pthread_mutex_unlock(&names_lock);
 }
 

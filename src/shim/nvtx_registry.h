@@ -118,4 +118,11 @@ void nvtx_registry_thread(uint32_t tid, char *name);
  * Called by nvtx_configure; any thread. */
 void nvtx_registry_rematch(const struct nvtx_config *c);
 
+struct salv_header;
+
+/* Keeps every domain and category name, those registered so far and
+ * those to come, in salvage file h (src/shim/salvmods.h), so that a
+ * salvaged trace names them; NULL stops. Any thread. */
+void nvtx_registry_salvage(struct salv_header *h);
+
 #endif

@@ -37,11 +37,15 @@
 #include <stdint.h>
 
 #define SALV_MAGIC "PHSALVG\n"      /* 8 bytes, no NUL */
-#define SALV_VERSION 1
+#define SALV_VERSION 2             /* 2: sampling, modules, NVTX names */
 #define SALV_SLOTS 4                /* EVBUF_SLOTS */
 #define SALV_GENS 4                 /* generations a state names */
 #define SALV_STEPS 4096             /* the last steps kept */
-#define SALV_HEADER_BYTES ((uint64_t)256 << 10)
+#define SALV_HEADER_BYTES ((uint64_t)512 << 10)
+#define SALV_MODULES 1024           /* loaded modules kept for naming stacks */
+#define SALV_MOD_PATHS (96 << 10)   /* bytes for their paths */
+#define SALV_BUILD_ID_MAX 32
+#define SALV_NAMES_BYTES (32 << 10) /* NVTX domain and category names */
 #define SALV_ALIGN ((uint64_t)2 << 20) /* slot regions start on huge pages */
 
 /* What a process was recording. */
@@ -81,6 +85,10 @@ struct salv_state {
 	int64_t base_time_ns;      /* Unix time of the clock's zero */
 	uint32_t ngens, pad;
 	uint64_t gens[SALV_GENS];
+	/* CPU samples (prof.capture{cpu_samples}) of the recording; hz 0:
+	 * none */
+	uint32_t hz, depth;
+	uint32_t wall_clock, pad2;
 	char reason[128];
 };
 
@@ -90,6 +98,37 @@ struct salv_step {
 	int64_t ts, dur;
 	int32_t tid;
 	uint32_t pad;
+};
+
+/* One loaded module (a dl_iterate_phdr entry), so that a reader can name
+ * the addresses of CPU stacks from its file on disk: the file must still
+ * be the one the process loaded (the same build-id, else the same device,
+ * inode, size and modification time). */
+struct salv_module {
+	uint64_t lo, hi;           /* its loaded segments' extent */
+	uint64_t bias;             /* load bias (dlpi_addr) */
+	uint64_t dev, ino, size;   /* stat() of the path when it was seen; */
+	int64_t mtime_ns;          /* ino 0: it had none (the vDSO) */
+	uint32_t path_off;         /* in mod_paths */
+	uint16_t path_len;
+	uint8_t build_id_len;      /* 0: none */
+	uint8_t pad;
+	uint8_t build_id[SALV_BUILD_ID_MAX];
+};
+
+/* One NVTX name in names[]: the record, then `len` bytes of text (no
+ * NUL), the whole padded to 4 bytes. A later record for the same domain
+ * (and category) renames it. */
+enum salv_name_kind {
+	SALV_NAME_DOMAIN = 1,
+	SALV_NAME_CATEGORY = 2
+};
+
+struct salv_name {
+	uint32_t domain, category;
+	uint16_t len;
+	uint8_t kind;              /* enum salv_name_kind */
+	uint8_t pad;
 };
 
 struct salv_header {
@@ -114,9 +153,53 @@ struct salv_header {
 	/* steps [nsteps - SALV_STEPS, nsteps) are in steps[i % SALV_STEPS] */
 	_Atomic uint64_t nsteps;
 	struct salv_step steps[SALV_STEPS];
+	/* modules [0, nmods) are whole (written by the sampler thread when
+	 * the loader's module list changed; append-only) */
+	_Atomic uint32_t nmods;
+	uint32_t mods_lost;        /* modules that did not fit */
+	uint32_t paths_used;       /* bytes of mod_paths used */
+	uint32_t pad2;
+	struct salv_module mods[SALV_MODULES];
+	char mod_paths[SALV_MOD_PATHS];
+	/* NVTX names: records in names[0, names_used) are whole (written
+	 * under the shim's NVTX name lock when registered; append-only) */
+	_Atomic uint32_t names_used;
+	uint32_t names_lost;       /* names that did not fit */
+	char names[SALV_NAMES_BYTES];
 };
 
 _Static_assert(sizeof(struct salv_header) <= SALV_HEADER_BYTES,
 	       "salv_header outgrew its region");
+
+/* The GNU build-id in the ELF notes at notes[0, len) (a PT_NOTE segment)
+ * into out[SALV_BUILD_ID_MAX]; returns its length, 0 when there is none.
+ * Reads only inside the given bytes. */
+static inline uint32_t salv_note_build_id(const unsigned char *notes, uint64_t len,
+					  uint8_t *out)
+{
+	uint64_t off = 0;
+
+	while (len >= 12 && off <= len - 12) {
+		uint32_t nsz, dsz, type;
+		uint64_t name, desc, next;
+
+		__builtin_memcpy(&nsz, notes + off, 4);
+		__builtin_memcpy(&dsz, notes + off + 4, 4);
+		__builtin_memcpy(&type, notes + off + 8, 4);
+		name = off + 12;
+		desc = name + (((uint64_t)nsz + 3) & ~(uint64_t)3);
+		next = desc + (((uint64_t)dsz + 3) & ~(uint64_t)3);
+		if (desc > len || next > len)
+			return 0;
+		if (type == 3 /* NT_GNU_BUILD_ID */ && nsz == 4 &&
+		    __builtin_memcmp(notes + name, "GNU", 4) == 0 && dsz > 0 &&
+		    dsz <= SALV_BUILD_ID_MAX) {
+			__builtin_memcpy(out, notes + desc, dsz);
+			return dsz;
+		}
+		off = next;
+	}
+	return 0;
+}
 
 #endif

@@ -19,6 +19,7 @@
 #include "nvtx.h"
 #include "../events/clock.h"
 #include "evbuf.h"
+#include "nvtx_registry.h"
 #include "../util/log.h"
 #include "shim_api.h"
 
@@ -76,6 +77,19 @@ PROF_EXPORT int prof_dump(unsigned steps, const char *reason)
 	if (!core.dump)
 		return -1;
 	return core.dump(steps, reason);
+}
+
+/* shim_api.salvage_open: the salvage file (evbuf_salvage_open), which
+ * then keeps the NVTX domain and category names too. (A forked child's
+ * registry still writes them to the header's address, anonymous memory
+ * there: see evbuf_after_fork_child.) */
+static struct salv_header *shim_salvage_open(const char *dir, char *why, size_t size)
+{
+	struct salv_header *h = evbuf_salvage_open(dir, why, size);
+
+	if (h)
+		nvtx_registry_salvage(h);
+	return h;
 }
 
 /* Child side of fork(): the child has no host thread; the core decides what
@@ -175,9 +189,10 @@ __attribute__((constructor)) static void shim_init(void)
 		.set_range_hooks = nvtx_set_range_hooks,
 		.set_range_pushed_hook = nvtx_set_pushed_hook,
 		.nvtx_open_ranges = nvtx_open_ranges,
-		.salvage_open = evbuf_salvage_open,
+		.salvage_open = shim_salvage_open,
 		.salvage_path = evbuf_salvage_path,
 		.salvage_remove = evbuf_salvage_remove,
+		.salvage_modules = evbuf_salvage_modules,
 		.evbuf_set_fill_hook = evbuf_set_fill_hook,
 		.evbuf_rotate = evbuf_rotate,
 	};

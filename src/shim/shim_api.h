@@ -20,10 +20,11 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 7 /* 2: NVTX, clock, range hooks, CUDA injection;
+#define SHIM_API_VERSION 8 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare; 4: core_api.dump;
 			      5: nvtx_open_ranges; 6: the salvage file;
-			      7: evbuf_set_fill_hook, evbuf_rotate */
+			      7: evbuf_set_fill_hook, evbuf_rotate;
+			      8: salvage_modules */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -70,6 +71,10 @@ struct shim_api {
 	 * recorder's. */
 	void (*evbuf_set_fill_hook)(evbuf_fill_fn filling);
 	uint64_t (*evbuf_rotate)(size_t bytes, uint64_t *closed);
+	/* The salvage file's module table, brought up to date when the
+	 * loader's list changed (evbuf_salvage_modules): the CPU sampler's
+	 * thread calls it while it samples. */
+	void (*salvage_modules)(void);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

@@ -17,6 +17,7 @@ from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_t
                      run, step_spans)
 
 APP = os.path.join(TESTBIN, "salvage_app")
+NVTX_APP = os.path.join(TESTBIN, "salvage_nvtx")
 
 WINDOW_POLICY = "prof.schedule{ wait = 2, warmup = 1, active = 100 }\n"
 RECORDER_POLICY = "prof.recorder{ steps = 6 }\n"
@@ -156,6 +157,83 @@ class Launcher(SalvageTest):
         self.assertEqual(len(dirs), 1, r.stderr)
         self.assertNotIn("salvaged", load_trace(dirs[0])["profhost"]["reason"])
 
+    def test_sigkill_names_the_recorder_s_cpu_samples(self):
+        policy = ('prof.capture{ cpu_samples = { hz = 499 } }\n'
+                  'prof.recorder{ steps = 6 }\n')
+        r, out = self.prof_run(policy, "--die-at", "30", "--spin", "--sleep-us", "40000")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["cpu_samples"]["hz"], 499)
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
+        self.assertGreaterEqual(len(samples), 5)
+        named = [e for e in samples if e["name"] == "salvage_spin_work"]
+        self.assertGreater(len(named), len(samples) // 2, samples[:5])
+        self.assertIn("main;salvage_spin_work", named[0]["args"]["stack"])
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            self.assertIn("salvage_spin_work", f.read())
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            self.assertNotIn("changed or removed", f.read())
+
+    @unittest.skipUnless(os.path.exists(NVTX_APP), "salvage_nvtx not built (no NVTX headers)")
+    def test_sigkill_keeps_nvtx_domain_and_category_names(self):
+        # the domain and category 3 are named before the salvage file
+        # exists, category 4 after
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", self.write("policy.lua", WINDOW_POLICY), "-o", out,
+                 "--", NVTX_APP, "12"])
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        ev = load_trace(dirs[0])["traceEvents"]
+        early = [e for e in ev if e.get("name") == "early_range" and e.get("ph") == "X"]
+        late = [e for e in ev if e.get("name") == "late_range" and e.get("ph") == "X"]
+        self.assertEqual(len(early), 2, r.stderr)  # steps 3 and 4
+        self.assertEqual(len(late), 8)             # 5..12, the last cut short
+        for e in early:
+            self.assertEqual(e["args"], {"domain": "salvage_dom", "category": "early_cat"})
+        for e in late:
+            self.assertEqual(e["args"]["domain"], "salvage_dom")
+            self.assertEqual(e["args"]["category"], "late_cat")
+
+    def test_sigkill_names_range_stacks_of_a_window(self):
+        # no sampler thread: the table is written the step before the window
+        policy = "prof.capture{ range_stacks = true }\n" + WINDOW_POLICY
+        r, out = self.prof_run(policy, "--die-at", "12")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        work = [e for e in load_trace(dirs[0])["traceEvents"]
+                if e.get("ph") == "X" and e["name"] == "work"]
+        self.assertEqual(len(work), 10)
+        for e in work:
+            self.assertIn(";main", e["args"]["stack"])
+
+    def test_a_replaced_program_keeps_addresses_and_says_so(self):
+        app = os.path.join(self.tmp, "salvage_app")
+        shutil.copy(APP, app)
+        out = os.path.join(self.tmp, "out")
+        policy = ('prof.capture{ cpu_samples = { hz = 499 } }\n'
+                  'prof.recorder{ steps = 6 }\n')
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run([app, "--die-at", "30", "--spin", "--sleep-us", "40000"], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        os.unlink(app)
+        shutil.copy("/bin/true", app)  # another build at the same path
+        s = run([PROF, "salvage", self.files()[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        d = salvaged_dirs(out)[0]
+        samples = [e for e in load_trace(d)["traceEvents"] if e.get("cat") == "cpu_sample"]
+        self.assertGreaterEqual(len(samples), 5)
+        self.assertEqual([e for e in samples if e["name"] == "salvage_spin_work"], [])
+        self.assertTrue(any(e["name"].startswith("salvage_app+0x") for e in samples))
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertEqual(summary.count("changed or removed"), 1, summary)
+        self.assertIn(app, summary)
+
 
 class Standalone(SalvageTest):
     def test_clean_exit_leaves_no_file(self):
@@ -177,6 +255,41 @@ class Standalone(SalvageTest):
         dirs = salvaged_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-15"], s.stderr)
         self.check_salvaged(dirs[0], 3, 15, "after its process ended")
+
+    def test_exec_leaves_no_file_and_gets_its_own(self):
+        # the recorder starts in `nice` and in the program it execs (same
+        # pid, same second): that program must get a salvage file of its
+        # own, and nice's must not stay behind
+        for argv in (["nice", APP, "--steps", "12"],
+                     ["sh", "-c", 'exec "$0" --steps 12', APP]):
+            out = os.path.join(self.tmp, "out")
+            env = base_env({"LD_PRELOAD": LIB,
+                            "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                            "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+            r = run(argv, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("no salvage file", r.stderr)
+            self.assertEqual(self.files(), [], argv)
+
+    def test_exec_then_sigkill_salvages_the_program(self):
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run(["sh", "-c", 'exec "$0" --die-at 15', APP], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertNotIn("no salvage file", r.stderr)
+        pid = int(r.stdout.split()[1])
+        files = self.files()
+        self.assertEqual(len(files), 1, files)
+        self.assertTrue(os.path.basename(files[0]).startswith("profhost-%d-" % pid))
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, s.stderr)
+        self.assertIn("of process %d " % pid, s.stderr)
+        steps = [n for n, _ in step_spans(load_trace(dirs[0]))]
+        self.assertEqual(steps[-7:], list(range(9, 16)))
 
     def test_no_file_before_anything_records(self):
         r, _ = self.preload("prof.schedule{ wait = 1000, active = 1 }\n", "--die-at", "5")
@@ -210,7 +323,7 @@ class Standalone(SalvageTest):
         cases[short] = "is truncated"
         cut = os.path.join(self.tmp, "cut.salvage")
         with open(good, "rb") as f, open(cut, "wb") as g:
-            g.write(f.read(300 * 1024))
+            g.write(f.read(600 * 1024))
         cases[cut] = "is truncated or damaged"
         cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
         for path, want in cases.items():

@@ -4,9 +4,15 @@
  * process died in; a record past a chunk's `used` (torn) and a damaged
  * record inside it are dropped and counted; a generation given back is
  * not read; a foreign, short, truncated or live file is refused with one
- * line naming it.
+ * line naming it. NVTX domain and category names come from the file's
+ * names (the last record of a key wins; a damaged record ends them); CPU
+ * samples are named from the module table against the files on disk (this
+ * test's own executable), a module whose file is gone stays an address
+ * and is named once in the notes, and damaged entries are skipped.
  */
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +29,102 @@
 #define GEN 5
 
 static char dir[4096];
+
+/* A function of this executable for a sample to land in. */
+__attribute__((noinline, noipa)) int salvage_sample_target(int x)
+{
+	return x * 3 + 1;
+}
+
+/* dl_iterate_phdr callback: the main program's bias and extent. */
+static int main_extent(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct salv_module *m = arg;
+	int i;
+
+	(void)size;
+	m->bias = info->dlpi_addr;
+	m->lo = UINT64_MAX;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < m->lo)
+			m->lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > m->hi)
+			m->hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	return 1; /* the first is the main program */
+}
+
+/* Appends module `path` (entry m's extent) to h's table. */
+static void put_module(struct salv_header *h, const struct salv_module *m,
+		       const char *path)
+{
+	uint32_t n = atomic_load(&h->nmods);
+
+	h->mods[n] = *m;
+	h->mods[n].path_off = h->paths_used;
+	h->mods[n].path_len = (uint16_t)strlen(path);
+	memcpy(h->mod_paths + h->paths_used, path, strlen(path));
+	h->paths_used += (uint32_t)strlen(path);
+	atomic_store(&h->nmods, n + 1);
+}
+
+/* Appends NVTX name record (kind, domain, category, text) to h, its
+ * length field `len`. */
+static void put_name(struct salv_header *h, uint8_t kind, uint32_t domain,
+		     uint32_t category, const char *text, uint16_t len)
+{
+	uint32_t used = atomic_load(&h->names_used);
+	struct salv_name r = { domain, category, len, kind, 0 };
+
+	memcpy(h->names + used, &r, sizeof r);
+	memcpy(h->names + used + sizeof r, text, strlen(text));
+	atomic_store(&h->names_used,
+		     used + (uint32_t)((sizeof r + strlen(text) + 3) & ~(size_t)3));
+}
+
+/* Fills h's module table and names: a damaged entry, this executable
+ * (the same file: its stat), a library whose file is gone; NVTX domain 1
+ * "dom_a", its category 2 named "cat_x" then "cat_y", then a damaged
+ * record naming domain 2. */
+static void put_tables(struct salv_header *h)
+{
+	struct salv_module m = { 0 };
+	char exe[4096];
+	struct stat st;
+	ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+
+	if (k <= 0 || stat((exe[k] = '\0', exe), &st) != 0) {
+		perror("/proc/self/exe");
+		exit(2);
+	}
+	m.lo = 0x1000;
+	m.hi = 0x2000;
+	m.ino = 1;
+	put_module(h, &m, "x");
+	h->mods[0].path_off = SALV_MOD_PATHS - 1; /* damaged: past the area */
+	h->mods[0].path_len = 100;
+	memset(&m, 0, sizeof m);
+	dl_iterate_phdr(main_extent, &m);
+	m.dev = (uint64_t)st.st_dev;
+	m.ino = (uint64_t)st.st_ino;
+	m.size = (uint64_t)st.st_size;
+	m.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	put_module(h, &m, exe);
+	memset(&m, 0, sizeof m);
+	m.lo = 0x7000;
+	m.hi = 0x9000;
+	m.bias = 0x7000;
+	m.ino = 42;
+	put_module(h, &m, "/nonexistent/libgone.so");
+	put_name(h, SALV_NAME_DOMAIN, 1, 0, "dom_a", 5);
+	put_name(h, SALV_NAME_CATEGORY, 1, 2, "cat_x", 5);
+	put_name(h, SALV_NAME_CATEGORY, 1, 2, "cat_y", 5);
+	put_name(h, SALV_NAME_DOMAIN, 2, 0, "dom_b", 60000); /* damaged */
+}
 
 /* Appends a full record to chunk c at *off. */
 static void put_rec(char *data, uint32_t *off, uint16_t kind, int64_t ts,
@@ -87,11 +189,30 @@ static void make_file(const char *path, uint64_t slot_gen)
 	h->steps[1] = (struct salv_step){ 7, 1000, 400, 11, 0 };
 	h->steps[2] = (struct salv_step){ 8, 1400, 50, 11, 0 };
 	atomic_store(&h->nsteps, 3);
+	h->state[1].hz = 100;
+	h->state[1].depth = 64;
+	put_tables(h);
 
 	c0->tid = 11;
 	memcpy(c0->thread_name, "main", 4);
 	put_rec((char *)(c0 + 1), &off, EVBUF_RANGE_PUSH, 1100, "work", 0, 0);
-	put_rec((char *)(c0 + 1), &off, EVBUF_MARK, 1200, "tick", 0, 0);
+	put_rec((char *)(c0 + 1), &off, EVBUF_MARK, 1200, "tick", 0,
+		evbuf_nvtx_a(1, 2, 0));
+	put_rec((char *)(c0 + 1), &off, EVBUF_MARK, 1210, "other", 0,
+		evbuf_nvtx_a(2, 0, 0));
+	{
+		/* samples: in salvage_sample_target, then in the gone library */
+		uint64_t ips[2] = { (uint64_t)(uintptr_t)&salvage_sample_target + 1,
+				    (uint64_t)(uintptr_t)&salvage_sample_target + 2 };
+		struct evbuf_rec *r = (struct evbuf_rec *)((char *)(c0 + 1) + off);
+
+		put_rec((char *)(c0 + 1), &off, EVBUF_SAMPLE, 1220, "1234567890123456", 1, 0);
+		memcpy(r + 1, ips, sizeof ips);
+		ips[0] = 0x7800;
+		r = (struct evbuf_rec *)((char *)(c0 + 1) + off);
+		put_rec((char *)(c0 + 1), &off, EVBUF_SAMPLE, 1230, "1234567890123456", 1, 0);
+		memcpy(r + 1, ips, sizeof ips);
+	}
 	put_rec((char *)(c0 + 1), &off, EVBUF_RANGE_POP, 1300, NULL, 0, 0);
 	atomic_store(&c0->used, off);
 	{
@@ -125,6 +246,29 @@ static size_t count_named(const struct trace *t, const char *name)
 		if (strcmp(trace_str(t, t->ev[i].name), name) == 0)
 			n++;
 	return n;
+}
+
+/* True when the first event named `name` has string arg key = want. */
+static bool has_arg(const struct trace *t, const char *name, const char *key,
+		    const char *want)
+{
+	size_t i, k;
+
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *e = &t->ev[i];
+
+		if (strcmp(trace_str(t, e->name), name) != 0)
+			continue;
+		for (k = 0; k < e->nargs; k++) {
+			const struct trace_arg *a = &t->args[e->args + k];
+
+			if (strcmp(trace_str(t, a->key), key) == 0)
+				return a->type == TRACE_ARG_STR &&
+				       strcmp(trace_str(t, a->v.str), want) == 0;
+		}
+		return false;
+	}
+	return false;
 }
 
 static void test_torn_records(void)
@@ -165,6 +309,17 @@ static void test_torn_records(void)
 	CHECK_EQ_INT((int)count_named(&t, "fetch"), 1);
 	CHECK_EQ_INT((int)count_named(&t, "late"), 0);
 	CHECK_EQ_INT((int)count_named(&t, "spoiled"), 0);
+	/* NVTX names: the last name of a key; a damaged record named none */
+	CHECK(has_arg(&t, "tick", "domain", "dom_a"));
+	CHECK(has_arg(&t, "tick", "category", "cat_y"));
+	CHECK(!has_arg(&t, "other", "domain", "dom_b"));
+	/* CPU samples: named from this executable; the gone library's frame
+	 * an address, said once */
+	CHECK_EQ_INT((int)t.sampling.hz, 100);
+	CHECK_EQ_INT((int)count_named(&t, "salvage_sample_target"), 1);
+	CHECK_EQ_INT((int)count_named(&t, "libgone.so+0x800"), 1);
+	CHECK(contains(t.meta.notes, "1 module changed or removed"));
+	CHECK(contains(t.meta.notes, "/nonexistent/libgone.so"));
 	trace_free(&t);
 	salvage_close(&f);
 }

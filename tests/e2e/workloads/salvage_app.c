@@ -3,14 +3,16 @@
  * salvage tests (tests/e2e/test_salvage.py).
  *
  *   salvage_app [--steps N] [--die-at S] [--how kill|exit|segv] [--sleep-us U]
- *               [--fork-ms M]
+ *               [--fork-ms M] [--spin]
  *
  * Pushes "train" around the loop; each step pushes "work" and marks
  * "tick", sleeps U microseconds (default 1000) and calls prof_step(). In
  * step S, inside "work", it dies: SIGKILL sent to itself (--how kill, the
  * default), _exit(3) (--how exit) or SIGSEGV raised (--how segv). Without --die-at it ends normally.
  * With --fork-ms, a child forked at step 5 (inside the window) sleeps M ms
- * and _exit(0)s: it outlives the parent's death. Prints "pid P" first and
+ * and _exit(0)s: it outlives the parent's death. With --spin, each step
+ * spins U microseconds in salvage_spin_work() in place of sleeping (for
+ * CPU samples to name). Prints "pid P" first and
  * "done N" at a normal end. Binds profhost only
  * through dlsym, so it runs the same without the host.
  */
@@ -24,6 +26,21 @@
 
 #include "prof_dl.h"
 
+/* Spins for `us` microseconds of wall time. */
+__attribute__((noinline, noipa)) double salvage_spin_work(long us)
+{
+	struct timespec a, b;
+	volatile double x = 1;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do {
+		for (int i = 0; i < 1000; i++)
+			x = x * 1.0000001 + 0.5;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	} while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
+	return x;
+}
+
 static void sleep_us(long us)
 {
 	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
@@ -36,7 +53,7 @@ int main(int argc, char **argv)
 {
 	long steps = 40, die_at = -1, us = 1000, fork_ms = -1, s;
 	const char *how = "kill";
-	int i;
+	int i, spin = 0;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
@@ -44,6 +61,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--how") && i + 1 < argc) how = argv[++i];
 		else if (!strcmp(argv[i], "--sleep-us") && i + 1 < argc) us = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--fork-ms") && i + 1 < argc) fork_ms = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--spin")) spin = 1;
 		else {
 			fprintf(stderr, "salvage_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -60,7 +78,9 @@ int main(int argc, char **argv)
 			sleep_us(fork_ms * 1000);
 			_exit(0);
 		}
-		if (us > 0)
+		if (us > 0 && spin)
+			salvage_spin_work(us);
+		else if (us > 0)
 			sleep_us(us);
 		if (s == die_at) {
 			if (!strcmp(how, "exit"))
