@@ -204,7 +204,6 @@ static void carry_ranges(struct assembler *as)
 			as->threads[i].stack[k].flags |= OPEN_CARRIED;
 }
 
-/* evbuf_visit_fn: one raw record. */
 /* True when s[0..n) is a JSON list the observer wrote: of lists of
  * integers (dims) or of plain strings (types). Anything else is not
  * written raw, so a damaged record cannot break the trace's JSON. */
@@ -276,6 +275,7 @@ static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
 		trace_arg_uint(t, TRACE_ARG_FLOPS, h.flops);
 }
 
+/* evbuf_visit_fn: one raw record. */
 static void visit(void *ctx, int32_t tid, const char *thread_name,
 		  const struct evbuf_rec *r)
 {
