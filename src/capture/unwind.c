@@ -65,6 +65,7 @@
 
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
+#include "../util/loader.h"
 
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */
 #define UNWIND_SELF_MAX 16  /* profhost frames atop a synchronous stack */
@@ -680,24 +681,11 @@ void unwind_uninstall(int signo)
 	atomic_store(&uw.owned[signo], 0);
 }
 
-/* dl_iterate_phdr callback: reads the loader's add/remove counters from
- * the first module and stops. */
-static int loader_counts(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	unsigned long long *c = arg;
-
-	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-		c[0] = info->dlpi_adds;
-		c[1] = info->dlpi_subs;
-	}
-	return 1;
-}
-
 void unwind_poll_loader(void)
 {
-	unsigned long long c[2] = { 0, 0 };
+	unsigned long long c[2];
 
-	dl_iterate_phdr(loader_counts, c);
+	loader_counts(c);
 	if (c[0] != uw.adds || c[1] != uw.subs) {
 		uw.adds = c[0];
 		uw.subs = c[1];

@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../util/loader.h"
+
 static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct salv_header *mods_hdr;     /* the file last written; mods_lock */
 static unsigned long long mods_adds, mods_subs; /* the loader's, then */
@@ -32,19 +34,6 @@ static unsigned long long mods_adds, mods_subs; /* the loader's, then */
 struct mods_ctx {
 	struct salv_header *h;
 };
-
-/* dl_iterate_phdr callback: reads the loader's add/remove counters from
- * the first module and stops. */
-static int loader_counts(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	unsigned long long *c = arg;
-
-	if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
-		c[0] = info->dlpi_adds;
-		c[1] = info->dlpi_subs;
-	}
-	return 1;
-}
 
 /* True when entry `m` of h is module (path, bias). */
 static int same_module(const struct salv_header *h, const struct salv_module *m,
@@ -123,13 +112,13 @@ static int add_one(struct dl_phdr_info *info, size_t size, void *arg)
 
 void salvmods_update(struct salv_header *h)
 {
-	unsigned long long c[2] = { 0, 0 };
+	unsigned long long c[2];
 	struct mods_ctx ctx = { h };
 
 	if (!h)
 		return;
 	pthread_mutex_lock(&mods_lock);
-	dl_iterate_phdr(loader_counts, c);
+	loader_counts(c);
 	if (h != mods_hdr || c[0] != mods_adds || c[1] != mods_subs) {
 		mods_hdr = h;
 		mods_adds = c[0];
