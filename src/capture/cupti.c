@@ -1096,6 +1096,19 @@ static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
 	}
 }
 
+/* Gives the converted buffers bufs[0..n) back to CUPTI's pool and frees
+ * the list. Host thread. */
+static void pool_give_back(struct cu_done *bufs, uint32_t n)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&cu.pool.lock);
+	for (i = 0; i < n; i++)
+		cu.pool.free_idx[cu.pool.nfree++] = bufs[i].idx;
+	pthread_mutex_unlock(&cu.pool.lock);
+	free(bufs);
+}
+
 /* A window's collect: converts its records (and those kept from the last
  * one); stops CUPTI when no window lies ahead and the recorder is off.
  * Host thread. */
@@ -1106,7 +1119,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	struct cupti_conv_opts o;
 	struct cu_done *done = NULL;
 	struct carry_out next = { 0 };
-	uint32_t ndone, i, flag;
+	uint32_t ndone, flag;
 	size_t dropped = 0;
 	uint64_t lost;
 	bool last;
@@ -1162,11 +1175,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	cu.carry = next.buf;
 	cu.ncarry = next.n;
 
-	pthread_mutex_lock(&cu.pool.lock);
-	for (i = 0; i < ndone; i++)
-		cu.pool.free_idx[cu.pool.nfree++] = done[i].idx;
-	pthread_mutex_unlock(&cu.pool.lock);
-	free(done);
+	pool_give_back(done, ndone);
 
 	cu.corr_hint = c.map_n;
 	cu.prev_start = job->start_ts;
@@ -1522,11 +1531,7 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 		cu.capcarry = next.cap;
 	}
 
-	pthread_mutex_lock(&cu.pool.lock);
-	for (i = 0; i < n; i++)
-		cu.pool.free_idx[cu.pool.nfree++] = bufs[i].idx;
-	pthread_mutex_unlock(&cu.pool.lock);
-	free(bufs);
+	pool_give_back(bufs, n);
 
 	t->counters.gpu_dropped += (uint64_t)dropped + c.zero_ts;
 	log_msg(LOG_DEBUG, "recorder dump %u: %llu GPU records -> events", job->window,
