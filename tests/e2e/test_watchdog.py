@@ -213,6 +213,19 @@ class GpuInFlight(TempDirTest):
                       "now (outside capture windows)", text)
         self.assertIn("outside capture windows", page)
 
+    def test_between_windows_with_the_recorder(self):
+        # The flight recorder keeps kernel records on between windows: a hang
+        # there lists the stuck kernel too.
+        _, text, h, page = self.prof_run(
+            "prof.schedule{ wait = 50, active = 1, cycles = 1 }\n"
+            "prof.recorder{ steps = 4 }\n"
+            "prof.watchdog{ after_s = 1 }\n",
+            "--steps", "5", "--hang-at", "3", "--hang-ms", "2500")
+        gpu = h["gpu"]
+        self.assertTrue(gpu["known"], gpu)
+        self.assertEqual([k["name"] for k in gpu["in_flight"]], ["stuck_kernel"], gpu)
+        self.assertIn("`stuck_kernel` launched", text)
+
 
 GIL = """
 import ctypes, time, threading
