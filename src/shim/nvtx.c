@@ -56,7 +56,10 @@ enum {
 	LV_NAMED = 4,      /* name[] holds the name */
 	LV_REGISTERED = 8, /* reg holds the name */
 	LV_DROPPED = 16,   /* the push was dropped (buffers full): drop the pop */
-	LV_FORCED = 32     /* recorded whatever prof.capture{nvtx} says */
+	LV_FORCED = 32,    /* recorded whatever prof.capture{nvtx} says */
+	LV_HOOKED = 64     /* the push hook pushed an id: the pop hook pops it,
+			      recorded or not (CUPTI's per-thread stack stays
+			      balanced across windows and recorder segments) */
 };
 
 /* Start/end range ids: sequence (bits 0-31), kernel tid (32-53), the tag of
@@ -579,8 +582,13 @@ static int range_push(const struct nvtx_domain *d, const struct nvtx_msg *m,
 		pushed_at = ts;
 		uint64_t (*hook)(void) = atomic_load_explicit(&range_push_hook,
 							      memory_order_acquire);
-		uint64_t id = hook ? hook() : 0; /* external correlation id */
+		/* An external correlation id, pushed only for a tracked level
+		 * (its pop must come back to the hook). */
+		uint64_t id = hook && lv ? hook() : 0;
 		int rc;
+
+		if (id)
+			flags |= LV_HOOKED;
 
 		if (is_wide(m)) {
 			rc = append_wide(EVBUF_RANGE_PUSH, ts, m->p, id, a);
@@ -683,12 +691,12 @@ static int range_pop(const struct nvtx_domain *d, int force)
 		}
 		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), name, len, 0,
 				 evbuf_nvtx_a(d->id, category, fl));
-		if (!fl) { /* pushed in this window: the push hook ran */
-			void (*hook)(void) = atomic_load_explicit(&range_pop_hook,
-								  memory_order_acquire);
-			if (hook)
-				hook();
-		}
+	}
+	if (flags & LV_HOOKED) { /* the push hook pushed an id: pop it */
+		void (*hook)(void) = atomic_load_explicit(&range_pop_hook,
+							  memory_order_acquire);
+		if (hook)
+			hook();
 	}
 	if (i + 1 < depth) /* another domain's levels above: close the gap */
 		memmove(&t->lv[i], &t->lv[i + 1], (depth - i - 1) * sizeof *lv);
@@ -871,7 +879,7 @@ static inline int pop_quiet(uint32_t domain)
 			return -2;
 	} else {
 		lv = &me.t->lv[depth - 1];
-		if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE)))
+		if (lv->domain != domain || (lv->flags & (LV_STEP | LV_CAPTURE | LV_HOOKED)))
 			return -2;
 		me.mark = depth - 1;
 	}

@@ -746,6 +746,59 @@ static void test_open_ranges_of_other_threads(void)
 	nvtx_arm(0);
 }
 
+/* The range hooks (CUPTI's external correlation ids): a pushed id is
+ * popped exactly once, whether the pop is recorded in the same window,
+ * after the window closed, or in the next generation the flight recorder
+ * rotated to; a push outside any window pushes none. */
+static atomic_int hook_depth, hook_pushes;
+
+static uint64_t hook_push(void)
+{
+	atomic_fetch_add(&hook_depth, 1);
+	return (uint64_t)atomic_fetch_add(&hook_pushes, 1) + 1;
+}
+
+static void hook_pop(void)
+{
+	atomic_fetch_sub(&hook_depth, 1);
+}
+
+static void test_range_hooks_stay_balanced(void)
+{
+	struct trace t;
+	uint64_t gen, closed;
+
+	nvtx_set_range_hooks(hook_push, hook_pop);
+	/* Pushed in a window, popped after it closed. */
+	window_open();
+	CHECK_EQ_INT(push_a("across the end"), 0);
+	window_close(&t);
+	trace_free(&t);
+	CHECK_EQ_INT(atomic_load(&hook_depth), 1);
+	CHECK_EQ_INT(pop(), 0);
+	CHECK_EQ_INT(atomic_load(&hook_depth), 0);
+	/* Pushed in one generation, popped in the next (a rotation, no
+	 * replay). */
+	gen = evbuf_open(1u << 20);
+	CHECK(gen != 0);
+	CHECK_EQ_INT(push_a("across a rotation"), 0);
+	CHECK_EQ_INT(push_a("inner"), 1);
+	gen = evbuf_rotate(1u << 20, &closed);
+	CHECK(gen != 0);
+	CHECK_EQ_INT(pop(), 1);
+	CHECK_EQ_INT(pop(), 0);
+	CHECK_EQ_INT(atomic_load(&hook_depth), 0);
+	CHECK_EQ_INT(evbuf_close(), gen);
+	evbuf_release(closed);
+	evbuf_release(gen);
+	/* Outside any window: no id pushed, none popped. */
+	CHECK_EQ_INT(push_a("idle"), 0);
+	CHECK_EQ_INT(pop(), 0);
+	CHECK_EQ_INT(atomic_load(&hook_depth), 0);
+	CHECK_EQ_INT(atomic_load(&hook_pushes), 3);
+	nvtx_set_range_hooks(NULL, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -761,5 +814,6 @@ int main(int argc, char **argv)
 	test_step_and_capture_triggers();
 	test_concurrent_threads();
 	test_open_ranges_of_other_threads();
+	test_range_hooks_stay_balanced();
 	return check_done();
 }

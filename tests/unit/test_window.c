@@ -327,6 +327,7 @@ static void test_recorder_tells_sources(void)
 					stepping thread's ranges */
 	window_finish(&host, false); /* the process ends: the sources stop */
 	CHECK_EQ_STR(strrchr(calls, ' ') + 1, "rec0");
+	rec_free(&host.win.rec);
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
