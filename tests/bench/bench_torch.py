@@ -146,7 +146,7 @@ CAPTURE_OPS = "prof.capture { record_shapes = true }"
 # --recorder: no window either way; the recorder on or not.
 IDLE_POLICY = "-- bench_torch.py --recorder: profhost loaded, no window\n"
 RECORDER_POLICY = "-- bench_torch.py --recorder: no window, the recorder on\n" \
-    "prof.recorder { steps = 20 }\n"
+    "prof.recorder { steps = 20%s }\n"
 
 
 def count_ops(mode, tmp, trace_dir):
@@ -194,7 +194,9 @@ def run_one(mode, args, tmp, rnd):
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
                                       capture=CAPTURE_OPS if args.ops else CAPTURE))
             else:
-                f.write(RECORDER_POLICY if mode == "recorder" else IDLE_POLICY)
+                f.write(RECORDER_POLICY % ("" if args.recorder_phases else
+                                           ", phases = false")
+                        if mode == "recorder" else IDLE_POLICY)
         env["PROF_LOG"] = "quiet"
         cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--"] + cmd
     t0 = time.perf_counter()
@@ -255,6 +257,8 @@ def main():
                    help="compare the operator collectors (record_shapes on both)")
     p.add_argument("--recorder", action="store_true",
                    help="the flight recorder's cost: profhost idle vs recorder on")
+    p.add_argument("--no-phases", dest="recorder_phases", action="store_false",
+                   help="with --recorder: prof.recorder{ phases = false }")
     args = p.parse_args()
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops)
