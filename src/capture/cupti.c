@@ -1046,14 +1046,14 @@ static void carry_add(uint8_t *next, size_t *nnext, size_t cap, const CUpti_Acti
 	*nnext += step;
 }
 
-/* Calls fn(c, record) for every record: those kept from the last window,
- * then those of the completed buffers. */
-static void each_record(struct cupti_conv *c, const struct cu_done *done, uint32_t ndone,
-			void (*fn)(struct cupti_conv *, const CUpti_Activity *, void *),
-			void *arg)
+/* A visitor of records (each_carried, each_done). */
+typedef void (*record_fn)(const CUpti_Activity *r, void *arg);
+
+/* Calls fn for each record kept in cu.carry (carry_add's layout). Host
+ * thread. */
+static void each_carried(record_fn fn, void *arg)
 {
 	size_t off = 0;
-	uint32_t i;
 
 	while (off < cu.ncarry) {
 		const CUpti_Activity *r = (const void *)(cu.carry + off);
@@ -1061,22 +1061,37 @@ static void each_record(struct cupti_conv *c, const struct cu_done *done, uint32
 
 		if (!size)
 			break;
-		fn(c, r, arg);
+		fn(r, arg);
 		off += (size + 7) & ~(size_t)7;
 	}
+}
+
+/* Calls fn for each record of the completed buffers done[0..ndone). Host
+ * thread. */
+static void each_done(const struct cu_done *done, uint32_t ndone, record_fn fn, void *arg)
+{
+	uint32_t i;
+
 	for (i = 0; i < ndone; i++) {
 		uint8_t *buf = cu.pool.base + (size_t)done[i].idx * cu.pool.buf_size;
 		CUpti_Activity *r = NULL;
 
 		while (cu.fn.ActivityGetNextRecord(buf, done[i].valid, &r) == CUPTI_SUCCESS)
-			fn(c, r, arg);
+			fn(r, arg);
 	}
 }
 
-static void scan_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
+/* Calls fn for every record of a window: those kept from the last one,
+ * then those of the completed buffers. */
+static void each_record(const struct cu_done *done, uint32_t ndone, record_fn fn, void *arg)
 {
-	(void)arg;
-	cupti_conv_scan(c, r);
+	each_carried(fn, arg);
+	each_done(done, ndone, fn, arg);
+}
+
+static void scan_one(const CUpti_Activity *r, void *arg)
+{
+	cupti_conv_scan(arg, r);
 }
 
 struct carry_out {
@@ -1084,13 +1099,20 @@ struct carry_out {
 	size_t n, cap;
 };
 
-static void add_one(struct cupti_conv *c, const CUpti_Activity *r, void *arg)
-{
-	struct carry_out *o = arg;
+/* add_one's argument: the converter, and where later records go (NULL:
+ * counted as dropped). */
+struct add_ctx {
+	struct cupti_conv *c;
+	struct carry_out *o;
+};
 
-	if (cupti_conv_add(c, r) == CUPTI_ROUTE_LATER) {
-		if (o)
-			carry_add(o->buf, &o->n, o->cap, r);
+static void add_one(const CUpti_Activity *r, void *arg)
+{
+	struct add_ctx *a = arg;
+
+	if (cupti_conv_add(a->c, r) == CUPTI_ROUTE_LATER) {
+		if (a->o)
+			carry_add(a->o->buf, &a->o->n, a->o->cap, r);
 		else
 			cu.carry_dropped++;
 	}
@@ -1167,8 +1189,10 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	cu.capcarry = next.buf ? next.cap : 0;
 	cu.carry_dropped = 0;
 	if (cupti_conv_init(&c, t, &o) == 0) {
-		each_record(&c, done, ndone, scan_one, NULL);
-		each_record(&c, done, ndone, add_one, next.buf ? &next : NULL);
+		struct add_ctx a = { &c, next.buf ? &next : NULL };
+
+		each_record(done, ndone, scan_one, &c);
+		each_record(done, ndone, add_one, &a);
 		cupti_conv_finish(&c);
 	}
 	free(cu.carry);
@@ -1385,6 +1409,22 @@ static int rec_set_add(struct rec_set *s, const CUpti_Activity *r, bool carried)
 	return 0;
 }
 
+/* gather_one's argument: the set, whether the records come from
+ * cu.carry, and the first failure (then nothing more is added). */
+struct gather_ctx {
+	struct rec_set *s;
+	bool carried;
+	int rc;
+};
+
+static void gather_one(const CUpti_Activity *r, void *arg)
+{
+	struct gather_ctx *g = arg;
+
+	if (g->rc == 0)
+		g->rc = rec_set_add(g->s, r, g->carried);
+}
+
 /* Gathers the dump's records: the EVBUF_CUPTI records of `t` (its
  * segments), those of the buffers bufs[0..n), and those kept in cu.carry
  * (delivered through a window's done list, maybe after the dump took its
@@ -1393,35 +1433,21 @@ static int rec_set_add(struct rec_set *s, const CUpti_Activity *r, bool carried)
 static int rec_gather(struct rec_set *s, const struct trace *t,
 		      const struct cu_done *bufs, uint32_t n)
 {
+	struct gather_ctx g = { s, false, 0 };
 	const struct trace_raw *r;
-	size_t off = 0, size;
-	uint32_t i;
+	size_t off = 0;
 
 	while ((r = trace_raw_next(t, &off)) != NULL) {
 		const CUpti_Activity *a = (const void *)(r + 1);
 
 		if (r->kind == EVBUF_CUPTI && r->len >= sizeof *a &&
-		    r->len == cupti_record_size(a->kind) && rec_set_add(s, a, false) != 0)
-			return -1;
+		    r->len == cupti_record_size(a->kind))
+			gather_one(a, &g);
 	}
-	for (i = 0; i < n; i++) {
-		uint8_t *buf = cu.pool.base + (size_t)bufs[i].idx * cu.pool.buf_size;
-		CUpti_Activity *a = NULL;
-
-		while (cu.fn.ActivityGetNextRecord(buf, bufs[i].valid, &a) == CUPTI_SUCCESS)
-			if (rec_set_add(s, a, false) != 0)
-				return -1;
-	}
-	for (off = 0; off < cu.ncarry; off += (size + 7) & ~(size_t)7) {
-		const CUpti_Activity *a = (const void *)(cu.carry + off);
-
-		size = cupti_record_size(a->kind);
-		if (!size)
-			break;
-		if (rec_set_add(s, a, true) != 0)
-			return -1;
-	}
-	return 0;
+	each_done(bufs, n, gather_one, &g);
+	g.carried = true;
+	each_carried(gather_one, &g);
+	return g.rc;
 }
 
 static void rec_set_free(struct rec_set *s)
