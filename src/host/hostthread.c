@@ -216,16 +216,15 @@ static void log_drops(struct host *h, uint32_t window, const struct trace_counte
 			(unsigned long long)c->windows_skipped, window);
 }
 
-/* A window skipped because the queue was full: its pool goes back and the
- * capture sources still collect it (they keep per-window state), into a
- * trace nobody writes. Host thread. */
+/* A window or dump skipped because the queue was full: its pools go back
+ * and the capture sources still collect it (they keep state per window,
+ * and per dump since capture_ops.dump_taken: CUPTI keeps its buffers for
+ * the dump's collect), into a trace nobody writes. Host thread. */
 static void skip_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
 
 	release_job(h, job);
-	if (job->dump)
-		return; /* the capture sources never saw it open */
 	if (trace_init(&t) != 0)
 		return;
 	fill_meta(h, job, &t);
