@@ -1321,9 +1321,8 @@ static bool rec_buffer(uint8_t *buffer, size_t valid)
 /* capture_ops.dump_taken: a recorder dump is taking its segments, before
  * they close (stepping thread or the dumping thread, window lock held):
  * buffers completed from now on stay on the done list for its collect. */
-static void cu_dump_taken(int64_t end_ts)
+static void cu_dump_taken(void)
 {
-	(void)end_ts;
 	atomic_fetch_add(&cu.dumping, 1);
 }
 

@@ -230,13 +230,13 @@ void capture_recorder_all(uint64_t gen)
 			capture_sources[i]->recorder(gen);
 }
 
-void capture_dump_taken_all(int64_t end_ts)
+void capture_dump_taken_all(void)
 {
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
 		if ((capture_on >> i & 1) && capture_sources[i]->dump_taken)
-			capture_sources[i]->dump_taken(end_ts);
+			capture_sources[i]->dump_taken();
 }
 
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)

@@ -68,8 +68,9 @@
  *                 it cannot say (g->note says why: GPU capture off, CUPTI
  *                 not recording outside windows, ...). Host thread; may
  *                 flush the source's buffers, never blocks on the GPU.
- *   dump_taken    a recorder dump is taking the recorder's segments (its
- *                 steps end at `end_ts`), before they close; its collect
+ *   dump_taken    a recorder dump is taking the recorder's segments,
+ *                 before they close; its collect (or, when the dump is
+ *                 skipped, a collect into a trace nobody writes)
  *                 follows on the host thread (what a source delivers into
  *                 the ring from now on lands in later segments: CUPTI
  *                 keeps its buffers for that collect). Any thread asking
@@ -197,7 +198,7 @@ struct capture_ops {
 	bool (*ended)(void);
 	void (*recorder)(uint64_t gen);
 	int (*hang_gpu)(struct capture_gpu_hang *g);
-	void (*dump_taken)(int64_t end_ts);
+	void (*dump_taken)(void);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -225,7 +226,7 @@ void capture_step_all(const struct capture_step *s);
 void capture_explicit_step_all(void);
 void capture_cuda_inject_all(void);
 void capture_recorder_all(uint64_t gen);
-void capture_dump_taken_all(int64_t end_ts);
+void capture_dump_taken_all(void);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source

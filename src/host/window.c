@@ -643,7 +643,7 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	struct rec_dump d;
 
 	*job = NULL;
-	capture_dump_taken_all(now); /* before the segments close */
+	capture_dump_taken_all(); /* before the segments close */
 	rec_close_segment(h);
 	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) != 0)
 		return err_set(e, "out of memory");

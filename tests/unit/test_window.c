@@ -150,9 +150,9 @@ void capture_recorder_all(uint64_t gen)
 	note("rec%llu", (unsigned long long)gen);
 }
 
-void capture_dump_taken_all(int64_t end_ts)
+void capture_dump_taken_all(void)
 {
-	(void)end_ts; /* not part of the sequences these tests check */
+	/* not part of the sequences these tests check */
 }
 
 void capture_step_all(const struct capture_step *s)
