@@ -1656,7 +1656,7 @@ static int cu_hang_gpu(struct capture_gpu_hang *g)
 			why = "no memory for the table of kernels in flight";
 		else if (!atomic_load(&cu.track))
 			why = "CUPTI is not recording kernels now (outside capture windows): "
-			      "the kernels in flight are known only inside a window";
+			      "the kernels in flight are known inside a window or with prof.recorder{}";
 	}
 	pthread_mutex_unlock(&cu.lock);
 	if (why) {
