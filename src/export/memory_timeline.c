@@ -172,20 +172,6 @@ static void fmt_bytes(char *buf, size_t size, int64_t b)
 	snprintf(buf, size, "%s%.*f %s", b < 0 ? "-" : "", *u == 'B' ? 0 : 1, v, u);
 }
 
-/* Appends text with <, >, &, " escaped. */
-static void put_html(struct textbuf *tb, const char *s)
-{
-	for (; s && *s; s++) {
-		switch (*s) {
-		case '<': textbuf_puts(tb, "&lt;"); break;
-		case '>': textbuf_puts(tb, "&gt;"); break;
-		case '&': textbuf_puts(tb, "&amp;"); break;
-		case '"': textbuf_puts(tb, "&quot;"); break;
-		default: textbuf_add(tb, s, 1);
-		}
-	}
-}
-
 /* One device's step chart as inline SVG. */
 static void put_chart(struct textbuf *tb, const struct memory_timeline *m,
 		      const struct memory_series *s)
@@ -246,7 +232,7 @@ int memory_timeline_write_html(const struct memory_timeline *m, const struct tra
 		 (unsigned long long)t->meta.first_step, (unsigned long long)t->meta.last_step);
 	textbuf_init(&tb);
 	textbuf_puts(&tb, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
-	put_html(&tb, title);
+	textbuf_put_html(&tb, title);
 	textbuf_puts(&tb, "</title>\n<style>\n"
 		     "body{font:14px sans-serif;margin:24px;color:#222}\n"
 		     "svg{display:block;margin:8px 0 24px;background:#fafafa}\n"
@@ -256,7 +242,7 @@ int memory_timeline_write_html(const struct memory_timeline *m, const struct tra
 		     "circle.peak{fill:#d62728}\ntext.peak{fill:#d62728;font-weight:bold}\n"
 		     "table{border-collapse:collapse}td,th{padding:2px 12px;text-align:right}\n"
 		     "</style></head><body>\n<h1>");
-	put_html(&tb, title);
+	textbuf_put_html(&tb, title);
 	textbuf_puts(&tb, "</h1>\n<p>Bytes allocated with CUDA (cudaMalloc and friends, "
 		     "from CUPTI) over the window, per device. Blocks allocated before "
 		     "the window are not counted.</p>\n<table><tr><th>Device</th><th>Peak</th>"
