@@ -16,6 +16,7 @@
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
+#include "../util/grow.h"
 #include "salvage_read.h"
 
 /* The file salvage_build() drains (see the header: one at a time). */
@@ -49,13 +50,10 @@ static int names_load(const struct salv_header *hd)
 		if (r.len > used - off - sizeof r ||
 		    (r.kind != SALV_NAME_DOMAIN && r.kind != SALV_NAME_CATEGORY))
 			break;
-		if (salvage_nnames == cap) {
-			cap = cap ? cap * 2 : 64;
-			p = realloc(salvage_names, cap * sizeof *p);
-			if (!p)
-				return -1;
-			salvage_names = p;
-		}
+		p = grow_array(salvage_names, &cap, salvage_nnames + 1, sizeof *p, 64);
+		if (!p)
+			return -1;
+		salvage_names = p;
 		p = &salvage_names[salvage_nnames];
 		p->kind = r.kind;
 		p->domain = r.domain;
@@ -379,9 +377,7 @@ static bool module_same_file(const struct salv_module *m, const char *path)
 /* Appends `s` to the trace's notes line being built in buf[size]. */
 static void note_append(char *buf, size_t size, const char *s)
 {
-	size_t n = strlen(buf);
-
-	size_t k = strlen(s);
+	size_t n = strlen(buf), k = strlen(s);
 
 	if (k > size - 1 - n)
 		k = size - 1 - n;
