@@ -11,6 +11,7 @@
 #include "trace.h"
 
 #include "bigalloc.h"
+#include "../util/grow.h"
 #include "../util/htab.h"
 
 #include <stdio.h>
@@ -111,17 +112,10 @@ int trace_add_raw(struct trace *t, uint16_t kind, int64_t ts, const void *p,
 	struct trace_raw h = { kind, 0, len, ts };
 	uint8_t *raw;
 
-	if (t->nraw + step > t->cap_raw) {
-		size_t cap = t->cap_raw ? t->cap_raw : 64 * 1024;
-
-		while (cap < t->nraw + step)
-			cap *= 2;
-		raw = realloc(t->raw, cap);
-		if (!raw)
-			return -1;
-		t->raw = raw;
-		t->cap_raw = cap;
-	}
+	raw = grow_array(t->raw, &t->cap_raw, t->nraw + step, 1, 64 * 1024);
+	if (!raw)
+		return -1;
+	t->raw = raw;
 	memcpy(t->raw + t->nraw, &h, sizeof h);
 	memcpy(t->raw + t->nraw + sizeof h, p, len);
 	t->nraw += step;
