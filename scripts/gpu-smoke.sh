@@ -8,6 +8,8 @@
 #   1. examples/cuda_app.cu, the native program;
 #   2. a PyTorch CUDA training loop, when `python3 -c "import torch"` finds
 #      a CUDA-capable torch (skipped, and said, otherwise);
+#   2b. examples/cuda_app.cu again with no window and the flight recorder
+#      on, dumping at step 12: the dump holds the GPU work of its steps;
 #   3. examples/train.py (no profhost import) with record_shapes and
 #      with_flops: optimizer steps, phases, torch's operator events (aten::
 #      cpu_op with Input Dims, from profhost's RecordFunction observer) in
@@ -48,6 +50,22 @@ if "$prof" run -s "$tmp/policy.lua" -o "$tmp/native" -- "$build/bin/cuda_app" 20
         --range forward --nvtx-range nvtx_forward || status=1
 else
     echo "FAIL cuda_app exited with $?"
+    status=1
+fi
+
+echo "==== examples/cuda_app.cu, the flight recorder's dump (no window)"
+cat > "$tmp/recorder.lua" <<'EOF'
+prof.recorder { steps = 6 }
+prof.on_step(function(s)
+  if s.step == 12 then prof.dump { steps = 3, reason = "gpu-smoke" } end
+end)
+EOF
+if "$prof" run -s "$tmp/recorder.lua" -o "$tmp/recorder" -- "$build/bin/cuda_app" 20; then
+    python3 scripts/gpu_smoke_check.py "$tmp/recorder" --dumps --copies \
+        --kernel saxpy --kernel block_sum --kernel scale \
+        --range forward --nvtx-range nvtx_forward || status=1
+else
+    echo "FAIL cuda_app with the recorder exited with $?"
     status=1
 fi
 

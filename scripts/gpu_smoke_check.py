@@ -2,7 +2,7 @@
 """Checks the GPU side of profhost traces (used by scripts/gpu-smoke.sh).
 
     gpu_smoke_check.py OUT_DIR --kernel NAME_PART [--kernel ...] [--range NAME]
-                       [--nvtx-range NAME] [--copies] [--min-windows N]
+                       [--nvtx-range NAME] [--copies] [--min-windows N] [--dumps]
 
 Looks at every window under OUT_DIR and fails (exit 1, one line per problem)
 unless each window has: kernels whose names contain each NAME_PART; copies in
@@ -11,7 +11,9 @@ CUDA API call to every kernel it launched; GPU tracks named; the device's
 properties; no GPU records dropped; and, for each --range, a
 gpu_user_annotation span of that name covering kernels launched inside it.
 --nvtx-range checks a range recorded through NVTX the same way, and only
-warns when NVTX capture is not in this build. Standard library only.
+warns when NVTX capture is not in this build. --dumps checks the flight
+recorder's dumps (recorder<K>_steps<a>-<b>) instead of the windows, and
+--min-windows counts them. Standard library only.
 """
 import argparse
 import glob
@@ -92,8 +94,10 @@ def main():
     p.add_argument("--nvtx-range", action="append", default=[])
     p.add_argument("--copies", action="store_true")
     p.add_argument("--min-windows", type=int, default=1)
+    p.add_argument("--dumps", action="store_true")
     a = p.parse_args()
-    dirs = sorted(glob.glob(os.path.join(a.out, "*", "rank*", "window*_steps*")))
+    dirs = sorted(glob.glob(os.path.join(a.out, "*", "rank*",
+                                         "recorder*_steps*" if a.dumps else "window*_steps*")))
     if len(dirs) < a.min_windows:
         print("FAIL %s: %d window(s), expected at least %d" % (a.out, len(dirs), a.min_windows))
         return 1
