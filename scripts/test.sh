@@ -3,12 +3,14 @@
 # as errors (-DPROFHOST_WERROR=ON), each tested under one `ctest`:
 #   default (RelWithDebInfo)  everything: C unit tests, Lua specs, end-to-end
 #   Release (-O3)             everything but the Python and torch
-#   CPU-only                  end-to-end tests (keeps CI within its 30
-#                             minutes): Release differs from the default
-#                             build by the optimizer, which the C tests
-#                             reach the same way; CPU-only by the CUPTI
-#                             source, which the Python bridge never
-#                             reaches without a GPU
+#   CPU-only                  everything but the Python and torch
+#                             end-to-end tests, the CPU stacks and the
+#                             REPL (keeps CI within its 30 minutes):
+#                             Release differs from the default build by
+#                             the optimizer, which the C tests reach the
+#                             same way; CPU-only by the CUPTI source, which
+#                             the Python bridge, the sampler and the REPL
+#                             never reach without a GPU
 #   ASan + UBSan              everything
 #   ThreadSanitizer           the C unit tests (but two labelled no_tsan,
 #                             which test what TSan changes) and the
@@ -52,7 +54,7 @@ run_suite() {
 run_suite "default build" build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 no_python="-E e2e_python|e2e_torch_ops|e2e_install_python"
 run_suite "Release build" build-test-release "$no_python" -DCMAKE_BUILD_TYPE=Release
-run_suite "CPU-only build (PROFHOST_CUDA=OFF)" build-test-cpu "$no_python" \
+run_suite "CPU-only build (PROFHOST_CUDA=OFF)" build-test-cpu "-E e2e_python|e2e_torch_ops|e2e_install_python|e2e_stacks|e2e_repl" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROFHOST_CUDA=OFF
 run_suite "ASan+UBSan build" build-test-asan "" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPROFHOST_SANITIZE=address,undefined
