@@ -1,9 +1,10 @@
 /*
  * hang_app — a loop that stalls, for the hang watchdog's end-to-end tests.
  *
- *   hang_app [--steps N] [--hang-at S] [--hang-ms M] [--helper]
+ *   hang_app [--steps N] [--step-ms T] [--hang-at S] [--hang-ms M] [--helper]
  *
- * Each step pushes "work", sleeps 2 ms, pops it and calls prof_step().
+ * Each step pushes "work", sleeps T ms (default 2), pops it and calls
+ * prof_step().
  * Step S (default 5) pushes "allreduce" inside "work" and sleeps M ms
  * (default 3000) there: no step boundary comes meanwhile. With --helper a
  * second thread ("loader") sits inside range "fetch" the whole time. The
@@ -47,12 +48,13 @@ static void *loader(void *arg)
 
 int main(int argc, char **argv)
 {
-	long steps = 10, hang_at = 5, hang_ms = 3000, s;
+	long steps = 10, step_ms = 2, hang_at = 5, hang_ms = 3000, s;
 	int i, helper = 0;
 	pthread_t t;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--step-ms") && i + 1 < argc) step_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--hang-at") && i + 1 < argc) hang_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--hang-ms") && i + 1 < argc) hang_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--helper")) helper = 1;
@@ -66,7 +68,7 @@ int main(int argc, char **argv)
 		return 1;
 	for (s = 0; s < steps; s++) {
 		p_push("work");
-		sleep_ms(2);
+		sleep_ms(step_ms);
 		if (s == hang_at) {
 			p_push("allreduce");
 			stall_here(hang_ms);
