@@ -64,10 +64,8 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	unsigned formats = (f->hd->flags & SALV_F_REPORT_TEXT ? POLICY_REPORT_TEXT : 0) |
 			   (f->hd->flags & SALV_F_REPORT_HTML ? POLICY_REPORT_HTML : 0);
 	struct policy_opts po = { 0 };
-	struct policy_report rep = { 0 };
-	struct policy_trace pt;
 	struct policy *p;
-	char lua_dir[PATH_MAX];
+	char lua_dir[PATH_MAX], *findings;
 	int rc = 0;
 
 	if (!formats)
@@ -79,23 +77,11 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	p = policy_load(&po, e);
 	if (!p)
 		return -1;
-	res->files[res->nfiles] = NULL;
-	pt.trace = t;
-	pt.dir = res->dir;
-	pt.out = &res->out;
-	pt.files = (const char *const *)res->files;
-	if (policy_report_window(p, &pt, formats, false, &rep, e) != POLICY_OK)
+	if (policy_write_reports(p, t, res, formats, &findings, e) != POLICY_OK)
 		rc = -1;
-	if (rc == 0 && rep.text && export_text_file(res, "report.txt", rep.text, e) != 0)
-		rc = -1;
-	if (rc == 0 && rep.html && export_text_file(res, "report.html", rep.html, e) != 0)
-		rc = -1;
-	if (rc == 0 && rep.modules &&
-	    export_text_file(res, "modules.txt", rep.modules, e) != 0)
-		rc = -1;
-	if (rc == 0 && rep.findings && rep.findings[0] && t->meta.rank == 0)
-		fputs(rep.findings, stderr);
-	policy_report_free(&rep);
+	else if (findings && findings[0] && t->meta.rank == 0)
+		fputs(findings, stderr);
+	free(findings); /* NULL after a failure */
 	policy_free(p);
 	return rc;
 }

@@ -100,32 +100,20 @@ static void release_job(struct host *h, const struct host_job *job)
 static void run_builtin_reports(struct host *h, const struct trace *t,
 				struct export_result *res)
 {
-	struct policy_trace pt;
-	struct policy_report rep;
 	unsigned formats = (h->cfg->export.report_text ? POLICY_REPORT_TEXT : 0) |
 			   (h->cfg->export.report_html ? POLICY_REPORT_HTML : 0);
+	char *findings;
 	struct err e;
 
 	if (!formats || !h->policy)
 		return;
-	res->files[res->nfiles] = NULL;
-	pt.trace = t;
-	pt.dir = res->dir;
-	pt.out = &res->out;
-	pt.files = (const char *const *)res->files;
-	if (policy_report_window(h->policy, &pt, formats, false, &rep, &e) != POLICY_OK) {
+	if (policy_write_reports(h->policy, t, res, formats, &findings, &e) != POLICY_OK) {
 		host_fail(h, &e);
 		return;
 	}
-	if (rep.text && export_text_file(res, "report.txt", rep.text, &e) != 0)
-		host_fail(h, &e);
-	if (rep.html && export_text_file(res, "report.html", rep.html, &e) != 0)
-		host_fail(h, &e);
-	if (rep.modules && export_text_file(res, "modules.txt", rep.modules, &e) != 0)
-		host_fail(h, &e);
-	if (rep.findings && rep.findings[0])
-		log_text(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, rep.findings);
-	policy_report_free(&rep);
+	if (findings && findings[0])
+		log_text(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, findings);
+	free(findings);
 }
 
 /* Runs a host-thread hook; a busy VM (REPL, another report) is waited for. */

@@ -33,6 +33,7 @@
 
 struct trace;
 struct outdir;
+struct export_result;
 
 /* The configuration a policy produced, after validation and --set. Strings
  * are owned by the policy; NULL means "not set". */
@@ -354,6 +355,19 @@ enum policy_status policy_report_window(struct policy *p,
 					unsigned formats, bool keep,
 					struct policy_report *out,
 					struct err *e);
+
+/*
+ * Runs the built-in reports on trace t, written as the window folder
+ * *res describes, and adds report.txt, report.html and modules.txt (when
+ * the window holds nn.Module calls) to it as `formats` asks: the one way
+ * the host thread and `prof salvage` add them. On success *findings gets
+ * the plain-words findings (malloc'd or NULL: the caller prints and frees
+ * them). Returns POLICY_OK, or POLICY_ERROR with *e set (files written
+ * before the failure stay; *findings NULL). Same threads as above.
+ */
+enum policy_status policy_write_reports(struct policy *p, const struct trace *t,
+					struct export_result *res, unsigned formats,
+					char **findings, struct err *e);
 
 /* Renders the run report (ranks, stragglers) over every window kept since
  * the last call, then forgets them. Same contract as above. */

@@ -10,6 +10,7 @@
 #include <lua.h>
 
 #include "../events/clock.h"
+#include "../export/export.h"
 #include "../util/log.h"
 #include "policy_internal.h"
 #include "sandbox.h"
@@ -414,6 +415,39 @@ enum policy_status policy_report_window(struct policy *p,
 		return POLICY_ERROR;
 	}
 	return report_common(p, &rc, e);
+}
+
+enum policy_status policy_write_reports(struct policy *p, const struct trace *t,
+					struct export_result *res, unsigned formats,
+					char **findings, struct err *e)
+{
+	static const char *const names[] = { "report.txt", "report.html", "modules.txt" };
+	struct policy_report rep;
+	struct policy_trace pt;
+	const char *texts[3];
+	size_t i;
+
+	*findings = NULL;
+	res->files[res->nfiles] = NULL;
+	pt.trace = t;
+	pt.dir = res->dir;
+	pt.out = &res->out;
+	pt.files = (const char *const *)res->files;
+	if (policy_report_window(p, &pt, formats, false, &rep, e) != POLICY_OK)
+		return POLICY_ERROR;
+	texts[0] = rep.text;
+	texts[1] = rep.html;
+	texts[2] = rep.modules;
+	for (i = 0; i < 3; i++) {
+		if (texts[i] && export_text_file(res, names[i], texts[i], e) != 0) {
+			policy_report_free(&rep);
+			return POLICY_ERROR;
+		}
+	}
+	*findings = rep.findings;
+	rep.findings = NULL;
+	policy_report_free(&rep);
+	return POLICY_OK;
 }
 
 enum policy_status policy_report_run(struct policy *p, unsigned formats,
