@@ -249,7 +249,14 @@ class AttachToC(ReplTest):
         # The target kept stepping meanwhile (the machine may be shared: the
         # bounds are loose), and afterwards at its old rate.
         self.assertGreater(b - a, before * took * 0.25, (before, took, b - a))
-        after = max(self.rate(t.pid) for _ in range(3))
+        # Up to six 1 s readings, the best counted: a burst of load on a
+        # shared machine (102 steps/s against 177 before was seen) is not
+        # the lasting slow-down this looks for.
+        after = 0
+        for _ in range(6):
+            after = max(after, self.rate(t.pid))
+            if after > before * 0.6:
+                break
         self.assertGreater(after, before * 0.6, (before, after))
         # A pcall cannot hide it either.
         r = self.attach(t.pid, "while true do pcall(function() while true do end end) end")
