@@ -1300,6 +1300,8 @@ static void rec_salvage_names(const CUpti_Activity *r, size_t size)
 {
 	const char *name = NULL;
 
+	if (!cu.h->salvage_gpu)
+		return;
 	switch (r->kind) {
 	case CUPTI_ACTIVITY_KIND_KERNEL:
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {

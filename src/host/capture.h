@@ -132,7 +132,7 @@ struct capture_host {
 	/* Keeps a name the flight recorder's raw GPU records use in the
 	 * salvage file (enum salv_gpu_kind, src/shim/salvfile.h), so that
 	 * `prof salvage` can name them (host.h's salvage_gpu_name). Any
-	 * thread; takes a lock of its own. */
+	 * thread; takes a lock of its own. NULL: names are not kept. */
 	void (*salvage_gpu)(unsigned kind, uint64_t key, const void *rec, size_t rlen,
 			    const char *text);
 };
