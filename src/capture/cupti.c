@@ -48,6 +48,7 @@
 
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
+#include "../shim/salvfile.h"
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
@@ -1270,6 +1271,73 @@ static void rec_keep_device(const CUpti_ActivityDevice5 *d)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* The names already in the salvage file (salvage_gpu): a direct-mapped
+ * table of (kind << 56 ^ key), 0: empty. A name whose entry was taken
+ * by another is written again when next seen (the file's area bounds
+ * that). Relaxed: two threads may both write a name, which is harmless. */
+#define REC_NAMED 4096
+static _Atomic uint64_t rec_named[REC_NAMED];
+
+/* Whether name (kind, key) is in the file already; if not, marks it so
+ * (the caller writes it now). Any thread. */
+static bool rec_name_seen(unsigned kind, uint64_t key)
+{
+	uint64_t tag = (uint64_t)kind << 56 ^ key;
+	size_t i = (size_t)((tag * 0x9E3779B97F4A7C15ull) >> 52) & (REC_NAMED - 1);
+
+	if (atomic_load_explicit(&rec_named[i], memory_order_relaxed) == tag)
+		return true;
+	atomic_store_explicit(&rec_named[i], tag, memory_order_relaxed);
+	return false;
+}
+
+/* Keeps in the salvage file the names record `r` refers to by pointer
+ * or callback id (a kernel's name, an API call's, a device and its
+ * name), the first time each is seen, so that `prof salvage` can name
+ * the records a dead process left in its ring. CUPTI's thread (or the
+ * host thread's flush); no lock held. */
+static void rec_salvage_names(const CUpti_Activity *r, size_t size)
+{
+	const char *name = NULL;
+
+	if (!cu.h->salvage_gpu)
+		return;
+	switch (r->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)r;
+
+		if (k->name && !rec_name_seen(SALV_GPU_KERNEL, (uintptr_t)k->name))
+			cu.h->salvage_gpu(SALV_GPU_KERNEL, (uintptr_t)k->name, NULL, 0,
+					  k->name);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER: {
+		const CUpti_ActivityAPI *a = (const void *)r;
+		bool drv = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+		uint64_t key = (uint64_t)drv << 32 | a->cbid;
+
+		if (rec_name_seen(SALV_GPU_API, key))
+			break;
+		if (cu.fn.GetCallbackName(drv ? CUPTI_CB_DOMAIN_DRIVER_API
+					  : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid,
+					  &name) == CUPTI_SUCCESS && name)
+			cu.h->salvage_gpu(SALV_GPU_API, key, NULL, 0, name);
+		break;
+	}
+	case CUPTI_ACTIVITY_KIND_DEVICE: {
+		const CUpti_ActivityDevice5 *d = (const void *)r;
+
+		if (!rec_name_seen(SALV_GPU_DEVICE, d->id))
+			cu.h->salvage_gpu(SALV_GPU_DEVICE, d->id, r, size, d->name);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
 /* Appends every record of buffer[0..valid) to the open segment. CUPTI's
  * thread (or the host thread's flush); no lock held. */
 static void rec_append(uint8_t *buffer, size_t valid, int64_t now)
@@ -1283,6 +1351,7 @@ static void rec_append(uint8_t *buffer, size_t valid, int64_t now)
 			continue; /* a kind profhost does not read */
 		if (r->kind == CUPTI_ACTIVITY_KIND_DEVICE)
 			rec_keep_device((const CUpti_ActivityDevice5 *)(const void *)r);
+		rec_salvage_names(r, size);
 		/* Dropped and counted by the ring when it is full. */
 		cu.h->shim->evbuf_append_raw(EVBUF_CUPTI, now, r, (uint32_t)size, 0, 0);
 	}

@@ -33,7 +33,8 @@ void cli_salvage_help(FILE *out)
 		"or the flight recorder's last steps) when it died of SIGKILL or ended\n"
 		"in _exit(): a window folder under the run's rank folder, as the\n"
 		"process would have written it, marked \"salvaged\" in summary.txt and\n"
-		"the trace's metadata. Then removes the file. `prof run` does this by\n"
+		"the trace's metadata, GPU work from the recorder's CUPTI records\n"
+		"included. Then removes the file. `prof run` does this by\n"
 		"itself; this is for processes started without it (the files are\n"
 		"/dev/shm/profhost-<pid>-<time>.salvage, or in PROF_SALVAGE_DIR).\n",
 		cli_salvage_synopsis);

@@ -114,6 +114,7 @@ void capture_init_all(struct host *h)
 	ch->finishing = host_finishing;
 	ch->own_thread = host_own_thread;
 	ch->dump = host_dump;
+	ch->salvage_gpu = salvage_gpu_name;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 

@@ -129,6 +129,12 @@ struct capture_host {
 	 * refused (the recorder is off, a window records, ...; said at debug
 	 * level only). Any thread; not from a window callback. */
 	int (*dump)(void *ctx, const char *reason);
+	/* Keeps a name the flight recorder's raw GPU records use in the
+	 * salvage file (enum salv_gpu_kind, src/shim/salvfile.h), so that
+	 * `prof salvage` can name them (host.h's salvage_gpu_name). Any
+	 * thread; takes a lock of its own. NULL: names are not kept. */
+	void (*salvage_gpu)(unsigned kind, uint64_t key, const void *rec, size_t rlen,
+			    const char *text);
 };
 
 /* A step boundary, as capture_ops.step sees it. */

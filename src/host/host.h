@@ -335,6 +335,15 @@ void salvage_publish(struct host *h);
 void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur,
 		  int32_t tid);
 
+/* Keeps a GPU name the flight recorder's raw CUPTI records use (kind:
+ * enum salv_gpu_kind; key and bytes as salvfile.h says; rec[0, rlen): a
+ * DEVICE record, else rlen 0) in the file, so that a salvage can name
+ * them; one that does not fit is counted (gpu_lost); without a file,
+ * nothing. Any thread (CUPTI's buffer callbacks); takes a lock of its
+ * own, never allocates. */
+void salvage_gpu_name(unsigned kind, uint64_t key, const void *rec, size_t rlen,
+		     const char *text);
+
 /* What the file held was written (or the process ends cleanly), or a
  * signal's exit path ran, which wrote what it was set to write (salvage is
  * for what no exit path sees: SIGKILL, _exit, signals profhost does not

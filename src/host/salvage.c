@@ -5,6 +5,8 @@
  * `prof salvage` can write the recording of a process that died of
  * SIGKILL or ended in _exit() (docs/recorder.md).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +16,11 @@
 #include "host.h"
 
 #define SALVAGE_DEFAULT_DIR "/dev/shm"
+
+/* The header the GPU names go to (h->salv, published for CUPTI's
+ * thread), and the lock their writers share. */
+static _Atomic(struct salv_header *) gpu_hdr;
+static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Copies `src` into dst[size], cut and NUL-ended. */
 static void copy_text(char *dst, size_t size, const char *src)
@@ -56,6 +63,7 @@ void salvage_ensure(struct host *h)
 	copy_text(hd->run_id, sizeof hd->run_id, h->run_id);
 	atomic_store_explicit(&hd->ident_ok, 1, memory_order_release);
 	h->salv = hd;
+	atomic_store_explicit(&gpu_hdr, hd, memory_order_release);
 	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
 }
 
@@ -127,6 +135,40 @@ void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur, int32_
 	s->dur = dur;
 	s->tid = tid;
 	atomic_store_explicit(&hd->nsteps, n + 1, memory_order_release);
+}
+
+void salvage_gpu_name(unsigned kind, uint64_t key, const void *rec, size_t rlen,
+		     const char *text)
+{
+	struct salv_header *hd = atomic_load_explicit(&gpu_hdr, memory_order_acquire);
+	struct salv_gpu_name r;
+	size_t len = text ? strnlen(text, SALV_GPU_NAME_MAX) : 0;
+	uint32_t used, need;
+
+	if (!hd)
+		return;
+	if (rlen > UINT16_MAX)
+		rlen = 0;
+	need = (uint32_t)((sizeof r + rlen + len + 7) & ~(size_t)7);
+	pthread_mutex_lock(&gpu_lock);
+	used = atomic_load_explicit(&hd->gpu_used, memory_order_relaxed);
+	if (used > SALV_GPU_BYTES || need > SALV_GPU_BYTES - used) {
+		hd->gpu_lost++;
+		pthread_mutex_unlock(&gpu_lock);
+		return;
+	}
+	memset(&r, 0, sizeof r);
+	r.key = key;
+	r.len = (uint32_t)len;
+	r.dlen = (uint16_t)rlen;
+	r.kind = (uint8_t)kind;
+	memcpy(hd->gpu + used, &r, sizeof r);
+	if (rlen)
+		memcpy(hd->gpu + used + sizeof r, rec, rlen);
+	if (len)
+		memcpy(hd->gpu + used + sizeof r + rlen, text, len);
+	atomic_store_explicit(&hd->gpu_used, used + need, memory_order_release);
+	pthread_mutex_unlock(&gpu_lock);
 }
 
 void salvage_done(struct host *h)

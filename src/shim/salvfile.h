@@ -8,7 +8,8 @@
  *
  *   [0, SALV_HEADER_BYTES)   struct salv_header: who wrote it, the slots'
  *                            regions, what records (two copies of the
- *                            state), the last SALV_STEPS steps
+ *                            state), the last SALV_STEPS steps, the
+ *                            modules, NVTX names and GPU names
  *   [slots[i].off, +bytes)   slot i's pool: EVBUF_CHUNK_BYTES chunks as in
  *                            memory (struct evbuf_chunk, its records)
  *
@@ -16,7 +17,8 @@
  * writes magic, version, pid, chunk size and the slot table (evbuf_open,
  * evbuf_release, on the caller of open/close or the host thread); the
  * core (src/host/salvage.c) writes the identity once at start-up and, under
- * its window lock, the state and the steps.
+ * its window lock, the state and the steps; the GPU names under its own
+ * lock (salvage_gpu_name, from CUPTI's thread).
  *
  * The torn-record rule: nothing a reader trusts is published before its
  * data. A chunk's records are published by its `used` word (release
@@ -37,15 +39,18 @@
 #include <stdint.h>
 
 #define SALV_MAGIC "PHSALVG\n"      /* 8 bytes, no NUL */
-#define SALV_VERSION 2             /* 2: sampling, modules, NVTX names */
+#define SALV_VERSION 3             /* 2: sampling, modules, NVTX names;
+				      3: GPU names, a 1 MiB header */
 #define SALV_SLOTS 4                /* EVBUF_SLOTS */
 #define SALV_GENS 4                 /* generations a state names */
 #define SALV_STEPS 4096             /* the last steps kept */
-#define SALV_HEADER_BYTES ((uint64_t)512 << 10)
+#define SALV_HEADER_BYTES ((uint64_t)1 << 20)
 #define SALV_MODULES 1024           /* loaded modules kept for naming stacks */
 #define SALV_MOD_PATHS (96 << 10)   /* bytes for their paths */
 #define SALV_BUILD_ID_MAX 32
 #define SALV_NAMES_BYTES (32 << 10) /* NVTX domain and category names */
+#define SALV_GPU_BYTES (512 << 10)  /* kernel, CUDA API and device names */
+#define SALV_GPU_NAME_MAX 4096      /* a longer name is cut */
 #define SALV_ALIGN ((uint64_t)2 << 20) /* slot regions start on huge pages */
 
 /* What a process was recording. */
@@ -131,6 +136,29 @@ struct salv_name {
 	uint8_t pad;
 };
 
+/* One GPU name in gpu[]: the record, then `len` bytes (no NUL), the
+ * whole padded to 8 bytes. The flight recorder's raw CUPTI records
+ * (EVBUF_CUPTI) name kernels and devices by pointers into the process's
+ * libcupti and API calls by callback id, which only that process can
+ * resolve: the core writes each name here the first time a record that
+ * uses it is copied into the ring. A later record for the same key
+ * renames it. */
+enum salv_gpu_kind {
+	SALV_GPU_KERNEL = 1,   /* key: the record's name pointer; bytes: the name */
+	SALV_GPU_API = 2,      /* key: driver << 32 | cbid; bytes: CUPTI's name */
+	SALV_GPU_DEVICE = 3    /* key: the device id; bytes: the DEVICE record
+				  as CUPTI wrote it (`dlen` bytes, its name
+				  pointer stale), then the device's name */
+};
+
+struct salv_gpu_name {
+	uint64_t key;
+	uint32_t len;              /* bytes after the record */
+	uint16_t dlen;             /* SALV_GPU_DEVICE: the record's bytes */
+	uint8_t kind;              /* enum salv_gpu_kind */
+	uint8_t pad;
+};
+
 struct salv_header {
 	char magic[8];
 	uint32_t version;
@@ -166,6 +194,11 @@ struct salv_header {
 	_Atomic uint32_t names_used;
 	uint32_t names_lost;       /* names that did not fit */
 	char names[SALV_NAMES_BYTES];
+	/* GPU names: records in gpu[0, gpu_used) are whole (written by the
+	 * core on CUPTI's thread, under its own lock; append-only) */
+	_Atomic uint32_t gpu_used;
+	uint32_t gpu_lost;         /* names that did not fit */
+	char gpu[SALV_GPU_BYTES];
 };
 
 _Static_assert(sizeof(struct salv_header) <= SALV_HEADER_BYTES,

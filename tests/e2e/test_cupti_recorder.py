@@ -6,13 +6,19 @@ copies, memsets and CUDA API calls of its steps, as a window would (names,
 GPU times inside the dumped steps, launch arrows, ranges linked to the GPU
 work they launched), nothing from before its first step; the GPU records
 are held by the recorder's bounded ring and go with its oldest segments;
-with CUDA capture off the recorder does not touch CUPTI.
+with CUDA capture off the recorder does not touch CUPTI. A process that
+dies of SIGKILL or ends in _exit() with the recorder on leaves its GPU
+work in its salvage file: the salvaged window (`prof run`'s, or `prof
+salvage`'s) shows its kernels by name, its copies and the launch arrows
+(#15.4).
 """
 import glob
 import os
+import shutil
+import tempfile
 import unittest
 
-from harness import TempDirTest, load_trace, run, step_spans, window_dirs
+from harness import LIB, TempDirTest, base_env, load_trace, run, step_spans, window_dirs
 from test_cupti import APP, FAKE, PROF, CuptiTest, events, read_stats
 
 # The first step hook from step N on dumps (one may be skipped while the
@@ -162,6 +168,108 @@ class RecorderGpu(CuptiTest):
         self.assertIn("end", rss, r.stdout)
         self.assertLess(rss["end"] - rss["300"], 8 * 1024, rss)
         self.assertGreater(read_stats(self.stats)["buffers_completed"], 100)
+
+
+# 64 KiB CUPTI buffers, completed every few dozen steps: a SIGKILL at step
+# 200 finds the GPU work of most of the last 60 steps in the ring (what
+# sits in CUPTI's unfinished buffer dies with the process).
+SALVAGE_POLICY = "prof.capture{ buffer_mb = 1 }\nprof.recorder{ steps = 60 }\n"
+
+
+class SalvageGpu(CuptiTest):
+    def setUp(self):
+        super().setUp()
+        if not os.path.isdir("/dev/shm"):
+            self.skipTest("no /dev/shm here")
+        self.shm = tempfile.mkdtemp(prefix="profhost-e2e-salvgpu-", dir="/dev/shm")
+
+    def tearDown(self):
+        shutil.rmtree(self.shm, ignore_errors=True)
+        super().tearDown()
+
+    def launcher(self, *args):
+        path = self.write("policy.lua", SALVAGE_POLICY)
+        return run([PROF, "run", "-s", path, "-o", self.out, "--", APP, "--steps", "1000",
+                    "--die-at", "200"] + list(args), env=self.env())
+
+    def check_gpu(self, how):
+        """The one salvaged window holds the GPU work of its steps, named
+        and linked as a live dump's; returns its trace."""
+        dirs = recorder_dirs(self.out)
+        self.assertEqual(len(dirs), 1, dirs)
+        self.assertTrue(os.path.basename(dirs[0]).endswith("-200"), dirs)
+        t = load_trace(dirs[0])
+        self.assertIn("salvaged " + how, t["profhost"]["reason"])
+        steps = step_spans(t)
+        lo = steps[0][1]["ts"]
+        hi = steps[-1][1]["ts"] + steps[-1][1]["dur"]
+
+        gemm = events(t, "kernel", "gemm_kernel")
+        relu = events(t, "kernel", "relu_kernel")
+        kernels = events(t, "kernel")
+        # most of the last 60 steps' kernels, every one named
+        self.assertGreaterEqual(len(relu), 40)
+        self.assertLessEqual(abs(len(gemm) - 3 * len(relu)), 3)
+        self.assertEqual(len(kernels), len(gemm) + len(relu), {k["name"] for k in kernels})
+        for k in gemm:
+            self.assertAlmostEqual(k["dur"], 100.0, places=3)
+            self.assertEqual(k["args"]["grid"], [128, 1, 1])
+        for e in kernels:
+            self.assertGreaterEqual(e["ts"], lo - 0.001, e)
+            self.assertLessEqual(e["ts"] + e["dur"], hi + 0.001, e)
+        # the copies and memsets, named by direction
+        htod = events(t, "gpu_memcpy", "Memcpy HtoD (Pageable -> Device)")
+        dtoh = events(t, "gpu_memcpy", "Memcpy DtoH (Device -> Pageable)")
+        self.assertGreaterEqual(min(len(htod), len(dtoh)), 40)
+        self.assertGreaterEqual(len(events(t, "gpu_memset")), 40)
+        # the API calls by name, and one arrow from each launch to its kernel
+        api = events(t, "cuda_runtime") + events(t, "cuda_driver")
+        names = {e["name"] for e in api}
+        self.assertTrue({"cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync",
+                         "cudaMemcpy", "cudaMemsetAsync"} <= names, names)
+        by_corr = {e["args"]["correlation"]: e for e in api}
+        starts = {e["id"]: e for e in events(t, "ac2g", ph="s")}
+        ends = {e["id"]: e for e in events(t, "ac2g", ph="f")}
+        for k in kernels:
+            c = k["args"]["correlation"]
+            call, s, f = by_corr[c], starts[c], ends[c]
+            self.assertEqual((s["pid"], s["tid"]), (call["pid"], call["tid"]))
+            self.assertTrue(call["ts"] <= s["ts"] <= call["ts"] + call["dur"])
+            self.assertAlmostEqual(f["ts"], k["ts"], places=3)
+        # "forward" ranges linked to the kernels they launched
+        linked = [k for k in kernels if "External id" in k["args"]]
+        self.assertEqual(len(linked), len(kernels))
+        self.assertGreaterEqual(len(events(t, "gpu_user_annotation", "forward")), 40)
+        self.assertEqual([d["name"] for d in t["deviceProperties"]],
+                         ["Fake GPU (CUPTI fake)"])
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("gemm_kernel", summary)
+        self.assertIn("Copies: HtoD", summary)
+        self.assertNotIn("kernel name lost", summary)
+        self.assertNotIn("not converted", summary)
+        return t
+
+    def test_sigkill_under_prof_run_keeps_the_gpu_work(self):
+        r = self.launcher()
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.check_gpu("after SIGKILL")
+
+    def test_exit_under_prof_run_keeps_the_gpu_work(self):
+        r = self.launcher("--how", "exit")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.check_gpu("after _exit(3)")
+
+    def test_prof_salvage_of_a_process_started_without_the_launcher(self):
+        env = self.env(LD_PRELOAD=LIB, PROF_SCRIPT=self.write("policy.lua", SALVAGE_POLICY),
+                       PROF_OUTPUT_DIR=self.out, PROF_SALVAGE_DIR=self.shm)
+        r = run([APP, "--steps", "1000", "--die-at", "200"], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = glob.glob(os.path.join(self.shm, "*.salvage"))
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.check_gpu("after its process ended")
 
 
 class RecorderCudaOff(CuptiTest):

@@ -323,7 +323,7 @@ class Standalone(SalvageTest):
         cases[short] = "is truncated"
         cut = os.path.join(self.tmp, "cut.salvage")
         with open(good, "rb") as f, open(cut, "wb") as g:
-            g.write(f.read(600 * 1024))
+            g.write(f.read(1100 * 1024))  # past the 1 MiB header
         cases[cut] = "is truncated or damaged"
         cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
         for path, want in cases.items():

@@ -6,6 +6,7 @@
  *                 [--memory] [--no-ranges] [--threads] [--inject-twice]
  *                 [--burst N] [--late] [--no-prof-step] [--sync-us U]
  *                 [--hang-at S] [--hang-ms M] [--rss-at S]
+ *                 [--die-at S [--how kill|exit]]
  *
  * Each step: range "forward" launching K kernels "gemm_kernel" (U µs each,
  * stream 7) and one "relu_kernel" through the driver API; range "copy"
@@ -27,14 +28,18 @@
  * (cudaStreamSynchronize): the step stalls with that kernel in flight.
  * --rss-at S prints "rss S KB" (VmRSS) after step S and "rss end KB" at
  * the end.
- * Prints "done N".
+ * --die-at S: step S ends, after its "forward" kernels, in SIGKILL (or
+ * with --how exit in _exit(3)): nothing of profhost's exit path runs.
+ * Prints "pid P" first and "done N" at the end.
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cupti_fake.h"
 
@@ -98,6 +103,8 @@ static void *forward_kernels(void *arg)
 int main(int argc, char **argv)
 {
 	long steps = 10, s, burst = 0, sync_us = 0, i, hang_at = -1, hang_ms = 3000, rss_at = -1;
+	long die_at = -1;
+	int die_exit = 0;
 	int graph = 0, memory = 0, threads = 0, twice = 0, late = 0, no_step = 0;
 	uint64_t prev = 0, big = 0;
 	static const char *const graph_kernels[] = { "graph_k0", "graph_k1", "graph_k2" };
@@ -118,6 +125,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--no-prof-step")) no_step = 1;
 		else if (!strcmp(argv[i], "--hang-at") && i + 1 < argc) hang_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--hang-ms") && i + 1 < argc) hang_ms = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--die-at") && i + 1 < argc) die_at = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--how") && i + 1 < argc) die_exit = !strcmp(argv[++i], "exit");
 		else {
 			fprintf(stderr, "cuda_fake_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -130,6 +139,10 @@ int main(int argc, char **argv)
 	if (!p_push) p_push = nop_s;
 	if (!p_pop) p_pop = nop;
 
+	if (die_at >= 0) {
+		printf("pid %d\n", (int)getpid());
+		fflush(stdout);
+	}
 	if (cupti_fake_init() != 0)
 		printf("no driver\n");
 	if (twice) {
@@ -148,6 +161,11 @@ int main(int argc, char **argv)
 			pthread_join(t, NULL);
 		} else {
 			forward_kernels(NULL);
+		}
+		if (s == die_at) {
+			if (die_exit)
+				_exit(3);
+			kill(getpid(), SIGKILL);
 		}
 		if (use_ranges)
 			p_push("copy");

@@ -1,0 +1,29 @@
+/*
+ * salvage_gpu — the GPU half of a salvage (salvage_read.c): the flight
+ * recorder's raw CUPTI records (EVBUF_CUPTI) a dead process left in its
+ * ring become trace events through the converter a live dump uses
+ * (src/capture/cupti_records.c), named from the salvage file's GPU names
+ * (src/shim/salvfile.h). Built with the CUDA headers only; without them
+ * the records are counted and said not converted.
+ */
+#ifndef PROFHOST_SALVAGE_GPU_H
+#define PROFHOST_SALVAGE_GPU_H
+
+#include <stdint.h>
+
+#include "../events/trace.h"
+#include "../shim/salvfile.h"
+
+/*
+ * Converts the EVBUF_CUPTI records `t` holds (trace.raw, before it is
+ * freed) into kernels, copies, memsets, CUDA API calls, launch arrows and
+ * GPU spans of ranges, each record once, clipped to [start, end] as a
+ * window's are. Kernels whose name the file lacks are named
+ * "(kernel name lost)"; that, names that did not fit the file and a
+ * prof without CUDA support are said in notes. Returns 0, or -1 when
+ * memory ran out (t->oom set). Not thread-safe.
+ */
+int salvage_gpu_convert(const struct salv_header *hd, int64_t start, int64_t end,
+			struct trace *t);
+
+#endif
