@@ -1395,6 +1395,19 @@ static void cu_dump_taken(void)
 	atomic_fetch_add(&cu.dumping, 1);
 }
 
+/* capture_ops.dump_dropped: a dump cu_dump_taken counted will not be
+ * collected (memory ran out). Its count goes, as its collect would take
+ * it, so completed buffers go back to CUPTI again once no other dump or
+ * window waits for them (what the done list holds goes at the next
+ * collect). Window lock held or the host thread; takes the pool's lock. */
+static void cu_dump_dropped(void)
+{
+	pthread_mutex_lock(&cu.pool.lock);
+	if (atomic_load(&cu.dumping) > 0)
+		atomic_fetch_sub(&cu.dumping, 1);
+	pthread_mutex_unlock(&cu.pool.lock);
+}
+
 /* capture_ops.recorder: stepping thread (or the thread ending the
  * process), window lock held; takes cu.lock, then the pool's lock. A
  * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
@@ -1772,4 +1785,5 @@ const struct capture_ops cupti_capture = {
 	.hang_gpu = cu_hang_gpu,
 	.recorder = cu_recorder,
 	.dump_taken = cu_dump_taken,
+	.dump_dropped = cu_dump_dropped,
 };

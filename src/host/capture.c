@@ -240,6 +240,15 @@ void capture_dump_taken_all(void)
 			capture_sources[i]->dump_taken();
 }
 
+void capture_dump_dropped_all(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->dump_dropped)
+			capture_sources[i]->dump_dropped();
+}
+
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 {
 	size_t i;

@@ -75,6 +75,13 @@
  *                 the ring from now on lands in later segments: CUPTI
  *                 keeps its buffers for that collect). Any thread asking
  *                 for the dump, window lock held: must not block.
+ *   dump_dropped  a dump that dump_taken announced will have no collect
+ *                 (memory ran out taking it, or on the host thread before
+ *                 its trace existed): what dump_taken set up for it is
+ *                 undone (CUPTI: buffers go back to CUPTI again). Every
+ *                 dump_taken is followed by exactly one collect of that
+ *                 dump or one dump_dropped. Window lock held or the host
+ *                 thread: must not block.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -205,6 +212,7 @@ struct capture_ops {
 	void (*recorder)(uint64_t gen);
 	int (*hang_gpu)(struct capture_gpu_hang *g);
 	void (*dump_taken)(void);
+	void (*dump_dropped)(void);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -233,6 +241,7 @@ void capture_explicit_step_all(void);
 void capture_cuda_inject_all(void);
 void capture_recorder_all(uint64_t gen);
 void capture_dump_taken_all(void);
+void capture_dump_dropped_all(void);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source

@@ -213,8 +213,11 @@ static void skip_job(struct host *h, struct host_job *job)
 	struct trace t;
 
 	release_job(h, job);
-	if (trace_init(&t) != 0)
+	if (trace_init(&t) != 0) {
+		if (job->dump)
+			capture_dump_dropped_all(); /* no collect follows */
 		return;
+	}
 	fill_meta(h, job, &t);
 	capture_collect_all(h, job, &t);
 	trace_free(&t);
@@ -243,8 +246,11 @@ static void process_job(struct host *h, struct host_job *job)
 		src.clip_start = true;
 	}
 	if (trace_init(&t) != 0) {
-		log_msg(LOG_ERROR, "out of memory: window %u is lost", job->window);
+		log_msg(LOG_ERROR, "out of memory: %s %u is lost",
+			job->dump ? "recorder dump" : "window", job->window);
 		release_job(h, job);
+		if (job->dump)
+			capture_dump_dropped_all(); /* no collect follows */
 		return;
 	}
 	fill_meta(h, job, &t);

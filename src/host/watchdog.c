@@ -633,6 +633,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	struct wd_thread *th = NULL;
 	struct policy_hang_thread *pht = NULL;
 	struct policy_hang_range *phr = NULL;
+	struct policy_hang_kernel phk[CAPTURE_GPU_MAX];
 	struct policy_hang_info info = { 0 };
 	struct wd_gpu *gpu = calloc(1, sizeof *gpu);
 	struct textbuf tb, html;
@@ -771,6 +772,18 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		info.limit_s = (double)limit / 1e9;
 		info.dir = have_dir ? dir.path : NULL;
 		info.threads = pht;
+		/* The kernels in flight, as the report lists them. */
+		for (j = 0; j < gpu->g.n; j++) {
+			const struct capture_gpu_launch *l = &gpu->g.launch[j];
+
+			phk[j].name = gpu->shown[j];
+			phk[j].device = l->device;
+			phk[j].stream = l->stream;
+			phk[j].tid = l->tid;
+			phk[j].in_flight_s = (double)(now - l->launched_ns) / 1e9;
+		}
+		info.gpu = phk;
+		info.ngpu = gpu->g.n;
 		if (policy_on_hang(h->policy, &info, &e) == POLICY_ERROR)
 			host_fail(h, &e);
 	}

@@ -633,7 +633,8 @@ static int dump_check(struct host *h, struct err *e)
  * if the process goes on. With `ending` (the process ends: a fatal signal,
  * an uncaught exception) the step now running is added as a step marked
  * partial, as a window's last step is at exit. Returns 0, or -1 with *e
- * when memory ran out. Lock held; dump_check() said 0. */
+ * when memory ran out (the sources were told capture_ops.dump_taken, then
+ * dump_dropped: no collect follows). Lock held; dump_check() said 0. */
 static int dump_take(struct host *h, unsigned steps, const char *reason,
 		     bool ending, int64_t now, struct host_job **job, struct err *e)
 {
@@ -645,13 +646,16 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	*job = NULL;
 	capture_dump_taken_all(); /* before the segments close */
 	rec_close_segment(h);
-	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) != 0)
-		return err_set(e, "out of memory");
-	*job = dump_job(h, &d, ending ? &cur : NULL, reason, now);
-	free(d.steps);
-	if (!*job)
-		return err_set(e, "out of memory");
-	return 0;
+	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) == 0) {
+		*job = dump_job(h, &d, ending ? &cur : NULL, reason, now);
+		free(d.steps);
+	}
+	if (*job)
+		return 0;
+	/* No collect will follow: the sources hear the dump is over. */
+	capture_dump_dropped_all();
+	return err_set(e, "out of memory: the recorder dump (%s) is not written",
+		       reason ? reason : "dump");
 }
 
 /* window_dump and window_dump_ending: `ending` adds the running step,

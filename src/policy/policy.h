@@ -310,6 +310,16 @@ struct policy_hang_thread {
 	size_t nranges;
 };
 
+/* One kernel launched and not finished (h.gpu[i]), as the hang report
+ * lists it. */
+struct policy_hang_kernel {
+	const char *name;                /* demangled where it can be */
+	int32_t device;                  /* -1: not known */
+	int64_t stream;                  /* -1: not known */
+	int32_t tid;                     /* the launching thread */
+	double in_flight_s;              /* since its launch */
+};
+
 /* What prof.on_hang hooks see (fields of the Lua table `h`). */
 struct policy_hang_info {
 	uint32_t hang;                   /* this run's hang number, from 0 */
@@ -319,6 +329,10 @@ struct policy_hang_info {
 	const char *dir;                 /* the report's folder; NULL: none */
 	const struct policy_hang_thread *threads;
 	size_t nthreads;
+	const struct policy_hang_kernel *gpu; /* oldest first per stream;
+						 none without a GPU or
+						 CUPTI */
+	size_t ngpu;
 };
 
 /* Runs prof.on_hang hooks (the watchdog found a hang), each under the hook

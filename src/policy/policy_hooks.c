@@ -93,7 +93,7 @@ static void push_hang_info(lua_State *L, const struct policy_hang_info *h)
 {
 	size_t i, j;
 
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 7);
 	set_int(L, "hang", (lua_Integer)h->hang);
 	set_int(L, "step", (lua_Integer)h->step);
 	set_num(L, "stalled_s", h->stalled_s);
@@ -118,6 +118,21 @@ static void push_hang_info(lua_State *L, const struct policy_hang_info *h)
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	lua_setfield(L, -2, "threads");
+	lua_createtable(L, (int)h->ngpu, 0);
+	for (i = 0; i < h->ngpu; i++) {
+		const struct policy_hang_kernel *k = &h->gpu[i];
+
+		lua_createtable(L, 0, 5);
+		set_str(L, "name", k->name);
+		if (k->device >= 0)
+			set_int(L, "device", k->device);
+		if (k->stream >= 0)
+			set_int(L, "stream", (lua_Integer)k->stream);
+		set_int(L, "tid", k->tid);
+		set_num(L, "in_flight_s", k->in_flight_s);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_setfield(L, -2, "gpu");
 }
 
 /* Reports a failed hook: the first into hc->e, later ones to the log (one

@@ -33,8 +33,9 @@ prof.on_hang(function(h)
       names[#names + 1] = string.format("%d:%s:%.1f", t.tid, r.name, r.open_s or -1)
     end
   end
-  print(string.format("on_hang hang=%d step=%d stalled=%.1f ranges=%s",
-                      h.hang, h.step, h.stalled_s, table.concat(names, ",")))
+  print(string.format("on_hang hang=%d step=%d stalled=%.1f ranges=%s gpu=%s",
+                      h.hang, h.step, h.stalled_s, table.concat(names, ","),
+                      type(h.gpu) == "table" and #h.gpu or "missing"))
 end)
 """
 
@@ -103,6 +104,8 @@ class CLoop(TempDirTest):
         self.assertIn("step=5", hooks[0])
         self.assertRegex(hooks[0], r":allreduce:\d\.\d")
         self.assertRegex(hooks[0], r":fetch:\d\.\d")
+        # No GPU here: h.gpu is an empty table.
+        self.assertTrue(hooks[0].endswith(" gpu=0"), hooks[0])
         # The log says where the report went and how long the step stalled.
         lines = profhost_lines(r.stderr)
         self.assertTrue(any("hang report 0 -> " + dirs[0] in l for l in lines), lines)
@@ -183,6 +186,7 @@ class GpuInFlight(TempDirTest):
         r = run([PROF, "run", "-s", policy, "-o", out, "--", CUDA_APP] + list(args),
                 env=env, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
+        self.stderr = r.stderr
         dirs = hang_dirs(out)
         self.assertEqual(len(dirs), 1, r.stderr)
         with open(os.path.join(dirs[0], "hang_report.txt")) as f:
@@ -223,6 +227,31 @@ class GpuInFlight(TempDirTest):
         self.assertEqual(len(stuck), 1)
         self.assertGreaterEqual(stuck[0]["dur"], 2.9e6)
         self.assertEqual(t["profhost"]["counters"]["gpu_dropped"], 0)
+
+    def test_on_hang_sees_the_kernel_not_finished(self):
+        # h.gpu: the kernels the report lists, with where they run and how
+        # long they have been in flight.
+        _, _, h, _ = self.prof_run(
+            "prof.schedule{ active = 6, cycles = 1 }\nprof.watchdog{ after_s = 1 }\n"
+            "prof.on_hang(function(h)\n"
+            "  print('on_hang gpu n=' .. #h.gpu)\n"
+            "  for _, k in ipairs(h.gpu) do\n"
+            "    print(string.format('on_hang gpu %s device=%s stream=%s tid=%d for=%.1f',\n"
+            "      k.name, tostring(k.device), tostring(k.stream), k.tid, k.in_flight_s))\n"
+            "  end\n"
+            "end)\n",
+            "--steps", "6", "--hang-at", "3", "--hang-ms", "3000")
+        lines = [l[l.index("on_hang gpu"):] for l in self.stderr.splitlines()
+                 if "on_hang gpu" in l]
+        stepping = [t for t in h["threads"] if t["steps"]][0]
+        self.assertEqual(lines[0], "on_hang gpu n=1", self.stderr)
+        m = re.fullmatch(r"on_hang gpu stuck_kernel device=0 stream=5 tid=(\d+) "
+                         r"for=(\d+\.\d)", lines[1])
+        self.assertTrue(m, lines)
+        self.assertEqual(int(m.group(1)), stepping["tid"])
+        self.assertGreaterEqual(float(m.group(2)), 0.9)
+        self.assertLess(float(m.group(2)), 3.0)
+        self.assertEqual(len(lines), 2, lines)
 
     def test_outside_a_window_says_what_is_known(self):
         # The window lies ahead (step 50): CUPTI is subscribed, kernel

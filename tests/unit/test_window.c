@@ -150,9 +150,43 @@ void capture_recorder_all(uint64_t gen)
 	note("rec%llu", (unsigned long long)gen);
 }
 
+/* Counted, not logged: not part of the sequences most tests check. */
+static int dumps_taken, dumps_dropped;
+
 void capture_dump_taken_all(void)
 {
-	/* not part of the sequences these tests check */
+	dumps_taken++;
+}
+
+void capture_dump_dropped_all(void)
+{
+	dumps_dropped++;
+}
+
+/* ---- out-of-memory injection: the test links with -Wl,--wrap=malloc
+ * and --wrap=calloc, so every allocation of window.c and the recorder
+ * comes here; the `oom_after`-th from now (1: the next) fails, then all
+ * succeed again (0: none fails). */
+
+static int oom_after;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+
+/* Whether this allocation is the one to fail. */
+static int oom_now(void)
+{
+	return oom_after > 0 && --oom_after == 0;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return oom_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return oom_now() ? NULL : __real_calloc(n, size);
 }
 
 void capture_step_all(const struct capture_step *s)
@@ -331,6 +365,49 @@ static void test_recorder_tells_sources(void)
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
+/* A dump refused by an out-of-memory failure after the sources were told
+ * it was taken (capture_ops.dump_taken: CUPTI keeps its buffers for that
+ * dump's collect) tells them it is over (dump_dropped), whichever
+ * allocation fails: each dump taken is collected (a job submitted) or
+ * dropped, never left waiting. The caller hears why; the next dump, with
+ * memory back, is written. */
+static void test_dump_out_of_memory(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct err e;
+	int fail_at, refused = 0;
+
+	cfg.recorder.enabled = true;
+	cfg.recorder.steps = 2;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 100;
+	start(&sc);
+	dumps_taken = dumps_dropped = 0;
+	for (fail_at = 1; fail_at <= 8; fail_at++) {
+		size_t before = njobs;
+		int rc;
+
+		steps(1); /* a new complete step: not merged into the last dump */
+		oom_after = fail_at;
+		rc = window_dump(&host, 2, "slow", &e);
+		oom_after = 0;
+		if (rc != 0) {
+			refused++;
+			CHECK_EQ_INT(njobs, before);
+			CHECK(strstr(e.msg, "out of memory") != NULL);
+		} else {
+			CHECK_EQ_INT(njobs, before + 1);
+		}
+		CHECK_EQ_INT(dumps_taken, dumps_dropped + (int)njobs);
+	}
+	CHECK(refused >= 2); /* rec_take's copy and dump_job's both fail */
+	CHECK(njobs >= 1);   /* memory back: the dump is written */
+	CHECK(dumps_taken >= 8);
+	window_finish(&host, false);
+	rec_free(&host.win.rec);
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
 /* capture_now: the next boundary opens a window of N steps, ticket 1, with
  * the request's reason; a second request while one is queued is refused. */
 static void test_capture_now(void)
@@ -466,6 +543,7 @@ int main(void)
 	test_schedule_windows();
 	test_capture_now();
 	test_recorder_tells_sources();
+	test_dump_out_of_memory();
 	test_hooks();
 	test_capture_range();
 	test_range_joins_schedule();
