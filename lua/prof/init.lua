@@ -19,6 +19,7 @@
 --                             repl_active = fn() -> boolean,
 --                             query = fn(what, arg) -> table | nil,
 --                             reconfigure = fn(section),
+--                             recorder = fn(on),
 --                             sleep = fn(ms) -> true | nil, err,
 --                             hooks_changed = fn() } or nil
 --
@@ -26,6 +27,8 @@
 -- prof.capture{} change the running configuration (the keys given replace
 -- those keys), prof.capture_now waits for the window's files, and
 -- prof.status/top/stacks/sleep/help ask the host (lua/prof/repl.lua formats).
+-- prof.recorder{ enabled = ... } pauses and resumes the flight recorder at
+-- the REPL and from hooks alike.
 
 local schema = require("prof.schema")
 local require = require
@@ -91,8 +94,8 @@ end
 -- raised at `level`.
 local function live_change(section, fname, spec, args, level)
 	if not LIVE[section] then
-		error(string.format("%s: cannot change while the process runs (only prof.schedule "
-			.. "and prof.capture can)", fname), level)
+		error(string.format("%s: cannot change while the process runs (only prof.schedule, "
+			.. "prof.capture and prof.recorder{ enabled } can)", fname), level)
 	end
 	local new
 	if section == "schedule" and args == false then
@@ -121,12 +124,68 @@ local function live_change(section, fname, spec, args, level)
 	return prof._config()[section]
 end
 
+-- prof.recorder{ enabled = ... } once the file has loaded (a hook, the
+-- REPL): pauses (false) or resumes (true, the default: prof.recorder{}
+-- resumes) the flight recorder at the next step boundary. Only `enabled`
+-- changes; other keys may be given with the values the recorder runs
+-- with. Returns the resolved section. Errors are raised at `level`.
+local function recorder_switch(fname, spec, args, level)
+	if type(args) ~= "table" then
+		error(string.format("%s: expected a table, got %s (e.g. prof.recorder{ enabled = false })",
+			fname, schema.describe(args)), level)
+	end
+	local t, msg = schema.check(spec, args)
+	if not t then
+		error(fname .. ": " .. msg, level)
+	end
+	local cur = state.raw.recorder
+	if cur == nil then
+		error(fname .. ": no recorder was set up when the policy file loaded; put "
+			.. "prof.recorder{ ... } in the policy file (with enabled = false it starts "
+			.. "paused)", level)
+	end
+	local keys = {}
+	for k in pairs(t) do
+		keys[#keys + 1] = k
+	end
+	table.sort(keys)
+	for _, k in ipairs(keys) do
+		local now = cur[k]
+		if now == nil then
+			now = spec.keys[k].default
+		end
+		if k ~= "enabled" and t[k] ~= now then
+			error(string.format("%s: '%s' cannot change while the process runs (it is %s; only "
+				.. "'enabled' can: prof.recorder{ enabled = false }); set it in the policy file",
+				fname, k, tostring(now)), level)
+		end
+	end
+	local on = t.enabled ~= false
+	local native = prof._native
+	if type(native) ~= "table" or type(native.recorder) ~= "function" then
+		error(fname .. ": not available here (no profhost host is running)", level)
+	end
+	local ok, err = pcall(native.recorder, on)
+	if not ok then
+		error(fname .. ": " .. tostring(err), level)
+	end
+	local new = shallow_copy(cur)
+	new.enabled = on
+	state.raw.recorder = new
+	return prof._config().recorder
+end
+
 -- Builds prof.<section>.
 local function config_function(section)
 	local fname = "prof." .. section
 	local spec = schema.section(section)
 	return function(args)
 		if state.done then
+			if section == "recorder" then
+				-- not a tail call: level 3 must be the caller's line
+				local resolved = recorder_switch(fname, spec, args, 3)
+				return resolved
+			end
 			if at_repl() then
 				-- not a tail call: level 3 must be the caller's line
 				local resolved = live_change(section, fname, spec, args, 3)

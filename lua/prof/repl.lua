@@ -295,6 +295,7 @@ profhost REPL: Lua in the running process (the policy's VM; its globals are your
   prof.schedule{...}              change the schedule live (given keys replace;
                                   prof.schedule(false) turns it off)
   prof.capture{...}               change capture settings from the next window on
+  prof.recorder{enabled = false}  pause the flight recorder (true: resume)
   prof.sleep(ms)                  wait without holding the VM
   print(...)                      prints here; =expr or a bare expression prints its value
 Each command may run prof.limits{repl_ms} (default 10 s); Ctrl-C interrupts it.

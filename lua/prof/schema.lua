@@ -221,6 +221,9 @@ M.sections = {
 	recorder = {
 		example = "prof.recorder{ steps = 20, mb = 256, max_dumps = 10 }",
 		keys = {
+			-- false: set up but paused; a hook or the REPL switches it
+			-- with prof.recorder{ enabled = ... } (docs/recorder.md)
+			enabled = boolean(true),
 			steps = integer(1, 10000, 20),
 			mb = integer(1, 65536, 256),
 			max_dumps = integer(0, U32, 10),
@@ -601,6 +604,7 @@ function M.resolve(raw)
 		},
 		recorder = {
 			enabled = rec ~= nil,
+			on = get("recorder", rec, "enabled"),
 			steps = get("recorder", rec, "steps"),
 			mb = get("recorder", rec, "mb"),
 			max_dumps = get("recorder", rec, "max_dumps"),

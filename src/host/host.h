@@ -119,6 +119,11 @@ struct window_state {
 	bool rec_told;                 /* the sources were told a segment
 					  (capture_ops.recorder), not yet
 					  its stop */
+	bool rec_paused;               /* prof.recorder{ enabled = false }:
+					  from the next boundary on the
+					  recorder keeps no segment (its
+					  held ones are given back) until
+					  enabled again; dumps are refused */
 };
 
 /* What the host thread is woken for (bits of host_thread.wake). */
@@ -220,6 +225,17 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
  * about to end (an uncaught Python exception): the step now running is
  * written too, as a step marked partial. */
 int window_dump_ending(struct host *h, const char *reason, struct err *e);
+
+/* prof.recorder{ enabled = ... } after the policy loaded (a hook, the
+ * REPL): `on` false pauses the recorder, true resumes it. Takes effect at
+ * the next step boundary: pausing then gives the held segments back (and
+ * stops the sources that record for it, as a window's opening does);
+ * resuming opens a segment there (the first step it holds is the one
+ * that boundary starts). Dumps are refused from the call on while paused.
+ * A window recording is not touched. Any thread; not while holding the
+ * window lock. Returns 0, or -1 with *e (no recorder was set up at load,
+ * the process is ending, ...). */
+int window_recorder_switch(struct host *h, bool on, struct err *e);
 
 /* The process is ending: close a recording window and queue it. With
  * `from_signal`, the window lock is only tried for a while (the interrupted

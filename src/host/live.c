@@ -42,6 +42,9 @@ struct win_snap {
 	double median_ms, mean_ms;
 	uint64_t now_requested, now_opened;
 	struct policy_config pc;       /* only .capture is filled */
+	bool rec_set_up, rec_on;       /* the flight recorder: set up, and
+					  not paused */
+	uint32_t rec_held;             /* complete steps it holds */
 };
 
 static void snap_window(struct host *h, struct win_snap *s)
@@ -73,6 +76,9 @@ static void snap_window(struct host *h, struct win_snap *s)
 	s->now_requested = w->sched.now_requested;
 	s->now_opened = w->sched.now_opened;
 	s->pc.capture = h->cfg->capture;
+	s->rec_set_up = w->rec.cfg.enabled;
+	s->rec_on = !w->rec_paused;
+	s->rec_held = rec_held_steps(&w->rec);
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -259,6 +265,12 @@ static int query_status(struct host *h, struct policy_build *b)
 	for (i = 0; i < o.n; i++)
 		policy_build_str(b, NULL, o.dirs[i]);
 	policy_build_close(b);
+	if (s.rec_set_up) {
+		policy_build_open(b, "recorder");
+		policy_build_bool(b, "enabled", s.rec_on);
+		policy_build_int(b, "held_steps", s.rec_held);
+		policy_build_close(b);
+	}
 	policy_build_int(b, "dumps_written", (int64_t)o.dumps);
 	policy_build_open(b, "dumps");
 	for (i = 0; i < o.ndump; i++)
@@ -551,7 +563,13 @@ static int live_reconfigure(void *ctx, const struct policy_config *next,
 	return 0;
 }
 
-const struct policy_live_ops live_ops = { live_query, live_reconfigure };
+static int live_recorder(void *ctx, bool on, struct err *e)
+{
+	return window_recorder_switch(ctx, on, e);
+}
+
+const struct policy_live_ops live_ops = { live_query, live_reconfigure,
+					  live_recorder };
 
 /* Frees one kept output's strings. */
 static void output_clear(struct host_output *o)

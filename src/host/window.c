@@ -125,6 +125,16 @@ static void rec_boundary(struct host *h, uint64_t ended, int64_t start,
 
 	if (!w->rec.cfg.enabled || w->sched.open || w->finished)
 		return;
+	if (w->rec_paused) {
+		/* prof.recorder{ enabled = false }: the held segments go back,
+		 * the sources stop, as when a window opens. */
+		if (w->rec_told || w->rec.nseg) {
+			rec_suspend(h);
+			log_msg(LOG_DEBUG, "recorder paused from step %llu on",
+				(unsigned long long)ended + 1);
+		}
+		return;
+	}
 	if (!w->rec.open) {
 		rec_open_segment(h, ended + 1, now, false);
 	} else if (rec_step(&w->rec, &s)) {
@@ -424,7 +434,9 @@ void window_init(struct host *h)
 		capture_warmup_all();
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
-	if (w->rec.cfg.enabled && !w->sched.open)
+	/* prof.recorder{ enabled = false } in the file: set up, paused. */
+	w->rec_paused = w->rec.cfg.enabled && !h->cfg->recorder.on;
+	if (w->rec.cfg.enabled && !w->rec_paused && !w->sched.open)
 		rec_open_segment(h, 0, w->step_start, false);
 	if (h->cfg->watchdog.enabled && !h->forked_child &&
 	    hostthread_start(h, &e) != 0) {
@@ -615,6 +627,10 @@ static int dump_check(struct host *h, struct err *e)
 	if (!w->rec.cfg.enabled)
 		return err_set(e, "the recorder is off: turn it on with "
 			       "prof.recorder{ steps = 20 } in the policy file");
+	if (w->rec_paused)
+		return err_set(e, "the recorder is off (paused by prof.recorder{ "
+			       "enabled = false }): resume it with prof.recorder{ "
+			       "enabled = true }");
 	if (w->sched.open)
 		return err_set(e, "window %u is recording these steps: its own "
 			       "folder will hold them", w->sched.index);
@@ -716,6 +732,43 @@ int window_dump_ending(struct host *h, const char *reason, struct err *e)
 	return dump_request(h, 0, reason, true, e);
 }
 
+int window_recorder_switch(struct host *h, bool on, struct err *e)
+{
+	struct window_state *w = &h->win;
+	uint64_t step;
+	bool was_on;
+
+	if (h->forked_child)
+		return err_set(e, "this is a child forked from process %d; the "
+			       "recorder stays with the parent", (int)h->parent_pid);
+	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
+	    !atomic_load_explicit(&w->ready, memory_order_acquire))
+		return err_set(e, "profhost is not running in this process");
+	pthread_mutex_lock(&w->lock);
+	if (w->finished) {
+		pthread_mutex_unlock(&w->lock);
+		return err_set(e, "the process is ending");
+	}
+	if (!w->rec.cfg.enabled) {
+		pthread_mutex_unlock(&w->lock);
+		if (h->cfg->recorder.enabled)
+			return err_set(e, "the recorder's settings were refused when "
+				       "the process started (see its log); fix "
+				       "prof.recorder{ ... } in the policy file");
+		return err_set(e, "no recorder was set up when the process "
+			       "started; put prof.recorder{ ... } in the policy file");
+	}
+	was_on = !w->rec_paused;
+	w->rec_paused = !on;
+	step = w->sched.step;
+	pthread_mutex_unlock(&w->lock);
+	if (was_on != on)
+		log_msg(LOG_DEBUG, "prof.recorder{ enabled = %s } during step %llu: "
+			"from its end on", on ? "true" : "false",
+			(unsigned long long)step);
+	return 0;
+}
+
 void window_schedule_changed(struct host *h)
 {
 	update_arm(h, clock_now_ns());
@@ -760,8 +813,9 @@ bool window_exit_dump(struct host *h, int sig)
 {
 	const struct window_state *w = &h->win;
 
-	return w->rec.cfg.enabled && !w->finished && !w->sched.open &&
-	       rec_held_steps(&w->rec) > 0 && exit_dump_reason(h, sig) != NULL;
+	return w->rec.cfg.enabled && !w->rec_paused && !w->finished &&
+	       !w->sched.open && rec_held_steps(&w->rec) > 0 &&
+	       exit_dump_reason(h, sig) != NULL;
 }
 
 /* Takes the window lock; from a signal's exit path, gives up after ~1 s

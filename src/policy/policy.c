@@ -128,12 +128,13 @@ static int load_module(lua_State *L)
 			{ "repl_active", policy_native_repl_active },
 			{ "query", policy_native_query },
 			{ "reconfigure", policy_native_reconfigure },
+			{ "recorder", policy_native_recorder },
 			{ "sleep", policy_native_sleep },
 			{ "hooks_changed", policy_native_hooks_changed },
 			{ NULL, NULL }
 		};
 
-		lua_createtable(L, 0, 8);
+		lua_createtable(L, 0, 9);
 		lua_pushlightuserdata(L, p);
 		luaL_setfuncs(L, natives, 1);
 	}

@@ -103,6 +103,9 @@ struct policy_config {
 	/* prof.recorder: the flight recorder (docs/recorder.md) */
 	struct {
 		bool enabled;          /* prof.recorder was called */
+		bool on;               /* its `enabled` key (default true);
+					  false: set up but paused from the
+					  start (docs/recorder.md) */
 		uint32_t steps;        /* complete steps kept; default 20 */
 		size_t bytes;          /* its event memory; default 256 MiB */
 		uint32_t max_dumps;    /* dumps a run may write; default 10 */
@@ -194,6 +197,10 @@ struct policy_live_ops {
 	int (*reconfigure)(void *ctx, const struct policy_config *next,
 			   unsigned sections, void (*apply)(void *apply_ctx),
 			   void *apply_ctx, struct err *e);
+	/* prof.recorder{ enabled = on } after loading, from a hook or the
+	 * REPL (the thread running it): pauses or resumes the flight recorder
+	 * at the next step boundary. Returns 0, or -1 with *e. May be NULL. */
+	int (*recorder)(void *ctx, bool on, struct err *e);
 };
 
 struct policy_opts {

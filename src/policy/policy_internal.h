@@ -71,10 +71,11 @@ int policy_native_hooks_changed(lua_State *L);
 
 /* ---- policy_live.c */
 
-/* prof._native.query(what [, arg]) and prof._native.reconfigure(section).
- * Upvalue 1: the policy. */
+/* prof._native.query(what [, arg]), prof._native.reconfigure(section) and
+ * prof._native.recorder(on). Upvalue 1: the policy. */
 int policy_native_query(lua_State *L);
 int policy_native_reconfigure(lua_State *L);
+int policy_native_recorder(lua_State *L);
 
 /* ---- policy_repl.c */
 

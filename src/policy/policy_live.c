@@ -102,6 +102,24 @@ int policy_native_query(lua_State *L)
 	return 1;
 }
 
+/* prof._native.recorder(on): prof.recorder{ enabled = ... } after the
+ * file loaded (lua/prof/init.lua checked the keys): the host pauses or
+ * resumes the flight recorder at the next step boundary. From a hook or
+ * the REPL. Raises the host's refusal. Upvalue 1: the policy. */
+int policy_native_recorder(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	bool on = lua_toboolean(L, 1);
+	struct err e;
+
+	if (!p->live || !p->live->recorder)
+		return luaL_error(L, "not available here (no profhost host is running)");
+	e.msg[0] = '\0';
+	if (p->live->recorder(p->live_ctx, on, &e) != 0)
+		return luaL_error(L, "%s", e.msg[0] ? e.msg : "the host refused");
+	return 0;
+}
+
 /* What policy_native_reconfigure hands the host's apply step. */
 struct live_apply {
 	struct policy *p;

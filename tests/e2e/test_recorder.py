@@ -685,6 +685,127 @@ end)
         self.assertNotIn("buffer_mb", report)
 
 
+class Switch(TempDirTest):
+    """prof.recorder{ enabled = ... } from a hook: pauses and resumes the
+    recorder at the next step boundary."""
+
+    def prof_run(self, policy_text, steps=40):
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", str(steps),
+                 "--sleep-us", "300"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done %d" % steps, r.stdout)
+        return r, out
+
+    def test_off_then_on_from_on_step(self):
+        # Off from step 10's hook: step 11 still records, then the segments
+        # go back; a dump while off says so; on again from step 20's hook:
+        # the recorder holds steps 22 on, and a dump of 20 steps holds
+        # exactly those.
+        r, out = self.prof_run("""
+prof.recorder{ steps = 20 }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 10 then
+    local t = prof.recorder{ enabled = false }
+    print("off", t.on, t.steps)
+  elseif s.step == 15 then
+    print("dump while off", prof.dump{ steps = 3, reason = "off" })
+    print("held while off", prof.status().recorder.enabled, prof.status().recorder.held_steps)
+  elseif s.step == 20 then
+    print("on", prof.recorder{}.on)
+  elseif s.step == 30 then
+    print("dump", prof.dump{ steps = 20, reason = "after on" })
+  end
+end)
+""")
+        lines = profhost_lines(r.stderr)
+        said = "\n".join(lines)
+        self.assertIn("policy.lua: off\tfalse\t20", said)
+        self.assertRegex(said, r"policy\.lua: dump while off\tfalse\tthe recorder is off "
+                               r"\(paused by prof\.recorder\{ enabled = false \}\): resume it "
+                               r"with prof\.recorder\{ enabled = true \}")
+        self.assertIn("policy.lua: held while off\tfalse\t0", said)
+        self.assertIn("policy.lua: on\ttrue", said)
+        self.assertIn("policy.lua: dump\ttrue", said)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps22-30"], r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertEqual([n for n, _ in step_spans(trace)], list(range(22, 31)))
+        self.assertEqual(trace["profhost"]["reason"], "after on")
+        work = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"] == "work"]
+        self.assertEqual(len(work), 9)
+
+    def test_paused_from_the_start_and_resumed(self):
+        r, out = self.prof_run("""
+prof.recorder{ steps = 5, enabled = false }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 3 then
+    print("dump while paused", (prof.dump{ steps = 2 }))
+  elseif s.step == 8 then
+    prof.recorder{ enabled = true, steps = 5 }
+  elseif s.step == 20 then
+    print("dump", prof.dump{ steps = 3, reason = "resumed" })
+  end
+end)
+""", steps=25)
+        said = "\n".join(profhost_lines(r.stderr))
+        self.assertIn("policy.lua: dump while paused\tfalse", said)
+        self.assertIn("policy.lua: dump\ttrue", said)
+        self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
+                         ["recorder0_steps18-20"], r.stderr)
+
+    def test_a_window_is_not_disturbed(self):
+        # Paused while a scheduled window records (steps 5-9): the window
+        # is whole; the recorder stays off after it until enabled again.
+        r, out = self.prof_run("""
+prof.recorder{ steps = 10 }
+prof.schedule{ skip_first = 5, wait = 0, warmup = 0, active = 5, cycles = 1 }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 6 then prof.recorder{ enabled = false }
+  elseif s.step == 14 then print("dump", (prof.dump{ steps = 3 }))
+  elseif s.step == 15 then prof.recorder{ enabled = true }
+  elseif s.step == 25 then print("dump", (prof.dump{ steps = 30 }))
+  end
+end)
+""", steps=30)
+        wins = window_dirs(out)
+        self.assertEqual(len(wins), 1, r.stderr)
+        self.assertEqual([n for n, _ in step_spans(load_trace(wins[0]))], list(range(5, 10)))
+        said = "\n".join(profhost_lines(r.stderr))
+        self.assertIn("policy.lua: dump\tfalse", said)
+        self.assertIn("policy.lua: dump\ttrue", said)
+        self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
+                         ["recorder0_steps17-25"], r.stderr)
+
+    def test_bad_switches_give_one_line(self):
+        for text, pattern in (
+                ("prof.recorder{}\nprof.on_step(function(s) prof.recorder{ mb = 16 } end)\n",
+                 r"policy\.lua:2: prof\.recorder: 'mb' cannot change while the process runs "
+                 r"\(it is 256; only 'enabled' can: prof\.recorder\{ enabled = false \}\); "
+                 r"set it in the policy file"),
+                ("prof.recorder{}\nprof.on_step(function(s) prof.recorder{ enabled = 1 } end)\n",
+                 r"policy\.lua:2: prof\.recorder: 'enabled' must be a boolean"),
+                ("prof.recorder{}\nprof.on_step(function(s) prof.recorder(false) end)\n",
+                 r"policy\.lua:2: prof\.recorder: expected a table, got boolean false "
+                 r"\(e\.g\. prof\.recorder\{ enabled = false \}\)"),
+                ("prof.on_step(function(s) prof.recorder{ enabled = true } end)\n",
+                 r"policy\.lua:1: prof\.recorder: no recorder was set up when the policy file "
+                 r"loaded; put prof\.recorder\{ \.\.\. \} in the policy file")):
+            with self.subTest(text):
+                policy = self.write("policy.lua", text)
+                out = os.path.join(self.tmp, "out")
+                r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "5",
+                         "--sleep-us", "100"], timeout=60)
+                self.assertIn("done 5", r.stdout)
+                lines = [l for l in profhost_lines(r.stderr) if "window" not in l]
+                self.assertEqual(len(lines), 1, r.stderr)
+                self.assertRegex(lines[0], pattern)
+
+
 class BadKeys(TempDirTest):
     def test_bad_recorder_keys_give_one_line(self):
         for text, pattern in (
@@ -694,7 +815,8 @@ class BadKeys(TempDirTest):
                  r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
                 ("prof.recorder{ stepz = 3 }\n",
                  r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: cpu_samples, "
-                 r"dump_on_crash, dump_on_exception, dump_on_signal, max_dumps, mb, phases, steps\)"),
+                 r"dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, "
+                 r"phases, steps\)"),
                 ("prof.recorder{ dump_on_crash = 1 }\n",
                  r"policy\.lua:1: prof\.recorder: 'dump_on_crash' must be"),
                 ("prof.on_step(function(s) prof.dump{ steps = 'x' } end)\n",

@@ -370,6 +370,48 @@ class AttachToC(ReplTest):
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot change while the process runs", r.stderr)
 
+    def test_recorder_paused_and_resumed(self):
+        # prof.recorder{ enabled = false } at the prompt: from the next
+        # boundary the recorder holds nothing and a dump says it is off;
+        # prof.recorder{} resumes it and a dump holds the steps since.
+        t = self.c_target(policy="prof.recorder{ steps = 2000 }\nprof.export{ report = false }\n")
+        r = self.attach(t.pid, "print(prof.recorder{ enabled = false }.on, prof.status().step)")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        on, paused_in = r.stdout.split()
+        self.assertEqual(on, "false")
+        paused_in = int(paused_in)
+        self.wait_for_steps(t.pid, paused_in + 3)
+        self.assertEqual(self.value(t.pid, "prof.status().recorder.held_steps"), "0")
+        r = self.attach(t.pid, "print(prof.dump{ steps = 2 })")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("false\tthe recorder is off (paused by prof.recorder{ enabled = false })",
+                      r.stdout)
+        # The steps keep going while the command runs: the step of the call
+        # lies between the two reads.
+        r = self.attach(t.pid, "local a = prof.status().step\n"
+                               "print(prof.recorder{}.on, a, prof.status().step)")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        on, before, resumed_in = r.stdout.split()
+        self.assertEqual(on, "true")
+        before, resumed_in = int(before), int(resumed_in)
+        self.wait_for_steps(t.pid, resumed_in + 4)
+        r = self.attach(t.pid, "print(prof.dump{ steps = 2000 }, prof.status().step)")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("true\t"), r.stdout)
+        deadline = time.time() + 30
+        while time.time() < deadline and self.value(t.pid, "prof.status().dumps_written") != "1":
+            time.sleep(0.1)
+        d = self.value(t.pid, "prof.status().dumps[1]").strip('"')
+        steps = [n for n, _ in step_spans(load_trace(d))]
+        # The first step held is the one the boundary after the call began.
+        self.assertGreaterEqual(steps[0], before + 1, d)
+        self.assertLessEqual(steps[0], resumed_in + 1, d)
+        self.assertEqual(steps, list(range(steps[0], steps[-1] + 1)))
+        # Only `enabled` changes live.
+        r = self.attach(t.pid, "prof.recorder{ mb = 3 }")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("prof.recorder: 'mb' cannot change while the process runs", r.stderr)
+
     def test_idle_client_is_dropped(self):
         t = self.c_target(env={"PROF_REPL_IDLE": "1"})
         client = subprocess.Popen([PROF, "attach", str(t.pid)],

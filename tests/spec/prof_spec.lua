@@ -465,12 +465,12 @@ describe("prof", function()
 	describe("prof.recorder", function()
 		it("is off unless called, and fills its defaults", function()
 			assert.is_false(config_of("").recorder.enabled)
-			assert.are.same({ enabled = true, steps = 20, mb = 256, max_dumps = 10,
+			assert.are.same({ enabled = true, on = true, steps = 20, mb = 256, max_dumps = 10,
 				dump_on_crash = true, dump_on_signal = true, dump_on_exception = true,
 				cpu_samples = true, phases = true },
 				config_of("prof.recorder{}").recorder)
 			prof._reset()
-			assert.are.same({ enabled = true, steps = 5, mb = 16, max_dumps = 0,
+			assert.are.same({ enabled = true, on = true, steps = 5, mb = 16, max_dumps = 0,
 				dump_on_crash = false, dump_on_signal = true, dump_on_exception = false,
 				cpu_samples = false, phases = true },
 				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0, "
@@ -484,10 +484,40 @@ describe("prof", function()
 			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
 				error_of("prof.recorder{ mb = 0 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: "
-				.. "cpu_samples, dump_on_crash, dump_on_exception, dump_on_signal, max_dumps, mb, phases, steps%)",
+				.. "cpu_samples, dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, phases, steps%)",
 				error_of("prof.recorder{ step = 3 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: 'dump_on_signal' must be a boolean",
 				error_of("prof.recorder{ dump_on_signal = 'no' }"))
+		end)
+
+		it("may start paused", function()
+			local r = config_of("prof.recorder{ enabled = false }").recorder
+			assert.is_true(r.enabled)
+			assert.is_false(r.on)
+		end)
+
+		it("is switched from a hook once loaded, and only `enabled` changes", function()
+			local calls = {}
+			prof._native = { recorder = function(on) calls[#calls + 1] = on end }
+			assert.is_true(run([[
+				prof.recorder{ steps = 4 }
+				prof.on_step(function(s)
+					if s.step == 1 then return prof.recorder{ enabled = false } end
+					if s.step == 2 then return prof.recorder{ steps = 4 } end
+					if s.step == 3 then return prof.recorder{ steps = 5 } end
+				end)
+			]]))
+			local _, hooks = prof._load_done()
+			local r = hooks.on_step[1]({ step = 1 })
+			assert.is_false(r.on)
+			assert.is_false(prof._config().recorder.on)
+			assert.is_true(hooks.on_step[1]({ step = 2 }).on)
+			assert.are.same({ false, true }, calls)
+			local ok, err = pcall(hooks.on_step[1], { step = 3 })
+			assert.is_false(ok)
+			assert.matches("prof%.recorder: 'steps' cannot change while the process runs %(it is 4; "
+				.. "only 'enabled' can: prof%.recorder{ enabled = false }%); set it in the policy file$", err)
+			assert.are.same({ false, true }, calls)
 		end)
 	end)
 

@@ -45,6 +45,9 @@ struct fake_host {
 	int capture_queries;       /* "capture" answers "written" from the 3rd */
 	/* status */
 	int statuses;
+	/* recorder */
+	int switches;
+	bool rec_on;
 };
 
 static int fake_query(void *ctx, const char *what, int64_t arg,
@@ -105,7 +108,19 @@ static int fake_reconfigure(void *ctx, const struct policy_config *next,
 	return 0;
 }
 
-static const struct policy_live_ops fake_ops = { fake_query, fake_reconfigure };
+static int fake_recorder(void *ctx, bool on, struct err *e)
+{
+	struct fake_host *h = ctx;
+
+	if (h->refuse)
+		return err_set(e, "%s", h->refuse);
+	h->switches++;
+	h->rec_on = on;
+	return 0;
+}
+
+static const struct policy_live_ops fake_ops = { fake_query, fake_reconfigure,
+						 fake_recorder };
 
 static int fake_capture(void *ctx, uint32_t steps, const char *reason,
 			struct err *e)
@@ -523,6 +538,80 @@ static void test_live_schedule_and_capture(void)
 	policy_free(p);
 }
 
+/* prof.recorder{ enabled = ... } after loading: from the REPL and from a
+ * hook alike; only `enabled` changes, the other keys may repeat their
+ * values; bad input is one line at the caller's line. */
+static void test_recorder_switch(void)
+{
+	struct fake_host h = { 0 };
+	struct client c = { 0 };
+	struct policy *p = load(
+		"prof.recorder{ steps = 8 }\n"
+		"prof.on_step(function(s)\n"
+		"  prof.recorder{ enabled = s.step % 2 == 1 }\n"
+		"end)\n", &h);
+	struct policy *none;
+	struct err e;
+	struct policy_step_info info = { .step = 2, .action = "NONE" };
+
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	CHECK(policy_config(p)->recorder.on);
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ enabled = false }.on"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "false\n");
+	CHECK_EQ_INT(h.switches, 1);
+	CHECK(!h.rec_on);
+	/* prof.recorder{} resumes; a key repeating its running value is fine. */
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ steps = 8 }.on"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "true\n");
+	CHECK(h.rec_on);
+	/* Other keys cannot change; wrong types and unknown keys as at load. */
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ mb = 16 }"), POLICY_ERROR);
+	CHECK(contains(c.err, "stdin:1: prof.recorder: 'mb' cannot change while the "
+		       "process runs (it is 256; only 'enabled' can: prof.recorder{ "
+		       "enabled = false }); set it in the policy file"));
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ enabled = 'no' }"), POLICY_ERROR);
+	CHECK(contains(c.err, "stdin:1: prof.recorder: 'enabled' must be a boolean"));
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ enable = true }"), POLICY_ERROR);
+	CHECK(contains(c.err, "stdin:1: prof.recorder: unknown key 'enable'"));
+	CHECK_EQ_INT(h.switches, 2);
+	/* The host's refusal is an error; the recorder's state stays. */
+	h.refuse = "the process is ending";
+	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ enabled = false }"), POLICY_ERROR);
+	CHECK(contains(c.err, "stdin:1: prof.recorder: the process is ending"));
+	CHECK_EQ_INT(eval(p, &c, "prof._config().recorder.on"), POLICY_OK);
+	CHECK_EQ_STR(c.out, "true\n");
+	h.refuse = NULL;
+	/* From a hook: step 2 turns it off, step 3 on. */
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK(!h.rec_on);
+	info.step = 3;
+	CHECK_EQ_INT(policy_on_step(p, &info, &e), POLICY_OK);
+	CHECK(h.rec_on);
+	CHECK_EQ_INT(h.switches, 4);
+	policy_free(p);
+
+	/* Set up paused: enabled = false in the file. */
+	p = load("prof.recorder{ enabled = false }\n", &h);
+	CHECK(p != NULL);
+	if (p) {
+		CHECK(policy_config(p)->recorder.enabled);
+		CHECK(!policy_config(p)->recorder.on);
+		policy_free(p);
+	}
+	/* No recorder in the file: nothing to switch, and the fix named. */
+	none = load("-- no recorder\n", &h);
+	CHECK(none != NULL);
+	if (!none)
+		return;
+	CHECK_EQ_INT(eval(none, &c, "prof.recorder{ enabled = true }"), POLICY_ERROR);
+	CHECK(contains(c.err, "stdin:1: prof.recorder: no recorder was set up when the "
+		       "policy file loaded; put prof.recorder{ ... } in the policy file"));
+	CHECK_EQ_INT(h.switches, 4);
+	policy_free(none);
+}
+
 static void test_host_answers(void)
 {
 	struct fake_host h = { 0 };
@@ -640,6 +729,7 @@ int main(void)
 	test_sleep_lets_hooks_run();
 	test_waits_for_a_report();
 	test_live_schedule_and_capture();
+	test_recorder_switch();
 	test_host_answers();
 	test_capture_now_waits();
 	test_memory_error();
