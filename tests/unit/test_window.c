@@ -330,6 +330,7 @@ static void test_recorder_tells_sources(void)
 	struct err e;
 
 	cfg.recorder.enabled = true; /* start() keeps cfg.recorder */
+	cfg.recorder.on = true;
 	cfg.recorder.steps = 2;
 	cfg.recorder.bytes = 4 << 20;
 	cfg.recorder.max_dumps = 10;
@@ -378,6 +379,7 @@ static void test_dump_out_of_memory(void)
 	int fail_at, refused = 0;
 
 	cfg.recorder.enabled = true;
+	cfg.recorder.on = true;
 	cfg.recorder.steps = 2;
 	cfg.recorder.bytes = 4 << 20;
 	cfg.recorder.max_dumps = 100;
