@@ -186,6 +186,8 @@ static int ensure_signal(int want)
 		s = 0;
 	atomic_store(&smp.signo, s);
 	unwind_set_block_signal(s);
+	if (smp.h && smp.h->sample_signal)
+		smp.h->sample_signal(s); /* for a salvage */
 	if (s && s != SIGPROF && s != want && !smp.told_signal) {
 		smp.told_signal = true;
 		signal_name(s, name, sizeof name);

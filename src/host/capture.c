@@ -115,6 +115,7 @@ void capture_init_all(struct host *h)
 	ch->own_thread = host_own_thread;
 	ch->dump = host_dump;
 	ch->salvage_gpu = salvage_gpu_name;
+	ch->sample_signal = salvage_sample_signal;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 

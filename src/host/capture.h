@@ -142,6 +142,10 @@ struct capture_host {
 	 * thread; takes a lock of its own. NULL: names are not kept. */
 	void (*salvage_gpu)(unsigned kind, uint64_t key, const void *rec, size_t rlen,
 			    const char *text);
+	/* The CPU sampler samples with signal `signo` now (0: none), for
+	 * the salvage file (host.h's salvage_sample_signal). Any thread;
+	 * never blocks. NULL: not kept. */
+	void (*sample_signal)(int signo);
 };
 
 /* A step boundary, as capture_ops.step sees it. */

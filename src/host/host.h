@@ -360,6 +360,11 @@ void salvage_step(struct host *h, uint64_t step, int64_t ts, int64_t dur,
 void salvage_gpu_name(unsigned kind, uint64_t key, const void *rec, size_t rlen,
 		     const char *text);
 
+/* The CPU sampler samples with signal `signo` now (0: none): kept in
+ * the file (now, or when it is made) so that a salvage's trace names it
+ * as a window's does. Any thread; never blocks. */
+void salvage_sample_signal(int signo);
+
 /* What the file held was written (or the process ends cleanly), or a
  * signal's exit path ran, which wrote what it was set to write (salvage is
  * for what no exit path sees: SIGKILL, _exit, signals profhost does not

@@ -21,6 +21,8 @@
  * thread), and the lock their writers share. */
 static _Atomic(struct salv_header *) gpu_hdr;
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The CPU sampler's signal (salvage_sample_signal), for a file made later. */
+static _Atomic int sample_signo;
 
 /* Copies `src` into dst[size], cut and NUL-ended. */
 static void copy_text(char *dst, size_t size, const char *src)
@@ -64,6 +66,8 @@ void salvage_ensure(struct host *h)
 	atomic_store_explicit(&hd->ident_ok, 1, memory_order_release);
 	h->salv = hd;
 	atomic_store_explicit(&gpu_hdr, hd, memory_order_release);
+	atomic_store_explicit(&hd->sample_signal, atomic_load(&sample_signo),
+			      memory_order_relaxed);
 	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
 }
 
@@ -169,6 +173,15 @@ void salvage_gpu_name(unsigned kind, uint64_t key, const void *rec, size_t rlen,
 		memcpy(hd->gpu + used + sizeof r + rlen, text, len);
 	atomic_store_explicit(&hd->gpu_used, used + need, memory_order_release);
 	pthread_mutex_unlock(&gpu_lock);
+}
+
+void salvage_sample_signal(int signo)
+{
+	struct salv_header *hd = atomic_load_explicit(&gpu_hdr, memory_order_acquire);
+
+	atomic_store(&sample_signo, signo);
+	if (hd)
+		atomic_store_explicit(&hd->sample_signal, signo, memory_order_relaxed);
 }
 
 void salvage_done(struct host *h)

@@ -93,6 +93,7 @@ static int gnames_load(const struct salv_header *hd, struct gnames *g)
 	return 0;
 }
 
+/* Frees what gnames_load made; *g is empty after. */
 static void gnames_free(struct gnames *g)
 {
 	size_t i;
@@ -215,7 +216,7 @@ static int recs_gather(const struct trace *t, const struct gnames *g, struct rec
 	return 0;
 }
 
-/* Calls fn for each record of s. */
+/* Calls fn(c, record) for each record of s, in the ring's order. */
 static void recs_each(const struct recs *s, void (*fn)(struct cupti_conv *, const CUpti_Activity *),
 		      struct cupti_conv *c)
 {
@@ -229,9 +230,11 @@ static void recs_each(const struct recs *s, void (*fn)(struct cupti_conv *, cons
 	}
 }
 
+/* Pass 2 over one record; what lies past the window's end has no later
+ * window to go to (the process is dead): dropped. */
 static void add_one(struct cupti_conv *c, const CUpti_Activity *a)
 {
-	cupti_conv_add(c, a); /* what lies past the end is the dead process's: dropped */
+	cupti_conv_add(c, a);
 }
 
 /* Adds the notes a user reads in summary.txt about the names. */

@@ -407,6 +407,7 @@ static int name_stacks(const struct salvage_file *f, struct trace *t)
 	t->sampling.depth = f->st.depth;
 	t->sampling.period_ns = f->st.hz ? 1000000000 / f->st.hz : 0;
 	t->sampling.wall_clock = f->st.wall_clock != 0;
+	t->sampling.signal = atomic_load_explicit(&hd->sample_signal, memory_order_relaxed);
 	if (t->nstacks == 0)
 		return 0;
 	s = symbols_new_offline();

@@ -40,7 +40,8 @@
 
 #define SALV_MAGIC "PHSALVG\n"      /* 8 bytes, no NUL */
 #define SALV_VERSION 3             /* 2: sampling, modules, NVTX names;
-				      3: GPU names, a 1 MiB header */
+				      3: GPU names, the sampler's signal,
+				      a 1 MiB header */
 #define SALV_SLOTS 4                /* EVBUF_SLOTS */
 #define SALV_GENS 4                 /* generations a state names */
 #define SALV_STEPS 4096             /* the last steps kept */
@@ -199,6 +200,10 @@ struct salv_header {
 	_Atomic uint32_t gpu_used;
 	uint32_t gpu_lost;         /* names that did not fit */
 	char gpu[SALV_GPU_BYTES];
+	/* the signal the CPU sampler samples with now (0: none), written
+	 * by the core whenever it changes */
+	_Atomic int32_t sample_signal;
+	uint32_t pad3;
 };
 
 _Static_assert(sizeof(struct salv_header) <= SALV_HEADER_BYTES,

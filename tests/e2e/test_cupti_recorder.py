@@ -171,9 +171,11 @@ class RecorderGpu(CuptiTest):
 
 
 # 64 KiB CUPTI buffers, completed every few dozen steps: a SIGKILL at step
-# 200 finds the GPU work of most of the last 60 steps in the ring (what
-# sits in CUPTI's unfinished buffer dies with the process).
-SALVAGE_POLICY = "prof.capture{ buffer_mb = 1 }\nprof.recorder{ steps = 60 }\n"
+# 300 finds the GPU work of most of the last 100 steps in the ring (what
+# sits in CUPTI's unfinished buffer, or in one completed and not yet handed
+# to profhost, dies with the process: a few dozen steps at most).
+SALVAGE_POLICY = "prof.capture{ buffer_mb = 1 }\nprof.recorder{ steps = 100 }\n"
+DIE_AT = "300"
 
 
 class SalvageGpu(CuptiTest):
@@ -190,14 +192,14 @@ class SalvageGpu(CuptiTest):
     def launcher(self, *args):
         path = self.write("policy.lua", SALVAGE_POLICY)
         return run([PROF, "run", "-s", path, "-o", self.out, "--", APP, "--steps", "1000",
-                    "--die-at", "200"] + list(args), env=self.env())
+                    "--die-at", DIE_AT] + list(args), env=self.env())
 
     def check_gpu(self, how):
         """The one salvaged window holds the GPU work of its steps, named
         and linked as a live dump's; returns its trace."""
         dirs = recorder_dirs(self.out)
         self.assertEqual(len(dirs), 1, dirs)
-        self.assertTrue(os.path.basename(dirs[0]).endswith("-200"), dirs)
+        self.assertTrue(os.path.basename(dirs[0]).endswith("-" + DIE_AT), dirs)
         t = load_trace(dirs[0])
         self.assertIn("salvaged " + how, t["profhost"]["reason"])
         steps = step_spans(t)
@@ -207,9 +209,10 @@ class SalvageGpu(CuptiTest):
         gemm = events(t, "kernel", "gemm_kernel")
         relu = events(t, "kernel", "relu_kernel")
         kernels = events(t, "kernel")
-        # most of the last 60 steps' kernels, every one named
+        # most of the last 100 steps' kernels, every one named (a step
+        # may be cut at either end: the window's start, the last buffer)
         self.assertGreaterEqual(len(relu), 40)
-        self.assertLessEqual(abs(len(gemm) - 3 * len(relu)), 3)
+        self.assertLessEqual(abs(len(gemm) - 3 * len(relu)), 6)
         self.assertEqual(len(kernels), len(gemm) + len(relu), {k["name"] for k in kernels})
         for k in gemm:
             self.assertAlmostEqual(k["dur"], 100.0, places=3)
@@ -263,7 +266,7 @@ class SalvageGpu(CuptiTest):
     def test_prof_salvage_of_a_process_started_without_the_launcher(self):
         env = self.env(LD_PRELOAD=LIB, PROF_SCRIPT=self.write("policy.lua", SALVAGE_POLICY),
                        PROF_OUTPUT_DIR=self.out, PROF_SALVAGE_DIR=self.shm)
-        r = run([APP, "--steps", "1000", "--die-at", "200"], env=env)
+        r = run([APP, "--steps", "1000", "--die-at", DIE_AT], env=env)
         self.assertEqual(r.returncode, -9, r.stderr)
         files = glob.glob(os.path.join(self.shm, "*.salvage"))
         self.assertEqual(len(files), 1)

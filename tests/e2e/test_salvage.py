@@ -8,6 +8,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -166,6 +167,8 @@ class Launcher(SalvageTest):
         self.assertEqual(len(dirs), 1, r.stderr)
         trace = load_trace(dirs[0])
         self.assertEqual(trace["profhost"]["cpu_samples"]["hz"], 499)
+        # the sampler's signal, as a window's trace names it (not 0)
+        self.assertEqual(trace["profhost"]["cpu_samples"]["signal"], signal.SIGPROF)
         samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"]
         self.assertGreaterEqual(len(samples), 5)
         named = [e for e in samples if e["name"] == "salvage_spin_work"]
