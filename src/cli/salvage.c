@@ -17,6 +17,7 @@
 
 #include "../events/trace.h"
 #include "../export/export.h"
+#include "../export/hanglinks.h"
 #include "../policy/policy.h"
 #include "../read/salvage_read.h"
 #include "../util/fsutil.h"
@@ -66,6 +67,7 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	struct policy_opts po = { 0 };
 	struct policy_report rep = { 0 };
 	struct policy_trace pt;
+	struct hang_link links[HANGLINKS_MAX];
 	struct policy *p;
 	char lua_dir[PATH_MAX];
 	int rc = 0;
@@ -84,6 +86,9 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	pt.dir = res->dir;
 	pt.out = &res->out;
 	pt.files = (const char *const *)res->files;
+	/* a process killed while hung links the watchdog's report */
+	pt.hangs = links;
+	pt.nhangs = hanglinks_find(res->dir, &t->meta, links, HANGLINKS_MAX);
 	if (policy_report_window(p, &pt, formats, false, &rep, e) != POLICY_OK)
 		rc = -1;
 	if (rc == 0 && rep.text && export_text_file(res, "report.txt", rep.text, e) != 0)

@@ -23,6 +23,7 @@
 #include "../events/bigalloc.h"
 #include "../events/clock.h"
 #include "../export/export.h"
+#include "../export/hanglinks.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "capture.h"
@@ -95,11 +96,13 @@ static void release_job(struct host *h, const struct host_job *job)
 }
 
 /* Runs the built-in reports of a written window and adds report.txt,
- * report.html and modules.txt (when nn.Module calls were recorded) to it;
- * rank 0 prints the findings. Host thread. */
+ * report.html and modules.txt (when nn.Module calls were recorded) to it,
+ * linking the hang reports it overlaps; rank 0 prints the findings. Host
+ * thread. */
 static void run_builtin_reports(struct host *h, const struct trace *t,
 				struct export_result *res)
 {
+	struct hang_link links[HANGLINKS_MAX];
 	struct policy_trace pt;
 	struct policy_report rep;
 	unsigned formats = (h->cfg->export.report_text ? POLICY_REPORT_TEXT : 0) |
@@ -113,6 +116,9 @@ static void run_builtin_reports(struct host *h, const struct trace *t,
 	pt.dir = res->dir;
 	pt.out = &res->out;
 	pt.files = (const char *const *)res->files;
+	pt.hangs = links;
+	pt.nhangs = h->cfg->watchdog.enabled ?
+		hanglinks_find(res->dir, &t->meta, links, HANGLINKS_MAX) : 0;
 	if (policy_report_window(h->policy, &pt, formats, false, &rep, &e) != POLICY_OK) {
 		host_fail(h, &e);
 		return;
@@ -347,6 +353,8 @@ static void process_job(struct host *h, struct host_job *job)
 	pt.dir = wi.dir;
 	pt.out = wi.dir ? &res.out : NULL;
 	pt.files = wi.files;
+	pt.hangs = NULL;
+	pt.nhangs = 0;
 	run_window_hooks(h, &wi, &pt);
 
 	export_result_free(&res);

@@ -33,6 +33,7 @@
 
 struct trace;
 struct outdir;
+struct hang_link;
 
 /* The configuration a policy produced, after validation and --set. Strings
  * are owned by the policy; NULL means "not set". */
@@ -283,6 +284,10 @@ struct policy_trace {
 					    through it; NULL: they open dir */
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
+	const struct hang_link *hangs;   /* the hang reports the window
+					    overlaps (export/hanglinks.h),
+					    linked by the built-in reports */
+	size_t nhangs;
 };
 
 /* Runs prof.on_trace_ready hooks, each under the report budget, with the

@@ -10,6 +10,7 @@
 #include <lua.h>
 
 #include "../events/clock.h"
+#include "../export/hanglinks.h"
 #include "../util/log.h"
 #include "policy_internal.h"
 #include "sandbox.h"
@@ -347,7 +348,24 @@ static void take_field(lua_State *L, const char *key, char **dst)
 	lua_pop(L, 1);
 }
 
-/* Protected: require("prof.reports").window(trace, formats, keep) or
+/* The hang reports a window links, as the built-in reports read them:
+ * { { hang =, step =, stalled_s =, dir = "hang0_step5" }, ... }. */
+static void push_hang_links(lua_State *L, const struct policy_trace *tr)
+{
+	size_t i;
+
+	lua_createtable(L, (int)tr->nhangs, 0);
+	for (i = 0; tr->hangs && i < tr->nhangs; i++) {
+		lua_createtable(L, 0, 4);
+		set_int(L, "hang", (lua_Integer)tr->hangs[i].hang);
+		set_int(L, "step", (lua_Integer)tr->hangs[i].step);
+		set_num(L, "stalled_s", tr->hangs[i].stalled_s);
+		set_str(L, "dir", tr->hangs[i].dir);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+}
+
+/* Protected: require("prof.reports").window(trace, formats, keep, hangs) or
  * .run(formats); the result's text/json/html into rc->out. Arg 1: rc. */
 static int run_report(lua_State *L)
 {
@@ -371,7 +389,8 @@ static int run_report(lua_State *L)
 	lua_setfield(L, -2, "html");
 	if (rc->tr) {
 		lua_pushboolean(L, rc->keep);
-		lua_call(L, 3, 1);
+		push_hang_links(L, rc->tr);
+		lua_call(L, 4, 1);
 	} else {
 		lua_call(L, 1, 1);
 	}

@@ -119,6 +119,24 @@ class CLoop(TempDirTest):
         self.assertEqual(len(dumps), 1, r.stderr)
         with open(os.path.join(dumps[0], "summary.txt")) as f:
             self.assertIn("(hang 0)", f.read())
+        # The dump's reports point to the hang's own (a sibling folder).
+        link = ('<a href="../hang0_step5/report.html">the hang report</a> '
+                '(<a href="../hang0_step5/hang_report.txt">hang_report.txt</a>)')
+        with open(os.path.join(dumps[0], "report.html")) as f:
+            page = f.read()
+        self.assertTrue("<b>Hang 0</b>: step 5 had not ended after" in page and link in page,
+                        "the dump's report.html does not link hang 0")
+        self.assertTrue(os.path.exists(os.path.join(dumps[0], "..", "hang0_step5",
+                                                    "report.html")))
+        with open(os.path.join(dumps[0], "report.txt")) as f:
+            self.assertRegex(f.read(), r"Hang 0: step 5 had not ended after \d+\.\d s "
+                             r"\(the watchdog's report: \.\./hang0_step5/hang_report\.txt\)")
+        # prof report writes the page again with the link (a path ending in /).
+        os.remove(os.path.join(dumps[0], "report.html"))
+        rr = run([PROF, "report", dumps[0] + "/", "--format", "html"])
+        self.assertEqual(rr.returncode, 0, rr.stderr)
+        with open(os.path.join(dumps[0], "report.html")) as f:
+            self.assertTrue(link in f.read(), "prof report's report.html does not link hang 0")
 
     def test_steady_loop_and_dump_off(self):
         policy = self.write("policy.lua", """
@@ -195,6 +213,10 @@ class GpuInFlight(TempDirTest):
         self.assertNotIn("gemm_kernel", text)
         self.assertRegex(page, r"<td>GPU 0, stream 5</td><td><code>stuck_kernel</code></td>"
                          r"<td class=\"age\">\d+\.\d s ago</td>")
+        # The window recorded through the hang: its report.html links it.
+        with open(os.path.join(window_dirs(out)[0], "report.html")) as f:
+            self.assertTrue('<a href="../hang0_step3/report.html">' in f.read(),
+                            "the window's report.html does not link hang 0")
         # The watchdog's look took nothing from the window: the stuck kernel
         # is in the trace with its real duration.
         t = load_trace(window_dirs(out)[0])
