@@ -1,12 +1,15 @@
 /*
  * hangs — `prof report`'s view of a hang across ranks: reads the latest
  * hang.json of each rank (written by the hang watchdog, src/host/watchdog.c)
- * and says which ranks are stuck where, and which is the odd one out.
+ * and says which ranks are stuck where, which is the odd one out, the GPU
+ * work each rank left in flight (its oldest kernel), and where each
+ * place's hang reports are.
  *
  * Ranks are read one at a time, in rank order (rank<R> for R from 0 to the
  * highest number present), each file parsed and freed before the next, and
- * each rank's place folded into at most HANGS_GROUPS groups of at most
- * HANGS_SPANS rank spans: memory does not grow with the number of ranks.
+ * each rank's place (and its GPU state) folded into at most HANGS_GROUPS
+ * groups of at most HANGS_SPANS rank spans: memory does not grow with the
+ * number of ranks.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,25 +31,60 @@
 #define HANGS_WHERE 200
 #define HANGS_FILE_MAX ((size_t)64 << 20)
 
+/* A set of ranks, added in rank order, as at most HANGS_SPANS spans. */
+struct rank_spans {
+	long count;
+	long lo[HANGS_SPANS], hi[HANGS_SPANS];
+	int n;
+	bool more;                     /* ranks past the spans kept */
+};
+
 /* Ranks stuck at one place. */
 struct hang_group {
 	char where[HANGS_WHERE];       /* "inside `allreduce`", "in `f (x.py:3)`" */
 	bool collective;               /* `where` looks like a collective or a
 					  wait: these ranks wait for others */
-	long count;
-	long span_lo[HANGS_SPANS], span_hi[HANGS_SPANS];
-	int nspans;
-	bool more_spans;               /* ranks past the spans kept */
+	struct rank_spans ranks;
 	double stalled_max;
 	long long step_lo, step_hi;
+	char report[PATH_MAX];         /* its first rank's hang report */
+};
+
+/* What a rank's hang.json says of its GPU work. */
+enum gpu_state { GPU_UNKNOWN, GPU_IDLE, GPU_BUSY };
+
+/* Ranks in one GPU state: busy ones grouped by their oldest kernel. */
+struct gpu_group {
+	enum gpu_state state;
+	char name[HANGS_WHERE];        /* GPU_BUSY: the oldest kernel's name;
+					  GPU_UNKNOWN: the first rank's note */
+	struct rank_spans ranks;
+	long long kmin, kmax;          /* kernels in flight per rank */
+	double age_max;                /* the oldest kernel's age, s */
 };
 
 struct hang_view {
 	struct hang_group g[HANGS_GROUPS + 1]; /* the last: everything else */
 	int ngroups;
+	struct gpu_group gpu[HANGS_GROUPS + 1]; /* the last: other kernels */
+	int ngpu;
+	bool gpu_known;                /* a rank listed its GPU work */
 	long ranks;                    /* ranks with a hang report */
 	long world;                    /* largest world_size seen */
 };
+
+/* Adds rank r (ranks come in order: extend the last span or start one). */
+static void spans_add(struct rank_spans *s, long r)
+{
+	s->count++;
+	if (s->n && s->hi[s->n - 1] == r - 1)
+		s->hi[s->n - 1] = r;
+	else if (s->n < HANGS_SPANS) {
+		s->lo[s->n] = s->hi[s->n] = r;
+		s->n++;
+	} else
+		s->more = true;
+}
 
 /* Whether a place name reads as a collective or a wait (range and
  * function names only: "(file:line)" parts are left out). */
@@ -131,9 +169,10 @@ static void rank_where(const cJSON *root, char *out, size_t size)
 	}
 }
 
-/* Adds rank r at `where` to the view. */
+/* Adds rank r at `where` to the view; `report` is its hang report's
+ * path, kept for the group it starts. */
 static void view_add(struct hang_view *v, long r, const char *where, long long step,
-		     double stalled)
+		     double stalled, const char *report)
 {
 	struct hang_group *g = NULL;
 	int i;
@@ -147,31 +186,89 @@ static void view_add(struct hang_view *v, long r, const char *where, long long s
 		snprintf(g->where, sizeof g->where, "%s", where);
 		g->collective = is_collective(where);
 		g->step_lo = g->step_hi = step;
+		snprintf(g->report, sizeof g->report, "%s", report);
 	}
 	if (!g) {
 		g = &v->g[HANGS_GROUPS];
-		if (!g->count) {
+		if (!g->ranks.count) {
 			snprintf(g->where, sizeof g->where, "elsewhere (more places than "
 				 "this view tells apart)");
 			g->step_lo = g->step_hi = step;
+			snprintf(g->report, sizeof g->report, "%s", report);
 		}
 	}
-	g->count++;
 	if (step < g->step_lo)
 		g->step_lo = step;
 	if (step > g->step_hi)
 		g->step_hi = step;
 	if (stalled > g->stalled_max)
 		g->stalled_max = stalled;
-	/* ranks come in order: extend the last span or start one */
-	if (g->nspans && g->span_hi[g->nspans - 1] == r - 1)
-		g->span_hi[g->nspans - 1] = r;
-	else if (g->nspans < HANGS_SPANS) {
-		g->span_lo[g->nspans] = g->span_hi[g->nspans] = r;
-		g->nspans++;
-	} else
-		g->more_spans = true;
+	spans_add(&g->ranks, r);
 	v->ranks++;
+}
+
+/* Rank r's GPU state from its hang.json's "gpu" into the view: the
+ * kernels it lists in flight (and `more` beyond them), the oldest by
+ * launched_s_ago. */
+static void gpu_add(struct hang_view *v, long r, const cJSON *root)
+{
+	const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(gpu, "in_flight"), *k, *x;
+	const char *oldest = "(unnamed kernel)";
+	char name[HANGS_WHERE];
+	enum gpu_state st = GPU_UNKNOWN;
+	struct gpu_group *g = NULL;
+	long long n = 0;
+	double age = -1;
+	int i;
+
+	x = cJSON_GetObjectItemCaseSensitive(gpu, "note");
+	snprintf(name, sizeof name, "%s", !gpu ? "its hang.json has no GPU section"
+		 : cJSON_IsString(x) ? x->valuestring : "not said why");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gpu, "known"))) {
+		v->gpu_known = true;
+		cJSON_ArrayForEach(k, list) {
+			x = cJSON_GetObjectItemCaseSensitive(k, "launched_s_ago");
+			n++;
+			if (cJSON_IsNumber(x) && x->valuedouble > age) {
+				age = x->valuedouble;
+				x = cJSON_GetObjectItemCaseSensitive(k, "name");
+				oldest = cJSON_IsString(x) ? x->valuestring : "(unnamed kernel)";
+			}
+		}
+		x = cJSON_GetObjectItemCaseSensitive(gpu, "more");
+		if (cJSON_IsNumber(x) && x->valuedouble > 0)
+			n += (long long)x->valuedouble;
+		st = n ? GPU_BUSY : GPU_IDLE;
+		snprintf(name, sizeof name, "%s", n ? oldest : "");
+	}
+	for (i = 0; i < v->ngpu && !g; i++)
+		if (v->gpu[i].state == st &&
+		    (st != GPU_BUSY || strcmp(v->gpu[i].name, name) == 0))
+			g = &v->gpu[i]; /* the unknown ones: one group, the first note */
+	if (!g && v->ngpu < HANGS_GROUPS) {
+		g = &v->gpu[v->ngpu++];
+		memset(g, 0, sizeof *g);
+		g->state = st;
+		snprintf(g->name, sizeof g->name, "%s", name);
+		g->kmin = g->kmax = n;
+	}
+	if (!g) {
+		g = &v->gpu[HANGS_GROUPS];
+		if (!g->ranks.count) {
+			g->state = GPU_BUSY;
+			snprintf(g->name, sizeof g->name, "(other kernels: more than this "
+				 "view tells apart)");
+			g->kmin = g->kmax = n;
+		}
+	}
+	if (n < g->kmin)
+		g->kmin = n;
+	if (n > g->kmax)
+		g->kmax = n;
+	if (age > g->age_max)
+		g->age_max = age;
+	spans_add(&g->ranks, r);
 }
 
 /* Reads rank `r`'s hang.json at `path` (malloc'd, NUL-ended), or NULL: a
@@ -227,10 +324,27 @@ static bool latest_hang(const char *rdir, char *name, size_t size)
 	return best >= 0;
 }
 
+/* The file to open for the hang report in folder `dir`: its report.html,
+ * else its hang_report.txt, else the folder itself (cut to fit). */
+static void report_path(const char *dir, char *out, size_t size)
+{
+	static const char *const names[] = { "report.html", "hang_report.txt" };
+	struct stat st;
+	size_t i;
+
+	for (i = 0; i < 2; i++)
+		if ((size_t)snprintf(out, size, "%s/%s", dir, names[i]) < size &&
+		    stat(out, &st) == 0 && S_ISREG(st.st_mode))
+			return;
+	if ((size_t)snprintf(out, size, "%s/", dir) >= size)
+		out[size - 1] = '\0';
+}
+
 /* One rank: its latest hang.json into the view. */
 static void read_rank(struct hang_view *v, const char *run, long r)
 {
 	char rdir[PATH_MAX], hname[256], path[PATH_MAX + 300], where[HANGS_WHERE];
+	char report[PATH_MAX];
 	cJSON *root;
 	char *text;
 	const cJSON *x;
@@ -260,27 +374,64 @@ static void read_rank(struct hang_view *v, const char *run, long r)
 	x = cJSON_GetObjectItemCaseSensitive(root, "world_size");
 	if (cJSON_IsNumber(x) && (long)x->valuedouble > v->world)
 		v->world = (long)x->valuedouble;
+	gpu_add(v, r, root);
 	cJSON_Delete(root);
-	view_add(v, r, where, step, stalled);
+	snprintf(path, sizeof path, "%s/%s", rdir, hname);
+	report_path(path, report, sizeof report);
+	view_add(v, r, where, step, stalled, report);
 }
 
 /* "ranks 0-6, 9" / "rank 7" into out. */
-static void ranks_text(const struct hang_group *g, char *out, size_t size)
+static void ranks_text(const struct rank_spans *s, char *out, size_t size)
 {
 	size_t n;
 	int i;
 
-	n = (size_t)snprintf(out, size, "%s", g->count == 1 ? "rank " : "ranks ");
-	for (i = 0; i < g->nspans && n < size; i++) {
-		if (g->span_lo[i] == g->span_hi[i])
+	n = (size_t)snprintf(out, size, "%s", s->count == 1 ? "rank " : "ranks ");
+	for (i = 0; i < s->n && n < size; i++) {
+		if (s->lo[i] == s->hi[i])
 			n += (size_t)snprintf(out + n, size - n, "%s%ld", i ? ", " : "",
-					      g->span_lo[i]);
+					      s->lo[i]);
 		else
 			n += (size_t)snprintf(out + n, size - n, "%s%ld-%ld", i ? ", " : "",
-					      g->span_lo[i], g->span_hi[i]);
+					      s->lo[i], s->hi[i]);
 	}
-	if (g->more_spans && n < size)
+	if (s->more && n < size)
 		snprintf(out + n, size - n, ", ...");
+}
+
+/* The GPU section: per group of ranks, the kernels in flight and the
+ * oldest. Only when some rank could list its GPU work. */
+static void gpu_text(const struct hang_view *v, FILE *out)
+{
+	char ranks[512], count[64];
+	int i;
+
+	if (!v->gpu_known)
+		return;
+	fprintf(out, "  GPU work not finished:\n");
+	for (i = 0; i <= v->ngpu; i++) {
+		const struct gpu_group *g = i < v->ngpu ? &v->gpu[i] : &v->gpu[HANGS_GROUPS];
+
+		if (!g->ranks.count)
+			continue;
+		ranks_text(&g->ranks, ranks, sizeof ranks);
+		if (g->state == GPU_UNKNOWN) {
+			fprintf(out, "    %s: kernels in flight not known (%s)\n", ranks, g->name);
+			continue;
+		}
+		if (g->state == GPU_IDLE) {
+			fprintf(out, "    %s: no kernel in flight\n", ranks);
+			continue;
+		}
+		if (g->kmin == g->kmax)
+			snprintf(count, sizeof count, "%lld", g->kmax);
+		else
+			snprintf(count, sizeof count, "%lld-%lld", g->kmin, g->kmax);
+		fprintf(out, "    %s: %s kernel%s in flight, oldest `%s` for %s%.1f s\n", ranks,
+			count, g->kmax == 1 ? "" : "s", g->name,
+			g->ranks.count > 1 ? "up to " : "", g->age_max);
+	}
 }
 
 /* The odd group: the one place not a collective while the others wait in
@@ -296,19 +447,20 @@ static int odd_group(const struct hang_view *v)
 			ncoll++;
 		else
 			nother++;
-		if (v->g[i].count > v->g[big].count)
+		if (v->g[i].ranks.count > v->g[big].ranks.count)
 			big = i;
 	}
 	if (ncoll && nother) {
 		for (i = 0; i < v->ngroups; i++)
-			if (!v->g[i].collective && (odd < 0 || v->g[i].count < v->g[odd].count))
+			if (!v->g[i].collective &&
+			    (odd < 0 || v->g[i].ranks.count < v->g[odd].ranks.count))
 				odd = i;
 		return odd;
 	}
-	if (v->g[big].count * 2 <= v->ranks)
+	if (v->g[big].ranks.count * 2 <= v->ranks)
 		return -1;
 	for (i = 0; i < v->ngroups; i++)
-		if (i != big && (odd < 0 || v->g[i].count < v->g[odd].count))
+		if (i != big && (odd < 0 || v->g[i].ranks.count < v->g[odd].ranks.count))
 			odd = i;
 	return odd;
 }
@@ -359,26 +511,28 @@ int cli_hangs_report(const char *run, FILE *out)
 		/* the groups, then "elsewhere" (never the odd one) */
 		const struct hang_group *g = i < v->ngroups ? &v->g[i] : &v->g[HANGS_GROUPS];
 
-		if (!g->count)
+		if (!g->ranks.count)
 			continue;
-		ranks_text(g, ranks, sizeof ranks);
+		ranks_text(&g->ranks, ranks, sizeof ranks);
 		if (g->step_lo == g->step_hi)
 			snprintf(steps, sizeof steps, "step %lld", g->step_lo);
 		else
 			snprintf(steps, sizeof steps, "steps %lld-%lld", g->step_lo, g->step_hi);
 		fprintf(out, "  %s %s since %s (stalled up to %.1f s)\n", ranks, g->where,
 			steps, g->stalled_max);
+		fprintf(out, "    rank %ld's report: %s\n", g->ranks.lo[0], g->report);
 	}
 	odd = odd_group(v);
 	if (odd >= 0) {
-		ranks_text(&v->g[odd], ranks, sizeof ranks);
+		ranks_text(&v->g[odd].ranks, ranks, sizeof ranks);
 		fprintf(out, "  odd one out: %s, %s while the others wait\n", ranks,
 			v->g[odd].where);
 	} else if (v->ngroups > 1) {
 		fprintf(out, "  no odd one out: no place holds most ranks\n");
 	}
-	fprintf(out, "  (each rank's hang<K>_step<N>/hang_report.txt has its threads' "
-		"stacks and ranges)\n\n");
+	gpu_text(v, out);
+	fprintf(out, "  (each rank's report is rank<R>/hang<K>_step<N>/report.html, with "
+		"hang_report.txt beside it: its threads' stacks, ranges and GPU work)\n\n");
 	free(v);
 	return 1;
 }

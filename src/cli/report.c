@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "../events/trace.h"
+#include "../export/hanglinks.h"
 #include "../export/outfile.h"
 #include "../export/phb.h"
 #include "../read/phb_read.h"
@@ -489,6 +490,7 @@ int cli_report_main(int argc, char **argv)
 	for (i = 0; i < wl.n; i++) {
 		struct trace t;
 		struct policy_trace pt;
+		struct hang_link links[HANGLINKS_MAX];
 		struct policy_report r;
 		unsigned want = wl.n == 1 ? fmt : (fmt == POLICY_REPORT_HTML ? fmt : 0);
 
@@ -509,6 +511,9 @@ int cli_report_main(int argc, char **argv)
 		pt.dir = dir;
 		pt.out = NULL; /* the user's directory: opened by its path */
 		pt.files = NULL;
+		/* the hang reports beside it, as the host linked them */
+		pt.hangs = links;
+		pt.nhangs = hanglinks_find(dir, &t.meta, links, HANGLINKS_MAX);
 		if (policy_report_window(p, &pt, want, wl.n > 1, &r, &e) != POLICY_OK) {
 			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);
 			status = 1;

@@ -78,7 +78,8 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	p = policy_load(&po, e);
 	if (!p)
 		return -1;
-	if (policy_write_reports(p, t, res, formats, &findings, e) != POLICY_OK)
+	/* a process killed while hung links the watchdog's report */
+	if (policy_write_reports(p, t, res, formats, true, &findings, e) != POLICY_OK)
 		rc = -1;
 	else if (findings && findings[0] && t->meta.rank == 0)
 		fputs(findings, stderr);

@@ -95,8 +95,9 @@ static void release_job(struct host *h, const struct host_job *job)
 }
 
 /* Runs the built-in reports of a written window and adds report.txt,
- * report.html and modules.txt (when nn.Module calls were recorded) to it;
- * rank 0 prints the findings. Host thread. */
+ * report.html and modules.txt (when nn.Module calls were recorded) to it,
+ * linking the hang reports it overlaps; rank 0 prints the findings. Host
+ * thread. */
 static void run_builtin_reports(struct host *h, const struct trace *t,
 				struct export_result *res)
 {
@@ -107,7 +108,8 @@ static void run_builtin_reports(struct host *h, const struct trace *t,
 
 	if (!formats || !h->policy)
 		return;
-	if (policy_write_reports(h->policy, t, res, formats, &findings, &e) != POLICY_OK) {
+	if (policy_write_reports(h->policy, t, res, formats, h->cfg->watchdog.enabled,
+				 &findings, &e) != POLICY_OK) {
 		host_fail(h, &e);
 		return;
 	}
@@ -335,6 +337,8 @@ static void process_job(struct host *h, struct host_job *job)
 	pt.dir = wi.dir;
 	pt.out = wi.dir ? &res.out : NULL;
 	pt.files = wi.files;
+	pt.hangs = NULL;
+	pt.nhangs = 0;
 	run_window_hooks(h, &wi, &pt);
 
 	export_result_free(&res);

@@ -720,6 +720,10 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		cJSON_AddNumberToObject(root, "limit_s", (double)limit / 1e9);
 		cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
 		cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
+		/* on the trace clock: the windows and dumps whose span overlaps
+		 * the stall link this report (export/hanglinks.h) */
+		cJSON_AddNumberToObject(root, "since_ts", (double)s->start);
+		cJSON_AddNumberToObject(root, "report_ts", (double)now);
 		if (!py)
 			cJSON_AddStringToObject(root, "python_missing", why);
 		arr = cJSON_AddArrayToObject(root, "threads");

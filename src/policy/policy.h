@@ -34,6 +34,7 @@
 struct trace;
 struct outdir;
 struct export_result;
+struct hang_link;
 
 /* The configuration a policy produced, after validation and --set. Strings
  * are owned by the policy; NULL means "not set". */
@@ -291,6 +292,10 @@ struct policy_trace {
 					    through it; NULL: they open dir */
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
+	const struct hang_link *hangs;   /* the hang reports the window
+					    overlaps (export/hanglinks.h),
+					    linked by the built-in reports */
+	size_t nhangs;
 };
 
 /* Runs prof.on_trace_ready hooks, each under the report budget, with the
@@ -381,14 +386,16 @@ enum policy_status policy_report_window(struct policy *p,
  * Runs the built-in reports on trace t, written as the window folder
  * *res describes, and adds report.txt, report.html and modules.txt (when
  * the window holds nn.Module calls) to it as `formats` asks: the one way
- * the host thread and `prof salvage` add them. On success *findings gets
+ * the host thread and `prof salvage` add them. With `link_hangs` the
+ * reports link the hang reports of the run folder that overlap the
+ * window (hanglinks_find). On success *findings gets
  * the plain-words findings (malloc'd or NULL: the caller prints and frees
  * them). Returns POLICY_OK, or POLICY_ERROR with *e set (files written
  * before the failure stay; *findings NULL). Same threads as above.
  */
 enum policy_status policy_write_reports(struct policy *p, const struct trace *t,
 					struct export_result *res, unsigned formats,
-					char **findings, struct err *e);
+					bool link_hangs, char **findings, struct err *e);
 
 /* Renders the run report (ranks, stragglers) over every window kept since
  * the last call, then forgets them. Same contract as above. */

@@ -11,6 +11,7 @@
 
 #include "../events/clock.h"
 #include "../export/export.h"
+#include "../export/hanglinks.h"
 #include "../util/log.h"
 #include "policy_internal.h"
 #include "sandbox.h"
@@ -348,7 +349,24 @@ static void take_field(lua_State *L, const char *key, char **dst)
 	lua_pop(L, 1);
 }
 
-/* Protected: require("prof.reports").window(trace, formats, keep) or
+/* The hang reports a window links, as the built-in reports read them:
+ * { { hang =, step =, stalled_s =, dir = "hang0_step5" }, ... }. */
+static void push_hang_links(lua_State *L, const struct policy_trace *tr)
+{
+	size_t i;
+
+	lua_createtable(L, (int)tr->nhangs, 0);
+	for (i = 0; tr->hangs && i < tr->nhangs; i++) {
+		lua_createtable(L, 0, 4);
+		set_int(L, "hang", (lua_Integer)tr->hangs[i].hang);
+		set_int(L, "step", (lua_Integer)tr->hangs[i].step);
+		set_num(L, "stalled_s", tr->hangs[i].stalled_s);
+		set_str(L, "dir", tr->hangs[i].dir);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+}
+
+/* Protected: require("prof.reports").window(trace, formats, keep, hangs) or
  * .run(formats); the result's text/json/html into rc->out. Arg 1: rc. */
 static int run_report(lua_State *L)
 {
@@ -372,7 +390,8 @@ static int run_report(lua_State *L)
 	lua_setfield(L, -2, "html");
 	if (rc->tr) {
 		lua_pushboolean(L, rc->keep);
-		lua_call(L, 3, 1);
+		push_hang_links(L, rc->tr);
+		lua_call(L, 4, 1);
 	} else {
 		lua_call(L, 1, 1);
 	}
@@ -434,9 +453,10 @@ enum policy_status policy_report_window(struct policy *p,
 
 enum policy_status policy_write_reports(struct policy *p, const struct trace *t,
 					struct export_result *res, unsigned formats,
-					char **findings, struct err *e)
+					bool link_hangs, char **findings, struct err *e)
 {
 	static const char *const names[] = { "report.txt", "report.html", "modules.txt" };
+	struct hang_link links[HANGLINKS_MAX];
 	struct policy_report rep;
 	struct policy_trace pt;
 	const char *texts[3];
@@ -448,6 +468,8 @@ enum policy_status policy_write_reports(struct policy *p, const struct trace *t,
 	pt.dir = res->dir;
 	pt.out = &res->out;
 	pt.files = (const char *const *)res->files;
+	pt.hangs = links;
+	pt.nhangs = link_hangs ? hanglinks_find(res->dir, &t->meta, links, HANGLINKS_MAX) : 0;
 	if (policy_report_window(p, &pt, formats, false, &rep, e) != POLICY_OK)
 		return POLICY_ERROR;
 	texts[0] = rep.text;

@@ -119,6 +119,24 @@ class CLoop(TempDirTest):
         self.assertEqual(len(dumps), 1, r.stderr)
         with open(os.path.join(dumps[0], "summary.txt")) as f:
             self.assertIn("(hang 0)", f.read())
+        # The dump's reports point to the hang's own (a sibling folder).
+        link = ('<a href="../hang0_step5/report.html">the hang report</a> '
+                '(<a href="../hang0_step5/hang_report.txt">hang_report.txt</a>)')
+        with open(os.path.join(dumps[0], "report.html")) as f:
+            page = f.read()
+        self.assertTrue("<b>Hang 0</b>: step 5 had not ended after" in page and link in page,
+                        "the dump's report.html does not link hang 0")
+        self.assertTrue(os.path.exists(os.path.join(dumps[0], "..", "hang0_step5",
+                                                    "report.html")))
+        with open(os.path.join(dumps[0], "report.txt")) as f:
+            self.assertRegex(f.read(), r"Hang 0: step 5 had not ended after \d+\.\d s "
+                             r"\(the watchdog's report: \.\./hang0_step5/hang_report\.txt\)")
+        # prof report writes the page again with the link (a path ending in /).
+        os.remove(os.path.join(dumps[0], "report.html"))
+        rr = run([PROF, "report", dumps[0] + "/", "--format", "html"])
+        self.assertEqual(rr.returncode, 0, rr.stderr)
+        with open(os.path.join(dumps[0], "report.html")) as f:
+            self.assertTrue(link in f.read(), "prof report's report.html does not link hang 0")
 
     def test_steady_loop_and_dump_off(self):
         policy = self.write("policy.lua", """
@@ -219,6 +237,14 @@ class GpuInFlight(TempDirTest):
         self.assertNotIn("gemm_kernel", text)
         self.assertRegex(page, r"<td>GPU 0, stream 5</td><td><code>stuck_kernel</code></td>"
                          r"<td class=\"age\">\d+\.\d s ago</td>")
+        # prof report's view across ranks: the kernel rank 0 left in flight.
+        text = run([PROF, "report", os.path.dirname(os.path.dirname(hang_dirs(out)[0]))]).stdout
+        self.assertRegex(text, r"\n  GPU work not finished:\n    rank 0: 1 kernel in flight, "
+                         r"oldest `stuck_kernel` for \d+\.\d s\n")
+        # The window recorded through the hang: its report.html links it.
+        with open(os.path.join(window_dirs(out)[0], "report.html")) as f:
+            self.assertTrue('<a href="../hang0_step3/report.html">' in f.read(),
+                            "the window's report.html does not link hang 0")
         # The watchdog's look took nothing from the window: the stuck kernel
         # is in the trace with its real duration.
         t = load_trace(window_dirs(out)[0])
@@ -481,6 +507,10 @@ class Ranks(TempDirTest):
         self.assertIn("Hang across ranks: 2 ranks wrote a hang report", text)
         self.assertRegex(text, r"rank 0 inside `allreduce`, in `all_reduce \(distributed_c10d\.py:\d+\)` since step 3")
         self.assertRegex(text, r"odd one out: rank 1, inside `slow_io`, in `slow_io \(gloo\.py:\d+\)`")
+        self.assertIn("    rank 1's report: %s/rank1/%s/report.html\n"
+                      % (run_dir, os.path.basename(glob.glob(os.path.join(
+                          run_dir, "rank1", "hang*_step3"))[0])), text)
+        self.assertNotIn("GPU work not finished", text)  # CPU only: nothing to say
 
     def test_view_of_256_ranks_in_bounded_memory(self):
         def make(run_dir, n, odd):
@@ -499,9 +529,29 @@ class Ranks(TempDirTest):
                                      "steps": False, "ranges": [],
                                      "native": ["0x2 poll+0x1 (libc.so.6)"] * 30}
                                     for i in range(30)]
+                # GPU work: the others wait in the collective's kernel;
+                # rank 7 left a gemm in flight; rank 200's GPU is idle;
+                # rank 201 could not say.
+                gpu = {"known": True, "more": 0, "forgotten": 0, "in_flight": [
+                    {"name": "ncclDevKernel_AllReduce", "device": 0, "stream": 7,
+                     "launched_s_ago": 400.0 + r / 100.0}]}
+                if r == odd:
+                    gpu["in_flight"] = [
+                        {"name": "relu_kernel", "device": 0, "stream": 9,
+                         "launched_s_ago": 3.0},
+                        {"name": "gemm_kernel", "device": 0, "stream": 7,
+                         "launched_s_ago": 412.5}]
+                    with open(os.path.join(d, "report.html"), "w") as f:
+                        f.write("<html></html>\n")
+                elif r == 200:
+                    gpu["in_flight"] = []
+                elif r == 201:
+                    gpu = {"known": False, "note": "CUPTI is not recording kernels now "
+                           "(outside capture windows)"}
                 with open(os.path.join(d, "hang.json"), "w") as f:
                     json.dump({"rank": r, "world_size": n, "step": 1200,
-                               "stalled_s": 412.0 + r / 100.0, "threads": threads}, f)
+                               "stalled_s": 412.0 + r / 100.0, "threads": threads,
+                               "gpu": gpu}, f)
             # an older hang of rank 0 is not the one shown
             os.makedirs(os.path.join(run_dir, "rank0", "hang_not_a_report"))
 
@@ -529,6 +579,22 @@ class Ranks(TempDirTest):
         self.assertIn("ranks 0-6, 8-255 inside `allreduce`, in `f (y.py:0)` since step 1200", text)
         self.assertIn("odd one out: rank 7, inside `train_step`, in `__next__ (dataloader.py:633)`",
                       text)
+        # Where to read on: each place's first rank's report (report.html
+        # where there is one, else the folder).
+        self.assertIn("\n    rank 0's report: %s/rank0/hang0_step1200/\n" % big, text)
+        self.assertIn("\n    rank 7's report: %s/rank7/hang0_step1200/report.html\n" % big,
+                      text)
+        # The GPU work each rank left in flight, grouped by its oldest kernel.
+        gpu = text[text.index("  GPU work not finished:\n"):]
+        self.assertEqual(gpu.splitlines()[1:6], [
+            "    ranks 0-6, 8-199, 202-255: 1 kernel in flight, oldest "
+            "`ncclDevKernel_AllReduce` for up to 402.6 s",
+            "    rank 7: 2 kernels in flight, oldest `gemm_kernel` for 412.5 s",
+            "    rank 200: no kernel in flight",
+            "    rank 201: kernels in flight not known (CUPTI is not recording kernels now "
+            "(outside capture windows))",
+            "  (each rank's report is rank<R>/hang<K>_step<N>/report.html, with "
+            "hang_report.txt beside it: its threads' stacks, ranges and GPU work)"], text)
         # 16 times the ranks, the same memory (reads one rank at a time).
         # (AddressSanitizer keeps freed memory in quarantine: not there.)
         if not SANITIZE:

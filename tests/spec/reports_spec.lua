@@ -549,6 +549,23 @@ describe("prof.reports", function()
 		assert.falsy(out.findings:find("buffer_mb", 1, true))
 		reports.run({}) -- nothing kept
 	end)
+	it("links the hang reports a window overlaps, escaped, and none without", function()
+		local t = full_stub()
+		local out = reports.window(t, { text = true, html = true, json = true }, false,
+			{ { hang = 0, step = 5, stalled_s = 1.25, dir = "hang0_step5" },
+			  { hang = 1, step = 9, stalled_s = 3, dir = "hang1_step9.pid<7>" } })
+		assert.truthy(out.text:find("\nHang 0: step 5 had not ended after 1.2 s (the "
+			.. "watchdog's report: ../hang0_step5/hang_report.txt)\n", 1, true))
+		assert.truthy(out.html:find('<nav class="hangs"><b>Hang 0</b>: step 5 had not ended '
+			.. 'after 1.2 s: <a href="../hang0_step5/report.html">the hang report</a> '
+			.. '(<a href="../hang0_step5/hang_report.txt">hang_report.txt</a>)', 1, true))
+		assert.truthy(out.html:find('href="../hang1_step9.pid&lt;7&gt;/report.html"', 1, true))
+		assert.falsy(out.html:find("pid<7>/report.html", 1, true))
+		assert.truthy(out.json:find('"hangs":[{', 1, true))
+		out = reports.window(full_stub(), { text = true, html = true })
+		assert.falsy(out.text:find("Hang ", 1, true))
+		assert.falsy(out.html:find('<nav class="hangs">', 1, true))
+	end)
 	it("reports an analysis that fails and runs the others", function()
 		local t = full_stub()
 		t.busy = function() error("busy broke") end

@@ -7,6 +7,10 @@
 -- kernels, ranges, copies and CPU tables, and the findings.
 -- run(data): step time per rank, the per-rank table and the straggler.
 --
+-- A window or dump that overlaps a hang (data.meta.hangs) starts with a
+-- plain link to each hang's own report.html (../hang<K>_step<N>/), outside
+-- the script, so it reads without JavaScript too.
+--
 -- The page sets <body data-status="ok"> once every chart is drawn, or
 -- "error" (and shows the message) if its script fails; the tests read that.
 
@@ -27,6 +31,7 @@ body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;backgr
 header{background:#1f2933;color:#fff;padding:14px 24px}
 header h1{font-size:20px;margin:0 0 4px}
 header .meta{color:#cbd2d9;font-size:13px}
+nav.hangs{background:#fdecea;border-bottom:1px solid #f5c2bd;padding:8px 24px}
 main{padding:8px 24px 40px;max-width:1400px}
 section{margin:18px 0}
 h2{font-size:16px;margin:0 0 8px;border-bottom:1px solid #e4e7eb;padding-bottom:4px}
@@ -333,6 +338,30 @@ document.body.dataset.status = "ok";
 })();
 ]==]
 
+-- Text for HTML: & < > " ' escaped.
+local function esc(s)
+	return (tostring(s):gsub("[&<>\"']", { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;",
+		['"'] = "&quot;", ["'"] = "&#39;" }))
+end
+
+-- The links to the hang reports a window overlaps ("" when none).
+local function hang_nav(data)
+	local hangs = data.meta and data.meta.hangs or {}
+	if #hangs == 0 then
+		return ""
+	end
+	local parts = { "<nav class=\"hangs\">" }
+	for i, h in ipairs(hangs) do
+		local dir = "../" .. esc(h.dir) .. "/"
+		parts[#parts + 1] = string.format("%s<b>Hang %d</b>: step %d had not ended after "
+			.. "%.1f s: <a href=\"%sreport.html\">the hang report</a> "
+			.. "(<a href=\"%shang_report.txt\">hang_report.txt</a>)",
+			i > 1 and "<br>\n" or "", h.hang, h.step, h.stalled_s, dir, dir)
+	end
+	parts[#parts + 1] = "</nav>\n"
+	return table.concat(parts)
+end
+
 local function page(data)
 	local colors = json.encode(M.COLORS)
 	local phases = json.encode(steps_report.PHASES)
@@ -340,7 +369,8 @@ local function page(data)
 		"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
 		"<title>profhost report</title>\n<style>", CSS, "</style>\n</head>\n",
-		"<body data-status=\"loading\">\n<div id=\"error\"></div>\n<div id=\"root\"></div>\n",
+		"<body data-status=\"loading\">\n<div id=\"error\"></div>\n", hang_nav(data),
+		"<div id=\"root\"></div>\n",
 		"<script type=\"application/json\" id=\"data\">", json.encode(data), "</script>\n",
 		"<script>\nvar COLORS = ", colors, ";\nvar PHASES = ", phases, ";\n", JS, "</script>\n</body>\n</html>\n",
 	})

@@ -77,6 +77,11 @@ local function heading(m)
 		m.run ~= "" and ", run " .. m.run or "")
 	lines[3] = string.format("%s: %s, %d events", m.recorder and "Dump" or "Window",
 		fmt.time(m.duration), m.events)
+	for _, h in ipairs(m.hangs or {}) do
+		lines[#lines + 1] = string.format("Hang %d: step %d had not ended after %.1f s "
+			.. "(the watchdog's report: ../%s/hang_report.txt)", h.hang, h.step,
+			h.stalled_s, h.dir)
+	end
 	return table.concat(lines, "\n")
 end
 
@@ -122,9 +127,12 @@ local function render(data, formats, kind)
 end
 
 -- One window: analyses, findings, the asked formats. With `keep`, the data
--- is kept for run().
-function M.window(trace, formats, keep)
+-- is kept for run(). `hangs` (may be nil): the hang reports the window
+-- overlaps, { { hang =, step =, stalled_s =, dir = "hang0_step5" }, ... }
+-- (src/export/hanglinks.h), linked from its heading.
+function M.window(trace, formats, keep, hangs)
 	local data = M.analyze(trace)
+	data.meta.hangs = hangs or {}
 	if keep then
 		kept[#kept + 1] = data
 	end
