@@ -178,9 +178,9 @@ void policy_build_close(struct policy_build *b);
 #define POLICY_LIVE_SCHEDULE 1u
 #define POLICY_LIVE_CAPTURE 2u
 
-/* The host's side of live control. Both run on the thread running the Lua
- * code (the REPL's), with the policy lock held; they must not call back
- * into the policy. */
+/* The host's side of live control. Each runs on the thread running the Lua
+ * code (the REPL's; for `recorder` a hook's too), with the policy lock
+ * held; they must not call back into the policy. */
 struct policy_live_ops {
 	/* Fills `b` (a fresh table) with what prof.<what>() shows: "status",
 	 * "top", "stacks", "capture" (arg: a capture_now ticket, 0 = the
