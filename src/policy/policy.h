@@ -102,9 +102,10 @@ struct policy_config {
 	/* prof.recorder: the flight recorder (docs/recorder.md) */
 	struct {
 		bool enabled;          /* prof.recorder was called */
-		bool on;               /* its `enabled` key (default true);
-					  false: set up but paused from the
-					  start (docs/recorder.md) */
+		bool start_paused;     /* its `enabled` key was false (the
+					  resolved `on`): set up but paused
+					  from the start (docs/recorder.md);
+					  default false */
 		uint32_t steps;        /* complete steps kept; default 20 */
 		size_t bytes;          /* its event memory; default 256 MiB */
 		uint32_t max_dumps;    /* dumps a run may write; default 10 */
