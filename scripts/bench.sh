@@ -234,10 +234,11 @@ section_torch_ops() {
 # The recorder's cost in a PyTorch CPU loop: profhost idle vs the recorder
 # on, side by side (tests/bench/bench_torch.py --recorder).
 section_recorder_torch() {
-    echo "==== torch: the flight recorder on vs off (tests/bench/bench_torch.py --recorder)"
+    echo "==== torch: the flight recorder on vs off, paired in each process (tests/bench/bench_torch.py --recorder)"
     have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
-        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_recorder_torch.json"
+        --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-8}" \
+        --json "$BUILD/bench_recorder_torch.json"
 }
 
 build

@@ -305,7 +305,8 @@ bool hostthread_is_self(struct host *h);
 /* --- live.c: what the REPL sees and changes --- */
 
 /* The policy's live operations (prof.status/top/stacks, capture_now's
- * progress, live prof.schedule/prof.capture); their context is the host. */
+ * progress, live prof.schedule/prof.capture/prof.recorder{ enabled });
+ * their context is the host. */
 extern const struct policy_live_ops live_ops;
 
 /* Records a processed window for prof.status() and the REPL (res: what

@@ -1,7 +1,8 @@
 /*
  * live — what the REPL (src/control) sees of the running host and what it
  * may change: the answers to prof.status(), prof.top(), prof.stacks() and
- * capture_now's progress, and live prof.schedule{} / prof.capture{}.
+ * capture_now's progress, and live prof.schedule{} / prof.capture{} /
+ * prof.recorder{ enabled } (the last from hooks too).
  *
  * Every query copies what it needs under the window lock (and the host
  * thread's lock for the outputs), releases them, and only then builds the

@@ -435,7 +435,7 @@ void window_init(struct host *h)
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
 	/* prof.recorder{ enabled = false } in the file: set up, paused. */
-	w->rec_paused = w->rec.cfg.enabled && !h->cfg->recorder.on;
+	w->rec_paused = w->rec.cfg.enabled && h->cfg->recorder.start_paused;
 	if (w->rec.cfg.enabled && !w->rec_paused && !w->sched.open)
 		rec_open_segment(h, 0, w->step_start, false);
 	if (h->cfg->watchdog.enabled && !h->forked_child &&

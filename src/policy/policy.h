@@ -104,9 +104,10 @@ struct policy_config {
 	/* prof.recorder: the flight recorder (docs/recorder.md) */
 	struct {
 		bool enabled;          /* prof.recorder was called */
-		bool on;               /* its `enabled` key (default true);
-					  false: set up but paused from the
-					  start (docs/recorder.md) */
+		bool start_paused;     /* its `enabled` key was false (the
+					  resolved `on`): set up but paused
+					  from the start (docs/recorder.md);
+					  default false */
 		uint32_t steps;        /* complete steps kept; default 20 */
 		size_t bytes;          /* its event memory; default 256 MiB */
 		uint32_t max_dumps;    /* dumps a run may write; default 10 */
@@ -180,9 +181,9 @@ void policy_build_close(struct policy_build *b);
 #define POLICY_LIVE_SCHEDULE 1u
 #define POLICY_LIVE_CAPTURE 2u
 
-/* The host's side of live control. Both run on the thread running the Lua
- * code (the REPL's), with the policy lock held; they must not call back
- * into the policy. */
+/* The host's side of live control. Each runs on the thread running the Lua
+ * code (the REPL's; for `recorder` a hook's too), with the policy lock
+ * held; they must not call back into the policy. */
 struct policy_live_ops {
 	/* Fills `b` (a fresh table) with what prof.<what>() shows: "status",
 	 * "top", "stacks", "capture" (arg: a capture_now ticket, 0 = the

@@ -249,7 +249,7 @@ int policy_read_config(lua_State *L)
 
 	s = cfg_section(L, cfg, "recorder");
 	c->recorder.enabled = cfg_bool(L, s, "enabled");
-	c->recorder.on = cfg_bool(L, s, "on");
+	c->recorder.start_paused = !cfg_bool(L, s, "on");
 	c->recorder.steps = cfg_u32(L, s, "steps", 1);
 	c->recorder.bytes = (size_t)cfg_int(L, s, "mb", 1, 65536) * POLICY_MIB;
 	c->recorder.max_dumps = cfg_u32(L, s, "max_dumps", 0);

@@ -30,11 +30,23 @@ observer), and counts the operator events each wrote per window (cpu_op
 events in profhost's trace.json, operator events in torch's export).
     python3 tests/bench/bench_torch.py --prof build/bin/prof --rounds 5 --json out.json
 
---recorder measures the flight recorder's cost (#15): the same loop under
-`prof run` with a policy that opens no window, with and without
-prof.recorder{ steps = 20 } (which records every step between windows),
-and with no profiler; per step, all steps after the first 10.
+--recorder measures the flight recorder's cost (#15) inside each process
+(pairing): the loop runs under `prof run` with prof.recorder{} and a policy
+whose on_step hook switches the recorder off and on every --block steps
+(prof.recorder{ enabled = ... }, after a --warmup with it on; the pairs
+of blocks alternate off-on, on-off, so a steady drift cancels), and the
+steps with the recorder on and off share one process, its placement and
+its caches. Per process: the median step time of the on-blocks over that
+of the off-blocks (the step whose end switches and the step after it
+left out of both); then the median of these ratios over --rounds
+processes. Each round also runs the loop with no profiler
+("none") and under profhost with no recorder ("idle"); their steps split
+into the same blocks give the method's noise (A/A: nothing switches).
+On a shared VM a process's step time differs from the next process's by
+several percent, far more than the 2 % target, which is why separate
+processes per mode (--separate, the earlier method) cannot resolve it.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --separate
 
 The worker (--worker MODE) is what runs the loop; it writes the time of every
 step as JSON. Needs torch (Debian's python3-torch: /usr/bin/python3).
@@ -149,6 +161,39 @@ RECORDER_POLICY = "-- bench_torch.py --recorder: no window, the recorder on\n" \
     "prof.recorder { steps = 20%s }\n"
 
 
+# --recorder (paired): the recorder set up, switched off and on by the hook.
+# A switch made in on_step(N) takes effect at the boundary that ends step
+# N + 1 (docs/recorder.md): the hook asks now for the mode of step N + 2.
+PAIRED_POLICY = """-- bench_torch.py --recorder: the recorder off and on in blocks of @K@ steps
+prof.recorder { steps = @STEPS@@PHASES@ }
+local K, W = @K@, @W@
+-- on through the warm-up (steps 0..W-1), then blocks of K steps in pairs,
+-- off-on, on-off, off-on, ... (ABBA: a steady drift cancels out)
+local function on_at(n)
+  if n < W then return true end
+  local b = (n - W) // K
+  return (b % 2 == 1) ~= ((b // 2) % 2 == 1)
+end
+prof.on_step(function(s)
+  local n = s.step + 2
+  local want = on_at(n)
+  if want ~= on_at(n - 1) then
+    prof.recorder { enabled = want }
+    print(string.format("bench: recorder %s from step %d", want and "on" or "off", n))
+  end
+end)
+"""
+
+
+def paired_on(n, k, w):
+    """The paired policy's on_at(n), in Python: whether step n ran with the
+    recorder on."""
+    if n < w:
+        return True
+    b = (n - w) // k
+    return (b % 2 == 1) != ((b // 2) % 2 == 1)
+
+
 def count_ops(mode, tmp, trace_dir):
     """Operator events per window: profhost's cpu_op events, torch's
     operator events (its legacy export has no categories: all but the
@@ -186,10 +231,15 @@ def run_one(mode, args, tmp, rnd):
     for k in list(env):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
             del env[k]
-    if mode in ("profhost", "idle", "recorder"):
+    if mode in ("profhost", "idle", "recorder", "paired"):
         policy = os.path.join(tmp, "policy.lua")
         with open(policy, "w") as f:
-            if mode == "profhost":
+            if mode == "paired":
+                f.write(PAIRED_POLICY.replace("@K@", str(args.block))
+                        .replace("@W@", str(args.warmup))
+                        .replace("@STEPS@", str(args.rec_steps))
+                        .replace("@PHASES@", "" if args.recorder_phases else ", phases = false"))
+            elif mode == "profhost":
                 f.write(POLICY % dict(SCHEDULE,
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
                                       capture=CAPTURE_OPS if args.ops else CAPTURE))
@@ -197,11 +247,16 @@ def run_one(mode, args, tmp, rnd):
                 f.write(RECORDER_POLICY % ("" if args.recorder_phases else
                                            ", phases = false")
                         if mode == "recorder" else IDLE_POLICY)
-        env["PROF_LOG"] = "quiet"
+        # paired: the hook's print() lines (info) say where it switched
+        env["PROF_LOG"] = "info" if mode == "paired" else "quiet"
         cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--"] + cmd
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    r = subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE if mode == "paired" else None,
+                       universal_newlines=True)
     wall = time.perf_counter() - t0
+    if mode == "paired":
+        check_switches(r.stderr, args)
     with open(out) as f:
         got = json.load(f)
     ops = count_ops(mode, tmp, got.get("trace_dir")) if args.ops else []
@@ -214,6 +269,129 @@ def run_one(mode, args, tmp, rnd):
 
 def med_ms(xs):
     return statistics.median(xs) * 1e3 if xs else float("nan")
+
+
+def check_switches(stderr, args):
+    """The steps where the paired policy's hook said it switched the
+    recorder must be the blocks' first steps: else the modes assigned to
+    the steps would be wrong."""
+    import re
+
+    said = [(m.group(1) == "on", int(m.group(2)))
+            for m in re.finditer(r"bench: recorder (on|off) from step (\d+)", stderr)]
+    want = [(paired_on(n, args.block, args.warmup), n) for n in range(2, args.steps + 1)
+            if paired_on(n, args.block, args.warmup) !=
+            paired_on(n - 1, args.block, args.warmup)]
+    if said != want:
+        sys.exit("bench_torch.py: the paired policy switched at %s, expected %s; its "
+                 "log:\n%s" % (said, want, stderr))
+
+
+def kept_steps(n, k, w):
+    """(step, on) for the steps of a process of n steps that count: after
+    the warm-up, the step whose end switches and the first step after a
+    switch left out (what a switch starts on other threads, the pre-fault
+    helper's pages, the Python bridge's hooks, may reach into it)."""
+    for i in range(w, n):
+        here = paired_on(i, k, w)
+        if paired_on(i + 1, k, w) != here or paired_on(i - 1, k, w) != here:
+            continue
+        yield i, here
+
+
+def pair_ratios(xs, k, w):
+    """For each pair of adjacent blocks (one off, one on), the median step
+    time of its on-block over that of its off-block: a level shift of the
+    process (on this VM a process's step time can move by several percent
+    at any moment) spoils one pair, not the whole process."""
+    pairs = {}
+    for i, on in kept_steps(len(xs), k, w):
+        pairs.setdefault((i - w) // (2 * k), ([], []))[0 if on else 1].append(xs[i])
+    return [statistics.median(on) / statistics.median(off)
+            for _, (on, off) in sorted(pairs.items()) if on and off]
+
+
+def median_se(xs):
+    """The standard error of the median of xs (1.2533 sd / sqrt(n), as for
+    a normal sample): what `+-` shows beside a median of pair ratios."""
+    if len(xs) < 2:
+        return float("nan")
+    return 1.2533 * statistics.stdev(xs) / len(xs) ** 0.5
+
+
+def load_average():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def paired_main(args):
+    """--recorder (paired): per round, one process with the recorder
+    switched off/on in blocks, one with no profiler, one with profhost and
+    no recorder; per-process on/off ratios of median step times."""
+    if args.steps == STEPS:
+        args.steps = args.warmup + 2 * args.block * args.pairs
+    k, w = args.block, args.warmup
+    modes = ["none", "idle", "paired"]
+    runs = {m: [] for m in modes}
+    load0 = load_average()
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
+        for rnd in range(args.rounds):
+            for m in modes:
+                times, cpu, _, _ = run_one(m, args, tmp, rnd)
+                runs[m].append({"wall": times, "cpu": cpu})
+    took = time.perf_counter() - t_start
+    print("paired: %d rounds of 3 processes (none, idle, recorder switched) x %d steps: "
+          "warm-up %d (recorder on), then %d pairs of %d-step blocks, off-on, on-off, ...; "
+          "prof.recorder{ steps = %d%s }, torch threads %d; the steps on either side of "
+          "a switch left out"
+          % (args.rounds, args.steps, w, args.pairs, k, args.rec_steps,
+             "" if args.recorder_phases else ", phases = false", args.threads))
+    result = {"method": "paired", "steps": args.steps, "rounds": args.rounds, "block": k,
+              "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
+              "phases": args.recorder_phases, "threads": args.threads,
+              "load_average_start": load0, "load_average_end": load_average(),
+              "seconds": took, "processes": {m: [] for m in modes}}
+    for m in modes:
+        for r in runs[m]:
+            result["processes"][m].append({
+                "cpu_s": r["cpu"], "wall_s": r["wall"],
+                "recorder_on": [paired_on(i, k, w) if m == "paired" else False
+                                for i in range(len(r["cpu"]))]})
+    for clock, what in (("cpu", "process CPU time (all threads)"), ("wall", "wall-clock time")):
+        pairs = {m: [pair_ratios(r[clock], k, w) for r in runs[m]] for m in modes}
+        per = {m: [statistics.median(x) for x in pairs[m]] for m in modes}
+        pooled = {m: statistics.median([y for x in pairs[m] for y in x]) for m in modes}
+        se = {m: median_se([y for x in pairs[m] for y in x]) for m in modes}
+        med = statistics.median(per["paired"])
+        print("%s:\n  recorder on/off, median of each process's %d block pairs: %s\n"
+              "  median over processes: %.4f (%+.2f %%; target <= 1.02); over all %d pairs: "
+              "%.4f +- %.4f\n  same blocks, nothing switched (A/A, the method's noise): "
+              "none %s (all pairs %.4f +- %.4f), idle %s (all pairs %.4f +- %.4f)"
+              % (what, args.pairs, " ".join("%.4f" % x for x in per["paired"]), med,
+                 (med - 1) * 100, sum(len(x) for x in pairs["paired"]), pooled["paired"],
+                 se["paired"], " ".join("%.4f" % x for x in per["none"]), pooled["none"],
+                 se["none"], " ".join("%.4f" % x for x in per["idle"]), pooled["idle"],
+                 se["idle"]))
+        lvl = {m: [med_ms(r[clock][w:]) for r in runs[m]] for m in modes}
+        print("  per-step medians after the warm-up, per process (ms; across processes, "
+              "not paired): none %s, idle %s, switched %s"
+              % tuple(" ".join("%.2f" % x for x in lvl[m]) for m in modes))
+        result[clock] = {"on_over_off": per["paired"], "median": med,
+                         "median_all_pairs": pooled["paired"], "pair_ratios": pairs,
+                         "aa_none": per["none"], "aa_idle": per["idle"],
+                         "aa_none_all_pairs": pooled["none"],
+                         "aa_idle_all_pairs": pooled["idle"], "se_all_pairs": se,
+                         "levels_ms": lvl}
+    print("load average %s at the start, %s at the end; %.0f s"
+          % (load0, result["load_average_end"], took))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
 
 
 def recorder_main(args):
@@ -244,7 +422,8 @@ def recorder_main(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--worker", choices=["none", "torch", "profhost", "idle", "recorder"])
+    p.add_argument("--worker", choices=["none", "torch", "profhost", "idle", "recorder",
+                                        "paired"])
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
@@ -259,12 +438,24 @@ def main():
                    help="the flight recorder's cost: profhost idle vs recorder on")
     p.add_argument("--no-phases", dest="recorder_phases", action="store_false",
                    help="with --recorder: prof.recorder{ phases = false }")
+    p.add_argument("--separate", action="store_true",
+                   help="with --recorder: separate processes per mode (the earlier method) "
+                   "instead of pairing inside each process")
+    p.add_argument("--block", type=int, default=10,
+                   help="with --recorder: steps per off or on block (10)")
+    p.add_argument("--warmup", type=int, default=20,
+                   help="with --recorder: steps before the first block, recorder on (20)")
+    p.add_argument("--pairs", type=int, default=8,
+                   help="with --recorder: off/on block pairs per process (8); sets --steps")
+    p.add_argument("--rec-steps", type=int, default=6,
+                   help="with --recorder: prof.recorder{ steps } (6: segments of 3 steps, "
+                   "so each on-block rotates and gives a segment back)")
     args = p.parse_args()
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops)
         return 0
     if args.recorder:
-        return recorder_main(args)
+        return recorder_main(args) if args.separate else paired_main(args)
 
     actions = schedule_actions(args.steps, **SCHEDULE)
     record = [i for i, a in enumerate(actions) if a == "record"]

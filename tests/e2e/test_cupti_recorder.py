@@ -170,6 +170,36 @@ class RecorderGpu(CuptiTest):
         self.assertGreater(read_stats(self.stats)["buffers_completed"], 100)
 
 
+    def test_paused_then_resumed_recorder_keeps_gpu_work_again(self):
+        # Paused from step 10's hook (CUPTI's kinds go off with the
+        # recorder's segments), resumed from step 30's: a dump after that
+        # holds its steps' GPU work as before.
+        policy = """
+prof.recorder{ steps = 10 }
+local paused, resumed, done = false, false, false
+prof.on_step(function(s)
+  if s.step >= 10 and not paused then paused = true; prof.recorder{ enabled = false } end
+  if s.step >= 30 and not resumed then resumed = true; prof.recorder{ enabled = true } end
+  if s.step >= 40 and not done then
+    done = assert(prof.dump{ steps = 3, reason = "gpu" })
+  end
+end)
+"""
+        r, t, held = self.dump(policy, "--steps", "300")
+        self.assertGreaterEqual(held[0], 38)
+        self.assertEqual([n for n, _ in self.check_gpu_of_steps(t, 3)], held)
+        paused = read_stats(self.stats)
+        # Against the same run never paused: each kind was turned off on
+        # pausing and on again on resuming (twice the enables), and the
+        # paused steps' GPU work was not recorded (fewer records).
+        self.prof_run("prof.recorder{ steps = 10 }\n", "--steps", "300")
+        always = read_stats(self.stats)
+        self.assertGreater(always["enables"], 0)
+        self.assertEqual(paused["enables"], 2 * always["enables"])
+        self.assertEqual(paused["disables"], paused["enables"])
+        self.assertLess(paused["records"], always["records"])
+
+
 # 64 KiB CUPTI buffers, completed every few dozen steps: a SIGKILL at step
 # 300 finds the GPU work of most of the last 100 steps in the ring (what
 # sits in CUPTI's unfinished buffer, or in one completed and not yet handed

@@ -781,6 +781,38 @@ end)
         self.assertEqual([os.path.basename(d) for d in recorder_dirs(out)],
                          ["recorder0_steps17-25"], r.stderr)
 
+    @unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
+    def test_torch_phases_come_back_after_resuming(self):
+        # A PyTorch loop: paused from step 4's hook, resumed from step 10's;
+        # the dump at step 20 holds the steps since, each with every step
+        # phase the Python bridge times for the recorder.
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 20 }
+prof.export{ report = false }
+local paused, resumed, done = false, false, false
+prof.on_step(function(s)
+  if s.step >= 4 and not paused then paused = true; prof.recorder{ enabled = false } end
+  if s.step >= 10 and not resumed then resumed = true; prof.recorder{ enabled = true } end
+  if s.step >= 20 and not done then done = assert(prof.dump{ steps = 20, reason = "back" }) end
+end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, STEADY_LOOP,
+                 "--steps", "25", "--blocks", "2"], timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        steps = step_spans(trace)
+        # Resumed at the boundary that ended step 11 (or a later one, had
+        # a hook been skipped): none of the paused steps.
+        self.assertGreaterEqual(steps[0][0], 12, r.stderr)
+        self.assertEqual(steps[-1][0], trace["profhost"]["last_step"])
+        phases = phase_events(trace)
+        for n, s in steps:
+            self.assertEqual(set(p["phase"] for p in phases if inside(p, s)), set(PHASES),
+                             "step %d" % n)
+
     def test_bad_switches_give_one_line(self):
         for text, pattern in (
                 ("prof.recorder{}\nprof.on_step(function(s) prof.recorder{ mb = 16 } end)\n",

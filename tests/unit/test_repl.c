@@ -557,7 +557,7 @@ static void test_recorder_switch(void)
 	CHECK(p != NULL);
 	if (!p)
 		return;
-	CHECK(policy_config(p)->recorder.on);
+	CHECK(!policy_config(p)->recorder.start_paused);
 	CHECK_EQ_INT(eval(p, &c, "prof.recorder{ enabled = false }.on"), POLICY_OK);
 	CHECK_EQ_STR(c.out, "false\n");
 	CHECK_EQ_INT(h.switches, 1);
@@ -597,7 +597,7 @@ static void test_recorder_switch(void)
 	CHECK(p != NULL);
 	if (p) {
 		CHECK(policy_config(p)->recorder.enabled);
-		CHECK(!policy_config(p)->recorder.on);
+		CHECK(policy_config(p)->recorder.start_paused);
 		policy_free(p);
 	}
 	/* No recorder in the file: nothing to switch, and the fix named. */

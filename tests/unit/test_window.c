@@ -330,7 +330,6 @@ static void test_recorder_tells_sources(void)
 	struct err e;
 
 	cfg.recorder.enabled = true; /* start() keeps cfg.recorder */
-	cfg.recorder.on = true;
 	cfg.recorder.steps = 2;
 	cfg.recorder.bytes = 4 << 20;
 	cfg.recorder.max_dumps = 10;
@@ -379,7 +378,6 @@ static void test_dump_out_of_memory(void)
 	int fail_at, refused = 0;
 
 	cfg.recorder.enabled = true;
-	cfg.recorder.on = true;
 	cfg.recorder.steps = 2;
 	cfg.recorder.bytes = 4 << 20;
 	cfg.recorder.max_dumps = 100;
@@ -408,6 +406,72 @@ static void test_dump_out_of_memory(void)
 	window_finish(&host, false);
 	rec_free(&host.win.rec);
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
+/* prof.recorder{ enabled = false } takes effect at the next boundary: the
+ * sources stop, the segments go back, dumps are refused; enabled again, the
+ * next boundary opens a segment and a dump holds the steps since. Set up
+ * paused, nothing records until enabled; without a recorder, nothing to
+ * switch. */
+static void test_recorder_switch(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct err e;
+
+	cfg.recorder.enabled = true;
+	cfg.recorder.steps = 4;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 10;
+	start(&sc);
+	steps(2);
+	CHECK_EQ_STR(calls, "rec1 step0 step1 rec2 step2");
+	CHECK_EQ_INT(window_recorder_switch(&host, false, &e), 0);
+	/* (a segment of steps/2 = 2 steps: rotated once) */
+	CHECK_EQ_STR(calls, "rec1 step0 step1 rec2 step2"); /* not before the boundary */
+	CHECK_EQ_INT(window_dump(&host, 2, "x", &e), -1);
+	CHECK(strstr(e.msg, "the recorder is off (paused by prof.recorder{ enabled = "
+		      "false })") != NULL);
+	CHECK_EQ_INT(rec_held_steps(&host.win.rec), 2);
+	steps(1);
+	CHECK_EQ_STR(calls, "rec1 step0 step1 rec2 step2 rec0 step3");
+	CHECK_EQ_INT(rec_held_steps(&host.win.rec), 0);
+	CHECK_EQ_INT(host.win.rec.nseg, 0);
+	steps(3);
+	CHECK_EQ_STR(calls, "rec1 step0 step1 rec2 step2 rec0 step3 step4 step5 step6");
+	CHECK_EQ_INT(window_dump(&host, 2, "x", &e), -1);
+	CHECK_EQ_INT(window_recorder_switch(&host, true, &e), 0);
+	steps(1); /* step 6 ends: the segment opens with step 7 */
+	CHECK_EQ_STR(strstr(calls, "step6"), "step6 rec3 step7");
+	steps(3);
+	CHECK_EQ_INT(window_dump(&host, 10, "back", &e), 0);
+	CHECK_EQ_INT(njobs, 1);
+	CHECK(jobs[0]->dump);
+	CHECK_EQ_INT(jobs[0]->first, 7);
+	CHECK_EQ_INT(jobs[0]->last, 9);
+	window_finish(&host, false);
+	rec_free(&host.win.rec);
+
+	/* Set up paused: no segment until enabled. */
+	cfg.recorder.start_paused = true;
+	start(&sc);
+	steps(2);
+	CHECK_EQ_STR(calls, "step0 step1 step2");
+	CHECK_EQ_INT(window_dump(&host, 2, "x", &e), -1);
+	CHECK_EQ_INT(window_recorder_switch(&host, true, &e), 0);
+	steps(1);
+	CHECK_EQ_STR(calls, "step0 step1 step2 rec1 step3");
+	window_finish(&host, false);
+	CHECK_EQ_INT(window_recorder_switch(&host, false, &e), -1);
+	CHECK(strstr(e.msg, "the process is ending") != NULL);
+	rec_free(&host.win.rec);
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+
+	/* No recorder: nothing to switch, and the fix named. */
+	start(&sc);
+	CHECK_EQ_INT(window_recorder_switch(&host, true, &e), -1);
+	CHECK(strstr(e.msg, "no recorder was set up when the process started; put "
+		      "prof.recorder{ ... } in the policy file") != NULL);
+	window_finish(&host, false);
 }
 
 /* capture_now: the next boundary opens a window of N steps, ticket 1, with
@@ -546,6 +610,7 @@ int main(void)
 	test_capture_now();
 	test_recorder_tells_sources();
 	test_dump_out_of_memory();
+	test_recorder_switch();
 	test_hooks();
 	test_capture_range();
 	test_range_joins_schedule();
