@@ -14,7 +14,10 @@
 #include "../util/grow.h"
 #include "../util/log.h"
 
-#define PYS_WINDOWS 6        /* open + closed windows not yet collected */
+#define PYS_WINDOWS (6 + PYSTACKS_REC_KEEP) /* open + closed windows not
+					      yet collected, and recorder
+					      segments */
+#define PYS_SHARE_LOOK 64    /* snapshots looked back for the thread's last */
 #define PYS_CAPTURE_DEPTH 256 /* frames pystacks_capture_now keeps */
 
 /* One snapshot: its frames are text[off, off + len). */
@@ -24,10 +27,12 @@ struct pys_snap {
 	uint32_t off, len;
 };
 
-/* The snapshots of one window generation (gen 0: a free slot). */
+/* The snapshots of one window generation or recorder segment (gen 0: a
+ * free slot). Snapshots may share text (off, len). */
 struct pys_window {
 	uint64_t gen;
 	bool open;
+	bool rec;           /* a recorder segment's: bounded, newest kept */
 	struct pys_snap *v;
 	size_t n, cap;
 	char *text;
@@ -202,23 +207,45 @@ static void window_free(struct pys_window *w)
 	memset(w, 0, sizeof *w);
 }
 
-void pystacks_open(uint64_t gen)
+/* Whether store `a` goes before store `b` when one must be forgotten: a
+ * free one first, then recorder segments' before windows', then the
+ * oldest. */
+static bool evict_before(const struct pys_window *a, const struct pys_window *b)
 {
-	struct pys_window *w = NULL;
-	size_t i;
+	if (!a->gen || !b->gen)
+		return !a->gen && b->gen;
+	if (a->rec != b->rec)
+		return a->rec;
+	return a->gen < b->gen;
+}
+
+void pystacks_open(uint64_t gen, bool rec)
+{
+	struct pys_window *w = NULL, *old = NULL;
+	size_t i, nrec = 0;
 
 	pthread_mutex_lock(&pys.lock);
-	for (i = 0; i < PYS_WINDOWS && !w; i++)
-		if (pys.w[i].gen == 0)
+	for (i = 0; i < PYS_WINDOWS; i++) {
+		pys.w[i].open = false; /* one store takes snapshots at a time */
+		if (pys.w[i].gen == gen)
 			w = &pys.w[i];
-	if (!w) { /* windows never collected: reuse the oldest */
+		if (pys.w[i].gen && pys.w[i].rec && pys.w[i].gen != gen) {
+			nrec++;
+			if (!old || pys.w[i].gen < old->gen)
+				old = &pys.w[i];
+		}
+	}
+	if (!w && rec && nrec >= PYSTACKS_REC_KEEP)
+		window_free(old); /* the recorder gave that segment back */
+	if (!w) { /* a free slot, else a store never collected */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
-			if (pys.w[i].gen < w->gen)
+			if (evict_before(&pys.w[i], w))
 				w = &pys.w[i];
 		window_free(w);
+		w->gen = gen;
+		w->rec = rec;
 	}
-	w->gen = gen;
 	w->open = true;
 	pthread_mutex_unlock(&pys.lock);
 }
@@ -234,29 +261,96 @@ void pystacks_close(uint64_t gen)
 	pthread_mutex_unlock(&pys.lock);
 }
 
-/* Makes room in window w for one more stack of len bytes. Returns 0, or
- * -1 when out of memory. pys.lock held. */
+/* Makes room in w for one more snapshot and len bytes of text, within a
+ * recorder segment's bounds when w->rec. Returns 0, or -1 when out of
+ * memory or beyond the bounds. pys.lock held. */
 static int reserve(struct pys_window *w, uint32_t len)
 {
+	size_t nmax = w->rec ? PYSTACKS_SEG_SNAPS_MAX : SIZE_MAX;
+	size_t tmax = w->rec ? PYSTACKS_SEG_TEXT_MAX : SIZE_MAX;
 	struct pys_snap *v;
 	char *text;
 
-	v = grow_array(w->v, &w->cap, w->n + 1, sizeof *v, 64);
+	v = grow_array_max(w->v, &w->cap, w->n + 1, sizeof *v, 64, nmax);
 	if (!v)
 		return -1;
 	w->v = v;
 	if (w->tlen + len <= w->tcap)
 		return 0; /* len 0 on an empty window asks for nothing */
-	text = grow_array(w->text, &w->tcap, w->tlen + len, 1, 64);
+	text = grow_array_max(w->text, &w->tcap, w->tlen + len, 1, 64, tmax);
 	if (!text)
 		return -1;
 	w->text = text;
 	return 0;
 }
 
+/* A recorder segment's store is full: keeps its newer half of snapshots
+ * (their text moved to the front, shared text kept shared), counting the
+ * others dropped. pys.lock held. */
+static void keep_newest_half(struct pys_window *w)
+{
+	size_t from = w->n / 2, i, j, tlen = 0;
+	uint32_t *old_off = malloc((w->n - from) * sizeof *old_off);
+	char *text = malloc(w->tcap ? w->tcap : 1);
+
+	if (!old_off || !text) { /* no memory to move: start the store anew */
+		free(old_off);
+		free(text);
+		w->dropped += w->n;
+		w->n = w->tlen = 0;
+		return;
+	}
+	for (i = from; i < w->n; i++) {
+		struct pys_snap s = w->v[i];
+		size_t k = i - from;
+
+		old_off[k] = s.off;
+		s.off = (uint32_t)tlen;
+		for (j = k; j-- > 0 && k - j <= PYS_SHARE_LOOK;)
+			if (old_off[j] == old_off[k] && w->v[j].len == s.len) {
+				s.off = w->v[j].off; /* shared before: still shared */
+				break;
+			}
+		if (s.off == tlen && tlen + s.len > w->tcap) {
+			s.tid = 0; /* cannot happen: shared text is copied */
+			s.len = 0; /* once; no sample is of thread 0 */
+		} else if (s.off == tlen) {
+			memcpy(text + tlen, w->text + old_off[k], s.len);
+			tlen += s.len;
+		}
+		w->v[k] = s;
+	}
+	w->dropped += from;
+	w->n -= from;
+	free(w->text);
+	w->text = text;
+	w->tlen = tlen;
+	free(old_off);
+}
+
+/* The offset of thread `tid`'s last snapshot in w when its frames are
+ * frames[0..len) too (looked for among the last PYS_SHARE_LOOK), else -1.
+ * pys.lock held. */
+static long same_as_last(const struct pys_window *w, int32_t tid,
+			 const char *frames, uint32_t len)
+{
+	size_t i, stop = w->n > PYS_SHARE_LOOK ? w->n - PYS_SHARE_LOOK : 0;
+
+	for (i = w->n; i-- > stop;)
+		if (w->v[i].tid == tid) {
+			if (w->v[i].len == len &&
+			    memcmp(w->text + w->v[i].off, frames, len) == 0)
+				return (long)w->v[i].off;
+			return -1;
+		}
+	return -1;
+}
+
 void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 {
 	struct pys_window *w = NULL;
+	uint32_t need;
+	long shared;
 	size_t i;
 
 	pthread_mutex_lock(&pys.lock);
@@ -267,18 +361,26 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 		pthread_mutex_unlock(&pys.lock);
 		return; /* between windows: the bridge stops soon */
 	}
-	if (w->tlen + len > PYSTACKS_MAX_BYTES || reserve(w, len) != 0) {
+	shared = same_as_last(w, tid, frames, len);
+	need = shared >= 0 ? 0 : len; /* shared: only the entry is new */
+	if (w->rec && reserve(w, need) != 0 && w->n > 1) {
+		keep_newest_half(w);
+		shared = same_as_last(w, tid, frames, len);
+		need = shared >= 0 ? 0 : len;
+	}
+	if ((!w->rec && w->tlen + need > PYSTACKS_MAX_BYTES) || reserve(w, need) != 0) {
 		w->dropped++;
 		pthread_mutex_unlock(&pys.lock);
 		return;
 	}
-	memcpy(w->text + w->tlen, frames, len);
+	if (need)
+		memcpy(w->text + w->tlen, frames, need);
 	w->v[w->n].ts = ts;
 	w->v[w->n].tid = tid;
-	w->v[w->n].off = (uint32_t)w->tlen;
+	w->v[w->n].off = shared >= 0 ? (uint32_t)shared : (uint32_t)w->tlen;
 	w->v[w->n].len = len;
 	w->n++;
-	w->tlen += len;
+	w->tlen += need;
 	pthread_mutex_unlock(&pys.lock);
 }
 
@@ -399,22 +501,76 @@ static int merge_one(struct trace *t, size_t k, const struct pys_snap *snap,
 	return trace_set_stack_frames(t, k, buf, n) == 0 ? 1 : -1;
 }
 
-int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
-		   struct err *e)
+/* Appends store `src` to `dst` (its text after dst's) and frees src.
+ * Returns 0, or -1 when out of memory (src freed all the same). */
+static int append_store(struct pys_window *dst, struct pys_window *src)
 {
-	struct pys_window w;
+	struct pys_snap *v = NULL;
+	char *text = NULL;
+	size_t i;
+
+	dst->dropped += src->dropped;
+	if (src->n == 0) {
+		window_free(src);
+		return 0;
+	}
+	if (dst->n == 0 && !dst->v) { /* the first: taken as it is */
+		uint64_t dropped = dst->dropped;
+
+		*dst = *src;
+		dst->dropped = dropped;
+		memset(src, 0, sizeof *src);
+		return 0;
+	}
+	v = grow_array(dst->v, &dst->cap, dst->n + src->n, sizeof *v, 64);
+	if (v)
+		dst->v = v;
+	if (v && src->tlen)
+		text = grow_array(dst->text, &dst->tcap, dst->tlen + src->tlen, 1, 64);
+	if (!v || (src->tlen && !text)) {
+		window_free(src);
+		return -1;
+	}
+	if (src->tlen) {
+		dst->text = text;
+		memcpy(dst->text + dst->tlen, src->text, src->tlen);
+	}
+	for (i = 0; i < src->n; i++) {
+		dst->v[dst->n + i] = src->v[i];
+		dst->v[dst->n + i].off += (uint32_t)dst->tlen;
+	}
+	dst->n += src->n;
+	dst->tlen += src->tlen;
+	window_free(src);
+	return 0;
+}
+
+int pystacks_merge(const uint64_t *gens, size_t ngens, uint32_t snapshot_hz,
+		   struct trace *t, struct err *e)
+{
+	struct pys_window w, one;
 	uint32_t *buf = NULL, module;
 	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
 	size_t k, merged = 0, nstacks = 0;
+	bool found = false;
 	int rc = 0;
 
-	if (!take(gen, &w))
+	memset(&w, 0, sizeof w);
+	for (k = 0; k < ngens; k++) {
+		if (!take(gens[k], &one))
+			continue;
+		found = true;
+		if (append_store(&w, &one) != 0 && rc == 0)
+			rc = err_set(e, "out of memory merging the Python stacks");
+	}
+	if (!found)
 		return 0;
 	if (w.dropped)
 		log_msg(LOG_DEBUG, "python stacks: %llu snapshots dropped (more than "
-			"%u MiB in the window)", (unsigned long long)w.dropped,
-			PYSTACKS_MAX_BYTES >> 20);
-	if (w.n == 0 || t->nstacks == 0 || !pys.eval_lo)
+			"%u MiB in a window, or %u MiB in a recorder segment: its newest "
+			"kept)", (unsigned long long)w.dropped, PYSTACKS_MAX_BYTES >> 20,
+			PYSTACKS_SEG_TEXT_MAX >> 20);
+	if (rc != 0 || w.n == 0 || t->nstacks == 0 || !pys.eval_lo)
 		goto out;
 	qsort(w.v, w.n, sizeof *w.v, cmp_snap);
 	buf = malloc(PYS_DEPTH_MAX * sizeof *buf);
@@ -444,6 +600,20 @@ out:
 	free(buf);
 	window_free(&w);
 	return rc;
+}
+
+size_t pystacks_held_bytes(size_t *rec_stores)
+{
+	size_t i, bytes = 0;
+
+	*rec_stores = 0;
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++) {
+		bytes += pys.w[i].cap * sizeof *pys.w[i].v + pys.w[i].tcap;
+		*rec_stores += pys.w[i].gen && pys.w[i].rec;
+	}
+	pthread_mutex_unlock(&pys.lock);
+	return bytes;
 }
 
 void pystacks_fini(void)

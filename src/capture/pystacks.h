@@ -27,6 +27,17 @@
  * that holds the GIL gets an exact snapshot of its own at that instant
  * (pystacks_capture_now), read with CPython's C API.
  *
+ * Between windows, while the flight recorder keeps CPU samples
+ * (prof.recorder{ cpu_samples }), the snapshots go into a store per
+ * recorder segment (pystacks_open with `rec`), bounded: a segment keeps at
+ * most PYSTACKS_SEG_TEXT_MAX bytes of frames and PYSTACKS_SEG_SNAPS_MAX
+ * snapshots (a segment that outgrows them keeps its newest half and goes
+ * on), and at most PYSTACKS_REC_KEEP segments' stores are kept (the
+ * recorder holds REC_SEGMENTS; a dump in flight may hold as many more):
+ * opening one more frees the oldest. A dump's collect merges the stores of
+ * its segments together and frees them. A snapshot the same as the
+ * thread's previous one in its store shares that one's text.
+ *
  * Threads: pystacks_open/close run on the stepping thread (window lock
  * held; they take only this module's short mutex), pystacks_add on the
  * bridge's snapshot thread (holding the GIL) and on threads taking stacks
@@ -35,6 +46,8 @@
 #ifndef PROFHOST_CAPTURE_PYSTACKS_H
 #define PROFHOST_CAPTURE_PYSTACKS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../events/trace.h"
@@ -42,6 +55,9 @@
 
 #define PYSTACKS_MAX_HZ 100                 /* snapshots per second */
 #define PYSTACKS_MAX_BYTES (32u << 20)      /* per window; more is dropped */
+#define PYSTACKS_SEG_TEXT_MAX (4u << 20)    /* frames per recorder segment */
+#define PYSTACKS_SEG_SNAPS_MAX 32768u       /* snapshots per recorder segment */
+#define PYSTACKS_REC_KEEP 5                 /* recorder segments' stores kept */
 
 /* Finds the interpreter's frame-evaluation function in the process. Returns
  * 0, or -1 when it is not there (no merge is possible then). Start-up. */
@@ -50,15 +66,17 @@ int pystacks_init(void);
 /* Tests: takes [lo, hi) as the interpreter's frame-evaluation code. */
 void pystacks_set_eval_range(uintptr_t lo, uintptr_t hi);
 
-/* Snapshots of window generation `gen` are kept from now on. */
-void pystacks_open(uint64_t gen);
+/* Snapshots go to generation `gen` from now on (`rec`: a flight recorder
+ * segment's, bounded as above), no longer to the one open before. */
+void pystacks_open(uint64_t gen, bool rec);
 
-/* The window of `gen` stopped recording: later snapshots are dropped. */
+/* Generation `gen` stopped recording: later snapshots are dropped. */
 void pystacks_close(uint64_t gen);
 
 /* Keeps a snapshot: thread `tid`'s Python frames at `ts` (host clock),
  * innermost first, '\n'-separated, `len` bytes. Dropped (counted) outside a
- * recording window or beyond PYSTACKS_MAX_BYTES. */
+ * recording window or recorder segment, or beyond PYSTACKS_MAX_BYTES in a
+ * window. */
 void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
 
 /* Takes the calling thread's Python stack now, as a snapshot of thread
@@ -73,11 +91,16 @@ void pystacks_capture_now(int32_t tid, int64_t ts);
 /* How far from a sample a snapshot may be and still be used. */
 int64_t pystacks_tolerance_ns(uint32_t snapshot_hz);
 
-/* Merges the snapshots of window `gen` into the stacks of `t` (not yet
- * symbolized) and frees them. Returns 0, or -1 with *e set when out of
- * memory (the samples stay as they were). */
-int pystacks_merge(uint64_t gen, uint32_t snapshot_hz, struct trace *t,
-		   struct err *e);
+/* Merges the snapshots of generations gens[0..ngens) (a window's one, or
+ * a recorder dump's segments) into the stacks of `t` (not yet symbolized)
+ * and frees them. Returns 0, or -1 with *e set when out of memory (the
+ * samples stay as they were). */
+int pystacks_merge(const uint64_t *gens, size_t ngens, uint32_t snapshot_hz,
+		   struct trace *t, struct err *e);
+
+/* Bytes the stores hold now (allocated), and how many recorder segments'
+ * stores are kept. Tests. */
+size_t pystacks_held_bytes(size_t *rec_stores);
 
 /* Frees the snapshots of every window. Exit. */
 void pystacks_fini(void);

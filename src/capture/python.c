@@ -59,8 +59,10 @@ enum {
 	PYB_EXPLICIT = 16,          /* flag: explicit steps seen, auto steps off */
 	PYB_MODULES = 32,           /* flag: the window records nn.Module calls
 				       (prof.capture{ modules = true }) */
-	PYB_RECORDER = 64           /* flag: the flight recorder keeps steps
+	PYB_RECORDER = 64,          /* flag: the flight recorder keeps steps
 				       between windows (its phases too) */
+	PYB_REC_STACKS = 128        /* flag: ... and CPU samples: Python stack
+				       snapshots run between windows too */
 };
 
 /* Notes the bridge reports (pybridge_api.note). */
@@ -181,7 +183,10 @@ static struct {
 	_Atomic int explicit_seen;   /* prof_step() came through the C ABI */
 	_Atomic int modules;         /* PYB_MODULES of the window recording now */
 	_Atomic int recorder;        /* PYB_RECORDER while the recorder keeps
-					phases, else 0 */
+					phases, | PYB_REC_STACKS while it
+					keeps CPU samples, else 0 */
+	uint64_t rec_gen;            /* the recorder segment taking Python
+					snapshots (0: none); window lock */
 	_Atomic int notes;           /* PYB_NOTE_* bits */
 	_Atomic int notes_told;      /* PYB_NOTE_* bits already in a summary */
 	_Atomic uint64_t next_id;    /* phase range ids */
@@ -780,7 +785,7 @@ static void pyb_warmup(void)
 static void pyb_window_open(uint64_t gen)
 {
 	if (pyb.stack_hz)
-		pystacks_open(gen);
+		pystacks_open(gen, false);
 	/* Read at each window open, as the sampler reads its settings: a live
 	 * prof.capture{ modules = ... } applies from the next window on. */
 	atomic_store(&pyb.modules, pyb.h->cfg->capture.modules ? PYB_MODULES : 0);
@@ -800,12 +805,24 @@ static void pyb_window_close(uint64_t gen)
 }
 
 /* capture_ops.recorder: the bridge times step phases while the recorder
- * keeps steps (prof.recorder{phases}); operators, modules and Python stack
- * snapshots stay window-only. Stepping thread, window lock held. */
+ * keeps steps (prof.recorder{phases}), and takes Python stack snapshots
+ * into the recorder's segments while it keeps CPU samples
+ * (prof.capture{cpu_samples} and prof.recorder{cpu_samples}, as the
+ * sampler's recorder reads them); operators and modules stay window-only.
+ * Stepping thread, window lock held. */
 static void pyb_recorder(uint64_t gen)
 {
-	int want = gen && pyb.h->cfg->recorder.phases ? PYB_RECORDER : 0;
+	const struct policy_config *c = pyb.h->cfg;
+	bool stacks = gen && pyb.stack_hz && c->capture.cpu_hz > 0 &&
+		      c->recorder.cpu_samples;
+	int want = (gen && c->recorder.phases ? PYB_RECORDER : 0) |
+		   (stacks ? PYB_REC_STACKS : 0);
 
+	if (stacks)
+		pystacks_open(gen, true);
+	else if (pyb.rec_gen)
+		pystacks_close(pyb.rec_gen);
+	pyb.rec_gen = stacks ? gen : 0;
 	if (atomic_exchange(&pyb.recorder, want) != want)
 		pyb_notify();
 }
@@ -832,7 +849,7 @@ static void pyb_on_step(const struct capture_step *s)
 static int pyb_collect_window(const struct capture_window *job, struct trace *t,
 			      struct err *e)
 {
-	if (pyb.stack_hz && pystacks_merge(job->gen, pyb.stack_hz, t, e) != 0)
+	if (pyb.stack_hz && pystacks_merge(&job->gen, 1, pyb.stack_hz, t, e) != 0)
 		return -1;
 	if (atomic_load(&pyb.notes) & PYB_NOTE_NVTX_ON) {
 		size_t ops;
@@ -847,7 +864,8 @@ static int pyb_collect_window(const struct capture_window *job, struct trace *t,
 }
 
 /* capture_ops.collect: a window's own events (a recorder dump has none
- * beyond the phases already in its records), then the bridge's notes
+ * beyond the phases already in its records, and its segments' Python
+ * stack snapshots), then the bridge's notes
  * (the summary prints them), each in the first window or dump after it
  * came. Host thread. */
 static int pyb_collect(const struct capture_window *job, struct trace *t,
@@ -857,6 +875,11 @@ static int pyb_collect(const struct capture_window *job, struct trace *t,
 
 	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (!job->dump && pyb_collect_window(job, t, e) != 0)
+		return -1;
+	/* A dump's Python snapshots: those of its segments, merged together
+	 * (a snapshot near a segment's end may lie in the next one). */
+	if (job->dump && pyb.stack_hz &&
+	    pystacks_merge(job->gens, job->ngens, pyb.stack_hz, t, e) != 0)
 		return -1;
 	pthread_mutex_lock(&pyb.note_lock);
 	if (pyb.note_line[0] && trace_add_note(t, pyb.note_line) != 0) {

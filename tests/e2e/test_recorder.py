@@ -838,6 +838,111 @@ end)
                 self.assertRegex(lines[0], pattern)
 
 
+class PythonFrames(TempDirTest):
+    """Between windows the recorder keeps the Python bridge's stack
+    snapshots with the CPU samples: a dump's samples show Python frames
+    "function (file:line)" as a window's do, and a paused recorder stops
+    the snapshot thread."""
+
+    LOOP = """
+import os, sys, time
+import profhost
+
+def busy(seconds):
+    end = time.perf_counter() + seconds
+    n = 0
+    while time.perf_counter() < end:
+        n += 1
+    return n
+
+def slow_reduce(seconds):
+    return busy(seconds)
+
+def snapshot_thread():
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open("/proc/self/task/%s/comm" % task) as f:
+                if f.read().strip() == "profhost-pystk":
+                    return True
+        except OSError:
+            pass
+    return False
+
+for i in range(int(sys.argv[1])):
+    if i == int(sys.argv[2]):
+        slow_reduce(0.4)
+    else:
+        busy(0.004)
+    if sys.argv[3] == "probe" and i in (8, 18, 32):
+        time.sleep(0.1)  # a few snapshot periods: the thread starts or ends
+        print("step", i, "snapshots", snapshot_thread(), flush=True)
+    profhost.step()
+print("done")
+"""
+
+    def prof_run(self, policy_text, steps, slow_at, probe=False):
+        script = self.write("loop.py", self.LOOP)
+        policy = self.write("policy.lua", policy_text)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script, str(steps),
+                 str(slow_at), "probe" if probe else "-"], cwd=self.tmp, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        return r, out
+
+    def test_dump_shows_the_slow_steps_python_function(self):
+        # The slow step spends 400 ms in slow_reduce -> busy, pure Python:
+        # the dump's CPU samples name both, by file and line, in place of
+        # the interpreter's own frames.
+        r, out = self.prof_run(SLOW_POLICY + "prof.capture{ cpu_samples = { hz = 200 } }\n",
+                               40, 25)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        steps = step_spans(trace)
+        slow = max(steps, key=lambda p: p[1]["dur"])
+        self.assertEqual(slow[0], steps[-1][0])
+        self.assertGreaterEqual(slow[1]["dur"], 400000)
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            stacks = f.read()
+        frames = (r"<module> \([^;]*loop\.py:\d+\);slow_reduce \([^;]*loop\.py:\d+\);"
+                  r"busy \([^;]*loop\.py:\d+\)")
+        self.assertRegex(stacks, frames)
+        for line in stacks.splitlines():
+            if "slow_reduce (" in line:
+                self.assertNotIn("_PyEval_EvalFrameDefault", line)
+        self.assertNotRegex(stacks, r"/profhost/_\w+\.py")
+        # Most of the slow step's samples of the main thread show it.
+        s = slow[1]
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample" and
+                   e["tid"] == s["tid"] and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+        named = [e for e in samples if "slow_reduce (" in e["args"]["stack"]]
+        self.assertGreaterEqual(len(named), len(samples) // 2,
+                                [e["args"]["stack"] for e in samples][:5])
+
+    def test_snapshots_follow_the_recorder(self):
+        # With CPU samples kept the snapshot thread runs between windows;
+        # paused (step 10) it stops, resumed (step 20) it runs again.
+        # Without the recorder's CPU samples it never runs between windows.
+        policy = """
+prof.recorder{ steps = 6 }
+prof.capture{ cpu_samples = { hz = 200 } }
+prof.export{ report = false }
+prof.on_step(function(s)
+  if s.step == 10 then prof.recorder{ enabled = false }
+  elseif s.step == 20 then prof.recorder{ enabled = true } end
+end)
+"""
+        r, _ = self.prof_run(policy, 36, -1, probe=True)
+        self.assertIn("step 8 snapshots True\n", r.stdout)
+        self.assertIn("step 18 snapshots False\n", r.stdout)
+        self.assertIn("step 32 snapshots True\n", r.stdout)
+        r, _ = self.prof_run(policy.replace("steps = 6 }", "steps = 6, cpu_samples = false }"),
+                             36, -1, probe=True)
+        self.assertIn("step 8 snapshots False\n", r.stdout)
+        self.assertIn("step 32 snapshots False\n", r.stdout)
+
+
 class BadKeys(TempDirTest):
     def test_bad_recorder_keys_give_one_line(self):
         for text, pattern in (

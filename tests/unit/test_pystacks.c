@@ -4,7 +4,10 @@
  * outermost interpreter frame becomes the nearest snapshot's frames, named
  * and kept through symbolization; stacks that ran no Python, and snapshots
  * too far away or of another thread, stay as they were; snapshots outside a
- * window are dropped.
+ * window are dropped. Between windows, the flight recorder's segments keep
+ * snapshots too, bounded: a full segment keeps its newest, only the newest
+ * PYSTACKS_REC_KEEP segments' stores are kept, and a dump merges its
+ * segments' snapshots together.
  */
 #include "check.h"
 
@@ -77,13 +80,13 @@ static void test_merge(void)
 	x = add_sample(&t, 7, 130 * MS, pcs, 6, TRACE_STACK_SAMPLE);     /* nearest: 2nd */
 
 	add(7, 50 * MS, "dropped (before the window)");
-	pystacks_open(3);
+	pystacks_open(3, false);
 	add(7, 99 * MS, "inner (m.py:3)\nmiddle (m.py:2)\n<module> (m.py:1)");
 	add(7, 128 * MS, "other (m.py:9)\n<module> (m.py:1)");
 	pystacks_close(3);
 	add(7, 131 * MS, "dropped (after the window)");
 
-	CHECK_EQ_INT(pystacks_merge(3, 100, &t, &e), 0); /* tolerance 15 ms */
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 3 }, 1, 100, &t, &e), 0); /* tolerance 15 ms */
 	frames_of(&t, a, buf, sizeof buf);
 	CHECK_EQ_STR(buf, "100|200|inner (m.py:3)|middle (m.py:2)|<module> (m.py:1)|400");
 	frames_of(&t, x, buf, sizeof buf);
@@ -108,7 +111,7 @@ static void test_merge(void)
 		CHECK_EQ_INT(t.stack_frames[s->first + 4], t.stack_frames[s2->first + 3]);
 	}
 	/* The window's snapshots are gone once merged. */
-	CHECK_EQ_INT(pystacks_merge(3, 100, &t, &e), 0);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 3 }, 1, 100, &t, &e), 0);
 	trace_free(&t);
 }
 
@@ -122,10 +125,10 @@ static void test_nothing_to_merge(void)
 
 	CHECK_EQ_INT(trace_init(&t), 0);
 	a = add_sample(&t, 7, 100 * MS, pcs, 3, TRACE_STACK_SAMPLE);
-	CHECK_EQ_INT(pystacks_merge(99, 100, &t, &e), 0); /* unknown window */
-	pystacks_open(4);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 99 }, 1, 100, &t, &e), 0); /* unknown window */
+	pystacks_open(4, false);
 	pystacks_close(4);
-	CHECK_EQ_INT(pystacks_merge(4, 100, &t, &e), 0);   /* no snapshot */
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 4 }, 1, 100, &t, &e), 0);   /* no snapshot */
 	frames_of(&t, a, buf, sizeof buf);
 	CHECK_EQ_STR(buf, "100|5000|400");
 	trace_free(&t);
@@ -147,8 +150,116 @@ static void test_named_frames_are_kept(void)
 	trace_free(&t);
 }
 
+static void test_recorder_segments_merge_together(void)
+{
+	const uint64_t pcs[] = { 0x100, EVAL + 1, 0x401 };
+	const uint64_t gens[] = { 10, 11 };
+	struct trace t;
+	struct err e;
+	char buf[256];
+	long a, b;
+
+	pystacks_set_eval_range(EVAL, EVAL + 0x1000);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	a = add_sample(&t, 7, 100 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	b = add_sample(&t, 7, 200 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	pystacks_open(10, true);
+	add(7, 99 * MS, "first (r.py:1)");
+	pystacks_open(11, true); /* a rotation: the next segment takes them */
+	add(7, 199 * MS, "second (r.py:2)");
+	pystacks_open(12, true);
+	add(7, 101 * MS, "third (r.py:3)"); /* in a segment the dump leaves */
+	pystacks_close(12);
+	CHECK_EQ_INT(pystacks_merge(gens, 2, 100, &t, &e), 0);
+	frames_of(&t, a, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|first (r.py:1)|400");
+	frames_of(&t, b, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|second (r.py:2)|400");
+	trace_free(&t);
+	pystacks_fini();
+}
+
+/* A snapshot of `bytes` bytes naming `i`, for thread `tid` at `ts`. */
+static void add_big(int32_t tid, int64_t ts, size_t i, size_t bytes)
+{
+	static char frames[8192];
+	int n = snprintf(frames, sizeof frames, "f%zu (big.py:1)\n", i);
+
+	memset(frames + n, 'x', bytes - (size_t)n);
+	pystacks_add(tid, ts, frames, (uint32_t)bytes);
+}
+
+static void test_recorder_segment_is_bounded(void)
+{
+	const uint64_t pcs[] = { 0x100, EVAL + 1, 0x401 };
+	size_t per = 4096, total = 3 * (PYSTACKS_SEG_TEXT_MAX / per), i, rec, held;
+	uint64_t gen;
+	struct trace t;
+	struct err e;
+	char buf[256], want[64];
+	long oldest, newest;
+
+	pystacks_set_eval_range(EVAL, EVAL + 0x1000);
+	/* Three times what a segment holds, each snapshot different: the
+	 * memory stays within the bound, and the newest are kept. */
+	pystacks_open(20, true);
+	for (i = 0; i < total; i++)
+		add_big(7, (int64_t)i * MS, i, per);
+	held = pystacks_held_bytes(&rec);
+	CHECK_EQ_INT(rec, 1);
+	CHECK(held <= PYSTACKS_SEG_TEXT_MAX + PYSTACKS_SEG_SNAPS_MAX * 24);
+	CHECK(held >= PYSTACKS_SEG_TEXT_MAX / 2);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	oldest = add_sample(&t, 7, 0, pcs, 3, TRACE_STACK_SAMPLE);
+	newest = add_sample(&t, 7, (int64_t)(total - 1) * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 20 }, 1, 1000, &t, &e), 0);
+	frames_of(&t, oldest, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|5000|400");
+	frames_of(&t, newest, buf, sizeof buf);
+	snprintf(want, sizeof want, "100|f%zu (big.py:1)|", total - 1);
+	CHECK(strncmp(buf, want, strlen(want)) == 0);
+	trace_free(&t);
+
+	/* A waiting thread's snapshots, all the same, share one text: many
+	 * more than the text bound would hold fit. */
+	pystacks_open(21, true);
+	for (i = 0; i < PYSTACKS_SEG_SNAPS_MAX / 2; i++)
+		add_big(8, (int64_t)i * MS, 0, per);
+	held = pystacks_held_bytes(&rec);
+	CHECK(held < 2 * per + PYSTACKS_SEG_SNAPS_MAX * 24);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	oldest = add_sample(&t, 8, 0, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 21 }, 1, 1000, &t, &e), 0);
+	frames_of(&t, oldest, buf, sizeof buf);
+	CHECK(strncmp(buf, "100|f0 (big.py:1)|", 18) == 0);
+	trace_free(&t);
+
+	/* Segments the recorder gave back go: only the newest
+	 * PYSTACKS_REC_KEEP stores stay, each within its bound. */
+	for (gen = 30; gen < 30 + 3 * PYSTACKS_REC_KEEP; gen++) {
+		pystacks_open(gen, true);
+		for (i = 0; i < PYSTACKS_SEG_TEXT_MAX / per + 10; i++)
+			add_big(9, (int64_t)i * MS, i, per);
+	}
+	pystacks_close(gen - 1);
+	held = pystacks_held_bytes(&rec);
+	CHECK_EQ_INT(rec, PYSTACKS_REC_KEEP);
+	CHECK(held <= PYSTACKS_REC_KEEP * (PYSTACKS_SEG_TEXT_MAX +
+					   PYSTACKS_SEG_SNAPS_MAX * 24));
+	CHECK_EQ_INT(trace_init(&t), 0);
+	oldest = add_sample(&t, 9, 5 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 30 }, 1, 1000, &t, &e), 0);
+	frames_of(&t, oldest, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|5000|400"); /* given back: nothing merged */
+	trace_free(&t);
+	pystacks_fini();
+	CHECK_EQ_INT(pystacks_held_bytes(&rec), 0);
+}
+
 int main(void)
 {
+	test_recorder_segments_merge_together();
+	test_recorder_segment_is_bounded();
 	test_merge();
 	test_nothing_to_merge();
 	test_named_frames_are_kept();

@@ -22,7 +22,8 @@ concern:
   (``emit_nvtx``) over the same span, unless torch's own profiler runs on
   that thread.
 * ``_pystacks``: snapshots of the Python stacks, merged by the host into the
-  CPU samples, while a window records.
+  CPU samples, while a window records (and while the flight recorder keeps
+  CPU samples between windows).
 * ``_modules``: with ``prof.capture{ modules = true }``, each nn.Module call
   while a window records, named by its path in the model (loaded by the
   first window that asks for it).
@@ -149,8 +150,8 @@ def _switch(state):
     """Turns what runs only around windows on (from the step before a
     window or its warm-up to its end) or off, as the host's `state` says:
     whether the window records now, and asks for nn.Module calls. Phases
-    also run while the flight recorder keeps steps between windows. Under
-    _host.lock."""
+    also run while the flight recorder keeps steps between windows, and
+    Python stack snapshots while it keeps CPU samples. Under _host.lock."""
     mode = state & _host.STATE_MASK
     on, recording = mode != _host.IDLE, mode == _host.RECORDING
     modules = bool(state & _host.MODULES)
@@ -162,7 +163,8 @@ def _switch(state):
         _nvtx.set_on(on and nvtx, _steps.train_thread())
         if modules or _modules is not None:
             _module_calls(on and recording and modules)
-    _pystacks.set_on(on, recording)
+    rec_stacks = bool(state & _host.REC_STACKS)
+    _pystacks.set_on(on or rec_stacks, recording or rec_stacks)
 
 
 _ops = None  # profhost._ops, once torch is hooked

@@ -25,6 +25,7 @@ STATE_MASK = 3
 EXPLICIT = 16
 MODULES = 32         # the window records nn.Module calls (prof.capture{modules})
 RECORDER = 64        # the flight recorder keeps steps between windows (phases)
+REC_STACKS = 128     # ... and CPU samples: Python stack snapshots run then too
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 

@@ -1,7 +1,8 @@
 """profhost._pystacks: Python stack snapshots for the CPU sampler. Not an API.
 
 The CPU sampler's signal handler must not read the interpreter (it could
-interrupt it anywhere, holding any lock). So while a window records, a
+interrupt it anywhere, holding any lock). So while a window records (or the
+flight recorder keeps CPU samples between windows), a
 thread of the bridge (started the step before, so that its start costs no
 recorded step) takes snapshots of every thread's Python stack with
 sys._current_frames() (under the GIL, like any Python code) at a modest
