@@ -1271,7 +1271,7 @@ static void rec_keep_device(const CUpti_ActivityDevice5 *d)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* The names already in the salvage file (salvage_gpu): a direct-mapped
+/* The names already in the salvage file (capture_host.salvage_gpu): a direct-mapped
  * table of (kind << 56 ^ key), 0: empty. A name whose entry was taken
  * by another is written again when next seen (the file's area bounds
  * that). Relaxed: two threads may both write a name, which is harmless. */

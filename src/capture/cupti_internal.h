@@ -2,7 +2,8 @@
  * cupti_internal — what the CUPTI capture's files share (cupti.c: the
  * lifecycle; cupti_load.c: finding and opening libcupti; cupti_records.c:
  * activity records -> trace events; cupti_pattern.c: kernel-name patterns;
- * cupti_inflight.c: launches not known to have finished).
+ * cupti_inflight.c: launches not known to have finished; cupti_salvage.c:
+ * the flight recorder's records in a salvage file, for `prof salvage`).
  * Not a module contract: only src/capture/cupti*.c and their unit tests
  * include it. Built only with the CUDA headers (PROFHOST_HAVE_CUDA).
  */

@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../capture/cupti_salvage.h"
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
 #include "../util/grow.h"
-#include "salvage_gpu.h"
 #include "salvage_read.h"
 
 /* The file salvage_build() drains (see the header: one at a time). */
@@ -526,9 +526,9 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	if (rc == 0)
 		rc = assemble_window(t, &src, steps, (size_t)n);
 	names_free();
-	/* the recorder's GPU records, named from the file (salvage_gpu.h) */
+	/* the recorder's GPU records, named from the file (cupti_salvage.h) */
 	if (rc == 0)
-		rc = salvage_gpu_convert(hd, t->meta.start_ts, t->meta.end_ts, t);
+		rc = cupti_salvage_convert(hd, t->meta.start_ts, t->meta.end_ts, t);
 	trace_raw_free(t);
 	if (rc == 0)
 		rc = name_stacks(f, t);

@@ -28,8 +28,10 @@
  * (cudaStreamSynchronize): the step stalls with that kernel in flight.
  * --rss-at S prints "rss S KB" (VmRSS) after step S and "rss end KB" at
  * the end.
- * --die-at S: step S ends, after its "forward" kernels, in SIGKILL (or
- * with --how exit in _exit(3)): nothing of profhost's exit path runs.
+ * --die-at S: step S ends, after its "forward" kernels and a 300 ms pause
+ * (the fake's worker thread hands back the buffers it completed, even on
+ * a loaded machine), in SIGKILL (or with --how exit in _exit(3)): nothing
+ * of profhost's exit path runs.
  * Prints "pid P" first and "done N" at the end.
  */
 #include <dlfcn.h>
@@ -163,6 +165,9 @@ int main(int argc, char **argv)
 			forward_kernels(NULL);
 		}
 		if (s == die_at) {
+			struct timespec pause = { 0, 300 * 1000000L };
+
+			nanosleep(&pause, NULL);
 			if (die_exit)
 				_exit(3);
 			kill(getpid(), SIGKILL);

@@ -1,15 +1,15 @@
 /*
- * salvage_gpu_none — salvage_gpu.h for a prof built without the CUDA
+ * cupti_salvage_none — cupti_salvage.h for a prof built without the CUDA
  * headers: the flight recorder's raw CUPTI records cannot be read, so
  * they are counted and said not converted.
  */
 #include <stdio.h>
 
 #include "../shim/evbuf.h"
-#include "salvage_gpu.h"
+#include "cupti_salvage.h"
 
-int salvage_gpu_convert(const struct salv_header *hd, int64_t start, int64_t end,
-			struct trace *t)
+int cupti_salvage_convert(const struct salv_header *hd, int64_t start, int64_t end,
+			  struct trace *t)
 {
 	const struct trace_raw *r;
 	unsigned long long n = 0;

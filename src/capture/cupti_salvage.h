@@ -1,13 +1,14 @@
 /*
- * salvage_gpu — the GPU half of a salvage (salvage_read.c): the flight
+ * cupti_salvage — the GPU half of a salvage (src/read/salvage_read.c): the flight
  * recorder's raw CUPTI records (EVBUF_CUPTI) a dead process left in its
  * ring become trace events through the converter a live dump uses
- * (src/capture/cupti_records.c), named from the salvage file's GPU names
- * (src/shim/salvfile.h). Built with the CUDA headers only; without them
- * the records are counted and said not converted.
+ * (cupti_records.c), named from the salvage file's GPU names
+ * (src/shim/salvfile.h). In ph_cupti, built with the CUDA headers only;
+ * without them `prof` gets cupti_salvage_none.c, which counts the records
+ * and says they were not converted.
  */
-#ifndef PROFHOST_SALVAGE_GPU_H
-#define PROFHOST_SALVAGE_GPU_H
+#ifndef PROFHOST_CUPTI_SALVAGE_H
+#define PROFHOST_CUPTI_SALVAGE_H
 
 #include <stdint.h>
 
@@ -23,7 +24,7 @@
  * prof without CUDA support are said in notes. Returns 0, or -1 when
  * memory ran out (t->oom set). Not thread-safe.
  */
-int salvage_gpu_convert(const struct salv_header *hd, int64_t start, int64_t end,
-			struct trace *t);
+int cupti_salvage_convert(const struct salv_header *hd, int64_t start, int64_t end,
+			  struct trace *t);
 
 #endif

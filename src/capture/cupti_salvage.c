@@ -1,6 +1,6 @@
 /*
- * salvage_gpu — the flight recorder's raw CUPTI records of a dead process
- * as trace events (see salvage_gpu.h). The records are copied and every
+ * cupti_salvage — the flight recorder's raw CUPTI records of a dead process
+ * as trace events (see cupti_salvage.h). The records are copied and every
  * pointer in them, which points into the dead process, is replaced: a
  * kernel's or device's name by the file's copy (salvfile.h, GPU names),
  * the others by NULL; API calls are named from the file by callback id.
@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../capture/cupti_internal.h"
+#include "cupti_internal.h"
 #include "../shim/evbuf.h"
 #include "../util/grow.h"
-#include "salvage_gpu.h"
+#include "cupti_salvage.h"
 
 #define LOST_KERNEL "(kernel name lost)"
 
@@ -259,8 +259,8 @@ static int add_notes(const struct salv_header *hd, const struct recs *s, struct 
 	return 0;
 }
 
-int salvage_gpu_convert(const struct salv_header *hd, int64_t start, int64_t end,
-			struct trace *t)
+int cupti_salvage_convert(const struct salv_header *hd, int64_t start, int64_t end,
+			  struct trace *t)
 {
 	struct gnames g = { 0 };
 	struct recs s = { 0 };

@@ -1,5 +1,5 @@
 /*
- * test_salvage_gpu — the GPU half of a salvage (src/read/salvage_gpu.c) on
+ * test_cupti_salvage — the GPU half of a salvage (src/capture/cupti_salvage.c) on
  * a hand-made salvage header and hand-built CUDA 13 records, as the flight
  * recorder's ring holds them (EVBUF_CUPTI in trace.raw): a kernel is named
  * from the file's GPU names by its record's pointer (the newest entry of a
@@ -15,7 +15,7 @@
 
 #include "capture/cupti_internal.h"
 #include "check.h"
-#include "read/salvage_gpu.h"
+#include "capture/cupti_salvage.h"
 #include "shim/evbuf.h"
 
 #define W0 1000000   /* the salvaged window's start */
@@ -132,7 +132,7 @@ static void test_named_from_the_file(void)
 	trace_add_raw(&t, EVBUF_CUPTI, W0, &k3, sizeof k3);
 	trace_add_raw(&t, EVBUF_CUPTI, W0, &k3, 40); /* not a whole record: skipped */
 	trace_add_raw(&t, EVBUF_MARK, W0, "x", 1);
-	CHECK_EQ_INT(salvage_gpu_convert(h, W0, W1, &t), 0);
+	CHECK_EQ_INT(cupti_salvage_convert(h, W0, W1, &t), 0);
 
 	/* the newest name of PTR_A; PTR_B never named, PTR_C's entry damaged */
 	CHECK_EQ_INT(count(&t, TRACE_CAT_KERNEL, "gemm_kernel"), 1);
@@ -164,7 +164,7 @@ static void test_no_gpu_records(void)
 	h->gpu_lost = 5;
 	CHECK_EQ_INT(trace_init(&t), 0);
 	trace_add_raw(&t, EVBUF_MARK, W0, "x", 1);
-	CHECK_EQ_INT(salvage_gpu_convert(h, W0, W1, &t), 0);
+	CHECK_EQ_INT(cupti_salvage_convert(h, W0, W1, &t), 0);
 	CHECK_EQ_INT(t.nev, 0);
 	CHECK(!t.meta.notes || !strstr(t.meta.notes, "GPU"));
 	trace_free(&t);
