@@ -33,6 +33,17 @@ def recorder_dirs(out):
     return sorted(glob.glob(os.path.join(out, "*", "rank*", "recorder*_steps*")))
 
 
+def slow_step_dumps(test, out, steps, stderr):
+    """The dump folders of SLOW_POLICY's run whose steps are `steps`
+    ("35-37"): one. A loaded machine can make another step slower than the
+    policy's bar, and the policy then dumps that one too, as it should: the
+    dumps of those steps are not the subject."""
+    dirs = [d for d in recorder_dirs(out)
+            if os.path.basename(d).split("_steps")[1] == steps]
+    test.assertEqual(len(dirs), 1, (recorder_dirs(out), stderr))
+    return dirs
+
+
 class Dumps(TempDirTest):
     def test_dump_holds_the_slow_step(self):
         policy = self.write("policy.lua", SLOW_POLICY)
@@ -42,9 +53,7 @@ class Dumps(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("done 60", r.stdout)
         self.assertEqual(window_dirs(out), [])
-        dirs = recorder_dirs(out)
-        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"], r.stderr)
-        d = dirs[0]
+        d = slow_step_dumps(self, out, "35-37", r.stderr)[0]
         for name in ("trace.json", "summary.txt", "key_averages.txt", "capture.phb"):
             self.assertTrue(os.path.exists(os.path.join(d, name)) or
                             os.path.exists(os.path.join(d, name + ".gz")), name)
@@ -77,7 +86,7 @@ class Dumps(TempDirTest):
         self.assertLessEqual(train[0]["ts"], steps[0][1]["ts"] + 0.001)
         with open(os.path.join(d, "summary.txt")) as f:
             summary = f.read()
-        self.assertIn("recorder dump 0, steps 35-37 (slow)", summary)
+        self.assertRegex(summary, r"recorder dump \d+, steps 35-37 \(slow\)")
 
     @unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
     def test_torch_loop_dump_holds_the_slow_step(self):
@@ -90,8 +99,11 @@ class Dumps(TempDirTest):
                 timeout=300)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("done 40", r.stdout)
+        # The dump of the 300 ms step: the one whose last step is longest (a
+        # loaded machine may make another step slow enough for a dump too).
         dirs = recorder_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertGreaterEqual(len(dirs), 1, r.stderr)
+        dirs = [max(dirs, key=lambda d: step_spans(load_trace(d))[-1][1]["dur"])]
         trace = load_trace(dirs[0])
         steps = step_spans(trace)
         self.assertEqual(len(steps), 3, r.stderr)
@@ -118,8 +130,7 @@ class Dumps(TempDirTest):
         r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
                  "--slow-at", "37", "--slow-ms", "300"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        dirs = recorder_dirs(out)
-        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps35-37"], r.stderr)
+        dirs = slow_step_dumps(self, out, "35-37", r.stderr)
         trace = load_trace(dirs[0])
         self.assertEqual(trace["profhost"]["cpu_samples"]["clock"], "wall")
         steps = dict(step_spans(trace))
@@ -145,8 +156,7 @@ class Dumps(TempDirTest):
         r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
                  "--slow-at", "37", "--slow-ms", "200"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        dirs = recorder_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
+        dirs = slow_step_dumps(self, out, "35-37", r.stderr)
         trace = load_trace(dirs[0])
         self.assertEqual([e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample"], [])
 
@@ -631,9 +641,8 @@ end)
         r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "30",
                  "--slow-at", "20", "--slow-ms", "300", "--big", "200000"])
         self.assertEqual(r.returncode, 0, r.stderr)
-        dirs = recorder_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
-        self.assertTrue(dirs[0].endswith("-20"), dirs[0])
+        dirs = [d for d in recorder_dirs(out) if d.endswith("-20")]
+        self.assertEqual(len(dirs), 1, (recorder_dirs(out), r.stderr))
         trace = load_trace(dirs[0])
         names = [e["name"] for e in trace["traceEvents"] if e.get("ph") == "X"]
         self.assertEqual(names.count("late"), 100)
@@ -896,8 +905,11 @@ print("done")
         # the interpreter's own frames.
         r, out = self.prof_run(SLOW_POLICY + "prof.capture{ cpu_samples = { hz = 200 } }\n",
                                40, 25)
+        # the 400 ms step's dump (a loaded machine may make another step
+        # slow enough for one too)
         dirs = recorder_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
+        self.assertGreaterEqual(len(dirs), 1, r.stderr)
+        dirs = [max(dirs, key=lambda d: step_spans(load_trace(d))[-1][1]["dur"])]
         trace = load_trace(dirs[0])
         steps = step_spans(trace)
         slow = max(steps, key=lambda p: p[1]["dur"])
