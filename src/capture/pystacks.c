@@ -33,6 +33,7 @@ struct pys_window {
 	uint64_t gen;
 	bool open;
 	bool rec;           /* a recorder segment's: bounded, newest kept */
+	bool dumped;        /* ... taken by a dump: kept for its collect */
 	struct pys_snap *v;
 	size_t n, cap;
 	char *text;
@@ -258,6 +259,28 @@ void pystacks_close(uint64_t gen)
 	for (i = 0; i < PYS_WINDOWS; i++)
 		if (pys.w[i].gen == gen)
 			pys.w[i].open = false;
+	pthread_mutex_unlock(&pys.lock);
+}
+
+void pystacks_rec_dumped(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen && pys.w[i].rec)
+			pys.w[i].dumped = true;
+	pthread_mutex_unlock(&pys.lock);
+}
+
+void pystacks_rec_stop(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen && pys.w[i].rec && !pys.w[i].dumped)
+			window_free(&pys.w[i]);
 	pthread_mutex_unlock(&pys.lock);
 }
 

@@ -34,8 +34,9 @@
  * snapshots (a segment that outgrows them keeps its newest half and goes
  * on), and at most PYSTACKS_REC_KEEP segments' stores are kept (the
  * recorder holds REC_SEGMENTS; a dump in flight may hold as many more):
- * opening one more frees the oldest. A dump's collect merges the stores of
- * its segments together and frees them. A snapshot the same as the
+ * opening one more frees the oldest; when the recorder stops (a pause, a
+ * window) the stores no dump took are freed. A dump's collect merges the
+ * stores of its segments together and frees them. A snapshot the same as the
  * thread's previous one in its store shares that one's text.
  *
  * Threads: pystacks_open/close run on the stepping thread (window lock
@@ -72,6 +73,14 @@ void pystacks_open(uint64_t gen, bool rec);
 
 /* Generation `gen` stopped recording: later snapshots are dropped. */
 void pystacks_close(uint64_t gen);
+
+/* A recorder dump takes the recorder's segments (capture_ops.dump_taken):
+ * their stores stay for its collect. Any thread; must not block long. */
+void pystacks_rec_dumped(void);
+
+/* The recorder stopped (paused, a window opens, the process ends) and gave
+ * its segments back: their stores are freed, but those a dump took. */
+void pystacks_rec_stop(void);
 
 /* Keeps a snapshot: thread `tid`'s Python frames at `ts` (host clock),
  * innermost first, '\n'-separated, `len` bytes. Dropped (counted) outside a

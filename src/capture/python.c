@@ -822,9 +822,19 @@ static void pyb_recorder(uint64_t gen)
 		pystacks_open(gen, true);
 	else if (pyb.rec_gen)
 		pystacks_close(pyb.rec_gen);
+	if (!gen && pyb.stack_hz)
+		pystacks_rec_stop(); /* its segments went back */
 	pyb.rec_gen = stacks ? gen : 0;
 	if (atomic_exchange(&pyb.recorder, want) != want)
 		pyb_notify();
+}
+
+/* capture_ops.dump_taken: the dump takes the recorder's segments, their
+ * Python snapshots stay for its collect. Window lock held. */
+static void pyb_dump_taken(void)
+{
+	if (pyb.stack_hz)
+		pystacks_rec_dumped();
 }
 
 /* A step boundary (stepping thread, window lock held): arms the bridge
@@ -919,4 +929,5 @@ const struct capture_ops python_capture = {
 	.hang_stacks = pyb_hang_stacks,
 	.ended = pyb_ended,
 	.recorder = pyb_recorder,
+	.dump_taken = pyb_dump_taken,
 };

@@ -252,8 +252,30 @@ static void test_recorder_segment_is_bounded(void)
 	frames_of(&t, oldest, buf, sizeof buf);
 	CHECK_EQ_STR(buf, "100|5000|400"); /* given back: nothing merged */
 	trace_free(&t);
+
+	/* The recorder stops (a pause, a window): its segments' stores go,
+	 * but those a dump took, kept for its collect. */
 	pystacks_fini();
+	pystacks_open(50, true);
+	add(9, 1 * MS, "dumped (r.py:1)");
+	pystacks_rec_dumped();
+	pystacks_open(51, true);
+	add(9, 2 * MS, "not dumped (r.py:2)");
+	pystacks_rec_stop();
+	CHECK_EQ_INT(pystacks_held_bytes(&rec) > 0, 1);
+	CHECK_EQ_INT(rec, 1);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	oldest = add_sample(&t, 9, 1 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	newest = add_sample(&t, 9, 2 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 51 }, 1, 1000, &t, &e), 0);
+	frames_of(&t, newest, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|5000|400");
+	CHECK_EQ_INT(pystacks_merge(&(uint64_t){ 50 }, 1, 1000, &t, &e), 0);
+	frames_of(&t, oldest, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|dumped (r.py:1)|400");
+	trace_free(&t);
 	CHECK_EQ_INT(pystacks_held_bytes(&rec), 0);
+	pystacks_fini();
 }
 
 int main(void)
