@@ -200,7 +200,10 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c,
 		  "raise prof.recorder{mb=...} or lower its steps" :
 		  "events dropped: the event buffers were full; "
 		  "raise prof.capture{buffer_mb=...}" },
-		{ c->pool_errno ? 0 : c->dropped_noslot,
+		{ c->pool_errno ? 0 : c->dropped_noslot, recorder ?
+		  "events dropped: the recorder's next event buffer was still "
+		  "held by a dump being written; raise prof.recorder{mb=...} or "
+		  "dump less often" :
 		  "events dropped: the previous window was still being "
 		  "written; space the windows out (prof.schedule{wait=...})" },
 		{ c->pool_errno ? c->dropped_noslot : 0,

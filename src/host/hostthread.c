@@ -149,12 +149,16 @@ static void log_dump_drops(struct host *h, uint32_t dump, const struct trace_cou
 			"buffers were full (raise prof.recorder{ mb = ... }, now %zu, or "
 			"lower its steps)", dump, (unsigned long long)c->dropped_buffer,
 			h->cfg->recorder.bytes >> 20);
-	if (c->dropped_noslot)
+	if (c->dropped_noslot && c->pool_errno)
 		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because its "
-			"event buffers were held or could not be mapped (%s)", dump,
-			(unsigned long long)c->dropped_noslot,
-			c->pool_errno ? strerror((int)c->pool_errno) : "windows or dumps "
-			"still being written");
+			"event buffers could not be mapped (%s)", dump,
+			(unsigned long long)c->dropped_noslot, strerror((int)c->pool_errno));
+	else if (c->dropped_noslot)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because its "
+			"next event buffer was still held by a dump being written "
+			"(raise prof.recorder{ mb = ... }, now %zu, or dump less often)",
+			dump, (unsigned long long)c->dropped_noslot,
+			h->cfg->recorder.bytes >> 20);
 }
 
 /* A dump whose first step alone outgrew the recorder's pools holds only

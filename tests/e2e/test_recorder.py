@@ -676,16 +676,26 @@ end)
         r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "60",
                  "--sleep-us", "0", "--ranges", "5000"])
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Which way the ring runs out depends on timing: the open segment
+        # fills (buffers full), or the rotation that would replace it finds
+        # the next segment's pool still held by dump 0's writing (noslot,
+        # seen in an ASan build). Either way dump 1 counts the loss and
+        # names the recorder's setting.
         self.assertRegex(r.stderr, r"profhost: recorder dump 1: \d+ events dropped because "
-                         r"the event buffers were full \(raise prof\.recorder\{ mb = \.\.\. \}, now 1")
+                         r"(the event buffers were full|its next event buffer was still held "
+                         r"by a dump being written) \(raise prof\.recorder\{ mb = \.\.\. \}, "
+                         r"now 1")
         dirs = recorder_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs],
                          ["recorder0_steps49-50", "recorder1_steps51-52"], r.stderr)
         dirs = dirs[1:]
         trace = load_trace(dirs[0])
-        self.assertGreater(trace["profhost"]["counters"]["dropped_buffer"], 0)
+        counters = trace["profhost"]["counters"]
+        self.assertGreater(counters["dropped_buffer"] + counters["dropped_noslot"], 0)
         with open(os.path.join(dirs[0], "summary.txt")) as f:
-            self.assertIn("raise prof.recorder{mb=...}", f.read())
+            summary = f.read()
+        self.assertIn("raise prof.recorder{mb=...}", summary)
+        self.assertNotIn("prof.schedule", summary)
         # The report's finding names the recorder's setting, not buffer_mb.
         with open(os.path.join(dirs[0], "report.txt")) as f:
             report = f.read()
