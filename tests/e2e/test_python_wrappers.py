@@ -203,55 +203,6 @@ class Wrappers(unittest.TestCase):
         ''')
         self.assertIn("['data', 'forward', 'backward', 'optimizer'", out)
 
-    def test_hooks_go_lean_on_the_top_level_modules(self):
-        # After LEAN_AFTER steps with the same top-level modules (the model
-        # and the loss), the hooks sit on those two only: nested modules
-        # take torch's fast path, and the phases are as before. A window
-        # recording module calls brings the global hooks back at once;
-        # every RELEARN_EVERY steps they come back to see new top-level
-        # modules; phases off, no hook is left anywhere.
-        self.run_script('''
-            mm = nn.modules.module
-
-            def hooks():
-                return (len(mm._global_forward_pre_hooks), len(mm._global_forward_hooks),
-                        len(model._forward_pre_hooks), len(model._forward_hooks),
-                        len(model[0]._forward_pre_hooks), len(loss_fn._forward_pre_hooks))
-
-            for x, y in loader(n=8):
-                train_step(x, y)
-            assert _phases.is_lean(), hooks()
-            assert hooks() == (0, 0, 1, 1, 0, 1), hooks()
-            del events[:]
-            for x, y in loader():
-                train_step(x, y)
-            assert names() == ["data", "forward", "backward", "optimizer"] * 4 + ["data"], names()
-            check_no_overlap()
-            # a window that records module calls: every call, global hooks
-            set_state(RECORDING | MODULES)
-            assert not _phases.is_lean()
-            assert hooks() == (1, 1, 0, 0, 0, 0), hooks()
-            del modcalls[:]
-            for x, y in loader(n=2):
-                train_step(x, y)
-            assert len(modcalls) == 5, modcalls  # model, its 3 children, the loss
-            set_state(RECORDING)
-            for x, y in loader(n=8):
-                train_step(x, y)
-            assert _phases.is_lean(), hooks()
-            # a new top-level module, seen when the global hooks come back
-            _phases.RELEARN_EVERY = 4
-            extra = nn.Linear(4, 2)
-            for x, y in loader(n=16):
-                extra(x)
-                train_step(x, y)
-            assert _phases.is_lean(), hooks()
-            assert len(extra._forward_pre_hooks) == 1, hooks()
-            set_state(IDLE)
-            assert hooks() == (0, 0, 0, 0, 0, 0), hooks()
-            assert not extra._forward_pre_hooks
-        ''')
-
     def test_reentrant_and_recursive_calls(self):
         self.run_script('''
             class Rec(nn.Module):

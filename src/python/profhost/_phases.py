@@ -72,14 +72,7 @@ _gen = 0         # bumped each time phases turn on: per-thread states reset
 _merge = False   # the bridge sees every step boundary (see set_merge)
 _owned = set()   # phases the program reports itself
 _patches = []    # _Patch of each wrapped callable, installed or not
-_handles = []    # torch's handles of the module hooks while on: the
-                 # global ones, or (lean) those on the top-level modules
-_lean = False    # the hooks are on the top-level modules only (below)
-_tops = {}       # id -> module called top-level since the last boundary
-_prev_tops = None  # the key set of the boundary before
-_stable = 0      # boundaries in a row with the same top-level modules
-_lean_steps = 0  # boundaries since the hooks went lean
-_hooks_lock = threading.Lock()  # the hooks' mode; taken after the bridge's
+_handles = []    # torch's handles of the module hooks while on
 _observer = None  # pre(module, t), post(module, t), reset(): told of every
                   # module call while the hooks are on (profhost._modules)
 
@@ -182,8 +175,6 @@ def _forward_pre(module, args):
             return None
         st.mods = 1
         st.top = sys._getframe(1)
-        if not _lean:
-            _tops[id(module)] = module
         t = 0
         if st.cur == NONE and _on and FORWARD not in _owned:
             if st.fwd1 and _merge:
@@ -231,20 +222,11 @@ def _forward_post(module, args, output):
     return None
 
 
-def _remove_hooks():
-    global _lean, _prev_tops, _stable
-    while _handles:
-        _handles.pop().remove()
-    _lean = False
-    _tops.clear()
-    _prev_tops, _stable = None, 0
-
-
 def _module_hooks(on):
-    """Registers torch's global module hooks (on) or removes them, or the
-    lean ones. Under _hooks_lock."""
+    """Registers torch's global module hooks (on) or removes them."""
     if not on:
-        _remove_hooks()
+        while _handles:
+            _handles.pop().remove()
         return
     mod = sys.modules.get("torch.nn.modules.module")
     pre = getattr(mod, "register_module_forward_pre_hook", None)
@@ -257,73 +239,6 @@ def _module_hooks(on):
         _handles.append(post(_forward_post, always_call=True))
     except TypeError:
         _handles.append(post(_forward_post))
-
-
-# Lean hooks. torch's global hooks send every module call through torch's
-# slow call path and our two hooks: on a loop of small modules that is a
-# few percent of its step (docs/performance.md). Only top-level calls time
-# the forward phase, so once the same top-level modules were called in
-# LEAN_AFTER steps in a row, and no one watches every module call (the
-# observer of a window recording them), the hooks go on those modules only
-# and nested calls take torch's fast path again. Every RELEARN_EVERY steps
-# the global hooks come back, to see top-level modules that are new.
-
-LEAN_AFTER = 3
-RELEARN_EVERY = 200
-
-
-def _go_lean(mods):
-    """The hooks move onto `mods` (modules). Under _hooks_lock."""
-    global _lean, _lean_steps
-    _remove_hooks()
-    for m in mods:
-        _handles.append(m.register_forward_pre_hook(_forward_pre))
-        try:
-            _handles.append(m.register_forward_hook(_forward_post, always_call=True))
-        except TypeError:
-            _handles.append(m.register_forward_hook(_forward_post))
-    _lean, _lean_steps = True, 0
-
-
-def _lean_tick():
-    """A step boundary: counts the steps whose top-level modules were the
-    same, and moves the hooks between global and lean. Never waits for the
-    lock (a switch under way: looked at next boundary)."""
-    global _prev_tops, _stable, _lean_steps
-    if not _hooks_lock.acquire(False):
-        return
-    try:
-        if not _on or not _handles:
-            return
-        if _observer is not None:
-            if _lean:
-                _remove_hooks()
-                _module_hooks(True)
-            return
-        if _lean:
-            _lean_steps += 1
-            if _lean_steps >= RELEARN_EVERY:
-                _remove_hooks()
-                _module_hooks(True)
-            return
-        keys = frozenset(_tops)
-        mods = list(_tops.values())
-        _tops.clear()
-        if keys and keys == _prev_tops:
-            _stable += 1
-        else:
-            _stable = 0
-        _prev_tops = keys
-        if _stable >= LEAN_AFTER - 1:
-            _go_lean(mods)
-    except Exception:
-        _report("moving the module hooks")
-    finally:
-        _hooks_lock.release()
-
-
-def is_lean():
-    return _lean
 
 
 # ------------------------------------------------------------------ wrappers
@@ -461,8 +376,7 @@ def set_on(on):
     if not on:
         if _on:
             _on = False
-            with _hooks_lock:
-                _module_hooks(False)
+            _module_hooks(False)
             _wrappers(False)
         return
     if not _on:
@@ -471,8 +385,7 @@ def set_on(on):
         return
     _covered = _present()
     _wrappers(True)
-    with _hooks_lock:
-        _module_hooks(True)
+    _module_hooks(True)
     _on = True
 
 
@@ -484,11 +397,7 @@ def set_observer(obs):
     """Tells `obs` (pre(module, t), post(module, t), reset(); None: no one)
     of every module call while the hooks are on. Under the bridge's lock."""
     global _observer
-    with _hooks_lock:
-        _observer = obs
-        if obs is not None and _lean:
-            _remove_hooks()
-            _module_hooks(True)
+    _observer = obs
 
 
 def observer():
@@ -527,8 +436,6 @@ def before_step():
     if st.mods:
         _settle(st)
     _flush_safely(st)
-    if _on:
-        _lean_tick()
 
 
 def optimizer_begin():
