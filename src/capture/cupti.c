@@ -1271,26 +1271,6 @@ static void rec_keep_device(const CUpti_ActivityDevice5 *d)
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* The names already in the salvage file (capture_host.salvage_gpu): a direct-mapped
- * table of (kind << 56 ^ key), 0: empty. A name whose entry was taken
- * by another is written again when next seen (the file's area bounds
- * that). Relaxed: two threads may both write a name, which is harmless. */
-#define REC_NAMED 4096
-static _Atomic uint64_t rec_named[REC_NAMED];
-
-/* Whether name (kind, key) is in the file already; if not, marks it so
- * (the caller writes it now). Any thread. */
-static bool rec_name_seen(unsigned kind, uint64_t key)
-{
-	uint64_t tag = (uint64_t)kind << 56 ^ key;
-	size_t i = (size_t)((tag * 0x9E3779B97F4A7C15ull) >> 52) & (REC_NAMED - 1);
-
-	if (atomic_load_explicit(&rec_named[i], memory_order_relaxed) == tag)
-		return true;
-	atomic_store_explicit(&rec_named[i], tag, memory_order_relaxed);
-	return false;
-}
-
 /* Keeps in the salvage file the names record `r` refers to by pointer
  * or callback id (a kernel's name, an API call's, a device and its
  * name), the first time each is seen, so that `prof salvage` can name
@@ -1307,7 +1287,7 @@ static void rec_salvage_names(const CUpti_Activity *r, size_t size)
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)r;
 
-		if (k->name && !rec_name_seen(SALV_GPU_KERNEL, (uintptr_t)k->name))
+		if (k->name && !cupti_names_seen(SALV_GPU_KERNEL, (uintptr_t)k->name))
 			cu.h->salvage_gpu(SALV_GPU_KERNEL, (uintptr_t)k->name, NULL, 0,
 					  k->name);
 		break;
@@ -1318,7 +1298,7 @@ static void rec_salvage_names(const CUpti_Activity *r, size_t size)
 		bool drv = r->kind == CUPTI_ACTIVITY_KIND_DRIVER;
 		uint64_t key = (uint64_t)drv << 32 | a->cbid;
 
-		if (rec_name_seen(SALV_GPU_API, key))
+		if (cupti_names_seen(SALV_GPU_API, key))
 			break;
 		if (cu.fn.GetCallbackName(drv ? CUPTI_CB_DOMAIN_DRIVER_API
 					  : CUPTI_CB_DOMAIN_RUNTIME_API, a->cbid,
@@ -1329,7 +1309,7 @@ static void rec_salvage_names(const CUpti_Activity *r, size_t size)
 	case CUPTI_ACTIVITY_KIND_DEVICE: {
 		const CUpti_ActivityDevice5 *d = (const void *)r;
 
-		if (!rec_name_seen(SALV_GPU_DEVICE, d->id))
+		if (!cupti_names_seen(SALV_GPU_DEVICE, d->id))
 			cu.h->salvage_gpu(SALV_GPU_DEVICE, d->id, r, size, d->name);
 		break;
 	}

@@ -224,6 +224,23 @@ const char *cupti_pattern_check(const char *pat);
 /* True when `pat` (checked) matches somewhere in `s` (string.find). */
 bool cupti_pattern_find(const char *pat, const char *s);
 
+/* ------------------------------------------------------------ cupti_names.c */
+
+/* The GPU names (kernel names by pointer, API names by callback id, devices
+ * by id) the recorder has written into the salvage file: a fixed set of
+ * CUPTI_NAMES_SLOTS, nothing allocated. */
+#define CUPTI_NAMES_SLOTS 16384
+#define CUPTI_NAMES_PROBES 8
+
+/* Whether name (kind, key) is marked written; if not, marks it (the caller
+ * writes it now) and returns false. False also when the set has no room
+ * near the name's slot: the caller writes it again. Any thread, lock-free;
+ * two threads never both get false for one name. */
+bool cupti_names_seen(unsigned kind, uint64_t key);
+
+/* Forgets every name (tests). Not while another thread calls the above. */
+void cupti_names_reset(void);
+
 /* ------------------------------------------------------------ cupti_inflight.c */
 
 /* Kernel launches seen by the launch callbacks (API enter) whose

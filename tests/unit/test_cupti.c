@@ -783,8 +783,33 @@ static void test_zero_ts_with_the_recorder(void)
 	}
 }
 
+/* The set of GPU names the recorder has written into the salvage file:
+ * 5000 kernel names (pointers 16 bytes apart, as a library's strings lie)
+ * are each new once, then known, so none is written twice (a direct-mapped
+ * table of 4096 let colliding names push each other out and be written at
+ * every sighting, filling the file's name area); an API name with a
+ * kernel's key is another name. */
+static void test_names_seen(void)
+{
+	uint64_t base = 0x7f1234560000ull, k;
+	int fresh = 0, known = 0;
+
+	cupti_names_reset();
+	for (k = 0; k < 5000; k++)
+		fresh += !cupti_names_seen(1, base + 16 * k);
+	for (k = 0; k < 5000; k++)
+		known += cupti_names_seen(1, base + 16 * k);
+	CHECK_EQ_INT(fresh, 5000);
+	CHECK_EQ_INT(known, 5000);
+	CHECK(!cupti_names_seen(2, base));
+	CHECK(cupti_names_seen(2, base));
+	cupti_names_reset();
+	CHECK(!cupti_names_seen(1, base));
+}
+
 int main(void)
 {
+	test_names_seen();
 	test_inflight();
 	test_kernel_api_and_flow();
 	test_routing_by_window();
