@@ -1037,13 +1037,13 @@ static void cu_step(const struct capture_step *s)
 /* Keeps a copy of a record that belongs to a later window. */
 static void carry_add(uint8_t *next, size_t *nnext, size_t cap, const CUpti_Activity *r)
 {
-	size_t size = cupti_record_size(r->kind), step = (size + 7) & ~(size_t)7;
+	size_t step = cupti_packed_size(r->kind);
 
-	if (!size || *nnext + step > cap) {
+	if (!step || *nnext + step > cap) {
 		cu.carry_dropped++;
 		return;
 	}
-	memcpy(next + *nnext, r, size);
+	memcpy(next + *nnext, r, cupti_record_size(r->kind));
 	*nnext += step;
 }
 
@@ -1054,17 +1054,11 @@ typedef void (*record_fn)(const CUpti_Activity *r, void *arg);
  * thread. */
 static void each_carried(record_fn fn, void *arg)
 {
+	const CUpti_Activity *r;
 	size_t off = 0;
 
-	while (off < cu.ncarry) {
-		const CUpti_Activity *r = (const void *)(cu.carry + off);
-		size_t size = cupti_record_size(r->kind);
-
-		if (!size)
-			break;
+	while ((r = cupti_packed_next(cu.carry, cu.ncarry, &off)) != NULL)
 		fn(r, arg);
-		off += (size + 7) & ~(size_t)7;
-	}
 }
 
 /* Calls fn for each record of the completed buffers done[0..ndone). Host

@@ -210,6 +210,16 @@ void cupti_conv_free(struct cupti_conv *c);
  * kind profhost does not read. */
 size_t cupti_record_size(CUpti_ActivityKind kind);
 
+/* Packed records: copies laid one after another, each padded to 8 bytes
+ * (cupti.c's carry to the next window, the salvage's fixed copies). The
+ * bytes a record of `kind` takes packed; 0 for a kind profhost does not
+ * read. */
+size_t cupti_packed_size(CUpti_ActivityKind kind);
+
+/* The packed record of buf[0..used) at *off, *off moved past it; NULL at
+ * the end or at a record of a kind profhost does not read. */
+const CUpti_Activity *cupti_packed_next(const uint8_t *buf, size_t used, size_t *off);
+
 /* ------------------------------------------------------------ cupti_pattern.c */
 
 /* Lua-pattern matching for kernel names (prof.steps{kernel = ...}), in C so

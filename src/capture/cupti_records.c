@@ -103,6 +103,26 @@ size_t cupti_record_size(CUpti_ActivityKind kind)
 	}
 }
 
+size_t cupti_packed_size(CUpti_ActivityKind kind)
+{
+	return (cupti_record_size(kind) + 7) & ~(size_t)7;
+}
+
+const CUpti_Activity *cupti_packed_next(const uint8_t *buf, size_t used, size_t *off)
+{
+	const CUpti_Activity *r;
+	size_t step;
+
+	if (used - *off < sizeof *r)
+		return NULL;
+	r = (const void *)(buf + *off);
+	step = cupti_packed_size(r->kind);
+	if (!step || step > used - *off)
+		return NULL;
+	*off += step;
+	return r;
+}
+
 /* ------------------------------------------------------------ helpers */
 
 /* Makes room in *arr (holding n of *cap elements of `size` bytes) for one

@@ -134,8 +134,8 @@ static const char *api_name(void *ctx, bool driver, uint32_t cbid)
 	return n ? n->text : NULL;
 }
 
-/* The records to convert: copies, each on 8 bytes, their pointers
- * replaced (fix_record). */
+/* The records to convert: packed copies (cupti_packed_next), their
+ * pointers replaced (fix_record). */
 struct recs {
 	unsigned char *buf;
 	size_t used, cap;
@@ -203,7 +203,7 @@ static int recs_gather(const struct trace *t, const struct gnames *g, struct rec
 		size = cupti_record_size(a->kind);
 		if (!size || r->len != size)
 			continue;
-		step = (size + 7) & ~(size_t)7;
+		step = cupti_packed_size(a->kind);
 		p = grow_array(s->buf, &s->cap, s->used + step, 1, 64 << 10);
 		if (!p)
 			return -1;
@@ -220,14 +220,11 @@ static int recs_gather(const struct trace *t, const struct gnames *g, struct rec
 static void recs_each(const struct recs *s, void (*fn)(struct cupti_conv *, const CUpti_Activity *),
 		      struct cupti_conv *c)
 {
+	const CUpti_Activity *a;
 	size_t off = 0;
 
-	while (off < s->used) {
-		const CUpti_Activity *a = (const void *)(s->buf + off);
-
+	while ((a = cupti_packed_next(s->buf, s->used, &off)) != NULL)
 		fn(c, a);
-		off += (cupti_record_size(a->kind) + 7) & ~(size_t)7;
-	}
 }
 
 /* Pass 2 over one record; what lies past the window's end has no later
