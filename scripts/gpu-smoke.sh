@@ -10,6 +10,10 @@
 #      a CUDA-capable torch (skipped, and said, otherwise);
 #   2b. examples/cuda_app.cu again with no window and the flight recorder
 #      on, dumping at step 12: the dump holds the GPU work of its steps;
+#   2c. examples/cuda_app.cu with the recorder on, killed with SIGKILL:
+#      `prof run` salvages the ring, and the salvaged window names the
+#      kernels from the names kept in the salvage file (real libcupti's
+#      name pointers, dead with the process);
 #   3. examples/train.py (no profhost import) with record_shapes and
 #      with_flops: optimizer steps, phases, torch's operator events (aten::
 #      cpu_op with Input Dims, from profhost's RecordFunction observer) in
@@ -66,6 +70,27 @@ if "$prof" run -s "$tmp/recorder.lua" -o "$tmp/recorder" -- "$build/bin/cuda_app
         --range forward --nvtx-range nvtx_forward || status=1
 else
     echo "FAIL cuda_app with the recorder exited with $?"
+    status=1
+fi
+
+echo "==== examples/cuda_app.cu killed with SIGKILL, the recorder on: the salvage"
+# Small CUPTI buffers (buffer_mb = 1: 64 KiB) and 100 steps kept: CUPTI
+# hands a buffer over when it is full, and the one it is filling dies with
+# the process, so the ring must span more than a buffer's worth of steps
+# (as in e2e_cupti_recorder's SalvageGpu).
+printf 'prof.capture { buffer_mb = 1 }\nprof.recorder { steps = 100 }\n' > "$tmp/salvage.lua"
+"$prof" run -s "$tmp/salvage.lua" -o "$tmp/salvage" -- "$build/bin/cuda_app" 100000000 &
+run_pid=$!
+sleep 5
+pkill -KILL -P "$run_pid" || true  # the target, prof run's child
+rc=0
+wait "$run_pid" || rc=$?
+if [ "$rc" -eq 137 ]; then
+    python3 scripts/gpu_smoke_check.py "$tmp/salvage" --dumps --copies \
+        --kernel saxpy --kernel block_sum --kernel scale \
+        --range forward --nvtx-range nvtx_forward || status=1
+else
+    echo "FAIL prof run of the killed cuda_app exited with $rc (137 expected)"
     status=1
 fi
 
