@@ -299,6 +299,10 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	if (as->src->clip_start && r->ts < t->meta.start_ts &&
 	    (r->kind == EVBUF_MARK || r->kind == EVBUF_SAMPLE || r->kind == EVBUF_STACK))
 		return; /* before the dump's first step */
+	if (t->meta.end_ts && r->ts > t->meta.end_ts)
+		return; /* after the window's end: another thread got in between
+			   the closing record's timestamp and the buffer's close
+			   (ranges it ends stay open and are cut at the end) */
 	switch (r->kind) {
 	case EVBUF_RANGE_PUSH:
 		if ((evbuf_a_flags(r->a) & EVBUF_A_EARLY) && replayed_carried(th, r))

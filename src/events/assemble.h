@@ -48,8 +48,11 @@ struct assemble_source {
 
 /*
  * Fills `t` (already trace_init'ed, meta set by the caller: pid, start_ts,
- * end_ts, ...) from the source and the window's steps. Returns 0, or -1
- * when memory ran out (t->oom; the trace holds what fit).
+ * end_ts, ...) from the source and the window's steps. Records stamped
+ * after meta.end_ts (when set) are left out and ranges still open there
+ * are cut at it, flagged: the window ends at end_ts even when other
+ * threads recorded a little longer. Returns 0, or -1 when memory ran out
+ * (t->oom; the trace holds what fit).
  */
 int assemble_window(struct trace *t, const struct assemble_source *src,
 		    const struct trace_step *steps, size_t nsteps);

@@ -45,9 +45,9 @@ static int host_range_begin(void *ctx)
 	return window_range_begin(ctx);
 }
 
-static void host_range_end(void *ctx)
+static void host_range_end(void *ctx, int64_t end_ts)
 {
-	window_range_end(ctx);
+	window_range_end(ctx, end_ts);
 }
 
 static bool host_ahead(void *ctx)

@@ -111,9 +111,10 @@ struct capture_host {
 	 * returns 1 when it now holds a window open (call range_end when it
 	 * ends), 0 when it does not (another instance does, or the process
 	 * is ending), -1 when prof.capture_range{count} is used up. Any
-	 * thread; not from a window callback. */
+	 * thread; not from a window callback. range_end gets the time the
+	 * range ended (its end record's timestamp). */
 	int (*range_begin)(void *ctx);
-	void (*range_end)(void *ctx);
+	void (*range_end)(void *ctx, int64_t end_ts);
 	/* Whether the schedule or a capture request may still open a window
 	 * (or one is recording). Any thread; not from a window callback. */
 	bool (*ahead)(void *ctx);

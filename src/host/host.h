@@ -271,9 +271,11 @@ bool window_ahead(struct host *h);
  * while holding the window lock. */
 int window_range_begin(struct host *h);
 
-/* The instance that window_range_begin() returned 1 for ended: closes the
- * window unless the schedule still records it. Any thread. */
-void window_range_end(struct host *h);
+/* The instance that window_range_begin() returned 1 for ended at end_ts
+ * (its end record's timestamp): closes the window there unless the
+ * schedule still records it; what other threads recorded after end_ts is
+ * left out of the window. Any thread. */
+void window_range_end(struct host *h, int64_t end_ts);
 
 /* The schedule was changed live (sched_reconfigure): re-decides what the
  * NVTX layer must keep. Window lock held. */

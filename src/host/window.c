@@ -920,7 +920,7 @@ out:
 	return rc;
 }
 
-void window_range_end(struct host *h)
+void window_range_end(struct host *h, int64_t end_ts)
 {
 	struct window_state *w = &h->win;
 	struct sched_result r;
@@ -929,6 +929,8 @@ void window_range_end(struct host *h)
 
 	pthread_mutex_lock(&w->lock);
 	now = lock_now(w);
+	if (end_ts < now && end_ts >= w->step_start)
+		now = end_ts;
 	if (w->sched.range_active && !w->finished) {
 		sched_range_end(&w->sched, &r);
 		if (r.save)

@@ -650,6 +650,7 @@ static int range_pop(const struct nvtx_domain *d, int force)
 	struct nvtx_level *lv;
 	uint32_t depth, i, len = 0, fl = 0, category, flags;
 	const char *name = NULL;
+	int64_t ts = 0;
 
 	if (t == &no_thread) {
 		append_bare_pop(st, mode, force, d->id);
@@ -689,7 +690,8 @@ static int range_pop(const struct nvtx_domain *d, int force)
 				len = lv->n.reg->len < EVBUF_NAME_MAX ? lv->n.reg->len : EVBUF_NAME_MAX;
 			}
 		}
-		evbuf_append_raw(EVBUF_RANGE_POP, clock_now_ns(), name, len, 0,
+		ts = clock_now_ns();
+		evbuf_append_raw(EVBUF_RANGE_POP, ts, name, len, 0,
 				 evbuf_nvtx_a(d->id, category, fl));
 	}
 	if (flags & LV_HOOKED) { /* the push hook pushed an id: pop it */
@@ -706,7 +708,7 @@ static int range_pop(const struct nvtx_domain *d, int force)
 		if ((flags & LV_STEP) && cfg)
 			cfg->c.step(cfg->c.ctx);
 		if ((flags & LV_CAPTURE) && cfg)
-			cfg->c.capture_end(cfg->c.ctx);
+			cfg->c.capture_end(cfg->c.ctx, ts ? ts : clock_now_ns());
 	}
 	return (int)(depth - 1);
 }
@@ -756,16 +758,19 @@ static void range_end(const struct nvtx_domain *d, uint64_t id)
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
 	uint32_t mode = atomic_load_explicit(&nvtx_mode, memory_order_acquire);
 	uint32_t tag = (uint32_t)(id >> ID_TAG_SHIFT) & 0xff;
+	int64_t ts = 0;
 
-	if (__builtin_expect(recording(st, mode, 0), 0) && tag != ID_TAG_DROPPED)
-		evbuf_append_raw(EVBUF_RANGE_END, clock_now_ns(), NULL, 0, id,
+	if (__builtin_expect(recording(st, mode, 0), 0) && tag != ID_TAG_DROPPED) {
+		ts = clock_now_ns();
+		evbuf_append_raw(EVBUF_RANGE_END, ts, NULL, 0, id,
 				 evbuf_nvtx_a(d->id, 0, tag == gen_tag(st >> 1) ? 0 : EVBUF_A_EARLY));
+	}
 	if (__builtin_expect(id & (ID_STEP | ID_CAPTURE), 0)) {
 		struct nvtx_cfg *cfg = atomic_load_explicit(&nvtx_cfg, memory_order_acquire);
 		if ((id & ID_STEP) && cfg)
 			cfg->c.step(cfg->c.ctx);
 		if ((id & ID_CAPTURE) && cfg)
-			cfg->c.capture_end(cfg->c.ctx);
+			cfg->c.capture_end(cfg->c.ctx, ts ? ts : clock_now_ns());
 	}
 }
 

@@ -52,9 +52,10 @@ struct nvtx_config {
 	/* The capture range began: returns 1 when this instance now drives a
 	 * window (call capture_end when it ends), 0 when it does not (another
 	 * instance does, or the process is ending), -1 when no capture range
-	 * will ever be recorded again (stop asking). */
+	 * will ever be recorded again (stop asking). capture_end gets the
+	 * timestamp of the range's end record (the window ends there). */
 	int (*capture_begin)(void *ctx);
-	void (*capture_end)(void *ctx);
+	void (*capture_end)(void *ctx, int64_t end_ts);
 };
 
 /* ---- core side (nvtx_host.c) ---- */

@@ -20,13 +20,14 @@
 #include "../events/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 9 /* 2: NVTX, clock, range hooks, CUDA injection;
+#define SHIM_API_VERSION 10 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare; 4: core_api.dump;
 			      5: nvtx_open_ranges; 6: the salvage file;
 			      7: evbuf_set_fill_hook, evbuf_rotate;
 			      8: salvage_modules; 9: the salvage file's
 			      header grew (version 3: GPU names, written
-			      by the core) */
+			      by the core); 10: nvtx capture_end gets
+			      the range's end timestamp */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {

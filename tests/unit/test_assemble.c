@@ -85,7 +85,7 @@ static int count_named(const struct trace *t, const char *name,
 	return n;
 }
 
-static void assemble(struct trace *t, bool clip, int64_t start)
+static void assemble(struct trace *t, bool clip, int64_t start, int64_t end)
 {
 	static const uint64_t gens[] = { 1, 2, 3 };
 	struct assemble_source src = { fake_drain, 0, NULL, NULL, gens, 3, clip };
@@ -93,7 +93,7 @@ static void assemble(struct trace *t, bool clip, int64_t start)
 	CHECK(trace_init(t) == 0);
 	t->meta.pid = 1;
 	t->meta.start_ts = start;
-	t->meta.end_ts = 100;
+	t->meta.end_ts = end;
 	CHECK_EQ_INT(assemble_window(t, &src, NULL, 0), 0);
 }
 
@@ -102,7 +102,7 @@ static void test_carried_range_comes_out_once(void)
 	struct trace t;
 	const struct trace_event *e = NULL;
 
-	assemble(&t, false, 10);
+	assemble(&t, false, 10, 100);
 	CHECK_EQ_INT(count_named(&t, "train", &e), 1);
 	CHECK(e && e->ts == 10 && e->dur == 80);
 	CHECK(e && !(e->flags & (TRACE_F_CLIPPED_START | TRACE_F_CLIPPED_END)));
@@ -117,13 +117,31 @@ static void test_clip_start_leaves_out_the_earlier_records(void)
 	struct trace t;
 	const struct trace_event *e = NULL;
 
-	assemble(&t, true, 45);
+	assemble(&t, true, 45, 100);
 	CHECK_EQ_INT(count_named(&t, "train", &e), 1);
 	CHECK(e && e->ts == 45 && e->dur == 45);
 	CHECK(e && (e->flags & TRACE_F_CLIPPED_START));
 	/* work 20-30 and the mark at 25 are before the start */
 	CHECK_EQ_INT(count_named(&t, "work", NULL), 2);
 	CHECK_EQ_INT(count_named(&t, "tick", NULL), 1);
+	trace_free(&t);
+}
+
+/* A window that ended at 68 while its buffer took records until 90 (a
+ * capture range's pop, then other threads before the close): the push at
+ * 70 and the pops at 80 and 90 are left out, and "train" is cut at 68. */
+static void test_records_after_the_end_are_left_out(void)
+{
+	struct trace t;
+	const struct trace_event *e = NULL;
+
+	assemble(&t, false, 10, 68);
+	CHECK_EQ_INT(count_named(&t, "train", &e), 1);
+	CHECK(e && e->ts == 10 && e->dur == 58);
+	CHECK(e && (e->flags & TRACE_F_CLIPPED_END));
+	CHECK_EQ_INT(count_named(&t, "work", NULL), 2);
+	CHECK_EQ_INT(count_named(&t, "tick", NULL), 2);
+	CHECK_EQ_INT(t.counters.unbalanced_pops, 0);
 	trace_free(&t);
 }
 
@@ -210,6 +228,7 @@ int main(void)
 {
 	test_carried_range_comes_out_once();
 	test_clip_start_leaves_out_the_earlier_records();
+	test_records_after_the_end_are_left_out();
 	test_cupti_records_are_handed_over_whole();
 	return check_done();
 }

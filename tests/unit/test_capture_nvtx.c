@@ -19,6 +19,7 @@
 struct fake_host {
 	int steps, begins, ends, fails;
 	int range_answer;          /* what range_begin returns */
+	int64_t end_ts;            /* what range_end got */
 };
 
 static void fake_step(void *ctx)
@@ -34,8 +35,9 @@ static int fake_range_begin(void *ctx)
 	return f->range_answer;
 }
 
-static void fake_range_end(void *ctx)
+static void fake_range_end(void *ctx, int64_t end_ts)
 {
+	((struct fake_host *)ctx)->end_ts = end_ts;
 	((struct fake_host *)ctx)->ends++;
 }
 
@@ -105,9 +107,10 @@ static void test_init_and_triggers(struct fake_host *f, struct capture_host *ch)
 	CHECK_EQ_INT(configured.capture_begin(configured.ctx), 1);
 	f->range_answer = -1; /* prof.capture_range{count} used up */
 	CHECK_EQ_INT(configured.capture_begin(configured.ctx), -1);
-	configured.capture_end(configured.ctx);
+	configured.capture_end(configured.ctx, 12345);
 	CHECK_EQ_INT(f->begins, 2);
 	CHECK_EQ_INT(f->ends, 1);
+	CHECK(f->end_ts == 12345); /* the range's end time, passed through */
 	CHECK_EQ_INT(f->fails, 0);
 }
 

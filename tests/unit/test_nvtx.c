@@ -200,7 +200,13 @@ static atomic_int begin_answer = 1;
 
 static void on_step(void *ctx) { (void)ctx; atomic_fetch_add(&steps, 1); }
 static int on_begin(void *ctx) { (void)ctx; atomic_fetch_add(&begins, 1); return atomic_load(&begin_answer); }
-static void on_end(void *ctx) { (void)ctx; atomic_fetch_add(&ends, 1); }
+static _Atomic int64_t end_ts;
+static void on_end(void *ctx, int64_t ts)
+{
+	(void)ctx;
+	atomic_store(&end_ts, ts);
+	atomic_fetch_add(&ends, 1);
+}
 
 static void configure(const char *step_range, const char *step_mark, const char *step_domain,
 		      const char *capture_range, const char *capture_domain)
@@ -516,6 +522,7 @@ static void test_step_and_capture_triggers(void)
 	attr_t a_reg = attr_registered(reg, 0), a_step = attr_ascii("train_step", 0);
 	attr_t a_mark = attr_ascii("tick", 0);
 	uint64_t id;
+	int64_t t0;
 
 	/* Before any configuration nothing triggers. */
 	push_a("train_step");
@@ -541,16 +548,21 @@ static void test_step_and_capture_triggers(void)
 	dmark(other, &a_mark);
 	CHECK_EQ_INT(atomic_load(&steps), 3);
 
-	/* Capture range: begin at the push, end at its pop, any domain. */
+	/* Capture range: begin at the push, end at its pop, any domain; the
+	 * end callback gets the time of the pop. */
 	push_a("capture me");
 	CHECK_EQ_INT(atomic_load(&begins), 1);
 	CHECK_EQ_INT(atomic_load(&ends), 0);
+	t0 = clock_now_ns();
 	pop();
 	CHECK_EQ_INT(atomic_load(&ends), 1);
+	CHECK(atomic_load(&end_ts) >= t0 && atomic_load(&end_ts) <= clock_now_ns());
 	id = start_a("capture me");
 	CHECK_EQ_INT(atomic_load(&begins), 2);
+	t0 = clock_now_ns();
 	end(id);
 	CHECK_EQ_INT(atomic_load(&ends), 2);
+	CHECK(atomic_load(&end_ts) >= t0 && atomic_load(&end_ts) <= clock_now_ns());
 	/* An instance the core does not take is not ended; -1 stops asking. */
 	atomic_store(&begin_answer, 0);
 	push_a("capture me");

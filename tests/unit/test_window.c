@@ -12,9 +12,11 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "host/capture.h"
 #include "host/host.h"
+#include "events/clock.h"
 
 /* ---- a log of what window.c did, one word per call */
 
@@ -524,11 +526,12 @@ static void test_hooks(void)
 }
 
 /* An NVTX capture range opens a window at the current step and holds it
- * past the schedule's save; its end closes it. count = 2: the third
- * instance is refused. */
+ * past the schedule's save; its end closes it, at the time the range
+ * ended. count = 2: the third instance is refused. */
 static void test_capture_range(void)
 {
 	struct sched_config sc = { 0 };
+	int64_t end_ts;
 
 	start_range(&sc, "train", 2);
 	cfg.has_on_window_start = true;
@@ -540,11 +543,15 @@ static void test_capture_range(void)
 	CHECK_EQ_INT(window_range_begin(&host), 0); /* one instance at a time */
 	steps(2);
 	CHECK_EQ_INT(njobs, 0);
-	window_range_end(&host);
+	end_ts = clock_now_ns();
+	usleep(2000); /* the callback comes after the range's end record */
+	window_range_end(&host, end_ts);
 	CHECK_EQ_INT(njobs, 1);
 	check_job(0, 0, 1, 3, 2, "nvtx range 'train'", 0); /* step 3 did not end */
+	if (njobs)
+		CHECK(jobs[0]->end_ts == end_ts);
 	CHECK_EQ_INT(window_range_begin(&host), 1);
-	window_range_end(&host);
+	window_range_end(&host, clock_now_ns());
 	CHECK_EQ_INT(window_range_begin(&host), -1);
 	CHECK_EQ_INT(njobs, 2);
 }
@@ -560,7 +567,7 @@ static void test_range_joins_schedule(void)
 	CHECK_EQ_INT(window_range_begin(&host), 1);
 	steps(4); /* the schedule's window (step 2) saves at step 3's boundary */
 	CHECK_EQ_INT(njobs, 0);
-	window_range_end(&host);
+	window_range_end(&host, clock_now_ns());
 	CHECK_EQ_INT(njobs, 1);
 	check_job(0, 0, 1, 5, 4, "nvtx range 'r'", 0);
 }
