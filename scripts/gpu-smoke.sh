@@ -74,11 +74,11 @@ else
 fi
 
 echo "==== examples/cuda_app.cu killed with SIGKILL, the recorder on: the salvage"
-# Small CUPTI buffers (buffer_mb = 1: 64 KiB) and 100 steps kept: CUPTI
-# hands a buffer over when it is full, and the one it is filling dies with
-# the process, so the ring must span more than a buffer's worth of steps
-# (as in e2e_cupti_recorder's SalvageGpu).
-printf 'prof.capture { buffer_mb = 1 }\nprof.recorder { steps = 100 }\n' > "$tmp/salvage.lua"
+# Default CUPTI buffers and 100 steps kept: CUPTI hands a buffer over when
+# it is full, so the host thread flushes it at each rotation of the
+# recorder's segments; without that the salvage held no kernel (as in
+# e2e_cupti_recorder's SalvageGpu).
+printf 'prof.recorder { steps = 100 }\n' > "$tmp/salvage.lua"
 "$prof" run -s "$tmp/salvage.lua" -o "$tmp/salvage" -- "$build/bin/cuda_app" 100000000 &
 run_pid=$!
 sleep 5

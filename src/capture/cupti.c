@@ -1409,6 +1409,23 @@ static void cu_recorder(uint64_t gen)
 	pthread_mutex_unlock(&cu.lock);
 }
 
+/* capture_ops.recorder_rotated: host thread; takes cu.lock. CUPTI hands
+ * a buffer over only when it is full: with the default buffers the last
+ * steps' GPU work would sit in CUPTI's memory, out of the ring and the
+ * salvage file, when the process is killed. A flush of the completed
+ * records (not forced: work in flight keeps its record) puts them in the
+ * open segment (rec_buffer), so a SIGKILL loses about a segment's worth. */
+static void cu_recorder_rotated(void)
+{
+	bool flush;
+
+	pthread_mutex_lock(&cu.lock);
+	flush = cu.state == CU_READY && cu.rec_want && cu.nkinds;
+	pthread_mutex_unlock(&cu.lock);
+	if (flush)
+		cu.fn.ActivityFlushAll(0);
+}
+
 /* The records a dump converts, each once. */
 struct rec_set {
 	const CUpti_Activity **r;
@@ -1760,4 +1777,5 @@ const struct capture_ops cupti_capture = {
 	.recorder = cu_recorder,
 	.dump_taken = cu_dump_taken,
 	.dump_dropped = cu_dump_dropped,
+	.recorder_rotated = cu_recorder_rotated,
 };

@@ -250,6 +250,15 @@ void capture_dump_dropped_all(void)
 			capture_sources[i]->dump_dropped();
 }
 
+void capture_recorder_rotated_all(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated)
+			capture_sources[i]->recorder_rotated();
+}
+
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 {
 	size_t i;

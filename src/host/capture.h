@@ -82,6 +82,13 @@
  *                 dump_taken is followed by exactly one collect of that
  *                 dump or one dump_dropped. Window lock held or the host
  *                 thread: must not block.
+ *   recorder_rotated  the recorder rotated its segment (one call may stand
+ *                 for several): hand over into the ring what the source
+ *                 still holds of the steps recorded so far, so that a
+ *                 SIGKILL salvage loses at most about the open segment's
+ *                 worth (CUPTI: its buffers fill slowly and are delivered
+ *                 only when full; it flushes them). Host thread; may
+ *                 take a few milliseconds, never waits on the GPU.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -218,6 +225,7 @@ struct capture_ops {
 	int (*hang_gpu)(struct capture_gpu_hang *g);
 	void (*dump_taken)(void);
 	void (*dump_dropped)(void);
+	void (*recorder_rotated)(void);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -247,6 +255,7 @@ void capture_cuda_inject_all(void);
 void capture_recorder_all(uint64_t gen);
 void capture_dump_taken_all(void);
 void capture_dump_dropped_all(void);
+void capture_recorder_rotated_all(void);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source

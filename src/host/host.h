@@ -132,6 +132,8 @@ struct window_state {
 #define HOST_WAKE_STOP 4u          /* exit once the queue is empty */
 #define HOST_WAKE_FILL 8u          /* a pool is three quarters full
 				      (fill_gen): the recorder rotates */
+#define HOST_WAKE_ROTATED 16u      /* the recorder rotated: the sources
+				      hand over what they hold */
 
 /* The host thread and its queue. */
 struct host_thread {

@@ -400,6 +400,8 @@ static void *host_main(void *arg)
 			window_finish(h, true);
 		if (bits & HOST_WAKE_FILL)
 			window_pool_filling(h, atomic_load(&ht->fill_gen));
+		if (bits & HOST_WAKE_ROTATED)
+			capture_recorder_rotated_all();
 		drain_queue(h);
 		if (bits & HOST_WAKE_TERM) {
 			salvage_done(h); /* the dying process's window is written */

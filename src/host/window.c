@@ -70,6 +70,9 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 	if (w->rec.open) {
 		gen = h->shim->evbuf_rotate(w->rec.pool_bytes, &closed);
 		rec_closed(&w->rec);
+		/* what the sources hold of the closed segment's steps goes
+		 * into the ring (capture_ops.recorder_rotated) */
+		wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
 	} else {
 		gen = h->shim->evbuf_open(w->rec.pool_bytes);
 	}

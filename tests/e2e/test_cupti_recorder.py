@@ -219,8 +219,8 @@ class SalvageGpu(CuptiTest):
         shutil.rmtree(self.shm, ignore_errors=True)
         super().tearDown()
 
-    def launcher(self, *args):
-        path = self.write("policy.lua", SALVAGE_POLICY)
+    def launcher(self, *args, policy=SALVAGE_POLICY):
+        path = self.write("policy.lua", policy)
         return run([PROF, "run", "-s", path, "-o", self.out, "--", APP, "--steps", "1000",
                     "--die-at", DIE_AT] + list(args), env=self.env())
 
@@ -290,6 +290,14 @@ class SalvageGpu(CuptiTest):
 
     def test_sigkill_under_prof_run_keeps_the_gpu_work(self):
         r = self.launcher()
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.check_gpu("after SIGKILL")
+
+    def test_sigkill_with_default_buffers_keeps_the_gpu_work(self):
+        # CUPTI hands a buffer over only when it is full, and a default
+        # buffer holds far more than these steps' records: without the
+        # flush at each rotation of the recorder the salvage had no kernel.
+        r = self.launcher(policy="prof.recorder{ steps = 100 }\n")
         self.assertEqual(r.returncode, 128 + 9, r.stderr)
         self.check_gpu("after SIGKILL")
 
