@@ -52,6 +52,7 @@ from profhost import _bridge, _nvtx, _phases, _pystacks
 NAMES = ("data", "forward", "backward", "optimizer")
 IDLE, WARMUP, RECORDING, ARMED = 0, 1, 2, 3
 MODULES = 32   # flag: the window records nn.Module calls
+RECORDER = 64  # flag: the flight recorder keeps steps between windows
 state = [RECORDING]
 steps = []
 events = []
@@ -202,6 +203,55 @@ class Wrappers(unittest.TestCase):
             check_no_overlap()
         ''')
         self.assertIn("['data', 'forward', 'backward', 'optimizer'", out)
+
+    def test_recorder_alone_infers_forward_without_module_hooks(self):
+        # Between windows (the flight recorder's state bit, no window
+        # armed) torch's module hooks stay off: forward is the time from
+        # the end of the data fetch (or the step boundary) to backward.
+        self.run_script('''
+            set_state(RECORDER)
+            assert _phases.is_on()
+            assert not nn.modules.module._global_forward_pre_hooks
+            assert not nn.modules.module._global_forward_hooks
+            for x, y in loader():
+                train_step(x, y)
+            check_no_overlap()
+            assert names() == ["data", "forward", "backward", "optimizer"] * 4 + ["data"], names()
+            for i, e in enumerate(events):
+                if e[0] == "forward":   # from data's end to backward's start
+                    assert events[i - 1][0] == "data" and e[1] == events[i - 1][2], (events[i - 1], e)
+                    assert events[i + 1][0] == "backward" and e[2] == events[i + 1][1], (e, events[i + 1])
+            # without a DataLoader: from the step boundary (the optimizer
+            # step's end) to backward
+            x, y = torch.randn(2, 4), torch.randint(0, 2, (2,))
+            train_step(x, y)
+            del events[:]
+            for _ in range(2):
+                train_step(x, y)
+            assert names() == ["forward", "backward", "optimizer"] * 2, names()
+            assert events[3][1] >= events[2][2] and events[3][2] == events[4][1], events
+            # nothing marked (a fresh mode, no step or fetch yet): none
+            set_state(IDLE)
+            set_state(RECORDER)
+            del events[:]
+            train_step(x, y)
+            assert names() == ["backward", "optimizer"], names()
+            # a window arming puts the hooks on: forward is timed exactly
+            set_state(ARMED | RECORDER)
+            assert nn.modules.module._global_forward_pre_hooks
+            del events[:]
+            for x, y in loader():
+                train_step(x, y)
+            assert names() == ["data", "forward", "backward", "optimizer"] * 4 + ["data"], names()
+            set_state(RECORDER)
+            assert not nn.modules.module._global_forward_pre_hooks
+            # the program's own forward wins: none is inferred
+            _phases.own(1)
+            del events[:]
+            for x, y in loader():
+                train_step(x, y)
+            assert "forward" not in names(), names()
+        ''')
 
     def test_reentrant_and_recursive_calls(self):
         self.run_script('''

@@ -156,7 +156,8 @@ def _switch(state):
     on, recording = mode != _host.IDLE, mode == _host.RECORDING
     modules = bool(state & _host.MODULES)
     if _steps.torch_hooked:
-        _steps.phases.set_on(on or bool(state & _host.RECORDER))
+        # the recorder alone: no module hooks (forward inferred, _phases)
+        _steps.phases.set_on(on or bool(state & _host.RECORDER), hooks=on)
         if on:
             _nvtx.note_cuda()
         nvtx = _operators().sync(state)  # operator events: profhost._ops

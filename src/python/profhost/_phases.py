@@ -18,6 +18,15 @@ time a thread spends in
 is reported through ``emit(phase, start_ns, end_ns, name)``. Phases never
 nest on a thread: while one is timed there, the others are not.
 
+Between windows, for the flight recorder alone (set_on(True, hooks=False)),
+the module hooks stay off: they send every nn.Module call through torch's
+slow call path, 1-2 % of a step on a model of small modules, more than the
+recorder itself costs. forward is then the time from the end of the
+thread's last data fetch (or its last step boundary) to the start of its
+backward: the model and the loss with whatever the loop does between them
+(moving the batch to the device, zero_grad). Without a backward (an
+inference loop) no forward is written between windows.
+
 How each is hooked, and why:
 
 * forward: torch's global module hooks (``register_module_forward_pre_hook``
@@ -68,6 +77,7 @@ _emit = None              # emit(phase, start_ns, end_ns, name=None), set by bin
 _report = None            # report(what): prints the exception being handled
 
 _on = False      # phases are timed
+_lean = False    # ... without the module hooks: forward inferred (above)
 _gen = 0         # bumped each time phases turn on: per-thread states reset
 _merge = False   # the bridge sees every step boundary (see set_merge)
 _owned = set()   # phases the program reports itself
@@ -86,6 +96,7 @@ class _State(threading.local):
     top = None     # the frame running the top-level module call (torch's)
     fwd0 = 0       # a forward phase that ended, not yet written:
     fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
+    mark = 0       # lean: where an inferred forward starts (0: none)
 
 
 _tls = _State()
@@ -104,6 +115,7 @@ def _reset(st):
     st.mods = 0
     st.top = None
     st.fwd1 = 0
+    st.mark = 0
 
 
 def _state():
@@ -303,16 +315,33 @@ def _make_wrapper(phase, original):
         if st is None:
             return original(*args, **kwargs)
         try:
+            if st.mark:
+                _infer_forward(st, phase, t0)
+        except Exception:
+            _report("inferring a forward phase")
+        try:
             return original(*args, **kwargs)
         finally:
             try:
                 if st.cur == phase:
                     st.cur = NONE
-                _emit(phase, t0, _now(), _phase_name(phase, args))
+                t1 = _now()
+                _emit(phase, t0, t1, _phase_name(phase, args))
+                if phase == DATA and _lean:
+                    st.mark = t1
             except Exception:
                 _report("ending a phase")
 
     return functools.update_wrapper(call, original)
+
+
+def _infer_forward(st, phase, t):
+    """Lean mode: `phase` starts at `t` on this thread with a mark set (a
+    data fetch or a step boundary before it): a backward writes the time
+    since the mark as forward; any phase uses the mark up."""
+    start, st.mark = st.mark, 0
+    if phase == BACKWARD and _lean and FORWARD not in _owned and start < t:
+        _emit(FORWARD, start, t)
 
 
 def _phase_name(phase, args):
@@ -369,23 +398,27 @@ def _present():
 _covered = None  # _present() when the hooks were last installed
 
 
-def set_on(on):
+def set_on(on, hooks=True):
     """Turns phase timing on (hooks installed, also those of modules
-    imported since) or off (hooks removed). Under the bridge's lock."""
-    global _on, _gen, _covered
+    imported since; hooks=False: the module hooks stay off and forward is
+    inferred, see the top) or off (hooks removed). Under the bridge's
+    lock."""
+    global _on, _gen, _covered, _lean
     if not on:
         if _on:
             _on = False
             _module_hooks(False)
             _wrappers(False)
         return
-    if not _on:
-        _gen += 1
+    lean = not hooks
+    if not _on or lean != _lean:
+        _gen += 1   # per-thread states start over in the new mode
     elif _covered == _present():
         return
     _covered = _present()
+    _lean = lean
     _wrappers(True)
-    _module_hooks(True)
+    _module_hooks(not lean)
     _on = True
 
 
@@ -431,11 +464,14 @@ def _flush_safely(st):
 
 def before_step():
     """A step boundary comes from this thread: the step's forward phase is
-    written first, and a forward that raised without a hook is forgotten."""
+    written first, and a forward that raised without a hook is forgotten.
+    Lean: the next step's forward may start here."""
     st = _state()
     if st.mods:
         _settle(st)
     _flush_safely(st)
+    if _lean and _on:
+        st.mark = _now()
 
 
 def optimizer_begin():
@@ -446,6 +482,7 @@ def optimizer_begin():
     if _inside(st, OPTIMIZER):
         return
     _flush_safely(st)
+    st.mark = 0
     st.cur = OPTIMIZER
     st.t0 = _now()
 
