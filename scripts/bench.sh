@@ -237,8 +237,8 @@ section_recorder_torch() {
     echo "==== torch: the flight recorder on vs off, paired in each process (tests/bench/bench_torch.py --recorder)"
     have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
-        --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-8}" \
-        --json "$BUILD/bench_recorder_torch.json"
+        --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-12}" \
+        --rec-steps "${BENCH_REC_STEPS:-20}" --json "$BUILD/bench_recorder_torch.json"
 }
 
 build
