@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stores.h"
 #include "../util/grow.h"
 #include "../util/log.h"
 
@@ -208,18 +209,6 @@ static void window_free(struct pys_window *w)
 	memset(w, 0, sizeof *w);
 }
 
-/* Whether store `a` goes before store `b` when one must be forgotten: a
- * free one first, then recorder segments' before windows', then the
- * oldest. */
-static bool evict_before(const struct pys_window *a, const struct pys_window *b)
-{
-	if (!a->gen || !b->gen)
-		return !a->gen && b->gen;
-	if (a->rec != b->rec)
-		return a->rec;
-	return a->gen < b->gen;
-}
-
 void pystacks_open(uint64_t gen, bool rec)
 {
 	struct pys_window *w = NULL, *old = NULL;
@@ -241,7 +230,8 @@ void pystacks_open(uint64_t gen, bool rec)
 	if (!w) { /* a free slot, else a store never collected */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
-			if (evict_before(&pys.w[i], w))
+			if (capture_store_evict_before(pys.w[i].gen, pys.w[i].rec,
+						       w->gen, w->rec))
 				w = &pys.w[i];
 		window_free(w);
 		w->gen = gen;

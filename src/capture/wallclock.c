@@ -34,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "stores.h"
 #include "../util/grow.h"
 #include "../util/log.h"
 
@@ -69,18 +70,6 @@ clockid_t wallclock_thread_cpu_clock(int32_t tid)
 	return (clockid_t)((~(uint32_t)tid << 3) | 6u);
 }
 
-/* Whether store `a` goes before store `b` when one must be forgotten: a
- * free one first, then recorder segments' before windows', then the
- * oldest. */
-static bool evict_before(const struct wall_window *a, const struct wall_window *b)
-{
-	if (!a->gen || !b->gen)
-		return !a->gen && b->gen;
-	if (a->rec != b->rec)
-		return a->rec;
-	return a->gen < b->gen;
-}
-
 void wallclock_open(uint64_t gen, bool rec)
 {
 	struct wall_window *w = &wc.w[0];
@@ -93,7 +82,7 @@ void wallclock_open(uint64_t gen, bool rec)
 			return;
 		}
 	for (i = 1; i < WALL_WINDOWS; i++)
-		if (evict_before(&wc.w[i], w))
+		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec, w->gen, w->rec))
 			w = &wc.w[i];
 	free(w->v);
 	memset(w, 0, sizeof *w);
