@@ -230,6 +230,14 @@ class Wrappers(unittest.TestCase):
                 train_step(x, y)
             assert names() == ["forward", "backward", "optimizer"] * 2, names()
             assert events[3][1] >= events[2][2] and events[3][2] == events[4][1], events
+            # gradient accumulation without a DataLoader: the second
+            # micro-batch's forward starts where the first backward ended
+            del events[:]
+            for _ in range(2):
+                loss_fn(model(x), y).backward()
+            opt.step()
+            assert names() == ["forward", "backward"] * 2 + ["optimizer"], names()
+            assert events[2][1] == events[1][2], events
             # nothing marked (a fresh mode, no step or fetch yet): none
             set_state(IDLE)
             set_state(RECORDER)

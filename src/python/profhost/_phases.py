@@ -22,10 +22,11 @@ Between windows, for the flight recorder alone (set_on(True, hooks=False)),
 the module hooks stay off: they send every nn.Module call through torch's
 slow call path, 1-2 % of a step on a model of small modules, more than the
 recorder itself costs. forward is then the time from the end of the
-thread's last data fetch (or its last step boundary) to the start of its
-backward: the model and the loss with whatever the loop does between them
-(moving the batch to the device, zero_grad). Without a backward (an
-inference loop) no forward is written between windows.
+thread's last data fetch, backward or step boundary to the start of its
+next backward: the model and the loss with whatever the loop does between
+them (moving the batch to the device, zero_grad); with gradient
+accumulation, each micro-batch's. Without a backward (an inference loop)
+no forward is written between windows.
 
 How each is hooked, and why:
 
@@ -327,8 +328,8 @@ def _make_wrapper(phase, original):
                     st.cur = NONE
                 t1 = _now()
                 _emit(phase, t0, t1, _phase_name(phase, args))
-                if phase == DATA and _lean:
-                    st.mark = t1
+                if phase != OPTIMIZER and _lean:
+                    st.mark = t1   # (the wrappers time data and backward)
             except Exception:
                 _report("ending a phase")
 
@@ -337,8 +338,9 @@ def _make_wrapper(phase, original):
 
 def _infer_forward(st, phase, t):
     """Lean mode: `phase` starts at `t` on this thread with a mark set (a
-    data fetch or a step boundary before it): a backward writes the time
-    since the mark as forward; any phase uses the mark up."""
+    data fetch, a backward or a step boundary before it): a backward
+    writes the time since the mark as forward; any phase uses the mark
+    up."""
     start, st.mark = st.mark, 0
     if phase == BACKWARD and _lean and FORWARD not in _owned and start < t:
         _emit(FORWARD, start, t)
