@@ -359,12 +359,13 @@ static long same_as_last(const struct pys_window *w, int32_t tid,
 	return -1;
 }
 
-void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
+bool pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 {
 	struct pys_window *w = NULL;
 	uint32_t need;
 	long shared;
 	size_t i;
+	bool rec;
 
 	pthread_mutex_lock(&pys.lock);
 	for (i = 0; i < PYS_WINDOWS && !w; i++)
@@ -372,7 +373,7 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 			w = &pys.w[i];
 	if (!w) {
 		pthread_mutex_unlock(&pys.lock);
-		return; /* between windows: the bridge stops soon */
+		return false; /* between windows: the bridge stops soon */
 	}
 	shared = same_as_last(w, tid, frames, len);
 	need = shared >= 0 ? 0 : len; /* shared: only the entry is new */
@@ -384,7 +385,7 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 	if ((!w->rec && w->tlen + need > PYSTACKS_MAX_BYTES) || reserve(w, need) != 0) {
 		w->dropped++;
 		pthread_mutex_unlock(&pys.lock);
-		return;
+		return false;
 	}
 	if (need)
 		memcpy(w->text + w->tlen, frames, need);
@@ -394,7 +395,41 @@ void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 	w->v[w->n].len = len;
 	w->n++;
 	w->tlen += need;
+	rec = w->rec;
 	pthread_mutex_unlock(&pys.lock);
+	return rec;
+}
+
+void pystacks_eval_range(uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = pys.eval_lo;
+	*hi = pys.eval_hi;
+}
+
+/* The store a salvage's snapshots go to: no generation of a live
+ * recording is ever this. */
+#define PYS_SALVAGE_GEN UINT64_MAX
+
+void pystacks_salvage_begin(void)
+{
+	size_t i;
+
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen == PYS_SALVAGE_GEN)
+			window_free(&pys.w[i]); /* an earlier salvage's, left */
+	pthread_mutex_unlock(&pys.lock);
+	pystacks_open(PYS_SALVAGE_GEN, false);
+}
+
+int pystacks_salvage_end(uintptr_t lo, uintptr_t hi, uint32_t snapshot_hz,
+			 struct trace *t, struct err *e)
+{
+	static const uint64_t gen = PYS_SALVAGE_GEN;
+
+	pystacks_close(gen);
+	pystacks_set_eval_range(lo, hi);
+	return pystacks_merge(&gen, 1, snapshot_hz, t, e);
 }
 
 int64_t pystacks_tolerance_ns(uint32_t snapshot_hz)

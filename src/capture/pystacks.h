@@ -85,8 +85,23 @@ void pystacks_rec_stop(void);
 /* Keeps a snapshot: thread `tid`'s Python frames at `ts` (host clock),
  * innermost first, '\n'-separated, `len` bytes. Dropped (counted) outside a
  * recording window or recorder segment, or beyond PYSTACKS_MAX_BYTES in a
- * window. */
-void pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
+ * window. Returns true when it went to a recorder segment's store (the
+ * caller also puts it in the ring for a salvage: EVBUF_PYSTACK). */
+bool pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
+
+/* The interpreter's frame-evaluation code found by pystacks_init (or set
+ * by pystacks_set_eval_range): [*lo, *hi), 0 and 0 when none. */
+void pystacks_eval_range(uintptr_t *lo, uintptr_t *hi);
+
+/* A salvage (src/read/salvage_read.c): the snapshots of a dead process's
+ * ring (EVBUF_PYSTACK records, handed in one by one with pystacks_add
+ * after pystacks_salvage_begin) go into a store of their own, merged into
+ * `t`'s stacks by pystacks_salvage_end with the process's eval range
+ * [lo, hi) and snapshot rate. Returns what pystacks_merge returns. One
+ * salvage at a time; not in a process that records. */
+void pystacks_salvage_begin(void);
+int pystacks_salvage_end(uintptr_t lo, uintptr_t hi, uint32_t snapshot_hz,
+			 struct trace *t, struct err *e);
 
 /* Takes the calling thread's Python stack now, as a snapshot of thread
  * `tid` at `ts` (the time of a stack taken on purpose there: a range push,

@@ -364,10 +364,25 @@ static void pyb_down(void)
 	atomic_store(&pyb.live, 0);
 }
 
+/* pybridge_api.pystack: a snapshot of thread `tid`'s Python frames. One
+ * kept for the flight recorder also goes into the ring (EVBUF_PYSTACK, cut
+ * at a frame to a record's payload), where a salvage finds it: the
+ * bridge's stores die with the process. Python threads, GIL held. */
 static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t len)
 {
-	if (frames && len)
-		pystacks_add(tid, pyb_host_time(ts), frames, len);
+	const char *cut;
+
+	if (!frames || !len)
+		return;
+	ts = pyb_host_time(ts);
+	if (!pystacks_add(tid, ts, frames, len))
+		return;
+	if (len > EVBUF_NAME_MAX) {
+		cut = memrchr(frames, '\n', EVBUF_NAME_MAX);
+		len = cut ? (uint32_t)(cut - frames) : EVBUF_NAME_MAX;
+	}
+	pyb.h->shim->evbuf_append_raw(EVBUF_PYSTACK, ts, frames, len,
+				      (uint64_t)(uint32_t)tid, 0);
 }
 
 /* pybridge_api.dump: the bridge's uncaught-exception hook asks for the
@@ -754,6 +769,12 @@ static int pyb_init(const struct capture_host *h, struct err *e)
 	pyb.found = true;
 	pyb_api.torchops = torchops_table(h);
 	pyb.stack_hz = pyb_stack_rate(h->cfg);
+	if (pyb.stack_hz && h->salvage_py_eval) {
+		uintptr_t lo, hi;
+
+		pystacks_eval_range(&lo, &hi);
+		h->salvage_py_eval(lo, hi); /* a salvage merges the snapshots */
+	}
 	pyb_find_share(pyb.share_dir, sizeof pyb.share_dir);
 	pyb_hang_setup(h->cfg);
 	pyb_make_config(h->cfg);

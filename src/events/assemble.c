@@ -286,6 +286,8 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	struct open_range *stack, *started;
 	size_t i;
 
+	if (r->kind == EVBUF_PYSTACK)
+		return; /* the Python bridge's snapshots: a salvage reads them */
 	if (r->kind == EVBUF_CUPTI) {
 		/* The CUPTI source converts these in its collect; they are not
 		 * the delivering thread's events (no track of its own). */

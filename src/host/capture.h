@@ -154,6 +154,10 @@ struct capture_host {
 	 * the salvage file (host.h's salvage_sample_signal). Any thread;
 	 * never blocks. NULL: not kept. */
 	void (*sample_signal)(int signo);
+	/* The Python interpreter's frame-evaluation code is [lo, hi), for
+	 * the salvage file (host.h's salvage_py_eval). Any thread; never
+	 * blocks. NULL: not kept. */
+	void (*salvage_py_eval)(uint64_t lo, uint64_t hi);
 };
 
 /* A step boundary, as capture_ops.step sees it. */

@@ -370,6 +370,12 @@ void salvage_gpu_name(unsigned kind, uint64_t key, const void *rec, size_t rlen,
  * as a window's does. Any thread; never blocks. */
 void salvage_sample_signal(int signo);
 
+/* The Python interpreter's frame-evaluation code is [lo, hi) in this
+ * process: kept in the file (now, or when it is made) so that a salvage
+ * can put the recorder's Python snapshots into the CPU samples. Any
+ * thread; never blocks. */
+void salvage_py_eval(uint64_t lo, uint64_t hi);
+
 /* What the file held was written (or the process ends cleanly), or a
  * signal's exit path ran, which wrote what it was set to write (salvage is
  * for what no exit path sees: SIGKILL, _exit, signals profhost does not

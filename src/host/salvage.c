@@ -23,6 +23,8 @@ static _Atomic(struct salv_header *) gpu_hdr;
 static pthread_mutex_t gpu_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The CPU sampler's signal (salvage_sample_signal), for a file made later. */
 static _Atomic int sample_signo;
+/* The interpreter's eval code (salvage_py_eval), for a file made later. */
+static _Atomic uint64_t py_eval_lo, py_eval_hi;
 
 /* Copies `src` into dst[size], cut and NUL-ended. */
 static void copy_text(char *dst, size_t size, const char *src)
@@ -68,6 +70,8 @@ void salvage_ensure(struct host *h)
 	atomic_store_explicit(&gpu_hdr, hd, memory_order_release);
 	atomic_store_explicit(&hd->sample_signal, atomic_load(&sample_signo),
 			      memory_order_relaxed);
+	atomic_store_explicit(&hd->py_eval_lo, atomic_load(&py_eval_lo), memory_order_relaxed);
+	atomic_store_explicit(&hd->py_eval_hi, atomic_load(&py_eval_hi), memory_order_relaxed);
 	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
 }
 
@@ -182,6 +186,18 @@ void salvage_sample_signal(int signo)
 	atomic_store(&sample_signo, signo);
 	if (hd)
 		atomic_store_explicit(&hd->sample_signal, signo, memory_order_relaxed);
+}
+
+void salvage_py_eval(uint64_t lo, uint64_t hi)
+{
+	struct salv_header *hd = atomic_load_explicit(&gpu_hdr, memory_order_acquire);
+
+	atomic_store(&py_eval_lo, lo);
+	atomic_store(&py_eval_hi, hi);
+	if (hd) {
+		atomic_store_explicit(&hd->py_eval_lo, lo, memory_order_relaxed);
+		atomic_store_explicit(&hd->py_eval_hi, hi, memory_order_relaxed);
+	}
 }
 
 void salvage_done(struct host *h)

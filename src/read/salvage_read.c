@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../capture/cupti_salvage.h"
+#include "../capture/pystacks.h"
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
@@ -215,6 +216,10 @@ static void scan_visit(void *ctx, int32_t tid, const char *name,
 
 	(void)tid;
 	(void)name;
+	if (r->kind == EVBUF_PYSTACK) { /* for pystacks_salvage_end */
+		pystacks_add((int32_t)r->id, r->ts, evbuf_payload(r), r->len);
+		return;
+	}
 	if (r->ts > s->last_ts)
 		s->last_ts = r->ts;
 }
@@ -493,9 +498,10 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	int rc;
 
 	salvage_current = f;
-	/* First pass: the latest record (where the last, partial step ends)
-	 * and the torn records, counted once. */
+	/* First pass: the latest record (where the last, partial step ends),
+	 * the torn records, counted once, and the Python snapshots. */
 	f->torn = 0;
+	pystacks_salvage_begin();
 	for (i = 0; i < f->st.ngens; i++)
 		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
 	torn = f->torn;
@@ -530,6 +536,11 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	if (rc == 0)
 		rc = cupti_salvage_convert(hd, t->meta.start_ts, t->meta.end_ts, t);
 	trace_raw_free(t);
+	/* Python frames into the samples' stacks, before they are named */
+	if (pystacks_salvage_end(atomic_load(&hd->py_eval_lo), atomic_load(&hd->py_eval_hi),
+				 f->st.hz < PYSTACKS_MAX_HZ ? f->st.hz : PYSTACKS_MAX_HZ,
+				 t, e) != 0 && rc == 0)
+		rc = -1;
 	if (rc == 0)
 		rc = name_stacks(f, t);
 	if (rc == 0 && hd->names_lost) {

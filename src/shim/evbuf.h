@@ -69,7 +69,15 @@ enum evbuf_kind {
 	 * cupti_record_size() bytes; pointers in it, a kernel's name, point
 	 * into the process's libcupti). ts = when its buffer was delivered;
 	 * id, a = 0. The assembler hands these over in trace.raw. */
-	EVBUF_CUPTI = 75
+	EVBUF_CUPTI = 75,
+	/* the Python bridge (src/capture/python.c), the flight recorder only:
+	 * one Python stack snapshot, so that a salvage has it (a live dump
+	 * takes the bridge's own stores). Payload: the frames, innermost
+	 * first, '\n'-separated, cut at a frame to EVBUF_NAME_MAX bytes;
+	 * ts = the snapshot's time; id = the snapshot's thread (kernel tid;
+	 * the appending thread takes them for every thread); a = 0. The
+	 * assembler skips them. */
+	EVBUF_PYSTACK = 76
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

@@ -39,9 +39,10 @@
 #include <stdint.h>
 
 #define SALV_MAGIC "PHSALVG\n"      /* 8 bytes, no NUL */
-#define SALV_VERSION 3             /* 2: sampling, modules, NVTX names;
+#define SALV_VERSION 4             /* 2: sampling, modules, NVTX names;
 				      3: GPU names, the sampler's signal,
-				      a 1 MiB header */
+				      a 1 MiB header; 4: the interpreter's
+				      eval function */
 #define SALV_SLOTS 4                /* EVBUF_SLOTS */
 #define SALV_GENS 4                 /* generations a state names */
 #define SALV_STEPS 4096             /* the last steps kept */
@@ -204,6 +205,12 @@ struct salv_header {
 	 * by the core whenever it changes */
 	_Atomic int32_t sample_signal;
 	uint32_t pad3;
+	/* the Python interpreter's frame-evaluation code [lo, hi) in the
+	 * process (0, 0: none), written by the core when the Python bridge
+	 * found it: a salvage puts the EVBUF_PYSTACK snapshots into the CPU
+	 * samples' stacks there, as a window's collect does */
+	_Atomic uint64_t py_eval_lo;
+	_Atomic uint64_t py_eval_hi;
 };
 
 _Static_assert(sizeof(struct salv_header) <= SALV_HEADER_BYTES,

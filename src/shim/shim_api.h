@@ -27,7 +27,9 @@
 			      8: salvage_modules; 9: the salvage file's
 			      header grew (version 3: GPU names, written
 			      by the core); 10: nvtx capture_end gets
-			      the range's end timestamp */
+			      the range's end timestamp; the salvage
+			      file's version 4 (the interpreter's eval
+			      range) */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {

@@ -890,6 +890,8 @@ def snapshot_thread():
 for i in range(int(sys.argv[1])):
     if i == int(sys.argv[2]):
         slow_reduce(0.4)
+        if sys.argv[3] == "kill":
+            os.kill(os.getpid(), 9)
     else:
         busy(0.004)
     if sys.argv[3] == "probe" and i in (8, 18, 32):
@@ -899,15 +901,40 @@ for i in range(int(sys.argv[1])):
 print("done")
 """
 
-    def prof_run(self, policy_text, steps, slow_at, probe=False):
+    def prof_run(self, policy_text, steps, slow_at, probe=False, kill=False):
         script = self.write("loop.py", self.LOOP)
         policy = self.write("policy.lua", policy_text)
         out = os.path.join(self.tmp, "out")
         r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script, str(steps),
-                 str(slow_at), "probe" if probe else "-"], cwd=self.tmp, timeout=300)
+                 str(slow_at), "kill" if kill else "probe" if probe else "-"],
+                cwd=self.tmp, timeout=300)
+        if kill:
+            self.assertEqual(r.returncode, 128 + 9, r.stderr)
+            return r, out
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("done", r.stdout)
         return r, out
+
+    def check_python_frames(self, trace, stacks, step):
+        """The samples of `step` (its span) show slow_reduce by file and
+        line in place of the interpreter's frames."""
+        frames = (r"<module> \([^;]*loop\.py:\d+\);slow_reduce \([^;]*loop\.py:\d+\);"
+                  r"busy \([^;]*loop\.py:\d+\)")
+        self.assertRegex(stacks, frames)
+        for line in stacks.splitlines():
+            if "slow_reduce (" in line:
+                self.assertNotIn("_PyEval_EvalFrameDefault", line)
+        self.assertNotRegex(stacks, r"/profhost/_\w+\.py")
+        # Many of the slow step's samples of the main thread show it (a
+        # sample takes a snapshot at most 15 ms away: on a loaded machine
+        # the snapshot thread may miss some of them).
+        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample" and
+                   e["tid"] == step["tid"] and
+                   step["ts"] <= e["ts"] <= step["ts"] + step["dur"]]
+        named = [e for e in samples if "slow_reduce (" in e["args"]["stack"]]
+        self.assertGreaterEqual(len(samples), 3)
+        self.assertGreaterEqual(len(named), len(samples) // 4,
+                                [e["args"]["stack"] for e in samples][:5])
 
     def test_dump_shows_the_slow_steps_python_function(self):
         # The slow step spends 400 ms in slow_reduce -> busy, pure Python:
@@ -926,24 +953,25 @@ print("done")
         self.assertEqual(slow[0], steps[-1][0])
         self.assertGreaterEqual(slow[1]["dur"], 400000)
         with open(os.path.join(dirs[0], "stacks.txt")) as f:
-            stacks = f.read()
-        frames = (r"<module> \([^;]*loop\.py:\d+\);slow_reduce \([^;]*loop\.py:\d+\);"
-                  r"busy \([^;]*loop\.py:\d+\)")
-        self.assertRegex(stacks, frames)
-        for line in stacks.splitlines():
-            if "slow_reduce (" in line:
-                self.assertNotIn("_PyEval_EvalFrameDefault", line)
-        self.assertNotRegex(stacks, r"/profhost/_\w+\.py")
-        # Many of the slow step's samples of the main thread show it (a
-        # sample takes a snapshot at most 15 ms away: on a loaded machine
-        # the snapshot thread may miss some of them).
-        s = slow[1]
-        samples = [e for e in trace["traceEvents"] if e.get("cat") == "cpu_sample" and
-                   e["tid"] == s["tid"] and s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
-        named = [e for e in samples if "slow_reduce (" in e["args"]["stack"]]
-        self.assertGreaterEqual(len(samples), 3)
-        self.assertGreaterEqual(len(named), len(samples) // 4,
-                                [e["args"]["stack"] for e in samples][:5])
+            self.check_python_frames(trace, f.read(), slow[1])
+
+    def test_sigkill_salvage_shows_the_python_frames(self):
+        # The process dies of SIGKILL at the end of its 400 ms step: the
+        # snapshots went into the ring with the samples, and the launcher's
+        # salvage puts them into the stacks as a dump does.
+        r, out = self.prof_run("prof.recorder{ steps = 10 }\n"
+                               "prof.capture{ cpu_samples = { hz = 200 } }\n", 40, 25,
+                               kill=True)
+        dirs = recorder_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        trace = load_trace(dirs[0])
+        self.assertIn("salvaged after SIGKILL", trace["profhost"]["reason"])
+        steps = step_spans(trace)
+        self.assertEqual(steps[-1][0], 25, [n for n, _ in steps])
+        # (a salvaged partial step ends at its last record: a sample)
+        self.assertGreaterEqual(steps[-1][1]["dur"], 350000)
+        with open(os.path.join(dirs[0], "stacks.txt")) as f:
+            self.check_python_frames(trace, f.read(), steps[-1][1])
 
     def test_snapshots_follow_the_recorder(self):
         # With CPU samples kept the snapshot thread runs between windows;

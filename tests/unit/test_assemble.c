@@ -164,6 +164,16 @@ static int cupti_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	r->ts = 50;
 	memcpy(buf + sizeof *r / 8, "step", 4);
 	fn(ctx, 7, "main", r);
+	/* a Python snapshot appended by the bridge's thread (tid 55): for a
+	 * salvage only, no event and no track */
+	memset(buf, 0, sizeof buf);
+	r->kind = EVBUF_PYSTACK;
+	r->len = 10;
+	r->size = (uint16_t)(sizeof *r + 16);
+	r->ts = 60;
+	r->id = 7;
+	memcpy(buf + sizeof *r / 8, "f (a.py:1)", 10);
+	fn(ctx, 55, "profhost-pystk", r);
 	for (i = 0; i < 3; i++) {
 		memset(buf, 0, sizeof buf);
 		r->kind = EVBUF_CUPTI;
@@ -199,7 +209,7 @@ static void test_cupti_records_are_handed_over_whole(void)
 	CHECK_EQ_INT(count_named(&t, "step", NULL), 1);
 	CHECK_EQ_INT((int)t.nev, 1);
 	for (i = 0; i < t.nthreads; i++)
-		CHECK(t.threads[i].tid != 99);
+		CHECK(t.threads[i].tid != 99 && t.threads[i].tid != 55);
 	/* all three, in order, whole, 8-aligned, the clip left to the source */
 	for (i = 0; (r = trace_raw_next(&t, &off)) != NULL; i++) {
 		static const uint32_t lens[] = { 8, 13, 200 };
