@@ -121,13 +121,18 @@ static _Atomic uint32_t pf_seq;
  * region may start, the process that created it and its path. Set at
  * start-up before any pool is mapped; slot regions are added by the
  * caller of open/close. */
-static int salv_fd = -1;
+static _Atomic int salv_fd = -1; /* the exit path may close it: atomic */
 static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
 static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
-static struct salv_header *salv_hdr;
-/* salv_hdr for the module table's writer (another thread): NULL once
- * the file was removed or in a forked child */
+/* The file's header: NULL without a file, once it was removed (its
+ * mappings stay valid) or in a forked child. Read by the caller of
+ * open/close, the host thread and the module table's writer (another
+ * thread) while the exit path may remove the file: atomic. */
 static _Atomic(struct salv_header *) salv_live;
+/* The header's mapping, never cleared: a forked child maps anonymous
+ * memory there (the file's pages are not inherited), even after the
+ * parent removed the file, for the pointers the core keeps to it. */
+static struct salv_header *salv_map;
 static uint64_t salv_end;
 static pid_t salv_pid;
 static char salv_path[4096];
@@ -601,7 +606,8 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
  * change only with the policy. Returns 0 or -1. Caller of open/close. */
 static int slot_map(struct evbuf_slot *s, size_t want)
 {
-	struct salv_slot *ss = salv_hdr ? &salv_hdr->slots[s - slots] : NULL;
+	struct salv_header *hd = atomic_load_explicit(&salv_live, memory_order_acquire);
+	struct salv_slot *ss = hd ? &hd->slots[s - slots] : NULL;
 	void *m;
 	int shared = 1;
 
@@ -648,11 +654,12 @@ static void pool_give_back(struct evbuf_slot *s, uint64_t off, uint64_t len)
  * how many bytes of chunks it has. */
 static void salv_slot_set(struct evbuf_slot *s, uint64_t gen, uint64_t bytes)
 {
+	struct salv_header *hd = atomic_load_explicit(&salv_live, memory_order_acquire);
 	struct salv_slot *ss;
 
-	if (!salv_hdr)
+	if (!hd)
 		return;
-	ss = &salv_hdr->slots[s - slots];
+	ss = &hd->slots[s - slots];
 	if (!s->shared) {
 		atomic_store_explicit(&ss->gen, 0, memory_order_release);
 		return;
@@ -726,8 +733,9 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	struct stat st;
 	int fd, n;
 
-	if (salv_hdr)
-		return salv_hdr;
+	h = atomic_load_explicit(&salv_live, memory_order_acquire);
+	if (h)
+		return h;
 	if (statfs(dir, &sf) != 0) {
 		snprintf(why, size, "cannot use '%s': %s", dir, strerror(errno));
 		return NULL;
@@ -787,7 +795,7 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	salv_fd = fd;
 	salv_dev = st.st_dev;
 	salv_ino = st.st_ino;
-	salv_hdr = h;
+	salv_map = h;
 	salv_end = SALV_HEADER_BYTES;
 	salv_pid = getpid();
 	atomic_store_explicit(&salv_live, h, memory_order_release);
@@ -804,16 +812,15 @@ void evbuf_salvage_modules(void)
 
 const char *evbuf_salvage_path(void)
 {
-	return salv_hdr ? salv_path : NULL;
+	return atomic_load_explicit(&salv_live, memory_order_acquire) ? salv_path : NULL;
 }
 
 void evbuf_salvage_remove(void)
 {
-	if (!salv_hdr || getpid() != salv_pid)
+	if (!atomic_load_explicit(&salv_live, memory_order_acquire) || getpid() != salv_pid)
 		return;
 	unlink(salv_path);
-	atomic_store(&salv_live, NULL);
-	salv_hdr = NULL; /* unlinked once; the mappings stay valid */
+	atomic_store(&salv_live, NULL); /* unlinked once; the mappings stay valid */
 	if (salv_fd_ours())
 		close(salv_fd);
 	salv_fd = -1;
@@ -1109,13 +1116,12 @@ void evbuf_after_fork_child(void)
 		}
 	atomic_store(&salv_live, NULL);
 	salvmods_after_fork_child();
-	if (salv_hdr)
-		mmap(salv_hdr, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
+	if (salv_map)
+		mmap(salv_map, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (salv_fd_ours())
 		close(salv_fd);
 	salv_fd = -1;
-	salv_hdr = NULL;
 	tls.chunk = NULL;
 	tls.st = 0;
 	tls.tid = 0;
