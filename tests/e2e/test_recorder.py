@@ -968,8 +968,10 @@ print("done")
         self.assertIn("salvaged after SIGKILL", trace["profhost"]["reason"])
         steps = step_spans(trace)
         self.assertEqual(steps[-1][0], 25, [n for n, _ in steps])
-        # (a salvaged partial step ends at its last record: a sample)
-        self.assertGreaterEqual(steps[-1][1]["dur"], 350000)
+        # the slow one (the others take 4 ms); a salvaged partial step
+        # ends at its last record, a CPU-time sample, which a loaded
+        # machine may have taken well before the kill
+        self.assertGreaterEqual(steps[-1][1]["dur"], 200000)
         with open(os.path.join(dirs[0], "stacks.txt")) as f:
             self.check_python_frames(trace, f.read(), steps[-1][1])
 
