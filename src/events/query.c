@@ -962,11 +962,17 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 		return aggregate_parts(t, o, key_id, max_groups, out, e);
 	}
 
-	/* 1. the kept events */
-	sel = malloc(t->nev * sizeof *sel);
+	/* 1. the kept events (counted first: a filter may keep few) */
+	for (i = 0; i < t->nev; i++) {
+		double v;
+		int64_t dur;
+
+		nsel += agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur);
+	}
+	sel = malloc((nsel ? nsel : 1) * sizeof *sel);
 	if (!sel)
 		goto oom;
-	for (i = 0; i < t->nev; i++) {
+	for (i = 0, nsel = 0; i < t->nev; i++) {
 		double v;
 		int64_t dur;
 
@@ -990,7 +996,9 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	gid = malloc((nsel ? nsel : 1) * sizeof *gid);
 	if (!gid)
 		goto oom;
-	if (o->by == QUERY_BY_NAME) {
+	if (o->by == QUERY_BY_NAME && t->names.n < max_groups) {
+		/* a group per name id: fast, and small with few names (with
+		 * many, the map holds only the names kept) */
 		name_group = malloc((t->names.n ? t->names.n : 1) * sizeof *name_group);
 		if (!name_group)
 			goto oom;
@@ -1006,9 +1014,9 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 		gid[i] = UINT32_MAX;
 		if (!group_key(t, o, order, ev, &key))
 			continue;
+		if (o->by == QUERY_BY_NAME && key >= t->names.n)
+			continue;
 		if (name_group) {
-			if (key >= t->names.n)
-				continue;
 			g = name_group[key];
 			if (g == UINT32_MAX)
 				g = name_group[key] = ngroups;

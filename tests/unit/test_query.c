@@ -345,15 +345,18 @@ static int same_rows(const struct query_result *a, const struct query_result *b)
 /*
  * More names than one pass groups (max_groups 8 for the 65,536 of a real
  * window): by name with a limit, the names are grouped in parts, one pass
- * each, and the answer is the one-pass answer: the same rows, statistics,
- * totals and group count, with self times, arguments and time ranges.
+ * each (without a limit, or sorted by the median, in one pass through a
+ * map of the names kept), and the answer is the one-pass answer: the same
+ * rows, statistics, totals and group count, with self times, arguments
+ * and time ranges.
  */
 static void test_aggregate_in_parts(void)
 {
 	static const enum query_sort sorts[] = { QUERY_SORT_TOTAL, QUERY_SORT_COUNT,
 						 QUERY_SORT_AVG, QUERY_SORT_MIN,
-						 QUERY_SORT_MAX, QUERY_SORT_KEY };
-	static const size_t limits[] = { 1, 5, 1000 };
+						 QUERY_SORT_MAX, QUERY_SORT_KEY,
+						 QUERY_SORT_MED };
+	static const size_t limits[] = { 1, 5, 1000, 0 };
 	struct trace t;
 	struct query_agg_opts o;
 	struct query_result one, parts;
