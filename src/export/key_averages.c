@@ -537,10 +537,10 @@ static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
 }
 
 /* Moves the rows of one pass (ps->tab) into `out`, keeping the first
- * `max_rows` in `sort` order and folding the others into out->folded.
- * `out` has room for 2 * max_rows + 1 rows. */
+ * `keep` in `sort` order and folding the others into out->folded. `out`
+ * has room for 2 * keep + 1 rows. */
 static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
-		      enum key_avg_sort sort, size_t max_rows)
+		      enum key_avg_sort sort, size_t keep)
 {
 	size_t i;
 
@@ -549,11 +549,13 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 
 		if (r->flops && (!out->min_flops || r->flops < out->min_flops))
 			out->min_flops = r->flops;
+		if (textbuf_cols(r->key) > out->key_cols)
+			out->key_cols = textbuf_cols(r->key);
 		out->rows[out->nrows++] = *r;
-		if (out->nrows < 2 * max_rows + 1)
+		if (out->nrows < 2 * keep + 1)
 			continue;
 		key_averages_sort(out, sort);
-		for (; out->nrows > max_rows; out->nrows--) {
+		for (; out->nrows > keep; out->nrows--) {
 			fold_row(&out->folded, &out->rows[out->nrows - 1]);
 			out->nfolded++;
 		}
@@ -562,7 +564,7 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 }
 
 int key_averages_build_max(const struct trace *t, enum key_avg_group group,
-			   enum key_avg_sort sort, size_t max_rows,
+			   enum key_avg_sort sort, size_t max_rows, size_t keep,
 			   struct key_avg_table *out, struct err *e)
 {
 	uint32_t *sel = NULL;
@@ -573,7 +575,8 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 
 	memset(out, 0, sizeof *out);
 	memset(&ps, 0, sizeof ps);
-	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT || max_rows == 0)
+	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT || max_rows == 0 ||
+	    keep == 0 || keep > max_rows)
 		return err_set(e, "key_averages: bad group, sort or row count");
 	out->group = group;
 	out->folded.first_ts = INT64_MAX;
@@ -592,7 +595,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
 
 	/* More keys than max_rows: one pass per partition of the keys, each
-	 * holding at most max_rows + 1 rows; the best max_rows are kept. */
+	 * holding at most max_rows + 1 rows; the best `keep` are kept. */
 	nkeys = (size_t)t->names.n + 1;
 	ps.t = t;
 	ps.gm = &gm;
@@ -604,7 +607,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 	if (!ps.map.slot)
 		goto oom;
 	if (ps.nparts > 1) {
-		out->rows = malloc((2 * max_rows + 1) * sizeof *out->rows);
+		out->rows = malloc((2 * keep + 1) * sizeof *out->rows);
 		pt.rows = malloc((max_rows + 2) * sizeof *pt.rows);
 		if (!out->rows || !pt.rows)
 			goto oom;
@@ -614,7 +617,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 		if (sweep(&ps, sel, n) != 0)
 			goto oom;
 		if (ps.nparts > 1) {
-			keep_rows(out, &pt, sort, max_rows);
+			keep_rows(out, &pt, sort, keep);
 			memset(ps.map.slot, 0, ps.map.nslots * sizeof *ps.map.slot);
 		}
 	}
@@ -633,7 +636,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 	free(ps.stack);
 	free(pt.rows);
 	key_averages_sort(out, sort);
-	for (; out->nrows > max_rows; out->nrows--) {
+	for (; ps.nparts > 1 && out->nrows > keep; out->nrows--) {
 		fold_row(&out->folded, &out->rows[out->nrows - 1]);
 		out->nfolded++;
 	}
@@ -653,7 +656,17 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       enum key_avg_sort sort, struct key_avg_table *out,
 		       struct err *e)
 {
-	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, out, e);
+	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, KEY_AVG_ROWS_MAX,
+				      out, e);
+}
+
+int key_averages_build_top(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t keep,
+			   struct key_avg_table *out, struct err *e)
+{
+	if (keep == 0 || keep > KEY_AVG_ROWS_MAX)
+		keep = KEY_AVG_ROWS_MAX;
+	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, keep, out, e);
 }
 
 void key_averages_free(struct key_avg_table *tab)
@@ -829,7 +842,7 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 		return textbuf_take(&tb);
 	}
 	n = row_limit && row_limit < tab->nrows ? row_limit : tab->nrows;
-	if (n == tab->nrows && tab->nfolded) { /* the keys the table folded */
+	if (!row_limit && tab->nfolded) { /* every row: the keys folded too */
 		folded = tab->folded;
 		snprintf(folded_key, sizeof folded_key, "(%llu other %s)",
 			 (unsigned long long)tab->nfolded,
@@ -837,7 +850,10 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 		folded.key = folded_key;
 		name_width = textbuf_cols(folded_key);
 	}
-	/* torch: longest key + 4, at most max_name_column_width */
+	/* torch: longest key + 4, at most max_name_column_width (of every
+	 * key: those folded too) */
+	if (tab->nfolded && tab->key_cols > name_width)
+		name_width = tab->key_cols;
 	for (i = 0; i < tab->nrows; i++) {
 		size_t cols = textbuf_cols(tab->rows[i].key);
 

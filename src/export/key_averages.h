@@ -78,6 +78,8 @@ struct key_avg_table {
 	uint64_t nfolded;         /* keys beyond the rows the table holds */
 	struct key_avg_row folded; /* their sums (key NULL; first_ts
 				      INT64_MAX when none) */
+	size_t key_cols;          /* columns of the widest key, the folded
+				     ones included (0 when none folded) */
 	int64_t self_cpu_sum_ns;  /* sum of self CPU over all rows: the 100 % */
 	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
 	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
@@ -110,9 +112,18 @@ int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       enum key_avg_sort sort, struct key_avg_table *out,
 		       struct err *e);
 
-/* key_averages_build with `max_rows` (> 0) for KEY_AVG_ROWS_MAX (tests). */
+/* key_averages_build for a caller that shows at most `keep` rows (0: all):
+ * in a window of more than KEY_AVG_ROWS_MAX keys, the table then holds the
+ * first `keep` rows, the others folded (and 2 x `keep` + KEY_AVG_ROWS_MAX
+ * rows while it is built); otherwise every row, as key_averages_build. */
+int key_averages_build_top(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t keep,
+			   struct key_avg_table *out, struct err *e);
+
+/* key_averages_build with `max_rows` for KEY_AVG_ROWS_MAX and `keep`
+ * (0 < keep <= max_rows) rows kept (tests). */
 int key_averages_build_max(const struct trace *t, enum key_avg_group group,
-			   enum key_avg_sort sort, size_t max_rows,
+			   enum key_avg_sort sort, size_t max_rows, size_t keep,
 			   struct key_avg_table *out, struct err *e);
 
 /* Re-sorts an existing table (the folded row stays apart). */
@@ -128,9 +139,9 @@ bool key_averages_has_cuda(const struct key_avg_table *tab);
 /*
  * Renders the table in torch's layout into a malloc'd string (caller frees):
  * dashed lines, a header, at most `row_limit` rows (0 = all) and the
- * "Self CPU time total: ..." footer. When every row is shown and the
- * table folded keys, their sums follow as one last row named
- * "(N other names)" ("domains" by domain). An empty table renders as "". Returns
+ * "Self CPU time total: ..." footer. When every row is asked for
+ * (row_limit 0) and the table folded keys, their sums follow as one last
+ * row named "(N other names)" ("domains" by domain). An empty table renders as "". Returns
  * NULL on allocation failure.
  */
 char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);

@@ -506,7 +506,8 @@ static int same_row(const struct key_avg_row *a, const struct key_avg_row *b)
  * More names than a table holds: the capped build (several passes over the
  * events, one per part of the names) keeps exactly the uncapped table's
  * first rows, and the rest is one row "(N other names)" with their sums,
- * shown when every row is asked for.
+ * shown when every row is asked for; a table built for the rows a caller
+ * shows renders as the whole table does.
  */
 static void test_folded_rows(void)
 {
@@ -551,7 +552,8 @@ static void test_folded_rows(void)
 			CHECK(key_averages_build(&t, (enum key_avg_group)g, (enum key_avg_sort)s,
 						 &full, &e) == 0);
 			CHECK(key_averages_build_max(&t, (enum key_avg_group)g,
-						     (enum key_avg_sort)s, max, &capped, &e) == 0);
+						     (enum key_avg_sort)s, max, max, &capped,
+						     &e) == 0);
 			CHECK(full.nfolded == 0);
 			CHECK(full.nrows > max);
 			CHECK_EQ_INT(capped.nrows, max);
@@ -582,6 +584,22 @@ static void test_folded_rows(void)
 				text = key_averages_format(&capped, max - 1);
 				CHECK(text && strstr(text, "other names") == NULL);
 				free(text);
+			}
+			{ /* a caller showing 1 row: the same text as from
+			     the whole table */
+				struct key_avg_table top;
+				char *want;
+
+				CHECK(key_averages_build_max(&t, (enum key_avg_group)g,
+							     (enum key_avg_sort)s, max, 1,
+							     &top, &e) == 0);
+				CHECK_EQ_INT(top.nrows, 1);
+				text = key_averages_format(&top, 1);
+				want = key_averages_format(&full, 1);
+				CHECK(text && want && strcmp(text, want) == 0);
+				free(text);
+				free(want);
+				key_averages_free(&top);
 			}
 			if (g == 1) {
 				text = key_averages_format(&capped, 0);
