@@ -8,6 +8,7 @@
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
+#include "../util/sortidx.h"
 
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
 	"data", "forward", "backward", "optimizer", "other"
@@ -578,10 +579,9 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * part, and twice `limit` groups, however many names the window has. */
 
 /* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
-static int cmp_nest32(const void *a, const void *b, void *ctx)
+static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
 {
 	const struct trace *t = ctx;
-	uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
 	const struct trace_event *x = &t->ev[ia];
 	const struct trace_event *y = &t->ev[ib];
 
@@ -593,8 +593,11 @@ static int cmp_nest32(const void *a, const void *b, void *ctx)
 		return x->ts < y->ts ? -1 : 1;
 	if (x->dur != y->dur)
 		return x->dur > y->dur ? -1 : 1;
-	return ia < ib ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
 }
+
+/* Events a pass reads ahead of the one it is at. */
+#define PARTS_AHEAD 16
 
 /* One open event of the self-time sweep. */
 struct open_ev {
@@ -609,9 +612,11 @@ struct parts {
 	uint32_t key_id;          /* o->sum_arg's strtab id */
 	const uint32_t *sel;      /* kept events (nesting order when o->self) */
 	size_t nsel;
-	uint32_t nparts, part;
+	uint32_t nparts, part;    /* nparts: a power of two */
+	unsigned shift;           /* log2(nparts) */
 	/* grouping pass */
-	struct imap map;          /* name id -> group of this part */
+	uint32_t *slot;           /* name id >> shift -> group + 1 of this
+				     part, 0 = none yet */
 	struct agg_acc *acc;      /* first: a position in sel until the pass
 				     ends, then the event's index */
 	double *ext;
@@ -628,14 +633,17 @@ struct parts {
 	int failed;
 };
 
-/* Event sel[i] with value v (its self time, argument or duration) and
- * clipped duration `dur`: added to its group (grouping pass) or its row
- * (values pass) when its name is in this pass's part. */
-static void parts_add(struct parts *p, size_t i, double v, int64_t dur)
+/* Event sel[i], of self time `self` (with o->self): its value (its self
+ * time, argument or duration) and clipped duration are added to its group
+ * (grouping pass) or its row (values pass) when its name is in this
+ * pass's part; other events cost no more than this test. */
+static void parts_add(struct parts *p, size_t i, int64_t self)
 {
 	const struct trace_event *ev = &p->t->ev[p->sel[i]];
 	struct agg_acc *a;
 	uint32_t g;
+	int64_t dur;
+	double v;
 
 	if (ev->name >= p->t->names.n)
 		return; /* no name: in no group (as query_aggregate) */
@@ -643,17 +651,20 @@ static void parts_add(struct parts *p, size_t i, double v, int64_t dur)
 		g = imap_get(&p->rowmap, ev->name);
 		if (g == UINT32_MAX)
 			return; /* not a group returned */
-		p->vals[p->off[g]++] = v;
+		agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
+		p->vals[p->off[g]++] = p->o->self ? (double)self : v;
 		p->rows[g].dur += dur;
 		return;
 	}
-	if (ev->name % p->nparts != p->part || p->failed)
+	if ((ev->name & (p->nparts - 1)) != p->part || p->failed)
 		return;
-	g = imap_get_or_put(&p->map, ev->name, p->ngroups);
-	if (g == UINT32_MAX) {
-		p->failed = 1;
-		return;
-	}
+	agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
+	if (p->o->self)
+		v = (double)self;
+	g = p->slot[ev->name >> p->shift];
+	if (g == 0)
+		g = p->slot[ev->name >> p->shift] = p->ngroups + 1;
+	g--;
 	if (g == p->ngroups) {
 		a = grow_array(p->acc, &p->cap_acc, g + 1, sizeof *a, 64);
 		if (!a) {
@@ -695,8 +706,7 @@ static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t
 	while (*depth > 0) {
 		struct open_ev *top = &p->stack[*depth - 1];
 		const struct trace_event *ev = &p->t->ev[p->sel[top->i]];
-		int64_t end = ev->ts + (ev->dur > 0 ? ev->dur : 0), dur;
-		double v;
+		int64_t end = ev->ts + (ev->dur > 0 ? ev->dur : 0);
 
 		if (end > s) {
 			top->self += s - *cursor;
@@ -707,8 +717,7 @@ static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t
 			top->self += end - *cursor;
 			*cursor = end;
 		}
-		agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
-		parts_add(p, top->i, (double)top->self, dur);
+		parts_add(p, top->i, top->self);
 		--*depth;
 	}
 }
@@ -718,15 +727,17 @@ static int parts_pass(struct parts *p)
 {
 	const struct trace *t = p->t;
 	size_t i, depth = 0;
-	int64_t cursor = 0, dur;
-	double v;
+	int64_t cursor = 0;
 
 	for (i = 0; i < p->nsel && !p->failed; i++) {
 		const struct trace_event *ev = &t->ev[p->sel[i]];
 
+		/* the kept events lie apart in the trace: each pass would
+		 * wait for memory at every event */
+		if (i + PARTS_AHEAD < p->nsel)
+			__builtin_prefetch(&t->ev[p->sel[i + PARTS_AHEAD]]);
 		if (!p->o->self) {
-			agg_value(t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
-			parts_add(p, i, v, dur);
+			parts_add(p, i, 0);
 			continue;
 		}
 		if (i > 0 && (ev->pid != t->ev[p->sel[i - 1]].pid ||
@@ -782,7 +793,7 @@ static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o
 	struct agg_acc *best = NULL, *tmp = NULL;
 	double *bext = NULL, *tmpext = NULL, rest = 0;
 	uint32_t *perm = NULL, *sel = NULL;
-	size_t i, n = 0, nbest = 0, ngroups = 0, k;
+	size_t i, n = 0, nbest = 0, ngroups = 0, k, nslot;
 	size_t want = o->limit < (size_t)t->names.n + 1 ? o->limit : (size_t)t->names.n + 1;
 	struct row_order ro;
 	int64_t dur;
@@ -807,13 +818,29 @@ static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o
 		if (agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur))
 			sel[n++] = (uint32_t)i;
 	if (o->self)
-		qsort_r(sel, n, sizeof *sel, cmp_nest32, (void *)t);
+		sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
 	p.t = t;
 	p.o = o;
 	p.key_id = key_id;
 	p.sel = sel;
 	p.nsel = n;
-	p.nparts = (uint32_t)(((size_t)t->names.n + max_groups) / max_groups);
+	/* a power of two: a name's part is the low bits of its id, its
+	 * slot in the part the others */
+	p.nparts = 1;
+	while ((size_t)p.nparts * max_groups <= (size_t)t->names.n) {
+		p.nparts *= 2;
+		p.shift++;
+	}
+	nslot = ((size_t)t->names.n >> p.shift) + 1;
+	p.slot = malloc(nslot * sizeof *p.slot);
+	p.acc = malloc(nslot * sizeof *p.acc); /* a part's groups, at most */
+	p.cap_acc = nslot;
+	if (want_ext) {
+		p.ext = malloc(nslot * sizeof *p.ext);
+		p.cap_ext = nslot;
+	}
+	if (!p.slot || !p.acc || (want_ext && !p.ext))
+		goto oom;
 	ro.t = t;
 	ro.by = o->by;
 	ro.sort = o->sort;
@@ -823,6 +850,7 @@ static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o
 		uint32_t g;
 
 		p.ngroups = 0;
+		memset(p.slot, 0, nslot * sizeof *p.slot);
 		if (parts_pass(&p) != 0)
 			goto oom;
 		ngroups += p.ngroups;
@@ -846,8 +874,13 @@ static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o
 			keep_best(best, bext, perm, nbest, want, &rest, tmp, tmpext);
 			nbest = want;
 		}
-		imap_free(&p.map);
 	}
+	free(p.slot);
+	p.slot = NULL;
+	free(p.acc);
+	p.acc = NULL;
+	free(p.ext);
+	p.ext = NULL;
 	ro.acc = best;
 	ro.ext = bext;
 	for (k = 0; k < nbest; k++)
@@ -901,13 +934,13 @@ done:
 	free(tmp);
 	free(tmpext);
 	free(perm);
+	free(p.slot);
 	free(p.acc);
 	free(p.ext);
 	free(p.stack);
 	free(p.rows);
 	free(p.off);
 	free(p.vals);
-	imap_free(&p.map);
 	imap_free(&p.rowmap);
 	return rc;
 }

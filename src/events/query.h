@@ -145,7 +145,7 @@ struct query_result {
 };
 
 /* Groups by name that one pass holds at most: see query_aggregate. */
-#define QUERY_GROUPS_MAX 65536
+#define QUERY_GROUPS_MAX 131072
 
 /*
  * Groups the filtered events and computes each group's statistics,

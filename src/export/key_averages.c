@@ -10,6 +10,7 @@
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
+#include "../util/sortidx.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -93,10 +94,9 @@ static int64_t ev_dur(const struct trace_event *ev)
 
 /* Order for the sweep: trace_sort's (pid, tid, ts, longer first), then the
  * index, so equal events keep trace order. */
-static int sweep_cmp(const void *pa, const void *pb, void *ctx)
+static int sweep_cmp(uint32_t ia, uint32_t ib, void *ctx)
 {
 	const struct trace *t = ctx;
-	uint32_t ia = *(const uint32_t *)pa, ib = *(const uint32_t *)pb;
 	const struct trace_event *a = &t->ev[ia];
 	const struct trace_event *b = &t->ev[ib];
 
@@ -265,6 +265,9 @@ static uint64_t ev_flops(const struct trace *t, const struct trace_event *ev)
 	return 0;
 }
 
+/* Events the sweep reads ahead of the one it is at. */
+#define SWEEP_AHEAD 16
+
 /* One open event of the sweep: what it has owned so far. */
 struct sweep_ent {
 	uint32_t ev;    /* index into t->ev */
@@ -274,8 +277,8 @@ struct sweep_ent {
 };
 
 /* One pass of the build: the rows of the keys in partition `part` of
- * `nparts` (a key's partition: its strtab id modulo nparts; the steps'
- * and "(none)" keys are in partition 0). */
+ * `nparts`, a power of two (a key's partition: its strtab id modulo
+ * nparts; the steps' and "(none)" keys are in partition 0). */
 struct pass {
 	const struct trace *t;
 	const struct gpu_map *gm;
@@ -290,7 +293,8 @@ struct pass {
 	int failed;
 };
 
-/* The partition of an event's key (see struct pass). */
+/* The partition of an event's key (see struct pass); exact when it is
+ * ps->part or ps->part is 0, otherwise only known not to be ps->part. */
 static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
 {
 	const struct trace *t = ps->t;
@@ -298,14 +302,21 @@ static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
 
 	if (ps->nparts == 1)
 		return 0;
-	if (ps->group == KEY_AVG_BY_NAME)
+	if (ps->group == KEY_AVG_BY_NAME) {
+		uint32_t part = ev->name & (ps->nparts - 1);
+
+		/* the name is read only when it may be in this part: the
+		 * passes over other parts touch the event alone */
+		if (part != ps->part && ps->part != 0)
+			return part;
 		return strncmp(trace_str(t, ev->name), STEP_PREFIX, strlen(STEP_PREFIX)) == 0
-			       ? 0 : ev->name % ps->nparts;
+			       ? 0 : part;
+	}
 	for (a = &t->args[ev->args]; a < &t->args[ev->args] + ev->nargs &&
 				     (size_t)(a - t->args) < t->nargs; a++)
 		if (a->type == TRACE_ARG_STR &&
 		    strcmp(trace_str(t, a->key), TRACE_ARG_DOMAIN) == 0)
-			return a->v.str % ps->nparts;
+			return a->v.str & (ps->nparts - 1);
 	return 0;
 }
 
@@ -381,6 +392,11 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 	for (i = 0; i < n && !ps->failed; i++) {
 		const struct trace_event *ev = &t->ev[sel[i]];
 		int64_t g;
+
+		/* the events of one thread lie apart in the trace: each pass
+		 * would wait for memory at every event */
+		if (i + SWEEP_AHEAD < n)
+			__builtin_prefetch(&t->ev[sel[i + SWEEP_AHEAD]]);
 
 		if (i > 0 && (ev->pid != t->ev[sel[i - 1]].pid ||
 			      ev->tid != t->ev[sel[i - 1]].tid))
@@ -592,7 +608,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 	for (i = 0, j = 0; i < t->nev; i++)
 		if (counted(&t->ev[i]))
 			sel[j++] = (uint32_t)i;
-	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
+	sortidx_u32(sel, n, sweep_cmp, (void *)t); /* in place: no copy of sel */
 
 	/* More keys than max_rows: one pass per partition of the keys, each
 	 * holding at most max_rows + 1 rows; the best `keep` are kept. */
@@ -600,7 +616,11 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 	ps.t = t;
 	ps.gm = &gm;
 	ps.group = group;
-	ps.nparts = nkeys <= max_rows ? 1 : (uint32_t)((nkeys + max_rows - 1) / max_rows);
+	/* a power of two: an event's part is the low bits of its key's id
+	 * (a division per event and pass cost more than the pass) */
+	ps.nparts = 1;
+	while ((size_t)ps.nparts * max_rows < nkeys)
+		ps.nparts *= 2;
 	ps.tab = ps.nparts == 1 ? out : &pt;
 	ps.map.nslots = 64;
 	ps.map.slot = calloc(ps.map.nslots, sizeof *ps.map.slot);

@@ -32,10 +32,12 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
-/* Rows a table holds at most (56 bytes each): a window with more distinct
+/* Rows a table holds at most (64 bytes each): a window with more distinct
  * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
- * others into one row, "(N other names)" (see key_averages_build). */
-#define KEY_AVG_ROWS_MAX 65536
+ * others into one row, "(N other names)" (see key_averages_build). Also
+ * the keys one pass over the events groups: a window of N keys takes
+ * N / KEY_AVG_ROWS_MAX passes (rounded up to a power of two). */
+#define KEY_AVG_ROWS_MAX 131072
 
 /* torch's max_name_column_width: the name column is at most this wide. */
 #define KEY_AVG_NAME_MAX 55
@@ -100,8 +102,9 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * then. Free with key_averages_free().
  *
  * Memory: 4 bytes a counted event (their order by thread and time), the
- * open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX rows, however
- * many names the window has. With more distinct keys than
+ * open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX rows (with
+ * their map), however many names the window has. With more distinct keys
+ * than
  * KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
  * at most KEY_AVG_ROWS_MAX, one pass over the events each (self times are
  * recomputed), and the table keeps the first KEY_AVG_ROWS_MAX rows in the
