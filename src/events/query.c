@@ -990,7 +990,8 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	if (t->nev == 0)
 		return 0;
 	if (o->by == QUERY_BY_NAME && o->limit && o->sort != QUERY_SORT_MED &&
-	    o->sort != QUERY_SORT_STD && max_groups && (size_t)t->names.n >= max_groups) {
+	    o->sort != QUERY_SORT_STD && max_groups && (size_t)t->names.n >= max_groups &&
+	    t->nev <= UINT32_MAX) { /* parts index events in 32 bits */
 		free(order);
 		return aggregate_parts(t, o, key_id, max_groups, out, e);
 	}

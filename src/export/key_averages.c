@@ -298,7 +298,7 @@ struct pass {
 static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
 {
 	const struct trace *t = ps->t;
-	const struct trace_arg *a;
+	size_t i;
 
 	if (ps->nparts == 1)
 		return 0;
@@ -312,11 +312,13 @@ static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
 		return strncmp(trace_str(t, ev->name), STEP_PREFIX, strlen(STEP_PREFIX)) == 0
 			       ? 0 : part;
 	}
-	for (a = &t->args[ev->args]; a < &t->args[ev->args] + ev->nargs &&
-				     (size_t)(a - t->args) < t->nargs; a++)
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+
 		if (a->type == TRACE_ARG_STR &&
 		    strcmp(trace_str(t, a->key), TRACE_ARG_DOMAIN) == 0)
 			return a->v.str & (ps->nparts - 1);
+	}
 	return 0;
 }
 
