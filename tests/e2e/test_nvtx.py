@@ -346,7 +346,7 @@ class WindowMemory(TempDirTest):
         the rest, and the process never holds more than 32 MiB + 64 MiB
         while the window is assembled and its files and reports are
         written. This window peaked at 282 MiB before the window's writing
-        streamed, 132 MiB before the tables and reports held a fixed
+        streamed, 141 MiB before the tables and reports held a fixed
         number of names at once (docs/performance.md, "A whole window:
         memory")."""
         policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
