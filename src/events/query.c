@@ -8,6 +8,7 @@
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
+#include "../util/sortidx.h"
 
 static const char *const query_phase_names[QUERY_PHASE_COUNT] = {
 	"data", "forward", "backward", "optimizer", "other"
@@ -324,6 +325,19 @@ static uint32_t imap_get_or_put(struct imap *m, uint64_t key, uint32_t val)
 	return val;
 }
 
+/* The value of `key`, or UINT32_MAX when it is not in the map. */
+static uint32_t imap_get(const struct imap *m, uint64_t key)
+{
+	size_t j;
+
+	if (!m->cap)
+		return UINT32_MAX;
+	for (j = htab_first(mix64(key), m->cap); m->vals[j]; j = htab_next(j, m->cap))
+		if (m->keys[j] == key)
+			return m->vals[j] - 1;
+	return UINT32_MAX;
+}
+
 static void imap_free(struct imap *m)
 {
 	free(m->keys);
@@ -555,6 +569,382 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 	return cmp_row(&x, &y, ctx);
 }
 
+/* ------------------------------------------------ aggregate, in parts
+ *
+ * By name with a limit, when the window may hold more names than
+ * QUERY_GROUPS_MAX: the names are split by strtab id into parts of at most
+ * QUERY_GROUPS_MAX, one pass over the kept events each; each pass's first
+ * `limit` groups join the best so far. Memory: 4 bytes a kept event (their
+ * order), the open events of one thread (self times), the groups of one
+ * part, and twice `limit` groups, however many names the window has. */
+
+/* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
+static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
+{
+	const struct trace *t = ctx;
+	const struct trace_event *x = &t->ev[ia];
+	const struct trace_event *y = &t->ev[ib];
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	if (x->dur != y->dur)
+		return x->dur > y->dur ? -1 : 1;
+	return ia < ib ? -1 : ia > ib;
+}
+
+/* Events a pass reads ahead of the one it is at. */
+#define PARTS_AHEAD 16
+
+/* One open event of the self-time sweep. */
+struct open_ev {
+	size_t i;     /* position in sel */
+	int64_t self; /* time it owned so far */
+};
+
+/* What one pass over the kept events does with each of them. */
+struct parts {
+	const struct trace *t;
+	const struct query_agg_opts *o;
+	uint32_t key_id;          /* o->sum_arg's strtab id */
+	const uint32_t *sel;      /* kept events (nesting order when o->self) */
+	size_t nsel;
+	uint32_t nparts, part;    /* nparts: a power of two */
+	unsigned shift;           /* log2(nparts) */
+	/* grouping pass */
+	uint32_t *slot;           /* name id >> shift -> group + 1 of this
+				     part, 0 = none yet */
+	struct agg_acc *acc;      /* first: a position in sel until the pass
+				     ends, then the event's index */
+	double *ext;
+	size_t cap_acc, cap_ext;
+	uint32_t ngroups;
+	/* values pass: name id -> row of the groups returned */
+	struct imap rowmap;
+	struct query_row *rows;
+	size_t *off;
+	double *vals;
+	bool values;
+	struct open_ev *stack;
+	size_t cap_stack;
+	int failed;
+};
+
+/* Event sel[i], of self time `self` (with o->self): its value (its self
+ * time, argument or duration) and clipped duration are added to its group
+ * (grouping pass) or its row (values pass) when its name is in this
+ * pass's part; other events cost no more than this test. */
+static void parts_add(struct parts *p, size_t i, int64_t self)
+{
+	const struct trace_event *ev = &p->t->ev[p->sel[i]];
+	struct agg_acc *a;
+	uint32_t g;
+	int64_t dur;
+	double v;
+
+	if (ev->name >= p->t->names.n)
+		return; /* no name: in no group (as query_aggregate) */
+	if (p->values) {
+		g = imap_get(&p->rowmap, ev->name);
+		if (g == UINT32_MAX)
+			return; /* not a group returned */
+		agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
+		p->vals[p->off[g]++] = p->o->self ? (double)self : v;
+		p->rows[g].dur += dur;
+		return;
+	}
+	if ((ev->name & (p->nparts - 1)) != p->part || p->failed)
+		return;
+	agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
+	if (p->o->self)
+		v = (double)self;
+	g = p->slot[ev->name >> p->shift];
+	if (g == 0)
+		g = p->slot[ev->name >> p->shift] = p->ngroups + 1;
+	g--;
+	if (g == p->ngroups) {
+		a = grow_array(p->acc, &p->cap_acc, g + 1, sizeof *a, 64);
+		if (!a) {
+			p->failed = 1;
+			return;
+		}
+		p->acc = a;
+		if (p->o->sort == QUERY_SORT_MIN || p->o->sort == QUERY_SORT_MAX) {
+			double *x = grow_array(p->ext, &p->cap_ext, g + 1, sizeof *x, 64);
+
+			if (!x) {
+				p->failed = 1;
+				return;
+			}
+			p->ext = x;
+		}
+		memset(&p->acc[g], 0, sizeof p->acc[g]);
+		p->acc[g].first_ts = ev->ts;
+		p->acc[g].first = i;
+		p->ngroups++;
+	}
+	a = &p->acc[g];
+	if (p->ext && (a->count == 0 || (p->o->sort == QUERY_SORT_MIN ? v < p->ext[g]
+								    : v > p->ext[g])))
+		p->ext[g] = v;
+	a->count++;
+	a->total += v;
+	if (ev->ts < a->first_ts)
+		a->first_ts = ev->ts;
+	if (i < a->first)
+		a->first = i;
+}
+
+/* Closes the open events that end by `s` (INT64_MAX: all): the self-time
+ * sweep of trace_self_times(), each event handed to parts_add as it
+ * closes. */
+static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t s)
+{
+	while (*depth > 0) {
+		struct open_ev *top = &p->stack[*depth - 1];
+		const struct trace_event *ev = &p->t->ev[p->sel[top->i]];
+		int64_t end = ev->ts + (ev->dur > 0 ? ev->dur : 0);
+
+		if (end > s) {
+			top->self += s - *cursor;
+			*cursor = s;
+			break;
+		}
+		if (end > *cursor) {
+			top->self += end - *cursor;
+			*cursor = end;
+		}
+		parts_add(p, top->i, top->self);
+		--*depth;
+	}
+}
+
+/* One pass over the kept events. 0, or -1 when out of memory. */
+static int parts_pass(struct parts *p)
+{
+	const struct trace *t = p->t;
+	size_t i, depth = 0;
+	int64_t cursor = 0;
+
+	for (i = 0; i < p->nsel && !p->failed; i++) {
+		const struct trace_event *ev = &t->ev[p->sel[i]];
+
+		/* the kept events lie apart in the trace: each pass would
+		 * wait for memory at every event */
+		if (i + PARTS_AHEAD < p->nsel)
+			__builtin_prefetch(&t->ev[p->sel[i + PARTS_AHEAD]]);
+		if (!p->o->self) {
+			parts_add(p, i, 0);
+			continue;
+		}
+		if (i > 0 && (ev->pid != t->ev[p->sel[i - 1]].pid ||
+			      ev->tid != t->ev[p->sel[i - 1]].tid))
+			parts_close(p, &depth, &cursor, INT64_MAX);
+		parts_close(p, &depth, &cursor, ev->ts);
+		if (depth == 0)
+			cursor = ev->ts;
+		if (depth == p->cap_stack) {
+			struct open_ev *s = grow_array(p->stack, &p->cap_stack, depth + 1,
+						       sizeof *s, 64);
+
+			if (!s)
+				return -1;
+			p->stack = s;
+		}
+		p->stack[depth].i = i;
+		p->stack[depth++].self = 0;
+	}
+	if (p->o->self)
+		parts_close(p, &depth, &cursor, INT64_MAX);
+	return p->failed ? -1 : 0;
+}
+
+/* Keeps the groups best[perm[0..keep)] (perm: best[0..n) in row order) as
+ * best[0..keep), adding the others' totals to *rest; tmp and tmpext have
+ * room for `keep`. */
+static void keep_best(struct agg_acc *best, double *bext, const uint32_t *perm, size_t n,
+		      size_t keep, double *rest, struct agg_acc *tmp, double *tmpext)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++) {
+		if (k >= keep) {
+			*rest += best[perm[k]].total;
+			continue;
+		}
+		tmp[k] = best[perm[k]];
+		if (bext)
+			tmpext[k] = bext[perm[k]];
+	}
+	memcpy(best, tmp, keep * sizeof *best);
+	if (bext)
+		memcpy(bext, tmpext, keep * sizeof *bext);
+}
+
+/* query_aggregate by name with a limit, in parts (see above). */
+static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o,
+			   uint32_t key_id, size_t max_groups, struct query_result *out,
+			   struct err *e)
+{
+	struct parts p;
+	struct agg_acc *best = NULL, *tmp = NULL;
+	double *bext = NULL, *tmpext = NULL, rest = 0;
+	uint32_t *perm = NULL, *sel = NULL;
+	size_t i, n = 0, nbest = 0, ngroups = 0, k, nslot;
+	size_t want = o->limit < (size_t)t->names.n + 1 ? o->limit : (size_t)t->names.n + 1;
+	struct row_order ro;
+	int64_t dur;
+	double v;
+	bool want_ext = o->sort == QUERY_SORT_MIN || o->sort == QUERY_SORT_MAX;
+	int rc = -1;
+
+	memset(&p, 0, sizeof p);
+	for (i = 0; i < t->nev; i++)
+		n += agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur);
+	if (n == 0)
+		return 0;
+	sel = malloc(n * sizeof *sel);
+	best = malloc(2 * want * sizeof *best);
+	bext = want_ext ? malloc(2 * want * sizeof *bext) : NULL;
+	perm = malloc(2 * want * sizeof *perm);
+	tmp = malloc(want * sizeof *tmp);
+	tmpext = want_ext ? malloc(want * sizeof *tmpext) : NULL;
+	if (!sel || !best || (want_ext && (!bext || !tmpext)) || !perm || !tmp)
+		goto oom;
+	for (i = 0, n = 0; i < t->nev; i++)
+		if (agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur))
+			sel[n++] = (uint32_t)i;
+	if (o->self)
+		sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
+	p.t = t;
+	p.o = o;
+	p.key_id = key_id;
+	p.sel = sel;
+	p.nsel = n;
+	/* a power of two: a name's part is the low bits of its id, its
+	 * slot in the part the others */
+	p.nparts = 1;
+	while ((size_t)p.nparts * max_groups <= (size_t)t->names.n) {
+		p.nparts *= 2;
+		p.shift++;
+	}
+	nslot = ((size_t)t->names.n >> p.shift) + 1;
+	p.slot = malloc(nslot * sizeof *p.slot);
+	p.acc = malloc(nslot * sizeof *p.acc); /* a part's groups, at most */
+	p.cap_acc = nslot;
+	if (want_ext) {
+		p.ext = malloc(nslot * sizeof *p.ext);
+		p.cap_ext = nslot;
+	}
+	if (!p.slot || !p.acc || (want_ext && !p.ext))
+		goto oom;
+	ro.t = t;
+	ro.by = o->by;
+	ro.sort = o->sort;
+	ro.opts = o;
+	ro.order = NULL;
+	for (p.part = 0; p.part < p.nparts; p.part++) {
+		uint32_t g;
+
+		p.ngroups = 0;
+		memset(p.slot, 0, nslot * sizeof *p.slot);
+		if (parts_pass(&p) != 0)
+			goto oom;
+		ngroups += p.ngroups;
+		/* this part's groups join the best so far; the others' totals
+		 * go to `rest` */
+		for (g = 0; g < p.ngroups; g++) {
+			struct agg_acc *a = &p.acc[g];
+
+			a->first = sel[a->first];
+			out->count += a->count;
+			best[nbest] = *a;
+			if (bext)
+				bext[nbest] = p.ext[g];
+			if (++nbest < 2 * want)
+				continue;
+			ro.acc = best;
+			ro.ext = bext;
+			for (k = 0; k < nbest; k++)
+				perm[k] = (uint32_t)k;
+			qsort_r(perm, nbest, sizeof *perm, cmp_group, &ro);
+			keep_best(best, bext, perm, nbest, want, &rest, tmp, tmpext);
+			nbest = want;
+		}
+	}
+	free(p.slot);
+	p.slot = NULL;
+	free(p.acc);
+	p.acc = NULL;
+	free(p.ext);
+	p.ext = NULL;
+	ro.acc = best;
+	ro.ext = bext;
+	for (k = 0; k < nbest; k++)
+		perm[k] = (uint32_t)k;
+	qsort_r(perm, nbest, sizeof *perm, cmp_group, &ro);
+	keep_best(best, bext, perm, nbest, want < nbest ? want : nbest, &rest, tmp, tmpext);
+	if (nbest > want)
+		nbest = want;
+
+	/* the groups returned: their values, in one more pass */
+	p.rows = calloc(nbest ? nbest : 1, sizeof *p.rows);
+	p.off = calloc(nbest + 1, sizeof *p.off);
+	if (!p.rows || !p.off)
+		goto oom;
+	for (k = 0; k < nbest; k++) {
+		const struct trace_event *ev = &t->ev[best[k].first];
+
+		if (imap_get_or_put(&p.rowmap, ev->name, (uint32_t)k) == UINT32_MAX)
+			goto oom;
+		row_key(t, o, ev, ev->name, &p.rows[k]);
+		p.rows[k].count = best[k].count;
+		p.rows[k].first_ts = best[k].first_ts;
+	}
+	for (k = 0; k < nbest; k++)
+		p.off[k + 1] = p.off[k] + p.rows[k].count;
+	p.vals = malloc((p.off[nbest] ? p.off[nbest] : 1) * sizeof *p.vals);
+	if (!p.vals)
+		goto oom;
+	p.values = true;
+	p.part = 0;
+	if (parts_pass(&p) != 0)
+		goto oom;
+	out->total = rest;
+	for (k = 0; k < nbest; k++) {
+		group_stats(&p.rows[k], p.vals + p.off[k] - p.rows[k].count, p.rows[k].count);
+		out->total += p.rows[k].total;
+	}
+	qsort_r(p.rows, nbest, sizeof *p.rows, cmp_row, &ro);
+	out->rows = p.rows;
+	out->nrows = nbest;
+	out->ngroups = ngroups;
+	p.rows = NULL;
+	rc = 0;
+	goto done;
+oom:
+	err_set(e, "out of memory aggregating the trace");
+done:
+	free(sel);
+	free(best);
+	free(bext);
+	free(tmp);
+	free(tmpext);
+	free(perm);
+	free(p.slot);
+	free(p.acc);
+	free(p.ext);
+	free(p.stack);
+	free(p.rows);
+	free(p.off);
+	free(p.vals);
+	imap_free(&p.rowmap);
+	return rc;
+}
+
 /*
  * Memory: per kept event an index and a group (12 bytes; 16 more while
  * self times are computed), per group 32 bytes, and the values of the
@@ -564,6 +954,12 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  */
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
+{
+	return query_aggregate_max(t, o, QUERY_GROUPS_MAX, out, e);
+}
+
+int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
+			size_t max_groups, struct query_result *out, struct err *e)
 {
 	size_t i, nsel = 0, *sel = NULL, *stack = NULL, *order = NULL;
 	size_t cap_acc = 0, cap_ext = 0, want, *off = NULL;
@@ -593,12 +989,24 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		goto oom;
 	if (t->nev == 0)
 		return 0;
+	if (o->by == QUERY_BY_NAME && o->limit && o->sort != QUERY_SORT_MED &&
+	    o->sort != QUERY_SORT_STD && max_groups && (size_t)t->names.n >= max_groups &&
+	    t->nev <= UINT32_MAX) { /* parts index events in 32 bits */
+		free(order);
+		return aggregate_parts(t, o, key_id, max_groups, out, e);
+	}
 
-	/* 1. the kept events */
-	sel = malloc(t->nev * sizeof *sel);
+	/* 1. the kept events (counted first: a filter may keep few) */
+	for (i = 0; i < t->nev; i++) {
+		double v;
+		int64_t dur;
+
+		nsel += agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur);
+	}
+	sel = malloc((nsel ? nsel : 1) * sizeof *sel);
 	if (!sel)
 		goto oom;
-	for (i = 0; i < t->nev; i++) {
+	for (i = 0, nsel = 0; i < t->nev; i++) {
 		double v;
 		int64_t dur;
 
@@ -622,7 +1030,9 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	gid = malloc((nsel ? nsel : 1) * sizeof *gid);
 	if (!gid)
 		goto oom;
-	if (o->by == QUERY_BY_NAME) {
+	if (o->by == QUERY_BY_NAME && t->names.n < max_groups) {
+		/* a group per name id: fast, and small with few names (with
+		 * many, the map holds only the names kept) */
 		name_group = malloc((t->names.n ? t->names.n : 1) * sizeof *name_group);
 		if (!name_group)
 			goto oom;
@@ -638,9 +1048,9 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		gid[i] = UINT32_MAX;
 		if (!group_key(t, o, order, ev, &key))
 			continue;
+		if (o->by == QUERY_BY_NAME && key >= t->names.n)
+			continue;
 		if (name_group) {
-			if (key >= t->names.n)
-				continue;
 			g = name_group[key];
 			if (g == UINT32_MAX)
 				g = name_group[key] = ngroups;

@@ -144,10 +144,26 @@ struct query_result {
 	uint64_t count;        /* events counted */
 };
 
-/* Groups the filtered events and computes each group's statistics,
- * sorted by `sort` (ties: earliest first_ts, then key). Returns 0 or -1. */
+/* Groups by name that one pass holds at most: see query_aggregate. */
+#define QUERY_GROUPS_MAX 131072
+
+/*
+ * Groups the filtered events and computes each group's statistics,
+ * sorted by `sort` (ties: earliest first_ts, then key). Returns 0 or -1.
+ *
+ * Memory, by name with a `limit` (not sorted by "med" or "std") in a
+ * window of QUERY_GROUPS_MAX names or more: 4 bytes a kept event, the
+ * open events of one thread (self times), at most QUERY_GROUPS_MAX groups
+ * (the names are split by strtab id into parts, one pass over the events
+ * each) and 2 x `limit` groups, plus the values of the groups returned;
+ * otherwise 12 bytes a kept event (28 with self times) and 40 a group.
+ */
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e);
+
+/* query_aggregate with `max_groups` (> 0) for QUERY_GROUPS_MAX (tests). */
+int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
+			size_t max_groups, struct query_result *out, struct err *e);
 
 void query_result_free(struct query_result *r);
 

@@ -25,10 +25,12 @@
 #define CW_FIXED 512 /* room for an event's fields other than its strings */
 #define CW_ESC 16    /* room for the longest escape of one input sequence */
 #define CW_CACHE_MAX 4096 /* longest name whose escaped form is cached */
-/* The cache of escaped names holds at most this much: a window of
- * millions of distinct names writes the rest directly (same output), and
- * the writer's memory does not grow with them. */
-#define CW_CACHE_BYTES ((size_t)32 << 20)
+/* The cache of escaped names holds at most this much, for the strings of
+ * the first CW_CACHE_NAMES ids: a window of millions of distinct names
+ * writes the rest directly (same output), and the writer's memory (at
+ * most 8 + 2 MiB) does not grow with them. */
+#define CW_CACHE_BYTES ((size_t)8 << 20)
+#define CW_CACHE_NAMES ((uint32_t)1 << 18)
 #define CW_UNCACHED UINT32_MAX
 
 /* Staging buffer in front of an outfile, and the escaped, quoted form of
@@ -321,7 +323,7 @@ static void cw_name(struct cw *w, uint32_t id)
 	const char *s;
 	size_t n;
 
-	if (w->esc_off && id < w->t->names.n) {
+	if (w->esc_off && id < w->t->names.n && id < CW_CACHE_NAMES) {
 		if (w->esc_off[id] == CW_UNCACHED)
 			cw_cache(w, id);
 		if (w->esc_off[id] != CW_UNCACHED) {
@@ -899,13 +901,15 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 	w.end = w.buf + CW_BUF;
 	w.t = t;
 	if (t->names.n > 0) { /* no cache (slower, same output) if no memory */
-		w.esc_off = malloc(t->names.n * sizeof *w.esc_off);
-		w.esc_len = malloc(t->names.n * sizeof *w.esc_len);
+		size_t ncache = t->names.n < CW_CACHE_NAMES ? t->names.n : CW_CACHE_NAMES;
+
+		w.esc_off = malloc(ncache * sizeof *w.esc_off);
+		w.esc_len = malloc(ncache * sizeof *w.esc_len);
 		if (!w.esc_off || !w.esc_len) {
 			free(w.esc_off);
 			w.esc_off = NULL;
 		} else {
-			memset(w.esc_off, 0xff, t->names.n * sizeof *w.esc_off);
+			memset(w.esc_off, 0xff, ncache * sizeof *w.esc_off);
 		}
 	}
 	if (!w.buf || quote_cats(cats, catlen) != 0 || cw_header(&w, t) != 0) {

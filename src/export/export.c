@@ -191,7 +191,7 @@ static int write_key_averages(const struct trace *t, const struct export_opts *o
 	char *text;
 	int rc;
 
-	if (key_averages_build(t, group, sort, &tab, e) != 0)
+	if (key_averages_build_top(t, group, sort, o->row_limit, &tab, e) != 0)
 		return -1;
 	text = key_averages_format(&tab, o->row_limit);
 	key_averages_free(&tab);

@@ -10,6 +10,7 @@
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
+#include "../util/sortidx.h"
 #include "outfile.h"
 #include "textbuf.h"
 
@@ -93,12 +94,11 @@ static int64_t ev_dur(const struct trace_event *ev)
 
 /* Order for the sweep: trace_sort's (pid, tid, ts, longer first), then the
  * index, so equal events keep trace order. */
-static int sweep_cmp(const void *pa, const void *pb, void *ctx)
+static int sweep_cmp(uint32_t ia, uint32_t ib, void *ctx)
 {
 	const struct trace *t = ctx;
-	const struct trace_event *a = &t->ev[*(const size_t *)pa];
-	const struct trace_event *b = &t->ev[*(const size_t *)pb];
-	size_t ia = *(const size_t *)pa, ib = *(const size_t *)pb;
+	const struct trace_event *a = &t->ev[ia];
+	const struct trace_event *b = &t->ev[ib];
 
 	if (a->pid != b->pid)
 		return a->pid < b->pid ? -1 : 1;
@@ -250,49 +250,6 @@ static bool is_step(const struct trace *t, const struct trace_event *ev)
 	       strncmp(trace_str(t, ev->name), STEP_PREFIX, strlen(STEP_PREFIX)) == 0;
 }
 
-/*
- * GPU attribution over one thread's run sel[0..n) (sorted). The GPU time of
- * a launch (a cuda_runtime/cuda_driver event whose correlation id started
- * GPU work) is the Self CUDA of the innermost range holding the launch
- * (steps aside), or of the launch itself when no range holds it; it counts
- * in the CUDA total of the launch and of every event holding it.
- */
-static void gpu_thread(const struct trace *t, const size_t *sel, size_t n,
-		       const struct gpu_map *m, int64_t *cself, int64_t *ctotal,
-		       size_t *stack)
-{
-	size_t i, depth = 0, k;
-
-	for (i = 0; i < n; i++) {
-		const struct trace_event *ev = &t->ev[sel[i]];
-		int64_t g;
-		size_t target = i;
-
-		while (depth > 0) {
-			const struct trace_event *top = &t->ev[sel[stack[depth - 1]]];
-
-			if (top->ts + ev_dur(top) > ev->ts)
-				break;
-			depth--;
-		}
-		stack[depth++] = i;
-		if (!is_api(ev) || !ev->id)
-			continue;
-		k = gpu_slot(m, ev->id);
-		g = m->corr[k] == ev->id ? m->ns[k] : 0;
-		if (!g)
-			continue;
-		for (k = depth; k-- > 0;) {
-			const struct trace_event *a = &t->ev[sel[stack[k]]];
-
-			ctotal[stack[k]] += g;
-			if (target == i && stack[k] != i && !is_api(a) && !is_step(t, a))
-				target = stack[k];
-		}
-		cself[target] += g;
-	}
-}
-
 /* The event's "flops" arg (torch operators with with_flops), 0 if none. */
 static uint64_t ev_flops(const struct trace *t, const struct trace_event *ev)
 {
@@ -308,83 +265,175 @@ static uint64_t ev_flops(const struct trace *t, const struct trace_event *ev)
 	return 0;
 }
 
-/* The rows grouping by name makes: the distinct names of the selected
- * events, the steps' counted once (an upper bound: a range named
- * "ProfilerStep*" joins the steps' row). 0 when out of memory. */
-static size_t count_name_rows(const struct trace *t, const size_t *sel, size_t n)
+/* Events the sweep reads ahead of the one it is at. */
+#define SWEEP_AHEAD 16
+
+/* One open event of the sweep: what it has owned so far. */
+struct sweep_ent {
+	uint32_t ev;    /* index into t->ev */
+	int64_t self;   /* self CPU time */
+	int64_t cself;  /* self CUDA time (GPU attribution) */
+	int64_t ctotal; /* CUDA total */
+};
+
+/* One pass of the build: the rows of the keys in partition `part` of
+ * `nparts`, a power of two (a key's partition: its strtab id modulo
+ * nparts; the steps' and "(none)" keys are in partition 0). */
+struct pass {
+	const struct trace *t;
+	const struct gpu_map *gm;
+	enum key_avg_group group;
+	uint32_t nparts, part;
+	struct key_avg_table *tab; /* this pass's rows */
+	size_t cap;                /* of tab->rows */
+	struct key_map map;
+	struct sweep_ent *stack;
+	size_t cap_stack;
+	int64_t self_cpu_sum_ns, self_cuda_sum_ns; /* over every event */
+	int failed;
+};
+
+/* The partition of an event's key (see struct pass); exact when it is
+ * ps->part or ps->part is 0, otherwise only known not to be ps->part. */
+static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
 {
-	uint8_t *seen = calloc(t->names.n ? t->names.n : 1, 1);
-	size_t i, rows = 1; /* the steps' row */
+	const struct trace *t = ps->t;
+	size_t i;
 
-	if (!seen)
+	if (ps->nparts == 1)
 		return 0;
-	for (i = 0; i < n; i++) {
-		uint32_t id = t->ev[sel[i]].name;
+	if (ps->group == KEY_AVG_BY_NAME) {
+		uint32_t part = ev->name & (ps->nparts - 1);
 
-		if (id >= t->names.n || seen[id])
-			continue;
-		seen[id] = 1;
-		if (strncmp(trace_str(t, id), STEP_PREFIX, strlen(STEP_PREFIX)) != 0)
-			rows++;
+		/* the name is read only when it may be in this part: the
+		 * passes over other parts touch the event alone */
+		if (part != ps->part && ps->part != 0)
+			return part;
+		return strncmp(trace_str(t, ev->name), STEP_PREFIX, strlen(STEP_PREFIX)) == 0
+			       ? 0 : part;
 	}
-	free(seen);
-	return rows;
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+
+		if (a->type == TRACE_ARG_STR &&
+		    strcmp(trace_str(t, a->key), TRACE_ARG_DOMAIN) == 0)
+			return a->v.str & (ps->nparts - 1);
+	}
+	return 0;
 }
 
-/* Groups the selected events (with their self times) into rows; cself and
- * ctotal are NULL when the trace has no GPU work. 0 or -1. */
-static int group_rows(const struct trace *t, const size_t *sel, size_t n,
-		      const int64_t *self, const int64_t *cself, const int64_t *ctotal,
-		      enum key_avg_group group, struct key_avg_table *tab)
+/* An event of the sweep ended: its times go to its row when its key is in
+ * this pass's partition. */
+static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 {
-	struct key_map m;
-	size_t i, cap = 0;
-	int rc = 0;
+	const struct trace *t = ps->t;
+	const struct trace_event *ev = &t->ev[se->ev];
+	struct key_avg_row *row;
+	size_t r;
 
-	m.nslots = 64;
-	m.slot = calloc(m.nslots, sizeof *m.slot);
-	if (!m.slot)
-		return -1;
-	/* By name the table is allocated once, at its size, rather than
-	 * doubled as it grows (up to twice the rows); it still grows if the
-	 * count falls short. */
-	if (group == KEY_AVG_BY_NAME) {
-		size_t want = count_name_rows(t, sel, n);
-
-		tab->rows = want ? malloc(want * sizeof *tab->rows) : NULL;
-		cap = tab->rows ? want : 0;
+	ps->self_cpu_sum_ns += se->self;
+	ps->self_cuda_sum_ns += se->cself;
+	if (ps->failed || key_part(ps, ev) != ps->part)
+		return;
+	r = row_for(ps->tab, &ps->cap, &ps->map, event_key(t, ev, ps->group));
+	if (r == (size_t)-1) {
+		ps->failed = 1;
+		return;
 	}
-	for (i = 0; i < n; i++) {
-		const struct trace_event *ev = &t->ev[sel[i]];
-		size_t r = row_for(tab, &cap, &m, event_key(t, ev, group));
-		struct key_avg_row *row;
+	row = &ps->tab->rows[r];
+	row->count++;
+	row->self_cpu_ns += se->self;
+	row->cpu_total_ns += ev_dur(ev);
+	row->self_cuda_ns += se->cself;
+	row->cuda_total_ns += se->ctotal;
+	if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
+		row->flops += ev_flops(t, ev);
+	if (ev->ts < row->first_ts)
+		row->first_ts = ev->ts;
+}
 
-		if (r == (size_t)-1) {
-			rc = -1;
+/* Closes the open events that end by `s` (INT64_MAX: all of them); the
+ * innermost open event owns [*cursor, s) (see key_averages.h). */
+static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t s)
+{
+	while (*depth > 0) {
+		struct sweep_ent *top = &ps->stack[*depth - 1];
+		const struct trace_event *ev = &ps->t->ev[top->ev];
+		int64_t end = ev->ts + ev_dur(ev);
+
+		if (end > s) { /* still open at s: it owns [cursor, s) */
+			top->self += s - *cursor;
+			*cursor = s;
 			break;
 		}
-		row = &tab->rows[r];
-		row->count++;
-		row->self_cpu_ns += self[i];
-		row->cpu_total_ns += ev_dur(ev);
-		if (cself) {
-			row->self_cuda_ns += cself[i];
-			row->cuda_total_ns += ctotal[i];
+		if (end > *cursor) { /* ended: it owned [cursor, end) */
+			top->self += end - *cursor;
+			*cursor = end;
 		}
-		if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
-			row->flops += ev_flops(t, ev);
-		if (ev->ts < row->first_ts)
-			row->first_ts = ev->ts;
-		tab->self_cpu_sum_ns += self[i];
-		if (cself)
-			tab->self_cuda_sum_ns += cself[i];
+		sweep_done(ps, top);
+		--*depth;
 	}
-	free(m.slot);
-	for (i = 0; i < tab->nrows; i++)
-		if (tab->rows[i].flops &&
-		    (!tab->min_flops || tab->rows[i].flops < tab->min_flops))
-			tab->min_flops = tab->rows[i].flops;
-	return rc;
+}
+
+/*
+ * One pass over the counted events sel[0..n) (in sweep order): self CPU
+ * time as trace_self_times() computes it, and GPU attribution (a launch's
+ * GPU time is the Self CUDA of the innermost range holding it, steps
+ * aside, or of the launch itself, and counts in the CUDA total of every
+ * event holding it), each event's share added to its row as it ends. The
+ * working memory is the stack of open events (the deepest nesting), not a
+ * value per event. Returns 0, or -1 when out of memory.
+ */
+static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
+{
+	const struct trace *t = ps->t;
+	size_t i, depth = 0, k, target;
+	int64_t cursor = 0;
+
+	ps->self_cpu_sum_ns = ps->self_cuda_sum_ns = 0;
+	for (i = 0; i < n && !ps->failed; i++) {
+		const struct trace_event *ev = &t->ev[sel[i]];
+		int64_t g;
+
+		/* the events of one thread lie apart in the trace: each pass
+		 * would wait for memory at every event */
+		if (i + SWEEP_AHEAD < n)
+			__builtin_prefetch(&t->ev[sel[i + SWEEP_AHEAD]]);
+
+		if (i > 0 && (ev->pid != t->ev[sel[i - 1]].pid ||
+			      ev->tid != t->ev[sel[i - 1]].tid))
+			sweep_close(ps, &depth, &cursor, INT64_MAX); /* next thread */
+		sweep_close(ps, &depth, &cursor, ev->ts);
+		if (depth == 0)
+			cursor = ev->ts;
+		if (depth == ps->cap_stack) {
+			struct sweep_ent *p = grow_array(ps->stack, &ps->cap_stack, depth + 1,
+							 sizeof *p, 64);
+
+			if (!p)
+				return -1;
+			ps->stack = p;
+		}
+		memset(&ps->stack[depth], 0, sizeof ps->stack[depth]);
+		ps->stack[depth++].ev = sel[i];
+		if (!ps->gm->nslots || !is_api(ev) || !ev->id)
+			continue;
+		k = gpu_slot(ps->gm, ev->id);
+		g = ps->gm->corr[k] == ev->id ? ps->gm->ns[k] : 0;
+		if (!g)
+			continue;
+		target = depth - 1;
+		for (k = depth; k-- > 0;) {
+			const struct trace_event *a = &t->ev[ps->stack[k].ev];
+
+			ps->stack[k].ctotal += g;
+			if (target == depth - 1 && k != depth - 1 && !is_api(a) && !is_step(t, a))
+				target = k;
+		}
+		ps->stack[target].cself += g;
+	}
+	sweep_close(ps, &depth, &cursor, INT64_MAX);
+	return ps->failed ? -1 : 0;
 }
 
 /* Average of a total over a count, as torch computes it (0 for no calls). */
@@ -492,73 +541,154 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 	free(idx);
 }
 
-int key_averages_build(const struct trace *t, enum key_avg_group group,
-		       enum key_avg_sort sort, struct key_avg_table *out,
-		       struct err *e)
+/* Adds row r's sums into `into` (the folded row). */
+static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
 {
-	size_t *sel = NULL, *stack = NULL, n = 0, i, j;
-	int64_t *self = NULL, *cself = NULL, *ctotal = NULL;
+	into->count += r->count;
+	into->self_cpu_ns += r->self_cpu_ns;
+	into->cpu_total_ns += r->cpu_total_ns;
+	into->self_cuda_ns += r->self_cuda_ns;
+	into->cuda_total_ns += r->cuda_total_ns;
+	into->flops += r->flops;
+	if (r->first_ts < into->first_ts)
+		into->first_ts = r->first_ts;
+}
+
+/* Moves the rows of one pass (ps->tab) into `out`, keeping the first
+ * `keep` in `sort` order and folding the others into out->folded. `out`
+ * has room for 2 * keep + 1 rows. */
+static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
+		      enum key_avg_sort sort, size_t keep)
+{
+	size_t i;
+
+	for (i = 0; i < pass->nrows; i++) {
+		const struct key_avg_row *r = &pass->rows[i];
+
+		if (r->flops && (!out->min_flops || r->flops < out->min_flops))
+			out->min_flops = r->flops;
+		if (textbuf_cols(r->key) > out->key_cols)
+			out->key_cols = textbuf_cols(r->key);
+		out->rows[out->nrows++] = *r;
+		if (out->nrows < 2 * keep + 1)
+			continue;
+		key_averages_sort(out, sort);
+		for (; out->nrows > keep; out->nrows--) {
+			fold_row(&out->folded, &out->rows[out->nrows - 1]);
+			out->nfolded++;
+		}
+	}
+	pass->nrows = 0;
+}
+
+int key_averages_build_max(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t max_rows, size_t keep,
+			   struct key_avg_table *out, struct err *e)
+{
+	uint32_t *sel = NULL;
+	size_t n = 0, i, j, nkeys;
 	struct gpu_map gm = { 0 };
+	struct key_avg_table pt = { 0 };
+	struct pass ps;
 
 	memset(out, 0, sizeof *out);
-	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT)
-		return err_set(e, "key_averages: bad group or sort value");
+	memset(&ps, 0, sizeof ps);
+	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT || max_rows == 0 ||
+	    keep == 0 || keep > max_rows)
+		return err_set(e, "key_averages: bad group, sort or row count");
+	out->group = group;
+	out->folded.first_ts = INT64_MAX;
+	if (t->nev > UINT32_MAX)
+		return err_set(e, "key_averages: more than 2^32 events in one window");
 	for (i = 0; i < t->nev; i++)
 		n += counted(&t->ev[i]);
 	if (n == 0)
 		return 0;
 	sel = malloc(n * sizeof *sel);
-	stack = malloc(n * sizeof *stack);
-	self = calloc(n, sizeof *self);
-	if (!sel || !stack || !self || gpu_map_build(t, &gm) != 0)
+	if (!sel || gpu_map_build(t, &gm) != 0)
 		goto oom;
-	if (gm.nslots) { /* GPU time per event only when there is GPU work */
-		cself = calloc(n, sizeof *cself);
-		ctotal = calloc(n, sizeof *ctotal);
-		if (!cself || !ctotal)
-			goto oom;
-	}
 	for (i = 0, j = 0; i < t->nev; i++)
 		if (counted(&t->ev[i]))
-			sel[j++] = i;
-	qsort_r(sel, n, sizeof *sel, sweep_cmp, (void *)t);
-	trace_self_times(t, sel, n, self, stack);
-	if (!gm.nslots) { /* only the GPU pass needs it again */
-		free(stack);
-		stack = NULL;
-	}
-	for (i = 0; gm.nslots && i < n; i = j) {
-		const struct trace_event *first = &t->ev[sel[i]];
+			sel[j++] = (uint32_t)i;
+	sortidx_u32(sel, n, sweep_cmp, (void *)t); /* in place: no copy of sel */
 
-		for (j = i + 1; j < n; j++) {
-			const struct trace_event *ev = &t->ev[sel[j]];
-
-			if (ev->pid != first->pid || ev->tid != first->tid)
-				break;
-		}
-		gpu_thread(t, sel + i, j - i, &gm, cself + i, ctotal + i, stack);
-	}
-	if (group_rows(t, sel, n, self, cself, ctotal, group, out) != 0)
+	/* More keys than max_rows: one pass per partition of the keys, each
+	 * holding at most max_rows + 1 rows; the best `keep` are kept. */
+	nkeys = (size_t)t->names.n + 1;
+	ps.t = t;
+	ps.gm = &gm;
+	ps.group = group;
+	/* a power of two: an event's part is the low bits of its key's id
+	 * (a division per event and pass cost more than the pass) */
+	ps.nparts = 1;
+	while ((size_t)ps.nparts * max_rows < nkeys)
+		ps.nparts *= 2;
+	ps.tab = ps.nparts == 1 ? out : &pt;
+	ps.map.nslots = 64;
+	ps.map.slot = calloc(ps.map.nslots, sizeof *ps.map.slot);
+	if (!ps.map.slot)
 		goto oom;
+	if (ps.nparts > 1) {
+		out->rows = malloc((2 * keep + 1) * sizeof *out->rows);
+		pt.rows = malloc((max_rows + 2) * sizeof *pt.rows);
+		if (!out->rows || !pt.rows)
+			goto oom;
+		ps.cap = max_rows + 2;
+	}
+	for (ps.part = 0; ps.part < ps.nparts; ps.part++) {
+		if (sweep(&ps, sel, n) != 0)
+			goto oom;
+		if (ps.nparts > 1) {
+			keep_rows(out, &pt, sort, keep);
+			memset(ps.map.slot, 0, ps.map.nslots * sizeof *ps.map.slot);
+		}
+	}
+	out->self_cpu_sum_ns = ps.self_cpu_sum_ns;
+	out->self_cuda_sum_ns = ps.self_cuda_sum_ns;
+	if (ps.nparts == 1) {
+		for (i = 0; i < out->nrows; i++)
+			if (out->rows[i].flops &&
+			    (!out->min_flops || out->rows[i].flops < out->min_flops))
+				out->min_flops = out->rows[i].flops;
+	}
 	free(sel);
-	free(stack);
-	free(self);
-	free(cself);
-	free(ctotal);
 	free(gm.corr);
 	free(gm.ns);
+	free(ps.map.slot);
+	free(ps.stack);
+	free(pt.rows);
 	key_averages_sort(out, sort);
+	for (; ps.nparts > 1 && out->nrows > keep; out->nrows--) {
+		fold_row(&out->folded, &out->rows[out->nrows - 1]);
+		out->nfolded++;
+	}
 	return 0;
 oom:
 	free(sel);
-	free(stack);
-	free(self);
-	free(cself);
-	free(ctotal);
 	free(gm.corr);
 	free(gm.ns);
+	free(ps.map.slot);
+	free(ps.stack);
+	free(pt.rows);
 	key_averages_free(out);
 	return err_set(e, "out of memory building the key_averages table");
+}
+
+int key_averages_build(const struct trace *t, enum key_avg_group group,
+		       enum key_avg_sort sort, struct key_avg_table *out,
+		       struct err *e)
+{
+	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, KEY_AVG_ROWS_MAX,
+				      out, e);
+}
+
+int key_averages_build_top(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t keep,
+			   struct key_avg_table *out, struct err *e)
+{
+	if (keep == 0 || keep > KEY_AVG_ROWS_MAX)
+		keep = KEY_AVG_ROWS_MAX;
+	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, keep, out, e);
 }
 
 void key_averages_free(struct key_avg_table *tab)
@@ -576,7 +706,7 @@ bool key_averages_has_cuda(const struct key_avg_table *tab)
 	for (i = 0; i < tab->nrows; i++)
 		if (tab->rows[i].self_cuda_ns > 0)
 			return true;
-	return false;
+	return tab->folded.self_cuda_ns > 0;
 }
 
 /* _format_time of a (fractional) number of nanoseconds. */
@@ -717,7 +847,8 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	const struct cols *cuda = &cols;
 	const char *header[NCOL];
 	size_t name_width = 0, i, n;
-	char buf[32];
+	struct key_avg_row folded = { 0 };
+	char buf[32], folded_key[64];
 
 	cols.cuda = key_averages_has_cuda(tab);
 	cols.flops = tab->min_flops > 0;
@@ -732,7 +863,19 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 		textbuf_puts(&tb, "");
 		return textbuf_take(&tb);
 	}
-	/* torch: longest key + 4, at most max_name_column_width */
+	n = row_limit && row_limit < tab->nrows ? row_limit : tab->nrows;
+	if (!row_limit && tab->nfolded) { /* every row: the keys folded too */
+		folded = tab->folded;
+		snprintf(folded_key, sizeof folded_key, "(%llu other %s)",
+			 (unsigned long long)tab->nfolded,
+			 tab->group == KEY_AVG_BY_DOMAIN ? "domains" : "names");
+		folded.key = folded_key;
+		name_width = textbuf_cols(folded_key);
+	}
+	/* torch: longest key + 4, at most max_name_column_width (of every
+	 * key: those folded too) */
+	if (tab->nfolded && tab->key_cols > name_width)
+		name_width = tab->key_cols;
 	for (i = 0; i < tab->nrows; i++) {
 		size_t cols = textbuf_cols(tab->rows[i].key);
 
@@ -742,13 +885,14 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	name_width += 4;
 	if (name_width > KEY_AVG_NAME_MAX)
 		name_width = KEY_AVG_NAME_MAX;
-	n = row_limit && row_limit < tab->nrows ? row_limit : tab->nrows;
 
 	put_sep(&tb, name_width, cuda);
 	put_line(&tb, header, name_width, cuda);
 	put_sep(&tb, name_width, cuda);
 	for (i = 0; i < n; i++)
 		put_row(&tb, tab, &tab->rows[i], name_width, cuda);
+	if (folded.key)
+		put_row(&tb, tab, &folded, name_width, cuda);
 	put_sep(&tb, name_width, cuda);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));

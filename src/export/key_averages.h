@@ -32,6 +32,13 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
+/* Rows a table holds at most (64 bytes each): a window with more distinct
+ * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
+ * others into one row, "(N other names)" (see key_averages_build). Also
+ * the keys one pass over the events groups: a window of N keys takes
+ * N / KEY_AVG_ROWS_MAX passes (rounded up to a power of two). */
+#define KEY_AVG_ROWS_MAX 131072
+
 /* torch's max_name_column_width: the name column is at most this wide. */
 #define KEY_AVG_NAME_MAX 55
 
@@ -69,6 +76,12 @@ struct key_avg_row {
 struct key_avg_table {
 	struct key_avg_row *rows; /* sorted; malloc'd */
 	size_t nrows;
+	enum key_avg_group group;
+	uint64_t nfolded;         /* keys beyond the rows the table holds */
+	struct key_avg_row folded; /* their sums (key NULL; first_ts
+				      INT64_MAX when none) */
+	size_t key_cols;          /* columns of the widest key, the folded
+				     ones included (0 when none folded) */
 	int64_t self_cpu_sum_ns;  /* sum of self CPU over all rows: the 100 % */
 	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
 	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
@@ -87,12 +100,36 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * sorted by `sort` descending, ties by earliest start then key. Returns 0,
  * or -1 with *e set (out of memory, or a bad enum value); *out is empty
  * then. Free with key_averages_free().
+ *
+ * Memory: 4 bytes a counted event (their order by thread and time), the
+ * open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX rows (with
+ * their map), however many names the window has. With more distinct keys
+ * than
+ * KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
+ * at most KEY_AVG_ROWS_MAX, one pass over the events each (self times are
+ * recomputed), and the table keeps the first KEY_AVG_ROWS_MAX rows in the
+ * sort order; the others are summed in tab->folded. Every kept row and
+ * every total is exact.
  */
 int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       enum key_avg_sort sort, struct key_avg_table *out,
 		       struct err *e);
 
-/* Re-sorts an existing table. */
+/* key_averages_build for a caller that shows at most `keep` rows (0: all):
+ * in a window of more than KEY_AVG_ROWS_MAX keys, the table then holds the
+ * first `keep` rows, the others folded (and 2 x `keep` + KEY_AVG_ROWS_MAX
+ * rows while it is built); otherwise every row, as key_averages_build. */
+int key_averages_build_top(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t keep,
+			   struct key_avg_table *out, struct err *e);
+
+/* key_averages_build with `max_rows` for KEY_AVG_ROWS_MAX and `keep`
+ * (0 < keep <= max_rows) rows kept (tests). */
+int key_averages_build_max(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t max_rows, size_t keep,
+			   struct key_avg_table *out, struct err *e);
+
+/* Re-sorts an existing table (the folded row stays apart). */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort);
 
 /* Frees the rows; leaves the table empty. NULL-safe. */
@@ -105,7 +142,9 @@ bool key_averages_has_cuda(const struct key_avg_table *tab);
 /*
  * Renders the table in torch's layout into a malloc'd string (caller frees):
  * dashed lines, a header, at most `row_limit` rows (0 = all) and the
- * "Self CPU time total: ..." footer. An empty table renders as "". Returns
+ * "Self CPU time total: ..." footer. When every row is asked for
+ * (row_limit 0) and the table folded keys, their sums follow as one last
+ * row named "(N other names)" ("domains" by domain). An empty table renders as "". Returns
  * NULL on allocation failure.
  */
 char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);

@@ -420,8 +420,8 @@ char *summary_render(const struct trace *t, const char *dir,
 
 	if (summary_step_stats(t, &st, e) != 0 || gpu_summary_compute(t, &gpu, e) != 0)
 		return NULL;
-	if (key_averages_build(t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
-			       &tab, e) != 0)
+	if (key_averages_build_top(t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				   SUMMARY_TOP, &tab, e) != 0)
 		return NULL;
 	textbuf_init(&tb);
 	put_header(&tb, t);

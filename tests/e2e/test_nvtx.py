@@ -330,10 +330,11 @@ class Stress(TempDirTest):
         self.assertEqual(sum(leaves.values()), 8 * ((STRESS_RANGES + 3) // 4))
 
 
-# docs/architecture.md, "A window's memory": a window peaks at most at
-# WINDOW_MEMORY_FACTOR x prof.capture{buffer_mb} (every range a name of its
-# own, the pool full) beside what the process had.
-WINDOW_MEMORY_FACTOR = 5
+# docs/architecture.md, "A window's memory": the window below (a full
+# 32 MiB pool, every range a name of its own: its trace is ~2 x the pool)
+# peaks within prof.capture{buffer_mb} + WINDOW_MEMORY_MARGIN_MB, the
+# process's own memory included.
+WINDOW_MEMORY_MARGIN_MB = 64
 
 
 @unittest.skipUnless(os.path.exists(STRESS), "nvtx_stress not built (no NVTX headers)")
@@ -342,10 +343,12 @@ class WindowMemory(TempDirTest):
     def test_peak_memory_is_set_by_buffer_mb(self):
         """2M ranges, each named anew (8 threads x 200k plus 400k nested),
         offered to a 32 MiB pool: the pool keeps what it holds and counts
-        the rest, and the process never holds more than 5 x 32 MiB while
-        the window is assembled and its files and reports are written.
-        Before the window's writing streamed, this window peaked at 282
-        MiB (docs/performance.md, "A whole window: memory")."""
+        the rest, and the process never holds more than 32 MiB + 64 MiB
+        while the window is assembled and its files and reports are
+        written. This window peaked at 282 MiB before the window's writing
+        streamed, 141 MiB before the tables and reports held a fixed
+        number of names at once (docs/performance.md, "A whole window:
+        memory")."""
         policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
                                           'prof.capture{ buffer_mb = 32 }\n'
                                           'prof.limits{ report_ms = 600000 }\n')
@@ -370,10 +373,10 @@ class WindowMemory(TempDirTest):
         self.assertGreater(kept, 500000)
         self.assertGreater(dropped, 0)  # the pool was full: the rest is counted
         self.assertGreaterEqual(kept + dropped, 2000000 + 1)  # and "stress"
-        bound_kib = WINDOW_MEMORY_FACTOR * 32 * 1024
+        bound_kib = (32 + WINDOW_MEMORY_MARGIN_MB) * 1024
         self.assertLessEqual(peak_kib, bound_kib,
-                             "peak %d KiB over %d x buffer_mb (%d KiB)" %
-                             (peak_kib, WINDOW_MEMORY_FACTOR, bound_kib))
+                             "peak %d KiB over buffer_mb + %d MiB (%d KiB)" %
+                             (peak_kib, WINDOW_MEMORY_MARGIN_MB, bound_kib))
 
 
 @unittest.skipUnless(os.path.exists(HOSTILE), "nvtx_hostile not built (no NVTX headers)")

@@ -1399,6 +1399,45 @@ static void test_many_events(void)
 	trace_done(&t);
 }
 
+/*
+ * More names than the cache of escaped names indexes (2^18 ids): the names
+ * past it are escaped as they are written, the same bytes, each use of a
+ * name alike.
+ */
+static void test_names_past_cache(void)
+{
+	enum { NNAMES = 270000 };
+	static const int probe[] = { 0, 1, 262143, 262144, 269999 };
+	struct trace t;
+	cJSON *root, *arr;
+	char name[64];
+	size_t k;
+	int i;
+
+	trace_new(&t);
+	for (i = 0; i < NNAMES; i++) {
+		snprintf(name, sizeof name, "n\"%d\\\n", i);
+		add_x(&t, TRACE_CAT_CPU_OP, name, i, 1);
+	}
+	for (k = 0; k < sizeof probe / sizeof probe[0]; k++) { /* each once more */
+		snprintf(name, sizeof name, "n\"%d\\\n", probe[k]);
+		add_x(&t, TRACE_CAT_CPU_OP, name, NNAMES + (int)k, 1);
+	}
+	CHECK(t.names.n >= NNAMES);
+	root = write_and_parse(&t, "names.json", 0, NULL);
+	if (root) {
+		arr = events_of(root);
+		for (k = 0; k < sizeof probe / sizeof probe[0]; k++) {
+			snprintf(name, sizeof name, "n\"%d\\\n", probe[k]);
+			CHECK_EQ_STR(str_of(cJSON_GetArrayItem(arr, probe[k]), "name"), name);
+			CHECK_EQ_STR(str_of(cJSON_GetArrayItem(arr, NNAMES + (int)k), "name"),
+				     name);
+		}
+	}
+	cJSON_Delete(root);
+	trace_done(&t);
+}
+
 /* Removes the files the tests left in tmpdir, then tmpdir. */
 static void cleanup(void)
 {
@@ -1407,6 +1446,7 @@ static void cleanup(void)
 		"times.json", "args.json", "meta.json", "meta_empty.json", "empty.json",
 		"hostile.json", "string.json", "gz.json.gz", "plain.json", "many.json",
 		"wall.json", "wall2.json", "touch.json", "samples.json", "nosamples.json",
+		"names.json",
 	};
 	char path[512];
 	size_t i;
@@ -1445,6 +1485,7 @@ int main(void)
 	test_string_api();
 	test_gzip();
 	test_many_events();
+	test_names_past_cache();
 	cleanup();
 	return check_done();
 }

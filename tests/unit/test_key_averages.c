@@ -1,7 +1,8 @@
 /*
  * test_key_averages — the operator table: self/total/count/avg from known
  * nesting on two threads, ProfilerStep* grouping, grouping by domain, every
- * sort key, row_limit, name truncation, torch's exact text, time formats.
+ * sort key, row_limit, the rows folded past the table's size, name
+ * truncation, torch's exact text, time formats.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -477,12 +478,147 @@ static void test_write_file(void)
 	trace_free(&t);
 }
 
+/* A kernel of `dur` ns for the launch with correlation id `corr`. */
+static void add_kernel(struct trace *t, uint64_t corr, int64_t ts, int64_t dur)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.dur = dur;
+	e.id = corr;
+	e.pid = 0;
+	e.tid = 7;
+	e.name = trace_intern(t, "kern", 4);
+	e.cat = TRACE_CAT_KERNEL;
+	e.ph = TRACE_PH_COMPLETE;
+	CHECK(trace_add_event(t, &e) != NULL);
+}
+
+static int same_row(const struct key_avg_row *a, const struct key_avg_row *b)
+{
+	return strcmp(a->key, b->key) == 0 && a->count == b->count &&
+	       a->self_cpu_ns == b->self_cpu_ns && a->cpu_total_ns == b->cpu_total_ns &&
+	       a->self_cuda_ns == b->self_cuda_ns && a->cuda_total_ns == b->cuda_total_ns &&
+	       a->first_ts == b->first_ts && a->flops == b->flops;
+}
+
+/*
+ * More names than a table holds: the capped build (several passes over the
+ * events, one per part of the names) keeps exactly the uncapped table's
+ * first rows, and the rest is one row "(N other names)" with their sums,
+ * shown when every row is asked for; a table built for the rows a caller
+ * shows renders as the whole table does.
+ */
+static void test_folded_rows(void)
+{
+	struct trace t;
+	struct key_avg_table full, capped;
+	struct key_avg_row rest;
+	struct err e;
+	char name[32], *text;
+	uint64_t corr = 1;
+	int tid, i, g, s;
+	size_t k;
+
+	CHECK(trace_init(&t) == 0);
+	srand(7);
+	for (tid = 1; tid <= 3; tid++) {
+		int64_t ts = 0;
+
+		for (i = 0; i < 300; i++) {
+			int64_t d = (rand() % 50 + 1) * US;
+			const char *dom = i % 3 ? (i % 3 == 1 ? "a" : "b") : NULL;
+
+			snprintf(name, sizeof name, "op%d", rand() % 120);
+			if (i % 50 == 0) {
+				snprintf(name, sizeof name, "ProfilerStep#%d", i / 50);
+				d = 400 * US;
+			}
+			add(&t, tid, name, TRACE_CAT_USER_ANNOTATION, ts, d, dom);
+			/* a nested launch with GPU work, and a child range */
+			add(&t, tid, "cudaLaunchKernel", TRACE_CAT_CUDA_RUNTIME, ts + d / 4, d / 8,
+			    dom);
+			t.ev[t.nev - 1].id = corr;
+			add_kernel(&t, corr++, ts + d / 2, (rand() % 9 + 1) * US);
+			snprintf(name, sizeof name, "child%d", rand() % 40);
+			add(&t, tid, name, TRACE_CAT_CPU_OP, ts + d / 2, d / 3, NULL);
+			ts += i % 50 == 0 ? 10 * US : d + (rand() % 3) * US;
+		}
+	}
+	for (g = 0; g <= 1; g++)
+		for (s = 0; s <= 6; s++) {
+			size_t max = g ? 2 : 7;
+
+			CHECK(key_averages_build(&t, (enum key_avg_group)g, (enum key_avg_sort)s,
+						 &full, &e) == 0);
+			CHECK(key_averages_build_max(&t, (enum key_avg_group)g,
+						     (enum key_avg_sort)s, max, max, &capped,
+						     &e) == 0);
+			CHECK(full.nfolded == 0);
+			CHECK(full.nrows > max);
+			CHECK_EQ_INT(capped.nrows, max);
+			CHECK_EQ_INT(capped.nfolded, full.nrows - max);
+			for (k = 0; k < max && k < capped.nrows; k++)
+				CHECK(same_row(&capped.rows[k], &full.rows[k]));
+			memset(&rest, 0, sizeof rest);
+			for (k = max; k < full.nrows; k++) {
+				rest.count += full.rows[k].count;
+				rest.self_cpu_ns += full.rows[k].self_cpu_ns;
+				rest.cpu_total_ns += full.rows[k].cpu_total_ns;
+				rest.self_cuda_ns += full.rows[k].self_cuda_ns;
+				rest.cuda_total_ns += full.rows[k].cuda_total_ns;
+			}
+			CHECK_EQ_INT(capped.folded.count, rest.count);
+			CHECK_EQ_INT(capped.folded.self_cpu_ns, rest.self_cpu_ns);
+			CHECK_EQ_INT(capped.folded.cpu_total_ns, rest.cpu_total_ns);
+			CHECK_EQ_INT(capped.folded.self_cuda_ns, rest.self_cuda_ns);
+			CHECK_EQ_INT(capped.folded.cuda_total_ns, rest.cuda_total_ns);
+			CHECK_EQ_INT(capped.self_cpu_sum_ns, full.self_cpu_sum_ns);
+			CHECK_EQ_INT(capped.self_cuda_sum_ns, full.self_cuda_sum_ns);
+			CHECK(full.self_cuda_sum_ns > 0);
+			if (g == 0 && s == 0) {
+				snprintf(name, sizeof name, "(%zu other names)", full.nrows - max);
+				text = key_averages_format(&capped, 0);
+				CHECK(text && strstr(text, name) != NULL);
+				free(text);
+				text = key_averages_format(&capped, max - 1);
+				CHECK(text && strstr(text, "other names") == NULL);
+				free(text);
+			}
+			{ /* a caller showing 1 row: the same text as from
+			     the whole table */
+				struct key_avg_table top;
+				char *want;
+
+				CHECK(key_averages_build_max(&t, (enum key_avg_group)g,
+							     (enum key_avg_sort)s, max, 1,
+							     &top, &e) == 0);
+				CHECK_EQ_INT(top.nrows, 1);
+				text = key_averages_format(&top, 1);
+				want = key_averages_format(&full, 1);
+				CHECK(text && want && strcmp(text, want) == 0);
+				free(text);
+				free(want);
+				key_averages_free(&top);
+			}
+			if (g == 1) {
+				text = key_averages_format(&capped, 0);
+				CHECK(text && strstr(text, "(1 other domains)") != NULL);
+				free(text);
+			}
+			key_averages_free(&full);
+			key_averages_free(&capped);
+		}
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_self_total_count();
 	test_sort_keys();
 	test_group_by_domain();
 	test_many_names();
+	test_folded_rows();
 	test_row_limit();
 	test_exact_text();
 	test_name_truncation();

@@ -321,9 +321,112 @@ static void test_sample_tree(void)
 	trace_free(&t);
 }
 
+/* Rows equal in every field (the statistics of integer values are exact). */
+static int same_rows(const struct query_result *a, const struct query_result *b)
+{
+	size_t i;
+
+	if (a->nrows != b->nrows || a->ngroups != b->ngroups || a->count != b->count ||
+	    a->total != b->total)
+		return 0;
+	for (i = 0; i < a->nrows; i++) {
+		const struct query_row *x = &a->rows[i], *y = &b->rows[i];
+
+		if (x->name != y->name || x->cat != y->cat || x->pid != y->pid ||
+		    x->tid != y->tid || x->count != y->count || x->total != y->total ||
+		    x->min != y->min || x->max != y->max || x->avg != y->avg ||
+		    x->med != y->med || x->std != y->std || x->dur != y->dur ||
+		    x->first_ts != y->first_ts)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * More names than one pass groups (max_groups 8 for the 65,536 of a real
+ * window): by name with a limit, the names are grouped in parts, one pass
+ * each (without a limit, or sorted by the median, in one pass through a
+ * map of the names kept), and the answer is the one-pass answer: the same
+ * rows, statistics, totals and group count, with self times, arguments
+ * and time ranges.
+ */
+static void test_aggregate_in_parts(void)
+{
+	static const enum query_sort sorts[] = { QUERY_SORT_TOTAL, QUERY_SORT_COUNT,
+						 QUERY_SORT_AVG, QUERY_SORT_MIN,
+						 QUERY_SORT_MAX, QUERY_SORT_KEY,
+						 QUERY_SORT_MED };
+	static const size_t limits[] = { 1, 5, 1000, 0 };
+	struct trace t;
+	struct query_agg_opts o;
+	struct query_result one, parts;
+	struct err e;
+	char name[32];
+	int tid, i, mode;
+	size_t s, l;
+
+	CHECK(trace_init(&t) == 0);
+	srand(11);
+	for (tid = 1; tid <= 3; tid++) {
+		int64_t ts = 0;
+
+		for (i = 0; i < 400; i++) {
+			struct trace_event ev = { 0 };
+			int64_t d = rand() % 90 + 1;
+
+			snprintf(name, sizeof name, "r%d", rand() % 60);
+			ev.ts = ts;
+			ev.dur = d;
+			ev.pid = 1;
+			ev.tid = tid;
+			ev.name = trace_intern(&t, name, strlen(name));
+			ev.cat = TRACE_CAT_USER_ANNOTATION;
+			ev.ph = TRACE_PH_COMPLETE;
+			CHECK(trace_add_event(&t, &ev) != NULL);
+			if (i % 2)
+				CHECK(trace_arg_int(&t, "bytes", rand() % 1000) == 0);
+			snprintf(name, sizeof name, "c%d", rand() % 30);
+			ev.ts = ts + d / 3;
+			ev.dur = d / 2;
+			ev.name = trace_intern(&t, name, strlen(name));
+			ev.cat = TRACE_CAT_CPU_OP;
+			CHECK(trace_add_event(&t, &ev) != NULL);
+			ts += d - (i % 7 == 0 ? d / 4 : 0); /* some overlap */
+		}
+	}
+	CHECK(t.names.n > 80);
+	for (mode = 0; mode < 4; mode++)
+		for (s = 0; s < sizeof sorts / sizeof sorts[0]; s++)
+			for (l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+				memset(&o, 0, sizeof o);
+				o.by = QUERY_BY_NAME;
+				o.sort = sorts[s];
+				o.limit = limits[l];
+				o.self = mode == 1;
+				o.sum_arg = mode == 2 ? "bytes" : NULL;
+				if (mode == 3) {
+					o.filter.has_range = true;
+					o.filter.from = 500;
+					o.filter.to = 9000;
+					o.filter.cats = 1u << TRACE_CAT_USER_ANNOTATION;
+				}
+				CHECK_EQ_INT(query_aggregate(&t, &o, &one, &e), 0);
+				CHECK_EQ_INT(query_aggregate_max(&t, &o, 8, &parts, &e), 0);
+				CHECK(one.nrows > 0 && one.ngroups > 8);
+				if (!same_rows(&one, &parts))
+					fprintf(stderr, "  in parts: mode %d sort %d limit %zu differ\n",
+						mode, (int)sorts[s], limits[l]);
+				CHECK(same_rows(&one, &parts));
+				query_result_free(&one);
+				query_result_free(&parts);
+			}
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_aggregate();
+	test_aggregate_in_parts();
 	test_steps_and_phases();
 	test_phase_summary();
 	test_phase_names();

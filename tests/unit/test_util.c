@@ -20,6 +20,7 @@
 #include "util/hash.h"
 #include "util/htab.h"
 #include "util/io.h"
+#include "util/sortidx.h"
 
 #define BIG (1u << 20) /* far more than a pipe holds (64 KiB) */
 
@@ -243,6 +244,65 @@ static void test_htab(void)
 	free(slots);
 }
 
+/* Keys for test_sortidx: idx sorts by key, ties by index. */
+static const uint32_t *sort_keys;
+
+static int by_key(uint32_t a, uint32_t b, void *ctx)
+{
+	(void)ctx;
+	if (sort_keys[a] != sort_keys[b])
+		return sort_keys[a] < sort_keys[b] ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+static int by_key_q(const void *a, const void *b)
+{
+	return by_key(*(const uint32_t *)a, *(const uint32_t *)b, NULL);
+}
+
+/* sortidx_u32 gives qsort's order (a total one) for random keys, many
+ * equal keys, sorted, reversed and organ-pipe input, small and large. */
+static void test_sortidx(void)
+{
+	static const size_t sizes[] = { 0, 1, 2, 3, 15, 16, 17, 100, 1000, 100000 };
+	size_t s, i, n;
+	int shape;
+
+	srand(3);
+	for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+		for (shape = 0; shape < 5; shape++) {
+			uint32_t *keys, *a, *b;
+
+			n = sizes[s];
+			keys = malloc((n + 1) * sizeof *keys);
+			a = malloc((n + 1) * sizeof *a);
+			b = malloc((n + 1) * sizeof *b);
+			CHECK(keys && a && b);
+			if (!keys || !a || !b)
+				return;
+			for (i = 0; i < n; i++) {
+				switch (shape) {
+				case 0: keys[i] = (uint32_t)rand(); break;
+				case 1: keys[i] = (uint32_t)(rand() % 3); break;
+				case 2: keys[i] = (uint32_t)i; break;
+				case 3: keys[i] = (uint32_t)(n - i); break;
+				default: keys[i] = (uint32_t)(i < n / 2 ? i : n - i); break;
+				}
+				a[i] = b[i] = (uint32_t)((i * 7919) % (n ? n : 1));
+			}
+			if (n > 1 && n % 7919 == 0)
+				for (i = 0; i < n; i++)
+					a[i] = b[i] = (uint32_t)i;
+			sort_keys = keys;
+			sortidx_u32(a, n, by_key, NULL);
+			qsort(b, n, sizeof *b, by_key_q);
+			CHECK(memcmp(a, b, n * sizeof *a) == 0);
+			free(keys);
+			free(a);
+			free(b);
+		}
+}
+
 int main(void)
 {
 	test_write_all_whole_buffer();
@@ -251,5 +311,6 @@ int main(void)
 	test_grow_array_max();
 	test_fnv();
 	test_htab();
+	test_sortidx();
 	return check_done();
 }
