@@ -538,11 +538,12 @@ class CudaBacktraces(TempDirTest):
             "prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n"
             "prof.capture { cuda_backtrace = { threshold_us = %d } }\n" % threshold_us))
         out = os.path.join(self.tmp, "out%d" % threshold_us)
-        # 5 ms kernels: each step's cudaDeviceSynchronize waits ~15 ms for
-        # them, more than a loaded machine keeps the thread from calling it
-        # (with 100 us kernels the wait was sometimes over before the call).
+        # 50 ms kernels: each step's cudaDeviceSynchronize waits ~150 ms
+        # for them, more than a loaded machine keeps the thread from
+        # calling it (with 100 us kernels the wait was sometimes over
+        # before the call, and once with 5 ms ones, in a full suite run).
         r = run([PROF, "run", "-s", policy, "-o", out, "--", CUDA_APP, "--steps", "6",
-                 "--kernel-us", "5000"],
+                 "--kernel-us", "50000"],
                 env=base_env({"PROF_CUPTI_LIB": CUPTI_FAKE}))
         self.assertEqual(r.returncode, 0, r.stderr)
         dirs = window_dirs(out)
@@ -553,7 +554,7 @@ class CudaBacktraces(TempDirTest):
 
     def test_slow_calls_carry_their_stack(self):
         api = self.api_events(10)
-        # cudaDeviceSynchronize waits for the step's kernels (~15 ms).
+        # cudaDeviceSynchronize waits for the step's kernels (~150 ms).
         sync = [e for e in api if e["name"] == "cudaDeviceSynchronize"]
         self.assertEqual(len(sync), 2)
         for e in sync:
