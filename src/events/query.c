@@ -582,18 +582,9 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
 {
 	const struct trace *t = ctx;
-	const struct trace_event *x = &t->ev[ia];
-	const struct trace_event *y = &t->ev[ib];
+	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
 
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return ia < ib ? -1 : ia > ib;
+	return c ? c : ia < ib ? -1 : ia > ib;
 }
 
 /* Events a pass reads ahead of the one it is at. */
