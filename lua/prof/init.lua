@@ -144,12 +144,7 @@ local function recorder_switch(fname, spec, args, level)
 			.. "prof.recorder{ ... } in the policy file (with enabled = false it starts "
 			.. "paused)", level)
 	end
-	local keys = {}
-	for k in pairs(t) do
-		keys[#keys + 1] = k
-	end
-	table.sort(keys)
-	for _, k in ipairs(keys) do
+	for _, k in ipairs(schema.sorted_keys(t)) do
 		local now = cur[k]
 		if now == nil then
 			now = spec.keys[k].default

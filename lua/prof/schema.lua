@@ -300,6 +300,7 @@ function M.describe(v)
 	return t
 end
 
+-- The keys of table `keys`, sorted (a new list).
 local function sorted_keys(keys)
 	local list = {}
 	for k in pairs(keys) do
@@ -308,6 +309,7 @@ local function sorted_keys(keys)
 	table.sort(list)
 	return list
 end
+M.sorted_keys = sorted_keys
 
 -- What a spec expects, as a phrase: "an integer >= 1", "a boolean", ...
 local function expected(spec, v)
