@@ -209,24 +209,38 @@ static void window_free(struct pys_window *w)
 	memset(w, 0, sizeof *w);
 }
 
+/* The oldest recorder store other than `gen`'s that no dump waits for
+ * (a dump's stores stay for its collect, however many segments open
+ * meanwhile), or NULL; *n gets how many there are. pys.lock held. */
+static struct pys_window *oldest_given_back(uint64_t gen, size_t *n)
+{
+	struct pys_window *old = NULL;
+	size_t i;
+
+	*n = 0;
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen && pys.w[i].rec && !pys.w[i].dumped && pys.w[i].gen != gen) {
+			(*n)++;
+			if (!old || pys.w[i].gen < old->gen)
+				old = &pys.w[i];
+		}
+	return old;
+}
+
 void pystacks_open(uint64_t gen, bool rec)
 {
-	struct pys_window *w = NULL, *old = NULL;
-	size_t i, nrec = 0;
+	struct pys_window *w = NULL, *old;
+	size_t i, nrec;
 
 	pthread_mutex_lock(&pys.lock);
 	for (i = 0; i < PYS_WINDOWS; i++) {
 		pys.w[i].open = false; /* one store takes snapshots at a time */
 		if (pys.w[i].gen == gen)
 			w = &pys.w[i];
-		if (pys.w[i].gen && pys.w[i].rec && pys.w[i].gen != gen) {
-			nrec++;
-			if (!old || pys.w[i].gen < old->gen)
-				old = &pys.w[i];
-		}
 	}
-	if (!w && rec && nrec >= PYSTACKS_REC_KEEP)
-		window_free(old); /* the recorder gave that segment back */
+	/* the recorder gave those segments back */
+	while (!w && rec && (old = oldest_given_back(gen, &nrec)) && nrec >= PYSTACKS_REC_KEEP)
+		window_free(old);
 	if (!w) { /* a free slot, else a store never collected */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
@@ -458,6 +472,28 @@ static bool take(uint64_t gen, struct pys_window *out)
 	return found;
 }
 
+/* A dump's collect took generations gens[]: recorder stores older than
+ * all of them that are still marked dumped were given back by the
+ * recorder before a dump took its segments (pystacks_rec_dumped marks
+ * every recorder store), or belong to a dump that was dropped; earlier
+ * dumps were collected before this one (the host thread runs its jobs in
+ * order). They become ordinary given-back stores, which the next
+ * rotations free. */
+static void forget_stale_dumped(const uint64_t *gens, size_t ngens)
+{
+	uint64_t oldest = UINT64_MAX;
+	size_t i;
+
+	for (i = 0; i < ngens; i++)
+		if (gens[i] && gens[i] < oldest)
+			oldest = gens[i];
+	pthread_mutex_lock(&pys.lock);
+	for (i = 0; i < PYS_WINDOWS; i++)
+		if (pys.w[i].gen && pys.w[i].rec && pys.w[i].gen < oldest)
+			pys.w[i].dumped = false;
+	pthread_mutex_unlock(&pys.lock);
+}
+
 #define PYS_PC_BASE 0xffff800000000000ull /* Python frames: no code there */
 #define PYS_DEPTH_MAX 4096                 /* frames of a merged stack */
 
@@ -611,6 +647,7 @@ int pystacks_merge(const uint64_t *gens, size_t ngens, uint32_t snapshot_hz,
 		if (append_store(&w, &one) != 0 && rc == 0)
 			rc = err_set(e, "out of memory merging the Python stacks");
 	}
+	forget_stale_dumped(gens, ngens);
 	if (!found)
 		return 0;
 	if (w.dropped)

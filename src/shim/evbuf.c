@@ -121,7 +121,7 @@ static _Atomic uint32_t pf_seq;
  * region may start, the process that created it and its path. Set at
  * start-up before any pool is mapped; slot regions are added by the
  * caller of open/close. */
-static _Atomic int salv_fd = -1; /* the exit path may close it: atomic */
+static _Atomic int salv_fd = -1; /* the exit path forgets it: atomic */
 static dev_t salv_dev;      /* the file's identity, to tell that salv_fd */
 static ino_t salv_ino;      /* is still ours (see salv_fd_ours) */
 /* The file's header: NULL without a file, once it was removed (its
@@ -551,20 +551,23 @@ static uint64_t pool_chunks(size_t bytes)
 	return nchunks;
 }
 
-/* True when salv_fd is still the salvage file: a program may close
- * descriptors it did not open (a daemon closing 3-1023) and reuse the
- * number for a file of its own, which profhost must never truncate or
- * close. A descriptor found not ours is forgotten, not closed. */
+/* salv_fd when it is still the salvage file, else -1: a program may
+ * close descriptors it did not open (a daemon closing 3-1023) and reuse
+ * the number for a file of its own, which profhost must never truncate or
+ * close. A descriptor found not ours is forgotten, not closed. The caller
+ * uses the value returned, never salv_fd again: the exit path may forget
+ * salv_fd meanwhile (it never closes it, see evbuf_salvage_remove). */
 static int salv_fd_ours(void)
 {
+	int fd = atomic_load(&salv_fd);
 	struct stat st;
 
-	if (salv_fd < 0)
-		return 0;
-	if (fstat(salv_fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino)
-		return 1;
-	salv_fd = -1;
-	return 0;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino)
+		return fd;
+	atomic_compare_exchange_strong(&salv_fd, &fd, -1);
+	return -1;
 }
 
 /* Maps a region of `want` bytes at the end of the salvage file for slot
@@ -574,21 +577,22 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 {
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
 	struct statfs sf;
+	int fd = salv_fd_ours();
 	void *m;
 
-	if (!salv_fd_ours())
+	if (fd < 0)
 		return MAP_FAILED;
 	/* A pool the tmpfs has no room for (a container's 64 MiB /dev/shm
 	 * against the default 128 MiB window) stays anonymous memory, as
 	 * without the file: it would drop records at the tmpfs's size, and
 	 * salvage is not worth losing them. */
-	if (fstatfs(salv_fd, &sf) != 0 ||
+	if (fstatfs(fd, &sf) != 0 ||
 	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < want)
 		return MAP_FAILED;
-	if (ftruncate(salv_fd, (off_t)(off + want)) != 0)
+	if (ftruncate(fd, (off_t)(off + want)) != 0)
 		return MAP_FAILED;
 	m = mmap(NULL, want, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-		 salv_fd, (off_t)off);
+		 fd, (off_t)off);
 	if (m == MAP_FAILED)
 		return m;
 	/* Not inherited by fork(): a child's mapping would keep the file,
@@ -821,9 +825,12 @@ void evbuf_salvage_remove(void)
 		return;
 	unlink(salv_path);
 	atomic_store(&salv_live, NULL); /* unlinked once; the mappings stay valid */
-	if (salv_fd_ours())
-		close(salv_fd);
-	salv_fd = -1;
+	/* Forgotten, not closed: the process is ending, and another thread
+	 * may be mapping a slot with the descriptor (slot_map_file) right
+	 * now. Closed, its number could go to a file of the program's, which
+	 * that thread would then truncate and map. The file is unlinked; its
+	 * memory goes with the mappings and the descriptor, at exit. */
+	atomic_store(&salv_fd, -1);
 }
 
 void evbuf_prepare(size_t bytes)
@@ -1093,7 +1100,7 @@ void evbuf_release(uint64_t gen)
 
 void evbuf_after_fork_child(void)
 {
-	int i;
+	int i, fd;
 
 	/* The helper did not come along: a new one starts with the next
 	 * window; a piece it was populating is the parent's business. */
@@ -1119,9 +1126,11 @@ void evbuf_after_fork_child(void)
 	if (salv_map)
 		mmap(salv_map, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	if (salv_fd_ours())
-		close(salv_fd);
-	salv_fd = -1;
+	/* the child is one thread: nothing maps a slot meanwhile */
+	fd = salv_fd_ours();
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&salv_fd, -1);
 	tls.chunk = NULL;
 	tls.st = 0;
 	tls.tid = 0;

@@ -244,8 +244,10 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size);
 const char *evbuf_salvage_path(void);
 
 /* Removes the salvage file: what it held was written, or the process ends
- * cleanly. Only in the process that created it (a forked child leaves it
- * alone). The mappings stay valid. */
+ * (every caller is on the way out: fini, the exit path). Only in the
+ * process that created it (a forked child leaves it alone). The mappings
+ * stay valid, and so does the descriptor, forgotten but not closed: a
+ * thread may be mapping a slot with it. */
 void evbuf_salvage_remove(void);
 
 /* Brings the salvage file's table of loaded modules up to date (see

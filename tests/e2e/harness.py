@@ -18,6 +18,7 @@ BUILD = os.environ.get("PROFHOST_BUILD", "")
 SOURCE = os.environ.get("PROFHOST_SOURCE",
                         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SANITIZE = os.environ.get("PROFHOST_SANITIZE", "")
+BUILD_TYPE = os.environ.get("PROFHOST_BUILD_TYPE", "")  # CMAKE_BUILD_TYPE
 PROF = os.path.join(BUILD, "bin", "prof")
 LIB = os.path.join(BUILD, "lib", "libprofhost.so")
 TESTBIN = os.path.join(BUILD, "tests", "bin")

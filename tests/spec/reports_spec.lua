@@ -158,6 +158,58 @@ describe("prof.reports.steps", function()
 	it("says when there are no steps", function()
 		assert.truthy(steps.text(steps.analyze(stub({}))):find("No steps"))
 	end)
+	it("finds each step's collectives, asking only for their names", function()
+		-- main-thread CPU ranges; aggregate and events filter them by the
+		-- name pattern given, as the C side does
+		local evs = {
+			{ ts = 1 * MS, name = "forward" }, { ts = 2 * MS, name = "NCCL:AllReduce" },
+			{ ts = 3 * MS, name = "c10d::broadcast_" }, { ts = 12 * MS, name = "gloo:all_reduce" },
+			{ ts = 13 * MS, name = "nccl:all_reduce" }, { ts = 14 * MS, name = "backward" },
+		}
+		local t = stub({ steps = { step(1, 10 * MS), step(2, 10 * MS) } })
+		t.steps[1].ts, t.steps[2].ts = 0, 10 * MS
+		local asked = {}
+		local function matching(o)
+			local list = {}
+			for _, e in ipairs(evs) do
+				if o.name == nil or e.name:find(o.name) then
+					list[#list + 1] = e
+				end
+			end
+			return list
+		end
+		function t.aggregate(_, o)
+			asked[#asked + 1] = o.name or "(every name)"
+			local rows, seen = {}, {}
+			for _, e in ipairs(matching(o)) do
+				if not seen[e.name] then
+					seen[e.name] = true
+					rows[#rows + 1] = { name = e.name, total = 1, count = 1 }
+				end
+			end
+			return rows
+		end
+		function t.events(_, o)
+			local i, list = 0, matching(o)
+			return function()
+				i = i + 1
+				return list[i]
+			end
+		end
+		local d = steps.analyze(t)
+		local function names(s)
+			local out = {}
+			for _, c in ipairs(s.syncs) do
+				out[#out + 1] = c.name
+			end
+			return out
+		end
+		assert.are.same({ "NCCL:AllReduce", "c10d::broadcast_" }, names(d.steps[1]))
+		assert.are.same({ "gloo:all_reduce", "nccl:all_reduce" }, names(d.steps[2]))
+		for _, n in ipairs(asked) do
+			assert.are_not.equal("(every name)", n)
+		end
+	end)
 end)
 
 describe("prof.reports.nvtx and kernels", function()

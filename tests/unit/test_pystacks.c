@@ -278,8 +278,54 @@ static void test_recorder_segment_is_bounded(void)
 	pystacks_fini();
 }
 
+/* A dump's segments keep their snapshots until its collect, however many
+ * segments the recorder opens meanwhile (a collect may take seconds while
+ * short steps rotate segments); stores a dump marked but did not take go
+ * at the next collect. */
+static void test_dump_outlives_rotations(void)
+{
+	const uint64_t pcs[] = { 0x100, EVAL + 1, 0x401 };
+	const uint64_t dump1[] = { 61, 62 }, dump2[] = { 200 };
+	struct trace t;
+	struct err e;
+	char buf[256];
+	uint64_t gen;
+	size_t rec;
+	long a;
+
+	pystacks_set_eval_range(EVAL, EVAL + 0x1000);
+	pystacks_open(60, true); /* given back before the dump */
+	add(9, 1 * MS, "stale (r.py:1)");
+	pystacks_open(61, true);
+	add(9, 2 * MS, "dumped (r.py:2)");
+	pystacks_open(62, true);
+	pystacks_rec_dumped(); /* marks 60 too: pystacks does not know */
+	for (gen = 100; gen < 100 + 3 * PYSTACKS_REC_KEEP; gen++) {
+		pystacks_open(gen, true);
+		add(9, (int64_t)gen * MS, "later (r.py:3)");
+	}
+	pystacks_held_bytes(&rec);
+	CHECK_EQ_INT(rec, PYSTACKS_REC_KEEP + 3); /* the newest + 60, 61, 62 */
+	CHECK_EQ_INT(trace_init(&t), 0);
+	a = add_sample(&t, 9, 2 * MS, pcs, 3, TRACE_STACK_SAMPLE);
+	CHECK_EQ_INT(pystacks_merge(dump1, 2, 1000, &t, &e), 0);
+	frames_of(&t, a, buf, sizeof buf);
+	CHECK_EQ_STR(buf, "100|dumped (r.py:2)|400");
+	trace_free(&t);
+	/* 60 is an ordinary given-back store again: the next rotation
+	 * frees it. */
+	pystacks_open(200, true);
+	pystacks_held_bytes(&rec);
+	CHECK_EQ_INT(rec, PYSTACKS_REC_KEEP);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(pystacks_merge(dump2, 1, 1000, &t, &e), 0);
+	trace_free(&t);
+	pystacks_fini();
+}
+
 int main(void)
 {
+	test_dump_outlives_rotations();
 	test_recorder_segments_merge_together();
 	test_recorder_segment_is_bounded();
 	test_merge();

@@ -22,26 +22,33 @@ M.PHASES = { "data", "forward", "backward", "optimizer", "other" }
 M.COLLECTIVES = { "all_?reduce", "all_?gather", "reduce_?scatter", "broadcast", "barrier",
 	"all_?to_?all" }
 
-local function is_collective(name)
-	local n = name:lower()
-	for _, p in ipairs(M.COLLECTIVES) do
-		if n:find(p) then
-			return true
+-- A Lua pattern that matches what `p` matches, in any letter case (an
+-- escaped letter, such as %d, stays a class).
+local function any_case(p)
+	return (p:gsub("(%%?)(%a)", function(esc, c)
+		if esc ~= "" then
+			return esc .. c
 		end
-	end
-	return false
+		return "[" .. c:lower() .. c:upper() .. "]"
+	end))
 end
 
 -- The collectives the steps' thread ran, as CPU ranges: { ts, name } in
--- time order (the run report's points every rank passes).
+-- time order (the run report's points every rank passes). Each pattern
+-- asks for its own names only: a window of many distinct names never
+-- turns them all into Lua rows.
 local function collectives(trace)
 	local cats = { "cpu_op", "user_annotation" }
-	local list = {}
-	for _, r in ipairs(trace:aggregate{ cat = cats, thread = "main", by = "name" }) do
-		if is_collective(r.name) and not r.name:match("^ProfilerStep#") then
-			local exact = "^" .. r.name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
-			for ev in trace:events{ cat = cats, thread = "main", name = exact } do
-				list[#list + 1] = { ts = ev.ts, name = r.name }
+	local list, seen = {}, {}
+	for _, p in ipairs(M.COLLECTIVES) do
+		for _, r in ipairs(trace:aggregate{ cat = cats, thread = "main", by = "name",
+				name = any_case(p) }) do
+			if not seen[r.name] and not r.name:match("^ProfilerStep#") then
+				seen[r.name] = true
+				local exact = "^" .. r.name:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0") .. "$"
+				for ev in trace:events{ cat = cats, thread = "main", name = exact } do
+					list[#list + 1] = { ts = ev.ts, name = r.name }
+				end
 			end
 		end
 	end
