@@ -19,10 +19,36 @@ SOURCE = os.environ.get("PROFHOST_SOURCE",
                         os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SANITIZE = os.environ.get("PROFHOST_SANITIZE", "")
 BUILD_TYPE = os.environ.get("PROFHOST_BUILD_TYPE", "")  # CMAKE_BUILD_TYPE
+# A file whose few timing-sensitive tests must run alone (ctest RUN_SERIAL)
+# is two ctest tests: PROFHOST_E2E_PART=alone runs the tests marked
+# @alone, =beside the others, beside other test files; unset, all of them.
+E2E_PART = os.environ.get("PROFHOST_E2E_PART", "")
 PROF = os.path.join(BUILD, "bin", "prof")
 LIB = os.path.join(BUILD, "lib", "libprofhost.so")
 TESTBIN = os.path.join(BUILD, "tests", "bin")
 PYTHON = "/usr/bin/python3"
+
+
+def alone(test):
+    """Marks a test that compares the program's speed at two moments, or
+    loads the CPUs on purpose: it runs in its file's `alone` part."""
+    test.e2e_alone = True
+    return test
+
+
+def load_part(loader, tests, pattern):
+    """A load_tests() for a file split in parts: the tests of E2E_PART."""
+    def keep(test):
+        marked = getattr(getattr(test, test._testMethodName, None), "e2e_alone", False)
+        return not E2E_PART or (E2E_PART == "alone") == marked
+
+    def walk(suite):
+        for t in suite:
+            if isinstance(t, unittest.TestSuite):
+                yield from walk(t)
+            elif keep(t):
+                yield t
+    return unittest.TestSuite(walk(tests))
 
 
 def base_env(extra=None):

@@ -12,8 +12,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (BUILD, LIB, PROF, PYTHON, TESTBIN, TempDirTest, base_env, load_trace,
-                     run, step_spans)
+from harness import (BUILD, LIB, PROF, PYTHON, TESTBIN, TempDirTest, alone, base_env,
+                     load_part, load_trace, run, step_spans)
 
 STEPS_APP = os.path.join(TESTBIN, "steps_app")
 PYMOD = os.path.join(BUILD, "share", "profhost", "python")
@@ -235,6 +235,7 @@ class AttachToC(ReplTest):
         r = run([PROF, "attach", "abc"])
         self.assertEqual(r.returncode, 2)
 
+    @alone
     def test_runaway_loop_is_interrupted_and_the_step_rate_recovers(self):
         t = self.c_target(env={"PROF_SET": "limits.repl_ms=1500"})
         before = self.rate(t.pid)
@@ -263,6 +264,7 @@ class AttachToC(ReplTest):
         self.assertEqual(r.returncode, 1)
         self.assertIn("time budget", r.stderr)
 
+    @alone
     def test_second_client_is_busy_and_an_idle_client_does_not_slow_steps(self):
         t = self.c_target()
         before = self.rate(t.pid)
@@ -671,6 +673,9 @@ class Interactive(ReplTest):
                 pass
             os.close(self.fd)
 
+
+# The two tests that compare step rates run alone (e2e_repl_alone).
+load_tests = load_part
 
 if __name__ == "__main__":
     unittest.main()
