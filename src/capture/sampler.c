@@ -1003,6 +1003,13 @@ static void sampler_fini(void)
 	smp.ready = false;
 }
 
+/* capture_ops.dump_taken: the dump takes the recorder's segments, their
+ * wall-clock repeats stay for its collect. Window lock held. */
+static void sampler_dump_taken(void)
+{
+	wallclock_rec_dumped();
+}
+
 const struct capture_ops sampler_capture = {
 	.name = "cpu stacks",
 	.init = sampler_init,
@@ -1012,4 +1019,5 @@ const struct capture_ops sampler_capture = {
 	.collect = sampler_collect,
 	.fini = sampler_fini,
 	.recorder = sampler_recorder,
+	.dump_taken = sampler_dump_taken,
 };

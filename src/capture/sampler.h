@@ -183,6 +183,11 @@ clockid_t wallclock_thread_cpu_clock(int32_t tid);
  * the first forgotten when every store is taken). Sampler thread. */
 void wallclock_open(uint64_t gen, bool rec);
 
+/* A recorder dump takes the recorder's segments (capture_ops.dump_taken):
+ * their repeats stay until its collect, however many segments open
+ * meanwhile. Any thread; must not block long. */
+void wallclock_rec_dumped(void);
+
 /*
  * One tick (number `tick` of the window, at `now`) over the slots: each
  * thread that ran since its last sample, or has none in window `gen` yet,
@@ -196,7 +201,8 @@ void wallclock_tick(struct sampler_slot *slots, size_t nslots, uint64_t gen,
 /* Adds window `gen`'s repeated samples from `from_ts` on to `t` (copies
  * of the stacks they repeat, after the Python frames were merged into
  * those) and forgets them all; adds to *lost those whose sample was not
- * recorded. Host thread. 0, or -1 when memory ran out. */
+ * recorded. Older recorder stores lose a dump's mark (they were given back
+ * before it). Host thread. 0, or -1 when memory ran out. */
 int wallclock_merge(uint64_t gen, int64_t from_ts, struct trace *t, uint64_t *lost);
 
 /* Frees every window's repeats. Exit. */

@@ -53,6 +53,8 @@ struct repeat {
 struct wall_window {
 	uint64_t gen;       /* 0: free */
 	bool rec;           /* a recorder segment's */
+	bool dumped;        /* ... taken by a dump: kept as a window's until
+			     * its collect */
 	struct repeat *v;
 	size_t n, cap;
 	uint64_t lost;
@@ -81,8 +83,11 @@ void wallclock_open(uint64_t gen, bool rec)
 			pthread_mutex_unlock(&wc.lock);
 			return;
 		}
+	/* a store a dump waits for is kept as a window's: segments'
+	 * given back go first, however many open before the collect */
 	for (i = 1; i < WALL_WINDOWS; i++)
-		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec, w->gen, w->rec))
+		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec && !wc.w[i].dumped,
+					       w->gen, w->rec && !w->dumped))
 			w = &wc.w[i];
 	free(w->v);
 	memset(w, 0, sizeof *w);
@@ -203,21 +208,40 @@ static int ref_cmp(const void *pa, const void *pb)
 	return (a->ts > b->ts) - (a->ts < b->ts);
 }
 
-/* Takes window `gen`'s store out into *out; false when there is none. */
-static bool take(uint64_t gen, struct wall_window *out)
+void wallclock_rec_dumped(void)
 {
 	size_t i;
 
 	pthread_mutex_lock(&wc.lock);
 	for (i = 0; i < WALL_WINDOWS; i++)
-		if (wc.w[i].gen == gen) {
+		if (wc.w[i].gen && wc.w[i].rec)
+			wc.w[i].dumped = true;
+	pthread_mutex_unlock(&wc.lock);
+}
+
+/* Takes window `gen`'s store out into *out; false when there is none.
+ * Recorder stores older than `gen` still marked dumped were given back
+ * before a dump took its segments (wallclock_rec_dumped marks them all),
+ * or are a dropped dump's: earlier dumps were collected before this one
+ * (the host thread runs its jobs in order), so they lose the mark. */
+static bool take(uint64_t gen, struct wall_window *out)
+{
+	bool found = false;
+	size_t i;
+
+	memset(out, 0, sizeof *out);
+	pthread_mutex_lock(&wc.lock);
+	for (i = 0; i < WALL_WINDOWS; i++) {
+		if (wc.w[i].gen == gen && !found) {
 			*out = wc.w[i];
 			memset(&wc.w[i], 0, sizeof wc.w[i]);
-			pthread_mutex_unlock(&wc.lock);
-			return true;
+			found = true;
+		} else if (wc.w[i].gen && wc.w[i].rec && wc.w[i].gen < gen) {
+			wc.w[i].dumped = false;
 		}
+	}
 	pthread_mutex_unlock(&wc.lock);
-	return false;
+	return found;
 }
 
 int wallclock_merge(uint64_t gen, int64_t from_ts, struct trace *t, uint64_t *lost)
