@@ -241,11 +241,13 @@ void pystacks_open(uint64_t gen, bool rec)
 	/* the recorder gave those segments back */
 	while (!w && rec && (old = oldest_given_back(gen, &nrec)) && nrec >= PYSTACKS_REC_KEEP)
 		window_free(old);
-	if (!w) { /* a free slot, else a store never collected */
+	if (!w) { /* a free slot, else a store never collected (a dump's
+		   * is kept as a window's) */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
-			if (capture_store_evict_before(pys.w[i].gen, pys.w[i].rec,
-						       w->gen, w->rec))
+			if (capture_store_evict_before(pys.w[i].gen,
+						       pys.w[i].rec && !pys.w[i].dumped,
+						       w->gen, w->rec && !w->dumped))
 				w = &pys.w[i];
 		window_free(w);
 		w->gen = gen;
