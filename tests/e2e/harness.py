@@ -30,8 +30,9 @@ PYTHON = "/usr/bin/python3"
 
 
 def alone(test):
-    """Marks a test that compares the program's speed at two moments, or
-    loads the CPUs on purpose: it runs in its file's `alone` part."""
+    """Marks a test (or a class of them) that compares the program's speed
+    at two moments, or loads the CPUs on purpose: it runs in its file's
+    `alone` part."""
     test.e2e_alone = True
     return test
 
@@ -39,7 +40,8 @@ def alone(test):
 def load_part(loader, tests, pattern):
     """A load_tests() for a file split in parts: the tests of E2E_PART."""
     def keep(test):
-        marked = getattr(getattr(test, test._testMethodName, None), "e2e_alone", False)
+        marked = (getattr(type(test), "e2e_alone", False) or
+                  getattr(getattr(test, test._testMethodName, None), "e2e_alone", False))
         return not E2E_PART or (E2E_PART == "alone") == marked
 
     def walk(suite):

@@ -19,8 +19,8 @@ import tempfile
 import time
 import unittest
 
-from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace,
-                     profhost_lines, run, step_spans, window_dirs)
+from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, alone, base_env, load_part,
+                     load_trace, profhost_lines, run, step_spans, window_dirs)
 
 HOST_APP = os.path.join(TESTBIN, "host_app")
 
@@ -57,6 +57,7 @@ def hosted_env(tmp, policy, extra=None):
     return env
 
 
+@alone
 class SteppingThreads(TempDirTest):
     """#13.5: steps from several threads are ordered and non-negative, and
     prof report reads every window profhost wrote."""
@@ -86,6 +87,7 @@ class SteppingThreads(TempDirTest):
             self.assertNotIn("negative", rep.stderr)
 
 
+@alone
 class Floods(TempDirTest):
     """#13.6: memory stays bounded for steps and queued windows; drops are
     counted and said; exit is prompt."""
@@ -184,6 +186,7 @@ class ClosedDescriptors(TempDirTest):
                 shutil.rmtree(os.path.join(self.tmp, "out"))
 
 
+@alone
 class ThreadChurnAndMemoryLimits(TempDirTest):
     """#13.8: threads that start and end all the time leave their chunks to
     the pool instead of using it up; a pool that cannot be mapped under a
@@ -298,6 +301,7 @@ class SmallerOnes(TempDirTest):
                          re.escape(os.path.realpath(copy)))
 
 
+@alone
 class FirstStep(TempDirTest):
     """#12.2: a window's opening costs the stepping thread nothing inside
     the window's first recorded step: on a steady loop (1 ms of busy work
@@ -352,6 +356,10 @@ class FirstStep(TempDirTest):
         # unwind, and the first one through the signal frame is colder.
         self.check(samples=True, step_us=2100)
 
+
+# Floods, many stepping or churning threads and the first step's timing
+# run alone (e2e_host_hostile_alone); the rest beside other tests.
+load_tests = load_part
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
