@@ -296,6 +296,7 @@ class AttachToC(ReplTest):
         self.assertEqual(first.returncode, 0)
         self.assertEqual(self.value(t.pid, "'free again'"), '"free again"')
 
+    @alone
     def test_client_gone_mid_command_leaves_the_host_healthy(self):
         t = self.c_target()
         client = subprocess.Popen([PROF, "attach", str(t.pid), "-e", "while true do end"],
@@ -674,7 +675,8 @@ class Interactive(ReplTest):
             os.close(self.fd)
 
 
-# The two tests that compare step rates run alone (e2e_repl_alone).
+# The tests that compare step rates or run a runaway loop run alone
+# (e2e_repl_alone).
 load_tests = load_part
 
 if __name__ == "__main__":
