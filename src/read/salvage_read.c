@@ -273,6 +273,37 @@ static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	return 0;
 }
 
+/* True when generation `gen`'s event pool is in the file: its slot holds
+ * it. A pool the writer could not map from the file (its tmpfs had no
+ * room, evbuf.c's slot_map_file) stayed anonymous memory, its slot naming
+ * no generation: its records died with the process. */
+static bool gen_in_file(const struct salvage_file *f, uint64_t gen)
+{
+	return gen && atomic_load_explicit(&f->hd->slots[gen % SALV_SLOTS].gen,
+					   memory_order_acquire) == gen;
+}
+
+/* The note that says the recording's pools not in the file lost their
+ * records, into line[size] ("" when every pool is there). */
+static void pools_out_note(const struct salvage_file *f, char *line, size_t size)
+{
+	line[0] = '\0';
+	if (!f->pools_out)
+		return;
+	if (f->st.kind == SALV_WINDOW)
+		snprintf(line, size, "events: the window's event pool was not in the "
+			 "salvage file (its tmpfs had no room for it when the window "
+			 "opened): its records are lost, only its steps are salvaged "
+			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
+			 "free room than prof.capture{ buffer_mb })");
+	else
+		snprintf(line, size, "events: %u of the recorder's %u segments were not "
+			 "in the salvage file (its tmpfs had no room for their event "
+			 "pools): their records are lost, their steps show without them "
+			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
+			 "free room than prof.recorder{ mb })", f->pools_out, f->st.ngens);
+}
+
 /* The steps the file holds for its recording, in order, into *out (malloc'd),
  * plus the step the process died in, partial, ending at `last_ts`. Returns
  * the count, or -1 when memory ran out. */
@@ -501,9 +532,13 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	/* First pass: the latest record (where the last, partial step ends),
 	 * the torn records, counted once, and the Python snapshots. */
 	f->torn = 0;
+	f->pools_out = 0;
 	pystacks_salvage_begin();
-	for (i = 0; i < f->st.ngens; i++)
+	for (i = 0; i < f->st.ngens; i++) {
+		if (!gen_in_file(f, f->st.gens[i]))
+			f->pools_out++;
 		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
+	}
 	torn = f->torn;
 	f->last_ts = sc.last_ts;
 	n = salvage_steps(f, sc.last_ts, &steps);
@@ -543,6 +578,9 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		rc = -1;
 	if (rc == 0)
 		rc = name_stacks(f, t);
+	pools_out_note(f, line, sizeof line);
+	if (rc == 0 && line[0])
+		rc = trace_add_note(t, line);
 	if (rc == 0 && hd->names_lost) {
 		snprintf(line, sizeof line, "NVTX: %u domain or category names did not fit "
 			 "the salvage file; those show as numbers", hd->names_lost);

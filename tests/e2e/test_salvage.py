@@ -365,5 +365,68 @@ class Standalone(SalvageTest):
                 p.wait()
 
 
+class SmallTmpfs(SalvageTest):
+    """A salvage folder on a tmpfs too small for the event pools (a
+    container's 64 MiB /dev/shm against the default 128 MiB window): the
+    pools stay in the process's memory, and a salvage of its file must say
+    that their events were lost, not pass the steps off as a quiet run."""
+
+    def in_small_tmpfs(self, policy, *args):
+        """Runs the app on an 8 MiB tmpfs as its PROF_SALVAGE_DIR (a mount
+        namespace of its own), then `prof salvage` of what it left."""
+        mnt = os.path.join(self.tmp, "tmpfs")
+        os.mkdir(mnt)
+        script = ('mount -t tmpfs -o size=8m tmpfs "$SALV" || exit 97\n'
+                  '"$APP" "$@"\n'
+                  'echo "app $?"\n'
+                  'exec "$PROF" salvage "$SALV"/*.salvage\n')
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
+                        "PROF_SALVAGE_DIR": mnt, "SALV": mnt, "APP": APP, "PROF": PROF})
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        try:
+            r = run(["unshare"] + user + ["--mount", "--", "bash", "-c", script, "sh"] +
+                    list(args), env=env)
+        except FileNotFoundError:
+            self.skipTest("no unshare here")
+        if r.returncode == 97 or "unshare failed" in r.stderr:
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr.strip()[-200:])
+        self.assertIn("app 137", r.stdout, r.stderr)
+        return r, os.path.join(self.tmp, "out")
+
+    def test_a_window_whose_pool_did_not_fit_says_its_events_were_lost(self):
+        r, out = self.in_small_tmpfs(WINDOW_POLICY, "--die-at", "15")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        said = [l for l in r.stderr.splitlines() if "salvaged window 0" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("its events were lost", said[0])
+        self.assertIn("tmpfs had no room", said[0])
+        dirs = salvaged_dirs(out)
+        # no record tells where the last step ended: the complete ones
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-14"], r.stderr)
+        trace = load_trace(dirs[0])
+        # the steps are the file's; the records stayed in the process
+        self.assertEqual([n for n, _ in step_spans(trace)][:12], list(range(3, 15)))
+        self.assertEqual([e for e in trace["traceEvents"] if e.get("name") == "work"], [])
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("event pool was not in the salvage file", summary)
+        self.assertIn("prof.capture{ buffer_mb }", summary)
+
+    def test_recorder_segments_that_did_not_fit_are_counted(self):
+        r, out = self.in_small_tmpfs("prof.recorder{ steps = 6, mb = 64 }\n", "--die-at", "30")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        said = [l for l in r.stderr.splitlines() if "salvaged recorder dump 0" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertRegex(said[0], r"the events of (\d) of its \1 segments were lost")
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertRegex(summary, r"(\d) of the recorder's \1 segments were not in the "
+                                  r"salvage file")
+        self.assertIn("prof.recorder{ mb }", summary)
+
+
 if __name__ == "__main__":
     unittest.main()
