@@ -194,6 +194,8 @@ struct host {
 	struct salv_header *salv;      /* the salvage file's header; NULL:
 					  none (salvage.c) */
 	bool salv_tried;               /* salvage_ensure ran */
+	char salvage_dir[PATH_MAX];    /* PROF_SALVAGE_DIR, absolute (from where
+					  the process started); "": /dev/shm */
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
@@ -340,6 +342,11 @@ int64_t watchdog_check(struct host *h);
 /* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
 
 struct salv_header;
+
+/* Decides the salvage file's folder (h->salvage_dir): PROF_SALVAGE_DIR,
+ * a relative one taken from the directory the process started in (it may
+ * chdir before the file is made, or before it removes it). Start-up. */
+void salvage_init(struct host *h);
 
 /* Creates the salvage file (PROF_SALVAGE_DIR, else /dev/shm) and writes
  * who this process is into it, the first time a pool is about to be

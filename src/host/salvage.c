@@ -5,10 +5,12 @@
  * `prof salvage` can write the recording of a process that died of
  * SIGKILL or ended in _exit() (docs/recorder.md).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../events/clock.h"
 #include "../shim/salvfile.h"
@@ -32,9 +34,27 @@ static void copy_text(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
+void salvage_init(struct host *h)
+{
+	const char *dir = h->env.salvage_dir;
+	char cwd[PATH_MAX];
+	int n;
+
+	h->salvage_dir[0] = '\0';
+	if (!dir)
+		return;
+	if (dir[0] == '/' || !getcwd(cwd, sizeof cwd))
+		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+	else
+		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s/%s", cwd, dir);
+	/* too long: salvage_open says so, naming the folder */
+	if (n < 0 || (size_t)n >= sizeof h->salvage_dir)
+		snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+}
+
 void salvage_ensure(struct host *h)
 {
-	const char *dir = h->env.salvage_dir ? h->env.salvage_dir : SALVAGE_DEFAULT_DIR;
+	const char *dir = h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR;
 	const struct policy_config *c = h->cfg;
 	struct salv_header *hd;
 	char why[512];

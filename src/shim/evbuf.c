@@ -570,6 +570,51 @@ static int salv_fd_ours(void)
 	return -1;
 }
 
+/* Moves descriptor fd (just opened by profhost) above the standard ones:
+ * a program that closed its stdin, stdout or stderr opens /dev/null
+ * expecting those numbers back, and would otherwise read, or write its
+ * output, into the salvage file. Returns the descriptor, or -1 (fd
+ * closed). */
+static int fd_above_stdio(int fd)
+{
+	int hi, err;
+
+	if (fd < 0 || fd > 2)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	err = errno;
+	close(fd);
+	errno = err;
+	return hi;
+}
+
+/* The salvage file's descriptor, to map a region with: salv_fd while it
+ * is still the file; else (the program closed its number, or reused it:
+ * see salv_fd_ours) the file opened again by its path, when that is
+ * still this process's file (the same device and inode), so the pools
+ * mapped from now on are salvaged too. -1 when there is no file, it was
+ * removed or replaced, or this is a forked child. Caller of open/close. */
+static int salv_fd_for_map(void)
+{
+	int fd = salv_fd_ours();
+	struct stat st;
+
+	if (fd >= 0)
+		return fd;
+	if (!atomic_load_explicit(&salv_live, memory_order_acquire) || getpid() != salv_pid)
+		return -1;
+	fd = fd_above_stdio(open(salv_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || st.st_dev != salv_dev || st.st_ino != salv_ino) {
+		close(fd);
+		return -1;
+	}
+	/* Never closed, as salv_fd is not (evbuf_salvage_remove). */
+	atomic_store(&salv_fd, fd);
+	return fd;
+}
+
 /* Maps a region of `want` bytes at the end of the salvage file for slot
  * s; MAP_FAILED when there is no file, its tmpfs has less than `want`
  * free, or it cannot grow. Caller of open/close. */
@@ -577,7 +622,7 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 {
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
 	struct statfs sf;
-	int fd = salv_fd_ours();
+	int fd = salv_fd_for_map();
 	void *m;
 
 	if (fd < 0)
@@ -760,6 +805,11 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 		return NULL;
 	}
 	fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && (fd = fd_above_stdio(fd)) < 0) {
+		snprintf(why, size, "cannot keep '%s' open: %s", salv_path, strerror(errno));
+		unlink(salv_path);
+		return NULL;
+	}
 	if (fd < 0) {
 		snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
 		return NULL;

@@ -339,6 +339,77 @@ class Standalone(SalvageTest):
         # the good file is left alone by all this, and still salvages
         self.assertEqual(run([PROF, "salvage", good]).returncode, 0)
 
+    def test_a_program_that_closes_its_descriptors_is_still_salvaged(self):
+        # a daemon closing 3-1023 in step 2 takes profhost's descriptor of
+        # the salvage file with them, before the recorder's later segments
+        # are mapped: those must still go into the file (not its memory),
+        # and the file the program opens then must stay the program's
+        data = os.path.join(self.tmp, "data")
+        r, out = self.preload(RECORDER_POLICY, "--close-fds-at", "2", data,
+                              "--die-at", "30")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        with open(data) as f:
+            self.assertEqual(f.read(), "".join("step %d\n" % s for s in range(2, 31)))
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertNotIn("lost", s.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, s.stderr)
+        steps = [n for n, _ in step_spans(load_trace(dirs[0]))]
+        self.assertEqual(steps[-7:], list(range(24, 31)))
+        self.check_salvaged(dirs[0], steps[0], 30, "after its process ended")
+
+    def test_closed_stdio_stays_closed(self):
+        # `prog <&- >&-`: profhost's own descriptors (the salvage file, the
+        # REPL's pipe) must not take the numbers 0-2, or the program's
+        # writes to its closed stdout would land in them (and wreck the
+        # salvage file's header) instead of failing as without profhost
+        script = 'exec "$0" "$@" <&- >&-'
+        args = [APP, "--print", "--die-at", "10"]
+        said = lambda err: [l for l in err.splitlines() if l.startswith("salvage_app: ")]
+        plain = run(["bash", "-c", script] + args)
+        self.assertEqual(plain.returncode, -9, plain.stderr)
+        failed = said(plain.stderr)
+        self.assertEqual(failed, ["salvage_app: stdout: Bad file descriptor",
+                                  "salvage_app: stdin: Bad file descriptor"] * 11)
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run(["bash", "-c", script] + args, env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertEqual(said(r.stderr), failed, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(len(salvaged_dirs(out)), 1, s.stderr)
+
+    def test_relative_salvage_dir_is_where_the_process_started(self):
+        # PROF_SALVAGE_DIR=salv, started in self.shm: the program changes
+        # its directory before the file is made (then it must still be
+        # made there), or after (then a clean exit must still remove it)
+        os.mkdir(os.path.join(self.shm, "salv"))
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
+                        "PROF_SALVAGE_DIR": "salv"})
+        left = lambda: glob.glob(os.path.join(self.shm, "salv", "*.salvage"))
+        env["PROF_SCRIPT"] = self.write("window.lua", WINDOW_POLICY)  # made at step 1
+        r = run([APP, "--chdir-at", "0", "/", "--die-at", "15"], env=env, cwd=self.shm)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertNotIn("no salvage file", r.stderr)
+        self.assertEqual(len(left()), 1, r.stderr)
+        s = run([PROF, "salvage", left()[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(left(), [])
+        env["PROF_SCRIPT"] = self.write("policy.lua", RECORDER_POLICY)  # made at start
+        r = run([APP, "--chdir-at", "5", "/", "--steps", "12"], env=env, cwd=self.shm)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(left(), [], r.stderr)
+
     def test_live_file_is_refused(self):
         env = base_env({"LD_PRELOAD": LIB,
                         "PROF_SCRIPT": self.write("policy.lua", WINDOW_POLICY),
