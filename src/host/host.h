@@ -301,6 +301,12 @@ int hostthread_start(struct host *h, struct err *e);
  * Never blocks on the host thread's work. Any thread. */
 void hostthread_submit(struct host *h, struct host_job *job);
 
+/* The jobs waiting for the host thread now, beyond the one it writes,
+ * when as many as it queues are waiting (a job handed over then is
+ * skipped: hostthread_submit); else 0. Any thread; takes the queue's
+ * lock, never the window lock. */
+size_t hostthread_full(struct host *h);
+
 /* Waits until the queue is empty and nothing is being written, at most
  * `timeout_ms`; then stops the thread. Returns 0, or -1 on time-out. */
 int hostthread_stop(struct host *h, int timeout_ms);

@@ -624,6 +624,7 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 static int dump_check(struct host *h, struct err *e)
 {
 	struct window_state *w = &h->win;
+	size_t queued;
 
 	if (w->finished)
 		return err_set(e, "the process is ending");
@@ -642,6 +643,11 @@ static int dump_check(struct host *h, struct err *e)
 	if (w->rec.dumps >= w->rec.cfg.max_dumps)
 		return err_set(e, "this run already wrote its %u dumps (raise "
 			       "prof.recorder{ max_dumps = ... })", w->rec.cfg.max_dumps);
+	/* A job handed over now would be skipped, never written. */
+	queued = hostthread_full(h);
+	if (queued)
+		return err_set(e, "the host is still writing %zu earlier windows or "
+			       "dumps: this one is not taken (dump less often)", queued);
 	if (!w->rec.open || rec_held_steps(&w->rec) == 0)
 		return err_set(e, "no complete step recorded yet");
 	return 0;
