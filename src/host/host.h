@@ -194,6 +194,7 @@ struct host {
 	struct salv_header *salv;      /* the salvage file's header; NULL:
 					  none (salvage.c) */
 	bool salv_tried;               /* salvage_ensure ran */
+	bool salv_pool_said;           /* salvage_check_pool warned */
 	char salvage_dir[PATH_MAX];    /* PROF_SALVAGE_DIR, absolute (from where
 					  the process started); "": /dev/shm */
 };
@@ -360,6 +361,13 @@ void salvage_init(struct host *h);
  * when it cannot (the pools stay anonymous). Window lock held, or
  * start-up. */
 void salvage_ensure(struct host *h);
+
+/* Generation `gen` (0: none) was just opened with a pool of `bytes`:
+ * when the process has a salvage file but the pool could not be mapped
+ * from it (its tmpfs had less room free), says once per process that a
+ * SIGKILL or _exit() loses that pool's records, naming `setting`. Lock
+ * held. */
+void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *setting);
 
 /* Writes what records now (the window, or the recorder's segments) into
  * the file when it changed. Window lock held. */

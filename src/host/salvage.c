@@ -95,6 +95,26 @@ void salvage_ensure(struct host *h)
 	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
 }
 
+void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *setting)
+{
+	const struct salv_slot *s;
+
+	if (!h->salv || !gen || h->salv_pool_said)
+		return;
+	/* A slot still held by an older generation (a dump being written)
+	 * names that one: the new one's records drop, counted as noslot. A
+	 * pool mapped as anonymous memory leaves its slot naming none. */
+	s = &h->salv->slots[gen % SALV_SLOTS];
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != 0)
+		return;
+	h->salv_pool_said = true;
+	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "
+		"folder '%s' (a tmpfs) had less room free, so a SIGKILL or _exit() "
+		"loses what it records (give that tmpfs more room, or lower %s)",
+		bytes >> 20, h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR,
+		setting);
+}
+
 /* True when states a and b name the same recording. */
 static bool same_state(const struct salv_state *a, const struct salv_state *b)
 {

@@ -78,6 +78,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 	}
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */
+	salvage_check_pool(h, gen, w->rec.pool_bytes, "prof.recorder{ mb }");
 	if (rec_opened(&w->rec, gen, first, now, mid, &rel) == 1)
 		rec_release(h, &rel, 1);
 	if (!mid)
@@ -180,6 +181,8 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->prepared = false; /* the next window gets its own */
 	salvage_ensure(h);
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
+	salvage_check_pool(h, w->gen, h->cfg->capture.buffer_bytes,
+			   "prof.capture{ buffer_mb }");
 	capture_open_all(w->gen);
 	w->start_ts = now;
 	w->nsteps = 0;

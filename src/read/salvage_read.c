@@ -273,14 +273,16 @@ static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	return 0;
 }
 
-/* True when generation `gen`'s event pool is in the file: its slot holds
- * it. A pool the writer could not map from the file (its tmpfs had no
- * room, evbuf.c's slot_map_file) stayed anonymous memory, its slot naming
- * no generation: its records died with the process. */
-static bool gen_in_file(const struct salvage_file *f, uint64_t gen)
+/* True when generation `gen`'s event pool was kept out of the file: a
+ * pool the writer could not map from it (its tmpfs had no room,
+ * evbuf.c's slot_map_file) stayed anonymous memory, its slot naming no
+ * generation, and its records died with the process. (A slot naming
+ * another generation was still held by that one: `gen` dropped its
+ * records, as a window's noslot drops.) */
+static bool gen_out_of_file(const struct salvage_file *f, uint64_t gen)
 {
 	return gen && atomic_load_explicit(&f->hd->slots[gen % SALV_SLOTS].gen,
-					   memory_order_acquire) == gen;
+					   memory_order_acquire) == 0;
 }
 
 /* The note that says the recording's pools not in the file lost their
@@ -535,7 +537,7 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	f->pools_out = 0;
 	pystacks_salvage_begin();
 	for (i = 0; i < f->st.ngens; i++) {
-		if (!gen_in_file(f, f->st.gens[i]))
+		if (gen_out_of_file(f, f->st.gens[i]))
 			f->pools_out++;
 		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
 	}

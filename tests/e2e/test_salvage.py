@@ -448,12 +448,13 @@ class SmallTmpfs(SalvageTest):
         mnt = os.path.join(self.tmp, "tmpfs")
         os.mkdir(mnt)
         script = ('mount -t tmpfs -o size=8m tmpfs "$SALV" || exit 97\n'
-                  '"$APP" "$@"\n'
+                  'LD_PRELOAD="$LIB" PROF_SCRIPT="$POLICY" PROF_OUTPUT_DIR="$OUT" '
+                  'PROF_SALVAGE_DIR="$SALV" "$APP" "$@"\n'
                   'echo "app $?"\n'
                   'exec "$PROF" salvage "$SALV"/*.salvage\n')
-        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
-                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
-                        "PROF_SALVAGE_DIR": mnt, "SALV": mnt, "APP": APP, "PROF": PROF})
+        env = base_env({"LIB": LIB, "POLICY": self.write("policy.lua", policy),
+                        "OUT": os.path.join(self.tmp, "out"), "SALV": mnt, "APP": APP,
+                        "PROF": PROF})
         user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
         try:
             r = run(["unshare"] + user + ["--mount", "--", "bash", "-c", script, "sh"] +
@@ -468,6 +469,11 @@ class SmallTmpfs(SalvageTest):
     def test_a_window_whose_pool_did_not_fit_says_its_events_were_lost(self):
         r, out = self.in_small_tmpfs(WINDOW_POLICY, "--die-at", "15")
         self.assertEqual(r.returncode, 0, r.stderr)
+        # the process said so while it ran, once
+        warned = [l for l in r.stderr.splitlines() if "is not in the salvage file" in l]
+        self.assertEqual(len(warned), 1, r.stderr)
+        self.assertIn("an event pool of 128 MiB", warned[0])
+        self.assertIn("prof.capture{ buffer_mb }", warned[0])
         said = [l for l in r.stderr.splitlines() if "salvaged window 0" in l]
         self.assertEqual(len(said), 1, r.stderr)
         self.assertIn("its events were lost", said[0])
@@ -487,6 +493,10 @@ class SmallTmpfs(SalvageTest):
     def test_recorder_segments_that_did_not_fit_are_counted(self):
         r, out = self.in_small_tmpfs("prof.recorder{ steps = 6, mb = 64 }\n", "--die-at", "30")
         self.assertEqual(r.returncode, 0, r.stderr)
+        warned = [l for l in r.stderr.splitlines() if "is not in the salvage file" in l]
+        self.assertEqual(len(warned), 1, r.stderr)
+        self.assertIn("an event pool of 16 MiB", warned[0])
+        self.assertIn("prof.recorder{ mb }", warned[0])
         said = [l for l in r.stderr.splitlines() if "salvaged recorder dump 0" in l]
         self.assertEqual(len(said), 1, r.stderr)
         self.assertRegex(said[0], r"the events of (\d) of its \1 segments were lost")
