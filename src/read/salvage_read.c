@@ -136,6 +136,9 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 	f->path = path;
 	/* O_NONBLOCK: a FIFO is refused below instead of blocking the open */
 	f->fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (f->fd < 0 && errno == ELOOP)
+		return err_set(e, "'%s' is a symbolic link; give the path of the "
+			       "salvage file itself (links are not followed)", path);
 	if (f->fd < 0)
 		return err_errno(e, errno, "cannot open salvage file '%s'", path);
 	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -329,6 +329,9 @@ class Standalone(SalvageTest):
             g.write(f.read(1100 * 1024))  # past the 1 MiB header
         cases[cut] = "is truncated or damaged"
         cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
+        link = os.path.join(self.tmp, "link.salvage")
+        os.symlink(good, link)
+        cases[link] = "is a symbolic link; give the path of the salvage file itself"
         for path, want in cases.items():
             s = run([PROF, "salvage", path])
             self.assertEqual(s.returncode, 1, path)
