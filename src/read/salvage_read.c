@@ -195,6 +195,8 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 	f->st = f->hd->state[cur];
 	if (f->st.ngens > SALV_GENS)
 		f->st.ngens = SALV_GENS;
+	if (f->st.start_ts < 0)
+		f->st.start_ts = 0; /* damaged: clock times are never negative */
 	f->st.reason[sizeof f->st.reason - 1] = '\0';
 	return 0;
 fail:
@@ -327,9 +329,13 @@ static long salvage_steps(const struct salvage_file *f, int64_t last_ts,
 		return -1;
 	for (; i < n; i++) {
 		const struct salv_step *s = &f->hd->steps[i % SALV_STEPS];
-		int64_t ts = s->ts, e = s->ts + s->dur;
+		int64_t ts = s->ts, e;
 
-		if (e <= f->st.start_ts || s->step < f->st.first_step || s->dur < 0)
+		/* a damaged entry (clock times are never negative) */
+		if (s->dur < 0 || ts < 0 || ts > INT64_MAX - s->dur)
+			continue;
+		e = ts + s->dur;
+		if (e <= f->st.start_ts || s->step < f->st.first_step)
 			continue; /* before this recording */
 		if (ts < f->st.start_ts)
 			ts = f->st.start_ts;
