@@ -23,6 +23,7 @@
 #include "../events/bigalloc.h"
 #include "../events/clock.h"
 #include "../export/export.h"
+#include "../util/io.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "capture.h"
@@ -47,7 +48,7 @@ static void note_window(struct host *h, const char *dir)
 	n = snprintf(line, sizeof line, "window\t%s\n", dir);
 	if (n < 0 || (size_t)n >= sizeof line)
 		return;
-	fd = open(h->env.notes, O_WRONLY | O_APPEND | O_CLOEXEC);
+	fd = io_fd_above_stdio(open(h->env.notes, O_WRONLY | O_APPEND | O_CLOEXEC));
 	if (fd < 0)
 		return; /* the launcher is gone; nothing to tell */
 	if (write(fd, line, (size_t)n) != n)

@@ -28,6 +28,7 @@
 #include "salvmods.h"
 
 #include "../events/clock.h"
+#include "../util/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -570,24 +571,6 @@ static int salv_fd_ours(void)
 	return -1;
 }
 
-/* Moves descriptor fd (just opened by profhost) above the standard ones:
- * a program that closed its stdin, stdout or stderr opens /dev/null
- * expecting those numbers back, and would otherwise read, or write its
- * output, into the salvage file. Returns the descriptor, or -1 (fd
- * closed). */
-static int fd_above_stdio(int fd)
-{
-	int hi, err;
-
-	if (fd < 0 || fd > 2)
-		return fd;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	err = errno;
-	close(fd);
-	errno = err;
-	return hi;
-}
-
 /* The salvage file's descriptor, to map a region with: salv_fd while it
  * is still the file; else (the program closed its number, or reused it:
  * see salv_fd_ours) the file opened again by its path, when that is
@@ -603,7 +586,7 @@ static int salv_fd_for_map(void)
 		return fd;
 	if (!atomic_load_explicit(&salv_live, memory_order_acquire) || getpid() != salv_pid)
 		return -1;
-	fd = fd_above_stdio(open(salv_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+	fd = io_fd_above_stdio(open(salv_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
 	if (fd < 0)
 		return -1;
 	if (fstat(fd, &st) != 0 || st.st_dev != salv_dev || st.st_ino != salv_ino) {
@@ -805,7 +788,7 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 		return NULL;
 	}
 	fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0 && (fd = fd_above_stdio(fd)) < 0) {
+	if (fd >= 0 && (fd = io_fd_above_stdio(fd)) < 0) {
 		snprintf(why, size, "cannot keep '%s' open: %s", salv_path, strerror(errno));
 		unlink(salv_path);
 		return NULL;

@@ -1,10 +1,10 @@
 /* ownfd — see ownfd.h. */
 #include "ownfd.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "log.h"
 
 static _Atomic int ownfd_told;
@@ -13,19 +13,12 @@ int ownfd_adopt(struct ownfd *o, int fd)
 {
 	struct stat st;
 
-	if (fd >= 0 && fd <= 2) {
-		/* Above the standard descriptors: a program that closed its
-		 * stdout would otherwise write its output into profhost's
-		 * pipe or socket, and one that opens /dev/null to get 0-2
-		 * back would not get them. */
-		int hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-
-		close(fd);
-		fd = hi;
-		if (fd < 0) {
-			atomic_store(&o->fd, -1);
-			return -1;
-		}
+	/* A program that closed its stdout would otherwise write its output
+	 * into profhost's pipe or socket. */
+	fd = io_fd_above_stdio(fd);
+	if (fd < 0) {
+		atomic_store(&o->fd, -1);
+		return -1;
 	}
 	if (fstat(fd, &st) != 0) {
 		close(fd);
