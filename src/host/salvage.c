@@ -101,11 +101,11 @@ void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *
 
 	if (!h->salv || !gen || h->salv_pool_said)
 		return;
-	/* A slot still held by an older generation (a dump being written)
-	 * names that one: the new one's records drop, counted as noslot. A
-	 * pool mapped as anonymous memory leaves its slot naming none. */
+	/* Kept out: the slot names it at offset 0 (salvfile.h). A slot still
+	 * held by an older generation names that one (the new one's records
+	 * drop, counted as noslot): not this. */
 	s = &h->salv->slots[gen % SALV_SLOTS];
-	if (atomic_load_explicit(&s->gen, memory_order_acquire) != 0)
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen || s->off != 0)
 		return;
 	h->salv_pool_said = true;
 	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "

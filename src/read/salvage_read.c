@@ -114,8 +114,8 @@ static int check_slots(const struct salvage_file *f, struct err *e)
 		const struct salv_slot *s = &f->hd->slots[i];
 		uint64_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
 
-		if (!gen)
-			continue;
+		if (!gen || (s->off == 0 && s->bytes == 0))
+			continue; /* none, or kept out of the file */
 		if (s->off < SALV_HEADER_BYTES || s->bytes % EVBUF_CHUNK_BYTES ||
 		    s->off > f->size || s->bytes > f->size - s->off)
 			return err_set(e, "'%s' is truncated or damaged: its event pool %u "
@@ -280,14 +280,15 @@ static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 
 /* True when generation `gen`'s event pool was kept out of the file: a
  * pool the writer could not map from it (its tmpfs had no room,
- * evbuf.c's slot_map_file) stayed anonymous memory, its slot naming no
- * generation, and its records died with the process. (A slot naming
- * another generation was still held by that one: `gen` dropped its
- * records, as a window's noslot drops.) */
+ * evbuf.c's slot_map_file) stayed anonymous memory, its slot naming it
+ * at offset 0 with no bytes (salvfile.h), and its records died with the
+ * process. */
 static bool gen_out_of_file(const struct salvage_file *f, uint64_t gen)
 {
-	return gen && atomic_load_explicit(&f->hd->slots[gen % SALV_SLOTS].gen,
-					   memory_order_acquire) == 0;
+	const struct salv_slot *s = &f->hd->slots[gen % SALV_SLOTS];
+
+	return gen && atomic_load_explicit(&s->gen, memory_order_acquire) == gen &&
+	       s->off == 0 && s->bytes == 0;
 }
 
 /* The note that says the recording's pools not in the file lost their

@@ -693,7 +693,12 @@ static void salv_slot_set(struct evbuf_slot *s, uint64_t gen, uint64_t bytes)
 		return;
 	ss = &hd->slots[s - slots];
 	if (!s->shared) {
-		atomic_store_explicit(&ss->gen, 0, memory_order_release);
+		/* Kept out of the file (its tmpfs had no room when the slot
+		 * was mapped): the generation at offset 0, no bytes, so a
+		 * reader can say its records were lost (salvfile.h). */
+		ss->off = 0;
+		ss->bytes = 0;
+		atomic_store_explicit(&ss->gen, gen, memory_order_release);
 		return;
 	}
 	if (gen)

@@ -13,6 +13,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,20 +346,37 @@ static void test_released_generation(void)
 	CHECK(!contains(t.meta.notes, "not in the salvage file"));
 	trace_free(&t);
 	salvage_close(&f);
+	/* nor a slot free again (given back before the state said so) */
+	make_file(path, 0);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	CHECK_EQ_INT((int)f.pools_out, 0);
+	trace_free(&t);
+	salvage_close(&f);
 }
 
-/* A window whose pool stayed out of the file (its slot names no
- * generation: the tmpfs had no room) is salvaged as its steps, and the
- * notes say its records were lost. */
+/* A window whose pool stayed out of the file (its slot names it at
+ * offset 0 with no bytes: the tmpfs had no room) is salvaged as its
+ * steps, and the notes say its records were lost. */
 static void test_pool_out_of_file(void)
 {
 	char path[4200];
 	struct salvage_file f;
+	struct salv_slot slot = { 0 };
 	struct trace t;
 	struct err e;
+	int fd;
 
 	snprintf(path, sizeof path, "%s/d.salvage", dir);
-	make_file(path, 0);
+	make_file(path, GEN);
+	atomic_store(&slot.gen, GEN);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT((int)pwrite(fd, &slot, sizeof slot,
+				 (off_t)offsetof(struct salv_header, slots) +
+				 (off_t)((GEN % SALV_SLOTS) * sizeof slot)), (int)sizeof slot);
+	close(fd);
 	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
 	CHECK_EQ_INT(trace_init(&t), 0);
 	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
