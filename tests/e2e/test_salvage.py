@@ -150,6 +150,29 @@ class Launcher(SalvageTest):
         pid = int(r.stdout.split()[1])
         self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
+    def test_sigterm_that_cannot_wait_for_the_host_keeps_the_file(self):
+        # window 0's on_trace_ready hook holds the host thread for 25 s;
+        # window 1 records when SIGTERM comes: the exit path gives up
+        # after 20 s, says so, and leaves the salvage file, which prof run
+        # writes (before, the file went with the window: nothing said)
+        policy = ('prof.limits{ report_ms = 60000 }\n'
+                  'prof.schedule{ wait = 2, active = 10, cycles = 2 }\n'
+                  'prof.on_trace_ready(function(t)\n'
+                  '  if t.window == 0 then\n'
+                  '    local t0 = os.clock()\n'
+                  '    while os.clock() - t0 < 25 do end\n'
+                  '  end\n'
+                  'end)\n')
+        r, out = self.prof_run(policy, "--die-at", "18", "--how", "term")
+        self.assertEqual(r.returncode, 128 + 15, r.stderr)
+        gave_up = [l for l in r.stderr.splitlines() if "gave up after 20 s" in l]
+        self.assertEqual(len(gave_up), 1, r.stderr)
+        dirs = [os.path.basename(d) for d in salvaged_dirs(out)]
+        self.assertEqual(dirs, ["window0_steps2-11", "window1_steps14-18"], r.stderr)
+        trace = load_trace(salvaged_dirs(out)[1])
+        self.assertIn("salvaged after SIGTERM", trace["profhost"]["reason"])
+        self.assertEqual([n for n, _ in step_spans(trace)], list(range(14, 19)))
+
     def test_clean_run_writes_its_window_itself(self):
         r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -9,7 +9,8 @@
  * Pushes "train" around the loop; each step pushes "work" and marks
  * "tick", sleeps U microseconds (default 1000) and calls prof_step(). In
  * step S, inside "work", it dies: SIGKILL sent to itself (--how kill, the
- * default), _exit(3) (--how exit) or SIGSEGV raised (--how segv). Without --die-at it ends normally.
+ * default), _exit(3) (--how exit), SIGSEGV raised (--how segv) or SIGTERM
+ * raised (--how term). Without --die-at it ends normally.
  * With --fork-ms, a child forked at step 5 (inside the window) sleeps M ms
  * and _exit(0)s: it outlives the parent's death. With --spin, each step
  * spins U microseconds in salvage_spin_work() in place of sleeping (for
@@ -128,6 +129,8 @@ int main(int argc, char **argv)
 				_exit(3);
 			if (!strcmp(how, "segv"))
 				raise(SIGSEGV);
+			if (!strcmp(how, "term"))
+				raise(SIGTERM);
 			kill(getpid(), SIGKILL);
 		}
 		p_pop();
