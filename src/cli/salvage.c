@@ -141,13 +141,24 @@ int cli_salvage_file(const char *path, const char *how, const char *notes,
 	if (rc == 0)
 		rc = write_trace(&f, &t, &res, e);
 	if (rc == 0) {
+		char lost[160] = "";
+
+		/* a pool its tmpfs had no room for: said, not passed off as
+		 * a quiet recording (the notes say how to avoid it) */
+		if (f.pools_out && !t.meta.recorder)
+			snprintf(lost, sizeof lost, "; its events were lost: the salvage "
+				 "file's tmpfs had no room for them");
+		else if (f.pools_out)
+			snprintf(lost, sizeof lost, "; the events of %u of its %u segments "
+				 "were lost: the salvage file's tmpfs had no room for "
+				 "them", f.pools_out, f.st.ngens);
 		fprintf(stderr, "profhost: salvaged %s %u of process %d (steps %llu-%llu) "
-			"%s: %llu events, %llu torn records dropped -> %s/\n",
+			"%s: %llu events, %llu torn records dropped%s -> %s/\n",
 			t.meta.recorder ? "recorder dump" : "window", t.meta.window,
 			(int)f.hd->pid, (unsigned long long)t.meta.first_step,
 			(unsigned long long)t.meta.last_step, how,
 			(unsigned long long)t.counters.events,
-			(unsigned long long)f.torn, res.dir);
+			(unsigned long long)f.torn, lost, res.dir);
 		note_window(notes, res.dir);
 		unlink(path);
 	}

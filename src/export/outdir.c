@@ -49,7 +49,7 @@ int outdir_open(const char *path, struct outdir *d, struct err *e)
 	d->fd = -1;
 	if (snprintf(d->path, sizeof d->path, "%s", path) >= (int)sizeof d->path)
 		return err_set(e, "directory name '%s' is too long", path);
-	d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d->fd = io_fd_above_stdio(open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (d->fd < 0)
 		return err_errno(e, errno, "cannot open directory '%s'", path);
 	return 0;
@@ -69,7 +69,8 @@ int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
 		if (fresh)
 			return 1;
 	}
-	d->fd = openat(parent->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	d->fd = io_fd_above_stdio(openat(parent->fd, name, O_RDONLY | O_DIRECTORY |
+					 O_NOFOLLOW | O_CLOEXEC));
 	if (d->fd < 0) {
 		if (errno == ELOOP || errno == ENOTDIR)
 			return err_set(e, "refusing output directory '%s': it is a symbolic link "
@@ -87,7 +88,7 @@ int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
  * being written beside it). -1 when it cannot be read. */
 static int only_markers(const struct outdir *d)
 {
-	int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *ent;
 	int empty = 1;
@@ -113,8 +114,8 @@ static int only_markers(const struct outdir *d)
  * only). */
 static int read_marker(const struct outdir *d, char *buf, size_t size)
 {
-	int fd = openat(d->fd, OUTDIR_RUN_MARKER,
-			O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd = io_fd_above_stdio(openat(d->fd, OUTDIR_RUN_MARKER,
+					  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
 	struct stat st;
 	ssize_t n;
 
@@ -192,7 +193,8 @@ static int write_marker(const struct outdir *d, const char *run_id,
 
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", OUTDIR_RUN_MARKER, (long)getpid());
 	for (tries = 0;; tries++) {
-		fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		fd = io_fd_above_stdio(openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL |
+					      O_NOFOLLOW | O_CLOEXEC, 0644));
 		if (fd >= 0 || errno != EEXIST || tries > 0)
 			break;
 		unlinkat(d->fd, tmp, 0); /* left by a process of the same pid */
@@ -306,7 +308,7 @@ int outdir_resolve(const struct outdir *base, const char *rel, size_t len,
 		return err_set(e, "'%s' is absolute; give a path inside the window directory", rel);
 	if (len > 1024)
 		return err_set(e, "the path is too long");
-	cur.fd = fcntl(base->fd, F_DUPFD_CLOEXEC, 0);
+	cur.fd = fcntl(base->fd, F_DUPFD_CLOEXEC, 3);
 	if (cur.fd < 0)
 		return err_errno(e, errno, "cannot use the window directory '%s'", base->path);
 	snprintf(cur.path, sizeof cur.path, "%s", base->path);
@@ -332,7 +334,8 @@ int outdir_resolve(const struct outdir *base, const char *rel, size_t len,
 			return err_errno(e, err, "cannot create directory '%s' in '%s'", comp,
 					 base->path);
 		}
-		next.fd = openat(cur.fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		next.fd = io_fd_above_stdio(openat(cur.fd, comp, O_RDONLY | O_DIRECTORY |
+						   O_NOFOLLOW | O_CLOEXEC));
 		if (next.fd < 0) {
 			int err = errno;
 

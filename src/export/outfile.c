@@ -121,13 +121,13 @@ static int create_tmp(struct outfile *f)
 			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 
 	if (fd >= 0 || errno != EEXIST)
-		return fd;
+		return io_fd_above_stdio(fd);
 	if (unlinkat(f->dirfd, f->tmp, 0) != 0) {
 		errno = EEXIST;
 		return -1;
 	}
-	return openat(f->dirfd, f->tmp,
-		      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	return io_fd_above_stdio(openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL |
+					O_NOFOLLOW | O_CLOEXEC, 0644));
 }
 
 /* Host thread (any one thread per outfile). The caller owns the result until
@@ -156,7 +156,7 @@ struct outfile *outfile_openat(const struct outdir *d, const char *name, bool gz
 	}
 	snprintf(f->path, plen, "%s/%s", d->path, name);
 	snprintf(f->tmp, tlen, "%s.tmp.%ld", name, (long)getpid());
-	f->dirfd = fcntl(d->fd, F_DUPFD_CLOEXEC, 0);
+	f->dirfd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3); /* never 0-2: io.h */
 	if (f->dirfd < 0) {
 		err_errno(e, errno, "cannot create '%s'", f->path);
 		outfile_free(f);
@@ -411,7 +411,8 @@ int outfile_copyat(const struct outdir *from, const char *from_name,
 	unsigned char buf[65536];
 	struct outfile *f;
 	ssize_t r;
-	int in = openat(from->fd, from_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int in = io_fd_above_stdio(openat(from->fd, from_name, O_RDONLY | O_NOFOLLOW |
+					  O_NONBLOCK | O_CLOEXEC));
 
 	if (in < 0)
 		return err_errno(e, errno, "cannot read '%s/%s'", from->path, from_name);

@@ -323,6 +323,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	find_program(h);
 	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0)
 		goto fail;
+	salvage_init(h);
 	hostthread_init(h);
 	capture_init_all(h);
 	window_init(h);

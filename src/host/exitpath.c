@@ -18,10 +18,12 @@
  * (src/util/wakeword.h), sigaction, raise.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../util/io.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "host.h"
@@ -44,19 +46,26 @@ static const int exit_signals[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2,
 
 /* Asks the host thread to write the open window, or the recorder's steps
  * as a dump when dying of `sig` writes one (window_exit_dump); waits for
- * the answer. */
-static void exitpath_flush(struct host *h, int sig)
+ * the answer. Returns false when it did not come in time (what was
+ * recording is not written), else true. */
+static bool exitpath_flush(struct host *h, int sig)
 {
 	if (!atomic_load(&h->ht.started) || hostthread_is_self(h))
-		return;
+		return true;
 	atomic_store(&h->exit_signal, sig);
 	if (!window_recording(h) && !h->ht.head && !h->ht.busy &&
 	    !window_exit_dump(h, sig))
-		return;
+		return true;
 	wakeword_post(&h->ht.wake, HOST_WAKE_TERM);
-	/* On time-out, die without the window. */
-	wakeword_take(&h->ht.ack, EXIT_WAIT_MS * 1000000LL);
+	return wakeword_take(&h->ht.ack, EXIT_WAIT_MS * 1000000LL) != 0;
 }
+
+/* The line a process that gave up waiting says (async-signal-safe: a
+ * fixed text, one write). */
+static const char exit_gave_up[] =
+	"profhost: gave up after 20 s waiting for the host thread to write what "
+	"was recording; the process dies without it (its salvage file stays: "
+	"prof run, or prof salvage, writes it)\n";
 
 static void exitpath_handler(int sig)
 {
@@ -64,8 +73,13 @@ static void exitpath_handler(int sig)
 	int saved = errno;
 
 	if (atomic_exchange(&exit_in_progress, 1) == 0 && exit_host) {
-		exitpath_flush(exit_host, sig);
-		salvage_done(exit_host);
+		/* Written: the salvage file goes. Not in time (the host thread
+		 * stuck in a long hook or a slow disk): it stays, as at a
+		 * normal exit's time-out (core_fini), for the launcher. */
+		if (exitpath_flush(exit_host, sig))
+			salvage_done(exit_host);
+		else
+			io_write_all(2, exit_gave_up, sizeof exit_gave_up - 1);
 	}
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;

@@ -194,6 +194,9 @@ struct host {
 	struct salv_header *salv;      /* the salvage file's header; NULL:
 					  none (salvage.c) */
 	bool salv_tried;               /* salvage_ensure ran */
+	bool salv_pool_said;           /* salvage_check_pool warned */
+	char salvage_dir[PATH_MAX];    /* PROF_SALVAGE_DIR, absolute (from where
+					  the process started); "": /dev/shm */
 };
 
 /* Reports a failure (e->msg, one line) on stderr. With PROF_STRICT=1 it
@@ -299,6 +302,12 @@ int hostthread_start(struct host *h, struct err *e);
  * Never blocks on the host thread's work. Any thread. */
 void hostthread_submit(struct host *h, struct host_job *job);
 
+/* The jobs waiting for the host thread now, beyond the one it writes,
+ * when as many as it queues are waiting (a job handed over then is
+ * skipped: hostthread_submit); else 0. Any thread; takes the queue's
+ * lock, never the window lock. */
+size_t hostthread_full(struct host *h);
+
 /* Waits until the queue is empty and nothing is being written, at most
  * `timeout_ms`; then stops the thread. Returns 0, or -1 on time-out. */
 int hostthread_stop(struct host *h, int timeout_ms);
@@ -341,12 +350,24 @@ int64_t watchdog_check(struct host *h);
 
 struct salv_header;
 
+/* Decides the salvage file's folder (h->salvage_dir): PROF_SALVAGE_DIR,
+ * a relative one taken from the directory the process started in (it may
+ * chdir before the file is made, or before it removes it). Start-up. */
+void salvage_init(struct host *h);
+
 /* Creates the salvage file (PROF_SALVAGE_DIR, else /dev/shm) and writes
  * who this process is into it, the first time a pool is about to be
  * mapped (a process that never records makes no file); says in one line
  * when it cannot (the pools stay anonymous). Window lock held, or
  * start-up. */
 void salvage_ensure(struct host *h);
+
+/* Generation `gen` (0: none) was just opened with a pool of `bytes`:
+ * when the process has a salvage file but the pool could not be mapped
+ * from it (its tmpfs had less room free), says once per process that a
+ * SIGKILL or _exit() loses that pool's records, naming `setting`. Lock
+ * held. */
+void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *setting);
 
 /* Writes what records now (the window, or the recorder's segments) into
  * the file when it changed. Window lock held. */

@@ -23,6 +23,7 @@
 #include "../events/bigalloc.h"
 #include "../events/clock.h"
 #include "../export/export.h"
+#include "../util/io.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
 #include "capture.h"
@@ -47,7 +48,7 @@ static void note_window(struct host *h, const char *dir)
 	n = snprintf(line, sizeof line, "window\t%s\n", dir);
 	if (n < 0 || (size_t)n >= sizeof line)
 		return;
-	fd = open(h->env.notes, O_WRONLY | O_APPEND | O_CLOEXEC);
+	fd = io_fd_above_stdio(open(h->env.notes, O_WRONLY | O_APPEND | O_CLOEXEC));
 	if (fd < 0)
 		return; /* the launcher is gone; nothing to tell */
 	if (write(fd, line, (size_t)n) != n)
@@ -444,6 +445,17 @@ int hostthread_start(struct host *h, struct err *e)
 	return 0;
 }
 
+size_t hostthread_full(struct host *h)
+{
+	struct host_thread *ht = &h->ht;
+	size_t n;
+
+	pthread_mutex_lock(&ht->lock);
+	n = ht->queued >= HOST_QUEUE_MAX ? ht->queued : 0;
+	pthread_mutex_unlock(&ht->lock);
+	return n;
+}
+
 void hostthread_submit(struct host *h, struct host_job *job)
 {
 	struct host_thread *ht = &h->ht;
@@ -451,12 +463,23 @@ void hostthread_submit(struct host *h, struct host_job *job)
 	job->next = NULL;
 	pthread_mutex_lock(&ht->lock);
 	if (ht->queued >= HOST_QUEUE_MAX) {
-		ht->skipped++;
-		if (ht->skipped_total++ == 0)
-			log_msg(LOG_WARN, "windows close faster than they are written: "
-				"skipping window %u and any other that finds %d "
-				"waiting (space the windows out: prof.schedule{wait = "
-				"...})", job->window, HOST_QUEUE_MAX);
+		if (job->dump) {
+			/* Rare: dump_check refuses a dump while the queue
+			 * is full; one that raced a window's close lands
+			 * here. Said each time: prof.dump said it would be
+			 * written. */
+			log_msg(LOG_WARN, "recorder dump %u is not written: the host "
+				"was still writing %d others (dump less often)",
+				job->window, HOST_QUEUE_MAX);
+		} else {
+			ht->skipped++;
+			if (ht->skipped_total++ == 0)
+				log_msg(LOG_WARN, "windows close faster than they are "
+					"written: skipping window %u and any other that "
+					"finds %d waiting (space the windows out: "
+					"prof.schedule{wait = ...})", job->window,
+					HOST_QUEUE_MAX);
+		}
 		if (ht->tail && ht->tail->skip && !ht->tail->dump && !job->dump) {
 			/* Merged into the skipped window queued last: its
 			 * sources collect both at once (a time range covering

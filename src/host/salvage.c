@@ -5,10 +5,12 @@
  * `prof salvage` can write the recording of a process that died of
  * SIGKILL or ended in _exit() (docs/recorder.md).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../events/clock.h"
 #include "../shim/salvfile.h"
@@ -32,9 +34,27 @@ static void copy_text(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
+void salvage_init(struct host *h)
+{
+	const char *dir = h->env.salvage_dir;
+	char cwd[PATH_MAX];
+	int n;
+
+	h->salvage_dir[0] = '\0';
+	if (!dir)
+		return;
+	if (dir[0] == '/' || !getcwd(cwd, sizeof cwd))
+		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+	else
+		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s/%s", cwd, dir);
+	/* too long: salvage_open says so, naming the folder */
+	if (n < 0 || (size_t)n >= sizeof h->salvage_dir)
+		snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+}
+
 void salvage_ensure(struct host *h)
 {
-	const char *dir = h->env.salvage_dir ? h->env.salvage_dir : SALVAGE_DEFAULT_DIR;
+	const char *dir = h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR;
 	const struct policy_config *c = h->cfg;
 	struct salv_header *hd;
 	char why[512];
@@ -73,6 +93,26 @@ void salvage_ensure(struct host *h)
 	atomic_store_explicit(&hd->py_eval_lo, atomic_load(&py_eval_lo), memory_order_relaxed);
 	atomic_store_explicit(&hd->py_eval_hi, atomic_load(&py_eval_hi), memory_order_relaxed);
 	log_msg(LOG_DEBUG, "salvage file %s", h->shim->salvage_path());
+}
+
+void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *setting)
+{
+	const struct salv_slot *s;
+
+	if (!h->salv || !gen || h->salv_pool_said)
+		return;
+	/* Kept out: the slot names it at offset 0 (salvfile.h). A slot still
+	 * held by an older generation names that one (the new one's records
+	 * drop, counted as noslot): not this. */
+	s = &h->salv->slots[gen % SALV_SLOTS];
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen || s->off != 0)
+		return;
+	h->salv_pool_said = true;
+	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "
+		"folder '%s' (a tmpfs) had less room free, so a SIGKILL or _exit() "
+		"loses what it records (give that tmpfs more room, or lower %s)",
+		bytes >> 20, h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR,
+		setting);
 }
 
 /* True when states a and b name the same recording. */

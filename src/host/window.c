@@ -78,6 +78,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 	}
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */
+	salvage_check_pool(h, gen, w->rec.pool_bytes, "prof.recorder{ mb }");
 	if (rec_opened(&w->rec, gen, first, now, mid, &rel) == 1)
 		rec_release(h, &rel, 1);
 	if (!mid)
@@ -180,6 +181,8 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->prepared = false; /* the next window gets its own */
 	salvage_ensure(h);
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
+	salvage_check_pool(h, w->gen, h->cfg->capture.buffer_bytes,
+			   "prof.capture{ buffer_mb }");
 	capture_open_all(w->gen);
 	w->start_ts = now;
 	w->nsteps = 0;
@@ -624,6 +627,7 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 static int dump_check(struct host *h, struct err *e)
 {
 	struct window_state *w = &h->win;
+	size_t queued;
 
 	if (w->finished)
 		return err_set(e, "the process is ending");
@@ -642,6 +646,11 @@ static int dump_check(struct host *h, struct err *e)
 	if (w->rec.dumps >= w->rec.cfg.max_dumps)
 		return err_set(e, "this run already wrote its %u dumps (raise "
 			       "prof.recorder{ max_dumps = ... })", w->rec.cfg.max_dumps);
+	/* A job handed over now would be skipped, never written. */
+	queued = hostthread_full(h);
+	if (queued)
+		return err_set(e, "the host is still writing %zu earlier windows or "
+			       "dumps: this one is not taken (dump less often)", queued);
 	if (!w->rec.open || rec_held_steps(&w->rec) == 0)
 		return err_set(e, "no complete step recorded yet");
 	return 0;

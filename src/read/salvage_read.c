@@ -114,8 +114,8 @@ static int check_slots(const struct salvage_file *f, struct err *e)
 		const struct salv_slot *s = &f->hd->slots[i];
 		uint64_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
 
-		if (!gen)
-			continue;
+		if (!gen || (s->off == 0 && s->bytes == 0))
+			continue; /* none, or kept out of the file */
 		if (s->off < SALV_HEADER_BYTES || s->bytes % EVBUF_CHUNK_BYTES ||
 		    s->off > f->size || s->bytes > f->size - s->off)
 			return err_set(e, "'%s' is truncated or damaged: its event pool %u "
@@ -136,6 +136,9 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 	f->path = path;
 	/* O_NONBLOCK: a FIFO is refused below instead of blocking the open */
 	f->fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (f->fd < 0 && errno == ELOOP)
+		return err_set(e, "'%s' is a symbolic link; give the path of the "
+			       "salvage file itself (links are not followed)", path);
 	if (f->fd < 0)
 		return err_errno(e, errno, "cannot open salvage file '%s'", path);
 	if (fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -192,6 +195,8 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 	f->st = f->hd->state[cur];
 	if (f->st.ngens > SALV_GENS)
 		f->st.ngens = SALV_GENS;
+	if (f->st.start_ts < 0)
+		f->st.start_ts = 0; /* damaged: clock times are never negative */
 	f->st.reason[sizeof f->st.reason - 1] = '\0';
 	return 0;
 fail:
@@ -273,6 +278,40 @@ static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	return 0;
 }
 
+/* True when generation `gen`'s event pool was kept out of the file: a
+ * pool the writer could not map from it (its tmpfs had no room,
+ * evbuf.c's slot_map_file) stayed anonymous memory, its slot naming it
+ * at offset 0 with no bytes (salvfile.h), and its records died with the
+ * process. */
+static bool gen_out_of_file(const struct salvage_file *f, uint64_t gen)
+{
+	const struct salv_slot *s = &f->hd->slots[gen % SALV_SLOTS];
+
+	return gen && atomic_load_explicit(&s->gen, memory_order_acquire) == gen &&
+	       s->off == 0 && s->bytes == 0;
+}
+
+/* The note that says the recording's pools not in the file lost their
+ * records, into line[size] ("" when every pool is there). */
+static void pools_out_note(const struct salvage_file *f, char *line, size_t size)
+{
+	line[0] = '\0';
+	if (!f->pools_out)
+		return;
+	if (f->st.kind == SALV_WINDOW)
+		snprintf(line, size, "events: the window's event pool was not in the "
+			 "salvage file (its tmpfs had no room for it when the window "
+			 "opened): its records are lost, only its steps are salvaged "
+			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
+			 "free room than prof.capture{ buffer_mb })");
+	else
+		snprintf(line, size, "events: %u of the recorder's %u segments were not "
+			 "in the salvage file (its tmpfs had no room for their event "
+			 "pools): their records are lost, their steps show without them "
+			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
+			 "free room than prof.recorder{ mb })", f->pools_out, f->st.ngens);
+}
+
 /* The steps the file holds for its recording, in order, into *out (malloc'd),
  * plus the step the process died in, partial, ending at `last_ts`. Returns
  * the count, or -1 when memory ran out. */
@@ -291,9 +330,13 @@ static long salvage_steps(const struct salvage_file *f, int64_t last_ts,
 		return -1;
 	for (; i < n; i++) {
 		const struct salv_step *s = &f->hd->steps[i % SALV_STEPS];
-		int64_t ts = s->ts, e = s->ts + s->dur;
+		int64_t ts = s->ts, e;
 
-		if (e <= f->st.start_ts || s->step < f->st.first_step || s->dur < 0)
+		/* a damaged entry (clock times are never negative) */
+		if (s->dur < 0 || ts < 0 || ts > INT64_MAX - s->dur)
+			continue;
+		e = ts + s->dur;
+		if (e <= f->st.start_ts || s->step < f->st.first_step)
 			continue; /* before this recording */
 		if (ts < f->st.start_ts)
 			ts = f->st.start_ts;
@@ -501,9 +544,13 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	/* First pass: the latest record (where the last, partial step ends),
 	 * the torn records, counted once, and the Python snapshots. */
 	f->torn = 0;
+	f->pools_out = 0;
 	pystacks_salvage_begin();
-	for (i = 0; i < f->st.ngens; i++)
+	for (i = 0; i < f->st.ngens; i++) {
+		if (gen_out_of_file(f, f->st.gens[i]))
+			f->pools_out++;
 		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
+	}
 	torn = f->torn;
 	f->last_ts = sc.last_ts;
 	n = salvage_steps(f, sc.last_ts, &steps);
@@ -543,6 +590,9 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		rc = -1;
 	if (rc == 0)
 		rc = name_stacks(f, t);
+	pools_out_note(f, line, sizeof line);
+	if (rc == 0 && line[0])
+		rc = trace_add_note(t, line);
 	if (rc == 0 && hd->names_lost) {
 		snprintf(line, sizeof line, "NVTX: %u domain or category names did not fit "
 			 "the salvage file; those show as numbers", hd->names_lost);

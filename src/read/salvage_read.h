@@ -27,6 +27,9 @@ struct salvage_file {
 	const struct salv_header *hd;
 	struct salv_state st;      /* what was recording */
 	uint64_t torn;             /* records dropped: torn or damaged */
+	uint32_t pools_out;        /* the recording's event pools not in the
+				      file (salvage_build): their records
+				      stayed in the process's memory */
 	int64_t last_ts;           /* latest record read */
 };
 

@@ -28,6 +28,7 @@
 #include "salvmods.h"
 
 #include "../events/clock.h"
+#include "../util/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -570,6 +571,33 @@ static int salv_fd_ours(void)
 	return -1;
 }
 
+/* The salvage file's descriptor, to map a region with: salv_fd while it
+ * is still the file; else (the program closed its number, or reused it:
+ * see salv_fd_ours) the file opened again by its path, when that is
+ * still this process's file (the same device and inode), so the pools
+ * mapped from now on are salvaged too. -1 when there is no file, it was
+ * removed or replaced, or this is a forked child. Caller of open/close. */
+static int salv_fd_for_map(void)
+{
+	int fd = salv_fd_ours();
+	struct stat st;
+
+	if (fd >= 0)
+		return fd;
+	if (!atomic_load_explicit(&salv_live, memory_order_acquire) || getpid() != salv_pid)
+		return -1;
+	fd = io_fd_above_stdio(open(salv_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || st.st_dev != salv_dev || st.st_ino != salv_ino) {
+		close(fd);
+		return -1;
+	}
+	/* Never closed, as salv_fd is not (evbuf_salvage_remove). */
+	atomic_store(&salv_fd, fd);
+	return fd;
+}
+
 /* Maps a region of `want` bytes at the end of the salvage file for slot
  * s; MAP_FAILED when there is no file, its tmpfs has less than `want`
  * free, or it cannot grow. Caller of open/close. */
@@ -577,7 +605,7 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 {
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
 	struct statfs sf;
-	int fd = salv_fd_ours();
+	int fd = salv_fd_for_map();
 	void *m;
 
 	if (fd < 0)
@@ -665,7 +693,12 @@ static void salv_slot_set(struct evbuf_slot *s, uint64_t gen, uint64_t bytes)
 		return;
 	ss = &hd->slots[s - slots];
 	if (!s->shared) {
-		atomic_store_explicit(&ss->gen, 0, memory_order_release);
+		/* Kept out of the file (its tmpfs had no room when the slot
+		 * was mapped): the generation at offset 0, no bytes, so a
+		 * reader can say its records were lost (salvfile.h). */
+		ss->off = 0;
+		ss->bytes = 0;
+		atomic_store_explicit(&ss->gen, gen, memory_order_release);
 		return;
 	}
 	if (gen)
@@ -760,6 +793,11 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 		return NULL;
 	}
 	fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0 && (fd = io_fd_above_stdio(fd)) < 0) {
+		snprintf(why, size, "cannot keep '%s' open: %s", salv_path, strerror(errno));
+		unlink(salv_path);
+		return NULL;
+	}
 	if (fd < 0) {
 		snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
 		return NULL;

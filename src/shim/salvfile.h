@@ -75,7 +75,10 @@ enum salv_flags {
 };
 
 /* One pool slot: where its chunks lie in the file, and which generation
- * they hold (0: none). */
+ * they hold (0: none). A generation with `off` and `bytes` both 0 has its
+ * pool in anonymous memory, kept out of the file (its tmpfs had less room
+ * free than the pool when the slot was mapped): its records die with the
+ * process. */
 struct salv_slot {
 	_Atomic uint64_t gen;
 	uint64_t off;              /* file offset of the region */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "grow.h"
+#include "io.h"
 
 int fsutil_mkdirs(const char *path, unsigned mode, struct err *e)
 {
@@ -51,7 +52,7 @@ int fsutil_join(char *out, size_t size, const char *a, const char *b,
 
 int fsutil_open_regular(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int fd = io_fd_above_stdio(open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
 	int flags;
 
 	if (fd < 0)

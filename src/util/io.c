@@ -2,6 +2,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,4 +35,17 @@ int io_write_all(int fd, const void *buf, size_t len)
 int io_send_all(int fd, const void *buf, size_t len)
 {
 	return put_all(fd, buf, len, 1);
+}
+
+int io_fd_above_stdio(int fd)
+{
+	int hi, err;
+
+	if (fd < 0 || fd > 2)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	err = errno;
+	close(fd);
+	errno = err;
+	return hi;
 }

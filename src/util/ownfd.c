@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io.h"
 #include "log.h"
 
 static _Atomic int ownfd_told;
@@ -12,6 +13,13 @@ int ownfd_adopt(struct ownfd *o, int fd)
 {
 	struct stat st;
 
+	/* A program that closed its stdout would otherwise write its output
+	 * into profhost's pipe or socket. */
+	fd = io_fd_above_stdio(fd);
+	if (fd < 0) {
+		atomic_store(&o->fd, -1);
+		return -1;
+	}
 	if (fstat(fd, &st) != 0) {
 		close(fd);
 		atomic_store(&o->fd, -1);

@@ -31,8 +31,10 @@ static inline int ownfd_fd(const struct ownfd *o)
 	return atomic_load(&o->fd);
 }
 
-/* Takes `fd` (just opened by profhost) as owned. Returns 0, or -1 (fd is
- * closed) when it cannot be fstat'ed. Owner thread. */
+/* Takes `fd` (just opened by profhost) as owned, moved above 0-2 when it
+ * is one of them (the number held is then another: read it back with
+ * ownfd_fd). Returns 0, or -1 (fd is closed) when it cannot be moved or
+ * fstat'ed. Owner thread. */
 int ownfd_adopt(struct ownfd *o, int fd);
 
 /* True when o holds a descriptor that is still what profhost opened.

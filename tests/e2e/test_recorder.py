@@ -186,6 +186,25 @@ end)
         # The refusals were answers, not errors.
         self.assertNotIn("error", r.stderr.lower())
 
+    def test_dump_storm_writes_every_dump_it_takes(self):
+        # a dump on every 0.2 ms step: they come faster than the host
+        # thread writes them. A dump taken is written; one that would wait
+        # behind a full queue is refused (and does not count against
+        # max_dumps), never taken and then skipped.
+        policy = self.write("policy.lua", """
+prof.recorder{ steps = 4, max_dumps = 8 }
+prof.export{ report = false }
+prof.on_step(function(s) prof.dump{ steps = 1, reason = "storm" } end)
+""")
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "400",
+                 "--sleep-us", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = [os.path.basename(d).split("_")[0] for d in recorder_dirs(out)]
+        self.assertEqual(sorted(names), ["recorder%d" % k for k in range(8)], r.stderr)
+        self.assertNotIn("skipping window", r.stderr)
+        self.assertNotIn("is not written", r.stderr)
+
     def test_dump_without_recorder_is_refused(self):
         policy = self.write("policy.lua", """
 prof.on_step(function(s)

@@ -150,6 +150,29 @@ class Launcher(SalvageTest):
         pid = int(r.stdout.split()[1])
         self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
+    def test_sigterm_that_cannot_wait_for_the_host_keeps_the_file(self):
+        # window 0's on_trace_ready hook holds the host thread for 25 s;
+        # window 1 records when SIGTERM comes: the exit path gives up
+        # after 20 s, says so, and leaves the salvage file, which prof run
+        # writes (before, the file went with the window: nothing said)
+        policy = ('prof.limits{ report_ms = 60000 }\n'
+                  'prof.schedule{ wait = 2, active = 10, cycles = 2 }\n'
+                  'prof.on_trace_ready(function(t)\n'
+                  '  if t.window == 0 then\n'
+                  '    local t0 = os.clock()\n'
+                  '    while os.clock() - t0 < 25 do end\n'
+                  '  end\n'
+                  'end)\n')
+        r, out = self.prof_run(policy, "--die-at", "18", "--how", "term")
+        self.assertEqual(r.returncode, 128 + 15, r.stderr)
+        gave_up = [l for l in r.stderr.splitlines() if "gave up after 20 s" in l]
+        self.assertEqual(len(gave_up), 1, r.stderr)
+        dirs = [os.path.basename(d) for d in salvaged_dirs(out)]
+        self.assertEqual(dirs, ["window0_steps2-11", "window1_steps14-18"], r.stderr)
+        trace = load_trace(salvaged_dirs(out)[1])
+        self.assertIn("salvaged after SIGTERM", trace["profhost"]["reason"])
+        self.assertEqual([n for n, _ in step_spans(trace)], list(range(14, 19)))
+
     def test_clean_run_writes_its_window_itself(self):
         r, out = self.prof_run(WINDOW_POLICY, "--steps", "12")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -329,6 +352,9 @@ class Standalone(SalvageTest):
             g.write(f.read(1100 * 1024))  # past the 1 MiB header
         cases[cut] = "is truncated or damaged"
         cases[os.path.join(self.tmp, "missing.salvage")] = "cannot open salvage file"
+        link = os.path.join(self.tmp, "link.salvage")
+        os.symlink(good, link)
+        cases[link] = "is a symbolic link; give the path of the salvage file itself"
         for path, want in cases.items():
             s = run([PROF, "salvage", path])
             self.assertEqual(s.returncode, 1, path)
@@ -338,6 +364,77 @@ class Standalone(SalvageTest):
             self.assertIn(path, lines[0])
         # the good file is left alone by all this, and still salvages
         self.assertEqual(run([PROF, "salvage", good]).returncode, 0)
+
+    def test_a_program_that_closes_its_descriptors_is_still_salvaged(self):
+        # a daemon closing 3-1023 in step 2 takes profhost's descriptor of
+        # the salvage file with them, before the recorder's later segments
+        # are mapped: those must still go into the file (not its memory),
+        # and the file the program opens then must stay the program's
+        data = os.path.join(self.tmp, "data")
+        r, out = self.preload(RECORDER_POLICY, "--close-fds-at", "2", data,
+                              "--die-at", "30")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        with open(data) as f:
+            self.assertEqual(f.read(), "".join("step %d\n" % s for s in range(2, 31)))
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertNotIn("lost", s.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, s.stderr)
+        steps = [n for n, _ in step_spans(load_trace(dirs[0]))]
+        self.assertEqual(steps[-7:], list(range(24, 31)))
+        self.check_salvaged(dirs[0], steps[0], 30, "after its process ended")
+
+    def test_closed_stdio_stays_closed(self):
+        # `prog <&- >&-`: profhost's own descriptors (the salvage file, the
+        # REPL's pipe) must not take the numbers 0-2, or the program's
+        # writes to its closed stdout would land in them (and wreck the
+        # salvage file's header) instead of failing as without profhost
+        script = 'exec "$0" "$@" <&- >&-'
+        args = [APP, "--print", "--die-at", "10"]
+        said = lambda err: [l for l in err.splitlines() if l.startswith("salvage_app: ")]
+        plain = run(["bash", "-c", script] + args)
+        self.assertEqual(plain.returncode, -9, plain.stderr)
+        failed = said(plain.stderr)
+        self.assertEqual(failed, ["salvage_app: stdout: Bad file descriptor",
+                                  "salvage_app: stdin: Bad file descriptor"] * 11)
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        r = run(["bash", "-c", script] + args, env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertEqual(said(r.stderr), failed, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(len(salvaged_dirs(out)), 1, s.stderr)
+
+    def test_relative_salvage_dir_is_where_the_process_started(self):
+        # PROF_SALVAGE_DIR=salv, started in self.shm: the program changes
+        # its directory before the file is made (then it must still be
+        # made there), or after (then a clean exit must still remove it)
+        os.mkdir(os.path.join(self.shm, "salv"))
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "out"),
+                        "PROF_SALVAGE_DIR": "salv"})
+        left = lambda: glob.glob(os.path.join(self.shm, "salv", "*.salvage"))
+        env["PROF_SCRIPT"] = self.write("window.lua", WINDOW_POLICY)  # made at step 1
+        r = run([APP, "--chdir-at", "0", "/", "--die-at", "15"], env=env, cwd=self.shm)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertNotIn("no salvage file", r.stderr)
+        self.assertEqual(len(left()), 1, r.stderr)
+        s = run([PROF, "salvage", left()[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(left(), [])
+        env["PROF_SCRIPT"] = self.write("policy.lua", RECORDER_POLICY)  # made at start
+        r = run([APP, "--chdir-at", "5", "/", "--steps", "12"], env=env, cwd=self.shm)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(left(), [], r.stderr)
 
     def test_live_file_is_refused(self):
         env = base_env({"LD_PRELOAD": LIB,
@@ -363,6 +460,79 @@ class Standalone(SalvageTest):
             finally:
                 p.kill()
                 p.wait()
+
+
+class SmallTmpfs(SalvageTest):
+    """A salvage folder on a tmpfs too small for the event pools (a
+    container's 64 MiB /dev/shm against the default 128 MiB window): the
+    pools stay in the process's memory, and a salvage of its file must say
+    that their events were lost, not pass the steps off as a quiet run."""
+
+    def in_small_tmpfs(self, policy, *args):
+        """Runs the app on an 8 MiB tmpfs as its PROF_SALVAGE_DIR (a mount
+        namespace of its own), then `prof salvage` of what it left."""
+        mnt = os.path.join(self.tmp, "tmpfs")
+        os.mkdir(mnt)
+        script = ('mount -t tmpfs -o size=8m tmpfs "$SALV" || exit 97\n'
+                  'LD_PRELOAD="$LIB" PROF_SCRIPT="$POLICY" PROF_OUTPUT_DIR="$OUT" '
+                  'PROF_SALVAGE_DIR="$SALV" "$APP" "$@"\n'
+                  'echo "app $?"\n'
+                  'exec "$PROF" salvage "$SALV"/*.salvage\n')
+        env = base_env({"LIB": LIB, "POLICY": self.write("policy.lua", policy),
+                        "OUT": os.path.join(self.tmp, "out"), "SALV": mnt, "APP": APP,
+                        "PROF": PROF})
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        try:
+            r = run(["unshare"] + user + ["--mount", "--", "bash", "-c", script, "sh"] +
+                    list(args), env=env)
+        except FileNotFoundError:
+            self.skipTest("no unshare here")
+        if r.returncode == 97 or "unshare failed" in r.stderr:
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr.strip()[-200:])
+        self.assertIn("app 137", r.stdout, r.stderr)
+        return r, os.path.join(self.tmp, "out")
+
+    def test_a_window_whose_pool_did_not_fit_says_its_events_were_lost(self):
+        r, out = self.in_small_tmpfs(WINDOW_POLICY, "--die-at", "15")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # the process said so while it ran, once
+        warned = [l for l in r.stderr.splitlines() if "is not in the salvage file" in l]
+        self.assertEqual(len(warned), 1, r.stderr)
+        self.assertIn("an event pool of 128 MiB", warned[0])
+        self.assertIn("prof.capture{ buffer_mb }", warned[0])
+        said = [l for l in r.stderr.splitlines() if "salvaged window 0" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("its events were lost", said[0])
+        self.assertIn("tmpfs had no room", said[0])
+        dirs = salvaged_dirs(out)
+        # no record tells where the last step ended: the complete ones
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-14"], r.stderr)
+        trace = load_trace(dirs[0])
+        # the steps are the file's; the records stayed in the process
+        self.assertEqual([n for n, _ in step_spans(trace)][:12], list(range(3, 15)))
+        self.assertEqual([e for e in trace["traceEvents"] if e.get("name") == "work"], [])
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("event pool was not in the salvage file", summary)
+        self.assertIn("prof.capture{ buffer_mb }", summary)
+
+    def test_recorder_segments_that_did_not_fit_are_counted(self):
+        r, out = self.in_small_tmpfs("prof.recorder{ steps = 6, mb = 64 }\n", "--die-at", "30")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        warned = [l for l in r.stderr.splitlines() if "is not in the salvage file" in l]
+        self.assertEqual(len(warned), 1, r.stderr)
+        self.assertIn("an event pool of 16 MiB", warned[0])
+        self.assertIn("prof.recorder{ mb }", warned[0])
+        said = [l for l in r.stderr.splitlines() if "salvaged recorder dump 0" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertRegex(said[0], r"the events of (\d) of its \1 segments were lost")
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertRegex(summary, r"(\d) of the recorder's \1 segments were not in the "
+                                  r"salvage file")
+        self.assertIn("prof.recorder{ mb }", summary)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +341,87 @@ static void test_released_generation(void)
 	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
 	CHECK_EQ_INT((int)count_named(&t, "work"), 0);
 	CHECK_EQ_INT((int)f.torn, 0);
+	/* not "kept out of the file": its records went with the slot */
+	CHECK_EQ_INT((int)f.pools_out, 0);
+	CHECK(!contains(t.meta.notes, "not in the salvage file"));
+	trace_free(&t);
+	salvage_close(&f);
+	/* nor a slot free again (given back before the state said so) */
+	make_file(path, 0);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	CHECK_EQ_INT((int)f.pools_out, 0);
+	trace_free(&t);
+	salvage_close(&f);
+}
+
+/* A window whose pool stayed out of the file (its slot names it at
+ * offset 0 with no bytes: the tmpfs had no room) is salvaged as its
+ * steps, and the notes say its records were lost. */
+static void test_pool_out_of_file(void)
+{
+	char path[4200];
+	struct salvage_file f;
+	struct salv_slot slot = { 0 };
+	struct trace t;
+	struct err e;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/d.salvage", dir);
+	make_file(path, GEN);
+	atomic_store(&slot.gen, GEN);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT((int)pwrite(fd, &slot, sizeof slot,
+				 (off_t)offsetof(struct salv_header, slots) +
+				 (off_t)((GEN % SALV_SLOTS) * sizeof slot)), (int)sizeof slot);
+	close(fd);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	CHECK_EQ_INT((int)f.pools_out, 1);
+	CHECK_EQ_INT((int)count_named(&t, "work"), 0);
+	CHECK_EQ_INT((int)t.nsteps, 2);
+	CHECK(contains(t.meta.notes, "the window's event pool was not in the salvage file"));
+	trace_free(&t);
+	salvage_close(&f);
+}
+
+/* Damaged step entries (a time that overflows with its duration, a
+ * negative time or duration) and a damaged start time are skipped or
+ * taken as 0, never computed with (signed overflow). */
+static void test_damaged_steps(void)
+{
+	char path[4200];
+	struct salvage_file f;
+	struct salv_header *h = malloc(sizeof *h);
+	struct trace t;
+	struct err e;
+	int fd;
+
+	snprintf(path, sizeof path, "%s/e.salvage", dir);
+	make_file(path, GEN);
+	fd = open(path, O_RDWR);
+	CHECK(fd >= 0 && h);
+	CHECK_EQ_INT((int)pread(fd, h, sizeof *h, 0), (int)sizeof *h);
+	h->steps[3] = (struct salv_step){ 9, INT64_MAX - 10, 1000, 11, 0 };
+	h->steps[4] = (struct salv_step){ 9, -5, 10, 11, 0 };
+	h->steps[5] = (struct salv_step){ 9, 1450, -1, 11, 0 };
+	atomic_store(&h->nsteps, 6);
+	h->state[1].start_ts = INT64_MIN; /* damaged: taken as 0 */
+	CHECK_EQ_INT((int)pwrite(fd, h, sizeof *h, 0), (int)sizeof *h);
+	close(fd);
+	free(h);
+	CHECK_EQ_INT(salvage_open(path, &f, &e), 0);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(salvage_build(&f, "after SIGKILL", &t, &e), 0);
+	/* 7 and 8, then 9 partial up to the last record, as undamaged */
+	CHECK_EQ_INT((int)t.nsteps, 3);
+	if (t.nsteps == 3) {
+		CHECK_EQ_INT((int)t.steps[2].ts, 1450);
+		CHECK_EQ_INT((int)t.steps[2].dur, 50);
+	}
 	trace_free(&t);
 	salvage_close(&f);
 }
@@ -393,6 +476,8 @@ int main(void)
 	testdir_make(dir, sizeof dir, "salvage_read", false);
 	test_torn_records();
 	test_released_generation();
+	test_pool_out_of_file();
+	test_damaged_steps();
 	test_bad_files();
 	testdir_remove(dir);
 	return check_done();

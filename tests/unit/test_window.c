@@ -96,6 +96,7 @@ static const struct shim_api fake_shim = {
 static struct host_job *jobs[JOBS_MAX];
 static size_t njobs;
 static int thread_fails; /* hostthread_start fails while > 0 */
+static size_t queue_full;  /* what hostthread_full answers */
 static int failures;
 static char last_failure[sizeof ((struct err *)0)->msg];
 
@@ -107,6 +108,12 @@ int hostthread_start(struct host *h, struct err *e)
 		return err_set(e, "cannot start the host thread (test)");
 	}
 	return 0;
+}
+
+size_t hostthread_full(struct host *h)
+{
+	(void)h;
+	return queue_full;
 }
 
 void hostthread_submit(struct host *h, struct host_job *job)
@@ -410,6 +417,37 @@ static void test_dump_out_of_memory(void)
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
+/* A dump asked while the host thread's queue is full would be skipped,
+ * never written: it is refused, says why, and does not count against
+ * max_dumps; once the queue drains, the next one is taken. */
+static void test_dump_refused_while_queue_full(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct err e;
+	size_t before;
+
+	cfg.recorder.enabled = true;
+	cfg.recorder.steps = 2;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 1;
+	start(&sc);
+	steps(2);
+	before = njobs;
+	queue_full = 4;
+	CHECK_EQ_INT(window_dump(&host, 2, "storm", &e), -1);
+	CHECK(strstr(e.msg, "still writing 4 earlier windows or dumps") != NULL);
+	CHECK_EQ_INT(njobs, before);
+	CHECK_EQ_INT(host.win.rec.dumps, 0);
+	queue_full = 0;
+	CHECK_EQ_INT(window_dump(&host, 2, "storm", &e), 0);
+	CHECK_EQ_INT(njobs, before + 1);
+	CHECK(jobs[njobs - 1]->dump);
+	CHECK_EQ_INT(jobs[njobs - 1]->window, 0);
+	window_finish(&host, false);
+	rec_free(&host.win.rec);
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
 /* prof.recorder{ enabled = false } takes effect at the next boundary: the
  * sources stop, the segments go back, dumps are refused; enabled again, the
  * next boundary opens a segment and a dump holds the steps since. Set up
@@ -617,6 +655,7 @@ int main(void)
 	test_capture_now();
 	test_recorder_tells_sources();
 	test_dump_out_of_memory();
+	test_dump_refused_while_queue_full();
 	test_recorder_switch();
 	test_hooks();
 	test_capture_range();
