@@ -252,6 +252,7 @@ M.sections = {
 			load_ms = integer(1, 600000, 2000),
 			memory_mb = integer(4, 65536, 64),
 			repl_ms = integer(1, 3600000, 10000),
+			exit_ms = integer(100, 600000, 20000),
 		},
 	},
 }
@@ -628,6 +629,7 @@ function M.resolve(raw)
 			load_ms = get("limits", l, "load_ms"),
 			memory_mb = get("limits", l, "memory_mb"),
 			repl_ms = get("limits", l, "repl_ms"),
+			exit_ms = get("limits", l, "exit_ms"),
 		},
 	}
 end

@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -28,9 +30,14 @@
 #include "../util/wakeword.h"
 #include "host.h"
 
-#define EXIT_WAIT_MS 20000 /* how long a dying process waits for its window */
-
 static struct host *exit_host;
+/* How long a dying process waits for its window (prof.limits{exit_ms}),
+ * and the line it says when that was not enough: set by exitpath_install
+ * (the limits never change once the policy is loaded), read by the
+ * handler, which may not format text itself. */
+static uint32_t exit_wait_ms;
+static char exit_gave_up[320];
+static size_t exit_gave_up_len;
 static _Atomic int exit_in_progress;
 
 /* Every signal whose default action ends the process, but those profhost
@@ -57,15 +64,8 @@ static bool exitpath_flush(struct host *h, int sig)
 	    !window_exit_dump(h, sig))
 		return true;
 	wakeword_post(&h->ht.wake, HOST_WAKE_TERM);
-	return wakeword_take(&h->ht.ack, EXIT_WAIT_MS * 1000000LL) != 0;
+	return wakeword_take(&h->ht.ack, (int64_t)exit_wait_ms * 1000000LL) != 0;
 }
-
-/* The line a process that gave up waiting says (async-signal-safe: a
- * fixed text, one write). */
-static const char exit_gave_up[] =
-	"profhost: gave up after 20 s waiting for the host thread to write what "
-	"was recording; the process dies without it (its salvage file stays: "
-	"prof run, or prof salvage, writes it)\n";
 
 static void exitpath_handler(int sig)
 {
@@ -79,7 +79,7 @@ static void exitpath_handler(int sig)
 		if (exitpath_flush(exit_host, sig))
 			salvage_done(exit_host);
 		else
-			io_write_all(2, exit_gave_up, sizeof exit_gave_up - 1);
+			io_write_all(2, exit_gave_up, exit_gave_up_len);
 	}
 	memset(&dfl, 0, sizeof dfl);
 	dfl.sa_handler = SIG_DFL;
@@ -96,6 +96,13 @@ void exitpath_install(struct host *h)
 	size_t i;
 
 	exit_host = h;
+	exit_wait_ms = h->cfg->limits.exit_ms;
+	snprintf(exit_gave_up, sizeof exit_gave_up,
+		 "profhost: gave up after %u ms (prof.limits{ exit_ms }) waiting for the "
+		 "host thread to write what was recording; the process dies without it "
+		 "(its salvage file stays: prof run, or prof salvage, writes it)\n",
+		 (unsigned)exit_wait_ms);
+	exit_gave_up_len = strlen(exit_gave_up);
 	for (i = 0; i < sizeof exit_signals / sizeof exit_signals[0]; i++) {
 		struct sigaction old, sa;
 

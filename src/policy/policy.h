@@ -140,6 +140,8 @@ struct policy_config {
 		uint32_t report_ms;    /* per on_trace_ready call; default 10000 */
 		uint32_t load_ms;      /* loading the file; default 2000 */
 		uint32_t repl_ms;      /* per REPL command; default 10000 */
+		uint32_t exit_ms;      /* a process dying of a signal waits this
+					  long for its window; default 20000 */
 		size_t memory_bytes;   /* VM memory cap; default 64 MiB */
 	} limits;
 

@@ -272,6 +272,7 @@ int policy_read_config(lua_State *L)
 	c->limits.report_ms = cfg_u32(L, s, "report_ms", 1);
 	c->limits.load_ms = cfg_u32(L, s, "load_ms", 1);
 	c->limits.repl_ms = cfg_u32(L, s, "repl_ms", 1);
+	c->limits.exit_ms = cfg_u32(L, s, "exit_ms", 100);
 	c->limits.memory_bytes =
 		(size_t)cfg_int(L, s, "memory_mb", 1, 65536) * POLICY_MIB;
 	return 0;

@@ -151,21 +151,23 @@ class Launcher(SalvageTest):
         self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
 
     def test_sigterm_that_cannot_wait_for_the_host_keeps_the_file(self):
-        # window 0's on_trace_ready hook holds the host thread for 25 s;
+        # window 0's on_trace_ready hook holds the host thread for 4 s;
         # window 1 records when SIGTERM comes: the exit path gives up
-        # after 20 s, says so, and leaves the salvage file, which prof run
-        # writes (before, the file went with the window: nothing said)
-        policy = ('prof.limits{ report_ms = 60000 }\n'
+        # after exit_ms (1 s), says so, and leaves the salvage file, which
+        # prof run writes (before, the file went with the window: nothing
+        # said)
+        policy = ('prof.limits{ report_ms = 60000, exit_ms = 1000 }\n'
                   'prof.schedule{ wait = 2, active = 10, cycles = 2 }\n'
                   'prof.on_trace_ready(function(t)\n'
                   '  if t.window == 0 then\n'
                   '    local t0 = os.clock()\n'
-                  '    while os.clock() - t0 < 25 do end\n'
+                  '    while os.clock() - t0 < 4 do end\n'
                   '  end\n'
                   'end)\n')
         r, out = self.prof_run(policy, "--die-at", "18", "--how", "term")
         self.assertEqual(r.returncode, 128 + 15, r.stderr)
-        gave_up = [l for l in r.stderr.splitlines() if "gave up after 20 s" in l]
+        gave_up = [l for l in r.stderr.splitlines()
+                   if "gave up after 1000 ms (prof.limits{ exit_ms })" in l]
         self.assertEqual(len(gave_up), 1, r.stderr)
         dirs = [os.path.basename(d) for d in salvaged_dirs(out)]
         self.assertEqual(dirs, ["window0_steps2-11", "window1_steps14-18"], r.stderr)

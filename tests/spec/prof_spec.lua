@@ -35,7 +35,7 @@ describe("prof", function()
 				raw = true, report_text = true, report_html = true,
 			}, c.export)
 			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64,
-				repl_ms = 10000 }, c.limits)
+				repl_ms = 10000, exit_ms = 20000 }, c.limits)
 		end)
 
 		it("fill the keys a call leaves out", function()
@@ -409,9 +409,9 @@ describe("prof", function()
 
 	describe("prof.limits", function()
 		it("sets every limit", function()
-			local c = config_of("prof.limits{ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256, repl_ms = 500 }")
+			local c = config_of("prof.limits{ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256, repl_ms = 500, exit_ms = 5000 }")
 			assert.are.same({ hook_ms = 5, report_ms = 60000, load_ms = 100, memory_mb = 256,
-				repl_ms = 500 }, c.limits)
+				repl_ms = 500, exit_ms = 5000 }, c.limits)
 		end)
 
 		it("rejects zero and out-of-range values", function()
