@@ -109,8 +109,10 @@ void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *
 		return;
 	h->salv_pool_said = true;
 	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "
-		"folder '%s' (a tmpfs) had less room free, so a SIGKILL or _exit() "
-		"loses what it records (give that tmpfs more room, or lower %s)",
+		"folder '%s' (a tmpfs) had not that much room free beside what "
+		"profhost leaves the program (a quarter of it, at least 64 MiB), so "
+		"a SIGKILL or _exit() loses what it records (give that tmpfs more "
+		"room, or lower %s)",
 		bytes >> 20, h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR,
 		setting);
 }

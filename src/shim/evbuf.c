@@ -598,9 +598,21 @@ static int salv_fd_for_map(void)
 	return fd;
 }
 
+/* The room a pool leaves free in the salvage file's tmpfs for the
+ * program: a quarter of the tmpfs, at least EVBUF_SALV_KEEP_MIN bytes
+ * (/dev/shm is where PyTorch's DataLoader workers hand tensors over and
+ * NCCL keeps its buffers: a program that finds it full dies of SIGBUS). */
+static uint64_t salv_room_kept(const struct statfs *sf)
+{
+	uint64_t quarter = (uint64_t)sf->f_blocks * (uint64_t)sf->f_bsize / 4;
+
+	return quarter > EVBUF_SALV_KEEP_MIN ? quarter : EVBUF_SALV_KEEP_MIN;
+}
+
 /* Maps a region of `want` bytes at the end of the salvage file for slot
- * s; MAP_FAILED when there is no file, its tmpfs has less than `want`
- * free, or it cannot grow. Caller of open/close. */
+ * s; MAP_FAILED when there is no file, its tmpfs would keep less than
+ * salv_room_kept() free with it, or the file cannot grow. Caller of
+ * open/close. */
 static void *slot_map_file(struct evbuf_slot *s, size_t want)
 {
 	uint64_t off = (salv_end + SALV_ALIGN - 1) / SALV_ALIGN * SALV_ALIGN;
@@ -611,11 +623,12 @@ static void *slot_map_file(struct evbuf_slot *s, size_t want)
 	if (fd < 0)
 		return MAP_FAILED;
 	/* A pool the tmpfs has no room for (a container's 64 MiB /dev/shm
-	 * against the default 128 MiB window) stays anonymous memory, as
-	 * without the file: it would drop records at the tmpfs's size, and
-	 * salvage is not worth losing them. */
+	 * against the default 128 MiB window), or that would leave the
+	 * program too little of it, stays anonymous memory, as without the
+	 * file: it would drop records at the tmpfs's size, or starve the
+	 * program's own shared memory, and salvage is worth neither. */
 	if (fstatfs(fd, &sf) != 0 ||
-	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < want)
+	    (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize < want + salv_room_kept(&sf))
 		return MAP_FAILED;
 	if (ftruncate(fd, (off_t)(off + want)) != 0)
 		return MAP_FAILED;

@@ -122,6 +122,9 @@ struct evbuf_rec {
 #define EVBUF_NAME_MAX 4096           /* longer names are cut */
 #define EVBUF_CHUNK_BYTES (64 * 1024) /* chunk size, header included */
 #define EVBUF_SLOTS 4
+#define EVBUF_SALV_KEEP_MIN (64u << 20) /* a salvage file's pools leave at
+					* least this much of its tmpfs free
+					* (and a quarter of it) */
 #define EVBUF_LEAVE_MIN 8192         /* see "Thread exit" above: room for the
 				      * EVBUF_THREAD record and any record */
 

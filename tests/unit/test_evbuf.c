@@ -725,6 +725,38 @@ static void test_salvage_pool_without_room(struct salv_header *h, const char *di
 	evbuf_release(gen);
 }
 
+/* A pool the tmpfs has room for, but that would leave the program less
+ * than a quarter of it (at least EVBUF_SALV_KEEP_MIN) free, stays
+ * anonymous memory too: /dev/shm is the program's shared memory as well
+ * (DataLoader workers, NCCL). */
+static void test_salvage_pool_leaves_the_program_room(struct salv_header *h, const char *dir)
+{
+	struct statfs sf;
+	struct evbuf_stats st;
+	struct seen s;
+	uint64_t gen, i, bytes, avail, keep;
+
+	if (statfs(dir, &sf) != 0)
+		return;
+	avail = (uint64_t)sf.f_bavail * sf.f_bsize;
+	keep = (uint64_t)sf.f_blocks * sf.f_bsize / 4;
+	if (keep < EVBUF_SALV_KEEP_MIN)
+		keep = EVBUF_SALV_KEEP_MIN;
+	if (avail < keep + 2 * EVBUF_CHUNK_BYTES)
+		return; /* a tmpfs that small takes no pool at all */
+	bytes = (avail - keep / 2) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES;
+	gen = evbuf_open((size_t)bytes);
+	CHECK(gen != 0);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "anonymous", i, 0);
+	evbuf_close();
+	CHECK_EQ_INT(h->slots[gen % SALV_SLOTS].off, 0);
+	init_seen(&s);
+	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);
+	CHECK_EQ_INT(st.records, 100);
+	evbuf_release(gen);
+}
+
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
  * region of it, named in its header while its generation is held, with
  * the records in the file; its pages go back to the tmpfs on release;
@@ -780,6 +812,7 @@ static void test_salvage_file(void)
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
 	test_salvage_pool_without_room(h, dir);
+	test_salvage_pool_leaves_the_program_room(h, dir);
 	evbuf_salvage_remove();
 	CHECK(stat(path, &sb) != 0);
 	rmdir(dir);
