@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,11 +178,17 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 			f->hd->version, SALV_VERSION);
 		goto fail;
 	}
-	/* The writer holds the lock for its life. */
+	/* The writer holds the lock for its life; so does a reader (another
+	 * prof salvage, or the launcher) while it salvages the file. */
 	if (flock(f->fd, LOCK_EX | LOCK_NB) != 0) {
-		err_set(e, "'%s' belongs to process %d, which is still running: it "
-			"writes its own windows (salvage the file once the process has "
-			"ended)", path, (int)f->hd->pid);
+		if (f->hd->pid > 0 && kill((pid_t)f->hd->pid, 0) != 0 && errno == ESRCH)
+			err_set(e, "'%s' is being salvaged by another prof (process %d, "
+				"which wrote it, has ended; the file's lock is held): "
+				"let that one finish", path, (int)f->hd->pid);
+		else
+			err_set(e, "'%s' belongs to process %d, which is still running: "
+				"it writes its own windows (salvage the file once the "
+				"process has ended)", path, (int)f->hd->pid);
 		goto fail;
 	}
 	if (!atomic_load_explicit(&f->hd->ident_ok, memory_order_acquire)) {

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -438,6 +439,28 @@ static void expect_refused(const char *path, const char *want)
 	CHECK(!strchr(e.msg, '\n'));
 }
 
+/* Sets the writer's pid in the salvage file at `path`. */
+static void set_pid(const char *path, pid_t pid)
+{
+	int32_t v = (int32_t)pid;
+	int fd = open(path, O_WRONLY);
+
+	CHECK(fd >= 0 && pwrite(fd, &v, sizeof v, (off_t)offsetof(struct salv_header, pid)) ==
+			 (ssize_t)sizeof v);
+	close(fd);
+}
+
+/* The pid of a process that has ended (a child, waited for). */
+static pid_t dead_pid(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return pid;
+}
+
 static void test_bad_files(void)
 {
 	char path[4200], other[4300];
@@ -463,11 +486,19 @@ static void test_bad_files(void)
 	alarm(20);
 	expect_refused(other, "is not a regular file");
 	alarm(0);
-	/* live: its writer holds the lock */
+	/* live: its writer (this process here) holds the lock */
 	make_file(path, GEN);
+	set_pid(path, getpid());
 	fd = open(path, O_RDONLY);
 	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
-	expect_refused(path, "still running");
+	expect_refused(path, "belongs to process");
+	expect_refused(path, "which is still running");
+	close(fd);
+	/* its writer has ended, another reader holds the lock */
+	set_pid(path, dead_pid());
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+	expect_refused(path, "is being salvaged by another prof");
 	close(fd);
 }
 
