@@ -34,11 +34,22 @@ struct outfile {
 	unsigned char buf[OUTFILE_BUF];
 };
 
-/* Records the first failure (later ones keep the first message). Returns -1. */
+/* Records the first failure (later ones keep the first message), with
+ * what to do when the file system is full or read-only. Returns -1. */
 static int fail_errno(struct outfile *f, int errno_value, const char *what)
 {
-	if (!f->failed)
+	size_t n;
+
+	if (!f->failed) {
 		err_errno(&f->err, errno_value, "cannot %s '%s'", what, f->path);
+		n = strlen(f->err.msg);
+		if (errno_value == ENOSPC || errno_value == EDQUOT)
+			snprintf(f->err.msg + n, sizeof f->err.msg - n, " (free some space "
+				 "there, or write the output to another folder)");
+		else if (errno_value == EROFS)
+			snprintf(f->err.msg + n, sizeof f->err.msg - n, " (write the "
+				 "output to another folder)");
+	}
 	f->failed = 1;
 	return -1;
 }

@@ -219,5 +219,39 @@ class RunReuse(TempDirTest):
         self.assertIn("under %s/x.2/rank1" % out, err)
 
 
+
+class FullDisk(TempDirTest):
+    """An output folder whose file system fills up: the program runs on
+    undisturbed, and each file profhost could not write is named in one
+    line that says what to do."""
+
+    def test_a_full_file_system_is_said_with_what_to_do(self):
+        out = os.path.join(self.tmp, "out")
+        os.mkdir(out)
+        policy = self.write("policy.lua", "prof.schedule{ wait = 0, warmup = 0, active = 3, "
+                                          "cycles = 4 }\n")
+        # a 64 KiB tmpfs (a mount namespace of its own): the first window
+        # or two fit, the next ones do not
+        script = ('mount -t tmpfs -o size=64k tmpfs "$OUT" || exit 97\n'
+                  'LD_PRELOAD="$LIB" PROF_SCRIPT="$POLICY" PROF_OUTPUT_DIR="$OUT" '
+                  '"$APP" --steps 12\n')
+        env = base_env({"LIB": LIB, "POLICY": policy, "OUT": out, "APP": STEPS_APP})
+        user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+        try:
+            r = run(["unshare"] + user + ["--mount", "--", "bash", "-c", script], env=env,
+                    cwd=self.tmp)
+        except FileNotFoundError:
+            self.skipTest("no unshare here")
+        if r.returncode == 97 or "unshare failed" in r.stderr:
+            self.skipTest("cannot mount a tmpfs here: " + r.stderr.strip()[-200:])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        full = [l for l in profhost_lines(r.stderr) if "No space left on device" in l]
+        self.assertTrue(full, r.stderr)
+        for line in full:
+            self.assertRegex(line, r"cannot \w+ '%s/" % re.escape(out))
+            self.assertTrue(line.endswith("(free some space there, or write the output to "
+                                          "another folder)"), line)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
