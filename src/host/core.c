@@ -89,6 +89,41 @@ static bool loopback_addr(const char *addr)
 	       strcmp(addr, "::1") == 0;
 }
 
+/* When this process started (exec), as Unix time in ns: its age from
+ * /proc/self/stat (clock ticks after boot, against CLOCK_BOOTTIME)
+ * taken from `now`; `now` itself when that cannot be read. A rank whose
+ * start-up ran late (a loaded machine, a sanitizer's runtime) still
+ * started when its launcher started it. */
+static int64_t process_start_ns(const struct timespec *now)
+{
+	int64_t real = (int64_t)now->tv_sec * 1000000000LL + now->tv_nsec;
+	char buf[1024], *p;
+	unsigned long long ticks = 0;
+	struct timespec boot;
+	long hz = sysconf(_SC_CLK_TCK);
+	int64_t age;
+	size_t n;
+	FILE *f = fopen("/proc/self/stat", "re");
+	int i;
+
+	if (!f)
+		return real;
+	n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* the fields after the command name, which may hold ") " itself:
+	 * state is field 3, starttime field 22 */
+	p = strrchr(buf, ')');
+	for (i = 2; p && i < 22; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p + 1, "%llu", &ticks) != 1 || hz <= 0 ||
+	    clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+		return real;
+	age = (int64_t)boot.tv_sec * 1000000000LL + boot.tv_nsec -
+	      (int64_t)(ticks * (1000000000ULL / (unsigned long long)hz));
+	return age > 0 ? real - age : real;
+}
+
 /* The job this process is a rank of, when its ranks rendezvous at
  * MASTER_ADDR:MASTER_PORT and there are several: its key
  * (<addr>:<port>/<world size>, the host's name added to a loopback
@@ -116,7 +151,7 @@ static void find_job(struct host *h)
 		return;
 	}
 	h->job.key = h->job_key;
-	h->job.start_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	h->job.start_ns = process_start_ns(&now);
 }
 
 /* Decides <output dir>/<run> and the launch's run id (PROF_RUN_ID, else
