@@ -22,9 +22,10 @@
 #                             where the TSan runtime crashes, or time signals,
 #                             which TSan delivers late.
 # The builds that run no torch test leave the torch operator observer out
-# (-DPROFHOST_TORCH=OFF). Each build prints its time; the whole took 13.5
-# minutes on an otherwise idle 2-core machine (2026-11-27: 254, 138, 282
-# and 128 s), and CI's machines take about 1.5 times as long.
+# (-DPROFHOST_TORCH=OFF). Each build prints its time; the whole took 11
+# minutes on an otherwise idle 2-core machine (2026-11-27: 221, 116, 235
+# and 76 s, builds up to date but for the changed files), and CI's
+# machines, building everything, take about 2 times as long.
 set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
