@@ -210,8 +210,7 @@ static void window_free(struct pys_window *w)
 }
 
 /* The oldest recorder store other than `gen`'s that no dump waits for
- * (a dump's stores stay for its collect, however many segments open
- * meanwhile), or NULL; *n gets how many there are. pys.lock held. */
+ * (stores.h), or NULL; *n gets how many there are. pys.lock held. */
 static struct pys_window *oldest_given_back(uint64_t gen, size_t *n)
 {
 	struct pys_window *old = NULL;
@@ -241,8 +240,7 @@ void pystacks_open(uint64_t gen, bool rec)
 	/* the recorder gave those segments back */
 	while (!w && rec && (old = oldest_given_back(gen, &nrec)) && nrec >= PYSTACKS_REC_KEEP)
 		window_free(old);
-	if (!w) { /* a free slot, else a store never collected (a dump's
-		   * is kept as a window's) */
+	if (!w) { /* a free slot, else a store never collected */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
 			if (capture_store_evict_before(pys.w[i].gen,
@@ -474,13 +472,8 @@ static bool take(uint64_t gen, struct pys_window *out)
 	return found;
 }
 
-/* A dump's collect took generations gens[]: recorder stores older than
- * all of them that are still marked dumped were given back by the
- * recorder before a dump took its segments (pystacks_rec_dumped marks
- * every recorder store), or belong to a dump that was dropped; earlier
- * dumps were collected before this one (the host thread runs its jobs in
- * order). They become ordinary given-back stores, which the next
- * rotations free. */
+/* A collect took generations gens[]: older recorder stores lose a dump's
+ * mark (stores.h), and the next rotations free them. */
 static void forget_stale_dumped(const uint64_t *gens, size_t ngens)
 {
 	uint64_t oldest = UINT64_MAX;
@@ -491,7 +484,7 @@ static void forget_stale_dumped(const uint64_t *gens, size_t ngens)
 			oldest = gens[i];
 	pthread_mutex_lock(&pys.lock);
 	for (i = 0; i < PYS_WINDOWS; i++)
-		if (pys.w[i].gen && pys.w[i].rec && pys.w[i].gen < oldest)
+		if (capture_store_mark_stale(pys.w[i].gen, pys.w[i].rec, oldest))
 			pys.w[i].dumped = false;
 	pthread_mutex_unlock(&pys.lock);
 }

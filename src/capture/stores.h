@@ -1,7 +1,17 @@
 /*
- * stores — the one rule by which a capture source's per-generation stores
+ * stores — the rules by which a capture source's per-generation stores
  * (the Python bridge's stack snapshots, pystacks.c; the wall clock's
- * repeated samples, wallclock.c) make room when all their slots are taken.
+ * repeated samples, wallclock.c) make room when all their slots are taken,
+ * and keep what a recorder dump waits for.
+ *
+ * A dump marks every recorder store `dumped` as it takes the recorder's
+ * segments (capture_ops.dump_taken): a marked store is kept as a window's
+ * is, however many segments open before the dump's collect takes it. The
+ * mark is wider than the dump (segments the recorder gave back before are
+ * marked too, and a dropped dump's stay marked): a collect that takes
+ * generations from `oldest` on clears it on older recorder stores, since
+ * earlier dumps were collected before it (the host thread runs its jobs
+ * in order).
  */
 #ifndef PROFHOST_STORES_H
 #define PROFHOST_STORES_H
@@ -10,9 +20,10 @@
 #include <stdint.h>
 
 /* Whether the store of generation `agen` (`arec`: a flight recorder
- * segment's) goes before the one of `bgen` when one must be forgotten: a
- * free one (generation 0) first, then recorder segments' before windows',
- * then the oldest. Pure; any thread. */
+ * segment's that no dump waits for) goes before the one of `bgen` when one
+ * must be forgotten: a free one (generation 0) first, then recorder
+ * segments' before windows' (and dumps'), then the oldest. Pure; any
+ * thread. */
 static inline bool capture_store_evict_before(uint64_t agen, bool arec,
 					      uint64_t bgen, bool brec)
 {
@@ -21,6 +32,14 @@ static inline bool capture_store_evict_before(uint64_t agen, bool arec,
 	if (arec != brec)
 		return arec;
 	return agen < bgen;
+}
+
+/* Whether a recorder store (`rec`) of generation `gen` loses a dump's
+ * mark when a collect takes generations from `oldest` on (see the top).
+ * Pure; any thread. */
+static inline bool capture_store_mark_stale(uint64_t gen, bool rec, uint64_t oldest)
+{
+	return gen && rec && gen < oldest;
 }
 
 #endif

@@ -83,8 +83,7 @@ void wallclock_open(uint64_t gen, bool rec)
 			pthread_mutex_unlock(&wc.lock);
 			return;
 		}
-	/* a store a dump waits for is kept as a window's: segments'
-	 * given back go first, however many open before the collect */
+	/* a store a dump waits for is kept as a window's (stores.h) */
 	for (i = 1; i < WALL_WINDOWS; i++)
 		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec && !wc.w[i].dumped,
 					       w->gen, w->rec && !w->dumped))
@@ -220,10 +219,7 @@ void wallclock_rec_dumped(void)
 }
 
 /* Takes window `gen`'s store out into *out; false when there is none.
- * Recorder stores older than `gen` still marked dumped were given back
- * before a dump took its segments (wallclock_rec_dumped marks them all),
- * or are a dropped dump's: earlier dumps were collected before this one
- * (the host thread runs its jobs in order), so they lose the mark. */
+ * Older recorder stores lose a dump's mark (stores.h). */
 static bool take(uint64_t gen, struct wall_window *out)
 {
 	bool found = false;
@@ -236,7 +232,7 @@ static bool take(uint64_t gen, struct wall_window *out)
 			*out = wc.w[i];
 			memset(&wc.w[i], 0, sizeof wc.w[i]);
 			found = true;
-		} else if (wc.w[i].gen && wc.w[i].rec && wc.w[i].gen < gen) {
+		} else if (capture_store_mark_stale(wc.w[i].gen, wc.w[i].rec, gen)) {
 			wc.w[i].dumped = false;
 		}
 	}
