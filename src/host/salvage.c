@@ -52,9 +52,15 @@ void salvage_init(struct host *h)
 		snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
 }
 
+/* The salvage file's folder: h->salvage_dir, else /dev/shm. */
+static const char *salvage_folder(const struct host *h)
+{
+	return h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR;
+}
+
 void salvage_ensure(struct host *h)
 {
-	const char *dir = h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR;
+	const char *dir = salvage_folder(h);
 	const struct policy_config *c = h->cfg;
 	struct salv_header *hd;
 	char why[512];
@@ -105,7 +111,8 @@ void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *
 	 * held by an older generation names that one (the new one's records
 	 * drop, counted as noslot): not this. */
 	s = &h->salv->slots[gen % SALV_SLOTS];
-	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen || s->off != 0)
+	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
+	    !salv_slot_kept_out(s))
 		return;
 	h->salv_pool_said = true;
 	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "
@@ -113,7 +120,7 @@ void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *
 		"profhost leaves the program (a quarter of it, at least 64 MiB), so "
 		"a SIGKILL or _exit() loses what it records (give that tmpfs more "
 		"room, or lower %s)",
-		bytes >> 20, h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR,
+		bytes >> 20, salvage_folder(h),
 		setting);
 }
 

@@ -115,7 +115,7 @@ static int check_slots(const struct salvage_file *f, struct err *e)
 		const struct salv_slot *s = &f->hd->slots[i];
 		uint64_t gen = atomic_load_explicit(&s->gen, memory_order_acquire);
 
-		if (!gen || (s->off == 0 && s->bytes == 0))
+		if (!gen || salv_slot_kept_out(s))
 			continue; /* none, or kept out of the file */
 		if (s->off < SALV_HEADER_BYTES || s->bytes % EVBUF_CHUNK_BYTES ||
 		    s->off > f->size || s->bytes > f->size - s->off)
@@ -295,7 +295,7 @@ static bool gen_out_of_file(const struct salvage_file *f, uint64_t gen)
 	const struct salv_slot *s = &f->hd->slots[gen % SALV_SLOTS];
 
 	return gen && atomic_load_explicit(&s->gen, memory_order_acquire) == gen &&
-	       s->off == 0 && s->bytes == 0;
+	       salv_slot_kept_out(s);
 }
 
 /* The note that says the recording's pools not in the file lost their
@@ -310,13 +310,16 @@ static void pools_out_note(const struct salvage_file *f, char *line, size_t size
 			 "salvage file (its tmpfs had no room for it when the window "
 			 "opened): its records are lost, only its steps are salvaged "
 			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
-			 "free room than prof.capture{ buffer_mb })");
+			 "free room than prof.capture{ buffer_mb } plus the quarter of "
+			 "it, at least 64 MiB, that profhost leaves the program)");
 	else
 		snprintf(line, size, "events: %u of the recorder's %u segments were not "
 			 "in the salvage file (its tmpfs had no room for their event "
 			 "pools): their records are lost, their steps show without them "
 			 "(give PROF_SALVAGE_DIR's tmpfs, /dev/shm under prof run, more "
-			 "free room than prof.recorder{ mb })", f->pools_out, f->st.ngens);
+			 "free room than prof.recorder{ mb } plus the quarter of it, at "
+			 "least 64 MiB, that profhost leaves the program)", f->pools_out,
+			 f->st.ngens);
 }
 
 /* The steps the file holds for its recording, in order, into *out (malloc'd),

@@ -37,6 +37,7 @@
 #include <linux/magic.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -552,6 +553,14 @@ static uint64_t pool_chunks(size_t bytes)
 	return nchunks;
 }
 
+/* True when descriptor fd is the salvage file (its device and inode). */
+static bool salv_is_file(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino;
+}
+
 /* salv_fd when it is still the salvage file, else -1: a program may
  * close descriptors it did not open (a daemon closing 3-1023) and reuse
  * the number for a file of its own, which profhost must never truncate or
@@ -561,11 +570,10 @@ static uint64_t pool_chunks(size_t bytes)
 static int salv_fd_ours(void)
 {
 	int fd = atomic_load(&salv_fd);
-	struct stat st;
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) == 0 && st.st_dev == salv_dev && st.st_ino == salv_ino)
+	if (salv_is_file(fd))
 		return fd;
 	atomic_compare_exchange_strong(&salv_fd, &fd, -1);
 	return -1;
@@ -580,7 +588,6 @@ static int salv_fd_ours(void)
 static int salv_fd_for_map(void)
 {
 	int fd = salv_fd_ours();
-	struct stat st;
 
 	if (fd >= 0)
 		return fd;
@@ -589,7 +596,7 @@ static int salv_fd_for_map(void)
 	fd = io_fd_above_stdio(open(salv_path, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) != 0 || st.st_dev != salv_dev || st.st_ino != salv_ino) {
+	if (!salv_is_file(fd)) {
 		close(fd);
 		return -1;
 	}

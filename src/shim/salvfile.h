@@ -36,6 +36,7 @@
 #define PROFHOST_SALVFILE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define SALV_MAGIC "PHSALVG\n"      /* 8 bytes, no NUL */
@@ -84,6 +85,13 @@ struct salv_slot {
 	uint64_t off;              /* file offset of the region */
 	uint64_t bytes;            /* the generation's chunks, in bytes */
 };
+
+/* True when slot s names a generation whose pool was kept out of the file
+ * (see struct salv_slot). The caller read s->gen (acquire) first. */
+static inline bool salv_slot_kept_out(const struct salv_slot *s)
+{
+	return s->off == 0 && s->bytes == 0;
+}
 
 /* One copy of the recording state. */
 struct salv_state {
