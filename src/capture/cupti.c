@@ -121,6 +121,18 @@ static struct {
 	uint8_t *launch_cbid[2];
 	char *kernel_pattern;
 	bool steps_from_cuda;          /* keeps CUPTI subscribed for good */
+	/* CUDA graphs: a graph launched while CUPTI was attached fails its
+	 * later launches once CUPTI is finalized (CUDA_ERROR_LAUNCH_FAILED,
+	 * seen with CUDA 13.0 on an H200): then CUPTI stays attached. */
+	uint8_t *graph_cbid[2];        /* cudaGraphLaunch, cuGraphLaunch */
+	_Atomic int graphs_seen;
+	/* The CUDA runtime tears the driver down in an exit handler, and
+	 * CUPTI crashes when called after it: the host's exit path is armed
+	 * to run before (capture_host.arm_exit) at the first step with CUPTI
+	 * up and the driver initialised (the runtime that initialised it has
+	 * registered its handler by then). */
+	bool exit_armed;
+	bool devices_asked;            /* the driver told the devices */
 	/* Nsight Systems */
 	int (*profiler_start)(void);
 	int (*profiler_stop)(void);
@@ -389,6 +401,8 @@ static void CUPTIAPI api_callback(void *ud, CUpti_CallbackDomain domain,
 	}
 	if (exit_site && cu.step_cbid[drv] && cu.step_cbid[drv][cbid])
 		cu.h->step(cu.h->ctx);
+	if (cu.graph_cbid[drv] && cu.graph_cbid[drv][cbid])
+		atomic_store_explicit(&cu.graphs_seen, 1, memory_order_relaxed);
 }
 
 /* Range hooks (shim_api.set_range_hooks): a range pushed inside a window
@@ -647,9 +661,37 @@ static int mark_cbids(const char *name, uint8_t **tab)
 	return n;
 }
 
+/* ------------------------------------------------------------ the driver */
+
+typedef CUresult (CUDAAPI *dev_count_fn)(int *);
+typedef CUresult (CUDAAPI *dev_get_fn)(CUdevice *, int);
+typedef CUresult (CUDAAPI *dev_name_fn)(char *, int, CUdevice);
+typedef CUresult (CUDAAPI *dev_mem_fn)(size_t *, CUdevice);
+typedef CUresult (CUDAAPI *dev_attr_fn)(int *, CUdevice_attribute, CUdevice);
+
+/* A function of the CUDA driver the process has loaded (never loads it),
+ * or NULL. The driver is never unloaded, so the handle is not closed. Any
+ * thread. */
+static void *driver_sym(const char *name)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+
+	return dlsym(lib ? lib : RTLD_DEFAULT, name);
+}
+
+/* Whether the process's CUDA driver is initialised (cuInit ran). Any
+ * thread. */
+static bool driver_up(void)
+{
+	dev_count_fn count = (dev_count_fn)driver_sym("cuDeviceGetCount");
+	int n;
+
+	return count && count(&n) == CUDA_SUCCESS;
+}
+
 /* Enables the API callbacks the step triggers need, and all of them for
- * prof.capture{cuda_backtrace}, and the launch APIs with the watchdog on.
- * Lock held. */
+ * prof.capture{cuda_backtrace}, the launch APIs with the watchdog on, and
+ * the graph launches (which keep CUPTI attached, see stop()). Lock held. */
 static int enable_step_callbacks(void)
 {
 	const struct policy_config *cfg = cu.h->cfg;
@@ -667,6 +709,10 @@ static int enable_step_callbacks(void)
 	if (cu.watch && !cu.track_cbid[0])
 		for (i = 0; launch_apis[i]; i++)
 			mark_cbids(launch_apis[i], cu.track_cbid);
+	if (!cu.graph_cbid[0]) {
+		mark_cbids("cudaGraphLaunch", cu.graph_cbid);
+		mark_cbids("cuGraphLaunch", cu.graph_cbid);
+	}
 	for (drv = 0; drv < 2; drv++)
 		for (cbid = 1; cbid < cbid_size[drv]; cbid++) {
 			CUptiResult rc;
@@ -674,7 +720,8 @@ static int enable_step_callbacks(void)
 			if (!(cu.backtrace_ns ||
 			      (cu.track_cbid[drv] && cu.track_cbid[drv][cbid]) ||
 			      (cu.step_cbid[drv] && cu.step_cbid[drv][cbid]) ||
-			      (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid])))
+			      (cu.launch_cbid[drv] && cu.launch_cbid[drv][cbid]) ||
+			      (cu.graph_cbid[drv] && cu.graph_cbid[drv][cbid])))
 				continue;
 			rc = cu.fn.EnableCallback(1, cu.sub, drv ? CUPTI_CB_DOMAIN_DRIVER_API
 						  : CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
@@ -768,13 +815,23 @@ static void start(void)
 		atomic_store(&cu.rec_copy, 1);
 }
 
-/* Finalizes CUPTI when no window lies ahead, so the job runs at full speed.
- * Host thread, lock not held. */
+/* Finalizes CUPTI when no window lies ahead, so the job runs at full speed;
+ * not once the process launched a CUDA graph while CUPTI was attached:
+ * CUPTI stays subscribed with its kinds off, as between windows (a
+ * finalize there makes the graph's next launch fail, and the CUDA context
+ * with it). Host thread, lock not held. */
 static void stop(void)
 {
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY || cu.want != WANT_IDLE || cu.rec_want) {
 		pthread_mutex_unlock(&cu.lock);
+		return;
+	}
+	if (atomic_load_explicit(&cu.graphs_seen, memory_order_relaxed)) {
+		pthread_mutex_unlock(&cu.lock);
+		log_msg(LOG_DEBUG, "CUPTI stays attached after the last window: the "
+			"program launches CUDA graphs, whose later launches fail once "
+			"CUPTI is finalized");
 		return;
 	}
 	if (cu.enabled)
@@ -1022,6 +1079,10 @@ static void cu_step(const struct capture_step *s)
 	char name[48];
 
 	pthread_mutex_lock(&cu.lock);
+	if (!cu.exit_armed && cu.state == CU_READY && driver_up()) {
+		cu.exit_armed = true;
+		cu.h->arm_exit();
+	}
 	if (cu.state == CU_NSYS) {
 		nvtx_end_step();
 		if (s->recording) {
@@ -1129,6 +1190,77 @@ static void pool_give_back(struct cu_done *bufs, uint32_t n)
 /* A window's collect: converts its records (and those kept from the last
  * one); stops CUPTI when no window lies ahead and the recorder is off.
  * Host thread. */
+
+/* One attribute of device d, 0 when the driver does not say. */
+static unsigned dev_attr(dev_attr_fn attr, CUdevice_attribute a, CUdevice d)
+{
+	int v = 0;
+
+	return attr(&v, a, d) == CUDA_SUCCESS && v > 0 ? (unsigned)v : 0;
+}
+
+/* CUPTI writes a DEVICE record when a context is created while the kind
+ * is on: GPU capture that starts later (at a window's warm-up, with the
+ * program's context made long before) gets none, and the trace would have
+ * no deviceProperties (nor the summary a GPU's peak). Then the devices
+ * come from the driver, as the same record made up from its attributes.
+ * Only a driver the process loaded and initialised is asked (never
+ * cuInit); until it answers, it is asked again at the next collect. Host
+ * thread. */
+static void devices_from_driver(void)
+{
+	dev_count_fn count = (dev_count_fn)driver_sym("cuDeviceGetCount");
+	dev_get_fn get = (dev_get_fn)driver_sym("cuDeviceGet");
+	dev_name_fn name = (dev_name_fn)driver_sym("cuDeviceGetName");
+	dev_mem_fn mem = (dev_mem_fn)driver_sym("cuDeviceTotalMem_v2");
+	dev_attr_fn attr = (dev_attr_fn)driver_sym("cuDeviceGetAttribute");
+	char text[256];
+	int n = 0, i;
+
+	if (count && get && name && mem && attr && count(&n) == CUDA_SUCCESS) {
+		cu.devices_asked = true;
+		for (i = 0; i < n && i < 64; i++) {
+			CUpti_ActivityDevice5 d;
+			CUdevice dev;
+			size_t bytes = 0;
+			unsigned warp;
+
+			if (get(&dev, i) != CUDA_SUCCESS)
+				continue;
+			memset(&d, 0, sizeof d);
+			d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+			d.id = (uint32_t)i;
+			if (name(text, (int)sizeof text, dev) != CUDA_SUCCESS)
+				text[0] = '\0';
+			text[sizeof text - 1] = '\0';
+			d.name = text;
+			if (mem(&bytes, dev) == CUDA_SUCCESS)
+				d.globalMemorySize = bytes;
+			d.computeCapabilityMajor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+			d.computeCapabilityMinor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+			d.maxThreadsPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
+			warp = dev_attr(attr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+			d.numThreadsPerWarp = warp;
+			d.maxWarpsPerMultiprocessor = warp ? dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) / warp : 0;
+			d.maxRegistersPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, dev);
+			d.maxRegistersPerMultiprocessor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, dev);
+			d.maxSharedMemoryPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, dev);
+			d.maxSharedMemoryPerMultiprocessor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
+			d.numMultiprocessors = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+			cupti_devices_note(&cu.devices, &d);
+		}
+	}
+}
+
 static int window_collect(const struct capture_window *job, struct trace *t,
 			  struct err *e)
 {
@@ -1158,6 +1290,8 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 
 	cu.fn.ActivityFlushAll(flag);
 	cu.fn.ActivityGetNumDroppedRecords(NULL, 0, &dropped);
+	if (!cu.devices.n && !cu.devices_asked)
+		devices_from_driver();
 	pthread_mutex_lock(&cu.pool.lock);
 	ndone = cu.pool.ndone;
 	done = malloc((ndone + 1) * sizeof *done);
@@ -1576,6 +1710,8 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 		free(bufs);
 		return 0;
 	}
+	if (!cu.devices.n && !ndevs && !cu.devices_asked)
+		devices_from_driver();
 
 	/* A window opened (or closed) meanwhile: cu.carry is the window's
 	 * too, records are only added to it. Else it is rebuilt. */

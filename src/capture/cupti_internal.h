@@ -105,11 +105,17 @@ struct cupti_show {
 };
 
 /* Device properties from DEVICE records, kept across windows (CUPTI writes
- * them once, when the kind is enabled). Owned by the caller. */
+ * them when a context is created while the kind is on), or from the
+ * driver when it wrote none. Owned by the caller. */
 struct cupti_devices {
 	struct trace_device *dev;
 	size_t n, cap;
 };
+
+/* Adds or replaces device d->id in ds from a DEVICE record (or one made
+ * up from the driver's attributes). Any thread that owns ds; a failed
+ * allocation leaves ds as it was. */
+void cupti_devices_note(struct cupti_devices *ds, const CUpti_ActivityDevice5 *d);
 
 /* Where a record belongs. */
 enum cupti_route {

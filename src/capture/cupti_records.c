@@ -516,14 +516,11 @@ int cupti_conv_init(struct cupti_conv *c, struct trace *t,
 	return c->map && c->api_ids[0] && c->api_ids[1] && !t->oom ? 0 : -1;
 }
 
-static void note_device(struct cupti_conv *c, const CUpti_ActivityDevice5 *d)
+void cupti_devices_note(struct cupti_devices *ds, const CUpti_ActivityDevice5 *d)
 {
-	struct cupti_devices *ds = c->o.devices;
 	struct trace_device td;
 	size_t i;
 
-	if (!ds)
-		return;
 	memset(&td, 0, sizeof td);
 	td.id = (int32_t)d->id;
 	td.total_global_mem = d->globalMemorySize;
@@ -549,6 +546,12 @@ static void note_device(struct cupti_conv *c, const CUpti_ActivityDevice5 *d)
 	}
 	td.name = strdup(d->name ? d->name : "");
 	ds->dev[i] = td;
+}
+
+static void note_device(struct cupti_conv *c, const CUpti_ActivityDevice5 *d)
+{
+	if (c->o.devices)
+		cupti_devices_note(c->o.devices, d);
 }
 
 /* Most events and arguments passes 2 and 3 add for a record of kind `k`,
@@ -1180,9 +1183,11 @@ static int cmp_span(const void *a, const void *b)
 }
 
 /* gpu_user_annotation spans: each range with GPU work launched inside it
- * (directly, by its external id, or in a range nested in it) gets one span
- * per GPU track from its first work's start to its last work's end; each
- * step likewise, from the API calls made during it. */
+ * (directly, by its external id, or in a range or torch operator nested in
+ * it: with profhost's observer, a kernel carries its operator's id) gets
+ * one span per GPU track from its first work's start to its last work's
+ * end; each step likewise, from the API calls made during it. Operators
+ * get no span of their own (as Kineto writes them). */
 static void finish_annotations(struct cupti_conv *c)
 {
 	struct trace *t = c->t;
@@ -1198,8 +1203,9 @@ static void finish_annotations(struct cupti_conv *c)
 	for (i = 0; i < nev; i++) {
 		const struct trace_event *e = &t->ev[i];
 
-		if (e->cat != TRACE_CAT_USER_ANNOTATION || e->ph != TRACE_PH_COMPLETE ||
-		    (e->flags & TRACE_F_STEP) || e->pid != c->o.pid)
+		if ((e->cat != TRACE_CAT_USER_ANNOTATION && e->cat != TRACE_CAT_CPU_OP) ||
+		    e->ph != TRACE_PH_COMPLETE || (e->flags & TRACE_F_STEP) ||
+		    e->pid != c->o.pid)
 			continue;
 		if (grow((void **)&nodes, &capn, nn, sizeof *nodes))
 			goto out;
@@ -1246,7 +1252,9 @@ static void finish_annotations(struct cupti_conv *c)
 		}
 		node = node_of(ids, nids, l->key);
 		for (; node >= 0; node = nodes[node].parent)
-			span_add(&spans, &nspans, &capspans, node, l->track, l->start, l->end);
+			if (t->ev[nodes[node].ev].cat == TRACE_CAT_USER_ANNOTATION)
+				span_add(&spans, &nspans, &capspans, node, l->track,
+					 l->start, l->end);
 	}
 	qsort(spans, nspans, sizeof *spans, cmp_span);
 	for (k = 0; k < nspans; k++) {

@@ -158,6 +158,11 @@ struct capture_host {
 	 * the salvage file (host.h's salvage_py_eval). Any thread; never
 	 * blocks. NULL: not kept. */
 	void (*salvage_py_eval)(uint64_t lo, uint64_t hi);
+	/* The exit path is to run before the exit handlers registered so far
+	 * (host.h's host_arm_exit): a GPU runtime that registered its
+	 * teardown, which the source's library must not outlive. Any thread,
+	 * window callbacks included. */
+	void (*arm_exit)(void);
 };
 
 /* A step boundary, as capture_ops.step sees it. */

@@ -203,6 +203,14 @@ struct host {
  * then ends the process with status 70. Any thread (fail.c). */
 void host_fail(struct host *h, const struct err *e);
 
+/* Runs the exit path (the last window written, the host thread stopped,
+ * capture sources finished) at exit() before the exit handlers registered
+ * so far, rather than in the shim's destructor after all of them: a CUDA
+ * runtime's handler tears the driver down, and CUPTI must not be called
+ * after it (it crashes there). Registers an atexit handler on each call;
+ * the exit path runs once. Any thread (core.c). */
+void host_arm_exit(void);
+
 /* --- window.c: the step side --- */
 
 /* Sets up the schedule for step 0 (a window may open at once). Start-up. */

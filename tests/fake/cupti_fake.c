@@ -24,7 +24,17 @@
  *     stream handle of stream N is FAKE_STREAM_BASE + N, which
  *     cuptiGetStreamIdEx maps back to N; cuptiGetDeviceId maps a context
  *     to its device);
- *   - one subscriber at a time; timestamps from the registered callback.
+ *   - one subscriber at a time; timestamps from the registered callback;
+ *   - DEVICE records are written when the context is created (the first
+ *     CUDA call, after the injection) if the kind is on then; enabling it
+ *     later writes none;
+ *   - the runtime registers its teardown with atexit after the first
+ *     CUDA call (as libcudart does): it completes the buffers (as a
+ *     context's destruction does), and a CUPTI call after it aborts the
+ *     process with a message, as the real library crashes there;
+ *   - a graph launched while CUPTI was subscribed fails its later
+ *     launches once cuptiFinalize ran (CUDA_ERROR_LAUNCH_FAILED, as seen
+ *     with CUDA 13.0 on an H200).
  * The scenario functions (cupti_fake_*) play the CUDA runtime and driver.
  *
  * Locking: `fk.lock` guards all state. It is held while the client's
@@ -35,6 +45,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +152,10 @@ static struct {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.cond = PTHREAD_COND_INITIALIZER,
 };
+
+/* The runtime's exit handler ran (torn_down); a graph launched while
+ * CUPTI was subscribed (graph_seen) and cuptiFinalize since (poisoned). */
+static _Atomic int torn_down, graph_seen, poisoned, ctx_made;
 
 static __thread uint32_t tl_device;
 static __thread uint64_t tl_ext[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE][FAKE_EXT_DEPTH];
@@ -475,6 +490,37 @@ static uint32_t context_of(uint32_t dev)
 	return dev + 1;
 }
 
+/* The properties of fake device `id`, as its DEVICE record and the
+ * driver's queries (cuDeviceGet*) give them. */
+static void fake_device(CUpti_ActivityDevice5 *d, unsigned id)
+{
+	memset(d, 0, sizeof *d);
+	d->kind = CUPTI_ACTIVITY_KIND_DEVICE;
+	d->id = id;
+	d->name = "Fake GPU (CUPTI fake)";
+	d->globalMemorySize = 80ull << 30;
+	d->globalMemoryBandwidth = 3350000000ull; /* KB/s */
+	d->computeCapabilityMajor = 9;
+	d->computeCapabilityMinor = 0;
+	d->numMultiprocessors = 132;
+	d->numThreadsPerWarp = 32;
+	d->maxThreadsPerBlock = 1024;
+	d->maxWarpsPerMultiprocessor = 64;
+	d->maxBlocksPerMultiprocessor = 32;
+	d->maxRegistersPerBlock = 65536;
+	d->maxRegistersPerMultiprocessor = 65536;
+	d->maxSharedMemoryPerBlock = 49152;
+	d->maxSharedMemoryPerMultiprocessor = 233472;
+	d->l2CacheSize = 50u << 20;
+	d->coreClockRate = 1980000;
+	d->numMemcpyEngines = 4;
+	d->maxBlockDimX = d->maxBlockDimY = 1024;
+	d->maxBlockDimZ = 64;
+	d->maxGridDimX = 2147483647u;
+	d->maxGridDimY = d->maxGridDimZ = 65535;
+	d->isCudaVisible = 1;
+}
+
 /* Writes one Device5 record per device. Lock held. */
 static void emit_devices(void)
 {
@@ -484,30 +530,7 @@ static void emit_devices(void)
 		union fake_rec r;
 
 		memset(&r, 0, sizeof r);
-		r.dev.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-		r.dev.id = d;
-		r.dev.name = "Fake GPU (CUPTI fake)";
-		r.dev.globalMemorySize = 80ull << 30;
-		r.dev.globalMemoryBandwidth = 3350000000ull; /* KB/s */
-		r.dev.computeCapabilityMajor = 9;
-		r.dev.computeCapabilityMinor = 0;
-		r.dev.numMultiprocessors = 132;
-		r.dev.numThreadsPerWarp = 32;
-		r.dev.maxThreadsPerBlock = 1024;
-		r.dev.maxWarpsPerMultiprocessor = 64;
-		r.dev.maxBlocksPerMultiprocessor = 32;
-		r.dev.maxRegistersPerBlock = 65536;
-		r.dev.maxRegistersPerMultiprocessor = 65536;
-		r.dev.maxSharedMemoryPerBlock = 49152;
-		r.dev.maxSharedMemoryPerMultiprocessor = 233472;
-		r.dev.l2CacheSize = 50u << 20;
-		r.dev.coreClockRate = 1980000;
-		r.dev.numMemcpyEngines = 4;
-		r.dev.maxBlockDimX = r.dev.maxBlockDimY = 1024;
-		r.dev.maxBlockDimZ = 64;
-		r.dev.maxGridDimX = 2147483647u;
-		r.dev.maxGridDimY = r.dev.maxGridDimZ = 65535;
-		r.dev.isCudaVisible = 1;
+		fake_device(&r.dev, d);
 		emit(&r);
 	}
 }
@@ -585,9 +608,44 @@ static void load_injection(void)
 	init();
 }
 
+/* A CUPTI entry point called after the runtime's teardown: the real
+ * library crashes there. */
+static void check_alive(const char *fn)
+{
+	if (!atomic_load(&torn_down))
+		return;
+	fprintf(stderr, "cupti-fake: %s called after the CUDA runtime's exit handler "
+		"tore the driver down (a real libcupti crashes there)\n", fn);
+	abort();
+}
+
+/* The runtime's exit handler: contexts are destroyed, which completes the
+ * buffers CUPTI holds; then the driver is gone. */
+static void runtime_teardown(void)
+{
+	cuptiActivityFlushAll(0);
+	atomic_store(&torn_down, 1);
+}
+
+/* cuInit and the primary context: the injection, then the context
+ * (DEVICE records if the kind is on now), then the runtime's exit
+ * handler. */
+static void driver_init(void)
+{
+	load_injection();
+	if (mode() == MODE_NO_DRIVER)
+		return;
+	pthread_mutex_lock(&fk.lock);
+	atomic_store(&ctx_made, 1);
+	if (fk.kind_on[CUPTI_ACTIVITY_KIND_DEVICE])
+		emit_devices();
+	pthread_mutex_unlock(&fk.lock);
+	atexit(runtime_teardown);
+}
+
 FAKE_EXPORT int cupti_fake_init(void)
 {
-	pthread_once(&driver_once, load_injection);
+	pthread_once(&driver_once, driver_init);
 	return mode() == MODE_NO_DRIVER ? -1 : 0;
 }
 
@@ -762,11 +820,15 @@ FAKE_EXPORT uint32_t cupti_fake_graph_launch(uint32_t stream, unsigned n,
 	unsigned i;
 	uint64_t t;
 
+	if (atomic_load(&poisoned))
+		return CUPTI_FAKE_LAUNCH_FAILED;
 	if (call_begin(&c, CUPTI_CB_DOMAIN_RUNTIME_API,
 		       CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, NULL, NULL) != 0)
 		return 0;
 	spin_ns(FAKE_LAUNCH_NS);
 	pthread_mutex_lock(&fk.lock);
+	if (fk.subscribed)
+		atomic_store(&graph_seen, 1);
 	t = now();
 	for (i = 0; i < n; i++)
 		enqueue_kernel(&c, intern(names[i]), stream, t, (uint64_t)dur_us * 1000,
@@ -1148,6 +1210,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *subscrib
 {
 	CUptiResult rc = CUPTI_SUCCESS;
 
+	check_alive("cuptiSubscribe");
 	if (!subscriber)
 		return CUPTI_ERROR_INVALID_PARAMETER;
 	pthread_mutex_lock(&fk.lock);
@@ -1172,6 +1235,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscri
 {
 	CUptiResult rc = CUPTI_SUCCESS;
 
+	check_alive("cuptiUnsubscribe");
 	pthread_mutex_lock(&fk.lock);
 	if (!fk.subscribed || subscriber != (CUpti_SubscriberHandle)&fk)
 		rc = CUPTI_ERROR_INVALID_PARAMETER;
@@ -1188,6 +1252,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable,
 {
 	CUptiResult rc = CUPTI_SUCCESS;
 
+	check_alive("cuptiEnableCallback");
 	pthread_mutex_lock(&fk.lock);
 	if (!fk.subscribed || subscriber != (CUpti_SubscriberHandle)&fk ||
 	    domain <= CUPTI_CB_DOMAIN_INVALID || domain >= CUPTI_CB_DOMAIN_SIZE ||
@@ -1286,13 +1351,12 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 		return CUPTI_ERROR_UNKNOWN;
 	if (mode() == MODE_NO_PRIV)
 		return CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+	check_alive("cuptiActivityEnable");
 	pthread_mutex_lock(&fk.lock);
 	if (fk.st.enables == 0)
 		fk.st.ts_before_enable = fk.ts != NULL;
 	fk.st.enables++;
 	fk.kind_on[kind] = 1;
-	if (kind == CUPTI_ACTIVITY_KIND_DEVICE)
-		emit_devices();
 	pthread_mutex_unlock(&fk.lock);
 	return rc;
 }
@@ -1303,6 +1367,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
 		return CUPTI_ERROR_INVALID_KIND;
 	if (mode() == MODE_NO_DRIVER)
 		return CUPTI_ERROR_UNKNOWN;
+	check_alive("cuptiActivityDisable");
 	pthread_mutex_lock(&fk.lock);
 	if (fk.kind_on[kind])
 		fk.st.disables++;
@@ -1364,6 +1429,7 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 
 	if (mode() == MODE_NO_DRIVER)
 		return CUPTI_ERROR_UNKNOWN;
+	check_alive("cuptiActivityFlushAll");
 	pthread_mutex_lock(&fk.lock);
 	if (!fk.done) {
 		pthread_mutex_unlock(&fk.lock);
@@ -1483,6 +1549,9 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t *timestamp)
  * starts over. Buffers not flushed before are dropped. */
 FAKE_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
 {
+	check_alive("cuptiFinalize");
+	if (atomic_load(&graph_seen))
+		atomic_store(&poisoned, 1);
 	pthread_mutex_lock(&fk.lock);
 	while (fk.in_flight)
 		pthread_cond_wait(&fk.cond, &fk.lock);
@@ -1500,4 +1569,86 @@ FAKE_EXPORT CUptiResult CUPTIAPI cuptiFinalize(void)
 	pthread_mutex_unlock(&fk.lock);
 	write_stats();
 	return CUPTI_SUCCESS;
+}
+
+/* ------------------------------------------------------------ driver device queries */
+
+/* The driver's device queries, answering what the DEVICE records say;
+ * CUDA_ERROR_NOT_INITIALIZED before the first CUDA call (cuInit). Any
+ * thread. */
+static CUresult device_of(CUdevice dev, CUpti_ActivityDevice5 *d)
+{
+	if (mode() == MODE_NO_DRIVER || !atomic_load(&ctx_made))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (dev < 0 || (unsigned)dev >= fk.ndev)
+		return CUDA_ERROR_INVALID_DEVICE;
+	fake_device(d, (unsigned)dev);
+	return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+	if (mode() == MODE_NO_DRIVER || !atomic_load(&ctx_made))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	*count = (int)fk.ndev;
+	return CUDA_SUCCESS;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *dev, int ordinal)
+{
+	CUpti_ActivityDevice5 d;
+	CUresult rc = device_of(ordinal, &d);
+
+	if (rc == CUDA_SUCCESS)
+		*dev = ordinal;
+	return rc;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	CUpti_ActivityDevice5 d;
+	CUresult rc = device_of(dev, &d);
+
+	if (rc == CUDA_SUCCESS && len > 0)
+		snprintf(name, (size_t)len, "%s", d.name);
+	return rc;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+	CUpti_ActivityDevice5 d;
+	CUresult rc = device_of(dev, &d);
+
+	if (rc == CUDA_SUCCESS)
+		*bytes = (size_t)d.globalMemorySize;
+	return rc;
+}
+
+FAKE_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice dev)
+{
+	CUpti_ActivityDevice5 d;
+	CUresult rc = device_of(dev, &d);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	switch (a) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = (int)d.computeCapabilityMajor; break;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = (int)d.computeCapabilityMinor; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = (int)d.maxThreadsPerBlock; break;
+	case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = (int)d.numThreadsPerWarp; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+		*v = (int)(d.maxWarpsPerMultiprocessor * d.numThreadsPerWarp);
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: *v = (int)d.maxRegistersPerBlock; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+		*v = (int)d.maxRegistersPerMultiprocessor;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *v = (int)d.maxSharedMemoryPerBlock; break;
+	case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
+		*v = (int)d.maxSharedMemoryPerMultiprocessor;
+		break;
+	case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = (int)d.numMultiprocessors; break;
+	default: return CUDA_ERROR_INVALID_VALUE;
+	}
+	return CUDA_SUCCESS;
 }

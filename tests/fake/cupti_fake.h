@@ -95,7 +95,11 @@ uint32_t cupti_fake_sync_stream(uint32_t stream);
 uint32_t cupti_fake_sync_device(void);
 
 /* cudaGraphLaunch of a graph of `n` kernels named names[i], each `dur_us`
- * µs, on `stream`: one API call, n kernels sharing its correlation id. */
+ * µs, on `stream`: one API call, n kernels sharing its correlation id.
+ * Returns its correlation id, 0 without a driver, or
+ * CUPTI_FAKE_LAUNCH_FAILED once a graph launched while CUPTI was
+ * subscribed saw cuptiFinalize (the real failure, the context lost). */
+#define CUPTI_FAKE_LAUNCH_FAILED 0xffffffffu
 uint32_t cupti_fake_graph_launch(uint32_t stream, unsigned n,
 				 const char *const *names, uint32_t dur_us);
 

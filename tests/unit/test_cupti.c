@@ -358,9 +358,13 @@ static void test_copies_sync_memory(void)
 }
 
 /* A range "outer" holding "inner" on thread 4242; kernels launched in
- * inner (external id 77) get a gpu_user_annotation for inner and outer. */
-static void test_annotations(void)
+ * inner (external id 77) get a gpu_user_annotation for inner and outer.
+ * With `op`, inner is a torch operator (profhost's observer gives kernels
+ * their operator's id): outer still gets its span, the operator none. */
+static void test_annotations(bool op)
 {
+	const char *inner = op ? "aten::mm" : "inner";
+
 	struct trace t;
 	struct cupti_conv c;
 	struct trace_event r = { 0 };
@@ -383,7 +387,8 @@ static void test_annotations(void)
 	r.dur = 1000;
 	r.id = 76;
 	trace_add_event(&t, &r);
-	r.name = trace_intern(&t, "inner", 5);
+	r.name = trace_intern(&t, inner, strlen(inner));
+	r.cat = op ? TRACE_CAT_CPU_OP : TRACE_CAT_USER_ANNOTATION;
 	r.ts = W0 + 150;
 	r.dur = 500;
 	r.id = 77;
@@ -401,13 +406,18 @@ static void test_annotations(void)
 	x.correlationId = 11;
 	convert(&c, recs, 5, routes);
 	/* k2 had no external record: only k1 is inner's. */
-	e = find(&t, TRACE_CAT_GPU_USER_ANNOTATION, "inner", 0);
-	CHECK(e && e->ts == W0 + 1000 && e->dur == 1000 && e->pid == 0 && e->tid == 7);
+	e = find(&t, TRACE_CAT_GPU_USER_ANNOTATION, inner, 0);
+	if (op)
+		CHECK(e == NULL);
+	else
+		CHECK(e && e->ts == W0 + 1000 && e->dur == 1000 && e->pid == 0 &&
+		      e->tid == 7);
 	CHECK(arg(&t, find(&t, TRACE_CAT_KERNEL, "k1", 0), "External id") != NULL);
 	CHECK(arg(&t, find(&t, TRACE_CAT_KERNEL, "k2", 0), "External id") == NULL);
 	e = find(&t, TRACE_CAT_GPU_USER_ANNOTATION, "outer", 0);
-	CHECK(e && e->ts == W0 + 1000 && e->dur == 1000);
-	CHECK(find(&t, TRACE_CAT_GPU_USER_ANNOTATION, "inner", 1) == NULL);
+	CHECK(e && e->ts == W0 + 1000 && e->dur == 1000 && e->pid == 0 && e->tid == 7);
+	CHECK(find(&t, TRACE_CAT_GPU_USER_ANNOTATION, "outer", 1) == NULL);
+	CHECK(find(&t, TRACE_CAT_GPU_USER_ANNOTATION, inner, 1) == NULL);
 	cupti_conv_free(&c);
 	trace_free(&t);
 }
@@ -814,7 +824,8 @@ int main(void)
 	test_kernel_api_and_flow();
 	test_routing_by_window();
 	test_copies_sync_memory();
-	test_annotations();
+	test_annotations(false);
+	test_annotations(true);
 	test_sized_once();
 	test_record_sizes();
 	test_patterns();

@@ -194,8 +194,12 @@ int main(int argc, char **argv)
 				big = 0;
 			}
 		}
-		if (graph)
-			cupti_fake_graph_launch(7, 3, graph_kernels, 20);
+		if (graph && cupti_fake_graph_launch(7, 3, graph_kernels, 20) ==
+				     CUPTI_FAKE_LAUNCH_FAILED) {
+			fprintf(stderr, "cuda_fake_app: cudaGraphLaunch: unspecified launch "
+				"failure (step %ld)\n", s);
+			return 1;
+		}
 		if (sync_us > 0)
 			sync_rounds(sync_us);
 		cupti_fake_sync_device();
