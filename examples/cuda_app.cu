@@ -1,15 +1,18 @@
 // cuda_app — a small CUDA program to look at under profhost, and the native
 // half of scripts/gpu-smoke.sh.
 //
-//   prof run -s examples/profile.lua -- build/bin/cuda_app [steps]
+//   prof run -s examples/profile.lua -- build/bin/cuda_app [steps] [hang]
 //
 // Each step: copies a batch to the GPU, runs "forward" (a saxpy and a
 // reduction kernel, inside a profhost range and an NVTX range), replays a
 // CUDA graph of two kernels, clears a buffer, copies the result back, and
-// calls prof_step(). It runs the same without profhost: the prof_* functions
-// are looked up at run time.
+// calls prof_step(). With "hang", step 10 also launches a kernel that spins
+// for about 4 s (inside the range "stuck"), so that a watchdog sees a stalled
+// step with a kernel in flight. It runs the same without profhost: the prof_*
+// functions are looked up at run time.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
 
 #include <cuda_runtime.h>
@@ -64,10 +67,22 @@ __global__ void scale(int n, float a, float *y)
 		y[i] *= a;
 }
 
+// Spins one thread for `ns` nanoseconds of the GPU's global timer.
+__global__ void spin(unsigned long long ns)
+{
+	unsigned long long t0, t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	} while (t - t0 < ns);
+}
+
 int main(int argc, char **argv)
 {
 	const int n = 1 << 22, threads = 256, blocks = (n + threads - 1) / threads;
 	int steps = argc > 1 ? std::atoi(argv[1]) : 20;
+	bool hang = argc > 2 && std::strcmp(argv[2], "hang") == 0;
 	float *hx, *hy, *dx, *dy, *dsum;
 	cudaStream_t stream;
 	cudaGraph_t graph;
@@ -109,6 +124,12 @@ int main(int argc, char **argv)
 		p_pop();
 		CHECK(cudaGraphLaunch(exec, stream));
 		CHECK(cudaMemsetAsync(dsum, 0, blocks * sizeof(float), stream));
+		if (hang && s == 10) {
+			p_push("stuck");
+			spin<<<1, 1, 0, stream>>>(4000000000ULL);
+			CHECK(cudaStreamSynchronize(stream));
+			p_pop();
+		}
 		CHECK(cudaMemcpyAsync(hy, dy, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
 		CHECK(cudaStreamSynchronize(stream));
 		p_step();

@@ -2,7 +2,14 @@
 # GPU smoke test, for a machine with an NVIDIA GPU, its driver and CUDA 13
 # (the CI machines have none: there, tests run against the CUPTI fake).
 #
-#   scripts/gpu-smoke.sh [build-dir]
+#   scripts/gpu-smoke.sh [--keep DIR] [build-dir]
+#   scripts/gpu-smoke.sh [--keep DIR] --prebuilt PREFIX
+#
+# --prebuilt: a GPU machine without the build's dependencies (Lua, cJSON,
+# libunwind headers) runs a profhost built elsewhere: PREFIX is its
+# `cmake --install` prefix with the built bin/cuda_app copied into
+# PREFIX/bin (their shared libraries found through LD_LIBRARY_PATH).
+# --keep: the captured output folders stay in DIR (else they are removed).
 #
 # Builds profhost (with examples/cuda_app.cu), then runs under `prof run`:
 #   1. examples/cuda_app.cu, the native program;
@@ -14,6 +21,12 @@
 #      `prof run` salvages the ring, and the salvaged window names the
 #      kernels from the names kept in the salvage file (real libcupti's
 #      name pointers, dead with the process);
+#   2d. examples/cuda_app.cu ending while a window records: the window
+#      is written before the CUDA runtime's exit handler (after it, a
+#      CUPTI call crashes the process);
+#   2e. examples/cuda_app.cu with a kernel that spins ~4 s at step 10
+#      and the watchdog at 1 s: the hang report lists that kernel in
+#      flight on its stream and the open range around it;
 #   3. examples/train.py (no profhost import) with record_shapes and
 #      with_flops: optimizer steps, phases, torch's operator events (aten::
 #      cpu_op with Input Dims, from profhost's RecordFunction observer) in
@@ -26,17 +39,34 @@
 # Exits non-zero when a check fails.
 set -eu
 cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
+build=build-gpu prebuilt= keep=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --prebuilt) prebuilt=${2:?"--prebuilt needs the install prefix"}; shift 2 ;;
+    --keep) keep=${2:?"--keep needs a folder"}; shift 2 ;;
+    -*) echo "gpu-smoke: unknown option '$1' (see the comment at the top of $0)"; exit 2 ;;
+    *) build=$1; shift ;;
+    esac
+done
 jobs=$(nproc)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+if [ -n "$keep" ]; then
+    mkdir -p "$keep"
+    tmp=$(cd "$keep" && pwd)
+else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+fi
 status=0
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L || echo "gpu-smoke: nvidia-smi not found; trying anyway"
 
-echo "==== building in $build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" >/dev/null
+if [ -n "$prebuilt" ]; then
+    build=$prebuilt
+else
+    echo "==== building in $build"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$jobs" >/dev/null
+fi
 if [ ! -x "$build/bin/cuda_app" ]; then
     echo "gpu-smoke: $build/bin/cuda_app was not built (is nvcc on PATH?)"
     exit 1
@@ -94,6 +124,40 @@ else
     status=1
 fi
 
+echo "==== examples/cuda_app.cu ends while a window records: the exit path writes it"
+printf 'prof.schedule { skip_first = 2, active = 1000 }\n' > "$tmp/atexit.lua"
+if "$prof" run -s "$tmp/atexit.lua" -o "$tmp/atexit" -- "$build/bin/cuda_app" 20; then
+    python3 scripts/gpu_smoke_check.py "$tmp/atexit" --copies \
+        --kernel saxpy --kernel block_sum --kernel scale \
+        --range forward --nvtx-range nvtx_forward || status=1
+else
+    echo "FAIL cuda_app ending inside a window exited with $?"
+    status=1
+fi
+
+echo "==== examples/cuda_app.cu stuck in a kernel: the watchdog's hang report"
+cat > "$tmp/hang.lua" <<'EOF'
+prof.recorder { steps = 6 }
+prof.watchdog { after_s = 1, factor = 10 }
+EOF
+if "$prof" run -s "$tmp/hang.lua" -o "$tmp/hang" -- "$build/bin/cuda_app" 14 hang; then
+    rep=$(ls -d "$tmp"/hang/*/rank0/hang*_step*/hang_report.txt 2>/dev/null | head -1)
+    if [ -z "$rep" ]; then
+        echo "FAIL no hang report under $tmp/hang"
+        status=1
+    elif grep -q 'GPU [0-9]*, stream' "$rep" && grep -q '`spin' "$rep" && grep -q 'stuck' "$rep"; then
+        echo "ok   hang report: the spinning kernel in flight, inside 'stuck'"
+        sed -n '/^GPU/,/^$/p' "$rep"
+    else
+        echo "FAIL the hang report does not list the kernel 'spin' in flight inside 'stuck':"
+        cat "$rep"
+        status=1
+    fi
+else
+    echo "FAIL cuda_app hang exited with $?"
+    status=1
+fi
+
 echo "==== PyTorch"
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
     cat > "$tmp/train.py" <<'EOF'
@@ -142,7 +206,9 @@ t = json.load(open(path) if os.path.exists(path) else gzip.open(path + ".gz"))
 ops = [e for e in t["traceEvents"] if e.get("cat") == "cpu_op" and e["name"].startswith("aten::")]
 shaped = [e for e in ops if "Input Dims" in e.get("args", {})]
 kernels = [e for e in t["traceEvents"] if e.get("cat") == "kernel"]
-phases = {e["name"] for e in t["traceEvents"] if e.get("name") in ("data", "forward", "backward", "optimizer")}
+# The data phase is written under torch's DataLoader label (docs/python.md).
+phases = {"data" if e.get("name", "").startswith("enumerate(DataLoader)#") else e.get("name")
+          for e in t["traceEvents"] if e.get("ph") == "X"} & {"data", "forward", "backward", "optimizer"}
 table = open(os.path.join(d, "key_averages.txt")).read()
 summary = open(os.path.join(d, "summary.txt")).read()
 op_ids = {e["args"].get("External id") for e in ops}
