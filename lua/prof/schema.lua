@@ -234,6 +234,8 @@ M.sections = {
 			cpu_samples = boolean(true),
 			-- Python step phases between windows (PyTorch)
 			phases = boolean(true),
+			-- GPU work between windows (CUPTI stays on: a window's cost)
+			gpu = boolean(true),
 		},
 	},
 	watchdog = {
@@ -616,6 +618,7 @@ function M.resolve(raw)
 			dump_on_exception = get("recorder", rec, "dump_on_exception"),
 			cpu_samples = get("recorder", rec, "cpu_samples"),
 			phases = get("recorder", rec, "phases"),
+			gpu = get("recorder", rec, "gpu"),
 		},
 		watchdog = {
 			enabled = wd ~= nil,

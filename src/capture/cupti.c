@@ -1312,7 +1312,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
-	o.recorder = cu.h->cfg->recorder.enabled;
+	o.recorder = cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.gpu;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
 	cu.capcarry = next.buf ? next.cap : 0;
@@ -1350,7 +1350,8 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	pthread_mutex_lock(&cu.lock);
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
-	if (last && !cu.steps_from_cuda && !cu.h->cfg->recorder.enabled &&
+	if (last && !cu.steps_from_cuda &&
+	    !(cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.gpu) &&
 	    !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
@@ -1519,13 +1520,14 @@ static void cu_dump_dropped(void)
 /* capture_ops.recorder: stepping thread (or the thread ending the
  * process), window lock held; takes cu.lock, then the pool's lock. A
  * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
- * completed buffers go into the ring. 0: the recorder stopped: kinds off
+ * completed buffers go into the ring (not with prof.recorder{ gpu =
+ * false }: GPU capture stays the windows'). 0: the recorder stopped: kinds off
  * unless a warm-up or window wants them. */
 static void cu_recorder(uint64_t gen)
 {
 	pthread_mutex_lock(&cu.lock);
 	if (gen) {
-		if (!cu.rec_want && cu.nkinds) {
+		if (!cu.rec_want && cu.nkinds && cu.h->cfg->recorder.gpu) {
 			cu.rec_want = true;
 			if (cu.state == CU_STOPPED)
 				start();

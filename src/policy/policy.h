@@ -121,6 +121,8 @@ struct policy_config {
 					  them; default true */
 		bool phases;           /* Python step phases between windows;
 					  default true */
+		bool gpu;              /* GPU work between windows (CUPTI's
+					  kinds stay on); default true */
 	} recorder;
 
 	/* prof.watchdog: the hang watchdog (docs/recorder.md) */

@@ -86,7 +86,7 @@ def schedule_actions(steps, skip_first, wait, warmup, active, repeat):
 
 # ---------------------------------------------------------------- the worker
 
-def worker(mode, out_path, steps, threads, ops=False):
+def worker(mode, out_path, steps, threads, ops=False, device="cpu"):
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -99,7 +99,8 @@ def worker(mode, out_path, steps, threads, ops=False):
     blocks = []
     for _ in range(16):
         blocks += [nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU()]
-    model = nn.Sequential(*blocks, nn.Linear(64, 10))
+    model = nn.Sequential(*blocks, nn.Linear(64, 10)).to(device)
+    cuda = device.startswith("cuda")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -125,12 +126,15 @@ def worker(mode, out_path, steps, threads, ops=False):
     c0 = time.process_time()
     while step < steps:
         for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             loss = loss_fn(model(x), y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             if prof is not None:
                 prof.step()
+            if cuda:
+                torch.cuda.synchronize()  # the step's GPU work is in its time
             t1 = time.perf_counter()
             c1 = time.process_time()
             times.append(t1 - t0)
@@ -225,8 +229,8 @@ def count_ops(mode, tmp, trace_dir):
 def run_one(mode, args, tmp, rnd):
     out = os.path.join(tmp, "%s-%d.json" % (mode, rnd))
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
-           "--steps", str(args.steps), "--threads", str(args.threads)] + \
-        (["--ops"] if args.ops else [])
+           "--steps", str(args.steps), "--threads", str(args.threads),
+           "--device", args.device] + (["--ops"] if args.ops else [])
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
@@ -238,7 +242,8 @@ def run_one(mode, args, tmp, rnd):
                 f.write(PAIRED_POLICY.replace("@K@", str(args.block))
                         .replace("@W@", str(args.warmup))
                         .replace("@STEPS@", str(args.rec_steps))
-                        .replace("@PHASES@", "" if args.recorder_phases else ", phases = false"))
+                        .replace("@PHASES@", ("" if args.recorder_phases else ", phases = false") +
+                                  ("" if args.recorder_gpu else ", gpu = false")))
             elif mode == "profhost":
                 f.write(POLICY % dict(SCHEDULE,
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
@@ -346,10 +351,11 @@ def paired_main(args):
     took = time.perf_counter() - t_start
     print("paired: %d rounds of 3 processes (none, idle, recorder switched) x %d steps: "
           "warm-up %d (recorder on), then %d pairs of %d-step blocks, off-on, on-off, ...; "
-          "prof.recorder{ steps = %d%s }, torch threads %d; the steps on either side of "
-          "a switch left out"
+          "prof.recorder{ steps = %d%s%s }, torch threads %d, device %s; the steps on "
+          "either side of a switch left out"
           % (args.rounds, args.steps, w, args.pairs, k, args.rec_steps,
-             "" if args.recorder_phases else ", phases = false", args.threads))
+             "" if args.recorder_phases else ", phases = false",
+             "" if args.recorder_gpu else ", gpu = false", args.threads, args.device))
     result = {"method": "paired", "steps": args.steps, "rounds": args.rounds, "block": k,
               "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
               "phases": args.recorder_phases, "threads": args.threads,
@@ -427,6 +433,9 @@ def main():
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
+    p.add_argument("--device", default="cpu",
+                   help="where the loop runs (cpu; cuda on a GPU machine: each step "
+                        "ends with torch.cuda.synchronize())")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (3)")
     p.add_argument("--prof", default=os.path.join(os.environ.get("PROFHOST_BUILD", "build"),
                                                   "bin", "prof"))
@@ -438,6 +447,9 @@ def main():
                    help="the flight recorder's cost: profhost idle vs recorder on")
     p.add_argument("--no-phases", dest="recorder_phases", action="store_false",
                    help="with --recorder: prof.recorder{ phases = false }")
+    p.add_argument("--no-gpu", dest="recorder_gpu", action="store_false",
+                   help="with --recorder: prof.recorder{ gpu = false } (no GPU work "
+                        "between windows; on a GPU machine, CUPTI's cost left out)")
     p.add_argument("--separate", action="store_true",
                    help="with --recorder: separate processes per mode (the earlier method) "
                    "instead of pairing inside each process")
@@ -452,7 +464,7 @@ def main():
                    "so each on-block rotates and gives a segment back)")
     args = p.parse_args()
     if args.worker:
-        worker(args.worker, args.out, args.steps, args.threads, args.ops)
+        worker(args.worker, args.out, args.steps, args.threads, args.ops, args.device)
         return 0
     if args.recorder:
         return recorder_main(args) if args.separate else paired_main(args)

@@ -133,6 +133,24 @@ class RecorderGpu(CuptiTest):
         self.assertEqual(len(events(w, "ac2g", ph="s")), 14)
         self.assertEqual(w["profhost"]["counters"]["gpu_dropped"], 0)
 
+    def test_gpu_false_leaves_gpu_capture_to_the_windows(self):
+        # prof.recorder{ gpu = false }: the window (steps 2-3) holds its
+        # GPU work as always; the dump after it holds the steps, ranges
+        # included, and no GPU work; CUPTI is finalized after the window,
+        # as with no recorder (no CUPTI cost between windows).
+        policy = ("prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n" +
+                  DUMP_AT % (", gpu = false", 11))
+        r, t, held = self.dump(policy, "--steps", "300")
+        self.assertEqual([n for n, _ in step_spans(t)], held)
+        self.assertEqual(len(events(t, "user_annotation", "forward")), 3)
+        self.assertEqual([e for e in t["traceEvents"]
+                          if e.get("cat") in ("kernel", "gpu_memcpy", "cuda_runtime")], [])
+        w = load_trace(window_dirs(self.out)[0])
+        self.assertEqual(len(events(w, "kernel", "gemm_kernel")), 6)
+        st = read_stats(self.stats)
+        self.assertEqual(st["finalizes"], 1)
+        self.assertEqual(st["enabled_now"], 0)
+
     def test_dump_with_no_window_at_all(self):
         # CUPTI was never enabled for a window: the recorder enables it,
         # and kernels launched from a second thread link the same way.
