@@ -670,23 +670,98 @@ typedef CUresult (CUDAAPI *dev_mem_fn)(size_t *, CUdevice);
 typedef CUresult (CUDAAPI *dev_attr_fn)(int *, CUdevice_attribute, CUdevice);
 
 /* A function of the CUDA driver the process has loaded (never loads it),
- * or NULL. The driver is never unloaded, so the handle is not closed. Any
- * thread. */
+ * or NULL. What loaded the driver holds it: it is not unloaded while the
+ * process runs. Any thread. */
 static void *driver_sym(const char *name)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	void *f = dlsym(lib ? lib : RTLD_DEFAULT, name);
 
-	return dlsym(lib ? lib : RTLD_DEFAULT, name);
+	if (lib)
+		dlclose(lib);
+	return f;
 }
 
-/* Whether the process's CUDA driver is initialised (cuInit ran). Any
- * thread. */
+/* Whether the process's CUDA driver is initialised (cuInit ran). cu.lock
+ * held (cu_step, until it is). */
 static bool driver_up(void)
 {
-	dev_count_fn count = (dev_count_fn)driver_sym("cuDeviceGetCount");
+	static dev_count_fn count;
 	int n;
 
+	if (!count)
+		count = (dev_count_fn)driver_sym("cuDeviceGetCount");
 	return count && count(&n) == CUDA_SUCCESS;
+}
+
+/* One attribute of device d, 0 when the driver does not say. */
+static unsigned dev_attr(dev_attr_fn attr, CUdevice_attribute a, CUdevice d)
+{
+	int v = 0;
+
+	return attr(&v, a, d) == CUDA_SUCCESS && v > 0 ? (unsigned)v : 0;
+}
+
+/* CUPTI writes a DEVICE record when a context is created while the kind
+ * is on: GPU capture that starts later (at a window's warm-up, with the
+ * program's context made long before) gets none, and the trace would have
+ * no deviceProperties (nor the summary a GPU's peak). Then the devices
+ * come from the driver, as the same record made up from its attributes.
+ * Only a driver the process loaded and initialised is asked (never
+ * cuInit); until it answers, it is asked again at the next collect. Host
+ * thread. */
+static void devices_from_driver(void)
+{
+	dev_count_fn count = (dev_count_fn)driver_sym("cuDeviceGetCount");
+	dev_get_fn get = (dev_get_fn)driver_sym("cuDeviceGet");
+	dev_name_fn name = (dev_name_fn)driver_sym("cuDeviceGetName");
+	dev_mem_fn mem = (dev_mem_fn)driver_sym("cuDeviceTotalMem_v2");
+	dev_attr_fn attr = (dev_attr_fn)driver_sym("cuDeviceGetAttribute");
+	char text[256];
+	int n = 0, i;
+
+	if (count && get && name && mem && attr && count(&n) == CUDA_SUCCESS) {
+		cu.devices_asked = true;
+		for (i = 0; i < n && i < 64; i++) {
+			CUpti_ActivityDevice5 d;
+			CUdevice dev;
+			size_t bytes = 0;
+			unsigned warp;
+
+			if (get(&dev, i) != CUDA_SUCCESS)
+				continue;
+			memset(&d, 0, sizeof d);
+			d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+			d.id = (uint32_t)i;
+			if (name(text, (int)sizeof text, dev) != CUDA_SUCCESS)
+				text[0] = '\0';
+			text[sizeof text - 1] = '\0';
+			d.name = text;
+			if (mem(&bytes, dev) == CUDA_SUCCESS)
+				d.globalMemorySize = bytes;
+			d.computeCapabilityMajor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+			d.computeCapabilityMinor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+			d.maxThreadsPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
+			warp = dev_attr(attr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
+			d.numThreadsPerWarp = warp;
+			d.maxWarpsPerMultiprocessor = warp ? dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) / warp : 0;
+			d.maxRegistersPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, dev);
+			d.maxRegistersPerMultiprocessor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, dev);
+			d.maxSharedMemoryPerBlock = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, dev);
+			d.maxSharedMemoryPerMultiprocessor = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
+			d.numMultiprocessors = dev_attr(attr,
+				CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+			cupti_devices_note(&cu.devices, &d);
+		}
+	}
 }
 
 /* Enables the API callbacks the step triggers need, and all of them for
@@ -1188,79 +1263,8 @@ static void pool_give_back(struct cu_done *bufs, uint32_t n)
 }
 
 /* A window's collect: converts its records (and those kept from the last
- * one); stops CUPTI when no window lies ahead and the recorder is off.
- * Host thread. */
-
-/* One attribute of device d, 0 when the driver does not say. */
-static unsigned dev_attr(dev_attr_fn attr, CUdevice_attribute a, CUdevice d)
-{
-	int v = 0;
-
-	return attr(&v, a, d) == CUDA_SUCCESS && v > 0 ? (unsigned)v : 0;
-}
-
-/* CUPTI writes a DEVICE record when a context is created while the kind
- * is on: GPU capture that starts later (at a window's warm-up, with the
- * program's context made long before) gets none, and the trace would have
- * no deviceProperties (nor the summary a GPU's peak). Then the devices
- * come from the driver, as the same record made up from its attributes.
- * Only a driver the process loaded and initialised is asked (never
- * cuInit); until it answers, it is asked again at the next collect. Host
- * thread. */
-static void devices_from_driver(void)
-{
-	dev_count_fn count = (dev_count_fn)driver_sym("cuDeviceGetCount");
-	dev_get_fn get = (dev_get_fn)driver_sym("cuDeviceGet");
-	dev_name_fn name = (dev_name_fn)driver_sym("cuDeviceGetName");
-	dev_mem_fn mem = (dev_mem_fn)driver_sym("cuDeviceTotalMem_v2");
-	dev_attr_fn attr = (dev_attr_fn)driver_sym("cuDeviceGetAttribute");
-	char text[256];
-	int n = 0, i;
-
-	if (count && get && name && mem && attr && count(&n) == CUDA_SUCCESS) {
-		cu.devices_asked = true;
-		for (i = 0; i < n && i < 64; i++) {
-			CUpti_ActivityDevice5 d;
-			CUdevice dev;
-			size_t bytes = 0;
-			unsigned warp;
-
-			if (get(&dev, i) != CUDA_SUCCESS)
-				continue;
-			memset(&d, 0, sizeof d);
-			d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-			d.id = (uint32_t)i;
-			if (name(text, (int)sizeof text, dev) != CUDA_SUCCESS)
-				text[0] = '\0';
-			text[sizeof text - 1] = '\0';
-			d.name = text;
-			if (mem(&bytes, dev) == CUDA_SUCCESS)
-				d.globalMemorySize = bytes;
-			d.computeCapabilityMajor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-			d.computeCapabilityMinor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-			d.maxThreadsPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
-			warp = dev_attr(attr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
-			d.numThreadsPerWarp = warp;
-			d.maxWarpsPerMultiprocessor = warp ? dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) / warp : 0;
-			d.maxRegistersPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, dev);
-			d.maxRegistersPerMultiprocessor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, dev);
-			d.maxSharedMemoryPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, dev);
-			d.maxSharedMemoryPerMultiprocessor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
-			d.numMultiprocessors = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-			cupti_devices_note(&cu.devices, &d);
-		}
-	}
-}
-
+ * one); stops CUPTI when no window lies ahead and the recorder keeps no
+ * GPU work. Host thread. */
 static int window_collect(const struct capture_window *job, struct trace *t,
 			  struct err *e)
 {

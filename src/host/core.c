@@ -263,14 +263,9 @@ static void core_fini(void)
 	live_fini(&host);
 }
 
-static void core_atexit(void)
-{
-	core_fini();
-}
-
 void host_arm_exit(void)
 {
-	if (atexit(core_atexit) != 0)
+	if (atexit(core_fini) != 0)
 		log_msg(LOG_DEBUG, "atexit failed: the exit path runs in the destructor");
 }
 
