@@ -72,20 +72,29 @@ if [ ! -x "$build/bin/cuda_app" ]; then
     exit 1
 fi
 prof="$build/bin/prof"
+
+# check_app NAME POLICY [CHECK OPTION...]: runs cuda_app for 20 steps
+# under POLICY, output in $tmp/NAME, and checks that output's kernels,
+# copies and range links (scripts/gpu_smoke_check.py).
+check_app() {
+    name=$1 policy=$2
+    shift 2
+    if "$prof" run -s "$policy" -o "$tmp/$name" -- "$build/bin/cuda_app" 20; then
+        python3 scripts/gpu_smoke_check.py "$tmp/$name" --copies \
+            --kernel saxpy --kernel block_sum --kernel scale \
+            --range forward --nvtx-range nvtx_forward "$@" || status=1
+    else
+        echo "FAIL cuda_app under $policy exited with $?"
+        status=1
+    fi
+}
 cat > "$tmp/policy.lua" <<'EOF'
 prof.schedule { skip_first = 2, wait = 1, warmup = 1, active = 3, cycles = 2 }
 prof.export { chrome = { gzip = true } }
 EOF
 
 echo "==== examples/cuda_app.cu"
-if "$prof" run -s "$tmp/policy.lua" -o "$tmp/native" -- "$build/bin/cuda_app" 20; then
-    python3 scripts/gpu_smoke_check.py "$tmp/native" --min-windows 2 --copies \
-        --kernel saxpy --kernel block_sum --kernel scale \
-        --range forward --nvtx-range nvtx_forward || status=1
-else
-    echo "FAIL cuda_app exited with $?"
-    status=1
-fi
+check_app native "$tmp/policy.lua" --min-windows 2
 
 echo "==== examples/cuda_app.cu, the flight recorder's dump (no window)"
 cat > "$tmp/recorder.lua" <<'EOF'
@@ -94,14 +103,7 @@ prof.on_step(function(s)
   if s.step == 12 then prof.dump { steps = 3, reason = "gpu-smoke" } end
 end)
 EOF
-if "$prof" run -s "$tmp/recorder.lua" -o "$tmp/recorder" -- "$build/bin/cuda_app" 20; then
-    python3 scripts/gpu_smoke_check.py "$tmp/recorder" --dumps --copies \
-        --kernel saxpy --kernel block_sum --kernel scale \
-        --range forward --nvtx-range nvtx_forward || status=1
-else
-    echo "FAIL cuda_app with the recorder exited with $?"
-    status=1
-fi
+check_app recorder "$tmp/recorder.lua" --dumps
 
 echo "==== examples/cuda_app.cu killed with SIGKILL, the recorder on: the salvage"
 # Default CUPTI buffers and 100 steps kept: CUPTI hands a buffer over when
@@ -126,14 +128,7 @@ fi
 
 echo "==== examples/cuda_app.cu ends while a window records: the exit path writes it"
 printf 'prof.schedule { skip_first = 2, active = 1000 }\n' > "$tmp/atexit.lua"
-if "$prof" run -s "$tmp/atexit.lua" -o "$tmp/atexit" -- "$build/bin/cuda_app" 20; then
-    python3 scripts/gpu_smoke_check.py "$tmp/atexit" --copies \
-        --kernel saxpy --kernel block_sum --kernel scale \
-        --range forward --nvtx-range nvtx_forward || status=1
-else
-    echo "FAIL cuda_app ending inside a window exited with $?"
-    status=1
-fi
+check_app atexit "$tmp/atexit.lua"
 
 echo "==== examples/cuda_app.cu stuck in a kernel: the watchdog's hang report"
 cat > "$tmp/hang.lua" <<'EOF'

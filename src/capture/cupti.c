@@ -37,6 +37,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -694,13 +695,30 @@ static bool driver_up(void)
 	return count && count(&n) == CUDA_SUCCESS;
 }
 
-/* One attribute of device d, 0 when the driver does not say. */
-static unsigned dev_attr(dev_attr_fn attr, CUdevice_attribute a, CUdevice d)
-{
-	int v = 0;
-
-	return attr(&v, a, d) == CUDA_SUCCESS && v > 0 ? (unsigned)v : 0;
-}
+/* The driver's attributes that fill a DEVICE record's fields (all
+ * uint32_t), by the field's offset. */
+static const struct {
+	CUdevice_attribute attr;
+	size_t field;
+} dev_fields[] = {
+	{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+	  offsetof(CUpti_ActivityDevice5, computeCapabilityMajor) },
+	{ CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+	  offsetof(CUpti_ActivityDevice5, computeCapabilityMinor) },
+	{ CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+	  offsetof(CUpti_ActivityDevice5, maxThreadsPerBlock) },
+	{ CU_DEVICE_ATTRIBUTE_WARP_SIZE, offsetof(CUpti_ActivityDevice5, numThreadsPerWarp) },
+	{ CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK,
+	  offsetof(CUpti_ActivityDevice5, maxRegistersPerBlock) },
+	{ CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR,
+	  offsetof(CUpti_ActivityDevice5, maxRegistersPerMultiprocessor) },
+	{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+	  offsetof(CUpti_ActivityDevice5, maxSharedMemoryPerBlock) },
+	{ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+	  offsetof(CUpti_ActivityDevice5, maxSharedMemoryPerMultiprocessor) },
+	{ CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+	  offsetof(CUpti_ActivityDevice5, numMultiprocessors) },
+};
 
 /* CUPTI writes a DEVICE record when a context is created while the kind
  * is on: GPU capture that starts later (at a window's warm-up, with the
@@ -725,8 +743,8 @@ static void devices_from_driver(void)
 		for (i = 0; i < n && i < 64; i++) {
 			CUpti_ActivityDevice5 d;
 			CUdevice dev;
-			size_t bytes = 0;
-			unsigned warp;
+			size_t bytes = 0, k;
+			int threads = 0;
 
 			if (get(&dev, i) != CUDA_SUCCESS)
 				continue;
@@ -739,26 +757,18 @@ static void devices_from_driver(void)
 			d.name = text;
 			if (mem(&bytes, dev) == CUDA_SUCCESS)
 				d.globalMemorySize = bytes;
-			d.computeCapabilityMajor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-			d.computeCapabilityMinor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-			d.maxThreadsPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
-			warp = dev_attr(attr, CU_DEVICE_ATTRIBUTE_WARP_SIZE, dev);
-			d.numThreadsPerWarp = warp;
-			d.maxWarpsPerMultiprocessor = warp ? dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, dev) / warp : 0;
-			d.maxRegistersPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, dev);
-			d.maxRegistersPerMultiprocessor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, dev);
-			d.maxSharedMemoryPerBlock = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, dev);
-			d.maxSharedMemoryPerMultiprocessor = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, dev);
-			d.numMultiprocessors = dev_attr(attr,
-				CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+			for (k = 0; k < sizeof dev_fields / sizeof dev_fields[0]; k++) {
+				int v = 0;
+				uint32_t u;
+
+				if (attr(&v, dev_fields[k].attr, dev) != CUDA_SUCCESS || v <= 0)
+					continue;
+				u = (uint32_t)v;
+				memcpy((char *)&d + dev_fields[k].field, &u, sizeof u);
+			}
+			if (attr(&threads, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+				 dev) == CUDA_SUCCESS && threads > 0 && d.numThreadsPerWarp)
+				d.maxWarpsPerMultiprocessor = (uint32_t)threads / d.numThreadsPerWarp;
 			cupti_devices_note(&cu.devices, &d);
 		}
 	}
