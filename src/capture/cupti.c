@@ -129,9 +129,9 @@ static struct {
 	_Atomic int graphs_seen;
 	/* The CUDA runtime tears the driver down in an exit handler, and
 	 * CUPTI crashes when called after it: the host's exit path is armed
-	 * to run before (capture_host.arm_exit) at the first step with CUPTI
-	 * up and the driver initialised (the runtime that initialised it has
-	 * registered its handler by then). */
+	 * to run before (capture_host.arm_exit) at the first step or window
+	 * callback with CUPTI up and the driver initialised (the runtime that
+	 * initialised it has registered its handler by then): arm_exit. */
 	bool exit_armed;
 	bool devices_asked;            /* the driver told the devices */
 	/* Nsight Systems */
@@ -1102,6 +1102,18 @@ static void cu_inject(void)
 	pthread_mutex_unlock(&cu.lock);
 }
 
+/* Arms the host's exit path to run before the CUDA runtime's exit handler
+ * (cu.exit_armed), once CUPTI is up and the driver initialised: from each
+ * window and step callback, so that a window with no steps (an NVTX
+ * capture range) arms it too. cu.lock held. */
+static void arm_exit(void)
+{
+	if (!cu.exit_armed && cu.state == CU_READY && driver_up()) {
+		cu.exit_armed = true;
+		cu.h->arm_exit();
+	}
+}
+
 /* A warm-up phase or a window begins: kinds on (a stopped CUPTI starts
  * over). Stepping thread, window lock held. */
 static void want(enum cu_want w)
@@ -1112,6 +1124,7 @@ static void want(enum cu_want w)
 		start();
 	if (cu.state == CU_READY && !cu.enabled && cu.nkinds)
 		enable_kinds();
+	arm_exit();
 	pthread_mutex_unlock(&cu.lock);
 }
 
@@ -1148,6 +1161,7 @@ static void cu_window_close(uint64_t gen)
 {
 	pthread_mutex_lock(&cu.lock);
 	atomic_store(&cu.pending_gen, gen); /* rec_window_collected clears it */
+	arm_exit();
 	cu.want = WANT_IDLE;
 	if (cu.state == CU_READY && cu.enabled)
 		disable_kinds();
@@ -1164,10 +1178,7 @@ static void cu_step(const struct capture_step *s)
 	char name[48];
 
 	pthread_mutex_lock(&cu.lock);
-	if (!cu.exit_armed && cu.state == CU_READY && driver_up()) {
-		cu.exit_armed = true;
-		cu.h->arm_exit();
-	}
+	arm_exit();
 	if (cu.state == CU_NSYS) {
 		nvtx_end_step();
 		if (s->recording) {
@@ -1550,6 +1561,7 @@ static void cu_recorder(uint64_t gen)
 			if (cu.state == CU_READY)
 				atomic_store(&cu.rec_copy, 1);
 		}
+		arm_exit();
 	} else if (cu.rec_want) {
 		cu.rec_want = false;
 		atomic_store(&cu.rec_copy, 0);

@@ -29,6 +29,7 @@
 static _Atomic int steps;            /* step() calls */
 static _Atomic int ahead = 1;        /* what ahead() answers */
 static _Atomic int failures;         /* fail() calls */
+static _Atomic int armed;            /* arm_exit() calls */
 
 static void fake_step(void *ctx)
 {
@@ -47,6 +48,11 @@ static void fake_fail(void *ctx, const struct err *e)
 	(void)ctx;
 	fprintf(stderr, "fail: %s\n", e->msg);
 	atomic_fetch_add(&failures, 1);
+}
+
+static void fake_arm_exit(void)
+{
+	atomic_fetch_add(&armed, 1);
 }
 
 static const struct shim_api fake_shim = {
@@ -118,6 +124,7 @@ int main(int argc, char **argv)
 	ch.step = fake_step;
 	ch.ahead = fake_ahead;
 	ch.fail = fake_fail;
+	ch.arm_exit = fake_arm_exit;
 
 	/* init: subscribed, the host's clock registered, nothing on yet */
 	CHECK_EQ_INT(cupti_capture.init(&ch, &e), 0);
@@ -134,6 +141,9 @@ int main(int argc, char **argv)
 
 	/* window 1, more windows ahead: its kernel, CUPTI stays */
 	window(1, "first_kernel", &t);
+	/* the driver is up (the fake's first CUDA call ran): the host's exit
+	 * path was armed to run before the runtime's exit handler, once */
+	CHECK_EQ_INT(atomic_load(&armed), 1);
 	CHECK_EQ_INT(kernels(&t, "first_kernel"), 1);
 	CHECK_EQ_INT(kernels(&t, "between_windows"), 0);
 	trace_free(&t);
@@ -158,6 +168,7 @@ int main(int argc, char **argv)
 	}
 
 	cupti_capture.fini();
+	CHECK_EQ_INT(atomic_load(&armed), 1);
 	CHECK_EQ_INT(atomic_load(&failures), 0);
 	return check_done();
 }
