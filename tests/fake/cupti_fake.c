@@ -153,8 +153,9 @@ static struct {
 	.cond = PTHREAD_COND_INITIALIZER,
 };
 
-/* The runtime's exit handler ran (torn_down); a graph launched while
- * CUPTI was subscribed (graph_seen) and cuptiFinalize since (poisoned). */
+/* The first CUDA call made the context (ctx_made); the runtime's exit
+ * handler ran (torn_down); a graph launched while CUPTI was subscribed
+ * (graph_seen) and cuptiFinalize since (poisoned). */
 static _Atomic int torn_down, graph_seen, poisoned, ctx_made;
 
 static __thread uint32_t tl_device;
