@@ -234,8 +234,9 @@ M.sections = {
 			cpu_samples = boolean(true),
 			-- Python step phases between windows (PyTorch)
 			phases = boolean(true),
-			-- GPU work between windows (CUPTI stays on: a window's cost)
-			gpu = boolean(true),
+			-- GPU work between windows, as prof.capture{cuda} asks for it
+			-- (CUPTI stays on: a window's cost on every step)
+			cuda = boolean(true),
 		},
 	},
 	watchdog = {
@@ -618,7 +619,7 @@ function M.resolve(raw)
 			dump_on_exception = get("recorder", rec, "dump_on_exception"),
 			cpu_samples = get("recorder", rec, "cpu_samples"),
 			phases = get("recorder", rec, "phases"),
-			gpu = get("recorder", rec, "gpu"),
+			cuda = get("recorder", rec, "cuda"),
 		},
 		watchdog = {
 			enabled = wd ~= nil,

@@ -1337,7 +1337,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
-	o.recorder = cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.gpu;
+	o.recorder = cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.cuda;
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
 	cu.capcarry = next.buf ? next.cap : 0;
@@ -1376,7 +1376,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
 	if (last && !cu.steps_from_cuda &&
-	    !(cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.gpu) &&
+	    !(cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.cuda) &&
 	    !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
@@ -1545,14 +1545,14 @@ static void cu_dump_dropped(void)
 /* capture_ops.recorder: stepping thread (or the thread ending the
  * process), window lock held; takes cu.lock, then the pool's lock. A
  * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
- * completed buffers go into the ring (not with prof.recorder{ gpu =
+ * completed buffers go into the ring (not with prof.recorder{ cuda =
  * false }: GPU capture stays the windows'). 0: the recorder stopped: kinds off
  * unless a warm-up or window wants them. */
 static void cu_recorder(uint64_t gen)
 {
 	pthread_mutex_lock(&cu.lock);
 	if (gen) {
-		if (!cu.rec_want && cu.nkinds && cu.h->cfg->recorder.gpu) {
+		if (!cu.rec_want && cu.nkinds && cu.h->cfg->recorder.cuda) {
 			cu.rec_want = true;
 			if (cu.state == CU_STOPPED)
 				start();

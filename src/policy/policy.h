@@ -121,8 +121,10 @@ struct policy_config {
 					  them; default true */
 		bool phases;           /* Python step phases between windows;
 					  default true */
-		bool gpu;              /* GPU work between windows (CUPTI's
-					  kinds stay on); default true */
+		bool cuda;             /* GPU work between windows when
+					  prof.capture{cuda} asks for it
+					  (CUPTI's kinds stay on); default
+					  true */
 	} recorder;
 
 	/* prof.watchdog: the hang watchdog (docs/recorder.md) */

@@ -258,7 +258,7 @@ int policy_read_config(lua_State *L)
 	c->recorder.dump_on_exception = cfg_bool(L, s, "dump_on_exception");
 	c->recorder.cpu_samples = cfg_bool(L, s, "cpu_samples");
 	c->recorder.phases = cfg_bool(L, s, "phases");
-	c->recorder.gpu = cfg_bool(L, s, "gpu");
+	c->recorder.cuda = cfg_bool(L, s, "cuda");
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "watchdog");

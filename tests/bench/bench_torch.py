@@ -243,7 +243,7 @@ def run_one(mode, args, tmp, rnd):
                         .replace("@W@", str(args.warmup))
                         .replace("@STEPS@", str(args.rec_steps))
                         .replace("@PHASES@", ("" if args.recorder_phases else ", phases = false") +
-                                  ("" if args.recorder_gpu else ", gpu = false")))
+                                  ("" if args.recorder_cuda else ", cuda = false")))
             elif mode == "profhost":
                 f.write(POLICY % dict(SCHEDULE,
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
@@ -355,7 +355,7 @@ def paired_main(args):
           "either side of a switch left out"
           % (args.rounds, args.steps, w, args.pairs, k, args.rec_steps,
              "" if args.recorder_phases else ", phases = false",
-             "" if args.recorder_gpu else ", gpu = false", args.threads, args.device))
+             "" if args.recorder_cuda else ", cuda = false", args.threads, args.device))
     result = {"method": "paired", "steps": args.steps, "rounds": args.rounds, "block": k,
               "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
               "phases": args.recorder_phases, "threads": args.threads,
@@ -447,8 +447,8 @@ def main():
                    help="the flight recorder's cost: profhost idle vs recorder on")
     p.add_argument("--no-phases", dest="recorder_phases", action="store_false",
                    help="with --recorder: prof.recorder{ phases = false }")
-    p.add_argument("--no-gpu", dest="recorder_gpu", action="store_false",
-                   help="with --recorder: prof.recorder{ gpu = false } (no GPU work "
+    p.add_argument("--no-cuda", dest="recorder_cuda", action="store_false",
+                   help="with --recorder: prof.recorder{ cuda = false } (no GPU work "
                         "between windows; on a GPU machine, CUPTI's cost left out)")
     p.add_argument("--separate", action="store_true",
                    help="with --recorder: separate processes per mode (the earlier method) "

@@ -133,13 +133,13 @@ class RecorderGpu(CuptiTest):
         self.assertEqual(len(events(w, "ac2g", ph="s")), 14)
         self.assertEqual(w["profhost"]["counters"]["gpu_dropped"], 0)
 
-    def test_gpu_false_leaves_gpu_capture_to_the_windows(self):
-        # prof.recorder{ gpu = false }: the window (steps 2-3) holds its
+    def test_cuda_false_leaves_gpu_capture_to_the_windows(self):
+        # prof.recorder{ cuda = false }: the window (steps 2-3) holds its
         # GPU work as always; the dump after it holds the steps, ranges
         # included, and no GPU work; CUPTI is finalized after the window,
         # as with no recorder (no CUPTI cost between windows).
         policy = ("prof.schedule { wait = 1, warmup = 1, active = 2, cycles = 1 }\n" +
-                  DUMP_AT % (", gpu = false", 11))
+                  DUMP_AT % (", cuda = false", 11))
         r, t, held = self.dump(policy, "--steps", "300")
         self.assertEqual([n for n, _ in step_spans(t)], held)
         self.assertEqual(len(events(t, "user_annotation", "forward")), 3)

@@ -467,15 +467,15 @@ describe("prof", function()
 			assert.is_false(config_of("").recorder.enabled)
 			assert.are.same({ enabled = true, on = true, steps = 20, mb = 256, max_dumps = 10,
 				dump_on_crash = true, dump_on_signal = true, dump_on_exception = true,
-				cpu_samples = true, phases = true, gpu = true },
+				cpu_samples = true, phases = true, cuda = true },
 				config_of("prof.recorder{}").recorder)
 			prof._reset()
 			assert.are.same({ enabled = true, on = true, steps = 5, mb = 16, max_dumps = 0,
 				dump_on_crash = false, dump_on_signal = true, dump_on_exception = false,
-				cpu_samples = false, phases = true, gpu = false },
+				cpu_samples = false, phases = true, cuda = false },
 				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0, "
 					.. "dump_on_crash = false, dump_on_exception = false, "
-					.. "cpu_samples = false, gpu = false }").recorder)
+					.. "cpu_samples = false, cuda = false }").recorder)
 		end)
 
 		it("rejects bad values in one line", function()
@@ -484,7 +484,7 @@ describe("prof", function()
 			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
 				error_of("prof.recorder{ mb = 0 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: "
-				.. "cpu_samples, dump_on_crash, dump_on_exception, dump_on_signal, enabled, gpu, max_dumps, mb, phases, steps%)",
+				.. "cpu_samples, cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, phases, steps%)",
 				error_of("prof.recorder{ step = 3 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: 'dump_on_signal' must be a boolean",
 				error_of("prof.recorder{ dump_on_signal = 'no' }"))
