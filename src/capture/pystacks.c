@@ -243,9 +243,9 @@ void pystacks_open(uint64_t gen, bool rec)
 	if (!w) { /* a free slot, else a store never collected */
 		w = &pys.w[0];
 		for (i = 1; i < PYS_WINDOWS; i++)
-			if (capture_store_evict_before(pys.w[i].gen,
-						       pys.w[i].rec && !pys.w[i].dumped,
-						       w->gen, w->rec && !w->dumped))
+			if (capture_store_evict_before(pys.w[i].gen, pys.w[i].rec,
+						       pys.w[i].dumped, w->gen, w->rec,
+						       w->dumped))
 				w = &pys.w[i];
 		window_free(w);
 		w->gen = gen;

@@ -20,17 +20,19 @@
 #include <stdint.h>
 
 /* Whether the store of generation `agen` (`arec`: a flight recorder
- * segment's that no dump waits for) goes before the one of `bgen` when one
- * must be forgotten: a free one (generation 0) first, then recorder
- * segments' before windows' (and dumps'), then the oldest. Pure; any
- * thread. */
-static inline bool capture_store_evict_before(uint64_t agen, bool arec,
-					      uint64_t bgen, bool brec)
+ * segment's; `adumped`: a dump waits for it) goes before the one of `bgen`
+ * when one must be forgotten: a free one (generation 0) first, then
+ * recorder segments' no dump waits for, before windows' and dumps', then
+ * the oldest. Pure; any thread. */
+static inline bool capture_store_evict_before(uint64_t agen, bool arec, bool adumped,
+					      uint64_t bgen, bool brec, bool bdumped)
 {
+	bool aspare = arec && !adumped, bspare = brec && !bdumped;
+
 	if (!agen || !bgen)
 		return !agen && bgen;
-	if (arec != brec)
-		return arec;
+	if (aspare != bspare)
+		return aspare;
 	return agen < bgen;
 }
 

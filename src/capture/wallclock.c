@@ -83,10 +83,9 @@ void wallclock_open(uint64_t gen, bool rec)
 			pthread_mutex_unlock(&wc.lock);
 			return;
 		}
-	/* a store a dump waits for is kept as a window's (stores.h) */
 	for (i = 1; i < WALL_WINDOWS; i++)
-		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec && !wc.w[i].dumped,
-					       w->gen, w->rec && !w->dumped))
+		if (capture_store_evict_before(wc.w[i].gen, wc.w[i].rec, wc.w[i].dumped,
+					       w->gen, w->rec, w->dumped))
 			w = &wc.w[i];
 	free(w->v);
 	memset(w, 0, sizeof *w);
