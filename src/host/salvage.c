@@ -103,25 +103,16 @@ void salvage_ensure(struct host *h)
 
 void salvage_check_pool(struct host *h, uint64_t gen, size_t bytes, const char *setting)
 {
-	const struct salv_slot *s;
-
-	if (!h->salv || !gen || h->salv_pool_said)
-		return;
-	/* Kept out: the slot names it at offset 0 (salvfile.h). A slot still
-	 * held by an older generation names that one (the new one's records
-	 * drop, counted as noslot): not this. */
-	s = &h->salv->slots[gen % SALV_SLOTS];
-	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
-	    !salv_slot_kept_out(s))
+	/* A slot still held by an older generation names that one (the new
+	 * one's records drop, counted as noslot): not this. */
+	if (!h->salv || h->salv_pool_said || !salv_gen_kept_out(h->salv->slots, gen))
 		return;
 	h->salv_pool_said = true;
 	log_msg(LOG_WARN, "an event pool of %zu MiB is not in the salvage file: its "
 		"folder '%s' (a tmpfs) had not that much room free beside what "
 		"profhost leaves the program (a quarter of it, at least 64 MiB), so "
 		"a SIGKILL or _exit() loses what it records (give that tmpfs more "
-		"room, or lower %s)",
-		bytes >> 20, salvage_folder(h),
-		setting);
+		"room, or lower %s)", bytes >> 20, salvage_folder(h), setting);
 }
 
 /* True when states a and b name the same recording. */

@@ -285,19 +285,6 @@ static int salvage_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	return 0;
 }
 
-/* True when generation `gen`'s event pool was kept out of the file: a
- * pool the writer could not map from it (its tmpfs had no room,
- * evbuf.c's slot_map_file) stayed anonymous memory, its slot naming it
- * at offset 0 with no bytes (salvfile.h), and its records died with the
- * process. */
-static bool gen_out_of_file(const struct salvage_file *f, uint64_t gen)
-{
-	const struct salv_slot *s = &f->hd->slots[gen % SALV_SLOTS];
-
-	return gen && atomic_load_explicit(&s->gen, memory_order_acquire) == gen &&
-	       salv_slot_kept_out(s);
-}
-
 /* The note that says the recording's pools not in the file lost their
  * records, into line[size] ("" when every pool is there). */
 static void pools_out_note(const struct salvage_file *f, char *line, size_t size)
@@ -557,7 +544,9 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	f->pools_out = 0;
 	pystacks_salvage_begin();
 	for (i = 0; i < f->st.ngens; i++) {
-		if (gen_out_of_file(f, f->st.gens[i]))
+		/* a pool the writer could not map from the file (its tmpfs
+		 * had no room) stayed anonymous memory and died with it */
+		if (salv_gen_kept_out(f->hd->slots, f->st.gens[i]))
 			f->pools_out++;
 		salvage_drain(f->st.gens[i], scan_visit, &sc, &stats);
 	}

@@ -93,6 +93,17 @@ static inline bool salv_slot_kept_out(const struct salv_slot *s)
 	return s->off == 0 && s->bytes == 0;
 }
 
+/* True when generation `gen`'s pool was kept out of the file: its slot in
+ * slots[SALV_SLOTS] still names it (a later generation may have taken the
+ * slot since) and is kept out. */
+static inline bool salv_gen_kept_out(const struct salv_slot *slots, uint64_t gen)
+{
+	const struct salv_slot *s = &slots[gen % SALV_SLOTS];
+
+	return gen && atomic_load_explicit(&s->gen, memory_order_acquire) == gen &&
+	       salv_slot_kept_out(s);
+}
+
 /* One copy of the recording state. */
 struct salv_state {
 	uint32_t kind;             /* enum salv_kind */
