@@ -347,13 +347,6 @@ static void imap_free(struct imap *m)
 
 /* ------------------------------------------------------------ aggregate */
 
-static int cmp_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 /* Events (indexes into the trace `ctx`) sorted by (tid, ts, longer first),
  * equal keys by index: phase candidates, and the tail of cmp_nest. */
 static int cmp_tid_ts(const void *a, const void *b, void *ctx)
@@ -490,23 +483,21 @@ static void row_key(const struct trace *t, const struct query_agg_opts *o,
 		r->step = t->steps[key].step;
 }
 
-/* The value event sel[i] adds to its group (its self time, its argument or
- * its clipped duration) and, in *dur, its clipped duration. False when it
- * has none (an argument it lacks). */
+/* The value `ev` adds to its group (its argument or its clipped duration;
+ * the caller puts its self time in its place) and, in *dur, its clipped
+ * duration. False when the filter drops it or it has no value (an argument
+ * it lacks). */
 static bool agg_value(const struct trace *t, const struct query_agg_opts *o,
-		      uint32_t key_id, const int64_t *self, size_t i,
-		      const struct trace_event *ev, double *v, int64_t *dur)
+		      uint32_t key_id, const struct trace_event *ev, double *v,
+		      int64_t *dur)
 {
 	*v = 0;
 	*dur = 0;
 	if (!query_match(t, &o->filter, ev, dur))
 		return false;
-	if (self)
-		*v = (double)self[i];
-	else if (o->sum_arg)
+	if (o->sum_arg)
 		return arg_num_id(t, ev, key_id, v);
-	else
-		*v = (double)*dur;
+	*v = (double)*dur;
 	return true;
 }
 
@@ -517,7 +508,7 @@ static void group_stats(struct query_row *r, double *vals, size_t n)
 	double sum = 0, mean, ss = 0;
 	size_t k;
 
-	qsort(vals, n, sizeof *vals, cmp_value);
+	sortidx_f64(vals, n); /* qsort would copy them */
 	for (k = 0; k < n; k++)
 		sum += vals[k];
 	mean = sum / (double)n;
@@ -569,14 +560,18 @@ static int cmp_group(const void *a, const void *b, void *ctx)
 	return cmp_row(&x, &y, ctx);
 }
 
-/* ------------------------------------------------ aggregate, in parts
+/* ------------------------------------------------------------ aggregate
  *
- * By name with a limit, when the window may hold more names than
- * QUERY_GROUPS_MAX: the names are split by strtab id into parts of at most
- * QUERY_GROUPS_MAX, one pass over the kept events each; each pass's first
- * `limit` groups join the best so far. Memory: 4 bytes a kept event (their
- * order), the open events of one thread (self times), the groups of one
- * part, and twice `limit` groups, however many names the window has. */
+ * One grouping pass over the kept events folds each into its group's
+ * accumulator as it is read; the groups returned are then read again, in
+ * a values pass, for their values (the median needs them). With self
+ * times the kept events are visited in nesting order (cmp_nest) by a
+ * sweep that hands each event on as it closes, with its self time. By
+ * name with a limit, when the window may hold more names than
+ * `max_groups`, the names are split by strtab id into parts of at most
+ * `max_groups`, one grouping pass each; each part's first `limit` groups
+ * join the best so far. No value is kept per event: with self times their
+ * order (4 bytes a kept event) and the open events of one thread. */
 
 /* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
 static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
@@ -596,24 +591,29 @@ struct open_ev {
 	int64_t self; /* time it owned so far */
 };
 
-/* What one pass over the kept events does with each of them. */
+/* What one pass over the kept events does with each of them. A
+ * "position" is an index in sel, or in t->ev when sel is NULL. */
 struct parts {
 	const struct trace *t;
 	const struct query_agg_opts *o;
 	uint32_t key_id;          /* o->sum_arg's strtab id */
-	const uint32_t *sel;      /* kept events (nesting order when o->self) */
-	size_t nsel;
-	uint32_t nparts, part;    /* nparts: a power of two */
+	const size_t *order;      /* query_step_order(): BY_STEP keys */
+	const uint32_t *sel;      /* with o->self: the kept events in nesting
+				     order; NULL: every event, in trace order */
+	size_t n;                 /* positions */
+	uint32_t nparts, part;    /* nparts: a power of two (1 unless by
+				     name in parts) */
 	unsigned shift;           /* log2(nparts) */
 	/* grouping pass */
-	uint32_t *slot;           /* name id >> shift -> group + 1 of this
-				     part, 0 = none yet */
-	struct agg_acc *acc;      /* first: a position in sel until the pass
-				     ends, then the event's index */
+	uint32_t *slot;           /* by name: name id >> shift -> group + 1 of
+				     this part, 0 = none yet */
+	struct imap map;          /* other keys: key -> group */
+	struct agg_acc *acc;      /* first: a position until the pass ends,
+				     then the event's index */
 	double *ext;
 	size_t cap_acc, cap_ext;
 	uint32_t ngroups;
-	/* values pass: name id -> row of the groups returned */
+	/* values pass: key -> row of the groups returned */
 	struct imap rowmap;
 	struct query_row *rows;
 	size_t *off;
@@ -624,38 +624,54 @@ struct parts {
 	int failed;
 };
 
-/* Event sel[i], of self time `self` (with o->self): its value (its self
- * time, argument or duration) and clipped duration are added to its group
- * (grouping pass) or its row (values pass) when its name is in this
- * pass's part; other events cost no more than this test. */
+static const struct trace_event *parts_event(const struct parts *p, size_t i)
+{
+	return &p->t->ev[p->sel ? p->sel[i] : i];
+}
+
+/* The event at position i, of self time `self` (with o->self): when it is
+ * kept and in a group, its value (its self time, argument or duration) and
+ * clipped duration are added to its group (grouping pass, when its key is
+ * in this pass's part) or its row (values pass). */
 static void parts_add(struct parts *p, size_t i, int64_t self)
 {
-	const struct trace_event *ev = &p->t->ev[p->sel[i]];
+	const struct trace_event *ev = parts_event(p, i);
 	struct agg_acc *a;
+	uint64_t key;
 	uint32_t g;
 	int64_t dur;
 	double v;
 
-	if (ev->name >= p->t->names.n)
-		return; /* no name: in no group (as query_aggregate) */
+	if (p->failed || !agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
+		return;
+	if (p->o->self)
+		v = (double)self;
+	if (!group_key(p->t, p->o, p->order, ev, &key))
+		return;
+	if (p->o->by == QUERY_BY_NAME && key >= p->t->names.n)
+		return; /* no name: in no group */
 	if (p->values) {
-		g = imap_get(&p->rowmap, ev->name);
+		g = imap_get(&p->rowmap, key);
 		if (g == UINT32_MAX)
 			return; /* not a group returned */
-		agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
-		p->vals[p->off[g]++] = p->o->self ? (double)self : v;
+		p->vals[p->off[g]++] = v;
 		p->rows[g].dur += dur;
 		return;
 	}
-	if ((ev->name & (p->nparts - 1)) != p->part || p->failed)
+	if ((key & (p->nparts - 1)) != p->part)
 		return;
-	agg_value(p->t, p->o, p->key_id, NULL, 0, ev, &v, &dur);
-	if (p->o->self)
-		v = (double)self;
-	g = p->slot[ev->name >> p->shift];
-	if (g == 0)
-		g = p->slot[ev->name >> p->shift] = p->ngroups + 1;
-	g--;
+	if (p->slot) {
+		g = p->slot[key >> p->shift];
+		if (g == 0)
+			g = p->slot[key >> p->shift] = p->ngroups + 1;
+		g--;
+	} else {
+		g = imap_get_or_put(&p->map, key, p->ngroups);
+		if (g == UINT32_MAX) {
+			p->failed = 1;
+			return;
+		}
+	}
 	if (g == p->ngroups) {
 		a = grow_array(p->acc, &p->cap_acc, g + 1, sizeof *a, 64);
 		if (!a) {
@@ -689,14 +705,14 @@ static void parts_add(struct parts *p, size_t i, int64_t self)
 		a->first = i;
 }
 
-/* Closes the open events that end by `s` (INT64_MAX: all): the self-time
- * sweep of trace_self_times(), each event handed to parts_add as it
- * closes. */
+/* Closes the open events that end by `s` (INT64_MAX: all), each handed to
+ * parts_add as it closes with the time it owned: between two boundaries
+ * the open event that started last owns the time. */
 static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t s)
 {
 	while (*depth > 0) {
 		struct open_ev *top = &p->stack[*depth - 1];
-		const struct trace_event *ev = &p->t->ev[p->sel[top->i]];
+		const struct trace_event *ev = parts_event(p, top->i);
 		int64_t end = ev->ts + (ev->dur > 0 ? ev->dur : 0);
 
 		if (end > s) {
@@ -713,26 +729,25 @@ static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t
 	}
 }
 
-/* One pass over the kept events. 0, or -1 when out of memory. */
+/* One pass over the positions. 0, or -1 when out of memory. */
 static int parts_pass(struct parts *p)
 {
-	const struct trace *t = p->t;
 	size_t i, depth = 0;
 	int64_t cursor = 0;
 
-	for (i = 0; i < p->nsel && !p->failed; i++) {
-		const struct trace_event *ev = &t->ev[p->sel[i]];
+	for (i = 0; i < p->n && !p->failed; i++) {
+		const struct trace_event *ev = parts_event(p, i), *prev;
 
-		/* the kept events lie apart in the trace: each pass would
-		 * wait for memory at every event */
-		if (i + PARTS_AHEAD < p->nsel)
-			__builtin_prefetch(&t->ev[p->sel[i + PARTS_AHEAD]]);
 		if (!p->o->self) {
 			parts_add(p, i, 0);
 			continue;
 		}
-		if (i > 0 && (ev->pid != t->ev[p->sel[i - 1]].pid ||
-			      ev->tid != t->ev[p->sel[i - 1]].tid))
+		/* the kept events lie apart in the trace: each pass would
+		 * wait for memory at every event */
+		if (i + PARTS_AHEAD < p->n)
+			__builtin_prefetch(parts_event(p, i + PARTS_AHEAD));
+		prev = i > 0 ? parts_event(p, i - 1) : NULL;
+		if (prev && (ev->pid != prev->pid || ev->tid != prev->tid))
 			parts_close(p, &depth, &cursor, INT64_MAX);
 		parts_close(p, &depth, &cursor, ev->ts);
 		if (depth == 0)
@@ -753,196 +768,90 @@ static int parts_pass(struct parts *p)
 	return p->failed ? -1 : 0;
 }
 
-/* Keeps the groups best[perm[0..keep)] (perm: best[0..n) in row order) as
- * best[0..keep), adding the others' totals to *rest; tmp and tmpext have
- * room for `keep`. */
-static void keep_best(struct agg_acc *best, double *bext, const uint32_t *perm, size_t n,
-		      size_t keep, double *rest, struct agg_acc *tmp, double *tmpext)
-{
-	size_t k;
+/* The groups kept so far across the parts (best[0..n)), and room to trim
+ * them to the first `want` in row order (the others' totals go to rest). */
+struct best {
+	struct agg_acc *acc;
+	double *ext;           /* with sort "min"/"max" */
+	size_t n, cap, cap_ext;
+	size_t want;           /* SIZE_MAX: every group */
+	double rest;           /* the totals of the groups trimmed */
+	uint64_t count;        /* events in every group */
+	uint32_t *perm;        /* 2 x want, then want: allocated at the */
+	struct agg_acc *tmp;   /* first trim */
+	double *tmpext;
+};
 
-	for (k = 0; k < n; k++) {
-		if (k >= keep) {
-			*rest += best[perm[k]].total;
-			continue;
-		}
-		tmp[k] = best[perm[k]];
-		if (bext)
-			tmpext[k] = bext[perm[k]];
+/* Keeps the first min(want, n) groups of `b` in row order. 0, or -1 when
+ * out of memory. */
+static int best_trim(struct best *b, struct row_order *ro)
+{
+	size_t k, keep = b->want < b->n ? b->want : b->n;
+
+	if (!b->perm) {
+		b->perm = malloc(b->n * sizeof *b->perm);
+		b->tmp = malloc(keep * sizeof *b->tmp);
+		b->tmpext = b->ext ? malloc(keep * sizeof *b->tmpext) : NULL;
+		if (!b->perm || !b->tmp || (b->ext && !b->tmpext))
+			return -1;
 	}
-	memcpy(best, tmp, keep * sizeof *best);
-	if (bext)
-		memcpy(bext, tmpext, keep * sizeof *bext);
+	ro->acc = b->acc;
+	ro->ext = b->ext;
+	for (k = 0; k < b->n; k++)
+		b->perm[k] = (uint32_t)k;
+	qsort_r(b->perm, b->n, sizeof *b->perm, cmp_group, ro);
+	for (k = keep; k < b->n; k++)
+		b->rest += b->acc[b->perm[k]].total;
+	for (k = 0; k < keep; k++) {
+		b->tmp[k] = b->acc[b->perm[k]];
+		if (b->ext)
+			b->tmpext[k] = b->ext[b->perm[k]];
+	}
+	memcpy(b->acc, b->tmp, keep * sizeof *b->acc);
+	if (b->ext)
+		memcpy(b->ext, b->tmpext, keep * sizeof *b->ext);
+	b->n = keep;
+	return 0;
 }
 
-/* query_aggregate by name with a limit, in parts (see above). */
-static int aggregate_parts(const struct trace *t, const struct query_agg_opts *o,
-			   uint32_t key_id, size_t max_groups, struct query_result *out,
-			   struct err *e)
+/* Adds the pass's groups (positions turned into event indexes) to `b`,
+ * trimming it to `want` whenever it reaches twice that. 0 or -1. */
+static int best_add(struct best *b, struct parts *p, struct row_order *ro)
 {
-	struct parts p;
-	struct agg_acc *best = NULL, *tmp = NULL;
-	double *bext = NULL, *tmpext = NULL, rest = 0;
-	uint32_t *perm = NULL, *sel = NULL;
-	size_t i, n = 0, nbest = 0, ngroups = 0, k, nslot;
-	size_t want = o->limit < (size_t)t->names.n + 1 ? o->limit : (size_t)t->names.n + 1;
-	struct row_order ro;
-	int64_t dur;
-	double v;
-	bool want_ext = o->sort == QUERY_SORT_MIN || o->sort == QUERY_SORT_MAX;
-	int rc = -1;
+	uint32_t g;
 
-	memset(&p, 0, sizeof p);
-	for (i = 0; i < t->nev; i++)
-		n += agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur);
-	if (n == 0)
-		return 0;
-	sel = malloc(n * sizeof *sel);
-	best = malloc(2 * want * sizeof *best);
-	bext = want_ext ? malloc(2 * want * sizeof *bext) : NULL;
-	perm = malloc(2 * want * sizeof *perm);
-	tmp = malloc(want * sizeof *tmp);
-	tmpext = want_ext ? malloc(want * sizeof *tmpext) : NULL;
-	if (!sel || !best || (want_ext && (!bext || !tmpext)) || !perm || !tmp)
-		goto oom;
-	for (i = 0, n = 0; i < t->nev; i++)
-		if (agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur))
-			sel[n++] = (uint32_t)i;
-	if (o->self)
-		sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
-	p.t = t;
-	p.o = o;
-	p.key_id = key_id;
-	p.sel = sel;
-	p.nsel = n;
-	/* a power of two: a name's part is the low bits of its id, its
-	 * slot in the part the others */
-	p.nparts = 1;
-	while ((size_t)p.nparts * max_groups <= (size_t)t->names.n) {
-		p.nparts *= 2;
-		p.shift++;
-	}
-	nslot = ((size_t)t->names.n >> p.shift) + 1;
-	p.slot = malloc(nslot * sizeof *p.slot);
-	p.acc = malloc(nslot * sizeof *p.acc); /* a part's groups, at most */
-	p.cap_acc = nslot;
-	if (want_ext) {
-		p.ext = malloc(nslot * sizeof *p.ext);
-		p.cap_ext = nslot;
-	}
-	if (!p.slot || !p.acc || (want_ext && !p.ext))
-		goto oom;
-	ro.t = t;
-	ro.by = o->by;
-	ro.sort = o->sort;
-	ro.opts = o;
-	ro.order = NULL;
-	for (p.part = 0; p.part < p.nparts; p.part++) {
-		uint32_t g;
+	for (g = 0; g < p->ngroups; g++) {
+		struct agg_acc *a = grow_array(b->acc, &b->cap, b->n + 1, sizeof *a, 64);
 
-		p.ngroups = 0;
-		memset(p.slot, 0, nslot * sizeof *p.slot);
-		if (parts_pass(&p) != 0)
-			goto oom;
-		ngroups += p.ngroups;
-		/* this part's groups join the best so far; the others' totals
-		 * go to `rest` */
-		for (g = 0; g < p.ngroups; g++) {
-			struct agg_acc *a = &p.acc[g];
+		if (!a)
+			return -1;
+		b->acc = a;
+		if (p->ext) {
+			double *x = grow_array(b->ext, &b->cap_ext, b->n + 1, sizeof *x, 64);
 
-			a->first = sel[a->first];
-			out->count += a->count;
-			best[nbest] = *a;
-			if (bext)
-				bext[nbest] = p.ext[g];
-			if (++nbest < 2 * want)
-				continue;
-			ro.acc = best;
-			ro.ext = bext;
-			for (k = 0; k < nbest; k++)
-				perm[k] = (uint32_t)k;
-			qsort_r(perm, nbest, sizeof *perm, cmp_group, &ro);
-			keep_best(best, bext, perm, nbest, want, &rest, tmp, tmpext);
-			nbest = want;
+			if (!x)
+				return -1;
+			b->ext = x;
+			b->ext[b->n] = p->ext[g];
 		}
+		b->count += p->acc[g].count;
+		b->acc[b->n] = p->acc[g];
+		b->acc[b->n].first = p->sel ? p->sel[p->acc[g].first] : p->acc[g].first;
+		if (++b->n >= 2 * b->want && b->want != SIZE_MAX && best_trim(b, ro) != 0)
+			return -1;
 	}
-	free(p.slot);
-	p.slot = NULL;
-	free(p.acc);
-	p.acc = NULL;
-	free(p.ext);
-	p.ext = NULL;
-	ro.acc = best;
-	ro.ext = bext;
-	for (k = 0; k < nbest; k++)
-		perm[k] = (uint32_t)k;
-	qsort_r(perm, nbest, sizeof *perm, cmp_group, &ro);
-	keep_best(best, bext, perm, nbest, want < nbest ? want : nbest, &rest, tmp, tmpext);
-	if (nbest > want)
-		nbest = want;
-
-	/* the groups returned: their values, in one more pass */
-	p.rows = calloc(nbest ? nbest : 1, sizeof *p.rows);
-	p.off = calloc(nbest + 1, sizeof *p.off);
-	if (!p.rows || !p.off)
-		goto oom;
-	for (k = 0; k < nbest; k++) {
-		const struct trace_event *ev = &t->ev[best[k].first];
-
-		if (imap_get_or_put(&p.rowmap, ev->name, (uint32_t)k) == UINT32_MAX)
-			goto oom;
-		row_key(t, o, ev, ev->name, &p.rows[k]);
-		p.rows[k].count = best[k].count;
-		p.rows[k].first_ts = best[k].first_ts;
-	}
-	for (k = 0; k < nbest; k++)
-		p.off[k + 1] = p.off[k] + p.rows[k].count;
-	p.vals = malloc((p.off[nbest] ? p.off[nbest] : 1) * sizeof *p.vals);
-	if (!p.vals)
-		goto oom;
-	p.values = true;
-	p.part = 0;
-	if (parts_pass(&p) != 0)
-		goto oom;
-	out->total = rest;
-	for (k = 0; k < nbest; k++) {
-		group_stats(&p.rows[k], p.vals + p.off[k] - p.rows[k].count, p.rows[k].count);
-		out->total += p.rows[k].total;
-	}
-	qsort_r(p.rows, nbest, sizeof *p.rows, cmp_row, &ro);
-	out->rows = p.rows;
-	out->nrows = nbest;
-	out->ngroups = ngroups;
-	p.rows = NULL;
-	rc = 0;
-	goto done;
-oom:
-	err_set(e, "out of memory aggregating the trace");
-done:
-	free(sel);
-	free(best);
-	free(bext);
-	free(tmp);
-	free(tmpext);
-	free(perm);
-	free(p.slot);
-	free(p.acc);
-	free(p.ext);
-	free(p.stack);
-	free(p.rows);
-	free(p.off);
-	free(p.vals);
-	imap_free(&p.rowmap);
-	return rc;
+	return 0;
 }
 
-/*
- * Memory: per kept event an index and a group (12 bytes; 16 more while
- * self times are computed), per group 32 bytes, and the values of the
- * groups returned (the median needs them all) with their rows: of a
- * million groups of which ten are asked for, only those ten's values.
- * Sorting by "med" or "std" reads every group's values.
- */
+static void best_free(struct best *b)
+{
+	free(b->acc);
+	free(b->ext);
+	free(b->perm);
+	free(b->tmp);
+	free(b->tmpext);
+}
+
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e)
 {
@@ -952,234 +861,149 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			size_t max_groups, struct query_result *out, struct err *e)
 {
-	size_t i, nsel = 0, *sel = NULL, *stack = NULL, *order = NULL;
-	size_t cap_acc = 0, cap_ext = 0, want, *off = NULL;
-	int64_t *self = NULL;
-	double *vals = NULL;
-	uint32_t key_id = STRTAB_NONE, *name_group = NULL, *gid = NULL, ngroups = 0, g;
-	uint32_t *perm = NULL, *rank = NULL;
-	struct agg_acc *acc = NULL;
-	double *ext = NULL; /* per group: its min (sort "min") or max ("max") */
-	bool want_ext = o->limit && (o->sort == QUERY_SORT_MIN || o->sort == QUERY_SORT_MAX);
-	struct imap map = { 0 };
-	struct query_row *rows = NULL;
+	struct parts p;
+	struct best b;
 	struct row_order ro;
+	uint32_t *sel = NULL;
+	size_t i, k, n = 0, nslot = 0, ngroups = 0;
+	bool limited = o->limit && o->sort != QUERY_SORT_MED && o->sort != QUERY_SORT_STD;
 	int rc = -1;
 
 	memset(out, 0, sizeof *out);
+	memset(&p, 0, sizeof p);
+	memset(&b, 0, sizeof b);
 	if (o->self && (o->sum_arg || o->filter.within || o->filter.has_range))
 		return err_set(e, "self time cannot be combined with a sum argument or a time range");
+	if (o->self && t->nev > UINT32_MAX)
+		return err_set(e, "self times need a trace of at most 4294967295 events");
+	p.t = t;
+	p.o = o;
+	p.key_id = STRTAB_NONE;
 	if (o->sum_arg) {
-		key_id = find_id(t, o->sum_arg);
-		if (key_id == STRTAB_NONE)
+		p.key_id = find_id(t, o->sum_arg);
+		if (p.key_id == STRTAB_NONE)
 			return 0; /* no event has that argument */
 	}
-	if (o->by == QUERY_BY_STEP)
-		order = query_step_order(t);
-	if (o->by == QUERY_BY_STEP && t->nsteps && !order)
-		goto oom;
 	if (t->nev == 0)
 		return 0;
-	if (o->by == QUERY_BY_NAME && o->limit && o->sort != QUERY_SORT_MED &&
-	    o->sort != QUERY_SORT_STD && max_groups && (size_t)t->names.n >= max_groups &&
-	    t->nev <= UINT32_MAX) { /* parts index events in 32 bits */
-		free(order);
-		return aggregate_parts(t, o, key_id, max_groups, out, e);
-	}
-
-	/* 1. the kept events (counted first: a filter may keep few) */
-	for (i = 0; i < t->nev; i++) {
-		double v;
-		int64_t dur;
-
-		nsel += agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur);
-	}
-	sel = malloc((nsel ? nsel : 1) * sizeof *sel);
-	if (!sel)
-		goto oom;
-	for (i = 0, nsel = 0; i < t->nev; i++) {
-		double v;
-		int64_t dur;
-
-		if (agg_value(t, o, key_id, NULL, 0, &t->ev[i], &v, &dur))
-			sel[nsel++] = i;
-	}
-
-	/* 2. self times (sel in nesting order; self[i] is sel[i]'s) */
-	if (o->self && nsel > 0) {
-		self = malloc(nsel * sizeof *self);
-		stack = malloc(nsel * sizeof *stack);
-		if (!self || !stack)
+	if (o->by == QUERY_BY_STEP && t->nsteps) {
+		p.order = query_step_order(t);
+		if (!p.order)
 			goto oom;
-		qsort_r(sel, nsel, sizeof *sel, cmp_nest, (void *)t);
-		trace_self_times(t, sel, nsel, self, stack);
-		free(stack);
-		stack = NULL;
 	}
-
-	/* 3. groups, with what sorting them needs */
-	gid = malloc((nsel ? nsel : 1) * sizeof *gid);
-	if (!gid)
-		goto oom;
-	if (o->by == QUERY_BY_NAME && t->names.n < max_groups) {
-		/* a group per name id: fast, and small with few names (with
-		 * many, the map holds only the names kept) */
-		name_group = malloc((t->names.n ? t->names.n : 1) * sizeof *name_group);
-		if (!name_group)
-			goto oom;
-		memset(name_group, 0xff, (t->names.n ? t->names.n : 1) * sizeof *name_group);
-	}
-	for (i = 0; i < nsel; i++) {
-		const struct trace_event *ev = &t->ev[sel[i]];
-		struct agg_acc *a;
-		uint64_t key;
-		double v;
+	p.n = t->nev;
+	if (o->self) { /* the kept events, in nesting order */
 		int64_t dur;
+		double v;
 
-		gid[i] = UINT32_MAX;
-		if (!group_key(t, o, order, ev, &key))
-			continue;
-		if (o->by == QUERY_BY_NAME && key >= t->names.n)
-			continue;
-		if (name_group) {
-			g = name_group[key];
-			if (g == UINT32_MAX)
-				g = name_group[key] = ngroups;
-		} else {
-			g = imap_get_or_put(&map, key, ngroups);
-			if (g == UINT32_MAX)
-				goto oom;
-		}
-		if (g == ngroups) {
-			struct agg_acc *p = grow_array(acc, &cap_acc, ngroups + 1,
-						       sizeof *acc, 64);
-
-			if (!p)
-				goto oom;
-			acc = p;
-			if (want_ext) {
-				double *x = grow_array(ext, &cap_ext, ngroups + 1,
-						       sizeof *ext, 64);
-
-				if (!x)
-					goto oom;
-				ext = x;
-			}
-			memset(&acc[g], 0, sizeof acc[g]);
-			acc[g].first_ts = ev->ts;
-			acc[g].first = sel[i];
-			ngroups++;
-		}
-		gid[i] = g;
-		agg_value(t, o, key_id, self, i, ev, &v, &dur);
-		a = &acc[g];
-		if (ext && (a->count == 0 || (o->sort == QUERY_SORT_MIN ? v < ext[g]
-									 : v > ext[g])))
-			ext[g] = v;
-		a->count++;
-		a->total += v;
-		if (ev->ts < a->first_ts)
-			a->first_ts = ev->ts;
+		for (i = 0; i < t->nev; i++)
+			n += agg_value(t, o, p.key_id, &t->ev[i], &v, &dur);
+		sel = malloc((n ? n : 1) * sizeof *sel);
+		if (!sel)
+			goto oom;
+		for (i = 0, n = 0; i < t->nev; i++)
+			if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
+				sel[n++] = (uint32_t)i;
+		sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
+		p.sel = sel;
+		p.n = n;
 	}
-	free(name_group);
-	name_group = NULL;
-	imap_free(&map);
-
-	/* 4. the groups returned: the first `limit` in the sort order (all
-	 * of them for "med" and "std", which need the values to sort) */
+	p.nparts = 1;
+	/* by name: a power of two of parts, a name's part the low bits of
+	 * its id and its slot in the part the others; without a limit and
+	 * with many names, a map of the names kept instead */
+	while (o->by == QUERY_BY_NAME && limited && max_groups &&
+	       (size_t)p.nparts * max_groups <= (size_t)t->names.n) {
+		p.nparts *= 2;
+		p.shift++;
+	}
+	if (o->by == QUERY_BY_NAME && (p.nparts > 1 || (size_t)t->names.n < max_groups)) {
+		nslot = ((size_t)t->names.n >> p.shift) + 1;
+		p.slot = malloc(nslot * sizeof *p.slot);
+		if (!p.slot)
+			goto oom;
+	}
 	ro.t = t;
 	ro.by = o->by;
 	ro.sort = o->sort;
-	ro.acc = acc;
-	ro.ext = ext;
 	ro.opts = o;
-	ro.order = order;
-	want = ngroups;
-	if (o->limit && o->limit < ngroups && o->sort != QUERY_SORT_MED &&
-	    o->sort != QUERY_SORT_STD) {
-		want = o->limit;
-		perm = malloc((size_t)ngroups * sizeof *perm);
-		rank = malloc((size_t)ngroups * sizeof *rank);
-		if (!perm || !rank)
-			goto oom;
-		for (g = 0; g < ngroups; g++)
-			perm[g] = g;
-		qsort_r(perm, ngroups, sizeof *perm, cmp_group, &ro);
-		for (g = 0; g < ngroups; g++)
-			rank[perm[g]] = g < want ? g : UINT32_MAX;
-		free(perm);
-		perm = NULL;
-	}
+	ro.order = p.order;
+	b.want = limited ? o->limit : SIZE_MAX;
 
-	/* 5. their rows and values, and the statistics from the values */
-	rows = calloc(want ? want : 1, sizeof *rows);
-	off = calloc(want + 1, sizeof *off);
-	if (!rows || !off)
+	/* 1. the groups, one part of the names at a time */
+	for (p.part = 0; p.part < p.nparts; p.part++) {
+		p.ngroups = 0;
+		if (p.slot)
+			memset(p.slot, 0, nslot * sizeof *p.slot);
+		imap_free(&p.map);
+		if (parts_pass(&p) != 0 || best_add(&b, &p, &ro) != 0)
+			goto oom;
+		ngroups += p.ngroups;
+	}
+	out->count = b.count;
+	if (b.n > b.want && best_trim(&b, &ro) != 0)
 		goto oom;
-	for (g = 0; g < ngroups; g++) {
-		uint32_t k = rank ? rank[g] : g;
+	free(p.slot);
+	p.slot = NULL;
+	imap_free(&p.map);
+	free(p.acc);
+	p.acc = NULL;
+	free(p.ext);
+	p.ext = NULL;
+
+	/* 2. the groups returned: their values, in one more pass */
+	p.rows = calloc(b.n ? b.n : 1, sizeof *p.rows);
+	p.off = calloc(b.n + 1, sizeof *p.off);
+	if (!p.rows || !p.off)
+		goto oom;
+	for (k = 0; k < b.n; k++) {
+		const struct trace_event *ev = &t->ev[b.acc[k].first];
 		uint64_t key = 0;
 
-		if (k == UINT32_MAX)
-			continue;
-		group_key(t, o, order, &t->ev[acc[g].first], &key);
-		row_key(t, o, &t->ev[acc[g].first], key, &rows[k]);
-		rows[k].count = acc[g].count;
-		rows[k].first_ts = acc[g].first_ts;
+		group_key(t, o, p.order, ev, &key);
+		if (imap_get_or_put(&p.rowmap, key, (uint32_t)k) == UINT32_MAX)
+			goto oom;
+		row_key(t, o, ev, key, &p.rows[k]);
+		p.rows[k].count = b.acc[k].count;
+		p.rows[k].first_ts = b.acc[k].first_ts;
+		p.off[k + 1] = p.off[k] + p.rows[k].count;
 	}
-	for (i = 0; i < want; i++)
-		off[i + 1] = off[i] + rows[i].count;
-	vals = malloc((off[want] ? off[want] : 1) * sizeof *vals);
-	if (!vals)
+	p.vals = malloc((p.off[b.n] ? p.off[b.n] : 1) * sizeof *p.vals);
+	if (!p.vals)
 		goto oom;
-	for (i = 0; i < nsel; i++) {
-		uint32_t k;
-		double v;
-		int64_t dur;
-
-		if (gid[i] == UINT32_MAX)
-			continue;
-		k = rank ? rank[gid[i]] : gid[i];
-		if (k == UINT32_MAX)
-			continue;
-		agg_value(t, o, key_id, self, i, &t->ev[sel[i]], &v, &dur);
-		vals[off[k]++] = v;
-		rows[k].dur += dur;
-	}
-	for (i = 0; i < want; i++)
-		group_stats(&rows[i], vals + off[i] - rows[i].count, rows[i].count);
-	for (g = 0; g < ngroups; g++) {
-		uint32_t k = rank ? rank[g] : g;
-
-		out->total += k == UINT32_MAX ? acc[g].total : rows[k].total;
-		out->count += acc[g].count;
+	p.values = true;
+	p.part = 0;
+	if (parts_pass(&p) != 0)
+		goto oom;
+	out->total = b.rest;
+	for (k = 0; k < b.n; k++) {
+		group_stats(&p.rows[k], p.vals + p.off[k] - p.rows[k].count, p.rows[k].count);
+		out->total += p.rows[k].total;
 	}
 
-	/* 6. sort and limit */
-	qsort_r(rows, want, sizeof *rows, cmp_row, &ro);
-	out->rows = rows;
+	/* 3. the rows in order */
+	qsort_r(p.rows, b.n, sizeof *p.rows, cmp_row, &ro);
+	out->rows = p.rows;
+	out->nrows = o->limit && o->limit < b.n ? o->limit : b.n;
 	out->ngroups = ngroups;
-	out->nrows = o->limit && o->limit < ngroups ? o->limit : ngroups;
-	rows = NULL;
+	p.rows = NULL;
 	rc = 0;
 	goto done;
 oom:
 	err_set(e, "out of memory aggregating the trace");
 done:
-	free(rows);
-	free(vals);
-	free(off);
-	free(perm);
-	free(rank);
-	free(acc);
-	free(ext);
-	free(gid);
 	free(sel);
-	free(self);
-	free(stack);
-	free(order);
-	free(name_group);
-	imap_free(&map);
+	best_free(&b);
+	free(p.slot);
+	imap_free(&p.map);
+	free(p.acc);
+	free(p.ext);
+	free(p.stack);
+	free(p.rows);
+	free(p.off);
+	free(p.vals);
+	imap_free(&p.rowmap);
+	free((void *)p.order);
 	return rc;
 }
 

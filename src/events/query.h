@@ -151,12 +151,14 @@ struct query_result {
  * Groups the filtered events and computes each group's statistics,
  * sorted by `sort` (ties: earliest first_ts, then key). Returns 0 or -1.
  *
- * Memory, by name with a `limit` (not sorted by "med" or "std") in a
- * window of QUERY_GROUPS_MAX names or more: 4 bytes a kept event, the
- * open events of one thread (self times), at most QUERY_GROUPS_MAX groups
- * (the names are split by strtab id into parts, one pass over the events
- * each) and 2 x `limit` groups, plus the values of the groups returned;
- * otherwise 12 bytes a kept event (28 with self times) and 40 a group.
+ * Memory: no value is kept per event. With `self`, the kept events'
+ * nesting order (4 bytes each) and the open events of one thread; the
+ * groups of one part (by name with a `limit`, not sorted by "med" or
+ * "std", the names are split by strtab id into parts of fewer than
+ * `max_groups`, one pass over the events each; 40 bytes a group); twice
+ * `limit` groups; and the groups returned with their values (8 bytes an
+ * event of those groups: sorting by "med" or "std", or no `limit`,
+ * returns every group).
  */
 int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 		    struct query_result *out, struct err *e);

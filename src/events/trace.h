@@ -376,17 +376,6 @@ int trace_arg_stack(struct trace *t, uint32_t stack);
 int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
 		     const char *s, size_t len);
 
-/*
- * Self time of each of the events idx[0..n), which are sorted in nesting
- * order (pid, tid, ts, longer first): the time during which the event was
- * the innermost open event of its thread. An event that begins where
- * another ends is not nested in it; partial overlaps are split; negative
- * durations count as 0. Writes self[i] for idx[i]; `stack` has room for n.
- * Any thread (reads t only).
- */
-void trace_self_times(const struct trace *t, const size_t *idx, size_t n,
-		      int64_t *self, size_t *stack);
-
 /* Nesting order of two events: pid, tid, ts ascending, then longer first;
  * 0 when those are equal. Any thread. */
 int trace_event_cmp(const struct trace_event *a, const struct trace_event *b);

@@ -377,7 +377,8 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 
 /*
  * One pass over the counted events sel[0..n) (in sweep order): self CPU
- * time as trace_self_times() computes it, and GPU attribution (a launch's
+ * time (the time an event was the innermost open event of its thread;
+ * query_aggregate's sweep computes it the same way), and GPU attribution (a launch's
  * GPU time is the Self CUDA of the innermost range holding it, steps
  * aside, or of the launch itself, and counts in the CUDA total of every
  * event holding it), each event's share added to its row as it ends. The

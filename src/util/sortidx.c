@@ -108,3 +108,38 @@ void sortidx_u32(uint32_t *a, size_t n, sortidx_cmp cmp, void *ctx)
 		depth += 2;
 	intro(a, n, depth, cmp, ctx);
 }
+
+/* Moves element i down the max-heap of values a[0..n). */
+static void sift_down_f64(double *a, size_t i, size_t n)
+{
+	for (;;) {
+		size_t c = 2 * i + 1;
+		double t;
+
+		if (c >= n)
+			return;
+		if (c + 1 < n && a[c] < a[c + 1])
+			c++;
+		if (!(a[i] < a[c]))
+			return;
+		t = a[i];
+		a[i] = a[c];
+		a[c] = t;
+		i = c;
+	}
+}
+
+void sortidx_f64(double *a, size_t n)
+{
+	size_t i;
+
+	for (i = n / 2; i-- > 0;)
+		sift_down_f64(a, i, n);
+	for (i = n; i-- > 1;) {
+		double t = a[0];
+
+		a[0] = a[i];
+		a[i] = t;
+		sift_down_f64(a, 0, i);
+	}
+}

@@ -1,5 +1,5 @@
 /*
- * sortidx — sorts an array of 32-bit indexes in place.
+ * sortidx — sorts an array of 32-bit indexes, or of values, in place.
  *
  * glibc's qsort_r sorts through a copy of the array (a merge sort): for
  * the index of a window's events, 4 bytes more an event while it sorts.
@@ -19,5 +19,10 @@ typedef int (*sortidx_cmp)(uint32_t a, uint32_t b, void *ctx);
 
 /* Sorts a[0..n) ascending by cmp. */
 void sortidx_u32(uint32_t *a, size_t n, sortidx_cmp cmp, void *ctx);
+
+/* Sorts the values a[0..n) ascending in place (with NaNs among them the
+ * order is unspecified): a heapsort, for arrays as large as a window's
+ * events, which qsort would copy. */
+void sortidx_f64(double *a, size_t n);
 
 #endif

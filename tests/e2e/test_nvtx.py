@@ -378,6 +378,39 @@ class WindowMemory(TempDirTest):
                              "peak %d KiB over buffer_mb + %d MiB (%d KiB)" %
                              (peak_kib, WINDOW_MEMORY_MARGIN_MB, bound_kib))
 
+    def test_reports_keep_no_value_per_event(self):
+        """A full 32 MiB pool of ranges whose names repeat (1000 a thread):
+        its trace is ~1.24 x the pool, and the tables and reports add what
+        an order of the events (4 bytes each) and the rows they return
+        take, nothing per event besides: the process peaks at ~51 MiB,
+        under buffer_mb x 1.25 + 16 MiB. It peaked at ~69 MiB while
+        query_aggregate held an index, a group and a self time per event
+        (docs/performance.md, "A full pool")."""
+        policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
+                                          'prof.capture{ buffer_mb = 32 }\n'
+                                          'prof.limits{ report_ms = 600000 }\n')
+        out = os.path.join(self.tmp, "out")
+        summary_path = os.path.join(out, "mem", "rank0", "window0_steps0-0", "summary.txt")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--set", "output.run=mem", "--",
+                 STRESS, "--threads", "8", "--ranges", "200000", "--names", "1000",
+                 "--wait-for", summary_path], timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        peak_kib = int(re.search(r"nvtx_stress: peak RSS (\d+) kB", r.stdout).group(1))
+        with open(summary_path) as f:
+            summary = f.read()
+        self.assertGreater(int(re.search(r"(\d+) events written", summary).group(1)), 800000)
+        with open(os.path.join(os.path.dirname(summary_path), "report.txt")) as f:
+            report = f.read()
+        # the reports ran over every event: the nested "leaf" (one a fourth
+        # range) is a row of the ranges table with all its instances
+        leaf = re.search(r"^ +[\d.]+ +[\d,]+ +([\d,]+) .* leaf$", report, re.M)
+        self.assertIsNotNone(leaf, report)
+        self.assertGreater(int(leaf.group(1).replace(",", "")), 100000)
+        bound_kib = int(32 * 1.25 * 1024) + 16 * 1024
+        self.assertLessEqual(peak_kib, bound_kib,
+                             "peak %d KiB over buffer_mb x 1.25 + 16 MiB (%d KiB)" %
+                             (peak_kib, bound_kib))
+
 
 @unittest.skipUnless(os.path.exists(HOSTILE), "nvtx_hostile not built (no NVTX headers)")
 class HostileNames(TempDirTest):

@@ -303,6 +303,49 @@ static void test_sortidx(void)
 		}
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* sortidx_f64 sorts values ascending as qsort does: random, many equal,
+ * sorted, reversed and negative values, small and large. */
+static void test_sortidx_f64(void)
+{
+	static const size_t sizes[] = { 0, 1, 2, 3, 17, 1000, 100000 };
+	size_t s, i, n;
+	int shape;
+
+	srand(5);
+	for (s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+		for (shape = 0; shape < 4; shape++) {
+			double *a, *b;
+
+			n = sizes[s];
+			a = malloc((n + 1) * sizeof *a);
+			b = malloc((n + 1) * sizeof *b);
+			CHECK(a && b);
+			if (!a || !b)
+				return;
+			for (i = 0; i < n; i++) {
+				switch (shape) {
+				case 0: a[i] = (double)rand() / 7.0 - 1e8; break;
+				case 1: a[i] = (double)(rand() % 3); break;
+				case 2: a[i] = (double)i; break;
+				default: a[i] = -(double)i * 0.5; break;
+				}
+				b[i] = a[i];
+			}
+			sortidx_f64(a, n);
+			qsort(b, n, sizeof *b, cmp_double);
+			CHECK(memcmp(a, b, n * sizeof *a) == 0);
+			free(a);
+			free(b);
+		}
+}
+
 int main(void)
 {
 	test_write_all_whole_buffer();
@@ -312,5 +355,6 @@ int main(void)
 	test_fnv();
 	test_htab();
 	test_sortidx();
+	test_sortidx_f64();
 	return check_done();
 }
