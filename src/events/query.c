@@ -608,8 +608,8 @@ struct parts {
 	uint32_t *slot;           /* by name: name id >> shift -> group + 1 of
 				     this part, 0 = none yet */
 	struct imap map;          /* other keys: key -> group */
-	struct agg_acc *acc;      /* first: a position until the pass ends,
-				     then the event's index */
+	struct agg_acc *acc;      /* first: a position (best_add makes it
+				     the event's index) */
 	double *ext;
 	size_t cap_acc, cap_ext;
 	uint32_t ngroups;
@@ -624,6 +624,7 @@ struct parts {
 	int failed;
 };
 
+/* The event at position i. */
 static const struct trace_event *parts_event(const struct parts *p, size_t i)
 {
 	return &p->t->ev[p->sel ? p->sel[i] : i];
@@ -642,24 +643,25 @@ static void parts_add(struct parts *p, size_t i, int64_t self)
 	int64_t dur;
 	double v;
 
-	if (p->failed || !agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
-		return;
-	if (p->o->self)
-		v = (double)self;
-	if (!group_key(p->t, p->o, p->order, ev, &key))
+	/* the key first: in parts, most events are another part's */
+	if (p->failed || !group_key(p->t, p->o, p->order, ev, &key))
 		return;
 	if (p->o->by == QUERY_BY_NAME && key >= p->t->names.n)
 		return; /* no name: in no group */
+	g = p->values ? imap_get(&p->rowmap, key) : 0;
+	if (g == UINT32_MAX) /* not a group returned */
+		return;
+	if (!p->values && (key & (p->nparts - 1)) != p->part)
+		return;
+	if (!agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
+		return;
+	if (p->o->self)
+		v = (double)self;
 	if (p->values) {
-		g = imap_get(&p->rowmap, key);
-		if (g == UINT32_MAX)
-			return; /* not a group returned */
 		p->vals[p->off[g]++] = v;
 		p->rows[g].dur += dur;
 		return;
 	}
-	if ((key & (p->nparts - 1)) != p->part)
-		return;
 	if (p->slot) {
 		g = p->slot[key >> p->shift];
 		if (g == 0)
@@ -768,7 +770,7 @@ static int parts_pass(struct parts *p)
 	return p->failed ? -1 : 0;
 }
 
-/* The groups kept so far across the parts (best[0..n)), and room to trim
+/* The groups kept so far across the parts (acc[0..n)), and room to trim
  * them to the first `want` in row order (the others' totals go to rest). */
 struct best {
 	struct agg_acc *acc;
@@ -777,9 +779,10 @@ struct best {
 	size_t want;           /* SIZE_MAX: every group */
 	double rest;           /* the totals of the groups trimmed */
 	uint64_t count;        /* events in every group */
-	uint32_t *perm;        /* 2 x want, then want: allocated at the */
-	struct agg_acc *tmp;   /* first trim */
+	uint32_t *perm;        /* best_trim's order of acc, and the groups */
+	struct agg_acc *tmp;   /* it keeps */
 	double *tmpext;
+	size_t cap_perm, cap_tmp, cap_tmpext;
 };
 
 /* Keeps the first min(want, n) groups of `b` in row order. 0, or -1 when
@@ -787,13 +790,22 @@ struct best {
 static int best_trim(struct best *b, struct row_order *ro)
 {
 	size_t k, keep = b->want < b->n ? b->want : b->n;
+	uint32_t *perm = grow_array(b->perm, &b->cap_perm, b->n, sizeof *perm, 64);
+	struct agg_acc *tmp;
 
-	if (!b->perm) {
-		b->perm = malloc(b->n * sizeof *b->perm);
-		b->tmp = malloc(keep * sizeof *b->tmp);
-		b->tmpext = b->ext ? malloc(keep * sizeof *b->tmpext) : NULL;
-		if (!b->perm || !b->tmp || (b->ext && !b->tmpext))
+	if (!perm)
+		return -1;
+	b->perm = perm;
+	tmp = grow_array(b->tmp, &b->cap_tmp, keep, sizeof *tmp, 64);
+	if (!tmp)
+		return -1;
+	b->tmp = tmp;
+	if (b->ext) {
+		double *x = grow_array(b->tmpext, &b->cap_tmpext, keep, sizeof *x, 64);
+
+		if (!x)
 			return -1;
+		b->tmpext = x;
 	}
 	ro->acc = b->acc;
 	ro->ext = b->ext;
@@ -837,7 +849,7 @@ static int best_add(struct best *b, struct parts *p, struct row_order *ro)
 		b->count += p->acc[g].count;
 		b->acc[b->n] = p->acc[g];
 		b->acc[b->n].first = p->sel ? p->sel[p->acc[g].first] : p->acc[g].first;
-		if (++b->n >= 2 * b->want && b->want != SIZE_MAX && best_trim(b, ro) != 0)
+		if (++b->n / 2 >= b->want && best_trim(b, ro) != 0)
 			return -1;
 	}
 	return 0;
