@@ -364,6 +364,8 @@ static int load_window(const char *path, struct trace *t, char *dir, size_t dsiz
 	 * names: name them here, as the process would have. */
 	if (rc == 0 && stacks_demangle_names(t, demangle_find(true)) != 0)
 		rc = err_set(e, "%s: out of memory naming its C++ functions", file);
+	if (rc == 0)
+		trace_sort(t); /* profhost wrote it sorted: then only a check */
 	return rc;
 }
 

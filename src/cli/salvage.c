@@ -109,6 +109,7 @@ static int write_trace(const struct salvage_file *f, struct trace *t,
 	o.summary = false;
 	t->counters.events = t->nev;
 	export_unix_time(t);
+	trace_sort(t); /* its tables and reports sweep it as it lies */
 	if (export_window(t, &o, res, e) != 0 || write_reports(f, t, res, e) != 0)
 		return -1;
 	if ((fl & SALV_F_SUMMARY) && export_summary(t, res, e) != 0)

@@ -348,7 +348,7 @@ static void imap_free(struct imap *m)
 /* ------------------------------------------------------------ aggregate */
 
 /* Events (indexes into the trace `ctx`) sorted by (tid, ts, longer first),
- * equal keys by index: phase candidates, and the tail of cmp_nest. */
+ * equal keys by index: phase candidates. */
 static int cmp_tid_ts(const void *a, const void *b, void *ctx)
 {
 	const struct trace *t = ctx;
@@ -364,17 +364,15 @@ static int cmp_tid_ts(const void *a, const void *b, void *ctx)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Events (indexes into the trace `ctx`) sorted by (pid, tid, ts, longer
- * first). */
+/* Events (indexes into the trace `ctx`) in nesting order (trace_sort's),
+ * then by index. */
 static int cmp_nest(const void *a, const void *b, void *ctx)
 {
 	const struct trace *t = ctx;
-	const struct trace_event *x = &t->ev[*(const size_t *)a];
-	const struct trace_event *y = &t->ev[*(const size_t *)b];
+	size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
+	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
 
-	if (x->pid != y->pid)
-		return x->pid < y->pid ? -1 : 1;
-	return cmp_tid_ts(a, b, ctx);
+	return c ? c : ia < ib ? -1 : ia > ib;
 }
 
 /* The group key of an event; false when it has none (BY_STEP outside any
@@ -570,8 +568,9 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * name with a limit, when the window may hold more names than
  * `max_groups`, the names are split by strtab id into parts of at most
  * `max_groups`, one grouping pass each; each part's first `limit` groups
- * join the best so far. No value is kept per event: with self times their
- * order (4 bytes a kept event) and the open events of one thread. */
+ * join the best so far. No value is kept per event: with self times the
+ * open events of one thread (and, in a trace not in nesting order, the
+ * kept events' order: 4 bytes each). */
 
 /* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
 static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
@@ -598,8 +597,9 @@ struct parts {
 	const struct query_agg_opts *o;
 	uint32_t key_id;          /* o->sum_arg's strtab id */
 	const size_t *order;      /* query_step_order(): BY_STEP keys */
-	const uint32_t *sel;      /* with o->self: the kept events in nesting
-				     order; NULL: every event, in trace order */
+	const uint32_t *sel;      /* with o->self in a trace not in nesting
+				     order: the kept events in that order;
+				     NULL: every event, in trace order */
 	size_t n;                 /* positions */
 	uint32_t nparts, part;    /* nparts: a power of two (1 unless by
 				     name in parts) */
@@ -734,23 +734,29 @@ static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t
 /* One pass over the positions. 0, or -1 when out of memory. */
 static int parts_pass(struct parts *p)
 {
+	const struct trace_event *prev = NULL;
 	size_t i, depth = 0;
 	int64_t cursor = 0;
 
 	for (i = 0; i < p->n && !p->failed; i++) {
-		const struct trace_event *ev = parts_event(p, i), *prev;
+		const struct trace_event *ev = parts_event(p, i);
+		int64_t dur;
+		double v;
 
 		if (!p->o->self) {
 			parts_add(p, i, 0);
 			continue;
 		}
+		/* a trace in nesting order: only the kept events nest */
+		if (!p->sel && !agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
+			continue;
 		/* the kept events lie apart in the trace: each pass would
 		 * wait for memory at every event */
-		if (i + PARTS_AHEAD < p->n)
+		if (p->sel && i + PARTS_AHEAD < p->n)
 			__builtin_prefetch(parts_event(p, i + PARTS_AHEAD));
-		prev = i > 0 ? parts_event(p, i - 1) : NULL;
 		if (prev && (ev->pid != prev->pid || ev->tid != prev->tid))
 			parts_close(p, &depth, &cursor, INT64_MAX);
+		prev = ev;
 		parts_close(p, &depth, &cursor, ev->ts);
 		if (depth == 0)
 			cursor = ev->ts;
@@ -904,7 +910,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			goto oom;
 	}
 	p.n = t->nev;
-	if (o->self) { /* the kept events, in nesting order */
+	if (o->self && !t->nested) { /* the kept events, in nesting order */
 		int64_t dur;
 		double v;
 
@@ -1429,12 +1435,49 @@ static int cmp_row_total(const void *a, const void *b)
 	return x->name < y->name ? -1 : x->name > y->name;
 }
 
+/* Whether `ev` is one query_during sweeps: a range of positive length of
+ * the thread (pid, tid). */
+static bool during_kept(const struct trace_event *ev, int32_t pid, int32_t tid)
+{
+	return ev->pid == pid && ev->tid == tid && ev->cat < 32 &&
+	       (DURING_CATS >> ev->cat & 1) && is_range(ev) && ev->dur > 0;
+}
+
+/* The events of thread (pid, tid) in a trace in nesting order:
+ * t->ev[*lo..*hi) (empty when it has none). */
+static void thread_run(const struct trace *t, int32_t pid, int32_t tid, size_t *lo,
+		       size_t *hi)
+{
+	size_t a = 0, b = t->nev;
+
+	while (a < b) { /* the first event not before the thread */
+		size_t m = a + (b - a) / 2;
+		const struct trace_event *ev = &t->ev[m];
+
+		if (ev->pid < pid || (ev->pid == pid && ev->tid < tid))
+			a = m + 1;
+		else
+			b = m;
+	}
+	*lo = a;
+	for (b = t->nev; a < b;) { /* the first event past it */
+		size_t m = a + (b - a) / 2;
+		const struct trace_event *ev = &t->ev[m];
+
+		if (ev->pid < pid || (ev->pid == pid && ev->tid <= tid))
+			a = m + 1;
+		else
+			b = m;
+	}
+	*hi = a;
+}
+
 int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		 const struct query_interval *iv, size_t niv,
 		 struct query_during *out, struct err *e)
 {
 	struct during_ctx c = { .t = t, .iv = iv, .niv = niv, .out = out };
-	size_t *idx = NULL, *stack = NULL, n = 0, depth = 0, i;
+	size_t *idx = NULL, *stack = NULL, n = 0, depth = 0, i, pos, lo = 0, hi;
 	uint8_t *pmap = NULL;
 	int64_t cursor = INT64_MIN, charged = 0, inphase = 0;
 	uint32_t id;
@@ -1442,26 +1485,38 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 	memset(out, 0, sizeof *out);
 	for (i = 0; i < niv; i++)
 		out->total += iv[i].dur;
-	idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
 	stack = malloc((t->nev ? t->nev : 1) * sizeof *stack);
 	pmap = phase_map(t);
 	c.by_name = calloc(t->names.n ? t->names.n : 1, sizeof *c.by_name);
-	if (!idx || !stack || !pmap || !c.by_name)
+	if (!stack || !pmap || !c.by_name)
 		goto oom;
 	c.pmap = pmap;
-	for (i = 0; i < t->nev; i++) {
-		const struct trace_event *ev = &t->ev[i];
-
-		if (ev->pid == pid && ev->tid == tid && ev->cat < 32 &&
-		    (DURING_CATS >> ev->cat & 1) && is_range(ev) && ev->dur > 0)
-			idx[n++] = i;
+	if (t->nested) {
+		/* the thread's events, in nesting order, lie together */
+		thread_run(t, pid, tid, &lo, &hi);
+	} else {
+		idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
+		if (!idx)
+			goto oom;
+		for (i = 0; i < t->nev; i++)
+			if (during_kept(&t->ev[i], pid, tid))
+				idx[n++] = i;
+		qsort_r(idx, n, sizeof *idx, cmp_nest, (void *)t);
+		hi = n;
 	}
-	qsort_r(idx, n, sizeof *idx, cmp_nest, (void *)t);
 
 	/* Sweep: between boundaries, the top of the stack (the open event
-	 * that started last) owns the time. */
-	for (i = 0; i <= n; i++) {
-		int64_t next = i < n ? t->ev[idx[i]].ts : INT64_MAX;
+	 * that started last) owns the time. A position is an index in idx,
+	 * or in t->ev in a nested trace. */
+	for (pos = lo;;) {
+		size_t at = SIZE_MAX; /* the next kept event */
+		int64_t next;
+
+		while (!idx && pos < hi && !during_kept(&t->ev[pos], pid, tid))
+			pos++;
+		if (pos < hi)
+			at = idx ? idx[pos++] : pos++;
+		next = at != SIZE_MAX ? t->ev[at].ts : INT64_MAX;
 
 		while (depth > 0) {
 			const struct trace_event *top = &t->ev[stack[depth - 1]];
@@ -1476,7 +1531,7 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 			}
 			depth--;
 		}
-		if (i == n)
+		if (at == SIZE_MAX)
 			break;
 		if (depth > 0 && next > cursor) {
 			const struct trace_event *top = &t->ev[stack[depth - 1]];
@@ -1485,7 +1540,7 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		}
 		if (next > cursor)
 			cursor = next;
-		stack[depth++] = idx[i];
+		stack[depth++] = at;
 	}
 
 	/* rows */

@@ -219,6 +219,7 @@ struct trace_event *trace_add_event(struct trace *t, const struct trace_event *e
 	t->ev = ev;
 	slot = &t->ev[t->nev++];
 	*slot = *e;
+	t->nested = false;
 	slot->args = (uint32_t)t->nargs;
 	slot->nargs = 0;
 	t->counters.events = t->nev;
@@ -747,8 +748,6 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
 	return 0;
 }
 
-/* Order of two events: pid, tid, ts ascending, then longer first. Equal
- * keys compare 0 (the merge keeps insertion order). */
 int trace_event_cmp(const struct trace_event *a, const struct trace_event *b)
 {
 	if (a->pid != b->pid)
@@ -759,65 +758,115 @@ int trace_event_cmp(const struct trace_event *a, const struct trace_event *b)
 		return a->ts < b->ts ? -1 : 1;
 	if (a->dur != b->dur)
 		return a->dur > b->dur ? -1 : 1;
-	return 0;
+	/* the same span: a step holds what has its span, then by kind */
+	if ((a->flags & TRACE_F_STEP) != (b->flags & TRACE_F_STEP))
+		return a->flags & TRACE_F_STEP ? -1 : 1;
+	if (a->cat != b->cat)
+		return a->cat < b->cat ? -1 : 1;
+	if (a->name != b->name)
+		return a->name < b->name ? -1 : 1;
+	if (a->ph != b->ph)
+		return a->ph < b->ph ? -1 : 1;
+	if (a->id != b->id)
+		return a->id < b->id ? -1 : 1;
+	if (a->flags != b->flags)
+		return a->flags < b->flags ? -1 : 1;
+	if (a->args != b->args)
+		return a->args < b->args ? -1 : 1;
+	return a->nargs < b->nargs ? -1 : a->nargs > b->nargs;
 }
 
-/* Stable insertion sort: the fallback when no merge buffer can be had. */
-static void insertion_sort(struct trace_event *ev, size_t n)
+static void swap_ev(struct trace_event *a, struct trace_event *b)
+{
+	struct trace_event x = *a;
+
+	*a = *b;
+	*b = x;
+}
+
+/* Moves ev[i] down the max-heap ev[0..n). */
+static void sift_down_ev(struct trace_event *ev, size_t i, size_t n)
+{
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			return;
+		if (c + 1 < n && trace_event_cmp(&ev[c], &ev[c + 1]) < 0)
+			c++;
+		if (trace_event_cmp(&ev[i], &ev[c]) >= 0)
+			return;
+		swap_ev(&ev[i], &ev[c]);
+		i = c;
+	}
+}
+
+/* Quicksort of ev[0..n) with the median of three as pivot, recursing into
+ * the smaller side; heapsort once `depth` splits were not enough, insertion
+ * for short runs. */
+static void sort_ev(struct trace_event *ev, size_t n, unsigned depth)
 {
 	size_t i, j;
 
-	for (i = 1; i < n; i++) {
-		struct trace_event x = ev[i];
+	while (n > 16) {
+		size_t mid = n / 2;
 
-		for (j = i; j > 0 && trace_event_cmp(&ev[j - 1], &x) > 0; j--)
-			ev[j] = ev[j - 1];
-		ev[j] = x;
-	}
-}
-
-/* Bottom-up stable merge sort of ev[0..n) using tmp (n elements). */
-static void merge_sort(struct trace_event *ev, struct trace_event *tmp, size_t n)
-{
-	struct trace_event *src = ev, *dst = tmp, *swap;
-	size_t width, lo;
-
-	for (width = 1; width < n; width *= 2) {
-		for (lo = 0; lo < n; lo += 2 * width) {
-			size_t mid = lo + width < n ? lo + width : n;
-			size_t hi = mid + width < n ? mid + width : n;
-			size_t i = lo, j = mid, k = lo;
-
-			while (i < mid && j < hi)
-				dst[k++] = trace_event_cmp(&src[j], &src[i]) < 0 ? src[j++] : src[i++];
-			while (i < mid)
-				dst[k++] = src[i++];
-			while (j < hi)
-				dst[k++] = src[j++];
+		if (depth-- == 0) {
+			for (i = n / 2; i-- > 0;)
+				sift_down_ev(ev, i, n);
+			for (i = n; i-- > 1;) {
+				swap_ev(&ev[0], &ev[i]);
+				sift_down_ev(ev, 0, i);
+			}
+			return;
 		}
-		swap = src;
-		src = dst;
-		dst = swap;
+		/* ev[0] <= ev[mid] <= ev[n - 1], the pivot moved to ev[n - 2] */
+		if (trace_event_cmp(&ev[mid], &ev[0]) < 0)
+			swap_ev(&ev[mid], &ev[0]);
+		if (trace_event_cmp(&ev[n - 1], &ev[0]) < 0)
+			swap_ev(&ev[n - 1], &ev[0]);
+		if (trace_event_cmp(&ev[n - 1], &ev[mid]) < 0)
+			swap_ev(&ev[n - 1], &ev[mid]);
+		swap_ev(&ev[mid], &ev[n - 2]);
+		i = 0;
+		j = n - 2;
+		for (;;) {
+			while (trace_event_cmp(&ev[++i], &ev[n - 2]) < 0)
+				;
+			while (trace_event_cmp(&ev[--j], &ev[n - 2]) > 0)
+				;
+			if (i >= j)
+				break;
+			swap_ev(&ev[i], &ev[j]);
+		}
+		swap_ev(&ev[i], &ev[n - 2]);
+		/* ev[0..i) <= pivot == ev[i] <= ev[i + 1..n) */
+		if (i < n - i - 1) {
+			sort_ev(ev, i, depth);
+			ev += i + 1;
+			n -= i + 1;
+		} else {
+			sort_ev(ev + i + 1, n - i - 1, depth);
+			n = i;
+		}
 	}
-	if (src != ev)
-		memcpy(ev, src, n * sizeof *ev);
+	for (i = 1; i < n; i++)
+		for (j = i; j > 0 && trace_event_cmp(&ev[j - 1], &ev[j]) > 0; j--)
+			swap_ev(&ev[j - 1], &ev[j]);
 }
 
-/* Sorts the events by (pid, tid, ts, longer first), equal keys in insertion
- * order. Arguments follow (they are referenced by index). Never fails; uses
- * an O(n^2) sort if the O(n) buffer cannot be allocated. */
 void trace_sort(struct trace *t)
 {
-	struct trace_event *tmp;
+	size_t i;
+	unsigned depth = 0;
 
-	if (t->nev < 2)
-		return;
-	tmp = malloc(t->nev * sizeof *tmp);
-	if (!tmp) {
-		insertion_sort(t->ev, t->nev);
-		return;
+	for (i = 1; i < t->nev && trace_event_cmp(&t->ev[i - 1], &t->ev[i]) <= 0; i++)
+		;
+	if (i < t->nev) {
+		for (i = t->nev; i > 1; i >>= 1)
+			depth += 2;
+		sort_ev(t->ev, t->nev, depth);
 	}
-	merge_sort(t->ev, tmp, t->nev);
-	free(tmp);
+	t->nested = true;
 }
 

@@ -242,6 +242,8 @@ struct trace {
 	struct trace_meta meta;
 	struct trace_counters counters;
 	int oom;
+	bool nested;                  /* the events are in nesting order
+				       * (trace_sort); adding one clears it */
 	/* CPU stacks (trace_add_stack) */
 	struct trace_frame *frames;
 	size_t nframes, cap_frames;
@@ -377,10 +379,17 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
 		     const char *s, size_t len);
 
 /* Nesting order of two events: pid, tid, ts ascending, then longer first;
- * 0 when those are equal. Any thread. */
+ * events of the same span: a step first (it holds the others), then by
+ * category, name id, phase, id, flags and arguments. 0 only for events
+ * that are the same in all these. Any thread. */
 int trace_event_cmp(const struct trace_event *a, const struct trace_event *b);
 
-/* Sorts events by (pid, tid, ts, longer first): nesting order per thread. */
+/* Puts the events in nesting order (trace_event_cmp's), in place: no
+ * memory beyond the array (an O(n) check first: a sorted trace is left
+ * as it is), and sets t->nested. Arguments follow their events (they are
+ * referenced by index). A window's trace is sorted once it is complete,
+ * before its files are written; its tables and reports then sweep the
+ * events as they lie. Never fails. */
 void trace_sort(struct trace *t);
 
 /* Name string of event field ids. */

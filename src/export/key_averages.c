@@ -92,23 +92,13 @@ static int64_t ev_dur(const struct trace_event *ev)
 	return ev->dur > 0 ? ev->dur : 0;
 }
 
-/* Order for the sweep: trace_sort's (pid, tid, ts, longer first), then the
- * index, so equal events keep trace order. */
+/* Order for the sweep: trace_sort's (nesting order), then the index. */
 static int sweep_cmp(uint32_t ia, uint32_t ib, void *ctx)
 {
 	const struct trace *t = ctx;
-	const struct trace_event *a = &t->ev[ia];
-	const struct trace_event *b = &t->ev[ib];
+	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
 
-	if (a->pid != b->pid)
-		return a->pid < b->pid ? -1 : 1;
-	if (a->tid != b->tid)
-		return a->tid < b->tid ? -1 : 1;
-	if (a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
-	if (ev_dur(a) != ev_dur(b))
-		return ev_dur(a) > ev_dur(b) ? -1 : 1;
-	return ia < ib ? -1 : ia > ib;
+	return c ? c : ia < ib ? -1 : ia > ib;
 }
 
 /* The grouping key of an event: a string of the trace or a literal. */
@@ -376,7 +366,8 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 }
 
 /*
- * One pass over the counted events sel[0..n) (in sweep order): self CPU
+ * One pass over the counted events sel[0..n) (in sweep order; sel NULL:
+ * the counted ones of t->ev[0..n), a trace in nesting order): self CPU
  * time (the time an event was the innermost open event of its thread;
  * query_aggregate's sweep computes it the same way), and GPU attribution (a launch's
  * GPU time is the Self CUDA of the innermost range holding it, steps
@@ -388,22 +379,25 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 {
 	const struct trace *t = ps->t;
+	const struct trace_event *prev = NULL;
 	size_t i, depth = 0, k, target;
 	int64_t cursor = 0;
 
 	ps->self_cpu_sum_ns = ps->self_cuda_sum_ns = 0;
 	for (i = 0; i < n && !ps->failed; i++) {
-		const struct trace_event *ev = &t->ev[sel[i]];
+		const struct trace_event *ev = &t->ev[sel ? sel[i] : i];
 		int64_t g;
 
+		if (!sel && !counted(ev))
+			continue;
 		/* the events of one thread lie apart in the trace: each pass
 		 * would wait for memory at every event */
-		if (i + SWEEP_AHEAD < n)
+		if (sel && i + SWEEP_AHEAD < n)
 			__builtin_prefetch(&t->ev[sel[i + SWEEP_AHEAD]]);
 
-		if (i > 0 && (ev->pid != t->ev[sel[i - 1]].pid ||
-			      ev->tid != t->ev[sel[i - 1]].tid))
+		if (prev && (ev->pid != prev->pid || ev->tid != prev->tid))
 			sweep_close(ps, &depth, &cursor, INT64_MAX); /* next thread */
+		prev = ev;
 		sweep_close(ps, &depth, &cursor, ev->ts);
 		if (depth == 0)
 			cursor = ev->ts;
@@ -416,7 +410,7 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 			ps->stack = p;
 		}
 		memset(&ps->stack[depth], 0, sizeof ps->stack[depth]);
-		ps->stack[depth++].ev = sel[i];
+		ps->stack[depth++].ev = (uint32_t)(sel ? sel[i] : i);
 		if (!ps->gm->nslots || !is_api(ev) || !ev->id)
 			continue;
 		k = gpu_slot(ps->gm, ev->id);
@@ -605,13 +599,19 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 		n += counted(&t->ev[i]);
 	if (n == 0)
 		return 0;
-	sel = malloc(n * sizeof *sel);
-	if (!sel || gpu_map_build(t, &gm) != 0)
+	if (gpu_map_build(t, &gm) != 0)
 		goto oom;
-	for (i = 0, j = 0; i < t->nev; i++)
-		if (counted(&t->ev[i]))
-			sel[j++] = (uint32_t)i;
-	sortidx_u32(sel, n, sweep_cmp, (void *)t); /* in place: no copy of sel */
+	if (t->nested) {
+		n = t->nev; /* the sweep reads the trace as it lies */
+	} else {
+		sel = malloc(n * sizeof *sel);
+		if (!sel)
+			goto oom;
+		for (i = 0, j = 0; i < t->nev; i++)
+			if (counted(&t->ev[i]))
+				sel[j++] = (uint32_t)i;
+		sortidx_u32(sel, n, sweep_cmp, (void *)t); /* in place: no copy */
+	}
 
 	/* More keys than max_rows: one pass per partition of the keys, each
 	 * holding at most max_rows + 1 rows; the best `keep` are kept. */

@@ -101,11 +101,10 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * or -1 with *e set (out of memory, or a bad enum value); *out is empty
  * then. Free with key_averages_free().
  *
- * Memory: 4 bytes a counted event (their order by thread and time), the
- * open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX rows (with
- * their map), however many names the window has. With more distinct keys
- * than
- * KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
+ * Memory: the open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX
+ * rows (with their map), however many names the window has; in a trace
+ * not in nesting order (trace_sort) 4 bytes more a counted event, their
+ * order by thread and time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
  * at most KEY_AVG_ROWS_MAX, one pass over the events each (self times are
  * recomputed), and the table keeps the first KEY_AVG_ROWS_MAX rows in the
  * sort order; the others are summed in tab->folded. Every kept row and

@@ -274,6 +274,7 @@ static void process_job(struct host *h, struct host_job *job)
 	note_dump_cut(h, job, &t);
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
+	trace_sort(&t); /* its tables and reports sweep it as it lies */
 
 	o.run_dir = h->run_dir;
 	o.run_id = h->run_id;

@@ -111,13 +111,19 @@ static void build_two_threads(struct trace *t)
 	CHECK(trace_add_event(t, &mark) != NULL);
 }
 
-static void test_self_total_count(void)
+/* The same table whether the table orders the events itself or reads a
+ * trace in nesting order (trace_sort) as it lies. */
+static void check_self_total_count(bool nested)
 {
 	struct trace t;
 	struct key_avg_table tab;
 	struct err e;
 
 	build_two_threads(&t);
+	if (nested) {
+		trace_sort(&t);
+		CHECK(t.nested);
+	}
 	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
 				 &tab, &e) == 0);
 	CHECK_EQ_INT(tab.nrows, 7);
@@ -138,6 +144,12 @@ static void test_self_total_count(void)
 	CHECK(!key_averages_has_cuda(&tab));
 	key_averages_free(&tab);
 	trace_free(&t);
+}
+
+static void test_self_total_count(void)
+{
+	check_self_total_count(false);
+	check_self_total_count(true);
 }
 
 static void test_sort_keys(void)
@@ -502,6 +514,42 @@ static int same_row(const struct key_avg_row *a, const struct key_avg_row *b)
 	       a->first_ts == b->first_ts && a->flops == b->flops;
 }
 
+/* Three threads of 300 ranges over 120 names (domains "a", "b" or none),
+ * a step every 50, each range holding a launch with a kernel and a child
+ * operator. */
+static void build_launches(struct trace *t)
+{
+	char name[32];
+	uint64_t corr = 1;
+	int tid, i;
+
+	CHECK(trace_init(t) == 0);
+	srand(7);
+	for (tid = 1; tid <= 3; tid++) {
+		int64_t ts = 0;
+
+		for (i = 0; i < 300; i++) {
+			int64_t d = (rand() % 50 + 1) * US;
+			const char *dom = i % 3 ? (i % 3 == 1 ? "a" : "b") : NULL;
+
+			snprintf(name, sizeof name, "op%d", rand() % 120);
+			if (i % 50 == 0) {
+				snprintf(name, sizeof name, "ProfilerStep#%d", i / 50);
+				d = 400 * US;
+			}
+			add(t, tid, name, TRACE_CAT_USER_ANNOTATION, ts, d, dom);
+			/* a nested launch with GPU work, and a child range */
+			add(t, tid, "cudaLaunchKernel", TRACE_CAT_CUDA_RUNTIME, ts + d / 4, d / 8,
+			    dom);
+			t->ev[t->nev - 1].id = corr;
+			add_kernel(t, corr++, ts + d / 2, (rand() % 9 + 1) * US);
+			snprintf(name, sizeof name, "child%d", rand() % 40);
+			add(t, tid, name, TRACE_CAT_CPU_OP, ts + d / 2, d / 3, NULL);
+			ts += i % 50 == 0 ? 10 * US : d + (rand() % 3) * US;
+		}
+	}
+}
+
 /*
  * More names than a table holds: the capped build (several passes over the
  * events, one per part of the names) keeps exactly the uncapped table's
@@ -516,35 +564,10 @@ static void test_folded_rows(void)
 	struct key_avg_row rest;
 	struct err e;
 	char name[32], *text;
-	uint64_t corr = 1;
-	int tid, i, g, s;
+	int g, s;
 	size_t k;
 
-	CHECK(trace_init(&t) == 0);
-	srand(7);
-	for (tid = 1; tid <= 3; tid++) {
-		int64_t ts = 0;
-
-		for (i = 0; i < 300; i++) {
-			int64_t d = (rand() % 50 + 1) * US;
-			const char *dom = i % 3 ? (i % 3 == 1 ? "a" : "b") : NULL;
-
-			snprintf(name, sizeof name, "op%d", rand() % 120);
-			if (i % 50 == 0) {
-				snprintf(name, sizeof name, "ProfilerStep#%d", i / 50);
-				d = 400 * US;
-			}
-			add(&t, tid, name, TRACE_CAT_USER_ANNOTATION, ts, d, dom);
-			/* a nested launch with GPU work, and a child range */
-			add(&t, tid, "cudaLaunchKernel", TRACE_CAT_CUDA_RUNTIME, ts + d / 4, d / 8,
-			    dom);
-			t.ev[t.nev - 1].id = corr;
-			add_kernel(&t, corr++, ts + d / 2, (rand() % 9 + 1) * US);
-			snprintf(name, sizeof name, "child%d", rand() % 40);
-			add(&t, tid, name, TRACE_CAT_CPU_OP, ts + d / 2, d / 3, NULL);
-			ts += i % 50 == 0 ? 10 * US : d + (rand() % 3) * US;
-		}
-	}
+	build_launches(&t);
 	for (g = 0; g <= 1; g++)
 		for (s = 0; s <= 6; s++) {
 			size_t max = g ? 2 : 7;
@@ -612,6 +635,52 @@ static void test_folded_rows(void)
 	trace_free(&t);
 }
 
+/* GPU time and self times of a trace in nesting order, read as it lies,
+ * are those of the same events added in another order, in every grouping
+ * and sort and with the names in parts. */
+static void test_nested_trace(void)
+{
+	struct trace u, v;
+	struct key_avg_table a, b;
+	struct err e;
+	int g, s;
+	size_t k, max;
+
+	build_launches(&u);
+	build_launches(&v);
+	trace_sort(&v);
+	CHECK(!u.nested && v.nested);
+	CHECK(trace_event_cmp(&u.ev[1], &u.ev[2]) > 0); /* u is not in order */
+	for (g = 0; g <= 1; g++)
+		for (s = 0; s <= 6; s++)
+			for (max = 4; max <= 1000; max += 996) {
+				CHECK(key_averages_build_max(&u, (enum key_avg_group)g,
+							     (enum key_avg_sort)s, max, max, &a,
+							     &e) == 0);
+				CHECK(key_averages_build_max(&v, (enum key_avg_group)g,
+							     (enum key_avg_sort)s, max, max, &b,
+							     &e) == 0);
+				CHECK(a.nrows > 1 && a.self_cuda_sum_ns > 0);
+				CHECK_EQ_INT(a.nrows, b.nrows);
+				CHECK_EQ_INT(a.nfolded, b.nfolded);
+				CHECK_EQ_INT(a.self_cpu_sum_ns, b.self_cpu_sum_ns);
+				CHECK_EQ_INT(a.self_cuda_sum_ns, b.self_cuda_sum_ns);
+				for (k = 0; k < a.nrows && k < b.nrows; k++) {
+					if (!same_row(&a.rows[k], &b.rows[k]))
+						fprintf(stderr, "  group %d sort %d max %zu: row %zu (%s) differs\n",
+							g, s, max, k, a.rows[k].key);
+					CHECK(same_row(&a.rows[k], &b.rows[k]));
+				}
+				CHECK_EQ_INT(a.folded.count, b.folded.count);
+				CHECK_EQ_INT(a.folded.self_cpu_ns, b.folded.self_cpu_ns);
+				CHECK_EQ_INT(a.folded.self_cuda_ns, b.folded.self_cuda_ns);
+				key_averages_free(&a);
+				key_averages_free(&b);
+			}
+	trace_free(&u);
+	trace_free(&v);
+}
+
 int main(void)
 {
 	test_self_total_count();
@@ -619,6 +688,7 @@ int main(void)
 	test_group_by_domain();
 	test_many_names();
 	test_folded_rows();
+	test_nested_trace();
 	test_row_limit();
 	test_exact_text();
 	test_name_truncation();

@@ -223,7 +223,10 @@ static void test_phase_names(void)
 	CHECK_EQ_STR(query_phase_name(QUERY_PHASE_DATA), "data");
 }
 
-static void test_busy_and_during(void)
+/* GPU busy time, and what thread 1 did while the GPU idled: the same
+ * answers whether query_during orders the thread's events itself or reads
+ * them in a trace in nesting order (trace_sort) as they lie. */
+static void check_busy_and_during(bool nested)
 {
 	struct trace t;
 	struct query_busy_opts o = { 0 };
@@ -233,6 +236,10 @@ static void test_busy_and_during(void)
 	size_t i;
 
 	testtrace_build(&t);
+	if (nested) {
+		trace_sort(&t);
+		CHECK(t.nested);
+	}
 	o.buckets = 4;
 	o.max_gaps = 2;
 	CHECK_EQ_INT(query_busy(&t, &o, &b, &e), 0);
@@ -271,6 +278,12 @@ static void test_busy_and_during(void)
 	query_during_free(&d);
 	query_busy_free(&b);
 	trace_free(&t);
+}
+
+static void test_busy_and_during(void)
+{
+	check_busy_and_during(false);
+	check_busy_and_during(true);
 }
 
 static void sample(struct trace *t, int64_t ts, const char *stack)
@@ -342,6 +355,68 @@ static int same_rows(const struct query_result *a, const struct query_result *b)
 	return 1;
 }
 
+/* As same_rows, but of a row's key only the fields of `by` (the others
+ * come from one event of the group, whichever is read first). */
+static int same_groups(const struct query_result *a, const struct query_result *b,
+		       enum query_by by)
+{
+	size_t i;
+
+	if (a->nrows != b->nrows || a->ngroups != b->ngroups || a->count != b->count ||
+	    a->total != b->total)
+		return 0;
+	for (i = 0; i < a->nrows; i++) {
+		const struct query_row *x = &a->rows[i], *y = &b->rows[i];
+
+		if ((by == QUERY_BY_NAME && x->name != y->name) ||
+		    (by == QUERY_BY_CAT && x->cat != y->cat) ||
+		    (by == QUERY_BY_THREAD && (x->pid != y->pid || x->tid != y->tid)) ||
+		    x->count != y->count || x->total != y->total || x->min != y->min ||
+		    x->max != y->max || x->avg != y->avg || x->med != y->med ||
+		    x->std != y->std || x->dur != y->dur || x->first_ts != y->first_ts)
+			return 0;
+	}
+	return 1;
+}
+
+/* Three threads of 400 ranges ("r0".."r59", half with a "bytes"
+ * argument), each holding an operator ("c0".."c29"), some overlapping. */
+static void build_random_trace(struct trace *t)
+{
+	char name[32];
+	int tid, i;
+
+	CHECK(trace_init(t) == 0);
+	srand(11);
+	for (tid = 1; tid <= 3; tid++) {
+		int64_t ts = 0;
+
+		for (i = 0; i < 400; i++) {
+			struct trace_event ev = { 0 };
+			int64_t d = rand() % 90 + 1;
+
+			snprintf(name, sizeof name, "r%d", rand() % 60);
+			ev.ts = ts;
+			ev.dur = d;
+			ev.pid = 1;
+			ev.tid = tid;
+			ev.name = trace_intern(t, name, strlen(name));
+			ev.cat = TRACE_CAT_USER_ANNOTATION;
+			ev.ph = TRACE_PH_COMPLETE;
+			CHECK(trace_add_event(t, &ev) != NULL);
+			if (i % 2)
+				CHECK(trace_arg_int(t, "bytes", rand() % 1000) == 0);
+			snprintf(name, sizeof name, "c%d", rand() % 30);
+			ev.ts = ts + d / 3;
+			ev.dur = d / 2;
+			ev.name = trace_intern(t, name, strlen(name));
+			ev.cat = TRACE_CAT_CPU_OP;
+			CHECK(trace_add_event(t, &ev) != NULL);
+			ts += d - (i % 7 == 0 ? d / 4 : 0); /* some overlap */
+		}
+	}
+}
+
 /*
  * More names than one pass groups (max_groups 8 for the 65,536 of a real
  * window): by name with a limit, the names are grouped in parts, one pass
@@ -361,39 +436,10 @@ static void test_aggregate_in_parts(void)
 	struct query_agg_opts o;
 	struct query_result one, parts;
 	struct err e;
-	char name[32];
-	int tid, i, mode;
+	int mode;
 	size_t s, l;
 
-	CHECK(trace_init(&t) == 0);
-	srand(11);
-	for (tid = 1; tid <= 3; tid++) {
-		int64_t ts = 0;
-
-		for (i = 0; i < 400; i++) {
-			struct trace_event ev = { 0 };
-			int64_t d = rand() % 90 + 1;
-
-			snprintf(name, sizeof name, "r%d", rand() % 60);
-			ev.ts = ts;
-			ev.dur = d;
-			ev.pid = 1;
-			ev.tid = tid;
-			ev.name = trace_intern(&t, name, strlen(name));
-			ev.cat = TRACE_CAT_USER_ANNOTATION;
-			ev.ph = TRACE_PH_COMPLETE;
-			CHECK(trace_add_event(&t, &ev) != NULL);
-			if (i % 2)
-				CHECK(trace_arg_int(&t, "bytes", rand() % 1000) == 0);
-			snprintf(name, sizeof name, "c%d", rand() % 30);
-			ev.ts = ts + d / 3;
-			ev.dur = d / 2;
-			ev.name = trace_intern(&t, name, strlen(name));
-			ev.cat = TRACE_CAT_CPU_OP;
-			CHECK(trace_add_event(&t, &ev) != NULL);
-			ts += d - (i % 7 == 0 ? d / 4 : 0); /* some overlap */
-		}
-	}
+	build_random_trace(&t);
 	CHECK(t.names.n > 80);
 	for (mode = 0; mode < 4; mode++)
 		for (s = 0; s < sizeof sorts / sizeof sorts[0]; s++)
@@ -423,10 +469,85 @@ static void test_aggregate_in_parts(void)
 	trace_free(&t);
 }
 
+/*
+ * A trace in nesting order (trace_sort) is swept as it lies, with no
+ * order of its events kept beside it: every aggregate, by name, thread or
+ * category, with self times (of every event, or of the ranges alone: the
+ * operators they hold then do not nest), arguments or time ranges, is the
+ * one of the same events in another order.
+ */
+static void test_aggregate_nested(void)
+{
+	static const enum query_sort sorts[] = { QUERY_SORT_TOTAL, QUERY_SORT_MED,
+						 QUERY_SORT_MIN, QUERY_SORT_KEY };
+	static const enum query_by bys[] = { QUERY_BY_NAME, QUERY_BY_THREAD,
+					     QUERY_BY_CAT };
+	static const size_t limits[] = { 1, 5, 0 };
+	struct trace u, v;
+	struct query_agg_opts o;
+	struct query_result ru, rv;
+	struct err e;
+	size_t i, s, l, b, ordered = 1;
+	int mode;
+
+	build_random_trace(&u);
+	build_random_trace(&v);
+	/* the same events, in the same shuffled order (arguments follow
+	 * their events: they are referenced by index) */
+	srand(7);
+	for (i = u.nev; i > 1; i--) {
+		size_t j = (size_t)rand() % i;
+		struct trace_event x = u.ev[i - 1];
+
+		u.ev[i - 1] = u.ev[j];
+		u.ev[j] = x;
+		x = v.ev[i - 1];
+		v.ev[i - 1] = v.ev[j];
+		v.ev[j] = x;
+	}
+	CHECK(!u.nested && !v.nested);
+	trace_sort(&v);
+	CHECK(v.nested);
+	for (i = 1; i < v.nev; i++)
+		ordered &= trace_event_cmp(&v.ev[i - 1], &v.ev[i]) <= 0;
+	CHECK(ordered);
+	for (mode = 0; mode < 5; mode++)
+		for (b = 0; b < sizeof bys / sizeof bys[0]; b++)
+			for (s = 0; s < sizeof sorts / sizeof sorts[0]; s++)
+				for (l = 0; l < sizeof limits / sizeof limits[0]; l++) {
+					memset(&o, 0, sizeof o);
+					o.by = bys[b];
+					o.sort = sorts[s];
+					o.limit = limits[l];
+					o.self = mode == 1 || mode == 4;
+					o.sum_arg = mode == 2 ? "bytes" : NULL;
+					if (mode == 3) {
+						o.filter.has_range = true;
+						o.filter.from = 500;
+						o.filter.to = 9000;
+					}
+					if (mode == 4) /* self times of the ranges alone */
+						o.filter.cats = 1u << TRACE_CAT_USER_ANNOTATION;
+					CHECK_EQ_INT(query_aggregate(&u, &o, &ru, &e), 0);
+					CHECK_EQ_INT(query_aggregate(&v, &o, &rv, &e), 0);
+					CHECK(ru.nrows > 0);
+					if (!same_groups(&ru, &rv, bys[b]))
+						fprintf(stderr, "  nested: mode %d by %d sort %d "
+							"limit %zu differ\n", mode, (int)bys[b],
+							(int)sorts[s], limits[l]);
+					CHECK(same_groups(&ru, &rv, bys[b]));
+					query_result_free(&ru);
+					query_result_free(&rv);
+				}
+	trace_free(&u);
+	trace_free(&v);
+}
+
 int main(void)
 {
 	test_aggregate();
 	test_aggregate_in_parts();
+	test_aggregate_nested();
 	test_steps_and_phases();
 	test_phase_summary();
 	test_phase_names();

@@ -377,8 +377,9 @@ static void test_threads(void)
 	trace_free(&t);
 }
 
-/* A small hand-made case: order by pid, tid, ts, longer first, ties in
- * insertion order; arguments stay with their events. */
+/* A small hand-made case: order by pid, tid, ts, longer first, the same
+ * spans by name id (here the order the names were first seen); arguments
+ * stay with their events. */
 static void test_sort_small(void)
 {
 	static const struct {
@@ -425,8 +426,9 @@ static void test_sort_small(void)
 	trace_free(&t);
 }
 
-/* Many pseudo-random events: the result is ordered, a permutation of the
- * input, and equal keys keep their insertion order. */
+/* Many pseudo-random events, many of the same span: the result is
+ * ordered, a permutation of the input, and the same spans are ordered by
+ * id (here the insertion order). */
 static void test_sort_many(void)
 {
 	enum { N = 30000 };
@@ -479,6 +481,34 @@ static void test_sort_many(void)
 	trace_free(&t);
 }
 
+/* Events of one span: the step first (it holds the others), then by
+ * category, whatever order they came in; a sorted trace says so until an
+ * event is added. */
+static void test_sort_same_span(void)
+{
+	struct trace t;
+	struct trace_event op, range, step;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	op = mk(&t, 1, 1, 100, 50, "aten::mm");
+	range = mk(&t, 1, 1, 100, 50, "train_step");
+	range.cat = TRACE_CAT_USER_ANNOTATION;
+	step = mk(&t, 1, 1, 100, 50, "ProfilerStep#1");
+	step.cat = TRACE_CAT_USER_ANNOTATION;
+	step.flags = TRACE_F_STEP;
+	CHECK(trace_add_event(&t, &op) && trace_add_event(&t, &range) &&
+	      trace_add_event(&t, &step));
+	CHECK(!t.nested);
+	trace_sort(&t);
+	CHECK(t.nested);
+	CHECK_EQ_STR(trace_str(&t, t.ev[0].name), "ProfilerStep#1");
+	CHECK_EQ_STR(trace_str(&t, t.ev[1].name), "train_step");
+	CHECK_EQ_STR(trace_str(&t, t.ev[2].name), "aten::mm");
+	CHECK(trace_add_event(&t, &op) != NULL);
+	CHECK(!t.nested);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_intern_basic();
@@ -491,5 +521,6 @@ int main(void)
 	test_threads();
 	test_sort_small();
 	test_sort_many();
+	test_sort_same_span();
 	return check_done();
 }
