@@ -340,6 +340,26 @@ WINDOW_MEMORY_MARGIN_MB = 64
 @unittest.skipUnless(os.path.exists(STRESS), "nvtx_stress not built (no NVTX headers)")
 @unittest.skipIf(SANITIZE, "a sanitizer's shadow memory is not the host's")
 class WindowMemory(TempDirTest):
+    def full_pool(self, *stress_args):
+        """nvtx_stress, 8 threads x 200k ranges and `stress_args`, offered to a
+        32 MiB pool in one capture range: its peak resident size (VmHWM, KiB,
+        printed once the window's files are written), the window's folder
+        and its summary."""
+        policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
+                                          'prof.capture{ buffer_mb = 32 }\n'
+                                          'prof.limits{ report_ms = 600000 }\n')
+        out = os.path.join(self.tmp, "out")
+        summary_path = os.path.join(out, "mem", "rank0", "window0_steps0-0", "summary.txt")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--set", "output.run=mem", "--",
+                 STRESS, "--threads", "8", "--ranges", "200000", "--wait-for", summary_path]
+                + list(stress_args), timeout=600)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        peak_kib = int(re.search(r"nvtx_stress: peak RSS (\d+) kB", r.stdout).group(1))
+        dirs = window_dirs(out)
+        self.assertEqual(len(dirs), 1, r.stderr)
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            return peak_kib, dirs[0], f.read()
+
     def test_peak_memory_is_set_by_buffer_mb(self):
         """2M ranges, each named anew (8 threads x 200k plus 400k nested),
         offered to a 32 MiB pool: the pool keeps what it holds and counts
@@ -349,24 +369,9 @@ class WindowMemory(TempDirTest):
         streamed, 141 MiB before the tables and reports held a fixed
         number of names at once (docs/performance.md, "A whole window:
         memory")."""
-        policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
-                                          'prof.capture{ buffer_mb = 32 }\n'
-                                          'prof.limits{ report_ms = 600000 }\n')
-        out = os.path.join(self.tmp, "out")
-        summary_path = os.path.join(out, "mem", "rank0", "window0_steps0-0", "summary.txt")
-        # the program waits for the window's files, then prints its own
-        # peak resident size (VmHWM)
-        r = run([PROF, "run", "-s", policy, "-o", out, "--set", "output.run=mem", "--",
-                 STRESS, "--threads", "8", "--ranges", "200000", "--wait-for", summary_path],
-                timeout=600)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        peak_kib = int(re.search(r"nvtx_stress: peak RSS (\d+) kB", r.stdout).group(1))
-        dirs = window_dirs(out)
-        self.assertEqual(len(dirs), 1, r.stderr)
+        peak_kib, wdir, summary = self.full_pool()
         for name in ("trace.json", "key_averages.txt", "report.txt", "summary.txt"):
-            self.assertTrue(os.path.exists(os.path.join(dirs[0], name)), name)
-        with open(os.path.join(dirs[0], "summary.txt")) as f:
-            summary = f.read()
+            self.assertTrue(os.path.exists(os.path.join(wdir, name)), name)
         kept = int(re.search(r"(\d+) events written", summary).group(1))
         dropped = int(re.search(r"(\d+) events dropped: the event buffers were full",
                                 summary).group(1))
@@ -380,26 +385,15 @@ class WindowMemory(TempDirTest):
 
     def test_reports_keep_no_value_per_event(self):
         """A full 32 MiB pool of ranges whose names repeat (1000 a thread):
-        its trace is ~1.24 x the pool, and the tables and reports add what
-        an order of the events (4 bytes each) and the rows they return
-        take, nothing per event besides: the process peaks at ~51 MiB,
-        under buffer_mb x 1.25 + 16 MiB. It peaked at ~69 MiB while
-        query_aggregate held an index, a group and a self time per event
-        (docs/performance.md, "A full pool")."""
-        policy = self.write("policy.lua", 'prof.capture_range{ nvtx = "stress" }\n'
-                                          'prof.capture{ buffer_mb = 32 }\n'
-                                          'prof.limits{ report_ms = 600000 }\n')
-        out = os.path.join(self.tmp, "out")
-        summary_path = os.path.join(out, "mem", "rank0", "window0_steps0-0", "summary.txt")
-        r = run([PROF, "run", "-s", policy, "-o", out, "--set", "output.run=mem", "--",
-                 STRESS, "--threads", "8", "--ranges", "200000", "--names", "1000",
-                 "--wait-for", summary_path], timeout=600)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        peak_kib = int(re.search(r"nvtx_stress: peak RSS (\d+) kB", r.stdout).group(1))
-        with open(summary_path) as f:
-            summary = f.read()
+        its trace is ~1.24 x the pool, and the tables and reports add only
+        the rows they return, nothing per event (the trace is sorted in
+        place): the process peaks at ~51 MiB, under buffer_mb x 1.25 +
+        16 MiB. It peaked at ~69 MiB while query_aggregate held an index, a
+        group and a self time per event (docs/performance.md, "A full
+        pool")."""
+        peak_kib, wdir, summary = self.full_pool("--names", "1000")
         self.assertGreater(int(re.search(r"(\d+) events written", summary).group(1)), 800000)
-        with open(os.path.join(os.path.dirname(summary_path), "report.txt")) as f:
+        with open(os.path.join(wdir, "report.txt")) as f:
             report = f.read()
         # the reports ran over every event: the nested "leaf" (one a fourth
         # range) is a row of the ranges table with all its instances
