@@ -415,7 +415,7 @@ static uint64_t range_push(void)
 
 	if (!atomic_load_explicit(&cu.ext_on, memory_order_relaxed))
 		return 0;
-	id = atomic_fetch_add_explicit(&cu.next_ext, 1, memory_order_relaxed);
+	id = trace_ext_id(atomic_fetch_add_explicit(&cu.next_ext, 1, memory_order_relaxed));
 	if (cu.fn.ActivityPushExternalCorrelationId(EXT_KIND, id) != CUPTI_SUCCESS)
 		return 0;
 	tl_ext_depth++;

@@ -104,8 +104,8 @@ static void top_op(const struct torchops_op *op)
 	 * link's when it has one, else one of its own. */
 	top_h->shim->evbuf_append_raw(EVBUF_TORCH_OP, op->start, buf, (uint32_t)used,
 				      op->ext_id ? op->ext_id :
-				      atomic_fetch_add_explicit(&top_next_id, 1,
-								memory_order_relaxed),
+				      trace_ext_id(atomic_fetch_add_explicit(&top_next_id, 1,
+									     memory_order_relaxed)),
 				      0);
 }
 
@@ -237,8 +237,9 @@ static void late_event(struct trace *t, const struct late_op *l)
 
 	e.ts = op->start;
 	e.dur = op->end > op->start ? op->end - op->start : 0;
-	e.id = op->ext_id ? op->ext_id
-			  : atomic_fetch_add_explicit(&top_next_id, 1, memory_order_relaxed);
+	e.id = op->ext_id ? (uint32_t)op->ext_id
+			  : trace_ext_id(atomic_fetch_add_explicit(&top_next_id, 1,
+								   memory_order_relaxed));
 	e.pid = t->meta.pid;
 	e.tid = l->tid;
 	e.name = trace_intern(t, op->name, op->name_len);

@@ -163,7 +163,7 @@ bool query_match(const struct trace *t, const struct query_filter *f,
 	bool hit;
 
 	(void)t;
-	if (f->cats && (ev->cat >= 32 || !(f->cats >> ev->cat & 1)))
+	if (f->cats && !(f->cats >> ev->cat & 1)) /* cat < 16 */
 		return false;
 	if (f->name_ok && (ev->name >= f->name_len || !f->name_ok[ev->name]))
 		return false;
@@ -1234,7 +1234,7 @@ int query_busy(const struct trace *t, const struct query_busy_opts *o,
 	for (i = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
-		if (ev->cat >= 32 || !(cats >> ev->cat & 1) || ev->dur <= 0 ||
+		if (!(cats >> ev->cat & 1) || ev->dur <= 0 ||
 		    ev->ph != TRACE_PH_COMPLETE || (o->has_pid && ev->pid != o->pid))
 			continue;
 		busy[nbusy].ts = ev->ts;
@@ -1439,8 +1439,8 @@ static int cmp_row_total(const void *a, const void *b)
  * the thread (pid, tid). */
 static bool during_kept(const struct trace_event *ev, int32_t pid, int32_t tid)
 {
-	return ev->pid == pid && ev->tid == tid && ev->cat < 32 &&
-	       (DURING_CATS >> ev->cat & 1) && is_range(ev) && ev->dur > 0;
+	return ev->pid == pid && ev->tid == tid && (DURING_CATS >> ev->cat & 1) &&
+	       is_range(ev) && ev->dur > 0;
 }
 
 /* The events of thread (pid, tid) in a trace in nesting order:

@@ -77,22 +77,39 @@ struct trace_arg {
 	} v;
 };
 
-/* One event. Times are ns: clock_now_ns() values (CLOCK_MONOTONIC) as
- * captured, since a Unix-time base once the host has called
+/* One event, 40 bytes: a full window's trace holds millions of them, as
+ * many as its pool of records held ranges (docs/architecture.md, "A
+ * window's memory"). Times are ns: clock_now_ns() values (CLOCK_MONOTONIC)
+ * as captured, since a Unix-time base once the host has called
  * export_unix_time() (see trace_meta: base_time_ns, monotonic_offset_ns). */
 struct trace_event {
 	int64_t ts;        /* start */
 	int64_t dur;       /* duration in ns; 0 for instants and flows */
-	uint64_t id;       /* correlation / flow id; 0 if none */
 	int32_t pid;       /* process id, or the GPU device's track id */
 	int32_t tid;       /* thread id, or the GPU stream's track id */
 	uint32_t name;     /* strtab id */
 	uint32_t args;     /* index of the first arg in trace.args */
+	uint32_t id;       /* correlation / flow / external id; 0 if none:
+			      CUPTI's correlation ids are 32 bits, and
+			      profhost's external ids wrap at 2^32
+			      (trace_ext_id) */
 	uint16_t nargs;    /* number of args */
-	uint8_t cat;       /* enum trace_cat */
 	uint8_t ph;        /* enum trace_ph */
-	uint32_t flags;    /* TRACE_F_* */
+	uint8_t cat : 4;   /* enum trace_cat */
+	uint8_t flags : 4; /* TRACE_F_* */
 };
+
+_Static_assert(TRACE_CAT_COUNT <= 16, "trace_event.cat has 4 bits");
+_Static_assert(sizeof(struct trace_event) == 40, "trace_event grew");
+
+/* The external id following `n` (a counter's value), 32 bits and never 0:
+ * what profhost pushes to CUPTI and keeps in trace_event.id. */
+static inline uint32_t trace_ext_id(uint64_t n)
+{
+	uint32_t id = (uint32_t)n;
+
+	return id ? id : 1;
+}
 
 /* One captured step of the window (ProfilerStep#N). */
 struct trace_step {

@@ -454,7 +454,7 @@ static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
 	for (i = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
-		if ((!cats || (ev->cat < 32 && cats >> ev->cat & 1)) && ev->name < n)
+		if ((!cats || cats >> ev->cat & 1) && ev->name < n)
 			ok[ev->name] = 2;
 	}
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);

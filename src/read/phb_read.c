@@ -254,12 +254,12 @@ static int read_events(struct phb_r *r, size_t off, size_t end, struct trace *t,
 
 		ev.ts = (int64_t)get64(p);
 		ev.dur = (int64_t)get64(p + 8);
-		ev.id = get64(p + 16);
+		ev.id = (uint32_t)get64(p + 16); /* trace_event.id: 32 bits */
 		ev.pid = (int32_t)get32(p + 24);
 		ev.tid = (int32_t)get32(p + 28);
 		ev.args = get32(p + 36);
 		ev.nargs = get16(p + 40);
-		ev.flags = get32(p + 44);
+		ev.flags = get32(p + 44) & 0xf; /* the four TRACE_F_* */
 		if (map_str(r, get32(p + 32), &name) != 0) {
 			snprintf(msg, sizeof msg, "event %llu names string %u (the file has %u)",
 				 (unsigned long long)i, get32(p + 32), r->nstr);

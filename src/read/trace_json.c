@@ -175,6 +175,7 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(ev, "name");
 	const cJSON *cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
 	struct trace_event out = { 0 };
+	uint32_t flags;
 	const char *nm;
 	int p;
 	uint64_t stepno = 0;
@@ -213,7 +214,7 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 		out.ph = TRACE_PH_COMPLETE;
 	} else if (p == 's' || p == 'f') {
 		out.ph = p == 's' ? TRACE_PH_FLOW_START : TRACE_PH_FLOW_END;
-		out.id = (uint64_t)int_of(ev, "id", 0);
+		out.id = (uint32_t)int_of(ev, "id", 0); /* trace_event.id: 32 bits */
 	} else {
 		out.ph = TRACE_PH_INSTANT;
 	}
@@ -242,8 +243,10 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 	out.name = trace_intern(j->t, nm, strlen(nm));
 	if (out.name == STRTAB_NONE || !trace_add_event(j->t, &out))
 		return tj_oom(j);
-	if (add_args(j, cJSON_GetObjectItemCaseSensitive(ev, "args"), &out.flags) != 0)
+	flags = out.flags;
+	if (add_args(j, cJSON_GetObjectItemCaseSensitive(ev, "args"), &flags) != 0)
 		return -1;
+	out.flags = flags & 0xf; /* the four TRACE_F_* */
 	j->t->ev[j->t->nev - 1].flags = out.flags;
 	if (out.flags & TRACE_F_STEP) {
 		struct trace_step s = { stepno, out.ts, out.dur, out.tid,

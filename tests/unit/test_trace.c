@@ -509,6 +509,21 @@ static void test_sort_same_span(void)
 	trace_free(&t);
 }
 
+/* External ids are 32 bits, never 0: a counter past 2^32 wraps to 1, so
+ * what profhost pushes to CUPTI is what an event's id holds. */
+static void test_ext_id_wraps(void)
+{
+	struct trace_event e = { 0 };
+
+	CHECK_EQ_INT(trace_ext_id(1), 1);
+	CHECK_EQ_INT(trace_ext_id(0xffffffffu), 0xffffffffu);
+	CHECK_EQ_INT(trace_ext_id((uint64_t)1 << 32), 1);
+	CHECK_EQ_INT(trace_ext_id(((uint64_t)1 << 32) + 7), 7);
+	e.id = trace_ext_id(((uint64_t)3 << 32) + 42);
+	CHECK_EQ_INT(e.id, 42);
+	CHECK_EQ_INT(sizeof e, 40);
+}
+
 int main(void)
 {
 	test_intern_basic();
@@ -522,5 +537,6 @@ int main(void)
 	test_sort_small();
 	test_sort_many();
 	test_sort_same_span();
+	test_ext_id_wraps();
 	return check_done();
 }
