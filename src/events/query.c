@@ -569,8 +569,9 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * `max_groups`, the names are split by strtab id into parts of at most
  * `max_groups`, one grouping pass each; each part's first `limit` groups
  * join the best so far. No value is kept per event: with self times the
- * open events of one thread (and, in a trace not in nesting order, the
- * kept events' order: 4 bytes each). */
+ * open events of one thread; the kept events' positions (4 bytes each) in
+ * parts, so that a filter that keeps few events costs each pass only
+ * those, and for self times in a trace not in nesting order (sorted so). */
 
 /* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
 static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
@@ -597,9 +598,10 @@ struct parts {
 	const struct query_agg_opts *o;
 	uint32_t key_id;          /* o->sum_arg's strtab id */
 	const size_t *order;      /* query_step_order(): BY_STEP keys */
-	const uint32_t *sel;      /* with o->self in a trace not in nesting
-				     order: the kept events in that order;
-				     NULL: every event, in trace order */
+	const uint32_t *sel;      /* the kept events (in parts, or with
+				     o->self in a trace not in nesting order:
+				     then in that order); NULL: every event,
+				     in trace order */
 	size_t n;                 /* positions */
 	uint32_t nparts, part;    /* nparts: a power of two (1 unless by
 				     name in parts) */
@@ -630,33 +632,31 @@ static const struct trace_event *parts_event(const struct parts *p, size_t i)
 	return &p->t->ev[p->sel ? p->sel[i] : i];
 }
 
-/* The event at position i, of self time `self` (with o->self): when it is
- * kept and in a group, its value (its self time, argument or duration) and
- * clipped duration are added to its group (grouping pass, when its key is
- * in this pass's part) or its row (values pass). */
-static void parts_add(struct parts *p, size_t i, int64_t self)
+/* The event at position i, kept by the query, of value v (its self time,
+ * argument or duration) and clipped duration `dur`: when it is in a group,
+ * both are added to its group (grouping pass, when its key is in this
+ * pass's part) or its row (values pass). */
+static void parts_add(struct parts *p, size_t i, double v, int64_t dur)
 {
 	const struct trace_event *ev = parts_event(p, i);
 	struct agg_acc *a;
 	uint64_t key;
 	uint32_t g;
-	int64_t dur;
-	double v;
 
-	/* the key first: in parts, most events are another part's */
-	if (p->failed || !group_key(p->t, p->o, p->order, ev, &key))
+	/* by name without a call: in parts, most events are another part's,
+	 * and this runs once an event a part */
+	if (p->o->by == QUERY_BY_NAME) {
+		key = ev->name;
+		if (key >= p->t->names.n)
+			return; /* no name: in no group */
+	} else if (!group_key(p->t, p->o, p->order, ev, &key)) {
 		return;
-	if (p->o->by == QUERY_BY_NAME && key >= p->t->names.n)
-		return; /* no name: in no group */
-	g = p->values ? imap_get(&p->rowmap, key) : 0;
-	if (g == UINT32_MAX) /* not a group returned */
-		return;
+	}
 	if (!p->values && (key & (p->nparts - 1)) != p->part)
 		return;
-	if (!agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
+	g = p->values ? imap_get(&p->rowmap, key) : 0;
+	if (g == UINT32_MAX || p->failed) /* not a group returned */
 		return;
-	if (p->o->self)
-		v = (double)self;
 	if (p->values) {
 		p->vals[p->off[g]++] = v;
 		p->rows[g].dur += dur;
@@ -726,7 +726,9 @@ static void parts_close(struct parts *p, size_t *depth, int64_t *cursor, int64_t
 			top->self += end - *cursor;
 			*cursor = end;
 		}
-		parts_add(p, top->i, top->self);
+		/* no time range with self times: the clipped duration is
+		 * the duration */
+		parts_add(p, top->i, (double)top->self, ev->dur > 0 ? ev->dur : 0);
 		--*depth;
 	}
 }
@@ -744,7 +746,8 @@ static int parts_pass(struct parts *p)
 		double v;
 
 		if (!p->o->self) {
-			parts_add(p, i, 0);
+			if (agg_value(p->t, p->o, p->key_id, ev, &v, &dur))
+				parts_add(p, i, v, dur);
 			continue;
 		}
 		/* a trace in nesting order: only the kept events nest */
@@ -892,8 +895,6 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	memset(&b, 0, sizeof b);
 	if (o->self && (o->sum_arg || o->filter.within || o->filter.has_range))
 		return err_set(e, "self time cannot be combined with a sum argument or a time range");
-	if (o->self && t->nev > UINT32_MAX)
-		return err_set(e, "self times need a trace of at most 4294967295 events");
 	p.t = t;
 	p.o = o;
 	p.key_id = STRTAB_NONE;
@@ -909,23 +910,6 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 		if (!p.order)
 			goto oom;
 	}
-	p.n = t->nev;
-	if (o->self && !t->nested) { /* the kept events, in nesting order */
-		int64_t dur;
-		double v;
-
-		for (i = 0; i < t->nev; i++)
-			n += agg_value(t, o, p.key_id, &t->ev[i], &v, &dur);
-		sel = malloc((n ? n : 1) * sizeof *sel);
-		if (!sel)
-			goto oom;
-		for (i = 0, n = 0; i < t->nev; i++)
-			if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
-				sel[n++] = (uint32_t)i;
-		sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
-		p.sel = sel;
-		p.n = n;
-	}
 	p.nparts = 1;
 	/* by name: a power of two of parts, a name's part the low bits of
 	 * its id and its slot in the part the others; without a limit and
@@ -934,6 +918,35 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	       (size_t)p.nparts * max_groups <= (size_t)t->names.n) {
 		p.nparts *= 2;
 		p.shift++;
+	}
+	p.n = t->nev;
+	/* The kept events, for self times in nesting order: for a trace not
+	 * in that order, and for the passes over the parts (a filter that
+	 * keeps few events costs each pass only those). */
+	if ((o->self && !t->nested) || p.nparts > 1) {
+		int64_t dur;
+		double v;
+
+		if (t->nev > UINT32_MAX) {
+			err_set(e, "aggregating a trace of more than 4294967295 events");
+			goto done;
+		}
+		for (i = 0; i < t->nev; i++)
+			n += agg_value(t, o, p.key_id, &t->ev[i], &v, &dur);
+		if (n == 0) {
+			rc = 0; /* no event kept: no group */
+			goto done;
+		}
+		sel = malloc(n * sizeof *sel);
+		if (!sel)
+			goto oom;
+		for (i = 0, n = 0; i < t->nev; i++)
+			if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
+				sel[n++] = (uint32_t)i;
+		if (o->self && !t->nested)
+			sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
+		p.sel = sel;
+		p.n = n;
 	}
 	if (o->by == QUERY_BY_NAME && (p.nparts > 1 || (size_t)t->names.n < max_groups)) {
 		nslot = ((size_t)t->names.n >> p.shift) + 1;
@@ -991,7 +1004,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 		goto oom;
 	p.values = true;
 	p.part = 0;
-	if (parts_pass(&p) != 0)
+	if (b.n > 0 && parts_pass(&p) != 0)
 		goto oom;
 	out->total = b.rest;
 	for (k = 0; k < b.n; k++) {

@@ -152,8 +152,8 @@ struct query_result {
  * sorted by `sort` (ties: earliest first_ts, then key). Returns 0 or -1.
  *
  * Memory: no value is kept per event. With `self`, the open events of
- * one thread (and in a trace not in nesting order, trace_sort, the kept
- * events' order: 4 bytes each); the
+ * one thread; the kept events' positions (4 bytes each) in parts, and with
+ * `self` in a trace not in nesting order (trace_sort); the
  * groups of one part (by name with a `limit`, not sorted by "med" or
  * "std", the names are split by strtab id into parts of fewer than
  * `max_groups`, one pass over the events each; 40 bytes a group); twice
