@@ -1283,6 +1283,13 @@ static void pool_give_back(struct cu_done *bufs, uint32_t n)
 	free(bufs);
 }
 
+/* Whether the flight recorder keeps GPU work between windows (on, and not
+ * prof.recorder{ cuda = false }). Any thread (the policy is fixed). */
+static bool rec_keeps_gpu(void)
+{
+	return cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.cuda;
+}
+
 /* A window's collect: converts its records (and those kept from the last
  * one); stops CUPTI when no window lies ahead and the recorder keeps no
  * GPU work. Host thread. */
@@ -1337,7 +1344,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	o.api_name = api_name;
 	o.devices = &cu.devices;
 	o.corr_hint = cu.corr_hint;
-	o.recorder = cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.cuda;
+	o.recorder = rec_keeps_gpu();
 	next.cap = (size_t)cu.pool.nbuf * cu.pool.buf_size;
 	next.buf = malloc(next.cap);
 	cu.capcarry = next.buf ? next.cap : 0;
@@ -1376,7 +1383,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	last = job->gen == cu.last_gen; /* no later window waits to be written */
 	pthread_mutex_unlock(&cu.lock);
 	if (last && !cu.steps_from_cuda &&
-	    !(cu.h->cfg->recorder.enabled && cu.h->cfg->recorder.cuda) &&
+	    !rec_keeps_gpu() &&
 	    !cu.h->ahead(cu.h->ctx))
 		stop();
 	return 0;
@@ -1552,7 +1559,7 @@ static void cu_recorder(uint64_t gen)
 {
 	pthread_mutex_lock(&cu.lock);
 	if (gen) {
-		if (!cu.rec_want && cu.nkinds && cu.h->cfg->recorder.cuda) {
+		if (!cu.rec_want && cu.nkinds && rec_keeps_gpu()) {
 			cu.rec_want = true;
 			if (cu.state == CU_STOPPED)
 				start();

@@ -364,17 +364,6 @@ static int cmp_tid_ts(const void *a, const void *b, void *ctx)
 	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-/* Events (indexes into the trace `ctx`) in nesting order (trace_sort's),
- * then by index. */
-static int cmp_nest(const void *a, const void *b, void *ctx)
-{
-	const struct trace *t = ctx;
-	size_t ia = *(const size_t *)a, ib = *(const size_t *)b;
-	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
-
-	return c ? c : ia < ib ? -1 : ia > ib;
-}
-
 /* The group key of an event; false when it has none (BY_STEP outside any
  * step). */
 static bool group_key(const struct trace *t, const struct query_agg_opts *o,
@@ -563,7 +552,7 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * One grouping pass over the kept events folds each into its group's
  * accumulator as it is read; the groups returned are then read again, in
  * a values pass, for their values (the median needs them). With self
- * times the kept events are visited in nesting order (cmp_nest) by a
+ * times the kept events are visited in nesting order (trace_sort's) by a
  * sweep that hands each event on as it closes, with its self time. By
  * name with a limit, when the window may hold more names than
  * `max_groups`, the names are split by strtab id into parts of at most
@@ -572,15 +561,6 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * open events of one thread; the kept events' positions (4 bytes each) in
  * parts, so that a filter that keeps few events costs each pass only
  * those, and for self times in a trace not in nesting order (sorted so). */
-
-/* Events (uint32_t indexes into the trace `ctx`): cmp_nest's order. */
-static int cmp_nest32(uint32_t ia, uint32_t ib, void *ctx)
-{
-	const struct trace *t = ctx;
-	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
-
-	return c ? c : ia < ib ? -1 : ia > ib;
-}
 
 /* Events a pass reads ahead of the one it is at. */
 #define PARTS_AHEAD 16
@@ -944,7 +924,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
 				sel[n++] = (uint32_t)i;
 		if (o->self && !t->nested)
-			sortidx_u32(sel, n, cmp_nest32, (void *)t); /* in place */
+			sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place */
 		p.sel = sel;
 		p.n = n;
 	}
@@ -1490,12 +1470,16 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		 struct query_during *out, struct err *e)
 {
 	struct during_ctx c = { .t = t, .iv = iv, .niv = niv, .out = out };
-	size_t *idx = NULL, *stack = NULL, n = 0, depth = 0, i, pos, lo = 0, hi;
+	size_t *stack = NULL, n = 0, depth = 0, i, pos, lo = 0, hi;
+	uint32_t *idx = NULL;
 	uint8_t *pmap = NULL;
 	int64_t cursor = INT64_MIN, charged = 0, inphase = 0;
 	uint32_t id;
 
 	memset(out, 0, sizeof *out);
+	if (!t->nested && t->nev > UINT32_MAX)
+		return err_set(e, "attributing thread time in a trace of more than "
+			       "4294967295 events");
 	for (i = 0; i < niv; i++)
 		out->total += iv[i].dur;
 	stack = malloc((t->nev ? t->nev : 1) * sizeof *stack);
@@ -1513,8 +1497,8 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 			goto oom;
 		for (i = 0; i < t->nev; i++)
 			if (during_kept(&t->ev[i], pid, tid))
-				idx[n++] = i;
-		qsort_r(idx, n, sizeof *idx, cmp_nest, (void *)t);
+				idx[n++] = (uint32_t)i;
+		sortidx_u32(idx, n, trace_event_cmp_at, (void *)t); /* in place */
 		hi = n;
 	}
 

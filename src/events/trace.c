@@ -776,6 +776,14 @@ int trace_event_cmp(const struct trace_event *a, const struct trace_event *b)
 	return a->nargs < b->nargs ? -1 : a->nargs > b->nargs;
 }
 
+int trace_event_cmp_at(uint32_t ia, uint32_t ib, void *ctx)
+{
+	const struct trace *t = ctx;
+	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
+
+	return c ? c : ia < ib ? -1 : ia > ib;
+}
+
 static void swap_ev(struct trace_event *a, struct trace_event *b)
 {
 	struct trace_event x = *a;

@@ -401,6 +401,10 @@ int trace_arg_str_at(struct trace *t, size_t ev, const char *key,
  * that are the same in all these. Any thread. */
 int trace_event_cmp(const struct trace_event *a, const struct trace_event *b);
 
+/* trace_event_cmp of events ia and ib of the trace `ctx`, then by index: a
+ * total order for sortidx_u32 (sortidx.h) over indexes of t->ev. */
+int trace_event_cmp_at(uint32_t ia, uint32_t ib, void *ctx);
+
 /* Puts the events in nesting order (trace_event_cmp's), in place: no
  * memory beyond the array (an O(n) check first: a sorted trace is left
  * as it is), and sets t->nested. Arguments follow their events (they are

@@ -92,15 +92,6 @@ static int64_t ev_dur(const struct trace_event *ev)
 	return ev->dur > 0 ? ev->dur : 0;
 }
 
-/* Order for the sweep: trace_sort's (nesting order), then the index. */
-static int sweep_cmp(uint32_t ia, uint32_t ib, void *ctx)
-{
-	const struct trace *t = ctx;
-	int c = trace_event_cmp(&t->ev[ia], &t->ev[ib]);
-
-	return c ? c : ia < ib ? -1 : ia > ib;
-}
-
 /* The grouping key of an event: a string of the trace or a literal. */
 static const char *event_key(const struct trace *t, const struct trace_event *ev,
 			     enum key_avg_group group)
@@ -610,7 +601,7 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 		for (i = 0, j = 0; i < t->nev; i++)
 			if (counted(&t->ev[i]))
 				sel[j++] = (uint32_t)i;
-		sortidx_u32(sel, n, sweep_cmp, (void *)t); /* in place: no copy */
+		sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place: no copy */
 	}
 
 	/* More keys than max_rows: one pass per partition of the keys, each
