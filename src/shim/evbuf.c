@@ -1062,7 +1062,7 @@ static void count_thread(void *arg, int32_t tid)
 /* The drain hands the pool's pages back behind it in steps of this size
  * (whole huge pages): a window's records and its trace are not both
  * resident. */
-#define DRAIN_GIVE_BACK ((uint64_t)8 << 20)
+#define DRAIN_GIVE_BACK ((uint64_t)2 << 20)
 
 /* Hands back the pages of s->mem below `upto` (rounded down to a huge
  * page boundary, never below the pool's start: a pool need not begin on
@@ -1081,11 +1081,56 @@ static void drain_give_back(struct evbuf_slot *s, uint64_t *given, uint64_t upto
 	*given = upto;
 }
 
+/* The cut's visitor: counts in *ctx (a uint64_t) the records that begin
+ * an event. */
+static void count_cut(void *ctx, int32_t tid, const char *name,
+		      const struct evbuf_rec *rec)
+{
+	(void)tid;
+	(void)name;
+	if (!evbuf_rec_ends(rec->kind))
+		++*(uint64_t *)ctx;
+}
+
+/* Cuts the drain of s at chunk k of n: counts the records of chunks k to
+ * n - 1 in stats->dropped_cut (count_cut), unvisited, and hands their
+ * pages back now, from the first huge page boundary at or past chunk k
+ * (the one before it is the drain's) to `end`, where an earlier cut began
+ * (0 at the first: the pool's end, with any pages the pre-fault helper
+ * populated past its chunks). Returns where this cut began, the next
+ * one's `end`. */
+static uint64_t drain_cut(struct evbuf_slot *s, uint64_t k, uint64_t n, uint64_t end,
+			  struct evbuf_stats *stats, struct evchunk_expanded *x)
+{
+	uint64_t i, start;
+
+	for (i = k; i < n; i++) {
+		struct evbuf_chunk *c = (struct evbuf_chunk *)(s->mem + i * EVBUF_CHUNK_BYTES);
+		uint32_t used = atomic_load_explicit(&c->used, memory_order_acquire);
+		int bad = 0;
+
+		if (used == 0)
+			continue;
+		evchunk_walk(c, used, count_cut, &stats->dropped_cut, NULL, NULL, x, &bad);
+	}
+	if (!end) {
+		end = n * EVBUF_CHUNK_BYTES;
+		if (atomic_load_explicit(&s->pf_done, memory_order_relaxed) > end)
+			end = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
+		if (end > s->mapped)
+			end = s->mapped;
+	}
+	start = pf_round(s, k * EVBUF_CHUNK_BYTES, end);
+	if (start < end)
+		pool_give_back(s, start, end - start);
+	return start;
+}
+
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		struct evbuf_stats *stats)
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
-	uint64_t n, i, mark, given = 0;
+	uint64_t n, i, mark, given = 0, cut = 0;
 	struct thread_count tc;
 	struct evchunk_expanded x;
 
@@ -1106,9 +1151,11 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 	n = atomic_load_explicit(&s->next, memory_order_acquire);
 	if (n > s->nchunks)
 		n = s->nchunks;
+	stats->pool_bytes = n * EVBUF_CHUNK_BYTES;
 	for (i = 0; i < n; i++) {
 		struct evbuf_chunk *c = (struct evbuf_chunk *)(s->mem + i * EVBUF_CHUNK_BYTES);
 		uint32_t used = atomic_load_explicit(&c->used, memory_order_acquire);
+		uint64_t keep;
 		int bad = 0;
 
 		drain_give_back(s, &given, i * EVBUF_CHUNK_BYTES);
@@ -1121,9 +1168,20 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 			used = CHUNK_DATA;
 		stats->chunks++;
 		stats->bytes += used;
+		stats->pos = i * EVBUF_CHUNK_BYTES;
 		count_thread(&tc, c->tid);
 		/* a record spoiled by a late writer ends its chunk */
 		stats->records += evchunk_walk(c, used, fn, ctx, count_thread, &tc, &x, &bad);
+		if (stats->keep_bytes) {
+			/* the visitor cut the drain: chunks from `keep` on */
+			keep = (stats->keep_bytes + EVBUF_CHUNK_BYTES - 1) / EVBUF_CHUNK_BYTES;
+			if (keep < i + 1)
+				keep = i + 1;
+			if (keep < n) {
+				cut = drain_cut(s, keep, n, cut, stats, &x);
+				n = keep;
+			}
+		}
 	}
 	return 0;
 }

@@ -149,6 +149,19 @@ struct evbuf_stats {
 	uint64_t bytes;          /* bytes used in chunks */
 	uint32_t chunks;         /* chunks used */
 	uint32_t threads;        /* distinct threads that appended */
+	/* The drain's cut (evbuf_drain), for a consumer that bounds what it
+	 * builds from the records: `pool_bytes` (the generation's chunks in
+	 * use) and `pos` (where the chunk being visited begins) are set by
+	 * the drain; `keep_bytes` may be set by the visitor at any record,
+	 * and lowered again but never raised: the drain then visits no chunk
+	 * that begins at or past it. Their records are counted in
+	 * `dropped_cut` and their pages handed back at once, not as the
+	 * drain reaches them (not those that end a range: evbuf_rec_ends).
+	 * 0: keep all. */
+	uint64_t pool_bytes;
+	uint64_t pos;
+	uint64_t keep_bytes;
+	uint64_t dropped_cut;
 };
 
 /*
@@ -214,7 +227,8 @@ typedef void (*evbuf_visit_fn)(void *ctx, int32_t tid, const char *thread_name,
 
 /* Visits every record of closed generation `gen` and fills *stats,
  * handing the pool's pages back to the kernel behind it (a generation is
- * drained once: the records it read are gone after the call).
+ * drained once: the records it read are gone after the call). A visitor
+ * that sets stats->keep_bytes cuts the drain there (see evbuf_stats).
  * Host thread only; `gen` must be closed and not yet released.
  * Returns 0, or -1 when `gen` is unknown or still open. */
 int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
@@ -262,6 +276,14 @@ void evbuf_salvage_modules(void);
 static inline const char *evbuf_payload(const struct evbuf_rec *r)
 {
 	return (const char *)(r + 1);
+}
+
+/* True for a record that ends what another began (a pop, a range's end).
+ * Counts of dropped records leave these out, as a full pool drops the pop
+ * of a push it dropped without counting it: they count events. */
+static inline int evbuf_rec_ends(uint16_t kind)
+{
+	return kind == EVBUF_RANGE_POP || kind == EVBUF_RANGE_END;
 }
 
 /*

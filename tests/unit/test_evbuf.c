@@ -5,7 +5,8 @@
  * signal handler appending mid-append spoils nothing (also in the middle of
  * the inline append), compact records come back as the full records that
  * were appended, the inline append agrees with evbuf_append_raw, and the
- * pool is populated ahead of the writers and given back on release; with a
+ * pool is populated ahead of the writers and given back on release, a
+ * visitor that cuts the drain gets no record past the cut; with a
  * salvage file the pools are regions of it, named in its header, whose
  * pages go back to the tmpfs on release.
  */
@@ -152,6 +153,77 @@ static void test_full_pool_drops_and_counts(void)
 	CHECK_EQ_INT(s.n + (size_t)dropped, 5000);
 	CHECK_EQ_INT(st.chunks, 2);
 	CHECK(s.order_ok);
+	evbuf_release(gen);
+}
+
+/* The cutting visitor: records the highest chunk it was handed, checks
+ * each record's id follows the last, and cuts the drain at 40 chunks when
+ * it reaches chunk 2, then at 6 chunks when it reaches chunk 4 (a cut
+ * only ever lowers). At chunk 5 it asks the kernel whether a page past
+ * the cut, which the drain has not reached, is still resident. */
+struct cut_seen {
+	struct evbuf_stats *st;
+	size_t n;
+	uint64_t next_id, max_pos;
+	int order_ok;
+	const char *pool;    /* where chunk 0 begins */
+	int tail_resident;   /* -1: not asked yet */
+};
+
+static void visit_cut(void *ctx, int32_t tid, const char *thread_name,
+		      const struct evbuf_rec *r)
+{
+	struct cut_seen *s = ctx;
+	unsigned char in = 1;
+
+	(void)tid;
+	(void)thread_name;
+	if (!s->pool)
+		s->pool = (const char *)r - sizeof(struct evbuf_chunk);
+	if (r->id != s->next_id)
+		s->order_ok = 0;
+	s->next_id = r->id + 1;
+	s->n++;
+	if (s->st->pos > s->max_pos)
+		s->max_pos = s->st->pos;
+	if (s->st->pos == 2 * EVBUF_CHUNK_BYTES)
+		s->st->keep_bytes = 40 * EVBUF_CHUNK_BYTES;
+	if (s->st->pos == 4 * EVBUF_CHUNK_BYTES)
+		s->st->keep_bytes = 6 * EVBUF_CHUNK_BYTES - 100;
+	if (s->st->pos == 5 * EVBUF_CHUNK_BYTES && s->tail_resident < 0) {
+		CHECK_EQ_INT(mincore((void *)(s->pool + 80 * EVBUF_CHUNK_BYTES), 4096, &in), 0);
+		s->tail_resident = in & 1;
+	}
+}
+
+/* A visitor that cuts the drain (evbuf_stats.keep_bytes) is handed no
+ * record of a chunk past the cut; their records are counted, and their
+ * pages go back at the cut, before the drain reaches them. */
+static void test_drain_cut(void)
+{
+	struct cut_seen s = { 0 };
+	struct evbuf_stats st;
+	uint64_t gen = evbuf_open((size_t)8 << 20), i; /* 128 chunks */
+	char name[32];
+
+	/* 64 bytes a record (a full one: its id is not 0): ~100 chunks */
+	for (i = 1; i <= 100000; i++) {
+		snprintf(name, sizeof name, "%-31llu", (unsigned long long)i);
+		CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, (int64_t)i, name, 32, i, 0), 0);
+	}
+	evbuf_close();
+	s.st = &st;
+	s.next_id = 1;
+	s.order_ok = 1;
+	s.tail_resident = -1;
+	CHECK_EQ_INT(evbuf_drain(gen, visit_cut, &s, &st), 0);
+	CHECK(st.pool_bytes >= 95 * EVBUF_CHUNK_BYTES);
+	CHECK(s.order_ok);                              /* the first records, in order */
+	CHECK_EQ_INT(s.max_pos, 5 * EVBUF_CHUNK_BYTES); /* chunks 0-5, the one the
+							   cut falls in kept */
+	CHECK_EQ_INT(st.records, s.n);
+	CHECK_EQ_INT(s.n + st.dropped_cut, 100000);     /* the rest counted */
+	CHECK_EQ_INT(s.tail_resident, 0);               /* and handed back */
 	evbuf_release(gen);
 }
 
@@ -820,6 +892,7 @@ int main(void)
 	test_round_trip();
 	test_long_name_cut();
 	test_full_pool_drops_and_counts();
+	test_drain_cut();
 	test_concurrent_writers();
 	test_rotate_loses_nothing();
 	test_held_slot_is_stepped_over();
