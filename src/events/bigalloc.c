@@ -179,6 +179,20 @@ static void *big_new(size_t bytes, const void *old, size_t keep, int zero)
 	return data_of(h);
 }
 
+size_t bigalloc_resident(const void *p, size_t used)
+{
+	const struct hdr *h;
+	size_t n;
+
+	if (!p || !used)
+		return 0;
+	h = (const struct hdr *)((const char *)p - HDR);
+	if (!h->maplen)
+		return used;
+	n = round_huge(used + HDR);
+	return n && n < h->maplen ? n : h->maplen;
+}
+
 void *bigalloc_realloc(void *p, size_t bytes)
 {
 	struct hdr *h = p ? hdr_of(p) : NULL, *q;

@@ -51,6 +51,11 @@ void bigalloc_free(void *p);
  * later window would ask for again (a table's array it outgrew). */
 void bigalloc_drop(void *p);
 
+/* The memory the first `used` bytes of block p (NULL: none) take once
+ * written: a big block's whole huge pages from its start, header
+ * included, a small block's bytes. What a budget counts (trace_bytes). */
+size_t bigalloc_resident(const void *p, size_t used);
+
 /* Bytes mapped by the cached blocks now (for tests and debug logs). */
 size_t bigalloc_cached_bytes(void);
 

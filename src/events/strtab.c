@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigalloc.h"
 #include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
@@ -42,6 +43,7 @@ static char *strtab_copy(struct strtab *st, const char *s, size_t len)
 		st->blk = blk;
 		st->blk_used = STRTAB_LINK;
 		st->blk_cap = cap;
+		st->blk_bytes += cap;
 	}
 	copy = st->blk + st->blk_used;
 	if (len)
@@ -57,25 +59,36 @@ static uint32_t strtab_hash(const char *s, size_t len)
 	return hash_fnv32(s, len);
 }
 
-/* The hash of string `id` (htab_rebuild). */
-static uint64_t strtab_hash_id(const void *ctx, size_t id)
-{
-	const struct strtab *st = ctx;
-
-	return strtab_hash(st->str[id], st->len[id]);
-}
-
-/* Rebuilds the hash table with `nslots` slots (a power of two). Returns 0,
- * or -1 (table unchanged) on allocation failure. */
+/* Rebuilds the hash table with `nslots` slots (a power of two, more than
+ * it has) in place: the ids are dense, so the slots are grown (bigalloc:
+ * a big table's mapping grows, with no copy beside it), cleared and
+ * filled again. Returns 0, or -1 (table unchanged) on allocation failure. */
 static int strtab_rehash(struct strtab *st, uint32_t nslots)
 {
-	return htab_rebuild(&st->slots, &st->nslots, nslots, 0, st->n, strtab_hash_id, st);
+	uint32_t *slots = bigalloc_realloc(st->slots, (size_t)nslots * sizeof *slots);
+	uint32_t id;
+	size_t k;
+
+	if (!slots)
+		return -1;
+	memset(slots, 0, (size_t)nslots * sizeof *slots);
+	for (id = 0; id < st->n; id++) {
+		for (k = htab_first(strtab_hash(st->str[id], st->len[id]), nslots); slots[k];
+		     k = htab_next(k, nslots))
+			;
+		slots[k] = id + 1;
+	}
+	st->slots = slots;
+	st->nslots = nslots;
+	return 0;
 }
 
-/* Grows the id arrays to hold at least one more string. 0 or -1. */
+/* Grows the id arrays to hold at least one more string (bigalloc: a
+ * window's millions of names grow them in place, not beside a copy).
+ * 0 or -1. */
 static int strtab_grow_ids(struct strtab *st)
 {
-	size_t cap_str = st->cap, cap_len = st->cap;
+	size_t cap = st->cap ? (size_t)st->cap * 2 : STRTAB_MIN_CAP;
 	char **str;
 	uint32_t *len;
 
@@ -83,15 +96,15 @@ static int strtab_grow_ids(struct strtab *st)
 		return 0;
 	if (st->cap > UINT32_MAX / 2)
 		return -1;
-	str = grow_array(st->str, &cap_str, (size_t)st->n + 1, sizeof *str, STRTAB_MIN_CAP);
+	str = bigalloc_realloc(st->str, cap * sizeof *str);
 	if (!str)
 		return -1;
 	st->str = str;
-	len = grow_array(st->len, &cap_len, (size_t)st->n + 1, sizeof *len, STRTAB_MIN_CAP);
+	len = bigalloc_realloc(st->len, cap * sizeof *len);
 	if (!len)
 		return -1;
 	st->len = len;
-	st->cap = (uint32_t)cap_len;
+	st->cap = (uint32_t)cap;
 	return 0;
 }
 
@@ -118,9 +131,9 @@ void strtab_free(struct strtab *st)
 		memcpy(&prev, blk, sizeof prev);
 		free(blk);
 	}
-	free(st->str);
-	free(st->len);
-	free(st->slots);
+	bigalloc_free(st->str);
+	bigalloc_free(st->len);
+	bigalloc_free(st->slots);
 	memset(st, 0, sizeof *st);
 }
 
@@ -172,4 +185,18 @@ const char *strtab_get(const struct strtab *st, uint32_t id)
 uint32_t strtab_len(const struct strtab *st, uint32_t id)
 {
 	return id < st->n ? st->len[id] : 0;
+}
+
+size_t strtab_bytes(const struct strtab *st)
+{
+	return st->blk_bytes + bigalloc_resident(st->str, (size_t)st->n * sizeof *st->str) +
+	       bigalloc_resident(st->len, (size_t)st->n * sizeof *st->len) +
+	       bigalloc_resident(st->slots, st->nslots * sizeof *st->slots);
+}
+
+size_t strtab_growth(const struct strtab *st, size_t more)
+{
+	if (!htab_full(st->n + (more ? more - 1 : 0), st->nslots))
+		return 0;
+	return st->nslots * sizeof *st->slots; /* it doubles, in place */
 }

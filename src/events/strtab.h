@@ -22,6 +22,7 @@ struct strtab {
 	char *blk;         /* the block strings are copied into (its first
 			      bytes point to the block before it) */
 	size_t blk_used, blk_cap;
+	size_t blk_bytes;  /* all blocks' bytes (strtab_bytes) */
 };
 
 /* Initializes an empty table. Returns 0 or -1 on allocation failure. */
@@ -39,5 +40,15 @@ const char *strtab_get(const struct strtab *st, uint32_t id);
 
 /* Length in bytes of string `id`; 0 if unknown. */
 uint32_t strtab_len(const struct strtab *st, uint32_t id);
+
+/* Memory the table holds for its strings: their blocks, the id arrays
+ * and the hash, in bytes (of what is in use; arrays grown ahead count
+ * what they hold, their untouched tail is not resident). */
+size_t strtab_bytes(const struct strtab *st);
+
+/* Memory the table's hash grows by when it takes `more` new strings (0
+ * when it has room), in bytes: it doubles in place, with no copy
+ * beside it. */
+size_t strtab_growth(const struct strtab *st, size_t more);
 
 #endif

@@ -163,6 +163,18 @@ int trace_add_note(struct trace *t, const char *line)
 	return 0;
 }
 
+size_t trace_bytes(const struct trace *t)
+{
+	return strtab_bytes(&t->names) + bigalloc_resident(t->ev, t->nev * sizeof *t->ev) +
+	       bigalloc_resident(t->args, t->nargs * sizeof *t->args) +
+	       bigalloc_resident(t->steps, t->nsteps * sizeof *t->steps) +
+	       bigalloc_resident(t->threads, t->nthreads * sizeof *t->threads) + t->nraw +
+	       bigalloc_resident(t->frames, t->nframes * sizeof *t->frames) +
+	       t->nframe_slots * sizeof *t->frame_slots +
+	       bigalloc_resident(t->stack_frames, t->nstack_frames * sizeof *t->stack_frames) +
+	       bigalloc_resident(t->stacks, t->nstacks * sizeof *t->stacks);
+}
+
 /* Interns `len` bytes; STRTAB_NONE (and t->oom set) on failure. */
 uint32_t trace_intern(struct trace *t, const char *s, size_t len)
 {

@@ -294,6 +294,11 @@ int trace_init(struct trace *t);
 /* Frees everything the trace owns; leaves it empty. NULL-safe. */
 void trace_free(struct trace *t);
 
+/* Memory the trace holds, in bytes: its events, args, names, steps,
+ * threads, stacks and raw records as far as they are filled (what a
+ * window's budget counts, assemble.h). O(1). */
+size_t trace_bytes(const struct trace *t);
+
 /* Interns `len` bytes (need not be NUL-ended); returns the id or
  * STRTAB_NONE on allocation failure. */
 uint32_t trace_intern(struct trace *t, const char *s, size_t len);
