@@ -165,7 +165,8 @@ bool query_match(const struct trace *t, const struct query_filter *f,
 	(void)t;
 	if (f->cats && !(f->cats >> ev->cat & 1)) /* cat < 16 */
 		return false;
-	if (f->name_ok && (ev->name >= f->name_len || !f->name_ok[ev->name]))
+	if (f->name_ok && (ev->name >= f->name_len ||
+			   !(f->name_ok[ev->name / 8] >> ev->name % 8 & 1)))
 		return false;
 	if (f->has_tid && ev->tid != f->tid)
 		return false;
@@ -346,23 +347,6 @@ static void imap_free(struct imap *m)
 }
 
 /* ------------------------------------------------------------ aggregate */
-
-/* Events (indexes into the trace `ctx`) sorted by (tid, ts, longer first),
- * equal keys by index: phase candidates. */
-static int cmp_tid_ts(const void *a, const void *b, void *ctx)
-{
-	const struct trace *t = ctx;
-	const struct trace_event *x = &t->ev[*(const size_t *)a];
-	const struct trace_event *y = &t->ev[*(const size_t *)b];
-
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	if (x->ts != y->ts)
-		return x->ts < y->ts ? -1 : 1;
-	if (x->dur != y->dur)
-		return x->dur > y->dur ? -1 : 1;
-	return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
-}
 
 /* The group key of an event; false when it has none (BY_STEP outside any
  * step). */
@@ -561,6 +545,10 @@ static int cmp_group(const void *a, const void *b, void *ctx)
  * open events of one thread; the kept events' positions (4 bytes each) in
  * parts, so that a filter that keeps few events costs each pass only
  * those, and for self times in a trace not in nesting order (sorted so). */
+
+/* The most kept events whose positions the passes over parts list (4
+ * bytes each: 4 MiB at most, beside a window of any size). */
+#define QUERY_SEL_MAX ((size_t)1 << 20)
 
 /* Events a pass reads ahead of the one it is at. */
 #define PARTS_AHEAD 16
@@ -902,7 +890,8 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	p.n = t->nev;
 	/* The kept events, for self times in nesting order: for a trace not
 	 * in that order, and for the passes over the parts (a filter that
-	 * keeps few events costs each pass only those). */
+	 * keeps few events costs each pass only those; a list longer than
+	 * QUERY_SEL_MAX would save the passes little, and is not made). */
 	if ((o->self && !t->nested) || p.nparts > 1) {
 		int64_t dur;
 		double v;
@@ -917,6 +906,11 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			rc = 0; /* no event kept: no group */
 			goto done;
 		}
+	}
+	if ((o->self && !t->nested) || (p.nparts > 1 && n <= QUERY_SEL_MAX)) {
+		int64_t dur;
+		double v;
+
 		sel = malloc(n * sizeof *sel);
 		if (!sel)
 			goto oom;
@@ -1028,18 +1022,87 @@ void query_result_free(struct query_result *r)
 
 /* ------------------------------------------------------------ phases */
 
-/* Per strtab id: its phase, or QUERY_PHASE_COUNT. malloc'd; NULL when out
- * of memory. */
-static uint8_t *phase_map(const struct trace *t)
+/* The names that are phases (strtab id -> phase): a map of those only, not
+ * a byte a name, as a window of millions of names would have. 0, or -1
+ * when out of memory. */
+static int phase_map(const struct trace *t, struct imap *m)
 {
-	uint8_t *m = malloc(t->names.n ? t->names.n : 1);
 	uint32_t i;
+	enum query_phase p;
 
-	if (!m)
-		return NULL;
-	for (i = 0; i < t->names.n; i++)
-		m[i] = (uint8_t)query_phase_of(t->names.str[i], t->names.len[i]);
-	return m;
+	memset(m, 0, sizeof *m);
+	for (i = 0; i < t->names.n; i++) {
+		p = query_phase_of(t->names.str[i], t->names.len[i]);
+		if (p != QUERY_PHASE_COUNT && imap_get_or_put(m, i, (uint32_t)p) == UINT32_MAX) {
+			imap_free(m);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The phase of event `ev` when it is a user annotation named as one,
+ * else QUERY_PHASE_COUNT. */
+static enum query_phase phase_get(const struct imap *m, const struct trace_event *ev)
+{
+	uint32_t p;
+
+	if (ev->cat != TRACE_CAT_USER_ANNOTATION || !m->n)
+		return QUERY_PHASE_COUNT;
+	p = imap_get(m, ev->name);
+	return p == UINT32_MAX ? QUERY_PHASE_COUNT : (enum query_phase)p;
+}
+
+/* The event at position i: an index in pos, or in t->ev when pos is NULL. */
+static const struct trace_event *pos_event(const struct trace *t, const uint32_t *pos,
+					   size_t i)
+{
+	return &t->ev[pos ? pos[i] : i];
+}
+
+/* The events of thread (pid, tid) among positions [0, n) in nesting order
+ * (pos NULL: the trace's events, the trace in nesting order): positions
+ * [*lo, *hi) (empty when it has none). */
+static void thread_run(const struct trace *t, const uint32_t *pos, size_t n, int32_t pid,
+		       int32_t tid, size_t *lo, size_t *hi)
+{
+	size_t a = 0, b = n;
+
+	while (a < b) { /* the first event not before the thread */
+		size_t m = a + (b - a) / 2;
+		const struct trace_event *ev = pos_event(t, pos, m);
+
+		if (ev->pid < pid || (ev->pid == pid && ev->tid < tid))
+			a = m + 1;
+		else
+			b = m;
+	}
+	*lo = a;
+	for (b = n; a < b;) { /* the first event past it */
+		size_t m = a + (b - a) / 2;
+		const struct trace_event *ev = pos_event(t, pos, m);
+
+		if (ev->pid < pid || (ev->pid == pid && ev->tid <= tid))
+			a = m + 1;
+		else
+			b = m;
+	}
+	*hi = a;
+}
+
+/* The process of thread `tid`: the first the trace names it in, else
+ * that of its first event, else the window's. */
+static int32_t thread_pid(const struct trace *t, int32_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < t->nthreads; i++)
+		if (t->threads[i].tid == tid)
+			return t->threads[i].pid;
+	for (i = 0; i < t->nev; i++)
+		if (t->ev[i].tid == tid && !(t->ev[i].flags & TRACE_F_STEP))
+			return t->ev[i].pid;
+	return t->meta.pid;
 }
 
 static bool is_range(const struct trace_event *ev)
@@ -1047,90 +1110,113 @@ static bool is_range(const struct trace_event *ev)
 	return ev->ph == TRACE_PH_COMPLETE && !(ev->flags & TRACE_F_STEP);
 }
 
+/* Fills q's phases from the phase ranges of step s's thread that start
+ * within it, at positions [lo, hi) (pos as for thread_run: that thread's
+ * events from the step's start on). */
+static void step_phases(const struct trace *t, const struct imap *pm, const uint32_t *pos,
+			size_t lo, size_t hi, const struct trace_step *s,
+			struct query_step *q)
+{
+	int64_t send = s->ts + s->dur, cover = s->ts, named = 0;
+	size_t i;
+
+	for (i = lo; i < hi; i++) {
+		const struct trace_event *ev = pos_event(t, pos, i);
+		enum query_phase p = phase_get(pm, ev);
+		int64_t a, b = ev->ts + ev->dur;
+
+		if (ev->ts >= send)
+			break;
+		if (p == QUERY_PHASE_COUNT || !is_range(ev))
+			continue;
+		q->has_phases = true;
+		if (!(q->phase_mask & 1u << p)) {
+			q->phase_mask |= 1u << p;
+			q->phase_start[p] = ev->ts;
+		}
+		if (b > send)
+			b = send;
+		a = ev->ts > cover ? ev->ts : cover;
+		if (b > a) {
+			if (p != QUERY_PHASE_OTHER) {
+				q->phase[p] += b - a;
+				named += b - a;
+			}
+			cover = b;
+		}
+	}
+	q->phase[QUERY_PHASE_OTHER] = s->dur - named > 0 ? s->dur - named : 0;
+}
+
 int query_steps(const struct trace *t, struct query_step **out, size_t *n,
 		struct err *e)
 {
-	size_t *order = NULL, *ph = NULL, nph = 0, i, k;
-	uint8_t *pmap = NULL;
+	size_t *order = NULL, nph = 0, i, k;
+	uint32_t *ph = NULL;
+	int32_t pid = 0;
+	struct imap pm = { 0 };
 	struct query_step *steps = NULL;
 
 	*out = NULL;
 	*n = 0;
 	if (t->nsteps == 0)
 		return 0;
+	if (!t->nested && t->nev > UINT32_MAX)
+		return err_set(e, "computing the step phases of a trace of more than "
+			       "4294967295 events");
 	order = query_step_order(t);
-	pmap = phase_map(t);
 	steps = calloc(t->nsteps, sizeof *steps);
-	ph = malloc((t->nev ? t->nev : 1) * sizeof *ph);
-	if (!order || !pmap || !steps || !ph)
+	if (!order || !steps || phase_map(t, &pm) != 0)
 		goto oom;
-	for (i = 0; i < t->nev; i++) {
-		const struct trace_event *ev = &t->ev[i];
-
-		if (ev->cat == TRACE_CAT_USER_ANNOTATION && is_range(ev) &&
-		    ev->name < t->names.n && pmap[ev->name] < QUERY_PHASE_COUNT)
-			ph[nph++] = i;
+	/* A trace in nesting order is read as it lies; another's phase
+	 * ranges are listed in that order. */
+	if (!t->nested && pm.n) {
+		for (i = 0; i < t->nev; i++)
+			nph += phase_get(&pm, &t->ev[i]) != QUERY_PHASE_COUNT;
+		ph = malloc((nph ? nph : 1) * sizeof *ph);
+		if (!ph)
+			goto oom;
+		for (i = 0, nph = 0; i < t->nev; i++)
+			if (phase_get(&pm, &t->ev[i]) != QUERY_PHASE_COUNT)
+				ph[nph++] = (uint32_t)i;
+		sortidx_u32(ph, nph, trace_event_cmp_at, (void *)t); /* in place */
 	}
-	qsort_r(ph, nph, sizeof *ph, cmp_tid_ts, (void *)t);
-
 	for (k = 0; k < t->nsteps; k++) {
 		const struct trace_step *s = &t->steps[order[k]];
 		struct query_step *q = &steps[k];
-		int64_t send = s->ts + s->dur, cover, named = 0;
-		size_t lo = 0, hi = nph;
+		size_t a, b, lo, hi;
 
 		q->step = s->step;
 		q->ts = s->ts;
 		q->dur = s->dur;
 		q->tid = s->tid;
 		q->partial = s->partial != 0;
-		/* first phase range of the step's thread starting at or
-		 * after the step */
-		while (lo < hi) {
+		q->phase[QUERY_PHASE_OTHER] = s->dur > 0 ? s->dur : 0;
+		if (!pm.n)
+			continue; /* no phase names */
+		if (k == 0 || s->tid != t->steps[order[k - 1]].tid)
+			pid = thread_pid(t, s->tid);
+		thread_run(t, ph, ph ? nph : t->nev, pid, s->tid, &a, &b);
+		/* the first of the thread's events starting at or after the step */
+		for (lo = a, hi = b; lo < hi;) {
 			size_t mid = lo + (hi - lo) / 2;
-			const struct trace_event *ev = &t->ev[ph[mid]];
 
-			if (ev->tid < s->tid || (ev->tid == s->tid && ev->ts < s->ts))
+			if (pos_event(t, ph, mid)->ts < s->ts)
 				lo = mid + 1;
 			else
 				hi = mid;
 		}
-		cover = s->ts;
-		for (i = lo; i < nph; i++) {
-			const struct trace_event *ev = &t->ev[ph[i]];
-			int64_t a, b = ev->ts + ev->dur;
-
-			if (ev->tid != s->tid || ev->ts >= send)
-				break;
-			q->has_phases = true;
-			if (!(q->phase_mask & 1u << pmap[ev->name])) {
-				q->phase_mask |= 1u << pmap[ev->name];
-				q->phase_start[pmap[ev->name]] = ev->ts;
-			}
-			if (b > send)
-				b = send;
-			a = ev->ts > cover ? ev->ts : cover;
-			if (b > a) {
-				enum query_phase p = (enum query_phase)pmap[ev->name];
-
-				if (p != QUERY_PHASE_OTHER) {
-					q->phase[p] += b - a;
-					named += b - a;
-				}
-				cover = b;
-			}
-		}
-		q->phase[QUERY_PHASE_OTHER] = s->dur - named > 0 ? s->dur - named : 0;
+		step_phases(t, &pm, ph, lo, b, s, q);
 	}
 	free(order);
-	free(pmap);
+	imap_free(&pm);
 	free(ph);
 	*out = steps;
 	*n = t->nsteps;
 	return 0;
 oom:
 	free(order);
-	free(pmap);
+	imap_free(&pm);
 	free(ph);
 	free(steps);
 	return err_set(e, "out of memory computing the step phases");
@@ -1212,6 +1298,14 @@ static int cmp_gap(const void *a, const void *b)
 	return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+/* Whether `ev` is busy time of query_busy's categories `cats`. */
+static bool busy_kept(const struct query_busy_opts *o, uint32_t cats,
+		      const struct trace_event *ev)
+{
+	return (cats >> ev->cat & 1) && ev->dur > 0 && ev->ph == TRACE_PH_COMPLETE &&
+	       (!o->has_pid || ev->pid == o->pid);
+}
+
 int query_busy(const struct trace *t, const struct query_busy_opts *o,
 	       struct query_busy *out, struct err *e)
 {
@@ -1220,15 +1314,16 @@ int query_busy(const struct trace *t, const struct query_busy_opts *o,
 	size_t nbusy = 0, nref = 0, ninb = 0, i, j;
 
 	memset(out, 0, sizeof *out);
-	busy = malloc((t->nev ? t->nev : 1) * sizeof *busy);
+	for (i = 0; i < t->nev; i++) /* room for the busy events only */
+		nbusy += busy_kept(o, cats, &t->ev[i]);
+	busy = malloc((nbusy ? nbusy : 1) * sizeof *busy);
 	ref = malloc((t->nsteps ? t->nsteps : 1) * sizeof *ref);
 	if (!busy || !ref)
 		goto oom;
-	for (i = 0; i < t->nev; i++) {
+	for (i = 0, nbusy = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
-		if (!(cats >> ev->cat & 1) || ev->dur <= 0 ||
-		    ev->ph != TRACE_PH_COMPLETE || (o->has_pid && ev->pid != o->pid))
+		if (!busy_kept(o, cats, ev))
 			continue;
 		busy[nbusy].ts = ev->ts;
 		busy[nbusy].dur = ev->dur;
@@ -1379,10 +1474,43 @@ struct during_ctx {
 	const struct trace *t;
 	const struct query_interval *iv;
 	size_t niv, j;
-	const uint8_t *pmap;
-	double *by_name;      /* per strtab id */
+	struct imap pm;       /* phase_map */
+	struct imap names;    /* strtab id -> its sum in by_name */
+	struct during_sum {
+		uint32_t name;
+		double total;
+	} *by_name;           /* the first QUERY_DURING_NAMES names charged */
+	size_t nby_name, cap_by_name;
+	double other;         /* charged to the names past them */
+	int failed;
 	struct query_during *out;
 };
+
+/* Adds `ns` to the time of range name `name`. */
+static void during_add(struct during_ctx *c, uint32_t name, double ns)
+{
+	uint32_t g = imap_get(&c->names, name);
+	struct during_sum *r;
+
+	if (g == UINT32_MAX) {
+		if (c->nby_name >= QUERY_DURING_NAMES) {
+			c->other += ns;
+			return;
+		}
+		r = grow_array(c->by_name, &c->cap_by_name, c->nby_name + 1, sizeof *r, 64);
+		if (!r || imap_get_or_put(&c->names, name, (uint32_t)c->nby_name) == UINT32_MAX) {
+			if (r)
+				c->by_name = r;
+			c->failed = 1;
+			return;
+		}
+		c->by_name = r;
+		g = (uint32_t)c->nby_name++;
+		r[g].name = name;
+		r[g].total = 0;
+	}
+	c->by_name[g].total += ns;
+}
 
 /* Charges [a, b) to `owner` (event index; the stack gives its phase). */
 static void during_charge(struct during_ctx *c, int64_t a, int64_t b,
@@ -1399,7 +1527,7 @@ static void during_charge(struct during_ctx *c, int64_t a, int64_t b,
 		if (y <= x)
 			continue;
 		if (owner->name < c->t->names.n)
-			c->by_name[owner->name] += (double)(y - x);
+			during_add(c, owner->name, (double)(y - x));
 		if (phase >= 0)
 			c->out->phase[phase] += y - x;
 	}
@@ -1412,9 +1540,10 @@ static int stack_phase(const struct during_ctx *c, const size_t *stack,
 	while (depth-- > 0) {
 		const struct trace_event *ev = &c->t->ev[stack[depth]];
 
-		if (ev->cat == TRACE_CAT_USER_ANNOTATION && ev->name < c->t->names.n &&
-		    c->pmap[ev->name] < QUERY_PHASE_COUNT)
-			return c->pmap[ev->name];
+		enum query_phase p = phase_get(&c->pm, ev);
+
+		if (p != QUERY_PHASE_COUNT)
+			return (int)p;
 	}
 	return -1;
 }
@@ -1436,45 +1565,14 @@ static bool during_kept(const struct trace_event *ev, int32_t pid, int32_t tid)
 	       is_range(ev) && ev->dur > 0;
 }
 
-/* The events of thread (pid, tid) in a trace in nesting order:
- * t->ev[*lo..*hi) (empty when it has none). */
-static void thread_run(const struct trace *t, int32_t pid, int32_t tid, size_t *lo,
-		       size_t *hi)
-{
-	size_t a = 0, b = t->nev;
-
-	while (a < b) { /* the first event not before the thread */
-		size_t m = a + (b - a) / 2;
-		const struct trace_event *ev = &t->ev[m];
-
-		if (ev->pid < pid || (ev->pid == pid && ev->tid < tid))
-			a = m + 1;
-		else
-			b = m;
-	}
-	*lo = a;
-	for (b = t->nev; a < b;) { /* the first event past it */
-		size_t m = a + (b - a) / 2;
-		const struct trace_event *ev = &t->ev[m];
-
-		if (ev->pid < pid || (ev->pid == pid && ev->tid <= tid))
-			a = m + 1;
-		else
-			b = m;
-	}
-	*hi = a;
-}
-
 int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		 const struct query_interval *iv, size_t niv,
 		 struct query_during *out, struct err *e)
 {
 	struct during_ctx c = { .t = t, .iv = iv, .niv = niv, .out = out };
-	size_t *stack = NULL, n = 0, depth = 0, i, pos, lo = 0, hi;
+	size_t *stack = NULL, cap_stack = 0, n = 0, depth = 0, i, pos, lo = 0, hi;
 	uint32_t *idx = NULL;
-	uint8_t *pmap = NULL;
 	int64_t cursor = INT64_MIN, charged = 0, inphase = 0;
-	uint32_t id;
 
 	memset(out, 0, sizeof *out);
 	if (!t->nested && t->nev > UINT32_MAX)
@@ -1482,15 +1580,11 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 			       "4294967295 events");
 	for (i = 0; i < niv; i++)
 		out->total += iv[i].dur;
-	stack = malloc((t->nev ? t->nev : 1) * sizeof *stack);
-	pmap = phase_map(t);
-	c.by_name = calloc(t->names.n ? t->names.n : 1, sizeof *c.by_name);
-	if (!stack || !pmap || !c.by_name)
+	if (phase_map(t, &c.pm) != 0)
 		goto oom;
-	c.pmap = pmap;
 	if (t->nested) {
 		/* the thread's events, in nesting order, lie together */
-		thread_run(t, pid, tid, &lo, &hi);
+		thread_run(t, NULL, t->nev, pid, tid, &lo, &hi);
 	} else {
 		idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
 		if (!idx)
@@ -1537,25 +1631,37 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		}
 		if (next > cursor)
 			cursor = next;
+		if (depth == cap_stack) {
+			size_t *s = grow_array(stack, &cap_stack, depth + 1, sizeof *s, 64);
+
+			if (!s)
+				goto oom;
+			stack = s;
+		}
 		stack[depth++] = at;
 	}
+	if (c.failed)
+		goto oom;
 
-	/* rows */
-	for (id = 0; id < t->names.n; id++)
-		if (c.by_name[id] > 0)
-			out->nrange++;
-	out->by_range = calloc(out->nrange + 1, sizeof *out->by_range);
+	/* rows: the names charged, the names past them, no range */
+	out->by_range = calloc(c.nby_name + 2, sizeof *out->by_range);
 	if (!out->by_range)
 		goto oom;
-	out->nrange = 0;
-	for (id = 0; id < t->names.n; id++)
-		if (c.by_name[id] > 0) {
+	for (i = 0; i < c.nby_name; i++)
+		if (c.by_name[i].total > 0) {
 			struct query_row *r = &out->by_range[out->nrange++];
 
-			r->name = id;
-			r->total = c.by_name[id];
-			charged += (int64_t)c.by_name[id];
+			r->name = c.by_name[i].name;
+			r->total = c.by_name[i].total;
+			charged += (int64_t)r->total;
 		}
+	if (c.other > 0) {
+		struct query_row *r = &out->by_range[out->nrange++];
+
+		r->name = QUERY_NAME_OTHER;
+		r->total = c.other;
+		charged += (int64_t)c.other;
+	}
 	if (out->total > charged) {
 		struct query_row *r = &out->by_range[out->nrange++];
 
@@ -1568,13 +1674,15 @@ int query_during(const struct trace *t, int32_t pid, int32_t tid,
 	out->phase[QUERY_PHASE_COUNT] = out->total - inphase;
 	free(idx);
 	free(stack);
-	free(pmap);
+	imap_free(&c.pm);
+	imap_free(&c.names);
 	free(c.by_name);
 	return 0;
 oom:
 	free(idx);
 	free(stack);
-	free(pmap);
+	imap_free(&c.pm);
+	imap_free(&c.names);
 	free(c.by_name);
 	query_during_free(out);
 	return err_set(e, "out of memory attributing thread time");

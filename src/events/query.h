@@ -55,7 +55,8 @@ struct query_interval {
 struct query_filter {
 	uint32_t cats;             /* bit (1u << enum trace_cat) per category
 				      kept; 0 = all */
-	const uint8_t *name_ok;    /* per strtab id: nonzero keeps the name;
+	const uint8_t *name_ok;    /* a bit per strtab id, set to keep the
+				      name (name_ok[id / 8] >> id % 8 & 1);
 				      NULL = every name; ids past name_len
 				      are dropped */
 	uint32_t name_len;
@@ -152,8 +153,9 @@ struct query_result {
  * sorted by `sort` (ties: earliest first_ts, then key). Returns 0 or -1.
  *
  * Memory: no value is kept per event. With `self`, the open events of
- * one thread; the kept events' positions (4 bytes each) in parts, and with
- * `self` in a trace not in nesting order (trace_sort); the
+ * one thread; the kept events' positions (4 bytes each) in parts when
+ * they are 1M at most, and with `self` in a trace not in nesting order
+ * (trace_sort); the
  * groups of one part (by name with a `limit`, not sorted by "med" or
  * "std", the names are split by strtab id into parts of fewer than
  * `max_groups`, one pass over the events each; 40 bytes a group); twice
@@ -261,9 +263,16 @@ void query_busy_free(struct query_busy *b);
 /* ------------------------------------------------------------ during */
 
 /* Time of a thread inside intervals, by what it was doing. */
+/* query_during's rows name at most this many ranges: the names a thread
+ * met past the first QUERY_DURING_NAMES are summed in one row,
+ * QUERY_NAME_OTHER (a window of a name per range). */
+#define QUERY_DURING_NAMES 16384
+#define QUERY_NAME_OTHER (STRTAB_NONE - 1)
+
 struct query_during {
 	struct query_row *by_range;  /* innermost open range (name; "(no
-				  range)" as STRTAB_NONE), total = ns */
+				  range)" as STRTAB_NONE, "(other names)"
+				  as QUERY_NAME_OTHER), total = ns */
 	size_t nrange;
 	int64_t phase[QUERY_PHASE_COUNT + 1]; /* by enclosing phase range;
 				  [QUERY_PHASE_COUNT]: in no phase */
@@ -275,7 +284,9 @@ struct query_during {
  * cuda_driver, cuda_sync; not ProfilerStep spans) of thread (pid, tid) and
  * charges the time of `iv` (sorted, disjoint) to the innermost range open
  * at each instant (the one that started last). Rows are sorted by time,
- * largest first. Returns 0 or -1.
+ * largest first. Memory: the thread's open ranges and at most
+ * QUERY_DURING_NAMES names' sums (a trace not in nesting order: 4 bytes
+ * an event of the thread besides). Returns 0 or -1.
  */
 int query_during(const struct trace *t, int32_t pid, int32_t tid,
 		 const struct query_interval *iv, size_t niv,

@@ -440,22 +440,28 @@ static size_t pattern_prefix(const char *pat, size_t len)
 	return n - 1;
 }
 
+/* The names of the trace matching the Lua pattern on top of the stack
+ * (replaced by the result: a userdata of a bit per strtab id, as
+ * query_filter.name_ok reads it), among those of events of categories
+ * `cats` (0: all); a bad pattern raises, naming `fn`. A bit a name, not a
+ * byte: the userdata lives until Lua collects it, in a window of millions
+ * of names. */
 static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
 			    const char *fn)
 {
 	uint32_t n = t->names.n ? t->names.n : 1, id;
-	uint8_t *ok = lua_newuserdatauv(L, n, 0);
+	uint8_t *ok = lua_newuserdatauv(L, (n + 7) / 8, 0);
 	int pat = lua_absindex(L, -2);
 	size_t i, plen, pre;
 	const char *p = lua_tolstring(L, pat, &plen);
 
-	memset(ok, 0, n);
-	/* 2 = name used by a candidate event, to be matched */
+	memset(ok, 0, (n + 7) / 8);
+	/* first set for the names of candidate events, to be matched */
 	for (i = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
 		if ((!cats || cats >> ev->cat & 1) && ev->name < n)
-			ok[ev->name] = 2;
+			ok[ev->name / 8] |= (uint8_t)(1u << ev->name % 8);
 	}
 	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
 	lua_getfield(L, -1, "string");
@@ -467,11 +473,13 @@ static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
 	 * string.find for the few that begin so. */
 	pre = pattern_prefix(p, plen);
 	for (id = 0; id < t->names.n; id++) {
-		if (ok[id] != 2)
+		uint8_t bit = (uint8_t)(1u << id % 8);
+
+		if (!(ok[id / 8] & bit))
 			continue;
 		if (pre && (t->names.len[id] < pre ||
 			    memcmp(t->names.str[id], p + 1, pre) != 0)) {
-			ok[id] = 0;
+			ok[id / 8] &= (uint8_t)~bit;
 			continue;
 		}
 		lua_pushvalue(L, -1);
@@ -489,7 +497,8 @@ static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
 			luaL_error(L, "%s: 'name' is not a valid Lua pattern (%s), got %s", fn,
 				   why, given);
 		}
-		ok[id] = !lua_isnil(L, -1);
+		if (lua_isnil(L, -1))
+			ok[id / 8] &= (uint8_t)~bit;
 		lua_pop(L, 1);
 	}
 	lua_pop(L, 1);       /* find */
@@ -1081,6 +1090,8 @@ static void push_during(lua_State *L, const struct tl *tl, int32_t pid,
 		lua_createtable(L, 0, 3);
 		if (r->name == STRTAB_NONE)
 			set_str(L, "name", "(no range)");
+		else if (r->name == QUERY_NAME_OTHER)
+			set_str(L, "name", "(other names)");
 		else {
 			lua_pushlstring(L, trace_str(t, r->name), strtab_len(&t->names, r->name));
 			lua_setfield(L, -2, "name");

@@ -1,8 +1,12 @@
 /*
  * test_query — the C side of the reports (src/events/query.h) on small
- * hand-built traces whose answers are worked out in the comments.
+ * hand-built traces whose answers are worked out in the comments; the
+ * step phases and a thread's time read the same from a trace in nesting
+ * order as from one that is not, and a thread of more names than
+ * query_during names sums the rest in one row.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,7 +134,10 @@ static void test_aggregate(void)
 	trace_free(&t);
 }
 
-static void test_steps_and_phases(void)
+/* The phases of each step: the same whether query_steps lists the phase
+ * ranges itself or reads a trace in nesting order (trace_sort) as it
+ * lies. */
+static void check_steps_and_phases(bool nested)
 {
 	struct trace t;
 	struct query_step *s;
@@ -138,6 +145,10 @@ static void test_steps_and_phases(void)
 	struct err e;
 
 	testtrace_build(&t);
+	if (nested) {
+		trace_sort(&t);
+		CHECK(t.nested);
+	}
 	CHECK_EQ_INT(query_steps(&t, &s, &n, &e), 0);
 	CHECK_EQ_INT(n, 2);
 	CHECK(s[0].has_phases && s[0].phase[QUERY_PHASE_DATA] == 60 &&
@@ -155,6 +166,12 @@ static void test_steps_and_phases(void)
 	      s[1].phase_start[QUERY_PHASE_OPTIMIZER] == 150);
 	free(s);
 	trace_free(&t);
+}
+
+static void test_steps_and_phases(void)
+{
+	check_steps_and_phases(false);
+	check_steps_and_phases(true);
 }
 
 /* The one definition of a phase's share: its time in the counted steps
@@ -284,6 +301,51 @@ static void test_busy_and_during(void)
 {
 	check_busy_and_during(false);
 	check_busy_and_during(true);
+}
+
+/* A thread of more range names than query_during names: the first
+ * QUERY_DURING_NAMES it meets are rows of their own, the time of the
+ * others one "(other names)" row, and nothing is lost. */
+static void test_during_many_names(void)
+{
+	const size_t n = QUERY_DURING_NAMES + 100;
+	struct query_interval iv = { 0, (int64_t)n * 10 };
+	struct query_during d;
+	struct trace t;
+	struct err e;
+	char name[32];
+	size_t i, named = 0;
+	double other = -1, sum = 0;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	for (i = 0; i < n; i++) {
+		struct trace_event ev = { 0 };
+
+		snprintf(name, sizeof name, "r%zu", i);
+		ev.ts = (int64_t)i * 10;
+		ev.dur = 10;
+		ev.pid = ev.tid = 1;
+		ev.name = trace_intern(&t, name, strlen(name));
+		ev.cat = TRACE_CAT_USER_ANNOTATION;
+		ev.ph = TRACE_PH_COMPLETE;
+		CHECK(trace_add_event(&t, &ev) != NULL);
+	}
+	trace_sort(&t);
+	CHECK_EQ_INT(query_during(&t, 1, 1, &iv, 1, &d, &e), 0);
+	CHECK_EQ_INT(d.total, (int64_t)n * 10);
+	for (i = 0; i < d.nrange; i++) {
+		sum += d.by_range[i].total;
+		if (d.by_range[i].name == QUERY_NAME_OTHER)
+			other = d.by_range[i].total;
+		else
+			named++;
+	}
+	CHECK_EQ_INT(named, QUERY_DURING_NAMES);
+	CHECK(other == 100 * 10);
+	CHECK(sum == (double)n * 10);
+	CHECK_EQ_INT(d.by_range[0].name == QUERY_NAME_OTHER, 1); /* the largest row */
+	query_during_free(&d);
+	trace_free(&t);
 }
 
 static void sample(struct trace *t, int64_t ts, const char *stack)
@@ -533,6 +595,7 @@ int main(void)
 	test_phase_summary();
 	test_phase_names();
 	test_busy_and_during();
+	test_during_many_names();
 	test_sample_tree();
 	return check_done();
 }

@@ -414,6 +414,51 @@ static void test_phase_shares_agree(void)
 	trace_free(&t);
 }
 
+/* A name filter over names whose ids span several bytes of its bitmap:
+ * each name matched (or not) once, by its own id. */
+static void test_name_filter_many_names(void)
+{
+	static const char src[] =
+		"prof.on_trace_ready(function(trace)\n"
+		"  local rows = trace:aggregate{ name = '^n[13]' }\n"
+		"  local seen = {}\n"
+		"  for _, r in ipairs(rows) do seen[#seen + 1] = r.name end\n"
+		"  table.sort(seen)\n"
+		"  assert(#rows == 22, 'rows ' .. #rows .. ': ' .. table.concat(seen, ' '))\n"
+		"  local n = 0\n"
+		"  for e in trace:events{ name = '7$' } do n = n + 1 end\n"
+		"  assert(n == 4, 'events ' .. n)\n"
+		"end)\n";
+	struct trace t;
+	struct err e;
+	struct policy *p;
+	struct policy_trace pt = { 0 };
+	char name[16];
+	int i, rc;
+
+	p = setup(src, &t, &pt);
+	if (!p)
+		return;
+	for (i = 0; i < 40; i++) { /* n0 .. n39, one event each */
+		struct trace_event ev = { 0 };
+
+		snprintf(name, sizeof name, "n%d", i);
+		ev.ts = 1000 + i;
+		ev.dur = 1;
+		ev.pid = ev.tid = 1;
+		ev.name = trace_intern(&t, name, strlen(name));
+		ev.cat = TRACE_CAT_USER_ANNOTATION;
+		ev.ph = TRACE_PH_COMPLETE;
+		CHECK(trace_add_event(&t, &ev) != NULL);
+	}
+	rc = policy_on_trace_ready(p, &pt, &e);
+	if (rc != POLICY_OK)
+		fprintf(stderr, "%s\n", e.msg);
+	CHECK_EQ_INT(rc, POLICY_OK);
+	policy_free(p);
+	trace_free(&t);
+}
+
 static void test_builtin_reports(void)
 {
 	struct trace t;
@@ -455,6 +500,7 @@ int main(void)
 	test_trace_object();
 	test_option_errors();
 	test_phase_shares_agree();
+	test_name_filter_many_names();
 	test_builtin_reports();
 	testdir_remove(tmpdir);
 	return check_done();
