@@ -5,12 +5,12 @@
 #
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
-# Sections: machine nvtx nvtx_instructions writer window_memory recorder_dump
+# Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
 # cupti sampler sampler_py torch torch_ops recorder_torch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory recorder_dump cupti sampler sampler_py torch torch_ops recorder_torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler sampler_py torch torch_ops recorder_torch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -133,6 +133,47 @@ window_memory_run() {
     echo "$b: peak RSS $((kb / 1024)) MiB, $wall s wall; event pool 1024 MiB;" \
         "${kept:-?} events; files: $(du -sh "$d/out" | cut -f1)" \
         "$( [ -n "$summary" ] && echo "(all written)" || echo "(INCOMPLETE: no summary.txt)")"
+}
+
+# Full pools of FULL_POOL_MB (default "32 64 128 256") MiB: 8 threads
+# offer ranges (4 x the pool in MiB x 10,000, a name each; then 1000 names
+# a thread) to a window whose pool keeps what it holds; its peak RSS minus
+# buffer_mb is the margin the bound promises fixed (docs/architecture.md,
+# "A window's memory"). With WINDOW_MEMORY_BEFORE=<a build>, that build's
+# host too, each pool measured with both one after the other.
+section_full_pool() {
+    echo "==== full pools under prof run (peak RSS of the process - buffer_mb)"
+    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
+        echo "skipped: nvtx_stress not built (no NVTX headers)"
+        return
+    fi
+    dir=$(mktemp -d /tmp/bench_pool.XXXXXX)
+    for names in 0 1000; do
+        [ "$names" = 0 ] && echo "a name per range:" || echo "1000 names a thread:"
+        for mb in ${FULL_POOL_MB:-32 64 128 256}; do
+            for b in ${WINDOW_MEMORY_BEFORE:+"$WINDOW_MEMORY_BEFORE"} "$BUILD"; do
+                full_pool_run "$dir" "$b" "$mb" "$names"
+            done
+        done
+    done
+    rm -rf "$dir"
+}
+
+# One window of section_full_pool: full_pool_run DIR BUILD MB NAMES.
+full_pool_run() {
+    d=$1 b=$2 mb=$3 names=$4
+    rm -rf "$d/out"
+    printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = %d }\nprof.limits{ report_ms = 600000 }\n' \
+        "$mb" > "$d/policy.lua"
+    summary=$d/out/bench/rank0/window0_steps0-0/summary.txt
+    out=$("$b/bin/prof" run -s "$d/policy.lua" -o "$d/out" --set output.run=bench -- \
+        "$BUILD/tests/bin/nvtx_stress" --threads 8 --ranges $((mb * 10000 / 2)) \
+        --names "$names" --wait-for "$summary" 2>/dev/null)
+    kb=$(echo "$out" | sed -n 's/^nvtx_stress: peak RSS \([0-9]*\) kB$/\1/p')
+    kept=$( [ -e "$summary" ] && grep -o '[0-9]* events written' "$summary" | cut -d' ' -f1)
+    lost=$( [ -e "$summary" ] && grep -o '[0-9]* events dropped: the trace built' "$summary" | cut -d' ' -f1)
+    echo "  $b, buffer_mb $mb: peak $((kb / 1024)) MiB, margin $(( (kb - mb * 1024) / 1024 )) MiB;" \
+        "${kept:-?} events kept, ${lost:-0} left out for the trace's room"
 }
 
 # The flight recorder's dump of 1M ranges: recorder_app's 10 steps of

@@ -44,7 +44,24 @@ struct assembler {
 	struct open_range *started;   /* open start/end ranges */
 	size_t nstarted, cap_started;
 	uint64_t unmatched_ends;
+	/* The budget (assemble_source.budget) */
+	struct evbuf_stats *st;       /* the drain's, for its cut */
+	uint64_t pos_seen;            /* the chunk last cut from */
+	bool over;                    /* the budget is spent: records left out */
+	uint64_t dropped;             /* records left out for it */
 };
+
+/* The most one record can add to the trace: its event and args, and a
+ * block of names (strtab.c, 64 KiB) or a name of its own: the budget
+ * stops converting records this much before its end. */
+#define BUDGET_RECORD_MAX ((size_t)128 << 10)
+
+/* The budget keeps room for the string table's hash to double when it
+ * would within this many new names (strtab_growth): the most one chunk's
+ * records bring (64 KiB, 16 bytes at least a record that names
+ * something), and those the trace takes after the drain (its threads'
+ * names), so that neither doubles it past the budget. */
+#define BUDGET_NAMES_AHEAD 4096
 
 /* Finds or adds the state of `tid`, naming the thread in the trace. */
 static struct thread_state *thread_get(struct assembler *as, int32_t tid,
@@ -275,6 +292,59 @@ static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
 		trace_arg_uint(t, TRACE_ARG_FLOPS, h.flops);
 }
 
+/* The budget's cut: what is left of the pool (the chunk being read and
+ * those after it) and the trace built so far must fit in the budget
+ * together, so the chunks past what fits are cut now
+ * (evbuf_stats.keep_bytes), before the trace grows into their room. A
+ * trace that grows no faster than the drain hands the pool back never
+ * cuts. At each new chunk of the drain. */
+static void budget_cut(struct assembler *as, size_t used, size_t budget)
+{
+	struct evbuf_stats *st = as->st;
+	uint64_t keep;
+
+	/* and room for the hash to grow if this chunk's names may make it */
+	used += strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD);
+	if (used >= budget) {
+		st->keep_bytes = st->pos + 1;
+		return;
+	}
+	if (used + (st->pool_bytes - st->pos) <= budget)
+		return;
+	keep = st->pos + (budget - used);
+	if (!st->keep_bytes || keep < st->keep_bytes)
+		st->keep_bytes = keep;
+}
+
+/* True when a record of `kind` is to be left out for the budget (counted
+ * unless it ends a range, as the drain's cut counts): the budget is spent,
+ * or this record finds the trace at it. Once spent it stays spent, for the
+ * rest of this drain (cut) and the later generations of a dump (the first
+ * chunk of each is read and counted, the rest cut). */
+static bool over_budget(struct assembler *as, uint16_t kind)
+{
+	size_t budget = as->src->budget, used;
+
+	if (!budget)
+		return false;
+	if (!as->over) {
+		budget += ASSEMBLE_SLACK - BUDGET_RECORD_MAX;
+		used = trace_bytes(as->t);
+		if (used + strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD) < budget) {
+			if (as->st->pos != as->pos_seen) {
+				as->pos_seen = as->st->pos;
+				budget_cut(as, used, budget);
+			}
+			return false;
+		}
+		as->over = true;
+	}
+	as->st->keep_bytes = 1; /* nothing past this chunk */
+	if (!evbuf_rec_ends(kind))
+		as->dropped++;
+	return true;
+}
+
 /* evbuf_visit_fn: one raw record. */
 static void visit(void *ctx, int32_t tid, const char *thread_name,
 		  const struct evbuf_rec *r)
@@ -288,6 +358,8 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 
 	if (r->kind == EVBUF_PYSTACK)
 		return; /* the Python bridge's snapshots: a salvage reads them */
+	if (over_budget(as, r->kind))
+		return;
 	if (r->kind == EVBUF_CUPTI) {
 		/* The CUPTI source converts these in its collect; they are not
 		 * the delivering thread's events (no track of its own). */
@@ -458,32 +530,41 @@ static void name_threads(struct assembler *as)
 	}
 }
 
+/* Drains generation `gen` into the trace, counting what its pool lost. */
+static void drain_gen(struct assembler *as, uint64_t gen)
+{
+	struct evbuf_stats *st = as->st;
+	struct trace *t = as->t;
+
+	memset(st, 0, sizeof *st);
+	as->pos_seen = UINT64_MAX;
+	as->src->drain(gen, visit, as, st);
+	t->counters.dropped_buffer += st->dropped_full + st->dropped_cut;
+	t->counters.dropped_memory += st->dropped_cut;
+	t->counters.dropped_noslot += st->dropped_noslot;
+	if (st->pool_errno)
+		t->counters.pool_errno = (uint64_t)st->pool_errno;
+}
+
 int assemble_window(struct trace *t, const struct assemble_source *src,
 		    const struct trace_step *steps, size_t nsteps)
 {
 	struct assembler as = { .t = t, .src = src };
-	struct evbuf_stats st = { 0 };
+	struct evbuf_stats st;
 	size_t i, k;
 
+	as.st = &st;
 	if (src->ngens && src->drain) {
 		for (i = 0; i < src->ngens; i++) {
-			memset(&st, 0, sizeof st);
 			if (i > 0)
 				carry_ranges(&as);
-			src->drain(src->gens[i], visit, &as, &st);
-			t->counters.dropped_buffer += st.dropped_full;
-			t->counters.dropped_noslot += st.dropped_noslot;
-			if (st.pool_errno)
-				t->counters.pool_errno = (uint64_t)st.pool_errno;
+			drain_gen(&as, src->gens[i]);
 		}
-	} else {
-		if (src->gen && src->drain)
-			src->drain(src->gen, visit, &as, &st);
-		t->counters.dropped_buffer += st.dropped_full;
-		t->counters.dropped_noslot += st.dropped_noslot;
-		if (st.pool_errno)
-			t->counters.pool_errno = (uint64_t)st.pool_errno;
+	} else if (src->gen && src->drain) {
+		drain_gen(&as, src->gen);
 	}
+	t->counters.dropped_buffer += as.dropped;
+	t->counters.dropped_memory += as.dropped;
 
 	/* Whatever is still open ends at the window's end. */
 	for (i = 0; i < as.nthreads; i++) {

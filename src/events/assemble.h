@@ -44,7 +44,23 @@ struct assemble_source {
 	 * ranges begun before it clipped there (flagged), as at a window's
 	 * start */
 	bool clip_start;
+	/* 0, or what the trace may take (trace_bytes) of the records it is
+	 * built from, plus ASSEMBLE_SLACK: a window's prof.capture{buffer_mb},
+	 * a dump's prof.recorder{mb}. Records that would take the trace past
+	 * it are left out, counted in counters.dropped_buffer and
+	 * dropped_memory: the drain's newest chunks, cut as soon as what is
+	 * left of the pool and the trace so far would not fit in it together,
+	 * so their pages go back before the trace grows into their room
+	 * (evbuf_stats.keep_bytes): the pool and the trace never hold more
+	 * than this together.
+	 * Ranges open at the cut end at the window's end (flagged), as when
+	 * the pool fills. */
+	size_t budget;
 };
+
+/* Room for the trace beyond assemble_source.budget: its threads, steps and
+ * the first names a window's records cost before their events. */
+#define ASSEMBLE_SLACK ((size_t)4 << 20)
 
 /*
  * Fills `t` (already trace_init'ed, meta set by the caller: pid, start_ts,

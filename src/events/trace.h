@@ -149,7 +149,9 @@ struct trace_device {
 /* Counters that end up in the metadata and the summary. */
 struct trace_counters {
 	uint64_t events;            /* events in the trace */
-	uint64_t dropped_buffer;    /* records dropped: buffers full */
+	uint64_t dropped_buffer;    /* records dropped: buffers full, or the
+				       trace built from them would have
+				       outgrown buffer_mb (dropped_memory) */
 	uint64_t dropped_noslot;    /* records dropped: host thread behind */
 	uint64_t unbalanced_pops;   /* pops with no open range */
 	uint64_t clipped;           /* ranges clipped at a window edge */
@@ -161,6 +163,9 @@ struct trace_counters {
 				       not be mapped (the mmap errno) and
 				       dropped_noslot counts what that lost;
 				       in process only, not in capture.phb */
+	uint64_t dropped_memory;    /* of dropped_buffer, those the trace had
+				       no room for (assemble_source.budget);
+				       in process and trace.json only */
 };
 
 /* Window metadata. Strings are owned by the trace (malloc'd). */

@@ -685,6 +685,7 @@ static cJSON *build_header(const struct trace *t)
 		if (cn) {
 			bad |= add_u64(cn, "events", c->events);
 			bad |= add_u64(cn, "dropped_buffer", c->dropped_buffer);
+			bad |= add_u64(cn, "dropped_memory", c->dropped_memory);
 			bad |= add_u64(cn, "dropped_noslot", c->dropped_noslot);
 			bad |= add_u64(cn, "unbalanced_pops", c->unbalanced_pops);
 			bad |= add_u64(cn, "clipped", c->clipped);

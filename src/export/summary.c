@@ -195,11 +195,18 @@ static void put_counters(struct textbuf *tb, const struct trace_counters *c,
 		uint64_t n;
 		const char *what;
 	} lines[] = {
-		{ c->dropped_buffer, recorder ?
+		{ c->dropped_buffer - c->dropped_memory, recorder ?
 		  "events dropped: the recorder's event buffers were full; "
 		  "raise prof.recorder{mb=...} or lower its steps" :
 		  "events dropped: the event buffers were full; "
 		  "raise prof.capture{buffer_mb=...}" },
+		{ c->dropped_memory, recorder ?
+		  "events dropped: the trace built from the recorder's event "
+		  "buffers would have outgrown prof.recorder{mb=...} (a name per "
+		  "range, or many marks?); raise mb or give ranges names that repeat" :
+		  "events dropped: the trace built from the event buffers would "
+		  "have outgrown prof.capture{buffer_mb=...} (a name per range, or "
+		  "many marks?); raise buffer_mb or give ranges names that repeat" },
 		{ c->pool_errno ? 0 : c->dropped_noslot, recorder ?
 		  "events dropped: the recorder's next event buffer was still "
 		  "held by a dump being written; raise prof.recorder{mb=...} or "

@@ -145,11 +145,19 @@ static void run_window_hooks(struct host *h, const struct policy_window_info *wi
 /* What a recorder dump lost, and which setting to raise. Host thread. */
 static void log_dump_drops(struct host *h, uint32_t dump, const struct trace_counters *c)
 {
-	if (c->dropped_buffer)
+	if (c->dropped_buffer > c->dropped_memory)
 		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because the event "
 			"buffers were full (raise prof.recorder{ mb = ... }, now %zu, or "
-			"lower its steps)", dump, (unsigned long long)c->dropped_buffer,
+			"lower its steps)", dump,
+			(unsigned long long)(c->dropped_buffer - c->dropped_memory),
 			h->cfg->recorder.bytes >> 20);
+	if (c->dropped_memory)
+		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because the "
+			"trace built from the recorder's event buffers would have "
+			"outgrown prof.recorder{ mb = %zu } (each distinct name takes "
+			"room beside its records: a name per range, or many marks?); "
+			"raise mb, or give ranges names that repeat", dump,
+			(unsigned long long)c->dropped_memory, h->cfg->recorder.bytes >> 20);
 	if (c->dropped_noslot && c->pool_errno)
 		log_msg(LOG_WARN, "recorder dump %u: %llu events dropped because its "
 			"event buffers could not be mapped (%s)", dump,
@@ -184,10 +192,18 @@ static void note_dump_cut(struct host *h, const struct host_job *job, struct tra
 /* Says what a window lost, and why, in one line. Host thread. */
 static void log_drops(struct host *h, uint32_t window, const struct trace_counters *c)
 {
-	if (c->dropped_buffer)
+	if (c->dropped_buffer > c->dropped_memory)
 		log_msg(LOG_WARN, "window %u: %llu events dropped because the event "
 			"buffers were full (raise prof.capture{buffer_mb = ...}, now %zu)",
-			window, (unsigned long long)c->dropped_buffer,
+			window, (unsigned long long)(c->dropped_buffer - c->dropped_memory),
+			h->cfg->capture.buffer_bytes >> 20);
+	if (c->dropped_memory)
+		log_msg(LOG_WARN, "window %u: %llu events dropped because the trace "
+			"built from the event buffers would have outgrown "
+			"prof.capture{buffer_mb = %zu} (each distinct name takes room "
+			"beside its records: a name per range, or many marks?); raise "
+			"buffer_mb, or give ranges names that repeat", window,
+			(unsigned long long)c->dropped_memory,
 			h->cfg->capture.buffer_bytes >> 20);
 	if (c->dropped_noslot && c->pool_errno)
 		log_msg(LOG_WARN, "window %u: %llu events dropped because its event "
@@ -234,9 +250,9 @@ static void skip_job(struct host *h, struct host_job *job)
 static void process_job(struct host *h, struct host_job *job)
 {
 	struct trace t;
-	struct assemble_source src = { h->shim->evbuf_drain, job->gen,
-				       h->shim->nvtx_domain_name,
-				       h->shim->nvtx_category_name, NULL, 0, false };
+	struct assemble_source src = { .drain = h->shim->evbuf_drain, .gen = job->gen,
+				       .domain_name = h->shim->nvtx_domain_name,
+				       .category_name = h->shim->nvtx_category_name };
 	struct export_opts o = { 0 };
 	struct export_result res;
 	struct policy_window_info wi = { 0 };
@@ -252,6 +268,8 @@ static void process_job(struct host *h, struct host_job *job)
 		src.ngens = job->ngens - job->nskip;
 		src.clip_start = true;
 	}
+	/* The trace from the records takes what their pool may (assemble.h) */
+	src.budget = job->dump ? h->cfg->recorder.bytes : h->cfg->capture.buffer_bytes;
 	if (trace_init(&t) != 0) {
 		log_msg(LOG_ERROR, "out of memory: %s %u is lost",
 			job->dump ? "recorder dump" : "window", job->window);

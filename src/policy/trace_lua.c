@@ -1678,9 +1678,10 @@ static void push_counters(lua_State *L, const struct trace *t)
 {
 	const struct trace_counters *c = &t->counters;
 
-	lua_createtable(L, 0, 6);
+	lua_createtable(L, 0, 9);
 	set_int(L, "events", (lua_Integer)c->events);
 	set_int(L, "dropped_buffer", (lua_Integer)c->dropped_buffer);
+	set_int(L, "dropped_memory", (lua_Integer)c->dropped_memory);
 	set_int(L, "dropped_noslot", (lua_Integer)c->dropped_noslot);
 	set_int(L, "unbalanced_pops", (lua_Integer)c->unbalanced_pops);
 	set_int(L, "clipped", (lua_Integer)c->clipped);
@@ -1693,8 +1694,9 @@ static void push_drops(lua_State *L, const struct trace *t)
 {
 	const struct trace_counters *c = &t->counters;
 
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	set_int(L, "buffer", (lua_Integer)c->dropped_buffer);
+	set_int(L, "memory", (lua_Integer)c->dropped_memory);
 	set_int(L, "noslot", (lua_Integer)c->dropped_noslot);
 	set_int(L, "gpu", (lua_Integer)c->gpu_dropped);
 	set_int(L, "total", (lua_Integer)(c->dropped_buffer + c->dropped_noslot +

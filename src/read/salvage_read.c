@@ -523,9 +523,12 @@ static int name_stacks(const struct salvage_file *f, struct trace *t)
 int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		  struct err *e)
 {
-	struct assemble_source src = { salvage_drain, 0, salvage_domain_name,
-				       salvage_category_name, f->st.gens,
-				       f->st.ngens, true };
+	struct assemble_source src = { .drain = salvage_drain,
+				       .domain_name = salvage_domain_name,
+				       .category_name = salvage_category_name,
+				       .gens = f->st.gens, .ngens = f->st.ngens,
+				       .clip_start = true }; /* no budget: the file's
+							       records, all */
 	const struct salv_header *hd = f->hd;
 	const char *run = strrchr(hd->run_dir, '/');
 	struct trace_step *steps = NULL;

@@ -282,6 +282,7 @@ static void read_header(struct tj *j, const cJSON *root)
 	m->program = str_of(ph, "program");
 	m->hostname = str_of(ph, "hostname");
 	c->dropped_buffer = (uint64_t)int_of(cn, "dropped_buffer", 0);
+	c->dropped_memory = (uint64_t)int_of(cn, "dropped_memory", 0);
 	c->dropped_noslot = (uint64_t)int_of(cn, "dropped_noslot", 0);
 	c->dropped_steps = (uint64_t)int_of(cn, "dropped_steps", 0);
 	c->windows_skipped = (uint64_t)int_of(cn, "windows_skipped", 0);

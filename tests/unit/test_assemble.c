@@ -88,7 +88,8 @@ static int count_named(const struct trace *t, const char *name,
 static void assemble(struct trace *t, bool clip, int64_t start, int64_t end)
 {
 	static const uint64_t gens[] = { 1, 2, 3 };
-	struct assemble_source src = { fake_drain, 0, NULL, NULL, gens, 3, clip };
+	struct assemble_source src = { .drain = fake_drain, .gens = gens, .ngens = 3,
+				       .clip_start = clip };
 
 	CHECK(trace_init(t) == 0);
 	t->meta.pid = 1;
@@ -194,7 +195,8 @@ static int cupti_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 static void test_cupti_records_are_handed_over_whole(void)
 {
 	static const uint64_t gens[] = { 4 };
-	struct assemble_source src = { cupti_drain, 0, NULL, NULL, gens, 1, true };
+	struct assemble_source src = { .drain = cupti_drain, .gens = gens, .ngens = 1,
+				       .clip_start = true };
 	const struct trace_raw *r;
 	struct trace t;
 	size_t off = 0, i, k;

@@ -6,7 +6,8 @@
  * domain, ranges ending on another thread, ranges clipped at a window's
  * start, unbalanced pops counted, step and capture-range triggers, and,
  * with 8 threads x N ranges at once, that nothing is lost, duplicated or
- * torn (run it under ThreadSanitizer too: see tests/CMakeLists.txt).
+ * torn (run it under ThreadSanitizer too: see tests/CMakeLists.txt); a
+ * window's trace kept within its budget, the rest counted.
  *
  *   test_nvtx [ranges per thread]   (default 125000)
  */
@@ -144,8 +145,9 @@ static void window_open(void)
 static void window_close(struct trace *t)
 {
 	uint64_t gen = evbuf_close();
-	struct assemble_source src = { evbuf_drain, gen, nvtx_domain_name,
-				       nvtx_category_name, NULL, 0, false };
+	struct assemble_source src = { .drain = evbuf_drain, .gen = gen,
+				       .domain_name = nvtx_domain_name,
+				       .category_name = nvtx_category_name };
 
 	CHECK(trace_init(t) == 0);
 	t->meta.pid = getpid();
@@ -811,6 +813,72 @@ static void test_range_hooks_stay_balanced(void)
 	nvtx_set_range_hooks(NULL, NULL);
 }
 
+/* ---- a window's budget: the trace within what its pool may take ---- */
+
+#define BUDGET_RANGES 200000
+
+/* Records BUDGET_RANGES ranges, each named anew, into a 16 MiB pool (they
+ * take ~11 MiB of it) and assembles them with `budget` (0: none) into *t. */
+static void assemble_unique(struct trace *t, size_t budget)
+{
+	struct assemble_source src = { .drain = evbuf_drain, .budget = budget };
+	char name[32];
+	int i;
+
+	window_start = clock_now_ns();
+	CHECK(evbuf_open(16u << 20) != 0);
+	for (i = 0; i < BUDGET_RANGES; i++) {
+		snprintf(name, sizeof name, "unique range %07d", i);
+		evbuf_append(EVBUF_RANGE_PUSH, name, 0, 0);
+		evbuf_append(EVBUF_RANGE_POP, NULL, 0, 0);
+	}
+	src.gen = evbuf_close();
+	CHECK(trace_init(t) == 0);
+	t->meta.pid = getpid();
+	t->meta.start_ts = window_start;
+	t->meta.end_ts = clock_now_ns();
+	CHECK_EQ_INT(assemble_window(t, &src, NULL, 0), 0);
+	evbuf_release(src.gen);
+}
+
+/* Ranges each named anew make a trace ~1.5 x their records (each name's
+ * bytes, id and hash slot beside its event). Assembled within a budget,
+ * the trace keeps the window's first ranges, in order, takes no more than
+ * the budget, and counts every record it left out as a memory drop, not
+ * as a full pool. Without one, the same records make a trace past it. */
+static void test_window_budget(void)
+{
+	const size_t budget = (size_t)8 << 20;
+	struct trace t;
+	char name[40];
+	size_t i, k, clipped = 0;
+
+	assemble_unique(&t, 0);
+	CHECK_EQ_INT(t.nev, BUDGET_RANGES);
+	CHECK(trace_bytes(&t) > budget + ASSEMBLE_SLACK);
+	CHECK_EQ_INT(t.counters.dropped_buffer, 0);
+	trace_free(&t);
+
+	assemble_unique(&t, budget);
+	/* give or take the huge page the record that reached it began: an
+	 * array's pages count whole (trace_bytes) */
+	CHECK(trace_bytes(&t) <= budget + ASSEMBLE_SLACK + ((size_t)2 << 20));
+	CHECK(t.nev > BUDGET_RANGES * 6 / 10); /* what fits is kept */
+	CHECK(t.nev < BUDGET_RANGES);
+	CHECK(t.counters.dropped_memory > 0);
+	CHECK_EQ_INT(t.counters.dropped_buffer, t.counters.dropped_memory);
+	for (i = k = 0; i < t.nev; i++) {
+		snprintf(name, sizeof name, "unique range %07zu", i);
+		k += strcmp(trace_str(&t, t.ev[i].name), name) == 0;
+		clipped += (t.ev[i].flags & TRACE_F_CLIPPED_END) != 0;
+	}
+	CHECK_EQ_INT(k, t.nev);   /* the first ranges, in order */
+	CHECK(clipped <= 1);      /* the one the cut fell in: its pop left out */
+	/* each range left out counted once, as a full pool counts it */
+	CHECK_EQ_INT(t.nev + t.counters.dropped_memory, BUDGET_RANGES);
+	trace_free(&t);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -827,5 +895,6 @@ int main(int argc, char **argv)
 	test_concurrent_threads();
 	test_open_ranges_of_other_threads();
 	test_range_hooks_stay_balanced();
+	test_window_budget();
 	return check_done();
 }
