@@ -97,10 +97,7 @@ section_writer() {
 # budget is raised so a slow machine measures the whole writing stage.
 section_window_memory() {
     echo "==== a 10M-event window under prof run (peak RSS of the process)"
-    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
-        echo "skipped: nvtx_stress not built (no NVTX headers)"
-        return
-    fi
+    have_stress || return 0
     dir=$(mktemp -d /tmp/bench_window.XXXXXX)
     printf 'prof.capture_range{ nvtx = "stress" }\nprof.capture{ buffer_mb = 1024 }\nprof.limits{ report_ms = 600000 }\n' \
         > "$dir/policy.lua"
@@ -143,10 +140,7 @@ window_memory_run() {
 # host too, each pool measured with both one after the other.
 section_full_pool() {
     echo "==== full pools under prof run (peak RSS of the process - buffer_mb)"
-    if [ ! -x "$BUILD/tests/bin/nvtx_stress" ]; then
-        echo "skipped: nvtx_stress not built (no NVTX headers)"
-        return
-    fi
+    have_stress || return 0
     dir=$(mktemp -d /tmp/bench_pool.XXXXXX)
     for names in 0 1000; do
         [ "$names" = 0 ] && echo "a name per range:" || echo "1000 names a thread:"
@@ -224,6 +218,13 @@ section_cupti() {
 section_sampler() {
     echo "==== CPU sampling ($BUILD/bin/bench_sampler ${SAMPLER_SECONDS:-3})"
     "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
+}
+
+# True when nvtx_stress is built; else says the section is skipped.
+have_stress() {
+    [ -x "$BUILD/tests/bin/nvtx_stress" ] && return 0
+    echo "skipped: nvtx_stress not built (no NVTX headers)"
+    return 1
 }
 
 # True when /usr/bin/python3 has torch; else says the section is skipped.

@@ -47,14 +47,19 @@ struct assembler {
 	/* The budget (assemble_source.budget) */
 	struct evbuf_stats *st;       /* the drain's, for its cut */
 	uint64_t pos_seen;            /* the chunk last cut from */
+	unsigned unweighed;           /* records since the trace was weighed */
 	bool over;                    /* the budget is spent: records left out */
 	uint64_t dropped;             /* records left out for it */
 };
 
-/* The most one record can add to the trace: its event and args, and a
- * block of names (strtab.c, 64 KiB) or a name of its own: the budget
- * stops converting records this much before its end. */
-#define BUDGET_RECORD_MAX ((size_t)128 << 10)
+/* The budget weighs the trace at each chunk of the drain and every
+ * BUDGET_CHECK_EVERY records (trace_bytes is a dozen loads; a window has
+ * tens of millions of records), and stops converting records
+ * BUDGET_RECORDS_MAX before its end: the most that many records can add
+ * (each an event, its args and a name of up to EVBUF_NAME_MAX bytes, and
+ * a 64 KiB block of names). */
+#define BUDGET_CHECK_EVERY 64
+#define BUDGET_RECORDS_MAX ((size_t)512 << 10)
 
 /* The budget keeps room for the string table's hash to double when it
  * would within this many new names (strtab_growth): the most one chunk's
@@ -328,7 +333,10 @@ static bool over_budget(struct assembler *as, uint16_t kind)
 	if (!budget)
 		return false;
 	if (!as->over) {
-		budget += ASSEMBLE_SLACK - BUDGET_RECORD_MAX;
+		if (++as->unweighed < BUDGET_CHECK_EVERY && as->st->pos == as->pos_seen)
+			return false;
+		as->unweighed = 0;
+		budget += ASSEMBLE_SLACK - BUDGET_RECORDS_MAX;
 		used = trace_bytes(as->t);
 		if (used + strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD) < budget) {
 			if (as->st->pos != as->pos_seen) {

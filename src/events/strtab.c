@@ -6,7 +6,7 @@
  * window of millions of distinct names costs their bytes, not a malloc'd
  * block each. The hash table
  * is open addressing with linear probing; a slot holds id + 1 (0 = empty).
- * It doubles before it gets more than half full. A zeroed struct strtab is
+ * It doubles, in place, before it gets more than half full. A zeroed struct strtab is
  * a valid empty table too (the first intern allocates).
  */
 #include "strtab.h"
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "bigalloc.h"
-#include "../util/grow.h"
 #include "../util/hash.h"
 #include "../util/htab.h"
 

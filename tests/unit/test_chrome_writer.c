@@ -157,6 +157,7 @@ static void trace_new(struct trace *t)
 	t->meta.reason = xstrdup("slow step");
 	t->counters.events = 42;
 	t->counters.dropped_buffer = 1;
+	t->counters.dropped_memory = 1;
 	t->counters.dropped_noslot = 2;
 	t->counters.unbalanced_pops = 3;
 	t->counters.clipped = 4;
@@ -598,6 +599,7 @@ static void test_header(void)
 	cn = cJSON_GetObjectItemCaseSensitive(ph, "counters");
 	CHECK_EQ_INT(num_of(cn, "events"), 42);
 	CHECK_EQ_INT(num_of(cn, "dropped_buffer"), 1);
+	CHECK_EQ_INT(num_of(cn, "dropped_memory"), 1);
 	CHECK_EQ_INT(num_of(cn, "dropped_noslot"), 2);
 	CHECK_EQ_INT(num_of(cn, "unbalanced_pops"), 3);
 	CHECK_EQ_INT(num_of(cn, "clipped"), 4);

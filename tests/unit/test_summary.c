@@ -292,9 +292,26 @@ static void test_drops(void)
 	CHECK(strstr(s, "previous window") == NULL);
 	CHECK(strstr(s, "CUPTI") == NULL);
 	CHECK(strstr(s, "window edge") == NULL);
+	CHECK(strstr(s, "outgrown") == NULL);
 	free(s);
 
-	t.counters.dropped_buffer = 0;
+	/* of the 12, 5 the trace had no room for: two lines, each with its fix */
+	t.counters.dropped_memory = 5;
+	s = summary_render(&t, NULL, NULL, 0, &e);
+	CHECK(strstr(s, "\n  7 events dropped: the event buffers were full; "
+			"raise prof.capture{buffer_mb=...}\n") != NULL);
+	CHECK(strstr(s, "\n  5 events dropped: the trace built from the event buffers "
+			"would have outgrown prof.capture{buffer_mb=...} (a name per range, "
+			"or many marks?); raise buffer_mb or give ranges names that repeat\n")
+	      != NULL);
+	free(s);
+	t.counters.dropped_buffer = t.counters.dropped_memory = 5; /* all of them */
+	s = summary_render(&t, NULL, NULL, 0, &e);
+	CHECK(strstr(s, "buffers were full") == NULL);
+	CHECK(strstr(s, "\n  5 events dropped: the trace built") != NULL);
+	free(s);
+
+	t.counters.dropped_buffer = t.counters.dropped_memory = 0;
 	t.counters.unbalanced_pops = 0;
 	t.counters.dropped_noslot = 1;
 	t.counters.gpu_dropped = 2;
