@@ -283,6 +283,8 @@ static void read_header(struct tj *j, const cJSON *root)
 	m->hostname = str_of(ph, "hostname");
 	c->dropped_buffer = (uint64_t)int_of(cn, "dropped_buffer", 0);
 	c->dropped_memory = (uint64_t)int_of(cn, "dropped_memory", 0);
+	if (c->dropped_memory > c->dropped_buffer) /* a part of it, in any file */
+		c->dropped_memory = c->dropped_buffer;
 	c->dropped_noslot = (uint64_t)int_of(cn, "dropped_noslot", 0);
 	c->dropped_steps = (uint64_t)int_of(cn, "dropped_steps", 0);
 	c->windows_skipped = (uint64_t)int_of(cn, "windows_skipped", 0);

@@ -468,6 +468,26 @@ static void test_json_reader(void)
 	trace_free(&b);
 	trace_free(&a);
 
+	/* the trace's memory drops are a part of its buffer drops, in a file
+	 * that says otherwise too (the summary prints their difference) */
+	{
+		static const char doc[] =
+			"{\"profhost\":{\"counters\":{\"dropped_buffer\":3,"
+			"\"dropped_memory\":9}},\"traceEvents\":[]}";
+		static const char doc2[] =
+			"{\"profhost\":{\"counters\":{\"dropped_buffer\":5,"
+			"\"dropped_memory\":2}},\"traceEvents\":[]}";
+
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(doc, sizeof doc - 1, "m.json", &b, NULL, &e), 0);
+		CHECK(b.counters.dropped_buffer == 3 && b.counters.dropped_memory == 3);
+		trace_free(&b);
+		trace_init(&b);
+		CHECK_EQ_INT(trace_json_parse(doc2, sizeof doc2 - 1, "m.json", &b, NULL, &e), 0);
+		CHECK(b.counters.dropped_buffer == 5 && b.counters.dropped_memory == 2);
+		trace_free(&b);
+	}
+
 	/* a torch.profiler trace's ts (libkineto's three-month base: up to
 	 * 7.9e12 us) read to the exact ns, also where ts * 1000 in doubles
 	 * misses it (2^42 us and above) */
