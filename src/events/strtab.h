@@ -41,9 +41,9 @@ const char *strtab_get(const struct strtab *st, uint32_t id);
 /* Length in bytes of string `id`; 0 if unknown. */
 uint32_t strtab_len(const struct strtab *st, uint32_t id);
 
-/* Memory the table holds for its strings: their blocks, the id arrays
- * and the hash, in bytes (of what is in use; arrays grown ahead count
- * what they hold, their untouched tail is not resident). */
+/* Memory the table holds for its strings: their blocks, and the id
+ * arrays and the hash as far as they are filled, in the whole huge pages
+ * they occupy (bigalloc_resident), in bytes. */
 size_t strtab_bytes(const struct strtab *st);
 
 /* Memory the table's hash grows by when it takes `more` new strings (0

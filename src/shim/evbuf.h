@@ -154,9 +154,9 @@ struct evbuf_stats {
 	 * use) and `pos` (where the chunk being visited begins) are set by
 	 * the drain; `keep_bytes` may be set by the visitor at any record,
 	 * and lowered again but never raised: the drain then visits no chunk
-	 * that begins at or past it. Their records are counted in
-	 * `dropped_cut` and their pages handed back at once, not as the
-	 * drain reaches them (not those that end a range: evbuf_rec_ends).
+	 * that begins at or past it. Those chunks' records that begin an
+	 * event (not evbuf_rec_ends) are counted in `dropped_cut`, and their
+	 * pages handed back at once, not as the drain reaches them.
 	 * 0: keep all. */
 	uint64_t pool_bytes;
 	uint64_t pos;
