@@ -302,18 +302,13 @@ static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
  * together, so the chunks past what fits are cut now
  * (evbuf_stats.keep_bytes), before the trace grows into their room. A
  * trace that grows no faster than the drain hands the pool back never
- * cuts. At each new chunk of the drain. */
+ * cuts. At each new chunk of the drain, with the trace's weight `used`
+ * (room for its hash to grow included) under the budget. */
 static void budget_cut(struct assembler *as, size_t used, size_t budget)
 {
 	struct evbuf_stats *st = as->st;
 	uint64_t keep;
 
-	/* and room for the hash to grow if this chunk's names may make it */
-	used += strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD);
-	if (used >= budget) {
-		st->keep_bytes = st->pos + 1;
-		return;
-	}
 	if (used + (st->pool_bytes - st->pos) <= budget)
 		return;
 	keep = st->pos + (budget - used);
@@ -337,8 +332,8 @@ static bool over_budget(struct assembler *as, uint16_t kind)
 			return false;
 		as->unweighed = 0;
 		budget += ASSEMBLE_SLACK - BUDGET_RECORDS_MAX;
-		used = trace_bytes(as->t);
-		if (used + strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD) < budget) {
+		used = trace_bytes(as->t) + strtab_growth(&as->t->names, BUDGET_NAMES_AHEAD);
+		if (used < budget) {
 			if (as->st->pos != as->pos_seen) {
 				as->pos_seen = as->st->pos;
 				budget_cut(as, used, budget);

@@ -856,6 +856,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	uint32_t *sel = NULL;
 	size_t i, k, n = 0, nslot = 0, ngroups = 0;
 	bool limited = o->limit && o->sort != QUERY_SORT_MED && o->sort != QUERY_SORT_STD;
+	bool nest_order = o->self && !t->nested; /* the kept events sorted so */
 	int rc = -1;
 
 	memset(out, 0, sizeof *out);
@@ -892,7 +893,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	 * in that order, and for the passes over the parts (a filter that
 	 * keeps few events costs each pass only those; a list longer than
 	 * QUERY_SEL_MAX would save the passes little, and is not made). */
-	if ((o->self && !t->nested) || p.nparts > 1) {
+	if (nest_order || p.nparts > 1) {
 		int64_t dur;
 		double v;
 
@@ -906,21 +907,18 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			rc = 0; /* no event kept: no group */
 			goto done;
 		}
-	}
-	if ((o->self && !t->nested) || (p.nparts > 1 && n <= QUERY_SEL_MAX)) {
-		int64_t dur;
-		double v;
-
-		sel = malloc(n * sizeof *sel);
-		if (!sel)
-			goto oom;
-		for (i = 0, n = 0; i < t->nev; i++)
-			if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
-				sel[n++] = (uint32_t)i;
-		if (o->self && !t->nested)
-			sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place */
-		p.sel = sel;
-		p.n = n;
+		if (nest_order || n <= QUERY_SEL_MAX) {
+			sel = malloc(n * sizeof *sel);
+			if (!sel)
+				goto oom;
+			for (i = 0, n = 0; i < t->nev; i++)
+				if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
+					sel[n++] = (uint32_t)i;
+			if (nest_order)
+				sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place */
+			p.sel = sel;
+			p.n = n;
+		}
 	}
 	if (o->by == QUERY_BY_NAME && (p.nparts > 1 || (size_t)t->names.n < max_groups)) {
 		nslot = ((size_t)t->names.n >> p.shift) + 1;

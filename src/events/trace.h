@@ -50,7 +50,9 @@ enum {
 	TRACE_F_CLIPPED_START = 1, /* began before the window: ts = window start */
 	TRACE_F_CLIPPED_END = 2,   /* still open at window end: ends there */
 	TRACE_F_STEP = 4,          /* a ProfilerStep#N span */
-	TRACE_F_PARTIAL = 8        /* step cut short by process exit */
+	TRACE_F_PARTIAL = 8,       /* step cut short by process exit */
+	TRACE_F_ALL = 15           /* every flag: what a reader keeps of a
+				      file's (trace_event.flags has 4 bits) */
 };
 
 /* Trace Event Format phases used. */

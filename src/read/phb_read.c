@@ -259,7 +259,7 @@ static int read_events(struct phb_r *r, size_t off, size_t end, struct trace *t,
 		ev.tid = (int32_t)get32(p + 28);
 		ev.args = get32(p + 36);
 		ev.nargs = get16(p + 40);
-		ev.flags = get32(p + 44) & 0xf; /* the four TRACE_F_* */
+		ev.flags = get32(p + 44) & TRACE_F_ALL;
 		if (map_str(r, get32(p + 32), &name) != 0) {
 			snprintf(msg, sizeof msg, "event %llu names string %u (the file has %u)",
 				 (unsigned long long)i, get32(p + 32), r->nstr);

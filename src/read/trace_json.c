@@ -246,7 +246,7 @@ static int read_event(struct tj *j, const cJSON *ev, int idx)
 	flags = out.flags;
 	if (add_args(j, cJSON_GetObjectItemCaseSensitive(ev, "args"), &flags) != 0)
 		return -1;
-	out.flags = flags & 0xf; /* the four TRACE_F_* */
+	out.flags = flags & TRACE_F_ALL;
 	j->t->ev[j->t->nev - 1].flags = out.flags;
 	if (out.flags & TRACE_F_STEP) {
 		struct trace_step s = { stepno, out.ts, out.dur, out.tid,
