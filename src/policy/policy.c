@@ -180,10 +180,12 @@ static int apply_set(lua_State *L)
 	return 0;
 }
 
-/* Checks that `path` is a readable Lua source file. `label` names where the
+/* Checks that `path` is a readable Lua source file that no one but this
+ * user or root can change (fsutil_check_code). `label` names where the
  * path came from ("PROF_SCRIPT"). Returns 0 or -1 with *e set. */
 static int check_script(const char *path, const char *label, struct err *e)
 {
+	struct err why;
 	struct stat st;
 	char c = 0;
 	int fd = fsutil_open_regular(path, &st);
@@ -193,6 +195,10 @@ static int check_script(const char *path, const char *label, struct err *e)
 			       fsutil_file_kind(st.st_mode));
 	if (fd < 0)
 		return err_errno(e, errno, "%s: cannot open '%s'", label, path);
+	if (fsutil_check_code(&st, path, &why) != 0) {
+		close(fd);
+		return err_set(e, "%s: %s", label, why.msg);
+	}
 	if (read(fd, &c, 1) != 1)
 		c = 0;
 	close(fd);

@@ -388,17 +388,21 @@ static int sb_print(lua_State *L)
 
 /* ------------------------------------------------------------ loading */
 
-/* Loads the regular file open on `fd` (named `path`) as a text chunk and
- * pushes it; see sandbox_loadfile(). Closes fd. Nothing is held while Lua
- * may raise (a memory error): the text is read and fd closed first. */
-static int load_fd(lua_State *L, int fd, const char *path)
+/* Loads the regular file open on `fd` (named `path`, *st its fstat) as a
+ * text chunk and pushes it; see sandbox_loadfile(). Code that someone else
+ * could have written is refused (fsutil_check_code, on this descriptor).
+ * Closes fd. Nothing is held while Lua may raise (a memory error): the
+ * text is read and fd closed first. */
+static int load_fd(lua_State *L, int fd, const struct stat *st, const char *path)
 {
 	struct err e;
 	char chunkname[PATH_MAX + 2];
 	size_t len, skip = 0;
-	char *text = fsutil_read_fd(fd, path, SANDBOX_SOURCE_MAX, &len, &e);
+	char *text = NULL;
 	int rc;
 
+	if (fsutil_check_code(st, path, &e) == 0)
+		text = fsutil_read_fd(fd, path, SANDBOX_SOURCE_MAX, &len, &e);
 	close(fd);
 	if (!text) {
 		lua_pushstring(L, e.msg);
@@ -432,7 +436,7 @@ int sandbox_loadfile(lua_State *L, const char *path)
 		lua_pushfstring(L, "cannot open %s: %s", path, strerror(errno));
 		return LUA_ERRFILE;
 	}
-	return load_fd(L, fd, path);
+	return load_fd(L, fd, &st, path);
 }
 
 /*
@@ -447,6 +451,7 @@ static int sb_require(lua_State *L)
 	const char *path = lua_tostring(L, lua_upvalueindex(1));
 	const char *modpath, *tpl, *filename = NULL;
 	struct stat st;
+	struct err e;
 	int fd = -1;
 
 	lua_settop(L, 1);
@@ -486,7 +491,11 @@ static int sb_require(lua_State *L)
 					  lua_tostring(L, lua_upvalueindex(2)));
 		/* stack: ... modpath filename; loaded from the descriptor found,
 		 * never reopened by name */
-		if (load_fd(L, fd, filename) != LUA_OK)
+		if (fsutil_check_code(&st, filename, &e) != 0) {
+			close(fd);
+			return luaL_error(L, "module '%s': %s", name, e.msg);
+		}
+		if (load_fd(L, fd, &st, filename) != LUA_OK)
 			return lua_error(L);
 		lua_pushstring(L, name);
 		lua_pushvalue(L, -3);

@@ -107,9 +107,12 @@ const char *sandbox_error_text(lua_State *L, int idx, lua_State *from,
  * luaL_loadfilex(L, path, "t") does (chunk name "@path"; a UTF-8 BOM and a
  * first line starting with '#' are skipped), but opens it without blocking
  * and loads only a regular file: a FIFO or a device never hangs the
- * caller. Returns LUA_OK, or an error status with the message pushed
- * ("cannot open <path>: ...", "<path> is a FIFO (named pipe), not a
- * regular file", a syntax error). Raises only on memory errors.
+ * caller, and only one no one but this user (or root) can change
+ * (fsutil_check_code: a policy, like every module require() loads, is
+ * code run in the process). Returns LUA_OK, or an error status with the
+ * message pushed ("cannot open <path>: ...", "<path> is a FIFO (named
+ * pipe), not a regular file", "'<path>' is writable by every user (mode
+ * 666): ...", a syntax error). Raises only on memory errors.
  */
 int sandbox_loadfile(lua_State *L, const char *path);
 

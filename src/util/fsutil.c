@@ -50,6 +50,24 @@ int fsutil_join(char *out, size_t size, const char *a, const char *b,
 	return 0;
 }
 
+int fsutil_check_code(const struct stat *st, const char *path, struct err *e)
+{
+	uid_t me = geteuid();
+
+	if (st->st_uid != me && st->st_uid != 0)
+		return err_set(e, "'%s' belongs to uid %u, not to you (uid %u) or root: "
+			       "profhost runs code only from files no one else can "
+			       "change (copy it to a file of your own)", path,
+			       (unsigned)st->st_uid, (unsigned)me);
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return err_set(e, "'%s' is writable by %s (mode %03o): profhost runs "
+			       "code only from files no one else can change (chmod "
+			       "go-w '%s')", path,
+			       st->st_mode & S_IWOTH ? "every user" : "its group",
+			       (unsigned)(st->st_mode & 0777), path);
+	return 0;
+}
+
 int fsutil_open_regular(const char *path, struct stat *st)
 {
 	int fd = io_fd_above_stdio(open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));

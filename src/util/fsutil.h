@@ -31,6 +31,16 @@ int fsutil_join(char *out, size_t size, const char *a, const char *b,
  */
 int fsutil_open_regular(const char *path, struct stat *st);
 
+/*
+ * Whether the file whose fstat() is *st (named `path` in messages) may be
+ * loaded as code by this process, as ssh checks its key files: it belongs
+ * to this user or to root, and neither its group nor other users may write
+ * it. Checked on the descriptor that is then read, so a file swapped after
+ * the check is never the one loaded. Returns 0, or -1 with *e one line
+ * naming the file, what is wrong and the fix. Any thread.
+ */
+int fsutil_check_code(const struct stat *st, const char *path, struct err *e);
+
 /* "a FIFO (named pipe)", "a socket", "a character device", "a block
  * device", "a directory", "a symbolic link", "a regular file": for
  * messages. */

@@ -788,6 +788,58 @@ static void test_require(void)
 	CHECK(contains(load_error("require('broken')\n"), "broken.lua:2:"));
 }
 
+/* Code someone else could have written is never run: a policy or a module
+ * writable by its group or by every user, or (as root, who can make such
+ * a file) one that belongs to another user, is refused with one line
+ * naming it and the fix; the same file made private loads. */
+static void test_untrusted_code_refused(void)
+{
+	struct err e;
+	struct policy_opts o = { 0 };
+	struct policy *p;
+	char want[1024];
+
+	o.lua_dir = PROFHOST_TEST_LUA_DIR;
+	testdir_write("shared.lua", "prof.schedule{ active = 2 }\n");
+	CHECK_EQ_INT(chmod("shared.lua", 0666), 0);
+	o.script = "shared.lua";
+	CHECK(policy_load(&o, &e) == NULL);
+	CHECK_EQ_STR(e.msg, "PROF_SCRIPT: 'shared.lua' is writable by every user (mode "
+		     "666): profhost runs code only from files no one else can change "
+		     "(chmod go-w 'shared.lua')");
+	CHECK_EQ_INT(chmod("shared.lua", 0664), 0);
+	CHECK(policy_load(&o, &e) == NULL);
+	CHECK_EQ_STR(e.msg, "PROF_SCRIPT: 'shared.lua' is writable by its group (mode "
+		     "664): profhost runs code only from files no one else can change "
+		     "(chmod go-w 'shared.lua')");
+	CHECK_EQ_INT(chmod("shared.lua", 0644), 0);
+	p = policy_load(&o, &e);
+	CHECK(p != NULL);
+	policy_free(p);
+
+	/* a module the policy requires, checked on the descriptor it loads */
+	testdir_write("planted.lua", "return { active = 9 }\n");
+	CHECK_EQ_INT(chmod("planted.lua", 0646), 0);
+	snprintf(want, sizeof want, "myprof.lua:1: module 'planted': '%s/planted.lua' is writable by every "
+		 "user (mode 646): profhost runs code only from files no one else can "
+		 "change (chmod go-w '%s/planted.lua')", tmpdir, tmpdir);
+	CHECK_EQ_STR(load_error("require('planted')\n"), want);
+
+	if (geteuid() == 0) {
+		CHECK_EQ_INT(chmod("planted.lua", 0644), 0);
+		CHECK_EQ_INT(chown("planted.lua", 65534, 65534), 0);
+		snprintf(want, sizeof want, "myprof.lua:1: module 'planted': '%s/planted.lua' belongs to uid "
+			 "65534, not to you (uid 0) or root: profhost runs code only from "
+			 "files no one else can change (copy it to a file of your own)",
+			 tmpdir);
+		CHECK_EQ_STR(load_error("require('planted')\n"), want);
+		CHECK_EQ_INT(chown("shared.lua", 65534, 65534), 0);
+		CHECK(policy_load(&o, &e) == NULL);
+		CHECK(starts_with(e.msg, "PROF_SCRIPT: 'shared.lua' belongs to uid 65534, "
+				  "not to you (uid 0) or root"));
+	}
+}
+
 static void test_sets(void)
 {
 	struct err e;
@@ -946,6 +998,7 @@ int main(void)
 	test_capture_now();
 	test_memory_cap();
 	test_require();
+	test_untrusted_code_refused();
 	test_sets();
 	test_busy();
 	test_print_goes_to_log();
