@@ -11,7 +11,10 @@ turns that path on and off around each window:
     thread's profhost buffer (src/capture/torchops.c). The library comes
     from the build (when CMake found torch's headers and it matches the
     torch imported), else from a cache keyed by torch's version and build,
-    else it is built there, once, with torch.utils.cpp_extension.
+    else it is built there, once, with torch.utils.cpp_extension
+    (profhost._opscache: loaded only where nobody but the user or root can
+    have written it, else built in a private folder for the run; a corrupt
+    cached library is rebuilt once).
 ``nvtx``
     torch's emit_nvtx (CUDA builds of torch): the bridge enters it.
 ``profiler``
@@ -28,10 +31,11 @@ fallback serves until it is ready. The summary says once which path is in
 use and what it costs.
 """
 
-import hashlib
 import os
 import sys
 import _thread
+
+from . import _opscache
 
 _IDLE, _WARMUP, _RECORDING, _ARMED = 0, 1, 2, 3
 _STATE_MASK = 3
@@ -204,37 +208,17 @@ def _prebuilt():
     return lib
 
 
-def _cache_dir():
-    """Where first-use builds go: PROF_TORCH_OPS_CACHE, else
-    $XDG_CACHE_HOME/profhost/torchops, else ~/.cache/profhost/torchops; one
-    folder per torch version and build and observer source."""
-    import torch
-
-    src = _source()
-    with open(src, "rb") as f:
-        digest = hashlib.sha1(f.read())
-    for part in (torch.__version__, getattr(torch.version, "git_version", ""),
-                 str(torch.version.cuda), _torch_cpu_lib() or "", sys.version):
-        digest.update(b"\0" + str(part).encode())
-    base = os.environ.get("PROF_TORCH_OPS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "profhost", "torchops")
-    return os.path.join(base, "torch-%s-%s" % (torch.__version__.replace("/", "_"),
-                                                digest.hexdigest()[:16]))
-
-
 def _source():
     share = _cfg.get("share", "")
     return os.path.normpath(os.path.join(share, "..", "torchops", "observer.cpp"))
 
 
-_LIB_NAME = "profhost_torchops"
-
-
 def _load_observer(build):
     """Loads the observer: the build's, the cache's, or (build=True) one
-    built now. Without one and build=False, starts a background build.
-    Returns True when it is loaded."""
+    built now (into the cache, or a private folder where the cache is not
+    trusted; profhost._opscache). Without one and build=False, starts a
+    background build. A cached library that is corrupt or does not load is
+    rebuilt once. Returns True when it is loaded."""
     global _lib, _lib_why
     if _lib is not None:
         return True
@@ -243,21 +227,109 @@ def _load_observer(build):
         return False
     try:
         path = _prebuilt()
-        if path is None:
-            cached = os.path.join(_cache_dir(), _LIB_NAME + ".so")
-            if os.path.exists(cached):
-                path = cached
-        if path is None:
-            if not build:
-                _start_build()
-                return False
-            path = _build()
-        if path is None:
+        if path is not None:
+            return _open(path)
+        where = _where()
+        if where is not None:
+            try:
+                path = _opscache.lookup(where)
+                if path is not None:
+                    return _open(path)
+            except _opscache.Problem as p:
+                _untrusted(p)
+            except _opscache.Corrupt as exc:
+                if not _rebuild_once(where, exc):
+                    return False
+            except OSError as exc:  # dlopen's
+                if not _rebuild_once(where, "it does not load: %s" % exc):
+                    return False
+        if not build:
+            _start_build()
             return False
-        return _open(path)
+        return _build_and_open()
     except Exception as exc:
         _lib_why = "the observer could not be loaded (%s)" % exc
         _debug_exc("loading the observer")
+        return False
+
+
+_private = False     # the cache is not trusted: builds go to a private folder
+_said = False        # the user was told so
+_retry = None        # why the cached library is being rebuilt (once)
+_retried = False
+
+
+def _where():
+    """The cache folder, made and checked, or None (then _private)."""
+    if _private:
+        return None
+    try:
+        return _opscache.prepare(_opscache.folder(_source(), _torch_cpu_lib))
+    except _opscache.Problem as p:
+        _untrusted(p)
+        return None
+
+
+def _untrusted(p):
+    """The cache is not trusted: builds go to a private folder; said once."""
+    global _private, _said
+    _private = True
+    if not _said:
+        _said = True
+        _warn("%s: %s; not loading code from it: the torch operator observer is built "
+              "in a private folder for this run (%s)" % (_opscache.named(), p.what, p.fix))
+
+
+def _rebuild_once(where, exc):
+    """The cached library is corrupt or does not load: True when it is to
+    be rebuilt (the first time), else False with _lib_why set."""
+    global _retry, _retried, _lib_why
+    if _retried:
+        _lib_why = "the observer in %s does not load (%s)" % (where, exc)
+        return False
+    _retried = True
+    _retry = str(exc)
+    return True
+
+
+def _build_and_open():
+    """Builds the observer (the caller's thread; 30-60 s) and loads it.
+    Returns True when it is loaded, else False with _lib_why set (and said,
+    when it was a rebuild, as the fallback's warning would not)."""
+    global _lib_why
+    import torch
+
+    try:
+        if _private:
+            path = _opscache.build(_opscache.private_folder(), _source())
+        else:
+            where = _where()
+            if where is None:  # the cache turned out untrusted: said
+                return _build_and_open()
+            if _retry:
+                _warn("rebuilding the torch operator observer for torch %s (once): %s"
+                      % (torch.__version__, _retry))
+            else:
+                _warn("building the torch operator observer for torch %s (once; cached in %s)"
+                      % (torch.__version__, where))
+            path = _opscache.build_into(where, _source())
+    except _opscache.Problem as p:
+        _lib_why = "no private folder to build the observer in (%s; %s)" % (p.what, p.fix)
+        return False
+    except _opscache.BuildFailed as exc:
+        _lib_why = "the observer could not be built (%s)" % exc
+        _debug("building the observer failed:\n%s" % exc.log.rstrip())
+        return False
+    except OSError as exc:
+        _lib_why = "the observer could not be built (%s)" % exc
+        return False
+    try:
+        return _open(path)
+    except OSError as exc:
+        _lib_why = "the observer built in %s does not load (%s)" % (os.path.dirname(path), exc)
+        if _forced != "observer":  # a forced one's fallback says it
+            _warn("%s; operator events come from %s" % (_lib_why, "torch's emit_nvtx"
+                  if _fallback() == "nvtx" else "torch's profiler"))
         return False
 
 
@@ -279,49 +351,6 @@ def _open(path):
     return True
 
 
-def _build():
-    """Builds the observer against the imported torch into the cache (the
-    caller's thread; 30-60 s). Returns the library's path, or None with
-    _lib_why set."""
-    global _lib_why
-    import torch
-
-    where = _cache_dir()
-    _warn("building the torch operator observer for torch %s (once; cached in %s)"
-          % (torch.__version__, where))
-    # In a child interpreter with profhost off (no LD_PRELOAD, PROF_DISABLE):
-    # the compiler and ninja must not run under profhost, and this
-    # process's environment is never changed.
-    import subprocess
-
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PROF_") and k not in ("LD_PRELOAD", "NVTX_INJECTION64_PATH",
-                                                      "CUDA_INJECTION64_PATH")}
-    env["PROF_DISABLE"] = "1"
-    code = ("import sys\nfrom torch.utils import cpp_extension\n"
-            "cpp_extension.load(name=%r, sources=[%r], extra_include_paths=[%r],"
-            " extra_cflags=['-O2'], build_directory=%r, is_python_module=False,"
-            " verbose=False)\n" % (_LIB_NAME, _source(), os.path.dirname(_source()), where))
-    try:
-        os.makedirs(where, exist_ok=True)
-        r = subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, universal_newlines=True, timeout=900)
-    except (OSError, subprocess.SubprocessError) as exc:
-        _lib_why = "the observer could not be built (%s)" % exc
-        return None
-    if r.returncode != 0:
-        last = [l for l in r.stderr.strip().splitlines() if l.strip()]
-        _lib_why = "the observer could not be built (%s)" % (last[-1] if last else
-                                                               "exit %d" % r.returncode)
-        _debug("building the observer failed:\n%s" % r.stderr.rstrip())
-        return None
-    path = os.path.join(where, _LIB_NAME + ".so")
-    if not os.path.exists(path):
-        _lib_why = "the observer's build left no %s" % path
-        return None
-    return path
-
-
 def _start_build():
     global _building
     if _building:
@@ -339,9 +368,7 @@ def _start_build():
 def _build_in_background():
     global _building
     try:
-        path = _build()
-        if path is not None:
-            _open(path)
+        _build_and_open()
     except Exception:
         _debug_exc("building the observer")
     finally:
