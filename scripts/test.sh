@@ -3,7 +3,8 @@
 # as errors (-DPROFHOST_WERROR=ON), each tested under one `ctest`:
 #   default (RelWithDebInfo)  everything: C unit tests, Lua specs, end-to-end
 #   Release CPU-only (-O3,    everything but the Python, torch and REPL
-#     PROFHOST_CUDA=OFF)      end-to-end tests: the optimizer and the build
+#     PROFHOST_CUDA=OFF)      end-to-end tests (and the GPU bench's dry run,
+#                             torch too): the optimizer and the build
 #                             without the CUPTI source in one build (the
 #                             Python bridge and the REPL are Python and Lua
 #                             over the same C the other tests reach; the
@@ -52,7 +53,7 @@ run_suite() {
     echo "==== $name: $(( $(date +%s) - start )) s"
 }
 run_suite "default build" build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-not_these="e2e_python|e2e_torch_ops|e2e_install_python|e2e_repl"
+not_these="e2e_python|e2e_torch_ops|e2e_install_python|e2e_repl|bench_gpu_dry_run"
 run_suite "Release CPU-only build (-O3, PROFHOST_CUDA=OFF)" build-test-cpu "-E $not_these" \
     -DCMAKE_BUILD_TYPE=Release -DPROFHOST_CUDA=OFF -DPROFHOST_TORCH=OFF
 run_suite "ASan+UBSan build" build-test-asan "" \
