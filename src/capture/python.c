@@ -40,7 +40,7 @@
 #include "torchnvtx.h"
 #include "torchops.h"
 
-#define PYB_API_VERSION 5
+#define PYB_API_VERSION 6
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -114,6 +114,13 @@ struct pybridge_api {
 	 * recorder's dump with `reason` (0 taken, -1 refused; see
 	 * capture_host.dump). Sent only with dump_on_exception=1. */
 	int (*dump)(const char *reason);
+	/* (version 6) The interpreter will end the process without running
+	 * C exit handlers (an uncaught KeyboardInterrupt: Python >= 3.8
+	 * raises SIGINT on itself with the default action after its atexit
+	 * handlers): the host's exit path runs now (capture_host.exit_now).
+	 * Python's main thread, from the bridge's atexit handler, GIL
+	 * released. */
+	void (*exit_now)(void);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -392,6 +399,15 @@ static int pyb_dump(const char *reason)
 	return pyb.h->dump(pyb.h->ctx, reason);
 }
 
+/* pybridge_api.exit_now: the interpreter is about to die of SIGINT with no
+ * exit handler run. Python's main thread, GIL released. */
+static void pyb_exit_now(void)
+{
+	pyb_down();
+	if (pyb.h->exit_now)
+		pyb.h->exit_now();
+}
+
 static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.version = PYB_API_VERSION,
 	.size = sizeof(struct pybridge_api),
@@ -408,6 +424,7 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.op_late = pyb_op_late,
 	.ops_end = torchops_late_end,
 	.dump = pyb_dump,
+	.exit_now = pyb_exit_now,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */

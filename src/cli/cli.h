@@ -56,10 +56,13 @@ extern const char *const cli_salvage_synopsis;
 
 /* Salvages the file at `path` ("after SIGKILL" and the like in `how`): its
  * recording goes to a window folder (listed in the launcher notes file
- * `notes` when not NULL), then the file is removed. Returns 0; 1 when the
- * file held no recording (it is just removed); -1 with *e (the file
- * stays). */
-int cli_salvage_file(const char *path, const char *how, const char *notes,
+ * `notes` when not NULL), then the file is removed. `exited`: its process
+ * is known to have ended by exit or _exit (the launched command's wait
+ * status). Returns 0; 1 when the file held no recording, 2 when it held
+ * the flight recorder of a process that ended before its first step and
+ * left nothing worth a folder (salvage_worth in salvage.c; either way the
+ * file is just removed); -1 with *e (the file stays). */
+int cli_salvage_file(const char *path, const char *how, bool exited, const char *notes,
 		     struct err *e);
 
 /* The launcher's salvage: every salvage file in folder `dir` once the

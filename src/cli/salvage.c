@@ -117,7 +117,23 @@ static int write_trace(const struct salvage_file *f, struct trace *t,
 	return 0;
 }
 
-int cli_salvage_file(const char *path, const char *how, const char *notes,
+/* Whether the recording salvaged into t deserves a folder. A window:
+ * always (the policy asked for it). The flight recorder of a process that
+ * completed a step: always. The recorder of one that never stepped (a
+ * shell that started the real ranks, a helper tool): only when it may
+ * have been stopped from outside while it hung before its first step
+ * (SIGKILL) and holds something from that time; not when its process is
+ * known to have ended by exit or _exit on its own (`exited`), and not
+ * when it recorded nothing. docs/recorder.md, "Surviving SIGKILL and _exit()". */
+static bool salvage_worth(const struct salvage_file *f, const struct trace *t, bool exited)
+{
+	if (f->st.kind != SALV_RECORDER ||
+	    atomic_load_explicit(&f->hd->nsteps, memory_order_acquire) != 0)
+		return true;
+	return !exited && t->nev > 0;
+}
+
+int cli_salvage_file(const char *path, const char *how, bool exited, const char *notes,
 		     struct err *e)
 {
 	struct salvage_file f;
@@ -139,8 +155,12 @@ int cli_salvage_file(const char *path, const char *how, const char *notes,
 	}
 	memset(&res, 0, sizeof res);
 	rc = salvage_build(&f, how, &t, e);
-	if (rc == 0)
+	if (rc == 0 && !salvage_worth(&f, &t, exited)) {
+		unlink(path);
+		rc = 2;
+	} else if (rc == 0) {
 		rc = write_trace(&f, &t, &res, e);
+	}
 	if (rc == 0) {
 		char lost[160] = "";
 
@@ -201,14 +221,17 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 	while ((d = readdir(dp)) != NULL) {
 		size_t n = strlen(d->d_name);
 		char prefix[64];
+		bool own;
 
 		if (n <= 8 || strcmp(d->d_name + n - 8, ".salvage") != 0 ||
 		    fsutil_join(path, sizeof path, dir, d->d_name, NULL) != 0)
 			continue;
-		/* the launched process itself, or one it started */
+		/* the launched process itself, whose end is known, or one it
+		 * started */
 		snprintf(prefix, sizeof prefix, "profhost-%d-", (int)child);
-		if (cli_salvage_file(path, strncmp(d->d_name, prefix, strlen(prefix)) == 0 ?
-				     how : other, notes, &e) < 0)
+		own = strncmp(d->d_name, prefix, strlen(prefix)) == 0;
+		if (cli_salvage_file(path, own ? how : other, own && WIFEXITED(status),
+				     notes, &e) < 0)
 			fprintf(stderr, "prof run: %s\n", e.msg); /* the file stays */
 	}
 	closedir(dp);
@@ -225,12 +248,17 @@ int cli_salvage_main(int argc, char **argv)
 		cli_salvage_help(stdout);
 		return 0;
 	}
-	switch (cli_salvage_file(argv[1], "after its process ended", NULL, &e)) {
+	switch (cli_salvage_file(argv[1], "after its process ended", false, NULL, &e)) {
 	case 0:
 		return 0;
 	case 1:
 		fprintf(stderr, "prof salvage: '%s' held nothing recording (no window, no "
 			"recorder); removed it\n", argv[1]);
+		return 0;
+	case 2:
+		fprintf(stderr, "prof salvage: '%s' held the flight recorder of a process "
+			"that ended before its first step, with nothing recorded; removed "
+			"it\n", argv[1]);
 		return 0;
 	default:
 		fprintf(stderr, "prof salvage: %s\n", e.msg);

@@ -118,6 +118,7 @@ void capture_init_all(struct host *h)
 	ch->sample_signal = salvage_sample_signal;
 	ch->salvage_py_eval = salvage_py_eval;
 	ch->arm_exit = host_arm_exit;
+	ch->exit_now = host_exit_now;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 

@@ -163,6 +163,13 @@ struct capture_host {
 	 * teardown, which the source's library must not outlive. Any thread,
 	 * window callbacks included. */
 	void (*arm_exit)(void);
+	/* The process is about to end without running its exit handlers or
+	 * destructors (the Python bridge: an uncaught KeyboardInterrupt,
+	 * which the interpreter ends by raising SIGINT with the default
+	 * action): the exit path runs now (host.h's host_exit_now), writing
+	 * what was recording. Any thread but the host's; blocks while the host
+	 * thread writes. Profiling is off afterwards. */
+	void (*exit_now)(void);
 };
 
 /* A step boundary, as capture_ops.step sees it. */

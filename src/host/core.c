@@ -269,6 +269,13 @@ void host_arm_exit(void)
 		log_msg(LOG_DEBUG, "atexit failed: the exit path runs in the destructor");
 }
 
+void host_exit_now(void)
+{
+	log_msg(LOG_DEBUG, "the process is ending without its exit handlers: "
+		"running the exit path now");
+	core_fini();
+}
+
 #ifdef PROFHOST_HAVE_CUDA
 static int core_cuda_inject(void)
 {

@@ -11,12 +11,19 @@
  * raises the signal again: the process still dies of it, with the status the
  * user would see without profhost. An application that installs its own
  * handler later simply replaces ours; one that had a handler before is left
- * alone (its own exit path, e.g. Python's KeyboardInterrupt, ends in exit()
- * and the shim's destructor writes the window).
+ * alone. SIGINT in a process with CPython whose interpreter has not started
+ * yet (python itself: the host starts before main) is left alone too: the
+ * interpreter installs its KeyboardInterrupt handler only where it finds
+ * the default disposition, and ours would keep it from doing so (Ctrl-C
+ * would kill the program instead of raising KeyboardInterrupt). An uncaught
+ * KeyboardInterrupt ends in a SIGINT the interpreter raises with the
+ * default action, after its atexit handlers: the Python bridge runs the
+ * exit path from its own (capture_host.exit_now).
  *
  * Everything in the handler is async-signal-safe: atomics, futex calls
  * (src/util/wakeword.h), sigaction, raise.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <signal.h>
@@ -91,8 +98,24 @@ static void exitpath_handler(int sig)
 	raise(sig);
 }
 
+/* Whether CPython is in the process and its interpreter not yet started:
+ * it will install its own SIGINT handler (KeyboardInterrupt), but only over
+ * the default disposition. Start-up. */
+static bool exitpath_python_takes_sigint(void)
+{
+	int (*initialized)(void);
+	void *sym = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+
+	if (!sym)
+		return false;
+	memcpy(&initialized, &sym, sizeof initialized);
+	return !initialized();
+}
+
 void exitpath_install(struct host *h)
 {
+	bool python = exitpath_python_takes_sigint();
+
 	size_t i;
 
 	exit_host = h;
@@ -107,7 +130,8 @@ void exitpath_install(struct host *h)
 		struct sigaction old, sa;
 
 		if (exit_signals[i] == h->env.repl_signal ||
-		    exit_signals[i] == h->cfg->capture.cpu_signal)
+		    exit_signals[i] == h->cfg->capture.cpu_signal ||
+		    (exit_signals[i] == SIGINT && python))
 			continue;
 		if (sigaction(exit_signals[i], NULL, &old) != 0)
 			continue;

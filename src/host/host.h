@@ -211,6 +211,16 @@ void host_fail(struct host *h, const struct err *e);
  * the exit path runs once. Any thread (core.c). */
 void host_arm_exit(void);
 
+/* Runs the exit path now (as host_arm_exit's handler does at exit()): the
+ * process is about to end in a way that runs no exit handler and no
+ * destructor, which the Python bridge knows of (an uncaught
+ * KeyboardInterrupt: the interpreter raises SIGINT on itself with the
+ * default action once its own atexit handlers ran). What was recording is
+ * written and the salvage file goes; the host is off from then on. Once
+ * per process; any thread but the host thread; blocks while the host
+ * thread writes (core.c). */
+void host_exit_now(void);
+
 /* --- window.c: the step side --- */
 
 /* Sets up the schedule for step 0 (a window may open at once). Start-up. */

@@ -6,6 +6,10 @@ directory (profhost.pth), and only when PROF_SCRIPT is set, so that
 LD_PRELOAD. `PROFHOST_LIB` (the host library, an absolute path) is given by
 that line. What it does, in order:
 
+- nothing the second time in a process: site.py runs a virtual
+  environment's .pth files twice (its venv() and its main() each add that
+  site-packages, and each runs the file's import line), so a failure would
+  be said twice;
 - nothing when profhost is already in the process (prof run, LD_PRELOAD, a
   parent's preload inherited by this child);
 - loads the library (its constructor starts the host, which reads
@@ -17,7 +21,8 @@ that line. What it does, in order:
   first in LD_PRELOAD for the programs this one starts, so subprocesses are
   profiled as they are under prof run.
 
-A failure is said in one line on stderr and the program runs unprofiled.
+A failure is said in one line on stderr, once per process, and the program
+runs unprofiled.
 """
 import os
 import sys
@@ -36,8 +41,19 @@ def _in_process():
         return False
 
 
+def _first_time():
+    """True the first time this file runs in this process. runpy gives each
+    run fresh globals: the mark is kept on the sys module (not in the
+    environment, which the program's children inherit; a child boots on its
+    own)."""
+    if getattr(sys, "_profhost_boot_ran", False):
+        return False
+    sys._profhost_boot_ran = True
+    return True
+
+
 def _boot(lib):
-    if _in_process():
+    if not _first_time() or _in_process():
         return
     if not os.path.isfile(lib):
         _say("PROF_SCRIPT is set but %s, which profhost.pth names, is gone: run "

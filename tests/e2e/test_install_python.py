@@ -9,10 +9,11 @@ The interpreter is a virtual environment of Debian's /usr/bin/python3
 touched."""
 import os
 import re
+import shutil
 import subprocess
 import unittest
 
-from harness import PROF, PYTHON, SANITIZE, TempDirTest, base_env, run, window_dirs
+from harness import LIB, PROF, PYTHON, SANITIZE, TempDirTest, base_env, run, window_dirs
 
 STEPMOD = "def step():\n    sum(range(2000))\n"
 
@@ -108,6 +109,35 @@ class InstallPython(TempDirTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("second copy", r.stderr)
         self.assertEqual(len(window_dirs(self.out)), 1, r.stderr)
+
+    def test_a_library_gone_or_broken_is_said_once(self):
+        # The .pth names a copy of the library (PROF_LIB), which then goes,
+        # or is replaced by a file that is no library. site.py runs a
+        # virtual environment's .pth files twice: still one line each time,
+        # and the program runs unprofiled.
+        lib = os.path.join(self.tmp, "lib", "libprofhost.so")
+        os.makedirs(os.path.dirname(lib))
+        shutil.copyfile(LIB, lib)
+        env = base_env({"PROF_LIB": lib})
+        r = run([PROF, "install-python", "--python", self.python], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        os.unlink(lib)
+        r = self.run_program(PROF_SCRIPT=self.policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("self False", r.stdout)
+        self.assertEqual(r.stderr.splitlines(), [
+            "profhost: PROF_SCRIPT is set but %s, which profhost.pth names, is gone: run "
+            "prof install-python again, or prof install-python --uninstall" % lib])
+        with open(lib, "w") as f:
+            f.write("not a library\n")
+        r = self.run_program(PROF_SCRIPT=self.policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("self False", r.stdout)
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 1, r.stderr)
+        self.assertTrue(lines[0].startswith("profhost: PROF_SCRIPT is set but %s cannot be "
+                                            "loaded (" % lib), r.stderr)
+        self.assertFalse(os.path.exists(self.out))
 
     def test_bad_arguments(self):
         r = run([PROF, "install-python", "--python", os.path.join(self.tmp, "nope")])

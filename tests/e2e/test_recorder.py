@@ -7,7 +7,9 @@ import glob
 import os
 import re
 import resource
+import shutil
 import signal
+import tempfile
 import unittest
 
 from harness import (LIB, PROF, PYTHON, SANITIZE, SOURCE, TESTBIN, TempDirTest, base_env,
@@ -550,16 +552,26 @@ for i in range(40):
     profhost.step()
     if i == 20:
         print("hook is", getattr(sys.excepthook, "__name__", "?"), flush=True)
-        1 / 0
+        %s
 """
 
-    def py_run(self, keys="", prelude="", env=None):
+    def py_run(self, keys="", prelude="", env=None, fail="1 / 0", direct=False):
+        """PY_SCRIPT under prof run (direct: under LD_PRELOAD alone, its
+        salvage file in a folder of its own, self.salvage), ending in
+        `fail` in step 21."""
         policy = self.write("policy.lua", self.POLICY % keys)
-        script = self.write("loop.py", self.PY_SCRIPT % prelude)
+        script = self.write("loop.py", self.PY_SCRIPT % (prelude, fail))
         out = os.path.join(self.tmp, "out")
-        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script],
-                env=env, cwd=self.tmp)
-        return r, out
+        if not direct:
+            r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, script],
+                    env=env, cwd=self.tmp)
+            return r, out
+        self.salvage = tempfile.mkdtemp(prefix="profhost-e2e-rec-",
+                                        dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.addCleanup(shutil.rmtree, self.salvage, True)
+        env = base_env({"PROF_SCRIPT": policy, "PROF_OUTPUT_DIR": out, "LD_PRELOAD": LIB,
+                        "PROF_SALVAGE_DIR": self.salvage})
+        return run([PYTHON, script], env=env, cwd=self.tmp), out
 
     def test_uncaught_python_exception_dumps(self):
         r, out = self.py_run()
@@ -600,6 +612,54 @@ _excepthook.install()
         self.assertGreater(early, asked, r.stderr)
         self.assertNotIn("Traceback", r.stderr)  # the program's hook replaced Python's
         self.assert_dump(r, out, "exception: ZeroDivisionError: division by zero")
+
+    def test_uncaught_keyboard_interrupt_dumps_once(self):
+        # Python >= 3.8 ends an uncaught KeyboardInterrupt by raising SIGINT
+        # on itself with the default action, after its atexit handlers: no
+        # C exit handler runs. One dump, the exception's, nothing left to
+        # salvage, and the process dies of SIGINT (prof run: 130, as a
+        # shell shows it). Before, the dump was lost or written, and the
+        # launcher salvaged the recorder's rest beside it "after SIGINT".
+        r, out = self.py_run(fail="raise KeyboardInterrupt")
+        self.assertEqual(r.returncode, 128 + signal.SIGINT, r.stderr)
+        self.assertIn("\nKeyboardInterrupt\n", r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        self.assert_dump(r, out, "exception: KeyboardInterrupt")
+        shutil.rmtree(out)
+        r, out = self.py_run(fail="raise KeyboardInterrupt", direct=True)
+        self.assertEqual(r.returncode, -signal.SIGINT, r.stderr)
+        self.assert_dump(r, out, "exception: KeyboardInterrupt")
+        self.assertEqual(os.listdir(self.salvage), [])
+
+    def test_keyboard_interrupt_with_the_exception_key_off_leaves_nothing(self):
+        # No dump asked; the recorder's salvage file goes all the same.
+        r, out = self.py_run(keys=", dump_on_exception = false",
+                             fail="raise KeyboardInterrupt", direct=True)
+        self.assertEqual(r.returncode, -signal.SIGINT, r.stderr)
+        self.assertEqual(recorder_dirs(out), [], r.stderr)
+        self.assertEqual(os.listdir(self.salvage), [])
+
+    def test_sigint_in_python_raises_keyboard_interrupt(self):
+        # The host starts before the interpreter, which installs its SIGINT
+        # handler only over the default disposition: profhost leaves SIGINT
+        # alone in a Python process, so Ctrl-C still raises
+        # KeyboardInterrupt, which the program may catch. Uncaught, it is
+        # dumped as the exception. (Before, profhost's handler kept
+        # Python's out: the program died of the signal.)
+        r, out = self.py_run(prelude=(
+            "import os, signal\n"
+            "h = signal.getsignal(signal.SIGINT)\n"
+            "print('SIGINT handler is', getattr(h, '__name__', h), flush=True)\n"
+            "try:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('caught', flush=True)\n"),
+            fail="os.kill(os.getpid(), signal.SIGINT); time.sleep(5)")
+        self.assertIn("SIGINT handler is default_int_handler\ncaught\n", r.stdout)
+        self.assertEqual(r.returncode, 128 + signal.SIGINT, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        self.assert_dump(r, out, "exception: KeyboardInterrupt")
 
     def test_exception_key_off_writes_nothing(self):
         r, out = self.py_run(keys=", dump_on_exception = false")

@@ -118,6 +118,49 @@ class Launcher(SalvageTest):
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps3-10"], r.stderr)
         self.check_salvaged(dirs[0], 3, 10, "after _exit(3)")
 
+    def test_a_shell_that_never_steps_leaves_no_dump(self):
+        # sh starts the two ranks and waits: it never steps, and (dash)
+        # ends in _exit(0), leaving its recorder's salvage file. Only the
+        # ranks' dumps are written, each in its rank's folder; before, the
+        # shell (rank 0 by the environment) left an empty
+        # rank0/recorder0_steps0-0 beside the real rank 0's.
+        out = os.path.join(self.tmp, "out")
+        script = ('echo "sh $$"; RANK=0 WORLD_SIZE=2 "$0" --die-at 20 & '
+                  'RANK=1 WORLD_SIZE=2 "$0" --die-at 20 & wait')
+        r = run([PROF, "run", "-s", self.write("policy.lua", RECORDER_POLICY), "-o", out,
+                 "--", "sh", "-c", script, APP])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pids = sorted(int(l.split()[1]) for l in r.stdout.splitlines() if l.startswith("pid "))
+        self.assertEqual(len(pids), 2, r.stdout)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(os.path.dirname(d)) for d in dirs],
+                         ["rank0", "rank1"], r.stderr)
+        for d in dirs:
+            self.assertRegex(os.path.basename(d), r"^recorder0_steps\d+-20$")
+        self.assertEqual(sorted(load_trace(d)["profhost"]["pid"] for d in dirs), pids)
+        self.assertEqual(r.stderr.count("profhost: salvaged"), 2, r.stderr)
+        shell = int(r.stdout.split("sh ", 1)[1].split()[0])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % shell), [])
+
+    def test_exit_before_the_first_step_leaves_nothing(self):
+        # _exit(3) inside step 0: the recorder holds no step, and the
+        # process ended on its own
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "0", "--how", "exit")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertNotIn("salvaged", r.stderr)
+        self.assertEqual(salvaged_dirs(out), [])
+        pid = int(r.stdout.split()[1])
+        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
+
+    def test_sigkill_before_the_first_step_keeps_what_it_recorded(self):
+        # killed inside step 0 (as a process hung before its first step
+        # is): what the recorder holds of that step is written
+        r, out = self.prof_run(RECORDER_POLICY, "--die-at", "0")
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps0-0"], r.stderr)
+        self.check_salvaged(dirs[0], 0, 0, "after SIGKILL")
+
     @unittest.skipIf(SANITIZE, "AddressSanitizer owns SIGSEGV in a sanitizer build")
     def test_crash_path_that_writes_the_window_leaves_nothing_to_salvage(self):
         r, out = self.prof_run(WINDOW_POLICY, "--die-at", "10", "--how", "segv")
@@ -323,6 +366,41 @@ class Standalone(SalvageTest):
         r, _ = self.preload("prof.schedule{ wait = 1000, active = 1 }\n", "--die-at", "5")
         self.assertEqual(r.returncode, -9, r.stderr)
         self.assertEqual(self.files(), [])
+
+    def test_prof_salvage_of_a_recorder_that_never_stepped(self):
+        # Its end is not known here: written when it recorded something
+        # before it died (salvage_app killed inside step 0), removed with
+        # a line when it recorded nothing (sleep, killed).
+        r, out = self.preload(RECORDER_POLICY, "--die-at", "0")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        dirs = salvaged_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps0-0"], s.stderr)
+        self.check_salvaged(dirs[0], 0, 0, "after its process ended")
+        shutil.rmtree(out)
+
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": os.path.join(self.tmp, "policy.lua"),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm})
+        p = subprocess.Popen(["sleep", "60"], env=env)
+        try:
+            deadline = time.time() + 30
+            while not self.files() and time.time() < deadline:
+                time.sleep(0.01)
+        finally:
+            p.kill()
+            p.wait()
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        s = run([PROF, "salvage", files[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(s.stderr, "prof salvage: '%s' held the flight recorder of a process "
+                         "that ended before its first step, with nothing recorded; removed "
+                         "it\n" % files[0])
+        self.assertEqual(self.files(), [])
+        self.assertEqual(salvaged_dirs(out), [])
 
     def test_file_without_a_recording_is_just_removed(self):
         # its window was written; it died after

@@ -38,6 +38,8 @@ Every hook fails open: an exception inside profhost is swallowed (shown with
 PROF_LOG=debug), never raised into the application.
 """
 
+import sys
+
 from . import _excepthook, _host, _imports, _nvtx, _pystacks, _steps
 
 # What the host and the tests see of the parts (a fake host table is made
@@ -120,7 +122,24 @@ def _sync():
 def _on_exit():
     if _host.cfg.get("dump_on_exception") == "1":
         _excepthook.at_exit()
+    sigint = _ends_in_sigint()
     _host.finalizing()
+    if sigint:
+        _host.exit_now()
+
+
+def _ends_in_sigint():
+    """Whether the interpreter will end the process by raising SIGINT on
+    itself, with the default action, once its atexit handlers ran: Python
+    >= 3.8 does so when the main module ended in an uncaught
+    KeyboardInterrupt (that class itself, not a subclass), so that a shell
+    sees the program die of SIGINT. No C exit handler or destructor runs
+    then, so the host's exit path would not: what was recording, the
+    recorder's dump on the exception included, would be lost and its
+    salvage file left for the launcher. sys.last_value is the exception
+    Python printed (set before sys.excepthook ran)."""
+    exc = getattr(sys, "last_value", None)
+    return type(exc) is KeyboardInterrupt and sys.version_info >= (3, 8)
 
 
 def _apply(state):

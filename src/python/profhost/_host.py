@@ -29,7 +29,7 @@ REC_STACKS = 128     # ... and CPU samples: Python stack snapshots run then too
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 5
+API_VERSION = 6
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -42,7 +42,7 @@ lock = _thread.RLock()  # guards the hooks' installation (every part's)
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
-c_module = c_dump = None
+c_module = c_dump = c_exit_now = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
@@ -109,6 +109,9 @@ def api_type():
             # (version 5) the recorder's dump on an uncaught exception;
             # releases the GIL (it takes the host's window lock)
             ("dump", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p)),
+            # (version 6) the host's exit path, now; releases the GIL (the
+            # host thread writes what was recording meanwhile)
+            ("exit_now", ctypes.CFUNCTYPE(None)),
         ]
 
     return _Api
@@ -117,7 +120,7 @@ def api_type():
 def bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
     global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
-    global c_module, c_dump
+    global c_module, c_dump, c_exit_now
     if _api is not None:
         return True
     if not _api_addr:
@@ -134,6 +137,7 @@ def bind():
     c_phase_named = api.phase_named
     c_module = api.module if api.module else None  # NULL in a fake table
     c_dump = api.dump if api.dump else None
+    c_exit_now = api.exit_now if api.exit_now else None
     _api = api
     return True
 
@@ -155,6 +159,17 @@ def phase(phase, start, end, name=None):
         c_phase_named(phase, start, end, raw)
     elif c_phase is not None:
         c_phase(phase, start, end)
+
+
+def exit_now():
+    """The process ends with no C exit handler run (see
+    _bridge._ends_in_sigint): the host runs its exit path now, writing what
+    was recording and removing its salvage file. Fails open."""
+    try:
+        if bind() and c_exit_now is not None:
+            c_exit_now()
+    except Exception:
+        debug_exc("the host's exit path")
 
 
 def finalizing():
