@@ -115,7 +115,6 @@ static bool exitpath_python_takes_sigint(void)
 void exitpath_install(struct host *h)
 {
 	bool python = exitpath_python_takes_sigint();
-
 	size_t i;
 
 	exit_host = h;
