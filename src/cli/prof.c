@@ -18,7 +18,7 @@ static void prof_help(FILE *out)
 		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
 		"                   [--format text|json|html] [-o file]\n"
 		"       prof attach [-e code] PID\n"
-		"       prof salvage PATH\n"
+		"       prof salvage [-o DIR] FILE | --all [--discard] [-o DIR] [FOLDER...]\n"
 		"       prof install-python [--python PATH] [--uninstall]\n"
 		"       prof --help | --version\n"
 		"\n"

@@ -27,6 +27,7 @@
 #include "../util/fsutil.h"
 #include "../util/grow.h"
 #include "../util/progname.h"
+#include "../util/salvscan.h"
 
 const char cli_run_synopsis[] =
 	"prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...";
@@ -703,20 +704,39 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 }
 
 /* Creates the launched processes' salvage folder, a fresh folder of
- * this user's on /dev/shm (a tmpfs: docs/recorder.md), into dir[size]
- * and names it in PROF_SALVAGE_DIR. Without /dev/shm, dir is "" and the
- * host says why it keeps no salvage file. */
-static void run_salvage_create(char *dir, size_t size)
+ * this user's prof-salvage-XXXXXX (mkdtemp: mode 0700) in `home`
+ * (cli_salvage_home: PROF_SALVAGE_DIR, else /dev/shm; a tmpfs:
+ * docs/recorder.md), into dir[size], held (*lock: flock, for the launch's
+ * life, salvscan_hold_launcher) so that scans of the salvage folders leave
+ * it to this launcher, and names it in PROF_SALVAGE_DIR. A scan that took
+ * a fresh folder first (and may remove it, empty) makes this try another.
+ * Without one, dir is "" and the host says why it keeps no salvage file. */
+static void run_salvage_create(const char *home, char *dir, size_t size, int *lock)
 {
 	struct err e;
+	int tries;
 
-	snprintf(dir, size, "/dev/shm/prof-salvage-XXXXXX");
-	if (!mkdtemp(dir)) {
+	*lock = -1;
+	for (tries = 0; tries < 5; tries++) {
+		if (snprintf(dir, size, "%s/" SALVSCAN_LAUNCH_PREFIX "XXXXXX", home) >= (int)size ||
+		    !mkdtemp(dir))
+			break;
+		*lock = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (*lock >= 0 && salvscan_hold_launcher(*lock) == 0)
+			break;
+		if (*lock >= 0)
+			close(*lock);
+		*lock = -1;
+		rmdir(dir);
+	}
+	if (*lock < 0) {
 		dir[0] = '\0';
 		return;
 	}
 	if (run_env_set("PROF_SALVAGE_DIR", dir, &e) != 0) {
 		rmdir(dir);
+		close(*lock);
+		*lock = -1;
 		dir[0] = '\0';
 	}
 }
@@ -725,10 +745,10 @@ int cli_run_main(int argc, char **argv)
 {
 	struct run_opts o;
 	struct err e;
-	char dir[PATH_MAX], notes[PATH_MAX], salvage[PATH_MAX];
+	char dir[PATH_MAX], notes[PATH_MAX], salvage[PATH_MAX], home[PATH_MAX];
 	bool started;
 	pid_t child = 0;
-	int rc, status = 0;
+	int rc, status = 0, lock;
 
 	memset(&o, 0, sizeof o);
 	rc = run_parse(argc, argv, &o);
@@ -751,7 +771,11 @@ int cli_run_main(int argc, char **argv)
 		run_notes_remove(dir);
 		return CLI_EXIT_USAGE;
 	}
-	run_salvage_create(salvage, sizeof salvage);
+	/* what processes of this user's left unsalvaged, written before this
+	 * launch adds its own (docs/recorder.md, "Orphaned salvage files") */
+	cli_salvage_home(home, sizeof home);
+	cli_salvage_orphans_at_start(home);
+	run_salvage_create(home, salvage, sizeof salvage, &lock);
 	rc = run_command(o.cmd, &started, &child, &status);
 	/* A salvage file left means its process died without writing what it
 	 * recorded (SIGKILL, _exit): written now, listed with the windows. */
@@ -760,7 +784,9 @@ int cli_run_main(int argc, char **argv)
 	if (started)
 		run_report(notes);
 	run_notes_remove(dir);
-	if (salvage[0])
+	if (salvage[0]) {
 		rmdir(salvage); /* kept when a file could not be salvaged */
+		close(lock);    /* then left to prof salvage --all */
+	}
 	return rc;
 }

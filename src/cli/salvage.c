@@ -1,14 +1,21 @@
 /*
- * salvage — `prof salvage PATH`, and the launcher's salvage of a target
- * that died of SIGKILL or ended in _exit() (run.c): reads a salvage file
- * (src/read/salvage_read.h), writes what it recorded as a window folder
- * with the files the host thread would have written, and removes the
- * file. docs/recorder.md.
+ * salvage — `prof salvage [-o DIR] FILE`, and the launcher's salvage of a
+ * target that died of SIGKILL or ended in _exit() (run.c): reads a salvage
+ * file (src/read/salvage_read.h), writes what it recorded as a window
+ * folder with the files the host thread would have written, and removes
+ * the file. A salvage file is untrusted input: only this user's is read
+ * (salvage_open), and the run folder it names is written only when it is
+ * a plain path into a folder of this user's (outdir_open_untrusted), or
+ * the user names another (-o DIR). `--all` is orphans.c's.
+ * docs/recorder.md.
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +24,14 @@
 
 #include "../events/trace.h"
 #include "../export/export.h"
+#include "../export/outdir.h"
 #include "../policy/policy.h"
 #include "../read/salvage_read.h"
 #include "../util/fsutil.h"
 #include "cli.h"
 
-const char *const cli_salvage_synopsis = "prof salvage PATH";
+const char *const cli_salvage_synopsis =
+	"prof salvage [-o DIR] FILE | prof salvage --all [--discard] [-o DIR] [FOLDER...]";
 
 void cli_salvage_help(FILE *out)
 {
@@ -36,7 +45,18 @@ void cli_salvage_help(FILE *out)
 		"the trace's metadata, GPU work from the recorder's CUPTI records\n"
 		"included. Then removes the file. `prof run` does this by\n"
 		"itself; this is for processes started without it (the files are\n"
-		"/dev/shm/profhost-<pid>-<time>.salvage, or in PROF_SALVAGE_DIR).\n",
+		"/dev/shm/profhost-<pid>-<time>.salvage, or in PROF_SALVAGE_DIR).\n"
+		"\n"
+		"Only your own salvage files are read. The run folder a file names is\n"
+		"used when it is an absolute path without '.', '..' or symbolic links,\n"
+		"in a folder of yours that no one else can write; else the file is\n"
+		"refused, and -o DIR writes it to DIR/<run> instead.\n"
+		"\n"
+		"  -o DIR      write the run folder in DIR (created if missing)\n"
+		"  --all       every salvage file of your processes that ended, in\n"
+		"              PROF_SALVAGE_DIR and /dev/shm (with the folders of\n"
+		"              `prof run`s that ended there), or in the FOLDERs named\n"
+		"  --discard   with --all: remove those files without salvaging them\n",
 		cli_salvage_synopsis);
 }
 
@@ -88,18 +108,103 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 	return rc;
 }
 
+/* Copies the text field src[size] of the file into dst[size]: 0, or -1
+ * when it has no end or holds control characters (a damaged or forged
+ * file; a run id goes into the run folder's marker, a line). */
+static int field_text(char *dst, const char *src, size_t size)
+{
+	size_t i, n = strnlen(src, size);
+
+	if (n == size)
+		return -1;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)src[i] < 0x20 || src[i] == 0x7f)
+			return -1;
+	memcpy(dst, src, n + 1);
+	return 0;
+}
+
+/* The run folder's name for -o DIR, into out[size]: the last part of the
+ * run folder the file names, with characters other than letters, digits
+ * and "_.+-" made "_" (as PROF_RUN_ID's); "salvaged-<pid>" when that
+ * leaves nothing usable. */
+static void safe_run_name(const char *run_dir, int pid, char *out, size_t size)
+{
+	const char *last = strrchr(run_dir, '/');
+	size_t i, n = 0;
+
+	for (last = last ? last + 1 : run_dir; *last && n + 1 < size && n < 200; last++, n++) {
+		unsigned char c = (unsigned char)*last;
+
+		out[n] = c < 0x80 && (isalnum(c) || strchr("_.+-", c)) ? (char)c : '_';
+	}
+	out[n] = '\0';
+	for (i = 0; i < n && out[i] == '.'; i++)
+		;
+	if (i == n)
+		snprintf(out, size, "salvaged-%d", pid);
+}
+
+/* Opens the output directory the file's run folder goes in (*out) and
+ * names the run folder in it (run[size]), and copies the run id (run_id,
+ * "" for none): with o->out_dir, that directory (created if missing,
+ * followed as the user gave it) and safe_run_name(); else the run folder
+ * the file names, under outdir_open_untrusted()'s rules. Returns 0, or -1
+ * with *e naming the file, the path and the fix. */
+static int open_output(const struct salvage_file *f, const struct cli_salvage_opts *o,
+		       struct outdir *out, char *run, size_t size, char *run_id,
+		       struct err *e)
+{
+	char run_dir[sizeof f->hd->run_dir];
+	const char *leaf;
+	struct err why;
+	bool ended;
+
+	out->fd = -1;
+	if (field_text(run_id, f->hd->run_id, sizeof f->hd->run_id) != 0)
+		return err_set(e, "'%s' is damaged: its run id is not a line of text", f->path);
+	snprintf(run_dir, sizeof run_dir, "%.*s", (int)sizeof run_dir - 1, f->hd->run_dir);
+	if (o->out_dir) {
+		safe_run_name(run_dir, (int)f->hd->pid, run, size);
+		if (fsutil_mkdirs(o->out_dir, 0755, e) != 0 || outdir_open(o->out_dir, out, e) != 0)
+			return -1;
+		return 0;
+	}
+	ended = strnlen(f->hd->run_dir, sizeof f->hd->run_dir) < sizeof f->hd->run_dir;
+	if (!ended)
+		err_set(&why, "it has no end (a damaged file)");
+	if (!ended || outdir_open_untrusted(run_dir, out, &leaf, &why) != 0) {
+		size_t i;
+
+		for (i = 0; run_dir[i]; i++) /* said on one line */
+			if ((unsigned char)run_dir[i] < 0x20 || run_dir[i] == 0x7f)
+				run_dir[i] = '?';
+		return err_set(e, "refusing the run folder '%s' that '%s' names: %s (write it "
+			       "elsewhere: prof salvage -o DIR %s)", run_dir, f->path, why.msg,
+			       f->path);
+	}
+	snprintf(run, size, "%s", leaf);
+	return 0;
+}
+
 /* Writes trace t as the salvage file's window folder, with the export
- * settings it names; res is filled. Returns 0 or -1 with *e. */
-static int write_trace(const struct salvage_file *f, struct trace *t,
-		       struct export_result *res, struct err *e)
+ * settings it names, where open_output() says; res is filled. Returns 0
+ * or -1 with *e. */
+static int write_trace(const struct salvage_file *f, const struct cli_salvage_opts *co,
+		       struct trace *t, struct export_result *res, struct err *e)
 {
 	struct export_opts o = { 0 };
 	uint32_t fl = f->hd->flags;
-	char run_dir[sizeof f->hd->run_dir], run_id[sizeof f->hd->run_id];
+	char run[256], run_id[sizeof f->hd->run_id];
+	struct outdir out;
+	int rc;
 
-	snprintf(run_dir, sizeof run_dir, "%.*s", (int)sizeof run_dir - 1, f->hd->run_dir);
-	snprintf(run_id, sizeof run_id, "%.*s", (int)sizeof run_id - 1, f->hd->run_id);
-	o.run_dir = run_dir;
+	memset(res, 0, sizeof *res);
+	res->out.fd = -1;
+	if (open_output(f, co, &out, run, sizeof run, run_id, e) != 0)
+		return -1;
+	o.out_dir = &out;
+	o.run_dir = run;
 	o.run_id = run_id[0] ? run_id : NULL;
 	o.chrome = fl & SALV_F_CHROME;
 	o.chrome_gzip = fl & SALV_F_GZIP;
@@ -110,11 +215,11 @@ static int write_trace(const struct salvage_file *f, struct trace *t,
 	t->counters.events = t->nev;
 	export_unix_time(t);
 	trace_sort(t); /* its tables and reports sweep it as it lies */
-	if (export_window(t, &o, res, e) != 0 || write_reports(f, t, res, e) != 0)
-		return -1;
-	if ((fl & SALV_F_SUMMARY) && export_summary(t, res, e) != 0)
-		return -1;
-	return 0;
+	rc = export_window(t, &o, res, e) != 0 || write_reports(f, t, res, e) != 0 ? -1 : 0;
+	outdir_close(&out);
+	if (rc == 0 && (fl & SALV_F_SUMMARY) && export_summary(t, res, e) != 0)
+		rc = -1;
+	return rc;
 }
 
 /* Whether the recording salvaged into t deserves a folder. A window:
@@ -133,8 +238,32 @@ static bool salvage_worth(const struct salvage_file *f, const struct trace *t, b
 	return !exited && t->nev > 0;
 }
 
-int cli_salvage_file(const char *path, const char *how, bool exited, const char *notes,
-		     struct err *e)
+/* Says in one line what was salvaged from f (its trace t) into res->dir,
+ * `how` it ended. */
+static void say_salvaged(const struct salvage_file *f, const struct trace *t,
+			 const struct export_result *res, const char *how)
+{
+	char lost[160] = "";
+
+	/* a pool its tmpfs had no room for: said, not passed off as a quiet
+	 * recording (the notes say how to avoid it) */
+	if (f->pools_out && !t->meta.recorder)
+		snprintf(lost, sizeof lost, "; its events were lost: the salvage "
+			 "file's tmpfs had no room for them");
+	else if (f->pools_out)
+		snprintf(lost, sizeof lost, "; the events of %u of its %u segments "
+			 "were lost: the salvage file's tmpfs had no room for "
+			 "them", f->pools_out, f->st.ngens);
+	fprintf(stderr, "profhost: salvaged %s %u of process %d (steps %llu-%llu) "
+		"%s: %llu events, %llu torn records dropped%s -> %s/\n",
+		t->meta.recorder ? "recorder dump" : "window", t->meta.window,
+		(int)f->hd->pid, (unsigned long long)t->meta.first_step,
+		(unsigned long long)t->meta.last_step, how,
+		(unsigned long long)t->counters.events,
+		(unsigned long long)f->torn, lost, res->dir);
+}
+
+int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct err *e)
 {
 	struct salvage_file f;
 	struct export_result res;
@@ -154,39 +283,34 @@ int cli_salvage_file(const char *path, const char *how, bool exited, const char 
 		return err_set(e, "out of memory salvaging '%s'", path);
 	}
 	memset(&res, 0, sizeof res);
-	rc = salvage_build(&f, how, &t, e);
-	if (rc == 0 && !salvage_worth(&f, &t, exited)) {
+	res.out.fd = -1;
+	rc = salvage_build(&f, o->how, &t, e);
+	if (rc == 0 && !salvage_worth(&f, &t, o->exited)) {
 		unlink(path);
 		rc = 2;
 	} else if (rc == 0) {
-		rc = write_trace(&f, &t, &res, e);
+		rc = write_trace(&f, o, &t, &res, e);
 	}
 	if (rc == 0) {
-		char lost[160] = "";
-
-		/* a pool its tmpfs had no room for: said, not passed off as
-		 * a quiet recording (the notes say how to avoid it) */
-		if (f.pools_out && !t.meta.recorder)
-			snprintf(lost, sizeof lost, "; its events were lost: the salvage "
-				 "file's tmpfs had no room for them");
-		else if (f.pools_out)
-			snprintf(lost, sizeof lost, "; the events of %u of its %u segments "
-				 "were lost: the salvage file's tmpfs had no room for "
-				 "them", f.pools_out, f.st.ngens);
-		fprintf(stderr, "profhost: salvaged %s %u of process %d (steps %llu-%llu) "
-			"%s: %llu events, %llu torn records dropped%s -> %s/\n",
-			t.meta.recorder ? "recorder dump" : "window", t.meta.window,
-			(int)f.hd->pid, (unsigned long long)t.meta.first_step,
-			(unsigned long long)t.meta.last_step, how,
-			(unsigned long long)t.counters.events,
-			(unsigned long long)f.torn, lost, res.dir);
-		note_window(notes, res.dir);
+		say_salvaged(&f, &t, &res, o->how);
+		note_window(o->notes, res.dir);
 		unlink(path);
 	}
 	export_result_free(&res);
 	trace_free(&t);
 	salvage_close(&f);
 	return rc;
+}
+
+void cli_salvage_say_removed(const char *who, const char *path, int rc)
+{
+	if (rc == 1)
+		fprintf(stderr, "%s: '%s' held nothing recording (no window, no "
+			"recorder); removed it\n", who, path);
+	else
+		fprintf(stderr, "%s: '%s' held the flight recorder of a process that "
+			"ended before its first step, with nothing recorded; removed "
+			"it\n", who, path);
 }
 
 /* What ended the launched process, for the folder's mark: "after
@@ -209,7 +333,8 @@ static void describe_end(int status, char *out, size_t size)
 
 void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes)
 {
-	char path[PATH_MAX], how[64], other[64];
+	struct cli_salvage_opts o = { .who = "prof run", .notes = notes };
+	char path[PATH_MAX], how[64], prefix[64];
 	struct dirent *d;
 	DIR *dp = opendir(dir);
 	struct err e;
@@ -217,10 +342,9 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 	if (!dp)
 		return;
 	describe_end(status, how, sizeof how);
-	snprintf(other, sizeof other, "after its process ended");
+	snprintf(prefix, sizeof prefix, "profhost-%d-", (int)child);
 	while ((d = readdir(dp)) != NULL) {
 		size_t n = strlen(d->d_name);
-		char prefix[64];
 		bool own;
 
 		if (n <= 8 || strcmp(d->d_name + n - 8, ".salvage") != 0 ||
@@ -228,37 +352,67 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 			continue;
 		/* the launched process itself, whose end is known, or one it
 		 * started */
-		snprintf(prefix, sizeof prefix, "profhost-%d-", (int)child);
 		own = strncmp(d->d_name, prefix, strlen(prefix)) == 0;
-		if (cli_salvage_file(path, own ? how : other, own && WIFEXITED(status),
-				     notes, &e) < 0)
-			fprintf(stderr, "prof run: %s\n", e.msg); /* the file stays */
+		o.how = own ? how : "after its process ended";
+		o.exited = own && WIFEXITED(status);
+		if (cli_salvage_file(path, &o, &e) < 0)
+			fprintf(stderr, "%s: %s\n", o.who, e.msg); /* the file stays */
 	}
 	closedir(dp);
 }
 
 int cli_salvage_main(int argc, char **argv)
 {
+	struct cli_salvage_opts o = { .who = "prof salvage", .how = "after its process ended" };
+	const char *file = NULL, *val;
+	bool all = false, discard = false, options = true;
+	int i, rc, nfolders = 0;
 	struct err e;
 
-	if (argc != 2)
-		return cli_usage_error("salvage", cli_salvage_synopsis,
-				       argc < 2 ? "missing PATH" : "one PATH at a time");
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-		cli_salvage_help(stdout);
-		return 0;
+	for (i = 1; i < argc; i++) {
+		if (!options || argv[i][0] != '-' || !argv[i][1]) {
+			/* FILE, or with --all a FOLDER (moved to the front of argv) */
+			if (!file)
+				file = argv[i];
+			argv[++nfolders] = argv[i];
+			continue;
+		}
+		if (strcmp(argv[i], "--") == 0) {
+			options = false;
+		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			cli_salvage_help(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--all") == 0) {
+			all = true;
+		} else if (strcmp(argv[i], "--discard") == 0) {
+			discard = true;
+		} else {
+			rc = cli_option(argc, argv, &i, 'o', "output", &val);
+			if (rc < 0)
+				return cli_usage_error("salvage", cli_salvage_synopsis,
+						       "-o needs a DIR");
+			if (rc == 0)
+				return cli_usage_error("salvage", cli_salvage_synopsis,
+						       "unknown option '%s'", argv[i]);
+			o.out_dir = val;
+		}
 	}
-	switch (cli_salvage_file(argv[1], "after its process ended", false, NULL, &e)) {
+	if (discard && !all)
+		return cli_usage_error("salvage", cli_salvage_synopsis, "--discard goes with --all");
+	if (discard && o.out_dir)
+		return cli_usage_error("salvage", cli_salvage_synopsis,
+				       "--discard writes nothing: no -o with it");
+	if (all)
+		return cli_salvage_all((const char *const *)argv + 1, nfolders, discard, &o);
+	if (!file || nfolders > 1)
+		return cli_usage_error("salvage", cli_salvage_synopsis,
+				       !file ? "missing FILE" : "one FILE at a time (or --all)");
+	switch ((rc = cli_salvage_file(file, &o, &e))) {
 	case 0:
 		return 0;
 	case 1:
-		fprintf(stderr, "prof salvage: '%s' held nothing recording (no window, no "
-			"recorder); removed it\n", argv[1]);
-		return 0;
 	case 2:
-		fprintf(stderr, "prof salvage: '%s' held the flight recorder of a process "
-			"that ended before its first step, with nothing recorded; removed "
-			"it\n", argv[1]);
+		cli_salvage_say_removed(o.who, file, rc);
 		return 0;
 	default:
 		fprintf(stderr, "prof salvage: %s\n", e.msg);

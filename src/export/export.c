@@ -270,7 +270,10 @@ int export_window(const struct trace *t, const struct export_opts *o,
 		return -1;
 	if (o->group_by && key_averages_parse_group(o->group_by, &group, e) != 0)
 		return -1;
-	if (outdir_open_run(o->run_dir, o->run_id, o->job, &run, &res->run_moved, e) != 0)
+	if (o->out_dir ? outdir_open_run_in(o->out_dir, o->run_dir, o->run_id, o->job, &run,
+					    &res->run_moved, e) != 0
+		       : outdir_open_run(o->run_dir, o->run_id, o->job, &run, &res->run_moved,
+					 e) != 0)
 		return -1;
 	snprintf(res->run_dir, sizeof res->run_dir, "%s", run.path);
 	if (make_window_dir(t, &run, res, e) != 0)

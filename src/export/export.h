@@ -23,7 +23,13 @@
 #define EXPORT_MAX_FILES 16
 
 struct export_opts {
-	const char *run_dir;   /* <output dir>/<run>, absolute */
+	const char *run_dir;   /* <output dir>/<run>, absolute; with out_dir,
+				  only <run> */
+	const struct outdir *out_dir; /* the output directory, open (a
+				  salvage: its path read from a file is
+				  not followed, outdir_open_untrusted);
+				  NULL: run_dir's parent, followed as the
+				  user gave it */
 	const char *run_id;    /* this launch's PROF_RUN_ID: a run directory
 				  holding another run is left alone (outdir.h);
 				  NULL: no check */
@@ -81,7 +87,8 @@ void export_unix_time(struct trace *t);
 
 /*
  * Checks sort_by and group_by first (a bad value: -1 before anything is
- * written). Opens the run directory (outdir_open_run(): this user's, not
+ * written). Opens the run directory (outdir_open_run(), or
+ * outdir_open_run_in() in o->out_dir: this user's, not
  * writable by others, this run's), creates the window directory in it (a
  * directory of that name made by another process gets a ".pid<P>" suffix
  * instead of being shared) and writes the enabled outputs of `t`, every

@@ -248,13 +248,45 @@ static int claim_run(const struct outdir *d, const char *run_id,
 	return err_set(e, "cannot tell which run '%s' belongs to", d->path);
 }
 
+int outdir_open_run_in(const struct outdir *parent, const char *run, const char *run_id,
+		       const struct outdir_job *job, struct outdir *d, bool *moved,
+		       struct err *e)
+{
+	char name[300];
+	int k, rc;
+
+	*moved = false;
+	d->fd = -1;
+	if (!run[0] || strchr(run, '/') || strlen(run) >= 256)
+		return err_set(e, "run directory name '%s' is not one part of a path", run);
+	for (k = 1; k <= OUTDIR_RUN_TRIES; k++) {
+		if (k == 1)
+			snprintf(name, sizeof name, "%s", run);
+		else
+			snprintf(name, sizeof name, "%s.%d", run, k);
+		if (outdir_sub(parent, name, false, d, e) != 0)
+			return -1;
+		rc = run_id ? claim_run(d, run_id, job, e) : 0;
+		if (rc == 0) {
+			*moved = k > 1;
+			return 0;
+		}
+		outdir_close(d);
+		if (rc < 0)
+			return -1;
+	}
+	return err_set(e, "run directories '%s/%s' to '%s/%s.%d' all hold other runs (name "
+		       "this run: prof.output{ run = ... } or PROF_RUN_ID)", parent->path, run,
+		       parent->path, run, OUTDIR_RUN_TRIES);
+}
+
 int outdir_open_run(const char *run_dir, const char *run_id, const struct outdir_job *job,
 		    struct outdir *d, bool *moved, struct err *e)
 {
 	const char *slash = strrchr(run_dir, '/');
-	char parent_path[OUTDIR_PATH_MAX], name[300];
+	char parent_path[OUTDIR_PATH_MAX];
 	struct outdir parent;
-	int k, rc;
+	int rc;
 
 	*moved = false;
 	d->fd = -1;
@@ -266,31 +298,153 @@ int outdir_open_run(const char *run_dir, const char *run_id, const struct outdir
 	/* the user's output directory: followed as given, created if missing */
 	if (fsutil_mkdirs(parent_path, 0755, e) != 0 || outdir_open(parent_path, &parent, e) != 0)
 		return -1;
-	for (k = 1; k <= OUTDIR_RUN_TRIES; k++) {
-		if (k == 1)
-			snprintf(name, sizeof name, "%s", slash + 1);
-		else
-			snprintf(name, sizeof name, "%s.%d", slash + 1, k);
-		if (outdir_sub(&parent, name, false, d, e) != 0) {
-			outdir_close(&parent);
-			return -1;
-		}
-		rc = run_id ? claim_run(d, run_id, job, e) : 0;
-		if (rc == 0) {
-			*moved = k > 1;
-			outdir_close(&parent);
-			return 0;
-		}
-		outdir_close(d);
-		if (rc < 0) {
-			outdir_close(&parent);
-			return -1;
-		}
-	}
+	rc = outdir_open_run_in(&parent, slash + 1, run_id, job, d, moved, e);
 	outdir_close(&parent);
-	return err_set(e, "run directories '%s' to '%s.%d' all hold other runs (name this "
-		       "run: prof.output{ run = ... } or PROF_RUN_ID)", run_dir, run_dir,
-		       OUTDIR_RUN_TRIES);
+	return rc;
+}
+
+/* Says in *e why the directory `path` (st: lstat or fstat of it) is no
+ * place to write into: not a directory, not this user's, or writable by
+ * others. Returns 0 when it is one, else -1. */
+static int why_not_private(const struct stat *st, const char *path, struct err *e)
+{
+	if (!S_ISDIR(st->st_mode))
+		return err_set(e, "'%s' is %s, not a directory", path,
+			       fsutil_file_kind(st->st_mode));
+	if (st->st_uid != geteuid())
+		return err_set(e, "'%s' belongs to uid %u, not to you (uid %u)", path,
+			       (unsigned)st->st_uid, (unsigned)geteuid());
+	if (st->st_mode & (S_IWGRP | S_IWOTH))
+		return err_set(e, "'%s' is writable by %s (mode %03o)", path,
+			       (st->st_mode & S_IWOTH) ? "every user" : "its group",
+			       (unsigned)(st->st_mode & 07777));
+	return 0;
+}
+
+/* Whether a directory may be made in the directory `st` describes, for
+ * outdir_open_untrusted: it is this user's and no one else can write it,
+ * or it is sticky and root's or this user's (no one else can remove or
+ * rename what is made there; a name someone else took first is theirs,
+ * refused by the check of what is opened). */
+static bool may_make_in(const struct stat *st)
+{
+	if (st->st_uid == geteuid() && !(st->st_mode & (S_IWGRP | S_IWOTH)))
+		return true;
+	return (st->st_mode & S_ISVTX) && (st->st_uid == 0 || st->st_uid == geteuid());
+}
+
+int outdir_untrusted_text(const char *path, struct err *e)
+{
+	const char *p;
+
+	if (path[0] != '/')
+		return err_set(e, "it is not an absolute path");
+	if (strlen(path) >= OUTDIR_PATH_MAX - 300)
+		return err_set(e, "it is too long");
+	for (p = path; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return err_set(e, "it has control characters");
+	if (strcmp(path, "/") == 0)
+		return 0;
+	for (p = path + 1;;) {
+		size_t n = strcspn(p, "/");
+
+		if (n == 0)
+			return err_set(e, "it has an empty part ('//' or a '/' at its end)");
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return err_set(e, "it has a '%.*s' part", (int)n, p);
+		if (n >= 256)
+			return err_set(e, "a part of it is longer than 255 bytes");
+		p += n;
+		if (!*p)
+			break;
+		p++; /* past the '/' */
+	}
+	return 0;
+}
+
+int outdir_open_untrusted(const char *run_dir, struct outdir *d, const char **leaf,
+			  struct err *e)
+{
+	const char *p = run_dir + 1, *last = strrchr(run_dir, '/') + 1;
+	size_t used = 0;
+	struct stat st;
+	int cur, next;
+
+	d->fd = -1;
+	d->path[0] = '\0';
+	if (outdir_untrusted_text(run_dir, e) != 0)
+		return -1;
+	if (!*last)
+		return err_set(e, "it is '/', not <directory>/<run>");
+	cur = io_fd_above_stdio(open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	if (cur < 0)
+		return err_errno(e, errno, "cannot open '/'");
+	while (p < last) {
+		size_t n = strcspn(p, "/");
+		char part[256], here[OUTDIR_PATH_MAX];
+
+		memcpy(part, p, n);
+		part[n] = '\0';
+		snprintf(here, sizeof here, "%s", used ? d->path : "/");
+		snprintf(d->path + used, sizeof d->path - used, "/%s", part);
+		used += n + 1;
+		next = io_fd_above_stdio(openat(cur, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+						O_CLOEXEC));
+		if (next < 0 && errno == ENOENT) {
+			/* made here only where no one else can take it over */
+			if (fstat(cur, &st) != 0) {
+				err_errno(e, errno, "cannot read '%s'", here);
+				goto fail;
+			}
+			if (!may_make_in(&st)) {
+				struct err why;
+
+				why_not_private(&st, here, &why);
+				err_set(e, "'%s' does not exist, and is made only in a folder of "
+					"yours that no one else can write: %s", d->path, why.msg);
+				goto fail;
+			}
+			if (mkdirat(cur, part, 0755) != 0 && errno != EEXIST) {
+				err_errno(e, errno, "cannot create directory '%s'", d->path);
+				goto fail;
+			}
+			next = io_fd_above_stdio(openat(cur, part, O_RDONLY | O_DIRECTORY |
+							O_NOFOLLOW | O_CLOEXEC));
+		}
+		if (next < 0) {
+			if (errno == ELOOP || errno == ENOTDIR)
+				err_set(e, "'%s' is a symbolic link or not a directory", d->path);
+			else
+				err_errno(e, errno, "cannot open '%s'", d->path);
+			goto fail;
+		}
+		close(cur);
+		cur = next;
+		p += n + 1;
+	}
+	if (!used)
+		snprintf(d->path, sizeof d->path, "/");
+	if (fstat(cur, &st) != 0) {
+		err_errno(e, errno, "cannot read '%s'", d->path);
+		goto fail;
+	}
+	if (why_not_private(&st, d->path, e) != 0)
+		goto fail;
+	if (fstatat(cur, last, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			err_set(e, "'%s' is a symbolic link", run_dir);
+			goto fail;
+		}
+		if (why_not_private(&st, run_dir, e) != 0)
+			goto fail;
+	}
+	d->fd = cur;
+	*leaf = last;
+	return 0;
+fail:
+	close(cur);
+	return -1;
 }
 
 int outdir_resolve(const struct outdir *base, const char *rel, size_t len,

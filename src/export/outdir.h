@@ -79,6 +79,44 @@ int outdir_open_run(const char *run_dir, const char *run_id, const struct outdir
 		    struct outdir *d, bool *moved, struct err *e);
 
 /*
+ * As outdir_open_run, for the run directory `name` (one component) in the
+ * output directory `parent`, already open (outdir_open,
+ * outdir_open_untrusted). Same checks, same `<name>.N` rule.
+ */
+int outdir_open_run_in(const struct outdir *parent, const char *name, const char *run_id,
+		       const struct outdir_job *job, struct outdir *d, bool *moved,
+		       struct err *e);
+
+/*
+ * Opens the output directory that holds the run directory `run_dir` read
+ * back from a file another process wrote (a salvage file's run folder):
+ * nothing on it is the user's word, so nothing on it is followed.
+ * `run_dir` must be absolute, of printable characters, without ".", ".."
+ * or empty parts; its directories are walked from "/" one part at a time
+ * (openat, O_NOFOLLOW: a symbolic link anywhere on it is refused); a part
+ * that does not exist is created (0755), only in a directory of this
+ * user's that no one else can write, or in a sticky one (/tmp) of root's
+ * or this user's; the directory reached (into *d) must belong to this user
+ * and be writable by no one else, and so must the run directory when it
+ * exists (a directory, not a link: outdir_sub checks it again when it is
+ * opened). *leaf points at run_dir's last part, the run directory's name
+ * (outdir_open_run_in). Returns 0, or -1 with *e saying why, naming the
+ * part ("it has a '..' part", "'/a/b' is a symbolic link or not a
+ * directory", "'/a' belongs to uid N, not to you (uid M)", "'/a' is
+ * writable by every user (mode 777)", ...): the caller names the path and
+ * the fix.
+ */
+int outdir_open_untrusted(const char *run_dir, struct outdir *d, const char **leaf,
+			  struct err *e);
+
+/* The first of outdir_open_untrusted's checks, on the text alone (no file
+ * system is touched): `path` absolute, of printable characters, without
+ * ".", ".." or empty parts, each part under 256 bytes, the whole well
+ * under OUTDIR_PATH_MAX. Returns 0, or -1 with *e saying why ("it is not
+ * an absolute path", "it has a '..' part", ...). Any thread. */
+int outdir_untrusted_text(const char *path, struct err *e);
+
+/*
  * Opens the subdirectory `name` (one component) of `parent` into *d,
  * creating it (0755). `fresh`: it must be new; an existing one gives 1
  * (nothing opened) so the caller can pick another name. The directory is

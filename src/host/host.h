@@ -370,7 +370,11 @@ struct salv_header;
 
 /* Decides the salvage file's folder (h->salvage_dir): PROF_SALVAGE_DIR,
  * a relative one taken from the directory the process started in (it may
- * chdir before the file is made, or before it removes it). Start-up. */
+ * chdir before the file is made, or before it removes it); one of another
+ * user's, or that others can write, is refused with one line (the default
+ * /dev/shm is used). Then says in one line how many salvage files of this
+ * user's processes that ended lie in that folder, and the memory they
+ * hold (salvscan: cheap, never blocks). Start-up. */
 void salvage_init(struct host *h);
 
 /* Creates the salvage file (PROF_SALVAGE_DIR, else /dev/shm) and writes

@@ -15,9 +15,10 @@
 #include "../events/clock.h"
 #include "../shim/salvfile.h"
 #include "../util/log.h"
+#include "../util/salvscan.h"
 #include "host.h"
 
-#define SALVAGE_DEFAULT_DIR "/dev/shm"
+#define SALVAGE_DEFAULT_DIR SALVSCAN_SHM
 
 /* The header the GPU names go to (h->salv, published for CUPTI's
  * thread), and the lock their writers share. */
@@ -34,28 +35,67 @@ static void copy_text(char *dst, size_t size, const char *src)
 	snprintf(dst, size, "%s", src ? src : "");
 }
 
-void salvage_init(struct host *h)
-{
-	const char *dir = h->env.salvage_dir;
-	char cwd[PATH_MAX];
-	int n;
-
-	h->salvage_dir[0] = '\0';
-	if (!dir)
-		return;
-	if (dir[0] == '/' || !getcwd(cwd, sizeof cwd))
-		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
-	else
-		n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s/%s", cwd, dir);
-	/* too long: salvage_open says so, naming the folder */
-	if (n < 0 || (size_t)n >= sizeof h->salvage_dir)
-		snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
-}
-
 /* The salvage file's folder: h->salvage_dir, else /dev/shm. */
 static const char *salvage_folder(const struct host *h)
 {
 	return h->salvage_dir[0] ? h->salvage_dir : SALVAGE_DEFAULT_DIR;
+}
+
+/* Says, once at start-up, how many salvage files of this user's processes
+ * that ended lie in this process's salvage folder (and its launcher
+ * folders whose launcher is gone), how much memory they hold, and what to
+ * run. Cheap and never blocks: salvscan reads the folders and tries
+ * non-blocking locks, nothing more. A `prof run`'s own folder is left to
+ * that launcher. */
+static void say_orphans(const struct host *h)
+{
+	const char *dir = salvage_folder(h);
+	struct salvscan_count c = { 0 };
+	char cmd[PATH_MAX + 64];
+
+	salvscan_dir(dir, false, NULL, NULL, &c);
+	if (!c.orphans)
+		return;
+	if (strcmp(dir, SALVAGE_DEFAULT_DIR) == 0)
+		snprintf(cmd, sizeof cmd, "prof salvage --all");
+	else
+		snprintf(cmd, sizeof cmd, "prof salvage --all '%s'", dir);
+	log_msg(LOG_WARN, "%u salvage file%s of processes that ended hold%s %llu MiB of "
+		"memory in '%s' until salvaged: `%s` writes what %s recorded into %s run "
+		"folder%s and frees it (add --discard to only free it)", c.orphans,
+		c.orphans == 1 ? "" : "s", c.orphans == 1 ? "s" : "",
+		(unsigned long long)((c.bytes + (1u << 20) - 1) >> 20), dir, cmd,
+		c.orphans == 1 ? "its process" : "they", c.orphans == 1 ? "its" : "their",
+		c.orphans == 1 ? "" : "s");
+}
+
+void salvage_init(struct host *h)
+{
+	const char *dir = h->env.salvage_dir;
+	char cwd[PATH_MAX], why[256];
+	int n;
+
+	h->salvage_dir[0] = '\0';
+	if (dir) {
+		if (dir[0] == '/' || !getcwd(cwd, sizeof cwd))
+			n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+		else
+			n = snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s/%s", cwd, dir);
+		/* too long: salvage_open says so, naming the folder */
+		if (n < 0 || (size_t)n >= sizeof h->salvage_dir)
+			snprintf(h->salvage_dir, sizeof h->salvage_dir, "%s", dir);
+		/* another user's, or one others can write: they could remove,
+		 * replace or plant files where the salvage file goes (missing:
+		 * salvage_ensure says so when the file is to be made) */
+		if (salvscan_check_dir(h->salvage_dir, why, sizeof why) == SALVSCAN_DIR_REFUSED) {
+			log_msg(LOG_WARN, "PROF_SALVAGE_DIR '%s' is refused: %s; the salvage "
+				"file goes to " SALVAGE_DEFAULT_DIR " instead (name a folder of "
+				"yours that no one else can write, e.g. mkdir -m 700 on a tmpfs, "
+				"or unset PROF_SALVAGE_DIR)", dir, why);
+			h->salvage_dir[0] = '\0';
+		}
+	}
+	say_orphans(h);
 }
 
 void salvage_ensure(struct host *h)

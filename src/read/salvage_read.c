@@ -5,6 +5,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,28 @@ static int check_slots(const struct salvage_file *f, struct err *e)
 	return 0;
 }
 
+/* The refusal of a salvage file `path` (st) that is not the caller's: what
+ * it says is another user's word (where to write, which files to read
+ * symbols from), so root too reads only its own. Returns -1 with *e. */
+static int not_owner(const char *path, const struct stat *st, struct err *e)
+{
+	char owner[128], me[128], buf[1024];
+	struct passwd pw, *res = NULL;
+
+	if (getpwuid_r(st->st_uid, &pw, buf, sizeof buf, &res) == 0 && res)
+		snprintf(owner, sizeof owner, "%s (uid %u)", res->pw_name, (unsigned)st->st_uid);
+	else
+		snprintf(owner, sizeof owner, "uid %u", (unsigned)st->st_uid);
+	res = NULL;
+	if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &res) == 0 && res)
+		snprintf(me, sizeof me, "%s, uid %u", res->pw_name, (unsigned)geteuid());
+	else
+		snprintf(me, sizeof me, "uid %u", (unsigned)geteuid());
+	return err_set(e, "'%s' belongs to %s, not to you (%s): a salvage file is read "
+		       "only by the user whose process wrote it (salvage it as that user, "
+		       "or remove it)", path, owner, me);
+}
+
 int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 {
 	struct stat st;
@@ -146,6 +169,10 @@ int salvage_open(const char *path, struct salvage_file *f, struct err *e)
 		close(f->fd);
 		return err_set(e, "'%s' is not a regular file; give the path of a "
 			       "profhost-<pid>-<time>.salvage file", path);
+	}
+	if (st.st_uid != geteuid()) {
+		close(f->fd);
+		return not_owner(path, &st, e);
 	}
 	if ((uint64_t)st.st_size < 8) {
 		close(f->fd);

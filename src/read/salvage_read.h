@@ -35,8 +35,10 @@ struct salvage_file {
 
 /*
  * Opens and checks `path`. Returns 0, or -1 with *e one line naming the
- * file and what is wrong: unreadable, not a salvage file, of another
- * version, truncated, or still held by a live process.
+ * file and what is wrong: unreadable, not a regular file, another user's
+ * (checked on the descriptor, for root too: a salvage file is untrusted
+ * input), not a salvage file, of another version, truncated, or still
+ * held by a live process.
  */
 int salvage_open(const char *path, struct salvage_file *f, struct err *e);
 

@@ -58,6 +58,7 @@ _Atomic uint64_t evbuf_state;
 #define CHUNK_DATA EVBUF_CHUNK_DATA
 
 #define EVBUF_LEFT_MAX 64 /* chunks a slot keeps for other threads */
+#define EVBUF_SALV_NAME_TRIES 8 /* names tried for the salvage file */
 /* A left chunk takes the EVBUF_THREAD record and the largest record. */
 _Static_assert(EVBUF_LEAVE_MIN >= 2 * 32 + 16 + EVBUF_NAME_MAX,
 	       "EVBUF_LEAVE_MIN too small");
@@ -783,12 +784,57 @@ static int remove_own_stale(const char *dir)
 	return n;
 }
 
+/* A fresh 32-bit number for a salvage file's name: from the kernel's
+ * random pool, else the clock. */
+static unsigned name_suffix(unsigned tries)
+{
+	struct timespec ts;
+	unsigned x;
+
+	if (syscall(SYS_getrandom, &x, sizeof x, 1 /* GRND_NONBLOCK */) == (long)sizeof x)
+		return x;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned)ts.tv_nsec ^ (tries * 2654435761u);
+}
+
+/* Creates the salvage file in folder `dir` (O_CREAT|O_EXCL|O_NOFOLLOW,
+ * 0600) into salv_path: profhost-<pid>-<time>.salvage, or, when that name
+ * is taken (a file planted there, or left by a process of the same pid in
+ * another pid namespace), profhost-<pid>-<time>-<random hex>.salvage, a few
+ * tries: a taken name is never opened, followed or reused. Returns the
+ * descriptor, -1 with errno set and salv_path naming the file it tried,
+ * or -2 with why[size] set (the folder's name is too long). */
+static int create_file(const char *dir, char *why, size_t size)
+{
+	long long now = (long long)time(NULL);
+	unsigned tries;
+	int fd = -1, n;
+
+	for (tries = 0; tries < EVBUF_SALV_NAME_TRIES; tries++) {
+		if (tries == 0)
+			n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage",
+				     dir, (int)getpid(), now);
+		else
+			n = snprintf(salv_path, sizeof salv_path,
+				     "%s/profhost-%d-%lld-%08x.salvage", dir, (int)getpid(),
+				     now, name_suffix(tries));
+		if (n < 0 || (size_t)n >= sizeof salv_path) {
+			snprintf(why, size, "the folder name '%s' is too long", dir);
+			return -2;
+		}
+		fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	return fd;
+}
+
 struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 {
 	struct salv_header *h;
 	struct statfs sf;
 	struct stat st;
-	int fd, n;
+	int fd;
 
 	h = atomic_load_explicit(&salv_live, memory_order_acquire);
 	if (h)
@@ -806,13 +852,9 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	 * would collide with this one's name within the same second, and
 	 * leak otherwise. */
 	remove_own_stale(dir);
-	n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage", dir,
-		     (int)getpid(), (long long)time(NULL));
-	if (n < 0 || (size_t)n >= sizeof salv_path) {
-		snprintf(why, size, "the folder name '%s' is too long", dir);
+	fd = create_file(dir, why, size);
+	if (fd == -2)
 		return NULL;
-	}
-	fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0 && (fd = io_fd_above_stdio(fd)) < 0) {
 		snprintf(why, size, "cannot keep '%s' open: %s", salv_path, strerror(errno));
 		unlink(salv_path);

@@ -250,7 +250,9 @@ struct salv_header;
 /*
  * Backs the event pools with a salvage file (src/shim/salvfile.h) in
  * folder `dir`, which must be a tmpfs: created O_EXCL|O_NOFOLLOW, mode
- * 0600, locked (flock) for the life of the process; every pool mapped
+ * 0600, as profhost-<pid>-<time>.salvage or, when that name is taken, with
+ * a random suffix (-<8 hex digits>, a few tries: a taken name is never
+ * opened), locked (flock) for the life of the process; every pool mapped
  * from now on is a region of it. Returns its header for the core to fill,
  * or NULL with why[size] saying why not (the pools stay anonymous memory).
  * Start-up, before any pool is mapped; once.

@@ -3,6 +3,7 @@
 The tests run real programs under the host, from the build tree named by
 PROFHOST_BUILD (set by ctest), and read what the host wrote.
 """
+import atexit
 import glob
 import gzip
 import json
@@ -53,12 +54,31 @@ def load_part(loader, tests, pattern):
     return unittest.TestSuite(walk(tests))
 
 
+def _make_salvage_dir():
+    """This test process's own salvage folder (a private tmpfs folder), so
+    that no test reads, salvages or is told about salvage files of other
+    tests or of the user's own processes in /dev/shm (the host and `prof
+    run` look for orphaned ones at their start), and none of its own land
+    there. None without /dev/shm."""
+    if not os.path.isdir("/dev/shm"):
+        return None
+    path = tempfile.mkdtemp(prefix="profhost-e2e-salvdir-", dir="/dev/shm")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+SALVAGE_DIR = _make_salvage_dir()
+
+
 def base_env(extra=None):
-    """The environment for a child: no inherited PROF_* variables, and, in a
-    sanitizer build, options that let an instrumented libprofhost.so be
-    preloaded into an uninstrumented program."""
+    """The environment for a child: no inherited PROF_* variables but
+    PROF_SALVAGE_DIR, this test process's SALVAGE_DIR, and, in a sanitizer
+    build, options that let an instrumented libprofhost.so be preloaded into
+    an uninstrumented program."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PROF_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+    if SALVAGE_DIR:
+        env["PROF_SALVAGE_DIR"] = SALVAGE_DIR
     if SANITIZE:
         env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
         env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
@@ -129,6 +149,12 @@ class TempDirTest(unittest.TestCase):
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
+        # what a test's processes left is not the next test's business
+        for path in glob.glob(os.path.join(SALVAGE_DIR or "/nonexistent", "*")):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
 
     def write(self, name, text):
         path = os.path.join(self.tmp, name)
@@ -155,6 +181,8 @@ def ensure_other_user():
 
 
 def as_other_user(cmd):
-    """cmd (a list) prefixed to run as OTHER_USER, with no supplementary groups."""
+    """cmd (a list) prefixed to run as OTHER_USER, with no supplementary
+    groups, and without PROF_SALVAGE_DIR (this user's SALVAGE_DIR is not
+    theirs: the host would refuse it)."""
     return ["setpriv", "--reuid=" + OTHER_USER, "--regid=" + OTHER_USER,
-            "--clear-groups"] + list(cmd)
+            "--clear-groups", "env", "-u", "PROF_SALVAGE_DIR"] + list(cmd)

@@ -3,7 +3,14 @@ target that dies inside a window, or with the flight recorder on, leaves
 its recent past in its salvage file; `prof run` writes it as a window
 folder marked "salvaged", with the target's exit status unchanged, and
 `prof salvage PATH` does the same for a process started without the
-launcher. Bad files give one line; a clean run leaves no file."""
+launcher. Bad files give one line; a clean run leaves no file. A salvage
+file is untrusted: another user's is refused, and so is a run folder it
+names through '..', a link or a folder others own or can write (`-o DIR`
+writes it elsewhere). Files of processes that ended with nothing to
+salvage them are found by `prof salvage --all`, the next `prof run` and
+the host's start; a taken name gets another; a PROF_SALVAGE_DIR of
+another user's is refused."""
+import fcntl
 import glob
 import os
 import re
@@ -14,8 +21,8 @@ import tempfile
 import time
 import unittest
 
-from harness import (LIB, PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace,
-                     run, step_spans)
+from harness import (LIB, PROF, SALVAGE_DIR, SANITIZE, TESTBIN, TempDirTest, base_env,
+                     ensure_other_user, load_trace, profhost_lines, run, step_spans)
 
 APP = os.path.join(TESTBIN, "salvage_app")
 NVTX_APP = os.path.join(TESTBIN, "salvage_nvtx")
@@ -86,7 +93,7 @@ class Launcher(SalvageTest):
         self.assertEqual(trace["profhost"]["first_step"], 3)
         self.assertIn("salvaged window 0", r.stderr)
         pid = int(r.stdout.split()[1])
-        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
+        self.assertEqual(glob.glob(os.path.join(SALVAGE_DIR, "prof-salvage-*", "profhost-%d-*" % pid)), [])
 
     def test_sigkill_with_the_recorder(self):
         r, out = self.prof_run(RECORDER_POLICY, "--die-at", "30")
@@ -191,7 +198,7 @@ class Launcher(SalvageTest):
         for d in salvaged_dirs(out):
             self.assertNotIn("salvaged", load_trace(d)["profhost"]["reason"])
         pid = int(r.stdout.split()[1])
-        self.assertEqual(glob.glob("/dev/shm/prof-salvage-*/profhost-%d-*" % pid), [])
+        self.assertEqual(glob.glob(os.path.join(SALVAGE_DIR, "prof-salvage-*", "profhost-%d-*" % pid)), [])
 
     def test_sigterm_that_cannot_wait_for_the_host_keeps_the_file(self):
         # window 0's on_trace_ready hook holds the host thread for 4 s;
@@ -540,6 +547,416 @@ class Standalone(SalvageTest):
             finally:
                 p.kill()
                 p.wait()
+
+
+def recorded_run_dir(path, out):
+    """The offset and text of the run folder salvage file `path` records
+    (it starts with `out` + "/")."""
+    with open(path, "rb") as f:
+        head = f.read(16384)
+    at = head.index((out + "/").encode())
+    return at, head[at:head.index(b"\0", at)].decode()
+
+
+def forge_run_dir(path, at, text):
+    """Writes `text` as the run folder salvage file `path` records (its
+    4096-byte field at offset `at`)."""
+    data = text.encode()
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(data + b"\0" * (4096 - len(data)))
+
+
+def one_line(test, r):
+    """The one line r printed on stderr (asserted to be one)."""
+    lines = r.stderr.strip().splitlines()
+    test.assertEqual(len(lines), 1, r.stderr)
+    return lines[0]
+
+
+class Untrusted(SalvageTest):
+    """A salvage file is untrusted input: only the caller's own is read, as
+    root too, and the run folder it names is written only when it is a
+    plain absolute path into a folder of the caller's that no one else can
+    write; `-o DIR` writes it elsewhere."""
+
+    def orphan(self):
+        """A salvage file left by a process run with LD_PRELOAD alone and
+        killed in a window (steps 3-15): (its path, its output folder)."""
+        r, out = self.preload(WINDOW_POLICY, "--die-at", "15")
+        self.assertEqual(r.returncode, -9, r.stderr)
+        files = self.files()
+        self.assertEqual(len(files), 1, r.stderr)
+        return files[0], out
+
+    def test_another_users_file_is_refused_as_root(self):
+        # the issue's file: planted by another user, its run folder edited
+        # to lead out of the output folder
+        ids = ensure_other_user()
+        if ids is None:
+            self.skipTest("needs root to give the file to another user")
+        path, out = self.orphan()
+        evil = "evil-" + os.path.basename(self.tmp)
+        at, _ = recorded_run_dir(path, out)
+        forge_run_dir(path, at, out + "/../../" + evil)
+        os.chown(path, ids[0], ids[1])
+        escaped = os.path.join(os.path.dirname(self.tmp), evil)
+        try:
+            s = run([PROF, "salvage", path])
+            self.assertEqual(s.returncode, 1, s.stderr)
+            self.assertEqual(one_line(self, s),
+                             "prof salvage: '%s' belongs to profhost-e2e (uid %d), not to "
+                             "you (root, uid 0): a salvage file is read only by the user "
+                             "whose process wrote it (salvage it as that user, or remove "
+                             "it)" % (path, ids[0]))
+            # --all leaves it alone too: it is not this user's
+            a = run([PROF, "salvage", "--all", self.shm])
+            self.assertEqual(a.returncode, 0, a.stderr)
+            self.assertEqual(one_line(self, a), "prof salvage: no salvage files of "
+                             "processes that ended in '%s'" % self.shm)
+            self.assertFalse(os.path.exists(escaped))
+            self.assertEqual(salvaged_dirs(out), [])
+            self.assertEqual(self.files(), [path])
+        finally:
+            shutil.rmtree(escaped, ignore_errors=True)
+
+    def test_run_folders_that_are_refused(self):
+        path, out = self.orphan()
+        at, recorded = recorded_run_dir(path, out)
+        run_name = os.path.basename(recorded)
+        evil = "evil-" + os.path.basename(self.tmp)
+        escaped = os.path.join(os.path.dirname(self.tmp), evil)
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.mkdir(elsewhere)
+        os.symlink(elsewhere, os.path.join(self.tmp, "link"))
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o777)
+        cases = [
+            (out + "/../../" + evil, "it has a '..' part"),
+            (out + "/./" + run_name, "it has a '.' part"),
+            ("out/" + run_name, "it is not an absolute path"),
+            (self.tmp + "/link/out/" + run_name,
+             "'%s/link' is a symbolic link or not a directory" % self.tmp),
+            (self.tmp + "/link", "'%s/link' is a symbolic link" % self.tmp),
+            (shared + "/" + run_name, "'%s' is writable by every user (mode 777)" % shared),
+            (shared + "/new/" + run_name,
+             "'%s/new' does not exist, and is made only in a folder of yours that no one "
+             "else can write: '%s' is writable by every user (mode 777)" % (shared, shared)),
+        ]
+        ids = ensure_other_user()
+        if ids is not None:
+            theirs = os.path.join(self.tmp, "theirs")
+            os.mkdir(theirs)
+            os.mkdir(os.path.join(theirs, "run"))
+            os.chown(theirs, ids[0], ids[1])
+            os.chown(os.path.join(theirs, "run"), ids[0], ids[1])
+            said = "belongs to uid %d, not to you (uid 0)" % ids[0]
+            cases += [(theirs + "/" + run_name, "'%s' %s" % (theirs, said)),
+                      (theirs + "/new/" + run_name,
+                       "'%s/new' does not exist, and is made only in a folder of yours "
+                       "that no one else can write: '%s' %s" % (theirs, theirs, said))]
+            mine = os.path.join(self.tmp, "mine")
+            os.mkdir(mine)
+            os.mkdir(os.path.join(mine, "run"))
+            os.chown(os.path.join(mine, "run"), ids[0], ids[1])
+            cases.append((mine + "/run", "'%s/run' %s" % (mine, said)))
+        try:
+            for recorded_as, why in cases:
+                forge_run_dir(path, at, recorded_as)
+                s = run([PROF, "salvage", path])
+                self.assertEqual(s.returncode, 1, s.stderr)
+                self.assertEqual(one_line(self, s),
+                                 "prof salvage: refusing the run folder '%s' that '%s' "
+                                 "names: %s (write it elsewhere: prof salvage -o DIR %s)"
+                                 % (recorded_as, path, why, path))
+                self.assertEqual(self.files(), [path])
+            # nothing was made anywhere: not outside, not through the link,
+            # not in the folders others own or can write
+            self.assertFalse(os.path.exists(escaped))
+            self.assertFalse(os.path.exists(out))
+            self.assertEqual(os.listdir(elsewhere), [])
+            self.assertEqual(os.listdir(shared), [])
+            # -o DIR: the run folder goes there, named as the file's last part
+            forge_run_dir(path, at, out + "/../../" + evil)
+            chosen = os.path.join(self.tmp, "chosen")
+            s = run([PROF, "salvage", "-o", chosen, path])
+            self.assertEqual(s.returncode, 0, s.stderr)
+            self.assertEqual(self.files(), [])
+            dirs = salvaged_dirs(chosen)
+            self.assertEqual([os.path.relpath(d, chosen) for d in dirs],
+                             [evil + "/rank0/window0_steps3-15"], s.stderr)
+            self.check_salvaged(dirs[0], 3, 15, "after its process ended")
+            self.assertFalse(os.path.exists(escaped))
+        finally:
+            shutil.rmtree(escaped, ignore_errors=True)
+
+    def test_o_dir_names_the_run_folder_safely(self):
+        path, out = self.orphan()
+        at, _ = recorded_run_dir(path, out)
+        forge_run_dir(path, at, out + "/we\tird\nname*")
+        s = run([PROF, "salvage", path])
+        self.assertEqual(s.returncode, 1, s.stderr)
+        self.assertIn("refusing the run folder '%s/we?ird?name*' that '%s' names: it has "
+                      "control characters" % (out, path), one_line(self, s))
+        chosen = os.path.join(self.tmp, "chosen")
+        s = run([PROF, "salvage", "--output", chosen, path])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual([os.path.relpath(d, chosen) for d in salvaged_dirs(chosen)],
+                         ["we_ird_name_/rank0/window0_steps3-15"], s.stderr)
+        self.assertFalse(os.path.exists(out))
+
+    def test_the_recorded_run_folder_is_used_when_it_is_safe(self):
+        # made through the same no-follow code: the output folder the file
+        # names does not exist yet (the process died before writing)
+        path, out = self.orphan()
+        self.assertFalse(os.path.exists(out))
+        s = run([PROF, "salvage", path])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual([os.path.basename(d) for d in salvaged_dirs(out)],
+                         ["window0_steps3-15"], s.stderr)
+        self.assertEqual(os.stat(out).st_mode & 0o777, 0o755)
+
+
+class Orphans(SalvageTest):
+    """Salvage files of processes that ended with nothing to salvage them
+    (run with LD_PRELOAD alone, or their `prof run` died first) do not stay
+    holding memory: `prof salvage --all` salvages or removes them, the next
+    `prof run` salvages them, and the host's start says they are there."""
+
+    def kill_preloaded(self, policy=RECORDER_POLICY, salvage_dir=None, die_at="30"):
+        """Runs the app with LD_PRELOAD alone until SIGKILL at step die_at;
+        returns its pid and output folder."""
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", policy),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": salvage_dir or self.shm})
+        r = run([APP, "--die-at", die_at], env=env)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        return int(r.stdout.split()[1]), out
+
+    def check_recorder(self, out, pid, stderr):
+        dirs = salvaged_dirs(out)
+        self.assertEqual(len(dirs), 1, stderr)
+        self.assertTrue(os.path.basename(dirs[0]).startswith("recorder0_steps"), dirs)
+        trace = load_trace(dirs[0])
+        self.assertEqual(trace["profhost"]["pid"], pid)
+        self.assertEqual([n for n, _ in step_spans(trace)][-7:], list(range(24, 31)))
+        self.check_salvaged(dirs[0], [n for n, _ in step_spans(trace)][0], 30,
+                            "after its process ended")
+
+    def test_all_after_sigkill_salvages_and_leaves_the_running(self):
+        env = base_env({"LD_PRELOAD": LIB,
+                        "PROF_SCRIPT": self.write("live.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "live"),
+                        "PROF_SALVAGE_DIR": self.shm})
+        with subprocess.Popen([APP, "--steps", "100000", "--sleep-us", "2000"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True) as live:
+            try:
+                live.stdout.readline()
+                deadline = time.monotonic() + 20
+                while not self.files() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                live_files = self.files()
+                self.assertEqual(len(live_files), 1)
+                pid, out = self.kill_preloaded()
+                self.assertEqual(len(self.files()), 2)
+                s = run([PROF, "salvage", "--all", self.shm])
+                self.assertEqual(s.returncode, 0, s.stderr)
+                self.assertIn("salvaged recorder dump 0 of process %d " % pid, s.stderr)
+                self.assertEqual(s.stderr.strip().splitlines()[-1],
+                                 "prof salvage: 1 salvage file of processes that ended in "
+                                 "'%s': 1 salvaged, 0 removed, 0 left in place; 1 of "
+                                 "running processes left alone" % self.shm)
+                self.assertEqual(self.files(), live_files)
+                self.check_recorder(out, pid, s.stderr)
+            finally:
+                live.kill()
+                live.wait()
+
+    def test_all_discard_frees_without_writing(self):
+        # what an orphan holds is bounded by its pools (docs/recorder.md):
+        # buffer_mb + the recorder's mb + the 1 MiB header; here a window
+        # of 4 MiB recorded while the recorder's 8 MiB were held
+        policy = ("prof.capture{ buffer_mb = 4 }\n"
+                  "prof.recorder{ steps = 6, mb = 8 }\n"
+                  "prof.schedule{ wait = 20, active = 100 }\n")
+        pid, out = self.kill_preloaded(policy, die_at="35")
+        files = self.files()
+        self.assertEqual(len(files), 1)
+        held = os.stat(files[0]).st_blocks * 512
+        self.assertGreater(held, 1 << 20)
+        self.assertLessEqual(held, (4 + 8 + 1) << 20)
+        s = run([PROF, "salvage", "--all", "--discard", self.shm])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(s.stderr.strip().splitlines(), [
+            "prof salvage: removed '%s' without salvaging it (%d MiB freed)"
+            % (files[0], (held + (1 << 20) - 1) >> 20),
+            "prof salvage: 1 salvage file of processes that ended in '%s': 0 salvaged, "
+            "1 removed, 0 left in place" % self.shm])
+        self.assertEqual(self.files(), [])
+        self.assertEqual(salvaged_dirs(out), [])
+
+    def test_arguments(self):
+        for args, want in ((["--discard", "f"], "--discard goes with --all"),
+                           (["--all", "--discard", "-o", "d"],
+                            "--discard writes nothing: no -o with it"),
+                           (["a", "b"], "one FILE at a time (or --all)"),
+                           ([], "missing FILE"),
+                           (["--bogus"], "unknown option '--bogus'"),
+                           (["-o"], "-o needs a DIR")):
+            r = run([PROF, "salvage"] + args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(one_line(self, r),
+                             "prof salvage: %s (usage: prof salvage [-o DIR] FILE | prof "
+                             "salvage --all [--discard] [-o DIR] [FOLDER...])" % want)
+        missing = os.path.join(self.tmp, "missing")
+        r = run([PROF, "salvage", "--all", missing])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertEqual(one_line(self, r),
+                         "prof salvage: cannot search '%s': no such folder" % missing)
+
+    def test_next_prof_run_salvages_them_first(self):
+        pid, out = self.kill_preloaded()
+        self.assertEqual(len(self.files()), 1)
+        env = base_env({"PROF_SALVAGE_DIR": self.shm})
+        other = os.path.join(self.tmp, "other")
+        r = run([PROF, "run", "-s", self.write("clean.lua", WINDOW_POLICY), "-o", other,
+                 "--", APP, "--steps", "8"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        said = [l for l in r.stderr.splitlines() if "salvaged" in l]
+        self.assertEqual(len(said), 1, r.stderr)
+        self.assertIn("salvaged recorder dump 0 of process %d " % pid, said[0])
+        self.assertEqual(self.files(), [])
+        self.check_recorder(out, pid, r.stderr)
+        # its own launch folder went at its end
+        self.assertEqual(glob.glob(os.path.join(self.shm, "prof-salvage-*")), [])
+
+    def test_a_launch_whose_prof_run_died_first(self):
+        # prof run is killed while its command runs; the command dies of
+        # SIGKILL later: its file stays in the dead launcher's folder
+        env = base_env({"PROF_SALVAGE_DIR": self.shm})
+        out = os.path.join(self.tmp, "out")
+        prof = subprocess.Popen([PROF, "run", "-s", self.write("policy.lua", RECORDER_POLICY),
+                                 "-o", out, "--", APP, "--die-at", "30", "--sleep-us", "20000"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        pid = int(prof.stdout.readline().split()[1])
+        prof.kill()
+        prof.wait()
+        prof.stdout.read()  # EOF: the command ended too
+        prof.stdout.close()
+        left = glob.glob(os.path.join(self.shm, "prof-salvage-*", "profhost-%d-*" % pid))
+        self.assertEqual(len(left), 1)
+        # a running launcher's folder (held by its lock) is left to it
+        busy = os.path.join(self.shm, "prof-salvage-busy00")
+        os.mkdir(busy, 0o700)
+        shutil.copy(left[0], busy)
+        hold = os.open(busy, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(hold, fcntl.LOCK_EX)
+            s = run([PROF, "salvage", "--all", self.shm])
+        finally:
+            os.close(hold)
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(s.stderr.strip().splitlines()[-1],
+                         "prof salvage: 1 salvage file of processes that ended in '%s': "
+                         "1 salvaged, 0 removed, 0 left in place" % self.shm)
+        self.check_recorder(out, pid, s.stderr)
+        # the dead launcher's folder went with its file; the busy one stays
+        self.assertEqual(glob.glob(os.path.join(self.shm, "prof-salvage-*")), [busy])
+        self.assertEqual(len(os.listdir(busy)), 1)
+
+    def test_host_start_says_what_they_hold(self):
+        self.kill_preloaded()
+        self.kill_preloaded()
+        held = sum(os.stat(f).st_blocks * 512 for f in self.files())
+        self.assertEqual(len(self.files()), 2)
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SALVAGE_DIR": self.shm,
+                        "PROF_SCRIPT": self.write("quiet.lua", "prof.schedule{ wait = 1000 }\n"),
+                        "PROF_OUTPUT_DIR": os.path.join(self.tmp, "quiet")})
+        r = run([APP, "--steps", "3"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(profhost_lines(r.stderr), [
+            "profhost: 2 salvage files of processes that ended hold %d MiB of memory in '%s' "
+            "until salvaged: `prof salvage --all '%s'` writes what they recorded into their "
+            "run folders and frees it (add --discard to only free it)"
+            % ((held + (1 << 20) - 1) >> 20, self.shm, self.shm)])
+        self.assertEqual(len(self.files()), 2)  # said, not touched
+
+    def test_a_taken_name_gets_another(self):
+        # another user planted files at every name the process could take
+        # this minute: it must still get a salvage file of its own
+        ids = ensure_other_user()
+        if ids is None:
+            self.skipTest("needs root to plant files as another user")
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": self.shm, "APP": APP})
+        p = subprocess.Popen(["sh", "-c", 'echo $$; read _; exec "$APP" --die-at 20'],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        pid = int(p.stdout.readline())
+        now = int(time.time())
+        planted = []
+        for t in range(now - 2, now + 60):
+            name = os.path.join(self.shm, "profhost-%d-%d.salvage" % (pid, t))
+            with open(name, "w") as f:
+                f.write("planted\n")
+            os.chown(name, ids[0], ids[1])
+            planted.append(name)
+        out_text, err = p.communicate("go\n", timeout=120)
+        self.assertEqual(p.returncode, -9, err)
+        self.assertNotIn("no salvage file", err)
+        mine = [f for f in self.files() if f not in planted]
+        self.assertEqual(len(mine), 1, err)
+        self.assertRegex(os.path.basename(mine[0]),
+                         r"^profhost-%d-\d+-[0-9a-f]{8}\.salvage$" % pid)
+        for name in planted:
+            with open(name) as f:
+                self.assertEqual(f.read(), "planted\n")
+        s = run([PROF, "salvage", mine[0]])
+        self.assertEqual(s.returncode, 0, s.stderr)
+        self.assertEqual(len(salvaged_dirs(out)), 1, s.stderr)
+
+    def test_a_salvage_dir_of_another_user_is_refused(self):
+        ids = ensure_other_user()
+        if ids is None:
+            self.skipTest("needs root to give a folder to another user")
+        theirs = os.path.join(self.shm, "theirs")
+        os.mkdir(theirs)
+        os.chown(theirs, ids[0], ids[1])
+        os.chmod(theirs, 0o777)
+        out = os.path.join(self.tmp, "out")
+        env = base_env({"LD_PRELOAD": LIB, "PROF_SCRIPT": self.write("policy.lua", RECORDER_POLICY),
+                        "PROF_OUTPUT_DIR": out, "PROF_SALVAGE_DIR": theirs})
+        r = run([APP, "--die-at", "10"], env=env)
+        pid = int(r.stdout.split()[1])
+        # the default took the file: this process's, removed here
+        default = glob.glob("/dev/shm/profhost-%d-*.salvage" % pid)
+        for f in default:
+            os.unlink(f)
+        self.assertEqual(r.returncode, -9, r.stderr)
+        self.assertEqual(profhost_lines(r.stderr), [
+            "profhost: PROF_SALVAGE_DIR '%s' is refused: it belongs to uid %d, not to you "
+            "(uid 0); the salvage file goes to /dev/shm instead (name a folder of yours that "
+            "no one else can write, e.g. mkdir -m 700 on a tmpfs, or unset "
+            "PROF_SALVAGE_DIR)" % (theirs, ids[0])])
+        self.assertEqual(len(default), 1)
+        self.assertEqual(os.listdir(theirs), [])
+        # prof run: the same refusal, and the launch salvages as usual
+        out2 = os.path.join(self.tmp, "out2")
+        r = run([PROF, "run", "-s", self.write("window.lua", WINDOW_POLICY), "-o", out2, "--",
+                 APP, "--die-at", "12"], env=base_env({"PROF_SALVAGE_DIR": theirs}))
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        self.assertEqual(r.stderr.splitlines()[0],
+                         "prof run: PROF_SALVAGE_DIR '%s' is refused: it belongs to uid %d, "
+                         "not to you (uid 0); the launch keeps its salvage files in /dev/shm "
+                         "instead (name a tmpfs folder of yours that no one else can write, "
+                         "or unset PROF_SALVAGE_DIR)" % (theirs, ids[0]))
+        self.assertEqual([os.path.basename(d) for d in salvaged_dirs(out2)],
+                         ["window0_steps3-12"], r.stderr)
+        self.assertEqual(os.listdir(theirs), [])
 
 
 class SmallTmpfs(SalvageTest):

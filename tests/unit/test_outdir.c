@@ -401,6 +401,138 @@ static void test_job_claims(void)
 	outdir_close(&d);
 }
 
+/* Checks that outdir_open_untrusted(path) refuses with message `want`,
+ * opening nothing. */
+static void check_untrusted_refused(const char *path, const char *want)
+{
+	struct outdir d;
+	struct err e;
+	const char *leaf = NULL;
+
+	CHECK_EQ_INT(outdir_open_untrusted(path, &d, &leaf, &e), -1);
+	CHECK_EQ_STR(e.msg, want);
+	CHECK_EQ_INT(d.fd, -1);
+	CHECK(leaf == NULL);
+}
+
+/* A run folder's path read back from a file (a salvage file's): its text,
+ * links anywhere on it, folders others own or can write, and what is made
+ * where. */
+static void test_untrusted_paths(void)
+{
+	char path[1024], want[2048], other[1024], big[400];
+	struct outdir d, run;
+	struct stat st;
+	const char *leaf;
+	struct err e;
+	bool moved;
+
+	check_untrusted_refused("out/run", "it is not an absolute path");
+	check_untrusted_refused("/a/../b/run", "it has a '..' part");
+	check_untrusted_refused("/a/./run", "it has a '.' part");
+	check_untrusted_refused("/a//run", "it has an empty part ('//' or a '/' at its end)");
+	check_untrusted_refused("/a/run/", "it has an empty part ('//' or a '/' at its end)");
+	check_untrusted_refused("/a/b\nc/run", "it has control characters");
+	check_untrusted_refused("/", "it is '/', not <directory>/<run>");
+	memset(big, 'x', 300);
+	big[300] = '\0';
+	snprintf(path, sizeof path, "/a/%s/run", big);
+	check_untrusted_refused(path, "a part of it is longer than 255 bytes");
+
+	/* missing folders are made in a folder of ours, 0755, never followed */
+	snprintf(path, sizeof path, "%s/u1/new/run", tmpdir);
+	CHECK_EQ_INT(outdir_open_untrusted(path, &d, &leaf, &e), 0);
+	CHECK_EQ_STR(leaf, "run");
+	snprintf(want, sizeof want, "%s/u1/new", tmpdir);
+	CHECK_EQ_STR(d.path, want);
+	CHECK(stat(want, &st) == 0 && (st.st_mode & 07777) == 0755);
+	CHECK_EQ_INT(outdir_open_run_in(&d, leaf, "id1", NULL, &run, &moved, &e), 0);
+	snprintf(want, sizeof want, "%s/u1/new/run", tmpdir);
+	CHECK_EQ_STR(run.path, want);
+	CHECK(!moved);
+	outdir_close(&run);
+	outdir_close(&d);
+	/* the run folder itself, existing and ours: fine */
+	CHECK_EQ_INT(outdir_open_untrusted(path, &d, &leaf, &e), 0);
+	outdir_close(&d);
+
+	/* a link anywhere on the path: refused, nothing made through it */
+	snprintf(other, sizeof other, "%s/u2real", tmpdir);
+	mkdir(other, 0755);
+	snprintf(path, sizeof path, "%s/u2link", tmpdir);
+	CHECK_EQ_INT(symlink(other, path), 0);
+	snprintf(path, sizeof path, "%s/u2link/x/run", tmpdir);
+	snprintf(want, sizeof want, "'%s/u2link' is a symbolic link or not a directory", tmpdir);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u2real/x", tmpdir);
+	CHECK(access(path, F_OK) != 0);
+	snprintf(path, sizeof path, "%s/u2link", tmpdir);
+	snprintf(want, sizeof want, "'%s/u2link' is a symbolic link", tmpdir);
+	check_untrusted_refused(path, want);
+
+	/* folders others can write: refused to write in, or to make in,
+	 * unless sticky (/tmp) */
+	snprintf(path, sizeof path, "%s/u4", tmpdir);
+	mkdir(path, 0755);
+	chmod(path, 0777);
+	snprintf(path, sizeof path, "%s/u4/run", tmpdir);
+	snprintf(want, sizeof want, "'%s/u4' is writable by every user (mode 777)", tmpdir);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u4/new/run", tmpdir);
+	snprintf(want, sizeof want, "'%s/u4/new' does not exist, and is made only in a folder "
+		 "of yours that no one else can write: '%s/u4' is writable by every user "
+		 "(mode 777)", tmpdir, tmpdir);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u4/new", tmpdir);
+	CHECK(access(path, F_OK) != 0);
+	snprintf(path, sizeof path, "%s/u4", tmpdir);
+	chmod(path, 0775);
+	snprintf(path, sizeof path, "%s/u4/run", tmpdir);
+	snprintf(want, sizeof want, "'%s/u4' is writable by its group (mode 775)", tmpdir);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u5", tmpdir);
+	mkdir(path, 0755);
+	chmod(path, 01777);
+	snprintf(path, sizeof path, "%s/u5/new/run", tmpdir);
+	CHECK_EQ_INT(outdir_open_untrusted(path, &d, &leaf, &e), 0);
+	outdir_close(&d);
+	/* the run folder: a link, or writable by others */
+	snprintf(path, sizeof path, "%s/u1/new/linked", tmpdir);
+	CHECK_EQ_INT(symlink(other, path), 0);
+	snprintf(want, sizeof want, "'%s' is a symbolic link", path);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u1/new/open", tmpdir);
+	mkdir(path, 0755);
+	chmod(path, 0757);
+	snprintf(want, sizeof want, "'%s' is writable by every user (mode 757)", path);
+	check_untrusted_refused(path, want);
+	snprintf(path, sizeof path, "%s/u1/new/file", tmpdir);
+	write_file(path, "x");
+	snprintf(want, sizeof want, "'%s' is a regular file, not a directory", path);
+	check_untrusted_refused(path, want);
+
+	/* another user's folder (root only: chown) */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof path, "%s/u6", tmpdir);
+		mkdir(path, 0755);
+		CHECK_EQ_INT(chown(path, 65534, 65534), 0);
+		snprintf(path, sizeof path, "%s/u6/run", tmpdir);
+		snprintf(want, sizeof want, "'%s/u6' belongs to uid 65534, not to you (uid 0)",
+			 tmpdir);
+		check_untrusted_refused(path, want);
+		snprintf(path, sizeof path, "%s/u6/new/run", tmpdir);
+		snprintf(want, sizeof want, "'%s/u6/new' does not exist, and is made only in a "
+			 "folder of yours that no one else can write: '%s/u6' belongs to uid "
+			 "65534, not to you (uid 0)", tmpdir, tmpdir);
+		check_untrusted_refused(path, want);
+		snprintf(path, sizeof path, "%s/u1/new/theirs", tmpdir);
+		mkdir(path, 0755);
+		CHECK_EQ_INT(chown(path, 65534, 65534), 0);
+		snprintf(want, sizeof want, "'%s' belongs to uid 65534, not to you (uid 0)", path);
+		check_untrusted_refused(path, want);
+	}
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/test_outdir_XXXXXX";
@@ -418,6 +550,7 @@ int main(void)
 	test_sub_checks();
 	test_run_claims();
 	test_job_claims();
+	test_untrusted_paths();
 	nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 	return check_done();
 }
