@@ -797,36 +797,121 @@ static unsigned name_suffix(unsigned tries)
 	return (unsigned)ts.tv_nsec ^ (tries * 2654435761u);
 }
 
-/* Creates the salvage file in folder `dir` (O_CREAT|O_EXCL|O_NOFOLLOW,
- * 0600) into salv_path: profhost-<pid>-<time>.salvage, or, when that name
- * is taken (a file planted there, or left by a process of the same pid in
- * another pid namespace), profhost-<pid>-<time>-<random hex>.salvage, a few
- * tries: a taken name is never opened, followed or reused. Returns the
- * descriptor, -1 with errno set and salv_path naming the file it tried,
- * or -2 with why[size] set (the folder's name is too long). */
+/* Writes into salv_path the salvage file's name in folder `dir` for try
+ * `tries`: profhost-<pid>-<time>.salvage, or, when that name is taken (a
+ * file planted there, or left by a process of the same pid in another pid
+ * namespace), profhost-<pid>-<time>-<random hex>.salvage. Returns 0, or -1
+ * with why[size] set (the folder's name is too long). */
+static int name_file(const char *dir, long long now, unsigned tries, char *why, size_t size)
+{
+	int n;
+
+	if (tries == 0)
+		n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage",
+			     dir, (int)getpid(), now);
+	else
+		n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld-%08x.salvage",
+			     dir, (int)getpid(), now, name_suffix(tries));
+	if (n < 0 || (size_t)n >= sizeof salv_path) {
+		snprintf(why, size, "the folder name '%s' is too long", dir);
+		return -1;
+	}
+	return 0;
+}
+
+/* Gives the unnamed file open on `fd` (O_TMPFILE, set up and locked) its
+ * name in folder `dir` (salv_path), a few names tried: a taken name is
+ * never opened, followed or reused (linkat fails on it as O_EXCL would).
+ * The file thus appears in the folder whole and locked, so a scan for
+ * orphans (salvscan.h) never takes its lock while it is being made.
+ * Returns 0, 1 when the file cannot be linked here (no /proc: the caller
+ * makes it by name instead), or -1 with why[size] set. */
+static int link_file(int fd, const char *dir, char *why, size_t size)
+{
+	long long now = (long long)time(NULL);
+	char self[64];
+	unsigned tries;
+
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	for (tries = 0; tries < EVBUF_SALV_NAME_TRIES; tries++) {
+		if (name_file(dir, now, tries, why, size) != 0)
+			return -1;
+		if (linkat(AT_FDCWD, self, AT_FDCWD, salv_path, AT_SYMLINK_FOLLOW) == 0)
+			return 0;
+		if (errno == ENOENT || errno == ENOTDIR)
+			return 1; /* no /proc here */
+		if (errno != EEXIST)
+			break;
+	}
+	snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
+	return -1;
+}
+
+/* Creates the salvage file by name in folder `dir` (O_CREAT|O_EXCL|
+ * O_NOFOLLOW, 0600) into salv_path, a few names tried as link_file()
+ * does: where an unnamed file cannot be linked. Returns the descriptor, or
+ * -1 with why[size] set. */
 static int create_file(const char *dir, char *why, size_t size)
 {
 	long long now = (long long)time(NULL);
 	unsigned tries;
-	int fd = -1, n;
+	int fd = -1;
 
 	for (tries = 0; tries < EVBUF_SALV_NAME_TRIES; tries++) {
-		if (tries == 0)
-			n = snprintf(salv_path, sizeof salv_path, "%s/profhost-%d-%lld.salvage",
-				     dir, (int)getpid(), now);
-		else
-			n = snprintf(salv_path, sizeof salv_path,
-				     "%s/profhost-%d-%lld-%08x.salvage", dir, (int)getpid(),
-				     now, name_suffix(tries));
-		if (n < 0 || (size_t)n >= sizeof salv_path) {
-			snprintf(why, size, "the folder name '%s' is too long", dir);
-			return -2;
-		}
+		if (name_file(dir, now, tries, why, size) != 0)
+			return -1;
 		fd = open(salv_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			break;
 	}
+	if (fd < 0)
+		snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
 	return fd;
+}
+
+/* Sets up the new salvage file open on `fd` (`named`: it has its name
+ * already): checked to be this user's regular file, locked (flock: the
+ * lock a reader tries, to tell a live writer), its header's tmpfs pages
+ * allocated (not a SIGBUS at the first write) and mapped, the header
+ * written. Returns the header, or NULL with why[size] set (fd closed, a
+ * named file removed). */
+static struct salv_header *setup_file(int fd, bool named, struct stat *st,
+				      char *why, size_t size)
+{
+	const char *what = named ? salv_path : "the salvage file";
+	struct salv_header *h;
+
+	if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
+	    st->st_nlink != (named ? 1 : 0)) {
+		snprintf(why, size, "'%s' is not a file of this user's", what);
+		goto fail;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+	    ftruncate(fd, (off_t)SALV_HEADER_BYTES) != 0 ||
+	    fallocate(fd, 0, 0, (off_t)SALV_HEADER_BYTES) != 0 ||
+	    madvise_probe(fd) != 0) {
+		snprintf(why, size, "cannot set up '%s': %s", what, strerror(errno));
+		goto fail;
+	}
+	h = mmap(NULL, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (h == MAP_FAILED || madvise(h, SALV_HEADER_BYTES, MADV_DONTFORK) != 0) {
+		snprintf(why, size, "cannot map '%s': %s", what, strerror(errno));
+		if (h != MAP_FAILED)
+			munmap(h, SALV_HEADER_BYTES);
+		goto fail;
+	}
+	h->version = SALV_VERSION;
+	h->header_bytes = (uint32_t)SALV_HEADER_BYTES;
+	h->pid = (int32_t)getpid();
+	h->chunk_bytes = EVBUF_CHUNK_BYTES;
+	atomic_thread_fence(memory_order_release);
+	memcpy(h->magic, SALV_MAGIC, sizeof h->magic);
+	return h;
+fail:
+	if (named)
+		unlink(salv_path);
+	close(fd);
+	return NULL;
 }
 
 struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
@@ -834,7 +919,8 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	struct salv_header *h;
 	struct statfs sf;
 	struct stat st;
-	int fd;
+	bool named = false;
+	int fd, rc = 1;
 
 	h = atomic_load_explicit(&salv_live, memory_order_acquire);
 	if (h)
@@ -852,50 +938,47 @@ struct salv_header *evbuf_salvage_open(const char *dir, char *why, size_t size)
 	 * would collide with this one's name within the same second, and
 	 * leak otherwise. */
 	remove_own_stale(dir);
-	fd = create_file(dir, why, size);
-	if (fd == -2)
-		return NULL;
-	if (fd >= 0 && (fd = io_fd_above_stdio(fd)) < 0) {
-		snprintf(why, size, "cannot keep '%s' open: %s", salv_path, strerror(errno));
-		unlink(salv_path);
-		return NULL;
-	}
+	/* Made unnamed, set up and locked, then linked into place; by name
+	 * only where that cannot be done. */
+	fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
 	if (fd < 0) {
-		snprintf(why, size, "cannot create '%s': %s", salv_path, strerror(errno));
+		named = true;
+		fd = create_file(dir, why, size);
+		if (fd < 0)
+			return NULL;
+	}
+	if ((fd = io_fd_above_stdio(fd)) < 0) {
+		snprintf(why, size, "cannot keep the salvage file open: %s", strerror(errno));
+		if (named)
+			unlink(salv_path);
 		return NULL;
 	}
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    st.st_nlink != 1) {
-		snprintf(why, size, "'%s' is not a file of this user's", salv_path);
+	h = setup_file(fd, named, &st, why, size);
+	if (!h)
+		return NULL;
+	if (!named && (rc = link_file(fd, dir, why, size)) != 0) {
+		/* no /proc: this one is dropped, one made by name instead */
+		munmap(h, SALV_HEADER_BYTES);
 		close(fd);
-		return NULL;
+		if (rc < 0 || (fd = create_file(dir, why, size)) < 0)
+			return NULL;
+		if ((fd = io_fd_above_stdio(fd)) < 0) {
+			snprintf(why, size, "cannot keep '%s' open: %s", salv_path,
+				 strerror(errno));
+			unlink(salv_path);
+			return NULL;
+		}
+		h = setup_file(fd, true, &st, why, size);
+		if (!h)
+			return NULL;
 	}
-	/* flock: the lock a reader tries, to tell a live writer; fallocate:
-	 * the header's tmpfs pages now, not a SIGBUS at the first write */
-	if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
-	    ftruncate(fd, (off_t)SALV_HEADER_BYTES) != 0 ||
-	    fallocate(fd, 0, 0, (off_t)SALV_HEADER_BYTES) != 0 ||
-	    madvise_probe(fd) != 0) {
-		snprintf(why, size, "cannot set up '%s': %s", salv_path, strerror(errno));
+	if (fstat(fd, &st) != 0) { /* linked: one link now */
+		snprintf(why, size, "cannot use '%s': %s", salv_path, strerror(errno));
+		munmap(h, SALV_HEADER_BYTES);
 		unlink(salv_path);
 		close(fd);
 		return NULL;
 	}
-	h = mmap(NULL, SALV_HEADER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (h == MAP_FAILED || madvise(h, SALV_HEADER_BYTES, MADV_DONTFORK) != 0) {
-		snprintf(why, size, "cannot map '%s': %s", salv_path, strerror(errno));
-		if (h != MAP_FAILED)
-			munmap(h, SALV_HEADER_BYTES);
-		unlink(salv_path);
-		close(fd);
-		return NULL;
-	}
-	h->version = SALV_VERSION;
-	h->header_bytes = (uint32_t)SALV_HEADER_BYTES;
-	h->pid = (int32_t)getpid();
-	h->chunk_bytes = EVBUF_CHUNK_BYTES;
-	atomic_thread_fence(memory_order_release);
-	memcpy(h->magic, SALV_MAGIC, sizeof h->magic);
 	salv_fd = fd;
 	salv_dev = st.st_dev;
 	salv_ino = st.st_ino;
