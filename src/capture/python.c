@@ -906,6 +906,11 @@ static int pyb_collect_window(const struct capture_window *job, struct trace *t,
 			return -1;
 		log_msg(LOG_DEBUG, "window %u: %zu torch operator events", job->window, ops);
 	}
+	/* The observer's operators that ended after the window closed (a
+	 * collective's label, ended on the backend's thread) */
+	if (torchops_tail_collect(job->gen, atomic_load(&pyb.live) ? TORCHOPS_TAIL_WAIT_MS : 0,
+				  t, e) != 0)
+		return -1;
 	/* The fallback path's operators come after the window closed; the
 	 * bridge hands them over at once (a 5 s bound, none once it is gone). */
 	return torchops_late_collect(job->gen, atomic_load(&pyb.live) ? 5000 : 0, t, e);

@@ -5,9 +5,12 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
@@ -52,21 +55,15 @@ static bool top_own_label(const struct torchops_op *op)
 	return false;
 }
 
-/* torchops_api.op: builds the EVBUF_TORCH_OP record in a stack buffer and
- * appends it to the calling thread's buffer; drops it outside windows, for
- * profhost's own labels, or when the buffer is full (counted there). Any
- * thread; no lock, no allocation. */
-static void top_op(const struct torchops_op *op)
+/* Builds the EVBUF_TORCH_OP record of `op` in a stack buffer and appends
+ * it to the calling thread's buffer. Returns evbuf_append_raw's result.
+ * Any thread; no lock, no allocation. */
+static int top_append(const struct torchops_op *op)
 {
 	char buf[EVBUF_NAME_MAX];
 	struct oprec_hdr hdr;
 	size_t name_len, used;
 
-	if (!op || !top_h || !op->name || op->end < op->start ||
-	    !atomic_load_explicit(&top_recording, memory_order_relaxed) ||
-	    top_h->disabled(top_h->ctx) || /* a forked child records none */
-	    top_own_label(op))
-		return;
 	memset(&hdr, 0, sizeof hdr);
 	name_len = op->name_len;
 	if (name_len > 1024)
@@ -102,12 +99,74 @@ static void top_op(const struct torchops_op *op)
 	}
 	/* Every operator has an External id, as in Kineto's traces: its GPU
 	 * link's when it has one, else one of its own. */
-	top_h->shim->evbuf_append_raw(EVBUF_TORCH_OP, op->start, buf, (uint32_t)used,
-				      op->ext_id ? op->ext_id :
-				      trace_ext_id(atomic_fetch_add_explicit(&top_next_id, 1,
-									     memory_order_relaxed)),
-				      0);
+	return top_h->shim->evbuf_append_raw(EVBUF_TORCH_OP, op->start, buf, (uint32_t)used,
+					     op->ext_id ? op->ext_id :
+					     trace_ext_id(atomic_fetch_add_explicit(&top_next_id, 1,
+										    memory_order_relaxed)),
+					     0);
 }
+
+/* The generation the shim's buffers are open for now (0: none). A shim
+ * table without evbuf_current (a test's) answers with the window's. */
+static uint64_t top_buffers_gen(void)
+{
+	if (top_h->shim->evbuf_current)
+		return top_h->shim->evbuf_current();
+	return atomic_load_explicit(&top_recording, memory_order_relaxed) ?
+	       atomic_load_explicit(&top_gen, memory_order_relaxed) : 0;
+}
+
+static void tail_end(uint64_t gen, const struct torchops_op *op, bool label);
+
+/* torchops_api.op_in: an operator that began in window `gen` (0: outside
+ * any; nothing is written) goes into that window: appended to the calling
+ * thread's buffer while the window's generation is open (no lock, no
+ * allocation), else, when the window closed before the operator ended,
+ * kept for the window's collect (tail_end). Dropped for profhost's own
+ * labels, in a forked child, or when the buffer is full (counted there).
+ * A label also ends what label_begin counted. Any thread. */
+static void top_op_in(const struct torchops_op *op, uint64_t gen)
+{
+	bool label;
+
+	if (!op || !top_h || !gen || top_h->disabled(top_h->ctx)) /* a forked child records none */
+		return;
+	label = op->scope == TORCHOPS_USER;
+	if (!op->name || op->end < op->start || top_own_label(op)) {
+		if (label)
+			tail_end(gen, NULL, true);
+		return;
+	}
+	if (top_buffers_gen() == gen &&
+	    (top_append(op) == 0 || top_buffers_gen() == gen)) {
+		/* written, or dropped by a full buffer (counted there) */
+		if (label)
+			tail_end(gen, NULL, true);
+		return;
+	}
+	tail_end(gen, op, label); /* the window closed before it ended */
+}
+
+/* torchops_api.op: an operator of the window recording now (version 1's
+ * call: an operator that ends after the window closed is dropped). Any
+ * thread. */
+static void top_op(const struct torchops_op *op)
+{
+	if (!atomic_load_explicit(&top_recording, memory_order_relaxed))
+		return;
+	top_op_in(op, atomic_load_explicit(&top_gen, memory_order_relaxed));
+}
+
+/* torchops_api.window: the recording window's generation, 0 outside
+ * windows. Any thread: two relaxed loads. */
+static uint64_t top_window(void)
+{
+	if (!atomic_load_explicit(&top_recording, memory_order_relaxed))
+		return 0;
+	return atomic_load_explicit(&top_gen, memory_order_relaxed);
+}
+
+static void top_label_begin(uint64_t gen);
 
 /* torchops_api.ext_push / ext_pop: the CUPTI external correlation id of
  * the hooks cupti.c installed, inside windows only (0: none, no pop).
@@ -135,6 +194,9 @@ static const struct torchops_api top_api = {
 	.op = top_op,
 	.ext_push = top_ext_push,
 	.ext_pop = top_ext_pop,
+	.window = top_window,
+	.label_begin = top_label_begin,
+	.op_in = top_op_in,
 };
 
 const struct torchops_api *torchops_table(const struct capture_host *h)
@@ -143,10 +205,14 @@ const struct torchops_api *torchops_table(const struct capture_host *h)
 	return &top_api;
 }
 
+static void tail_open(uint64_t gen);
+
 void torchops_set_recording(bool on, uint64_t gen)
 {
-	if (on)
+	if (on) {
+		tail_open(gen);
 		atomic_store_explicit(&top_gen, gen, memory_order_relaxed);
+	}
 	atomic_store_explicit(&top_recording, on, memory_order_relaxed);
 }
 
@@ -186,38 +252,45 @@ void torchops_late_begin(void)
 	pthread_mutex_unlock(&late.lock);
 }
 
-void torchops_late_add(const struct torchops_op *op, int32_t tid)
+/* Appends a copy of `op` (its strings into one allocation of their own),
+ * made on thread `tid`, to the list ops[0..*n) of capacity *cap. False
+ * when memory ran out (nothing added). Caller holds the list's lock. */
+static bool late_keep(struct late_op **ops, size_t *n, size_t *cap,
+		      const struct torchops_op *op, int32_t tid)
 {
-	struct late_op *p;
-	size_t len;
+	size_t len = (size_t)op->name_len + op->dims_len + op->types_len;
+	struct late_op *p = grow_array(*ops, cap, *n + 1, sizeof **ops, 1024);
 	char *text;
 
-	if (!op || !op->name || !op->name_len)
-		return;
-	len = (size_t)op->name_len + op->dims_len + op->types_len;
-	pthread_mutex_lock(&late.lock);
-	if (!late.gen || late.done)
-		goto out;
-	p = grow_array(late.ops, &late.cap, late.n + 1, sizeof *late.ops, 1024);
 	if (!p)
-		goto out;
-	late.ops = p;
+		return false;
+	*ops = p;
 	text = malloc(len ? len : 1);
 	if (!text)
-		goto out;
+		return false;
 	memcpy(text, op->name, op->name_len);
 	if (op->dims_len)
 		memcpy(text + op->name_len, op->dims, op->dims_len);
 	if (op->types_len)
 		memcpy(text + op->name_len + op->dims_len, op->types, op->types_len);
-	late.ops[late.n].op = *op;
-	late.ops[late.n].op.name = text;
-	late.ops[late.n].op.dims = text + op->name_len;
-	late.ops[late.n].op.types = text + op->name_len + op->dims_len;
-	late.ops[late.n].tid = tid;
-	late.ops[late.n].text = text;
-	late.n++;
-out:
+	p += *n;
+	p->op = *op;
+	p->op.name = text;
+	p->op.dims = text + op->name_len;
+	p->op.types = text + op->name_len + op->dims_len;
+	p->tid = tid;
+	p->text = text;
+	(*n)++;
+	return true;
+}
+
+void torchops_late_add(const struct torchops_op *op, int32_t tid)
+{
+	if (!op || !op->name || !op->name_len)
+		return;
+	pthread_mutex_lock(&late.lock);
+	if (late.gen && !late.done)
+		late_keep(&late.ops, &late.n, &late.cap, op, tid);
 	pthread_mutex_unlock(&late.lock);
 }
 
@@ -227,6 +300,18 @@ void torchops_late_end(void)
 	late.done = true;
 	pthread_cond_broadcast(&late.done_cv);
 	pthread_mutex_unlock(&late.lock);
+}
+
+/* *until = now + wait_ms on CLOCK_REALTIME (pthread_cond_timedwait's). */
+static void late_deadline(struct timespec *until, unsigned wait_ms)
+{
+	clock_gettime(CLOCK_REALTIME, until);
+	until->tv_sec += wait_ms / 1000;
+	until->tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (until->tv_nsec >= 1000000000L) {
+		until->tv_sec++;
+		until->tv_nsec -= 1000000000L;
+	}
 }
 
 /* Adds one late operator to `t`, as the assembler adds a recorded one. */
@@ -276,13 +361,7 @@ int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struc
 		pthread_mutex_unlock(&late.lock);
 		return 0;
 	}
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += wait_ms / 1000;
-	until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	late_deadline(&until, wait_ms);
 	while (!late.done && wait_ms)
 		if (pthread_cond_timedwait(&late.done_cv, &late.lock, &until) == ETIMEDOUT)
 			break;
@@ -303,6 +382,159 @@ int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struc
 	late.gen = 0;
 	late.done = false;
 	pthread_mutex_unlock(&late.lock);
+	return rc;
+}
+
+/* ---- operators that end late (after their window closed)
+ *
+ * An operator belongs to the window its start fell in. Most end in it;
+ * some end after the step boundary that closed it: above all a c10d
+ * collective's record_function label (gloo:all_reduce, ...), which torch
+ * begins and ends on the backend's worker thread and ends only after it
+ * completed the future the training thread waits on, so the training
+ * thread may reach the next step boundary, and close the window, first.
+ * Such an operator cannot go into the window's buffers any more (their
+ * generation is closed): tail_end keeps a copy of it here, per window,
+ * and the window's collect (host thread, torchops_tail_collect) adds it
+ * to the trace. The observer counts the labels a window began
+ * (label_begin) and ends them with their operator: the collect first
+ * waits for the window's open labels, at most TORCHOPS_TAIL_WAIT_MS, and
+ * notes any that had not ended by then. Operators of the observer's
+ * per-thread stack end in order on their own thread, and are not counted:
+ * one still running on another thread at the boundary is kept if it ends
+ * before the collect takes the window's tail.
+ */
+
+#define TAIL_SLOTS 4     /* windows whose tails are kept at once */
+#define TAIL_MAX 4096    /* operators kept per window; more are counted */
+
+struct tail {
+	uint64_t gen;    /* the window's generation, 0: none */
+	unsigned open;   /* its labels begun and not yet ended */
+	bool collected;  /* its collect took the tail: later ones are lost */
+	uint64_t lost;   /* past TAIL_MAX, or out of memory */
+	struct late_op *ops;
+	size_t n, cap;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cv;   /* a window's last open label ended */
+	struct tail slot[TAIL_SLOTS];
+} tails = { .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+/* The tail of window `gen`, NULL when it is not kept (any more).
+ * tails.lock held. */
+static struct tail *tail_of(uint64_t gen)
+{
+	struct tail *s = &tails.slot[gen % TAIL_SLOTS];
+
+	return gen && s->gen == gen ? s : NULL;
+}
+
+/* Frees the operators kept in `s`. tails.lock held. */
+static void tail_clear(struct tail *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->n; i++)
+		free(s->ops[i].text);
+	s->n = 0;
+}
+
+/* Window `gen` opens: its tail starts empty, in place of the one of the
+ * window TAIL_SLOTS earlier (collected long since, unless the host is
+ * that far behind: then that window goes without its late operators).
+ * Stepping thread, window lock held. */
+static void tail_open(uint64_t gen)
+{
+	struct tail *s = &tails.slot[gen % TAIL_SLOTS];
+
+	pthread_mutex_lock(&tails.lock);
+	tail_clear(s);
+	s->gen = gen;
+	s->open = 0;
+	s->collected = false;
+	s->lost = 0;
+	pthread_mutex_unlock(&tails.lock);
+}
+
+/* torchops_api.label_begin: a label began in window `gen`; its end
+ * (tail_end with label) uncounts it. Any thread. */
+static void top_label_begin(uint64_t gen)
+{
+	struct tail *s;
+
+	if (!top_h || top_h->disabled(top_h->ctx))
+		return;
+	pthread_mutex_lock(&tails.lock);
+	s = tail_of(gen);
+	if (s && !s->collected)
+		s->open++;
+	pthread_mutex_unlock(&tails.lock);
+}
+
+/* An operator of window `gen` ended: `op` (when not NULL) ended after the
+ * window closed and is kept for its collect, made on the calling thread;
+ * `label`: it is a label label_begin counted. Any thread. */
+static void tail_end(uint64_t gen, const struct torchops_op *op, bool label)
+{
+	int32_t tid = op ? (int32_t)syscall(SYS_gettid) : 0;
+	struct tail *s;
+
+	pthread_mutex_lock(&tails.lock);
+	s = tail_of(gen);
+	if (s && op && !s->collected) {
+		if (s->n >= TAIL_MAX || !late_keep(&s->ops, &s->n, &s->cap, op, tid))
+			s->lost++;
+	}
+	if (s && label && s->open && --s->open == 0)
+		pthread_cond_broadcast(&tails.cv);
+	pthread_mutex_unlock(&tails.lock);
+}
+
+int torchops_tail_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e)
+{
+	struct timespec until;
+	struct tail *s;
+	char note[160];
+	size_t i;
+	int rc = 0;
+
+	pthread_mutex_lock(&tails.lock);
+	s = tail_of(gen);
+	if (!s || s->collected) {
+		pthread_mutex_unlock(&tails.lock);
+		return 0;
+	}
+	late_deadline(&until, wait_ms);
+	while (s->open && wait_ms)
+		if (pthread_cond_timedwait(&tails.cv, &tails.lock, &until) == ETIMEDOUT)
+			break;
+	s->collected = true;
+	for (i = 0; i < s->n; i++)
+		late_event(t, &s->ops[i]);
+	if (s->open && wait_ms) {
+		snprintf(note, sizeof note, "%u record_function label%s begun in this "
+			 "window had not ended %u ms after it closed: left out", s->open,
+			 s->open == 1 ? "" : "s", wait_ms);
+		trace_add_note(t, note);
+	} else if (s->open) {
+		snprintf(note, sizeof note, "%u record_function label%s begun in this "
+			 "window had not ended when the program ended: left out", s->open,
+			 s->open == 1 ? "" : "s");
+		trace_add_note(t, note);
+	}
+	if (s->lost) {
+		snprintf(note, sizeof note, "%llu operator%s that ended after this window "
+			 "closed could not be kept (out of memory, or more than %d): left out",
+			 (unsigned long long)s->lost, s->lost == 1 ? "" : "s", TAIL_MAX);
+		trace_add_note(t, note);
+	}
+	if (t->oom)
+		rc = err_set(e, "out of memory adding the operators that ended after the window");
+	tail_clear(s);
+	pthread_mutex_unlock(&tails.lock);
 	return rc;
 }
 

@@ -7,7 +7,8 @@
  * (src/torchops/torchops_abi.h); torchops appends it to the calling
  * thread's event buffer as one EVBUF_TORCH_OP record (src/events/oprec.h),
  * which the assembler turns into a Kineto cpu_op (or user_annotation)
- * event. On a GPU the observer pushes a CUPTI external correlation id
+ * event. An operator belongs to the window its start fell in: one that
+ * ends after that window closed is kept apart and added at its collect. On a GPU the observer pushes a CUPTI external correlation id
  * around each operator (the hooks cupti.c installs here), so the kernels it
  * launches link to it as they link to NVTX ranges.
  */
@@ -49,6 +50,15 @@ void torchops_late_begin(void);
 void torchops_late_add(const struct torchops_op *op, int32_t tid);
 void torchops_late_end(void);
 int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e);
+
+/* The operators of window `gen` that ended after it closed (torchops.c,
+ * "operators that end late"): waits until the labels the window began have
+ * ended, at most `wait_ms` (0 when the bridge is gone), adds the operators
+ * kept to `t` as recorded ones are, and a note for labels still open then.
+ * Once per window: later ones are not kept. Host thread, the window's
+ * collect. Returns 0, or -1 with *e set (out of memory). */
+#define TORCHOPS_TAIL_WAIT_MS 1000
+int torchops_tail_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e);
 
 /* The GPU link (cupti.c; NULL, NULL removes it). Any thread. */
 void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void));

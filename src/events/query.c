@@ -1128,12 +1128,15 @@ static void step_phases(const struct trace *t, const struct imap *pm, const uint
 		if (p == QUERY_PHASE_COUNT || !is_range(ev))
 			continue;
 		q->has_phases = true;
+		if (b > send)
+			b = send;
 		if (!(q->phase_mask & 1u << p)) {
 			q->phase_mask |= 1u << p;
 			q->phase_start[p] = ev->ts;
+			q->phase_end[p] = b;
+		} else if (b > q->phase_end[p]) {
+			q->phase_end[p] = b;
 		}
-		if (b > send)
-			b = send;
 		a = ev->ts > cover ? ev->ts : cover;
 		if (b > a) {
 			if (p != QUERY_PHASE_OTHER) {

@@ -187,6 +187,11 @@ struct query_step {
 				  first range of the phase starts in the
 				  step (bit p of phase_mask set); other:
 				  unused */
+	int64_t phase_end[QUERY_PHASE_COUNT]; /* when the phase's last range
+				  in the step ends, cut at the step's end
+				  (bit p of phase_mask set): the time from
+				  one phase's end to the next one's start
+				  is `other` */
 	unsigned phase_mask;
 	bool has_phases;     /* some phase range was found in the step */
 };

@@ -1038,6 +1038,12 @@ static void push_steps_field(lua_State *L, struct tl *tl, const char *key)
 				set_int(L, query_phase_name((enum query_phase)p),
 					s->phase_start[p]);
 		lua_setfield(L, -2, "starts");
+		lua_createtable(L, 0, QUERY_PHASE_COUNT);
+		for (p = 0; p < QUERY_PHASE_COUNT; p++)
+			if (s->phase_mask & 1u << p)
+				set_int(L, query_phase_name((enum query_phase)p),
+					s->phase_end[p]);
+		lua_setfield(L, -2, "ends");
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	lua_setfield(L, cache, "steps");

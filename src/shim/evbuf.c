@@ -1140,6 +1140,13 @@ uint64_t evbuf_close(void)
 	return gen;
 }
 
+uint64_t evbuf_current(void)
+{
+	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_acquire);
+
+	return st & 1 ? st >> 1 : 0;
+}
+
 uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);

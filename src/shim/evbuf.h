@@ -211,6 +211,12 @@ void evbuf_set_fill_hook(evbuf_fill_fn filling);
  * Appends after this return are no-ops. */
 uint64_t evbuf_close(void);
 
+/* The generation open now, 0 when none: one acquire load. A writer whose
+ * append failed asks whether the generation it meant is still the one
+ * open (then its record was dropped and counted) or closed meanwhile.
+ * Any thread, async-signal-safe. */
+uint64_t evbuf_current(void);
+
 /* Closes the open generation (its number in *closed) and opens the next
  * with a pool of `bytes` in one step, as the flight recorder rotates its
  * segments: the new pool is mapped first, then a writer sees one

@@ -195,6 +195,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.salvage_modules = evbuf_salvage_modules,
 		.evbuf_set_fill_hook = evbuf_set_fill_hook,
 		.evbuf_rotate = evbuf_rotate,
+		.evbuf_current = evbuf_current,
 	};
 	const char *disable = getenv("PROF_DISABLE");
 	const char *level = getenv("PROF_LOG");

@@ -186,6 +186,7 @@ bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
 // What the start callback leaves for the end callback about one operator.
 struct Open {
     const at::RecordFunction *fn; // the operator (its end callback finds it)
+    uint64_t gen;                 // the window its start fell in
     int64_t start;
     uint64_t ext;
     uint64_t flops;
@@ -298,22 +299,28 @@ void finish(const torchops_api *api, const at::RecordFunction &fn, const Open &o
         op.types = text + o.text + o.dims_len;
         op.types_len = o.types_len;
     }
-    api->op(&op);
+    api->op_in(&op, o.gen);
 }
 
 // Start callback: outside windows one call and a return; inside, an
 // operator pushes its entry on the thread's stack (returns nullptr), a
-// label allocates its context (nullptr when that fails). The start time is
-// read last.
+// label allocates its context (nullptr when that fails) and is counted
+// for its window (label_begin: the window is written once it ended, as a
+// collective's label ends on the backend's thread, maybe after the window
+// closed). Each is tagged with the window its start fell in. The start
+// time is read last.
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 {
     const torchops_api *api = g_api;
-    if (!api || !api->recording())
+    uint64_t gen = api ? api->window() : 0;
+    if (!gen)
         return nullptr;
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
         std::unique_ptr<LabelCtx> ctx(new (std::nothrow) LabelCtx);
         if (ctx) {
             begin(api, fn, ctx->o, ctx->text, 0, sizeof ctx->text);
+            ctx->o.gen = gen;
+            api->label_begin(gen);
             ctx->o.start = api->now();
         }
         return ctx;
@@ -324,14 +331,17 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     Open &o = st.open[st.n];
     st.text_used += begin(api, fn, o, st.text, st.text_used, kText);
     st.n++;
+    o.gen = gen;
     o.start = api->now();
     return nullptr;
 }
 
 // End callback: a label finishes from its context; an operator finds its
 // entry on the thread's stack (the top one: operators end in order), pops
-// it and hands it to the core. An operator whose start was not recorded
-// (it began before the window) has no entry: nothing is written.
+// it and hands it to the core with the window it began in (op_in: written
+// there even when that window closed meanwhile). An operator whose start
+// was not recorded (it began before the window) has no entry: nothing is
+// written.
 void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
 {
     const torchops_api *api = g_api;

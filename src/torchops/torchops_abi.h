@@ -5,8 +5,8 @@
  *
  * The core hands the observer a struct torchops_api (through the Python
  * bridge: pybridge_api.torchops, src/capture/python.c); the observer calls
- * back for the time, whether a window records, each finished operator and
- * the GPU link. Plain C, included by both sides; append only, bump
+ * back for the time, the window recording, each finished operator (with
+ * the window its start fell in) and the GPU link. Plain C, included by both sides; append only, bump
  * TORCHOPS_ABI_VERSION.
  */
 #ifndef PROFHOST_TORCHOPS_ABI_H
@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#define TORCHOPS_ABI_VERSION 1
+#define TORCHOPS_ABI_VERSION 2 /* 2: window, label_begin, op_in */
 
 /* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
 enum torchops_scope {
@@ -63,6 +63,17 @@ struct torchops_api {
 	 * thread and returns it (0: none, then no pop). */
 	uint64_t (*ext_push)(void);
 	void (*ext_pop)(void);
+	/* (2) The generation of the window recording now, 0 outside windows
+	 * (recording() as a number: what an operator's start is tagged with). */
+	uint64_t (*window)(void);
+	/* (2) A record_function label began in window `gen` (window() at its
+	 * start): that window is written once the label ended, or a while
+	 * after it closed (torchops.c, "operators that end late"). */
+	void (*label_begin)(uint64_t gen);
+	/* (2) As op(), for an operator that began in window `gen`: it belongs
+	 * to that window, also when it ends after the window closed; a label
+	 * ends what label_begin counted. */
+	void (*op_in)(const struct torchops_op *op, uint64_t gen);
 };
 
 #endif

@@ -549,6 +549,89 @@ prof.on_trace_ready(function(trace) trace:write("third.txt", "still ran") end)
             self.assertNotIn("rank 0 is the straggler", text)
             self.assertEqual("first reading" in text, active < 5, text)
 
+    def ddp_run(self, name, prog, args, steps=6):
+        """Two gloo ranks of `prog` under prof run (a window of `steps`
+        steps after 6); returns the run report's JSON and text."""
+        import socket
+        policy = self.write("p_%s.lua" % name,
+                            "prof.schedule { wait = 5, warmup = 1, active = %d, cycles = 1 }\n"
+                            % steps)
+        out = os.path.join(self.tmp, "out_" + name)
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = []
+        for rank in (0, 1):
+            env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "RANK": str(rank), "WORLD_SIZE": "2"})
+            procs.append(subprocess.Popen(
+                [PROF, "run", "-s", policy, "-o", out, "--set", "output.run=ddp", "--",
+                 PYTHON, prog] + args, env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True))
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, err)
+        run_dir = os.path.join(out, "ddp")
+        data = json.loads(self.report([run_dir, "--format", "json"]).stdout)
+        return data, self.report([run_dir]).stdout
+
+    @NEEDS_DISTRIBUTED
+    def test_straggler_verdict_names_the_tables_column(self):
+        # #25: the verdict says where the straggler's extra time goes in
+        # the per-rank table's terms. Two gloo DDP ranks with a DataLoader
+        # (the data phase) and a BatchNorm (DDP broadcasts its buffers at
+        # the start of each forward: a collective inside forward); rank 1
+        # sleeps 30 ms a step either between receiving its batch and its
+        # forward (time the table counts in `other`) or inside its forward
+        # (in `forward`, after the broadcast). The verdict names that
+        # column, the one where rank 1's average exceeds rank 0's most.
+        prog = self.write("ddp_lag.py", (
+            "import sys, time\n"
+            "import torch, torch.distributed as dist\n"
+            "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+            "from torch.utils.data import DataLoader, TensorDataset\n"
+            "torch.set_num_threads(1)  # two ranks on a small machine\n"
+            "dist.init_process_group('gloo')\n"
+            "rank = dist.get_rank()\n"
+            "where = sys.argv[1]\n"
+            "torch.manual_seed(0)\n"
+            "class Lag(torch.nn.Module):\n"
+            "    def forward(self, x):\n"
+            "        if rank == 1 and where == 'forward':\n"
+            "            time.sleep(0.030)\n"
+            "        return x\n"
+            "model = DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.BatchNorm1d(256),\n"
+            "                                Lag(), torch.nn.ReLU(), torch.nn.Linear(256, 4)))\n"
+            "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "ds = TensorDataset(torch.randn(32 * 16, 64), torch.randint(0, 4, (32 * 16,)))\n"
+            "for x, y in DataLoader(ds, batch_size=32):\n"
+            "    if rank == 1 and where == 'gap':\n"
+            "        time.sleep(0.030)\n"
+            "    loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+            "    opt.zero_grad()\n"
+            "    loss.backward()\n"
+            "    opt.step()\n"
+            "dist.destroy_process_group()\n"))
+        cases = (("gap", "other", "no phase, between data and forward",
+                  "its extra time is in other: no phase, between data and forward (+"),
+                 ("forward", "forward", "forward", "its extra time is in forward (+"))
+        for lag, column, where, said in cases:
+            with self.subTest(lag=lag):
+                data, text = self.ddp_run(lag, prog, [lag])
+                st = data["straggler"]
+                self.assertEqual(st.get("rank"), 1, data["verdict"])
+                self.assertEqual(st.get("where"), where, data["verdict"])
+                self.assertEqual(st.get("where_phase"), column, data["verdict"])
+                self.assertIn(said, text)
+                # the table's column where rank 1 spends the most beyond rank 0
+                r0, r1 = (r["phases"] for r in data["per_rank"])
+                worst = max(("data", "forward", "backward", "optimizer", "other"),
+                            key=lambda p: r1[p] - r0[p])
+                self.assertEqual(worst, column, data["per_rank"])
+                # and about the 30 ms slept, as in the verdict
+                self.assertGreater(st["where_ns"], 20e6, data["verdict"])
+                self.assertGreater(r1[column] - r0[column], 20e6, data["per_rank"])
+
     def test_run_report_names_the_straggler(self):
         run_dir = os.path.join(self.tmp, "run")
         for rank in range(3):

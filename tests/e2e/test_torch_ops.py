@@ -23,6 +23,7 @@ from test_formats import tb_tree_errors
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_train.py")
 LABELS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_labels.py")
+LATE = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_late.py")
 STEPS = 10
 POLICY = ("prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 1 }\n"
           "prof.capture { record_shapes = true, with_flops = true, peak_tflops = 0.5 }\n")
@@ -38,6 +39,16 @@ def _has_torch():
 
 
 NEEDS_TORCH = unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
+
+
+def _has_gloo():
+    try:
+        return subprocess.run([PYTHON, "-c", "import torch.distributed as d; "
+                               "assert d.is_available() and d.is_gloo_available()"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def op_events(trace):
@@ -282,6 +293,111 @@ class TorchOps(TempDirTest):
         for a, b in zip(gen, inner):
             self.assertLess(a["ts"], b["ts"])
             self.assertLess(a["ts"] + a["dur"], b["ts"] + b["dur"])
+
+    def window_of(self, policy, cmd, env=None, out="out"):
+        """Runs cmd under prof run; the one window's directory and trace."""
+        path = self.write("policy.lua", policy)
+        out = os.path.join(self.tmp, out)
+        r = run([PROF, "run", "-s", path, "-o", out, "--"] + cmd,
+                env=base_env(env or {"PROF_TORCH_OPS": "observer"}), timeout=600, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
+        return dirs[0], load_trace(dirs[0])
+
+    def test_labels_that_end_after_their_window(self):
+        # An operator belongs to the window its start fell in (#25): a
+        # label begun before each step's boundary and ended just after it,
+        # on another thread (as c10d ends gloo:all_reduce), is in the
+        # window for each of its 3 steps, the last one ending after the
+        # window closed. A label still open 1 s after the window closed is
+        # left out, and the summary says so.
+        d, trace = self.window_of(POLICY, [PYTHON, LATE, str(STEPS), "7"])
+        evs = op_events(trace)
+        late = sorted((e for e in evs if e["name"] == "late_label"), key=lambda e: e["ts"])
+        steps = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and
+                        e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+        self.assertEqual([s["name"] for s in steps],
+                         ["ProfilerStep#5", "ProfilerStep#6", "ProfilerStep#7"])
+        self.assertEqual(len(late), 3, late)
+        for e, s in zip(late, steps):
+            self.assertEqual(e["cat"], "user_annotation")
+            self.assertGreaterEqual(e["ts"], s["ts"])
+            self.assertLess(e["ts"], s["ts"] + s["dur"])
+        # each ends after its step: the last one after the window closed
+        for e, s in zip(late, steps):
+            self.assertGreater(e["ts"] + e["dur"], s["ts"] + s["dur"], (e, s))
+        main_tid = next(e["tid"] for e in evs if e["name"] == "aten::matmul")
+        self.assertTrue(all(e["tid"] != main_tid for e in late), late)
+        self.assertNotIn("open_label", counts(evs))
+        with open(os.path.join(d, "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("1 record_function label begun in this window had not ended 1000 ms "
+                      "after it closed: left out", summary)
+
+    @unittest.skipUnless(_has_gloo(), "torch.distributed with gloo is not available")
+    def test_collective_that_ends_after_its_window(self):
+        # Two gloo ranks (started with MASTER_ADDR/RANK/WORLD_SIZE: torchrun
+        # fails on Python 3.11). In the window's last step rank 0 starts an
+        # all-reduce (async_op) that rank 1 joins only once rank 0's window
+        # has closed: gloo begins its gloo:all_reduce label on its worker
+        # thread in the window and ends it there after the window closed.
+        # It is in rank 0's window (the rule: where its start fell), once.
+        import socket
+        prog = self.write("late_ddp.py", (
+            "import sys, time\n"
+            "import torch, torch.distributed as dist\n"
+            "torch.set_num_threads(1)\n"
+            "dist.init_process_group('gloo')\n"
+            "rank = dist.get_rank()\n"
+            "store = dist.distributed_c10d._get_default_store()\n"
+            "w = torch.nn.Parameter(torch.randn(4, 4))\n"
+            "opt = torch.optim.SGD([w], lr=0.01)\n"
+            "x = torch.randn(2, 4)\n"
+            "for i in range(int(sys.argv[1])):\n"
+            "    opt.zero_grad()\n"
+            "    (x @ w).sum().backward()\n"
+            "    work = None\n"
+            "    if i == 7 and rank == 0:\n"
+            "        work = dist.all_reduce(torch.ones(8), async_op=True)\n"
+            "        time.sleep(0.2)  # gloo's thread has begun it\n"
+            "    elif i == 7:\n"
+            "        store.wait(['closed'])\n"
+            "        dist.all_reduce(torch.ones(8))\n"
+            "    opt.step()  # the step boundary: after step 7, rank 0's window closes\n"
+            "    if work is not None:\n"
+            "        store.set('closed', '1')\n"
+            "        work.wait()\n"
+            "dist.destroy_process_group()\n"))
+        policy = self.write("policy.lua", POLICY)
+        out = os.path.join(self.tmp, "out")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        procs = []
+        for rank in (0, 1):
+            env = base_env({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                            "RANK": str(rank), "WORLD_SIZE": "2",
+                            "PROF_TORCH_OPS": "observer"})
+            procs.append(subprocess.Popen(
+                [PROF, "run", "-s", policy, "-o", out, "--set", "output.run=late", "--",
+                 PYTHON, prog, str(STEPS)], env=env, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, cwd=self.tmp))
+        for p in procs:
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, err)
+        for rank in (0, 1):
+            d = os.path.join(out, "late", "rank%d" % rank, "window0_steps5-7")
+            trace = load_trace(d)
+            steps = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and
+                            e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+            last = steps[-1]
+            gloo = [e for e in op_events(trace) if e["name"] == "gloo:all_reduce"]
+            self.assertEqual(len(gloo), 1, (rank, gloo))
+            self.assertGreaterEqual(gloo[0]["ts"], last["ts"])
+            self.assertLess(gloo[0]["ts"], last["ts"] + last["dur"])
+            if rank == 0:
+                self.assertGreater(gloo[0]["ts"] + gloo[0]["dur"], last["ts"] + last["dur"])
 
 
 if __name__ == "__main__":

@@ -413,13 +413,15 @@ describe("prof.reports.samples", function()
 end)
 
 describe("prof.reports.ranks", function()
-	-- A rank's window from steps { ts, dur, starts = { phase = ts }, syncs }.
+	-- A rank's window from steps { ts, dur, starts = { phase = ts },
+	-- ends = { phase = ts }, phases, syncs }.
 	local function window(rank, steps)
 		local s = {}
 		for i, x in ipairs(steps) do
 			s[i] = { step = 10 + i, ts = x.ts, dur = x.dur, partial = false, has_phases = true,
-				phases = { data = 0, forward = 0, backward = 0, optimizer = 0, other = x.dur },
-				starts = x.starts or {}, syncs = x.syncs or {} }
+				phases = x.phases or
+					{ data = 0, forward = 0, backward = 0, optimizer = 0, other = x.dur },
+				starts = x.starts or {}, ends = x.ends, syncs = x.syncs or {} }
 		end
 		return { meta = { rank = rank, window = 0, first_step = 11, last_step = 10 + #steps,
 			run = "r", program = "p" }, steps = { steps = s }, findings = {} }
@@ -474,9 +476,11 @@ describe("prof.reports.ranks", function()
 		assert.are.equal(2 * MS, st.where_ns)
 		assert.is_true(st.short)
 		local text = ranks.text(d)
+		assert.are.equal("other", st.where_phase)
 		assert.truthy(text:find("rank 1 is the straggler: it arrived last in 3 of 3 steps, the others "
-			.. "waiting for it about 2.000 ms per step; its extra time is in no phase, before "
-			.. "forward (+2.000 ms per step). Only 3 steps compared: a first reading", 1, true), text)
+			.. "waiting for it about 2.000 ms per step; its extra time is in other: no phase, "
+			.. "before forward (+2.000 ms per step). Only 3 steps compared: a first reading", 1,
+			true), text)
 		assert.truthy(text:find("10.100*", 1, true))
 		-- a longer window: the same verdict, no caveat
 		d = ranks.analyze(synced(2, 10, 1, 2 * MS, "before"))
@@ -523,6 +527,100 @@ describe("prof.reports.ranks", function()
 		assert.are.equal(1, d.straggler.rank)
 		assert.are.equal("backward", d.straggler.where)
 		assert.are.equal(MS, d.straggler.lead)
+	end)
+
+	-- Two ranks, 6 steps, every phase a range with its start and end, as
+	-- the Python bridge writes them: data 1 ms, then 0.1 ms in no phase,
+	-- forward (DDP's buffer broadcast at its start, where the ranks meet,
+	-- then 3 ms), backward (the all-reduce 1 ms in, where they meet again,
+	-- 0.5 ms), optimizer 1 ms. Rank 1 takes `extra` ns more, either
+	-- between its data and its forward ("gap") or inside its forward,
+	-- after the broadcast ("forward"). Each window's phase averages are
+	-- its steps' (the per-rank table's columns).
+	local function phased(lag, extra)
+		local steps, start, sum = { [0] = {}, [1] = {} }, { [0] = 0, [1] = 0 }, {}
+		for k = 1, 6 do
+			local x = { [0] = {}, [1] = {} }
+			local bcast, reduce = 0, 0
+			for r = 0, 1 do
+				local d = r == 1 and extra or 0
+				x[r].data = { start[r], start[r] + MS }
+				x[r].fwd0 = start[r] + 1.1 * MS + (lag == "gap" and d or 0)
+				bcast = math.max(bcast, x[r].fwd0 + 0.05 * MS)
+			end
+			for r = 0, 1 do
+				local d = r == 1 and extra or 0
+				x[r].fwd1 = bcast + 0.1 * MS + 3 * MS + (lag == "forward" and d or 0)
+				x[r].bwd0 = x[r].fwd1 + 0.1 * MS
+				reduce = math.max(reduce, x[r].bwd0 + MS)
+			end
+			for r = 0, 1 do
+				local s = x[r]
+				s.bwd1 = reduce + 0.5 * MS
+				s.opt0, s.opt1 = s.bwd1 + 0.1 * MS, s.bwd1 + 1.1 * MS
+				local stop = s.opt1 + 0.1 * MS
+				local ph = { data = MS, forward = s.fwd1 - s.fwd0, backward = s.bwd1 - s.bwd0,
+					optimizer = MS }
+				ph.other = stop - start[r] - ph.data - ph.forward - ph.backward - ph.optimizer
+				steps[r][k] = { ts = start[r], dur = stop - start[r], phases = ph,
+					starts = { data = s.data[1], forward = s.fwd0, backward = s.bwd0,
+						optimizer = s.opt0 },
+					ends = { data = s.data[2], forward = s.fwd1, backward = s.bwd1,
+						optimizer = s.opt1 },
+					syncs = { { ts = s.fwd0 + 0.05 * MS, name = "c10d::broadcast_" },
+						{ ts = s.bwd0 + MS, name = "c10d::allreduce_" } } }
+				sum[r] = sum[r] or { data = 0, forward = 0, backward = 0, optimizer = 0, other = 0 }
+				for p, v in pairs(ph) do
+					sum[r][p] = sum[r][p] + v / 6
+				end
+				start[r] = stop
+			end
+		end
+		local out = {}
+		for r = 0, 1 do
+			out[r + 1] = window(r, steps[r])
+			out[r + 1].steps.avg, out[r + 1].steps.phased = sum[r], 6
+		end
+		return out
+	end
+
+	-- The table's column where rank 1 spends the most beyond rank 0.
+	local function worst_column(d)
+		local best, lead
+		for _, p in ipairs({ "data", "forward", "backward", "optimizer", "other" }) do
+			local x = d.per_rank[2].phases[p] - d.per_rank[1].phases[p]
+			if not lead or x > lead then
+				best, lead = p, x
+			end
+		end
+		return best
+	end
+
+	it("puts time between one phase's end and the next one's start in other, as the table", function()
+		-- #25: rank 1 slept between receiving its batch and its forward
+		local d = ranks.analyze(phased("gap", 2 * MS))
+		local st = d.straggler
+		assert.are.equal(1, st.rank)
+		assert.are.equal("no phase, between data and forward", st.where)
+		assert.are.equal("other", st.where_phase)
+		assert.are.equal(2 * MS, st.where_ns)
+		assert.are.equal("other", worst_column(d))
+		assert.truthy(ranks.text(d):find("its extra time is in other: no phase, between data "
+			.. "and forward (+2.000 ms per step)", 1, true), ranks.text(d))
+	end)
+
+	it("puts time inside a phase in that phase, a collective inside it or not", function()
+		-- rank 1 works longer in forward, after the broadcast every rank
+		-- passes at its start
+		local d = ranks.analyze(phased("forward", 2 * MS))
+		local st = d.straggler
+		assert.are.equal(1, st.rank)
+		assert.are.equal("forward", st.where)
+		assert.are.equal("forward", st.where_phase)
+		assert.are.equal(2 * MS, st.where_ns)
+		assert.are.equal("forward", worst_column(d))
+		assert.truthy(ranks.text(d):find("its extra time is in forward (+2.000 ms per step)", 1,
+			true), ranks.text(d))
 	end)
 
 	it("names no one when no rank is measurably late, or the last one changes", function()

@@ -77,6 +77,7 @@ static void init_seen(struct seen *s)
 static void test_inactive_is_noop(void)
 {
 	CHECK_EQ_INT(evbuf_active(), 0);
+	CHECK_EQ_INT(evbuf_current(), 0);
 	CHECK_EQ_INT(evbuf_append_raw(EVBUF_MARK, 1, "x", 1, 0, 0), -1);
 }
 
@@ -89,6 +90,7 @@ static void test_round_trip(void)
 
 	CHECK(gen > 0);
 	CHECK_EQ_INT(evbuf_active(), 1);
+	CHECK_EQ_INT(evbuf_current(), gen);
 	CHECK_EQ_INT(evbuf_open(1 << 20), 0); /* already open */
 	for (i = 0; i < 1000; i++) {
 		snprintf(name, sizeof name, "ev%llu", (unsigned long long)i);
@@ -97,6 +99,7 @@ static void test_round_trip(void)
 	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), -1); /* still open */
 	CHECK_EQ_INT(evbuf_close(), gen);
 	CHECK_EQ_INT(evbuf_active(), 0);
+	CHECK_EQ_INT(evbuf_current(), 0); /* a writer that failed: closed, not full */
 	evbuf_append(EVBUF_MARK, "late", 1000, 0); /* after close: ignored */
 	init_seen(&s);
 	CHECK_EQ_INT(evbuf_drain(gen, visit, &s, &st), 0);

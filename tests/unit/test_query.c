@@ -164,6 +164,14 @@ static void check_steps_and_phases(bool nested)
 	      s[0].phase_start[QUERY_PHASE_BACKWARD] == 80);
 	CHECK(s[1].phase_start[QUERY_PHASE_DATA] == 100 &&
 	      s[1].phase_start[QUERY_PHASE_OPTIMIZER] == 150);
+	/* where each phase's last range ends: step 0 spends [95,100) in no
+	 * phase, after backward; step 1 [190,200), after optimizer */
+	CHECK(s[0].phase_end[QUERY_PHASE_DATA] == 60 &&
+	      s[0].phase_end[QUERY_PHASE_FORWARD] == 80 &&
+	      s[0].phase_end[QUERY_PHASE_BACKWARD] == 95);
+	CHECK(s[1].phase_end[QUERY_PHASE_DATA] == 110 &&
+	      s[1].phase_end[QUERY_PHASE_FORWARD] == 150 &&
+	      s[1].phase_end[QUERY_PHASE_OPTIMIZER] == 190);
 	free(s);
 	trace_free(&t);
 }

@@ -101,6 +101,8 @@ static const char script[] =
 	"  assert(trace.counts.kernel == 3 and trace.drops.total == 0)\n"
 	"  assert(#trace.steps == 2 and trace.steps[1].phases.data == 60)\n"
 	"  assert(trace.steps[2].phases.other == 10 and trace.files[1] == 'trace.json')\n"
+	"  assert(trace.steps[1].starts.backward == 80 and trace.steps[1].ends.backward == 95)\n"
+	"  assert(trace.steps[2].ends.optimizer == 190 and trace.steps[2].ends.backward == nil)\n"
 	"  local rows = trace:aggregate{ cat = 'kernel' }\n"
 	"  assert(#rows == 2 and rows[1].name == 'gemm' and rows[1].total == 60)\n"
 	"  assert(rows[1].med == 30 and rows[1].min == 20 and rows.total == 80)\n"

@@ -12,10 +12,10 @@
 -- time, and the phase holding the collective, grow by the wait. Step times
 -- cannot tell the straggler from the ranks waiting for it. What can is
 -- *when* each rank gets to the points every rank passes in a step — its
--- start, the start of each phase (data, forward, backward, optimizer), the
--- start of each collective when the trace shows collectives as ranges, its
--- end: at each point a rank's *lateness* is how long after the first rank
--- it got there. Between two points a rank that works longer than the
+-- start, the start and end of each phase (data, forward, backward,
+-- optimizer), the start of each collective when the trace shows
+-- collectives as ranges, its end: at each point a rank's *lateness* is how
+-- long after the first rank it got there. Between two points a rank that works longer than the
 -- others falls further behind (its lateness grows); a rank that waits
 -- catches up (its lateness shrinks). A rank's *extra work* in a step is the
 -- sum of its lateness growths: the time it took beyond the quickest rank,
@@ -23,7 +23,10 @@
 -- arrive; the others wait for it by the difference. The straggler is the
 -- rank whose *steady* extra work (below) exceeds the others' by more than
 -- the noise (50 us, or 5 % of the median step); where its lateness grows
--- is where its extra time goes.
+-- is where its extra time goes, named as the per-rank table counts it: the
+-- time between two points inside a phase is that phase's, any other time
+-- (before the first phase, between one phase's end and the next one's
+-- start, after the last) is `other`.
 --
 -- This compares timestamps across ranks at the same step, so it needs the
 -- ranks' clocks to agree (ranks on one host share CLOCK_MONOTONIC; across
@@ -50,11 +53,15 @@ M.SURE_STEPS = 5           -- fewer steps compared: a first reading only
 M.SURE_SHARE = 0.8         -- last in at least this share of the steps: sure
 
 -- The points every rank passes in step `e` (e.by_step[rank] = step data):
--- { label, t = { [rank] = ns } } in time order. Phase starts count when
--- every rank has the phase; collectives when every rank has as many.
+-- { label, kind, t = { [rank] = ns } } in time order; kind is "step" (the
+-- step's start or end), "start" or "end" (a phase's), or "sync" (a
+-- collective's start). A phase's start and end count when every rank has
+-- them; collectives when every rank has as many.
+local KIND_ORDER = { step = 1, ["end"] = 2, sync = 3, start = 4 }
+
 local function points(e, ranks)
 	local pts = {}
-	local function add(label, get)
+	local function add(label, kind, get)
 		local t = {}
 		for _, r in ipairs(ranks) do
 			local v = get(e.by_step[r])
@@ -63,11 +70,12 @@ local function points(e, ranks)
 			end
 			t[r] = v
 		end
-		pts[#pts + 1] = { label = label, t = t }
+		pts[#pts + 1] = { label = label, kind = kind, t = t }
 	end
-	add("start", function(s) return s.ts end)
+	add("start", "step", function(s) return s.ts end)
 	for _, p in ipairs(POINT_PHASES) do
-		add(p, function(s) return s.starts and s.starts[p] end)
+		add(p, "start", function(s) return s.starts and s.starts[p] end)
+		add(p, "end", function(s) return s.ends and s.ends[p] end)
 	end
 	local n
 	for _, r in ipairs(ranks) do
@@ -78,45 +86,96 @@ local function points(e, ranks)
 		n = n or m
 	end
 	for j = 1, n or 0 do
-		add(e.by_step[ranks[1]].syncs[j].name, function(s) return s.syncs[j].ts end)
+		add(e.by_step[ranks[1]].syncs[j].name, "sync", function(s) return s.syncs[j].ts end)
 	end
-	add("end", function(s) return s.ts + s.dur end)
-	local function mean(pt)
+	add("end", "step", function(s) return s.ts + s.dur end)
+	for _, pt in ipairs(pts) do
 		local sum = 0
 		for _, r in ipairs(ranks) do
 			sum = sum + pt.t[r]
 		end
-		return sum / #ranks
+		pt.mean = sum / #ranks
 	end
 	table.sort(pts, function(a, b)
-		local ma, mb = mean(a), mean(b)
-		if ma ~= mb then
-			return ma < mb
+		if a.mean ~= b.mean then
+			return a.mean < b.mean
 		end
-		return a.label == "start"
+		if (a.kind == "step") ~= (b.kind == "step") then
+			-- the step's start before anything at its instant, its end after
+			local st = a.kind == "step" and a or b
+			return (st == a) == (st.label == "start")
+		end
+		if a.kind ~= b.kind then
+			return KIND_ORDER[a.kind] < KIND_ORDER[b.kind]
+		end
+		return a.label < b.label
 	end)
 	return pts
 end
 
--- What the time between points i and i + 1 is called: the phase (or
--- collective) that starts at i, or the time before the first phase; nil
--- when the points are only the step's start and end.
-local function segment_label(pts, i)
-	local label = pts[i].label
-	if label ~= "start" then
-		return label
+-- What the time between points i and i + 1 is called: the table's column
+-- it counts in (a phase, or "other") and the label the verdict names. A
+-- segment inside a phase (from its start to its end, collectives inside
+-- it included) is that phase's. Elsewhere it is `other`, labelled by
+-- where it lies: "no phase, before forward", "no phase, between data and
+-- forward", "no phase, after optimizer". A phase whose end the step data
+-- lacks lasts to the next phase's start. nil when the points are only the
+-- step's start and end.
+local function segments(pts)
+	local spans = {}
+	for i, pt in ipairs(pts) do
+		if pt.kind == "start" then
+			local stop
+			for j = i + 1, #pts do
+				local q = pts[j]
+				if q.kind == "end" and q.label == pt.label then
+					stop = j
+					break
+				end
+			end
+			if not stop then
+				for j = i + 1, #pts do
+					if pts[j].kind == "start" or pts[j].kind == "step" then
+						stop = j
+						break
+					end
+				end
+			end
+			spans[#spans + 1] = { phase = pt.label, from = i, to = stop or #pts }
+		end
 	end
-	local nxt = pts[i + 1] and pts[i + 1].label
-	if nxt and nxt ~= "end" then
-		return "no phase, before " .. nxt
+	local out = {}
+	for i = 1, #pts - 1 do
+		local phase
+		for _, sp in ipairs(spans) do
+			-- the innermost: the latest start that holds the segment
+			if sp.from <= i and i + 1 <= sp.to and (not phase or sp.from > phase.from) then
+				phase = sp
+			end
+		end
+		if phase then
+			out[i] = { column = phase.phase, label = phase.phase }
+		elseif #pts > 2 then
+			local a, b = pts[i], pts[i + 1]
+			local where
+			if a.kind == "step" then
+				where = "before " .. b.label
+			elseif b.kind == "step" then
+				where = "after " .. a.label
+			else
+				where = "between " .. a.label .. " and " .. b.label
+			end
+			out[i] = { column = "other", label = "no phase, " .. where }
+		end
 	end
-	return nil
+	return out
 end
 
 -- Each rank's extra work in one step (ns) and, per segment label, its
--- lateness growth.
-local function extra_work(e, ranks)
+-- lateness growth; `columns` maps each label seen to its table column.
+local function extra_work(e, ranks, columns)
 	local pts = points(e, ranks)
+	local segs = segments(pts)
 	local late = {}
 	for i, pt in ipairs(pts) do
 		local first
@@ -134,11 +193,12 @@ local function extra_work(e, ranks)
 		for i = 1, #pts - 1 do
 			local g = late[i + 1][r] - late[i][r]
 			if g > 0 then
-				local label = segment_label(pts, i)
+				local seg = segs[i]
 
 				extra[r] = extra[r] + g
-				if label then
-					growth[r][label] = (growth[r][label] or 0) + g
+				if seg then
+					growth[r][seg.label] = (growth[r][seg.label] or 0) + g
+					columns[seg.label] = seg.column
 				end
 			end
 		end
@@ -175,8 +235,10 @@ end
 -- lateness growth there: work it does every step counts in full, while a
 -- step the machine disturbed (a rank descheduled for a few ms) does not
 -- decide. The straggler is the rank whose steady extra work exceeds every
--- other rank's by more than the noise.
-local function straggler(rows, threshold, clocks_ok)
+-- other rank's by more than the noise. Where its extra time goes is the
+-- table's column (`columns`: segment label -> phase or "other") holding
+-- most of it, named by its largest segment when it is `other`.
+local function straggler(rows, threshold, clocks_ok, columns)
 	local compared, decided = 0, 0
 	local last_count, labels, nsteps = {}, {}, {}
 	for _, row in ipairs(rows) do
@@ -206,6 +268,7 @@ local function straggler(rows, threshold, clocks_ok)
 	local steady, where = {}, {}
 	for r, set in pairs(labels) do
 		steady[r] = 0
+		local by_column, top = {}, {}
 		for label in pairs(set) do
 			local list = {}
 			for _, row in ipairs(rows) do
@@ -215,9 +278,18 @@ local function straggler(rows, threshold, clocks_ok)
 			end
 			local m = fmt.median(list)
 			steady[r] = steady[r] + m
-			if m > 0 and (not where[r] or m > where[r].ns or
-			    (m == where[r].ns and label < where[r].label)) then
-				where[r] = { label = label, ns = m }
+			if m > 0 then
+				local c = columns[label]
+				by_column[c] = (by_column[c] or 0) + m
+				if not top[c] or m > top[c].ns or (m == top[c].ns and label < top[c].label) then
+					top[c] = { label = label, ns = m }
+				end
+			end
+		end
+		for _, c in ipairs(PHASES) do
+			local ns = by_column[c]
+			if ns and (not where[r] or ns > where[r].ns) then
+				where[r] = { column = c, label = top[c].label, ns = ns }
 			end
 		end
 	end
@@ -258,7 +330,8 @@ local function straggler(rows, threshold, clocks_ok)
 	st.lead = lead
 	st.last = last_count[best] or 0
 	if where[best] then
-		st.where, st.where_ns = where[best].label, where[best].ns
+		st.where, st.where_phase, st.where_ns = where[best].label, where[best].column,
+			where[best].ns
 	end
 	st.short = compared < M.SURE_STEPS
 	st.sure = not st.short and st.last >= M.SURE_SHARE * compared
@@ -336,6 +409,7 @@ function M.analyze(windows)
 		out.per_rank[i] = row
 	end
 	local threshold = math.max(M.MIN_LEAD_NS, M.MIN_LEAD_SHARE * fmt.median(all_durs))
+	local columns = {} -- segment label -> its table column
 	-- each step: its time on each rank, the last rank to arrive
 	local numbers = {}
 	for n in pairs(step_map) do
@@ -355,7 +429,7 @@ function M.analyze(windows)
 		end
 		row.ranks = #present
 		if #present >= 2 then
-			local extra, growth = extra_work(e, present)
+			local extra, growth = extra_work(e, present, columns)
 			local last, next_most
 			for _, rank in ipairs(present) do
 				if not last or extra[rank] > extra[last] then
@@ -379,7 +453,7 @@ function M.analyze(windows)
 		end
 		out.steps[#out.steps + 1] = row
 	end
-	out.straggler = straggler(out.steps, threshold, clocks_agree(out.steps, step_map))
+	out.straggler = straggler(out.steps, threshold, clocks_agree(out.steps, step_map), columns)
 	out.verdict = M.verdict_text(out.straggler)
 	for _, row in ipairs(out.per_rank) do
 		row.last = out.straggler and out.straggler.counts and out.straggler.counts[row.rank] or 0
@@ -414,8 +488,10 @@ function M.verdict_text(st)
 		.. "the others waiting for it about %s per step", st.rank, st.last, st.of,
 		fmt.time(st.lead))
 	if st.where then
-		text = text .. string.format("; its extra time is %s%s (+%s per step)",
-			"in ", st.where, fmt.time(st.where_ns))
+		-- the column of the per-rank table that holds it, first
+		text = text .. string.format("; its extra time is in %s%s (+%s per step)",
+			st.where_phase ~= st.where and st.where_phase .. ": " or "", st.where,
+			fmt.time(st.where_ns))
 	end
 	if st.short then
 		text = text .. string.format(". Only %d step%s compared: a first reading; capture more "

@@ -76,7 +76,8 @@ function M.analyze(trace)
 		end
 		out.steps[#out.steps + 1] = {
 			step = s.step, ts = s.ts, dur = s.dur, partial = s.partial,
-			has_phases = s.has_phases, phases = s.phases, starts = s.starts, syncs = syncs,
+			has_phases = s.has_phases, phases = s.phases, starts = s.starts, ends = s.ends,
+			syncs = syncs,
 		}
 		if s.has_phases then
 			out.has_phases = true
