@@ -239,6 +239,27 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
  * written too, as a step marked partial. */
 int window_dump_ending(struct host *h, const char *reason, struct err *e);
 
+/* The hang watchdog's dump, as window_dump_hang() took it. */
+struct window_hang_dump {
+	struct host_job *job;          /* for hostthread_submit(); NULL: none */
+	uint32_t index;                /* its number (recorder<index>_...) */
+	uint64_t first, last;          /* its steps; `last` is the stalled one */
+};
+
+/* The hang watchdog's recorder dump: the recorder's own `steps` complete
+ * steps and step `step`, still running, marked partial (its records so
+ * far); with no complete step held (the first step after a window, or
+ * after the last dump) that step alone. Taken under the window lock
+ * (copies of the recorder's index, its segments close and the step goes
+ * on in a new one) into out->job, which the caller hands to the host
+ * thread (hostthread_submit) once the hang's report is written, so that
+ * the dump's reports link it. Never waits for the host thread. Returns 0,
+ * or -1 with *e saying why no dump is taken (as prof.dump's refusals, or
+ * `step` ended meanwhile). Any thread; not while holding the window
+ * lock. */
+int window_dump_hang(struct host *h, uint64_t step, const char *reason,
+		     struct window_hang_dump *out, struct err *e);
+
 /* prof.recorder{ enabled = ... } after the policy loaded (a hook, the
  * REPL): `on` false pauses the recorder, true resumes it. Takes effect at
  * the next step boundary: pausing then gives the held segments back (and
