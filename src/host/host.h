@@ -157,8 +157,17 @@ struct host_thread {
 	struct host_outputs out;       /* guarded by `lock` */
 };
 
-/* The hang watchdog's state (watchdog.c). Host thread only. */
+/* What the watchdog's thread is woken for (bits of watchdog.wake). */
+#define WD_WAKE_STOP 1u            /* look once more, then end */
+
+/* The hang watchdog's state (watchdog.c). Its thread (profhost-wd) owns
+ * the fields from `hangs` on; the others are for starting and stopping
+ * it. */
 struct watchdog {
+	pthread_t thread;
+	_Atomic int started;
+	_Atomic int32_t tid;           /* kernel tid of its thread */
+	_Atomic uint32_t wake;         /* wake word: WD_WAKE_* bits */
 	uint32_t hangs;                /* reports written */
 	bool hung;                     /* a report was written for hung_step,
 					  which has not ended yet */
@@ -344,6 +353,11 @@ int hostthread_stop(struct host *h, int timeout_ms);
 /* True when the caller is the host thread. Async-signal-safe. */
 bool hostthread_is_self(struct host *h);
 
+/* The jobs the host thread has to finish before one handed over now:
+ * those queued, and the one it is writing. Any thread; takes the queue's
+ * lock. */
+size_t hostthread_backlog(struct host *h);
+
 /* --- live.c: what the REPL sees and changes --- */
 
 /* The policy's live operations (prof.status/top/stacks, capture_now's
@@ -369,12 +383,19 @@ void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
 
 /* --- watchdog.c: the hang watchdog --- */
 
-/* Looks for a hang (prof.watchdog{}) and, the first time the step in
- * progress passes the limit, writes its report and runs prof.on_hang; says
- * when a reported step ends. Returns how long the host thread may sleep
- * before the next look (ns), or -1 for ever (no watchdog, or the process
- * is ending). Host thread. */
-int64_t watchdog_check(struct host *h);
+/* Starts the watchdog's own thread (prof.watchdog{}; nothing when it is
+ * off or in a forked child). It sleeps until the running step's deadline,
+ * and never waits for the host thread: a hang is reported on time while a
+ * window is being written. Start-up, after window_init(). Returns 0 or -1
+ * with *e. */
+int watchdog_start(struct host *h, struct err *e);
+
+/* Stops the watchdog's thread: it looks once more (a reported hang that
+ * ended, or not, is said), finishes a report it is writing and ends.
+ * Called at exit after window_finish(), before hostthread_stop() (a hang's
+ * dump is handed to the host thread before it stops). Nothing when
+ * called on the watchdog's thread itself (exit() from its hook). */
+void watchdog_stop(struct host *h);
 /* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
 
 struct salv_header;

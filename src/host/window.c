@@ -444,11 +444,6 @@ void window_init(struct host *h)
 	w->rec_paused = w->rec.cfg.enabled && h->cfg->recorder.start_paused;
 	if (w->rec.cfg.enabled && !w->rec_paused && !w->sched.open)
 		rec_open_segment(h, 0, w->step_start, false);
-	if (h->cfg->watchdog.enabled && !h->forked_child &&
-	    hostthread_start(h, &e) != 0) {
-		w->fail = e; /* the watchdog runs on the host thread */
-		w->fail_pending = true;
-	}
 	update_arm(h, w->step_start);
 	tell_step(w);
 	replay = w->rec_replay;
