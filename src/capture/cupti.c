@@ -11,6 +11,12 @@
  * Threads and locks. `cu.lock` guards the state; window callbacks take it
  * under the window lock (order: window lock, then cu.lock). It is never
  * held across cuptiActivityFlushAll or cuptiFinalize, which may call back.
+ * `cu.flush_lock` (outermost: taken before cu.lock, never under it) is:
+ * each flush and what it delivers (the done list taken after it, the
+ * launches left in flight) is one step, and a finalize is never under way
+ * beside one: the host thread flushes for a window or a dump while the
+ * hang watchdog's thread flushes for a report (hang_gpu). It is held for
+ * a flush, not for a window's conversion.
  * CUPTI's buffer callbacks take only the pool's lock (innermost: taken
  * under cu.lock too, never the other way); the timestamp callback takes
  * nothing. The API callback (steps counted from CUDA calls)
@@ -94,6 +100,7 @@ static struct {
 	char no_gpu_note[256];
 	bool no_gpu_said;
 	pthread_mutex_t lock;
+	pthread_mutex_t flush_lock;    /* a flush and its taking; a finalize */
 	const struct capture_host *h;
 	enum cu_state state;
 	enum cu_want want;
@@ -156,7 +163,7 @@ static struct {
 	_Atomic int dumping;           /* recorder dumps taken, not yet
 					  collected: buffers go on the done
 					  list too */
-} cu = { .lock = PTHREAD_MUTEX_INITIALIZER };
+} cu = { .lock = PTHREAD_MUTEX_INITIALIZER, .flush_lock = PTHREAD_MUTEX_INITIALIZER };
 
 static __thread unsigned tl_ext_depth;   /* external ids this thread pushed */
 static __thread int tl_runtime_launch;   /* inside a runtime launch call */
@@ -904,16 +911,20 @@ static void start(void)
  * not once the process launched a CUDA graph while CUPTI was attached:
  * CUPTI stays subscribed with its kinds off, as between windows (a
  * finalize there makes the graph's next launch fail, and the CUDA context
- * with it). Host thread, lock not held. */
+ * with it). Host thread, lock not held; takes the flush lock (no hang
+ * report flushes meanwhile). */
 static void stop(void)
 {
+	pthread_mutex_lock(&cu.flush_lock);
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY || cu.want != WANT_IDLE || cu.rec_want) {
 		pthread_mutex_unlock(&cu.lock);
+		pthread_mutex_unlock(&cu.flush_lock);
 		return;
 	}
 	if (atomic_load_explicit(&cu.graphs_seen, memory_order_relaxed)) {
 		pthread_mutex_unlock(&cu.lock);
+		pthread_mutex_unlock(&cu.flush_lock);
 		log_msg(LOG_DEBUG, "CUPTI stays attached after the last window: the "
 			"program launches CUDA graphs, whose later launches fail once "
 			"CUPTI is finalized");
@@ -940,6 +951,7 @@ static void stop(void)
 	if (cu.want != WANT_IDLE || cu.rec_want)
 		start(); /* a window began meanwhile */
 	pthread_mutex_unlock(&cu.lock);
+	pthread_mutex_unlock(&cu.flush_lock);
 }
 
 /* ------------------------------------------------------------ Nsight */
@@ -1306,9 +1318,11 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 	bool last;
 
 	(void)e;
+	pthread_mutex_lock(&cu.flush_lock);
 	pthread_mutex_lock(&cu.lock);
 	if (cu.state != CU_READY) {
 		pthread_mutex_unlock(&cu.lock);
+		pthread_mutex_unlock(&cu.flush_lock);
 		return 0;
 	}
 	/* Everything CUPTI holds, incomplete buffers included; but while the
@@ -1333,6 +1347,7 @@ static int window_collect(const struct capture_window *job, struct trace *t,
 		ndone = 0; /* no memory: the buffers are given back unread */
 	cu.pool.ndone = 0;
 	pthread_mutex_unlock(&cu.pool.lock);
+	pthread_mutex_unlock(&cu.flush_lock);
 
 	memset(&o, 0, sizeof o);
 	o.start = job->start_ts;
@@ -1588,11 +1603,13 @@ static void cu_recorder_rotated(void)
 {
 	bool flush;
 
+	pthread_mutex_lock(&cu.flush_lock);
 	pthread_mutex_lock(&cu.lock);
 	flush = cu.state == CU_READY && cu.rec_want && cu.nkinds;
 	pthread_mutex_unlock(&cu.lock);
 	if (flush)
 		cu.fn.ActivityFlushAll(0);
+	pthread_mutex_unlock(&cu.flush_lock);
 }
 
 /* The records a dump converts, each once. */
@@ -1718,6 +1735,7 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 	size_t k, dropped = 0;
 	bool ready, flush, window;
 
+	pthread_mutex_lock(&cu.flush_lock);
 	pthread_mutex_lock(&cu.lock);
 	ready = cu.state == CU_READY && cu.nkinds;
 	flush = ready && cu.want != WANT_RECORD && !atomic_load(&cu.pending_gen);
@@ -1741,6 +1759,7 @@ static int rec_collect(const struct capture_window *job, struct trace *t,
 	ndevs = cu.pool.ndevrec;
 	memcpy(devs, cu.pool.devrec, ndevs * sizeof *devs);
 	pthread_mutex_unlock(&cu.pool.lock);
+	pthread_mutex_unlock(&cu.flush_lock);
 	if (!ready) {
 		free(bufs);
 		return 0;
@@ -1871,7 +1890,9 @@ static int by_stream(const void *a, const void *b)
  * Flushes the buffers CUPTI holds whose records are complete (flag 0:
  * records of unfinished work stay with CUPTI, the window's records whole),
  * whose kernels the buffer callback takes out, then lists what is left.
- * Host thread, no lock held (the flush calls buf_completed). */
+ * The watchdog's thread, no lock held (the flush calls buf_completed);
+ * takes the flush lock: waits for a flush of the host thread's, never for
+ * a window's conversion. */
 static int cu_hang_gpu(struct capture_gpu_hang *g)
 {
 	struct cupti_launch l[CAPTURE_GPU_MAX];
@@ -1879,6 +1900,7 @@ static int cu_hang_gpu(struct capture_gpu_hang *g)
 	uint32_t id;
 	size_t i, n;
 
+	pthread_mutex_lock(&cu.flush_lock);
 	pthread_mutex_lock(&cu.lock);
 	switch (cu.state) {
 	case CU_OFF:
@@ -1904,11 +1926,13 @@ static int cu_hang_gpu(struct capture_gpu_hang *g)
 	}
 	pthread_mutex_unlock(&cu.lock);
 	if (why) {
+		pthread_mutex_unlock(&cu.flush_lock);
 		snprintf(g->note, sizeof g->note, "%s", why);
 		return 0;
 	}
 	cu.fn.ActivityFlushAll(0);
 	n = cupti_inflight_take(&cu.inflight, l, CAPTURE_GPU_MAX, &g->more, &g->forgotten);
+	pthread_mutex_unlock(&cu.flush_lock);
 	for (i = 0; i < n; i++) {
 		struct capture_gpu_launch *o = &g->launch[i];
 

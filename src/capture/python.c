@@ -680,7 +680,8 @@ static void pyb_hang_setup(const struct policy_config *c)
  * first):" blocks), into out[size] (NUL-ended, cut to fit). faulthandler
  * reads the interpreter's thread states without the GIL, so a thread that
  * holds it and never lets go does not stop this. Returns 0, or -1 with
- * why[] saying why there are none. Host thread; waits at most ~2 s. */
+ * why[] saying why there are none. The watchdog's thread; waits at most
+ * ~2 s. */
 static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 {
 	struct sigaction cur;

@@ -140,7 +140,11 @@ static void put_steps(struct textbuf *tb, const struct trace *t,
 	if (st->partial) {
 		textbuf_printf(tb, "; %zu partial (", st->partial);
 		put_step_runs(tb, t, true);
-		textbuf_puts(tb, ", cut short by exit), not in the step times");
+		/* the hang watchdog's dump holds the stalled step so far */
+		textbuf_puts(tb, t->meta.recorder && t->meta.reason &&
+			     strncmp(t->meta.reason, "hang ", 5) == 0 ?
+			     ", still running: stalled" : ", cut short by exit");
+		textbuf_puts(tb, "), not in the step times");
 	}
 	textbuf_puts(tb, "\n");
 	if (st->n == 0) {

@@ -48,7 +48,7 @@
  *                 give beyond the native ones (the Python bridge: every
  *                 Python thread's, as faulthandler writes them) into
  *                 out[size]. Returns 0, or -1 with why[wsize] saying why
- *                 not. Host thread; may wait ~2 s.
+ *                 not. The watchdog's thread; may wait ~2 s.
  *   ended         true once the program's own code has ended (the
  *                 interpreter finalizing): the watchdog stops looking for
  *                 hangs. Any thread.
@@ -66,8 +66,10 @@
  *                 fixed array). Returns 1 when the source tracks launches
  *                 now (the list, possibly empty, is what it knows), 0 when
  *                 it cannot say (g->note says why: GPU capture off, CUPTI
- *                 not recording outside windows, ...). Host thread; may
- *                 flush the source's buffers, never blocks on the GPU.
+ *                 not recording outside windows, ...). The watchdog's
+ *                 thread, while the host thread may be collecting a
+ *                 window; may flush the source's buffers, never blocks on
+ *                 the GPU.
  *   dump_taken    a recorder dump is taking the recorder's segments,
  *                 before they close; its collect (or, when the dump is
  *                 skipped, a collect into a trace nobody writes)
@@ -275,12 +277,13 @@ void capture_recorder_rotated_all(void);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source
- * gives them"). Host thread. */
+ * gives them"). The watchdog's thread. */
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize);
 
 /* The GPU work not finished for a hang report (hang_gpu): the first
  * source that tracks launches (1), else 0 with g->note from the last
- * source that said why, or "no GPU capture in this build". Host thread. */
+ * source that said why, or "no GPU capture in this build". The
+ * watchdog's thread. */
 int capture_hang_gpu_all(struct capture_gpu_hang *g);
 
 /* Whether a source says the program's code has ended (ended). Any thread. */

@@ -255,6 +255,9 @@ static void core_fini(void)
 	if (atomic_exchange(&host.disabled, 1))
 		return;
 	window_finish(&host, false);
+	/* before the host thread stops: a hang's dump is handed over, a
+	 * report being written ends before the sources finish */
+	watchdog_stop(&host);
 	/* written: the salvage file goes (on a time-out it stays for the
 	 * launcher to salvage) */
 	if (hostthread_stop(&host, FINI_WAIT_MS) == 0)
@@ -303,6 +306,8 @@ static void core_after_fork_child(void)
 	host.salv = NULL; /* the parent's salvage file, shared: never written here */
 	host.salv_tried = true;
 	atomic_store(&host.ht.started, 0);
+	atomic_store(&host.wd.started, 0); /* no watchdog thread here */
+	atomic_store(&host.wd.wake, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
 }
@@ -375,6 +380,8 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	hostthread_init(h);
 	capture_init_all(h);
 	window_init(h);
+	if (watchdog_start(h, &e) != 0)
+		host_fail(h, &e);
 	exitpath_install(h);
 	start_control(h);
 	core->step = core_step;

@@ -157,8 +157,17 @@ struct host_thread {
 	struct host_outputs out;       /* guarded by `lock` */
 };
 
-/* The hang watchdog's state (watchdog.c). Host thread only. */
+/* What the watchdog's thread is woken for (bits of watchdog.wake). */
+#define WD_WAKE_STOP 1u            /* look once more, then end */
+
+/* The hang watchdog's state (watchdog.c). Its thread (profhost-wd) owns
+ * the fields from `hangs` on; the others are for starting and stopping
+ * it. */
 struct watchdog {
+	pthread_t thread;
+	_Atomic int started;
+	_Atomic int32_t tid;           /* kernel tid of its thread */
+	_Atomic uint32_t wake;         /* wake word: WD_WAKE_* bits */
 	uint32_t hangs;                /* reports written */
 	bool hung;                     /* a report was written for hung_step,
 					  which has not ended yet */
@@ -249,6 +258,27 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
  * written too, as a step marked partial. */
 int window_dump_ending(struct host *h, const char *reason, struct err *e);
 
+/* The hang watchdog's dump, as window_dump_hang() took it. */
+struct window_hang_dump {
+	struct host_job *job;          /* for hostthread_submit(); NULL: none */
+	uint32_t index;                /* its number (recorder<index>_...) */
+	uint64_t first, last;          /* its steps; `last` is the stalled one */
+};
+
+/* The hang watchdog's recorder dump: the recorder's own `steps` complete
+ * steps and step `step`, still running, marked partial (its records so
+ * far); with no complete step held (the first step after a window, or
+ * after the last dump) that step alone. Taken under the window lock
+ * (copies of the recorder's index, its segments close and the step goes
+ * on in a new one) into out->job, which the caller hands to the host
+ * thread (hostthread_submit) once the hang's report is written, so that
+ * the dump's reports link it. Never waits for the host thread. Returns 0,
+ * or -1 with *e saying why no dump is taken (as prof.dump's refusals, or
+ * `step` ended meanwhile). Any thread; not while holding the window
+ * lock. */
+int window_dump_hang(struct host *h, uint64_t step, const char *reason,
+		     struct window_hang_dump *out, struct err *e);
+
 /* prof.recorder{ enabled = ... } after the policy loaded (a hook, the
  * REPL): `on` false pauses the recorder, true resumes it. Takes effect at
  * the next step boundary: pausing then gives the held segments back (and
@@ -333,6 +363,11 @@ int hostthread_stop(struct host *h, int timeout_ms);
 /* True when the caller is the host thread. Async-signal-safe. */
 bool hostthread_is_self(struct host *h);
 
+/* The jobs the host thread has to finish before one handed over now:
+ * those queued, and the one it is writing. Any thread; takes the queue's
+ * lock. */
+size_t hostthread_backlog(struct host *h);
+
 /* --- live.c: what the REPL sees and changes --- */
 
 /* The policy's live operations (prof.status/top/stacks, capture_now's
@@ -358,12 +393,19 @@ void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
 
 /* --- watchdog.c: the hang watchdog --- */
 
-/* Looks for a hang (prof.watchdog{}) and, the first time the step in
- * progress passes the limit, writes its report and runs prof.on_hang; says
- * when a reported step ends. Returns how long the host thread may sleep
- * before the next look (ns), or -1 for ever (no watchdog, or the process
- * is ending). Host thread. */
-int64_t watchdog_check(struct host *h);
+/* Starts the watchdog's own thread (prof.watchdog{}; nothing when it is
+ * off or in a forked child). It sleeps until the running step's deadline,
+ * and never waits for the host thread: a hang is reported on time while a
+ * window is being written. Start-up, after window_init(). Returns 0 or -1
+ * with *e. */
+int watchdog_start(struct host *h, struct err *e);
+
+/* Stops the watchdog's thread: it looks once more (a reported hang that
+ * ended, or not, is said), finishes a report it is writing and ends.
+ * Called at exit after window_finish(), before hostthread_stop() (a hang's
+ * dump is handed to the host thread before it stops). Nothing when
+ * called on the watchdog's thread itself (exit() from its hook). */
+void watchdog_stop(struct host *h);
 /* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
 
 struct salv_header;

@@ -412,9 +412,7 @@ static void *host_main(void *arg)
 
 	atomic_store(&ht->tid, (int32_t)syscall(SYS_gettid));
 	while (!stop) {
-		/* The watchdog's deadline (prof.watchdog{}); -1: none. */
-		int64_t wait = watchdog_check(h);
-		uint32_t bits = wakeword_take(&ht->wake, wait);
+		uint32_t bits = wakeword_take(&ht->wake, -1);
 
 		if (bits & HOST_WAKE_TERM)
 			window_finish(h, true);
@@ -431,7 +429,6 @@ static void *host_main(void *arg)
 		stop = (bits & HOST_WAKE_STOP) || ht->stop;
 		pthread_mutex_unlock(&ht->lock);
 	}
-	watchdog_check(h); /* a hang that ended (or not) as the process ends */
 	return NULL;
 }
 
@@ -471,6 +468,17 @@ size_t hostthread_full(struct host *h)
 
 	pthread_mutex_lock(&ht->lock);
 	n = ht->queued >= HOST_QUEUE_MAX ? ht->queued : 0;
+	pthread_mutex_unlock(&ht->lock);
+	return n;
+}
+
+size_t hostthread_backlog(struct host *h)
+{
+	struct host_thread *ht = &h->ht;
+	size_t n;
+
+	pthread_mutex_lock(&ht->lock);
+	n = ht->queued + (ht->busy ? 1 : 0);
 	pthread_mutex_unlock(&ht->lock);
 	return n;
 }

@@ -492,6 +492,8 @@ static int query_stacks(struct host *h, struct policy_build *b, struct err *e)
 			policy_build_str(b, "note", "profhost's host thread");
 		else if (strcmp(s->name, "profhost-pf") == 0)
 			policy_build_str(b, "note", "profhost's pre-fault thread");
+		else if (strcmp(s->name, "profhost-wd") == 0)
+			policy_build_str(b, "note", "profhost's hang watchdog");
 		if (s->state == CONTROL_STACK_OK) {
 			policy_build_open(b, "frames");
 			for (f = 0; f < s->nframes; f++) {

@@ -1,24 +1,35 @@
 /*
  * watchdog — the hang watchdog (prof.watchdog{}, docs/recorder.md).
  *
- * Runs on the host thread only: the thread's wait on its wake word gets a
- * deadline (watchdog_check() returns it), so the step path does nothing
- * more than it did (window_step already keeps the step's start and the
- * recent durations). When the current step has run longer than
+ * Runs on a thread of its own ("profhost-wd", every signal blocked), which
+ * sleeps on a wake word until the running step's deadline (check()
+ * returns it), so the step path does nothing more than it did
+ * (window_step already keeps the step's start and the recent durations),
+ * and the host thread writing a window (seconds, for millions of events)
+ * does not hold a report back: the watchdog never waits for the host
+ * thread, only for short locks (the window's, the stacks', a GPU flush's)
+ * and, for prof.on_hang, the policy's VM. When the current step has run
+ * longer than
  * max(after_s, factor x median step), it writes one report per hang into
  * <run>/rank<R>/hang<K>_step<N>/: hang_report.txt (every thread's native
  * stack, Python stacks where the bridge can give them, each thread's open
  * ranges and how long each has been open, on a GPU the kernels launched
  * and not finished, the last steps), hang.json (the same for `prof
  * report`'s view across ranks) and report.html (the same for a browser:
- * the stuck threads first); then asks the recorder for a dump and runs
- * prof.on_hang. When steps resume it says how long the step stalled.
+ * the stuck threads first); with the recorder on, takes a dump of the
+ * last steps and the stalled one so far (window_dump_hang: under the
+ * window lock, no waiting) and hands it to the host thread once the report
+ * is written, after what it is writing (the report says which dump, or
+ * why none); then runs prof.on_hang. When steps resume it says how long
+ * the step stalled.
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +42,7 @@
 #include "../export/textbuf.h"
 #include "../util/demangle.h"
 #include "../util/log.h"
+#include "../util/wakeword.h"
 #include "capture.h"
 #include "host.h"
 
@@ -59,7 +71,7 @@ struct wd_snap {
 /* Copies what the watchdog needs of the window state; `hung` is the step
  * whose duration is wanted (UINT64_MAX: none). Returns false when the
  * window lock could not be taken within a second (a thread holds it:
- * looked at again next time). Host thread. */
+ * looked at again next time). The watchdog's thread. */
 static bool take_snapshot(struct host *h, uint64_t hung, struct wd_snap *s)
 {
 	struct window_state *w = &h->win;
@@ -176,7 +188,7 @@ static void text_thread(struct textbuf *tb, struct host *h, const struct wd_snap
 	if (st->tid == s->tid)
 		textbuf_puts(tb, " (steps)");
 	if (st->self)
-		textbuf_puts(tb, " (profhost's host thread, writing this report)");
+		textbuf_puts(tb, " (profhost's hang watchdog, writing this report)");
 	textbuf_puts(tb, "\n");
 	for (i = 0; i < t->nranges; i++) {
 		const struct nvtx_open_range *r = &t->ranges[i];
@@ -281,7 +293,7 @@ struct wd_gpu {
 	char shown[CAPTURE_GPU_MAX][CAPTURE_GPU_NAME];
 };
 
-/* Asks the sources (host thread) and names the kernels. */
+/* Asks the sources (the watchdog's thread) and names the kernels. */
 static void gpu_take(struct wd_gpu *w)
 {
 	demangle_fn dm = NULL;
@@ -392,6 +404,14 @@ static void gpu_json(cJSON *root, const struct wd_gpu *w, int64_t now)
 
 /* ------------------------------------------------------------ report.html */
 
+/* The hang's recorder dump, as the report tells it. */
+struct wd_dump {
+	struct window_hang_dump d;     /* d.job NULL: none */
+	size_t behind;                 /* jobs the host thread finishes first */
+	char dir[96];                  /* its folder's usual name */
+	char why[ERR_MSG_MAX];         /* why none */
+};
+
 /* Whether thread t is one the stall is about: the stepping thread, or one
  * inside a range (not profhost's own). */
 static bool stuck_thread(const struct wd_snap *s, const struct wd_thread *t)
@@ -475,7 +495,7 @@ static void html_thread(struct textbuf *tb, struct host *h, const struct wd_snap
  * last steps; the other threads in hang_report.txt. */
 static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap *s,
 			uint32_t k, int64_t limit, const struct wd_thread *th, int n,
-			const struct wd_gpu *gpu, int64_t now)
+			const struct wd_gpu *gpu, const struct wd_dump *dump, int64_t now)
 {
 	double stalled = (double)(now - s->start) / 1e9;
 	char where[64];
@@ -503,6 +523,23 @@ static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap
 		       (double)limit / 1e9, h->cfg->watchdog.after_s,
 		       h->cfg->watchdog.factor, s->median_ms);
 
+	if (dump->d.job) {
+		textbuf_printf(tb, "<p>Recorder dump %u of steps %llu-%llu (step %llu so "
+			       "far, marked partial): <a href=\"../%s/report.html\">%s</a>",
+			       dump->d.index, (unsigned long long)dump->d.first,
+			       (unsigned long long)dump->d.last,
+			       (unsigned long long)dump->d.last, dump->dir, dump->dir);
+		if (dump->behind)
+			textbuf_printf(tb, ", written by profhost's host thread after the "
+				       "%zu window%s or dump%s it had to finish first",
+				       dump->behind, dump->behind == 1 ? "" : "s",
+				       dump->behind == 1 ? "" : "s");
+		textbuf_puts(tb, ".</p>\n");
+	} else {
+		textbuf_puts(tb, "<p>Recorder dump: none (");
+		textbuf_put_html(tb, dump->why);
+		textbuf_puts(tb, ").</p>\n");
+	}
 	textbuf_puts(tb, "<h2>Stuck threads</h2>\n");
 	for (i = 0; i < n; i++) {
 		if (stuck_thread(s, &th[i]))
@@ -624,8 +661,80 @@ static char *python_text(char *why, size_t size)
 	return py;
 }
 
-/* Writes the report of hang `k` (step s->step, stalled since s->start) and
- * runs the hooks. Host thread. */
+/* Takes hang k's recorder dump (prof.recorder{} on, prof.watchdog{ dump }
+ * not false) or says why none into out->why. Under the window lock only:
+ * the host thread, maybe seconds into writing a window, writes it after
+ * that window. The watchdog's thread. */
+static void take_dump(struct host *h, const struct wd_snap *s, uint32_t k,
+		      struct wd_dump *out)
+{
+	char reason[64];
+	struct err e;
+
+	memset(out, 0, sizeof *out);
+	if (!h->cfg->recorder.enabled) {
+		snprintf(out->why, sizeof out->why, "the flight recorder is off: "
+			 "prof.recorder{ steps = 20 } in the policy keeps the last steps");
+		return;
+	}
+	if (!h->cfg->watchdog.dump) {
+		snprintf(out->why, sizeof out->why, "prof.watchdog{ dump = false }");
+		return;
+	}
+	snprintf(reason, sizeof reason, "hang %u", k);
+	if (window_dump_hang(h, s->step, reason, &out->d, &e) != 0) {
+		snprintf(out->why, sizeof out->why, "%s", e.msg);
+		log_msg(LOG_INFO, "watchdog: no recorder dump for hang %u: %s", k, e.msg);
+		return;
+	}
+	out->behind = hostthread_backlog(h);
+	snprintf(out->dir, sizeof out->dir, "recorder%u_steps%llu-%llu", out->d.index,
+		 (unsigned long long)out->d.first, (unsigned long long)out->d.last);
+}
+
+/* The report's line on the dump. */
+static void dump_text(struct textbuf *tb, const struct wd_dump *d)
+{
+	if (!d->d.job) {
+		textbuf_printf(tb, "Recorder dump: none (%s)\n\n", d->why);
+		return;
+	}
+	textbuf_printf(tb, "Recorder dump: recorder dump %u of steps %llu-%llu (step %llu "
+		       "so far, marked partial), taken now; profhost's host thread writes "
+		       "it into ../%s/", d->d.index, (unsigned long long)d->d.first,
+		       (unsigned long long)d->d.last, (unsigned long long)d->d.last,
+		       d->dir);
+	if (d->behind)
+		textbuf_printf(tb, " after the %zu window%s or dump%s it has to finish "
+			       "first", d->behind, d->behind == 1 ? "" : "s",
+			       d->behind == 1 ? "" : "s");
+	textbuf_puts(tb, "\n\n");
+}
+
+/* hang.json's "dump": {"index", "first", "last", "dir", "behind"}, or
+ * null and "dump_missing": why. */
+static void dump_json(cJSON *root, const struct wd_dump *d)
+{
+	cJSON *o;
+
+	if (!d->d.job) {
+		cJSON_AddNullToObject(root, "dump");
+		cJSON_AddStringToObject(root, "dump_missing", d->why);
+		return;
+	}
+	o = cJSON_AddObjectToObject(root, "dump");
+	if (!o)
+		return;
+	cJSON_AddNumberToObject(o, "index", d->d.index);
+	cJSON_AddNumberToObject(o, "first", (double)d->d.first);
+	cJSON_AddNumberToObject(o, "last", (double)d->d.last);
+	cJSON_AddStringToObject(o, "dir", d->dir);
+	cJSON_AddNumberToObject(o, "behind", (double)d->behind);
+}
+
+/* Writes the report of hang `k` (step s->step, stalled since s->start),
+ * takes its recorder dump and hands it to the host thread, and runs the
+ * hooks. The watchdog's thread. */
 static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit)
 {
 	struct control_stack *st = calloc(CONTROL_STACK_THREADS, sizeof *st);
@@ -637,6 +746,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	struct policy_hang_info info = { 0 };
 	struct wd_gpu *gpu = calloc(1, sizeof *gpu);
 	struct textbuf tb, html;
+	struct wd_dump dump = { 0 };
 	struct outdir dir = { -1, "" };
 	struct err e;
 	cJSON *root = NULL, *arr;
@@ -666,6 +776,8 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	gpu_take(gpu);
 	now = clock_now_ns();
 	stalled = (double)(now - s->start) / 1e9;
+	/* After the snapshot: the dump's span covers the report's time. */
+	take_dump(h, s, k, &dump);
 	th = calloc((size_t)n + 1, sizeof *th);
 	pht = calloc((size_t)n + 1, sizeof *pht);
 	phr = calloc(nr + 1, sizeof *phr);
@@ -700,6 +812,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
 	textbuf_printf(&tb, "  step %llu: running for %.1f s\n\n",
 		       (unsigned long long)s->step, stalled);
+	dump_text(&tb, &dump);
 	if (!py)
 		textbuf_printf(&tb, "Python stacks: none (%s)\n\n", why);
 	gpu_text(&tb, gpu, now);
@@ -726,6 +839,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		cJSON_AddNumberToObject(root, "report_ts", (double)now);
 		if (!py)
 			cJSON_AddStringToObject(root, "python_missing", why);
+		dump_json(root, &dump);
 		arr = cJSON_AddArrayToObject(root, "threads");
 		for (i = 0; arr && i < n; i++)
 			json_thread(arr, h, s, &th[i], now);
@@ -748,7 +862,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	}
 
 	if (have_dir) {
-		html_report(&html, h, s, k, limit, th, n, gpu, now);
+		html_report(&html, h, s, k, limit, th, n, gpu, &dump, now);
 		text = textbuf_take(&tb);
 		page = textbuf_take(&html);
 		if (!text || outfile_write_textat(&dir, "hang_report.txt", text, &e) != 0 ||
@@ -761,13 +875,10 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		"hang report %u -> %s/", (unsigned long long)s->step, stalled,
 		(double)limit / 1e9, k, have_dir ? dir.path : "(not written)");
 
-	if (h->cfg->watchdog.dump && h->cfg->recorder.enabled) {
-		char reason[64];
-
-		snprintf(reason, sizeof reason, "hang %u", k);
-		if (window_dump(h, h->cfg->recorder.steps, reason, &e) != 0)
-			log_msg(LOG_INFO, "watchdog: no recorder dump for hang %u: %s", k, e.msg);
-	}
+	/* Its files are written: the dump's reports find and link them. */
+	if (dump.d.job)
+		hostthread_submit(h, dump.d.job);
+	dump.d.job = NULL;
 
 	if (h->cfg->has_on_hang) {
 		info.hang = k;
@@ -792,6 +903,8 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 			host_fail(h, &e);
 	}
 out:
+	if (dump.d.job) /* no memory for the report: the dump is still written */
+		hostthread_submit(h, dump.d.job);
 	outdir_close(&dir);
 	cJSON_Delete(root);
 	free(json);
@@ -810,10 +923,14 @@ out:
 
 /* ------------------------------------------------------------ the check */
 
-int64_t watchdog_check(struct host *h)
+/* Looks for a hang and, the first time the step in progress passes the
+ * limit, writes its report (report()); says when a reported step ends.
+ * Returns how long to sleep before the next look (ns), or -1 for ever (no
+ * watchdog, or the process is ending). The watchdog's thread. */
+static int64_t check(struct host *h)
 {
-	/* (also called once more as the host thread stops: a step that
-	 * resumed just before exit is said) */
+	/* (also called once more as the thread stops: a step that resumed
+	 * just before exit is said) */
 	struct watchdog *wd = &h->wd;
 	const struct policy_config *c = h->cfg;
 	struct wd_snap s;
@@ -859,4 +976,53 @@ int64_t watchdog_check(struct host *h)
 	wd->hung_since = s.start;
 	report(h, &s, wd->hangs++, limit);
 	return WD_POLL_NS < limit ? WD_POLL_NS : limit;
+}
+
+/* The watchdog's thread: looks, then sleeps until the next deadline or
+ * until watchdog_stop() wakes it. */
+static void *wd_main(void *arg)
+{
+	struct host *h = arg;
+	struct watchdog *wd = &h->wd;
+	uint32_t bits = 0;
+
+	atomic_store(&wd->tid, (int32_t)syscall(SYS_gettid));
+	while (!(bits & WD_WAKE_STOP))
+		bits = wakeword_take(&wd->wake, check(h));
+	check(h); /* a hang that ended (or not) as the process ends */
+	return NULL;
+}
+
+int watchdog_start(struct host *h, struct err *e)
+{
+	struct watchdog *wd = &h->wd;
+	sigset_t all, old;
+	int rc;
+
+	if (!h->cfg->watchdog.enabled || h->forked_child || atomic_load(&wd->started))
+		return 0;
+	/* Every signal blocked: the stack and Python signals, SIGTERM and
+	 * the sampler's land on the program's threads. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&wd->thread, NULL, wd_main, h);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		return err_errno(e, rc, "prof.watchdog: no hang is reported in this "
+				 "process: cannot create the watchdog's thread");
+	pthread_setname_np(wd->thread, "profhost-wd");
+	atomic_store(&wd->started, 1);
+	return 0;
+}
+
+void watchdog_stop(struct host *h)
+{
+	struct watchdog *wd = &h->wd;
+
+	if (!atomic_load(&wd->started) ||
+	    atomic_load(&wd->tid) == (int32_t)syscall(SYS_gettid))
+		return;
+	wakeword_post(&wd->wake, WD_WAKE_STOP);
+	pthread_join(wd->thread, NULL);
+	atomic_store(&wd->started, 0);
 }

@@ -444,11 +444,6 @@ void window_init(struct host *h)
 	w->rec_paused = w->rec.cfg.enabled && h->cfg->recorder.start_paused;
 	if (w->rec.cfg.enabled && !w->rec_paused && !w->sched.open)
 		rec_open_segment(h, 0, w->step_start, false);
-	if (h->cfg->watchdog.enabled && !h->forked_child &&
-	    hostthread_start(h, &e) != 0) {
-		w->fail = e; /* the watchdog runs on the host thread */
-		w->fail_pending = true;
-	}
 	update_arm(h, w->step_start);
 	tell_step(w);
 	replay = w->rec_replay;
@@ -623,8 +618,10 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 
 /* Whether the recorder can dump now: 0 (take it), 1 (merged: every step
  * it would hold is in the last dump, which writes them), or -1 with *e
- * saying why nothing will be written. Lock held. */
-static int dump_check(struct host *h, struct err *e)
+ * saying why nothing will be written. `running`: the dump holds the step
+ * now running, partial (the hang watchdog's): it is never merged, and a
+ * segment holding that step's records is enough. Lock held. */
+static int dump_check(struct host *h, bool running, struct err *e)
 {
 	struct window_state *w = &h->win;
 	size_t queued;
@@ -641,7 +638,7 @@ static int dump_check(struct host *h, struct err *e)
 	if (w->sched.open)
 		return err_set(e, "window %u is recording these steps: its own "
 			       "folder will hold them", w->sched.index);
-	if (w->sched.step > 0 && rec_merges(&w->rec, w->sched.step - 1))
+	if (!running && w->sched.step > 0 && rec_merges(&w->rec, w->sched.step - 1))
 		return 1;
 	if (w->rec.dumps >= w->rec.cfg.max_dumps)
 		return err_set(e, "this run already wrote its %u dumps (raise "
@@ -651,7 +648,9 @@ static int dump_check(struct host *h, struct err *e)
 	if (queued)
 		return err_set(e, "the host is still writing %zu earlier windows or "
 			       "dumps: this one is not taken (dump less often)", queued);
-	if (!w->rec.open || rec_held_steps(&w->rec) == 0)
+	if (running && !w->rec.open)
+		return err_set(e, "the recorder holds nothing of this step");
+	if (!w->rec.open || (!running && rec_held_steps(&w->rec) == 0))
 		return err_set(e, "no complete step recorded yet");
 	return 0;
 }
@@ -659,8 +658,9 @@ static int dump_check(struct host *h, struct err *e)
 /* Takes the recorder's last `steps` (0: its own `steps`) complete steps
  * into a dump job (*job), closing its open segment; the caller reopens one
  * if the process goes on. With `ending` (the process ends: a fatal signal,
- * an uncaught exception) the step now running is added as a step marked
- * partial, as a window's last step is at exit. Returns 0, or -1 with *e
+ * an uncaught exception; or a hang) the step now running is added as a
+ * step marked partial, as a window's last step is at exit; with no
+ * complete step held, that step alone. Returns 0, or -1 with *e
  * when memory ran out (the sources were told capture_ops.dump_taken, then
  * dump_dropped: no collect follows). Lock held; dump_check() said 0. */
 static int dump_take(struct host *h, unsigned steps, const char *reason,
@@ -670,11 +670,16 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	struct trace_step cur = { w->sched.step, w->step_start, now - w->step_start,
 				  w->step_tid, 1 };
 	struct rec_dump d;
+	int rc;
 
 	*job = NULL;
 	capture_dump_taken_all(); /* before the segments close */
 	rec_close_segment(h);
-	if (rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d) == 0) {
+	if (ending && rec_held_steps(&w->rec) == 0)
+		rc = rec_take_running(&w->rec, cur.step, cur.ts, &d);
+	else
+		rc = rec_take(&w->rec, steps ? steps : w->rec.cfg.steps, &d);
+	if (rc == 0) {
 		*job = dump_job(h, &d, ending ? &cur : NULL, reason, now);
 		free(d.steps);
 	}
@@ -701,7 +706,7 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 	if (refuse_request(h, steps ? steps : 1, e) != 0)
 		return -1;
 	pthread_mutex_lock(&w->lock);
-	rc = dump_check(h, e);
+	rc = dump_check(h, false, e);
 	if (rc == 1) {
 		/* Said once per dump: a hook may ask on every slow step. */
 		merged_into = w->rec.dumps - 1;
@@ -742,6 +747,46 @@ int window_dump(struct host *h, unsigned steps, const char *reason,
 int window_dump_ending(struct host *h, const char *reason, struct err *e)
 {
 	return dump_request(h, 0, reason, true, e);
+}
+
+int window_dump_hang(struct host *h, uint64_t step, const char *reason,
+		     struct window_hang_dump *out, struct err *e)
+{
+	struct window_state *w = &h->win;
+	int64_t now;
+	int rc;
+	bool replay;
+
+	memset(out, 0, sizeof *out);
+	if (refuse_request(h, 1, e) != 0)
+		return -1;
+	pthread_mutex_lock(&w->lock);
+	if (w->sched.step != step)
+		rc = err_set(e, "step %llu ended meanwhile", (unsigned long long)step);
+	else
+		rc = dump_check(h, true, e);
+	if (rc == 0) {
+		now = lock_now(w);
+		rc = dump_take(h, 0, reason, true, now, &out->job, e);
+		w->rec_merge_said = false;
+		/* The stalled step goes on in a new segment. */
+		rec_open_segment(h, w->sched.step, now, false);
+	}
+	replay = w->rec_replay;
+	w->rec_replay = false;
+	salvage_publish(h);
+	pthread_mutex_unlock(&w->lock);
+	if (out->job) {
+		out->index = out->job->window;
+		out->first = out->job->first;
+		out->last = out->job->last;
+		log_msg(LOG_DEBUG, "dump %u: steps %llu-%llu (%s), the last one running",
+			out->index, (unsigned long long)out->first,
+			(unsigned long long)out->last, out->job->reason);
+	}
+	if (replay)
+		h->shim->nvtx_replay();
+	return rc;
 }
 
 int window_recorder_switch(struct host *h, bool on, struct err *e)
@@ -863,7 +908,7 @@ void window_finish(struct host *h, bool from_signal)
 	}
 	/* Dying of a signal with no window recording: the recorder's steps
 	 * are written as a dump (docs/recorder.md, automatic dumps). */
-	if (reason && dump_check(h, &e) == 0 &&
+	if (reason && dump_check(h, false, &e) == 0 &&
 	    dump_take(h, 0, reason, true, now, &dump, &e) != 0)
 		log_msg(LOG_WARN, "no recorder dump at exit (%s): %s", reason, e.msg);
 	w->finished = true;

@@ -149,6 +149,31 @@ int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d)
 	return 0;
 }
 
+/* Takes the held segments for a dump of the running step alone. */
+int rec_take_running(struct recorder *r, uint64_t step, int64_t start_ts,
+		     struct rec_dump *d)
+{
+	uint32_t i;
+
+	memset(d, 0, sizeof *d);
+	if (r->open || r->ring_n > 0 || r->nseg == 0)
+		return -1;
+	d->first = d->last = step;
+	d->start_ts = start_ts;
+	/* Its oldest part given back (it alone outgrew the pools). */
+	if (r->seg[0].mid && r->seg[0].start_ts > start_ts)
+		d->cut_ts = r->seg[0].start_ts;
+	for (i = 0; i < r->nseg; i++)
+		d->gens[i] = r->seg[i].gen;
+	d->ngens = r->nseg;
+	d->index = r->dumps++;
+	/* the last complete step; a request made before `step` ends holds
+	 * nothing more than this dump */
+	r->dumped_last = step > 0 ? step - 1 : 0;
+	empty(r);
+	return 0;
+}
+
 bool rec_merges(const struct recorder *r, uint64_t ended)
 {
 	return r->dumps > 0 && ended <= r->dumped_last;

@@ -119,6 +119,17 @@ uint32_t rec_held_steps(const struct recorder *r);
  * or memory ran out (*r unchanged). */
 int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d);
 
+/* Takes everything held for a dump of step `step` alone, still running
+ * since `start_ts`, when no complete step is held (the hang watchdog's
+ * dump of the first step after a window, or after the last dump): the
+ * held segments then hold nothing but that step's records. Fills *d with
+ * no step (first = last = `step`: the caller adds it, partial), empties
+ * *r and counts the dump; a later request before `step` ends merges into
+ * it (rec_merges). No segment may be open. Returns 0, or -1 when a
+ * complete step is held (rec_take) or no segment is (*r unchanged). */
+int rec_take_running(struct recorder *r, uint64_t step, int64_t start_ts,
+		     struct rec_dump *d);
+
 /* Whether a dump asked when step `ended` is the last complete one would
  * only hold steps the last dump took (no step completed since it): such a
  * request is merged into that dump. */

@@ -191,6 +191,116 @@ prof.recorder{ steps = 4 }
                       "after_s, dump, factor); profiling is off", r.stderr)
 
 
+# A window of 3 million events (20 steps of 150,000 ranges), then a stall
+# in the first step after it. factor = 1: the window's steps (20-80 ms,
+# short of the limit under a sanitizer too) leave the limit at after_s.
+BURST_POLICY = """
+prof.schedule{ wait = 10, active = 20, cycles = 1 }
+prof.capture{ buffer_mb = 256 }
+prof.watchdog{ after_s = 0.5, factor = 1 }
+prof.recorder{ steps = 4 }
+"""
+LIMIT_NS = 500000000
+# The issue's bound: the limit + 10 %. What the watchdog does past its
+# deadline before the report is complete (wake, take the stacks of a
+# process of six threads, write three small files) takes 3-40 ms (measured:
+# 3-6 ms on a 2-core machine, 40 ms under ThreadSanitizer); the 50 ms
+# margin is for what a loaded 2-core machine may add to a thread's wake-up.
+# The file times come from the kernel's coarse clock, at most a tick (a few
+# ms) behind the program's clock_gettime: in the watchdog's favour, by less
+# than the margin.
+ON_TIME_NS = LIMIT_NS * 11 // 10
+
+
+class WhileAWindowIsWritten(TempDirTest):
+    """#25: the hang watchdog reported at 2.0-2.1 s (after_s = 0.5) while the
+    host thread wrote a 3M-event window, with no recorder dump of the hang.
+    Steps 10-29 push 150,000 ranges each; the window of those steps takes
+    the host thread seconds to write (1.5 to 5.5 s on a 2-core machine);
+    step 30, the first after it, stalls 8 s. The watchdog's own thread
+    reports within the limit + 10 %, before the window is written, and the
+    recorder's dump holds step 30 so far (no complete step is held right
+    after a window: before, prof.dump's rule refused the dump), written by
+    the host thread after the window. Before the fix the report came once
+    the window was written (5.7 s into the stall) and said no dump ("no
+    complete step recorded yet")."""
+
+    def test_report_on_time_and_a_dump_of_the_stalled_step(self):
+        policy = self.write("policy.lua", BURST_POLICY)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", APP, "--steps", "32",
+                 "--hang-at", "30", "--hang-ms", "8000", "--burst", "150000",
+                 "--burst-steps", "20"], timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done 32", r.stdout)
+        # The Unix time the program read just before the prof_step() that
+        # began step 30: no later than the step's start.
+        boundary = int(re.search(r"stall after the boundary at (\d+)", r.stdout).group(1))
+        windows = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in windows], ["window0_steps10-29"],
+                         r.stderr)
+        with open(os.path.join(windows[0], "summary.txt")) as f:
+            self.assertIn("3000040 events written", f.read())
+        # The premise: the host thread was still writing the window well
+        # past the limit (summary.txt is its last file).
+        window_done = os.stat(os.path.join(windows[0], "summary.txt")).st_mtime_ns
+        self.assertGreater(window_done - boundary, 2 * LIMIT_NS,
+                           "the window was written %.2f s into the stall: too soon "
+                           "for this test" % ((window_done - boundary) / 1e9))
+        dirs = hang_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["hang0_step30"], r.stderr)
+        with open(os.path.join(dirs[0], "hang.json")) as f:
+            h = json.load(f)
+        # On time by the report's own clock (the stall's start to when the
+        # stacks were taken) ...
+        self.assertEqual(h["limit_s"], 0.5)
+        self.assertGreaterEqual(h["stalled_s"], 0.5)
+        self.assertLessEqual(h["stalled_s"], ON_TIME_NS / 1e9,
+                             "reported %.3f s into the stall" % h["stalled_s"])
+        # ... and by its files: complete within the limit + 10 % of the
+        # boundary, before the window's files.
+        written = max(os.stat(os.path.join(dirs[0], name)).st_mtime_ns
+                      for name in ("hang_report.txt", "hang.json", "report.html"))
+        self.assertLessEqual(written - boundary, ON_TIME_NS,
+                             "the report was written %.3f s into the stall"
+                             % ((written - boundary) / 1e9))
+        self.assertLess(written, window_done)
+        # The report names the dump it took, queued behind the window.
+        self.assertEqual(h["dump"], {"index": 0, "first": 30, "last": 30,
+                                     "dir": "recorder0_steps30-30", "behind": 1})
+        with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+            self.assertIn("\nRecorder dump: recorder dump 0 of steps 30-30 (step 30 so "
+                          "far, marked partial), taken now; profhost's host thread "
+                          "writes it into ../recorder0_steps30-30/ after the 1 window "
+                          "or dump it has to finish first\n", f.read())
+        with open(os.path.join(dirs[0], "report.html")) as f:
+            self.assertIn('<a href="../recorder0_steps30-30/report.html">', f.read())
+        # The dump: step 30 so far, partial, with the stalled thread's
+        # ranges; written after the window, linking the hang.
+        dumps = glob.glob(os.path.join(out, "*", "rank0", "recorder*"))
+        self.assertEqual([os.path.basename(d) for d in dumps], ["recorder0_steps30-30"],
+                         r.stderr)
+        with open(os.path.join(dumps[0], "summary.txt")) as f:
+            summary = f.read()
+        self.assertIn("(hang 0)", summary)
+        self.assertIn("Steps: 1 captured (30); 1 partial (30, still running: stalled), "
+                      "not in the step times\n", summary)
+        self.assertGreaterEqual(os.stat(os.path.join(dumps[0], "summary.txt")).st_mtime_ns,
+                                window_done)
+        t = load_trace(dumps[0])
+        spans = {e["name"]: e for e in t["traceEvents"] if e.get("ph") == "X"}
+        self.assertEqual(spans["ProfilerStep#30"]["args"].get("partial"), True)
+        self.assertIn("work", spans)
+        self.assertIn("allreduce", spans)
+        with open(os.path.join(dumps[0], "report.html")) as f:
+            self.assertIn('<a href="../hang0_step30/report.html">the hang report</a>',
+                          f.read())
+        lines = profhost_lines(r.stderr)
+        self.assertFalse([l for l in lines if "no recorder dump" in l], lines)
+        self.assertTrue(any(re.search(r"steps resumed: step 30 ended after 8\.\d s", l)
+                            for l in lines), lines)
+
+
 @unittest.skipUnless(os.path.exists(CUDA_APP) and os.path.exists(FAKE),
                      "no CUPTI fake in this build (CPU only)")
 class GpuInFlight(TempDirTest):

@@ -251,6 +251,62 @@ static void test_step_larger_than_the_ring(void)
 	rec_free(&p.r);
 }
 
+/* The hang watchdog's dump of the first step after a window: no complete
+ * step is held, the segments hold that step's records; it alone is taken
+ * (the caller adds it, partial), and a request before it ends merges. With
+ * a complete step held, rec_take is the one. A step that outgrew the pools
+ * says from when its records are held. */
+static void test_take_running(void)
+{
+	struct rec_config c = { true, 4, 64u << 20, 10 };
+	struct player p = { 0 };
+	struct rec_dump d;
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	CHECK_EQ_INT(rec_take_running(&p.r, 0, 0, &d), -1); /* nothing held */
+	p.step = 20; /* a window wrote steps up to 19 */
+	open_seg(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take(&p.r, 4, &d), -1); /* no complete step */
+	CHECK_EQ_INT(rec_take_running(&p.r, 20, 2000, &d), 0);
+	CHECK_EQ_INT(d.first, 20);
+	CHECK_EQ_INT(d.last, 20);
+	CHECK_EQ_INT(d.nsteps, 0);
+	CHECK_EQ_INT(d.start_ts, 2000);
+	CHECK_EQ_INT(d.cut_ts, 0);
+	CHECK_EQ_INT(d.ngens, 1);
+	CHECK_EQ_INT(d.gens[0], p.next_gen);
+	CHECK_EQ_INT(d.nskip, 0);
+	CHECK_EQ_INT(d.index, 0);
+	CHECK_EQ_INT(p.r.nseg, 0);
+	/* asked again before step 20 ends: merged; not once it ended */
+	CHECK(rec_merges(&p.r, 19));
+	CHECK(!rec_merges(&p.r, 20));
+
+	/* Step 21 runs long: its pool fills four times, the oldest parts
+	 * go back. */
+	p.step = 21;
+	open_seg_at(&p, 2100, false);
+	for (i = 1; i <= 4; i++) {
+		rec_closed(&p.r);
+		open_seg_at(&p, 2100 + 10 * i, true);
+	}
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take_running(&p.r, 21, 2100, &d), 0);
+	CHECK_EQ_INT(d.ngens, REC_SEGMENTS);
+	CHECK_EQ_INT(d.cut_ts, 2120);
+	CHECK_EQ_INT(d.index, 1);
+
+	/* A complete step held: not this one's to take. */
+	open_seg(&p);
+	end_step(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take_running(&p.r, 22, 2200, &d), -1);
+	CHECK_EQ_INT(rec_held_steps(&p.r), 1);
+	rec_free(&p.r);
+}
+
 int main(void)
 {
 	test_config();
@@ -259,5 +315,6 @@ int main(void)
 	test_dump_right_after_rotation();
 	test_take_all();
 	test_step_larger_than_the_ring();
+	test_take_running();
 	return check_done();
 }

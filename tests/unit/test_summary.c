@@ -149,6 +149,16 @@ static void test_render_steps(void)
 	CHECK(strstr(s, "1 partial (3, cut short by exit)") != NULL);
 	free(s);
 	trace_free(&t);
+	/* the hang watchdog's dump: the stalled step, still running */
+	CHECK(trace_init(&t) == 0);
+	add_step(&t, 3, 0, 1 * MS, 1);
+	t.meta.recorder = true;
+	t.meta.reason = strdup("hang 0");
+	s = summary_render(&t, NULL, NULL, 0, &e);
+	CHECK(strstr(s, "Steps: 1 captured (3); 1 partial (3, still running: stalled), "
+			"not in the step times\n") != NULL);
+	free(s);
+	trace_free(&t);
 }
 
 static void test_top_ranges(void)

@@ -448,6 +448,77 @@ static void test_dump_refused_while_queue_full(void)
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
+/* The hang watchdog's dump holds the stalled step so far, as its last
+ * step, marked partial: right after a window (no complete step held, where
+ * prof.dump has nothing to take) that step alone; later the recorder's
+ * `steps` before it too. The step goes on in a new segment. A step that
+ * ended meanwhile, or a window recording, is said. */
+static void test_dump_hang(void)
+{
+	struct sched_config sc = CFG(0, 1, 0, 1, 1); /* window 0: step 1 */
+	struct window_hang_dump d;
+	struct host_job *j;
+	struct err e;
+
+	cfg.recorder.enabled = true;
+	cfg.recorder.steps = 2;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 10;
+	start(&sc);
+	steps(1);
+	CHECK_EQ_INT(window_dump_hang(&host, 1, "hang 0", &d, &e), -1);
+	CHECK_EQ_STR(e.msg, "window 0 is recording these steps: its own folder will "
+		     "hold them");
+	CHECK(d.job == NULL);
+	steps(1); /* window 0 closed; step 2 runs, the first after it */
+	CHECK_EQ_INT(njobs, 1);
+	CHECK_EQ_INT(window_dump(&host, 0, "asked", &e), -1);
+	CHECK_EQ_STR(e.msg, "no complete step recorded yet");
+	CHECK_EQ_INT(window_dump_hang(&host, 2, "hang 0", &d, &e), 0);
+	j = d.job;
+	CHECK(j != NULL && j->dump);
+	if (!j)
+		return;
+	CHECK_EQ_INT(d.index, 0);
+	CHECK_EQ_INT(d.first, 2);
+	CHECK_EQ_INT(d.last, 2);
+	CHECK_EQ_INT(j->first, 2);
+	CHECK_EQ_INT(j->last, 2);
+	CHECK_EQ_STR(j->reason, "hang 0");
+	CHECK_EQ_INT(j->nsteps, 1);
+	CHECK_EQ_INT(j->steps[0].step, 2);
+	CHECK_EQ_INT(j->steps[0].partial, 1);
+	CHECK_EQ_INT(j->steps[0].ts, host.win.step_start);
+	CHECK(j->ngens >= 1);
+	CHECK(host.win.rec.open); /* step 2 goes on in a new segment */
+	hostthread_submit(&host, j);
+
+	/* Steps 2-4 end: a hang in step 5 dumps 3-4 and 5 so far. */
+	steps(3);
+	CHECK_EQ_INT(window_dump_hang(&host, 5, "hang 1", &d, &e), 0);
+	j = d.job;
+	CHECK(j != NULL);
+	if (!j)
+		return;
+	CHECK_EQ_INT(d.index, 1);
+	CHECK_EQ_INT(j->first, 3);
+	CHECK_EQ_INT(j->last, 5);
+	CHECK_EQ_INT(j->nsteps, 3);
+	CHECK_EQ_INT(j->steps[0].partial, 0);
+	CHECK_EQ_INT(j->steps[1].step, 4);
+	CHECK_EQ_INT(j->steps[2].step, 5);
+	CHECK_EQ_INT(j->steps[2].partial, 1);
+	hostthread_submit(&host, j);
+	/* It ended before the dump was asked: said. */
+	steps(1);
+	CHECK_EQ_INT(window_dump_hang(&host, 5, "hang 1", &d, &e), -1);
+	CHECK_EQ_STR(e.msg, "step 5 ended meanwhile");
+	CHECK(d.job == NULL);
+	window_finish(&host, false);
+	rec_free(&host.win.rec);
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
 /* prof.recorder{ enabled = false } takes effect at the next boundary: the
  * sources stop, the segments go back, dumps are refused; enabled again, the
  * next boundary opens a segment and a dump holds the steps since. Set up
@@ -656,6 +727,7 @@ int main(void)
 	test_recorder_tells_sources();
 	test_dump_out_of_memory();
 	test_dump_refused_while_queue_full();
+	test_dump_hang();
 	test_recorder_switch();
 	test_hooks();
 	test_capture_range();
