@@ -14,6 +14,8 @@
 --   prof._load_done()       end of loading: config calls are refused from
 --                           now on; returns _config(), _hooks()
 --   prof._hooks()           { on_step = {fn...}, on_window_start = ..., ... }
+--   prof._syntax_hint(m, s) the file's syntax error m, with the hint for a
+--                           keyword written as a key (repeat = 2)
 --   prof._native            { capture_now = fn(steps, reason) -> true | nil, err,
 --                             set_limits = fn(memory_mb, load_ms),
 --                             repl_active = fn() -> boolean,
@@ -439,6 +441,13 @@ end
 function prof._load_done()
 	state.done = true
 	return prof._config(), state.hooks
+end
+
+-- The policy file's syntax error `msg` with a hint for a keyword written
+-- as a key (`repeat = 2`, torch's spelling; see schema.keyword_hint):
+-- `section` is the prof.<section> call the file opened last before it.
+function prof._syntax_hint(msg, section)
+	return schema.keyword_hint(msg, section)
 end
 
 return prof

@@ -471,6 +471,33 @@ function M.check(spec, t)
 	return out
 end
 
+-- A Lua syntax error at a keyword written as a key, as torch spells
+-- `repeat = 2` (Lua refuses it before any prof.* call runs: "p.lua:3:
+-- unexpected symbol near 'repeat'"): `msg` with the hint the section's
+-- ["repeat"] key gets added, "p.lua:3: unexpected symbol near 'repeat'
+-- (torch's repeat is called 'cycles' here ...)". `section` is the
+-- prof.<section> call the file opened last before the error's line
+-- ("" or nil: none); without a hint there, prof.schedule's. Returns `msg`
+-- unchanged when no hint applies.
+function M.keyword_hint(msg, section)
+	if type(msg) ~= "string" then
+		return msg
+	end
+	local word = msg:match("near '([%a_][%w_]*)'$")
+	if not word then
+		return msg
+	end
+	local spec = M.sections[section or ""]
+	local hint = spec and spec.hints and spec.hints[word]
+	if not hint then
+		hint = M.sections.schedule.hints[word]
+	end
+	if not hint then
+		return msg
+	end
+	return msg .. " (" .. hint .. ")"
+end
+
 -- The spec at a dotted path inside a section ("chrome.gzip" in export), or
 -- nil when there is none.
 function M.spec_at(section, path)

@@ -94,6 +94,29 @@ describe("prof", function()
 			assert.matches("valid keys: active, cycles, skip_first, wait, warmup%)$", err)
 		end)
 
+		it("explains repeat = 2, torch's spelling, which Lua refuses as a syntax error", function()
+			-- The file does not compile: the host hands Lua's message
+			-- and the call it is in to prof._syntax_hint.
+			local _, msg = load("prof.schedule{ active = 1, repeat = 2 }", "=myprof.lua", "t")
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat'", msg)
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat' (torch's repeat is "
+				.. "called 'cycles' here because repeat is a Lua keyword)",
+				prof._syntax_hint(msg, "schedule"))
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat' (nsys's repeat is "
+				.. "called 'count' here (0 = every time))",
+				prof._syntax_hint(msg, "capture_range"))
+			-- outside any prof.* call: torch's spelling is the likely one
+			assert.matches("%(torch's repeat is called 'cycles' here",
+				prof._syntax_hint(msg, ""))
+			assert.matches("%(torch's repeat is called 'cycles' here",
+				prof._syntax_hint(msg, "output"))
+			-- other syntax errors are left as Lua wrote them
+			assert.are.equal("myprof.lua:2: unexpected symbol near '='",
+				prof._syntax_hint("myprof.lua:2: unexpected symbol near '='", "schedule"))
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'until'",
+				prof._syntax_hint("myprof.lua:1: unexpected symbol near 'until'", "schedule"))
+		end)
+
 		it("rejects active = 0, negative counts, fractions and strings", function()
 			assert.are.equal("myprof.lua:1: prof.schedule: 'active' must be an integer >= 1, got 0",
 				error_of("prof.schedule{ active = 0 }"))
