@@ -107,6 +107,9 @@ local function live_change(section, fname, spec, args, level)
 			fname, schema.describe(args), spec.example), level)
 	else
 		local merged = shallow_copy(state.raw[section])
+		if section == "schedule" and args.whole == true then
+			merged = {} -- the whole process from now on: windows of steps give way
+		end
 		for k, v in pairs(args) do
 			merged[k] = v
 		end
@@ -404,6 +407,11 @@ function prof._apply_set(s)
 	local value = parse_value(text, schema.spec_at(section, table.concat(parts, ".", 2)))
 
 	local t = copy(state.raw[section] or {})
+	if section == "schedule" and parts[2] == "whole" and value == true then
+		-- one window for the whole process: the file's windows of steps
+		-- (the built-in default's skip_first, active, ...) give way
+		t = {}
+	end
 	local node = t
 	for i = 2, #parts - 1 do
 		if type(node[parts[i]]) ~= "table" then

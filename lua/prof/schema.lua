@@ -115,6 +115,9 @@ local sort_by_aliases = {
 	self_device_time_total = "self_cuda_time_total",
 }
 
+-- The prof.schedule keys that shape windows of steps (not `whole`).
+M.WINDOW_KEYS = { "skip_first", "wait", "warmup", "active", "cycles" }
+
 M.sections = {
 	output = {
 		example = 'prof.output{ dir = "prof_out", run = "baseline" }',
@@ -131,10 +134,25 @@ M.sections = {
 			warmup = integer(0, U32, 0),
 			active = integer(1, U32, 1),
 			cycles = integer(0, U32, 0),
+			-- one window for the whole process, steps or none
+			whole = boolean(false),
 		},
 		hints = {
 			["repeat"] = "torch's repeat is called 'cycles' here because repeat is a Lua keyword",
 		},
+		after = function(t)
+			if not t.whole then
+				return nil
+			end
+			for _, k in ipairs(M.WINDOW_KEYS) do
+				if t[k] ~= nil then
+					return string.format("'whole = true' records the whole process in one "
+						.. "window, so '%s' has no meaning with it (leave out %s, or set "
+						.. "whole = false)", k, table.concat(M.WINDOW_KEYS, ", "))
+				end
+			end
+			return nil
+		end,
 	},
 	steps = {
 		example = 'prof.steps{ nvtx = "train_step" }',
@@ -582,6 +600,7 @@ function M.resolve(raw)
 			warmup = get("schedule", s, "warmup"),
 			active = get("schedule", s, "active"),
 			cycles = get("schedule", s, "cycles"),
+			whole = get("schedule", s, "whole"),
 		},
 		steps = {
 			nvtx = st and st.nvtx,

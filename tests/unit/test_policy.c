@@ -350,7 +350,7 @@ static void test_syntax_and_validation_errors(void)
 	CHECK(!contains(m, "\n"));
 
 	CHECK_EQ_STR(load_error("-- policy\n\nprof.schedule{ activ = 3 }\n"),
-		     "myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)");
+		     "myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)");
 	CHECK_EQ_STR(load_error("\n\n\nprof.schedule{ active = 0 }\n"),
 		     "myprof.lua:4: prof.schedule: 'active' must be an integer >= 1, got 0");
 	CHECK_EQ_STR(load_error("\n\n\n\nprof.export{ chrome = \"yes\" }\n"),
@@ -896,7 +896,7 @@ static void test_sets(void)
 	CHECK(load_src("\n", bad, &log, &e) == NULL);
 	CHECK_EQ_STR(e.msg, "--set schedule.active=x: 'active' must be an integer >= 1, got string \"x\"");
 	CHECK(load_src("\n", unknown, &log, &e) == NULL);
-	CHECK_EQ_STR(e.msg, "--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)");
+	CHECK_EQ_STR(e.msg, "--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)");
 }
 
 /* Runs policy_on_trace_ready on another thread. */
