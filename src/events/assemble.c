@@ -682,11 +682,35 @@ static void shadow(const struct trace *t, const uint32_t *sorted, size_t n,
 	}
 }
 
+/* The distinct names of the own phases (a handful: the phase names), in
+ * names[0..*n); *n = PHASE_NAMES + 1 when there are more. */
+#define PHASE_NAMES 8
+
+static void phase_names(const struct trace *t, uint32_t names[PHASE_NAMES], size_t *n)
+{
+	size_t i, k;
+
+	*n = 0;
+	for (i = 0; i < t->nown_phases; i++) {
+		uint32_t id = t->ev[t->own_phases[i]].name;
+
+		for (k = 0; k < *n && names[k] != id; k++)
+			;
+		if (k < *n)
+			continue;
+		if (*n == PHASE_NAMES) {
+			*n = PHASE_NAMES + 1;
+			return;
+		}
+		names[(*n)++] = id;
+	}
+}
+
 int assemble_phases_yield(struct trace *t)
 {
-	uint32_t *sorted;
+	uint32_t *sorted, names[PHASE_NAMES];
 	uint8_t *own, *drop;
-	size_t i, j, n = t->nown_phases, kept = 0, dropped = 0;
+	size_t i, j, k, n = t->nown_phases, kept = 0, dropped = 0, nnames;
 
 	if (n == 0)
 		return 0;
@@ -703,11 +727,17 @@ int assemble_phases_yield(struct trace *t)
 	for (i = 0; i < n; i++)
 		own[sorted[i] / 8] |= (uint8_t)(1u << sorted[i] % 8);
 	qsort_r(sorted, n, sizeof *sorted, phase_cmp, t);
+	phase_names(t, names, &nnames);
 	for (i = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
 		if (ev->ph != TRACE_PH_COMPLETE || ev->cat != TRACE_CAT_USER_ANNOTATION ||
 		    (ev->flags & TRACE_F_STEP) || (own[i / 8] >> i % 8 & 1))
+			continue;
+		/* most ranges have another name: no search for them */
+		for (k = 0; k < nnames && k < PHASE_NAMES && names[k] != ev->name; k++)
+			;
+		if (nnames <= PHASE_NAMES && k == nnames)
 			continue;
 		shadow(t, sorted, n, ev, drop);
 	}

@@ -26,6 +26,7 @@
 #define POLICY_DEFAULT_SOURCE "(built-in default)"
 #define POLICY_DEFAULT_MEMORY (64 * POLICY_MIB)
 #define POLICY_DEFAULT_LOAD_MS 2000
+#define POLICY_SOURCE_MAX ((size_t)64 << 20) /* the sandbox's limit */
 
 /* ------------------------------------------------------------ natives */
 
@@ -207,13 +208,16 @@ static void syntax_hint(lua_State *L, const char *path)
 	at = strncmp(msg, path, strlen(path)) == 0 ? msg + strlen(path) : NULL;
 	if (at && at[0] == ':')
 		line = strtol(at + 1, NULL, 10);
-	text = line > 0 ? fsutil_read(path, (size_t)64 << 20, &len, &e) : NULL;
+	text = line > 0 ? fsutil_read(path, POLICY_SOURCE_MAX, &len, &e) : NULL;
 	if (text) {
 		last_call_before(text, len, line, section, sizeof section);
 		free(text);
 	}
-	if (lua_getglobal(L, "prof") != LUA_TTABLE ||
-	    lua_getfield(L, -1, "_syntax_hint") != LUA_TFUNCTION) {
+	if (lua_getglobal(L, "prof") != LUA_TTABLE) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (lua_getfield(L, -1, "_syntax_hint") != LUA_TFUNCTION) {
 		lua_pop(L, 2);
 		return;
 	}
