@@ -256,8 +256,12 @@ const char *sched_reconfigure(struct sched *s, const struct sched_config *cfg)
 	if (msg)
 		return msg;
 	if (s->cfg.whole && cfg->whole && cfg->enabled) {
-		s->cfg = *cfg; /* the same: the window goes on */
+		/* the same: the window goes on (even when a change away
+		 * from it, in this step, had made this step its last) */
+		s->cfg = *cfg;
 		s->next_cfg_pending = false;
+		if (s->recording && s->now_left == 0 && s->action == SCHED_RECORD_AND_SAVE)
+			s->action = SCHED_RECORD;
 	} else if (s->recording && s->now_left == 0) {
 		if (s->cfg.whole && s->action == SCHED_RECORD)
 			s->action = SCHED_RECORD_AND_SAVE;

@@ -701,18 +701,25 @@ static void test_whole(void)
 	step_expect(&s, &r, 'R');
 	CHECK(!r.save && !r.open_window);
 
-	/* Live: to whole again, the window goes on; to another schedule,
-	 * it ends with the step running (2) and the new one decides from
-	 * step 3. */
+	/* Live: to whole again, the window goes on, also after a change
+	 * away from it in the same step; to another schedule, it ends with
+	 * the step running (3) and the new one decides from step 4. */
 	CHECK(sched_reconfigure(&s, &whole) == NULL);
 	step_expect(&s, &r, 'R'); /* step 2 */
 	CHECK(!r.save);
 	CHECK(sched_reconfigure(&s, &ns) == NULL);
+	CHECK(sched_reconfigure(&s, &whole) == NULL);
+	CHECK_EQ_INT(s.action, SCHED_RECORD);
+	step_expect(&s, &r, 'R'); /* step 3 */
+	CHECK(!r.save && !r.open_window);
+	CHECK(sched_reconfigure(&s, &ns) == NULL);
 	CHECK_EQ_INT(s.action, SCHED_RECORD_AND_SAVE);
-	step_expect(&s, &r, 'S'); /* step 3: 3 % 2 = 1 */
+	step_expect(&s, &r, 'N'); /* step 4: 4 % 2 = 0, waits */
 	CHECK(r.save);
 	CHECK_EQ_INT(r.first, 0);
-	CHECK_EQ_INT(r.last, 2);
+	CHECK_EQ_INT(r.last, 3);
+	CHECK(!r.open_window);
+	step_expect(&s, &r, 'S'); /* step 5 */
 	CHECK(r.open_window);
 	CHECK_EQ_INT(r.open_index, 1);
 
