@@ -14,6 +14,8 @@
 --   prof._load_done()       end of loading: config calls are refused from
 --                           now on; returns _config(), _hooks()
 --   prof._hooks()           { on_step = {fn...}, on_window_start = ..., ... }
+--   prof._syntax_hint(m, s) the file's syntax error m, with the hint for a
+--                           keyword written as a key (repeat = 2)
 --   prof._native            { capture_now = fn(steps, reason) -> true | nil, err,
 --                             set_limits = fn(memory_mb, load_ms),
 --                             repl_active = fn() -> boolean,
@@ -105,6 +107,9 @@ local function live_change(section, fname, spec, args, level)
 			fname, schema.describe(args), spec.example), level)
 	else
 		local merged = shallow_copy(state.raw[section])
+		if section == "schedule" and args.whole == true then
+			merged = {} -- the whole process from now on: windows of steps give way
+		end
 		for k, v in pairs(args) do
 			merged[k] = v
 		end
@@ -402,6 +407,11 @@ function prof._apply_set(s)
 	local value = parse_value(text, schema.spec_at(section, table.concat(parts, ".", 2)))
 
 	local t = copy(state.raw[section] or {})
+	if section == "schedule" and parts[2] == "whole" and value == true then
+		-- one window for the whole process: the file's windows of steps
+		-- (the built-in default's skip_first, active, ...) give way
+		t = {}
+	end
 	local node = t
 	for i = 2, #parts - 1 do
 		if type(node[parts[i]]) ~= "table" then
@@ -439,6 +449,13 @@ end
 function prof._load_done()
 	state.done = true
 	return prof._config(), state.hooks
+end
+
+-- The policy file's syntax error `msg` with a hint for a keyword written
+-- as a key (`repeat = 2`, torch's spelling; see schema.keyword_hint):
+-- `section` is the prof.<section> call the file opened last before it.
+function prof._syntax_hint(msg, section)
+	return schema.keyword_hint(msg, section)
 end
 
 return prof

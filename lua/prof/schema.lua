@@ -115,6 +115,9 @@ local sort_by_aliases = {
 	self_device_time_total = "self_cuda_time_total",
 }
 
+-- The prof.schedule keys that shape windows of steps (not `whole`).
+M.WINDOW_KEYS = { "skip_first", "wait", "warmup", "active", "cycles" }
+
 M.sections = {
 	output = {
 		example = 'prof.output{ dir = "prof_out", run = "baseline" }',
@@ -131,10 +134,25 @@ M.sections = {
 			warmup = integer(0, U32, 0),
 			active = integer(1, U32, 1),
 			cycles = integer(0, U32, 0),
+			-- one window for the whole process, steps or none
+			whole = boolean(false),
 		},
 		hints = {
 			["repeat"] = "torch's repeat is called 'cycles' here because repeat is a Lua keyword",
 		},
+		after = function(t)
+			if not t.whole then
+				return nil
+			end
+			for _, k in ipairs(M.WINDOW_KEYS) do
+				if t[k] ~= nil then
+					return string.format("'whole = true' records the whole process in one "
+						.. "window, so '%s' has no meaning with it (leave out %s, or set "
+						.. "whole = false)", k, table.concat(M.WINDOW_KEYS, ", "))
+				end
+			end
+			return nil
+		end,
 	},
 	steps = {
 		example = 'prof.steps{ nvtx = "train_step" }',
@@ -471,6 +489,33 @@ function M.check(spec, t)
 	return out
 end
 
+-- A Lua syntax error at a keyword written as a key, as torch spells
+-- `repeat = 2` (Lua refuses it before any prof.* call runs: "p.lua:3:
+-- unexpected symbol near 'repeat'"): `msg` with the hint the section's
+-- ["repeat"] key gets added, "p.lua:3: unexpected symbol near 'repeat'
+-- (torch's repeat is called 'cycles' here ...)". `section` is the
+-- prof.<section> call the file opened last before the error's line
+-- ("" or nil: none); without a hint there, prof.schedule's. Returns `msg`
+-- unchanged when no hint applies.
+function M.keyword_hint(msg, section)
+	if type(msg) ~= "string" then
+		return msg
+	end
+	local word = msg:match("near '([%a_][%w_]*)'$")
+	if not word then
+		return msg
+	end
+	local spec = M.sections[section or ""]
+	local hint = spec and spec.hints and spec.hints[word]
+	if not hint then
+		hint = M.sections.schedule.hints[word]
+	end
+	if not hint then
+		return msg
+	end
+	return msg .. " (" .. hint .. ")"
+end
+
 -- The spec at a dotted path inside a section ("chrome.gzip" in export), or
 -- nil when there is none.
 function M.spec_at(section, path)
@@ -555,6 +600,7 @@ function M.resolve(raw)
 			warmup = get("schedule", s, "warmup"),
 			active = get("schedule", s, "active"),
 			cycles = get("schedule", s, "cycles"),
+			whole = get("schedule", s, "whole"),
 		},
 		steps = {
 			nvtx = st and st.nvtx,

@@ -316,7 +316,7 @@ static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const c
 		name = query_phase_name((enum query_phase)phase);
 		len = strlen(name);
 	}
-	pyb_range(start_ns, end_ns, name, len, 0);
+	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PHASE);
 }
 
 /* Writes an nn.Module call (a python_function event). Python threads, GIL

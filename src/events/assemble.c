@@ -119,6 +119,26 @@ static void add_nvtx_args(struct assembler *as, uint64_t a)
 	}
 }
 
+/* Notes the event just added as a step phase the Python bridge timed
+ * (t->own_phases). 0, or -1 with t->oom set. */
+static int own_phase(struct trace *t)
+{
+	uint32_t *p;
+
+	if (t->nev - 1 > UINT32_MAX) {
+		t->oom = 1;
+		return -1;
+	}
+	p = grow_array(t->own_phases, &t->cap_own_phases, t->nown_phases + 1, sizeof *p, 64);
+	if (!p) {
+		t->oom = 1;
+		return -1;
+	}
+	t->own_phases = p;
+	t->own_phases[t->nown_phases++] = (uint32_t)(t->nev - 1);
+	return 0;
+}
+
 /* Adds a complete range event; `a` carries its NVTX domain and category,
  * `stack` is the index + 1 of the stack taken at its push, or 0. */
 static void add_range(struct assembler *as, int32_t tid, uint32_t name,
@@ -146,6 +166,8 @@ static void add_range(struct assembler *as, int32_t tid, uint32_t name,
 	e.ph = TRACE_PH_COMPLETE;
 	e.flags = flags;
 	if (!trace_add_event(as->t, &e))
+		return;
+	if ((evbuf_a_flags(a) & EVBUF_A_PHASE) && own_phase(as->t) != 0)
 		return;
 	add_nvtx_args(as, a);
 	if (stack)
@@ -587,6 +609,157 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 	free(as.threads);
 	free(as.started);
 	name_threads(&as);
+	if (assemble_phases_yield(t) != 0)
+		t->oom = 1;
 	t->counters.events = t->nev;
 	return t->oom ? -1 : 0;
+}
+
+/* ---- step phases and the program's own ranges of their names */
+
+/* Orders own-phase event indices by thread, name and start. */
+static int phase_cmp(const void *pa, const void *pb, void *ctx)
+{
+	const struct trace *t = ctx;
+	const struct trace_event *a = &t->ev[*(const uint32_t *)pa];
+	const struct trace_event *b = &t->ev[*(const uint32_t *)pb];
+
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	if (a->name != b->name)
+		return a->name < b->name ? -1 : 1;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return 0;
+}
+
+static int64_t ev_end(const struct trace_event *e)
+{
+	return e->ts + (e->dur > 0 ? e->dur : 0);
+}
+
+/* Orders phase `a` against event `ev` by thread and name only. */
+static int place_cmp(const struct trace_event *a, const struct trace_event *ev)
+{
+	if (a->pid != ev->pid)
+		return a->pid < ev->pid ? -1 : 1;
+	if (a->tid != ev->tid)
+		return a->tid < ev->tid ? -1 : 1;
+	if (a->name != ev->name)
+		return a->name < ev->name ? -1 : 1;
+	return 0;
+}
+
+/* Marks in `drop` (a bit per event) the own phases of sorted[0..n) (by
+ * phase_cmp) that event `ev`, a range of the program's, overlaps on its
+ * thread with its name. A thread's phases never overlap, so those of one
+ * name end in the order they start: a binary search finds the first that
+ * ends after ev begins. */
+static void shadow(const struct trace *t, const uint32_t *sorted, size_t n,
+		   const struct trace_event *ev, uint8_t *drop)
+{
+	int64_t end = ev_end(ev);
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct trace_event *a = &t->ev[sorted[mid]];
+		int c = place_cmp(a, ev);
+
+		if (c < 0 || (c == 0 && ev_end(a) <= ev->ts))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n; lo++) {
+		const struct trace_event *a = &t->ev[sorted[lo]];
+
+		if (place_cmp(a, ev) != 0 || a->ts >= end)
+			break;
+		drop[sorted[lo] / 8] |= (uint8_t)(1u << sorted[lo] % 8);
+	}
+}
+
+/* The distinct names of the own phases (a handful: the phase names), in
+ * names[0..*n); *n = PHASE_NAMES + 1 when there are more. */
+#define PHASE_NAMES 8
+
+static void phase_names(const struct trace *t, uint32_t names[PHASE_NAMES], size_t *n)
+{
+	size_t i, k;
+
+	*n = 0;
+	for (i = 0; i < t->nown_phases; i++) {
+		uint32_t id = t->ev[t->own_phases[i]].name;
+
+		for (k = 0; k < *n && names[k] != id; k++)
+			;
+		if (k < *n)
+			continue;
+		if (*n == PHASE_NAMES) {
+			*n = PHASE_NAMES + 1;
+			return;
+		}
+		names[(*n)++] = id;
+	}
+}
+
+int assemble_phases_yield(struct trace *t)
+{
+	uint32_t *sorted, names[PHASE_NAMES];
+	uint8_t *own, *drop;
+	size_t i, j, k, n = t->nown_phases, kept = 0, dropped = 0, nnames;
+
+	if (n == 0)
+		return 0;
+	sorted = malloc(n * sizeof *sorted);
+	own = calloc(t->nev / 8 + 1, 1);
+	drop = calloc(t->nev / 8 + 1, 1);
+	if (!sorted || !own || !drop) {
+		free(sorted);
+		free(own);
+		free(drop);
+		return -1;
+	}
+	memcpy(sorted, t->own_phases, n * sizeof *sorted);
+	for (i = 0; i < n; i++)
+		own[sorted[i] / 8] |= (uint8_t)(1u << sorted[i] % 8);
+	qsort_r(sorted, n, sizeof *sorted, phase_cmp, t);
+	phase_names(t, names, &nnames);
+	for (i = 0; i < t->nev; i++) {
+		const struct trace_event *ev = &t->ev[i];
+
+		if (ev->ph != TRACE_PH_COMPLETE || ev->cat != TRACE_CAT_USER_ANNOTATION ||
+		    (ev->flags & TRACE_F_STEP) || (own[i / 8] >> i % 8 & 1))
+			continue;
+		/* most ranges have another name: no search for them */
+		for (k = 0; k < nnames && k < PHASE_NAMES && names[k] != ev->name; k++)
+			;
+		if (nnames <= PHASE_NAMES && k == nnames)
+			continue;
+		shadow(t, sorted, n, ev, drop);
+	}
+	/* The events that stay move down in order; the own phases that stay
+	 * are renumbered. */
+	for (i = 0, j = 0; i < t->nev; i++) {
+		if (drop[i / 8] >> i % 8 & 1) {
+			dropped++;
+			continue;
+		}
+		if (own[i / 8] >> i % 8 & 1)
+			t->own_phases[kept++] = (uint32_t)j;
+		if (j != i)
+			t->ev[j] = t->ev[i];
+		j++;
+	}
+	t->nev = j;
+	t->nown_phases = kept;
+	if (dropped)
+		t->counters.events = t->nev;
+	free(sorted);
+	free(own);
+	free(drop);
+	return 0;
 }

@@ -73,4 +73,19 @@ struct assemble_source {
 int assemble_window(struct trace *t, const struct assemble_source *src,
 		    const struct trace_step *steps, size_t nsteps);
 
+/*
+ * The program's own labels win over profhost's step phases: each step
+ * phase the Python bridge timed itself (a start flagged EVBUF_A_PHASE,
+ * listed in t->own_phases) that a user_annotation range of the program's
+ * with the same name overlaps on the same thread (a record_function
+ * label, an NVTX range, a prof_range_push: `forward` around the model
+ * call) is taken out of the trace, so that phase is the program's range,
+ * counted once (key_averages.txt, the step phases). assemble_window()
+ * does it for the ranges it assembled; the host calls it again once the
+ * capture sources added theirs (torch's profiler's labels). Events keep
+ * their order; t->own_phases lists the phases that stay. Host thread.
+ * Returns 0, or -1 when out of memory (the trace is left as it was).
+ */
+int assemble_phases_yield(struct trace *t);
+
 #endif

@@ -102,6 +102,7 @@ void trace_free(struct trace *t)
 	bigalloc_free(t->stack_frames);
 	bigalloc_free(t->stacks);
 	free(t->raw);
+	free(t->own_phases);
 	memset(t, 0, sizeof *t);
 }
 
@@ -888,5 +889,6 @@ void trace_sort(struct trace *t)
 		sort_ev(t->ev, t->nev, depth);
 	}
 	t->nested = true;
+	t->nown_phases = 0; /* the indices moved */
 }
 

@@ -285,6 +285,12 @@ struct trace {
 	 * The host frees them once the sources collected. */
 	uint8_t *raw;
 	size_t nraw, cap_raw;         /* bytes used, allocated */
+	/* Indices in `ev` of the step phase ranges the Python bridge timed
+	 * itself (EVBUF_A_PHASE), which give way to the program's ranges of
+	 * the same name (assemble_phases_yield); valid while events are only
+	 * appended: trace_sort() empties the list. */
+	uint32_t *own_phases;
+	size_t nown_phases, cap_own_phases;
 };
 
 /* One record in trace.raw. The payload follows, 8-aligned. */
@@ -422,7 +428,8 @@ int trace_event_cmp_at(uint32_t ia, uint32_t ib, void *ctx);
  * as it is), and sets t->nested. Arguments follow their events (they are
  * referenced by index). A window's trace is sorted once it is complete,
  * before its files are written; its tables and reports then sweep the
- * events as they lie. Never fails. */
+ * events as they lie. Empties t->own_phases (its indices moved). Never
+ * fails. */
 void trace_sort(struct trace *t);
 
 /* Name string of event field ids. */

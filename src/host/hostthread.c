@@ -289,6 +289,11 @@ static void process_job(struct host *h, struct host_job *job)
 	 * recorder told them of) and name the stacks. */
 	capture_collect_all(h, job, &t);
 	trace_raw_free(&t); /* the sources read what they kept raw */
+	/* the labels the sources added (torch's profiler's) win over the
+	 * bridge's phases of their names too */
+	if (assemble_phases_yield(&t) != 0)
+		log_msg(LOG_WARN, "out of memory in window %u: the step phases may "
+			"count a phase the program labels itself twice", job->window);
 	note_dump_cut(h, job, &t);
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */

@@ -94,8 +94,8 @@ static bool next_window(const struct sched_config *c, uint64_t cur, bool recordi
 	uint64_t rec = (uint64_t)c->wait + c->warmup;
 	uint64_t s = cur + 1, cycle, pos;
 
-	if (!c->enabled || c->active == 0)
-		return false;
+	if (!c->enabled || c->whole || c->active == 0)
+		return false; /* none, or the one window of the whole process */
 	if (s < c->skip_first)
 		s = c->skip_first;
 	cycle = (s - c->skip_first) / period;
@@ -119,7 +119,9 @@ static void build_schedule(struct policy_build *b, const struct sched_config *c)
 {
 	policy_build_open(b, "schedule");
 	policy_build_bool(b, "enabled", c->enabled);
-	if (c->enabled) {
+	if (c->enabled && c->whole) {
+		policy_build_bool(b, "whole", true);
+	} else if (c->enabled) {
 		policy_build_int(b, "skip_first", c->skip_first);
 		policy_build_int(b, "wait", c->wait);
 		policy_build_int(b, "warmup", c->warmup);

@@ -556,15 +556,20 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		       struct err *e)
 {
 	struct window_state *w = &h->win;
+	bool whole;
 	int rc;
 
 	if (refuse_request(h, steps, e) != 0)
 		return -1;
 	pthread_mutex_lock(&w->lock);
-	rc = w->finished ? -1 : sched_capture_now(&w->sched, steps, reason);
+	whole = w->sched.cfg.whole && w->sched.recording && !w->sched.next_cfg_pending;
+	rc = w->finished || whole ? -1 : sched_capture_now(&w->sched, steps, reason);
 	if (rc == 0)
 		update_arm(h, clock_now_ns());
 	pthread_mutex_unlock(&w->lock);
+	if (whole)
+		return err_set(e, "the whole process is being recorded in one window "
+			       "(prof.schedule{ whole = true }): every step is in it already");
 	if (rc != 0)
 		return err_set(e, "a capture request is already queued");
 	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
@@ -899,6 +904,7 @@ void window_finish(struct host *h, bool from_signal)
 	int64_t now = lock_now(w);
 	const char *reason = from_signal ?
 		exit_dump_reason(h, atomic_load(&h->exit_signal)) : NULL;
+	bool whole;
 	struct err e;
 
 	if (w->finished) {
@@ -914,14 +920,22 @@ void window_finish(struct host *h, bool from_signal)
 	w->finished = true;
 	rec_close_segment(h); /* nothing more is recorded */
 	rec_stop(h);
+	/* A whole-process window of a program that never stepped: its one
+	 * step is the process, ended by its end, not cut short. */
+	whole = w->sched.open && w->sched.cfg.whole && w->sched.recording &&
+		w->sched.step == 0;
 	if (w->sched.open) {
-		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, 1);
+		keep_step(w, w->sched.step, w->step_start, now, w->step_tid, !whole);
 		sched_finish(&w->sched, &r);
 		job = close_window(h, &r, now);
 	}
 	if (locked)
 		pthread_mutex_unlock(&w->lock);
-	if (job) {
+	if (job && whole) {
+		log_msg(LOG_INFO, "process ending: writing window %u, the whole process "
+			"as one step (it never stepped)", job->window);
+		hostthread_submit(h, job);
+	} else if (job) {
 		log_msg(LOG_INFO, "process ending during window %u: writing steps "
 			"%llu-%llu (the last one partial)", job->window,
 			(unsigned long long)job->first, (unsigned long long)job->last);
@@ -990,6 +1004,10 @@ void window_range_end(struct host *h, int64_t end_ts)
 		now = end_ts;
 	if (w->sched.range_active && !w->finished) {
 		sched_range_end(&w->sched, &r);
+		/* A region of a program that has never stepped: the window's
+		 * one step is the region. */
+		if (r.save && w->sched.step == 0 && w->nsteps == 0)
+			keep_step(w, 0, w->start_ts, now, (int32_t)syscall(SYS_gettid), 0);
 		if (r.save)
 			job = close_window(h, &r, now);
 		update_arm(h, now);

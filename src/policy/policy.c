@@ -5,6 +5,7 @@
  * (policy_internal.h). */
 #include "policy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -25,6 +26,7 @@
 #define POLICY_DEFAULT_SOURCE "(built-in default)"
 #define POLICY_DEFAULT_MEMORY (64 * POLICY_MIB)
 #define POLICY_DEFAULT_LOAD_MS 2000
+#define POLICY_SOURCE_MAX ((size_t)64 << 20) /* the sandbox's limit */
 
 /* ------------------------------------------------------------ natives */
 
@@ -155,13 +157,90 @@ static int load_module(lua_State *L)
 	return 0;
 }
 
+/* The name of the prof.<name>{ or prof.<name>( call that begins last in
+ * text[0..len) before the end of line `line` (from 1), into out (cut to
+ * outsz - 1 bytes); "" when there is none. */
+static void last_call_before(const char *text, size_t len, long line, char *out,
+			     size_t outsz)
+{
+	size_t i, end = 0, n;
+	long l = 1;
+
+	out[0] = '\0';
+	while (end < len && (l < line || text[end] != '\n'))
+		l += text[end++] == '\n';
+	for (i = 0; i + 5 < end; i++) {
+		size_t j = i + 5;
+
+		if (memcmp(text + i, "prof.", 5) != 0 ||
+		    (i > 0 && (isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_')))
+			continue;
+		while (j < end && (isalnum((unsigned char)text[j]) || text[j] == '_'))
+			j++;
+		n = j - i - 5;
+		while (j < end && isspace((unsigned char)text[j]))
+			j++;
+		if (n == 0 || j >= end || (text[j] != '{' && text[j] != '('))
+			continue;
+		if (n >= outsz)
+			n = outsz - 1;
+		memcpy(out, text + i + 5, n);
+		out[n] = '\0';
+	}
+}
+
+/* The policy file did not compile; its message is on top of the stack. A
+ * keyword written as a key (`repeat = 2`, as torch spells it) gets the
+ * hint of the configuration call it is in (prof._syntax_hint), which
+ * replaces the message. Protected; raises only memory errors. */
+static void syntax_hint(lua_State *L, const char *path)
+{
+	const char *msg = lua_tostring(L, -1), *at;
+	char section[64] = "";
+	long line = 0;
+	size_t len;
+	struct err e;
+	char *text;
+
+	if (!msg || !strstr(msg, " near '"))
+		return;
+	/* "path:LINE: ..." */
+	at = strncmp(msg, path, strlen(path)) == 0 ? msg + strlen(path) : NULL;
+	if (at && at[0] == ':')
+		line = strtol(at + 1, NULL, 10);
+	text = line > 0 ? fsutil_read(path, POLICY_SOURCE_MAX, &len, &e) : NULL;
+	if (text) {
+		last_call_before(text, len, line, section, sizeof section);
+		free(text);
+	}
+	if (lua_getglobal(L, "prof") != LUA_TTABLE) {
+		lua_pop(L, 1);
+		return;
+	}
+	if (lua_getfield(L, -1, "_syntax_hint") != LUA_TFUNCTION) {
+		lua_pop(L, 2);
+		return;
+	}
+	lua_pushvalue(L, -3);
+	lua_pushstring(L, section);
+	if (lua_pcall(L, 2, 1, 0) != LUA_OK || !lua_isstring(L, -1)) {
+		lua_pop(L, 2);
+		return;
+	}
+	lua_replace(L, -3);
+	lua_pop(L, 1);
+}
+
 /* Protected: loads and runs the policy file (text only). Arg 1: its path
  * as a light userdata. */
 static int run_file(lua_State *L)
 {
 	const char *path = lua_touserdata(L, 1);
+	int rc = sandbox_loadfile(L, path);
 
-	if (sandbox_loadfile(L, path) != LUA_OK)
+	if (rc == LUA_ERRSYNTAX)
+		syntax_hint(L, path);
+	if (rc != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
 	return 0;

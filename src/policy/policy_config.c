@@ -158,6 +158,7 @@ void policy_read_schedule(lua_State *L, int cfg, struct policy_config *c)
 	c->schedule.warmup = cfg_u32(L, s, "warmup", 0);
 	c->schedule.active = cfg_u32(L, s, "active", 1);
 	c->schedule.cycles = cfg_u32(L, s, "cycles", 0);
+	c->schedule.whole = c->schedule.enabled && cfg_bool(L, s, "whole");
 	lua_pop(L, 1);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define SCHED_REASON_SCHEDULE "schedule"
+#define SCHED_REASON_WHOLE "whole process"
 #define SCHED_REASON_DEFAULT "capture_now"
 
 /* Name of an action; "?" for a value outside the enum. Any thread. */
@@ -34,7 +35,7 @@ const char *sched_config_check(const struct sched_config *c)
 {
 	uint64_t sum;
 
-	if (c->enabled && c->active < 1)
+	if (c->enabled && !c->whole && c->active < 1)
 		return "active must be at least 1";
 	sum = (uint64_t)c->wait + c->warmup + c->active;
 	if (sum > UINT32_MAX)
@@ -49,6 +50,8 @@ enum sched_action sched_action_at(const struct sched_config *c, uint64_t step)
 {
 	uint64_t num_steps, mod_step;
 
+	if (c->enabled && c->whole)
+		return SCHED_RECORD;
 	if (!c->enabled || c->active == 0)
 		return SCHED_NONE;
 	if (step < c->skip_first)
@@ -138,7 +141,8 @@ static void begin_step(struct sched *s, enum sched_action prev,
 	} else {
 		s->action = sched_action_at(&s->cfg, s->step);
 		if (!s->recording && is_recording_action(s->action))
-			start_recording(s, SCHED_REASON_SCHEDULE, out);
+			start_recording(s, s->cfg.whole ? SCHED_REASON_WHOLE
+						       : SCHED_REASON_SCHEDULE, out);
 	}
 	out->warmup_start = s->action == SCHED_WARMUP && prev != SCHED_WARMUP;
 }
@@ -242,15 +246,25 @@ void sched_finish(struct sched *s, struct sched_result *out)
 }
 
 /* Live configuration change. A schedule window now recording keeps the old
- * configuration until it is saved; otherwise the new one decides the next
- * boundary on. */
+ * configuration until it is saved (a whole-process window: at the end of
+ * the step now running, which it never reaches by itself); otherwise the
+ * new one decides the next boundary on. */
 const char *sched_reconfigure(struct sched *s, const struct sched_config *cfg)
 {
 	const char *msg = sched_config_check(cfg);
 
 	if (msg)
 		return msg;
-	if (s->recording && s->now_left == 0) {
+	if (s->cfg.whole && cfg->whole && cfg->enabled) {
+		/* the same: the window goes on (even when a change away
+		 * from it, in this step, had made this step its last) */
+		s->cfg = *cfg;
+		s->next_cfg_pending = false;
+		if (s->recording && s->now_left == 0 && s->action == SCHED_RECORD_AND_SAVE)
+			s->action = SCHED_RECORD;
+	} else if (s->recording && s->now_left == 0) {
+		if (s->cfg.whole && s->action == SCHED_RECORD)
+			s->action = SCHED_RECORD_AND_SAVE;
 		s->next_cfg = *cfg;
 		s->next_cfg_pending = true;
 	} else {
@@ -350,5 +364,6 @@ bool sched_ahead(const struct sched *s)
 		       (uint64_t)c->cycles * ((uint64_t)c->wait + c->warmup + c->active);
 
 	return s->open || s->pending_steps || s->now_left || s->next_cfg_pending ||
+	       (c->enabled && c->whole) ||
 	       (c->enabled && c->active && (c->cycles == 0 || s->step < end));
 }

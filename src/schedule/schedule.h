@@ -17,6 +17,11 @@
  * the order they are accepted; they open in that order, so the k-th
  * capture_now window carries ticket k.
  *
+ * A `whole` schedule (prof.schedule{ whole = true }) records every step
+ * from step 0 on and saves none: its one window opens with sched_init()
+ * and is saved by sched_finish(), when the process ends, however many
+ * steps (none included) it had.
+ *
  * And the NVTX capture range (prof.capture_range): sched_range_begin()
  * opens a window at the current step unless one records, and holds it open
  * until sched_range_end(), past the schedule's save; a schedule or
@@ -54,6 +59,9 @@ struct sched_config {
 	uint32_t active; /* must be >= 1, unless `enabled` is false */
 	uint32_t cycles; /* 0 = forever */
 	bool enabled;    /* false: the schedule never opens a window */
+	bool whole;      /* (with enabled) one window from step 0 to the
+			    process's end: every step records, none saves;
+			    the other fields are not used */
 };
 
 /*
@@ -62,7 +70,8 @@ struct sched_config {
  */
 const char *sched_config_check(const struct sched_config *c);
 
-/* The action torch's schedule function gives step `step` (no capture_now). */
+/* The action torch's schedule function gives step `step` (no capture_now);
+ * RECORD for every step of a `whole` schedule. */
 enum sched_action sched_action_at(const struct sched_config *c, uint64_t step);
 
 /* What happened at one step boundary, or at the start and at finish. */
@@ -79,7 +88,8 @@ struct sched_result {
 	uint32_t window;           /* the saved window's index, when `save`;
 				      else the opened window's, when
 				      `open_window` */
-	const char *reason;        /* "schedule" or the capture_now reason of
+	const char *reason;        /* "schedule" ("whole process" for a
+				      whole schedule) or the capture_now reason of
 				      the saved (else the opened) window, NULL
 				      when neither; owned by the sched, valid
 				      until the next call */
@@ -185,7 +195,8 @@ bool sched_ahead(const struct sched *s);
 
 /* Replaces the configuration (live change). The step counter is kept; the
  * new schedule applies from the next boundary. A window already recording
- * finishes under the old one. Returns NULL or sched_config_check()'s text. */
+ * finishes under the old one; a `whole` schedule's window ends with the
+ * step now running. Returns NULL or sched_config_check()'s text. */
 const char *sched_reconfigure(struct sched *s, const struct sched_config *cfg);
 
 #endif

@@ -95,6 +95,10 @@ enum evbuf_kind {
 #define EVBUF_A_PYTHON 0x02u /* On a START: the range is a Python call
 			      * (an nn.Module call), written as a
 			      * python_function event, not a user_annotation */
+#define EVBUF_A_PHASE 0x04u /* On a START: a step phase the Python bridge
+			     * timed itself (forward, backward, ...), which
+			     * gives way to a range of the program's of the
+			     * same name (assemble_phases_yield) */
 
 static inline uint64_t evbuf_nvtx_a(uint32_t domain, uint32_t category,
 				    uint32_t flags)

@@ -24,6 +24,8 @@ from test_formats import tb_tree_errors
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_train.py")
 LABELS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_labels.py")
 LATE = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_late.py")
+PHASE_LABELS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python",
+                            "torch_ops_phase_labels.py")
 STEPS = 10
 POLICY = ("prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 1 }\n"
           "prof.capture { record_shapes = true, with_flops = true, peak_tflops = 0.5 }\n")
@@ -262,6 +264,57 @@ class TorchOps(TempDirTest):
         self.assertIn("PROF_TORCH_OPS=kineto is not one of observer, nvtx, profiler, off",
                       r.stderr)
         self.assertEqual(state["path"], "observer")
+
+    def check_phase_labels_counted_once(self, extra_env=None):
+        """A program that labels phases itself (record_function "forward",
+        a C range "backward"; #26.4): each label is one row of one call per
+        step in key_averages.txt, as under torch.profiler, not two
+        (profhost's own phase range of that name gives way), no share above
+        100 %, and the step phases are the program's ranges; the phase it
+        does not label (optimizer) stays profhost's."""
+        policy = "prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 1 }\n"
+        path = self.write("policy.lua", policy)
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", path, "-o", out, "--", PYTHON, PHASE_LABELS, str(STEPS)],
+                env=base_env(extra_env), timeout=600, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        dirs = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
+        trace = load_trace(dirs[0])
+        with open(os.path.join(dirs[0], "key_averages.txt")) as f:
+            table = f.read()
+        with open(os.path.join(dirs[0], "summary.txt")) as f:
+            summary = f.read()
+        for name in ("forward", "backward", "optimizer"):
+            ranges = [e for e in trace["traceEvents"]
+                      if e.get("ph") == "X" and e.get("name") == name and
+                      e.get("cat") == "user_annotation"]
+            self.assertEqual(len(ranges), 3, name)
+            row = re.search(r"\n +%s +\S+ +\S+ +\S+ +\S+ +\S+ +(\d+)  \n" % name, table)
+            self.assertIsNotNone(row, (name, table))
+            self.assertEqual(row.group(1), "3", (name, table))
+        # the three forward ranges are the program's labels (External id), not
+        # profhost's own phase ranges
+        labels = {e["args"]["External id"] for e in trace["traceEvents"]
+                  if e.get("name") == "forward" and "External id" in e.get("args", {})}
+        self.assertEqual(len(labels), 3)
+        for pct in re.findall(r"(\d+\.\d+)%", table):
+            self.assertLessEqual(float(pct), 100.0, table)
+        m = re.search(r"\n +share +100\.0% +(\S+)% +(\S+)% +(\S+)% +(\S+)% +(\S+)%", summary)
+        self.assertIsNotNone(m, summary)
+        self.assertGreater(float(m.group(2)), 0.0)  # forward: the label
+        self.assertGreater(float(m.group(3)), 0.0)  # backward: the C range
+        self.assertGreater(float(m.group(4)), 0.0)  # optimizer: profhost's own
+        # five shares, each rounded to 0.1 %
+        self.assertLessEqual(sum(float(g) for g in m.groups()), 100.0 + 5 * 0.05 + 1e-9)
+
+    def test_phase_labels_counted_once(self):
+        self.check_phase_labels_counted_once()
+
+    def test_phase_labels_counted_once_profiler_fallback(self):
+        # torch's profiler's labels come after the window's assembly
+        self.check_phase_labels_counted_once({"PROF_TORCH_OPS": "profiler"})
 
     def test_labels_that_do_not_nest(self):
         # A record_function label ended on another thread (a future) and

@@ -41,7 +41,7 @@ describe("prof", function()
 		it("fill the keys a call leaves out", function()
 			local c = config_of("prof.schedule{ active = 3 }")
 			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 3,
-				cycles = 0 }, c.schedule)
+				cycles = 0, whole = false }, c.schedule)
 		end)
 
 		it("are what the built-in default policy changes", function()
@@ -50,7 +50,7 @@ describe("prof", function()
 			f:close()
 			local c = config_of(src)
 			assert.are.same({ enabled = true, skip_first = 10, wait = 0, warmup = 1, active = 5,
-				cycles = 1 }, c.schedule)
+				cycles = 1, whole = false }, c.schedule)
 		end)
 	end)
 
@@ -79,19 +79,42 @@ describe("prof", function()
 		it("takes torch's fields", function()
 			local c = config_of("prof.schedule{ skip_first = 10, wait = 5, warmup = 1, active = 3, cycles = 2 }")
 			assert.are.same({ enabled = true, skip_first = 10, wait = 5, warmup = 1, active = 3,
-				cycles = 2 }, c.schedule)
+				cycles = 2, whole = false }, c.schedule)
 		end)
 
 		it("reports an unknown key at the caller's line with the valid keys", function()
 			assert.are.equal(
-				"myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
+				"myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)",
 				error_of("-- my policy\n\nprof.schedule{ activ = 3 }"))
 		end)
 
 		it("explains that torch's repeat is cycles", function()
 			local err = error_of('prof.schedule{ active = 1, ["repeat"] = 2 }')
 			assert.matches("^myprof%.lua:1: prof%.schedule: unknown key 'repeat' %(torch's repeat is called 'cycles' here", err)
-			assert.matches("valid keys: active, cycles, skip_first, wait, warmup%)$", err)
+			assert.matches("valid keys: active, cycles, skip_first, wait, warmup, whole%)$", err)
+		end)
+
+		it("explains repeat = 2, torch's spelling, which Lua refuses as a syntax error", function()
+			-- The file does not compile: the host hands Lua's message
+			-- and the call it is in to prof._syntax_hint.
+			local _, msg = load("prof.schedule{ active = 1, repeat = 2 }", "=myprof.lua", "t")
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat'", msg)
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat' (torch's repeat is "
+				.. "called 'cycles' here because repeat is a Lua keyword)",
+				prof._syntax_hint(msg, "schedule"))
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'repeat' (nsys's repeat is "
+				.. "called 'count' here (0 = every time))",
+				prof._syntax_hint(msg, "capture_range"))
+			-- outside any prof.* call: torch's spelling is the likely one
+			assert.matches("%(torch's repeat is called 'cycles' here",
+				prof._syntax_hint(msg, ""))
+			assert.matches("%(torch's repeat is called 'cycles' here",
+				prof._syntax_hint(msg, "output"))
+			-- other syntax errors are left as Lua wrote them
+			assert.are.equal("myprof.lua:2: unexpected symbol near '='",
+				prof._syntax_hint("myprof.lua:2: unexpected symbol near '='", "schedule"))
+			assert.are.equal("myprof.lua:1: unexpected symbol near 'until'",
+				prof._syntax_hint("myprof.lua:1: unexpected symbol near 'until'", "schedule"))
 		end)
 
 		it("rejects active = 0, negative counts, fractions and strings", function()
@@ -112,7 +135,28 @@ describe("prof", function()
 		it("turns the schedule on with an empty table", function()
 			local c = config_of("prof.schedule{}")
 			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
-				cycles = 0 }, c.schedule)
+				cycles = 0, whole = false }, c.schedule)
+		end)
+
+		it("records the whole process in one window with whole = true", function()
+			local c = config_of("prof.schedule{ whole = true }")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
+				cycles = 0, whole = true }, c.schedule)
+			prof._reset()
+			c = config_of("prof.schedule{ whole = false, active = 3 }")
+			assert.is_false(c.schedule.whole)
+			assert.are.equal(3, c.schedule.active)
+		end)
+
+		it("refuses whole = true beside the keys of windows of steps", function()
+			assert.are.equal("myprof.lua:1: prof.schedule: 'whole = true' records the whole "
+				.. "process in one window, so 'active' has no meaning with it (leave out "
+				.. "skip_first, wait, warmup, active, cycles, or set whole = false)",
+				error_of("prof.schedule{ whole = true, active = 3 }"))
+			assert.matches("so 'skip_first' has no meaning",
+				error_of("prof.schedule{ skip_first = 0, whole = true }"))
+			assert.are.equal("myprof.lua:1: prof.schedule: 'whole' must be a boolean, got 1",
+				error_of("prof.schedule{ whole = 1 }"))
 		end)
 
 		it("accepts a float with an integral value as an integer", function()
@@ -645,14 +689,31 @@ describe("prof", function()
 			assert.is_true(run("prof.schedule{ skip_first = 10, wait = 2, active = 3, cycles = 2 }"))
 			prof._apply_set("schedule.active=7")
 			assert.are.same({ enabled = true, skip_first = 10, wait = 2, warmup = 0, active = 7,
-				cycles = 2 }, prof._config().schedule)
+				cycles = 2, whole = false }, prof._config().schedule)
+		end)
+
+		it("records the whole process with schedule.whole=true, whatever the file's windows", function()
+			local f = assert(io.open("lua/prof/default.lua"))
+			local src = f:read("a")
+			f:close()
+			assert.is_true(run(src))
+			prof._apply_set("schedule.whole=true")
+			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
+				cycles = 0, whole = true }, prof._config().schedule)
+			-- a window key on top of it is a conflict, named
+			assert.has_error(function() prof._apply_set("schedule.active=2") end,
+				"--set schedule.active=2: 'whole = true' records the whole process in one "
+				.. "window, so 'active' has no meaning with it (leave out skip_first, wait, "
+				.. "warmup, active, cycles, or set whole = false)")
+			prof._apply_set("schedule.whole=false")
+			assert.is_false(prof._config().schedule.whole)
 		end)
 
 		it("enables the schedule with its defaults when the file has none", function()
 			assert.is_true(run(""))
 			prof._apply_set("schedule.active=5")
 			assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 5,
-				cycles = 0 }, prof._config().schedule)
+				cycles = 0, whole = false }, prof._config().schedule)
 		end)
 
 		it("turns a feature on when one of its sub-keys is set", function()
@@ -686,7 +747,7 @@ describe("prof", function()
 			assert.are.equal("--set schedule.active=0: 'active' must be an integer >= 1, got 0",
 				set_error("schedule.active=0"))
 			assert.are.equal(
-				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)",
+				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
 				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps, watchdog)",

@@ -165,11 +165,24 @@ describe("prof at the REPL", function()
 		local s = prof.schedule { wait = 5, active = 2 }
 		assert.are.equal(5, s.wait)
 		s = prof.schedule { active = 4 }
-		assert.are.same({ enabled = true, skip_first = 0, wait = 5, warmup = 0, active = 4, cycles = 0 }, s)
+		assert.are.same({ enabled = true, skip_first = 0, wait = 5, warmup = 0, active = 4, cycles = 0, whole = false }, s)
 		assert.are.equal(2, #applied)
 		assert.are.equal("schedule", applied[2][1])
 		s = prof.schedule(false)
 		assert.is_false(s.enabled)
+	end)
+
+	it("switches the schedule to the whole process live, and back", function()
+		native.enter()
+		prof.schedule { wait = 5, active = 2 }
+		local s = prof.schedule { whole = true }
+		assert.are.same({ enabled = true, skip_first = 0, wait = 0, warmup = 0, active = 1,
+			cycles = 0, whole = true }, s)
+		assert.has_error(function() prof.schedule { active = 3 } end)
+		s = prof.schedule { whole = false, active = 3 }
+		assert.is_false(s.whole)
+		assert.are.equal(3, s.active)
+		assert.are.equal(3, #applied)
 	end)
 
 	it("changes capture settings live", function()

@@ -8,6 +8,7 @@
  */
 #include "check.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,11 +237,151 @@ static void test_cupti_records_are_handed_over_whole(void)
 	trace_free(&t);
 }
 
+/* One record of a phase test: thread, kind, ts, name, range id, flags. */
+struct prec {
+	int32_t tid;
+	uint16_t kind;
+	int64_t ts;
+	const char *name;
+	uint64_t id;
+	uint32_t flags;
+};
+
+/* The program's ranges (pushes: prof_range_push, NVTX) and the bridge's
+ * own phases (starts flagged EVBUF_A_PHASE, written once ended). */
+static const struct prec phase_recs[] = {
+	{ 7, EVBUF_RANGE_PUSH, 100, "forward", 0, 0 },       /* the program's */
+	{ 7, EVBUF_RANGE_POP, 200, NULL, 0, 0 },
+	{ 7, EVBUF_RANGE_START, 110, "forward", 1, EVBUF_A_PHASE }, /* inside it */
+	{ 7, EVBUF_RANGE_END, 190, NULL, 1, 0 },
+	{ 7, EVBUF_RANGE_START, 210, "backward", 2, EVBUF_A_PHASE }, /* alone */
+	{ 7, EVBUF_RANGE_END, 300, NULL, 2, 0 },
+	{ 7, EVBUF_RANGE_START, 400, "forward", 3, EVBUF_A_PHASE }, /* alone */
+	{ 7, EVBUF_RANGE_END, 450, NULL, 3, 0 },
+	{ 7, EVBUF_RANGE_PUSH, 500, "optimizer", 0, 0 },     /* the program's */
+	{ 7, EVBUF_RANGE_POP, 520, NULL, 0, 0 },
+	{ 7, EVBUF_RANGE_START, 505, "optimizer", 4, EVBUF_A_PHASE }, /* overlaps */
+	{ 7, EVBUF_RANGE_END, 525, NULL, 4, 0 },
+	{ 7, EVBUF_RANGE_START, 530, "forward", 5, EVBUF_A_PYTHON }, /* a module */
+	{ 7, EVBUF_RANGE_END, 540, NULL, 5, 0 },
+	{ 8, EVBUF_RANGE_START, 210, "backward", 6, EVBUF_A_PHASE }, /* thread 8 */
+	{ 8, EVBUF_RANGE_END, 300, NULL, 6, 0 },
+	{ 8, EVBUF_RANGE_PUSH, 600, "backward", 0, 0 },      /* after it */
+	{ 8, EVBUF_RANGE_POP, 700, NULL, 0, 0 },
+	{ 8, EVBUF_RANGE_PUSH, 250, "forward", 0, 0 },       /* another name */
+	{ 8, EVBUF_RANGE_POP, 260, NULL, 0, 0 },
+};
+
+static int phase_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+		       struct evbuf_stats *stats)
+{
+	char buf[sizeof(struct evbuf_rec) + 64];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < sizeof phase_recs / sizeof phase_recs[0]; i++) {
+		const struct prec *f = &phase_recs[i];
+		size_t len = f->name ? strlen(f->name) : 0;
+
+		memset(buf, 0, sizeof buf);
+		r->kind = f->kind;
+		r->len = (uint32_t)len;
+		r->size = (uint16_t)((sizeof *r + len + 7) & ~7u);
+		r->ts = f->ts;
+		r->id = f->id;
+		r->a = evbuf_nvtx_a(0, 0, f->flags);
+		if (len)
+			memcpy(buf + sizeof *r, f->name, len);
+		fn(ctx, f->tid, f->tid == 7 ? "main" : "worker", r);
+		stats->records++;
+	}
+	return 0;
+}
+
+/* Whether the trace has a complete user_annotation `name` on `tid` at
+ * [ts, ts + dur). */
+static bool has_range(const struct trace *t, int32_t tid, const char *name, int64_t ts,
+		      int64_t dur)
+{
+	size_t i;
+
+	for (i = 0; i < t->nev; i++)
+		if (t->ev[i].tid == tid && t->ev[i].ts == ts && t->ev[i].dur == dur &&
+		    t->ev[i].cat == TRACE_CAT_USER_ANNOTATION &&
+		    strcmp(trace_str(t, t->ev[i].name), name) == 0)
+			return true;
+	return false;
+}
+
+/* The program's own labels win (#26.4): a phase the bridge timed that a
+ * range of the program's with its name overlaps on its thread is left
+ * out, the others stay; the program's ranges all stay. A label a capture
+ * source adds later (torch's profiler's) wins the same way at the second
+ * call, with the list of own phases kept right. */
+static void test_program_ranges_win_over_own_phases(void)
+{
+	struct assemble_source src = { .drain = phase_drain, .gen = 1 };
+	struct trace_event e = { 0 };
+	struct trace t;
+	size_t i;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 0;
+	t.meta.end_ts = 1000;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	/* the program's ranges */
+	CHECK(has_range(&t, 7, "forward", 100, 100));
+	CHECK(has_range(&t, 7, "optimizer", 500, 20));
+	CHECK(has_range(&t, 8, "backward", 600, 100));
+	CHECK(has_range(&t, 8, "forward", 250, 10));
+	/* the phases they overlap are gone */
+	CHECK(!has_range(&t, 7, "forward", 110, 80));
+	CHECK(!has_range(&t, 7, "optimizer", 505, 20));
+	/* the others stay: no label there, another thread, another name */
+	CHECK(has_range(&t, 7, "backward", 210, 90));
+	CHECK(has_range(&t, 7, "forward", 400, 50));
+	CHECK(has_range(&t, 8, "backward", 210, 90));
+	CHECK_EQ_INT(count_named(&t, "forward", NULL), 4); /* the module too */
+	CHECK_EQ_INT((int)t.nev, 8);
+	CHECK_EQ_INT((int)t.counters.events, 8);
+	CHECK_EQ_INT((int)t.nown_phases, 3);
+	for (i = 0; i < t.nown_phases && t.own_phases[i] < t.nev; i++)
+		CHECK(t.ev[t.own_phases[i]].ts == 210 || t.ev[t.own_phases[i]].ts == 400);
+
+	/* torch's profiler's label "backward" on thread 7, added at collect */
+	e.ts = 205;
+	e.dur = 100;
+	e.pid = 1;
+	e.tid = 7;
+	e.name = trace_intern(&t, "backward", 8);
+	e.cat = TRACE_CAT_USER_ANNOTATION;
+	e.ph = TRACE_PH_COMPLETE;
+	CHECK(trace_add_event(&t, &e) != NULL);
+	CHECK_EQ_INT(assemble_phases_yield(&t), 0);
+	CHECK(!has_range(&t, 7, "backward", 210, 90));
+	CHECK(has_range(&t, 7, "backward", 205, 100));
+	CHECK(has_range(&t, 8, "backward", 210, 90));
+	CHECK_EQ_INT((int)t.nev, 8);
+	CHECK_EQ_INT((int)t.nown_phases, 2);
+	for (i = 0; i < t.nown_phases && t.own_phases[i] < t.nev; i++) {
+		const struct trace_event *p = &t.ev[t.own_phases[i]];
+
+		CHECK((p->tid == 7 && p->ts == 400) || (p->tid == 8 && p->ts == 210));
+	}
+	trace_sort(&t);
+	CHECK_EQ_INT((int)t.nown_phases, 0);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_carried_range_comes_out_once();
 	test_clip_start_leaves_out_the_earlier_records();
 	test_records_after_the_end_are_left_out();
 	test_cupti_records_are_handed_over_whole();
+	test_program_ranges_win_over_own_phases();
 	return check_done();
 }

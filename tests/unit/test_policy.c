@@ -350,13 +350,32 @@ static void test_syntax_and_validation_errors(void)
 	CHECK(!contains(m, "\n"));
 
 	CHECK_EQ_STR(load_error("-- policy\n\nprof.schedule{ activ = 3 }\n"),
-		     "myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)");
+		     "myprof.lua:3: prof.schedule: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)");
 	CHECK_EQ_STR(load_error("\n\n\nprof.schedule{ active = 0 }\n"),
 		     "myprof.lua:4: prof.schedule: 'active' must be an integer >= 1, got 0");
 	CHECK_EQ_STR(load_error("\n\n\n\nprof.export{ chrome = \"yes\" }\n"),
 		     "myprof.lua:5: prof.export: 'chrome' must be a boolean or a table (e.g. chrome = { gzip = true }), got string \"yes\"");
 	CHECK_EQ_STR(load_error("prof.schedule{ active = 1 }\nprof.schedule{ active = 2 }\n"),
 		     "myprof.lua:2: prof.schedule: called twice (first call at myprof.lua:1); put all schedule settings in one call");
+	/* torch's spelling, repeat = 2, is a syntax error before any prof.*
+	 * call runs: it gets the hint ["repeat"] = 2 gets, of the call it is
+	 * in (issue #26.6). */
+	CHECK_EQ_STR(load_error("prof.schedule{ wait = 1, active = 3, repeat = 2 }\n"),
+		     "myprof.lua:1: unexpected symbol near 'repeat' (torch's repeat is called "
+		     "'cycles' here because repeat is a Lua keyword)");
+	CHECK_EQ_STR(load_error("prof.output{ dir = 'x' }\nprof.schedule {\n  active = 3,\n"
+				"  repeat = 2,\n}\n"),
+		     "myprof.lua:4: unexpected symbol near 'repeat' (torch's repeat is called "
+		     "'cycles' here because repeat is a Lua keyword)");
+	CHECK_EQ_STR(load_error("prof.schedule{ active = 3 }\nprof.capture_range{ nvtx = 'eval', "
+				"repeat = 0 }\n"),
+		     "myprof.lua:2: unexpected symbol near 'repeat' (nsys's repeat is called "
+		     "'count' here (0 = every time))");
+	/* a repeat loop left open is Lua's own message */
+	m = load_error("prof.schedule{ active = 3 }\nrepeat\n");
+	CHECK(starts_with(m, "myprof.lua:3: 'until' expected"));
+	CHECK(!contains(m, "cycles"));
+
 	m = load_error("local t = nil\nlocal x = t.field\n");
 	CHECK(starts_with(m, "myprof.lua:2: attempt to index a nil value"));
 	CHECK_EQ_STR(load_error("error('custom', 0)\n"), "custom");
@@ -877,7 +896,7 @@ static void test_sets(void)
 	CHECK(load_src("\n", bad, &log, &e) == NULL);
 	CHECK_EQ_STR(e.msg, "--set schedule.active=x: 'active' must be an integer >= 1, got string \"x\"");
 	CHECK(load_src("\n", unknown, &log, &e) == NULL);
-	CHECK_EQ_STR(e.msg, "--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup)");
+	CHECK_EQ_STR(e.msg, "--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)");
 }
 
 /* Runs policy_on_trace_ready on another thread. */

@@ -25,8 +25,11 @@ struct sched_case {
 	const char *finish;
 };
 
-/* Config shorthand: skip_first, wait, warmup, active, cycles, enabled. */
-#define CFG(sf, w, wu, a, c) { (sf), (w), (wu), (a), (c), true }
+/* Config shorthand: skip_first, wait, warmup, active, cycles, enabled,
+ * whole. */
+#define CFG(sf, w, wu, a, c) { (sf), (w), (wu), (a), (c), true, false }
+/* prof.schedule{ whole = true }: the other fields are not used. */
+#define WHOLE { 0, 0, 0, 0, 0, true, true }
 
 static const struct sched_case cases[] = {
 	{ "wait1 warmup1 active3 forever", CFG(0, 1, 1, 3, 0),
@@ -64,10 +67,10 @@ static const struct sched_case cases[] = {
 	{ "skip3 active4 x2", CFG(3, 0, 0, 4, 2),
 	  "NNNRRRSRRR SNNNNNNNNN NNNNNNNNNN NNNNNNNNNN N",
 	  "3-6 7-10", "" },
-	{ "disabled", { 0, 0, 0, 1, 0, false },
+	{ "disabled", { 0, 0, 0, 1, 0, false, false },
 	  "NNNNNNNNNN NNNNNNNNNN NNNNNNNNNN NNNNNNNNNN N",
 	  "", "" },
-	{ "disabled with active=0", { 0, 0, 0, 0, 0, false },
+	{ "disabled with active=0", { 0, 0, 0, 0, 0, false, false },
 	  "NNNNNNNNNN NNNNNNNNNN NNNNNNNNNN NNNNNNNNNN N",
 	  "", "" },
 	{ "one cycle: wait2 warmup2 active2", CFG(0, 2, 2, 2, 1),
@@ -94,6 +97,10 @@ static const struct sched_case cases[] = {
 	{ "skip0 wait1 active2 x2, then idle", CFG(0, 1, 0, 2, 2),
 	  "NRSNRSNNNN NNNNNNNNNN NNNNNNNNNN NNNNNNNNNN NNNNN",
 	  "1-2 4-5", "" },
+	/* one window from step 0 to the end, never saved before it */
+	{ "whole process", WHOLE,
+	  "RRRRRRRRRR RRRRRRRRRR RRRRRRRRRR RRRRRRRRRR R",
+	  "", "0-40" },
 };
 
 /* Letter of an action, as in the tables. */
@@ -148,11 +155,13 @@ static void check_step(const struct sched_case *c, const struct sched_result *r,
 	CHECK_EQ_INT(r->warmup_start, cur == 'W' && prev != 'W');
 	CHECK(!r->partial);
 	if (r->open_window) {
+		const char *why = c->cfg.whole ? "whole process" : "schedule";
+
 		CHECK_EQ_INT(r->open_index, *opened);
-		CHECK_EQ_STR(r->open_reason, "schedule");
+		CHECK_EQ_STR(r->open_reason, why);
 		if (!r->save) {
 			CHECK_EQ_INT(r->window, *opened);
-			CHECK_EQ_STR(r->reason, "schedule");
+			CHECK_EQ_STR(r->reason, why);
 		}
 		(*opened)++;
 	}
@@ -215,7 +224,7 @@ static void run_case(const struct sched_case *c)
 		CHECK_EQ_INT(r.first, first);
 		CHECK_EQ_INT(r.last, last);
 		CHECK_EQ_INT(r.window, opened - 1);
-		CHECK_EQ_STR(r.reason, "schedule");
+		CHECK_EQ_STR(r.reason, c->cfg.whole ? "whole process" : "schedule");
 	} else {
 		CHECK(!r.save);
 		CHECK(!r.partial);
@@ -271,7 +280,7 @@ static void step_expect(struct sched *s, struct sched_result *r, char letter)
 /* capture_now while nothing records (schedule disabled). */
 static void test_capture_idle(void)
 {
-	struct sched_config cfg = { 0, 0, 0, 0, 0, false };
+	struct sched_config cfg = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 
@@ -408,7 +417,7 @@ static void test_capture_during_window(void)
  * once the first runs, and starts right after it, with its own reason. */
 static void test_capture_twice(void)
 {
-	struct sched_config cfg = { 0, 0, 0, 0, 0, false };
+	struct sched_config cfg = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 	char longr[300];
@@ -479,7 +488,7 @@ static void test_capture_during_warmup(void)
 static void test_finish(void)
 {
 	struct sched_config on = CFG(0, 0, 0, 5, 0);
-	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 
@@ -564,7 +573,7 @@ static void test_reconfigure(void)
 	struct sched_config slow = CFG(0, 10, 0, 1, 0);
 	struct sched_config fast = CFG(0, 0, 0, 2, 0);
 	struct sched_config four = CFG(0, 0, 0, 4, 0);
-	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
 	struct sched_config bad = CFG(0, 1, 1, 0, 0);
 	struct sched_config three = CFG(0, 0, 0, 3, 0);
 	struct sched_config ns = CFG(0, 1, 0, 1, 0);
@@ -657,6 +666,74 @@ static void test_reconfigure(void)
 	CHECK(r.save);
 	CHECK_EQ_INT(r.first, 4);
 	CHECK_EQ_INT(r.last, 7);
+}
+
+/* prof.schedule{ whole = true }: one window that opens with the process,
+ * records every step, and is saved only by finish, even with no step at
+ * all; it is always ahead. A live change to another schedule ends it with
+ * the step running then; to whole again, it goes on. */
+static void test_whole(void)
+{
+	struct sched_config whole = WHOLE, ns = CFG(0, 1, 0, 1, 0);
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
+	struct sched s;
+	struct sched_result r;
+
+	CHECK(sched_config_check(&whole) == NULL); /* active 0 is fine */
+	CHECK_EQ_INT(sched_action_at(&whole, 0), SCHED_RECORD);
+	CHECK_EQ_INT(sched_action_at(&whole, UINT64_MAX), SCHED_RECORD);
+
+	/* No step at all: the window of step 0 is saved at finish. */
+	sched_init(&s, &whole, &r);
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.open_index, 0);
+	CHECK_EQ_STR(r.open_reason, "whole process");
+	CHECK(sched_armed(&s) && sched_ahead(&s) && sched_next_active(&s));
+	sched_finish(&s, &r);
+	CHECK(r.save && r.partial);
+	CHECK_EQ_INT(r.first, 0);
+	CHECK_EQ_INT(r.last, 0);
+	CHECK_EQ_INT(r.window, 0);
+	CHECK_EQ_STR(r.reason, "whole process");
+
+	/* Steps go on in the one window: no save, no other window. */
+	sched_init(&s, &whole, &r);
+	step_expect(&s, &r, 'R');
+	CHECK(!r.save && !r.open_window);
+
+	/* Live: to whole again, the window goes on, also after a change
+	 * away from it in the same step; to another schedule, it ends with
+	 * the step running (3) and the new one decides from step 4. */
+	CHECK(sched_reconfigure(&s, &whole) == NULL);
+	step_expect(&s, &r, 'R'); /* step 2 */
+	CHECK(!r.save);
+	CHECK(sched_reconfigure(&s, &ns) == NULL);
+	CHECK(sched_reconfigure(&s, &whole) == NULL);
+	CHECK_EQ_INT(s.action, SCHED_RECORD);
+	step_expect(&s, &r, 'R'); /* step 3 */
+	CHECK(!r.save && !r.open_window);
+	CHECK(sched_reconfigure(&s, &ns) == NULL);
+	CHECK_EQ_INT(s.action, SCHED_RECORD_AND_SAVE);
+	step_expect(&s, &r, 'N'); /* step 4: 4 % 2 = 0, waits */
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 0);
+	CHECK_EQ_INT(r.last, 3);
+	CHECK(!r.open_window);
+	step_expect(&s, &r, 'S'); /* step 5 */
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.open_index, 1);
+
+	/* Live from off to whole: a window from the next step to the end. */
+	sched_init(&s, &off, &r);
+	step_expect(&s, &r, 'N');
+	CHECK(sched_reconfigure(&s, &whole) == NULL);
+	step_expect(&s, &r, 'R'); /* step 2 */
+	CHECK(r.open_window);
+	step_expect(&s, &r, 'R');
+	sched_finish(&s, &r);
+	CHECK(r.save && r.partial);
+	CHECK_EQ_INT(r.first, 2);
+	CHECK_EQ_INT(r.last, 3);
 }
 
 /* capture_now tickets: each accepted request is numbered; the windows
@@ -782,7 +859,7 @@ static void test_range_ends_inside_schedule(void)
  * takes a ticket; the schedule's finish saves the window partial. */
 static void test_capture_joins_range(void)
 {
-	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 
@@ -809,7 +886,7 @@ static void test_capture_joins_range(void)
 static void test_open_failed(void)
 {
 	struct sched_config cfg = CFG(1, 0, 0, 2, 2); /* R S R S from step 1 */
-	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 
@@ -853,7 +930,7 @@ static void test_open_failed(void)
 static void test_predicates(void)
 {
 	struct sched_config cfg = CFG(0, 2, 1, 1, 1); /* N N W S, once */
-	struct sched_config off = { 0, 0, 0, 0, 0, false };
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
 	struct sched s;
 	struct sched_result r;
 
@@ -899,5 +976,6 @@ int main(void)
 	test_capture_joins_range();
 	test_open_failed();
 	test_predicates();
+	test_whole();
 	return check_done();
 }

@@ -301,7 +301,7 @@ static void check_job(size_t i, uint32_t window, uint64_t first, uint64_t last,
 
 /* ---- the cases */
 
-#define CFG(sf, w, wu, a, c) { (sf), (w), (wu), (a), (c), true }
+#define CFG(sf, w, wu, a, c) { (sf), (w), (wu), (a), (c), true, false }
 
 /* wait 1, warm-up 1, active 2, twice: steps 2-3 and 6-7 are written, the
  * sources hear warm-up, open, close and every step in that order. */
@@ -702,6 +702,63 @@ static void test_finish(void)
 	CHECK_EQ_INT(window_range_begin(&host), 0);
 }
 
+/* prof.schedule{ whole = true }: one window from the start to the exit.
+ * A program that never steps has it as its one step, complete (#26.5);
+ * one that steps has its steps and the last one partial, as ever.
+ * capture_now is refused: every step is in the window already. */
+static void test_whole(void)
+{
+	struct sched_config sc = { 0, 0, 0, 0, 0, true, true };
+	struct err e;
+
+	start(&sc);
+	CHECK_EQ_STR(calls, "open1 step0R+");
+	CHECK(window_recording(&host) && window_ahead(&host));
+	CHECK_EQ_INT(window_capture_now(&host, 2, "x", &e), -1);
+	CHECK_EQ_STR(e.msg, "the whole process is being recorded in one window "
+		     "(prof.schedule{ whole = true }): every step is in it already");
+	window_finish(&host, false);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 0, 0, 1, "whole process", 0);
+	if (njobs && jobs[0]->nsteps == 1) {
+		CHECK_EQ_INT(jobs[0]->steps[0].step, 0);
+		CHECK_EQ_INT(jobs[0]->steps[0].partial, 0);
+		CHECK(jobs[0]->steps[0].ts == jobs[0]->start_ts);
+		CHECK(jobs[0]->steps[0].ts + jobs[0]->steps[0].dur == jobs[0]->end_ts);
+	}
+
+	start(&sc);
+	steps(3);
+	CHECK_EQ_INT(njobs, 0);
+	window_finish(&host, false);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 0, 3, 4, "whole process", 0);
+	if (njobs && jobs[0]->nsteps == 4) {
+		CHECK_EQ_INT(jobs[0]->steps[2].partial, 0);
+		CHECK_EQ_INT(jobs[0]->steps[3].partial, 1);
+	}
+}
+
+/* A capture range in a program that has not stepped: the region is the
+ * window's one step, complete (#26.5). */
+static void test_range_without_steps(void)
+{
+	struct sched_config sc = { 0 };
+	int64_t end_ts;
+
+	start_range(&sc, "infer", 1);
+	CHECK_EQ_INT(window_range_begin(&host), 1);
+	end_ts = clock_now_ns();
+	window_range_end(&host, end_ts);
+	CHECK_EQ_INT(njobs, 1);
+	check_job(0, 0, 0, 0, 1, "nvtx range 'infer'", 0);
+	if (njobs && jobs[0]->nsteps == 1) {
+		CHECK_EQ_INT(jobs[0]->steps[0].partial, 0);
+		CHECK(jobs[0]->steps[0].ts == jobs[0]->start_ts);
+		CHECK(jobs[0]->steps[0].ts + jobs[0]->steps[0].dur == end_ts);
+	}
+}
+
 /* No host thread: the window is skipped and the failure said once the
  * lock is released; the next window opens as usual. */
 static void test_thread_failure(void)
@@ -734,6 +791,8 @@ int main(void)
 	test_range_joins_schedule();
 	test_finish();
 	test_thread_failure();
+	test_whole();
+	test_range_without_steps();
 	start(&(struct sched_config){ 0 });
 	return check_done();
 }

@@ -1,10 +1,11 @@
 /*
  * nested_app — a C workload with known timings, for the table tests.
  *
- *   nested_app [--steps N]
+ *   nested_app [--steps N | --no-steps N]
  *
  * Each step: push "outer"; sleep 2 ms; push "inner"; sleep 3 ms; pop; pop;
- * prof_step(). So per step outer owns 2 ms itself and lasts 5 ms, inner
+ * prof_step() (--no-steps: the same N times, never a step: a program
+ * without steps). So per step outer owns 2 ms itself and lasts 5 ms, inner
  * owns and lasts 3 ms — at least: on a busy machine a sleep can overrun, so
  * the program also measures what each step really took and prints
  * "timing <step> <outer total ns> <inner ns>" per step, the truth a test
@@ -38,11 +39,15 @@ static void sleep_ms(long ms)
 int main(int argc, char **argv)
 {
 	long steps = 10, s;
+	int stepping = 1;
 
 	if (argc == 3 && strcmp(argv[1], "--steps") == 0) {
 		steps = atol(argv[2]);
+	} else if (argc == 3 && strcmp(argv[1], "--no-steps") == 0) {
+		steps = atol(argv[2]);
+		stepping = 0;
 	} else if (argc != 1) {
-		fprintf(stderr, "usage: nested_app [--steps N]\n");
+		fprintf(stderr, "usage: nested_app [--steps N | --no-steps N]\n");
 		return 2;
 	}
 	bind();
@@ -60,7 +65,8 @@ int main(int argc, char **argv)
 		p_pop();
 		t3 = now_ns();
 		printf("timing %ld %lld %lld\n", s, t3 - t0, t2 - t1);
-		p_step();
+		if (stepping)
+			p_step();
 	}
 	printf("done %ld\n", steps);
 	fflush(stdout);
