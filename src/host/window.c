@@ -1004,10 +1004,6 @@ void window_range_end(struct host *h, int64_t end_ts)
 		now = end_ts;
 	if (w->sched.range_active && !w->finished) {
 		sched_range_end(&w->sched, &r);
-		/* A region of a program that has never stepped: the window's
-		 * one step is the region. */
-		if (r.save && w->sched.step == 0 && w->nsteps == 0)
-			keep_step(w, 0, w->start_ts, now, (int32_t)syscall(SYS_gettid), 0);
 		if (r.save)
 			job = close_window(h, &r, now);
 		update_arm(h, now);

@@ -476,6 +476,20 @@ def _set_profiler(on):
 _prof_base = 0
 
 
+def at_exit():
+    """The interpreter ends (the bridge's atexit handler, under the bridge's
+    lock) while torch's profiler runs for a window still open: a whole-
+    process window (prof.schedule{ whole = true }), or a window the process
+    ends in. Its events are handed over now, while Python still runs, so
+    the window the host's exit path writes has them (later, nothing could
+    stop torch's profiler and they would be lost)."""
+    try:
+        if _prof is not None and _thread.get_ident() == _prof_tid:
+            _set_profiler(False)
+    except Exception:
+        _debug_exc("handing torch's profiler's events over at exit")
+
+
 def _hand_over(p, api):
     """torch's profiler's events, as operators of the window (times from
     the profiler's start, in us)."""
