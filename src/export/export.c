@@ -187,11 +187,12 @@ static int write_key_averages(const struct trace *t, const struct export_opts *o
 			      enum key_avg_group group, enum key_avg_sort sort,
 			      struct export_result *res, struct err *e)
 {
+	struct key_avg_opts ko = { group, o->group_by_input_shape, o->group_by_stack_n };
 	struct key_avg_table tab;
 	char *text;
 	int rc;
 
-	if (key_averages_build_top(t, group, sort, o->row_limit, &tab, e) != 0)
+	if (key_averages_build_with(t, &ko, sort, o->row_limit, &tab, e) != 0)
 		return -1;
 	text = key_averages_format(&tab, o->row_limit);
 	key_averages_free(&tab);

@@ -37,6 +37,10 @@ struct export_opts {
 	const char *sort_by;   /* torch's sort key; NULL = "self_cpu_time_total" */
 	size_t row_limit;      /* rows shown; 0 = all */
 	const char *group_by;  /* "name" or "domain"; NULL = "name" */
+	bool group_by_input_shape; /* rows also by input shapes (key_averages.h) */
+	uint32_t group_by_stack_n; /* ... and by the first N call stack
+				      entries (0: not; at most
+				      KEY_AVG_STACK_N_MAX) */
 	bool summary;          /* write summary.txt, return its text (a
 				  caller that adds files first leaves this
 				  false and calls export_summary() last) */

@@ -95,6 +95,8 @@ struct policy_config {
 		char *sort_by;         /* default "self_cpu_time_total" */
 		uint32_t row_limit;    /* default 50 */
 		char *group_by;        /* "name" (default) | "domain" */
+		bool group_by_input_shape; /* torch's option; default false */
+		uint32_t group_by_stack_n; /* torch's option; default 0 */
 		bool stacks, memory_timeline, summary; /* default true */
 		bool raw;              /* capture.phb; default true */
 		bool report_text;      /* report.txt; default true */

@@ -240,6 +240,8 @@ int policy_read_config(lua_State *L)
 	cfg_str(L, s, "sort_by", false, &c->export.sort_by);
 	c->export.row_limit = cfg_u32(L, s, "row_limit", 0);
 	cfg_str(L, s, "group_by", false, &c->export.group_by);
+	c->export.group_by_input_shape = cfg_bool(L, s, "group_by_input_shape");
+	c->export.group_by_stack_n = cfg_u32(L, s, "group_by_stack_n", 0);
 	c->export.stacks = cfg_bool(L, s, "stacks");
 	c->export.memory_timeline = cfg_bool(L, s, "memory_timeline");
 	c->export.summary = cfg_bool(L, s, "summary");

@@ -31,6 +31,7 @@ describe("prof", function()
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
 				sort_by = "self_cpu_time_total", row_limit = 50, group_by = "name",
+				group_by_input_shape = false, group_by_stack_n = 0,
 				stacks = true, memory_timeline = true, summary = true,
 				raw = true, report_text = true, report_html = true,
 			}, c.export)
@@ -275,8 +276,26 @@ describe("prof", function()
 				stacks = false, memory_timeline = false, summary = false }]]).export
 			assert.are.same({ chrome = true, chrome_gzip = true, tensorboard = true,
 				key_averages = true, sort_by = "self_cuda_time_total", row_limit = 20,
-				group_by = "domain", stacks = false, memory_timeline = false, summary = false,
+				group_by = "domain", group_by_input_shape = false, group_by_stack_n = 0,
+				stacks = false, memory_timeline = false, summary = false,
 				raw = true, report_text = true, report_html = true }, c)
+		end)
+
+		it("takes torch's group_by_input_shape and group_by_stack_n", function()
+			local c = config_of([[prof.export{ key_averages = { group_by_input_shape = true,
+				group_by_stack_n = 5 } }]]).export
+			assert.is_true(c.group_by_input_shape)
+			assert.are.equal(5, c.group_by_stack_n)
+			assert.are.equal("name", c.group_by)
+		end)
+
+		it("rejects a group_by_stack_n beyond 128 and a group_by_input_shape not boolean", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.group_by_stack_n' must be an integer from 0 to 128, got 129",
+				error_of("prof.export{ key_averages = { group_by_stack_n = 129 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.group_by_input_shape' must be a boolean, got 1",
+				error_of("prof.export{ key_averages = { group_by_input_shape = 1 } }"))
 		end)
 
 		it("chrome = false and key_averages = false turn them off", function()
