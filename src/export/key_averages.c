@@ -1117,6 +1117,11 @@ static char *shapes_text(const struct key_avg_row *r, size_t width)
 	return textbuf_take(&tb);
 }
 
+char *key_averages_row_shapes(const struct key_avg_row *r)
+{
+	return shapes_text(r, SIZE_MAX);
+}
+
 /* The characters shapes_text() would give the row, uncut. */
 static size_t shapes_cols(const struct key_avg_row *r)
 {

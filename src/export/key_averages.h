@@ -213,6 +213,11 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);
 int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
 		       const char *path, struct err *e);
 
+/* A row's input shapes as the table shows them, uncut (Python's
+ * str(input_shapes): "[[8, 16], []]"), malloc'd; "" when the row has none.
+ * NULL when out of memory. */
+char *key_averages_row_shapes(const struct key_avg_row *r);
+
 /* torch's _format_time: "%.3fus" under 1 ms, "%.3fms" under 1 s, else
  * "%.3fs" (of microseconds ns / 1000). Writes into buf[32]; returns buf. */
 char *key_averages_format_time(int64_t ns, char buf[32]);
