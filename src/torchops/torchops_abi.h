@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#define TORCHOPS_ABI_VERSION 1
+#define TORCHOPS_ABI_VERSION 2
 
 /* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
 enum torchops_scope {
@@ -44,7 +44,8 @@ struct torchops_op {
 	uint64_t flops;
 	uint64_t ext_id;   /* the GPU link (torchops_api.ext_push), 0: none */
 	uint32_t flags;    /* TORCHOPS_HAS_* */
-	uint32_t pad;
+	uint32_t stack;    /* (version 2) the Python call stack at its start
+			      (torchops_api.py_stack), 0: none */
 };
 
 /* What the core gives the observer; valid for the life of the process.
@@ -63,6 +64,11 @@ struct torchops_api {
 	 * thread and returns it (0: none, then no pop). */
 	uint64_t (*ext_push)(void);
 	void (*ext_pop)(void);
+	/* (version 2) With prof.capture{ with_stack }: the calling thread's
+	 * Python call stack now, as an id for torchops_op.stack (0: none: no
+	 * Python on this thread, or with_stack is off). Cheap (no GIL, no
+	 * frame walk: profhost tracks each thread's stack as it runs). */
+	uint32_t (*py_stack)(void);
 };
 
 #endif

@@ -26,7 +26,8 @@ describe("prof", function()
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
-				record_shapes = false, with_flops = false, peak_tflops = 0, buffer_mb = 128,
+				record_shapes = false, with_flops = false, with_stack = false, peak_tflops = 0,
+				buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,

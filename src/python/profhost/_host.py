@@ -29,7 +29,7 @@ REC_STACKS = 128     # ... and CPU samples: Python stack snapshots run then too
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 5
+API_VERSION = 6
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -109,6 +109,11 @@ def api_type():
             # (version 5) the recorder's dump on an uncaught exception;
             # releases the GIL (it takes the host's window lock)
             ("dump", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p)),
+            # (version 6) prof.capture{ with_stack }: every Python thread's
+            # call stack tracked for the operators (GIL held)
+            ("stacks_on", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)),
+            ("stacks_thread", ctypes.PYFUNCTYPE(None)),
+            ("stacks_off", ctypes.PYFUNCTYPE(None)),
         ]
 
     return _Api
