@@ -211,7 +211,10 @@ M.sections = {
 				group_by_input_shape = boolean(false),
 				group_by_stack_n = integer(0, 128, 0),
 			}, 'key_averages = { sort_by = "self_cuda_time_total" }'),
-			stacks = boolean(true),
+			stacks = flag_or(true, {
+				metric = enum({ "self_cpu_time_total", "self_cuda_time_total" },
+					"self_cpu_time_total", { self_device_time_total = "self_cuda_time_total" }),
+			}, 'stacks = { metric = "self_cuda_time_total" }'),
 			memory_timeline = boolean(true),
 			summary = boolean(true),
 			raw = boolean(true),
@@ -545,6 +548,7 @@ function M.resolve(raw)
 	local chrome = get_sub("export", e, "chrome")
 	local ka = get_sub("export", e, "key_averages")
 	local report = get_sub("export", e, "report")
+	local stacks = get_sub("export", e, "stacks")
 
 	return {
 		output = {
@@ -607,7 +611,9 @@ function M.resolve(raw)
 			group_by = ka and ka.group_by or M.sections.export.keys.key_averages.keys.group_by.default,
 			group_by_input_shape = ka and ka.group_by_input_shape or false,
 			group_by_stack_n = ka and ka.group_by_stack_n or 0,
-			stacks = get("export", e, "stacks"),
+			stacks = stacks ~= false,
+			stacks_metric = stacks and stacks.metric
+				or M.sections.export.keys.stacks.keys.metric.default,
 			memory_timeline = get("export", e, "memory_timeline"),
 			summary = get("export", e, "summary"),
 			raw = get("export", e, "raw"),

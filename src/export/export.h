@@ -3,7 +3,9 @@
  *
  * Layout: <output dir>/<run>/rank<R>/window<K>_steps<a>-<b>/ holding
  * trace.json (or trace.json.gz), capture.phb (the raw capture, phb.h),
- * key_averages.txt, the reports the host adds (export_text_file) and,
+ * key_averages.txt, stacks.txt and cpu_functions.txt (CPU samples),
+ * operator_stacks.txt (the operators' call stacks), memory_timeline.*,
+ * the reports the host adds (export_text_file) and,
  * written last, summary.txt (listing every file written); with TensorBoard
  * export also <output dir>/<run>/tensorboard/window<K>_steps<a>-<b>/
  * <host>_<pid>.<ms>.pt.trace.json.gz: one folder per window, one file per
@@ -48,7 +50,12 @@ struct export_opts {
 	bool memory_timeline;  /* write memory_timeline.{json,html} when the
 				  window has GPU allocations or frees */
 	bool stacks;           /* stacks.txt + cpu_functions.txt, when the
-				  window was sampled (t->sampling.hz) */
+				  window was sampled (t->sampling.hz), and
+				  operator_stacks.txt, when its operators
+				  have call stacks (op_stacks.h) */
+	const char *stacks_metric; /* operator_stacks.txt's weight (torch's
+				  export_stacks metric); NULL =
+				  "self_cpu_time_total" */
 };
 
 /* What was written: the window directory and the files in it. */

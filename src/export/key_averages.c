@@ -413,6 +413,9 @@ struct pass {
 	int failed;                /* out of memory, or (overflow) too many
 				      keys in this part */
 	bool overflow;
+	key_avg_visit_fn visit;    /* key_averages_each: each event's times go
+				      here instead of into rows */
+	void *visit_ctx;
 };
 
 /* The partition of an event's key (see struct pass); exact when it is
@@ -456,6 +459,10 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 
 	ps->self_cpu_sum_ns += se->self;
 	ps->self_cuda_sum_ns += se->cself;
+	if (ps->visit) {
+		ps->visit(ps->visit_ctx, se->ev, se->self, se->cself);
+		return;
+	}
 	if (ps->failed)
 		return;
 	if (ps->composite) {
@@ -812,12 +819,78 @@ fail:
 	return ps.overflow ? 1 : -1;
 }
 
+/* What a sweep reads: the GPU time of each launch (*gm) and, in a trace
+ * not in nesting order, the counted events in sweep order (*sel, malloc'd;
+ * NULL when the trace lies in nesting order: the sweep then reads its
+ * first *n events). *n is 0 when no event counts. 0, or -1 when out of
+ * memory (nothing held). */
+static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm)
+{
+	size_t i, j, count = 0;
+
+	*sel = NULL;
+	*n = 0;
+	memset(gm, 0, sizeof *gm);
+	for (i = 0; i < t->nev; i++)
+		count += counted(&t->ev[i]);
+	if (count == 0)
+		return 0;
+	if (gpu_map_build(t, gm) != 0)
+		goto oom;
+	if (t->nested) {
+		*n = t->nev; /* the sweep reads the trace as it lies */
+		return 0;
+	}
+	*sel = malloc(count * sizeof **sel);
+	if (!*sel)
+		goto oom;
+	for (i = 0, j = 0; i < t->nev; i++)
+		if (counted(&t->ev[i]))
+			(*sel)[j++] = (uint32_t)i;
+	sortidx_u32(*sel, count, trace_event_cmp_at, (void *)t); /* in place: no copy */
+	*n = count;
+	return 0;
+oom:
+	free(gm->corr);
+	free(gm->ns);
+	memset(gm, 0, sizeof *gm);
+	return -1;
+}
+
+int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx, struct err *e)
+{
+	struct key_avg_opts o = { .group = KEY_AVG_BY_NAME };
+	struct gpu_map gm;
+	uint32_t *sel;
+	struct pass ps;
+	size_t n;
+	int rc;
+
+	if (t->nev > UINT32_MAX)
+		return err_set(e, "key_averages: more than 2^32 events in one window");
+	if (sweep_input(t, &sel, &n, &gm) != 0)
+		return err_set(e, "out of memory reading the window's self times");
+	memset(&ps, 0, sizeof ps);
+	ps.t = t;
+	ps.gm = &gm;
+	ps.o = &o;
+	ps.nparts = 1;
+	ps.visit = fn;
+	ps.visit_ctx = ctx;
+	rc = n ? sweep(&ps, sel, n) : 0;
+	free(ps.stack);
+	free(sel);
+	free(gm.corr);
+	free(gm.ns);
+	return rc == 0 ? 0 : err_set(e, "out of memory reading the window's self times");
+}
+
 int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts *o,
 				enum key_avg_sort sort, size_t max_rows, size_t keep,
 				struct key_avg_table *out, struct err *e)
 {
 	uint32_t *sel = NULL, nparts;
-	size_t n = 0, i, j, nkeys;
+	size_t n = 0, nkeys;
 	struct gpu_map gm = { 0 };
 	int rc;
 
@@ -831,23 +904,10 @@ int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts
 	out->folded.first_ts = INT64_MAX;
 	if (t->nev > UINT32_MAX)
 		return err_set(e, "key_averages: more than 2^32 events in one window");
-	for (i = 0; i < t->nev; i++)
-		n += counted(&t->ev[i]);
+	if (sweep_input(t, &sel, &n, &gm) != 0)
+		goto oom;
 	if (n == 0)
 		return 0;
-	if (gpu_map_build(t, &gm) != 0)
-		goto oom;
-	if (t->nested) {
-		n = t->nev; /* the sweep reads the trace as it lies */
-	} else {
-		sel = malloc(n * sizeof *sel);
-		if (!sel)
-			goto oom;
-		for (i = 0, j = 0; i < t->nev; i++)
-			if (counted(&t->ev[i]))
-				sel[j++] = (uint32_t)i;
-		sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place: no copy */
-	}
 
 	/* More keys than max_rows: one pass per partition of the keys, each
 	 * holding at most max_rows + 1 rows; the best `keep` are kept. A key

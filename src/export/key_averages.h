@@ -179,6 +179,19 @@ int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts
 				enum key_avg_sort sort, size_t max_rows, size_t keep,
 				struct key_avg_table *out, struct err *e);
 
+/* What key_averages_each hands each event: its index in t->ev, its self
+ * CPU time and its self CUDA time (ns), as the table sums them. */
+typedef void (*key_avg_visit_fn)(void *ctx, size_t ev, int64_t self_cpu_ns,
+				 int64_t self_cuda_ns);
+
+/* Calls `fn` for each event the table counts, thread by thread, each as
+ * it ends (an event after those nested in it). One sweep, no rows: its
+ * memory is the open events of one thread (and 4 bytes an event in a
+ * trace not in nesting order). Returns 0, or -1 with *e set (out of
+ * memory). */
+int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx,
+		      struct err *e);
+
 /* The number of ';'-separated entries of a "Call stack" argument, and the
  * bytes its first `n` take (without the ';' after them). */
 size_t key_averages_stack_prefix(const char *stack, size_t len, uint32_t n,

@@ -310,6 +310,7 @@ static void process_job(struct host *h, struct host_job *job)
 	o.raw = h->cfg->export.raw;
 	o.memory_timeline = h->cfg->export.memory_timeline;
 	o.stacks = h->cfg->export.stacks;
+	o.stacks_metric = h->cfg->export.stacks_metric;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

@@ -99,6 +99,9 @@ struct policy_config {
 		bool group_by_input_shape; /* torch's option; default false */
 		uint32_t group_by_stack_n; /* torch's option; default 0 */
 		bool stacks, memory_timeline, summary; /* default true */
+		char *stacks_metric;   /* operator_stacks.txt's weight: torch's
+					  export_stacks metric, default
+					  "self_cpu_time_total" */
 		bool raw;              /* capture.phb; default true */
 		bool report_text;      /* report.txt; default true */
 		bool report_html;      /* report.html; default true */

@@ -244,6 +244,7 @@ int policy_read_config(lua_State *L)
 	c->export.group_by_input_shape = cfg_bool(L, s, "group_by_input_shape");
 	c->export.group_by_stack_n = cfg_u32(L, s, "group_by_stack_n", 0);
 	c->export.stacks = cfg_bool(L, s, "stacks");
+	cfg_str(L, s, "stacks_metric", false, &c->export.stacks_metric);
 	c->export.memory_timeline = cfg_bool(L, s, "memory_timeline");
 	c->export.summary = cfg_bool(L, s, "summary");
 	c->export.raw = cfg_bool(L, s, "raw");
