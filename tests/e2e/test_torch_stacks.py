@@ -14,7 +14,9 @@ steps recorded:
   --key-averages prints the same table from the saved window;
 - operator_stacks.txt (torch's export_stacks) holds the loop's stacks, its
   weights summing to the self CPU time of the operators that have stacks,
-  each operator of a microsecond or more on a line of its own.
+  each operator of a microsecond or more on a line of its own;
+- the profile function that tracks the stacks is set in the window, and
+  neither after it nor in a child forked in it.
 
 torch 1.13 puts some backward operators under forward stacks (its tracer
 matches them by time), and names the bound methods of Parameters "of Tensor
@@ -119,6 +121,9 @@ class TorchStacks(TempDirTest):
                  "plain"], env=base_env(), timeout=600, cwd=self.tmp)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("with_stack", r.stderr)  # no warning: it ran
+        # tracked in the window; not after it, nor in a child forked in it
+        self.assertEqual(json.loads(r.stdout.strip().splitlines()[-1]),
+                         {"in_window": True, "in_child": False, "after": False})
         dirs = window_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
         d = dirs[0]

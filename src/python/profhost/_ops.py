@@ -451,8 +451,9 @@ def _set_stacks(on):
     if not getattr(api, "stacks_on", None):
         _refuse_stacks("this Python has no frame API profhost can read (3.9 or later needed)")
         return
-    if sys.getprofile() is not None:
-        _refuse_stacks("the program runs a profile function of its own (sys.setprofile)")
+    if sys.getprofile() is not None or getattr(threading, "_profile_hook", None) is not None:
+        _refuse_stacks("the program runs a profile function of its own (sys.setprofile, "
+                       "threading.setprofile)")
         return
     try:
         import torch
@@ -466,6 +467,26 @@ def _set_stacks(on):
         return
     threading.setprofile(_new_thread)
     _stacks_on = True
+    global _fork_hooked
+    if not _fork_hooked and hasattr(os, "register_at_fork"):
+        _fork_hooked = True
+        os.register_at_fork(after_in_child=_forked)
+
+
+_fork_hooked = False
+
+
+def _forked():
+    """A child forked while stacks are tracked (a DataLoader's workers):
+    it records nothing (the host is the parent's), so it runs without the
+    profile function."""
+    global _stacks_on
+    if _stacks_on:
+        _stacks_on = False
+        sys.setprofile(None)
+        import threading
+
+        threading.setprofile(None)
 
 
 def _new_thread(frame, event, arg):

@@ -9,7 +9,10 @@ stacks (tests/e2e/test_torch_stacks.py).
         the rows of key_averages(group_by_stack_n=5); with STACKS.txt, also
         torch's export_stacks("self_cpu_time_total") there
     torch_stacks_train.py STEPS plain
-        no profiler of its own (run it under profhost)
+        no profiler of its own (run it under profhost); at the end it
+        prints one JSON line: whether a profile function was set in the
+        middle of the run (step 6) and after it, and in a child forked at
+        step 6
 
 The loop's forward operators are called from functions at least five
 frames deep below the step (a model of nested modules, a loss helper), so
@@ -63,14 +66,37 @@ def one_step():
 
 
 class NoProfiler:
+    """Under profhost: notes at step 6 whether a profile function is set,
+    here and in a child forked there (a DataLoader's worker)."""
+
+    def __init__(self):
+        self.n = 0
+        self.seen = {}
+
     def start(self):
         pass
 
     def step(self):
-        pass
+        self.n += 1
+        if self.n != 6:
+            return
+        import os
+
+        self.seen["in_window"] = sys.getprofile() is not None
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, b"1" if sys.getprofile() is not None else b"0")
+            os._exit(0)
+        os.close(w)
+        self.seen["in_child"] = os.read(r, 1) == b"1"
+        os.close(r)
+        os.waitpid(pid, 0)
 
     def stop(self):
-        pass
+        if self.seen:
+            self.seen["after"] = sys.getprofile() is not None
+            print(json.dumps(self.seen))
 
 
 def train(prof):
