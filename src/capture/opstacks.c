@@ -39,6 +39,7 @@ static struct {
 	pyobj *(*Frame_GetBack)(pyobj *frame);
 	int (*Frame_GetLineNumber)(pyobj *frame);
 	void (*Eval_SetProfile)(tracefunc fn, pyobj *obj);
+	void (*Eval_SetProfileAllThreads)(tracefunc fn, pyobj *obj); /* 3.12+ */
 	pyobj *(*Object_GetAttrString)(pyobj *o, const char *name);
 	pyobj *(*Object_Repr)(pyobj *o);
 	const char *(*Unicode_AsUTF8)(pyobj *o);
@@ -124,6 +125,8 @@ static struct {
 	uintptr_t call_impl;
 	struct tracked *_Atomic threads[OPSTACKS_THREADS];
 	_Atomic uint64_t dropped;
+	bool starting;      /* opstacks_start runs (3.12+: it sets every
+			       thread's profile function at its end) */
 } os_;
 
 static __thread struct tracked *t_slot; /* the calling thread's, if known */
@@ -176,6 +179,8 @@ int opstacks_init(opstacks_append_fn append)
 		memcpy((char *)&py + need[i].off, &sym, sizeof sym);
 	}
 	py.CMethod_Type = dlsym(RTLD_DEFAULT, "PyCMethod_Type");
+	sym = dlsym(RTLD_DEFAULT, "PyEval_SetProfileAllThreads");
+	memcpy(&py.Eval_SetProfileAllThreads, &sym, sizeof sym);
 	os_.ok = true;
 	return 0;
 }
@@ -654,13 +659,26 @@ static void on_c_return(struct tracked *s, pyobj *fn)
 	}
 }
 
-/* The profile function: `obj` holds the thread's struct tracked. Runs
- * under the GIL on the tracked thread, with CPython's tracing off. */
+static struct tracked *slot_of(void *ts);
+
+/* The profile function: `obj` holds the thread's struct tracked (set
+ * thread by thread), or is NULL (set on every thread at once, CPython
+ * 3.12+: the thread's slot is found by its thread state). Runs under the
+ * GIL on the tracked thread, with CPython's tracing off. */
 static int profile(pyobj *obj, pyobj *frame, int what, pyobj *arg)
 {
-	struct tracked *s = py.Long_AsVoidPtr(obj);
+	struct tracked *s;
 
-	if (!s)
+	if (obj) {
+		s = py.Long_AsVoidPtr(obj);
+	} else {
+		void *ts = py.ThreadState_Get();
+
+		s = t_slot;
+		if (!s || atomic_load_explicit(&s->tstate, memory_order_relaxed) != ts)
+			s = slot_of(ts);
+	}
+	if (!s || !atomic_load_explicit(&s->on, memory_order_relaxed))
 		return 0;
 	t_slot = s;
 	switch (what) {
@@ -708,6 +726,20 @@ static void forget_gone(void *const *live, size_t n)
 	}
 }
 
+/* The slot of thread state `ts`, NULL when it has none. Any thread. */
+static struct tracked *slot_of(void *ts)
+{
+	size_t i;
+
+	for (i = 0; ts && i < OPSTACKS_THREADS; i++) {
+		struct tracked *s = atomic_load_explicit(&os_.threads[i], memory_order_acquire);
+
+		if (s && atomic_load_explicit(&s->tstate, memory_order_acquire) == ts)
+			return s;
+	}
+	return NULL;
+}
+
 /* The slot of thread state `ts`, taken (and allocated) when it has none;
  * NULL when every slot is in use. GIL held. */
 static struct tracked *slot_for(void *ts)
@@ -738,8 +770,12 @@ static struct tracked *slot_for(void *ts)
 }
 
 /* Sets thread state `ts`'s profile function (`obj`: its argument; NULL,
- * NULL removes it): directly on the calling thread's (`self`), else with
- * ts swapped in, as CPython sets only the current thread's. GIL held. */
+ * NULL removes it): directly on the calling thread's (`self`); another
+ * thread's with ts swapped in, as CPython before 3.12 sets only the
+ * current thread's (torch's tracer does the same). From 3.12, where
+ * swapping in another thread's state would bind it to this thread, every
+ * thread's is set at once instead, by opstacks_start and opstacks_stop
+ * (nothing here). GIL held. */
 static void set_profile(void *ts, void *self, tracefunc fn, pyobj *obj)
 {
 	void *prev;
@@ -748,6 +784,8 @@ static void set_profile(void *ts, void *self, tracefunc fn, pyobj *obj)
 		py.Eval_SetProfile(fn, obj);
 		return;
 	}
+	if (py.Eval_SetProfileAllThreads)
+		return;
 	prev = py.ThreadState_Swap(ts);
 	py.Eval_SetProfile(fn, obj);
 	py.ThreadState_Swap(prev);
@@ -789,10 +827,15 @@ static void track(void *ts, void *self)
 	free(frames);
 	set_cur(s);
 	atomic_store(&s->on, 1);
-	obj = py.Long_FromVoidPtr(s);
-	if (obj) {
-		set_profile(ts, self, profile, obj);
-		py.DecRef(obj);
+	if (py.Eval_SetProfileAllThreads) {
+		if (ts == self && !os_.starting)
+			py.Eval_SetProfile(profile, NULL); /* a thread started meanwhile */
+	} else {
+		obj = py.Long_FromVoidPtr(s);
+		if (obj) {
+			set_profile(ts, self, profile, obj);
+			py.DecRef(obj);
+		}
 	}
 	py.Err_Clear();
 }
@@ -832,8 +875,13 @@ int opstacks_start(const char *prefixes, uintptr_t call_impl)
 	self = py.ThreadState_Get();
 	n = live_threads(live, sizeof live / sizeof live[0]);
 	forget_gone(live, n);
+	os_.starting = true;
 	for (i = 0; i < n; i++)
 		track(live[i], self);
+	os_.starting = false;
+	if (py.Eval_SetProfileAllThreads)
+		py.Eval_SetProfileAllThreads(profile, NULL);
+	py.Err_Clear();
 	py.Err_Restore(type, value, tb);
 	return 0;
 }
@@ -878,6 +926,8 @@ void opstacks_stop(void)
 		if (k < n)
 			set_profile(ts, self, NULL, NULL);
 	}
+	if (py.Eval_SetProfileAllThreads)
+		py.Eval_SetProfileAllThreads(NULL, NULL);
 	for (i = 0; i < os_.module.cap; i++)
 		if (os_.module.v[i])
 			py.DecRef((pyobj *)(uintptr_t)os_.module.k[2 * i]);
