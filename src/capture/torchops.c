@@ -17,6 +17,7 @@
 #include "../events/oprec.h"
 #include "../host/capture.h"
 #include "../util/grow.h"
+#include "opstacks.h"
 
 static const struct capture_host *top_h;
 static _Atomic int top_recording;
@@ -80,8 +81,11 @@ static int top_append(const struct torchops_op *op)
 	}
 	hdr.name_len = (uint16_t)name_len;
 	used = sizeof hdr + name_len;
+	if (op->stack) /* its id follows the shapes: room kept for it */
+		hdr.flags |= OPREC_STACK;
 	if ((op->flags & TORCHOPS_HAS_SHAPES) && op->dims && op->types) {
-		if (used + op->dims_len + op->types_len <= sizeof buf) {
+		if (used + op->dims_len + op->types_len +
+		    (op->stack ? sizeof op->stack : 0) <= sizeof buf) {
 			hdr.flags |= OPREC_SHAPES;
 			hdr.dims_len = (uint16_t)op->dims_len;
 			hdr.types_len = (uint16_t)op->types_len;
@@ -96,6 +100,10 @@ static int top_append(const struct torchops_op *op)
 		used += hdr.dims_len;
 		memcpy(buf + used, op->types, hdr.types_len);
 		used += hdr.types_len;
+	}
+	if (hdr.flags & OPREC_STACK) {
+		memcpy(buf + used, &op->stack, sizeof op->stack);
+		used += sizeof op->stack;
 	}
 	/* Every operator has an External id, as in Kineto's traces: its GPU
 	 * link's when it has one, else one of its own. */
@@ -186,6 +194,15 @@ static void top_ext_pop(void)
 		pop();
 }
 
+/* torchops_api.py_stack: the calling thread's Python call stack now
+ * (opstacks.h), for the recording window. Any thread. */
+static uint32_t top_py_stack(void)
+{
+	if (!top_is_recording())
+		return 0;
+	return opstacks_current(atomic_load_explicit(&top_gen, memory_order_relaxed));
+}
+
 static const struct torchops_api top_api = {
 	.version = TORCHOPS_ABI_VERSION,
 	.size = sizeof(struct torchops_api),
@@ -197,6 +214,7 @@ static const struct torchops_api top_api = {
 	.window = top_window,
 	.label_begin = top_label_begin,
 	.op_in = top_op_in,
+	.py_stack = top_py_stack,
 };
 
 const struct torchops_api *torchops_table(const struct capture_host *h)

@@ -77,7 +77,13 @@ enum evbuf_kind {
 	 * ts = the snapshot's time; id = the snapshot's thread (kernel tid;
 	 * the appending thread takes them for every thread); a = 0. The
 	 * assembler skips them. */
-	EVBUF_PYSTACK = 76
+	EVBUF_PYSTACK = 76,
+	/* torch operators' Python call stacks (src/capture/opstacks.h): one
+	 * node of the tree of stacks, written once a generation before the
+	 * first operator that uses it. Payload: the node's entry ("file(line):
+	 * function", not NUL-ended); id = the node; a = its parent (0: none);
+	 * ts = when it was written. */
+	EVBUF_OPSTACK = 77
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

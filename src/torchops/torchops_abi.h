@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#define TORCHOPS_ABI_VERSION 2 /* 2: window, label_begin, op_in */
+#define TORCHOPS_ABI_VERSION 3 /* 2: window, label_begin, op_in; 3: py_stack */
 
 /* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
 enum torchops_scope {
@@ -44,7 +44,8 @@ struct torchops_op {
 	uint64_t flops;
 	uint64_t ext_id;   /* the GPU link (torchops_api.ext_push), 0: none */
 	uint32_t flags;    /* TORCHOPS_HAS_* */
-	uint32_t pad;
+	uint32_t stack;    /* (version 3) the Python call stack at its start
+			      (torchops_api.py_stack), 0: none */
 };
 
 /* What the core gives the observer; valid for the life of the process.
@@ -74,6 +75,11 @@ struct torchops_api {
 	 * to that window, also when it ends after the window closed; a label
 	 * ends what label_begin counted. */
 	void (*op_in)(const struct torchops_op *op, uint64_t gen);
+	/* (3) With prof.capture{ with_stack }: the calling thread's
+	 * Python call stack now, as an id for torchops_op.stack (0: none: no
+	 * Python on this thread, or with_stack is off). Cheap (no GIL, no
+	 * frame walk: profhost tracks each thread's stack as it runs). */
+	uint32_t (*py_stack)(void);
 };
 
 #endif
