@@ -854,7 +854,7 @@ static size_t live_threads(void **live, size_t max)
 
 int opstacks_start(const char *prefixes, uintptr_t call_impl)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self; /* zeroed: gcc -O3 cannot see live_threads fill it */
 	pyobj *type, *value, *tb;
 	const char *p, *nl;
 	size_t n, i;
@@ -888,7 +888,7 @@ int opstacks_start(const char *prefixes, uintptr_t call_impl)
 
 void opstacks_thread(void)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self; /* zeroed: gcc -O3 cannot see live_threads fill it */
 	pyobj *type, *value, *tb;
 	size_t n;
 
@@ -904,7 +904,7 @@ void opstacks_thread(void)
 
 void opstacks_stop(void)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self; /* zeroed: gcc -O3 cannot see live_threads fill it */
 	pyobj *type, *value, *tb;
 	size_t n, i, k;
 
