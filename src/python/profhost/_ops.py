@@ -566,7 +566,9 @@ def _set_profiler(on):
             _said_profiler_stack = True
             _warn("prof.capture{ with_stack = true }: operator call stacks come from "
                   "profhost's observer, and torch's profiler collects these operators (%s); "
-                  "they have no call stacks" % (_lib_why or "PROF_TORCH_OPS=%s" % _forced))
+                  "they have no call stacks" % (
+                      "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
+                      else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
         _prof_base = time.monotonic_ns()
         p.__enter__()
