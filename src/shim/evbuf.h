@@ -77,7 +77,11 @@ enum evbuf_kind {
 	 * ts = the snapshot's time; id = the snapshot's thread (kernel tid;
 	 * the appending thread takes them for every thread); a = 0. The
 	 * assembler skips them. */
-	EVBUF_PYSTACK = 76
+	EVBUF_PYSTACK = 76,
+	/* the Python bridge (src/capture/python.c): one nn.Module call,
+	 * written once it ended, as torch's with_modules writes it: payload
+	 * and fields in src/events/pymodrec.h. */
+	EVBUF_PY_MODULE = 77
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */
