@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
+#include "../events/pymodrec.h"
 #include "../events/query.h"
 #include "../host/capture.h"
 #include "../util/log.h"
@@ -41,7 +42,7 @@
 #include "torchnvtx.h"
 #include "torchops.h"
 
-#define PYB_API_VERSION 7
+#define PYB_API_VERSION 8
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -130,6 +131,13 @@ struct pybridge_api {
 	int (*stacks_on)(const char *prefixes, uintptr_t call_impl);
 	void (*stacks_thread)(void);
 	void (*stacks_off)(void);
+	/* (version 8) An nn.Module call as torch's with_modules writes one:
+	 * named `name` ("nn.Module: <class>_<module_id>"), at `path` in its
+	 * model (""; none), with its Python id `id` (>= 1) and that of the
+	 * module call it was made in, `parent_id` (0: none). */
+	void (*module_call)(int64_t start_ns, int64_t end_ns, const char *name,
+			    const char *path, uint64_t id, uint64_t parent_id,
+			    uint64_t module_id);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -286,6 +294,25 @@ static int64_t pyb_host_time(int64_t mono_ts)
 	return mono_ts + off;
 }
 
+/* Moves a span [*start_ns, *end_ns] the bridge timed (Python's clock) to
+ * the host's clock. A span is reported once it has ended, and the
+ * conversion may land microseconds ahead of the host's clock (the offset
+ * is up to PYB_OFFSET_NS old while the TSC clock slews): a phase ending
+ * right before a step boundary would then end after it. Nothing reported
+ * ends later than now, nor starts after its end. Python threads. */
+static void pyb_span_times(int64_t *start_ns, int64_t *end_ns)
+{
+	int64_t now;
+
+	*start_ns = pyb_host_time(*start_ns);
+	*end_ns = pyb_host_time(*end_ns);
+	now = clock_now_ns();
+	if (*end_ns > now)
+		*end_ns = now;
+	if (*start_ns > *end_ns)
+		*start_ns = *end_ns;
+}
+
 /* Writes the range [start_ns, end_ns] (Python's clock) named name[0..len)
  * on the calling thread; `flags`: EVBUF_A_* of its start. Python threads,
  * GIL held. */
@@ -293,20 +320,8 @@ static void pyb_range(int64_t start_ns, int64_t end_ns, const char *name, size_t
 		      uint32_t flags)
 {
 	uint64_t id;
-	int64_t now;
 
-	start_ns = pyb_host_time(start_ns);
-	end_ns = pyb_host_time(end_ns);
-	/* A phase is reported once it has ended, and the conversion may land
-	 * microseconds ahead of the host's clock (the offset is up to
-	 * PYB_OFFSET_NS old while the TSC clock slews): a phase ending right
-	 * before a step boundary would then end after it. Nothing reported
-	 * ends later than now. */
-	now = clock_now_ns();
-	if (end_ns > now)
-		end_ns = now;
-	if (start_ns > end_ns)
-		start_ns = end_ns;
+	pyb_span_times(&start_ns, &end_ns);
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name, (uint32_t)len,
 					  id, evbuf_nvtx_a(0, 0, flags)) == 0)
@@ -328,8 +343,9 @@ static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const c
 	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PHASE);
 }
 
-/* Writes an nn.Module call (a python_function event). Python threads, GIL
- * held. */
+/* Writes an nn.Module call (a python_function event) named `name`, with
+ * no ids: the table's version 4 entry, kept in its layout (the bridge now
+ * calls pyb_module_call). Python threads, GIL held. */
 static void pyb_module(int64_t start_ns, int64_t end_ns, const char *name)
 {
 	size_t len = name ? strnlen(name, PYB_MODULE_NAME_MAX) : 0;
@@ -337,6 +353,41 @@ static void pyb_module(int64_t start_ns, int64_t end_ns, const char *name)
 	if (!len || end_ns < start_ns)
 		return;
 	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PYTHON);
+}
+
+/* Writes an nn.Module call [start_ns, end_ns] (Python's clock) as torch's
+ * with_modules writes one: an EVBUF_PY_MODULE record (pymodrec.h) named
+ * `name` (torch's "nn.Module: <class>_<module_id>"), with the module's
+ * `path` in its model (NULL or "": none), the call's Python id `id` (>= 1,
+ * unique in the process) and `parent_id`, that of the module call it was
+ * made in (0: none). Names and paths longer than PYB_MODULE_NAME_MAX are
+ * cut. Python threads, GIL held. */
+_Static_assert(sizeof(struct pymodrec_hdr) + 2 * PYB_MODULE_NAME_MAX <= EVBUF_NAME_MAX,
+	       "a module call's record fits a record's payload");
+
+static void pyb_module_call(int64_t start_ns, int64_t end_ns, const char *name,
+			    const char *path, uint64_t id, uint64_t parent_id,
+			    uint64_t module_id)
+{
+	char buf[sizeof(struct pymodrec_hdr) + 2 * PYB_MODULE_NAME_MAX];
+	struct pymodrec_hdr h;
+	size_t len = name ? strnlen(name, PYB_MODULE_NAME_MAX) : 0;
+	size_t plen = path ? strnlen(path, PYB_MODULE_NAME_MAX) : 0;
+
+	if (!len || !id || end_ns < start_ns)
+		return;
+	pyb_span_times(&start_ns, &end_ns);
+	memset(&h, 0, sizeof h);
+	h.end = end_ns;
+	h.parent_id = parent_id;
+	h.module_id = module_id;
+	h.name_len = (uint16_t)len;
+	h.path_len = (uint16_t)plen;
+	memcpy(buf, &h, sizeof h);
+	memcpy(buf + sizeof h, name, len);
+	memcpy(buf + sizeof h + len, path ? path : "", plen);
+	pyb.h->shim->evbuf_append_raw(EVBUF_PY_MODULE, start_ns, buf,
+				      (uint32_t)(sizeof h + len + plen), id, 0);
 }
 
 static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
@@ -445,6 +496,7 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.stacks_on = opstacks_start,
 	.stacks_thread = opstacks_thread,
 	.stacks_off = opstacks_stop,
+	.module_call = pyb_module_call,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */

@@ -53,4 +53,17 @@
  * separated by ';' (TRACE_ARG_STR), as Kineto writes it. */
 #define TRACE_ARG_CALL_STACK "Call stack"
 
+/* An nn.Module call (cat python_function; the Python bridge, assemble.c),
+ * as torch's with_modules writes one: its Python id (TRACE_ARG_UINT,
+ * unique in the process), the Python id of the module call it was made in
+ * (TRACE_ARG_UINT, or the raw `null` for a root), torch's module id (the
+ * module's number among its class's, TRACE_ARG_UINT); and profhost's own:
+ * the module's path in its model (TRACE_ARG_STR; absent for a root or a
+ * module not registered in its root), which the modules report shows with
+ * the class. */
+#define TRACE_ARG_PYTHON_ID "Python id"
+#define TRACE_ARG_PYTHON_PARENT_ID "Python parent id"
+#define TRACE_ARG_PYTHON_MODULE_ID "Python module id"
+#define TRACE_ARG_MODULE_PATH "module path"
+
 #endif

@@ -18,6 +18,7 @@
 #include "events/assemble.h"
 #include "events/oprec.h"
 #include "events/trace.h"
+#include "events/pymodrec.h"
 
 /* One fake record: kind, ts, name, flags (EVBUF_A_EARLY). */
 struct fake {
@@ -511,6 +512,114 @@ static void test_operator_call_stacks(void)
 	trace_free(&t);
 }
 
+/* Module call records (EVBUF_PY_MODULE) of test_module_calls: a root,
+ * a submodule called in it, and two that do not add up. */
+struct mrec {
+	int64_t ts, end;
+	uint64_t id, parent, module_id;
+	const char *name, *path;
+	uint32_t len_cut; /* bytes taken off the payload (a damaged record) */
+};
+
+static const struct mrec mod_recs[] = {
+	{ 120, 180, 12, 11, 3, "nn.Module: Linear_3", "encoder.layers.0.ff", 0 },
+	{ 100, 200, 11, 0, 0, "nn.Module: Model_0", "", 0 },
+	{ 300, 310, 13, 0, 0, "nn.Module: Cut_0", "a.b", 2 },   /* path cut short */
+	{ 400, 410, 0, 0, 0, "nn.Module: NoId_0", "", 0 },      /* no Python id */
+};
+
+static int mod_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx, struct evbuf_stats *stats)
+{
+	char buf[sizeof(struct evbuf_rec) + 256];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	struct pymodrec_hdr h;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < sizeof mod_recs / sizeof mod_recs[0]; i++) {
+		const struct mrec *m = &mod_recs[i];
+		size_t nl = strlen(m->name), pl = strlen(m->path);
+
+		memset(buf, 0, sizeof buf);
+		memset(&h, 0, sizeof h);
+		h.end = m->end;
+		h.parent_id = m->parent;
+		h.module_id = m->module_id;
+		h.name_len = (uint16_t)nl;
+		h.path_len = (uint16_t)pl;
+		memcpy(buf + sizeof *r, &h, sizeof h);
+		memcpy(buf + sizeof *r + sizeof h, m->name, nl);
+		memcpy(buf + sizeof *r + sizeof h + nl, m->path, pl);
+		r->kind = EVBUF_PY_MODULE;
+		r->len = (uint32_t)(sizeof h + nl + pl - m->len_cut);
+		r->size = (uint16_t)((sizeof *r + r->len + 7) & ~7u);
+		r->ts = m->ts;
+		r->id = m->id;
+		fn(ctx, 7, "main", r);
+		stats->records++;
+	}
+	return 0;
+}
+
+/* The args of `ev` as "key=value;" text (raw args as written). */
+static void args_text(const struct trace *t, const struct trace_event *ev, char *out,
+		      size_t size)
+{
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < ev->nargs; i++) {
+		const struct trace_arg *a = &t->args[ev->args + i];
+
+		if (a->type == TRACE_ARG_UINT)
+			o += (size_t)snprintf(out + o, size - o, "%s=%llu;", trace_str(t, a->key),
+					      (unsigned long long)a->v.u);
+		else
+			o += (size_t)snprintf(out + o, size - o, "%s=%s;", trace_str(t, a->key),
+					      trace_str(t, a->v.str));
+		if (o >= size)
+			return;
+	}
+}
+
+/* An nn.Module call of the Python bridge is a python_function event as
+ * torch's with_modules writes one: named "nn.Module: <class>_<n>", with its
+ * Python id, its parent's (null for a root, written raw) and its module id,
+ * and profhost's "module path" when it has one; a record that does not add
+ * up (its strings past its payload, no Python id) is left out. */
+static void test_module_calls(void)
+{
+	struct assemble_source src = { .drain = mod_drain, .gen = 1 };
+	const struct trace_event *e = NULL;
+	struct trace t;
+	char args[512];
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 0;
+	t.meta.end_ts = 1000;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Linear_3", &e), 1);
+	if (e) {
+		CHECK(e->cat == TRACE_CAT_PYTHON_FUNCTION && e->ph == TRACE_PH_COMPLETE);
+		CHECK(e->ts == 120 && e->dur == 60 && e->tid == 7);
+		args_text(&t, e, args, sizeof args);
+		CHECK_EQ_STR(args, "Python id=12;Python parent id=11;Python module id=3;"
+			     "module path=encoder.layers.0.ff;");
+	}
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Model_0", &e), 1);
+	if (e) {
+		CHECK(e->ts == 100 && e->dur == 100);
+		args_text(&t, e, args, sizeof args);
+		CHECK_EQ_STR(args, "Python id=11;Python parent id=null;Python module id=0;");
+		CHECK(t.args[e->args + 1].type == TRACE_ARG_RAW);
+	}
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Cut_0", NULL), 0);
+	CHECK_EQ_INT(count_named(&t, "nn.Module: NoId_0", NULL), 0);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_carried_range_comes_out_once();
@@ -519,5 +628,6 @@ int main(void)
 	test_cupti_records_are_handed_over_whole();
 	test_program_ranges_win_over_own_phases();
 	test_operator_call_stacks();
+	test_module_calls();
 	return check_done();
 }
