@@ -77,7 +77,11 @@ enum evbuf_kind {
 	 * ts = the snapshot's time; id = the snapshot's thread (kernel tid;
 	 * the appending thread takes them for every thread); a = 0. The
 	 * assembler skips them. */
-	EVBUF_PYSTACK = 76
+	EVBUF_PYSTACK = 76,
+	/* torch's tensor allocations and frees (src/capture/torchops.c,
+	 * prof.capture{profile_memory}): payload and fields in
+	 * src/events/memrec.h. */
+	EVBUF_TORCH_MEM = 77
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

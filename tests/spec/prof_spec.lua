@@ -26,7 +26,8 @@ describe("prof", function()
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
-				record_shapes = false, with_flops = false, peak_tflops = 0, buffer_mb = 128,
+				record_shapes = false, with_flops = false, profile_memory = false,
+				peak_tflops = 0, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
@@ -247,6 +248,10 @@ describe("prof", function()
 			assert.is_true(c.record_shapes)
 			assert.are.equal(512, c.buffer_mb)
 			prof._reset()
+			c = config_of("prof.capture{ profile_memory = true }").capture
+			assert.is_true(c.profile_memory)
+			assert.is_false(c.record_shapes)
+			prof._reset()
 			c = config_of("prof.capture{ cpu_samples = {} }").capture
 			assert.are.equal(99, c.cpu_hz)
 			assert.is_false(c.cpu_wall_clock)
@@ -309,6 +314,9 @@ describe("prof", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.capture: 'record_shapes' must be a boolean, got 1",
 				error_of("prof.capture{ record_shapes = 1 }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'profile_memory' must be a boolean, got string \"yes\"",
+				error_of('prof.capture{ profile_memory = "yes" }'))
 		end)
 	end)
 
