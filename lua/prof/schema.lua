@@ -108,11 +108,15 @@ end
 M.sort_by_values = {
 	"count", "cpu_time", "cpu_time_total", "cuda_time", "cuda_time_total",
 	"self_cpu_time_total", "self_cuda_time_total",
+	"cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+	"self_cuda_memory_usage",
 }
 local sort_by_aliases = {
 	device_time = "cuda_time",
 	device_time_total = "cuda_time_total",
 	self_device_time_total = "self_cuda_time_total",
+	device_memory_usage = "cuda_memory_usage",
+	self_device_memory_usage = "self_cuda_memory_usage",
 }
 
 -- The prof.schedule keys that shape windows of steps (not `whole`).

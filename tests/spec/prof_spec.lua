@@ -345,12 +345,25 @@ describe("prof", function()
 			assert.are.equal(0, c.row_limit)
 		end)
 
+		it("takes torch's memory sort names (profile_memory), device_* as cuda_*", function()
+			local c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_cpu_memory_usage" } }]]).export
+			assert.are.equal("self_cpu_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_device_memory_usage" } }]]).export
+			assert.are.equal("self_cuda_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = { sort_by = "device_memory_usage" } }]]).export
+			assert.are.equal("cuda_memory_usage", c.sort_by)
+		end)
+
 		it("rejects wrong values naming the valid ones", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'chrome' must be a boolean or a table (e.g. chrome = { gzip = true }), got string \"yes\"",
 				error_of('prof.export{ chrome = "yes" }'))
 			assert.are.equal(
-				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", got string \"cpu\"",
+				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", \"cpu_memory_usage\", \"self_cpu_memory_usage\", \"cuda_memory_usage\", \"self_cuda_memory_usage\", got string \"cpu\"",
 				error_of('prof.export{ key_averages = { sort_by = "cpu" } }'))
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'key_averages.group_by' must be one of \"domain\", \"name\", got string \"kernel\"",
