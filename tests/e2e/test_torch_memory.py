@@ -248,6 +248,14 @@ class TorchMemory(TempDirTest):
         self.assertNotIn("CPU Mem", headers)
         self.assertIn("aten::clamp_min", rows)
 
+    def test_other_operator_paths_say_they_record_none(self):
+        trace, table, summary, r = self.prof_run("plain", extra_env={"PROF_TORCH_OPS": "profiler"})
+        self.assertEqual(r.stderr.count(
+            "profhost: prof.capture{profile_memory}: torch's tensor allocations are recorded by "
+            "profhost's operator observer, not in use (PROF_TORCH_OPS=profiler); none are "
+            "recorded"), 1, r.stderr)
+        self.assertEqual(memory_events(trace), [])
+
     def test_beside_the_programs_torch_profiler(self):
         # The program runs torch.profiler(profile_memory=True) around step
         # 6, inside profhost's window (steps 5-7), on the thread whose

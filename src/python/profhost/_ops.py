@@ -159,6 +159,12 @@ def _decide():
             _warn("PROF_TORCH_OPS=observer: %s; operator events come from %s" %
                   (_lib_why, "torch's emit_nvtx" if _path == "nvtx" else "torch's profiler"))
     _debug("operator events: %s" % _path)
+    if _path != "observer" and _flags() & _MEMORY:
+        _warn("prof.capture{profile_memory}: torch's tensor allocations are recorded by "
+              "profhost's operator observer, not in use (%s); %s" %
+              (_lib_why or "PROF_TORCH_OPS=%s" % _forced,
+               "none are recorded until its build is ready" if _building else
+               "none are recorded"))
     if _path == "off":
         _note("operator events: off (PROF_TORCH_OPS=off)")
     elif _path == "nvtx":
