@@ -224,9 +224,15 @@ static const struct torchops_api top_api = {
 	.mem_aside = top_mem_aside,
 };
 
+static void top_after_fork(void);
+
 const struct torchops_api *torchops_table(const struct capture_host *h)
 {
+	static bool forks;
+
 	top_h = h;
+	if (!forks && pthread_atfork(NULL, NULL, top_after_fork) == 0)
+		forks = true;
 	return &top_api;
 }
 
@@ -683,4 +689,16 @@ static void rec_op(const struct torchops_op *op)
 		return;
 	if (seg && top_buffers_gen() == seg)
 		top_append(op);
+}
+
+/* pthread_atfork's child handler: a forked child (a DataLoader worker)
+ * records nothing, and its torch must not keep its allocator's table of
+ * blocks for profhost (the memory reporter its thread inherited asks
+ * memory_on()). */
+static void top_after_fork(void)
+{
+	atomic_store_explicit(&top_recording, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_rec_gen, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_mem_want, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_mem_on, 0, memory_order_relaxed);
 }

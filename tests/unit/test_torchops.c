@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture/torchops.h"
@@ -340,6 +341,28 @@ static void test_recorder_segments(void)
 	torchops_set_memory(false);
 }
 
+/* A child forked while memory is recorded (a DataLoader worker started
+ * in a window) records nothing and tells torch no: its allocator keeps no
+ * table of blocks for profhost. */
+static void test_forked_child_records_nothing(void)
+{
+	pid_t pid;
+	int status = 0;
+
+	torchops_set_memory(true);
+	open_window(12);
+	CHECK(api->memory_on());
+	pid = fork();
+	if (pid == 0)
+		_exit(api->memory_on() || api->window() ? 1 : 0);
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(api->memory_on()); /* the parent's unchanged */
+	close_window();
+	torchops_set_memory(false);
+}
+
 /* torch's own profiler took a thread's slot: one note, in the first
  * collect after it. */
 static void test_mem_aside_note(void)
@@ -384,5 +407,6 @@ int main(void)
 	test_memory_records();
 	test_recorder_segments();
 	test_mem_aside_note();
+	test_forked_child_records_nothing();
 	return check_done();
 }
