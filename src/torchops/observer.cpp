@@ -10,8 +10,10 @@
  * torch.utils.cpp_extension). Built and tested against torch 1.13; it uses
  * only RecordFunction calls torch 2.x keeps with the same signatures
  * (name, seqNr, forwardThreadId, scope, inputs, addGlobalCallback,
- * removeCallback, hasGlobalCallbacks), so no #if on TORCH_VERSION_MAJOR is
- * needed yet. No torch 2.x can be installed here: the ctest
+ * removeCallback, hasGlobalCallbacks), and for profile_memory c10's
+ * ThreadLocalDebugInfo and MemoryReportingInfoBase and torch's
+ * ProfilerStateBase (the totals' type differs: TotalOf below), so no #if
+ * on TORCH_VERSION_MAJOR is needed yet. No torch 2.x can be installed here: the ctest
  * unit_torchops_torch2_api compiles this file against torch 2.x's
  * declarations of that API (tests/torch2_api/README.md says what differs).
  *
