@@ -1,6 +1,7 @@
 /* memory_timeline — memory over a window (see memory_timeline.h). */
 #include "memory_timeline.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,9 +247,15 @@ int memory_timeline_write_json(const struct memory_timeline *m, const struct tra
 			textbuf_puts(&tb, "},\n");
 		}
 		textbuf_puts(&tb, "   \"points\": [");
-		for (i = 0; i < s->n; i++)
-			textbuf_printf(&tb, "%s[%.3f, %lld]", i ? ", " : "", us_of(m, s->p[i].ts),
-				       (long long)s->p[i].bytes);
+		for (i = 0; i < s->n; i++) {
+			/* µs with 3 decimals, exactly, without formatting a
+			 * double: a window holds millions of points */
+			int64_t ns = s->p[i].ts - m->start, a = ns < 0 ? -ns : ns;
+
+			textbuf_printf(&tb, "%s[%s%lld.%03lld, %lld]", i ? ", " : "",
+				       ns < 0 ? "-" : "", (long long)(a / 1000),
+				       (long long)(a % 1000), (long long)s->p[i].bytes);
+		}
 		textbuf_puts(&tb, "]}");
 	}
 	textbuf_puts(&tb, "\n]}\n");
@@ -274,18 +281,69 @@ static void fmt_bytes(char *buf, size_t size, int64_t b)
 	snprintf(buf, size, "%s%.*f %s", b < 0 ? "-" : "", *u == 'B' ? 0 : 1, v, u);
 }
 
+/* Appends " x,y" in tenths of a pixel, each "%d.%d" (clamped to the
+ * chart's box). */
+static void put_xy(struct textbuf *tb, long x, long y)
+{
+	x = x < 0 ? 0 : x > W * 10L ? W * 10L : x;
+	y = y < 0 ? 0 : y > H * 10L ? H * 10L : y;
+	textbuf_printf(tb, " %ld.%ld,%ld.%ld", x / 10, x % 10, y / 10, y % 10);
+}
+
+/* The polyline's points after its start, in tenths of a pixel: flat until
+ * each event, then its new total. Events that fall in the same tenth of a
+ * pixel are drawn as one vertical stroke over the totals they reach (its
+ * entry, lowest, highest and last: what a pixel shows of them), so a
+ * window of millions of allocations draws a few thousand points. */
+static void put_steps(struct textbuf *tb, const struct memory_timeline *m,
+		      const struct memory_series *s, double span, double top)
+{
+	long x = -1, y = (H - MB) * 10, lo = 0, hi = 0, last = 0, entry = y;
+	size_t i;
+
+	for (i = 0; i <= s->n; i++) {
+		long nx = -1, ny = 0;
+
+		if (i < s->n) {
+			double b = (double)(s->p[i].bytes > 0 ? s->p[i].bytes : 0);
+
+			nx = lround(10.0 * (ML + (double)(W - 10 - ML) *
+					    (double)(s->p[i].ts - m->start) / span));
+			ny = lround(10.0 * ((H - MB) - (double)(H - MB - MT) * b / top));
+			if (nx == x) { /* the same column: widen its stroke */
+				lo = ny < lo ? ny : lo;
+				hi = ny > hi ? ny : hi;
+				last = ny;
+				continue;
+			}
+		}
+		if (x >= 0) { /* the column ends: its stroke */
+			put_xy(tb, x, entry);
+			if (lo != entry && lo != last)
+				put_xy(tb, x, lo);
+			if (hi != entry && hi != last && hi != lo)
+				put_xy(tb, x, hi);
+			put_xy(tb, x, last);
+			entry = last;
+		}
+		if (i == s->n)
+			break;
+		x = nx;
+		lo = hi = last = ny;
+	}
+	put_xy(tb, (W - 10) * 10L, entry);
+}
+
 /* One device's step chart as inline SVG. */
 static void put_chart(struct textbuf *tb, const struct memory_timeline *m,
 		      const struct memory_series *s)
 {
 	double span = (double)(m->end - m->start), top = (double)(s->peak > 0 ? s->peak : 1);
-	double px, py, prev_y = H - MB;
-	char a[32], b[32];
-	size_t i;
+	double px;
+	char a[32], b[32], label[64];
 
 	if (span <= 0)
 		span = 1;
-	char label[64];
 
 	series_label(s, label, sizeof label);
 	textbuf_printf(tb, "<svg width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
@@ -306,13 +364,8 @@ static void put_chart(struct textbuf *tb, const struct memory_timeline *m,
 	/* the series as steps: flat until each event, then its new total */
 	textbuf_puts(tb, "<polyline class=\"series\" points=\"");
 	textbuf_printf(tb, "%d,%d", ML, H - MB);
-	for (i = 0; i < s->n; i++) {
-		px = ML + (double)(W - 10 - ML) * (double)(s->p[i].ts - m->start) / span;
-		py = (H - MB) - (double)(H - MB - MT) * (double)(s->p[i].bytes > 0 ? s->p[i].bytes : 0) / top;
-		textbuf_printf(tb, " %.1f,%.1f %.1f,%.1f", px, prev_y, px, py);
-		prev_y = py;
-	}
-	textbuf_printf(tb, " %d,%.1f\"/>\n", W - 10, prev_y);
+	put_steps(tb, m, s, span, top);
+	textbuf_puts(tb, "\"/>\n");
 	/* the peak, marked and labelled */
 	px = ML + (double)(W - 10 - ML) * (double)(s->peak_ts - m->start) / span;
 	fmt_bytes(a, sizeof a, s->peak);

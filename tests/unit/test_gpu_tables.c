@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "testdir.h"
+#include "export/outdir.h"
 #include "export/gpu_summary.h"
 #include "export/key_averages.h"
 #include "export/memory_timeline.h"
@@ -319,10 +321,69 @@ static void test_memory_tensors(void)
 	trace_free(&t);
 }
 
+/* A window of 200,000 allocations and frees (a tensor every 5 ns, freed
+ * at once, one left behind each 1000th): the page draws a few points per
+ * tenth of a pixel column, not one per event, and still reaches the
+ * peak; the JSON keeps every point, in µs with three decimals. */
+static void test_memory_timeline_many(void)
+{
+	struct trace t;
+	struct memory_timeline m;
+	struct outdir d;
+	struct err e;
+	char dir[64], path[128], *html = NULL, *json = NULL, *p;
+	size_t len = 0, points = 0;
+	FILE *f;
+	int i;
+
+	testdir_make(dir, sizeof dir, "test_gpu_tables", false);
+	trace_init(&t);
+	t.meta.start_ts = 0;
+	t.meta.end_ts = 1000000;
+	for (i = 0; i < 100000; i++) {
+		tmem(&t, 1, 10 * i + 1, 0x1000 + (uint64_t)i, 64, 0, -1);
+		if (i % 1000 != 999)
+			tmem(&t, 1, 10 * i + 6, 0x1000 + (uint64_t)i, -64, 0, -1);
+	}
+	CHECK_EQ_INT(memory_timeline_build(&t, &m, &e), 0);
+	CHECK_EQ_INT(m.dev[0].n, 199900);
+	CHECK_EQ_INT(m.dev[0].peak, 100 * 64);
+	CHECK_EQ_INT(outdir_open(dir, &d, &e), 0);
+	CHECK_EQ_INT(memory_timeline_write_html(&m, &t, &d, "memory_timeline.html", &e), 0);
+	CHECK_EQ_INT(memory_timeline_write_json(&m, &t, &d, "memory_timeline.json", &e), 0);
+	snprintf(path, sizeof path, "%s/memory_timeline.html", dir);
+	f = fopen(path, "r");
+	CHECK(f && getdelim(&html, &len, '\0', f) > 0);
+	if (f)
+		fclose(f);
+	p = html ? strstr(html, "<polyline class=\"series\" points=\"") : NULL;
+	CHECK(p != NULL);
+	for (; p && *p && *p != '/'; p++)
+		points += *p == ',';
+	CHECK(points > 1000 && points < 4 * 8600 + 10);
+	/* the peak's height: the top margin, 30 px */
+	CHECK(html && strstr(html, ",30.0 ") != NULL);
+	snprintf(path, sizeof path, "%s/memory_timeline.json", dir);
+	f = fopen(path, "r");
+	len = 0;
+	CHECK(f && getdelim(&json, &len, '\0', f) > 0);
+	if (f)
+		fclose(f);
+	CHECK(json && strstr(json, "\"points\": [[0.001, 64], [0.006, 0], [0.011, 64]") != NULL);
+	CHECK(json && strstr(json, "[999.991, 6400]") != NULL);
+	free(html);
+	free(json);
+	outdir_close(&d);
+	memory_timeline_free(&m);
+	trace_free(&t);
+	testdir_remove(dir);
+}
+
 int main(void)
 {
 	test_memory_timeline();
 	test_memory_tensors();
+	test_memory_timeline_many();
 	test_attribution();
 	test_summary();
 	return check_done();
