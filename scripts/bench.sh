@@ -6,11 +6,11 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
-# cupti sampler sampler_py torch torch_ops recorder_torch torch_memory.
+# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler sampler_py torch torch_ops recorder_torch torch_memory"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -218,6 +218,16 @@ section_cupti() {
 section_sampler() {
     echo "==== CPU sampling ($BUILD/bin/bench_sampler ${SAMPLER_SECONDS:-3})"
     "$BUILD/bin/bench_sampler" "${SAMPLER_SECONDS:-3}"
+}
+
+# The descriptor stress of issue #25 (scripts/stress_daemon.sh): a daemon
+# closing descriptors 3-1023, then writing 40 lines to each of 6 files,
+# DAEMON_RUNS times (200) under the recorder and 999 Hz CPU samples; every
+# file must be intact. About 1.2 s a run.
+section_daemon_fds() {
+    echo "==== a daemon closing descriptors, recorder + 999 Hz samples (scripts/stress_daemon.sh)"
+    sh scripts/stress_daemon.sh "$BUILD" "${DAEMON_RUNS:-200}" 6 ||
+        echo "daemon_fds: FAILED: damaged files or failed runs above"
 }
 
 # True when nvtx_stress is built; else says the section is skipped.

@@ -215,6 +215,7 @@ M.sections = {
 			record_shapes = boolean(false),
 			with_flops = boolean(false),
 			profile_memory = boolean(false),
+			with_stack = boolean(false),
 			peak_tflops = number(0, 1e6, 0),
 			buffer_mb = integer(1, 65536, 128),
 		},
@@ -230,8 +231,13 @@ M.sections = {
 				sort_by = enum(M.sort_by_values, "self_cpu_time_total", sort_by_aliases),
 				row_limit = integer(0, U32, 50, { [-1] = 0 }, "0 or -1: all rows"),
 				group_by = enum({ "domain", "name" }, "name"),
+				group_by_input_shape = boolean(false),
+				group_by_stack_n = integer(0, 128, 0),
 			}, 'key_averages = { sort_by = "self_cuda_time_total" }'),
-			stacks = boolean(true),
+			stacks = flag_or(true, {
+				metric = enum({ "self_cpu_time_total", "self_cuda_time_total" },
+					"self_cpu_time_total", { self_device_time_total = "self_cuda_time_total" }),
+			}, 'stacks = { metric = "self_cuda_time_total" }'),
 			memory_timeline = boolean(true),
 			summary = boolean(true),
 			raw = boolean(true),
@@ -592,6 +598,7 @@ function M.resolve(raw)
 	local chrome = get_sub("export", e, "chrome")
 	local ka = get_sub("export", e, "key_averages")
 	local report = get_sub("export", e, "report")
+	local stacks = get_sub("export", e, "stacks")
 
 	return {
 		output = {
@@ -642,6 +649,7 @@ function M.resolve(raw)
 			record_shapes = get("capture", c, "record_shapes"),
 			with_flops = get("capture", c, "with_flops"),
 			profile_memory = get("capture", c, "profile_memory"),
+			with_stack = get("capture", c, "with_stack"),
 			peak_tflops = get("capture", c, "peak_tflops"),
 			buffer_mb = get("capture", c, "buffer_mb"),
 		},
@@ -653,7 +661,11 @@ function M.resolve(raw)
 			sort_by = ka and ka.sort_by or M.sections.export.keys.key_averages.keys.sort_by.default,
 			row_limit = ka and ka.row_limit or M.sections.export.keys.key_averages.keys.row_limit.default,
 			group_by = ka and ka.group_by or M.sections.export.keys.key_averages.keys.group_by.default,
-			stacks = get("export", e, "stacks"),
+			group_by_input_shape = ka and ka.group_by_input_shape or false,
+			group_by_stack_n = ka and ka.group_by_stack_n or 0,
+			stacks = stacks ~= false,
+			stacks_metric = stacks and stacks.metric
+				or M.sections.export.keys.stacks.keys.metric.default,
 			memory_timeline = get("export", e, "memory_timeline"),
 			summary = get("export", e, "summary"),
 			raw = get("export", e, "raw"),

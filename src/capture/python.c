@@ -36,11 +36,12 @@
 #include "../host/capture.h"
 #include "../util/log.h"
 #include "../util/ownfd.h"
+#include "opstacks.h"
 #include "pystacks.h"
 #include "torchnvtx.h"
 #include "torchops.h"
 
-#define PYB_API_VERSION 6
+#define PYB_API_VERSION 7
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -124,6 +125,14 @@ struct pybridge_api {
 	 * Python's main thread, from the bridge's atexit handler, GIL
 	 * released. */
 	void (*exit_now)(void);
+	/* (version 7) prof.capture{ with_stack }: tracking every Python
+	 * thread's call stack on (torch's path prefixes, '\n'-separated, and
+	 * nn.Module._call_impl's code object; 0, or -1 when it cannot run
+	 * here), on the calling thread too (a thread started meanwhile), and
+	 * off (src/capture/opstacks.h). GIL held. */
+	int (*stacks_on)(const char *prefixes, uintptr_t call_impl);
+	void (*stacks_thread)(void);
+	void (*stacks_off)(void);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -395,6 +404,14 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 				      (uint64_t)(uint32_t)tid, 0);
 }
 
+/* opstacks' records (EVBUF_OPSTACK) go to the calling thread's buffer.
+ * Any thread. */
+static int pyb_opstack_append(uint16_t kind, int64_t ts, const void *payload, uint32_t len,
+			      uint64_t id, uint64_t a)
+{
+	return pyb.h->shim->evbuf_append_raw(kind, ts, payload, len, id, a);
+}
+
 /* pybridge_api.dump: the bridge's uncaught-exception hook asks for the
  * recorder's dump. Python's main thread, GIL released. */
 static int pyb_dump(const char *reason)
@@ -428,6 +445,9 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.ops_end = torchops_late_end,
 	.dump = pyb_dump,
 	.exit_now = pyb_exit_now,
+	.stacks_on = opstacks_start,
+	.stacks_thread = opstacks_thread,
+	.stacks_off = opstacks_stop,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -766,13 +786,13 @@ static void pyb_make_config(const struct policy_config *c)
 	snprintf(pyb.config, sizeof pyb.config,
 		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
 		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\nhang_fd=%d\n"
-		 "hang_sig=%d\nprofile_memory=%d\n",
+		 "hang_sig=%d\nprofile_memory=%d\nwith_stack=%d\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
 		 c->capture.with_flops ? 1 : 0,
 		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
 		 pyb.share_dir, ownfd_fd(&pyb.hang_fd), pyb.hang_sig,
-		 c->capture.profile_memory ? 1 : 0);
+		 c->capture.profile_memory ? 1 : 0, c->capture.with_stack ? 1 : 0);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never
@@ -790,6 +810,8 @@ static int pyb_init(const struct capture_host *h, struct err *e)
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
 	pyb_api.torchops = torchops_table(h);
+	if (opstacks_init(pyb_opstack_append) != 0) /* CPython before 3.9 */
+		pyb_api.stacks_on = NULL;
 	pyb.stack_hz = pyb_stack_rate(h->cfg);
 	if (pyb.stack_hz && h->salvage_py_eval) {
 		uintptr_t lo, hi;

@@ -29,12 +29,16 @@
  * itself) and named "profhost-..."; a scan gives no timer to a thread
  * named so, nor, for now, to one that blocks the sampling signal (it is
  * looked at again at the next scan, then less and less often).
+ *
+ * Descriptors. A scan's /proc files (the task folder, each new thread's
+ * status) are opened, read and closed by privfd's reader, in a descriptor
+ * table of its own: a program that closes every descriptor (a daemon)
+ * and opens its files under the freed numbers while a scan runs cannot
+ * have them read or closed by the scan (issue #25).
  */
 #include "sampler.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +50,7 @@
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
 #include "../util/log.h"
+#include "../util/privfd.h"
 #include "../util/wakeword.h"
 #include "pystacks.h"
 
@@ -100,6 +105,8 @@ static struct {
 	_Atomic int recording;
 	_Atomic int stop;
 	_Atomic int32_t self_tid;
+	int32_t *tids;              /* the last scan's thread ids (sampler */
+	size_t ntids, tids_cap;     /* thread) */
 	_Atomic int window_on;      /* any window records (stack records) */
 	_Atomic int gen_rec;        /* smp.gen is a recorder segment's */
 	bool rec_on;                /* sampling for the flight recorder
@@ -379,26 +386,18 @@ static uint64_t status_mask(const char *text, const char *key)
 	return p ? strtoull(p + strlen(key), NULL, 16) : 0;
 }
 
-/* Reads thread `tid`'s name and blocked signals from /proc/self/task.
- * Every thread of profhost's own is created with all signals blocked
- * (the C threads and the Python bridge's), so it counts as blocking from
- * its first instruction, before it names itself "profhost-...". Sampler
- * thread. */
+/* Reads thread `tid`'s name and blocked signals from /proc/self/task (on
+ * privfd's reader). Every thread of profhost's own is created with all
+ * signals blocked (the C threads and the Python bridge's), so it counts
+ * as blocking from its first instruction, before it names itself
+ * "profhost-...". Sampler thread. */
 static enum thread_kind thread_kind(int32_t tid, int signo)
 {
 	char path[64], text[2048];
-	ssize_t n;
-	int fd;
 
 	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (privfd_read(path, text, sizeof text) <= 0)
 		return THREAD_GONE;
-	n = read(fd, text, sizeof text - 1);
-	close(fd);
-	if (n <= 0)
-		return THREAD_GONE;
-	text[n] = '\0';
 	if (strncmp(text, "Name:\tprofhost", 14) == 0)
 		return THREAD_OWN;
 	if (status_mask(text, "\nSigBlk:\t") & (1ull << (signo - 1)))
@@ -411,18 +410,16 @@ static enum thread_kind thread_kind(int32_t tid, int signo)
 static void scan_threads(int signo, bool timers)
 {
 	int32_t me = atomic_load(&smp.self_tid);
-	struct dirent *de;
-	DIR *d;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < SLOTS_MAX; i++)
 		smp.slots[i].seen = 0;
-	d = opendir("/proc/self/task");
-	if (!d)
+	if (privfd_list_ids("/proc/self/task", &smp.tids, &smp.ntids,
+			    &smp.tids_cap) != 0)
 		return;
-	while ((de = readdir(d)) != NULL) {
+	for (k = 0; k < smp.ntids; k++) {
 		struct sampler_slot *sl;
-		int32_t tid = (int32_t)atoi(de->d_name);
+		int32_t tid = smp.tids[k];
 		enum thread_kind kind;
 		bool recheck;
 
@@ -469,7 +466,6 @@ static void scan_threads(int signo, bool timers)
 		}
 		log_msg(LOG_DEBUG, "sampling thread %d", (int)tid);
 	}
-	closedir(d);
 	for (i = 0; i < SLOTS_MAX; i++) {
 		struct sampler_slot *sl = &smp.slots[i];
 
@@ -986,6 +982,9 @@ static void sampler_fini(void)
 		pthread_join(smp.thread, NULL);
 		smp.thread_started = false;
 	}
+	free(smp.tids);
+	smp.tids = NULL;
+	smp.ntids = smp.tids_cap = 0;
 	delete_all_timers();
 	s = atomic_load(&smp.signo);
 	if (s) {

@@ -19,6 +19,7 @@
 #include "../host/capture.h"
 #include "../util/grow.h"
 #include "../util/log.h"
+#include "opstacks.h"
 
 static const struct capture_host *top_h;
 
@@ -91,8 +92,11 @@ static int top_append(const struct torchops_op *op)
 	}
 	hdr.name_len = (uint16_t)name_len;
 	used = sizeof hdr + name_len;
+	if (op->stack) /* its id follows the shapes: room kept for it */
+		hdr.flags |= OPREC_STACK;
 	if ((op->flags & TORCHOPS_HAS_SHAPES) && op->dims && op->types) {
-		if (used + op->dims_len + op->types_len <= sizeof buf) {
+		if (used + op->dims_len + op->types_len +
+		    (op->stack ? sizeof op->stack : 0) <= sizeof buf) {
 			hdr.flags |= OPREC_SHAPES;
 			hdr.dims_len = (uint16_t)op->dims_len;
 			hdr.types_len = (uint16_t)op->types_len;
@@ -107,6 +111,10 @@ static int top_append(const struct torchops_op *op)
 		used += hdr.dims_len;
 		memcpy(buf + used, op->types, hdr.types_len);
 		used += hdr.types_len;
+	}
+	if (hdr.flags & OPREC_STACK) {
+		memcpy(buf + used, &op->stack, sizeof op->stack);
+		used += sizeof op->stack;
 	}
 	/* Every operator has an External id, as in Kineto's traces: its GPU
 	 * link's when it has one, else one of its own. */
@@ -208,6 +216,15 @@ static void top_ext_pop(void)
 		pop();
 }
 
+/* torchops_api.py_stack: the calling thread's Python call stack now
+ * (opstacks.h), for the recording window. Any thread. */
+static uint32_t top_py_stack(void)
+{
+	if (!top_is_recording())
+		return 0;
+	return opstacks_current(atomic_load_explicit(&top_gen, memory_order_relaxed));
+}
+
 static const struct torchops_api top_api = {
 	.version = TORCHOPS_ABI_VERSION,
 	.size = sizeof(struct torchops_api),
@@ -219,6 +236,7 @@ static const struct torchops_api top_api = {
 	.window = top_window,
 	.label_begin = top_label_begin,
 	.op_in = top_op_in,
+	.py_stack = top_py_stack,
 	.memory_on = top_memory_on,
 	.mem = top_mem,
 	.mem_aside = top_mem_aside,

@@ -23,6 +23,8 @@
 #include "cli.h"
 #include "../events/trace.h"
 #include "../export/hanglinks.h"
+#include "../export/key_averages.h"
+#include "../export/textbuf.h"
 #include "../export/outfile.h"
 #include "../export/phb.h"
 #include "../read/phb_read.h"
@@ -36,7 +38,7 @@
 
 const char cli_report_synopsis[] =
 	"prof report <window-or-run-dir | file> [--script report.lua] "
-	"[--format text|json|html] [-o file] [--set key=value]...";
+	"[--format text|json|html] [--key-averages] [-o file] [--set key=value]...";
 
 /* capture.phb files are read whole; this bounds them. */
 #define REPORT_PHB_MAX ((size_t)16 << 30)
@@ -55,6 +57,7 @@ struct report_opts {
 	const char *script;
 	const char *format;    /* "text" (default), "json", "html" */
 	const char *output;    /* -o, or NULL */
+	bool key_averages;     /* --key-averages: the operator table only */
 	const char **sets;     /* NULL-ended, malloc'd */
 	size_t nsets;
 };
@@ -84,6 +87,10 @@ void cli_report_help(FILE *out)
 		"  -f, --format FORMAT   text (default) and json print to stdout; html\n"
 		"                        writes report.html into the window (or run) dir\n"
 		"  -o, --output FILE     write the report to FILE instead\n"
+		"      --key-averages    print the operator table (key_averages.txt) instead,\n"
+		"                        as the policy's prof.export{ key_averages = ... } asks\n"
+		"                        (e.g. --set export.key_averages.group_by_input_shape=true\n"
+		"                        --set export.key_averages.group_by_stack_n=5)\n"
 		"      --set KEY=VALUE   overrides a policy field (e.g. limits.report_ms=1000)\n"
 		"  -h, --help            show this help\n"
 		"\n"
@@ -126,6 +133,8 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			if (m < 0 || !val[0])
 				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
 			o->output = val;
+		} else if (strcmp(a, "--key-averages") == 0) {
+			o->key_averages = true;
 		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
 			const char **grown;
 
@@ -145,6 +154,9 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	}
 	if (!o->input)
 		return cli_usage_error("report", cli_report_synopsis, "missing input (a window or run directory, or a trace file)");
+	if (o->key_averages && o->format && strcmp(o->format, "text") != 0)
+		return cli_usage_error("report", cli_report_synopsis,
+				       "--key-averages prints text only (not --format %s)", o->format);
 	if (!o->format)
 		o->format = "text";
 	return 0;
@@ -400,6 +412,82 @@ static int emit(const struct report_opts *o, const struct policy_report *r,
 	return 0;
 }
 
+/* The operator table of `t` as the policy's prof.export{ key_averages }
+ * asks for it (malloc'd text), or NULL with *e set. */
+static char *key_averages_text(const struct policy_config *c, const struct trace *t,
+			       struct err *e)
+{
+	struct key_avg_opts ko = { KEY_AVG_BY_NAME, c->export.group_by_input_shape,
+				   c->export.group_by_stack_n };
+	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
+	struct key_avg_table tab;
+	char *text;
+
+	if (c->export.sort_by && key_averages_parse_sort(c->export.sort_by, &sort, e) != 0)
+		return NULL;
+	if (c->export.group_by && key_averages_parse_group(c->export.group_by, &ko.group, e) != 0)
+		return NULL;
+	if (key_averages_build_with(t, &ko, sort, c->export.row_limit, &tab, e) != 0)
+		return NULL;
+	text = key_averages_format(&tab, c->export.row_limit);
+	key_averages_free(&tab);
+	if (!text)
+		err_set(e, "out of memory formatting the operator table");
+	return text;
+}
+
+/* --key-averages: each window's operator table, to stdout or -o (several
+ * windows: each after a line naming its directory). Returns the exit
+ * status. */
+static int emit_key_averages(const struct report_opts *o, const struct window_list *wl,
+			     const struct policy_config *c)
+{
+	struct textbuf out;
+	struct trace t;
+	struct err e;
+	char dir[PATH_MAX], *text;
+	int status = 0;
+	size_t i;
+
+	textbuf_init(&out);
+	for (i = 0; i < wl->n; i++) {
+		if (trace_init(&t) != 0) {
+			fprintf(stderr, "prof report: out of memory\n");
+			status = 1;
+			break;
+		}
+		if (load_window(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
+		    !(text = key_averages_text(c, &t, &e))) {
+			fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
+			trace_free(&t);
+			status = 1;
+			continue;
+		}
+		if (wl->n > 1)
+			textbuf_printf(&out, "%s== %s ==\n", i ? "\n" : "", dir);
+		textbuf_puts(&out, text);
+		free(text);
+		trace_free(&t);
+	}
+	text = textbuf_take(&out);
+	if (!text) {
+		fprintf(stderr, "prof report: out of memory\n");
+		return 1;
+	}
+	if (o->output) {
+		if (outfile_write_text(o->output, text, &e) != 0) {
+			fprintf(stderr, "prof report: %s\n", e.msg);
+			status = 1;
+		}
+	} else {
+		fputs(text, stdout);
+		if (fflush(stdout) != 0)
+			status = 1;
+	}
+	free(text);
+	return status;
+}
+
 int cli_find_lua_dir(char *out, size_t size, struct err *e)
 {
 	const char *env = getenv("PROF_LUA_DIR");
@@ -489,6 +577,10 @@ int cli_report_main(int argc, char **argv)
 		goto out;
 	}
 
+	if (o.key_averages) {
+		status = emit_key_averages(&o, &wl, policy_config(p));
+		goto out;
+	}
 	for (i = 0; i < wl.n; i++) {
 		struct trace t;
 		struct policy_trace pt;

@@ -51,7 +51,22 @@ struct assembler {
 	unsigned unweighed;           /* records since the trace was weighed */
 	bool over;                    /* the budget is spent: records left out */
 	uint64_t dropped;             /* records left out for it */
+	/* torch operators' call stacks (EVBUF_OPSTACK, src/capture/opstacks.h):
+	 * node id -> its parent and entry, and the stack's text once made */
+	struct opstack_def *opdefs;
+	size_t nopdefs;
+	bool op_stacks;               /* an operator has a "Call stack" node */
 };
+
+/* One node of the operators' tree of stacks (index: its id). */
+struct opstack_def {
+	uint32_t parent;
+	uint32_t entry;   /* strtab id + 1 of its text, 0: no record came */
+	uint32_t stack;   /* strtab id + 1 of the whole stack, once made */
+};
+
+/* Node ids the assembler takes (opstacks.h's bound, and room). */
+#define OPSTACK_IDS (1u << 20)
 
 /* The budget weighs the trace at each chunk of the drain and every
  * BUDGET_CHECK_EVERY records (trace_bytes is a dozen loads; a window has
@@ -320,6 +335,112 @@ static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
 	}
 	if (h.flags & OPREC_FLOPS)
 		trace_arg_uint(t, TRACE_ARG_FLOPS, h.flops);
+	if ((h.flags & OPREC_STACK) &&
+	    r->len - sizeof h - h.name_len - h.dims_len - h.types_len >= sizeof(uint32_t)) {
+		uint32_t node;
+
+		memcpy(&node, types + h.types_len, sizeof node); /* 0 lengths without shapes */
+		/* the node for now: op_stacks_resolve() makes it the text */
+		if (node && node < OPSTACK_IDS && trace_arg_uint(t, TRACE_ARG_CALL_STACK, node) == 0)
+			as->op_stacks = true;
+	}
+}
+
+/* Keeps one node of the operators' tree of stacks (an EVBUF_OPSTACK
+ * record: id the node, a its parent, the payload its entry). */
+static void add_opstack(struct assembler *as, const struct evbuf_rec *r)
+{
+	struct opstack_def *d;
+	size_t n;
+
+	if (!r->id || r->id >= OPSTACK_IDS || r->a >= OPSTACK_IDS || !r->len)
+		return;
+	if (r->id >= as->nopdefs) {
+		n = as->nopdefs ? as->nopdefs : 1024;
+		while (n <= r->id)
+			n *= 2;
+		d = realloc(as->opdefs, n * sizeof *d);
+		if (!d) {
+			as->t->oom = 1;
+			return;
+		}
+		memset(d + as->nopdefs, 0, (n - as->nopdefs) * sizeof *d);
+		as->opdefs = d;
+		as->nopdefs = n;
+	}
+	d = &as->opdefs[r->id];
+	d->parent = (uint32_t)r->a;
+	d->entry = trace_intern(as->t, evbuf_payload(r), r->len) + 1;
+	d->stack = 0;
+}
+
+/* The text of node `node`'s stack: its entries, innermost first,
+ * separated by ';' (as Kineto writes "Call stack"), as a strtab id; the
+ * entries above a node whose record never came are left out, and a node
+ * with none is "" (counted in *lost). Made once a node. */
+static uint32_t op_stack_text(struct assembler *as, uint32_t node, uint64_t *lost)
+{
+	struct trace *t = as->t;
+	char *buf = NULL, *grown;
+	size_t len = 0, cap = 0, k, n;
+	uint32_t id, at;
+
+	if (node >= as->nopdefs || !as->opdefs[node].entry) {
+		++*lost;
+		return trace_intern(t, "", 0);
+	}
+	if (as->opdefs[node].stack)
+		return as->opdefs[node].stack - 1;
+	/* at most OPSTACK_IDS steps: a damaged record's parents may loop */
+	for (at = node, k = 0; at && at < as->nopdefs && as->opdefs[at].entry && k < 4096;
+	     at = as->opdefs[at].parent, k++) {
+		id = as->opdefs[at].entry - 1;
+		n = strtab_len(&t->names, id);
+		if (len + n + 1 > cap) {
+			cap = (len + n + 1) * 2;
+			grown = realloc(buf, cap);
+			if (!grown) {
+				free(buf);
+				t->oom = 1;
+				return trace_intern(t, "", 0);
+			}
+			buf = grown;
+		}
+		if (len)
+			buf[len++] = ';';
+		memcpy(buf + len, trace_str(t, id), n);
+		len += n;
+	}
+	id = trace_intern(t, buf ? buf : "", len);
+	free(buf);
+	as->opdefs[node].stack = id + 1;
+	return id;
+}
+
+/* Turns each operator's "Call stack" node into its text (after the
+ * drains: a node's records may come from any thread's buffer). */
+static void op_stacks_resolve(struct assembler *as)
+{
+	struct trace *t = as->t;
+	uint32_t key = trace_intern(t, TRACE_ARG_CALL_STACK, strlen(TRACE_ARG_CALL_STACK));
+	uint64_t lost = 0;
+	size_t i;
+	char note[160];
+
+	for (i = 0; i < t->nargs && !t->oom; i++) {
+		struct trace_arg *a = &t->args[i];
+
+		if (a->key != key || a->type != TRACE_ARG_UINT)
+			continue;
+		a->v.str = op_stack_text(as, (uint32_t)a->v.u, &lost);
+		a->type = TRACE_ARG_STR;
+	}
+	if (lost) {
+		snprintf(note, sizeof note, "%llu torch operators lost their call stacks "
+			 "(the records naming them were dropped: raise prof.capture{buffer_mb})",
+			 (unsigned long long)lost);
+		trace_add_note(t, note);
+	}
 }
 
 /* Adds the "[memory]" instant of an EVBUF_TORCH_MEM record (memrec.h):
@@ -413,6 +534,10 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 
 	if (r->kind == EVBUF_PYSTACK)
 		return; /* the Python bridge's snapshots: a salvage reads them */
+	if (r->kind == EVBUF_OPSTACK) {
+		add_opstack(as, r); /* a few per stack: never left out */
+		return;
+	}
 	if (over_budget(as, r->kind))
 		return;
 	if (r->kind == EVBUF_CUPTI) {
@@ -640,6 +765,9 @@ int assemble_window(struct trace *t, const struct assemble_source *src,
 			  as.started[i].a, 0, 0);
 	t->counters.unbalanced_pops += as.unmatched_ends;
 	add_steps(&as, steps, nsteps);
+	if (as.op_stacks)
+		op_stacks_resolve(&as);
+	free(as.opdefs);
 	free(as.threads);
 	free(as.started);
 	name_threads(&as);

@@ -60,4 +60,9 @@
 #define TRACE_ARG_FWD_TID "Fwd thread id"
 #define TRACE_ARG_FLOPS "flops"
 
+/* A torch operator's Python call stack (prof.capture{ with_stack }): its
+ * entries innermost first, "file(line): function" (torch's names),
+ * separated by ';' (TRACE_ARG_STR), as Kineto writes it. */
+#define TRACE_ARG_CALL_STACK "Call stack"
+
 #endif

@@ -8,6 +8,7 @@
 
 #include "chrome_writer.h"
 #include "key_averages.h"
+#include "op_stacks.h"
 #include "memory_timeline.h"
 #include "outfile.h"
 #include "phb.h"
@@ -182,16 +183,36 @@ static int write_stacks(const struct trace *t, struct export_result *res,
 	return 0;
 }
 
+/* Writes operator_stacks.txt (op_stacks.h) into the window directory. */
+static int write_op_stacks(const struct trace *t, enum op_stacks_metric metric,
+			   struct export_result *res, struct err *e)
+{
+	static const char name[] = "operator_stacks.txt";
+	struct outfile *f = outfile_openat(&res->out, name, false, e);
+
+	if (!f)
+		return -1;
+	if (op_stacks_write(t, metric, f, e) != 0) {
+		outfile_abort(f);
+		return -1;
+	}
+	if (outfile_commit(f, e) != 0)
+		return -1;
+	note_file(res, &res->out, name);
+	return 0;
+}
+
 /* Writes key_averages.txt into the window directory. */
 static int write_key_averages(const struct trace *t, const struct export_opts *o,
 			      enum key_avg_group group, enum key_avg_sort sort,
 			      struct export_result *res, struct err *e)
 {
+	struct key_avg_opts ko = { group, o->group_by_input_shape, o->group_by_stack_n };
 	struct key_avg_table tab;
 	char *text;
 	int rc;
 
-	if (key_averages_build_top(t, group, sort, o->row_limit, &tab, e) != 0)
+	if (key_averages_build_with(t, &ko, sort, o->row_limit, &tab, e) != 0)
 		return -1;
 	text = key_averages_format(&tab, o->row_limit);
 	key_averages_free(&tab);
@@ -261,6 +282,7 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	const char *chrome = gz ? "trace.json.gz" : "trace.json";
 	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
 	enum key_avg_group group = KEY_AVG_BY_NAME;
+	enum op_stacks_metric metric = OP_STACKS_SELF_CPU;
 	struct outdir run;
 	int rc = -1;
 
@@ -269,6 +291,8 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	if (o->sort_by && key_averages_parse_sort(o->sort_by, &sort, e) != 0)
 		return -1;
 	if (o->group_by && key_averages_parse_group(o->group_by, &group, e) != 0)
+		return -1;
+	if (o->stacks_metric && op_stacks_parse_metric(o->stacks_metric, &metric, e) != 0)
 		return -1;
 	if (o->out_dir ? outdir_open_run_in(o->out_dir, o->run_dir, o->run_id, o->job, &run,
 					    &res->run_moved, e) != 0
@@ -294,6 +318,8 @@ int export_window(const struct trace *t, const struct export_opts *o,
 	if (o->key_averages && write_key_averages(t, o, group, sort, res, e) != 0)
 		goto out;
 	if (o->stacks && t->sampling.hz && write_stacks(t, res, e) != 0)
+		goto out;
+	if (o->stacks && op_stacks_any(t) && write_op_stacks(t, metric, res, e) != 0)
 		goto out;
 	if (o->memory_timeline && write_memory_timeline(t, res, e) != 0)
 		goto out;

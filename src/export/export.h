@@ -3,7 +3,9 @@
  *
  * Layout: <output dir>/<run>/rank<R>/window<K>_steps<a>-<b>/ holding
  * trace.json (or trace.json.gz), capture.phb (the raw capture, phb.h),
- * key_averages.txt, the reports the host adds (export_text_file) and,
+ * key_averages.txt, stacks.txt and cpu_functions.txt (CPU samples),
+ * operator_stacks.txt (the operators' call stacks), memory_timeline.*,
+ * the reports the host adds (export_text_file) and,
  * written last, summary.txt (listing every file written); with TensorBoard
  * export also <output dir>/<run>/tensorboard/window<K>_steps<a>-<b>/
  * <host>_<pid>.<ms>.pt.trace.json.gz: one folder per window, one file per
@@ -43,6 +45,10 @@ struct export_opts {
 	const char *sort_by;   /* torch's sort key; NULL = "self_cpu_time_total" */
 	size_t row_limit;      /* rows shown; 0 = all */
 	const char *group_by;  /* "name" or "domain"; NULL = "name" */
+	bool group_by_input_shape; /* rows also by input shapes (key_averages.h) */
+	uint32_t group_by_stack_n; /* ... and by the first N call stack
+				      entries (0: not; at most
+				      KEY_AVG_STACK_N_MAX) */
 	bool summary;          /* write summary.txt, return its text (a
 				  caller that adds files first leaves this
 				  false and calls export_summary() last) */
@@ -50,7 +56,12 @@ struct export_opts {
 	bool memory_timeline;  /* write memory_timeline.{json,html} when the
 				  window has GPU allocations or frees */
 	bool stacks;           /* stacks.txt + cpu_functions.txt, when the
-				  window was sampled (t->sampling.hz) */
+				  window was sampled (t->sampling.hz), and
+				  operator_stacks.txt, when its operators
+				  have call stacks (op_stacks.h) */
+	const char *stacks_metric; /* operator_stacks.txt's weight (torch's
+				  export_stacks metric); NULL =
+				  "self_cpu_time_total" */
 };
 
 /* What was written: the window directory and the files in it. */

@@ -146,23 +146,155 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
 	return name ? name : NO_DOMAIN;
 }
 
-/* Key string -> row index, open addressing on the string's bytes. */
+/* What a row is keyed by: its name (or domain) and, with the grouping
+ * options, its input shapes and the first entries of its call stack
+ * (NULL when not grouped by them). */
+struct row_key {
+	const char *key;
+	const char *shapes;
+	const char *stack;
+	uint32_t shapes_len, stack_len;
+};
+
+/* Key -> row index, open addressing on the key's bytes. */
 struct key_map {
 	uint32_t *slot; /* row index + 1; 0 = empty */
 	size_t nslots;
 };
 
-static size_t hash_str(const char *s)
+#define NO_SHAPES "[]"
+
+size_t key_averages_stack_prefix(const char *stack, size_t len, uint32_t n,
+				 size_t *entries)
 {
-	return (size_t)hash_fnv64_str(HASH_FNV64_SEED, s);
+	size_t i, count = 0, prefix = 0;
+
+	for (i = 0; i < len; i++) {
+		if (stack[i] != ';')
+			continue;
+		if (++count == n)
+			prefix = i;
+	}
+	if (len)
+		count++; /* the last entry */
+	if (count <= n)
+		prefix = len;
+	if (entries)
+		*entries = count;
+	return prefix;
+}
+
+/* The value of the event's string argument `key`, raw JSON included (the
+ * recorded "Input Dims"), or NULL. */
+static const char *arg_text(const struct trace *t, const struct trace_event *ev,
+			    const char *key, uint32_t *len)
+{
+	size_t i;
+
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+
+		if ((a->type == TRACE_ARG_STR || a->type == TRACE_ARG_RAW) &&
+		    strcmp(trace_str(t, a->key), key) == 0) {
+			*len = strtab_len(&t->names, a->v.str);
+			return trace_str(t, a->v.str);
+		}
+	}
+	return NULL;
+}
+
+/* Fills *k for event `ev` (see struct row_key). */
+static void event_row_key(const struct trace *t, const struct trace_event *ev,
+			  const struct key_avg_opts *o, struct row_key *k)
+{
+	uint32_t len;
+
+	k->key = event_key(t, ev, o->group);
+	k->shapes = k->stack = NULL;
+	k->shapes_len = k->stack_len = 0;
+	if (o->by_input_shape) {
+		k->shapes = ev->nargs ? arg_text(t, ev, TRACE_ARG_INPUT_DIMS, &len) : NULL;
+		if (k->shapes)
+			k->shapes_len = len;
+		else
+			k->shapes = NO_SHAPES, k->shapes_len = sizeof NO_SHAPES - 1;
+	}
+	if (o->stack_n) {
+		k->stack = ev->nargs ? arg_text(t, ev, TRACE_ARG_CALL_STACK, &len) : NULL;
+		if (k->stack)
+			k->stack_len = (uint32_t)key_averages_stack_prefix(k->stack, len,
+									   o->stack_n, NULL);
+		else
+			k->stack = "";
+	}
+}
+
+/* Whether `c` is white space in a JSON text. */
+static bool json_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The hash of a key: its name's bytes, then its shapes' (their white
+ * space aside: a list read back from JSON may be spaced otherwise) and its
+ * stack's, each after a byte no text holds. */
+static uint64_t key_hash(const struct row_key *k)
+{
+	uint64_t h = hash_fnv64_str(HASH_FNV64_SEED, k->key);
+	uint32_t i;
+
+	if (k->shapes) {
+		h = hash_fnv64(h, "\1", 1);
+		for (i = 0; i < k->shapes_len; i++)
+			if (!json_space(k->shapes[i]))
+				h = hash_fnv64(h, &k->shapes[i], 1);
+	}
+	if (k->stack)
+		h = hash_fnv64(hash_fnv64(h, "\2", 1), k->stack, k->stack_len);
+	return h;
+}
+
+/* Whether two lists of shapes are the same, white space aside. */
+static bool shapes_eq(const char *a, size_t alen, const char *b, size_t blen)
+{
+	size_t i = 0, j = 0;
+
+	for (;;) {
+		while (i < alen && json_space(a[i]))
+			i++;
+		while (j < blen && json_space(b[j]))
+			j++;
+		if (i == alen || j == blen)
+			return i == alen && j == blen;
+		if (a[i++] != b[j++])
+			return false;
+	}
+}
+
+static void row_key_of(const struct key_avg_row *r, struct row_key *k)
+{
+	k->key = r->key;
+	k->shapes = r->shapes;
+	k->shapes_len = r->shapes_len;
+	k->stack = r->stack;
+	k->stack_len = r->stack_len;
+}
+
+static bool key_eq(const struct key_avg_row *r, const struct row_key *k)
+{
+	return strcmp(r->key, k->key) == 0 && r->stack_len == k->stack_len &&
+	       (!k->shapes || shapes_eq(r->shapes, r->shapes_len, k->shapes, k->shapes_len)) &&
+	       (!k->stack || memcmp(r->stack, k->stack, k->stack_len) == 0);
 }
 
 /* The hash of row `r` (htab_rebuild). */
 static uint64_t row_hash(const void *ctx, size_t r)
 {
 	const struct key_avg_table *tab = ctx;
+	struct row_key k;
 
-	return hash_str(tab->rows[r].key);
+	row_key_of(&tab->rows[r], &k);
+	return key_hash(&k);
 }
 
 /* Doubles the map's slots (rows are rehashed from tab). 0, or -1 with the
@@ -172,31 +304,33 @@ static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
 	return htab_rebuild(&m->slot, &m->nslots, m->nslots * 2, 0, tab->nrows, row_hash, tab);
 }
 
-/* Finds or adds the row of `key`; the map grows with the rows (at most
+/* Finds or adds the row of key `k`; the map grows with the rows (at most
  * half full), not with the events. Returns its index, or (size_t)-1 on
  * allocation failure. */
 static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
-		      const char *key)
+		      const struct row_key *k)
 {
 	size_t i;
-	struct key_avg_row *rows;
+	struct key_avg_row *rows, *r;
 
 	if (tab->nrows >= UINT32_MAX - 1 ||
 	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
 		return (size_t)-1;
-	for (i = htab_first(hash_str(key), m->nslots); m->slot[i]; i = htab_next(i, m->nslots)) {
-		struct key_avg_row *r = &tab->rows[m->slot[i] - 1];
-
-		if (strcmp(r->key, key) == 0)
+	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
+		if (key_eq(&tab->rows[m->slot[i] - 1], k))
 			return m->slot[i] - 1;
-	}
 	rows = grow_array(tab->rows, cap, tab->nrows + 1, sizeof *rows, 64);
 	if (!rows)
 		return (size_t)-1;
 	tab->rows = rows;
-	memset(&tab->rows[tab->nrows], 0, sizeof tab->rows[0]);
-	tab->rows[tab->nrows].key = key;
-	tab->rows[tab->nrows].first_ts = INT64_MAX;
+	r = &tab->rows[tab->nrows];
+	memset(r, 0, sizeof *r);
+	r->key = k->key;
+	r->shapes = k->shapes;
+	r->shapes_len = k->shapes_len;
+	r->stack = k->stack;
+	r->stack_len = k->stack_len;
+	r->first_ts = INT64_MAX;
 	m->slot[i] = (uint32_t)++tab->nrows;
 	return tab->nrows - 1;
 }
@@ -303,6 +437,11 @@ struct pass {
 	const struct trace *t;
 	const struct gpu_map *gm;
 	enum key_avg_group group;
+	const struct key_avg_opts *o;
+	bool composite;            /* keyed by shapes or stack too: a key's
+				      part is its hash's, and a part may
+				      outgrow max_rows (then `overflow`) */
+	size_t max_rows;
 	uint32_t nparts, part;
 	struct key_avg_table *tab; /* this pass's rows */
 	size_t cap;                /* of tab->rows */
@@ -311,7 +450,12 @@ struct pass {
 	size_t cap_stack;
 	int64_t self_cpu_sum_ns, self_cuda_sum_ns; /* over every event */
 	bool memory;               /* "[memory]" events seen */
-	int failed;
+	int failed;                /* out of memory, or (overflow) too many
+				      keys in this part */
+	bool overflow;
+	key_avg_visit_fn visit;    /* key_averages_each: each event's times go
+				      here instead of into rows */
+	void *visit_ctx;
 };
 
 /* The partition of an event's key (see struct pass); exact when it is
@@ -350,15 +494,34 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	const struct trace *t = ps->t;
 	const struct trace_event *ev = &t->ev[se->ev];
 	struct key_avg_row *row;
+	struct row_key k;
 	size_t r;
 
 	ps->self_cpu_sum_ns += se->self;
 	ps->self_cuda_sum_ns += se->cself;
-	if (ps->failed || key_part(ps, ev) != ps->part)
+	if (ps->visit) {
+		ps->visit(ps->visit_ctx, se->ev, se->self, se->cself);
 		return;
-	r = row_for(ps->tab, &ps->cap, &ps->map, event_key(t, ev, ps->group));
+	}
+	if (ps->failed)
+		return;
+	if (ps->composite) {
+		event_row_key(t, ev, ps->o, &k);
+		if (ps->nparts > 1 && (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part)
+			return;
+	} else {
+		if (key_part(ps, ev) != ps->part)
+			return;
+		event_row_key(t, ev, ps->o, &k);
+	}
+	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
 	if (r == (size_t)-1) {
 		ps->failed = 1;
+		return;
+	}
+	if (ps->composite && ps->tab->nrows > ps->max_rows) {
+		ps->failed = 1; /* done again in more parts */
+		ps->overflow = true;
 		return;
 	}
 	row = &ps->tab->rows[r];
@@ -406,10 +569,13 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 
 /* A "[memory]" event at the sweep's position: its bytes go to the
  * innermost open event, or, when none is open on its thread, to the row
- * "[memory]" (grouped by name; in partition 0's pass). */
+ * "[memory]" (grouped by name, as an event with no input shapes and no
+ * call stack; in the pass of its key's partition: 0, or its hash's with
+ * shapes or stacks). */
 static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t depth)
 {
 	struct key_avg_row *row;
+	struct row_key k;
 	int side;
 	int64_t b = mem_bytes(ps->t, ev, &side);
 	size_t r;
@@ -420,11 +586,25 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 		ps->stack[depth - 1].tmem[side] += b;
 		return;
 	}
-	if (ps->part != 0 || ps->group != KEY_AVG_BY_NAME)
+	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME)
 		return;
-	r = row_for(ps->tab, &ps->cap, &ps->map, TRACE_MEMORY_NAME);
+	k.key = TRACE_MEMORY_NAME;
+	k.shapes = ps->o->by_input_shape ? NO_SHAPES : NULL;
+	k.shapes_len = ps->o->by_input_shape ? (uint32_t)(sizeof NO_SHAPES - 1) : 0;
+	k.stack = ps->o->stack_n ? "" : NULL;
+	k.stack_len = 0;
+	if (ps->composite ? ps->nparts > 1 &&
+			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
+			  : ps->part != 0)
+		return;
+	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
 	if (r == (size_t)-1) {
 		ps->failed = 1;
+		return;
+	}
+	if (ps->composite && ps->tab->nrows > ps->max_rows) {
+		ps->failed = 1; /* done again in more parts */
+		ps->overflow = true;
 		return;
 	}
 	row = &ps->tab->rows[r];
@@ -640,6 +820,9 @@ static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
 		into->first_ts = r->first_ts;
 }
 
+static size_t shapes_cols(const struct key_avg_row *r);
+static size_t src_cols(const struct key_avg_row *r);
+
 /* Moves the rows of one pass (ps->tab) into `out`, keeping the first
  * `keep` in `sort` order and folding the others into out->folded. `out`
  * has room for 2 * keep + 1 rows. */
@@ -655,6 +838,10 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 			out->min_flops = r->flops;
 		if (textbuf_cols(r->key) > out->key_cols)
 			out->key_cols = textbuf_cols(r->key);
+		if (shapes_cols(r) > out->shapes_cols)
+			out->shapes_cols = shapes_cols(r);
+		if (src_cols(r) > out->src_cols)
+			out->src_cols = src_cols(r);
 		out->rows[out->nrows++] = *r;
 		if (out->nrows < 2 * keep + 1)
 			continue;
@@ -667,69 +854,55 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 	pass->nrows = 0;
 }
 
-int key_averages_build_max(const struct trace *t, enum key_avg_group group,
-			   enum key_avg_sort sort, size_t max_rows, size_t keep,
-			   struct key_avg_table *out, struct err *e)
+/* Frees what one build attempt holds beside its result. */
+static void pass_free(struct pass *ps, struct key_avg_table *pt)
 {
-	uint32_t *sel = NULL;
-	size_t n = 0, i, j, nkeys;
-	struct gpu_map gm = { 0 };
+	free(ps->map.slot);
+	free(ps->stack);
+	free(pt->rows);
+	ps->map.slot = NULL;
+	ps->stack = NULL;
+	pt->rows = NULL;
+}
+
+/*
+ * One build of `out` over the counted events sel[0..n) (see sweep) with
+ * the keys in `nparts` parts (a power of two). Returns 0, -1 when out of
+ * memory, 1 when a part outgrew max_rows (composite keys; `out` is then
+ * emptied, to be built again in more parts).
+ */
+static int build_parts(const struct trace *t, const struct key_avg_opts *o,
+		       const struct gpu_map *gm, const uint32_t *sel, size_t n,
+		       enum key_avg_sort sort, size_t max_rows, size_t keep, uint32_t nparts,
+		       struct key_avg_table *out)
+{
 	struct key_avg_table pt = { 0 };
 	struct pass ps;
+	size_t i;
 
-	memset(out, 0, sizeof *out);
 	memset(&ps, 0, sizeof ps);
-	if ((unsigned)group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT || max_rows == 0 ||
-	    keep == 0 || keep > max_rows)
-		return err_set(e, "key_averages: bad group, sort or row count");
-	out->group = group;
-	out->folded.first_ts = INT64_MAX;
-	if (t->nev > UINT32_MAX)
-		return err_set(e, "key_averages: more than 2^32 events in one window");
-	for (i = 0; i < t->nev; i++)
-		n += counted(&t->ev[i]) || is_mem(t, &t->ev[i]);
-	if (n == 0)
-		return 0;
-	if (gpu_map_build(t, &gm) != 0)
-		goto oom;
-	if (t->nested) {
-		n = t->nev; /* the sweep reads the trace as it lies */
-	} else {
-		sel = malloc(n * sizeof *sel);
-		if (!sel)
-			goto oom;
-		for (i = 0, j = 0; i < t->nev; i++)
-			if (counted(&t->ev[i]) || is_mem(t, &t->ev[i]))
-				sel[j++] = (uint32_t)i;
-		sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place: no copy */
-	}
-
-	/* More keys than max_rows: one pass per partition of the keys, each
-	 * holding at most max_rows + 1 rows; the best `keep` are kept. */
-	nkeys = (size_t)t->names.n + 1;
 	ps.t = t;
-	ps.gm = &gm;
-	ps.group = group;
-	/* a power of two: an event's part is the low bits of its key's id
-	 * (a division per event and pass cost more than the pass) */
-	ps.nparts = 1;
-	while ((size_t)ps.nparts * max_rows < nkeys)
-		ps.nparts *= 2;
+	ps.gm = gm;
+	ps.group = o->group;
+	ps.o = o;
+	ps.composite = o->by_input_shape || o->stack_n;
+	ps.max_rows = max_rows;
+	ps.nparts = nparts;
 	ps.tab = ps.nparts == 1 ? out : &pt;
 	ps.map.nslots = 64;
 	ps.map.slot = calloc(ps.map.nslots, sizeof *ps.map.slot);
 	if (!ps.map.slot)
-		goto oom;
+		goto fail;
 	if (ps.nparts > 1) {
 		out->rows = malloc((2 * keep + 1) * sizeof *out->rows);
 		pt.rows = malloc((max_rows + 2) * sizeof *pt.rows);
 		if (!out->rows || !pt.rows)
-			goto oom;
+			goto fail;
 		ps.cap = max_rows + 2;
 	}
 	for (ps.part = 0; ps.part < ps.nparts; ps.part++) {
 		if (sweep(&ps, sel, n) != 0)
-			goto oom;
+			goto fail;
 		if (ps.nparts > 1) {
 			keep_rows(out, &pt, sort, keep);
 			memset(ps.map.slot, 0, ps.map.nslots * sizeof *ps.map.slot);
@@ -744,27 +917,153 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 			    (!out->min_flops || out->rows[i].flops < out->min_flops))
 				out->min_flops = out->rows[i].flops;
 	}
-	free(sel);
-	free(gm.corr);
-	free(gm.ns);
-	free(ps.map.slot);
-	free(ps.stack);
-	free(pt.rows);
+	pass_free(&ps, &pt);
 	key_averages_sort(out, sort);
 	for (; ps.nparts > 1 && out->nrows > keep; out->nrows--) {
 		fold_row(&out->folded, &out->rows[out->nrows - 1]);
 		out->nfolded++;
 	}
 	return 0;
+fail:
+	pass_free(&ps, &pt);
+	free(out->rows);
+	out->rows = NULL;
+	out->nrows = 0;
+	out->nfolded = 0;
+	memset(&out->folded, 0, sizeof out->folded);
+	out->folded.first_ts = INT64_MAX;
+	out->min_flops = 0;
+	out->key_cols = out->shapes_cols = out->src_cols = 0;
+	return ps.overflow ? 1 : -1;
+}
+
+/* What a sweep reads: the GPU time of each launch (*gm) and, in a trace
+ * not in nesting order, the counted events in sweep order (*sel, malloc'd;
+ * NULL when the trace lies in nesting order: the sweep then reads its
+ * first *n events). *n is 0 when no event counts. 0, or -1 when out of
+ * memory (nothing held). */
+static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm)
+{
+	size_t i, j, count = 0;
+
+	*sel = NULL;
+	*n = 0;
+	memset(gm, 0, sizeof *gm);
+	for (i = 0; i < t->nev; i++)
+		count += counted(&t->ev[i]) || is_mem(t, &t->ev[i]);
+	if (count == 0)
+		return 0;
+	if (gpu_map_build(t, gm) != 0)
+		goto oom;
+	if (t->nested) {
+		*n = t->nev; /* the sweep reads the trace as it lies */
+		return 0;
+	}
+	*sel = malloc(count * sizeof **sel);
+	if (!*sel)
+		goto oom;
+	for (i = 0, j = 0; i < t->nev; i++)
+		if (counted(&t->ev[i]) || is_mem(t, &t->ev[i]))
+			(*sel)[j++] = (uint32_t)i;
+	sortidx_u32(*sel, count, trace_event_cmp_at, (void *)t); /* in place: no copy */
+	*n = count;
+	return 0;
+oom:
+	free(gm->corr);
+	free(gm->ns);
+	memset(gm, 0, sizeof *gm);
+	return -1;
+}
+
+int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx, struct err *e)
+{
+	struct key_avg_opts o = { .group = KEY_AVG_BY_NAME };
+	struct gpu_map gm;
+	uint32_t *sel;
+	struct pass ps;
+	size_t n;
+	int rc;
+
+	if (t->nev > UINT32_MAX)
+		return err_set(e, "key_averages: more than 2^32 events in one window");
+	if (sweep_input(t, &sel, &n, &gm) != 0)
+		return err_set(e, "out of memory reading the window's self times");
+	memset(&ps, 0, sizeof ps);
+	ps.t = t;
+	ps.gm = &gm;
+	ps.o = &o;
+	ps.nparts = 1;
+	ps.visit = fn;
+	ps.visit_ctx = ctx;
+	rc = n ? sweep(&ps, sel, n) : 0;
+	free(ps.stack);
+	free(sel);
+	free(gm.corr);
+	free(gm.ns);
+	return rc == 0 ? 0 : err_set(e, "out of memory reading the window's self times");
+}
+
+int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts *o,
+				enum key_avg_sort sort, size_t max_rows, size_t keep,
+				struct key_avg_table *out, struct err *e)
+{
+	uint32_t *sel = NULL, nparts;
+	size_t n = 0, nkeys;
+	struct gpu_map gm = { 0 };
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	if ((unsigned)o->group > KEY_AVG_BY_DOMAIN || (unsigned)sort >= NSORT || max_rows == 0 ||
+	    keep == 0 || keep > max_rows || o->stack_n > KEY_AVG_STACK_N_MAX)
+		return err_set(e, "key_averages: bad group, sort, stack depth or row count");
+	out->group = o->group;
+	out->by_input_shape = o->by_input_shape;
+	out->stack_n = o->stack_n;
+	out->folded.first_ts = INT64_MAX;
+	if (t->nev > UINT32_MAX)
+		return err_set(e, "key_averages: more than 2^32 events in one window");
+	if (sweep_input(t, &sel, &n, &gm) != 0)
+		goto oom;
+	if (n == 0)
+		return 0;
+
+	/* More keys than max_rows: one pass per partition of the keys, each
+	 * holding at most max_rows + 1 rows; the best `keep` are kept. A key
+	 * of a name alone is one of the trace's strings: their count bounds
+	 * the keys. Keys with shapes or a stack are not bounded so: one part
+	 * to begin with, twice as many each time a part outgrows max_rows. */
+	nkeys = out->by_input_shape || out->stack_n ? 1 : (size_t)t->names.n + 1;
+	/* a power of two: an event's part is the low bits of its key's id
+	 * (a division per event and pass cost more than the pass) */
+	nparts = 1;
+	while ((size_t)nparts * max_rows < nkeys)
+		nparts *= 2;
+	while ((rc = build_parts(t, o, &gm, sel, n, sort, max_rows, keep, nparts, out)) == 1) {
+		if (nparts >= (1u << 30))
+			goto oom;
+		nparts *= 2;
+	}
+	if (rc != 0)
+		goto oom;
+	free(sel);
+	free(gm.corr);
+	free(gm.ns);
+	return 0;
 oom:
 	free(sel);
 	free(gm.corr);
 	free(gm.ns);
-	free(ps.map.slot);
-	free(ps.stack);
-	free(pt.rows);
 	key_averages_free(out);
 	return err_set(e, "out of memory building the key_averages table");
+}
+
+int key_averages_build_max(const struct trace *t, enum key_avg_group group,
+			   enum key_avg_sort sort, size_t max_rows, size_t keep,
+			   struct key_avg_table *out, struct err *e)
+{
+	struct key_avg_opts o = { .group = group };
+
+	return key_averages_build_with_max(t, &o, sort, max_rows, keep, out, e);
 }
 
 int key_averages_build(const struct trace *t, enum key_avg_group group,
@@ -779,9 +1078,18 @@ int key_averages_build_top(const struct trace *t, enum key_avg_group group,
 			   enum key_avg_sort sort, size_t keep,
 			   struct key_avg_table *out, struct err *e)
 {
+	struct key_avg_opts o = { .group = group };
+
+	return key_averages_build_with(t, &o, sort, keep, out, e);
+}
+
+int key_averages_build_with(const struct trace *t, const struct key_avg_opts *o,
+			    enum key_avg_sort sort, size_t keep,
+			    struct key_avg_table *out, struct err *e)
+{
 	if (keep == 0 || keep > KEY_AVG_ROWS_MAX)
 		keep = KEY_AVG_ROWS_MAX;
-	return key_averages_build_max(t, group, sort, KEY_AVG_ROWS_MAX, keep, out, e);
+	return key_averages_build_with_max(t, o, sort, KEY_AVG_ROWS_MAX, keep, out, e);
 }
 
 void key_averages_free(struct key_avg_table *tab)
@@ -856,29 +1164,41 @@ char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32])
 	return buf;
 }
 
-/* The columns of the table: one header each, all 12 wide but the name. */
+/* The columns of the table: one header each, all 12 wide but the name,
+ * the input shapes and the source location. */
 enum col {
 	COL_NAME, COL_SELF_CPU_PCT, COL_SELF_CPU, COL_CPU_TOTAL_PCT, COL_CPU_TOTAL,
 	COL_CPU_AVG, COL_SELF_CUDA, COL_SELF_CUDA_PCT, COL_CUDA_TOTAL, COL_CUDA_AVG,
 	COL_CPU_MEM, COL_SELF_CPU_MEM, COL_CUDA_MEM, COL_SELF_CUDA_MEM,
-	COL_CALLS, COL_FLOPS, NCOL
+	COL_CALLS, COL_SHAPES, COL_SRC, COL_FLOPS, NCOL
 };
 
 static const char *const col_header[NCOL] = {
 	"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
 	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg",
 	"CPU Mem", "Self CPU Mem", "CUDA Mem", "Self CUDA Mem", "# of Calls",
+	"Input Shapes", "Source Location",
 	"Total FLOPs" /* named by flops_scale() */
 };
 
-/* Which optional columns a table shows. */
+/* torch's _build_table: max_shapes_column_width, max_src_column_width,
+ * and the stack entries a row shows (MAX_STACK_ENTRY). */
+#define SHAPES_WIDTH_MAX 80
+#define SRC_WIDTH_MAX 75
+#define SRC_ENTRIES 5
+
+/* Which optional columns a table shows, and the widths of those that are
+ * not COL_WIDTH wide. */
 struct cols {
 	bool cuda;   /* some row has GPU time */
 	bool memory; /* the trace has "[memory]" events (profile_memory) */
 	bool cuda_mem; /* ... and some row has Self CUDA Mem */
 	bool flops;  /* some row has FLOPs */
+	bool shapes; /* some row has input shapes (not "[]") */
+	bool src;    /* some row has a call stack entry */
 	double flops_scale;
 	char flops_header[32];
+	size_t name_width, shapes_width, src_width;
 };
 
 /* torch's auto_scale_flops, of the smallest nonzero row total: the unit
@@ -901,49 +1221,196 @@ static void flops_scale(uint64_t min_flops, struct cols *c)
 
 static bool col_shown(enum col c, const struct cols *cs)
 {
-	if (c == COL_FLOPS)
+	switch (c) {
+	case COL_FLOPS:
 		return cs->flops;
-	if (c == COL_CPU_MEM || c == COL_SELF_CPU_MEM)
+	case COL_SHAPES:
+		return cs->shapes;
+	case COL_SRC:
+		return cs->src;
+	case COL_CPU_MEM:
+	case COL_SELF_CPU_MEM:
 		return cs->memory;
-	if (c == COL_CUDA_MEM || c == COL_SELF_CUDA_MEM)
+	case COL_CUDA_MEM:
+	case COL_SELF_CUDA_MEM:
 		return cs->memory && cs->cuda_mem;
-	return cs->cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
+	default:
+		return cs->cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
+	}
 }
 
-/* One row of text: each shown column right-aligned in its width, followed
- * by two spaces (torch's row format, trailing spaces included). */
-static void put_line(struct textbuf *tb, const char *const cells[NCOL],
-		     size_t name_width, const struct cols *cuda)
+static size_t col_width(enum col c, const struct cols *cs)
+{
+	switch (c) {
+	case COL_NAME:
+		return cs->name_width;
+	case COL_SHAPES:
+		return cs->shapes_width;
+	case COL_SRC:
+		return cs->src_width;
+	default:
+		return COL_WIDTH;
+	}
+}
+
+/* One row of text: each shown column aligned in its width (right, but the
+ * source location, left), followed by two spaces (torch's row format,
+ * trailing spaces included). */
+static void put_line(struct textbuf *tb, const char *const cells[NCOL], const struct cols *cs)
 {
 	int c;
 
 	for (c = 0; c < NCOL; c++) {
-		if (!col_shown((enum col)c, cuda))
+		if (!col_shown((enum col)c, cs))
 			continue;
-		textbuf_field(tb, cells[c], c == COL_NAME ? name_width : COL_WIDTH, true);
+		textbuf_field(tb, cells[c], col_width((enum col)c, cs), c != COL_SRC);
 		textbuf_fill(tb, ' ', COL_SPACING);
 	}
 	textbuf_puts(tb, "\n");
 }
 
-static void put_sep(struct textbuf *tb, size_t name_width, const struct cols *cuda)
+static void put_sep(struct textbuf *tb, const struct cols *cs)
 {
 	int c;
 
 	for (c = 0; c < NCOL; c++) {
-		if (!col_shown((enum col)c, cuda))
+		if (!col_shown((enum col)c, cs))
 			continue;
-		textbuf_fill(tb, '-', c == COL_NAME ? name_width : COL_WIDTH);
+		textbuf_fill(tb, '-', col_width((enum col)c, cs));
 		textbuf_fill(tb, ' ', COL_SPACING);
 	}
 	textbuf_puts(tb, "\n");
 }
 
+/* Bytes of the first `n` characters of s[0..len) (UTF-8 lead bytes). */
+static size_t chars_bytes(const char *s, size_t len, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if (((unsigned char)s[i] & 0xC0) == 0x80)
+			continue;
+		if (n-- == 0)
+			break;
+	}
+	return i;
+}
+
+/* Characters of s[0..len). */
+static size_t chars(const char *s, size_t len)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < len; i++)
+		n += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return n;
+}
+
+/* The input shapes as Python prints the list (str(input_shapes): "[[8,
+ * 16], []]", whatever the trace's spacing), cut to `width` characters,
+ * into a malloc'd string ("" for a row without shapes). NULL: no memory. */
+static char *shapes_text(const struct key_avg_row *r, size_t width)
+{
+	struct textbuf tb;
+	size_t i, n = 0;
+
+	textbuf_init(&tb);
+	textbuf_puts(&tb, "");
+	for (i = 0; r->shapes && i < r->shapes_len && n < width; i++) {
+		char c = r->shapes[i];
+
+		if (json_space(c))
+			continue;
+		textbuf_add(&tb, &c, 1);
+		n++;
+		if (c == ',' && n < width) {
+			textbuf_add(&tb, " ", 1);
+			n++;
+		}
+	}
+	return textbuf_take(&tb);
+}
+
+char *key_averages_row_shapes(const struct key_avg_row *r)
+{
+	return shapes_text(r, SIZE_MAX);
+}
+
+/* The characters shapes_text() would give the row, uncut. */
+static size_t shapes_cols(const struct key_avg_row *r)
+{
+	size_t i, n = 0;
+
+	for (i = 0; r->shapes && i < r->shapes_len; i++) {
+		char c = r->shapes[i];
+
+		if (!json_space(c))
+			n += c == ',' ? 2 : 1;
+	}
+	return n;
+}
+
+/* The row's k-th call stack entry (0: innermost): its bytes in *len, or
+ * NULL when it has fewer. */
+static const char *stack_entry(const struct key_avg_row *r, size_t k, size_t *len)
+{
+	const char *p = r->stack, *end = r->stack + r->stack_len, *semi;
+
+	if (!r->stack || !r->stack_len)
+		return NULL;
+	for (;;) {
+		semi = memchr(p, ';', (size_t)(end - p));
+		if (!k--) {
+			*len = (size_t)((semi ? semi : end) - p);
+			return p;
+		}
+		if (!semi)
+			return NULL;
+		p = semi + 1;
+	}
+}
+
+/* The characters of the row's longest call stack entry (0: none). */
+static size_t src_cols(const struct key_avg_row *r)
+{
+	size_t k, len, most = 0;
+	const char *s;
+
+	for (k = 0; (s = stack_entry(r, k, &len)) != NULL; k++)
+		if (chars(s, len) > most)
+			most = chars(s, len);
+	return most;
+}
+
+/* torch's trim_path: an entry longer than `width` keeps its last `width`
+ * characters, the first three of them replaced by "...". Into out[size]. */
+static void trim_entry(const char *s, size_t len, size_t width, char *out, size_t size)
+{
+	size_t n = chars(s, len), skip = 0, o = 0;
+
+	if (n > width) {
+		skip = chars_bytes(s, len, n - width);
+		if (width > 3) {
+			memcpy(out, "...", 3);
+			o = 3;
+			skip += chars_bytes(s + skip, len - skip, 3);
+		}
+	}
+	if (len - skip > size - o - 1)
+		len = skip + (size - o - 1);
+	memcpy(out + o, s + skip, len - skip);
+	out[o + len - skip] = '\0';
+}
+
+/* A row's line, then (by stack) the lines of its next stack entries and
+ * an empty line, as torch's _build_table writes them. */
 static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
-		    const struct key_avg_row *r, size_t name_width, const struct cols *cuda)
+		    const struct key_avg_row *r, const struct cols *cs)
 {
-	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4];
-	const char *cells[NCOL];
+	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4], src[SRC_WIDTH_MAX * 4 + 8];
+	const char *cells[NCOL], *entry;
+	char *shapes = NULL;
+	size_t k, len;
 	int c;
 
 	textbuf_name_fit(r->key, KEY_AVG_NAME_MAX, name, sizeof name);
@@ -962,22 +1429,78 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 	key_averages_format_memory(r->self_mem[KEY_AVG_CUDA], cell[COL_SELF_CUDA_MEM]);
 	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
 	if (r->flops) /* torch: '{0:8.3f}' of the scaled total, "--" for none */
-		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cuda->flops_scale);
+		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cs->flops_scale);
 	else
 		snprintf(cell[COL_FLOPS], 32, "--");
 	for (c = 0; c < NCOL; c++)
 		cells[c] = cell[c];
 	cells[COL_NAME] = name;
-	put_line(tb, cells, name_width, cuda);
+	if (cs->shapes) {
+		shapes = shapes_text(r, cs->shapes_width);
+		if (!shapes) {
+			tb->oom = true;
+			return;
+		}
+		cells[COL_SHAPES] = shapes;
+	}
+	src[0] = '\0';
+	if (cs->src && (entry = stack_entry(r, 0, &len)) != NULL)
+		trim_entry(entry, len, cs->src_width, src, sizeof src);
+	cells[COL_SRC] = src;
+	put_line(tb, cells, cs);
+	free(shapes);
+	if (!cs->src)
+		return;
+	for (c = 0; c < NCOL; c++)
+		cells[c] = "";
+	for (k = 1; k < SRC_ENTRIES && (entry = stack_entry(r, k, &len)) != NULL; k++) {
+		trim_entry(entry, len, cs->src_width, src, sizeof src);
+		cells[COL_SRC] = src;
+		put_line(tb, cells, cs);
+	}
+	cells[COL_SRC] = "";
+	put_line(tb, cells, cs);
+}
+
+/* The widths of the name, shapes and source columns, torch's: the widest
+ * value of every row (those folded too) + 4, at most its maximum; and
+ * whether the last two are shown. */
+static void col_widths(const struct key_avg_table *tab, const char *folded_key,
+		       struct cols *cs)
+{
+	size_t name = 0, shapes = 0, src = 0, i, w;
+
+	if (folded_key)
+		name = textbuf_cols(folded_key);
+	if (tab->nfolded) {
+		name = tab->key_cols > name ? tab->key_cols : name;
+		shapes = tab->shapes_cols;
+		src = tab->src_cols;
+	}
+	for (i = 0; i < tab->nrows; i++) {
+		const struct key_avg_row *r = &tab->rows[i];
+
+		if ((w = textbuf_cols(r->key)) > name)
+			name = w;
+		if (tab->by_input_shape && (w = shapes_cols(r)) > shapes)
+			shapes = w;
+		if (tab->by_input_shape && r->shapes_len > 2)
+			cs->shapes = true; /* torch: some row's list is not empty */
+		if (tab->stack_n && (w = src_cols(r)) > src)
+			src = w;
+	}
+	cs->src = src > 0;
+	cs->name_width = name + 4 > KEY_AVG_NAME_MAX ? KEY_AVG_NAME_MAX : name + 4;
+	cs->shapes_width = shapes + 4 > SHAPES_WIDTH_MAX ? SHAPES_WIDTH_MAX : shapes + 4;
+	cs->src_width = src + 4 > SRC_WIDTH_MAX ? SRC_WIDTH_MAX : src + 4;
 }
 
 char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 {
 	struct textbuf tb;
 	struct cols cols = { 0 };
-	const struct cols *cuda = &cols;
 	const char *header[NCOL];
-	size_t name_width = 0, i, n;
+	size_t i, n;
 	struct key_avg_row folded = { 0 };
 	char buf[32], folded_key[64];
 
@@ -1003,30 +1526,17 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 			 (unsigned long long)tab->nfolded,
 			 tab->group == KEY_AVG_BY_DOMAIN ? "domains" : "names");
 		folded.key = folded_key;
-		name_width = textbuf_cols(folded_key);
 	}
-	/* torch: longest key + 4, at most max_name_column_width (of every
-	 * key: those folded too) */
-	if (tab->nfolded && tab->key_cols > name_width)
-		name_width = tab->key_cols;
-	for (i = 0; i < tab->nrows; i++) {
-		size_t cols = textbuf_cols(tab->rows[i].key);
+	col_widths(tab, folded.key, &cols);
 
-		if (cols > name_width)
-			name_width = cols;
-	}
-	name_width += 4;
-	if (name_width > KEY_AVG_NAME_MAX)
-		name_width = KEY_AVG_NAME_MAX;
-
-	put_sep(&tb, name_width, cuda);
-	put_line(&tb, header, name_width, cuda);
-	put_sep(&tb, name_width, cuda);
+	put_sep(&tb, &cols);
+	put_line(&tb, header, &cols);
+	put_sep(&tb, &cols);
 	for (i = 0; i < n; i++)
-		put_row(&tb, tab, &tab->rows[i], name_width, cuda);
+		put_row(&tb, tab, &tab->rows[i], &cols);
 	if (folded.key)
-		put_row(&tb, tab, &folded, name_width, cuda);
-	put_sep(&tb, name_width, cuda);
+		put_row(&tb, tab, &folded, &cols);
+	put_sep(&tb, &cols);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));
 	if (cols.cuda)

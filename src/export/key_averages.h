@@ -4,7 +4,13 @@
  * Rows come from the CPU-side complete events of a trace (categories
  * user_annotation, cpu_op, cuda_runtime, cuda_driver), grouped by name
  * ("ProfilerStep#N" spans all fall under "ProfilerStep*") or by the
- * `domain` argument ("(none)" when absent).
+ * `domain` argument ("(none)" when absent); with torch's
+ * group_by_input_shape also by the events' input shapes (their
+ * "Input Dims" argument; "[]" when they have none), and with torch's
+ * group_by_stack_n = N also by the first N entries of their Python call
+ * stack (their "Call stack" argument: entries innermost first, separated
+ * by ';', as Kineto writes it; none when they have none). The table then
+ * shows torch's "Input Shapes" and "Source Location" columns.
  *
  * Self time. On each (pid, tid), at every instant the innermost open event
  * (the one that started last) owns the time; an event's self time is the
@@ -27,10 +33,11 @@
  * every event holding it, torch's self_cpu_memory_usage and
  * cpu_memory_usage (torch 2.x's Kineto path counts any thread's within an
  * operator's span; on one thread the two agree). Those no event holds are
- * the row "[memory]", as in torch's table (grouped by name; by domain
- * they are in no row). A trace with such events gets
- * the columns CPU Mem and Self CPU Mem, and CUDA Mem and Self CUDA Mem
- * when a row has Self CUDA Mem above 0 (torch's rules).
+ * the row "[memory]", as in torch's table (grouped by name, with no input
+ * shapes and no call stack; by domain they are in no row). A trace with
+ * such events gets the columns CPU Mem and Self CPU Mem, and CUDA Mem and
+ * Self CUDA Mem when a row has Self CUDA Mem above 0 (torch's rules), in
+ * torch's order: after the CUDA times, before "# of Calls".
  *
  * key_averages_build() computes the table once; the writer, the summary and
  * the Lua reports all read it. No shared state: any thread, one table each.
@@ -45,7 +52,7 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
-/* Rows a table holds at most (64 bytes each): a window with more distinct
+/* Rows a table holds at most (120 bytes each): a window with more distinct
  * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
  * others into one row, "(N other names)" (see key_averages_build). Also
  * the keys one pass over the events groups: a window of N keys takes
@@ -58,6 +65,19 @@
 enum key_avg_group {
 	KEY_AVG_BY_NAME = 0,
 	KEY_AVG_BY_DOMAIN
+};
+
+/* The most call stack entries a row may be keyed by (group_by_stack_n). */
+#define KEY_AVG_STACK_N_MAX 128
+
+/* How rows are keyed: torch's key_averages(group_by_input_shape,
+ * group_by_stack_n) beside the name or domain. */
+struct key_avg_opts {
+	enum key_avg_group group;
+	bool by_input_shape;  /* also by the events' input shapes */
+	uint32_t stack_n;     /* also by the first stack_n entries of their
+				 call stack (0: not; at most
+				 KEY_AVG_STACK_N_MAX) */
 };
 
 /* torch's sort_by keys; every sort is descending. */
@@ -95,17 +115,32 @@ struct key_avg_row {
 	int64_t mem[2];         /* CPU Mem, CUDA Mem: torch's
 				   cpu_memory_usage, cuda_memory_usage */
 	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
+	const char *shapes;     /* by input shape: the events' "Input Dims"
+				   as the trace holds them (shapes_len bytes;
+				   "[]" when they have none); else NULL */
+	const char *stack;      /* by stack: the first stack_n entries of the
+				   events' "Call stack" (stack_len bytes,
+				   ';'-separated, innermost first; len 0:
+				   none); else NULL. Both point into the
+				   trace's strings or a literal. */
+	uint32_t shapes_len, stack_len;
 };
 
 struct key_avg_table {
 	struct key_avg_row *rows; /* sorted; malloc'd */
 	size_t nrows;
 	enum key_avg_group group;
+	bool by_input_shape;      /* the keys' options (struct key_avg_opts) */
+	uint32_t stack_n;
 	uint64_t nfolded;         /* keys beyond the rows the table holds */
 	struct key_avg_row folded; /* their sums (key NULL; first_ts
 				      INT64_MAX when none) */
 	size_t key_cols;          /* columns of the widest key, the folded
 				     ones included (0 when none folded) */
+	size_t shapes_cols;       /* ... of the widest input shapes, and of
+				     the widest stack entry, of the folded
+				     rows (0 when none folded) */
+	size_t src_cols;
 	int64_t self_cpu_sum_ns;  /* sum of self CPU over all rows: the 100 % */
 	int64_t self_cuda_sum_ns; /* sum of self CUDA over all rows */
 	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
@@ -154,6 +189,41 @@ int key_averages_build_max(const struct trace *t, enum key_avg_group group,
 			   enum key_avg_sort sort, size_t max_rows, size_t keep,
 			   struct key_avg_table *out, struct err *e);
 
+/*
+ * key_averages_build_top with rows keyed as `o` says (by input shapes, by
+ * call stack). Grouping by them, a window's keys are not known before its
+ * rows are: a pass whose part of the keys outgrows KEY_AVG_ROWS_MAX rows
+ * is done again with the keys split in twice as many parts (by a hash of
+ * the whole key), so the memory bound above holds.
+ */
+int key_averages_build_with(const struct trace *t, const struct key_avg_opts *o,
+			    enum key_avg_sort sort, size_t keep,
+			    struct key_avg_table *out, struct err *e);
+
+/* key_averages_build_with with `max_rows` for KEY_AVG_ROWS_MAX and
+ * `keep` (0 < keep <= max_rows) rows kept (tests). */
+int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts *o,
+				enum key_avg_sort sort, size_t max_rows, size_t keep,
+				struct key_avg_table *out, struct err *e);
+
+/* What key_averages_each hands each event: its index in t->ev, its self
+ * CPU time and its self CUDA time (ns), as the table sums them. */
+typedef void (*key_avg_visit_fn)(void *ctx, size_t ev, int64_t self_cpu_ns,
+				 int64_t self_cuda_ns);
+
+/* Calls `fn` for each event the table counts, thread by thread, each as
+ * it ends (an event after those nested in it). One sweep, no rows: its
+ * memory is the open events of one thread (and 4 bytes an event in a
+ * trace not in nesting order). Returns 0, or -1 with *e set (out of
+ * memory). */
+int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx,
+		      struct err *e);
+
+/* The number of ';'-separated entries of a "Call stack" argument, and the
+ * bytes its first `n` take (without the ';' after them). */
+size_t key_averages_stack_prefix(const char *stack, size_t len, uint32_t n,
+				 size_t *entries);
+
 /* Re-sorts an existing table (the folded row stays apart). */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort);
 
@@ -175,7 +245,11 @@ char *key_averages_format_memory(int64_t bytes, char buf[32]);
 /*
  * Renders the table in torch's layout into a malloc'd string (caller frees):
  * dashed lines, a header, at most `row_limit` rows (0 = all) and the
- * "Self CPU time total: ..." footer. When every row is asked for
+ * "Self CPU time total: ..." footer. Grouped by input shape, an "Input
+ * Shapes" column (as Python prints the list: "[[8, 16], []]"), shown when
+ * some row has a shape; by stack, a "Source Location" column: a row's
+ * first entry beside it, its next ones (up to 5 in all) on lines of their
+ * own below it, and an empty line after each row, as torch prints it. When every row is asked for
  * (row_limit 0) and the table folded keys, their sums follow as one last
  * row named "(N other names)" ("domains" by domain). An empty table renders as "". Returns
  * NULL on allocation failure.
@@ -186,6 +260,11 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);
  * *e set. */
 int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
 		       const char *path, struct err *e);
+
+/* A row's input shapes as the table shows them, uncut (Python's
+ * str(input_shapes): "[[8, 16], []]"), malloc'd; "" when the row has none.
+ * NULL when out of memory. */
+char *key_averages_row_shapes(const struct key_avg_row *r);
 
 /* torch's _format_time: "%.3fus" under 1 ms, "%.3fms" under 1 s, else
  * "%.3fs" (of microseconds ns / 1000). Writes into buf[32]; returns buf. */

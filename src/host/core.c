@@ -18,6 +18,7 @@
 #include "../events/clock.h"
 #include "../util/fsutil.h"
 #include "../util/log.h"
+#include "../util/privfd.h"
 #include "../util/progname.h"
 #include "capture.h"
 #include "host.h"
@@ -310,6 +311,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.wd.wake, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
+	privfd_after_fork_child();
 }
 
 /* Starts the REPL's control thread (PROF_REPL_SIGNAL=0: none). A failure

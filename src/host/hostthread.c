@@ -309,10 +309,13 @@ static void process_job(struct host *h, struct host_job *job)
 	o.sort_by = h->cfg->export.sort_by;
 	o.row_limit = h->cfg->export.row_limit;
 	o.group_by = h->cfg->export.group_by;
+	o.group_by_input_shape = h->cfg->export.group_by_input_shape;
+	o.group_by_stack_n = h->cfg->export.group_by_stack_n;
 	o.summary = false; /* written last, below, after the reports */
 	o.raw = h->cfg->export.raw;
 	o.memory_timeline = h->cfg->export.memory_timeline;
 	o.stacks = h->cfg->export.stacks;
+	o.stacks_metric = h->cfg->export.stacks_metric;
 	rc = export_window(&t, &o, &res, &e);
 	if (rc != 0)
 		host_fail(h, &e);

@@ -696,6 +696,22 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 		       reason ? reason : "dump");
 }
 
+/* Takes the dump dump_check() allowed (dump_take: `ending` adds the
+ * running step, partial) into *job, and opens a new recorder segment in
+ * which the running step goes on. Window lock held. Returns 0, or -1 with
+ * *e. */
+static int dump_now(struct host *h, unsigned steps, const char *reason, bool ending,
+		    struct host_job **job, struct err *e)
+{
+	struct window_state *w = &h->win;
+	int64_t now = lock_now(w);
+	int rc = dump_take(h, steps, reason, ending, now, job, e);
+
+	w->rec_merge_said = false;
+	rec_open_segment(h, w->sched.step, now, false);
+	return rc;
+}
+
 /* window_dump and window_dump_ending: `ending` adds the running step,
  * partial. */
 static int dump_request(struct host *h, unsigned steps, const char *reason,
@@ -703,7 +719,6 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
-	int64_t now;
 	int rc;
 	bool replay, say_merge = false;
 	uint32_t merged_into = 0;
@@ -719,11 +734,7 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 		w->rec_merge_said = true;
 		rc = 0;
 	} else if (rc == 0) {
-		now = lock_now(w);
-		rc = dump_take(h, steps, reason, ending, now, &job, e);
-		w->rec_merge_said = false;
-		/* The current step goes on in a new segment. */
-		rec_open_segment(h, w->sched.step, now, false);
+		rc = dump_now(h, steps, reason, ending, &job, e);
 	}
 	replay = w->rec_replay;
 	w->rec_replay = false;
@@ -758,7 +769,6 @@ int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		     struct window_hang_dump *out, struct err *e)
 {
 	struct window_state *w = &h->win;
-	int64_t now;
 	int rc;
 	bool replay;
 
@@ -770,13 +780,8 @@ int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		rc = err_set(e, "step %llu ended meanwhile", (unsigned long long)step);
 	else
 		rc = dump_check(h, true, e);
-	if (rc == 0) {
-		now = lock_now(w);
-		rc = dump_take(h, 0, reason, true, now, &out->job, e);
-		w->rec_merge_said = false;
-		/* The stalled step goes on in a new segment. */
-		rec_open_segment(h, w->sched.step, now, false);
-	}
+	if (rc == 0)
+		rc = dump_now(h, 0, reason, true, &out->job, e);
 	replay = w->rec_replay;
 	w->rec_replay = false;
 	salvage_publish(h);
@@ -1004,10 +1009,6 @@ void window_range_end(struct host *h, int64_t end_ts)
 		now = end_ts;
 	if (w->sched.range_active && !w->finished) {
 		sched_range_end(&w->sched, &r);
-		/* A region of a program that has never stepped: the window's
-		 * one step is the region. */
-		if (r.save && w->sched.step == 0 && w->nsteps == 0)
-			keep_step(w, 0, w->start_ts, now, (int32_t)syscall(SYS_gettid), 0);
 		if (r.save)
 			job = close_window(h, &r, now);
 		update_arm(h, now);

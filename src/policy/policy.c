@@ -490,6 +490,7 @@ void policy_free(struct policy *p)
 	free(c->capture_range.nvtx_domain);
 	free(c->export.sort_by);
 	free(c->export.group_by);
+	free(c->export.stacks_metric);
 	free(p->source);
 	free(p->script);
 	pthread_mutex_destroy(&p->lock);

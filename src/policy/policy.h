@@ -83,6 +83,7 @@ struct policy_config {
 		bool with_flops;       /* operators' FLOPs (torch's formulas) */
 		bool profile_memory;   /* torch's tensor allocations and frees
 					  (torch.profiler's profile_memory) */
+		bool with_stack;       /* operators' Python call stacks */
 		double peak_tflops;    /* the GPU's peak for the FLOP/s share;
 					  0 = from the table of known GPUs */
 		size_t buffer_bytes;   /* per-window event pool; default 128 MiB */
@@ -97,7 +98,12 @@ struct policy_config {
 		char *sort_by;         /* default "self_cpu_time_total" */
 		uint32_t row_limit;    /* default 50 */
 		char *group_by;        /* "name" (default) | "domain" */
+		bool group_by_input_shape; /* torch's option; default false */
+		uint32_t group_by_stack_n; /* torch's option; default 0 */
 		bool stacks, memory_timeline, summary; /* default true */
+		char *stacks_metric;   /* operator_stacks.txt's weight: torch's
+					  export_stacks metric, default
+					  "self_cpu_time_total" */
 		bool raw;              /* capture.phb; default true */
 		bool report_text;      /* report.txt; default true */
 		bool report_html;      /* report.html; default true */

@@ -185,6 +185,7 @@ void policy_read_capture(lua_State *L, int cfg, struct policy_config *c)
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.with_flops = cfg_bool(L, s, "with_flops");
 	c->capture.profile_memory = cfg_bool(L, s, "profile_memory");
+	c->capture.with_stack = cfg_bool(L, s, "with_stack");
 	lua_getfield(L, s, "peak_tflops");
 	c->capture.peak_tflops = lua_tonumber(L, -1); /* checked by prof.schema */
 	lua_pop(L, 1);
@@ -242,7 +243,10 @@ int policy_read_config(lua_State *L)
 	cfg_str(L, s, "sort_by", false, &c->export.sort_by);
 	c->export.row_limit = cfg_u32(L, s, "row_limit", 0);
 	cfg_str(L, s, "group_by", false, &c->export.group_by);
+	c->export.group_by_input_shape = cfg_bool(L, s, "group_by_input_shape");
+	c->export.group_by_stack_n = cfg_u32(L, s, "group_by_stack_n", 0);
 	c->export.stacks = cfg_bool(L, s, "stacks");
+	cfg_str(L, s, "stacks_metric", false, &c->export.stacks_metric);
 	c->export.memory_timeline = cfg_bool(L, s, "memory_timeline");
 	c->export.summary = cfg_bool(L, s, "summary");
 	c->export.raw = cfg_bool(L, s, "raw");

@@ -9,6 +9,7 @@
 #include <lauxlib.h>
 
 #include "../events/query.h"
+#include "../export/key_averages.h"
 #include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
@@ -964,6 +965,133 @@ static int tl_aggregate(lua_State *L)
 	return 1;
 }
 
+/* ------------------------------------------------------------ key_averages */
+
+static void free_key_avg(void *p)
+{
+	key_averages_free(p);
+	free(p);
+}
+
+/* Pushes the row's call stack entries (innermost first) as a list. */
+static void push_stack_entries(lua_State *L, const struct key_avg_row *r)
+{
+	const char *p = r->stack, *end = r->stack + r->stack_len, *semi;
+	lua_Integer k = 0;
+
+	lua_newtable(L);
+	while (p && r->stack_len && p <= end) {
+		semi = memchr(p, ';', (size_t)(end - p));
+		lua_pushlstring(L, p, (size_t)((semi ? semi : end) - p));
+		lua_rawseti(L, -2, ++k);
+		if (!semi)
+			break;
+		p = semi + 1;
+	}
+}
+
+/* Pushes one row of trace:key_averages (times in ns). */
+static void push_key_avg_row(lua_State *L, const struct key_avg_table *tab,
+			     const struct key_avg_row *r)
+{
+	char *shapes;
+
+	lua_createtable(L, 0, 16);
+	set_str(L, "key", r->key);
+	set_str(L, "name", r->key);
+	if (tab->by_input_shape && r->shapes) {
+		shapes = key_averages_row_shapes(r);
+		if (!shapes)
+			luaL_error(L, "trace:key_averages: out of memory");
+		lua_pushstring(L, shapes);
+		free(shapes);
+		lua_setfield(L, -2, "input_shapes");
+	}
+	if (tab->stack_n && r->stack) {
+		push_stack_entries(L, r);
+		lua_setfield(L, -2, "stack");
+	}
+	set_int(L, "count", (lua_Integer)r->count);
+	set_int(L, "self_cpu", r->self_cpu_ns);
+	set_num(L, "self_cpu_share", tab->self_cpu_sum_ns > 0
+		? (double)r->self_cpu_ns / (double)tab->self_cpu_sum_ns : 0);
+	set_int(L, "cpu_total", r->cpu_total_ns);
+	set_num(L, "cpu_avg", r->count ? (double)r->cpu_total_ns / (double)r->count : 0);
+	set_int(L, "self_cuda", r->self_cuda_ns);
+	set_int(L, "cuda_total", r->cuda_total_ns);
+	set_num(L, "cuda_avg", r->count ? (double)r->cuda_total_ns / (double)r->count : 0);
+	set_int(L, "flops", (lua_Integer)r->flops);
+	set_int(L, "first_ts", r->first_ts);
+}
+
+/* trace:key_averages{sort_by =, row_limit =, group_by =,
+ * group_by_input_shape =, group_by_stack_n =} -> rows, as key_averages.txt
+ * holds them (src/export/key_averages.h), and rows.text, the table torch
+ * prints. */
+static int tl_key_averages(lua_State *L)
+{
+	static const char *const keys[] = { "sort_by", "row_limit", "group_by",
+					    "group_by_input_shape", "group_by_stack_n", NULL };
+	static const char *const groups[] = { "name", "domain", NULL };
+	static const char *const cols[] = { "name", "input_shapes", "count", "self_cpu",
+					    "self_cpu_share", "cpu_total", "cpu_avg", "self_cuda",
+					    "cuda_total", "cuda_avg", "flops", NULL };
+	struct tl *tl = check_tl(L);
+	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, false, 0 };
+	struct key_avg_table *tab;
+	struct box *b;
+	struct err e;
+	size_t limit, n, i;
+	char *text;
+
+	lua_settop(L, 2);
+	opt_table(L, 2, "trace:key_averages");
+	check_keys(L, 2, "trace:key_averages", false, keys);
+	if (lua_getfield(L, 2, "sort_by") != LUA_TNIL &&
+	    (lua_type(L, -1) != LUA_TSTRING ||
+	     key_averages_parse_sort(lua_tostring(L, -1), &sort, &e) != 0))
+		return bad_option(L, "trace:key_averages", "sort_by", -1,
+				  "one of \"self_cpu_time_total\", \"cpu_time_total\", "
+				  "\"cpu_time\", \"count\", \"self_cuda_time_total\", "
+				  "\"cuda_time_total\", \"cuda_time\"");
+	lua_pop(L, 1);
+	o.group = (enum key_avg_group)opt_choice(L, 2, "trace:key_averages", "group_by",
+						 groups, 0);
+	o.by_input_shape = opt_bool(L, 2, "trace:key_averages", "group_by_input_shape", false);
+	o.stack_n = (uint32_t)opt_int(L, 2, "trace:key_averages", "group_by_stack_n", 0, 0,
+				      KEY_AVG_STACK_N_MAX);
+	limit = (size_t)opt_int(L, 2, "trace:key_averages", "row_limit", 0, 0,
+				LUA_MAXINTEGER);
+	b = push_box(L);
+	tab = box_alloc(L, b, sizeof *tab, free_key_avg);
+	if (key_averages_build_with(tl->t, &o, sort, limit, tab, &e) != 0)
+		return luaL_error(L, "trace:key_averages: %s", e.msg);
+	n = limit && limit < tab->nrows ? limit : tab->nrows;
+	lua_createtable(L, (int)n, 0);
+	for (i = 0; i < n; i++) {
+		push_key_avg_row(L, tab, &tab->rows[i]);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	lua_createtable(L, 0, 6);
+	push_names(L, cols);
+	lua_setfield(L, -2, "columns");
+	set_int(L, "self_cpu_total", tab->self_cpu_sum_ns);
+	set_int(L, "self_cuda_total", tab->self_cuda_sum_ns);
+	set_int(L, "groups", (lua_Integer)(tab->nrows + tab->nfolded));
+	text = key_averages_format(tab, limit);
+	box_done(b); /* the table; the box holds the text now */
+	if (!text)
+		return luaL_error(L, "trace:key_averages: out of memory");
+	b->p = text;
+	b->fn = free;
+	lua_pushstring(L, text);
+	lua_setfield(L, -2, "text");
+	box_done(b);
+	set_summary_fields(L);
+	return 1;
+}
+
 /* ------------------------------------------------------------ steps */
 
 /* Pushes trace:phases()'s rows for `sum`: {phase, name, total, avg,
@@ -1742,6 +1870,7 @@ static void push_counts(lua_State *L, const struct trace *t)
 static const luaL_Reg tl_methods[] = {
 	{ "events", tl_events },
 	{ "aggregate", tl_aggregate },
+	{ "key_averages", tl_key_averages },
 	{ "phases", tl_phases },
 	{ "busy", tl_busy },
 	{ "during", tl_during },
@@ -1809,8 +1938,8 @@ static int tl_index(lua_State *L)
 	} else if (strcmp(k, "threads") == 0) push_threads(L, t);
 	else
 		return luaL_error(L, "trace has no field %s%s%s (fields: %s; methods: events, "
-				  "aggregate, phases, busy, during, samples, write, write_table, "
-				  "write_json)", lua_type(L, 2) == LUA_TSTRING ? "'" : "",
+				  "aggregate, key_averages, phases, busy, during, samples, write, "
+				  "write_table, write_json)", lua_type(L, 2) == LUA_TSTRING ? "'" : "",
 				  lua_type(L, 2) == LUA_TSTRING ? k : push_describe(L, 2),
 				  lua_type(L, 2) == LUA_TSTRING ? "'" : "", tl_fields);
 	return 1;

@@ -92,8 +92,9 @@ static int32_t id_of(const cJSON *o, const char *key)
 	return (int32_t)int_of(o, key, 0);
 }
 
-/* Adds the event's args (numbers, strings, booleans) and turns profhost's
- * flag args into flags. */
+/* Adds the event's args (numbers, strings, booleans; a torch operator's
+ * input shapes and types, Kineto's lists, as their JSON text) and turns
+ * profhost's flag args into flags. */
 static int add_args(struct tj *j, const cJSON *args, uint32_t *flags)
 {
 	const cJSON *a;
@@ -131,6 +132,12 @@ static int add_args(struct tj *j, const cJSON *args, uint32_t *flags)
 				rc = trace_arg_double(j->t, k, d);
 		} else if (cJSON_IsString(a) && a->valuestring) {
 			rc = trace_arg_str(j->t, k, a->valuestring, strlen(a->valuestring));
+		} else if (cJSON_IsArray(a) && (strcmp(k, TRACE_ARG_INPUT_DIMS) == 0 ||
+						strcmp(k, TRACE_ARG_INPUT_TYPE) == 0)) {
+			char *json = cJSON_PrintUnformatted(a);
+
+			rc = json ? trace_arg_raw(j->t, k, json) : -1;
+			cJSON_free(json);
 		}
 		if (rc != 0)
 			return tj_oom(j);

@@ -78,10 +78,16 @@ enum evbuf_kind {
 	 * the appending thread takes them for every thread); a = 0. The
 	 * assembler skips them. */
 	EVBUF_PYSTACK = 76,
+	/* torch operators' Python call stacks (src/capture/opstacks.h): one
+	 * node of the tree of stacks, written once a generation before the
+	 * first operator that uses it. Payload: the node's entry ("file(line):
+	 * function", not NUL-ended); id = the node; a = its parent (0: none);
+	 * ts = when it was written. */
+	EVBUF_OPSTACK = 77,
 	/* torch's tensor allocations and frees (src/capture/torchops.c,
 	 * prof.capture{profile_memory}): payload and fields in
 	 * src/events/memrec.h. */
-	EVBUF_TORCH_MEM = 77
+	EVBUF_TORCH_MEM = 78
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

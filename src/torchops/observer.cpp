@@ -39,7 +39,7 @@ extern "C" {
 
 namespace {
 
-enum : uint32_t { kShapes = 1, kFlops = 2, kMemory = 4 };
+enum : uint32_t { kShapes = 1, kFlops = 2, kStack = 4, kMemory = 8 };
 
 const torchops_api *g_api = nullptr;
 uint32_t g_flags = 0;
@@ -293,6 +293,7 @@ struct Open {
     int64_t start;
     uint64_t ext;
     uint64_t flops;
+    uint32_t stack;                // its Python call stack (with_stack), 0: none
     uint32_t text;                 // its dims, then types, start here in its text
     uint16_t dims_len, types_len;
     bool pushed, has_shapes, has_flops;
@@ -337,6 +338,7 @@ uint32_t begin(const torchops_api *api, const at::RecordFunction &fn, Open &o, c
     o.has_shapes = o.has_flops = false;
     o.pushed = false;
     o.ext = 0;
+    o.stack = (g_flags & kStack) ? api->py_stack() : 0;
     if (g_flags & (kShapes | kFlops)) {
         try {
             c10::ArrayRef<const c10::IValue> in = fn.inputs();
@@ -380,6 +382,7 @@ void finish(const torchops_api *api, const at::RecordFunction &fn, const Open &o
     op.seq = fn.seqNr();
     op.fwd_tid = fn.forwardThreadId();
     op.ext_id = o.ext;
+    op.stack = o.stack;
     switch (fn.scope()) {
     case at::RecordScope::BACKWARD_FUNCTION:
         op.scope = TORCHOPS_BACKWARD;
@@ -478,9 +481,10 @@ void on_end(const at::RecordFunction &fn, at::ObserverContext *base)
 extern "C" {
 
 /* Registers the observer (once): `api` is the core's table, `flags` bit 0
- * records input shapes, bit 1 FLOPs, bit 2 tensor allocations (the
- * memory reporter, made then and kept). Returns 0, -1 for a table of another
- * version, -2 when torch refused the callback. */
+ * records input shapes, bit 1 FLOPs, bit 2 each operator's Python call
+ * stack, bit 3 tensor allocations (the memory reporter, made then and
+ * kept). Returns 0, -1 for a table of another version, -2 when torch
+ * refused the callback. */
 __attribute__((visibility("default"))) int profhost_torchops_start(const torchops_api *api,
                                                                    uint32_t flags)
 {

@@ -14,7 +14,8 @@
 
 #include <stdint.h>
 
-#define TORCHOPS_ABI_VERSION 3 /* 2: window, label_begin, op_in; 3: memory */
+#define TORCHOPS_ABI_VERSION 4 /* 2: window, label_begin, op_in; 3: py_stack;
+				  4: memory_on, mem, mem_aside */
 
 /* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
 enum torchops_scope {
@@ -44,10 +45,11 @@ struct torchops_op {
 	uint64_t flops;
 	uint64_t ext_id;   /* the GPU link (torchops_api.ext_push), 0: none */
 	uint32_t flags;    /* TORCHOPS_HAS_* */
-	uint32_t pad;
+	uint32_t stack;    /* (version 3) the Python call stack at its start
+			      (torchops_api.py_stack), 0: none */
 };
 
-/* (3) One tensor allocation (bytes > 0) or free (bytes < 0) as torch
+/* (4) One tensor allocation (bytes > 0) or free (bytes < 0) as torch
  * reports it to the profiler (c10::reportMemoryUsageToProfiler): the
  * allocator's own totals after it, the device as c10 numbers it. */
 struct torchops_mem {
@@ -86,15 +88,20 @@ struct torchops_api {
 	 * to that window, also when it ends after the window closed; a label
 	 * ends what label_begin counted. */
 	void (*op_in)(const struct torchops_op *op, uint64_t gen);
-	/* (3) Nonzero while tensor allocations are recorded
+	/* (3) With prof.capture{ with_stack }: the calling thread's
+	 * Python call stack now, as an id for torchops_op.stack (0: none: no
+	 * Python on this thread, or with_stack is off). Cheap (no GIL, no
+	 * frame walk: profhost tracks each thread's stack as it runs). */
+	uint32_t (*py_stack)(void);
+	/* (4) Nonzero while tensor allocations are recorded
 	 * (prof.capture{profile_memory}, a window or a flight recorder
 	 * segment open): one relaxed load; torch asks before every
 	 * allocation and free. */
 	int (*memory_on)(void);
-	/* (3) Appends one allocation or free to the calling thread's event
+	/* (4) Appends one allocation or free to the calling thread's event
 	 * buffer (a no-op unless memory_on()). */
 	void (*mem)(const struct torchops_mem *m);
-	/* (3) torch's own profiler holds the memory-reporting slot of the
+	/* (4) torch's own profiler holds the memory-reporting slot of the
 	 * calling thread (or is about to take it): that thread's allocations
 	 * go to it while it runs. Said once. */
 	void (*mem_aside)(void);

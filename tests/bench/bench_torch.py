@@ -41,6 +41,14 @@ recorder then keeps operators and allocations between windows, and its
 on/off ratio is what that costs.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --memory
     python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --memory
+--with-stack compares the operators' Python call stacks (#26): torch.profiler
+with record_shapes and with_stack, each window also exported with
+export_stacks("self_cpu_time_total"), against profhost with
+prof.capture{ record_shapes = true, with_stack = true } and no CPU samples
+(its observer and its tracking of every thread's Python stack, writing
+operator_stacks.txt with each window), and counts the lines of both stacks
+files per window.
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --with-stack
 
 --recorder measures the flight recorder's cost (#15) inside each process
 (pairing): the loop runs under `prof run` with prof.recorder{} and a policy
@@ -98,7 +106,8 @@ def schedule_actions(steps, skip_first, wait, warmup, active, repeat):
 
 # ---------------------------------------------------------------- the worker
 
-def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False):
+def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False,
+           with_stack=False):
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -127,6 +136,9 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False
         def ready(p):
             n[0] += 1
             p.export_chrome_trace(os.path.join(trace_dir, "window%d.json" % n[0]))
+            if with_stack:
+                p.export_stacks(os.path.join(trace_dir, "stacks%d.txt" % n[0]),
+                                "self_cpu_time_total")
 
         prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                        with_stack=not ops and not memory, profile_memory=memory,
@@ -176,6 +188,7 @@ prof.schedule { skip_first = %(skip_first)d, wait = %(wait)d, warmup = %(warmup)
 CAPTURE = "prof.capture { cpu_samples = { hz = 999 } }"
 CAPTURE_OPS = "prof.capture { record_shapes = true }"
 CAPTURE_MEMORY = "prof.capture { record_shapes = true, profile_memory = true }"
+CAPTURE_STACK = "prof.capture { record_shapes = true, with_stack = true }"
 # --recorder: no window either way; the recorder on or not.
 IDLE_POLICY = "-- bench_torch.py --recorder: profhost loaded, no window\n"
 RECORDER_POLICY = "-- bench_torch.py --recorder: no window, the recorder on\n" \
@@ -215,6 +228,21 @@ def paired_on(n, k, w):
     return (b % 2 == 1) != ((b // 2) % 2 == 1)
 
 
+def count_stack_lines(mode, tmp, trace_dir):
+    """Lines of each window's stacks file: profhost's operator_stacks.txt,
+    torch's export_stacks."""
+    import glob
+
+    pattern = (os.path.join(tmp, "prof_out", "*", "rank0", "window*", "operator_stacks.txt")
+               if mode == "profhost" else
+               os.path.join(trace_dir, "stacks*.txt") if mode == "torch" and trace_dir else None)
+    out = []
+    for path in sorted(glob.glob(pattern)) if pattern else []:
+        with open(path) as f:
+            out.append(sum(1 for _ in f))
+    return out
+
+
 def count_ops(mode, tmp, trace_dir, memory=False):
     """Operator events per window: profhost's cpu_op events, torch's
     operator events (its legacy export has no categories: all but the
@@ -251,7 +279,8 @@ def run_one(mode, args, tmp, rnd):
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
            "--steps", str(args.steps), "--threads", str(args.threads),
            "--device", args.device] + (["--ops"] if args.ops else []) + \
-        (["--memory"] if args.memory else [])
+        (["--memory"] if args.memory else []) + \
+        (["--with-stack"] if args.with_stack else [])
     env = dict(os.environ)
     for k in list(env):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
@@ -271,7 +300,8 @@ def run_one(mode, args, tmp, rnd):
                 f.write(POLICY % dict(SCHEDULE,
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
                                       capture=CAPTURE_MEMORY if args.memory else
-                                      CAPTURE_OPS if args.ops else CAPTURE))
+                                      CAPTURE_OPS if args.ops else
+                                      CAPTURE_STACK if args.with_stack else CAPTURE))
             else:
                 f.write(RECORDER_POLICY % ("" if args.recorder_phases else
                                            ", phases = false")
@@ -289,7 +319,9 @@ def run_one(mode, args, tmp, rnd):
     with open(out) as f:
         got = json.load(f)
     ops = count_ops(mode, tmp, got.get("trace_dir"), args.memory) \
-        if args.ops or args.memory else []
+        if args.ops or args.memory or args.with_stack else []
+    if args.with_stack:
+        ops = [ops, count_stack_lines(mode, tmp, got.get("trace_dir"))]
     if mode != "none":
         import shutil
 
@@ -475,6 +507,9 @@ def main():
                    help="compare the allocation recorders: torch.profiler's profile_memory and "
                         "profhost's (record_shapes on both); with --recorder, the recorder "
                         "keeping operators and allocations")
+    p.add_argument("--with-stack", action="store_true",
+                   help="compare the operators' call stacks (record_shapes and with_stack "
+                        "on both)")
     p.add_argument("--recorder", action="store_true",
                    help="the flight recorder's cost: profhost idle vs recorder on")
     p.add_argument("--no-phases", dest="recorder_phases", action="store_false",
@@ -495,9 +530,11 @@ def main():
                    help="with --recorder: prof.recorder{ steps } (6: segments of 3 steps, "
                    "so each on-block rotates and gives a segment back)")
     args = p.parse_args()
+    if args.memory and args.with_stack:
+        p.error("--memory and --with-stack compare different things: give one")
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops, args.device,
-               args.memory)
+               args.memory, args.with_stack)
         return 0
     if args.recorder:
         return recorder_main(args) if args.separate else paired_main(args)
@@ -566,6 +603,13 @@ def main():
         print("operator events per window (round 1): torch %s, profhost %s"
               % (opcounts["torch"][0], opcounts["profhost"][0]))
         result["operator_events"] = opcounts
+    if args.with_stack:
+        print("operator events per window (round 1): torch %s, profhost %s"
+              % (opcounts["torch"][0][0], opcounts["profhost"][0][0]))
+        print("stacks file lines per window (round 1): torch's export_stacks %s, "
+              "profhost's operator_stacks.txt %s"
+              % (opcounts["torch"][0][1], opcounts["profhost"][0][1]))
+        result["operator_events_and_stack_lines"] = opcounts
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

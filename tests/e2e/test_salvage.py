@@ -396,6 +396,10 @@ class Standalone(SalvageTest):
             deadline = time.time() + 30
             while not self.files() and time.time() < deadline:
                 time.sleep(0.01)
+            # The file appears once its header is written; the host marks
+            # the recorder in it just after (milliseconds, more under a
+            # sanitizer): killed before that, it held nothing recording.
+            time.sleep(1.0)
         finally:
             p.kill()
             p.wait()

@@ -2,12 +2,14 @@
 timings (tests/e2e/workloads/nested_app.c: per step "outer" sleeps 2 ms,
 then "inner" inside it sleeps 3 ms), checked against those timings and
 against the window's own trace."""
+import json
 import os
 import re
 import shutil
+import subprocess
 import unittest
 
-from harness import PROF, TESTBIN, TempDirTest, load_trace, run, step_spans, window_dirs
+from harness import PROF, PYTHON, TESTBIN, TempDirTest, load_trace, run, step_spans, window_dirs
 
 NESTED_APP = os.path.join(TESTBIN, "nested_app")
 SCHEDULE = "prof.schedule { wait = 1, warmup = 1, active = 6, cycles = 1 }\n"
@@ -187,6 +189,66 @@ class Tables(TempDirTest):
         self.assertEqual(list(rows), ["(none)"])
         self.assertEqual(int(rows["(none)"]["# of Calls"]), 18)
         self.assertEqual(rows["(none)"]["Self CPU %"], "100.00%")
+
+    @unittest.skipUnless(subprocess.run([PYTHON, "-c", "import torch"], stderr=subprocess.DEVNULL)
+                         .returncode == 0, "torch is not installed for /usr/bin/python3")
+    def test_report_groups_by_shape_and_stack_as_torch(self):
+        # The same operators (names, us times, input shapes, call stacks)
+        # as a Kineto trace.json for prof report, and as torch's own
+        # FunctionEvents: the tables are the same text.
+        trace = {"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+             "dur": end - ts, "args": dict({"Input Dims": shapes},
+                                            **({"Call stack": ";".join(stack)} if stack else {}))}
+            for name, ts, end, shapes, stack in run_json(GROUPED_OPS)]}
+        path = self.write("trace.json", json.dumps(trace))
+        for shapes, stack_n in ((True, 0), (False, 2), (True, 5)):
+            r = run([PROF, "report", path, "--key-averages",
+                     "--set", "export.key_averages.group_by_input_shape=%s" % str(shapes).lower(),
+                     "--set", "export.key_averages.group_by_stack_n=%d" % stack_n])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            want = subprocess.run([PYTHON, "-c", GROUPED_OPS + TORCH_TABLE % (shapes, stack_n)],
+                                  stdout=subprocess.PIPE, check=True, text=True).stdout
+            self.assertEqual(r.stdout, want)
+            self.assertIn("Input Shapes" if shapes else "Source Location", r.stdout)
+        r = run([PROF, "report", path, "--key-averages", "--format", "json"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--key-averages prints text only (not --format json)", r.stderr)
+
+
+# Operators as (name, start us, end us, input shapes, stack innermost
+# first).
+GROUPED_OPS = """
+A = "torch/nn/modules/linear.py(113): forward"
+B = "nn.Module: Linear_0"
+OPS = [
+    ("aten::linear", 0, 100, [[8, 16], [32, 16], [32]], [A, B, "train.py(20): step"]),
+    ("aten::addmm", 10, 60, [[32], [8, 16], [16, 32], [], []], [A, B, "train.py(20): step"]),
+    ("aten::linear", 200, 280, [[8, 32], [4, 32], [4]], [A, B, "train.py(21): step"]),
+    ("aten::addmm", 210, 250, [[4], [8, 32], [32, 4], [], []], [A, B, "train.py(21): step"]),
+    ("aten::addmm", 300, 330, [[32], [8, 16], [16, 32], [], []],
+     ["<built-in method addmm of type object at 0x7f00>", "model.py(7): block",
+      "model.py(3): run", "train.py(40): loop", "train.py(50): main", "train.py(60): <module>"]),
+    ("aten::relu", 400, 410, [[8, 32]], []),
+    ("aten::relu", 500, 504, [[8, 32]], ["a/" + "x" * 90 + ".py(1): f"]),
+]
+"""
+
+# torch's own table of GROUPED_OPS (group_by_input_shape, group_by_stack_n).
+TORCH_TABLE = """
+from torch.autograd.profiler_util import EventList, FunctionEvent
+evs = EventList([FunctionEvent(id=i, name=n, thread=1, start_us=s, end_us=e, input_shapes=sh,
+                               stack=st) for i, (n, s, e, sh, st) in enumerate(OPS)])
+evs._build_tree()
+print(evs.key_averages(group_by_input_shapes=%s, group_by_stack_n=%d)
+      .table(sort_by="self_cpu_time_total", row_limit=50), end="")
+"""
+
+
+def run_json(code):
+    """OPS of `code`, run in torch's Python."""
+    return json.loads(subprocess.run([PYTHON, "-c", code + "import json\nprint(json.dumps(OPS))"],
+                                     stdout=subprocess.PIPE, check=True, text=True).stdout)
 
 
 if __name__ == "__main__":

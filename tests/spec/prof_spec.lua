@@ -27,12 +27,14 @@ describe("prof", function()
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
 				record_shapes = false, with_flops = false, profile_memory = false,
-				peak_tflops = 0, buffer_mb = 128,
+				with_stack = false, peak_tflops = 0, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
 				sort_by = "self_cpu_time_total", row_limit = 50, group_by = "name",
-				stacks = true, memory_timeline = true, summary = true,
+				group_by_input_shape = false, group_by_stack_n = 0,
+				stacks = true, stacks_metric = "self_cpu_time_total",
+				memory_timeline = true, summary = true,
 				raw = true, report_text = true, report_html = true,
 			}, c.export)
 			assert.are.same({ hook_ms = 100, report_ms = 10000, load_ms = 2000, memory_mb = 64,
@@ -327,8 +329,39 @@ describe("prof", function()
 				stacks = false, memory_timeline = false, summary = false }]]).export
 			assert.are.same({ chrome = true, chrome_gzip = true, tensorboard = true,
 				key_averages = true, sort_by = "self_cuda_time_total", row_limit = 20,
-				group_by = "domain", stacks = false, memory_timeline = false, summary = false,
+				group_by = "domain", group_by_input_shape = false, group_by_stack_n = 0,
+				stacks = false, stacks_metric = "self_cpu_time_total",
+				memory_timeline = false, summary = false,
 				raw = true, report_text = true, report_html = true }, c)
+		end)
+
+		it("takes torch's group_by_input_shape and group_by_stack_n", function()
+			local c = config_of([[prof.export{ key_averages = { group_by_input_shape = true,
+				group_by_stack_n = 5 } }]]).export
+			assert.is_true(c.group_by_input_shape)
+			assert.are.equal(5, c.group_by_stack_n)
+			assert.are.equal("name", c.group_by)
+		end)
+
+		it("takes torch's export_stacks metric for operator_stacks.txt", function()
+			local c = config_of('prof.export{ stacks = { metric = "self_cuda_time_total" } }').export
+			assert.is_true(c.stacks)
+			assert.are.equal("self_cuda_time_total", c.stacks_metric)
+		end)
+
+		it("rejects an export_stacks metric torch has not", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'stacks.metric' must be one of \"self_cpu_time_total\", \"self_cuda_time_total\", got string \"cpu_time_total\"",
+				error_of('prof.export{ stacks = { metric = "cpu_time_total" } }'))
+		end)
+
+		it("rejects a group_by_stack_n beyond 128 and a group_by_input_shape not boolean", function()
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.group_by_stack_n' must be an integer from 0 to 128, got 129",
+				error_of("prof.export{ key_averages = { group_by_stack_n = 129 } }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.export: 'key_averages.group_by_input_shape' must be a boolean, got 1",
+				error_of("prof.export{ key_averages = { group_by_input_shape = 1 } }"))
 		end)
 
 		it("chrome = false and key_averages = false turn them off", function()

@@ -5,7 +5,9 @@
  * trace's start are left out and ranges begun before it are cut there.
  * Records of capture sources the assembler does not convert (the
  * recorder's CUPTI records) are handed over whole in trace.raw. torch's
- * allocation records become Kineto's "[memory]" events.
+ * allocation records become Kineto's "[memory]" events. A torch
+ * operator's call stack node becomes its "Call stack" text from the
+ * EVBUF_OPSTACK records of any thread.
  */
 #include "check.h"
 
@@ -479,6 +481,138 @@ static void test_program_ranges_win_over_own_phases(void)
 	trace_free(&t);
 }
 
+/* Appends one record of `kind` with payload p[0..len) for thread `tid`. */
+static void feed(evbuf_visit_fn fn, void *ctx, int32_t tid, uint16_t kind, int64_t ts,
+		 const void *p, uint32_t len, uint64_t id, uint64_t a)
+{
+	uint64_t buf[(sizeof(struct evbuf_rec) + 512) / 8];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+
+	memset(buf, 0, sizeof buf);
+	r->kind = kind;
+	r->len = len;
+	r->size = (uint16_t)((sizeof *r + len + 7) & ~7u);
+	r->ts = ts;
+	r->id = id;
+	r->a = a;
+	memcpy((char *)buf + sizeof *r, p, len);
+	fn(ctx, tid, "main", r);
+}
+
+/* An operator record: `name` [ts, end) with call stack node `node` (0:
+ * none) and, when `dims`, its shapes. */
+static void feed_op(evbuf_visit_fn fn, void *ctx, int32_t tid, const char *name, int64_t ts,
+		    int64_t end, uint32_t node, const char *dims)
+{
+	char p[256];
+	struct oprec_hdr h;
+	size_t used;
+
+	memset(&h, 0, sizeof h);
+	h.end = end;
+	h.seq = -1;
+	h.name_len = (uint16_t)strlen(name);
+	if (dims) {
+		h.flags |= OPREC_SHAPES;
+		h.dims_len = (uint16_t)strlen(dims);
+		h.types_len = 2;
+	}
+	if (node)
+		h.flags |= OPREC_STACK;
+	memcpy(p, &h, sizeof h);
+	used = sizeof h;
+	memcpy(p + used, name, h.name_len);
+	used += h.name_len;
+	if (dims) {
+		memcpy(p + used, dims, h.dims_len);
+		used += h.dims_len;
+		memcpy(p + used, "[]", 2);
+		used += 2;
+	}
+	if (node) {
+		memcpy(p + used, &node, sizeof node);
+		used += sizeof node;
+	}
+	feed(fn, ctx, tid, EVBUF_TORCH_OP, ts, p, (uint32_t)used, 1, 0);
+}
+
+/* Thread 7 runs two operators under stack node 3 (module -> train ->
+ * "<built-in function linear>") and one under node 4, whose record the
+ * buffer lost; thread 8 defines node 3's entries (its operator came
+ * first in the pool) and runs one operator at node 2. */
+static int opstack_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
+			 struct evbuf_stats *stats)
+{
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	feed(fn, ctx, 8, EVBUF_OPSTACK, 10, "m.py(9): <module>", 17, 1, 0);
+	feed(fn, ctx, 8, EVBUF_OPSTACK, 10, "m.py(3): train", 14, 2, 1);
+	feed(fn, ctx, 8, EVBUF_OPSTACK, 10, "<built-in function linear>", 26, 3, 2);
+	feed_op(fn, ctx, 8, "aten::relu", 10, 20, 2, NULL);
+	feed_op(fn, ctx, 7, "aten::linear", 30, 60, 3, "[[2, 3]]");
+	feed_op(fn, ctx, 7, "aten::addmm", 40, 50, 3, NULL);
+	feed_op(fn, ctx, 7, "aten::t", 70, 80, 4, NULL);
+	feed_op(fn, ctx, 7, "aten::empty", 90, 95, 0, NULL);
+	return 0;
+}
+
+/* The event named `name`'s "Call stack", or NULL when it has none. */
+static const char *call_stack_of(const struct trace *t, const char *name)
+{
+	const struct trace_event *ev = NULL;
+	size_t i;
+
+	if (count_named(t, name, &ev) != 1)
+		return "(not one event)";
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs; i++)
+		if (strcmp(trace_str(t, t->args[i].key), TRACE_ARG_CALL_STACK) == 0)
+			return t->args[i].type == TRACE_ARG_STR ? trace_str(t, t->args[i].v.str)
+								: "(not a string)";
+	return NULL;
+}
+
+static void test_operator_call_stacks(void)
+{
+	static const uint64_t gens[] = { 5 };
+	struct assemble_source src = { .drain = opstack_drain, .gens = gens, .ngens = 1 };
+	struct trace t;
+	size_t i;
+	int notes = 0;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 0;
+	t.meta.end_ts = 100;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	CHECK_EQ_STR(call_stack_of(&t, "aten::linear"),
+		     "<built-in function linear>;m.py(3): train;m.py(9): <module>");
+	CHECK_EQ_STR(call_stack_of(&t, "aten::addmm"),
+		     "<built-in function linear>;m.py(3): train;m.py(9): <module>");
+	CHECK_EQ_STR(call_stack_of(&t, "aten::relu"), "m.py(3): train;m.py(9): <module>");
+	CHECK_EQ_STR(call_stack_of(&t, "aten::t"), ""); /* its records were lost */
+	CHECK(call_stack_of(&t, "aten::empty") == NULL);
+	/* the shapes before the node are still read */
+	{
+		const struct trace_event *ev = NULL;
+		size_t len;
+		int found = 0;
+
+		count_named(&t, "aten::linear", &ev);
+		for (i = ev->args; i < (size_t)ev->args + ev->nargs; i++)
+			if (strcmp(trace_str(&t, t.args[i].key), TRACE_ARG_INPUT_DIMS) == 0) {
+				len = strtab_len(&t.names, t.args[i].v.str);
+				found = len == 8 && memcmp(trace_str(&t, t.args[i].v.str),
+							   "[[2, 3]]", 8) == 0;
+			}
+		CHECK(found);
+	}
+	notes = t.meta.notes && strstr(t.meta.notes, "1 torch operators lost their call stacks");
+	CHECK_EQ_INT(notes, 1);
+	/* the definitions are no events and no track of their own */
+	CHECK_EQ_INT((int)t.nev, 5);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_carried_range_comes_out_once();
@@ -487,5 +621,6 @@ int main(void)
 	test_records_after_the_end_are_left_out();
 	test_cupti_records_are_handed_over_whole();
 	test_program_ranges_win_over_own_phases();
+	test_operator_call_stacks();
 	return check_done();
 }

@@ -930,6 +930,238 @@ static void test_memory_text(void)
 	trace_free(&t);
 }
 
+/* ---- grouping by input shape and by call stack (torch's
+ * key_averages(group_by_input_shape, group_by_stack_n)) */
+
+/* The texts torch 1.13's EventList.key_averages(...).table(sort_by=
+ * "self_cpu_time_total") prints for the events of add_shaped_ops(), made
+ * with FunctionEvents of the same names, times (us), input_shapes and
+ * stacks. */
+static const char want_shapes[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls                           Input Shapes  \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  \n"
+	"     aten::addmm        35.71%      80.000us        35.71%      80.000us      40.000us             2      [[32], [8, 16], [16, 32], [], []]  \n"
+	"    aten::linear        22.32%      50.000us        44.64%     100.000us     100.000us             1              [[8, 16], [32, 16], [32]]  \n"
+	"    aten::linear        17.86%      40.000us        35.71%      80.000us      80.000us             1                [[8, 32], [4, 32], [4]]  \n"
+	"     aten::addmm        17.86%      40.000us        17.86%      40.000us      40.000us             1        [[4], [8, 32], [32, 4], [], []]  \n"
+	"      aten::relu         6.25%      14.000us         6.25%      14.000us       7.000us             2                              [[8, 32]]  \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+static const char want_stack2[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"    aten::linear        40.18%      90.000us        80.36%     180.000us      90.000us             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                      nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                   \n"
+	"     aten::addmm        40.18%      90.000us        40.18%      90.000us      45.000us             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                      nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                   \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us             1  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                      model.py(7): block                                                           \n"
+	"                                                                                                                                                                                   \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us             1                                                                               \n"
+	"                                                                                                                                                                                   \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us             1  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                   \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+static const char want_both5[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls                           Input Shapes  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"    aten::linear        22.32%      50.000us        44.64%     100.000us     100.000us             1              [[8, 16], [32, 16], [32]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                             nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                             train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                          \n"
+	"     aten::addmm        22.32%      50.000us        22.32%      50.000us      50.000us             1      [[32], [8, 16], [16, 32], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                             nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                             train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                          \n"
+	"    aten::linear        17.86%      40.000us        35.71%      80.000us      80.000us             1                [[8, 32], [4, 32], [4]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                             nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                             train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                          \n"
+	"     aten::addmm        17.86%      40.000us        17.86%      40.000us      40.000us             1        [[4], [8, 32], [32, 4], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                             nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                             train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                          \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us             1      [[32], [8, 16], [16, 32], [], []]  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                                                             model.py(7): block                                                           \n"
+	"                                                                                                                                             model.py(3): run                                                             \n"
+	"                                                                                                                                             train.py(40): loop                                                           \n"
+	"                                                                                                                                             train.py(50): main                                                           \n"
+	"                                                                                                                                                                                                                          \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us             1                              [[8, 32]]                                                                               \n"
+	"                                                                                                                                                                                                                          \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us             1                              [[8, 32]]  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                                                          \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+
+#define ST_A "torch/nn/modules/linear.py(113): forward"
+#define ST_B "nn.Module: Linear_0"
+#define ST_C "train.py(20): step"
+#define ST_D "<built-in method addmm of type object at 0x7f00>"
+
+/* An operator on thread 1 with its "Input Dims" (raw JSON, as the
+ * assembler keeps it; NULL: none) and "Call stack" (NULL: none). */
+static void add_op(struct trace *t, const char *name, int64_t ts_us, int64_t end_us,
+		   const char *dims, const char *stack)
+{
+	add(t, 1, name, TRACE_CAT_CPU_OP, ts_us * US, (end_us - ts_us) * US, NULL);
+	if (dims) {
+		CHECK(trace_arg_str(t, TRACE_ARG_INPUT_DIMS, dims, strlen(dims)) == 0);
+		t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+	}
+	if (stack)
+		CHECK(trace_arg_str(t, TRACE_ARG_CALL_STACK, stack, strlen(stack)) == 0);
+}
+
+/* Two linears with an addmm each, an addmm of the first one's shapes
+ * called from elsewhere, two relus (one without a stack, one whose entry
+ * is wider than the column). The shapes are spaced as trace.json would
+ * not be: the table prints them as Python does. */
+static void add_shaped_ops(struct trace *t)
+{
+	static char longer[128];
+
+	snprintf(longer, sizeof longer, "a/%090d.py(1): f", 0);
+	memset(longer + 2, 'x', 90);
+	CHECK(trace_init(t) == 0);
+	add_op(t, "aten::linear", 0, 100, "[[8, 16], [32, 16], [32]]", ST_A ";" ST_B ";" ST_C);
+	add_op(t, "aten::addmm", 10, 60, "[[32],[8,16],[16,32],[],[]]", ST_A ";" ST_B ";" ST_C);
+	add_op(t, "aten::linear", 200, 280, "[[8, 32], [4, 32], [4]]",
+	       ST_A ";" ST_B ";train.py(21): step");
+	add_op(t, "aten::addmm", 210, 250, "[[4], [8, 32], [32, 4], [], []]",
+	       ST_A ";" ST_B ";train.py(21): step");
+	add_op(t, "aten::addmm", 300, 330, "[[32], [8, 16], [16, 32], [], []]",
+	       ST_D ";model.py(7): block;model.py(3): run;train.py(40): loop;"
+	       "train.py(50): main;train.py(60): <module>");
+	add_op(t, "aten::relu", 400, 410, "[[8, 32]]", NULL);
+	add_op(t, "aten::relu", 500, 504, "[[8, 32]]", longer);
+}
+
+static char *table_text(const struct trace *t, bool shapes, uint32_t stack_n,
+			size_t max_rows)
+{
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, shapes, stack_n };
+	struct key_avg_table tab;
+	struct err e;
+	char *s;
+
+	CHECK(key_averages_build_with_max(t, &o, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, max_rows,
+					  max_rows, &tab, &e) == 0);
+	s = key_averages_format(&tab, 100);
+	key_averages_free(&tab);
+	return s;
+}
+
+static void test_group_by_input_shape(void)
+{
+	struct trace t;
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, true, 0 };
+	struct key_avg_table tab;
+	struct err e;
+	char *s;
+
+	add_shaped_ops(&t);
+	s = table_text(&t, true, 0, KEY_AVG_ROWS_MAX);
+	CHECK_EQ_STR(s, want_shapes);
+	free(s);
+	/* the rows know their shapes as the trace has them */
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_COUNT, 0, &tab, &e) == 0);
+	CHECK_EQ_INT(tab.nrows, 5);
+	CHECK_EQ_STR(tab.rows[0].key, "aten::addmm");
+	CHECK_EQ_INT(tab.rows[0].count, 2);
+	CHECK(tab.rows[0].shapes_len == strlen("[[32],[8,16],[16,32],[],[]]") &&
+	      memcmp(tab.rows[0].shapes, "[[32],[8,16],[16,32],[],[]]", tab.rows[0].shapes_len) == 0);
+	CHECK(tab.rows[0].stack == NULL);
+	key_averages_free(&tab);
+	/* an event without shapes is keyed "[]"; no row with a shape: no
+	 * column */
+	trace_free(&t);
+	CHECK(trace_init(&t) == 0);
+	add_op(&t, "aten::empty", 0, 10, NULL, NULL);
+	add_op(&t, "aten::empty", 20, 30, "[]", NULL);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_COUNT, 0, &tab, &e) == 0);
+	CHECK_EQ_INT(tab.nrows, 1);
+	CHECK_EQ_INT(tab.rows[0].count, 2);
+	s = key_averages_format(&tab, 0);
+	CHECK(s && !strstr(s, "Input Shapes"));
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+/* Keys beyond what one pass holds (max_rows 2: the trace's 5 to 7 keys
+ * are grouped in parts, done again in more parts when one outgrows it):
+ * the first rows, the folded sums and the totals of the whole table. */
+static void check_parts(const struct trace *t, bool shapes, uint32_t stack_n)
+{
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, shapes, stack_n };
+	struct key_avg_table all, parts;
+	struct err e;
+	size_t i;
+	uint64_t count = 0;
+
+	CHECK(key_averages_build_with(t, &o, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, 0, &all, &e) == 0);
+	CHECK(key_averages_build_with_max(t, &o, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, 2, 2, &parts,
+					  &e) == 0);
+	CHECK(all.nrows > 2);
+	CHECK_EQ_INT(parts.nrows, 2);
+	CHECK_EQ_INT(parts.nfolded, all.nrows - 2);
+	for (i = 0; i < 2 && i < parts.nrows; i++) {
+		CHECK_EQ_STR(parts.rows[i].key, all.rows[i].key);
+		CHECK_EQ_INT(parts.rows[i].self_cpu_ns, all.rows[i].self_cpu_ns);
+		CHECK_EQ_INT(parts.rows[i].shapes_len, all.rows[i].shapes_len);
+		CHECK_EQ_INT(parts.rows[i].stack_len, all.rows[i].stack_len);
+	}
+	for (i = 2; i < all.nrows; i++)
+		count += all.rows[i].count;
+	CHECK_EQ_INT(parts.folded.count, count);
+	CHECK_EQ_INT(parts.self_cpu_sum_ns, all.self_cpu_sum_ns);
+	key_averages_free(&all);
+	key_averages_free(&parts);
+}
+
+static void test_group_by_stack(void)
+{
+	struct trace t;
+	char *s;
+
+	add_shaped_ops(&t);
+	s = table_text(&t, false, 2, KEY_AVG_ROWS_MAX);
+	CHECK_EQ_STR(s, want_stack2);
+	free(s);
+	s = table_text(&t, true, 5, KEY_AVG_ROWS_MAX);
+	CHECK_EQ_STR(s, want_both5);
+	free(s);
+	check_parts(&t, true, 5);
+	check_parts(&t, false, 2);
+	check_parts(&t, true, 0);
+	trace_free(&t);
+}
+
+/* The entries of a "Call stack": counted, and the first n of them. */
+static void test_stack_prefix(void)
+{
+	size_t n;
+
+	CHECK_EQ_INT(key_averages_stack_prefix("a;bb;c", 6, 2, &n), 4);
+	CHECK_EQ_INT(n, 3);
+	CHECK_EQ_INT(key_averages_stack_prefix("a;bb;c", 6, 3, &n), 6);
+	CHECK_EQ_INT(key_averages_stack_prefix("a;bb;c", 6, 9, &n), 6);
+	CHECK_EQ_INT(key_averages_stack_prefix("a", 1, 1, &n), 1);
+	CHECK_EQ_INT(n, 1);
+	CHECK_EQ_INT(key_averages_stack_prefix("", 0, 1, &n), 0);
+	CHECK_EQ_INT(n, 0);
+}
+
 int main(void)
 {
 	test_self_total_count();
@@ -946,5 +1178,8 @@ int main(void)
 	test_memory_attribution();
 	test_memory_sort();
 	test_memory_text();
+	test_group_by_input_shape();
+	test_group_by_stack();
+	test_stack_prefix();
 	return check_done();
 }

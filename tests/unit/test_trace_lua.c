@@ -262,12 +262,17 @@ static const char option_errors[] =
 	"  check(45, function() return t:aggregate{ self = true, step = 1 } end, \"trace:aggregate: 'self = true' cannot be combined with 'sum' or a time range ('step', 'from', 'to', 'within')\")\n"
 	"  check(46, function() return t[1] end, 'trace has no field 1 (fields: rank, world_size, window, first_step, last_step, reason, recorder, '\n"
 	"    .. 'program, hostname, run, pid, start, end, duration, event_count, main_thread, dir, files, drops, counters, '\n"
-	"    .. 'counts, steps, threads; methods: events, aggregate, phases, busy, during, samples, write, '\n"
+	"    .. 'counts, steps, threads; methods: events, aggregate, key_averages, phases, busy, during, samples, write, '\n"
 	"    .. 'write_table, write_json)')\n"
 	"  check(50, function() return t:write_json(nil, {}) end, \"trace:write_json: 'path' must be a string (a file name in the window directory), got nothing\")\n"
 	/* a name with the pattern's literal start ("ge": gemm) reaches the
 	 * malformed rest: the names skipped by their start never hide it */
 	"  check(51, function() return t:events{ name = '^ge[' } end, \"trace:events: 'name' is not a valid Lua pattern (malformed pattern (missing ']')), got string \\\"^ge[\\\"\")\n"
+	"  check(52, function() return t:key_averages{ sort_by = 'total' } end, \"trace:key_averages: 'sort_by' must be one of \\\"self_cpu_time_total\\\", \\\"cpu_time_total\\\", \\\"cpu_time\\\", \\\"count\\\", \\\"self_cuda_time_total\\\", \\\"cuda_time_total\\\", \\\"cuda_time\\\", got string \\\"total\\\"\")\n"
+	"  check(53, function() return t:key_averages{ group_by_stack_n = 129 } end, \"trace:key_averages: 'group_by_stack_n' must be an integer from 0 to 128, got 129\")\n"
+	"  check(54, function() return t:key_averages{ group_by = 'cat' } end, \"trace:key_averages: 'group_by' must be one of \\\"name\\\", \\\"domain\\\", got string \\\"cat\\\"\")\n"
+	"  check(55, function() return t:key_averages{ group_by_input_shape = 1 } end, \"trace:key_averages: 'group_by_input_shape' must be a boolean, got 1\")\n"
+	"  check(56, function() return t:key_averages{ limit = 1 } end, \"trace:key_averages: unknown option 'limit' (valid: sort_by, row_limit, group_by, group_by_input_shape, group_by_stack_n)\")\n"
 	"  if #t:aggregate{ name = '^gem' } ~= 1 or #t:aggregate{ name = '^xyz' } ~= 0 then failures[#failures + 1] = 'prefix' end\n"
 	"  if #failures > 0 then error(table.concat(failures, ' ||| '), 0) end\n"
 	"end)\n";
@@ -461,6 +466,99 @@ static void test_name_filter_many_names(void)
 	trace_free(&t);
 }
 
+/* ------------------------------------------------------------ key_averages */
+
+static const char key_avg_script[] =
+	"prof.on_trace_ready(function(trace)\n"
+	"  local rows = trace:key_averages{ group_by_input_shape = true, group_by_stack_n = 2,\n"
+	"                                   sort_by = 'count', row_limit = 0 }\n"
+	"  trace:write('ka.txt', rows.text)\n"
+	"  local ops = {}\n"
+	"  for _, row in ipairs(rows) do\n"
+	"    if row.name == 'aten::addmm' then ops[#ops + 1] = row end\n"
+	"  end\n"
+	"  assert(#ops == 2, #ops)\n"
+	"  local r = ops[1]\n"
+	"  assert(r.key == 'aten::addmm' and r.count == 2 and r.self_cpu == 30 and r.cpu_total == 30)\n"
+	"  assert(r.input_shapes == '[[32], [8, 16], []]', r.input_shapes)\n"
+	"  assert(#r.stack == 2 and r.stack[1] == 'a.py(1): f' and r.stack[2] == 'b.py(2): g',\n"
+	"         table.concat(r.stack, '|'))\n"
+	"  assert(ops[2].count == 1 and #ops[2].stack == 0 and ops[2].input_shapes == '[]')\n"
+	"  assert(rows.groups == #rows and rows.self_cpu_total > 0)\n"
+	"  local top = trace:key_averages{ row_limit = 1 }\n"
+	"  assert(#top == 1 and top.groups > 1 and top[1].input_shapes == nil and top[1].stack == nil)\n"
+	"  trace:write('top.txt', top.text)\n"
+	"end)\n";
+
+/* The operators the key_averages script groups, added to build()'s trace
+ * on thread 2: two addmm of one shape and stack (its deeper entries
+ * differ), one with neither. */
+static void add_ops(struct trace *t)
+{
+	static const char dims[] = "[[32],[8,16],[]]";
+	static const struct {
+		int64_t ts, dur;
+		const char *stack;
+	} ops[] = {
+		{ 10, 10, "a.py(1): f;b.py(2): g;c.py(3): h" },
+		{ 30, 20, "a.py(1): f;b.py(2): g;c.py(4): i" },
+		{ 60, 5, NULL },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+		testtrace_event(t, TRACE_CAT_CPU_OP, "aten::addmm", 1, 2, ops[i].ts, ops[i].dur);
+		if (!ops[i].stack)
+			continue;
+		trace_arg_str(t, TRACE_ARG_INPUT_DIMS, dims, strlen(dims));
+		t->args[t->nargs - 1].type = TRACE_ARG_RAW;
+		trace_arg_str(t, TRACE_ARG_CALL_STACK, ops[i].stack, strlen(ops[i].stack));
+	}
+}
+
+/* trace:key_averages: the rows' fields, and rows.text is the table
+ * key_averages.txt would hold with the same options. */
+static void test_key_averages(void)
+{
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, true, 2 };
+	struct key_avg_table tab;
+	struct trace t;
+	struct err e;
+	struct policy *p;
+	struct policy_trace pt = { 0 };
+	char path[800], *text, *want;
+
+	p = setup(key_avg_script, &t, &pt);
+	if (!p)
+		return;
+	add_ops(&t);
+	e.msg[0] = '\0';
+	CHECK_EQ_INT(policy_on_trace_ready(p, &pt, &e), POLICY_OK);
+	if (e.msg[0])
+		fprintf(stderr, "%s\n", e.msg);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_COUNT, 0, &tab, &e) == 0);
+	want = key_averages_format(&tab, 0);
+	key_averages_free(&tab);
+	snprintf(path, sizeof path, "%s/ka.txt", windir);
+	text = read_all(path);
+	CHECK_EQ_STR(text, want);
+	CHECK(strstr(text, "Input Shapes  Source Location") != NULL);
+	free(text);
+	free(want);
+	o.by_input_shape = false;
+	o.stack_n = 0;
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, 1, &tab, &e) == 0);
+	want = key_averages_format(&tab, 1);
+	key_averages_free(&tab);
+	snprintf(path, sizeof path, "%s/top.txt", windir);
+	text = read_all(path);
+	CHECK_EQ_STR(text, want);
+	free(text);
+	free(want);
+	policy_free(p);
+	trace_free(&t);
+}
+
 static void test_builtin_reports(void)
 {
 	struct trace t;
@@ -500,6 +598,7 @@ int main(void)
 	if (symlink(tmpdir, cmd) != 0)
 		perror("symlink");
 	test_trace_object();
+	test_key_averages();
 	test_option_errors();
 	test_phase_shares_agree();
 	test_name_filter_many_names();

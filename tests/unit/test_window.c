@@ -739,24 +739,18 @@ static void test_whole(void)
 	}
 }
 
-/* A capture range in a program that has not stepped: the region is the
- * window's one step, complete (#26.5). */
+/* A capture range in a program that has not stepped: the window is the
+ * region, with no step made up of it (the program may be inside its first
+ * step, which goes on after the region; #26.5). */
 static void test_range_without_steps(void)
 {
 	struct sched_config sc = { 0 };
-	int64_t end_ts;
 
 	start_range(&sc, "infer", 1);
 	CHECK_EQ_INT(window_range_begin(&host), 1);
-	end_ts = clock_now_ns();
-	window_range_end(&host, end_ts);
+	window_range_end(&host, clock_now_ns());
 	CHECK_EQ_INT(njobs, 1);
-	check_job(0, 0, 0, 0, 1, "nvtx range 'infer'", 0);
-	if (njobs && jobs[0]->nsteps == 1) {
-		CHECK_EQ_INT(jobs[0]->steps[0].partial, 0);
-		CHECK(jobs[0]->steps[0].ts == jobs[0]->start_ts);
-		CHECK(jobs[0]->steps[0].ts + jobs[0]->steps[0].dur == end_ts);
-	}
+	check_job(0, 0, 0, 0, 0, "nvtx range 'infer'", 0);
 }
 
 /* No host thread: the window is skipped and the failure said once the

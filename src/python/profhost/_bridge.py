@@ -122,6 +122,9 @@ def _sync():
 def _on_exit():
     if _host.cfg.get("dump_on_exception") == "1":
         _excepthook.at_exit()
+    if _ops is not None:
+        with _host.lock:
+            _ops.at_exit()
     sigint = _ends_in_sigint()
     _host.finalizing()
     if sigint:

@@ -30,7 +30,7 @@ REC_OPS = 256        # ... and torch's operators and allocations (profile_memory
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 6
+API_VERSION = 7
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -113,6 +113,11 @@ def api_type():
             # (version 6) the host's exit path, now; releases the GIL (the
             # host thread writes what was recording meanwhile)
             ("exit_now", ctypes.CFUNCTYPE(None)),
+            # (version 7) prof.capture{ with_stack }: every Python thread's
+            # call stack tracked for the operators (GIL held)
+            ("stacks_on", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)),
+            ("stacks_thread", ctypes.PYFUNCTYPE(None)),
+            ("stacks_off", ctypes.PYFUNCTYPE(None)),
         ]
 
     return _Api

@@ -40,7 +40,7 @@ from . import _opscache
 _IDLE, _WARMUP, _RECORDING, _ARMED = 0, 1, 2, 3
 _STATE_MASK = 3
 _REC_OPS = 256       # the flight recorder keeps operators (profhost._host.REC_OPS)
-_SHAPES, _FLOPS, _MEMORY = 1, 2, 4
+_SHAPES, _FLOPS, _STACK, _MEMORY = 1, 2, 4, 8  # the observer's flags (observer.cpp)
 
 # What each path costs, measured by tests/bench/bench_torch.py
 # (docs/performance.md), for the summary's note.
@@ -83,7 +83,12 @@ def bind(cfg, api, warn, debug, debug_exc):
 def _flags():
     return ((_SHAPES if _cfg.get("record_shapes") == "1" else 0) |
             (_FLOPS if _cfg.get("with_flops") == "1" else 0) |
+            (_STACK if _with_stack() else 0) |
             (_MEMORY if _cfg.get("profile_memory") == "1" else 0))
+
+
+def _with_stack():
+    return _cfg.get("with_stack") == "1" and not _stacks_refused
 
 
 def _note(line):
@@ -393,9 +398,12 @@ def _set_observer(on):
     if on == _obs_on:
         return
     if on:
+        if _with_stack():
+            _set_stacks(True)
         rc = _lib.profhost_torchops_start(_api().torchops, _flags())
         if rc != 0:
             _debug("the observer did not start (%d)" % rc)
+            _set_stacks(False)
             return
         _obs_on = True
         if _flags() & _MEMORY:
@@ -405,6 +413,105 @@ def _set_observer(on):
     else:
         _lib.profhost_torchops_stop()
         _obs_on = False
+        _set_stacks(False)
+
+
+# ------------------------------------------------------------------ call stacks
+
+_stacks_on = False       # every Python thread's stack is tracked (opstacks.h)
+_stacks_refused = False  # with_stack cannot run here (said once)
+
+
+def _refuse_stacks(why):
+    global _stacks_refused
+    if not _stacks_refused:
+        _stacks_refused = True
+        _warn("prof.capture{ with_stack = true }: %s; torch operators have no call stacks"
+              % why)
+
+
+def _torch_prefixes():
+    """The path prefixes torch's Python tracer takes off file names, in its
+    order (torch.profiler.python_tracer._prefix_regex)."""
+    try:
+        from torch.profiler.python_tracer import _prefix_regex
+
+        return list(_prefix_regex())
+    except Exception:
+        import site
+
+        import torch
+
+        raw = (site.getsitepackages() + sys.path + [site.getuserbase()] +
+               [site.getusersitepackages()] +
+               [os.path.dirname(os.path.dirname(torch.__file__))])
+        return [p + os.sep for p in sorted({os.path.abspath(p) for p in raw}, reverse=True)]
+
+
+def _set_stacks(on):
+    """Tracks every Python thread's call stack (on), for the observer's
+    operators, or stops (src/capture/opstacks.h). GIL held (the bridge's
+    lock)."""
+    global _stacks_on
+    if on == _stacks_on:
+        return
+    import threading
+
+    api = _api()
+    if not on:
+        threading.setprofile(None)
+        api.stacks_off()
+        _stacks_on = False
+        return
+    if not getattr(api, "stacks_on", None):
+        _refuse_stacks("this Python has no frame API profhost can read (3.9 or later needed)")
+        return
+    if sys.getprofile() is not None or getattr(threading, "_profile_hook", None) is not None:
+        _refuse_stacks("the program runs a profile function of its own (sys.setprofile, "
+                       "threading.setprofile)")
+        return
+    try:
+        import torch
+
+        call_impl = id(torch.nn.Module._call_impl.__code__)
+    except Exception:
+        call_impl = 0
+    prefixes = "\n".join(_torch_prefixes()).encode("utf-8", "surrogateescape")
+    if api.stacks_on(prefixes, call_impl) != 0:
+        _refuse_stacks("this Python's thread API is missing")
+        return
+    threading.setprofile(_new_thread)
+    _stacks_on = True
+    global _fork_hooked
+    if not _fork_hooked and hasattr(os, "register_at_fork"):
+        _fork_hooked = True
+        os.register_at_fork(after_in_child=_forked)
+
+
+_fork_hooked = False
+
+
+def _forked():
+    """A child forked while stacks are tracked (a DataLoader's workers):
+    it records nothing (the host is the parent's), so it runs without the
+    profile function."""
+    global _stacks_on
+    if _stacks_on:
+        _stacks_on = False
+        sys.setprofile(None)
+        import threading
+
+        threading.setprofile(None)
+
+
+def _new_thread(frame, event, arg):
+    """threading.setprofile's hook: a thread started while stacks are
+    tracked is tracked too (the host's profile function replaces this
+    one on its first event)."""
+    try:
+        _api().stacks_thread()
+    except Exception:
+        sys.setprofile(None)
 
 
 _guarded = False     # torch's profiler entry points step profhost aside
@@ -488,7 +595,7 @@ def _op_type():
                         ("end", ctypes.c_int64), ("seq", ctypes.c_int64),
                         ("fwd_tid", ctypes.c_uint64), ("flops", ctypes.c_uint64),
                         ("ext_id", ctypes.c_uint64), ("flags", ctypes.c_uint32),
-                        ("pad", ctypes.c_uint32)]
+                        ("stack", ctypes.c_uint32)]
 
         _Op.type = Op
     return _Op.type
@@ -502,7 +609,7 @@ def _set_profiler(on):
     """Starts torch's profiler at a window's first recorded step (on the
     training thread: torch's profiler state is per thread) and, when the
     window has ended, stops it and hands its events to the host."""
-    global _prof, _prof_tid, _prof_base
+    global _prof, _prof_tid, _prof_base, _said_profiler_stack
     if on and _prof is None:
         steps = sys.modules.get("profhost._steps")
         if steps is not None and _thread.get_ident() != steps.train_thread():
@@ -517,6 +624,13 @@ def _set_profiler(on):
             return
         p = torch.autograd.profiler.profile(record_shapes=_cfg.get("record_shapes") == "1",
                                             with_flops=_cfg.get("with_flops") == "1")
+        if _cfg.get("with_stack") == "1" and not _said_profiler_stack:
+            _said_profiler_stack = True
+            _warn("prof.capture{ with_stack = true }: operator call stacks come from "
+                  "profhost's observer, and torch's profiler collects these operators (%s); "
+                  "they have no call stacks" % (
+                      "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
+                      else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
         _prof_base = time.monotonic_ns()
         p.__enter__()
@@ -536,6 +650,21 @@ def _set_profiler(on):
 
 
 _prof_base = 0
+_said_profiler_stack = False
+
+
+def at_exit():
+    """The interpreter ends (the bridge's atexit handler, under the bridge's
+    lock) while torch's profiler runs for a window still open: a whole-
+    process window (prof.schedule{ whole = true }), or a window the process
+    ends in. Its events are handed over now, while Python still runs, so
+    the window the host's exit path writes has them (later, nothing could
+    stop torch's profiler and they would be lost)."""
+    try:
+        if _prof is not None and _thread.get_ident() == _prof_tid:
+            _set_profiler(False)
+    except Exception:
+        _debug_exc("handing torch's profiler's events over at exit")
 
 
 def _hand_over(p, api):

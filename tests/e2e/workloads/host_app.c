@@ -8,8 +8,10 @@
  *   host_app churn N            N short-lived threads, one after another,
  *                               each records a range "work" and exits (a
  *                               step between each); prints "threads N"
- *   host_app daemon DIR STEPS   closes descriptors 3-1023 as a daemon does,
- *                               then opens DIR/data0..2 and writes a line
+ *   host_app daemon DIR STEPS [FILES]
+ *                               closes descriptors 3-1023 as a daemon does,
+ *                               then opens DIR/data0..FILES-1 (3 files
+ *                               unless said, at most 16) and writes a line
  *                               to each every step; then sleeps, and
  *                               prints "idle_cpu_ms <n>", the process's
  *                               CPU time over the last 500 ms of sleep
@@ -105,16 +107,18 @@ static long cpu_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int run_daemon(const char *dir, int steps)
+static int run_daemon(const char *dir, int steps, int nfiles)
 {
-	FILE *f[3];
+	FILE *f[16];
 	char path[4096];
 	long cpu0;
 	int i, s;
 
+	if (nfiles < 1 || nfiles > 16)
+		return 2;
 	for (i = 3; i < 1024; i++)
 		close(i);
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < nfiles; i++) {
 		snprintf(path, sizeof path, "%s/data%d", dir, i);
 		f[i] = fopen(path, "w");
 		if (!f[i])
@@ -122,7 +126,7 @@ static int run_daemon(const char *dir, int steps)
 		setvbuf(f[i], NULL, _IONBF, 0); /* every write reaches the fd */
 	}
 	for (s = 0; s < steps; s++) {
-		for (i = 0; i < 3; i++)
+		for (i = 0; i < nfiles; i++)
 			fprintf(f[i], "step %d file %d\n", s, i);
 		p_push("work");
 		usleep(2000);
@@ -133,7 +137,7 @@ static int run_daemon(const char *dir, int steps)
 	usleep(500000);
 	cpu0 = cpu_ms();
 	usleep(500000);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < nfiles; i++)
 		fclose(f[i]);
 	printf("idle_cpu_ms %ld\n", cpu_ms() - cpu0);
 	return 0;
@@ -167,8 +171,8 @@ int main(int argc, char **argv)
 		rc = run_threads(atoi(argv[2]), atol(argv[3]));
 	else if (argc == 3 && !strcmp(argv[1], "churn"))
 		rc = run_churn(atoi(argv[2]));
-	else if (argc == 4 && !strcmp(argv[1], "daemon"))
-		rc = run_daemon(argv[2], atoi(argv[3]));
+	else if ((argc == 4 || argc == 5) && !strcmp(argv[1], "daemon"))
+		rc = run_daemon(argv[2], atoi(argv[3]), argc == 5 ? atoi(argv[4]) : 3);
 	else if (argc == 4 && !strcmp(argv[1], "steady"))
 		rc = run_steady(atoi(argv[2]), atol(argv[3]));
 	else if (argc == 3 && !strcmp(argv[1], "sleep")) {
