@@ -4,7 +4,8 @@
  * sort key, row_limit, the rows folded past the table's size, name
  * truncation, torch's exact text, time formats; memory (profile_memory's
  * "[memory]" events) attributed to the events holding them, its columns,
- * sort keys and byte formats.
+ * sort keys and byte formats; rows by input shape and by call stack, with
+ * memory too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -1162,6 +1163,190 @@ static void test_stack_prefix(void)
 	CHECK_EQ_INT(n, 0);
 }
 
+/* ---- memory beside grouping by input shape and call stack */
+
+/* The texts torch 1.13's EventList(profile_memory=True).key_averages(...)
+ * .table() prints for add_shaped_ops() with add_grouped_mem()'s
+ * allocations, made with FunctionEvents of the same names, times (us),
+ * input_shapes, stacks and cpu_memory_usage (what torch's Kineto path
+ * gives an event: the bytes of the records within its span), the
+ * allocations no event holds as torch's "[memory]" FunctionEvents (no
+ * input shapes, no stack). The memory columns come before "# of Calls",
+ * "Input Shapes" and "Source Location" after it. */
+static const char want_mem_both5[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem    # of Calls                           Input Shapes  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"    aten::linear        22.32%      50.000us        44.64%     100.000us     100.000us       5.00 Kb       1.00 Kb             1              [[8, 16], [32, 16], [32]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        22.32%      50.000us        22.32%      50.000us      50.000us       4.00 Kb       4.00 Kb             1      [[32], [8, 16], [16, 32], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"    aten::linear        17.86%      40.000us        35.71%      80.000us      80.000us      -3.75 Kb      -4.00 Kb             1                [[8, 32], [4, 32], [4]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        17.86%      40.000us        17.86%      40.000us      40.000us         256 b         256 b             1        [[4], [8, 32], [32, 4], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us       2.00 Mb       2.00 Mb             1      [[32], [8, 16], [16, 32], [], []]  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                                                                                         model.py(7): block                                                           \n"
+	"                                                                                                                                                                         model.py(3): run                                                             \n"
+	"                                                                                                                                                                         train.py(40): loop                                                           \n"
+	"                                                                                                                                                                         train.py(50): main                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us         512 b         512 b             1                              [[8, 32]]                                                                               \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us           0 b           0 b             1                              [[8, 32]]  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"        [memory]         0.00%       0.000us         0.00%       0.000us       0.000us        -960 b        -960 b             2                                     []                                                                               \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+static const char want_mem_stack2[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem    # of Calls  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us       2.00 Mb       2.00 Mb             1  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                                                  model.py(7): block                                                           \n"
+	"                                                                                                                                                                                                               \n"
+	"     aten::addmm        40.18%      90.000us        40.18%      90.000us      45.000us       4.25 Kb       4.25 Kb             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                  nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                                               \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us         512 b         512 b             1                                                                               \n"
+	"                                                                                                                                                                                                               \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us           0 b           0 b             1  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                                               \n"
+	"        [memory]         0.00%       0.000us         0.00%       0.000us       0.000us        -960 b        -960 b             2                                                                               \n"
+	"                                                                                                                                                                                                               \n"
+	"    aten::linear        40.18%      90.000us        80.36%     180.000us      90.000us       1.25 Kb      -3.00 Kb             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                  nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                                               \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+/* Allocations and frees on thread 1 (us, bytes) in and between the
+ * operators of add_shaped_ops(): the last two in none. */
+static void add_grouped_mem(struct trace *t)
+{
+	static const int64_t mem[][2] = {
+		{ 20, 4096 }, { 70, 1024 }, { 220, 256 }, { 260, -4096 },
+		{ 320, 2 << 20 }, { 405, 512 }, { 600, -1024 }, { 700, 64 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof mem / sizeof mem[0]; i++)
+		add_mem(t, 1, mem[i][0] * US, mem[i][1], false);
+}
+
+/* Keyed by shapes and stacks, each allocation goes to the innermost
+ * operator holding it and the others to one "[memory]" row keyed as an
+ * event with no shapes and no stack: torch's text, and, with the keys
+ * split in parts of two rows, the same first rows and folded sums. */
+static void test_memory_grouped(void)
+{
+	static const struct {
+		bool shapes;
+		uint32_t stack_n;
+	} keys[] = { { true, 5 }, { false, 2 }, { true, 0 } };
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, false, 2 };
+	struct trace t;
+	struct key_avg_table tab, all, parts;
+	struct err e;
+	int64_t rest[2];
+	uint64_t count;
+	size_t i, k;
+	char *s;
+
+	add_shaped_ops(&t);
+	add_grouped_mem(&t);
+	s = table_text(&t, true, 5, KEY_AVG_ROWS_MAX);
+	CHECK_EQ_STR(s, want_mem_both5);
+	free(s);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_SELF_CPU_MEM, 0, &tab, &e) == 0);
+	s = key_averages_format(&tab, 100);
+	CHECK_EQ_STR(s, want_mem_stack2);
+	free(s);
+	key_averages_free(&tab);
+
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		o.by_input_shape = keys[i].shapes;
+		o.stack_n = keys[i].stack_n;
+		CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_CPU_MEM, 0, &all,
+					      &e) == 0);
+		CHECK(key_averages_build_with_max(&t, &o, KEY_AVG_SORT_CPU_MEM, 2, 2,
+						  &parts, &e) == 0);
+		CHECK(all.memory && parts.memory);
+		CHECK_EQ_INT(parts.nrows, 2);
+		CHECK_EQ_INT(parts.nfolded, all.nrows - 2);
+		for (k = 0; k < 2 && k < parts.nrows; k++) {
+			CHECK_EQ_STR(parts.rows[k].key, all.rows[k].key);
+			CHECK_EQ_INT(parts.rows[k].mem[KEY_AVG_CPU], all.rows[k].mem[KEY_AVG_CPU]);
+			CHECK_EQ_INT(parts.rows[k].self_mem[KEY_AVG_CPU],
+				     all.rows[k].self_mem[KEY_AVG_CPU]);
+		}
+		rest[0] = rest[1] = 0;
+		count = 0;
+		for (k = 2; k < all.nrows; k++) {
+			rest[0] += all.rows[k].mem[KEY_AVG_CPU];
+			rest[1] += all.rows[k].self_mem[KEY_AVG_CPU];
+			count += all.rows[k].count;
+		}
+		CHECK_EQ_INT(parts.folded.mem[KEY_AVG_CPU], rest[0]);
+		CHECK_EQ_INT(parts.folded.self_mem[KEY_AVG_CPU], rest[1]);
+		CHECK_EQ_INT(parts.folded.count, count);
+		/* "[memory]": its two allocations, once */
+		CHECK_EQ_INT(find(&all, "[memory]")->count, 2);
+		CHECK_EQ_INT(find(&all, "[memory]")->self_mem[KEY_AVG_CPU], -960);
+		key_averages_free(&all);
+		key_averages_free(&parts);
+	}
+	trace_free(&t);
+}
+
+/* What key_averages_each handed over: the sum of (event index + 1) x its
+ * self times, and the events. */
+struct visits {
+	int64_t sum;
+	size_t n;
+};
+
+static void visit(void *ctx, size_t ev, int64_t self_cpu_ns, int64_t self_cuda_ns)
+{
+	struct visits *v = ctx;
+
+	v->sum += (int64_t)(ev + 1) * (self_cpu_ns + 3 * self_cuda_ns);
+	v->n++;
+}
+
+/* key_averages_each (operator_stacks.txt's sweep) over a trace with
+ * allocations, some in no event: each operator once, with the self times
+ * it has without them; the allocations are no events of their own. */
+static void test_each_with_memory(void)
+{
+	struct trace t;
+	struct visits plain = { 0 }, mem = { 0 };
+	struct err e;
+
+	add_shaped_ops(&t);
+	CHECK(key_averages_each(&t, visit, &plain, &e) == 0);
+	add_grouped_mem(&t);
+	CHECK(key_averages_each(&t, visit, &mem, &e) == 0);
+	CHECK_EQ_INT(plain.n, 7);
+	CHECK_EQ_INT(mem.n, plain.n);
+	CHECK_EQ_INT(mem.sum, plain.sum);
+	trace_sort(&t);
+	memset(&mem, 0, sizeof mem);
+	CHECK(key_averages_each(&t, visit, &mem, &e) == 0);
+	CHECK_EQ_INT(mem.n, plain.n);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_self_total_count();
@@ -1181,5 +1366,7 @@ int main(void)
 	test_group_by_input_shape();
 	test_group_by_stack();
 	test_stack_prefix();
+	test_memory_grouped();
+	test_each_with_memory();
 	return check_done();
 }
