@@ -108,7 +108,9 @@ def sync(state):
     """Brings the operator path in line with the window state (under the
     bridge's lock, any thread). Returns True when the bridge's emit_nvtx
     should be on (the nvtx path). Between windows the observer also runs
-    while the flight recorder keeps operators (prof.capture{profile_memory})."""
+    while the flight recorder keeps operators (prof.capture{profile_memory});
+    the operators' call stacks (with_stack) are tracked in windows only,
+    from their armed step to their end, as without the recorder."""
     rec_ops = bool(state & _REC_OPS)
     state &= _STATE_MASK
     want = state != _IDLE or rec_ops
@@ -116,7 +118,10 @@ def sync(state):
         if want and _path is None:
             _decide()
         if _path == "observer":
-            _set_observer(want)
+            window = state != _IDLE
+            _set_observer(want, window)
+            if _obs_on:
+                _set_stacks(window and _with_stack())
         elif _path == "profiler":
             _set_profiler(state == _RECORDING)
         if not want and _path != "observer" and _lib is not None and not _building:
@@ -393,12 +398,14 @@ def _build_in_background():
         _building = False
 
 
-def _set_observer(on):
+def _set_observer(on, window=True):
+    """Registers the observer (on) or removes it; `window`: a window is
+    armed or recording (call stacks are tracked then only)."""
     global _obs_on
     if on == _obs_on:
         return
     if on:
-        if _with_stack():
+        if window and _with_stack():
             _set_stacks(True)
         rc = _lib.profhost_torchops_start(_api().torchops, _flags())
         if rc != 0:
