@@ -6,11 +6,11 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
-# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch.
+# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -291,6 +291,24 @@ section_recorder_torch() {
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
         --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-12}" \
         --rec-steps "${BENCH_REC_STEPS:-20}" --json "$BUILD/bench_recorder_torch.json"
+}
+
+# ---- torch memory (issue 26): prof.capture{ profile_memory } against
+# torch.profiler's profile_memory on the training loop (recorded steps on
+# three clocks, whole run), per allocation on torch.add, and the recorder
+# keeping operators and allocations. docs/performance.md, "Python: memory",
+# says how to read it.
+section_torch_memory() {
+    echo "==== torch memory: profile_memory, profhost vs torch.profiler (tests/bench/bench_torch.py --memory)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --memory \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch_memory.json"
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --ops \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch_memory_ops.json"
+    /usr/bin/python3 tests/bench/bench_torch_ops.py --prof "$BUILD/bin/prof" --memory \
+        --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_torch_ops_memory.json"
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder --memory \
+        --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_recorder_torch_memory.json"
 }
 
 build

@@ -108,11 +108,15 @@ end
 M.sort_by_values = {
 	"count", "cpu_time", "cpu_time_total", "cuda_time", "cuda_time_total",
 	"self_cpu_time_total", "self_cuda_time_total",
+	"cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+	"self_cuda_memory_usage",
 }
 local sort_by_aliases = {
 	device_time = "cuda_time",
 	device_time_total = "cuda_time_total",
 	self_device_time_total = "self_cuda_time_total",
+	device_memory_usage = "cuda_memory_usage",
+	self_device_memory_usage = "self_cuda_memory_usage",
 }
 
 -- The prof.schedule keys that shape windows of steps (not `whole`).
@@ -210,6 +214,7 @@ M.sections = {
 			}, "cuda_backtrace = { threshold_us = 10 }"),
 			record_shapes = boolean(false),
 			with_flops = boolean(false),
+			profile_memory = boolean(false),
 			with_stack = boolean(false),
 			peak_tflops = number(0, 1e6, 0),
 			buffer_mb = integer(1, 65536, 128),
@@ -643,6 +648,7 @@ function M.resolve(raw)
 			cuda_backtrace_us = bt and bt.threshold_us or 0,
 			record_shapes = get("capture", c, "record_shapes"),
 			with_flops = get("capture", c, "with_flops"),
+			profile_memory = get("capture", c, "profile_memory"),
 			with_stack = get("capture", c, "with_stack"),
 			peak_tflops = get("capture", c, "peak_tflops"),
 			buffer_mb = get("capture", c, "buffer_mb"),

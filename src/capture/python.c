@@ -63,8 +63,11 @@ enum {
 				       (prof.capture{ modules = true }) */
 	PYB_RECORDER = 64,          /* flag: the flight recorder keeps steps
 				       between windows (its phases too) */
-	PYB_REC_STACKS = 128        /* flag: ... and CPU samples: Python stack
+	PYB_REC_STACKS = 128,       /* flag: ... and CPU samples: Python stack
 				       snapshots run between windows too */
+	PYB_REC_OPS = 256           /* flag: ... and torch's operators and
+				       allocations (prof.capture{profile_memory}):
+				       the observer stays registered */
 };
 
 /* Notes the bridge reports (pybridge_api.note). */
@@ -835,13 +838,13 @@ static void pyb_make_config(const struct policy_config *c)
 	snprintf(pyb.config, sizeof pyb.config,
 		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
 		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\nhang_fd=%d\n"
-		 "hang_sig=%d\nwith_stack=%d\n",
+		 "hang_sig=%d\nprofile_memory=%d\nwith_stack=%d\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
 		 c->capture.with_flops ? 1 : 0,
 		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
 		 pyb.share_dir, ownfd_fd(&pyb.hang_fd), pyb.hang_sig,
-		 c->capture.with_stack ? 1 : 0);
+		 c->capture.profile_memory ? 1 : 0, c->capture.with_stack ? 1 : 0);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never
@@ -904,6 +907,7 @@ static void pyb_window_open(uint64_t gen)
 	 * prof.capture{ modules = ... } applies from the next window on. */
 	atomic_store(&pyb.modules, pyb.h->cfg->capture.modules ? PYB_MODULES : 0);
 	atomic_store(&pyb.state, PYB_RECORDING);
+	torchops_set_memory(pyb.h->cfg->capture.profile_memory);
 	torchops_set_recording(true, gen);
 	pyb_notify();
 }
@@ -922,16 +926,21 @@ static void pyb_window_close(uint64_t gen)
  * keeps steps (prof.recorder{phases}), and takes Python stack snapshots
  * into the recorder's segments while it keeps CPU samples
  * (prof.capture{cpu_samples} and prof.recorder{cpu_samples}, as the
- * sampler's recorder reads them); operators and modules stay window-only.
+ * sampler's recorder reads them), and keeps torch's operators and tensor
+ * allocations in them with prof.capture{profile_memory} (so that a dump
+ * shows which operators grew the memory); modules stay window-only.
  * Stepping thread, window lock held. */
 static void pyb_recorder(uint64_t gen)
 {
 	const struct policy_config *c = pyb.h->cfg;
 	bool stacks = gen && pyb.stack_hz && c->capture.cpu_hz > 0 &&
 		      c->recorder.cpu_samples;
+	bool ops = gen && c->capture.profile_memory;
 	int want = (gen && c->recorder.phases ? PYB_RECORDER : 0) |
-		   (stacks ? PYB_REC_STACKS : 0);
+		   (stacks ? PYB_REC_STACKS : 0) | (ops ? PYB_REC_OPS : 0);
 
+	torchops_set_memory(c->capture.profile_memory);
+	torchops_set_recorder(ops ? gen : 0);
 	if (stacks)
 		pystacks_open(gen, true);
 	else if (pyb.rec_gen)
@@ -1004,6 +1013,8 @@ static int pyb_collect(const struct capture_window *job, struct trace *t,
 
 	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (!job->dump && pyb_collect_window(job, t, e) != 0)
+		return -1;
+	if (torchops_mem_collect(t, e) != 0)
 		return -1;
 	/* A dump's Python snapshots: those of its segments, merged together
 	 * (a snapshot near a segment's end may lie in the next one). */

@@ -211,6 +211,7 @@ static int write_trace(const struct salvage_file *f, const struct cli_salvage_op
 	o.key_averages = fl & SALV_F_KEY_AVERAGES;
 	o.raw = fl & SALV_F_RAW;
 	o.stacks = fl & SALV_F_STACKS;
+	o.memory_timeline = fl & SALV_F_MEMORY_TIMELINE;
 	o.summary = false;
 	t->counters.events = t->nev;
 	export_unix_time(t);

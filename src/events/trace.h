@@ -39,6 +39,8 @@ enum trace_cat {
 	TRACE_CAT_GPU_MEMORY, /* CUDA allocations and frees (instants) */
 	TRACE_CAT_OVERHEAD,   /* CUPTI's own overhead */
 	TRACE_CAT_PYTHON_FUNCTION, /* Python calls: nn.Module calls (the bridge) */
+	TRACE_CAT_CPU_INSTANT, /* torch's tensor allocations and frees
+				  ("[memory]" instants, profile_memory) */
 	TRACE_CAT_COUNT
 };
 

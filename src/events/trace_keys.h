@@ -37,6 +37,18 @@
 #define TRACE_ARG_ALLOC_BYTES "Bytes"
 #define TRACE_ARG_TOTAL_ALLOCATED "Total Allocated"
 
+/* A torch tensor allocation or free ("[memory]", cat cpu_instant_event;
+ * prof.capture{profile_memory}), Kineto's args: Bytes and Total Allocated
+ * above, the allocator's reserved total, the block's address, and the
+ * device as c10 numbers it (type 0 CPU, 1 CUDA; id -1: none), all
+ * integers. TRACE_MEMORY_NAME is the events' name, torch's
+ * MEMORY_EVENT_NAME. */
+#define TRACE_ARG_TOTAL_RESERVED "Total Reserved"
+#define TRACE_ARG_ADDR "Addr"
+#define TRACE_ARG_DEVICE_TYPE "Device Type"
+#define TRACE_ARG_DEVICE_ID "Device Id"
+#define TRACE_MEMORY_NAME "[memory]"
+
 /* A torch operator (cat cpu_op; src/capture/torchops.c, assemble.c):
  * Kineto's input shapes and dtypes (TRACE_ARG_STR, as Kineto prints
  * them), the autograd sequence number (TRACE_ARG_INT) and the forward

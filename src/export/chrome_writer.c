@@ -461,7 +461,10 @@ static void cw_event(struct cw *w, const struct trace *t,
 		p += 16;
 	}
 	if (ev->ph != TRACE_PH_FLOW_START && ev->ph != TRACE_PH_FLOW_END) {
-		unsigned c = ev->cat < TRACE_CAT_COUNT ? ev->cat : TRACE_CAT_COUNT;
+		unsigned c = ev->cat; /* 4 bits: a category or TRACE_CAT_COUNT's 16 */
+
+		if (c > TRACE_CAT_COUNT)
+			c = TRACE_CAT_COUNT;
 
 		memcpy(p, cats[c], catlen[c]);
 		p += catlen[c];

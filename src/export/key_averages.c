@@ -22,7 +22,9 @@
 
 static const char *const sort_names[] = {
 	"self_cpu_time_total", "cpu_time_total", "cpu_time", "count",
-	"self_cuda_time_total", "cuda_time_total", "cuda_time"
+	"self_cuda_time_total", "cuda_time_total", "cuda_time",
+	"cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+	"self_cuda_memory_usage"
 };
 #define NSORT (sizeof sort_names / sizeof sort_names[0])
 
@@ -34,6 +36,8 @@ static const struct {
 	{ "self_device_time_total", KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL },
 	{ "device_time_total", KEY_AVG_SORT_CUDA_TIME_TOTAL },
 	{ "device_time", KEY_AVG_SORT_CUDA_TIME },
+	{ "device_memory_usage", KEY_AVG_SORT_CUDA_MEM },
+	{ "self_device_memory_usage", KEY_AVG_SORT_SELF_CUDA_MEM },
 };
 
 int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e)
@@ -54,7 +58,8 @@ int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e
 	}
 	return err_set(e, "unknown key_averages sort_by '%s' (one of self_cpu_time_total, "
 		       "cpu_time_total, cpu_time, count, self_cuda_time_total, "
-		       "cuda_time_total, cuda_time)", s ? s : "(null)");
+		       "cuda_time_total, cuda_time, cpu_memory_usage, self_cpu_memory_usage, "
+		       "cuda_memory_usage, self_cuda_memory_usage)", s ? s : "(null)");
 }
 
 int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err *e)
@@ -85,6 +90,38 @@ static bool counted(const struct trace_event *ev)
 	default:
 		return false;
 	}
+}
+
+/* True for torch's "[memory]" instants (an allocation or a free;
+ * prof.capture{profile_memory}), which the sweep attributes to the events
+ * holding them. */
+static bool is_mem(const struct trace *t, const struct trace_event *ev)
+{
+	return ev->ph == TRACE_PH_INSTANT && ev->cat == TRACE_CAT_CPU_INSTANT &&
+	       strcmp(trace_str(t, ev->name), TRACE_MEMORY_NAME) == 0;
+}
+
+/* A "[memory]" event's bytes (negative: freed) and the side it counts on:
+ * KEY_AVG_CUDA for a GPU's (c10's Device Type 1), else KEY_AVG_CPU. */
+static int64_t mem_bytes(const struct trace *t, const struct trace_event *ev, int *side)
+{
+	int64_t bytes = 0;
+	size_t i;
+
+	*side = KEY_AVG_CPU;
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+		const char *key;
+
+		if (a->type != TRACE_ARG_INT && a->type != TRACE_ARG_UINT)
+			continue;
+		key = trace_str(t, a->key);
+		if (strcmp(key, TRACE_ARG_ALLOC_BYTES) == 0)
+			bytes = a->v.i;
+		else if (strcmp(key, TRACE_ARG_DEVICE_TYPE) == 0 && a->v.i == 1)
+			*side = KEY_AVG_CUDA;
+	}
+	return bytes;
 }
 
 static int64_t ev_dur(const struct trace_event *ev)
@@ -389,6 +426,8 @@ struct sweep_ent {
 	int64_t self;   /* self CPU time */
 	int64_t cself;  /* self CUDA time (GPU attribution) */
 	int64_t ctotal; /* CUDA total */
+	int64_t smem[2]; /* Self CPU / CUDA Mem: bytes while innermost */
+	int64_t tmem[2]; /* CPU / CUDA Mem: smem and its children's tmem */
 };
 
 /* One pass of the build: the rows of the keys in partition `part` of
@@ -410,6 +449,7 @@ struct pass {
 	struct sweep_ent *stack;
 	size_t cap_stack;
 	int64_t self_cpu_sum_ns, self_cuda_sum_ns; /* over every event */
+	bool memory;               /* "[memory]" events seen */
 	int failed;                /* out of memory, or (overflow) too many
 				      keys in this part */
 	bool overflow;
@@ -490,6 +530,10 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	row->cpu_total_ns += ev_dur(ev);
 	row->self_cuda_ns += se->cself;
 	row->cuda_total_ns += se->ctotal;
+	row->mem[KEY_AVG_CPU] += se->tmem[KEY_AVG_CPU];
+	row->mem[KEY_AVG_CUDA] += se->tmem[KEY_AVG_CUDA];
+	row->self_mem[KEY_AVG_CPU] += se->smem[KEY_AVG_CPU];
+	row->self_mem[KEY_AVG_CUDA] += se->smem[KEY_AVG_CUDA];
 	if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
 		row->flops += ev_flops(t, ev);
 	if (ev->ts < row->first_ts)
@@ -515,8 +559,60 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 			*cursor = end;
 		}
 		sweep_done(ps, top);
+		if (*depth > 1) { /* its memory counts in its parent's */
+			top[-1].tmem[KEY_AVG_CPU] += top->tmem[KEY_AVG_CPU];
+			top[-1].tmem[KEY_AVG_CUDA] += top->tmem[KEY_AVG_CUDA];
+		}
 		--*depth;
 	}
+}
+
+/* A "[memory]" event at the sweep's position: its bytes go to the
+ * innermost open event, or, when none is open on its thread, to the row
+ * "[memory]" (grouped by name, as an event with no input shapes and no
+ * call stack; in the pass of its key's partition: 0, or its hash's with
+ * shapes or stacks). */
+static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t depth)
+{
+	struct key_avg_row *row;
+	struct row_key k;
+	int side;
+	int64_t b = mem_bytes(ps->t, ev, &side);
+	size_t r;
+
+	ps->memory = true;
+	if (depth) {
+		ps->stack[depth - 1].smem[side] += b;
+		ps->stack[depth - 1].tmem[side] += b;
+		return;
+	}
+	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME)
+		return;
+	k.key = TRACE_MEMORY_NAME;
+	k.shapes = ps->o->by_input_shape ? NO_SHAPES : NULL;
+	k.shapes_len = ps->o->by_input_shape ? (uint32_t)(sizeof NO_SHAPES - 1) : 0;
+	k.stack = ps->o->stack_n ? "" : NULL;
+	k.stack_len = 0;
+	if (ps->composite ? ps->nparts > 1 &&
+			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
+			  : ps->part != 0)
+		return;
+	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
+	if (r == (size_t)-1) {
+		ps->failed = 1;
+		return;
+	}
+	if (ps->composite && ps->tab->nrows > ps->max_rows) {
+		ps->failed = 1; /* done again in more parts */
+		ps->overflow = true;
+		return;
+	}
+	row = &ps->tab->rows[r];
+	row->count++;
+	row->mem[side] += b;
+	row->self_mem[side] += b;
+	if (ev->ts < row->first_ts)
+		row->first_ts = ev->ts;
 }
 
 /*
@@ -526,7 +622,8 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
  * query_aggregate's sweep computes it the same way), and GPU attribution (a launch's
  * GPU time is the Self CUDA of the innermost range holding it, steps
  * aside, or of the launch itself, and counts in the CUDA total of every
- * event holding it), each event's share added to its row as it ends. The
+ * event holding it), memory (the "[memory]" events among sel; see
+ * key_averages.h), each event's share added to its row as it ends. The
  * working memory is the stack of open events (the deepest nesting), not a
  * value per event. Returns 0, or -1 when out of memory.
  */
@@ -542,7 +639,7 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 		const struct trace_event *ev = &t->ev[sel ? sel[i] : i];
 		int64_t g;
 
-		if (!sel && !counted(ev))
+		if (!sel && !counted(ev) && !is_mem(t, ev))
 			continue;
 		/* the events of one thread lie apart in the trace: each pass
 		 * would wait for memory at every event */
@@ -553,6 +650,10 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 			sweep_close(ps, &depth, &cursor, INT64_MAX); /* next thread */
 		prev = ev;
 		sweep_close(ps, &depth, &cursor, ev->ts);
+		if (ev->ph == TRACE_PH_INSTANT) { /* a "[memory]" event */
+			sweep_mem(ps, ev, depth);
+			continue;
+		}
 		if (depth == 0)
 			cursor = ev->ts;
 		if (depth == ps->cap_stack) {
@@ -628,6 +729,18 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 	case KEY_AVG_SORT_CUDA_TIME:
 		c = cmp_double(avg(a->cuda_total_ns, a->count), avg(b->cuda_total_ns, b->count));
 		break;
+	case KEY_AVG_SORT_CPU_MEM:
+		c = cmp_i64(a->mem[KEY_AVG_CPU], b->mem[KEY_AVG_CPU]);
+		break;
+	case KEY_AVG_SORT_SELF_CPU_MEM:
+		c = cmp_i64(a->self_mem[KEY_AVG_CPU], b->self_mem[KEY_AVG_CPU]);
+		break;
+	case KEY_AVG_SORT_CUDA_MEM:
+		c = cmp_i64(a->mem[KEY_AVG_CUDA], b->mem[KEY_AVG_CUDA]);
+		break;
+	case KEY_AVG_SORT_SELF_CUDA_MEM:
+		c = cmp_i64(a->self_mem[KEY_AVG_CUDA], b->self_mem[KEY_AVG_CUDA]);
+		break;
 	}
 	if (c)
 		return c;
@@ -699,6 +812,10 @@ static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
 	into->self_cuda_ns += r->self_cuda_ns;
 	into->cuda_total_ns += r->cuda_total_ns;
 	into->flops += r->flops;
+	into->mem[KEY_AVG_CPU] += r->mem[KEY_AVG_CPU];
+	into->mem[KEY_AVG_CUDA] += r->mem[KEY_AVG_CUDA];
+	into->self_mem[KEY_AVG_CPU] += r->self_mem[KEY_AVG_CPU];
+	into->self_mem[KEY_AVG_CUDA] += r->self_mem[KEY_AVG_CUDA];
 	if (r->first_ts < into->first_ts)
 		into->first_ts = r->first_ts;
 }
@@ -793,6 +910,7 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	}
 	out->self_cpu_sum_ns = ps.self_cpu_sum_ns;
 	out->self_cuda_sum_ns = ps.self_cuda_sum_ns;
+	out->memory = ps.memory;
 	if (ps.nparts == 1) {
 		for (i = 0; i < out->nrows; i++)
 			if (out->rows[i].flops &&
@@ -832,7 +950,7 @@ static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct 
 	*n = 0;
 	memset(gm, 0, sizeof *gm);
 	for (i = 0; i < t->nev; i++)
-		count += counted(&t->ev[i]);
+		count += counted(&t->ev[i]) || is_mem(t, &t->ev[i]);
 	if (count == 0)
 		return 0;
 	if (gpu_map_build(t, gm) != 0)
@@ -845,7 +963,7 @@ static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct 
 	if (!*sel)
 		goto oom;
 	for (i = 0, j = 0; i < t->nev; i++)
-		if (counted(&t->ev[i]))
+		if (counted(&t->ev[i]) || is_mem(t, &t->ev[i]))
 			(*sel)[j++] = (uint32_t)i;
 	sortidx_u32(*sel, count, trace_event_cmp_at, (void *)t); /* in place: no copy */
 	*n = count;
@@ -992,6 +1110,32 @@ bool key_averages_has_cuda(const struct key_avg_table *tab)
 	return tab->folded.self_cuda_ns > 0;
 }
 
+bool key_averages_has_cuda_mem(const struct key_avg_table *tab)
+{
+	size_t i;
+
+	for (i = 0; i < tab->nrows; i++)
+		if (tab->rows[i].self_mem[KEY_AVG_CUDA] > 0)
+			return true;
+	return tab->folded.self_mem[KEY_AVG_CUDA] > 0;
+}
+
+char *key_averages_format_memory(int64_t bytes, char buf[32])
+{
+	const double kb = 1024.0, mb = 1024.0 * kb, gb = 1024.0 * mb;
+	double a = bytes < 0 ? -(double)bytes : (double)bytes;
+
+	if (a >= gb)
+		snprintf(buf, 32, "%.2f Gb", (double)bytes / gb);
+	else if (a >= mb)
+		snprintf(buf, 32, "%.2f Mb", (double)bytes / mb);
+	else if (a >= kb)
+		snprintf(buf, 32, "%.2f Kb", (double)bytes / kb);
+	else
+		snprintf(buf, 32, "%lld b", (long long)bytes);
+	return buf;
+}
+
 /* _format_time of a (fractional) number of nanoseconds. */
 static char *format_time_ns(double ns, char buf[32])
 {
@@ -1025,12 +1169,14 @@ char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32])
 enum col {
 	COL_NAME, COL_SELF_CPU_PCT, COL_SELF_CPU, COL_CPU_TOTAL_PCT, COL_CPU_TOTAL,
 	COL_CPU_AVG, COL_SELF_CUDA, COL_SELF_CUDA_PCT, COL_CUDA_TOTAL, COL_CUDA_AVG,
+	COL_CPU_MEM, COL_SELF_CPU_MEM, COL_CUDA_MEM, COL_SELF_CUDA_MEM,
 	COL_CALLS, COL_SHAPES, COL_SRC, COL_FLOPS, NCOL
 };
 
 static const char *const col_header[NCOL] = {
 	"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
-	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "# of Calls",
+	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg",
+	"CPU Mem", "Self CPU Mem", "CUDA Mem", "Self CUDA Mem", "# of Calls",
 	"Input Shapes", "Source Location",
 	"Total FLOPs" /* named by flops_scale() */
 };
@@ -1045,6 +1191,8 @@ static const char *const col_header[NCOL] = {
  * not COL_WIDTH wide. */
 struct cols {
 	bool cuda;   /* some row has GPU time */
+	bool memory; /* the trace has "[memory]" events (profile_memory) */
+	bool cuda_mem; /* ... and some row has Self CUDA Mem */
 	bool flops;  /* some row has FLOPs */
 	bool shapes; /* some row has input shapes (not "[]") */
 	bool src;    /* some row has a call stack entry */
@@ -1080,6 +1228,12 @@ static bool col_shown(enum col c, const struct cols *cs)
 		return cs->shapes;
 	case COL_SRC:
 		return cs->src;
+	case COL_CPU_MEM:
+	case COL_SELF_CPU_MEM:
+		return cs->memory;
+	case COL_CUDA_MEM:
+	case COL_SELF_CUDA_MEM:
+		return cs->memory && cs->cuda_mem;
 	default:
 		return cs->cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
 	}
@@ -1269,6 +1423,10 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 	key_averages_format_share(r->self_cuda_ns, tab->self_cuda_sum_ns, cell[COL_SELF_CUDA_PCT]);
 	key_averages_format_time(r->cuda_total_ns, cell[COL_CUDA_TOTAL]);
 	format_time_ns(avg(r->cuda_total_ns, r->count), cell[COL_CUDA_AVG]);
+	key_averages_format_memory(r->mem[KEY_AVG_CPU], cell[COL_CPU_MEM]);
+	key_averages_format_memory(r->self_mem[KEY_AVG_CPU], cell[COL_SELF_CPU_MEM]);
+	key_averages_format_memory(r->mem[KEY_AVG_CUDA], cell[COL_CUDA_MEM]);
+	key_averages_format_memory(r->self_mem[KEY_AVG_CUDA], cell[COL_SELF_CUDA_MEM]);
 	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
 	if (r->flops) /* torch: '{0:8.3f}' of the scaled total, "--" for none */
 		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cs->flops_scale);
@@ -1347,6 +1505,8 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	char buf[32], folded_key[64];
 
 	cols.cuda = key_averages_has_cuda(tab);
+	cols.memory = tab->memory;
+	cols.cuda_mem = key_averages_has_cuda_mem(tab);
 	cols.flops = tab->min_flops > 0;
 	if (cols.flops)
 		flops_scale(tab->min_flops, &cols);

@@ -25,6 +25,20 @@
  * spans aside), or of the call itself when no range holds it, and counts in
  * the CUDA total of the call and of every event holding it.
  *
+ * Memory (prof.capture{profile_memory}: torch's "[memory]" instants, cat
+ * cpu_instant_event). An allocation or free belongs to the innermost
+ * counted event open on its thread at its time (one that ends exactly
+ * then is closed: TensorBoard's rule): its bytes count in that event's
+ * Self CPU Mem (Self CUDA Mem on a GPU) and in the CPU Mem of it and of
+ * every event holding it, torch's self_cpu_memory_usage and
+ * cpu_memory_usage (torch 2.x's Kineto path counts any thread's within an
+ * operator's span; on one thread the two agree). Those no event holds are
+ * the row "[memory]", as in torch's table (grouped by name, with no input
+ * shapes and no call stack; by domain they are in no row). A trace with
+ * such events gets the columns CPU Mem and Self CPU Mem, and CUDA Mem and
+ * Self CUDA Mem when a row has Self CUDA Mem above 0 (torch's rules), in
+ * torch's order: after the CUDA times, before "# of Calls".
+ *
  * key_averages_build() computes the table once; the writer, the summary and
  * the Lua reports all read it. No shared state: any thread, one table each.
  */
@@ -38,7 +52,7 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
-/* Rows a table holds at most (88 bytes each): a window with more distinct
+/* Rows a table holds at most (120 bytes each): a window with more distinct
  * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
  * others into one row, "(N other names)" (see key_averages_build). Also
  * the keys one pass over the events groups: a window of N keys takes
@@ -74,8 +88,16 @@ enum key_avg_sort {
 	KEY_AVG_SORT_COUNT,                   /* "count" */
 	KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL,    /* "self_cuda_time_total" */
 	KEY_AVG_SORT_CUDA_TIME_TOTAL,         /* "cuda_time_total" */
-	KEY_AVG_SORT_CUDA_TIME                /* "cuda_time" (average) */
+	KEY_AVG_SORT_CUDA_TIME,               /* "cuda_time" (average) */
+	KEY_AVG_SORT_CPU_MEM,                 /* "cpu_memory_usage" */
+	KEY_AVG_SORT_SELF_CPU_MEM,            /* "self_cpu_memory_usage" */
+	KEY_AVG_SORT_CUDA_MEM,                /* "cuda_memory_usage" */
+	KEY_AVG_SORT_SELF_CUDA_MEM            /* "self_cuda_memory_usage" */
 };
+
+/* A row's memory (see "Memory" above), bytes: [KEY_AVG_CPU] the CPU's,
+ * [KEY_AVG_CUDA] the GPUs'. */
+enum { KEY_AVG_CPU = 0, KEY_AVG_CUDA = 1 };
 
 /* One row: the events of one key. Times in ns. */
 struct key_avg_row {
@@ -90,6 +112,9 @@ struct key_avg_row {
 	int64_t first_ts;       /* earliest start: breaks sort ties */
 	uint64_t flops;         /* sum of the events' "flops" args (torch
 				   operators with with_flops) */
+	int64_t mem[2];         /* CPU Mem, CUDA Mem: torch's
+				   cpu_memory_usage, cuda_memory_usage */
+	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
 	const char *shapes;     /* by input shape: the events' "Input Dims"
 				   as the trace holds them (shapes_len bytes;
 				   "[]" when they have none); else NULL */
@@ -121,6 +146,8 @@ struct key_avg_table {
 	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
 				     the table then shows torch's "Total
 				     <prefix>FLOPs" column, scaled by it */
+	bool memory;              /* the trace has "[memory]" events: the
+				     table shows the memory columns */
 };
 
 /* Parses a torch sort key (torch 2.4's device_* names are taken for the
@@ -206,6 +233,14 @@ void key_averages_free(struct key_avg_table *tab);
 /* True when any row has self CUDA time: the table then shows the CUDA
  * columns (torch's rule). */
 bool key_averages_has_cuda(const struct key_avg_table *tab);
+
+/* True when any row has Self CUDA Mem above 0: the table then shows the
+ * CUDA memory columns (torch's rule). */
+bool key_averages_has_cuda_mem(const struct key_avg_table *tab);
+
+/* torch's _format_memory: "0 b", "-576.00 Kb", "1.50 Mb", "2.00 Gb"
+ * (1024-based). Returns buf. */
+char *key_averages_format_memory(int64_t bytes, char buf[32]);
 
 /*
  * Renders the table in torch's layout into a malloc'd string (caller frees):

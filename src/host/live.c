@@ -151,6 +151,7 @@ static void build_capture(struct policy_build *b, const struct win_snap *s)
 	policy_build_bool(b, "modules", s->pc.capture.modules);
 	policy_build_bool(b, "record_shapes", s->pc.capture.record_shapes);
 	policy_build_bool(b, "with_flops", s->pc.capture.with_flops);
+	policy_build_bool(b, "profile_memory", s->pc.capture.profile_memory);
 	policy_build_bool(b, "with_stack", s->pc.capture.with_stack);
 	policy_build_int(b, "buffer_mb", (int64_t)(s->pc.capture.buffer_bytes >> 20));
 	policy_build_close(b);

@@ -81,6 +81,8 @@ struct policy_config {
 		uint32_t cuda_backtrace_us; /* 0 = off */
 		bool record_shapes;
 		bool with_flops;       /* operators' FLOPs (torch's formulas) */
+		bool profile_memory;   /* torch's tensor allocations and frees
+					  (torch.profiler's profile_memory) */
 		bool with_stack;       /* operators' Python call stacks */
 		double peak_tflops;    /* the GPU's peak for the FLOP/s share;
 					  0 = from the table of known GPUs */

@@ -87,7 +87,11 @@ enum evbuf_kind {
 	/* the Python bridge (src/capture/python.c): one nn.Module call,
 	 * written once it ended, as torch's with_modules writes it: payload
 	 * and fields in src/events/pymodrec.h. */
-	EVBUF_PY_MODULE = 78
+	EVBUF_PY_MODULE = 78,
+	/* torch's tensor allocations and frees (src/capture/torchops.c,
+	 * prof.capture{profile_memory}): payload and fields in
+	 * src/events/memrec.h. */
+	EVBUF_TORCH_MEM = 79
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

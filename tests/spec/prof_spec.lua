@@ -26,8 +26,8 @@ describe("prof", function()
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
-				record_shapes = false, with_flops = false, with_stack = false, peak_tflops = 0,
-				buffer_mb = 128,
+				record_shapes = false, with_flops = false, profile_memory = false,
+				with_stack = false, peak_tflops = 0, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
@@ -250,6 +250,10 @@ describe("prof", function()
 			assert.is_true(c.record_shapes)
 			assert.are.equal(512, c.buffer_mb)
 			prof._reset()
+			c = config_of("prof.capture{ profile_memory = true }").capture
+			assert.is_true(c.profile_memory)
+			assert.is_false(c.record_shapes)
+			prof._reset()
 			c = config_of("prof.capture{ cpu_samples = {} }").capture
 			assert.are.equal(99, c.cpu_hz)
 			assert.is_false(c.cpu_wall_clock)
@@ -312,6 +316,9 @@ describe("prof", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.capture: 'record_shapes' must be a boolean, got 1",
 				error_of("prof.capture{ record_shapes = 1 }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'profile_memory' must be a boolean, got string \"yes\"",
+				error_of('prof.capture{ profile_memory = "yes" }'))
 		end)
 	end)
 
@@ -371,12 +378,25 @@ describe("prof", function()
 			assert.are.equal(0, c.row_limit)
 		end)
 
+		it("takes torch's memory sort names (profile_memory), device_* as cuda_*", function()
+			local c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_cpu_memory_usage" } }]]).export
+			assert.are.equal("self_cpu_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_device_memory_usage" } }]]).export
+			assert.are.equal("self_cuda_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = { sort_by = "device_memory_usage" } }]]).export
+			assert.are.equal("cuda_memory_usage", c.sort_by)
+		end)
+
 		it("rejects wrong values naming the valid ones", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'chrome' must be a boolean or a table (e.g. chrome = { gzip = true }), got string \"yes\"",
 				error_of('prof.export{ chrome = "yes" }'))
 			assert.are.equal(
-				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", got string \"cpu\"",
+				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", \"cpu_memory_usage\", \"self_cpu_memory_usage\", \"cuda_memory_usage\", \"self_cuda_memory_usage\", got string \"cpu\"",
 				error_of('prof.export{ key_averages = { sort_by = "cpu" } }'))
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'key_averages.group_by' must be one of \"domain\", \"name\", got string \"kernel\"",

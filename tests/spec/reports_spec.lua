@@ -332,6 +332,22 @@ describe("prof.reports.memory", function()
 		assert.are.same({ 3, 30 }, d.devices[1].points[3])
 		assert.are.equal(7, d.devices[2].peak)
 	end)
+
+	it("keeps torch's tensors (profile_memory) apart from CUDA's, the CPU's named", function()
+		local memory = require("prof.reports.memory")
+		local t = stub({ event_list = {
+			{ ts = 1, cat = "gpu_memory", args = { ["Device Id"] = 0, ["Total Allocated"] = 4096 } },
+			{ ts = 2, cat = "cpu_instant_event",
+			  args = { ["Device Id"] = 0, ["Device Type"] = 1, ["Total Allocated"] = 512 } },
+			{ ts = 3, cat = "cpu_instant_event",
+			  args = { ["Device Id"] = -1, ["Device Type"] = 0, ["Total Allocated"] = 64 } },
+		} })
+		local d = memory.analyze(t)
+		assert.are.same({ 0, "CPU", "GPU 0 (tensors)" },
+			{ d.devices[1].device, d.devices[2].device, d.devices[3].device })
+		assert.are.same({ 4096, 64, 512 }, { d.devices[1].peak, d.devices[2].peak, d.devices[3].peak })
+		assert.truthy(memory.text(d):find("GPU 0 (tensors)", 1, true))
+	end)
 end)
 
 describe("prof.reports.findings", function()

@@ -4,7 +4,8 @@
  * once, its replayed push recognized; with clip_start, records before the
  * trace's start are left out and ranges begun before it are cut there.
  * Records of capture sources the assembler does not convert (the
- * recorder's CUPTI records) are handed over whole in trace.raw. A torch
+ * recorder's CUPTI records) are handed over whole in trace.raw. torch's
+ * allocation records become Kineto's "[memory]" events. A torch
  * operator's call stack node becomes its "Call stack" text from the
  * EVBUF_OPSTACK records of any thread.
  */
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "events/assemble.h"
+#include "events/memrec.h"
 #include "events/oprec.h"
 #include "events/trace.h"
 #include "events/pymodrec.h"
@@ -317,6 +319,106 @@ static bool has_range(const struct trace *t, int32_t tid, const char *name, int6
 		    strcmp(trace_str(t, t->ev[i].name), name) == 0)
 			return true;
 	return false;
+}
+
+/* A recorder segment with torch's records on thread 7: an operator
+ * [20,30) (before the dump's first step at 40), one [50,70), and three
+ * allocations or frees (profile_memory) at 25, 55 and 60, the last on
+ * GPU 2. */
+static int mem_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx, struct evbuf_stats *stats)
+{
+	uint64_t buf[(sizeof(struct evbuf_rec) + 128) / 8];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	static const struct {
+		int64_t ts, bytes;
+		int32_t type, index;
+	} mem[] = { { 25, 4096, 0, -1 }, { 55, -4096, 0, -1 }, { 60, 1 << 20, 1, 2 } };
+	struct oprec_hdr h;
+	struct memrec m;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < 2; i++) {
+		memset(buf, 0, sizeof buf);
+		memset(&h, 0, sizeof h);
+		h.end = i ? 70 : 30;
+		h.name_len = 9;
+		r->kind = EVBUF_TORCH_OP;
+		r->len = (uint32_t)(sizeof h + 9);
+		r->size = (uint16_t)((sizeof *r + r->len + 7) & ~7u);
+		r->ts = i ? 50 : 20;
+		r->id = 5 + i;
+		memcpy((char *)buf + sizeof *r, &h, sizeof h);
+		memcpy((char *)buf + sizeof *r + sizeof h, "aten::mul", 9);
+		fn(ctx, 7, "main", r);
+	}
+	for (i = 0; i < 3; i++) {
+		memset(buf, 0, sizeof buf);
+		m.addr = 0x5000;
+		m.bytes = mem[i].bytes;
+		m.total_allocated = 8192 + mem[i].bytes;
+		m.total_reserved = mem[i].type ? 2 << 20 : 0;
+		r->kind = EVBUF_TORCH_MEM;
+		r->len = sizeof m;
+		r->size = (uint16_t)(sizeof *r + sizeof m);
+		r->ts = mem[i].ts;
+		r->a = memrec_a(mem[i].type, mem[i].index);
+		memcpy((char *)buf + sizeof *r, &m, sizeof m);
+		fn(ctx, 7, "main", r);
+	}
+	return 0;
+}
+
+static int64_t int_arg(const struct trace *t, const struct trace_event *e, const char *key)
+{
+	size_t i;
+
+	for (i = e->args; i < (size_t)e->args + e->nargs; i++)
+		if (strcmp(trace_str(t, t->args[i].key), key) == 0)
+			return t->args[i].v.i;
+	return INT64_MIN;
+}
+
+/* torch's allocations become Kineto's "[memory]" instants on their thread
+ * (cpu_instant_event, its six args, the device unpacked); in a dump,
+ * those and the operators that ended before its first step are left
+ * out. */
+static void test_memory_records_become_memory_events(void)
+{
+	static const uint64_t gens[] = { 4 };
+	struct assemble_source src = { .drain = mem_drain, .gens = gens, .ngens = 1,
+				       .clip_start = true };
+	static const char *const keys[] = { "Total Reserved", "Total Allocated", "Bytes",
+					    "Addr", "Device Id", "Device Type" };
+	const struct trace_event *e = NULL;
+	struct trace t;
+	size_t i;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 40;
+	t.meta.end_ts = 100;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	CHECK_EQ_INT(count_named(&t, "aten::mul", &e), 1);
+	CHECK(e && e->ts == 50 && e->dur == 20 && e->cat == TRACE_CAT_CPU_OP);
+	CHECK_EQ_INT(count_named(&t, "[memory]", &e), 2);
+	CHECK(e && e->ts == 55 && e->tid == 7 && e->pid == 1);
+	CHECK(e && e->ph == TRACE_PH_INSTANT && e->cat == TRACE_CAT_CPU_INSTANT);
+	CHECK_EQ_STR(trace_cat_name(TRACE_CAT_CPU_INSTANT), "cpu_instant_event");
+	CHECK(e && e->nargs == 6);
+	for (i = 0; e && i < 6; i++)
+		CHECK_EQ_STR(trace_str(&t, t.args[e->args + i].key), keys[i]);
+	CHECK_EQ_INT(int_arg(&t, e, "Bytes"), -4096);
+	CHECK_EQ_INT(int_arg(&t, e, "Total Allocated"), 4096);
+	CHECK_EQ_INT(int_arg(&t, e, "Addr"), 0x5000);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Type"), 0);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Id"), -1);
+	e++; /* the GPU's */
+	CHECK_EQ_INT(int_arg(&t, e, "Device Type"), 1);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Id"), 2);
+	CHECK_EQ_INT(int_arg(&t, e, "Total Reserved"), 2 << 20);
+	trace_free(&t);
 }
 
 /* The program's own labels win (#26.4): a phase the bridge timed that a
@@ -624,6 +726,7 @@ int main(void)
 {
 	test_carried_range_comes_out_once();
 	test_clip_start_leaves_out_the_earlier_records();
+	test_memory_records_become_memory_events();
 	test_records_after_the_end_are_left_out();
 	test_cupti_records_are_handed_over_whole();
 	test_program_ranges_win_over_own_phases();

@@ -26,6 +26,7 @@ EXPLICIT = 16
 MODULES = 32         # the window records nn.Module calls (prof.capture{modules})
 RECORDER = 64        # the flight recorder keeps steps between windows (phases)
 REC_STACKS = 128     # ... and CPU samples: Python stack snapshots run then too
+REC_OPS = 256        # ... and torch's operators and allocations (profile_memory)
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
