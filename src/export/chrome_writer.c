@@ -183,7 +183,7 @@ static char *fmt_double(char *p, double d)
  * most the end in exact arithmetic, after any exact shift too, and never
  * passes the start of what follows.
  *
- * One rule for every nesting: an event that `holds` another (cw_holders)
+ * One rule for every nesting: an event that `holds` another (cw_holds)
  * gets X itself, so its end reads as the double of its end, exactly, also
  * after a shift by a ts of its thread (exact while every ts of the thread
  * is within twice the shift: Sterbenz, as in Unix time by the week), and
@@ -434,7 +434,7 @@ static void cw_args(struct cw *w, const struct trace *t,
 
 /* Appends one event object (no separator). `cats` holds each category's
  * name already quoted, with its length; `holds`: the event holds another
- * (cw_holders), its duration is written for that (fmt_dur). */
+ * (cw_holds), its duration is written for that (fmt_dur). */
 static void cw_event(struct cw *w, const struct trace *t,
 		     const struct trace_event *ev, char *const *cats,
 		     const size_t *catlen, int holds)
@@ -494,47 +494,64 @@ static void cw_event(struct cw *w, const struct trace *t,
 	*w->p++ = '}';
 }
 
-/* Which events hold another: for each of t->ev, 1 when the next complete
- * event of its track (pid, tid) in nesting order (trace_event_cmp's: by
- * start, the longer first) starts before it ends, so that readers nest
- * that one (and all it holds) in it; else 0. Complete events only: an
- * instant or a flow holds nothing and is held by nothing here. Returns a
- * malloc'd array of t->nev bytes, or NULL when out of memory (the caller
- * then takes every event as holding: the same nesting, longer numbers).
- * A trace in nesting order (t->nested, as every window's is) is swept as
- * it lies; another is swept through a sorted index. Host thread. */
+/* Whether complete event `ev` holds `next`, the next complete event in
+ * nesting order (NULL: none): on its track (pid, tid), starting before it
+ * ends, so that readers nest that one (and all it holds) in it. */
+static int cw_holds(const struct trace_event *ev, const struct trace_event *next)
+{
+	int64_t end;
+
+	if (!next || next->pid != ev->pid || next->tid != ev->tid)
+		return 0;
+	if (__builtin_add_overflow(ev->ts, ev->dur, &end))
+		end = INT64_MAX;
+	return next->ts < end;
+}
+
+/* For a trace in nesting order (t->nested, as every window's is): whether
+ * t->ev[i] holds another (cw_holds), looking ahead to the next complete
+ * event. Instants and flows hold nothing and are held by nothing here.
+ * Over a whole trace the look-aheads read each event once: no memory. */
+static int cw_holds_at(const struct trace *t, size_t i)
+{
+	size_t k;
+
+	if (t->ev[i].ph != TRACE_PH_COMPLETE)
+		return 0;
+	for (k = i + 1; k < t->nev && t->ev[k].ph != TRACE_PH_COMPLETE; k++)
+		;
+	return cw_holds(&t->ev[i], k < t->nev ? &t->ev[k] : NULL);
+}
+
+/* For a trace not in nesting order: which events hold another
+ * (cw_holds), swept through a sorted index. Returns a malloc'd array of
+ * t->nev bytes, or NULL when out of memory (the caller then takes every
+ * event as holding: the same nesting, longer numbers). Host thread. */
 static uint8_t *cw_holders(const struct trace *t)
 {
-	uint8_t *holds;
-	uint32_t *idx = NULL;
 	const struct trace_event *next = NULL;
+	uint8_t *holds;
+	uint32_t *idx;
 	size_t i, k;
 
-	if (t->nev == 0)
-		return malloc(1);
-	holds = calloc(t->nev, 1);
-	if (!holds)
+	if (t->nev > UINT32_MAX)
 		return NULL;
-	if (!t->nested) {
-		if (t->nev > UINT32_MAX || !(idx = malloc(t->nev * sizeof *idx))) {
-			free(holds);
-			return NULL;
-		}
-		for (i = 0; i < t->nev; i++)
-			idx[i] = (uint32_t)i;
-		sortidx_u32(idx, t->nev, trace_event_cmp_at, (void *)t);
+	holds = calloc(t->nev ? t->nev : 1, 1);
+	idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
+	if (!holds || !idx) {
+		free(holds);
+		free(idx);
+		return NULL;
 	}
+	for (i = 0; i < t->nev; i++)
+		idx[i] = (uint32_t)i;
+	sortidx_u32(idx, t->nev, trace_event_cmp_at, (void *)t);
 	for (k = t->nev; k-- > 0;) {
-		const struct trace_event *ev = &t->ev[idx ? idx[k] : k];
-		int64_t end;
+		const struct trace_event *ev = &t->ev[idx[k]];
 
 		if (ev->ph != TRACE_PH_COMPLETE)
 			continue;
-		if (next && (next->pid != ev->pid || next->tid != ev->tid))
-			next = NULL; /* another track */
-		if (__builtin_add_overflow(ev->ts, ev->dur, &end))
-			end = INT64_MAX;
-		holds[ev - t->ev] = next && next->ts < end;
+		holds[idx[k]] = (uint8_t)cw_holds(ev, next);
 		next = ev;
 	}
 	free(idx);
@@ -946,7 +963,9 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 	char *cats[TRACE_CAT_COUNT + 1] = { NULL };
 	size_t catlen[TRACE_CAT_COUNT + 1];
 	struct cw w;
-	uint8_t *holds = cw_holders(t);
+	/* which events hold another: looked ahead in a trace in nesting
+	 * order, an array for another */
+	uint8_t *holds = t->nested ? NULL : cw_holders(t);
 	size_t i;
 	int rc = 0, sep;
 
@@ -977,7 +996,8 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 			cw_room(&w, CW_FIXED);
 			cw_mem(&w, ",\n", 2);
 		}
-		cw_event(&w, t, &t->ev[i], cats, catlen, holds ? holds[i] : 1);
+		cw_event(&w, t, &t->ev[i], cats, catlen,
+			 t->nested ? cw_holds_at(t, i) : holds ? holds[i] : 1);
 	}
 	sep = t->nev > 0;
 	if (t->meta.program && t->meta.program[0]) {
