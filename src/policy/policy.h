@@ -131,7 +131,16 @@ struct policy_config {
 					  prof.capture{cuda} asks for it
 					  (CUPTI's kinds stay on); default
 					  true */
+		bool job;              /* job-wide dumps: a dump (and a hang
+					  report) is published in the run
+					  directory and every rank answers
+					  (docs/jobs.md); default false */
 	} recorder;
+
+	/* prof.job: watching the run directory for job-wide requests */
+	struct {
+		uint32_t poll_ms;      /* how often; 0: never; default 1000 */
+	} job;
 
 	/* prof.watchdog: the hang watchdog (docs/recorder.md) */
 	struct {

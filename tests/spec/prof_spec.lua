@@ -540,20 +540,31 @@ describe("prof", function()
 		end)
 	end)
 
+	describe("prof.job", function()
+		it("watches every second unless told otherwise", function()
+			assert.are.same({ poll_ms = 1000 }, config_of("").job)
+			prof._reset()
+			assert.are.same({ poll_ms = 0 }, config_of("prof.job{ poll_ms = 0 }").job)
+			prof._reset()
+			assert.are.equal("myprof.lua:1: prof.job: 'poll_ms' must be an integer from 0 to 3600000, got -1",
+				error_of("prof.job{ poll_ms = -1 }"))
+		end)
+	end)
+
 	describe("prof.recorder", function()
 		it("is off unless called, and fills its defaults", function()
 			assert.is_false(config_of("").recorder.enabled)
 			assert.are.same({ enabled = true, on = true, steps = 20, mb = 256, max_dumps = 10,
 				dump_on_crash = true, dump_on_signal = true, dump_on_exception = true,
-				cpu_samples = true, phases = true, cuda = true },
+				cpu_samples = true, phases = true, cuda = true, job = false },
 				config_of("prof.recorder{}").recorder)
 			prof._reset()
 			assert.are.same({ enabled = true, on = true, steps = 5, mb = 16, max_dumps = 0,
 				dump_on_crash = false, dump_on_signal = true, dump_on_exception = false,
-				cpu_samples = false, phases = true, cuda = false },
+				cpu_samples = false, phases = true, cuda = false, job = true },
 				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0, "
 					.. "dump_on_crash = false, dump_on_exception = false, "
-					.. "cpu_samples = false, cuda = false }").recorder)
+					.. "cpu_samples = false, cuda = false, job = true }").recorder)
 		end)
 
 		it("rejects bad values in one line", function()
@@ -562,7 +573,7 @@ describe("prof", function()
 			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
 				error_of("prof.recorder{ mb = 0 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: "
-				.. "cpu_samples, cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, phases, steps%)",
+				.. "cpu_samples, cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, job, max_dumps, mb, phases, steps%)",
 				error_of("prof.recorder{ step = 3 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: 'dump_on_signal' must be a boolean",
 				error_of("prof.recorder{ dump_on_signal = 'no' }"))
@@ -784,7 +795,7 @@ describe("prof", function()
 				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
-				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps, watchdog)",
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, job, limits, output, recorder, schedule, steps, watchdog)",
 				set_error("sched.active=5"))
 			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
 				set_error("schedule.active"))
