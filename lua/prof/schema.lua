@@ -303,6 +303,8 @@ M.capture_now = {
 		reason = string_("capture_now", check_reason),
 		-- At the REPL: wait for the window's files (false: return at once).
 		wait = boolean(true),
+		-- Every rank of the run records the same steps (docs/jobs.md).
+		job = boolean(false),
 	},
 	required = { steps = true },
 }

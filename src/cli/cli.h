@@ -165,6 +165,18 @@ void cli_attach_help(FILE *out);
 /* The one-line synopsis of `prof attach`. */
 extern const char cli_attach_synopsis[];
 
+/* `prof capture RUN [options]`. argv[0] is "capture". Asks every process
+ * of run directory RUN to record the same steps (docs/jobs.md). Returns 0,
+ * 1 when the request cannot be written or no process read it in time,
+ * CLI_EXIT_USAGE on bad arguments. */
+int cli_capture_main(int argc, char **argv);
+
+/* Writes the help of `prof capture` to `out`. */
+void cli_capture_help(FILE *out);
+
+/* The one-line synopsis of `prof capture`. */
+extern const char cli_capture_synopsis[];
+
 /* --- lineedit.c: a small line editor for a terminal --- */
 
 struct lineedit;

@@ -85,7 +85,8 @@ int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
 }
 
 /* Whether the directory holds nothing but run markers (its own or one
- * being written beside it). -1 when it cannot be read. */
+ * being written beside it) and the job folder (jobfile.h). -1 when it
+ * cannot be read. */
 static int only_markers(const struct outdir *d)
 {
 	int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
@@ -100,7 +101,9 @@ static int only_markers(const struct outdir *d)
 	}
 	rewinddir(dir);
 	while (empty && (ent = readdir(dir)) != NULL) {
+		/* `job`: requests (prof capture) made before any rank wrote */
 		if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0 &&
+		    strcmp(ent->d_name, "job") != 0 &&
 		    strncmp(ent->d_name, OUTDIR_RUN_MARKER, sizeof OUTDIR_RUN_MARKER - 1) != 0)
 			empty = 0;
 	}

@@ -78,6 +78,8 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.reason = strdup(job->reason);
 	t->meta.peak_tflops = h->cfg->capture.peak_tflops;
 	t->meta.recorder = job->dump;
+	if (job->suffix[0])
+		t->meta.suffix = strdup(job->suffix);
 }
 
 /* Gives a job's event pools back: a window's generation, or a recorder
@@ -324,6 +326,7 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, "run directory '%s' holds "
 			"another run; this run writes to '%s' (name each run: prof.output{ "
 			"run = ... } or PROF_RUN_ID)", h->run_dir, res.run_dir);
+		jobwatch_run_moved(h, res.run_dir); /* its job requests are there */
 	}
 	if (rc == 0 && res.dir[0]) {
 		run_builtin_reports(h, &t, &res);

@@ -224,6 +224,8 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	job->nsteps = w->nsteps;
 	job->dropped_steps = w->dropped_steps;
 	job->ticket = r->ticket;
+	if (r->reason && strncmp(r->reason, HOST_JOB_CAPTURE, strlen(HOST_JOB_CAPTURE)) == 0)
+		snprintf(job->suffix, sizeof job->suffix, HOST_JOB_CAPTURE_SUFFIX);
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
@@ -574,6 +576,47 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		return err_set(e, "a capture request is already queued");
 	log_msg(LOG_DEBUG, "capture_now: %u steps (%s)", steps, reason ? reason : "");
 	return 0;
+}
+
+int window_capture_at(struct host *h, unsigned steps, uint64_t first,
+		      const char *reason, struct err *e)
+{
+	struct window_state *w = &h->win;
+	bool whole;
+	int rc;
+
+	if (refuse_request(h, steps, e) != 0)
+		return -1;
+	pthread_mutex_lock(&w->lock);
+	whole = w->sched.cfg.whole && w->sched.recording && !w->sched.next_cfg_pending;
+	rc = w->finished || whole ? -1 : sched_capture_at(&w->sched, steps, first, reason);
+	if (rc == 0)
+		update_arm(h, clock_now_ns());
+	pthread_mutex_unlock(&w->lock);
+	if (whole)
+		return err_set(e, "the whole process is being recorded in one window "
+			       "(prof.schedule{ whole = true }): every step is in it already");
+	if (rc != 0)
+		return err_set(e, w->finished ? "the process is ending"
+				  : "a capture request is already queued");
+	return 0;
+}
+
+bool window_job_position(struct host *h, uint64_t *step, int64_t *step_ns)
+{
+	struct window_state *w = &h->win;
+	double median, mean;
+	int64_t ns;
+	bool stepped;
+
+	pthread_mutex_lock(&w->lock);
+	*step = w->sched.step;
+	stepped = w->ndur > 0;
+	window_step_stats(w, &median, &mean);
+	pthread_mutex_unlock(&w->lock);
+	ns = (int64_t)(median * 1e6);
+	*step_ns = ns > 1000000 ? ns : 1000000;
+	return stepped;
 }
 
 /* Makes the dump job of what rec_take() took, with `partial` (may be

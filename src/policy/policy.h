@@ -235,6 +235,10 @@ struct policy_opts {
 	void *capture_ctx;
 	policy_dump_fn dump;       /* may be NULL: prof.dump refuses; its
 				      context is capture_ctx */
+	policy_capture_fn capture_job; /* prof.capture_now{ job = true }: ask
+				      every rank of the run (docs/jobs.md);
+				      may be NULL (refused); context
+				      capture_ctx */
 	const struct policy_live_ops *live; /* may be NULL: no live control */
 	void *live_ctx;
 };
