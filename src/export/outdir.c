@@ -241,6 +241,11 @@ static int claim_run(const struct outdir *d, const char *run_id,
 		empty = only_markers(d);
 		if (empty < 0)
 			return err_errno(e, errno, "cannot read directory '%s'", d->path);
+		/* A process that claimed it since our read linked its marker
+		 * before making anything beside it: read that one (ranks of a
+		 * job capture write their first windows at the same moment). */
+		if (!empty && read_marker(d, id, sizeof id) == 0)
+			return marker_is_run(id, run_id) || marker_job(id, job) ? 0 : 1;
 		if (!empty)
 			return 1; /* written before runs were marked: not this run */
 		rc = write_marker(d, run_id, job, e);

@@ -1,0 +1,257 @@
+"""End to end: job-wide requests through the run directory (docs/jobs.md).
+
+Many ranks of a made-up job (tests/e2e/workloads/job_app.c: steps that
+sleep, no torch) under one `prof run`, on one machine; ranks in UTS
+namespaces of their own (`unshare -u`, where this user may) stand in for
+hosts. `prof capture RUN --steps N` gives every rank one window of the
+same N steps; a request file of another user's, or a bad one, is ignored
+with one line and changes nothing.
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import time
+import unittest
+
+from harness import (PROF, TESTBIN, TempDirTest, base_env, load_trace, run, step_spans)
+
+APP = os.path.join(TESTBIN, "job_app")
+RUN_NAME = "job"
+
+
+def _uts_ok():
+    """Whether `unshare -u` gives this user a host name of its own."""
+    if not shutil.which("unshare"):
+        return False
+    try:
+        r = subprocess.run(["unshare", "-u", "sh", "-c", "hostname profhost-uts && hostname"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and r.stdout.strip() == "profhost-uts"
+
+
+UTS_OK = _uts_ok()
+
+
+def job_windows(run_dir, suffix="_job"):
+    """{rank: [window folder, ...]} of the job-wide windows under run_dir."""
+    out = {}
+    for d in sorted(glob.glob(os.path.join(run_dir, "rank*", "window*_steps*" + suffix))):
+        rank = int(os.path.basename(os.path.dirname(d))[len("rank"):])
+        out.setdefault(rank, []).append(d)
+    return out
+
+
+def traced_steps(window):
+    """The step numbers of a window's ProfilerStep spans."""
+    return [n for n, _ in step_spans(load_trace(window))]
+
+
+class Job(TempDirTest):
+    """Starts `n` ranks of job_app under one prof run, in the background."""
+
+    def start(self, n, policy, steps, step_ms=20, hosts=1, extra=(), lead_s=2.0):
+        self.out = os.path.join(self.tmp, "out")
+        self.run_dir = os.path.join(self.out, RUN_NAME)
+        pol = self.write("policy.lua", 'prof.output{ run = "%s" }\n%s' % (RUN_NAME, policy))
+        start_at = int((time.time() + lead_s) * 1000)
+        args = " ".join([APP, "--steps", str(steps), "--step-ms", str(step_ms),
+                         "--start-at", str(start_at)] + list(extra))
+        lines = ["#!/bin/sh", "i=0", "while [ $i -lt %d ]; do" % n]
+        if hosts > 1 and UTS_OK:
+            lines.append("  RANK=$i WORLD_SIZE=%d unshare -u sh -c "
+                         "\"hostname host$(($i %% %d)) && exec %s\" > /dev/null &" % (n, hosts, args))
+        else:
+            lines.append("  RANK=$i WORLD_SIZE=%d %s > /dev/null &" % (n, args))
+        lines += ["  echo $! >> %s/pids" % self.tmp, "  i=$((i + 1))", "done", "wait", ""]
+        launcher = self.write("launch.sh", "\n".join(lines))
+        os.chmod(launcher, 0o755)
+        self.proc = subprocess.Popen([PROF, "run", "-s", pol, "-o", self.out, launcher],
+                                     env=base_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.start_at = start_at / 1000.0
+
+    def finish(self, timeout=120):
+        out, err = self.proc.communicate(timeout=timeout)
+        self.assertEqual(self.proc.returncode, 0, err[-4000:])
+        return err
+
+    def wait_for(self, what, timeout):
+        """Polls what() until true; the seconds it took."""
+        t0 = time.time()
+        while not what():
+            if time.time() - t0 > timeout:
+                self.fail("timed out after %g s" % timeout)
+            time.sleep(0.1)
+        return time.time() - t0
+
+    def tearDown(self):
+        if getattr(self, "proc", None) and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        super().tearDown()
+
+    def capture(self, *args):
+        r = run([PROF, "capture", self.run_dir] + list(args), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        m = re.search(r"records steps (\d+)-(\d+)", r.stdout)
+        self.assertTrue(m, r.stdout)
+        return int(m.group(1)), int(m.group(2))
+
+    def check_same_steps(self, n, first, last):
+        wins = job_windows(self.run_dir)
+        self.assertEqual(sorted(wins), list(range(n)), wins)
+        for rank, dirs in wins.items():
+            self.assertEqual(len(dirs), 1, dirs)
+            self.assertTrue(dirs[0].endswith("_steps%d-%d_job" % (first, last)), dirs)
+            self.assertEqual(traced_steps(dirs[0]), list(range(first, last + 1)), dirs[0])
+        return wins
+
+
+class Capture(Job):
+    POLICY = "prof.job{ poll_ms = 200 }\n"
+
+    def test_16_ranks_record_the_same_3_steps(self):
+        self.start(16, self.POLICY, steps=300)
+        time.sleep(max(0, self.start_at - time.time()) + 0.5)
+        first, last = self.capture("--steps", "3")
+        self.assertEqual(last - first, 2)
+        self.wait_for(lambda: len(job_windows(self.run_dir)) == 16 or self.proc.poll() is not None, 60)
+        err = self.finish()
+        self.check_same_steps(16, first, last)
+        # nothing else: no window of the schedule, no second one
+        self.assertEqual(glob.glob(os.path.join(self.run_dir, "rank*", "window*")),
+                         glob.glob(os.path.join(self.run_dir, "rank*", "window*_job")))
+        self.assertNotIn("late", err)
+
+    def test_64_ranks_on_4_hosts_within_seconds(self):
+        self.start(64, self.POLICY, steps=500, hosts=4, lead_s=4.0)
+        time.sleep(max(0, self.start_at - time.time()) + 0.5)
+        t0 = time.time()
+        first, last = self.capture("--steps", "3")
+        took = self.wait_for(lambda: sum(len(v) for v in job_windows(self.run_dir).values())
+                             == 64, 60)
+        took = time.time() - t0
+        print("64 windows of steps %d-%d written %.1f s after prof capture" % (first, last, took))
+        # the lead (2 polls + 1 s), 3 steps of 20 ms, 64 windows written on
+        # a loaded two-core machine: a few seconds
+        self.assertLess(took, 20)
+        self.finish()
+        wins = self.check_same_steps(64, first, last)
+        if UTS_OK:
+            hosts = {load_trace(d[0])["profhost"]["hostname"] for d in wins.values()}
+            self.assertEqual(hosts, {"host0", "host1", "host2", "host3"})
+
+    def test_late_rank_starts_at_its_next_step_and_says_so(self):
+        self.start(2, self.POLICY, steps=200)
+        time.sleep(max(0, self.start_at - time.time()) + 1.0)
+        r = run([PROF, "capture", self.run_dir, "--steps", "2", "--first", "5"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("record steps 5-6", r.stdout)
+        self.wait_for(lambda: len(job_windows(self.run_dir)) == 2, 30)
+        self.finish()
+        for rank, dirs in job_windows(self.run_dir).items():
+            steps = traced_steps(dirs[0])
+            self.assertEqual(len(steps), 2)
+            self.assertGreater(steps[0], 40)
+            reason = load_trace(dirs[0])["profhost"]["reason"]
+            self.assertRegex(reason, r"^job capture \d+-\d+-[0-9a-f]+ \(late: asked from step 5\)$")
+
+    def test_from_the_repl_of_one_rank(self):
+        self.start(4, self.POLICY, steps=300)
+        time.sleep(max(0, self.start_at - time.time()) + 0.5)
+        with open(os.path.join(self.tmp, "pids")) as f:
+            pid = f.read().split()[2]
+        r = run([PROF, "attach", pid, "-e", 'print(prof.capture_now{ steps = 2, job = true })'],
+                timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "true")
+        self.wait_for(lambda: len(job_windows(self.run_dir)) == 4, 30)
+        self.finish()
+        steps = {tuple(traced_steps(d[0])) for d in job_windows(self.run_dir).values()}
+        self.assertEqual(len(steps), 1, steps)
+        self.assertEqual(len(steps.pop()), 2)
+
+
+class Refused(Job):
+    """Requests a process must not honour: one line each, nothing else."""
+
+    def one_rank(self):
+        self.out = os.path.join(self.tmp, "out")
+        self.run_dir = os.path.join(self.out, RUN_NAME)
+        pol = self.write("policy.lua", 'prof.output{ run = "%s" }\nprof.job{ poll_ms = 100 }\n'
+                         % RUN_NAME)
+        self.proc = subprocess.Popen([PROF, "run", "-s", pol, "-o", self.out, APP,
+                                      "--steps", "150", "--step-ms", "20"],
+                                     env=base_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        os.makedirs(os.path.join(self.run_dir, "job"), exist_ok=True)
+
+    def plant(self, text, owner=None):
+        name = "capture-%d-1-abcd" % int(time.time() * 1000)
+        path = os.path.join(self.run_dir, "job", name)
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        if owner is not None:
+            os.chown(path + ".tmp", owner, owner)
+        os.rename(path + ".tmp", path)
+        return path
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root to give a file to another user")
+    def test_request_of_another_user_is_ignored_with_one_line(self):
+        self.one_rank()
+        path = self.plant("profhost-job 1\nkind capture\ncreated_ns %d\nsteps 2\nfirst 0\n"
+                          % time.time_ns(), owner=65534)
+        err = self.finish()
+        lines = [l for l in err.splitlines() if "job request" in l]
+        self.assertEqual(lines, ["profhost: job request '%s' ignored: it belongs to uid 65534, "
+                                 "not to you (uid 0); only your own requests, written by "
+                                 "prof capture, are honoured" % path], err)
+        self.assertEqual(job_windows(self.run_dir), {})
+        self.assertEqual(glob.glob(os.path.join(self.run_dir, "rank*", "window*")), [])
+
+    def test_bad_request_is_ignored_with_one_line(self):
+        self.one_rank()
+        path = self.plant("profhost-job 1\nkind capture\ncreated_ns %d\nsteps 0\n"
+                          % time.time_ns())
+        err = self.finish()
+        lines = [l for l in err.splitlines() if "job request" in l]
+        self.assertEqual(lines, ["profhost: job request '%s' ignored: line 4: 'steps' must be "
+                                 "an integer from 1 to 100000, got '0'; only your own requests, "
+                                 "written by prof capture, are honoured" % path], err)
+        self.assertEqual(glob.glob(os.path.join(self.run_dir, "rank*", "window*")), [])
+
+
+class Cli(TempDirTest):
+    def test_bad_arguments(self):
+        for args, msg in (([], "missing the run directory"),
+                          (["x", "--steps", "0"], "--steps needs a number of steps from 1 to 100000"),
+                          (["x", "--first", "-3"], "--first needs a step number from 1"),
+                          (["x", "--first", "3", "--lead", "2"], "--lead has no use with --first"),
+                          (["x", "--wat"], "unknown option '--wat'")):
+            r = run([PROF, "capture"] + args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn("prof capture: " + msg, r.stderr)
+            self.assertIn("(usage: prof capture RUN", r.stderr)
+
+    def test_no_process_reads_it(self):
+        run_dir = os.path.join(self.tmp, "out", "nobody")
+        r = run([PROF, "capture", run_dir, "--wait", "0.3"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("prof capture: no process of %s read the request within 0.3 s" % run_dir,
+                      r.stderr)
+        names = os.listdir(os.path.join(run_dir, "job"))
+        self.assertEqual(len(names), 1)
+        self.assertRegex(names[0], r"^capture-\d+-\d+-[0-9a-f]{4}$")
+        with open(os.path.join(run_dir, "job", names[0])) as f:
+            self.assertRegex(f.read(), r"^profhost-job 1\nkind capture\ncreated_ns \d+\nsteps 3\n"
+                             r"first 0\nlead_ms 0\nfrom prof capture \(pid \d+ on .*\)\n$")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
