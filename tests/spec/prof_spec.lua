@@ -684,6 +684,25 @@ describe("prof", function()
 			assert.are.same({ { 3, "slow step" }, { 1, "capture_now" } }, calls)
 		end)
 
+		it("with job = true asks every rank through capture_job, never waiting", function()
+			local calls = {}
+			prof._native = {
+				capture_now = function() error("not this one") end,
+				capture_job = function(steps, reason)
+					calls[#calls + 1] = { steps, reason }
+					return true
+				end,
+				repl_active = function() return true end,
+			}
+			assert.is_true(run([[
+				assert(prof.capture_now{ steps = 3, job = true } == true)
+			]]))
+			assert.are.same({ { 3, "capture_now" } }, calls)
+			prof._native = { capture_job = function() return nil, "the watcher is off" end }
+			assert.are.equal("myprof.lua:1: prof.capture_now: the watcher is off",
+				error_of("prof.capture_now{ steps = 2, job = true }"))
+		end)
+
 		it("raises the host's refusal at the caller's line", function()
 			prof._native = { capture_now = function() return nil, "a request is already queued" end }
 			assert.are.equal("myprof.lua:2: prof.capture_now: a request is already queued",
@@ -698,7 +717,7 @@ describe("prof", function()
 				error_of('prof.capture_now{ reason = "x" }'))
 			assert.matches("^myprof%.lua:1: prof%.capture_now: 'reason' must be at most 127 bytes long",
 				error_of("prof.capture_now{ steps = 1, reason = string.rep('x', 128) }"))
-			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: reason, steps, wait%)",
+			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: job, reason, steps, wait%)",
 				error_of("prof.capture_now{ step = 1 }"))
 		end)
 
