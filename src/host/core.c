@@ -328,6 +328,7 @@ static void core_after_fork_child(void)
 	atomic_store(&host.wd.started, 0); /* no watchdog thread here */
 	atomic_store(&host.wd.wake, 0);
 	jobwatch_init(&host); /* no job watcher here either */
+	host.jw.queue = NULL; /* the parent's: nothing is queued here */
 	atomic_store(&host.jw.started, 0);
 	atomic_store(&host.jw.wake, 0);
 	policy_after_fork_child(host.policy);

@@ -63,6 +63,9 @@ struct host_job {
 					  dump's mark on its folder's name
 					  (window<K>_steps<a>-<b>_<suffix>:
 					  "job", "by-rank5") */
+	char note[256];                /* "" or a line for its summary's
+					  notes and the log (a job dump:
+					  the steps it no longer held) */
 	struct host_job *next;
 };
 
@@ -165,6 +168,8 @@ struct host_thread {
 
 /* What the watchdog's thread is woken for (bits of watchdog.wake). */
 #define WD_WAKE_STOP 1u            /* look once more, then end */
+#define WD_WAKE_ASK 2u             /* another rank's hang: report now
+				      (watchdog.ask) */
 
 /* The hang watchdog's state (watchdog.c). Its thread (profhost-wd) owns
  * the fields from `hangs` on; the others are for starting and stopping
@@ -174,7 +179,20 @@ struct watchdog {
 	_Atomic int started;
 	_Atomic int32_t tid;           /* kernel tid of its thread */
 	_Atomic uint32_t wake;         /* wake word: WD_WAKE_* bits */
+	pthread_mutex_t ask_lock;      /* guards `ask` */
+	struct {
+		bool pending;
+		int rank;                  /* the rank that hung */
+		uint64_t step;             /* its stalled step */
+		char host[128];
+	} ask;                         /* another rank's hang (job-wide, with
+					  prof.recorder{ job = true }): this
+					  rank reports now too */
 	uint32_t hangs;                /* reports written */
+	bool asked;                    /* a report was written for asked_step
+					  when another rank's hang asked */
+	uint64_t asked_step;
+	int asked_rank;
 	bool hung;                     /* a report was written for hung_step,
 					  which has not ended yet */
 	uint64_t hung_step;
@@ -216,6 +234,12 @@ struct jobwatch {
 					  the run writes to, once known) */
 	struct jw_pending pending[JW_PENDING];
 	unsigned npending;
+	struct jw_pending answers[JW_PENDING]; /* job dumps of steps this
+					  rank has not reached yet: asked
+					  again at each look */
+	int64_t answer_until[JW_PENDING]; /* ... until then (Unix ns): then
+					  what is held is written */
+	unsigned nanswers;
 	uint64_t *seen;                /* hashes of the names handled; an
 					  open-addressing set, 0 = empty */
 	size_t nseen, cap_seen;
@@ -347,6 +371,28 @@ struct window_hang_dump {
 int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		     struct window_hang_dump *out, struct err *e);
 
+/* A job-wide dump to answer (docs/jobs.md): another rank dumped steps
+ * first..last; this rank writes the same steps from its recorder. */
+struct window_job_dump {
+	uint64_t first, last;
+	int rank;                      /* the rank whose dump it was */
+	const char *reason;            /* its reason */
+	bool force;                    /* take what is held even when step
+					  `last` has not begun here */
+};
+
+/* Answers a job-wide dump: the recorder's held steps from req->first to
+ * req->last (to the step now running, marked partial, when `last` has not
+ * ended here), in a folder recorder<K>_steps<a>-<b>_by-rank<R>; steps no
+ * longer held are said in its summary's notes. Returns 0 (handed to the
+ * host thread), 1 when step `last` has not begun here yet (asked again
+ * later; req->force takes what is held), 2 when this rank's own dumps
+ * already hold those steps (nothing written), or -1 with *e saying why
+ * nothing is written (the recorder off, a window recording, max_dumps,
+ * none of the steps held any more). Never publishes. Any thread; not
+ * while holding the window lock. */
+int window_dump_job(struct host *h, const struct window_job_dump *req, struct err *e);
+
 /* prof.recorder{ enabled = ... } after the policy loaded (a hook, the
  * REPL): `on` false pauses the recorder, true resumes it. Takes effect at
  * the next step boundary: pausing then gives the held segments back (and
@@ -468,6 +514,13 @@ void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
  * with *e. */
 int watchdog_start(struct host *h, struct err *e);
 
+/* Another rank (`rank`, on `host`) reported a hang of its step `step`
+ * (job-wide, docs/jobs.md): this rank's watchdog writes a hang report of
+ * its own now, whatever its own limit says, into a folder
+ * hang<K>_step<N>_by-rank<rank>. Returns 0, or -1 with *e when the
+ * watchdog does not run here. Any thread; never blocks on the report. */
+int watchdog_ask(struct host *h, int rank, uint64_t step, const char *host, struct err *e);
+
 /* Stops the watchdog's thread: it looks once more (a reported hang that
  * ended, or not, is said), finishes a report it is writing and ends.
  * Called at exit after window_finish(), before hostthread_stop() (a hang's
@@ -475,6 +528,18 @@ int watchdog_start(struct host *h, struct err *e);
  * called on the watchdog's thread itself (exit() from its hook). */
 void watchdog_stop(struct host *h);
 /* --- jobwatch.c: the job-wide requests (docs/jobs.md) --- */
+
+/* With prof.recorder{ job = true }: tells the job's other ranks, through
+ * the run directory, of a dump this rank took (f->kind JOBFILE_DUMP:
+ * first, last, partial, reason) or of its hang report (JOBFILE_HANG:
+ * step, reason); the rank, pid, host and time are filled here. Queued for
+ * the watcher's thread (no I/O here); dropped with a line when its queue
+ * is full or it does not run. Any thread, the window lock not held. */
+void jobwatch_publish(struct host *h, const struct jobfile *f);
+
+/* Writes what is queued now, on the calling thread (a process dying of a
+ * signal: the host thread, once its dump is written). */
+void jobwatch_flush(struct host *h);
 
 /* Sets the watcher up (its lock, the run directory it watches). Start-up,
  * once the run directory is known, before any thread starts; again in a

@@ -297,6 +297,11 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(LOG_WARN, "out of memory in window %u: the step phases may "
 			"count a phase the program labels itself twice", job->window);
 	note_dump_cut(h, job, &t);
+	if (job->note[0]) {
+		log_msg(LOG_INFO, "recorder dump %u: %s", job->window, job->note);
+		if (trace_add_note(&t, job->note) != 0)
+			t.oom = 1;
+	}
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 	trace_sort(&t); /* its tables and reports sweep it as it lies */
@@ -433,6 +438,7 @@ static void *host_main(void *arg)
 			capture_recorder_rotated_all();
 		drain_queue(h);
 		if (bits & HOST_WAKE_TERM) {
+			jobwatch_flush(h); /* a crash's publication, for the job */
 			salvage_done(h); /* the dying process's window is written */
 			wakeword_post(&ht->ack, 1);
 		}

@@ -47,6 +47,9 @@
 				      change within the same tick */
 #define JW_LEAD_EXTRA_MS 1000      /* the default lead: 2 x poll_ms + this */
 #define JW_NAME_SLACK_NS 60000000000LL /* names carry their minute */
+#define JW_ANSWER_WAIT_NS 30000000000LL /* how long a rank behind is waited
+					   for before a job dump takes what
+					   it holds */
 
 /* Unix time now, in ns. */
 static int64_t real_ns(void)
@@ -214,6 +217,89 @@ static void answer_capture(struct host *h, int dfd, const char *dir, const char 
 		f->from[0] ? f->from : "(not said)");
 }
 
+/* Answers rank f->rank's dump of steps f->first..f->last from this rank's
+ * recorder (window_dump_job); `force` once it waited long enough for this
+ * rank to reach them. Returns true when done with it (written, or said
+ * why not), false to be asked again later. The watcher's thread. */
+static bool answer_dump(struct host *h, const struct jobfile *f, bool force)
+{
+	struct window_job_dump req = { f->first, f->last, f->rank, NULL, force };
+	char reason[HOST_REASON_MAX];
+	struct err e;
+	int rc;
+
+	snprintf(reason, sizeof reason, "job dump: rank %d's of steps %llu-%llu (%.60s)",
+		 f->rank, (unsigned long long)f->first, (unsigned long long)f->last,
+		 f->reason[0] ? f->reason : "dump");
+	req.reason = reason;
+	rc = window_dump_job(h, &req, &e);
+	if (rc == 1)
+		return false;
+	if (rc == 2)
+		log_msg(LOG_DEBUG, "job dump of rank %d (steps %llu-%llu): this rank's own "
+			"dump holds them", f->rank, (unsigned long long)f->first,
+			(unsigned long long)f->last);
+	else if (rc < 0)
+		log_msg(LOG_WARN, "job dump of rank %d (steps %llu-%llu, %s): not written "
+			"here: %s", f->rank, (unsigned long long)f->first,
+			(unsigned long long)f->last, f->reason[0] ? f->reason : "dump", e.msg);
+	return true;
+}
+
+/* Asks again the job dumps this rank had not reached; past their time,
+ * what is held is written. The watcher's thread. */
+static void answer_waiting(struct host *h)
+{
+	struct jobwatch *jw = &h->jw;
+	unsigned i, n = jw->nanswers, kept = 0;
+	int64_t now = real_ns();
+
+	for (i = 0; i < n; i++) {
+		if (answer_dump(h, &jw->answers[i].f, now >= jw->answer_until[i]))
+			continue;
+		jw->answers[kept] = jw->answers[i];
+		jw->answer_until[kept++] = jw->answer_until[i];
+	}
+	jw->nanswers = kept;
+}
+
+/* Another rank's dump or hang (prof.recorder{ job = true }): this rank
+ * answers with the same steps, or a hang report of its own. The watcher's
+ * thread. */
+static void answer_publication(struct host *h, const struct jobfile *f)
+{
+	struct jobwatch *jw = &h->jw;
+	const struct policy_config *c = h->cfg;
+	struct err e;
+
+	if (f->rank == h->env.rank && f->pid == (int)h->pid &&
+	    strncmp(f->host, h->hostname, sizeof f->host - 1) == 0)
+		return; /* its own */
+	if (!c->recorder.enabled || !c->recorder.job) {
+		log_msg(LOG_DEBUG, "rank %d's %s is not answered here: prof.recorder{ job "
+			"= true } is not set", f->rank, f->kind == JOBFILE_HANG ? "hang" : "dump");
+		return;
+	}
+	if (f->kind == JOBFILE_HANG) {
+		if (watchdog_ask(h, f->rank, f->step, f->host, &e) != 0)
+			log_msg(LOG_WARN, "rank %d's hang (step %llu on %s): no hang report "
+				"here: %s", f->rank, (unsigned long long)f->step, f->host, e.msg);
+		return;
+	}
+	if (answer_dump(h, f, false))
+		return;
+	if (jw->nanswers >= JW_PENDING) {
+		answer_dump(h, f, true);
+		return;
+	}
+	/* this rank is behind: asked again at each look, at most so long */
+	jw->answers[jw->nanswers].f = *f;
+	jw->answer_until[jw->nanswers++] = real_ns() + JW_ANSWER_WAIT_NS;
+	log_msg(LOG_DEBUG, "job dump of rank %d (steps %llu-%llu): waiting for this rank "
+		"to reach step %llu", f->rank, (unsigned long long)f->first,
+		(unsigned long long)f->last, (unsigned long long)f->last);
+}
+
 /* Handles one new file of the job folder. The watcher's thread. */
 static void handle(struct host *h, int dfd, const char *dir, const char *name,
 		   enum jobfile_kind kind)
@@ -226,8 +312,9 @@ static void handle(struct host *h, int dfd, const char *dir, const char *name,
 	if (rc == 1)
 		return; /* gone meanwhile */
 	if (rc < 0) {
-		log_msg(LOG_WARN, "job request '%s/%s/%s' ignored: %s; only your own "
-			"requests, written by prof capture, are honoured", dir, JOBFILE_DIR,
+		log_msg(LOG_WARN, "job %s '%s/%s/%s' ignored: %s; only your own "
+			"requests, written by prof capture, are honoured",
+			kind == JOBFILE_CAPTURE ? "request" : "publication", dir, JOBFILE_DIR,
 			name, e.msg);
 		return;
 	}
@@ -242,6 +329,8 @@ static void handle(struct host *h, int dfd, const char *dir, const char *name,
 	}
 	if (kind == JOBFILE_CAPTURE)
 		answer_capture(h, dfd, dir, name, &f);
+	else
+		answer_publication(h, &f);
 }
 
 /* Reads the job folder's files not handled yet. The watcher's thread. */
@@ -313,6 +402,8 @@ static void poll_once(struct host *h)
 	char dir[PATH_MAX], path[PATH_MAX + 8];
 	struct stat st;
 
+	if (jw->nanswers)
+		answer_waiting(h);
 	watched_dir(jw, dir, sizeof dir);
 	snprintf(path, sizeof path, "%s/%s", dir, JOBFILE_DIR);
 	if (fstatat(AT_FDCWD, path, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) {
@@ -336,38 +427,62 @@ static void poll_once(struct host *h)
 	scan(h, dir);
 }
 
-/* Writes file *f of the queue into the job folder (made as needed). The
- * watcher's thread. */
+/* The name file *f is written as: a capture request's own, a dump's or a
+ * hang's by its steps and minute (ranks publishing the same steps in the
+ * same minute meet on one name: the first one's stays). */
+static void file_name(const struct host *h, const struct jobfile *f, char *name, size_t size)
+{
+	long long min = (long long)(f->created_ns / 60000000000LL);
+	unsigned rnd;
+
+	switch (f->kind) {
+	case JOBFILE_DUMP:
+		snprintf(name, size, "dump-%lld-steps%llu-%llu", min,
+			 (unsigned long long)f->first, (unsigned long long)f->last);
+		break;
+	case JOBFILE_HANG:
+		snprintf(name, size, "hang-%lld-step%llu", min, (unsigned long long)f->step);
+		break;
+	default:
+		rnd = (unsigned)(f->created_ns ^ (f->created_ns >> 29) ^ (int64_t)h->pid << 7);
+		snprintf(name, size, "capture-%lld-%d-%04x",
+			 (long long)(f->created_ns / 1000000), (int)h->pid, rnd & 0xffff);
+	}
+}
+
+/* Writes file *f of the queue into the job folder (made as needed), and
+ * marks its name handled (this process does not answer itself). Any
+ * thread, one at a time per file (the queue's pop decides). */
 static void write_one(struct host *h, const struct jobfile *f)
 {
 	char dir[PATH_MAX], name[128], text[JOBFILE_MAX + 1];
+	const char *what = f->kind == JOBFILE_CAPTURE ? "job request" : "job publication";
 	struct err e;
-	unsigned rnd;
 	int dfd, rc;
 
 	watched_dir(&h->jw, dir, sizeof dir);
 	if (jobfile_format(f, text, sizeof text) < 0) {
-		log_msg(LOG_WARN, "job request not written: its text cannot be a file");
+		log_msg(LOG_WARN, "%s not written: its text cannot be a file", what);
 		return;
 	}
 	if (jobfile_open_dir(dir, true, &dfd, &e) != 0) {
-		log_msg(LOG_WARN, "job request not written into '%s/%s': %s", dir,
-			JOBFILE_DIR, e.msg);
+		log_msg(LOG_WARN, "%s not written into '%s/%s': %s", what, dir, JOBFILE_DIR,
+			e.msg);
 		return;
 	}
-	rnd = (unsigned)(f->created_ns ^ (f->created_ns >> 29) ^ (int64_t)h->pid << 7);
-	snprintf(name, sizeof name, "capture-%lld-%d-%04x",
-		 (long long)(f->created_ns / 1000000), (int)h->pid, rnd & 0xffff);
+	file_name(h, f, name, sizeof name);
 	rc = jobfile_write_new(dfd, name, text, &e);
 	close(dfd);
-	if (rc != 0)
-		log_msg(LOG_WARN, "job request '%s/%s/%s' not written: %s", dir, JOBFILE_DIR,
-			name, rc > 0 ? "a file of that name exists" : e.msg);
+	if (rc < 0)
+		log_msg(LOG_WARN, "%s '%s/%s/%s' not written: %s", what, dir, JOBFILE_DIR,
+			name, e.msg);
+	else if (rc > 0)
+		log_msg(LOG_DEBUG, "%s %s: another rank published it first", what, name);
 	else
-		log_msg(LOG_DEBUG, "job request %s written (%u steps)", name, f->steps);
+		log_msg(LOG_DEBUG, "%s %s written", what, name);
 }
 
-/* Writes what the queue holds. The watcher's thread. */
+/* Writes what the queue holds. Any thread (each file is popped once). */
 static void write_queued(struct host *h)
 {
 	struct jobwatch *jw = &h->jw;
@@ -380,7 +495,8 @@ static void write_queued(struct host *h)
 			return;
 		}
 		f = jw->queue[0];
-		memmove(&jw->queue[0], &jw->queue[1], --jw->nqueue * sizeof f);
+		jw->nqueue--;
+		memmove(&jw->queue[0], &jw->queue[1], jw->nqueue * sizeof f);
 		pthread_mutex_unlock(&jw->lock);
 		write_one(h, &f);
 	}
@@ -460,11 +576,53 @@ void jobwatch_run_moved(struct host *h, const char *dir)
 	pthread_mutex_unlock(&jw->lock);
 }
 
+/* Queues *f for the watcher's thread. Returns 0, or -1 with *e. */
+static int enqueue(struct host *h, const struct jobfile *f, struct err *e)
+{
+	struct jobwatch *jw = &h->jw;
+	int rc = 0;
+
+	pthread_mutex_lock(&jw->lock);
+	if (!jw->queue)
+		rc = err_set(e, "this process does not watch for job requests "
+			     "(prof.job{ poll_ms = 0 }, or a child forked from one)");
+	else if (jw->nqueue < JW_QUEUE)
+		jw->queue[jw->nqueue++] = *f;
+	else
+		rc = err_set(e, "%d job requests are still being written", JW_QUEUE);
+	pthread_mutex_unlock(&jw->lock);
+	if (rc == 0)
+		wakeword_post(&jw->wake, JW_WAKE_WRITE);
+	return rc;
+}
+
+void jobwatch_publish(struct host *h, const struct jobfile *pub)
+{
+	struct jobfile f = *pub;
+	struct err e;
+
+	f.created_ns = real_ns();
+	f.rank = h->env.rank;
+	f.pid = (int)h->pid;
+	snprintf(f.host, sizeof f.host, "%.127s", h->hostname);
+	for (char *p = f.reason; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?'; /* one line */
+	if (enqueue(h, &f, &e) != 0)
+		log_msg(LOG_WARN, "the job's other ranks are not told of this rank's %s: %s",
+			f.kind == JOBFILE_HANG ? "hang" : "dump", e.msg);
+}
+
+void jobwatch_flush(struct host *h)
+{
+	if (h->jw.queue)
+		write_queued(h);
+}
+
 int jobwatch_request(struct host *h, unsigned steps, const char *from, struct err *e)
 {
 	struct jobwatch *jw = &h->jw;
 	struct jobfile f = { 0 };
-	int rc = 0;
 
 	if (!atomic_load(&jw->started))
 		return err_set(e, "this process does not watch for job requests "
@@ -478,13 +636,5 @@ int jobwatch_request(struct host *h, unsigned steps, const char *from, struct er
 	for (char *p = f.from; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?'; /* one line */
-	pthread_mutex_lock(&jw->lock);
-	if (jw->nqueue < JW_QUEUE)
-		jw->queue[jw->nqueue++] = f;
-	else
-		rc = err_set(e, "%d job requests are still being written", JW_QUEUE);
-	pthread_mutex_unlock(&jw->lock);
-	if (rc == 0)
-		wakeword_post(&jw->wake, JW_WAKE_WRITE);
-	return rc;
+	return enqueue(h, &f, e);
 }
