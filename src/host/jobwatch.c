@@ -270,6 +270,8 @@ static void answer_publication(struct host *h, const struct jobfile *f)
 {
 	struct jobwatch *jw = &h->jw;
 	const struct policy_config *c = h->cfg;
+	uint64_t step;
+	int64_t step_ns;
 	struct err e;
 
 	if (f->rank == h->env.rank && f->pid == (int)h->pid &&
@@ -278,6 +280,12 @@ static void answer_publication(struct host *h, const struct jobfile *f)
 	if (!c->recorder.enabled || !c->recorder.job) {
 		log_msg(LOG_DEBUG, "rank %d's %s is not answered here: prof.recorder{ job "
 			"= true } is not set", f->rank, f->kind == JOBFILE_HANG ? "hang" : "dump");
+		return;
+	}
+	if (!window_job_position(h, &step, &step_ns)) {
+		/* a launcher, a shell: no step of the job's runs here */
+		log_msg(LOG_DEBUG, "rank %d's %s is not answered here: no step has ended in "
+			"this process", f->rank, f->kind == JOBFILE_HANG ? "hang" : "dump");
 		return;
 	}
 	if (f->kind == JOBFILE_HANG) {
@@ -513,10 +521,20 @@ static void *jw_main(void *arg)
 
 	atomic_store(&jw->tid, (int32_t)syscall(SYS_gettid));
 	while (!(bits & JW_WAKE_STOP)) {
+		uint64_t step;
+		int64_t step_ns, next = wait;
+
 		write_queued(h);
 		if (!atomic_load_explicit(&h->disabled, memory_order_relaxed))
 			poll_once(h);
-		bits = wakeword_take(&jw->wake, wait);
+		/* a job dump this rank has not reached: asked again every half
+		 * step, so the steps it holds are those the others wrote */
+		if (jw->nanswers) {
+			window_job_position(h, &step, &step_ns);
+			if (step_ns / 2 < next)
+				next = step_ns / 2;
+		}
+		bits = wakeword_take(&jw->wake, next);
 	}
 	write_queued(h);
 	return NULL;

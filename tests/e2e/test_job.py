@@ -8,6 +8,7 @@ same N steps; a request file of another user's, or a bad one, is ignored
 with one line and changes nothing.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -54,24 +55,29 @@ def traced_steps(window):
 class Job(TempDirTest):
     """Starts `n` ranks of job_app under one prof run, in the background."""
 
-    def start(self, n, policy, steps, step_ms=20, hosts=1, extra=(), lead_s=2.0):
+    def start(self, n, policy, steps, step_ms=20, hosts=1, extra=(), lead_s=2.0,
+              rank_env=None, env=None, ranks=None):
         self.out = os.path.join(self.tmp, "out")
         self.run_dir = os.path.join(self.out, RUN_NAME)
         pol = self.write("policy.lua", 'prof.output{ run = "%s" }\n%s' % (RUN_NAME, policy))
         start_at = int((time.time() + lead_s) * 1000)
         args = " ".join([APP, "--steps", str(steps), "--step-ms", str(step_ms),
                          "--start-at", str(start_at)] + list(extra))
-        lines = ["#!/bin/sh", "i=0", "while [ $i -lt %d ]; do" % n]
+        lines = ["#!/bin/sh", "for i in %s; do" % " ".join(
+            str(r) for r in (ranks if ranks is not None else range(n))), "  E="]
+        for r, assign in sorted((rank_env or {}).items()):
+            lines.append("  [ $i -eq %d ] && E='%s'" % (r, assign))
         if hosts > 1 and UTS_OK:
-            lines.append("  RANK=$i WORLD_SIZE=%d unshare -u sh -c "
+            lines.append("  env $E RANK=$i WORLD_SIZE=%d unshare -u sh -c "
                          "\"hostname host$(($i %% %d)) && exec %s\" > /dev/null &" % (n, hosts, args))
         else:
-            lines.append("  RANK=$i WORLD_SIZE=%d %s > /dev/null &" % (n, args))
-        lines += ["  echo $! >> %s/pids" % self.tmp, "  i=$((i + 1))", "done", "wait", ""]
+            lines.append("  env $E RANK=$i WORLD_SIZE=%d %s > /dev/null &" % (n, args))
+        lines += ["  echo $! >> %s/pids" % self.tmp, "done", "wait", ""]
         launcher = self.write("launch.sh", "\n".join(lines))
         os.chmod(launcher, 0o755)
+        self.pol = pol
         self.proc = subprocess.Popen([PROF, "run", "-s", pol, "-o", self.out, launcher],
-                                     env=base_env(), stdout=subprocess.PIPE,
+                                     env=base_env(env), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         self.start_at = start_at / 1000.0
 
@@ -175,6 +181,150 @@ class Capture(Job):
         steps = {tuple(traced_steps(d[0])) for d in job_windows(self.run_dir).values()}
         self.assertEqual(len(steps), 1, steps)
         self.assertEqual(len(steps.pop()), 2)
+
+
+def dump_dirs(run_dir, suffix):
+    """{rank: [recorder folder, ...]} of the dumps named `suffix`."""
+    out = {}
+    for d in sorted(glob.glob(os.path.join(run_dir, "rank*", "recorder*_steps*_" + suffix))):
+        rank = int(os.path.basename(os.path.dirname(d))[len("rank"):])
+        out.setdefault(rank, []).append(d)
+    return out
+
+
+def summary(folder):
+    with open(os.path.join(folder, "summary.txt")) as f:
+        return f.read()
+
+
+class Dumps(Job):
+    """prof.recorder{ job = true }: one rank's dump, every rank's steps."""
+
+    # a slow step: 5x the median and over 150 ms (a loaded machine makes
+    # 20 ms steps take tens of ms, not 150). The ranks do not wait for
+    # each other (no collective): when rank 5's slow step ends, they are
+    # 15 steps further, and a poll later 10 more: they keep 40.
+    POLICY = """
+prof.job{ poll_ms = 200 }
+prof.recorder{ steps = 40, job = true }
+prof.on_step(function(s)
+  if s.step >= 10 and s.duration_ms > 5 * s.median_ms and s.duration_ms > 150 then
+    prof.dump{ steps = 5, reason = "slow step" }
+  end
+end)
+"""
+
+    def test_rank_5_slow_gives_16_dumps_of_the_same_steps(self):
+        self.start(16, self.POLICY, steps=150, extra=["--slow-rank", "5", "--slow-at", "60",
+                                                      "--slow-ms", "300"])
+        self.wait_for(lambda: len(dump_dirs(self.run_dir, "by-rank5")) == 16 or
+                      self.proc.poll() is not None, 60)
+        err = self.finish()
+        dumps = dump_dirs(self.run_dir, "by-rank5")
+        self.assertEqual(sorted(dumps), list(range(16)), err[-3000:])
+        for rank, dirs in dumps.items():
+            self.assertEqual(len(dirs), 1, dirs)
+            self.assertTrue(dirs[0].endswith("_steps56-60_by-rank5"), dirs)
+            self.assertEqual(traced_steps(dirs[0]), [56, 57, 58, 59, 60], dirs[0])
+            if rank != 5:
+                self.assertIn("job dump: rank 5's of steps 56-60 (slow step)",
+                              summary(dirs[0]))
+        # the slow step is rank 5's alone
+        durs = {}
+        for rank, dirs in dumps.items():
+            spans = dict(step_spans(load_trace(dirs[0])))
+            durs[rank] = spans[60]["dur"] / 1000.0
+        self.assertGreater(durs[5], 300, durs)
+        self.assertLess(max(v for r, v in durs.items() if r != 5), 150, durs)
+        # nobody else published: one publication, rank 5's
+        names = sorted(os.listdir(os.path.join(self.run_dir, "job")))
+        self.assertEqual(len(names), 1, names)
+        self.assertRegex(names[0], r"^dump-\d+-steps56-60$")
+
+    def test_a_rank_that_no_longer_holds_the_steps_says_so(self):
+        # rank 0 dumps 30 steps; rank 1, about 25 steps ahead by then, keeps
+        # 20: its folder holds the asked steps it still had, and its
+        # summary says which it lacked
+        self.start(2, self.POLICY.replace("steps = 5", "steps = 30"), steps=120,
+                   extra=["--slow-rank", "0", "--slow-at", "60", "--slow-ms", "300"],
+                   rank_env={1: "PROF_SET=recorder.steps=20"})
+        self.wait_for(lambda: len(dump_dirs(self.run_dir, "by-rank0")) == 2 or
+                      self.proc.poll() is not None, 60)
+        err = self.finish()
+        dumps = dump_dirs(self.run_dir, "by-rank0")
+        self.assertEqual(sorted(dumps), [0, 1], err[-3000:])
+        self.assertTrue(dumps[0][0].endswith("_steps31-60_by-rank0"), dumps)
+        first = int(re.search(r"_steps(\d+)-60_", dumps[1][0]).group(1))
+        self.assertGreater(first, 31)
+        self.assertEqual(traced_steps(dumps[1][0]), list(range(first, 61)))
+        self.assertIn("job dump of steps 31-60: this rank no longer held steps 31-%d "
+                      "(prof.recorder{ steps } keeps the last 20)" % (first - 1),
+                      summary(dumps[1][0]))
+
+
+    def test_a_rank_killed_by_sigkill_is_answered_by_the_others(self):
+        # ranks 0 and 2 under one prof run; rank 1 under its own, killed
+        # by SIGKILL in step 60: its prof run salvages its recorder and
+        # tells the job, whose other ranks still run (without a collective
+        # to wait in: they keep 40 steps, as many as they run meanwhile)
+        env = {"PROF_RUN_ID": "sigkill-job"}
+        policy = "prof.job{ poll_ms = 200 }\nprof.recorder{ steps = 40, job = true }\n"
+        self.start(3, policy, steps=150, env=env, ranks=[0, 2])
+        r = run([PROF, "run", "-s", self.pol, "-o", self.out, "env", "RANK=1", "WORLD_SIZE=3",
+                 APP, "--steps", "150", "--step-ms", "20", "--start-at",
+                 str(int(self.start_at * 1000)), "--kill-at", "60"], env=base_env(env))
+        self.assertEqual(r.returncode, 128 + 9, r.stderr)
+        m = re.search(r"told the job's other ranks of rank 1's salvaged dump \(steps "
+                      r"(\d+)-60\): ", r.stderr)
+        self.assertTrue(m, r.stderr)
+        first = int(m.group(1))
+        self.wait_for(lambda: len(dump_dirs(self.run_dir, "by-rank1")) == 3 or
+                      self.proc.poll() is not None, 60)
+        err = self.finish()
+        dumps = dump_dirs(self.run_dir, "by-rank1")
+        self.assertEqual(sorted(dumps), [0, 1, 2], err[-3000:])
+        for rank, dirs in dumps.items():
+            self.assertTrue(dirs[0].endswith("_steps%d-60_by-rank1" % first),
+                            (dirs, summary(dirs[0]), err[-3000:]))
+            self.assertEqual(traced_steps(dirs[0]), list(range(first, 61)), dirs[0])
+        self.assertIn("job dump: rank 1's of steps %d-60 (salvaged after SIGKILL)" % first,
+                      summary(dumps[0][0]))
+
+
+class Hangs(Job):
+    """A hang on one rank brings every rank's hang report: the ranks that
+    wait show the range they wait in."""
+
+    def test_every_rank_reports_rank_2s_hang(self):
+        policy = ("prof.job{ poll_ms = 200 }\nprof.recorder{ steps = 10, job = true }\n"
+                  "prof.watchdog{ after_s = 30, factor = 0 }\n")
+        # rank 2 alone has a 1 s limit; its step 40 lasts 4 s longer, and
+        # the others wait for it in their allreduce (--sync)
+        self.start(4, policy, steps=80,
+                   extra=["--slow-rank", "2", "--slow-at", "40", "--slow-ms", "4000", "--sync"],
+                   rank_env={2: "PROF_SET=watchdog.after_s=1"})
+        err = self.finish()
+        reports = {}
+        for d in glob.glob(os.path.join(self.run_dir, "rank*", "hang*_step*")):
+            rank = int(os.path.basename(os.path.dirname(d))[len("rank"):])
+            reports.setdefault(rank, []).append(d)
+        self.assertEqual(sorted(reports), [0, 1, 2, 3], err[-3000:])
+        for rank, dirs in reports.items():
+            self.assertEqual(len(dirs), 1, dirs)
+            self.assertTrue(dirs[0].endswith("_step40_by-rank2"), dirs)
+            with open(os.path.join(dirs[0], "hang.json")) as f:
+                hang = json.load(f)
+            ranges = [r["name"] for t in hang["threads"] for r in t.get("ranges", [])]
+            if rank == 2:
+                self.assertNotIn("asked_by", hang)
+                self.assertIn("forward", ranges)
+            else:
+                self.assertEqual(hang["asked_by"]["rank"], 2)
+                self.assertEqual(hang["asked_by"]["step"], 40)
+                self.assertIn("allreduce", ranges, hang)
+                with open(os.path.join(dirs[0], "hang_report.txt")) as f:
+                    self.assertIn("asked by rank 2's hang (its step 40", f.read())
+        self.assertEqual(len(glob.glob(os.path.join(self.run_dir, "job", "hang-*-step40"))), 1)
 
 
 class Refused(Job):

@@ -4,7 +4,7 @@
  * two cores.
  *
  *   job_app [--steps N] [--step-ms M] [--start-at UNIX_MS]
- *           [--slow-rank R --slow-at S --slow-ms X] [--sync]
+ *           [--slow-rank R --slow-at S --slow-ms X] [--sync] [--kill-at S]
  *
  * Its rank is $RANK (0 without). Step k ends at T0 + (k + 1) x M ms, T0
  * being --start-at (every rank of the job gets the same, so their steps
@@ -14,12 +14,15 @@
  * before the step's end) and "optimizer" (the rest), as ranges. Rank R's
  * forward in step S lasts X ms more (--slow-*); with --sync every other
  * rank's allreduce in step S waits those X ms for it, as a collective
- * would. Prints "done N". Binds profhost through dlsym only.
+ * would. --kill-at S: SIGKILL of itself inside step S's forward. Prints
+ * "done N". Binds profhost through dlsym only.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "prof_dl.h"
 
@@ -42,7 +45,7 @@ static void sleep_until(long long ns)
 
 int main(int argc, char **argv)
 {
-	long steps = 100, step_ms = 20, slow_rank = -1, slow_at = -1, slow_ms = 0;
+	long steps = 100, step_ms = 20, slow_rank = -1, slow_at = -1, slow_ms = 0, kill_at = -1;
 	long long t0 = 0, m, k;
 	const char *env = getenv("RANK");
 	long rank = env ? atol(env) : 0;
@@ -57,6 +60,7 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--slow-at") && i + 1 < argc) slow_at = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--slow-ms") && i + 1 < argc) slow_ms = atol(argv[++i]);
 		else if (!strcmp(argv[i], "--sync")) sync = 1;
+		else if (!strcmp(argv[i], "--kill-at") && i + 1 < argc) kill_at = atol(argv[++i]);
 		else {
 			fprintf(stderr, "job_app: unknown argument '%s'\n", argv[i]);
 			return 2;
@@ -76,6 +80,8 @@ int main(int argc, char **argv)
 		sleep_until(start + m / 20);
 		p_pop();
 		p_push("forward");
+		if (k == kill_at)
+			kill(getpid(), SIGKILL);
 		sleep_until(start + m / 20 + 4 * m / 10 + (rank == slow_rank ? extra : 0));
 		p_pop();
 		p_push("backward");
