@@ -306,8 +306,9 @@ int jobfile_format(const struct jobfile *f, char *buf, size_t size)
 	return (int)n;
 }
 
-int jobfile_read(int dfd, const char *name, struct jobfile *f, char *buf, size_t size,
-		 struct err *e)
+/* jobfile_read, and with `own` false any user's file (jobfile_read_any). */
+static int read_file(int dfd, const char *name, bool own, struct jobfile *f, char *buf,
+		     size_t size, struct err *e)
 {
 	int fd = io_fd_above_stdio(openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
 					  O_CLOEXEC | O_NOCTTY));
@@ -332,7 +333,7 @@ int jobfile_read(int dfd, const char *name, struct jobfile *f, char *buf, size_t
 		close(fd);
 		return err_set(e, "it is %s, not a regular file", fsutil_file_kind(st.st_mode));
 	}
-	if (st.st_uid != geteuid()) {
+	if (own && st.st_uid != geteuid()) {
 		close(fd);
 		return err_set(e, "it belongs to uid %u, not to you (uid %u)",
 			       (unsigned)st.st_uid, (unsigned)geteuid());
@@ -355,6 +356,18 @@ int jobfile_read(int dfd, const char *name, struct jobfile *f, char *buf, size_t
 		return err_set(e, "it grew past %d bytes while read", JOBFILE_MAX);
 	buf[got] = '\0';
 	return jobfile_parse(buf, got, f, e);
+}
+
+int jobfile_read(int dfd, const char *name, struct jobfile *f, char *buf, size_t size,
+		 struct err *e)
+{
+	return read_file(dfd, name, true, f, buf, size, e);
+}
+
+int jobfile_read_any(int dfd, const char *name, struct jobfile *f, char *buf, size_t size,
+		     struct err *e)
+{
+	return read_file(dfd, name, false, f, buf, size, e);
 }
 
 int jobfile_write_new(int dfd, const char *name, const char *text, struct err *e)

@@ -99,6 +99,11 @@ int jobfile_format(const struct jobfile *f, char *buf, size_t size);
 int jobfile_read(int dfd, const char *name, struct jobfile *f, char *buf, size_t size,
 		 struct err *e);
 
+/* As jobfile_read, for any user's file: what is only shown (prof report
+ * reading another user's run), never acted on. */
+int jobfile_read_any(int dfd, const char *name, struct jobfile *f, char *buf, size_t size,
+		     struct err *e);
+
 /* Writes `text` as the file `name` of the open folder `dfd`, whole or not
  * at all (a temporary file linked into place: an existing `name` is never
  * replaced). Returns 0, 1 when `name` exists already, -1 with *e. */

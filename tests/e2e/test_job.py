@@ -13,10 +13,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import unittest
 
-from harness import (PROF, TESTBIN, TempDirTest, base_env, load_trace, run, step_spans)
+from harness import (PROF, SANITIZE, TESTBIN, TempDirTest, base_env, load_trace, run,
+                     step_spans)
 
 APP = os.path.join(TESTBIN, "job_app")
 RUN_NAME = "job"
@@ -240,6 +242,15 @@ end)
         names = sorted(os.listdir(os.path.join(self.run_dir, "job")))
         self.assertEqual(len(names), 1, names)
         self.assertRegex(names[0], r"^dump-\d+-steps56-60$")
+        # prof report RUN: the dump side by side, rank 5 named
+        r = run([PROF, "report", self.run_dir])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Job-wide dump of steps 56-60, rank 5's (slow step): 16 ranks wrote it",
+                      r.stdout)
+        self.assertRegex(r.stdout, r"\n  rank 5 \(\S+\) was slow: its forward took \d+\.\d ms "
+                         r"more than the ranks' median")
+        self.assertIn("the others did not wait for it", r.stdout)
+        self.assertRegex(r.stdout, r"\n +60 +16 +[\d.]+ +3\d\d\.\d+  rank 5 3\d\d\.\d+, ")
 
     def test_a_rank_that_no_longer_holds_the_steps_says_so(self):
         # rank 0 dumps 30 steps; rank 1, about 25 steps ahead by then, keeps
@@ -289,6 +300,90 @@ end)
             self.assertEqual(traced_steps(dirs[0]), list(range(first, 61)), dirs[0])
         self.assertIn("job dump: rank 1's of steps %d-60 (salvaged after SIGKILL)" % first,
                       summary(dumps[0][0]))
+
+
+def synth_job(run_dir, n, slow, extra_ms=100.0):
+    """A job-wide dump of steps 10-14 by rank `slow` in a run of n ranks that
+    meet in an allreduce each step: rank `slow`'s forward of step 14 takes
+    extra_ms more, and the others wait for it inside allreduce."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import synth_trace
+    MS = synth_trace.MS
+    os.makedirs(os.path.join(run_dir, "job"))
+    with open(os.path.join(run_dir, "job", "dump-29000000-steps10-14"), "w") as f:
+        f.write("profhost-job 1\nkind dump\ncreated_ns 1740000000000000000\nrank %d\npid 1\n"
+                "first 10\nlast 14\npartial 0\nhost node%d\nreason slow step\n" % (slow, slow))
+    for r in range(n):
+        b = synth_trace.Builder(rank=r, world_size=n)
+        t = 1000 * MS
+        for s in range(10, 15):
+            x = extra_ms * MS if s == 14 else 0
+            b.step(s, t, 20 * MS + x)
+            b.phase("data", t, 1 * MS)
+            b.phase("forward", t + 1 * MS, 8 * MS + (x if r == slow else 0))
+            c = t + 9 * MS + (x if r == slow else 0)
+            b.phase("backward", c, 9 * MS + (0 if r == slow else x))
+            b.x("user_annotation", "allreduce", c + 2 * MS, 6 * MS + (0 if r == slow else x))
+            b.phase("optimizer", t + 18 * MS + x, 2 * MS)
+            t += 20 * MS + x
+        doc = b.doc()
+        doc["profhost"]["hostname"] = "node%d" % (r // 8)
+        d = os.path.join(run_dir, "rank%d" % r, "recorder0_steps10-14_by-rank%d" % slow)
+        os.makedirs(d)
+        with open(os.path.join(d, "trace.json"), "w") as f:
+            json.dump(doc, f)
+
+
+class Report(TempDirTest):
+    """prof report RUN: a job-wide dump side by side across ranks, in
+    memory that does not grow with the ranks."""
+
+    def report(self, run_dir):
+        """prof report run_dir's text and its peak memory (KiB)."""
+        with open(os.path.join(self.tmp, "report.txt"), "w+") as out:
+            p = subprocess.Popen([PROF, "report", run_dir], stdout=out,
+                                 stderr=subprocess.STDOUT)
+            _, status, ru = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            text = out.read()
+        self.assertEqual(p.returncode, 0, text)
+        return text, ru.ru_maxrss
+
+    def test_the_slow_rank_and_what_the_others_waited_in(self):
+        run_dir = os.path.join(self.tmp, "run")
+        synth_job(run_dir, 16, 11)
+        text, _ = self.report(run_dir)
+        self.assertIn("Job-wide dump of steps 10-14, rank 11's (slow step): 16 ranks wrote it\n",
+                      text)
+        self.assertIn("  rank 11 (node1) was slow: its forward took 100.0 ms more than the "
+                      "ranks' median (140.0 ms against 40.0 ms, over 5 steps)\n", text)
+        self.assertIn("  the others were waiting in backward (inside `allreduce`): 100.0 ms "
+                      "more than rank 11 there (median 145.0 ms against 45.0 ms)\n", text)
+        self.assertRegex(text, r"\n +14 +16 +120\.000 +120\.000  rank 0 120\.000, ")
+        # side by side: each rank's row, the others most inside allreduce
+        self.assertRegex(text, r"\n +11 node1 +200\.000 +5\.000 +140\.000 +45\.000 .* "
+                         r"forward 140\.000\n")
+        self.assertRegex(text, r"\n +3 node0 +200\.000 +5\.000 +40\.000 +145\.000 .* "
+                         r"allreduce 130\.000\n")
+
+    def test_4096_ranks_in_the_memory_of_128(self):
+        small, big = os.path.join(self.tmp, "r128"), os.path.join(self.tmp, "r4096")
+        synth_job(small, 128, 77)
+        synth_job(big, 4096, 3001)
+        text, rss_small = self.report(small)
+        self.assertIn("rank 77 (node9) was slow: its forward took 100.0 ms", text)
+        text, rss_big = self.report(big)
+        self.assertIn("Job-wide dump of steps 10-14, rank 3001's (slow step): 4096 ranks "
+                      "wrote it\n", text)
+        self.assertIn("rank 3001 (node375) was slow: its forward took 100.0 ms", text)
+        self.assertIn("the others were waiting in backward (inside `allreduce`)", text)
+        self.assertNotIn("Ranks side by side", text)  # too many to show
+        # 32 times the ranks, the same memory: one rank's trace at a time
+        # (AddressSanitizer keeps freed memory in quarantine: not there)
+        print("prof report: %d KiB for 128 ranks, %d KiB for 4096" % (rss_small, rss_big))
+        if not SANITIZE:
+            self.assertLess(rss_big - rss_small, 1024, (rss_small, rss_big))
 
 
 class Hangs(Job):
