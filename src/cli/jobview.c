@@ -71,6 +71,15 @@ struct jv_rank {
 	bool valid;
 };
 
+#define JV_CANDIDATES 4            /* folders of a rank tried, best first */
+
+/* A rank's folders that may be the event's, best first. */
+struct jv_cands {
+	char path[JV_CANDIDATES][PATH_MAX];
+	long long score[JV_CANDIDATES];
+	int n;
+};
+
 struct jv_step {
 	struct jv_hist hist;
 	int64_t max;
@@ -111,6 +120,7 @@ struct jv_view {
 	int nside;
 	int64_t step_ns_total;         /* all ranks' compared steps, summed */
 	long step_count;
+	struct jv_cands cands;         /* a rank's folders to try */
 };
 
 /* ------------------------------------------------------------ histograms */
@@ -161,9 +171,17 @@ static int64_t hist_median(const struct jv_hist *h)
 
 /* ------------------------------------------------------------ the event */
 
+/* Whether event (ns, name) comes before (bns, bname); bns < 0: no bound. */
+static bool event_before(int64_t ns, const char *name, int64_t bns, const char *bname)
+{
+	return bns < 0 || ns < bns || (ns == bns && strcmp(name, bname) < 0);
+}
+
 /* The latest job-wide capture (with its first step known) or dump in
- * RUN/job into *v; false when there is none. */
-static bool find_event(const char *run, struct jv_view *v)
+ * RUN/job before (bns, bname) (bns < 0: any) into *v, its time into
+ * *when; false when there is none. */
+static bool find_event(const char *run, int64_t bns, const char *bname, struct jv_view *v,
+		       int64_t *when)
 {
 	char path[PATH_MAX], buf[JOBFILE_MAX + 1], fname[300];
 	struct jobfile f, d;
@@ -187,7 +205,8 @@ static bool find_event(const char *run, struct jv_view *v)
 		enum jobfile_kind k = jobfile_name_kind(de->d_name, &ns);
 
 		if ((k != JOBFILE_CAPTURE && k != JOBFILE_DUMP) || ns < best ||
-		    (ns == best && strcmp(de->d_name, v->file) <= 0))
+		    (ns == best && strcmp(de->d_name, v->file) <= 0) ||
+		    !event_before(ns, de->d_name, bns, bname))
 			continue;
 		if (jobfile_read_any(dfd, de->d_name, &f, buf, sizeof buf, &e) != 0 || f.kind != k)
 			continue;
@@ -219,6 +238,7 @@ static bool find_event(const char *run, struct jv_view *v)
 	}
 	closedir(dir);
 	close(dfd);
+	*when = best;
 	return best >= 0;
 }
 
@@ -255,24 +275,28 @@ static bool parse_folder(const char *name, const char *prefix, const char *suffi
 	return !*p || *p == '.';
 }
 
-/* Rank r's folder of the event into out[size]: a capture's window from the
- * event's first step (or, late, the earliest after it), a job-wide dump's
- * folder ending with its last step (or the one that overlaps it most):
- * its answer to the trigger, or its own dump of those steps when its own
- * policy fired on them too (every rank slow together, in a collective). */
-static bool rank_folder(const char *run, long r, const struct jv_view *v, char *out,
-			size_t size)
+/* Rank r's folders that may be the event's into *c, best first: a
+ * capture's windows from the event's first step on (the one starting
+ * there, else the earliest after: a late rank's), a job-wide dump's
+ * folders ending with its last step (or those that overlap it most): its
+ * answer to the trigger, or its own dump of those steps when its own
+ * policy fired on them too (every rank slow together, in a collective).
+ * Which one it is, the caller tells from the trace's reason. */
+static void rank_folders(const char *run, long r, const struct jv_view *v,
+			 struct jv_cands *c)
 {
 	char rdir[PATH_MAX], path[PATH_MAX];
 	unsigned long long a, b;
-	long long score, best = -1;
+	long long score;
 	struct dirent *de;
 	DIR *d;
+	int i, j;
 
+	c->n = 0;
 	snprintf(rdir, sizeof rdir, "%s/rank%ld", run, r);
 	d = opendir(rdir);
 	if (!d)
-		return false;
+		return;
 	while ((de = readdir(d))) {
 		if (!parse_folder(de->d_name, v->capture ? "window" : "recorder",
 				  v->capture ? v->suffix : "by-rank", &a, &b))
@@ -289,15 +313,36 @@ static bool rank_folder(const char *run, long r, const struct jv_view *v, char *
 				continue;
 			score = b == v->last ? LLONG_MAX : (long long)(hi - lo);
 		}
-		if (score > best &&
-		    (size_t)snprintf(path, sizeof path, "%s/%s", rdir, de->d_name) < sizeof path &&
-		    strlen(path) < size) {
-			best = score;
-			memcpy(out, path, strlen(path) + 1);
+		if ((size_t)snprintf(path, sizeof path, "%s/%s", rdir, de->d_name) >= sizeof path)
+			continue;
+		for (i = 0; i < c->n && c->score[i] >= score; i++)
+			;
+		if (i >= JV_CANDIDATES)
+			continue;
+		for (j = (c->n < JV_CANDIDATES ? c->n : JV_CANDIDATES - 1); j > i; j--) {
+			c->score[j] = c->score[j - 1];
+			memcpy(c->path[j], c->path[j - 1], sizeof c->path[j]);
 		}
+		c->score[i] = score;
+		memcpy(c->path[i], path, strlen(path) + 1);
+		if (c->n < JV_CANDIDATES)
+			c->n++;
 	}
 	closedir(d);
-	return best >= 0;
+}
+
+/* Whether trace t is the event's: a capture's window says its request
+ * in its reason ("job capture <id>", maybe "(late: ...)" after it); a
+ * dump's folder is told by its steps and mark alone. */
+static bool is_event(const struct jv_view *v, const struct trace *t)
+{
+	char want[200];
+
+	if (!v->capture)
+		return true;
+	snprintf(want, sizeof want, "job capture %s", v->file + strlen("capture-"));
+	return t->meta.reason && strncmp(t->meta.reason, want, strlen(want)) == 0 &&
+	       (!t->meta.reason[strlen(want)] || t->meta.reason[strlen(want)] == ' ');
 }
 
 /* ------------------------------------------------------------ folding */
@@ -653,32 +698,59 @@ static long highest_rank(const char *run)
 int cli_jobs_report(const char *run, FILE *out)
 {
 	struct jv_view *v = calloc(1, sizeof *v);
-	char folder[PATH_MAX], dir[PATH_MAX];
+	char dir[PATH_MAX], bname[160] = "", unanswered[512] = "";
+	int64_t bns = -1, when;
+	int tries, nun = 0;
+	bool shown;
 	struct trace t;
 	struct err e;
 	long hi, r;
 
 	if (!v)
 		return -1;
-	if (!find_event(run, v)) {
-		free(v);
-		return 0;
-	}
 	hi = highest_rank(run);
-	for (r = 0; r <= hi; r++) {
-		if (!rank_folder(run, r, v, folder, sizeof folder)) {
-			add_missing(v, r);
-			continue;
-		}
-		if (trace_init(&t) != 0)
+	/* the latest event some rank wrote: a later one nobody recorded (a
+	 * request refused everywhere, another's still queued) is said */
+	for (tries = 0; tries < 8; tries++) {
+		memset(v, 0, sizeof *v);
+		if (!find_event(run, bns, bname, v, &when))
 			break;
-		if (cli_report_load_window(folder, &t, dir, sizeof dir, &e) != 0)
-			fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
-		else
-			fold_rank(v, r, &t);
-		trace_free(&t);
+		for (r = 0; r <= hi; r++) {
+			bool found = false;
+			int i;
+
+			rank_folders(run, r, v, &v->cands);
+			for (i = 0; i < v->cands.n && !found; i++) {
+				if (trace_init(&t) != 0)
+					break;
+				if (cli_report_load_window(v->cands.path[i], &t, dir, sizeof dir,
+							   &e) != 0) {
+					fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
+					found = true; /* said: not missing */
+				} else if (is_event(v, &t)) {
+					fold_rank(v, r, &t);
+					found = true;
+				}
+				trace_free(&t);
+			}
+			if (!found)
+				add_missing(v, r);
+		}
+		if (v->ranks > 0)
+			break;
+		if (strlen(unanswered) + strlen(v->file) + 3 < sizeof unanswered)
+			snprintf(unanswered + strlen(unanswered), sizeof unanswered - strlen(unanswered),
+				 "%s%s", nun ? ", " : "", v->file);
+		nun++;
+		bns = when;
+		snprintf(bname, sizeof bname, "%s", v->file);
 	}
-	print_view(v, run, out);
+	if (nun)
+		fprintf(out, "Job-wide requests no rank recorded (the latest first; each rank's "
+			"log says why): %s\n%s", unanswered, v->ranks ? "" : "\n");
+	shown = nun || v->ranks > 0;
+	if (v->ranks > 0)
+		print_view(v, run, out);
 	free(v);
-	return 1;
+	return shown ? 1 : 0;
 }

@@ -135,6 +135,12 @@ class Capture(Job):
         self.assertEqual(glob.glob(os.path.join(self.run_dir, "rank*", "window*")),
                          glob.glob(os.path.join(self.run_dir, "rank*", "window*_job")))
         self.assertNotIn("late", err)
+        # prof report RUN: the capture side by side
+        r = run([PROF, "report", self.run_dir])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^Job-wide capture of steps %d-%d \(asked by prof capture "
+                         r"\(pid \d+ on .*\)\): 16 ranks wrote it\n" % (first, last))
+        self.assertRegex(r.stdout, r"\n +%d +16 +" % last)
 
     def test_64_ranks_on_4_hosts_within_seconds(self):
         self.start(64, self.POLICY, steps=500, hosts=4, lead_s=4.0)
@@ -168,6 +174,36 @@ class Capture(Job):
             self.assertGreater(steps[0], 40)
             reason = load_trace(dirs[0])["profhost"]["reason"]
             self.assertRegex(reason, r"^job capture \d+-\d+-[0-9a-f]+ \(late: asked from step 5\)$")
+        r = run([PROF, "report", self.run_dir])
+        self.assertIn("Job-wide capture of steps 5-6 (asked by prof capture", r.stdout)
+        self.assertIn("2 ranks wrote it (2 of them late: other steps, left out of the step "
+                      "table)", r.stdout)
+
+    def test_a_second_request_while_one_waits_is_refused(self):
+        # the first asks for steps far ahead; the second, meanwhile, is
+        # refused by every rank in one line; prof report says nobody
+        # recorded it and shows the first
+        self.start(2, self.POLICY, steps=250)
+        time.sleep(max(0, self.start_at - time.time()) + 0.5)
+        r = run([PROF, "capture", self.run_dir, "--steps", "2", "--first", "200"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        time.sleep(0.5)
+        r = run([PROF, "capture", self.run_dir, "--steps", "2", "--first", "150"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        second = re.search(r"\(request (\S+)\)", r.stdout).group(1)
+        err = self.finish()
+        lines = [l for l in err.splitlines() if "is not recorded here" in l]
+        # the two ranks and the launcher's shell (a process of the run:
+        # it queued the first request too, at a step it never reaches)
+        self.assertEqual(len(lines), 3, err[-3000:])
+        for l in lines:
+            self.assertEqual(l, "profhost: job capture %s (steps 150-151) is not recorded "
+                             "here: a capture request is already queued" % second)
+        self.check_same_steps(2, 200, 201)
+        r = run([PROF, "report", self.run_dir])
+        self.assertTrue(r.stdout.startswith(
+            "Job-wide requests no rank recorded (the latest first; each rank's log says why): "
+            "capture-%s\nJob-wide capture of steps 200-201 " % second), r.stdout)
 
     def test_from_the_repl_of_one_rank(self):
         self.start(4, self.POLICY, steps=300)
