@@ -409,6 +409,7 @@ static void poll_once(struct host *h)
 	struct jobwatch *jw = &h->jw;
 	char dir[PATH_MAX], path[PATH_MAX + 8];
 	struct stat st;
+	bool same;
 
 	if (jw->nanswers)
 		answer_waiting(h);
@@ -418,20 +419,22 @@ static void poll_once(struct host *h)
 		jw->have_last = false;
 		return;
 	}
-	if (jw->have_last && !jw->recheck && st.st_dev == jw->last_dev &&
-	    st.st_ino == jw->last_ino &&
-	    st.st_mtim.tv_sec == jw->last_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == jw->last_mtim.tv_nsec &&
-	    st.st_ctim.tv_sec == jw->last_ctim.tv_sec &&
-	    st.st_ctim.tv_nsec == jw->last_ctim.tv_nsec)
+	same = jw->have_last && st.st_dev == jw->last_dev && st.st_ino == jw->last_ino &&
+	       st.st_mtim.tv_sec == jw->last_mtim.tv_sec &&
+	       st.st_mtim.tv_nsec == jw->last_mtim.tv_nsec &&
+	       st.st_ctim.tv_sec == jw->last_ctim.tv_sec &&
+	       st.st_ctim.tv_nsec == jw->last_ctim.tv_nsec;
+	if (same && !jw->recheck)
 		return;
+	/* a change read again once at the next look when its time stamp is
+	 * recent (or ahead of this host's clock: another host's) */
+	jw->recheck = !same && real_ns() - ((int64_t)st.st_mtim.tv_sec * 1000000000LL +
+					    st.st_mtim.tv_nsec) < JW_RECHECK_NS;
 	jw->have_last = true;
 	jw->last_dev = st.st_dev;
 	jw->last_ino = st.st_ino;
 	jw->last_mtim = st.st_mtim;
 	jw->last_ctim = st.st_ctim;
-	jw->recheck = real_ns() - ((int64_t)st.st_mtim.tv_sec * 1000000000LL +
-				   st.st_mtim.tv_nsec) < JW_RECHECK_NS;
 	scan(h, dir);
 }
 
