@@ -22,6 +22,14 @@
  * first, so every rank whose steps are within the lead of that rank's
  * sees it before the first step begins; one that sees it late starts at
  * its next boundary and its window's reason says how late.
+ *
+ * With prof.recorder{ job = true } the thread also writes what this rank
+ * publishes (its dumps, its hang reports: jobwatch_publish queues them,
+ * the thread writes dump-<minute>-steps<a>-<b> / hang-<minute>-step<n>)
+ * and answers the others': the same steps from this rank's recorder
+ * (window_dump_job; a rank that has not reached them is asked again every
+ * half step, at most JW_ANSWER_WAIT_NS), or a hang report now
+ * (watchdog_ask). A process that never ended a step answers nothing.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,9 +49,9 @@
 #include "host.h"
 
 #define JW_SEEN_MAX 65536          /* names handled, at most */
-#define JW_RECHECK_NS 2000000000LL /* a folder changed this recently is
-				      read again at the next look: its
-				      time stamp may not show a second
+#define JW_RECHECK_NS 2000000000LL /* a change this recent (by its time
+				      stamp) is read once more at the next
+				      look: the stamp may not show a second
 				      change within the same tick */
 #define JW_LEAD_EXTRA_MS 1000      /* the default lead: 2 x poll_ms + this */
 #define JW_NAME_SLACK_NS 60000000000LL /* names carry their minute */
