@@ -6,15 +6,22 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
-# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory.
+# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+}
+
+# Watching the run directory for job requests (prof capture RUN): one
+# process's watcher thread, its CPU and system calls per second.
+section_jobwatch() {
+    echo "==== job watcher (tests/bench/bench_jobwatch.py)"
+    python3 tests/bench/bench_jobwatch.py "$BUILD" --seconds 10
 }
 
 # The machine the numbers come from.

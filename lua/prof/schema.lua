@@ -1,7 +1,7 @@
 -- prof.schema — what each prof.* configuration call accepts.
 --
 -- One spec per section (output, schedule, steps, capture, export, recorder,
--- watchdog, limits).
+-- watchdog, job, limits).
 -- check() validates a user's table against a section's spec and returns a
 -- normalized copy, or nil and a one-line message that names the key, the
 -- value and what is expected (without the "prof.<section>: " prefix, which
@@ -266,6 +266,17 @@ M.sections = {
 			-- GPU work between windows, as prof.capture{cuda} asks for it
 			-- (CUPTI stays on: a window's cost on every step)
 			cuda = boolean(true),
+			-- a dump on any rank is published in the run directory and
+			-- every other rank dumps the same steps (docs/jobs.md)
+			job = boolean(false),
+		},
+	},
+	-- How the process watches the run directory for job-wide requests
+	-- (prof capture RUN, job dumps: docs/jobs.md); 0: it does not.
+	job = {
+		example = "prof.job{ poll_ms = 1000 }",
+		keys = {
+			poll_ms = integer(0, 3600000, 1000),
 		},
 	},
 	watchdog = {
@@ -297,6 +308,8 @@ M.capture_now = {
 		reason = string_("capture_now", check_reason),
 		-- At the REPL: wait for the window's files (false: return at once).
 		wait = boolean(true),
+		-- Every rank of the run records the same steps (docs/jobs.md).
+		job = boolean(false),
 	},
 	required = { steps = true },
 }
@@ -591,6 +604,7 @@ function M.resolve(raw)
 	local cr = raw.capture_range
 	local rec = raw.recorder
 	local wd = raw.watchdog
+	local jb = raw.job
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -684,6 +698,10 @@ function M.resolve(raw)
 			cpu_samples = get("recorder", rec, "cpu_samples"),
 			phases = get("recorder", rec, "phases"),
 			cuda = get("recorder", rec, "cuda"),
+			job = get("recorder", rec, "job"),
+		},
+		job = {
+			poll_ms = get("job", jb, "poll_ms"),
 		},
 		watchdog = {
 			enabled = wd ~= nil,

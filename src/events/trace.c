@@ -98,6 +98,7 @@ void trace_free(struct trace *t)
 	free(t->meta.run);
 	free(t->meta.reason);
 	free(t->meta.notes);
+	free(t->meta.suffix);
 	bigalloc_free(t->frames);
 	free(t->frame_slots);
 	bigalloc_free(t->stack_frames);

@@ -195,6 +195,10 @@ struct trace_meta {
 				      recorder<K>_steps<a>-<b> */
 	char *notes;               /* one-time notices for the summary, one
 				      per line, each '\n'-ended; NULL = none */
+	char *suffix;              /* NULL, or a job-wide window's or dump's
+				      mark on its folder's name ("job",
+				      "by-rank5": <name>_<suffix>); not in
+				      capture.phb */
 };
 
 /* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md)

@@ -498,6 +498,8 @@ static int query_stacks(struct host *h, struct policy_build *b, struct err *e)
 			policy_build_str(b, "note", "profhost's pre-fault thread");
 		else if (strcmp(s->name, "profhost-wd") == 0)
 			policy_build_str(b, "note", "profhost's hang watchdog");
+		else if (strcmp(s->name, "profhost-job") == 0)
+			policy_build_str(b, "note", "profhost's job watcher");
 		if (s->state == CONTROL_STACK_OK) {
 			policy_build_open(b, "frames");
 			for (f = 0; f < s->nframes; f++) {

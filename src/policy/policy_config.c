@@ -265,6 +265,11 @@ int policy_read_config(lua_State *L)
 	c->recorder.cpu_samples = cfg_bool(L, s, "cpu_samples");
 	c->recorder.phases = cfg_bool(L, s, "phases");
 	c->recorder.cuda = cfg_bool(L, s, "cuda");
+	c->recorder.job = cfg_bool(L, s, "job");
+	lua_pop(L, 1);
+
+	s = cfg_section(L, cfg, "job");
+	c->job.poll_ms = cfg_u32(L, s, "poll_ms", 0);
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "watchdog");
