@@ -16,8 +16,6 @@ Needs torch in /usr/bin/python3 (Debian's python3-torch); skipped without.
 import glob
 import json
 import os
-import shutil
-import tempfile
 import unittest
 
 from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run, window_dirs

@@ -29,10 +29,10 @@ object": those operators are left out of the comparisons. Needs torch in
 import json
 import os
 import re
-import subprocess
 import unittest
 
-from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run, window_dirs
+from harness import (NEEDS_TORCH, PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run,
+                     window_dirs)
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_stacks_train.py")
 STEPS = 10
@@ -49,13 +49,6 @@ prof.on_trace_ready(function(trace)
 end)
 """
 
-
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def norm(entry):
@@ -108,7 +101,7 @@ def self_times(trace):
     return out
 
 
-@unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
+@NEEDS_TORCH
 class TorchStacks(TempDirTest):
     def test_shapes_and_stacks_match_torch_profiler(self):
         ref_path, ref_stacks = os.path.join(self.tmp, "ref.json"), os.path.join(self.tmp,
