@@ -304,37 +304,6 @@ static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
 	return htab_rebuild(&m->slot, &m->nslots, m->nslots * 2, 0, tab->nrows, row_hash, tab);
 }
 
-/* Finds or adds the row of key `k`; the map grows with the rows (at most
- * half full), not with the events. Returns its index, or (size_t)-1 on
- * allocation failure. */
-static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
-		      const struct row_key *k)
-{
-	size_t i;
-	struct key_avg_row *rows, *r;
-
-	if (tab->nrows >= UINT32_MAX - 1 ||
-	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
-		return (size_t)-1;
-	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
-		if (key_eq(&tab->rows[m->slot[i] - 1], k))
-			return m->slot[i] - 1;
-	rows = grow_array(tab->rows, cap, tab->nrows + 1, sizeof *rows, 64);
-	if (!rows)
-		return (size_t)-1;
-	tab->rows = rows;
-	r = &tab->rows[tab->nrows];
-	memset(r, 0, sizeof *r);
-	r->key = k->key;
-	r->shapes = k->shapes;
-	r->shapes_len = k->shapes_len;
-	r->stack = k->stack;
-	r->stack_len = k->stack_len;
-	r->first_ts = INT64_MAX;
-	m->slot[i] = (uint32_t)++tab->nrows;
-	return tab->nrows - 1;
-}
-
 /* GPU time by correlation id: the kernels, copies and memsets a launch
  * started (a graph launch starts many). Open addressing. */
 struct gpu_map {
@@ -444,12 +413,11 @@ struct pass {
 	size_t max_rows;
 	uint32_t nparts, part;
 	struct key_avg_table *tab; /* this pass's rows */
-	size_t cap;                /* of tab->rows */
+	size_t cap, cap_mem;       /* of tab->rows, tab->row_mem */
 	struct key_map map;
 	struct sweep_ent *stack;
 	size_t cap_stack;
 	int64_t self_cpu_sum_ns, self_cuda_sum_ns; /* over every event */
-	bool memory;               /* "[memory]" events seen */
 	int failed;                /* out of memory, or (overflow) too many
 				      keys in this part */
 	bool overflow;
@@ -457,6 +425,47 @@ struct pass {
 				      here instead of into rows */
 	void *visit_ctx;
 };
+
+/* Finds or adds the row of key `k` in ps->tab (and, in a table with
+ * memory, its zeroed row_mem); the map grows with the rows (at most half
+ * full), not with the events. Returns its index, or (size_t)-1 on
+ * allocation failure. */
+static size_t row_for(struct pass *ps, const struct row_key *k)
+{
+	struct key_avg_table *tab = ps->tab;
+	struct key_map *m = &ps->map;
+	struct key_avg_row *rows, *r;
+	struct key_avg_mem *mem;
+	size_t i;
+
+	if (tab->nrows >= UINT32_MAX - 1 ||
+	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
+		return (size_t)-1;
+	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
+		if (key_eq(&tab->rows[m->slot[i] - 1], k))
+			return m->slot[i] - 1;
+	rows = grow_array(tab->rows, &ps->cap, tab->nrows + 1, sizeof *rows, 64);
+	if (!rows)
+		return (size_t)-1;
+	tab->rows = rows;
+	if (tab->memory) {
+		mem = grow_array(tab->row_mem, &ps->cap_mem, tab->nrows + 1, sizeof *mem, 64);
+		if (!mem)
+			return (size_t)-1;
+		tab->row_mem = mem;
+		memset(&mem[tab->nrows], 0, sizeof *mem);
+	}
+	r = &tab->rows[tab->nrows];
+	memset(r, 0, sizeof *r);
+	r->key = k->key;
+	r->shapes = k->shapes;
+	r->shapes_len = k->shapes_len;
+	r->stack = k->stack;
+	r->stack_len = k->stack_len;
+	r->first_ts = INT64_MAX;
+	m->slot[i] = (uint32_t)++tab->nrows;
+	return tab->nrows - 1;
+}
 
 /* The partition of an event's key (see struct pass); exact when it is
  * ps->part or ps->part is 0, otherwise only known not to be ps->part. */
@@ -494,6 +503,7 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	const struct trace *t = ps->t;
 	const struct trace_event *ev = &t->ev[se->ev];
 	struct key_avg_row *row;
+	struct key_avg_mem *mem;
 	struct row_key k;
 	size_t r;
 
@@ -514,7 +524,7 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 			return;
 		event_row_key(t, ev, ps->o, &k);
 	}
-	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
+	r = row_for(ps, &k);
 	if (r == (size_t)-1) {
 		ps->failed = 1;
 		return;
@@ -530,10 +540,13 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	row->cpu_total_ns += ev_dur(ev);
 	row->self_cuda_ns += se->cself;
 	row->cuda_total_ns += se->ctotal;
-	row->mem[KEY_AVG_CPU] += se->tmem[KEY_AVG_CPU];
-	row->mem[KEY_AVG_CUDA] += se->tmem[KEY_AVG_CUDA];
-	row->self_mem[KEY_AVG_CPU] += se->smem[KEY_AVG_CPU];
-	row->self_mem[KEY_AVG_CUDA] += se->smem[KEY_AVG_CUDA];
+	if (ps->tab->memory) {
+		mem = &ps->tab->row_mem[r];
+		mem->mem[KEY_AVG_CPU] += se->tmem[KEY_AVG_CPU];
+		mem->mem[KEY_AVG_CUDA] += se->tmem[KEY_AVG_CUDA];
+		mem->self_mem[KEY_AVG_CPU] += se->smem[KEY_AVG_CPU];
+		mem->self_mem[KEY_AVG_CUDA] += se->smem[KEY_AVG_CUDA];
+	}
 	if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
 		row->flops += ev_flops(t, ev);
 	if (ev->ts < row->first_ts)
@@ -580,13 +593,12 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 	int64_t b = mem_bytes(ps->t, ev, &side);
 	size_t r;
 
-	ps->memory = true;
 	if (depth) {
 		ps->stack[depth - 1].smem[side] += b;
 		ps->stack[depth - 1].tmem[side] += b;
 		return;
 	}
-	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME)
+	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME || !ps->tab->memory)
 		return;
 	k.key = TRACE_MEMORY_NAME;
 	k.shapes = ps->o->by_input_shape ? NO_SHAPES : NULL;
@@ -597,7 +609,7 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
 			  : ps->part != 0)
 		return;
-	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
+	r = row_for(ps, &k);
 	if (r == (size_t)-1) {
 		ps->failed = 1;
 		return;
@@ -609,8 +621,8 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 	}
 	row = &ps->tab->rows[r];
 	row->count++;
-	row->mem[side] += b;
-	row->self_mem[side] += b;
+	ps->tab->row_mem[r].mem[side] += b;
+	ps->tab->row_mem[r].self_mem[side] += b;
 	if (ev->ts < row->first_ts)
 		row->first_ts = ev->ts;
 }
@@ -702,12 +714,20 @@ static int cmp_double(double a, double b)
 	return a > b ? -1 : a < b;
 }
 
-static int row_cmp(const void *pa, const void *pb, void *ctx)
+/* The memory of no event: a table without memory's rows. */
+static const struct key_avg_mem no_mem;
+
+/* <0, 0, >0 as tab->rows[ia] sorts before, with, after tab->rows[ib] in
+ * `sort` order: descending, ties by earliest start, then key. */
+static int rows_cmp(const struct key_avg_table *tab, size_t ia, size_t ib,
+		    enum key_avg_sort sort)
 {
-	const struct key_avg_row *a = pa, *b = pb;
+	const struct key_avg_row *a = &tab->rows[ia], *b = &tab->rows[ib];
+	const struct key_avg_mem *ma = tab->row_mem ? &tab->row_mem[ia] : &no_mem;
+	const struct key_avg_mem *mb = tab->row_mem ? &tab->row_mem[ib] : &no_mem;
 	int c = 0;
 
-	switch (*(const enum key_avg_sort *)ctx) {
+	switch (sort) {
 	case KEY_AVG_SORT_SELF_CPU_TIME_TOTAL:
 		c = cmp_i64(a->self_cpu_ns, b->self_cpu_ns);
 		break;
@@ -730,16 +750,16 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 		c = cmp_double(avg(a->cuda_total_ns, a->count), avg(b->cuda_total_ns, b->count));
 		break;
 	case KEY_AVG_SORT_CPU_MEM:
-		c = cmp_i64(a->mem[KEY_AVG_CPU], b->mem[KEY_AVG_CPU]);
+		c = cmp_i64(ma->mem[KEY_AVG_CPU], mb->mem[KEY_AVG_CPU]);
 		break;
 	case KEY_AVG_SORT_SELF_CPU_MEM:
-		c = cmp_i64(a->self_mem[KEY_AVG_CPU], b->self_mem[KEY_AVG_CPU]);
+		c = cmp_i64(ma->self_mem[KEY_AVG_CPU], mb->self_mem[KEY_AVG_CPU]);
 		break;
 	case KEY_AVG_SORT_CUDA_MEM:
-		c = cmp_i64(a->mem[KEY_AVG_CUDA], b->mem[KEY_AVG_CUDA]);
+		c = cmp_i64(ma->mem[KEY_AVG_CUDA], mb->mem[KEY_AVG_CUDA]);
 		break;
 	case KEY_AVG_SORT_SELF_CUDA_MEM:
-		c = cmp_i64(a->self_mem[KEY_AVG_CUDA], b->self_mem[KEY_AVG_CUDA]);
+		c = cmp_i64(ma->self_mem[KEY_AVG_CUDA], mb->self_mem[KEY_AVG_CUDA]);
 		break;
 	}
 	if (c)
@@ -751,7 +771,7 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 
 /* What idx_cmp compares: rows of a table in a sort order. */
 struct idx_ctx {
-	const struct key_avg_row *rows;
+	const struct key_avg_table *tab;
 	enum key_avg_sort sort;
 };
 
@@ -759,18 +779,64 @@ static int idx_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct idx_ctx *c = ctx;
 
-	return row_cmp(&c->rows[*(const uint32_t *)pa], &c->rows[*(const uint32_t *)pb],
-		       (void *)&c->sort);
+	return rows_cmp(c->tab, *(const uint32_t *)pa, *(const uint32_t *)pb, c->sort);
 }
 
-/* Sorts an index of the rows and moves the rows into place along its
- * cycles: glibc's qsort would copy the whole table once more (a million
- * names: 56 MB) where the index costs 4 bytes a row. The order is total
- * (the key breaks ties), so it is the same either way. */
+/* Swaps rows i and j of the table, and their memory. */
+static void swap_rows(struct key_avg_table *tab, size_t i, size_t j)
+{
+	struct key_avg_row r = tab->rows[i];
+	struct key_avg_mem m;
+
+	tab->rows[i] = tab->rows[j];
+	tab->rows[j] = r;
+	if (!tab->row_mem)
+		return;
+	m = tab->row_mem[i];
+	tab->row_mem[i] = tab->row_mem[j];
+	tab->row_mem[j] = m;
+}
+
+/* Moves row `root` of the heap rows[0..n) down to its place (heap_sort). */
+static void sift_down(struct key_avg_table *tab, enum key_avg_sort sort, size_t root,
+		      size_t n)
+{
+	size_t child;
+
+	while ((child = 2 * root + 1) < n) {
+		if (child + 1 < n && rows_cmp(tab, child, child + 1, sort) < 0)
+			child++;
+		if (rows_cmp(tab, root, child, sort) >= 0)
+			return;
+		swap_rows(tab, root, child);
+		root = child;
+	}
+}
+
+/* key_averages_sort with no memory to spare: a heapsort of the rows (and
+ * their memory) in place. */
+static void heap_sort(struct key_avg_table *tab, enum key_avg_sort sort)
+{
+	size_t i;
+
+	for (i = tab->nrows / 2; i-- > 0;)
+		sift_down(tab, sort, i, tab->nrows);
+	for (i = tab->nrows; i-- > 1;) {
+		swap_rows(tab, 0, i);
+		sift_down(tab, sort, 0, i);
+	}
+}
+
+/* Sorts an index of the rows and moves the rows (and their memory) into
+ * place along its cycles: glibc's qsort would copy the whole table once
+ * more (a million names: 88 MB) where the index costs 4 bytes a row. The
+ * order is total (the key breaks ties), so it is the same either way;
+ * without memory for the index, a heapsort in place gives it too. */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 {
-	struct idx_ctx ctx = { tab->rows, sort };
+	struct idx_ctx ctx = { tab, sort };
 	struct key_avg_row tmp;
+	struct key_avg_mem tmp_mem = no_mem;
 	uint32_t *idx;
 	size_t i, j, k;
 
@@ -778,7 +844,7 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 		return;
 	idx = tab->nrows <= UINT32_MAX ? malloc(tab->nrows * sizeof *idx) : NULL;
 	if (!idx) {
-		qsort_r(tab->rows, tab->nrows, sizeof tab->rows[0], row_cmp, &sort);
+		heap_sort(tab, sort);
 		return;
 	}
 	for (i = 0; i < tab->nrows; i++)
@@ -789,35 +855,45 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 		if (idx[i] == UINT32_MAX)
 			continue;
 		tmp = tab->rows[i];
+		if (tab->row_mem)
+			tmp_mem = tab->row_mem[i];
 		for (j = i;;) {
 			k = idx[j];
 			idx[j] = UINT32_MAX;
 			if (k == i) {
 				tab->rows[j] = tmp;
+				if (tab->row_mem)
+					tab->row_mem[j] = tmp_mem;
 				break;
 			}
 			tab->rows[j] = tab->rows[k];
+			if (tab->row_mem)
+				tab->row_mem[j] = tab->row_mem[k];
 			j = k;
 		}
 	}
 	free(idx);
 }
 
-/* Adds row r's sums into `into` (the folded row). */
-static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
+/* Adds the sums of out->rows[i] (and its memory) into out->folded. */
+static void fold_row(struct key_avg_table *out, size_t i)
 {
+	struct key_avg_row *into = &out->folded;
+	const struct key_avg_row *r = &out->rows[i];
+	int d;
+
 	into->count += r->count;
 	into->self_cpu_ns += r->self_cpu_ns;
 	into->cpu_total_ns += r->cpu_total_ns;
 	into->self_cuda_ns += r->self_cuda_ns;
 	into->cuda_total_ns += r->cuda_total_ns;
 	into->flops += r->flops;
-	into->mem[KEY_AVG_CPU] += r->mem[KEY_AVG_CPU];
-	into->mem[KEY_AVG_CUDA] += r->mem[KEY_AVG_CUDA];
-	into->self_mem[KEY_AVG_CPU] += r->self_mem[KEY_AVG_CPU];
-	into->self_mem[KEY_AVG_CUDA] += r->self_mem[KEY_AVG_CUDA];
 	if (r->first_ts < into->first_ts)
 		into->first_ts = r->first_ts;
+	for (d = 0; out->row_mem && d < 2; d++) {
+		out->folded_mem.mem[d] += out->row_mem[i].mem[d];
+		out->folded_mem.self_mem[d] += out->row_mem[i].self_mem[d];
+	}
 }
 
 static size_t shapes_cols(const struct key_avg_row *r);
@@ -825,7 +901,8 @@ static size_t src_cols(const struct key_avg_row *r);
 
 /* Moves the rows of one pass (ps->tab) into `out`, keeping the first
  * `keep` in `sort` order and folding the others into out->folded. `out`
- * has room for 2 * keep + 1 rows. */
+ * has room for 2 * keep + 1 rows (and their row_mem in a table with
+ * memory, as `pass` has). */
 static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 		      enum key_avg_sort sort, size_t keep)
 {
@@ -842,12 +919,14 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 			out->shapes_cols = shapes_cols(r);
 		if (src_cols(r) > out->src_cols)
 			out->src_cols = src_cols(r);
+		if (out->row_mem)
+			out->row_mem[out->nrows] = pass->row_mem[i];
 		out->rows[out->nrows++] = *r;
 		if (out->nrows < 2 * keep + 1)
 			continue;
 		key_averages_sort(out, sort);
 		for (; out->nrows > keep; out->nrows--) {
-			fold_row(&out->folded, &out->rows[out->nrows - 1]);
+			fold_row(out, out->nrows - 1);
 			out->nfolded++;
 		}
 	}
@@ -860,14 +939,17 @@ static void pass_free(struct pass *ps, struct key_avg_table *pt)
 	free(ps->map.slot);
 	free(ps->stack);
 	free(pt->rows);
+	free(pt->row_mem);
 	ps->map.slot = NULL;
 	ps->stack = NULL;
 	pt->rows = NULL;
+	pt->row_mem = NULL;
 }
 
 /*
  * One build of `out` over the counted events sel[0..n) (see sweep) with
- * the keys in `nparts` parts (a power of two). Returns 0, -1 when out of
+ * the keys in `nparts` parts (a power of two); out->memory says whether
+ * the rows get their row_mem. Returns 0, -1 when out of
  * memory, 1 when a part outgrew max_rows (composite keys; `out` is then
  * emptied, to be built again in more parts).
  */
@@ -880,6 +962,7 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	struct pass ps;
 	size_t i;
 
+	pt.memory = out->memory;
 	memset(&ps, 0, sizeof ps);
 	ps.t = t;
 	ps.gm = gm;
@@ -899,6 +982,13 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 		if (!out->rows || !pt.rows)
 			goto fail;
 		ps.cap = max_rows + 2;
+		if (out->memory) {
+			out->row_mem = malloc((2 * keep + 1) * sizeof *out->row_mem);
+			pt.row_mem = malloc((max_rows + 2) * sizeof *pt.row_mem);
+			if (!out->row_mem || !pt.row_mem)
+				goto fail;
+			ps.cap_mem = max_rows + 2;
+		}
 	}
 	for (ps.part = 0; ps.part < ps.nparts; ps.part++) {
 		if (sweep(&ps, sel, n) != 0)
@@ -910,7 +1000,6 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	}
 	out->self_cpu_sum_ns = ps.self_cpu_sum_ns;
 	out->self_cuda_sum_ns = ps.self_cuda_sum_ns;
-	out->memory = ps.memory;
 	if (ps.nparts == 1) {
 		for (i = 0; i < out->nrows; i++)
 			if (out->rows[i].flops &&
@@ -920,17 +1009,20 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	pass_free(&ps, &pt);
 	key_averages_sort(out, sort);
 	for (; ps.nparts > 1 && out->nrows > keep; out->nrows--) {
-		fold_row(&out->folded, &out->rows[out->nrows - 1]);
+		fold_row(out, out->nrows - 1);
 		out->nfolded++;
 	}
 	return 0;
 fail:
 	pass_free(&ps, &pt);
 	free(out->rows);
+	free(out->row_mem);
 	out->rows = NULL;
+	out->row_mem = NULL;
 	out->nrows = 0;
 	out->nfolded = 0;
 	memset(&out->folded, 0, sizeof out->folded);
+	memset(&out->folded_mem, 0, sizeof out->folded_mem);
 	out->folded.first_ts = INT64_MAX;
 	out->min_flops = 0;
 	out->key_cols = out->shapes_cols = out->src_cols = 0;
@@ -940,17 +1032,25 @@ fail:
 /* What a sweep reads: the GPU time of each launch (*gm) and, in a trace
  * not in nesting order, the counted events in sweep order (*sel, malloc'd;
  * NULL when the trace lies in nesting order: the sweep then reads its
- * first *n events). *n is 0 when no event counts. 0, or -1 when out of
- * memory (nothing held). */
-static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm)
+ * first *n events). *n is 0 when no event counts; *memory (may be NULL)
+ * whether any of them is a "[memory]" event. 0, or -1 when out of memory
+ * (nothing held). */
+static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm,
+		       bool *memory)
 {
-	size_t i, j, count = 0;
+	size_t i, j, count = 0, nmem = 0;
 
 	*sel = NULL;
 	*n = 0;
 	memset(gm, 0, sizeof *gm);
-	for (i = 0; i < t->nev; i++)
-		count += counted(&t->ev[i]) || is_mem(t, &t->ev[i]);
+	for (i = 0; i < t->nev; i++) {
+		bool m = is_mem(t, &t->ev[i]);
+
+		nmem += m;
+		count += m || counted(&t->ev[i]);
+	}
+	if (memory)
+		*memory = nmem > 0;
 	if (count == 0)
 		return 0;
 	if (gpu_map_build(t, gm) != 0)
@@ -986,7 +1086,7 @@ int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx, str
 
 	if (t->nev > UINT32_MAX)
 		return err_set(e, "key_averages: more than 2^32 events in one window");
-	if (sweep_input(t, &sel, &n, &gm) != 0)
+	if (sweep_input(t, &sel, &n, &gm, NULL) != 0)
 		return err_set(e, "out of memory reading the window's self times");
 	memset(&ps, 0, sizeof ps);
 	ps.t = t;
@@ -1022,7 +1122,7 @@ int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts
 	out->folded.first_ts = INT64_MAX;
 	if (t->nev > UINT32_MAX)
 		return err_set(e, "key_averages: more than 2^32 events in one window");
-	if (sweep_input(t, &sel, &n, &gm) != 0)
+	if (sweep_input(t, &sel, &n, &gm, &out->memory) != 0)
 		goto oom;
 	if (n == 0)
 		return 0;
@@ -1097,6 +1197,7 @@ void key_averages_free(struct key_avg_table *tab)
 	if (!tab)
 		return;
 	free(tab->rows);
+	free(tab->row_mem);
 	memset(tab, 0, sizeof *tab);
 }
 
@@ -1110,14 +1211,19 @@ bool key_averages_has_cuda(const struct key_avg_table *tab)
 	return tab->folded.self_cuda_ns > 0;
 }
 
+struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i)
+{
+	return tab->row_mem && i < tab->nrows ? tab->row_mem[i] : no_mem;
+}
+
 bool key_averages_has_cuda_mem(const struct key_avg_table *tab)
 {
 	size_t i;
 
-	for (i = 0; i < tab->nrows; i++)
-		if (tab->rows[i].self_mem[KEY_AVG_CUDA] > 0)
+	for (i = 0; tab->row_mem && i < tab->nrows; i++)
+		if (tab->row_mem[i].self_mem[KEY_AVG_CUDA] > 0)
 			return true;
-	return tab->folded.self_mem[KEY_AVG_CUDA] > 0;
+	return tab->folded_mem.self_mem[KEY_AVG_CUDA] > 0;
 }
 
 char *key_averages_format_memory(int64_t bytes, char buf[32])
@@ -1402,10 +1508,11 @@ static void trim_entry(const char *s, size_t len, size_t width, char *out, size_
 	out[o + len - skip] = '\0';
 }
 
-/* A row's line, then (by stack) the lines of its next stack entries and
- * an empty line, as torch's _build_table writes them. */
+/* A row's line (`m`: its memory), then (by stack) the lines of its next
+ * stack entries and an empty line, as torch's _build_table writes them. */
 static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
-		    const struct key_avg_row *r, const struct cols *cs)
+		    const struct key_avg_row *r, const struct key_avg_mem *m,
+		    const struct cols *cs)
 {
 	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4], src[SRC_WIDTH_MAX * 4 + 8];
 	const char *cells[NCOL], *entry;
@@ -1423,10 +1530,10 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 	key_averages_format_share(r->self_cuda_ns, tab->self_cuda_sum_ns, cell[COL_SELF_CUDA_PCT]);
 	key_averages_format_time(r->cuda_total_ns, cell[COL_CUDA_TOTAL]);
 	format_time_ns(avg(r->cuda_total_ns, r->count), cell[COL_CUDA_AVG]);
-	key_averages_format_memory(r->mem[KEY_AVG_CPU], cell[COL_CPU_MEM]);
-	key_averages_format_memory(r->self_mem[KEY_AVG_CPU], cell[COL_SELF_CPU_MEM]);
-	key_averages_format_memory(r->mem[KEY_AVG_CUDA], cell[COL_CUDA_MEM]);
-	key_averages_format_memory(r->self_mem[KEY_AVG_CUDA], cell[COL_SELF_CUDA_MEM]);
+	key_averages_format_memory(m->mem[KEY_AVG_CPU], cell[COL_CPU_MEM]);
+	key_averages_format_memory(m->self_mem[KEY_AVG_CPU], cell[COL_SELF_CPU_MEM]);
+	key_averages_format_memory(m->mem[KEY_AVG_CUDA], cell[COL_CUDA_MEM]);
+	key_averages_format_memory(m->self_mem[KEY_AVG_CUDA], cell[COL_SELF_CUDA_MEM]);
 	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
 	if (r->flops) /* torch: '{0:8.3f}' of the scaled total, "--" for none */
 		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cs->flops_scale);
@@ -1533,9 +1640,10 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	put_line(&tb, header, &cols);
 	put_sep(&tb, &cols);
 	for (i = 0; i < n; i++)
-		put_row(&tb, tab, &tab->rows[i], &cols);
+		put_row(&tb, tab, &tab->rows[i], tab->row_mem ? &tab->row_mem[i] : &no_mem,
+			&cols);
 	if (folded.key)
-		put_row(&tb, tab, &folded, &cols);
+		put_row(&tb, tab, &folded, &tab->folded_mem, &cols);
 	put_sep(&tb, &cols);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));

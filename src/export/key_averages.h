@@ -52,7 +52,8 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
-/* Rows a table holds at most (120 bytes each): a window with more distinct
+/* Rows a table holds at most (88 bytes each, and 32 more, struct
+ * key_avg_mem, when the trace has "[memory]" events): a window with more distinct
  * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
  * others into one row, "(N other names)" (see key_averages_build). Also
  * the keys one pass over the events groups: a window of N keys takes
@@ -99,7 +100,15 @@ enum key_avg_sort {
  * [KEY_AVG_CUDA] the GPUs'. */
 enum { KEY_AVG_CPU = 0, KEY_AVG_CUDA = 1 };
 
-/* One row: the events of one key. Times in ns. */
+struct key_avg_mem {
+	int64_t mem[2];         /* CPU Mem, CUDA Mem: torch's
+				   cpu_memory_usage, cuda_memory_usage */
+	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
+};
+
+/* One row: the events of one key. Times in ns. Its memory is apart, in
+ * the table's row_mem (a trace without "[memory]" events, most, costs
+ * nothing for it). */
 struct key_avg_row {
 	const char *key;        /* points into the trace's strings or a
 				   literal: valid while the trace lives */
@@ -112,9 +121,6 @@ struct key_avg_row {
 	int64_t first_ts;       /* earliest start: breaks sort ties */
 	uint64_t flops;         /* sum of the events' "flops" args (torch
 				   operators with with_flops) */
-	int64_t mem[2];         /* CPU Mem, CUDA Mem: torch's
-				   cpu_memory_usage, cuda_memory_usage */
-	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
 	const char *shapes;     /* by input shape: the events' "Input Dims"
 				   as the trace holds them (shapes_len bytes;
 				   "[]" when they have none); else NULL */
@@ -129,12 +135,16 @@ struct key_avg_row {
 struct key_avg_table {
 	struct key_avg_row *rows; /* sorted; malloc'd */
 	size_t nrows;
+	struct key_avg_mem *row_mem; /* row_mem[i]: the memory of rows[i];
+					malloc'd when `memory`, else NULL
+					(key_averages_row_mem reads it) */
 	enum key_avg_group group;
 	bool by_input_shape;      /* the keys' options (struct key_avg_opts) */
 	uint32_t stack_n;
 	uint64_t nfolded;         /* keys beyond the rows the table holds */
 	struct key_avg_row folded; /* their sums (key NULL; first_ts
 				      INT64_MAX when none) */
+	struct key_avg_mem folded_mem; /* ... and of their memory */
 	size_t key_cols;          /* columns of the widest key, the folded
 				     ones included (0 when none folded) */
 	size_t shapes_cols;       /* ... of the widest input shapes, and of
@@ -163,13 +173,15 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * then. Free with key_averages_free().
  *
  * Memory: the open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX
- * rows (with their map), however many names the window has; in a trace
- * not in nesting order (trace_sort) 4 bytes more a counted event, their
- * order by thread and time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
- * at most KEY_AVG_ROWS_MAX, one pass over the events each (self times are
- * recomputed), and the table keeps the first KEY_AVG_ROWS_MAX rows in the
- * sort order; the others are summed in tab->folded. Every kept row and
- * every total is exact.
+ * rows (with their map and, with "[memory]" events, their row_mem),
+ * however many names the window has; in a trace not in nesting order
+ * (trace_sort) 4 bytes more a counted event, their order by thread and
+ * time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split
+ * by their string id into parts of at most KEY_AVG_ROWS_MAX, one pass over
+ * the events each (self times are recomputed), and the table keeps the
+ * first KEY_AVG_ROWS_MAX rows in the sort order; the others are summed in
+ * tab->folded (and tab->folded_mem). Every kept row and every total is
+ * exact.
  */
 int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       enum key_avg_sort sort, struct key_avg_table *out,
@@ -233,6 +245,10 @@ void key_averages_free(struct key_avg_table *tab);
 /* True when any row has self CUDA time: the table then shows the CUDA
  * columns (torch's rule). */
 bool key_averages_has_cuda(const struct key_avg_table *tab);
+
+/* The memory of tab->rows[i] (i < tab->nrows): all 0 in a table without
+ * memory (no "[memory]" events). */
+struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i);
 
 /* True when any row has Self CUDA Mem above 0: the table then shows the
  * CUDA memory columns (torch's rule). */

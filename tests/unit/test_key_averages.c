@@ -5,7 +5,7 @@
  * truncation, torch's exact text, time formats; memory (profile_memory's
  * "[memory]" events) attributed to the events holding them, its columns,
  * sort keys and byte formats; rows by input shape and by call stack, with
- * memory too.
+ * memory too; the row's size, and out of memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -532,14 +532,19 @@ static void add_kernel(struct trace *t, uint64_t corr, int64_t ts, int64_t dur)
 	CHECK(trace_add_event(t, &e) != NULL);
 }
 
-static int same_row(const struct key_avg_row *a, const struct key_avg_row *b)
+/* Whether row i of table ta and row j of tb have the same key and sums. */
+static int same_row(const struct key_avg_table *ta, size_t i, const struct key_avg_table *tb,
+		    size_t j)
 {
+	const struct key_avg_row *a = &ta->rows[i], *b = &tb->rows[j];
+	struct key_avg_mem ma = key_averages_row_mem(ta, i), mb = key_averages_row_mem(tb, j);
+
 	return strcmp(a->key, b->key) == 0 && a->count == b->count &&
 	       a->self_cpu_ns == b->self_cpu_ns && a->cpu_total_ns == b->cpu_total_ns &&
 	       a->self_cuda_ns == b->self_cuda_ns && a->cuda_total_ns == b->cuda_total_ns &&
 	       a->first_ts == b->first_ts && a->flops == b->flops &&
-	       a->mem[0] == b->mem[0] && a->mem[1] == b->mem[1] &&
-	       a->self_mem[0] == b->self_mem[0] && a->self_mem[1] == b->self_mem[1];
+	       ma.mem[0] == mb.mem[0] && ma.mem[1] == mb.mem[1] &&
+	       ma.self_mem[0] == mb.self_mem[0] && ma.self_mem[1] == mb.self_mem[1];
 }
 
 /* Three threads of 300 ranges over 120 names (domains "a", "b" or none),
@@ -614,7 +619,7 @@ static void test_folded_rows(void)
 			CHECK_EQ_INT(capped.nrows, max);
 			CHECK_EQ_INT(capped.nfolded, full.nrows - max);
 			for (k = 0; k < max && k < capped.nrows; k++)
-				CHECK(same_row(&capped.rows[k], &full.rows[k]));
+				CHECK(same_row(&capped, k, &full, k));
 			memset(&rest, 0, sizeof rest);
 			for (k = max; k < full.nrows; k++) {
 				rest.count += full.rows[k].count;
@@ -698,10 +703,10 @@ static void test_nested_trace(void)
 				CHECK_EQ_INT(a.self_cpu_sum_ns, b.self_cpu_sum_ns);
 				CHECK_EQ_INT(a.self_cuda_sum_ns, b.self_cuda_sum_ns);
 				for (k = 0; k < a.nrows && k < b.nrows; k++) {
-					if (!same_row(&a.rows[k], &b.rows[k]))
+					if (!same_row(&a, k, &b, k))
 						fprintf(stderr, "  group %d sort %d max %zu: row %zu (%s) differs\n",
 							g, s, max, k, a.rows[k].key);
-					CHECK(same_row(&a.rows[k], &b.rows[k]));
+					CHECK(same_row(&a, k, &b, k));
 				}
 				CHECK_EQ_INT(a.folded.count, b.folded.count);
 				CHECK_EQ_INT(a.folded.self_cpu_ns, b.folded.self_cpu_ns);
@@ -717,16 +722,18 @@ static void check_mem(const struct key_avg_table *tab, const char *key, int64_t 
 		      int64_t self_mem, int64_t cuda_mem, int64_t self_cuda_mem)
 {
 	const struct key_avg_row *r = find(tab, key);
+	struct key_avg_mem m;
 
 	CHECK(r != NULL);
 	if (!r) {
 		fprintf(stderr, "  missing row %s\n", key);
 		return;
 	}
-	CHECK_EQ_INT(r->mem[KEY_AVG_CPU], mem);
-	CHECK_EQ_INT(r->self_mem[KEY_AVG_CPU], self_mem);
-	CHECK_EQ_INT(r->mem[KEY_AVG_CUDA], cuda_mem);
-	CHECK_EQ_INT(r->self_mem[KEY_AVG_CUDA], self_cuda_mem);
+	m = key_averages_row_mem(tab, (size_t)(r - tab->rows));
+	CHECK_EQ_INT(m.mem[KEY_AVG_CPU], mem);
+	CHECK_EQ_INT(m.self_mem[KEY_AVG_CPU], self_mem);
+	CHECK_EQ_INT(m.mem[KEY_AVG_CUDA], cuda_mem);
+	CHECK_EQ_INT(m.self_mem[KEY_AVG_CUDA], self_cuda_mem);
 }
 
 /*
@@ -801,7 +808,7 @@ static void test_memory_attribution(void)
 		CHECK(key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM, 2, 2,
 					     &capped, &e) == 0);
 		key_averages_sort(&tab, KEY_AVG_SORT_CPU_MEM);
-		CHECK(capped.memory);
+		CHECK(capped.memory && capped.row_mem && tab.row_mem);
 		CHECK_EQ_INT(capped.nrows, 2);
 		CHECK_EQ_INT(capped.nfolded, tab.nrows - 2);
 		memset(rest, 0, sizeof rest);
@@ -809,17 +816,17 @@ static void test_memory_attribution(void)
 			for (d = 0; d < 2; d++) {
 				if (k < 2) {
 					CHECK_EQ_STR(capped.rows[k].key, tab.rows[k].key);
-					CHECK_EQ_INT(capped.rows[k].mem[d], tab.rows[k].mem[d]);
-					CHECK_EQ_INT(capped.rows[k].self_mem[d],
-						     tab.rows[k].self_mem[d]);
+					CHECK_EQ_INT(capped.row_mem[k].mem[d], tab.row_mem[k].mem[d]);
+					CHECK_EQ_INT(capped.row_mem[k].self_mem[d],
+						     tab.row_mem[k].self_mem[d]);
 					continue;
 				}
-				rest[0][d] += tab.rows[k].mem[d];
-				rest[1][d] += tab.rows[k].self_mem[d];
+				rest[0][d] += tab.row_mem[k].mem[d];
+				rest[1][d] += tab.row_mem[k].self_mem[d];
 			}
 		for (d = 0; d < 2; d++) {
-			CHECK_EQ_INT(capped.folded.mem[d], rest[0][d]);
-			CHECK_EQ_INT(capped.folded.self_mem[d], rest[1][d]);
+			CHECK_EQ_INT(capped.folded_mem.mem[d], rest[0][d]);
+			CHECK_EQ_INT(capped.folded_mem.self_mem[d], rest[1][d]);
 		}
 		key_averages_free(&capped);
 		key_averages_free(&tab);
@@ -831,6 +838,7 @@ static void test_memory_attribution(void)
 	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
 				 &e) == 0);
 	CHECK(!tab.memory);
+	CHECK(tab.row_mem == NULL); /* no memory held for memory sums */
 	CHECK(!key_averages_has_cuda_mem(&tab));
 	key_averages_free(&tab);
 	trace_free(&t);
@@ -919,8 +927,9 @@ static void test_memory_text(void)
 	free(s);
 
 	/* GPU memory: the CUDA memory columns follow the CPU's */
-	tab.rows[0].mem[KEY_AVG_CUDA] = 3 << 20;
-	tab.rows[0].self_mem[KEY_AVG_CUDA] = 1 << 20;
+	CHECK(tab.row_mem != NULL);
+	tab.row_mem[0].mem[KEY_AVG_CUDA] = 3 << 20;
+	tab.row_mem[0].self_mem[KEY_AVG_CUDA] = 1 << 20;
 	s = key_averages_format(&tab, 0);
 	CHECK(strstr(s, "  CPU time avg       CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem"
 			"    # of Calls  \n") != NULL);
@@ -1281,28 +1290,30 @@ static void test_memory_grouped(void)
 					      &e) == 0);
 		CHECK(key_averages_build_with_max(&t, &o, KEY_AVG_SORT_CPU_MEM, 2, 2,
 						  &parts, &e) == 0);
-		CHECK(all.memory && parts.memory);
+		CHECK(all.memory && parts.memory && all.row_mem && parts.row_mem);
 		CHECK_EQ_INT(parts.nrows, 2);
 		CHECK_EQ_INT(parts.nfolded, all.nrows - 2);
 		for (k = 0; k < 2 && k < parts.nrows; k++) {
 			CHECK_EQ_STR(parts.rows[k].key, all.rows[k].key);
-			CHECK_EQ_INT(parts.rows[k].mem[KEY_AVG_CPU], all.rows[k].mem[KEY_AVG_CPU]);
-			CHECK_EQ_INT(parts.rows[k].self_mem[KEY_AVG_CPU],
-				     all.rows[k].self_mem[KEY_AVG_CPU]);
+			CHECK_EQ_INT(parts.row_mem[k].mem[KEY_AVG_CPU],
+				     all.row_mem[k].mem[KEY_AVG_CPU]);
+			CHECK_EQ_INT(parts.row_mem[k].self_mem[KEY_AVG_CPU],
+				     all.row_mem[k].self_mem[KEY_AVG_CPU]);
 		}
 		rest[0] = rest[1] = 0;
 		count = 0;
 		for (k = 2; k < all.nrows; k++) {
-			rest[0] += all.rows[k].mem[KEY_AVG_CPU];
-			rest[1] += all.rows[k].self_mem[KEY_AVG_CPU];
+			rest[0] += all.row_mem[k].mem[KEY_AVG_CPU];
+			rest[1] += all.row_mem[k].self_mem[KEY_AVG_CPU];
 			count += all.rows[k].count;
 		}
-		CHECK_EQ_INT(parts.folded.mem[KEY_AVG_CPU], rest[0]);
-		CHECK_EQ_INT(parts.folded.self_mem[KEY_AVG_CPU], rest[1]);
+		CHECK_EQ_INT(parts.folded_mem.mem[KEY_AVG_CPU], rest[0]);
+		CHECK_EQ_INT(parts.folded_mem.self_mem[KEY_AVG_CPU], rest[1]);
 		CHECK_EQ_INT(parts.folded.count, count);
 		/* "[memory]": its two allocations, once */
 		CHECK_EQ_INT(find(&all, "[memory]")->count, 2);
-		CHECK_EQ_INT(find(&all, "[memory]")->self_mem[KEY_AVG_CPU], -960);
+		CHECK_EQ_INT(key_averages_row_mem(&all, (size_t)(find(&all, "[memory]") - all.rows))
+				     .self_mem[KEY_AVG_CPU], -960);
 		key_averages_free(&all);
 		key_averages_free(&parts);
 	}
@@ -1322,6 +1333,149 @@ static void visit(void *ctx, size_t ev, int64_t self_cpu_ns, int64_t self_cuda_n
 
 	v->sum += (int64_t)(ev + 1) * (self_cpu_ns + 3 * self_cuda_ns);
 	v->n++;
+}
+
+/* ---- out-of-memory injection: the test links with -Wl,--wrap=malloc,
+ * --wrap=calloc and --wrap=realloc (tests/CMakeLists.txt), so every
+ * allocation of key_averages.c comes here; the `oom_after`-th from now
+ * (1: the next) fails, then all succeed again (0: none fails). */
+
+static int oom_after;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+
+/* Whether this allocation is the one to fail. */
+static int oom_now(void)
+{
+	return oom_after > 0 && --oom_after == 0;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return oom_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return oom_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return oom_now() ? NULL : __real_realloc(p, n);
+}
+
+/* A row is 88 bytes: a table of KEY_AVG_ROWS_MAX rows is part of what a
+ * window's memory adds to its pool (docs/architecture.md, "A window's
+ * memory"). Its memory sums lie apart, held only by a table of a trace
+ * with "[memory]" events. */
+static void test_row_size(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+
+	CHECK(sizeof(struct key_avg_row) <= 88);
+	build_launches(&t); /* with allocations */
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
+				 &e) == 0);
+	CHECK(tab.memory && tab.row_mem != NULL);
+	key_averages_free(&tab);
+	trace_free(&t);
+	build_two_threads(&t); /* without */
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
+				 &e) == 0);
+	CHECK(!tab.memory && tab.row_mem == NULL);
+	CHECK(tab.nrows > 0);
+	CHECK_EQ_INT(key_averages_row_mem(&tab, 0).self_mem[KEY_AVG_CPU], 0);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+/* Whether tables a and b have the same rows, memory and folded sums. */
+static bool same_table(const struct key_avg_table *a, const struct key_avg_table *b)
+{
+	size_t k;
+
+	if (a->nrows != b->nrows || a->nfolded != b->nfolded ||
+	    a->folded.count != b->folded.count || a->folded.self_cpu_ns != b->folded.self_cpu_ns ||
+	    memcmp(&a->folded_mem, &b->folded_mem, sizeof a->folded_mem) != 0)
+		return false;
+	for (k = 0; k < a->nrows; k++)
+		if (!same_row(a, k, b, k))
+			return false;
+	return true;
+}
+
+/*
+ * Out of memory. A sort with no memory for its index (a heapsort in
+ * place) gives every sort's order, each row with its own memory, as the
+ * sort with it does. A build whose allocations fail, each in turn, in
+ * one pass and in parts of the names: either the table it would have
+ * built, or the error with an empty table (ASan: nothing leaks).
+ */
+static void test_out_of_memory(void)
+{
+	struct trace t, plain;
+	struct key_avg_table want, tab;
+	struct err e;
+	int s, k, left, rc, max, failed;
+
+	build_launches(&t);
+	build_two_threads(&plain);
+	for (s = 0; s <= KEY_AVG_SORT_SELF_CUDA_MEM; s++) {
+		struct trace *tr[2] = { &t, &plain };
+		int i;
+
+		for (i = 0; i < 2; i++) {
+			CHECK(key_averages_build(tr[i], KEY_AVG_BY_NAME, (enum key_avg_sort)s,
+						 &want, &e) == 0);
+			CHECK(key_averages_build(tr[i], KEY_AVG_BY_NAME,
+						 s ? KEY_AVG_SORT_SELF_CPU_TIME_TOTAL
+						   : KEY_AVG_SORT_CPU_MEM,
+						 &tab, &e) == 0);
+			CHECK(want.nrows > 3);
+			oom_after = 1; /* the index */
+			key_averages_sort(&tab, (enum key_avg_sort)s);
+			CHECK_EQ_INT(oom_after, 0);
+			oom_after = 0;
+			if (!same_table(&tab, &want))
+				fprintf(stderr, "  sort %d, trace %d: the heapsort differs\n", s, i);
+			CHECK(same_table(&tab, &want));
+			key_averages_free(&want);
+			key_averages_free(&tab);
+		}
+	}
+	for (max = 7; max <= KEY_AVG_ROWS_MAX; max += KEY_AVG_ROWS_MAX - 7) {
+		CHECK(key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM,
+					     (size_t)max, (size_t)max, &want, &e) == 0);
+		CHECK(want.memory && (max == 7) == (want.nfolded > 0));
+		failed = 0;
+		for (k = 1; k < 100000; k++) {
+			oom_after = k;
+			rc = key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM,
+						    (size_t)max, (size_t)max, &tab, &e);
+			left = oom_after;
+			oom_after = 0;
+			if (rc == 0) {
+				CHECK(same_table(&tab, &want));
+			} else {
+				failed++;
+				CHECK_EQ_STR(e.msg, "out of memory building the key_averages table");
+				CHECK(tab.nrows == 0 && tab.rows == NULL && tab.row_mem == NULL);
+			}
+			key_averages_free(&tab);
+			if (left > 0)
+				break; /* no allocation was left to fail */
+		}
+		CHECK(failed > 3);
+		CHECK(k < 100000);
+		key_averages_free(&want);
+	}
+	trace_free(&plain);
+	trace_free(&t);
 }
 
 /* key_averages_each (operator_stacks.txt's sweep) over a trace with
@@ -1368,5 +1522,7 @@ int main(void)
 	test_stack_prefix();
 	test_memory_grouped();
 	test_each_with_memory();
+	test_row_size();
+	test_out_of_memory();
 	return check_done();
 }
