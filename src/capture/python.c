@@ -254,13 +254,23 @@ static int pyb_step(void)
 
 /* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
  * the TSC (src/events/clock.h), within microseconds of it and drifting at
- * most 500 ppm. pyb_host_time() converts with the offset measured at the
- * latest of the recent calibration points taken at or before the
- * timestamp (one every PYB_OFFSET_NS at most, when conversions come): the
- * result depends on the timestamp only, so one Python timestamp converted
- * twice (the end of a phase, the start of the next) gives one host time. */
-#define PYB_OFFSET_NS 10000000LL
-#define PYB_OFFSETS 64
+ * most 500 ppm against it while it slews. pyb_host_time() adds an offset
+ * (host minus monotonic) measured at a calibration point near the
+ * timestamp: the latest one at or before it when that is at most
+ * PYB_OFFSET_NS older (25 ns of drift at worst), else the first one after
+ * it, taken at the conversion when there is none (a fresh timestamp's is
+ * then microseconds after it). So spans the bridge times and operators
+ * the C observer stamps nest as they ran: the gap between a Python hook
+ * and the next operator is far more than that drift (with a 10 ms old
+ * offset, 0.35 us of drift was seen to end a forward phase inside the
+ * operator after it). The point chosen for a timestamp never changes
+ * once chosen (points are only added after it), so one Python timestamp
+ * converted twice (the end of a phase, the start of the next) gives one
+ * host time. The ring keeps the PYB_OFFSETS latest points (64 KiB), with
+ * at least PYB_OFFSET_NS between two, at least 0.2 s of history; an older
+ * timestamp takes the oldest point. */
+#define PYB_OFFSET_NS 50000LL
+#define PYB_OFFSETS 4096
 
 static struct {
 	pthread_mutex_t lock;
@@ -268,30 +278,62 @@ static struct {
 	size_t n, next;            /* points kept; where the next one goes */
 } pyb_clock = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* The ring index of the point `age` places after the oldest. */
+static size_t pyb_clock_at(size_t age)
+{
+	return (pyb_clock.next + PYB_OFFSETS - pyb_clock.n + age) % PYB_OFFSETS;
+}
+
+/* The age (places after the oldest) of the latest point at or before
+ * `mono_ts`, or pyb_clock.n when every point is after it: a binary search
+ * over the ring, in time order from the oldest. Caller holds the lock. */
+static size_t pyb_clock_floor(int64_t mono_ts)
+{
+	size_t lo = 0, hi = pyb_clock.n; /* points [0, lo) are <= mono_ts */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pyb_clock.mono[pyb_clock_at(mid)] <= mono_ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? lo - 1 : pyb_clock.n;
+}
+
+/* Adds a calibration point now, the oldest making room. Caller holds the
+ * lock. */
+static void pyb_clock_point(void)
+{
+	int64_t m1 = clock_mono_ns(), now = clock_now_ns(), m2 = clock_mono_ns();
+
+	pyb_clock.mono[pyb_clock.next] = m1 + (m2 - m1) / 2;
+	pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
+	pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
+	if (pyb_clock.n < PYB_OFFSETS)
+		pyb_clock.n++;
+}
+
+/* `mono_ts` (CLOCK_MONOTONIC ns, at most now) on the host's clock. Any
+ * thread. */
 static int64_t pyb_host_time(int64_t mono_ts)
 {
-	int64_t m1 = clock_mono_ns(), off;
-	size_t i, k, newest;
+	size_t f;
+	int64_t off;
 
 	pthread_mutex_lock(&pyb_clock.lock);
-	newest = (pyb_clock.next + PYB_OFFSETS - 1) % PYB_OFFSETS;
-	if (pyb_clock.n == 0 || m1 - pyb_clock.mono[newest] >= PYB_OFFSET_NS) {
-		int64_t now = clock_now_ns(), m2 = clock_mono_ns();
+	f = pyb_clock_floor(mono_ts);
+	if (f < pyb_clock.n && mono_ts - pyb_clock.mono[pyb_clock_at(f)] <= PYB_OFFSET_NS) {
+		off = pyb_clock.off[pyb_clock_at(f)];
+	} else {
+		size_t c = f < pyb_clock.n ? f + 1 : 0; /* the first point after */
 
-		pyb_clock.mono[pyb_clock.next] = m1;
-		pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
-		newest = pyb_clock.next;
-		pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
-		if (pyb_clock.n < PYB_OFFSETS)
-			pyb_clock.n++;
-	}
-	off = pyb_clock.off[(newest + PYB_OFFSETS + 1 - pyb_clock.n) % PYB_OFFSETS];
-	for (i = 0; i < pyb_clock.n; i++) {
-		k = (newest + PYB_OFFSETS - i) % PYB_OFFSETS;
-		if (pyb_clock.mono[k] <= mono_ts) {
-			off = pyb_clock.off[k];
-			break;
+		if (c == pyb_clock.n) {
+			pyb_clock_point();
+			c = pyb_clock.n - 1;
 		}
+		off = pyb_clock.off[pyb_clock_at(c)];
 	}
 	pthread_mutex_unlock(&pyb_clock.lock);
 	return mono_ts + off;
