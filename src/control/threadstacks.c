@@ -1,5 +1,5 @@
 /*
- * stacks — every thread's native stack, now (prof.stacks(); see
+ * threadstacks — every thread's native stack, now (prof.stacks(); see
  * control.h).
  *
  * One request at a time: the requester names a thread (req_tid), sends it

@@ -1,0 +1,1 @@
+/* house.py's bad tree: a name b/ holds too (rule "names"). */

@@ -1,0 +1,1 @@
+/* house.py's bad tree: a name a/ holds too (rule "names"). */
