@@ -403,7 +403,7 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	salvage_init(h);
 	jobwatch_init(h);
-	hostthread_init(h);
+	hostthread_init(h, &writer_ops);
 	capture_init_all(h);
 	window_init(h);
 	if (watchdog_start(h, &e) != 0)

@@ -144,8 +144,32 @@ struct window_state {
 #define HOST_WAKE_ROTATED 16u      /* the recorder rotated: the sources
 				      hand over what they hold */
 
+struct host;
+
+/* What the host thread runs (hostthread.c names none of it): set once by
+ * hostthread_init(), before the thread starts; writer.c's writer_ops. All
+ * called on the host thread, no lock held. */
+struct hostthread_ops {
+	/* Writes a job (a closed window or a recorder dump); the queue frees
+	 * the job and its steps afterwards. */
+	void (*run)(struct host *h, struct host_job *job);
+	/* A job skipped because the queue was full (hostthread_submit): its
+	 * pools go back, the sources still collect it; nothing is written. */
+	void (*skip)(struct host *h, struct host_job *job);
+	/* HOST_WAKE_TERM, before the queue drains: the open window closes
+	 * and is queued (a fatal signal's exit path). */
+	void (*term)(struct host *h);
+	/* HOST_WAKE_FILL: generation `gen`'s pool is filling. */
+	void (*fill)(struct host *h, uint64_t gen);
+	/* HOST_WAKE_ROTATED: the recorder rotated its segment. */
+	void (*rotated)(struct host *h);
+	/* HOST_WAKE_TERM, once the queue drained, before the answer. */
+	void (*term_done)(struct host *h);
+};
+
 /* The host thread and its queue. */
 struct host_thread {
+	const struct hostthread_ops *ops; /* set at init */
 	pthread_t thread;
 	_Atomic int started;
 	_Atomic int32_t tid;           /* kernel tid of the host thread */
@@ -454,8 +478,9 @@ void window_step_stats(const struct window_state *w, double *median,
 
 /* --- hostthread.c --- */
 
-/* Sets up the queue. Start-up. */
-void hostthread_init(struct host *h);
+/* Sets up the queue; the thread will run `ops` (kept: static storage).
+ * Start-up. */
+void hostthread_init(struct host *h, const struct hostthread_ops *ops);
 
 /* Starts the host thread if it is not running. Returns 0 or -1 with *e. */
 int hostthread_start(struct host *h, struct err *e);
@@ -481,6 +506,14 @@ bool hostthread_is_self(struct host *h);
  * those queued, and the one it is writing. Any thread; takes the queue's
  * lock. */
 size_t hostthread_backlog(struct host *h);
+
+/* --- writer.c: what the host thread does with a job --- */
+
+/* The host thread's ops (struct hostthread_ops): a job's trace assembled,
+ * its files written, its reports and hooks run, noted for prof.status();
+ * a fatal signal's window closed; the recorder's pool-filling and
+ * rotation answered. core.c hands it to hostthread_init(). */
+extern const struct hostthread_ops writer_ops;
 
 /* --- live.c: what the REPL sees and changes --- */
 
