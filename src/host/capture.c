@@ -31,94 +31,15 @@ const struct capture_ops *const capture_sources[] = {
 /* Bit i set: source i initialized and stays on. Written at start-up only. */
 static uint32_t capture_on;
 
-/* What the sources get (capture_host); filled once at start-up. */
+/* What the sources get (capture_host): core.c's, copied once at start-up. */
 static struct capture_host capture_host;
 
-/* capture_host's callbacks: the host's functions, with the host as ctx. */
-static void host_step(void *ctx)
-{
-	window_step(ctx);
-}
-
-static int host_range_begin(void *ctx)
-{
-	return window_range_begin(ctx);
-}
-
-static void host_range_end(void *ctx, int64_t end_ts)
-{
-	window_range_end(ctx, end_ts);
-}
-
-static bool host_ahead(void *ctx)
-{
-	return window_ahead(ctx);
-}
-
-static void host_fail_cb(void *ctx, const struct err *e)
-{
-	host_fail(ctx, e);
-}
-
-static bool host_disabled(void *ctx)
-{
-	struct host *h = ctx;
-
-	return atomic_load(&h->disabled) != 0;
-}
-
-/* Window lock held (see capture_host.finishing). */
-static bool host_finishing(void *ctx)
-{
-	struct host *h = ctx;
-
-	return h->win.finished;
-}
-
-static bool host_own_thread(void *ctx, int32_t tid)
-{
-	struct host *h = ctx;
-
-	return tid == atomic_load(&h->ht.tid);
-}
-
-/* An automatic dump (capture_host.dump): a refusal is said at debug level
- * only (the exit it comes with says enough). */
-static int host_dump(void *ctx, const char *reason)
-{
-	struct err e;
-
-	if (window_dump_ending(ctx, reason, &e) == 0)
-		return 0;
-	log_msg(LOG_DEBUG, "no recorder dump for '%s': %s", reason ? reason : "",
-		e.msg);
-	return -1;
-}
-
-void capture_init_all(struct host *h)
+void capture_init_all(struct host *h, const struct capture_host *host)
 {
 	struct capture_host *ch = &capture_host;
 	size_t i;
 
-	ch->cfg = h->cfg;
-	ch->shim = h->shim;
-	ch->pid = h->pid;
-	ch->python = h->env.python;
-	ch->ctx = h;
-	ch->step = host_step;
-	ch->range_begin = host_range_begin;
-	ch->range_end = host_range_end;
-	ch->ahead = host_ahead;
-	ch->fail = host_fail_cb;
-	ch->disabled = host_disabled;
-	ch->finishing = host_finishing;
-	ch->own_thread = host_own_thread;
-	ch->dump = host_dump;
-	ch->salvage_gpu = salvage_gpu_name;
-	ch->sample_signal = salvage_sample_signal;
-	ch->salvage_py_eval = salvage_py_eval;
-	ch->arm_exit = host_arm_exit;
-	ch->exit_now = host_exit_now;
+	*ch = *host;
 	for (i = 0; capture_sources[i] && i < CAPTURE_MAX; i++) {
 		struct err e;
 
@@ -261,6 +182,72 @@ void capture_recorder_rotated_all(void)
 		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated)
 			capture_sources[i]->recorder_rotated();
 }
+
+/* The window listener (host.h's struct window_listener): what window.c
+ * publishes goes to every source. Threads and locks as window.c calls. */
+static void listen_warmup(void *ctx)
+{
+	(void)ctx;
+	capture_warmup_all();
+}
+
+static void listen_prepare(void *ctx)
+{
+	(void)ctx;
+	capture_prepare_all();
+}
+
+static void listen_open(void *ctx, uint64_t gen)
+{
+	(void)ctx;
+	capture_open_all(gen);
+}
+
+static void listen_close(void *ctx, uint64_t gen)
+{
+	(void)ctx;
+	capture_close_all(gen);
+}
+
+static void listen_step(void *ctx, uint64_t step, bool recording, bool next_active)
+{
+	struct capture_step cs;
+
+	(void)ctx;
+	cs.step = step;
+	cs.recording = recording;
+	cs.next_active = next_active;
+	capture_step_all(&cs);
+}
+
+static void listen_recorder(void *ctx, uint64_t gen)
+{
+	(void)ctx;
+	capture_recorder_all(gen);
+}
+
+static void listen_dump_taken(void *ctx)
+{
+	(void)ctx;
+	capture_dump_taken_all();
+}
+
+static void listen_dump_dropped(void *ctx)
+{
+	(void)ctx;
+	capture_dump_dropped_all();
+}
+
+const struct window_listener capture_listener = {
+	.warmup = listen_warmup,
+	.prepare = listen_prepare,
+	.open = listen_open,
+	.close = listen_close,
+	.step = listen_step,
+	.recorder = listen_recorder,
+	.dump_taken = listen_dump_taken,
+	.dump_dropped = listen_dump_dropped,
+};
 
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 {

@@ -251,12 +251,21 @@ struct capture_ops {
 struct host;
 struct host_job;
 
+struct window_listener;
+
+/* The sources as a window listener (host.h's window_listen): a window's
+ * open, close, steps, the recorder's segments and dumps go to every
+ * source (capture_open_all, ...). core.c registers it. */
+extern const struct window_listener capture_listener;
+
 /* The sources compiled in, NULL-ended. */
 extern const struct capture_ops *const capture_sources[];
 
-/* Fills the host's struct capture_host and calls every source's init,
- * reporting each failing source itself (host_fail). Start-up. */
-void capture_init_all(struct host *h);
+/* Keeps a copy of `host` (filled by core.c: its callbacks call window.c
+ * and core.c, which this file never names) for the sources, and calls
+ * every source's init, reporting each failing source itself (host_fail).
+ * Start-up. */
+void capture_init_all(struct host *h, const struct capture_host *host);
 
 /* Call every source's callback of that name, skipping sources whose init
  * failed. Threads and contracts as above. */

@@ -378,10 +378,99 @@ static int load_policy(struct host *h, struct err *e)
 	return 0;
 }
 
+/* capture_host's callbacks (capture.h): the host's functions, with the
+ * host as ctx. */
+static void host_step(void *ctx)
+{
+	window_step(ctx);
+}
+
+static int host_range_begin(void *ctx)
+{
+	return window_range_begin(ctx);
+}
+
+static void host_range_end(void *ctx, int64_t end_ts)
+{
+	window_range_end(ctx, end_ts);
+}
+
+static bool host_ahead(void *ctx)
+{
+	return window_ahead(ctx);
+}
+
+static void host_fail_cb(void *ctx, const struct err *e)
+{
+	host_fail(ctx, e);
+}
+
+static bool host_disabled(void *ctx)
+{
+	struct host *h = ctx;
+
+	return atomic_load(&h->disabled) != 0;
+}
+
+/* Window lock held (see capture_host.finishing). */
+static bool host_finishing(void *ctx)
+{
+	struct host *h = ctx;
+
+	return h->win.finished;
+}
+
+static bool host_own_thread(void *ctx, int32_t tid)
+{
+	struct host *h = ctx;
+
+	return tid == atomic_load(&h->ht.tid);
+}
+
+/* An automatic dump (capture_host.dump): a refusal is said at debug level
+ * only (the exit it comes with says enough). */
+static int host_dump(void *ctx, const char *reason)
+{
+	struct err e;
+
+	if (window_dump_ending(ctx, reason, &e) == 0)
+		return 0;
+	log_msg(LOG_DEBUG, "no recorder dump for '%s': %s", reason ? reason : "",
+		e.msg);
+	return -1;
+}
+
+/* What the capture sources get from the host (capture.h): the settings
+ * and the callbacks above. Start-up. */
+static void fill_capture_host(struct host *h, struct capture_host *ch)
+{
+	memset(ch, 0, sizeof *ch);
+	ch->cfg = h->cfg;
+	ch->shim = h->shim;
+	ch->pid = h->pid;
+	ch->python = h->env.python;
+	ch->ctx = h;
+	ch->step = host_step;
+	ch->range_begin = host_range_begin;
+	ch->range_end = host_range_end;
+	ch->ahead = host_ahead;
+	ch->fail = host_fail_cb;
+	ch->disabled = host_disabled;
+	ch->finishing = host_finishing;
+	ch->own_thread = host_own_thread;
+	ch->dump = host_dump;
+	ch->salvage_gpu = salvage_gpu_name;
+	ch->sample_signal = salvage_sample_signal;
+	ch->salvage_py_eval = salvage_py_eval;
+	ch->arm_exit = host_arm_exit;
+	ch->exit_now = host_exit_now;
+}
+
 PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 				       struct core_api *core)
 {
 	struct host *h = &host;
+	struct capture_host ch;
 	struct err e;
 
 	e.msg[0] = '\0';
@@ -403,8 +492,15 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 		goto fail;
 	salvage_init(h);
 	jobwatch_init(h);
-	hostthread_init(h);
-	capture_init_all(h);
+	jobwatch_on_hang(h, watchdog_ask); /* another rank's hang: a report here */
+	hostthread_init(h, &writer_ops);
+	fill_capture_host(h, &ch);
+	capture_init_all(h, &ch);
+	/* the window's listeners, in the order they hear it: the sources,
+	 * then the job watcher */
+	if (window_listen(h, &capture_listener, NULL, &e) != 0 ||
+	    window_listen(h, &jobwatch_listener, h, &e) != 0)
+		host_fail(h, &e);
 	window_init(h);
 	if (watchdog_start(h, &e) != 0)
 		host_fail(h, &e);

@@ -94,6 +94,47 @@ struct host_outputs {
 	size_t ndump, dump_pos;
 };
 
+/* What window.c publishes (window_listen): a listener leaves the slots it
+ * does not use NULL. Listeners are called in the order they registered,
+ * and must not call window.c back from a notification (its lock may be
+ * held; a request such as prof.dump belongs after it). Threads and locks:
+ *   warmup     a warm-up phase starts. Stepping thread, window lock held:
+ *              must not block.
+ *   prepare    a window may open soon: do now what would slow its first
+ *              step (capture_ops.prepare). The thread holding the window
+ *              lock (a step boundary, capture_now, a capture range).
+ *   open       a window starts recording generation `gen`. Window lock
+ *              held (the stepping thread, or a capture range's).
+ *   close      the window of generation `gen` stopped recording. Window
+ *              lock held.
+ *   step       a step boundary: `step` begins (`recording`: a window
+ *              records it; `next_active`: the next step warms up or
+ *              records). Also at window_init for step 0. Stepping
+ *              thread, window lock held: must not block; no allocation.
+ *   recorder   the flight recorder keeps generation `gen` (0: it
+ *              stopped). Window lock held.
+ *   dump_taken a dump is taking the recorder's segments, before they
+ *              close; dump_dropped: no collect of it will follow (see
+ *              capture.h). Window lock held (or dump_dropped on the host
+ *              thread: capture.h).
+ *   dump       this rank took a dump the job's other ranks are to hear of
+ *              (prof.recorder{ job = true }): f says which (JOBFILE_DUMP:
+ *              first, last, partial, reason). The thread that asked for
+ *              it, window lock NOT held. */
+struct window_listener {
+	void (*warmup)(void *ctx);
+	void (*prepare)(void *ctx);
+	void (*open)(void *ctx, uint64_t gen);
+	void (*close)(void *ctx, uint64_t gen);
+	void (*step)(void *ctx, uint64_t step, bool recording, bool next_active);
+	void (*recorder)(void *ctx, uint64_t gen);
+	void (*dump_taken)(void *ctx);
+	void (*dump_dropped)(void *ctx);
+	void (*dump)(void *ctx, const struct jobfile *f);
+};
+
+#define WINDOW_LISTENERS 4
+
 /* The step-side state: the schedule (which owns the window now recording:
  * whether one records, its index, first step, reason and capture_now
  * ticket, the capture range and the tickets; see schedule.h) and what
@@ -128,6 +169,12 @@ struct window_state {
 	bool rec_told;                 /* the sources were told a segment
 					  (capture_ops.recorder), not yet
 					  its stop */
+	struct {                       /* window_listen's, in order; set at
+					  start-up, read-only afterwards */
+		const struct window_listener *l;
+		void *ctx;
+	} listen[WINDOW_LISTENERS];
+	unsigned nlisten;
 	bool rec_paused;               /* prof.recorder{ enabled = false }:
 					  from the next boundary on the
 					  recorder keeps no segment (its
@@ -144,8 +191,32 @@ struct window_state {
 #define HOST_WAKE_ROTATED 16u      /* the recorder rotated: the sources
 				      hand over what they hold */
 
+struct host;
+
+/* What the host thread runs (hostthread.c names none of it): set once by
+ * hostthread_init(), before the thread starts; writer.c's writer_ops. All
+ * called on the host thread, no lock held. */
+struct hostthread_ops {
+	/* Writes a job (a closed window or a recorder dump); the queue frees
+	 * the job and its steps afterwards. */
+	void (*run)(struct host *h, struct host_job *job);
+	/* A job skipped because the queue was full (hostthread_submit): its
+	 * pools go back, the sources still collect it; nothing is written. */
+	void (*skip)(struct host *h, struct host_job *job);
+	/* HOST_WAKE_TERM, before the queue drains: the open window closes
+	 * and is queued (a fatal signal's exit path). */
+	void (*term)(struct host *h);
+	/* HOST_WAKE_FILL: generation `gen`'s pool is filling. */
+	void (*fill)(struct host *h, uint64_t gen);
+	/* HOST_WAKE_ROTATED: the recorder rotated its segment. */
+	void (*rotated)(struct host *h);
+	/* HOST_WAKE_TERM, once the queue drained, before the answer. */
+	void (*term_done)(struct host *h);
+};
+
 /* The host thread and its queue. */
 struct host_thread {
+	const struct hostthread_ops *ops; /* set at init */
 	pthread_t thread;
 	_Atomic int started;
 	_Atomic int32_t tid;           /* kernel tid of the host thread */
@@ -219,6 +290,13 @@ struct jw_pending {
 #define HOST_JOB_CAPTURE "job capture "
 #define HOST_JOB_CAPTURE_SUFFIX "job"
 
+struct host;
+
+/* Who writes a hang report when another rank's hang asks (watchdog.c's
+ * watchdog_ask: the watcher names no watchdog function). */
+typedef int (*jobwatch_hang_fn)(struct host *h, int rank, uint64_t step,
+				 const char *host, struct err *e);
+
 /* The job watcher (jobwatch.c, docs/jobs.md): its thread (profhost-job)
  * looks at <run>/job every prof.job{ poll_ms } and answers what it finds;
  * the fields from `seen` on are its own. */
@@ -227,6 +305,7 @@ struct jobwatch {
 	_Atomic int started;
 	_Atomic int32_t tid;           /* kernel tid of its thread */
 	_Atomic uint32_t wake;         /* wake word: JW_WAKE_* bits */
+	jobwatch_hang_fn ask_hang;     /* jobwatch_on_hang's; NULL: none */
 	pthread_mutex_t lock;          /* guards the queue and `dir` */
 	struct jobfile *queue;         /* JW_QUEUE files to write, malloc'd */
 	unsigned nqueue;
@@ -309,6 +388,13 @@ void host_arm_exit(void);
 void host_exit_now(void);
 
 /* --- window.c: the step side --- */
+
+/* Registers `l` (static storage) with `ctx` to hear what window.c
+ * publishes (struct window_listener), after the ones registered before.
+ * Start-up, before window_init() (which publishes step 0). Returns 0, or
+ * -1 with *e when WINDOW_LISTENERS are registered already. */
+int window_listen(struct host *h, const struct window_listener *l, void *ctx,
+		  struct err *e);
 
 /* Sets up the schedule for step 0 (a window may open at once). Start-up. */
 void window_init(struct host *h);
@@ -454,8 +540,9 @@ void window_step_stats(const struct window_state *w, double *median,
 
 /* --- hostthread.c --- */
 
-/* Sets up the queue. Start-up. */
-void hostthread_init(struct host *h);
+/* Sets up the queue; the thread will run `ops` (kept: static storage).
+ * Start-up. */
+void hostthread_init(struct host *h, const struct hostthread_ops *ops);
 
 /* Starts the host thread if it is not running. Returns 0 or -1 with *e. */
 int hostthread_start(struct host *h, struct err *e);
@@ -481,6 +568,14 @@ bool hostthread_is_self(struct host *h);
  * those queued, and the one it is writing. Any thread; takes the queue's
  * lock. */
 size_t hostthread_backlog(struct host *h);
+
+/* --- writer.c: what the host thread does with a job --- */
+
+/* The host thread's ops (struct hostthread_ops): a job's trace assembled,
+ * its files written, its reports and hooks run, noted for prof.status();
+ * a fatal signal's window closed; the recorder's pool-filling and
+ * rotation answered. core.c hands it to hostthread_init(). */
+extern const struct hostthread_ops writer_ops;
 
 /* --- live.c: what the REPL sees and changes --- */
 
@@ -537,6 +632,11 @@ void watchdog_stop(struct host *h);
  * is full or it does not run. Any thread, the window lock not held. */
 void jobwatch_publish(struct host *h, const struct jobfile *f);
 
+/* The job watcher as a window listener (window_listen, ctx: the host):
+ * this rank's dumps that the job is to hear of are published
+ * (jobwatch_publish). */
+extern const struct window_listener jobwatch_listener;
+
 /* Writes what is queued now, on the calling thread (a process dying of a
  * signal: the host thread, once its dump is written). */
 void jobwatch_flush(struct host *h);
@@ -545,6 +645,12 @@ void jobwatch_flush(struct host *h);
  * once the run directory is known, before any thread starts; again in a
  * forked child. */
 void jobwatch_init(struct host *h);
+
+/* Another rank's hang found in <run>/job is handed to `ask` (core.c:
+ * watchdog_ask), which writes this rank's hang report; without one (or
+ * when it fails) the watcher says why none is written. Start-up, before
+ * jobwatch_start(). */
+void jobwatch_on_hang(struct host *h, jobwatch_hang_fn ask);
 
 /* Starts the job watcher's thread (prof.job{ poll_ms } above 0; not in a
  * forked child): it looks at <run>/job every poll_ms (one stat) and

@@ -297,7 +297,9 @@ static void answer_publication(struct host *h, const struct jobfile *f)
 		return;
 	}
 	if (f->kind == JOBFILE_HANG) {
-		if (watchdog_ask(h, f->rank, f->step, f->host, &e) != 0)
+		if (!jw->ask_hang)
+			err_set(&e, "prof.watchdog{} is not on in this process");
+		if (!jw->ask_hang || jw->ask_hang(h, f->rank, f->step, f->host, &e) != 0)
 			log_msg(LOG_WARN, "rank %d's hang (step %llu on %s): no hang report "
 				"here: %s", f->rank, (unsigned long long)f->step, f->host, e.msg);
 		return;
@@ -557,6 +559,11 @@ void jobwatch_init(struct host *h)
 	snprintf(h->jw.dir, sizeof h->jw.dir, "%s", h->run_dir);
 }
 
+void jobwatch_on_hang(struct host *h, jobwatch_hang_fn ask)
+{
+	h->jw.ask_hang = ask;
+}
+
 int jobwatch_start(struct host *h, struct err *e)
 {
 	struct jobwatch *jw = &h->jw;
@@ -641,6 +648,14 @@ void jobwatch_publish(struct host *h, const struct jobfile *pub)
 		log_msg(LOG_WARN, "the job's other ranks are not told of this rank's %s: %s",
 			f.kind == JOBFILE_HANG ? "hang" : "dump", e.msg);
 }
+
+/* The window listener's dump: publishes it (ctx: the host). */
+static void listen_dump(void *ctx, const struct jobfile *f)
+{
+	jobwatch_publish(ctx, f);
+}
+
+const struct window_listener jobwatch_listener = { .dump = listen_dump };
 
 void jobwatch_flush(struct host *h)
 {

@@ -745,6 +745,271 @@ static void dump_json(cJSON *root, const struct wd_dump *d)
 	cJSON_AddNumberToObject(o, "behind", (double)d->behind);
 }
 
+/* What one hang report is made of (report() and its steps). */
+struct wd_report {
+	const struct wd_snap *s;
+	uint32_t k;                    /* its number */
+	int64_t limit;
+	const struct wd_asked *asked;  /* NULL: this rank's own hang */
+	struct control_stack *st;      /* the threads' stacks: n of them */
+	struct nvtx_open_range *rg;    /* the open ranges: nr of them */
+	struct wd_thread *th;          /* per thread: its stack and ranges */
+	struct wd_gpu *gpu;
+	struct wd_dump dump;           /* d.job NULL: none */
+	int n;
+	size_t nr;
+	char why[256];                 /* why no Python stacks (py NULL) */
+	char *py;
+	char no_stack[ERR_MSG_MAX];
+	int64_t now;
+	double stalled;
+	struct outdir dir;
+	bool have_dir;
+};
+
+/* Takes the snapshot a report is made of: the open ranges, the threads'
+ * stacks, Python's, the GPU work in flight, the recorder's dump. Returns
+ * 0, or -1 when memory ran out. The watchdog's thread. */
+static int report_take(struct host *h, struct wd_report *r)
+{
+	struct err e;
+	size_t j;
+	int i;
+
+	r->st = calloc(CONTROL_STACK_THREADS, sizeof *r->st);
+	r->rg = calloc(WD_RANGES_MAX, sizeof *r->rg);
+	r->gpu = calloc(1, sizeof *r->gpu);
+	if (!r->st || !r->rg || !r->gpu)
+		return -1;
+	/* The ranges first: taking stacks signals the threads, and one in a
+	 * call the kernel does not restart (a sleep) may move on. */
+	r->nr = h->shim->nvtx_open_ranges(r->rg, WD_RANGES_MAX);
+	r->n = control_stacks_take(r->st, CONTROL_STACK_THREADS, &e);
+	if (r->n < 0) {
+		/* no stacks (no free signal, /proc unreadable): the threads
+		 * with open ranges are still told */
+		snprintf(r->no_stack, sizeof r->no_stack, "%s", e.msg);
+		r->n = add_range_threads(r->st, 0, r->rg, r->nr);
+	}
+	r->py = python_text(r->why, sizeof r->why);
+	gpu_take(r->gpu);
+	r->now = clock_now_ns();
+	r->stalled = (double)(r->now - r->s->start) / 1e9;
+	/* After the snapshot: the dump's span covers the report's time. */
+	take_dump(h, r->s, r->k, r->asked, &r->dump);
+	r->th = calloc((size_t)r->n + 1, sizeof *r->th);
+	if (!r->th)
+		return -1;
+	for (i = 0; i < r->n; i++) {
+		struct wd_thread *t = &r->th[i];
+
+		t->stack = &r->st[i];
+		for (j = 0; j < r->nr && r->rg[j].tid != r->st[i].tid; j++)
+			;
+		t->ranges = &r->rg[j];
+		for (; j < r->nr && r->rg[j].tid == r->st[i].tid; j++)
+			t->nranges++;
+		t->py = py_block(r->py, r->st[i].pthread, &t->pylen);
+		t->no_stack = r->no_stack[0] ? r->no_stack : NULL;
+	}
+	return 0;
+}
+
+/* hang_report.txt into tb. The watchdog's thread. */
+static void report_text(struct textbuf *tb, struct host *h, const struct wd_report *r)
+{
+	const struct wd_snap *s = r->s;
+	const struct wd_asked *asked = r->asked;
+	size_t j;
+	int i;
+
+	textbuf_printf(tb, "profhost hang report %u: rank %d of %d, pid %d, %s on %s\n",
+		       r->k, h->env.rank, h->env.world_size, (int)h->pid, h->program,
+		       h->hostname);
+	if (asked)
+		textbuf_printf(tb, "asked by rank %d's hang (its step %llu, on %s): this "
+			       "rank's threads at that moment; its step %llu has run %.1f s "
+			       "(its own limit: %.3f s)\n\n", asked->rank,
+			       (unsigned long long)asked->step, asked->host,
+			       (unsigned long long)s->step, r->stalled, (double)r->limit / 1e9);
+	else
+		textbuf_printf(tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
+			       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
+			       (unsigned long long)s->step, r->stalled, (double)r->limit / 1e9,
+			       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
+	textbuf_printf(tb, "Last steps (%zu of the last %zu; median %.3f ms, mean %.3f ms):\n",
+		       s->nlast, s->ndur, s->median_ms, s->mean_ms);
+	for (j = 0; j < s->nlast; j++)
+		textbuf_printf(tb, "  step %llu: %.3f ms\n",
+			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
+	textbuf_printf(tb, "  step %llu: running for %.1f s\n\n",
+		       (unsigned long long)s->step, r->stalled);
+	dump_text(tb, &r->dump);
+	if (!r->py)
+		textbuf_printf(tb, "Python stacks: none (%s)\n\n", r->why);
+	gpu_text(tb, r->gpu, r->now);
+	textbuf_printf(tb, "Threads (%d): open ranges outermost first, then the stacks\n\n",
+		       r->n);
+	for (i = 0; i < r->n; i++)
+		text_thread(tb, h, s, &r->th[i], r->now);
+}
+
+/* hang.json's text (malloc'd), or NULL when memory ran out. The
+ * watchdog's thread. */
+static char *report_json(struct host *h, const struct wd_report *r)
+{
+	const struct wd_snap *s = r->s;
+	cJSON *root = cJSON_CreateObject(), *arr;
+	char *json;
+	int i;
+
+	if (!root)
+		return NULL;
+	cJSON_AddNumberToObject(root, "rank", h->env.rank);
+	cJSON_AddNumberToObject(root, "world_size", h->env.world_size);
+	cJSON_AddNumberToObject(root, "pid", h->pid);
+	cJSON_AddStringToObject(root, "host", h->hostname);
+	cJSON_AddStringToObject(root, "program", h->program);
+	cJSON_AddNumberToObject(root, "hang", r->k);
+	cJSON_AddNumberToObject(root, "step", (double)s->step);
+	cJSON_AddNumberToObject(root, "stalled_s", r->stalled);
+	cJSON_AddNumberToObject(root, "limit_s", (double)r->limit / 1e9);
+	cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
+	cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
+	/* on the trace clock: the windows and dumps whose span overlaps
+	 * the stall link this report (export/hanglinks.h) */
+	cJSON_AddNumberToObject(root, "since_ts", (double)s->start);
+	cJSON_AddNumberToObject(root, "report_ts", (double)r->now);
+	if (!r->py)
+		cJSON_AddStringToObject(root, "python_missing", r->why);
+	if (r->asked) {
+		cJSON *a = cJSON_AddObjectToObject(root, "asked_by");
+
+		if (a) {
+			cJSON_AddNumberToObject(a, "rank", r->asked->rank);
+			cJSON_AddNumberToObject(a, "step", (double)r->asked->step);
+			cJSON_AddStringToObject(a, "host", r->asked->host);
+		}
+	}
+	dump_json(root, &r->dump);
+	arr = cJSON_AddArrayToObject(root, "threads");
+	for (i = 0; arr && i < r->n; i++)
+		json_thread(arr, h, s, &r->th[i], r->now);
+	gpu_json(root, r->gpu, r->now);
+	json = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	return json;
+}
+
+/* Writes the report's three files into its folder (when it has one),
+ * taking tb's text and json; a failure is said. The watchdog's thread. */
+static void report_write(struct host *h, struct wd_report *r, struct textbuf *tb,
+			 const char *json)
+{
+	struct textbuf html;
+	char *text = NULL, *page = NULL;
+	struct err e;
+
+	if (!r->have_dir)
+		return;
+	textbuf_init(&html);
+	html_report(&html, h, r->s, r->k, r->limit, r->th, r->n, r->gpu, &r->dump, r->now);
+	text = textbuf_take(tb);
+	page = textbuf_take(&html);
+	if (!text || outfile_write_textat(&r->dir, "hang_report.txt", text, &e) != 0 ||
+	    !json || outfile_write_textat(&r->dir, "hang.json", json, &e) != 0 ||
+	    !page || outfile_write_textat(&r->dir, "report.html", page, &e) != 0)
+		log_msg(LOG_WARN, "watchdog: hang report %u: %s", r->k,
+			text && json && page ? e.msg : "out of memory");
+	free(text);
+	free(page);
+	textbuf_free(&html);
+}
+
+/* Says the report in the log and tells the job's other ranks of this
+ * rank's own hang (prof.recorder{ job = true }: they write theirs). The
+ * watchdog's thread. */
+static void report_tell(struct host *h, const struct wd_report *r)
+{
+	const struct wd_snap *s = r->s;
+	const struct wd_asked *asked = r->asked;
+	const char *where = r->have_dir ? r->dir.path : "(not written)";
+
+	if (asked)
+		log_msg(LOG_WARN, "watchdog: rank %d's hang (its step %llu): hang report %u of "
+			"this rank's step %llu (%.1f s so far) -> %s/", asked->rank,
+			(unsigned long long)asked->step, r->k, (unsigned long long)s->step,
+			r->stalled, where);
+	else
+		log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
+			"hang report %u -> %s/", (unsigned long long)s->step, r->stalled,
+			(double)r->limit / 1e9, r->k, where);
+	if (!asked && h->cfg->recorder.enabled && h->cfg->recorder.job) {
+		struct jobfile pub = { 0 };
+
+		pub.kind = JOBFILE_HANG;
+		pub.step = s->step;
+		snprintf(pub.reason, sizeof pub.reason, "step %llu has not ended after %.1f s",
+			 (unsigned long long)s->step, r->stalled);
+		jobwatch_publish(h, &pub);
+	}
+}
+
+/* Runs prof.on_hang with the threads that have open ranges and the
+ * kernels in flight, as the report lists them; not when memory ran out.
+ * The watchdog's thread. */
+static void report_hook(struct host *h, const struct wd_report *r)
+{
+	struct policy_hang_thread *pht = calloc((size_t)r->n + 1, sizeof *pht);
+	struct policy_hang_range *phr = calloc(r->nr + 1, sizeof *phr);
+	struct policy_hang_kernel phk[CAPTURE_GPU_MAX];
+	struct policy_hang_info info = { 0 };
+	struct err e;
+	size_t j, k = 0;
+	int i;
+
+	if (!pht || !phr) {
+		free(pht);
+		free(phr);
+		return;
+	}
+	for (i = 0; i < r->n; i++) {
+		const struct wd_thread *t = &r->th[i];
+
+		pht[info.nthreads].tid = r->st[i].tid;
+		pht[info.nthreads].name = r->st[i].name;
+		pht[info.nthreads].ranges = &phr[k];
+		for (j = 0; j < t->nranges; j++, k++) {
+			phr[k].name = range_name(&t->ranges[j]);
+			phr[k].open_s = t->ranges[j].start_ns ?
+				(double)(r->now - t->ranges[j].start_ns) / 1e9 : -1;
+		}
+		pht[info.nthreads].nranges = t->nranges;
+		info.nthreads++;
+	}
+	info.hang = r->k;
+	info.step = r->s->step;
+	info.stalled_s = r->stalled;
+	info.limit_s = (double)r->limit / 1e9;
+	info.dir = r->have_dir ? r->dir.path : NULL;
+	info.threads = pht;
+	for (j = 0; j < r->gpu->g.n; j++) {
+		const struct capture_gpu_launch *l = &r->gpu->g.launch[j];
+
+		phk[j].name = r->gpu->shown[j];
+		phk[j].device = l->device;
+		phk[j].stream = l->stream;
+		phk[j].tid = l->tid;
+		phk[j].in_flight_s = (double)(r->now - l->launched_ns) / 1e9;
+	}
+	info.gpu = phk;
+	info.ngpu = r->gpu->g.n;
+	if (policy_on_hang(h->policy, &info, &e) == POLICY_ERROR)
+		host_fail(h, &e);
+	free(phr);
+	free(pht);
+}
+
 /* Writes the report of hang `k` (step s->step, stalled since s->start),
  * takes its recorder dump and hands it to the host thread, and runs the
  * hooks; with prof.recorder{ job = true } tells the job's other ranks.
@@ -754,224 +1019,43 @@ static void dump_json(cJSON *root, const struct wd_dump *d)
 static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit,
 		   const struct wd_asked *asked)
 {
-	struct control_stack *st = calloc(CONTROL_STACK_THREADS, sizeof *st);
-	struct nvtx_open_range *rg = calloc(WD_RANGES_MAX, sizeof *rg);
-	struct wd_thread *th = NULL;
-	struct policy_hang_thread *pht = NULL;
-	struct policy_hang_range *phr = NULL;
-	struct policy_hang_kernel phk[CAPTURE_GPU_MAX];
-	struct policy_hang_info info = { 0 };
-	struct wd_gpu *gpu = calloc(1, sizeof *gpu);
-	struct textbuf tb, html;
-	struct wd_dump dump = { 0 };
-	struct outdir dir = { -1, "" };
+	struct wd_report r = { .s = s, .k = k, .limit = limit, .asked = asked,
+			       .dir = { -1, "" } };
+	struct textbuf tb;
+	char suffix[32] = "", *json = NULL;
 	struct err e;
-	cJSON *root = NULL, *arr;
-	char why[256] = "", *py = NULL, *text = NULL, *json = NULL, *page = NULL;
-	char no_stack[ERR_MSG_MAX] = "", suffix[32] = "";
-	int n = 0, i;
-	size_t nr = 0, j, r;
-	int64_t now;
-	double stalled;
-	bool have_dir;
 
 	textbuf_init(&tb);
-	textbuf_init(&html);
-	if (!st || !rg || !gpu)
+	if (report_take(h, &r) != 0)
 		goto out;
-	/* The ranges first: taking stacks signals the threads, and one in a
-	 * call the kernel does not restart (a sleep) may move on. */
-	nr = h->shim->nvtx_open_ranges(rg, WD_RANGES_MAX);
-	n = control_stacks_take(st, CONTROL_STACK_THREADS, &e);
-	if (n < 0) {
-		/* no stacks (no free signal, /proc unreadable): the threads
-		 * with open ranges are still told */
-		snprintf(no_stack, sizeof no_stack, "%s", e.msg);
-		n = add_range_threads(st, 0, rg, nr);
-	}
-	py = python_text(why, sizeof why);
-	gpu_take(gpu);
-	now = clock_now_ns();
-	stalled = (double)(now - s->start) / 1e9;
-	/* After the snapshot: the dump's span covers the report's time. */
-	take_dump(h, s, k, asked, &dump);
-	th = calloc((size_t)n + 1, sizeof *th);
-	pht = calloc((size_t)n + 1, sizeof *pht);
-	phr = calloc(nr + 1, sizeof *phr);
-	if (!th || !pht || !phr)
-		goto out;
-	for (i = 0; i < n; i++) {
-		th[i].stack = &st[i];
-		for (j = 0; j < nr && rg[j].tid != st[i].tid; j++)
-			;
-		th[i].ranges = &rg[j];
-		for (; j < nr && rg[j].tid == st[i].tid; j++)
-			th[i].nranges++;
-		th[i].py = py_block(py, st[i].pthread, &th[i].pylen);
-		th[i].no_stack = no_stack[0] ? no_stack : NULL;
-	}
-
 	if (asked)
 		snprintf(suffix, sizeof suffix, "by-rank%d", asked->rank);
 	else if (h->cfg->recorder.enabled && h->cfg->recorder.job)
 		snprintf(suffix, sizeof suffix, "by-rank%d", h->env.rank);
-	have_dir = make_dir(h, k, s->step, suffix, &dir, &e) == 0;
-	if (!have_dir)
+	r.have_dir = make_dir(h, k, s->step, suffix, &r.dir, &e) == 0;
+	if (!r.have_dir)
 		log_msg(LOG_WARN, "watchdog: cannot write hang report %u: %s", k, e.msg);
-
-	textbuf_printf(&tb, "profhost hang report %u: rank %d of %d, pid %d, %s on %s\n",
-		       k, h->env.rank, h->env.world_size, (int)h->pid, h->program,
-		       h->hostname);
-	if (asked)
-		textbuf_printf(&tb, "asked by rank %d's hang (its step %llu, on %s): this "
-			       "rank's threads at that moment; its step %llu has run %.1f s "
-			       "(its own limit: %.3f s)\n\n", asked->rank,
-			       (unsigned long long)asked->step, asked->host,
-			       (unsigned long long)s->step, stalled, (double)limit / 1e9);
-	else
-		textbuf_printf(&tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
-			       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
-			       (unsigned long long)s->step, stalled, (double)limit / 1e9,
-			       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
-	textbuf_printf(&tb, "Last steps (%zu of the last %zu; median %.3f ms, mean %.3f ms):\n",
-		       s->nlast, s->ndur, s->median_ms, s->mean_ms);
-	for (j = 0; j < s->nlast; j++)
-		textbuf_printf(&tb, "  step %llu: %.3f ms\n",
-			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
-	textbuf_printf(&tb, "  step %llu: running for %.1f s\n\n",
-		       (unsigned long long)s->step, stalled);
-	dump_text(&tb, &dump);
-	if (!py)
-		textbuf_printf(&tb, "Python stacks: none (%s)\n\n", why);
-	gpu_text(&tb, gpu, now);
-	textbuf_printf(&tb, "Threads (%d): open ranges outermost first, then the stacks\n\n", n);
-	for (i = 0; i < n; i++)
-		text_thread(&tb, h, s, &th[i], now);
-
-	root = cJSON_CreateObject();
-	if (root) {
-		cJSON_AddNumberToObject(root, "rank", h->env.rank);
-		cJSON_AddNumberToObject(root, "world_size", h->env.world_size);
-		cJSON_AddNumberToObject(root, "pid", h->pid);
-		cJSON_AddStringToObject(root, "host", h->hostname);
-		cJSON_AddStringToObject(root, "program", h->program);
-		cJSON_AddNumberToObject(root, "hang", k);
-		cJSON_AddNumberToObject(root, "step", (double)s->step);
-		cJSON_AddNumberToObject(root, "stalled_s", stalled);
-		cJSON_AddNumberToObject(root, "limit_s", (double)limit / 1e9);
-		cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
-		cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
-		/* on the trace clock: the windows and dumps whose span overlaps
-		 * the stall link this report (export/hanglinks.h) */
-		cJSON_AddNumberToObject(root, "since_ts", (double)s->start);
-		cJSON_AddNumberToObject(root, "report_ts", (double)now);
-		if (!py)
-			cJSON_AddStringToObject(root, "python_missing", why);
-		if (asked) {
-			cJSON *a = cJSON_AddObjectToObject(root, "asked_by");
-
-			if (a) {
-				cJSON_AddNumberToObject(a, "rank", asked->rank);
-				cJSON_AddNumberToObject(a, "step", (double)asked->step);
-				cJSON_AddStringToObject(a, "host", asked->host);
-			}
-		}
-		dump_json(root, &dump);
-		arr = cJSON_AddArrayToObject(root, "threads");
-		for (i = 0; arr && i < n; i++)
-			json_thread(arr, h, s, &th[i], now);
-		gpu_json(root, gpu, now);
-		json = cJSON_PrintUnformatted(root);
-	}
-
-	/* The hook's table: threads with open ranges. */
-	for (i = 0, r = 0; i < n; i++) {
-		pht[info.nthreads].tid = st[i].tid;
-		pht[info.nthreads].name = st[i].name;
-		pht[info.nthreads].ranges = &phr[r];
-		for (j = 0; j < th[i].nranges; j++, r++) {
-			phr[r].name = range_name(&th[i].ranges[j]);
-			phr[r].open_s = th[i].ranges[j].start_ns ?
-				(double)(now - th[i].ranges[j].start_ns) / 1e9 : -1;
-		}
-		pht[info.nthreads].nranges = th[i].nranges;
-		info.nthreads++;
-	}
-
-	if (have_dir) {
-		html_report(&html, h, s, k, limit, th, n, gpu, &dump, now);
-		text = textbuf_take(&tb);
-		page = textbuf_take(&html);
-		if (!text || outfile_write_textat(&dir, "hang_report.txt", text, &e) != 0 ||
-		    !json || outfile_write_textat(&dir, "hang.json", json, &e) != 0 ||
-		    !page || outfile_write_textat(&dir, "report.html", page, &e) != 0)
-			log_msg(LOG_WARN, "watchdog: hang report %u: %s", k,
-				text && json && page ? e.msg : "out of memory");
-	}
-	if (asked)
-		log_msg(LOG_WARN, "watchdog: rank %d's hang (its step %llu): hang report %u of "
-			"this rank's step %llu (%.1f s so far) -> %s/", asked->rank,
-			(unsigned long long)asked->step, k, (unsigned long long)s->step, stalled,
-			have_dir ? dir.path : "(not written)");
-	else
-		log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
-			"hang report %u -> %s/", (unsigned long long)s->step, stalled,
-			(double)limit / 1e9, k, have_dir ? dir.path : "(not written)");
-	/* the job's other ranks write theirs (prof.recorder{ job = true }) */
-	if (!asked && h->cfg->recorder.enabled && h->cfg->recorder.job) {
-		struct jobfile pub = { 0 };
-
-		pub.kind = JOBFILE_HANG;
-		pub.step = s->step;
-		snprintf(pub.reason, sizeof pub.reason, "step %llu has not ended after %.1f s",
-			 (unsigned long long)s->step, stalled);
-		jobwatch_publish(h, &pub);
-	}
-
+	report_text(&tb, h, &r);
+	json = report_json(h, &r);
+	report_write(h, &r, &tb, json);
+	report_tell(h, &r);
 	/* Its files are written: the dump's reports find and link them. */
-	if (dump.d.job)
-		hostthread_submit(h, dump.d.job);
-	dump.d.job = NULL;
-
-	if (h->cfg->has_on_hang && !asked) {
-		info.hang = k;
-		info.step = s->step;
-		info.stalled_s = stalled;
-		info.limit_s = (double)limit / 1e9;
-		info.dir = have_dir ? dir.path : NULL;
-		info.threads = pht;
-		/* The kernels in flight, as the report lists them. */
-		for (j = 0; j < gpu->g.n; j++) {
-			const struct capture_gpu_launch *l = &gpu->g.launch[j];
-
-			phk[j].name = gpu->shown[j];
-			phk[j].device = l->device;
-			phk[j].stream = l->stream;
-			phk[j].tid = l->tid;
-			phk[j].in_flight_s = (double)(now - l->launched_ns) / 1e9;
-		}
-		info.gpu = phk;
-		info.ngpu = gpu->g.n;
-		if (policy_on_hang(h->policy, &info, &e) == POLICY_ERROR)
-			host_fail(h, &e);
-	}
+	if (r.dump.d.job)
+		hostthread_submit(h, r.dump.d.job);
+	r.dump.d.job = NULL;
+	if (h->cfg->has_on_hang && !asked)
+		report_hook(h, &r);
 out:
-	if (dump.d.job) /* no memory for the report: the dump is still written */
-		hostthread_submit(h, dump.d.job);
-	outdir_close(&dir);
-	cJSON_Delete(root);
+	if (r.dump.d.job) /* no memory for the report: the dump is still written */
+		hostthread_submit(h, r.dump.d.job);
+	outdir_close(&r.dir);
 	free(json);
-	free(text);
-	free(page);
 	textbuf_free(&tb);
-	textbuf_free(&html);
-	free(gpu);
-	free(py);
-	free(phr);
-	free(pht);
-	free(th);
-	free(rg);
-	free(st);
+	free(r.gpu);
+	free(r.py);
+	free(r.th);
+	free(r.rg);
+	free(r.st);
 }
 
 /* ------------------------------------------------------------ the check */

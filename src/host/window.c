@@ -20,7 +20,6 @@
 #include "../util/grow.h"
 #include "../util/log.h"
 #include "../util/wakeword.h"
-#include "capture.h"
 #include "host.h"
 
 /* A window keeps at most one step record per WINDOW_STEP_BYTES of its
@@ -31,6 +30,102 @@
  * `dropped_steps`). */
 #define WINDOW_STEP_BYTES 256
 #define WINDOW_STEPS_MIN 1024
+
+/* ---- the listeners (struct window_listener): each call goes to every
+ * registered listener that fills the slot, in order. */
+
+int window_listen(struct host *h, const struct window_listener *l, void *ctx,
+		  struct err *e)
+{
+	struct window_state *w = &h->win;
+
+	if (w->nlisten >= WINDOW_LISTENERS)
+		return err_set(e, "internal: more than %d window listeners", WINDOW_LISTENERS);
+	w->listen[w->nlisten].l = l;
+	w->listen[w->nlisten].ctx = ctx;
+	w->nlisten++;
+	return 0;
+}
+
+/* Lock held. */
+static void tell_warmup(struct window_state *w)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->warmup)
+			w->listen[i].l->warmup(w->listen[i].ctx);
+}
+
+/* Lock held. */
+static void tell_prepare(struct window_state *w)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->prepare)
+			w->listen[i].l->prepare(w->listen[i].ctx);
+}
+
+/* Lock held. */
+static void tell_open(struct window_state *w, uint64_t gen)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->open)
+			w->listen[i].l->open(w->listen[i].ctx, gen);
+}
+
+/* Lock held. */
+static void tell_close(struct window_state *w, uint64_t gen)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->close)
+			w->listen[i].l->close(w->listen[i].ctx, gen);
+}
+
+/* Lock held. */
+static void tell_recorder(struct window_state *w, uint64_t gen)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->recorder)
+			w->listen[i].l->recorder(w->listen[i].ctx, gen);
+}
+
+/* Lock held. */
+static void tell_dump_taken(struct window_state *w)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->dump_taken)
+			w->listen[i].l->dump_taken(w->listen[i].ctx);
+}
+
+/* Lock held. */
+static void tell_dump_dropped(struct window_state *w)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->dump_dropped)
+			w->listen[i].l->dump_dropped(w->listen[i].ctx);
+}
+
+/* Lock NOT held. */
+static void tell_dump(struct window_state *w, const struct jobfile *f)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->dump)
+			w->listen[i].l->dump(w->listen[i].ctx, f);
+}
 
 /* ---- the flight recorder (docs/recorder.md; bookkeeping in
  * src/schedule/recorder.c). Between windows it keeps a capture generation
@@ -84,7 +179,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 	if (!mid)
 		w->rec_replay = true;
 	w->rec_told = true;
-	capture_recorder_all(gen);
+	tell_recorder(w, gen);
 }
 
 /* Closes the recorder's open segment, if any. Lock held. */
@@ -105,7 +200,7 @@ static void rec_stop(struct host *h)
 	if (!h->win.rec_told)
 		return;
 	h->win.rec_told = false;
-	capture_recorder_all(0);
+	tell_recorder(&h->win, 0);
 }
 
 /* A window opens: the recorder stops and gives its segments back; it
@@ -183,7 +278,7 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	salvage_check_pool(h, w->gen, h->cfg->capture.buffer_bytes,
 			   "prof.capture{ buffer_mb }");
-	capture_open_all(w->gen);
+	tell_open(w, w->gen);
 	w->start_ts = now;
 	w->nsteps = 0;
 	w->dropped_steps = 0;
@@ -204,7 +299,7 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	struct host_job *job;
 
 	h->shim->evbuf_close();
-	capture_close_all(w->gen);
+	tell_close(w, w->gen);
 	job = calloc(1, sizeof *job);
 	if (!job) {
 		log_msg(LOG_ERROR, "out of memory: window %u (steps %llu-%llu) is lost",
@@ -251,7 +346,7 @@ static void prepare_window(struct host *h)
 	}
 	salvage_ensure(h);
 	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
-	capture_prepare_all();
+	tell_prepare(w);
 }
 
 /* Tells the shim whether NVTX pushes should keep their names: while a
@@ -342,16 +437,17 @@ void window_step_stats(const struct window_state *w, double *median,
 	*mean = sum / (double)w->ndur;
 }
 
-/* Tells the sources about the step that begins (capture_ops.step). Lock
- * held. */
+/* Tells the listeners about the step that begins (the capture sources'
+ * capture_ops.step). Lock held. */
 static void tell_step(const struct window_state *w)
 {
-	struct capture_step cs;
+	bool next = sched_next_active(&w->sched);
+	unsigned i;
 
-	cs.step = w->sched.step;
-	cs.recording = w->sched.open;
-	cs.next_active = sched_next_active(&w->sched);
-	capture_step_all(&cs);
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->step)
+			w->listen[i].l->step(w->listen[i].ctx, w->sched.step,
+					     w->sched.open, next);
 }
 
 /* Reports a failure open_window() left, once the lock is released. */
@@ -439,7 +535,7 @@ void window_init(struct host *h)
 	w->step_start = clock_now_ns();
 	w->step_tid = (int32_t)syscall(SYS_gettid);
 	if (r.warmup_start)
-		capture_warmup_all();
+		tell_warmup(w);
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
 	/* prof.recorder{ enabled = false } in the file: set up, paused. */
@@ -498,7 +594,7 @@ void window_step(struct host *h)
 	if (r.save)
 		job = close_window(h, &r, now);
 	if (r.warmup_start)
-		capture_warmup_all();
+		tell_warmup(w);
 	if (r.open_window) {
 		open_window(h, &r, now);
 		opened = w->sched.open;
@@ -725,7 +821,7 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	int rc;
 
 	*job = NULL;
-	capture_dump_taken_all(); /* before the segments close */
+	tell_dump_taken(w); /* before the segments close */
 	rec_close_segment(h);
 	if (ending && rec_held_steps(&w->rec) == 0)
 		rc = rec_take_running(&w->rec, cur.step, cur.ts, &d);
@@ -738,7 +834,7 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	if (*job)
 		return 0;
 	/* No collect will follow: the sources hear the dump is over. */
-	capture_dump_dropped_all();
+	tell_dump_dropped(w);
 	return err_set(e, "out of memory: the recorder dump (%s) is not written",
 		       reason ? reason : "dump");
 }
@@ -770,7 +866,7 @@ static void publish_dump(struct host *h, const struct host_job *job, bool partia
 	f.last = job->last;
 	f.partial = partial;
 	snprintf(f.reason, sizeof f.reason, "%s", job->reason);
-	jobwatch_publish(h, &f);
+	tell_dump(&h->win, &f);
 }
 
 /* window_dump and window_dump_ending: `ending` adds the running step,
@@ -871,17 +967,17 @@ int window_dump_job(struct host *h, const struct window_job_dump *req, struct er
 				     (unsigned long long)req->first, (unsigned long long)req->last);
 		goto out;
 	}
-	capture_dump_taken_all(); /* before the segments close */
+	tell_dump_taken(w); /* before the segments close */
 	rec_close_segment(h);
 	if (rec_take_range(&w->rec, first, running ? cur.step : req->last,
 			   running ? cur.ts : 0, &d) != 0) {
-		capture_dump_dropped_all(); /* no collect follows */
+		tell_dump_dropped(w); /* no collect follows */
 		rc = err_set(e, "out of memory: the job dump is not written");
 	} else {
 		job = dump_job(h, &d, running ? &cur : NULL, req->reason, now);
 		free(d.steps);
 		if (!job) {
-			capture_dump_dropped_all();
+			tell_dump_dropped(w);
 			rc = err_set(e, "out of memory: the job dump is not written");
 		}
 	}

@@ -1,7 +1,8 @@
 /*
  * test_window — the host's step side (src/host/window.c) against fakes of
  * everything around it: the shim's table (event buffers, NVTX arming), the
- * host thread (start, submit), the capture sources (capture.h's calls),
+ * host thread (start, submit), the window's listeners (the capture
+ * sources, the job watcher),
  * the policy's hooks and host_fail. Drives step sequences, capture_now,
  * the NVTX capture range and the exit, and checks what a user would see:
  * which windows are written with which steps and reasons, what the
@@ -134,44 +135,64 @@ void host_fail(struct host *h, const struct err *e)
 	snprintf(last_failure, sizeof last_failure, "%s", e->msg);
 }
 
-/* ---- the fake capture sources */
+/* ---- the fake capture sources: a window listener (window_listen) */
 
-void capture_warmup_all(void)
+static void fake_warmup(void *ctx)
 {
+	(void)ctx;
 	note("warmup");
 }
 
-void capture_prepare_all(void)
+static void fake_open(void *ctx, uint64_t gen)
 {
-}
-
-void capture_open_all(uint64_t gen)
-{
+	(void)ctx;
 	note("open%llu", (unsigned long long)gen);
 }
 
-void capture_close_all(uint64_t gen)
+static void fake_close(void *ctx, uint64_t gen)
 {
+	(void)ctx;
 	note("close%llu", (unsigned long long)gen);
 }
 
-void capture_recorder_all(uint64_t gen)
+static void fake_recorder(void *ctx, uint64_t gen)
 {
+	(void)ctx;
 	note("rec%llu", (unsigned long long)gen);
 }
 
 /* Counted, not logged: not part of the sequences most tests check. */
 static int dumps_taken, dumps_dropped;
 
-void capture_dump_taken_all(void)
+static void fake_dump_taken(void *ctx)
 {
+	(void)ctx;
 	dumps_taken++;
 }
 
-void capture_dump_dropped_all(void)
+static void fake_dump_dropped(void *ctx)
 {
+	(void)ctx;
 	dumps_dropped++;
 }
+
+static void fake_step(void *ctx, uint64_t step, bool recording, bool next_active)
+{
+	(void)ctx;
+	/* step N, R when recorded, + when the next step warms up or records */
+	note("step%llu%s%s", (unsigned long long)step, recording ? "R" : "",
+	     next_active ? "+" : "");
+}
+
+static const struct window_listener fake_sources = {
+	.warmup = fake_warmup,
+	.open = fake_open,
+	.close = fake_close,
+	.step = fake_step,
+	.recorder = fake_recorder,
+	.dump_taken = fake_dump_taken,
+	.dump_dropped = fake_dump_dropped,
+};
 
 /* ---- out-of-memory injection: the test links with -Wl,--wrap=malloc
  * and --wrap=calloc, so every allocation of window.c and the recorder
@@ -199,24 +220,20 @@ void *__wrap_calloc(size_t n, size_t size)
 	return oom_now() ? NULL : __real_calloc(n, size);
 }
 
-void capture_step_all(const struct capture_step *s)
-{
-	/* step N, R when recorded, + when the next step warms up or records */
-	note("step%llu%s%s", (unsigned long long)s->step, s->recording ? "R" : "",
-	     s->next_active ? "+" : "");
-}
-
-/* ---- the fake job watcher: what window.c publishes for the job */
+/* ---- the fake job watcher: what window.c publishes for the job (a
+ * second listener) */
 
 static struct jobfile pubs[16];
 static int npubs;
 
-void jobwatch_publish(struct host *h, const struct jobfile *f)
+static void fake_publish(void *ctx, const struct jobfile *f)
 {
-	(void)h;
+	(void)ctx;
 	if (npubs < 16)
 		pubs[npubs++] = *f;
 }
+
+static const struct window_listener fake_jobwatch = { .dump = fake_publish };
 
 /* ---- the fake policy hooks */
 
@@ -259,6 +276,7 @@ static void start_range(const struct sched_config *sc, const char *range,
 			uint32_t count)
 {
 	char keep_rec[sizeof cfg.recorder];
+	struct err e;
 	size_t i;
 
 	for (i = 0; i < njobs; i++) {
@@ -282,6 +300,8 @@ static void start_range(const struct sched_config *sc, const char *range,
 	cfg.capture_range.count = count;
 	host.cfg = &cfg;
 	host.shim = &fake_shim;
+	CHECK_EQ_INT(window_listen(&host, &fake_sources, NULL, &e), 0);
+	CHECK_EQ_INT(window_listen(&host, &fake_jobwatch, NULL, &e), 0);
 	window_init(&host);
 }
 
