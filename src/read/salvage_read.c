@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../capture/cupti_salvage.h"
-#include "../capture/pystacks.h"
+#include "../capture/cupti/cupti_salvage.h"
+#include "../capture/python/pystacks.h"
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"

@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
 #include "host/capture.h"
 #include "util/log.h"

@@ -12,8 +12,8 @@
 
 #include <stdint.h>
 
-#include "../events/trace.h"
-#include "../shim/salvfile.h"
+#include "../../events/trace.h"
+#include "../../shim/salvfile.h"
 
 /*
  * Converts the EVBUF_CUPTI records `t` holds (trace.raw, before it is
