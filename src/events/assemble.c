@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "memrec.h"
 #include "oprec.h"
 #include "pymodrec.h"

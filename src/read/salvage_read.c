@@ -1,6 +1,6 @@
 /*
  * salvage_read — reading a salvage file (see salvage_read.h and
- * src/shim/salvfile.h for the layout and the torn-record rule).
+ * src/common/salvfile.h for the layout and the torn-record rule).
  */
 #include <elf.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "salvage_read.h"
 
 /* The file salvage_build() drains (see the header: one at a time). */

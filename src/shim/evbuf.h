@@ -272,7 +272,7 @@ void evbuf_after_fork_child(void);
 struct salv_header;
 
 /*
- * Backs the event pools with a salvage file (src/shim/salvfile.h) in
+ * Backs the event pools with a salvage file (src/common/salvfile.h) in
  * folder `dir`, which must be a tmpfs: created O_EXCL|O_NOFOLLOW, mode
  * 0600, as profhost-<pid>-<time>.salvage or, when that name is taken, with
  * a random suffix (-<8 hex digits>, a few tries: a taken name is never

@@ -31,7 +31,7 @@
 #include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define HANDLER_REPS 20000
 #define STACK_FRAMES 30

@@ -20,9 +20,9 @@
 
 #include "capture/cupti/cupti.h"
 #include "cupti_fake.h"
-#include "events/clock.h"
+#include "common/clock.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 /* ---- the fake host */
 

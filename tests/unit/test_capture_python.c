@@ -21,7 +21,7 @@
 
 #include "capture/python/python.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

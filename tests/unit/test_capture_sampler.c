@@ -19,7 +19,7 @@
 #include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define CPU_WANTED_NS 150000000LL  /* each worker burns this much CPU */
 #define WALL_LIMIT_S 20            /* ... or gives up after this long */

@@ -25,7 +25,7 @@
 #include "events/memrec.h"
 #include "host/capture.h"
 #include "shim/evbuf.h"
-#include "util/log.h"
+#include "common/log.h"
 
 /* ---- the fake shim: appends counted (or refused), the open generation */
 

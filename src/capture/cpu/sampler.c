@@ -47,9 +47,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../../events/clock.h"
+#include "../../common/clock.h"
 #include "../../shim/evbuf.h"
-#include "../../util/log.h"
+#include "../../common/log.h"
 #include "../../util/privfd.h"
 #include "../../util/wakeword.h"
 #include "../python/pystacks.h"

@@ -53,13 +53,13 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "../../events/clock.h"
+#include "../../common/clock.h"
 #include "../../shim/evbuf.h"
-#include "../../shim/salvfile.h"
-#include "../../util/grow.h"
-#include "../../util/hash.h"
+#include "../../common/salvfile.h"
+#include "../../common/grow.h"
+#include "../../common/hash.h"
 #include "../../util/htab.h"
-#include "../../util/log.h"
+#include "../../common/log.h"
 
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
 #define MAX_KINDS 16

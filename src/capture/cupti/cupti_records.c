@@ -13,7 +13,7 @@
 #include "cupti_internal.h"
 #include "../../events/bigalloc.h"
 #include "../../util/demangle.h"
-#include "../../util/grow.h"
+#include "../../common/grow.h"
 #include "../../util/htab.h"
 
 #include <inttypes.h>

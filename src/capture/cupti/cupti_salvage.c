@@ -14,7 +14,7 @@
 
 #include "cupti_internal.h"
 #include "../../shim/evbuf.h"
-#include "../../util/grow.h"
+#include "../../common/grow.h"
 #include "cupti_salvage.h"
 
 #define LOST_KERNEL "(kernel name lost)"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "../../host/capture.h"
-#include "../../util/log.h"
+#include "../../common/log.h"
 #include "../../shim/nvtx.h"
 
 /* Read-only data segments larger than this are not searched for NVTX's

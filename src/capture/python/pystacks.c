@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "../stores.h"
-#include "../../util/grow.h"
-#include "../../util/log.h"
+#include "../../common/grow.h"
+#include "../../common/log.h"
 
 #define PYS_WINDOWS (6 + PYSTACKS_REC_KEEP) /* open + closed windows not
 					      yet collected, and recorder

@@ -31,11 +31,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../events/clock.h"
+#include "../../common/clock.h"
 #include "../../events/pymodrec.h"
 #include "../../events/query.h"
 #include "../../host/capture.h"
-#include "../../util/log.h"
+#include "../../common/log.h"
 #include "../../util/ownfd.h"
 #include "../torch/opstacks.h"
 #include "pystacks.h"
@@ -253,7 +253,7 @@ static int pyb_step(void)
 }
 
 /* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
- * the TSC (src/events/clock.h), within microseconds of it and drifting at
+ * the TSC (src/common/clock.h), within microseconds of it and drifting at
  * most 500 ppm against it while it slews. pyb_host_time() adds an offset
  * (host minus monotonic) measured at a calibration point near the
  * timestamp: the latest one at or before it when that is at most

@@ -12,13 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../events/clock.h"
+#include "../../common/clock.h"
 #include "../../shim/evbuf.h"
 #include "../../events/memrec.h"
 #include "../../events/oprec.h"
 #include "../../host/capture.h"
-#include "../../util/grow.h"
-#include "../../util/log.h"
+#include "../../common/grow.h"
+#include "../../common/log.h"
 #include "opstacks.h"
 
 static const struct capture_host *top_h;

@@ -23,7 +23,7 @@
 
 #include "../../events/trace.h"
 #include "torchops_abi.h"
-#include "../../util/err.h"
+#include "../../common/err.h"
 
 struct capture_host;
 
