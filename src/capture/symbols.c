@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "../util/demangle.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 
 #define SYM_SEGS 16
 #define SYM_NAME_MAX 1024

@@ -28,8 +28,8 @@
 #include <unistd.h>
 
 #include "../control/control.h"
-#include "../util/grow.h"
-#include "../util/io.h"
+#include "../common/grow.h"
+#include "../common/io.h"
 #include "cli.h"
 
 const char cli_attach_synopsis[] =

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "../util/fsutil.h"
 
 const char cli_install_python_synopsis[] =

@@ -34,7 +34,7 @@
 #include "../events/query.h"
 #include "../events/trace.h"
 #include "../export/jobfile.h"
-#include "../util/io.h"
+#include "../common/io.h"
 
 #define JV_STEPS 64                /* steps compared, at most */
 #define JV_OCT 32                  /* histogram buckets per power of two */

@@ -16,8 +16,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "../util/grow.h"
-#include "../util/io.h"
+#include "../common/grow.h"
+#include "../common/io.h"
 #include "cli.h"
 
 #define LE_HISTORY_MAX 1000

@@ -19,8 +19,8 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
-#include "../shim/salvfile.h"
-#include "../util/err.h"
+#include "../common/salvfile.h"
+#include "../common/err.h"
 #include "../util/salvscan.h"
 #include "cli.h"
 

@@ -32,9 +32,9 @@
 #include "../export/stacks.h"
 #include "../read/trace_json.h"
 #include "../policy/policy.h"
-#include "../util/err.h"
-#include "../util/grow.h"
-#include "../util/log.h"
+#include "../common/err.h"
+#include "../common/grow.h"
+#include "../common/log.h"
 
 const char cli_report_synopsis[] =
 	"prof report <window-or-run-dir | file> [--script report.lua] "

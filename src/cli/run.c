@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "../util/fsutil.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "../util/progname.h"
 #include "../util/salvscan.h"
 

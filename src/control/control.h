@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 
 /* ------------------------------------------------------------ both sides */
 

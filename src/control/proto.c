@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "../util/io.h"
+#include "../common/io.h"
 
 #define PROTO_HEADER 5
 

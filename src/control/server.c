@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "../policy/policy.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "../util/ownfd.h"
 #include "version.h"
 

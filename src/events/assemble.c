@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "memrec.h"
 #include "oprec.h"
 #include "pymodrec.h"
@@ -52,7 +52,7 @@ struct assembler {
 	unsigned unweighed;           /* records since the trace was weighed */
 	bool over;                    /* the budget is spent: records left out */
 	uint64_t dropped;             /* records left out for it */
-	/* torch operators' call stacks (EVBUF_OPSTACK, src/capture/opstacks.h):
+	/* torch operators' call stacks (EVBUF_OPSTACK, src/capture/torch/opstacks.h):
 	 * node id -> its parent and entry, and the stack's text once made */
 	struct opstack_def *opdefs;
 	size_t nopdefs;

@@ -1,7 +1,7 @@
 /*
  * memrec — the raw record of one tensor allocation or free torch reported
  * (EVBUF_TORCH_MEM, prof.capture{profile_memory}), written by
- * src/capture/torchops.c and read by the assembler (assemble.c), which
+ * src/capture/torch/torchops.c and read by the assembler (assemble.c), which
  * makes it Kineto's "[memory]" instant event.
  *
  * Record: ts = when torch reported it; id = 0; a = memrec_a(): the c10

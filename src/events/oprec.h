@@ -1,12 +1,12 @@
 /*
  * oprec — the raw record of one torch operator (EVBUF_TORCH_OP), written by
- * src/capture/torchops.c and read by the assembler (assemble.c).
+ * src/capture/torch/torchops.c and read by the assembler (assemble.c).
  *
  * Record: ts = the operator's start; id = its GPU link (external
  * correlation id, 0: none); a = 0. Payload: struct oprec_hdr, then the
  * name, the input dims and the input types (name_len, dims_len, types_len
  * bytes, not NUL-ended), then with OPREC_STACK the operator's Python call
- * stack (a uint32_t node id: src/capture/opstacks.h; its entries come in
+ * stack (a uint32_t node id: src/capture/torch/opstacks.h; its entries come in
  * EVBUF_OPSTACK records). The whole payload is at most EVBUF_NAME_MAX
  * bytes: the writer leaves the shapes out (OPREC_SHAPES_CUT) rather than
  * cut them.

@@ -1,6 +1,6 @@
 /*
  * pymodrec — the raw record of one nn.Module call (EVBUF_PY_MODULE),
- * written by the Python bridge (src/capture/python.c, from
+ * written by the Python bridge (src/capture/python/python.c, from
  * profhost/_modules.py) and read by the assembler (assemble.c), which
  * makes it a python_function event with the args torch's with_modules
  * writes (TensorBoard's module view reads them).

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/grow.h"
-#include "../util/hash.h"
+#include "../common/grow.h"
+#include "../common/hash.h"
 #include "../util/htab.h"
 #include "../util/sortidx.h"
 

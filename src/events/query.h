@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 #include "trace.h"
 
 /* The step phases, in the order reports show them. Phase ranges are

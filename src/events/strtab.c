@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "bigalloc.h"
-#include "../util/hash.h"
+#include "../common/hash.h"
 #include "../util/htab.h"
 
 #define STRTAB_MIN_SLOTS 64u

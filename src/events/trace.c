@@ -11,7 +11,7 @@
 #include "trace.h"
 
 #include "bigalloc.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "../util/htab.h"
 
 #include <stdio.h>

@@ -393,7 +393,7 @@ long trace_add_stack(struct trace *t, const struct trace_stack *s,
 /* Index of the frame at `pc` (interned as is: no return-address
  * adjustment), added if new; a frame without a name yet gets `name` and
  * `module` (strtab ids), which symbolization then keeps. For frames that
- * are not machine code (Python frames, src/capture/pystacks.c). Returns -1
+ * are not machine code (Python frames, src/capture/python/pystacks.c). Returns -1
  * (t->oom set) on failure. */
 long trace_add_frame(struct trace *t, uint64_t pc, uint32_t name, uint32_t module);
 

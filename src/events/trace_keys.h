@@ -49,7 +49,7 @@
 #define TRACE_ARG_DEVICE_ID "Device Id"
 #define TRACE_MEMORY_NAME "[memory]"
 
-/* A torch operator (cat cpu_op; src/capture/torchops.c, assemble.c):
+/* A torch operator (cat cpu_op; src/capture/torch/torchops.c, assemble.c):
  * Kineto's input shapes and dtypes (TRACE_ARG_STR, as Kineto prints
  * them), the autograd sequence number (TRACE_ARG_INT) and the forward
  * thread of a backward function (TRACE_ARG_UINT), and with with_flops its

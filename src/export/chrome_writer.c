@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "../events/query.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "../util/sortidx.h"
 #include "utf8.h"
 #include "version.h"

@@ -29,7 +29,7 @@
 #include <stddef.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outfile.h"
 
 /* Writes the whole trace document to `out`. Returns 0, or -1 with *e set

@@ -19,7 +19,7 @@
 #include <stddef.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outdir.h"
 
 #define EXPORT_MAX_FILES 16

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "textbuf.h"
 
 #define GPU_SUMMARY_DEVICES 16

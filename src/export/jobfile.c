@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../util/fsutil.h"
-#include "../util/io.h"
+#include "../common/io.h"
 
 static const char *const kind_names[] = {
 	[JOBFILE_NONE] = "", [JOBFILE_CAPTURE] = "capture", [JOBFILE_FIRST] = "first",

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 
 #define JOBFILE_DIR "job"
 #define JOBFILE_MAX 4096           /* bytes of one file, at most */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "../events/query.h"
-#include "../util/grow.h"
-#include "../util/hash.h"
+#include "../common/grow.h"
+#include "../common/hash.h"
 #include "../util/htab.h"
 #include "../util/sortidx.h"
 #include "outfile.h"

@@ -50,7 +50,7 @@
 #include <stdint.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 /* Rows a table holds at most (88 bytes each, and 32 more, struct
  * key_avg_mem, when the trace has "[memory]" events): a window with more distinct

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "../events/query.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "outfile.h"
 #include "textbuf.h"
 

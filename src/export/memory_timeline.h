@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outdir.h"
 
 #define MEMORY_TIMELINE_DEVICES 16

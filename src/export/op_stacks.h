@@ -20,7 +20,7 @@
 #include <stdbool.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outfile.h"
 
 /* torch's export_stacks metrics. */

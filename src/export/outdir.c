@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "../util/fsutil.h"
-#include "../util/io.h"
+#include "../common/io.h"
 
 #define OUTDIR_RUN_ID_MAX 1024  /* bytes of a run marker read or written */
 #define OUTDIR_RUN_TRIES 99     /* <run>, <run>.2 ... <run>.99 */

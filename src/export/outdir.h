@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 
 #define OUTDIR_PATH_MAX 4096
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "../util/io.h"
+#include "../common/io.h"
 
 #define OUTFILE_BUF (256 * 1024) /* uncompressed data waiting for write(2) */
 #define OUTFILE_ZBUF (64 * 1024) /* compressed output of one deflate() call */

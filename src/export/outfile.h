@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outdir.h"
 
 struct outfile; /* opaque */

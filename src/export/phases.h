@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 /*
  * Renders the table (a row per step, at most `max_rows` of them (0 = all)

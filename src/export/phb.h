@@ -33,7 +33,7 @@
 #include <stddef.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 struct outfile;
 

@@ -20,7 +20,7 @@
 
 #include "../events/trace.h"
 #include "../util/demangle.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "outfile.h"
 
 /* The rate the window's sampling gave, in samples per second and thread

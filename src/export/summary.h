@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 /* Ranges listed in the summary. */
 #define SUMMARY_TOP 10

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "utf8.h"
 
 void textbuf_init(struct textbuf *tb)

@@ -5,12 +5,12 @@
 #include <stdio.h>
 
 #include "../shim/nvtx.h"
-#include "../capture/python.h"
-#include "../capture/sampler.h"
+#include "../capture/python/python.h"
+#include "../capture/cpu/sampler.h"
 #include "host.h"
 
 #ifdef PROFHOST_HAVE_CUDA
-#include "../capture/cupti.h"
+#include "../capture/cupti/cupti.h"
 #endif
 
 /* Sources in the order they are called. The sampler stays last: its

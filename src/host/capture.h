@@ -102,7 +102,7 @@
 
 #include "../events/trace.h"
 #include "../policy/policy.h"
-#include "../util/err.h"
+#include "../common/err.h"
 #include "../shim/shim_api.h"
 
 /* What the host gives every source at init. Valid for the process. The
@@ -147,7 +147,7 @@ struct capture_host {
 	 * level only). Any thread; not from a window callback. */
 	int (*dump)(void *ctx, const char *reason);
 	/* Keeps a name the flight recorder's raw GPU records use in the
-	 * salvage file (enum salv_gpu_kind, src/shim/salvfile.h), so that
+	 * salvage file (enum salv_gpu_kind, src/common/salvfile.h), so that
 	 * `prof salvage` can name them (host.h's salvage_gpu_name). Any
 	 * thread; takes a lock of its own. NULL: names are not kept. */
 	void (*salvage_gpu)(unsigned kind, uint64_t key, const void *rec, size_t rlen,

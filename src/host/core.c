@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "../control/control.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../util/fsutil.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "../util/privfd.h"
 #include "../util/progname.h"
 #include "capture.h"

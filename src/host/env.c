@@ -77,7 +77,7 @@ int env_read(struct host_env *env, struct err *e)
 				       "to make profhost failures fatal, 0 or unset "
 				       "to report them and go on)", v);
 	}
-	/* Read by the shim's clock (src/events/clock.c) before the core
+	/* Read by the shim's clock (src/common/clock.c) before the core
 	 * loads; checked here, where a bad value can be said. */
 	v = env_get("PROF_CLOCK");
 	if (v && strcmp(v, "monotonic") != 0 && strcmp(v, "auto") != 0)

@@ -28,8 +28,8 @@
 
 #include <stdbool.h>
 
-#include "../util/err.h"
-#include "../util/log.h"
+#include "../common/err.h"
+#include "../common/log.h"
 
 #define ENV_MAX_SETS 64
 

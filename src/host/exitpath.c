@@ -32,8 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../util/io.h"
-#include "../util/log.h"
+#include "../common/io.h"
+#include "../common/log.h"
 #include "../util/wakeword.h"
 #include "host.h"
 

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "../util/log.h"
+#include "../common/log.h"
 #include "host.h"
 
 #define STRICT_EXIT_STATUS 70

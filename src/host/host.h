@@ -675,7 +675,7 @@ void jobwatch_run_moved(struct host *h, const char *dir);
 int jobwatch_request(struct host *h, unsigned steps, const char *from, struct err *e);
 
 
-/* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
+/* --- salvage.c: the salvage file (src/common/salvfile.h) --- */
 
 struct salv_header;
 

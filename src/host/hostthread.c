@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../util/log.h"
+#include "../common/log.h"
 #include "../util/wakeword.h"
 #include "host.h"
 

@@ -43,8 +43,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../util/hash.h"
-#include "../util/log.h"
+#include "../common/hash.h"
+#include "../common/log.h"
 #include "../util/wakeword.h"
 #include "host.h"
 

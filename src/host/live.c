@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "../control/control.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../export/export.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "host.h"
 
 /* ------------------------------------------------------------ snapshots */

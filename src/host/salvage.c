@@ -1,5 +1,5 @@
 /*
- * salvage — the core's half of the salvage file (src/shim/salvfile.h):
+ * salvage — the core's half of the salvage file (src/common/salvfile.h):
  * who this process is, what it records and its last steps, written into
  * the header the shim shares with the file, so that `prof run` or
  * `prof salvage` can write the recording of a process that died of
@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
-#include "../shim/salvfile.h"
-#include "../util/log.h"
+#include "../common/clock.h"
+#include "../common/salvfile.h"
+#include "../common/log.h"
 #include "../util/salvscan.h"
 #include "host.h"
 

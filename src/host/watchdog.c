@@ -36,12 +36,12 @@
 #include <cjson/cJSON.h>
 
 #include "../control/control.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../export/outdir.h"
 #include "../export/outfile.h"
 #include "../export/textbuf.h"
 #include "../util/demangle.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "../util/wakeword.h"
 #include "capture.h"
 #include "host.h"

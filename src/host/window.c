@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
-#include "../util/grow.h"
-#include "../util/log.h"
+#include "../common/clock.h"
+#include "../common/grow.h"
+#include "../common/log.h"
 #include "../util/wakeword.h"
 #include "host.h"
 

@@ -15,10 +15,10 @@
 
 #include "../events/assemble.h"
 #include "../events/bigalloc.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../export/export.h"
-#include "../util/io.h"
-#include "../util/log.h"
+#include "../common/io.h"
+#include "../common/log.h"
 #include "capture.h"
 #include "host.h"
 

@@ -18,7 +18,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../util/fsutil.h"
 #include "policy_internal.h"
 #include "sandbox.h"

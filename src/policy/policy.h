@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "../schedule/schedule.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 struct trace;
 struct outdir;

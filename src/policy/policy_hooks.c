@@ -9,10 +9,10 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../export/export.h"
 #include "../export/hanglinks.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "policy_internal.h"
 #include "sandbox.h"
 #include "trace_lua.h"

@@ -10,7 +10,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "policy_internal.h"
 #include "sandbox.h"
 

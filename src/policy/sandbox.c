@@ -12,9 +12,9 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "../util/fsutil.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "pattern.h"
 
 #define SANDBOX_HOOK_COUNT 1000 /* instructions between budget checks */

@@ -24,7 +24,7 @@
 
 #include <lua.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 
 struct sandbox_opts {
 	const char *lua_dir;     /* profhost's Lua directory; required */

@@ -11,7 +11,7 @@
 
 #include "../events/trace.h"
 #include "../export/phb.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 /*
  * Parses a whole file image buf[0..len) into `t` (trace_init'ed, empty).

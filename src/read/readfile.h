@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../util/err.h"
+#include "../common/err.h"
 
 /* How many leading bytes the sniff function is shown (fewer when the
  * input is shorter). */

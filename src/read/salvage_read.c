@@ -1,6 +1,6 @@
 /*
  * salvage_read — reading a salvage file (see salvage_read.h and
- * src/shim/salvfile.h for the layout and the torn-record rule).
+ * src/common/salvfile.h for the layout and the torn-record rule).
  */
 #include <elf.h>
 #include <errno.h>
@@ -15,12 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../capture/cupti_salvage.h"
-#include "../capture/pystacks.h"
+#include "../capture/cupti/cupti_salvage.h"
+#include "../capture/python/pystacks.h"
 #include "../capture/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
-#include "../util/grow.h"
+#include "../common/grow.h"
 #include "salvage_read.h"
 
 /* The file salvage_build() drains (see the header: one at a time). */

@@ -1,5 +1,5 @@
 /*
- * salvage_read — reads a salvage file (src/shim/salvfile.h) left by a
+ * salvage_read — reads a salvage file (src/common/salvfile.h) left by a
  * process that died while a window recorded or the flight recorder was
  * on, and builds the trace of what it holds, as the host thread would
  * have: the same records, steps and metadata, torn last records dropped
@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 #include "../events/trace.h"
-#include "../shim/salvfile.h"
-#include "../util/err.h"
+#include "../common/salvfile.h"
+#include "../common/err.h"
 
 /* An open salvage file. */
 struct salvage_file {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../util/grow.h"
+#include "../common/grow.h"
 
 #define TJ_STACK_MAX 1024 /* frames followed up a stackFrames chain */
 

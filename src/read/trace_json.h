@@ -24,7 +24,7 @@
 #include <stddef.h>
 
 #include "../events/trace.h"
-#include "../util/err.h"
+#include "../common/err.h"
 
 #define TRACE_JSON_MAX_BYTES ((size_t)512 << 20)
 

@@ -24,11 +24,11 @@
  */
 #include "evbuf.h"
 #include "evchunk.h"
-#include "salvfile.h"
+#include "../common/salvfile.h"
 #include "salvmods.h"
 
-#include "../events/clock.h"
-#include "../util/io.h"
+#include "../common/clock.h"
+#include "../common/io.h"
 
 #include <dirent.h>
 #include <errno.h>

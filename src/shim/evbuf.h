@@ -51,7 +51,7 @@ enum evbuf_kind {
 				 payload (a chunk a thread left at its exit,
 				 taken over by another) */
 	EVBUF_USER = 64,      /* first kind free for capture sources */
-	/* CPU sampler (src/capture/sampler.h). Payload: uint64_t instruction
+	/* CPU sampler (src/capture/cpu/sampler.h). Payload: uint64_t instruction
 	 * addresses, innermost first. */
 	EVBUF_SAMPLE = 72,    /* timer sample: frame 0 is the interrupted
 				 instruction, the rest return addresses;
@@ -61,16 +61,16 @@ enum evbuf_kind {
 				 call): all return addresses; id = kind-specific
 				 (CUDA correlation id); a = trace stack kind << 8
 				 | EVBUF_STACK_TRUNCATED or 0 */
-	/* torch operators (src/capture/torchops.c): payload and fields in
+	/* torch operators (src/capture/torch/torchops.c): payload and fields in
 	 * src/events/oprec.h. */
 	EVBUF_TORCH_OP = 74,
-	/* CUPTI (src/capture/cupti.c), the flight recorder only: one activity
+	/* CUPTI (src/capture/cupti/cupti.c), the flight recorder only: one activity
 	 * record as CUPTI delivered it between windows (the CUDA 13 struct,
 	 * cupti_record_size() bytes; pointers in it, a kernel's name, point
 	 * into the process's libcupti). ts = when its buffer was delivered;
 	 * id, a = 0. The assembler hands these over in trace.raw. */
 	EVBUF_CUPTI = 75,
-	/* the Python bridge (src/capture/python.c), the flight recorder only:
+	/* the Python bridge (src/capture/python/python.c), the flight recorder only:
 	 * one Python stack snapshot, so that a salvage has it (a live dump
 	 * takes the bridge's own stores). Payload: the frames, innermost
 	 * first, '\n'-separated, cut at a frame to EVBUF_NAME_MAX bytes;
@@ -78,17 +78,17 @@ enum evbuf_kind {
 	 * the appending thread takes them for every thread); a = 0. The
 	 * assembler skips them. */
 	EVBUF_PYSTACK = 76,
-	/* torch operators' Python call stacks (src/capture/opstacks.h): one
+	/* torch operators' Python call stacks (src/capture/torch/opstacks.h): one
 	 * node of the tree of stacks, written once a generation before the
 	 * first operator that uses it. Payload: the node's entry ("file(line):
 	 * function", not NUL-ended); id = the node; a = its parent (0: none);
 	 * ts = when it was written. */
 	EVBUF_OPSTACK = 77,
-	/* the Python bridge (src/capture/python.c): one nn.Module call,
+	/* the Python bridge (src/capture/python/python.c): one nn.Module call,
 	 * written once it ended, as torch's with_modules writes it: payload
 	 * and fields in src/events/pymodrec.h. */
 	EVBUF_PY_MODULE = 78,
-	/* torch's tensor allocations and frees (src/capture/torchops.c,
+	/* torch's tensor allocations and frees (src/capture/torch/torchops.c,
 	 * prof.capture{profile_memory}): payload and fields in
 	 * src/events/memrec.h. */
 	EVBUF_TORCH_MEM = 79
@@ -272,7 +272,7 @@ void evbuf_after_fork_child(void);
 struct salv_header;
 
 /*
- * Backs the event pools with a salvage file (src/shim/salvfile.h) in
+ * Backs the event pools with a salvage file (src/common/salvfile.h) in
  * folder `dir`, which must be a tmpfs: created O_EXCL|O_NOFOLLOW, mode
  * 0600, as profhost-<pid>-<time>.salvage or, when that name is taken, with
  * a random suffix (-<8 hex digits>, a few tries: a taken name is never

@@ -30,7 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "evbuf.h"
 #include "nvtx_abi.h"
 #include "nvtx_registry.h"

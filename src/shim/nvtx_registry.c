@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "salvmods.h"
-#include "../util/grow.h"
-#include "../util/hash.h"
+#include "../common/grow.h"
+#include "../common/hash.h"
 
 /* A named thing (category, thread) in a small table; `key` identifies it. */
 struct nvtx_name {

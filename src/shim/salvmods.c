@@ -1,5 +1,5 @@
 /*
- * salvmods — the salvage file's table of loaded modules (src/shim/salvfile.h,
+ * salvmods — the salvage file's table of loaded modules (src/common/salvfile.h,
  * struct salv_module): what a reader needs to name the addresses of CPU
  * stacks after the process is gone (its memory map went with it). In the
  * shim: libc only.
@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../util/loader.h"
+#include "../common/loader.h"
 
 static pthread_mutex_t mods_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct salv_header *mods_hdr;     /* the file last written; mods_lock */

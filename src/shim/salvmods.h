@@ -1,11 +1,11 @@
 /*
  * salvmods — the salvage file's table of loaded modules (see salvmods.c
- * and src/shim/salvfile.h). In the shim: libc only.
+ * and src/common/salvfile.h). In the shim: libc only.
  */
 #ifndef PROFHOST_SALVMODS_H
 #define PROFHOST_SALVMODS_H
 
-#include "salvfile.h"
+#include "../common/salvfile.h"
 
 /* Appends to h's module table the modules loaded now that it lacks: the
  * loader's list is walked only when it changed since the last call (or h

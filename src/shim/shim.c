@@ -17,10 +17,10 @@
 #include "profhost/prof.h"
 
 #include "nvtx.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "evbuf.h"
 #include "nvtx_registry.h"
-#include "../util/log.h"
+#include "../common/log.h"
 #include "shim_api.h"
 
 #define PROF_EXPORT __attribute__((visibility("default")))

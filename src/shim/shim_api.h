@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "nvtx.h"
-#include "../events/clock.h"
+#include "../common/clock.h"
 #include "evbuf.h"
 
 #define SHIM_API_VERSION 11 /* 2: NVTX, clock, range hooks, CUDA injection;
@@ -43,7 +43,7 @@ struct shim_api {
 	void (*evbuf_release)(uint64_t gen);
 	int (*evbuf_append_raw)(uint16_t kind, int64_t ts, const void *payload,
 				uint32_t len, uint64_t id, uint64_t a);
-	/* The process's clock parameters (src/events/clock.h). */
+	/* The process's clock parameters (src/common/clock.h). */
 	struct clock_params *clock;
 	/* NVTX (src/shim/nvtx.h): triggers, arming, names for the trace. */
 	void (*nvtx_configure)(const struct nvtx_config *cfg);
@@ -68,7 +68,7 @@ struct shim_api {
 	/* Every live thread's open push/pop levels, names and push times
 	 * (src/shim/nvtx.h): the hang watchdog's "inside X for N s". */
 	size_t (*nvtx_open_ranges)(struct nvtx_open_range *out, size_t max);
-	/* The salvage file (evbuf.h, src/shim/salvfile.h). */
+	/* The salvage file (evbuf.h, src/common/salvfile.h). */
 	struct salv_header *(*salvage_open)(const char *dir, char *why, size_t size);
 	const char *(*salvage_path)(void);
 	void (*salvage_remove)(void);

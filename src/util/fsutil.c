@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "grow.h"
-#include "io.h"
+#include "../common/grow.h"
+#include "../common/io.h"
 
 int fsutil_mkdirs(const char *path, unsigned mode, struct err *e)
 {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/stat.h>
 
-#include "err.h"
+#include "../common/err.h"
 
 /* Creates `path` and its missing parents with `mode` (like mkdir -p).
  * Returns 0, or -1 with *e naming the directory that failed. */

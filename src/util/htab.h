@@ -12,7 +12,7 @@
  *	(append the entry as index i)
  *	slots[k] = i + 1;
  *
- * with `h` the key's hash (src/util/hash.h for text), and htab_full()
+ * with `h` the key's hash (src/common/hash.h for text), and htab_full()
  * checked before the lookup so that the slot found stays free.
  *
  * Header-only (static inline), libc only. The caller owns the slots and

@@ -13,7 +13,7 @@
  *
  * Two users: the policy sandbox's string.find & co. (src/policy/
  * pattern.c), which Lua's own matcher would let run for minutes inside one
- * C call, and kernel-name patterns (src/capture/cupti_pattern.c), matched
+ * C call, and kernel-name patterns (src/capture/cupti/cupti_pattern.c), matched
  * in CUDA's launch callback without Lua. The state lives on the caller's
  * stack and holds no memory, so `fail` and `check` may leave by longjmp.
  * One thread per state.

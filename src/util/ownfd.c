@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io.h"
-#include "log.h"
+#include "../common/io.h"
+#include "../common/log.h"
 
 static _Atomic int ownfd_told;
 

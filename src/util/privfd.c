@@ -14,7 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "../common/log.h"
 #include "wakeword.h"
 
 #ifndef CLOSE_RANGE_UNSHARE

@@ -28,7 +28,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "capture/cupti_internal.h"
+#include "capture/cupti/cupti_internal.h"
 #include "cupti_fake.h"
 
 #define BUF ((size_t)4 << 20)

@@ -79,7 +79,7 @@ static double time_pairs(long n, void (*step)(void), double *sys)
  * flight recorder's clock, then a step every STEP_PAIRS pairs rotates its
  * segments as a training loop would. The steps are 30 ms apart: the host
  * measures the TSC's rate between step boundaries at least 50 ms apart
- * (src/events/clock.h), so the window (step 3, 60 ms after step 1) reads
+ * (src/common/clock.h), so the window (step 3, 60 ms after step 1) reads
  * the clock a profiled program reads once it has run for 50 ms. Prints ns
  * per pair. */
 static int child(const char *mode, long n)

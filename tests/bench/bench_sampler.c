@@ -28,10 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define HANDLER_REPS 20000
 #define STACK_FRAMES 30

@@ -1,4 +1,4 @@
-"""End to end: Python processes under the host (src/capture/python.c and
+"""End to end: Python processes under the host (src/capture/python/python.c and
 src/python/profhost/_bridge.py).
 
 What a user sees with no change to their script: windows on exactly the

@@ -1,5 +1,5 @@
 """End to end: torch's tensor allocations under prof.capture{profile_memory}
-(src/torchops/observer.cpp's memory reporter, src/capture/torchops.c,
+(src/capture/torch/observer.cpp's memory reporter, src/capture/torch/torchops.c,
 key_averages.txt's memory columns, the flight recorder and salvage).
 
 One deterministic CPU loop, run under torch.profiler (profile_memory,

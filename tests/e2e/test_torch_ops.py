@@ -1,5 +1,5 @@
-"""End to end: torch operators under profhost (src/torchops/observer.cpp,
-src/capture/torchops.c, src/python/profhost/_ops.py).
+"""End to end: torch operators under profhost (src/capture/torch/observer.cpp,
+src/capture/torch/torchops.c, src/python/profhost/_ops.py).
 
 One deterministic CPU training loop, run once under torch.profiler (CPU,
 record_shapes, with_flops) and once under profhost with the same schedule:

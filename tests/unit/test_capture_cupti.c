@@ -1,5 +1,5 @@
 /*
- * test_capture_cupti — GPU capture (src/capture/cupti.c) as a capture
+ * test_capture_cupti — GPU capture (src/capture/cupti/cupti.c) as a capture
  * source against a fake host (struct capture_host) and the CUPTI fake
  * (libcupti-fake.so, linked for its "CUDA calls" and named by
  * PROF_CUPTI_LIB for the source's loader): init subscribes from the
@@ -18,11 +18,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture/cupti.h"
+#include "capture/cupti/cupti.h"
 #include "cupti_fake.h"
-#include "events/clock.h"
+#include "common/clock.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 /* ---- the fake host */
 

@@ -1,5 +1,5 @@
 /*
- * test_capture_nvtx — the NVTX capture source (src/capture/nvtx_host.c)
+ * test_capture_nvtx — the NVTX capture source (src/capture/nvtx/nvtx_host.c)
  * against a fake host: what it hands the shim at init comes from the
  * struct capture_host it is given (the policy's triggers, and the host's
  * own step and capture-range callbacks with the host's ctx), and its

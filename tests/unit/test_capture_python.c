@@ -1,5 +1,5 @@
 /*
- * test_capture_python — the Python bridge (src/capture/python.c) as a
+ * test_capture_python — the Python bridge (src/capture/python/python.c) as a
  * capture source against a fake host and a fake CPython: the test
  * executable exports the CPython functions the bridge looks up, and its
  * main thread plays the interpreter's, running the pending calls. Checks
@@ -19,9 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capture/python.h"
+#include "capture/python/python.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define EXPORT __attribute__((visibility("default")))
 

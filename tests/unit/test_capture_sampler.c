@@ -1,5 +1,5 @@
 /*
- * test_capture_sampler — the CPU sampler (src/capture/sampler.c) as a
+ * test_capture_sampler — the CPU sampler (src/capture/cpu/sampler.c) as a
  * capture source against a fake host: started by init from the
  * configuration it is given, armed by window_open, stopped by
  * window_close and fini; samples land through the shim table's
@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
 #include "host/capture.h"
-#include "util/log.h"
+#include "common/log.h"
 
 #define CPU_WANTED_NS 150000000LL  /* each worker burns this much CPU */
 #define WALL_LIMIT_S 20            /* ... or gives up after this long */

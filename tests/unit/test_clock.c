@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "events/clock.h"
+#include "common/clock.h"
 
 static void sleep_ms(long ms)
 {

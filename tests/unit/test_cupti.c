@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capture/cupti_internal.h"
+#include "capture/cupti/cupti_internal.h"
 #include "check.h"
 
 #define W0 1000000   /* window start */

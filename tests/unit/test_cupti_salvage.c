@@ -1,5 +1,5 @@
 /*
- * test_cupti_salvage — the GPU half of a salvage (src/capture/cupti_salvage.c) on
+ * test_cupti_salvage — the GPU half of a salvage (src/capture/cupti/cupti_salvage.c) on
  * a hand-made salvage header and hand-built CUDA 13 records, as the flight
  * recorder's ring holds them (EVBUF_CUPTI in trace.raw): a kernel is named
  * from the file's GPU names by its record's pointer (the newest entry of a
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/cupti_internal.h"
+#include "capture/cupti/cupti_internal.h"
 #include "check.h"
-#include "capture/cupti_salvage.h"
+#include "capture/cupti/cupti_salvage.h"
 #include "shim/evbuf.h"
 
 #define W0 1000000   /* the salvaged window's start */

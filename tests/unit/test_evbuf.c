@@ -27,7 +27,7 @@
 
 #include "check.h"
 #include "shim/evbuf.h"
-#include "shim/salvfile.h"
+#include "common/salvfile.h"
 
 struct seen {
 	size_t n;

@@ -23,7 +23,7 @@
 #include "shim/nvtx_abi.h"
 #include "check.h"
 #include "events/assemble.h"
-#include "events/clock.h"
+#include "common/clock.h"
 #include "shim/evbuf.h"
 
 /* ---- a fake NVTX instance: slots, tables, export table ---- */

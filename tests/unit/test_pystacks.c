@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "capture/pystacks.h"
+#include "capture/python/pystacks.h"
 #include "events/trace.h"
 
 #define MS 1000000LL

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "events/clock.h"
+#include "common/clock.h"
 #include "events/trace.h"
 #include "policy/policy.h"
 #include "testdir.h"

@@ -14,7 +14,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 #include "check.h"
 
 /* A local function of this (PIE) executable: not in .dynsym. */

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "capture/torchnvtx.h"
+#include "capture/torch/torchnvtx.h"
 #include "events/trace.h"
 
 static size_t add(struct trace *t, const char *name, int cat, int ph, uint32_t flags)

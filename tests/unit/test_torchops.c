@@ -1,6 +1,6 @@
 /*
  * test_torchops — the C end of the operator collector
- * (src/capture/torchops.c) against a fake host and shim: an operator
+ * (src/capture/torch/torchops.c) against a fake host and shim: an operator
  * belongs to the window its start fell in. One that ends after that window
  * closed (a c10d collective's label, ended on the backend's thread) is
  * added at the window's collect, which waits for the window's open labels;
@@ -21,11 +21,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "capture/torchops.h"
+#include "capture/torch/torchops.h"
 #include "events/memrec.h"
 #include "host/capture.h"
 #include "shim/evbuf.h"
-#include "util/log.h"
+#include "common/log.h"
 
 /* ---- the fake shim: appends counted (or refused), the open generation */
 

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 
 static struct sampler_slot slots[2];
 static atomic_int records;

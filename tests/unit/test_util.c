@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "util/grow.h"
-#include "util/hash.h"
+#include "common/grow.h"
+#include "common/hash.h"
 #include "util/htab.h"
-#include "util/io.h"
+#include "common/io.h"
 #include "util/sortidx.h"
 
 #define BIG (1u << 20) /* far more than a pipe holds (64 KiB) */

@@ -1,5 +1,5 @@
 /*
- * test_wallclock — the wall clock's repeat stores (src/capture/wallclock.c).
+ * test_wallclock — the wall clock's repeat stores (src/capture/cpu/wallclock.c).
  * A tick counts an idle thread's last sample again, into the store of the
  * window or recorder segment open; a merge adds each repeat as a copy of
  * the sample it repeats. Stores are few: a new one forgets the recorder's
@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture/sampler.h"
+#include "capture/cpu/sampler.h"
 #include "events/trace.h"
 
 #define REF_TS 1000 /* the sleeper's one recorded sample */

@@ -18,7 +18,7 @@
 
 #include "host/capture.h"
 #include "host/host.h"
-#include "events/clock.h"
+#include "common/clock.h"
 
 /* ---- a log of what window.c did, one word per call */
 

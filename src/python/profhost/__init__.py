@@ -31,7 +31,7 @@ import time as _time
 __all__ = ["step", "manual_steps", "mark", "range", "phase", "record_phase",
            "capture_now", "dump", "loaded", "abi_version"]
 
-# The step phases, in the host's order (src/capture/python.c).
+# The step phases, in the host's order (src/capture/python/python.c).
 PHASES = ("data", "forward", "backward", "optimizer")
 
 _lock = _thread.allocate_lock()

@@ -1,6 +1,6 @@
 """profhost._bridge: the Python side of the profiling host. Not an API.
 
-The host (src/capture/python.c) imports this module in the interpreter's main
+The host (src/capture/python/python.c) imports this module in the interpreter's main
 thread, through Py_AddPendingCall, soon after the interpreter has started, and
 calls ``_start(api_address, config)``; each time the window state changes it
 calls ``_sync()`` the same way. profhost's public functions (profhost/

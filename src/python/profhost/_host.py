@@ -1,6 +1,6 @@
 """profhost._host: the bridge's binding to the host. Not an API.
 
-The host (src/capture/python.c) hands profhost._bridge._start the address of
+The host (src/capture/python/python.c) hands profhost._bridge._start the address of
 its C table, struct pybridge_api, and a configuration of "key=value" lines.
 This module keeps both: the table is bound with ctypes on first use (never
 before torch or a Python stack rate needs it, so a process that never
@@ -85,7 +85,7 @@ def api_type():
     import ctypes
 
     class _Api(ctypes.Structure):
-        # struct pybridge_api (src/capture/python.c). `step` releases the
+        # struct pybridge_api (src/capture/python/python.c). `step` releases the
         # GIL (it may run policy hooks); the others are short and keep it.
         _fields_ = [
             ("version", ctypes.c_uint32),

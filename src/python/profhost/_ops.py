@@ -5,10 +5,10 @@ changes; this module picks, once, how operator events are collected, and
 turns that path on and off around each window:
 
 ``observer``
-    profhost's RecordFunction observer (src/torchops/observer.cpp), a
+    profhost's RecordFunction observer (src/capture/torch/observer.cpp), a
     global callback registered from the step before a window to its end
     and removed after it. Each operator goes straight into the calling
-    thread's profhost buffer (src/capture/torchops.c). The library comes
+    thread's profhost buffer (src/capture/torch/torchops.c). The library comes
     from the build (when CMake found torch's headers and it matches the
     torch imported), else from a cache keyed by torch's version and build,
     else it is built there, once, with torch.utils.cpp_extension
@@ -457,7 +457,7 @@ def _torch_prefixes():
 
 def _set_stacks(on):
     """Tracks every Python thread's call stack (on), for the observer's
-    operators, or stops (src/capture/opstacks.h). GIL held (the bridge's
+    operators, or stops (src/capture/torch/opstacks.h). GIL held (the bridge's
     lock)."""
     global _stacks_on
     if on == _stacks_on:
@@ -585,7 +585,7 @@ def path():
 # ------------------------------------------------------------------ torch's profiler
 
 class _Op(object):
-    """ctypes' struct torchops_op (src/torchops/torchops_abi.h), made on
+    """ctypes' struct torchops_op (src/capture/torch/torchops_abi.h), made on
     first use."""
     type = None
 

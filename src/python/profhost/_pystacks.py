@@ -8,7 +8,7 @@ recorded step) takes snapshots of every thread's Python stack with
 sys._current_frames() (under the GIL, like any Python code) at a modest
 rate, and hands each to the host with its time and the thread's kernel id.
 The host merges them into the native samples of the same thread by time
-(src/capture/python.c): a sample shows the Python frames of the snapshot
+(src/capture/python/python.c): a sample shows the Python frames of the snapshot
 nearest to it in place of the interpreter's own frames.
 
 set_rate runs once, in the main thread; set_on under the bridge's lock

@@ -1,5 +1,5 @@
 /*
- * torch 2.x's RecordFunction API, the part src/torchops/observer.cpp uses,
+ * torch 2.x's RecordFunction API, the part src/capture/torch/observer.cpp uses,
  * declared with torch 2.x's names and signatures (see ../README.md). For a
  * compile check only: nothing here is defined or linked.
  */

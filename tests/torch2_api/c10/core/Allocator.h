@@ -1,6 +1,6 @@
 /*
  * torch 2.x's c10/core/Allocator.h (and the c10::Device it takes from
- * c10/core/Device.h), the part src/torchops/observer.cpp uses: the memory
+ * c10/core/Device.h), the part src/capture/torch/observer.cpp uses: the memory
  * reporter's base, declared with torch 2.x's names and signatures (see
  * ../../README.md; the totals are size_t there, int64_t in 1.13). For a
  * compile check only: nothing here is defined or linked.

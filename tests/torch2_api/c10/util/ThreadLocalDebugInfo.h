@@ -1,6 +1,6 @@
 /*
  * torch 2.x's c10/util/ThreadLocalDebugInfo.h, the part
- * src/torchops/observer.cpp uses (its memory reporter's slot), declared
+ * src/capture/torch/observer.cpp uses (its memory reporter's slot), declared
  * with torch 2.x's names and signatures (see ../../README.md). For a
  * compile check only: nothing here is defined or linked.
  */

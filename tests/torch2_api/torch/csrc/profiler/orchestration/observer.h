@@ -1,6 +1,6 @@
 /*
  * torch 2.x's torch/csrc/profiler/orchestration/observer.h, the part
- * src/torchops/observer.cpp uses: the profiler state base its memory
+ * src/capture/torch/observer.cpp uses: the profiler state base its memory
  * reporter derives from, declared with torch 2.x's names and signatures
  * (see ../../../../README.md). For a compile check only: nothing here is
  * defined or linked.

@@ -18,8 +18,8 @@
 
 #include <cupti.h>
 
-#include "../events/trace.h"
-#include "../util/err.h"
+#include "../../events/trace.h"
+#include "../../common/err.h"
 
 /* The record structs this file is written for (CUDA 13). A libcupti whose
  * cuptiGetVersion() is older writes older structs: refused. */

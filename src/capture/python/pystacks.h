@@ -51,8 +51,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../events/trace.h"
-#include "../util/err.h"
+#include "../../events/trace.h"
+#include "../../common/err.h"
 
 #define PYSTACKS_MAX_HZ 100                 /* snapshots per second */
 #define PYSTACKS_MAX_BYTES (32u << 20)      /* per window; more is dropped */

@@ -31,16 +31,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
-#include "../events/pymodrec.h"
-#include "../events/query.h"
-#include "../host/capture.h"
-#include "../util/log.h"
-#include "../util/ownfd.h"
-#include "opstacks.h"
+#include "../../common/clock.h"
+#include "../../events/pymodrec.h"
+#include "../../events/query.h"
+#include "../../host/capture.h"
+#include "../../common/log.h"
+#include "../../util/ownfd.h"
+#include "../torch/opstacks.h"
 #include "pystacks.h"
-#include "torchnvtx.h"
-#include "torchops.h"
+#include "../torch/torchnvtx.h"
+#include "../torch/torchops.h"
 
 #define PYB_API_VERSION 8
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
@@ -104,7 +104,7 @@ struct pybridge_api {
 	 * model), written as a python_function event. */
 	void (*module)(int64_t start_ns, int64_t end_ns, const char *name);
 	/* (version 4) The operator collector's table (struct torchops_api,
-	 * src/torchops/torchops_abi.h), handed to the observer. */
+	 * src/capture/torch/torchops_abi.h), handed to the observer. */
 	const void *torchops;
 	/* (version 4) A line for the next window's summary notes (said once
 	 * by the caller): which operator path is in use and its cost. */
@@ -130,7 +130,7 @@ struct pybridge_api {
 	 * thread's call stack on (torch's path prefixes, '\n'-separated, and
 	 * nn.Module._call_impl's code object; 0, or -1 when it cannot run
 	 * here), on the calling thread too (a thread started meanwhile), and
-	 * off (src/capture/opstacks.h). GIL held. */
+	 * off (src/capture/torch/opstacks.h). GIL held. */
 	int (*stacks_on)(const char *prefixes, uintptr_t call_impl);
 	void (*stacks_thread)(void);
 	void (*stacks_off)(void);
@@ -253,7 +253,7 @@ static int pyb_step(void)
 }
 
 /* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
- * the TSC (src/events/clock.h), within microseconds of it and drifting at
+ * the TSC (src/common/clock.h), within microseconds of it and drifting at
  * most 500 ppm against it while it slews. pyb_host_time() adds an offset
  * (host minus monotonic) measured at a calibration point near the
  * timestamp: the latest one at or before it when that is at most

@@ -63,9 +63,9 @@
 
 #define FDS_HIGH 1024 /* libunwind's pipe at or above this (first_unwind_high) */
 
-#include "../events/clock.h"
-#include "../shim/evbuf.h"
-#include "../util/loader.h"
+#include "../../common/clock.h"
+#include "../../shim/evbuf.h"
+#include "../../common/loader.h"
 
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */
 #define UNWIND_SELF_MAX 16  /* profhost frames atop a synchronous stack */

@@ -2,7 +2,7 @@
  * observer — profhost's operator collector inside torch: a global
  * RecordFunction observer (the API torch.profiler, emit_nvtx and emit_itt
  * use). The only C++ of profhost: everything behind the extern "C" entry
- * points below is the C core's (src/capture/torchops.c), reached through
+ * points below is the C core's (src/capture/torch/torchops.c), reached through
  * the struct torchops_api it hands over.
  *
  * Built against the torch in the process: by CMake when torch's headers

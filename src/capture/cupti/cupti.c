@@ -36,9 +36,9 @@
  * those a flush delivers then.
  */
 #include "cupti.h"
-#include "torchops.h"
+#include "../torch/torchops.h"
 #include "cupti_internal.h"
-#include "sampler.h"
+#include "../cpu/sampler.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -53,13 +53,13 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "../events/clock.h"
-#include "../shim/evbuf.h"
-#include "../shim/salvfile.h"
-#include "../util/grow.h"
-#include "../util/hash.h"
-#include "../util/htab.h"
-#include "../util/log.h"
+#include "../../common/clock.h"
+#include "../../shim/evbuf.h"
+#include "../../common/salvfile.h"
+#include "../../common/grow.h"
+#include "../../common/hash.h"
+#include "../../util/htab.h"
+#include "../../common/log.h"
 
 #define EXT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1
 #define MAX_KINDS 16

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../events/clock.h"
-#include "../shim/evbuf.h"
-#include "../util/hash.h"
+#include "../../common/clock.h"
+#include "../../shim/evbuf.h"
+#include "../../common/hash.h"
 
 /* CPython's profile events (Python.h's PyTrace_*). */
 enum { PYT_CALL = 0, PYT_RETURN = 3, PYT_C_CALL = 4, PYT_C_EXCEPTION = 5, PYT_C_RETURN = 6 };

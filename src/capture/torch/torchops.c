@@ -12,13 +12,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
-#include "../shim/evbuf.h"
-#include "../events/memrec.h"
-#include "../events/oprec.h"
-#include "../host/capture.h"
-#include "../util/grow.h"
-#include "../util/log.h"
+#include "../../common/clock.h"
+#include "../../shim/evbuf.h"
+#include "../../events/memrec.h"
+#include "../../events/oprec.h"
+#include "../../host/capture.h"
+#include "../../common/grow.h"
+#include "../../common/log.h"
 #include "opstacks.h"
 
 static const struct capture_host *top_h;
@@ -599,7 +599,7 @@ void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void))
  *
  * torch reports each tensor allocation and free to the profiler state of
  * the allocating thread (c10::reportMemoryUsageToProfiler); the observer
- * puts a reporter of its own there (src/torchops/observer.cpp) and hands
+ * puts a reporter of its own there (src/capture/torch/observer.cpp) and hands
  * each report to top_mem, which appends one EVBUF_TORCH_MEM record
  * (src/events/memrec.h) to the calling thread's buffer: the assembler
  * makes it Kineto's "[memory]" instant, key_averages attributes it to the

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../host/capture.h"
-#include "../util/log.h"
-#include "../shim/nvtx.h"
+#include "../../host/capture.h"
+#include "../../common/log.h"
+#include "../../shim/nvtx.h"
 
 /* Read-only data segments larger than this are not searched for NVTX's
  * marker (big CUDA libraries): those libraries are known by name. */

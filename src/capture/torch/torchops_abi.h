@@ -1,10 +1,10 @@
 /*
  * torchops_abi — the seam between profhost's C core and its operator
- * collector inside torch (src/torchops/observer.cpp, the only C++ of the
+ * collector inside torch (src/capture/torch/observer.cpp, the only C++ of the
  * project).
  *
  * The core hands the observer a struct torchops_api (through the Python
- * bridge: pybridge_api.torchops, src/capture/python.c); the observer calls
+ * bridge: pybridge_api.torchops, src/capture/python/python.c); the observer calls
  * back for the time, the window recording, each finished operator (with
  * the window its start fell in) and the GPU link. Plain C, included by both sides; append only, bump
  * TORCHOPS_ABI_VERSION.

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stores.h"
-#include "../util/grow.h"
-#include "../util/log.h"
+#include "../stores.h"
+#include "../../common/grow.h"
+#include "../../common/log.h"
 
 #define PYS_WINDOWS (6 + PYSTACKS_REC_KEEP) /* open + closed windows not
 					      yet collected, and recorder

@@ -30,9 +30,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "../events/trace.h"
-#include "../host/capture.h"
-#include "symbols.h"
+#include "../../events/trace.h"
+#include "../../host/capture.h"
+#include "../symbols.h"
 
 /* The capture source (listed in src/host/capture.c, after every source
  * that adds events a stack may be attached to: its collect symbolizes). */

@@ -3,7 +3,7 @@
  * recorder's raw CUPTI records (EVBUF_CUPTI) a dead process left in its
  * ring become trace events through the converter a live dump uses
  * (cupti_records.c), named from the salvage file's GPU names
- * (src/shim/salvfile.h). In ph_cupti, built with the CUDA headers only;
+ * (src/common/salvfile.h). In ph_cupti, built with the CUDA headers only;
  * without them `prof` gets cupti_salvage_none.c, which counts the records
  * and says they were not converted.
  */
@@ -12,8 +12,8 @@
 
 #include <stdint.h>
 
-#include "../events/trace.h"
-#include "../shim/salvfile.h"
+#include "../../events/trace.h"
+#include "../../common/salvfile.h"
 
 /*
  * Converts the EVBUF_CUPTI records `t` holds (trace.raw, before it is

@@ -11,10 +11,10 @@
  * Host thread only.
  */
 #include "cupti_internal.h"
-#include "../events/bigalloc.h"
-#include "../util/demangle.h"
-#include "../util/grow.h"
-#include "../util/htab.h"
+#include "../../events/bigalloc.h"
+#include "../../util/demangle.h"
+#include "../../common/grow.h"
+#include "../../util/htab.h"
 
 #include <inttypes.h>
 #include <stdio.h>

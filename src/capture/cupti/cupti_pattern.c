@@ -8,7 +8,7 @@
 #include <setjmp.h>
 #include <string.h>
 
-#include "../util/lpattern.h"
+#include "../../util/lpattern.h"
 
 const char *cupti_pattern_check(const char *pat)
 {

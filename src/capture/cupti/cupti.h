@@ -16,7 +16,7 @@
 #ifndef PROFHOST_CUPTI_H
 #define PROFHOST_CUPTI_H
 
-#include "../host/capture.h"
+#include "../../host/capture.h"
 
 /* The capture source (listed in host/capture.c). Its cuda_inject slot is
  * InitializeInjection, forwarded by the shim (core_api.cuda_inject): it

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "cupti_internal.h"
-#include "../shim/evbuf.h"
-#include "../util/grow.h"
+#include "../../shim/evbuf.h"
+#include "../../common/grow.h"
 #include "cupti_salvage.h"
 
 #define LOST_KERNEL "(kernel name lost)"

@@ -47,12 +47,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "../events/clock.h"
-#include "../shim/evbuf.h"
-#include "../util/log.h"
-#include "../util/privfd.h"
-#include "../util/wakeword.h"
-#include "pystacks.h"
+#include "../../common/clock.h"
+#include "../../shim/evbuf.h"
+#include "../../common/log.h"
+#include "../../util/privfd.h"
+#include "../../util/wakeword.h"
+#include "../python/pystacks.h"
 
 #define SLOTS_MAX 1024       /* threads sampled at once (power of two) */
 #define SCAN_MS 10           /* thread discovery period while recording */

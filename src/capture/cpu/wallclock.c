@@ -34,9 +34,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "stores.h"
-#include "../util/grow.h"
-#include "../util/log.h"
+#include "../stores.h"
+#include "../../common/grow.h"
+#include "../../common/log.h"
 
 #define WALL_IDLE_NS 50000            /* CPU time that still counts as idle */
 #define WALL_WINDOWS 8                /* windows whose repeats are kept */

@@ -1,10 +1,10 @@
 /*
  * torchops — the C end of profhost's operator collector inside torch.
  *
- * The observer (src/torchops/observer.cpp, loaded into the process by the
+ * The observer (src/capture/torch/observer.cpp, loaded into the process by the
  * Python bridge) reports each torch operator, backward function and
  * record_function label through the table torchops_table() returns
- * (src/torchops/torchops_abi.h); torchops appends it to the calling
+ * (src/capture/torch/torchops_abi.h); torchops appends it to the calling
  * thread's event buffer as one EVBUF_TORCH_OP record (src/events/oprec.h),
  * which the assembler turns into a Kineto cpu_op (or user_annotation)
  * event. An operator belongs to the window its start fell in: one that
@@ -21,9 +21,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../events/trace.h"
-#include "../torchops/torchops_abi.h"
-#include "../util/err.h"
+#include "../../events/trace.h"
+#include "torchops_abi.h"
+#include "../../common/err.h"
 
 struct capture_host;
 

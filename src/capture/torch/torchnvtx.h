@@ -18,8 +18,8 @@
 
 #include <stddef.h>
 
-#include "../events/trace.h"
-#include "../util/err.h"
+#include "../../events/trace.h"
+#include "../../common/err.h"
 
 /* Converts the trace's torch operator ranges; sets *converted to how many
  * became cpu_op events. Returns 0, or -1 with *e set when out of memory. */
