@@ -558,6 +558,121 @@ static bool over_budget(struct assembler *as, uint16_t kind)
 	return true;
 }
 
+/* An NVTX push on thread `th`: a range opened on its stack (one open
+ * when the window began starts there). */
+static void range_push(struct assembler *as, struct thread_state *th,
+		       const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	struct open_range *stack;
+
+	if ((evbuf_a_flags(r->a) & EVBUF_A_EARLY) && replayed_carried(th, r))
+		return; /* the range the previous generation left open */
+	stack = grow_array(th->stack, &th->cap, th->depth + 1, sizeof *th->stack, 16);
+	if (!stack) {
+		t->oom = 1;
+		return;
+	}
+	th->stack = stack;
+	th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
+	th->stack[th->depth].ts = r->ts;
+	th->stack[th->depth].a = r->a;
+	th->stack[th->depth].flags = 0;
+	th->stack[th->depth].stack = 0;
+	th->stack[th->depth].id = r->id; /* GPU link (external id) */
+	if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
+		/* Open when the window began: it starts there. */
+		if (!r->len)
+			th->stack[th->depth].name =
+				trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
+		if (t->meta.start_ts < r->ts)
+			th->stack[th->depth].ts = t->meta.start_ts;
+		th->stack[th->depth].flags = TRACE_F_CLIPPED_START;
+	}
+	th->depth++;
+}
+
+/* An NVTX pop on thread `th` (tid): closes the top range of its domain
+ * (each NVTX domain has its own stack) into an event. */
+static void range_pop(struct assembler *as, struct thread_state *th, int32_t tid,
+		      const struct evbuf_rec *r)
+{
+	struct open_range o;
+	size_t i;
+
+	for (i = th->depth; i-- > 0;)
+		if (evbuf_a_domain(th->stack[i].a) == evbuf_a_domain(r->a))
+			break;
+	if (i == SIZE_MAX) {
+		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+			add_early(as, tid, r);
+		else
+			as->t->counters.unbalanced_pops++;
+		return;
+	}
+	o = th->stack[i];
+	memmove(&th->stack[i], &th->stack[i + 1], (th->depth - i - 1) * sizeof *th->stack);
+	th->depth--;
+	add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id, o.stack);
+}
+
+/* An NVTX range start (a range any thread may end): kept by its id. */
+static void range_start(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	struct open_range *started;
+
+	started = grow_array(as->started, &as->cap_started, as->nstarted + 1,
+			     sizeof *as->started, 16);
+	if (!started) {
+		t->oom = 1;
+		return;
+	}
+	as->started = started;
+	as->started[as->nstarted].name = trace_intern(t, evbuf_payload(r), r->len);
+	as->started[as->nstarted].ts = r->ts;
+	as->started[as->nstarted].id = r->id;
+	as->started[as->nstarted].tid = tid;
+	as->started[as->nstarted].a = r->a;
+	as->started[as->nstarted].flags = 0;
+	as->nstarted++;
+}
+
+/* An NVTX range end: the started range of its id, on the thread that
+ * started it, into an event. */
+static void range_end(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	size_t i;
+
+	for (i = as->nstarted; i-- > 0;)
+		if (as->started[i].id == r->id) {
+			add_range(as, as->started[i].tid, as->started[i].name,
+				  as->started[i].ts, r->ts, 0, as->started[i].a, 0, 0);
+			as->started[i] = as->started[--as->nstarted];
+			return;
+		}
+	if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
+		add_early(as, tid, r);
+	else
+		as->unmatched_ends++;
+}
+
+/* An NVTX mark: an instant event with its NVTX arguments. */
+static void add_mark(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	struct trace_event e = { 0 };
+
+	e.ts = r->ts;
+	e.pid = t->meta.pid;
+	e.tid = tid;
+	e.name = trace_intern(t, evbuf_payload(r), r->len);
+	e.cat = TRACE_CAT_MARK;
+	e.ph = TRACE_PH_INSTANT;
+	if (trace_add_event(t, &e))
+		add_nvtx_args(as, r->a);
+}
+
 /* evbuf_visit_fn: one raw record. */
 static void visit(void *ctx, int32_t tid, const char *thread_name,
 		  const struct evbuf_rec *r)
@@ -565,9 +680,6 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	struct assembler *as = ctx;
 	struct trace *t = as->t;
 	struct thread_state *th;
-	struct trace_event e = { 0 };
-	struct open_range *stack, *started;
-	size_t i;
 
 	if (r->kind == EVBUF_PYSTACK)
 		return; /* the Python bridge's snapshots: a salvage reads them */
@@ -597,89 +709,19 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 			   (ranges it ends stay open and are cut at the end) */
 	switch (r->kind) {
 	case EVBUF_RANGE_PUSH:
-		if ((evbuf_a_flags(r->a) & EVBUF_A_EARLY) && replayed_carried(th, r))
-			break; /* the range the previous generation left open */
-		stack = grow_array(th->stack, &th->cap, th->depth + 1, sizeof *th->stack, 16);
-		if (!stack) {
-			t->oom = 1;
-			return;
-		}
-		th->stack = stack;
-		th->stack[th->depth].name = trace_intern(t, evbuf_payload(r), r->len);
-		th->stack[th->depth].ts = r->ts;
-		th->stack[th->depth].a = r->a;
-		th->stack[th->depth].flags = 0;
-		th->stack[th->depth].stack = 0;
-		th->stack[th->depth].id = r->id; /* GPU link (external id) */
-		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY) {
-			/* Open when the window began: it starts there. */
-			if (!r->len)
-				th->stack[th->depth].name =
-					trace_intern(t, NAME_UNKNOWN, strlen(NAME_UNKNOWN));
-			if (t->meta.start_ts < r->ts)
-				th->stack[th->depth].ts = t->meta.start_ts;
-			th->stack[th->depth].flags = TRACE_F_CLIPPED_START;
-		}
-		th->depth++;
+		range_push(as, th, r);
 		break;
 	case EVBUF_RANGE_POP:
-		/* Each NVTX domain has its own stack: pop this domain's top. */
-		for (i = th->depth; i-- > 0;)
-			if (evbuf_a_domain(th->stack[i].a) == evbuf_a_domain(r->a))
-				break;
-		if (i == SIZE_MAX) {
-			if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
-				add_early(as, tid, r);
-			else
-				t->counters.unbalanced_pops++;
-			break;
-		}
-		{
-			struct open_range o = th->stack[i];
-			memmove(&th->stack[i], &th->stack[i + 1],
-				(th->depth - i - 1) * sizeof *th->stack);
-			th->depth--;
-			add_range(as, tid, o.name, o.ts, r->ts, o.flags, o.a, o.id, o.stack);
-		}
+		range_pop(as, th, tid, r);
 		break;
 	case EVBUF_RANGE_START:
-		started = grow_array(as->started, &as->cap_started, as->nstarted + 1,
-				     sizeof *as->started, 16);
-		if (!started) {
-			t->oom = 1;
-			return;
-		}
-		as->started = started;
-		as->started[as->nstarted].name = trace_intern(t, evbuf_payload(r), r->len);
-		as->started[as->nstarted].ts = r->ts;
-		as->started[as->nstarted].id = r->id;
-		as->started[as->nstarted].tid = tid;
-		as->started[as->nstarted].a = r->a;
-		as->started[as->nstarted].flags = 0;
-		as->nstarted++;
+		range_start(as, tid, r);
 		break;
 	case EVBUF_RANGE_END:
-		for (i = as->nstarted; i-- > 0;)
-			if (as->started[i].id == r->id) {
-				add_range(as, as->started[i].tid, as->started[i].name,
-					  as->started[i].ts, r->ts, 0, as->started[i].a, 0, 0);
-				as->started[i] = as->started[--as->nstarted];
-				return;
-			}
-		if (evbuf_a_flags(r->a) & EVBUF_A_EARLY)
-			add_early(as, tid, r);
-		else
-			as->unmatched_ends++;
+		range_end(as, tid, r);
 		break;
 	case EVBUF_MARK:
-		e.ts = r->ts;
-		e.pid = t->meta.pid;
-		e.tid = tid;
-		e.name = trace_intern(t, evbuf_payload(r), r->len);
-		e.cat = TRACE_CAT_MARK;
-		e.ph = TRACE_PH_INSTANT;
-		if (trace_add_event(t, &e))
-			add_nvtx_args(as, r->a);
+		add_mark(as, tid, r);
 		break;
 	case EVBUF_SAMPLE:
 	case EVBUF_STACK:

@@ -847,6 +847,143 @@ int query_aggregate(const struct trace *t, const struct query_agg_opts *o,
 	return query_aggregate_max(t, o, QUERY_GROUPS_MAX, out, e);
 }
 
+/* The message of every allocation failure of an aggregation; -1. */
+static int agg_oom(struct err *e)
+{
+	return err_set(e, "out of memory aggregating the trace");
+}
+
+/* By name with a limit: a power of two of parts (p->nparts, p->shift),
+ * each holding at most about max_groups names; otherwise one. */
+static void parts_split(struct parts *p, bool limited, size_t max_groups)
+{
+	p->nparts = 1;
+	/* by name: a power of two of parts, a name's part the low bits of
+	 * its id and its slot in the part the others; without a limit and
+	 * with many names, a map of the names kept instead */
+	while (p->o->by == QUERY_BY_NAME && limited && max_groups &&
+	       (size_t)p->nparts * max_groups <= (size_t)p->t->names.n) {
+		p->nparts *= 2;
+		p->shift++;
+	}
+}
+
+/* The kept events, for self times in nesting order: for a trace not in
+ * that order, and for the passes over the parts (a filter that keeps few
+ * events costs each pass only those; a list longer than QUERY_SEL_MAX
+ * would save the passes little, and is not made). Sets p->sel and p->n
+ * when it makes the list (*sel: the caller frees it). 0; 1 when no event
+ * is kept (no group); -1 with *e set. */
+static int agg_select(struct parts *p, bool nest_order, uint32_t **sel, struct err *e)
+{
+	const struct trace *t = p->t;
+	size_t i, n = 0;
+	int64_t dur;
+	double v;
+
+	if (t->nev > UINT32_MAX)
+		return err_set(e, "aggregating a trace of more than 4294967295 events");
+	for (i = 0; i < t->nev; i++)
+		n += agg_value(t, p->o, p->key_id, &t->ev[i], &v, &dur);
+	if (n == 0)
+		return 1;
+	if (!nest_order && n > QUERY_SEL_MAX)
+		return 0;
+	*sel = malloc(n * sizeof **sel);
+	if (!*sel)
+		return agg_oom(e);
+	for (i = 0, n = 0; i < t->nev; i++)
+		if (agg_value(t, p->o, p->key_id, &t->ev[i], &v, &dur))
+			(*sel)[n++] = (uint32_t)i;
+	if (nest_order)
+		sortidx_u32(*sel, n, trace_event_cmp_at, (void *)t); /* in place */
+	p->sel = *sel;
+	p->n = n;
+	return 0;
+}
+
+/* Step 1: the groups, one part of the names at a time, kept in `b` (the
+ * first b->want in row order); *ngroups: how many there were in all.
+ * Frees what the grouping passes used. 0, or -1 when out of memory. */
+static int agg_groups(struct parts *p, struct best *b, struct row_order *ro,
+		      size_t nslot, size_t *ngroups)
+{
+	for (p->part = 0; p->part < p->nparts; p->part++) {
+		p->ngroups = 0;
+		if (p->slot)
+			memset(p->slot, 0, nslot * sizeof *p->slot);
+		imap_free(&p->map);
+		if (parts_pass(p) != 0 || best_add(b, p, ro) != 0)
+			return -1;
+		*ngroups += p->ngroups;
+	}
+	if (b->n > b->want && best_trim(b, ro) != 0)
+		return -1;
+	free(p->slot);
+	p->slot = NULL;
+	imap_free(&p->map);
+	free(p->acc);
+	p->acc = NULL;
+	free(p->ext);
+	p->ext = NULL;
+	return 0;
+}
+
+/* Step 2: the rows of the groups kept in `b` (p->rows), their values
+ * gathered in one more pass and their statistics; out->total: the
+ * total of every group. 0, or -1 when out of memory. */
+static int agg_values(struct parts *p, const struct best *b, struct query_result *out)
+{
+	const struct trace *t = p->t;
+	size_t k;
+
+	p->rows = calloc(b->n ? b->n : 1, sizeof *p->rows);
+	p->off = calloc(b->n + 1, sizeof *p->off);
+	if (!p->rows || !p->off)
+		return -1;
+	for (k = 0; k < b->n; k++) {
+		const struct trace_event *ev = &t->ev[b->acc[k].first];
+		uint64_t key = 0;
+
+		group_key(t, p->o, p->order, ev, &key);
+		if (imap_get_or_put(&p->rowmap, key, (uint32_t)k) == UINT32_MAX)
+			return -1;
+		row_key(t, p->o, ev, key, &p->rows[k]);
+		p->rows[k].count = b->acc[k].count;
+		p->rows[k].first_ts = b->acc[k].first_ts;
+		p->off[k + 1] = p->off[k] + p->rows[k].count;
+	}
+	p->vals = malloc((p->off[b->n] ? p->off[b->n] : 1) * sizeof *p->vals);
+	if (!p->vals)
+		return -1;
+	p->values = true;
+	p->part = 0;
+	if (b->n > 0 && parts_pass(p) != 0)
+		return -1;
+	out->total = b->rest;
+	for (k = 0; k < b->n; k++) {
+		group_stats(&p->rows[k], p->vals + p->off[k] - p->rows[k].count,
+			    p->rows[k].count);
+		out->total += p->rows[k].total;
+	}
+	return 0;
+}
+
+/* Frees what the passes of `p` hold (not p->sel). */
+static void parts_free(struct parts *p)
+{
+	free(p->slot);
+	imap_free(&p->map);
+	free(p->acc);
+	free(p->ext);
+	free(p->stack);
+	free(p->rows);
+	free(p->off);
+	free(p->vals);
+	imap_free(&p->rowmap);
+	free((void *)p->order);
+}
+
 int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 			size_t max_groups, struct query_result *out, struct err *e)
 {
@@ -854,7 +991,7 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	struct best b;
 	struct row_order ro;
 	uint32_t *sel = NULL;
-	size_t i, k, n = 0, nslot = 0, ngroups = 0;
+	size_t nslot = 0, ngroups = 0;
 	bool limited = o->limit && o->sort != QUERY_SORT_MED && o->sort != QUERY_SORT_STD;
 	bool nest_order = o->self && !t->nested; /* the kept events sorted so */
 	int rc = -1;
@@ -877,48 +1014,17 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	if (o->by == QUERY_BY_STEP && t->nsteps) {
 		p.order = query_step_order(t);
 		if (!p.order)
-			goto oom;
+			return agg_oom(e);
 	}
-	p.nparts = 1;
-	/* by name: a power of two of parts, a name's part the low bits of
-	 * its id and its slot in the part the others; without a limit and
-	 * with many names, a map of the names kept instead */
-	while (o->by == QUERY_BY_NAME && limited && max_groups &&
-	       (size_t)p.nparts * max_groups <= (size_t)t->names.n) {
-		p.nparts *= 2;
-		p.shift++;
-	}
+	parts_split(&p, limited, max_groups);
 	p.n = t->nev;
-	/* The kept events, for self times in nesting order: for a trace not
-	 * in that order, and for the passes over the parts (a filter that
-	 * keeps few events costs each pass only those; a list longer than
-	 * QUERY_SEL_MAX would save the passes little, and is not made). */
 	if (nest_order || p.nparts > 1) {
-		int64_t dur;
-		double v;
-
-		if (t->nev > UINT32_MAX) {
-			err_set(e, "aggregating a trace of more than 4294967295 events");
+		rc = agg_select(&p, nest_order, &sel, e);
+		if (rc != 0) {
+			rc = rc > 0 ? 0 : -1; /* no event kept: no group */
 			goto done;
 		}
-		for (i = 0; i < t->nev; i++)
-			n += agg_value(t, o, p.key_id, &t->ev[i], &v, &dur);
-		if (n == 0) {
-			rc = 0; /* no event kept: no group */
-			goto done;
-		}
-		if (nest_order || n <= QUERY_SEL_MAX) {
-			sel = malloc(n * sizeof *sel);
-			if (!sel)
-				goto oom;
-			for (i = 0, n = 0; i < t->nev; i++)
-				if (agg_value(t, o, p.key_id, &t->ev[i], &v, &dur))
-					sel[n++] = (uint32_t)i;
-			if (nest_order)
-				sortidx_u32(sel, n, trace_event_cmp_at, (void *)t); /* in place */
-			p.sel = sel;
-			p.n = n;
-		}
+		rc = -1;
 	}
 	if (o->by == QUERY_BY_NAME && (p.nparts > 1 || (size_t)t->names.n < max_groups)) {
 		nslot = ((size_t)t->names.n >> p.shift) + 1;
@@ -932,58 +1038,11 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	ro.opts = o;
 	ro.order = p.order;
 	b.want = limited ? o->limit : SIZE_MAX;
-
-	/* 1. the groups, one part of the names at a time */
-	for (p.part = 0; p.part < p.nparts; p.part++) {
-		p.ngroups = 0;
-		if (p.slot)
-			memset(p.slot, 0, nslot * sizeof *p.slot);
-		imap_free(&p.map);
-		if (parts_pass(&p) != 0 || best_add(&b, &p, &ro) != 0)
-			goto oom;
-		ngroups += p.ngroups;
-	}
+	if (agg_groups(&p, &b, &ro, nslot, &ngroups) != 0)
+		goto oom;
 	out->count = b.count;
-	if (b.n > b.want && best_trim(&b, &ro) != 0)
+	if (agg_values(&p, &b, out) != 0)
 		goto oom;
-	free(p.slot);
-	p.slot = NULL;
-	imap_free(&p.map);
-	free(p.acc);
-	p.acc = NULL;
-	free(p.ext);
-	p.ext = NULL;
-
-	/* 2. the groups returned: their values, in one more pass */
-	p.rows = calloc(b.n ? b.n : 1, sizeof *p.rows);
-	p.off = calloc(b.n + 1, sizeof *p.off);
-	if (!p.rows || !p.off)
-		goto oom;
-	for (k = 0; k < b.n; k++) {
-		const struct trace_event *ev = &t->ev[b.acc[k].first];
-		uint64_t key = 0;
-
-		group_key(t, o, p.order, ev, &key);
-		if (imap_get_or_put(&p.rowmap, key, (uint32_t)k) == UINT32_MAX)
-			goto oom;
-		row_key(t, o, ev, key, &p.rows[k]);
-		p.rows[k].count = b.acc[k].count;
-		p.rows[k].first_ts = b.acc[k].first_ts;
-		p.off[k + 1] = p.off[k] + p.rows[k].count;
-	}
-	p.vals = malloc((p.off[b.n] ? p.off[b.n] : 1) * sizeof *p.vals);
-	if (!p.vals)
-		goto oom;
-	p.values = true;
-	p.part = 0;
-	if (b.n > 0 && parts_pass(&p) != 0)
-		goto oom;
-	out->total = b.rest;
-	for (k = 0; k < b.n; k++) {
-		group_stats(&p.rows[k], p.vals + p.off[k] - p.rows[k].count, p.rows[k].count);
-		out->total += p.rows[k].total;
-	}
-
 	/* 3. the rows in order */
 	qsort_r(p.rows, b.n, sizeof *p.rows, cmp_row, &ro);
 	out->rows = p.rows;
@@ -993,20 +1052,11 @@ int query_aggregate_max(const struct trace *t, const struct query_agg_opts *o,
 	rc = 0;
 	goto done;
 oom:
-	err_set(e, "out of memory aggregating the trace");
+	agg_oom(e);
 done:
 	free(sel);
 	best_free(&b);
-	free(p.slot);
-	imap_free(&p.map);
-	free(p.acc);
-	free(p.ext);
-	free(p.stack);
-	free(p.rows);
-	free(p.off);
-	free(p.vals);
-	imap_free(&p.rowmap);
-	free((void *)p.order);
+	parts_free(&p);
 	return rc;
 }
 
@@ -1307,40 +1357,45 @@ static bool busy_kept(const struct query_busy_opts *o, uint32_t cats,
 	       (!o->has_pid || ev->pid == o->pid);
 }
 
-int query_busy(const struct trace *t, const struct query_busy_opts *o,
-	       struct query_busy *out, struct err *e)
+/* Fills busy[] (room for every kept event) with the kept events of `t`
+ * merged into disjoint intervals; counts them in out->events. */
+static void busy_intervals(const struct trace *t, const struct query_busy_opts *o,
+			   uint32_t cats, struct query_interval *busy, size_t *nbusy,
+			   struct query_busy *out)
 {
-	uint32_t cats = o->cats ? o->cats : QUERY_GPU_CATS;
-	struct query_interval *busy = NULL, *ref = NULL, *inb = NULL;
-	size_t nbusy = 0, nref = 0, ninb = 0, i, j;
+	size_t i;
 
-	memset(out, 0, sizeof *out);
-	for (i = 0; i < t->nev; i++) /* room for the busy events only */
-		nbusy += busy_kept(o, cats, &t->ev[i]);
-	busy = malloc((nbusy ? nbusy : 1) * sizeof *busy);
-	ref = malloc((t->nsteps ? t->nsteps : 1) * sizeof *ref);
-	if (!busy || !ref)
-		goto oom;
-	for (i = 0, nbusy = 0; i < t->nev; i++) {
+	for (i = 0, *nbusy = 0; i < t->nev; i++) {
 		const struct trace_event *ev = &t->ev[i];
 
 		if (!busy_kept(o, cats, ev))
 			continue;
-		busy[nbusy].ts = ev->ts;
-		busy[nbusy].dur = ev->dur;
-		nbusy++;
+		busy[*nbusy].ts = ev->ts;
+		busy[*nbusy].dur = ev->dur;
+		(*nbusy)++;
 		out->events++;
 	}
-	merge_intervals(busy, &nbusy);
+	merge_intervals(busy, nbusy);
+}
 
+/* Fills ref[] (room for t->nsteps, at least 1) with the time busy time is
+ * measured against: the steps merged (unless o->whole_window), else the
+ * window, else the span of the busy intervals; *nref 0 when there is none. */
+static void busy_reference(const struct trace *t, const struct query_busy_opts *o,
+			   const struct query_interval *busy, size_t nbusy,
+			   struct query_interval *ref, size_t *nref)
+{
+	size_t i;
+
+	*nref = 0;
 	if (!o->whole_window)
 		for (i = 0; i < t->nsteps; i++) {
-			ref[nref].ts = t->steps[i].ts;
-			ref[nref].dur = t->steps[i].dur;
-			nref++;
+			ref[*nref].ts = t->steps[i].ts;
+			ref[*nref].dur = t->steps[i].dur;
+			(*nref)++;
 		}
-	merge_intervals(ref, &nref);
-	if (nref == 0) {
+	merge_intervals(ref, nref);
+	if (*nref == 0) {
 		int64_t a = t->meta.start_ts, b = t->meta.end_ts;
 
 		if (b <= a && nbusy > 0) {
@@ -1350,24 +1405,27 @@ int query_busy(const struct trace *t, const struct query_busy_opts *o,
 		if (b > a) {
 			ref[0].ts = a;
 			ref[0].dur = b - a;
-			nref = 1;
+			*nref = 1;
 		}
 	}
-	if (nref == 0) {
-		free(busy);
-		free(ref);
-		return 0;
-	}
-	out->start = ref[0].ts;
-	out->end = ref[nref - 1].ts + ref[nref - 1].dur;
-	for (i = 0; i < nref; i++)
-		out->span += ref[i].dur;
+}
 
-	/* busy ∩ ref, and ref minus busy */
-	inb = malloc((nbusy + nref) * sizeof *inb);
-	out->idle_iv = malloc((nbusy + nref) * sizeof *out->idle_iv);
-	if (!inb || !out->idle_iv)
-		goto oom;
+/* Appends [ts, ts + dur) to out->idle_iv (room for it). */
+static void busy_add_idle(struct query_busy *out, int64_t ts, int64_t dur)
+{
+	out->idle_iv[out->nidle].ts = ts;
+	out->idle_iv[out->nidle].dur = dur;
+	out->nidle++;
+}
+
+/* busy ∩ ref into inb[] (*ninb), ref minus busy into out->idle_iv (each
+ * with room for nbusy + nref), and out->busy, out->idle. */
+static void busy_split(const struct query_interval *busy, size_t nbusy,
+		       const struct query_interval *ref, size_t nref,
+		       struct query_interval *inb, size_t *ninb, struct query_busy *out)
+{
+	size_t i, j;
+
 	for (i = 0, j = 0; i < nref; i++) {
 		int64_t cur = ref[i].ts, rend = ref[i].ts + ref[i].dur;
 
@@ -1377,72 +1435,112 @@ int query_busy(const struct trace *t, const struct query_busy_opts *o,
 			int64_t a = busy[k].ts > cur ? busy[k].ts : cur;
 			int64_t b = busy[k].ts + busy[k].dur < rend ? busy[k].ts + busy[k].dur : rend;
 
-			if (a > cur) {
-				out->idle_iv[out->nidle].ts = cur;
-				out->idle_iv[out->nidle].dur = a - cur;
-				out->nidle++;
-			}
+			if (a > cur)
+				busy_add_idle(out, cur, a - cur);
 			if (b > a) {
-				inb[ninb].ts = a;
-				inb[ninb].dur = b - a;
-				ninb++;
+				inb[*ninb].ts = a;
+				inb[*ninb].dur = b - a;
+				(*ninb)++;
 				out->busy += b - a;
 				cur = b;
 			}
 		}
-		if (rend > cur) {
-			out->idle_iv[out->nidle].ts = cur;
-			out->idle_iv[out->nidle].dur = rend - cur;
-			out->nidle++;
-		}
+		if (rend > cur)
+			busy_add_idle(out, cur, rend - cur);
 	}
 	out->idle = out->span - out->busy;
+}
 
-	if (o->max_gaps && out->nidle) {
-		size_t ng = out->nidle < o->max_gaps ? out->nidle : o->max_gaps;
-		struct query_interval *all = malloc(out->nidle * sizeof *all);
+/* out->gaps: the o->max_gaps longest idle intervals, longest first.
+ * 0, or -1 when out of memory. */
+static int busy_gaps(const struct query_busy_opts *o, struct query_busy *out)
+{
+	size_t ng = out->nidle < o->max_gaps ? out->nidle : o->max_gaps;
+	struct query_interval *all = malloc(out->nidle * sizeof *all);
 
-		out->gaps = malloc(ng * sizeof *out->gaps);
-		if (!all || !out->gaps) {
-			free(all);
-			goto oom;
-		}
-		memcpy(all, out->idle_iv, out->nidle * sizeof *all);
-		qsort(all, out->nidle, sizeof *all, cmp_gap);
-		memcpy(out->gaps, all, ng * sizeof *all);
-		out->ngaps = ng;
+	out->gaps = malloc(ng * sizeof *out->gaps);
+	if (!all || !out->gaps) {
 		free(all);
+		return -1;
 	}
+	memcpy(all, out->idle_iv, out->nidle * sizeof *all);
+	qsort(all, out->nidle, sizeof *all, cmp_gap);
+	memcpy(out->gaps, all, ng * sizeof *all);
+	out->ngaps = ng;
+	free(all);
+	return 0;
+}
 
-	if (o->buckets && out->end > out->start) {
-		int64_t width = out->end - out->start;
-		size_t nb = o->buckets;
-		int64_t bw = (width + (int64_t)nb - 1) / (int64_t)nb;
+/* out->bucket: the busy share of each of o->buckets equal slices of
+ * [out->start, out->end), from the busy intervals inb[0..ninb).
+ * 0, or -1 when out of memory. */
+static int busy_buckets(const struct query_busy_opts *o, const struct query_interval *inb,
+			size_t ninb, struct query_busy *out)
+{
+	int64_t width = out->end - out->start;
+	size_t i, nb = o->buckets;
+	int64_t bw = (width + (int64_t)nb - 1) / (int64_t)nb;
 
-		if (bw < 1)
-			bw = 1;
-		out->bucket = calloc(nb, sizeof *out->bucket);
-		if (!out->bucket)
-			goto oom;
-		out->nbuckets = nb;
-		out->bucket_ns = bw;
-		for (i = 0; i < ninb; i++) {
-			int64_t a = inb[i].ts, b = inb[i].ts + inb[i].dur;
+	if (bw < 1)
+		bw = 1;
+	out->bucket = calloc(nb, sizeof *out->bucket);
+	if (!out->bucket)
+		return -1;
+	out->nbuckets = nb;
+	out->bucket_ns = bw;
+	for (i = 0; i < ninb; i++) {
+		int64_t a = inb[i].ts, b = inb[i].ts + inb[i].dur;
 
-			while (a < b) {
-				size_t k = (size_t)((a - out->start) / bw);
-				int64_t bend = out->start + (int64_t)(k + 1) * bw;
-				int64_t c = b < bend ? b : bend;
+		while (a < b) {
+			size_t k = (size_t)((a - out->start) / bw);
+			int64_t bend = out->start + (int64_t)(k + 1) * bw;
+			int64_t c = b < bend ? b : bend;
 
-				if (k >= nb)
-					break;
-				out->bucket[k] += (double)(c - a);
-				a = c;
-			}
+			if (k >= nb)
+				break;
+			out->bucket[k] += (double)(c - a);
+			a = c;
 		}
-		for (i = 0; i < nb; i++)
-			out->bucket[i] /= (double)bw;
 	}
+	for (i = 0; i < nb; i++)
+		out->bucket[i] /= (double)bw;
+	return 0;
+}
+
+int query_busy(const struct trace *t, const struct query_busy_opts *o,
+	       struct query_busy *out, struct err *e)
+{
+	uint32_t cats = o->cats ? o->cats : QUERY_GPU_CATS;
+	struct query_interval *busy = NULL, *ref = NULL, *inb = NULL;
+	size_t nbusy = 0, nref = 0, ninb = 0, i;
+
+	memset(out, 0, sizeof *out);
+	for (i = 0; i < t->nev; i++) /* room for the busy events only */
+		nbusy += busy_kept(o, cats, &t->ev[i]);
+	busy = malloc((nbusy ? nbusy : 1) * sizeof *busy);
+	ref = malloc((t->nsteps ? t->nsteps : 1) * sizeof *ref);
+	if (!busy || !ref)
+		goto oom;
+	busy_intervals(t, o, cats, busy, &nbusy, out);
+	busy_reference(t, o, busy, nbusy, ref, &nref);
+	if (nref == 0) {
+		free(busy);
+		free(ref);
+		return 0;
+	}
+	out->start = ref[0].ts;
+	out->end = ref[nref - 1].ts + ref[nref - 1].dur;
+	for (i = 0; i < nref; i++)
+		out->span += ref[i].dur;
+	inb = malloc((nbusy + nref) * sizeof *inb);
+	out->idle_iv = malloc((nbusy + nref) * sizeof *out->idle_iv);
+	if (!inb || !out->idle_iv)
+		goto oom;
+	busy_split(busy, nbusy, ref, nref, inb, &ninb, out);
+	if (o->max_gaps && out->nidle && busy_gaps(o, out) != 0)
+		goto oom;
+	if (o->buckets && out->end > out->start && busy_buckets(o, inb, ninb, out) != 0)
+		goto oom;
 	free(busy);
 	free(ref);
 	free(inb);

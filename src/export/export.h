@@ -97,8 +97,8 @@ struct export_result {
 void export_unix_time(struct trace *t);
 
 /*
- * Checks sort_by and group_by first (a bad value: -1 before anything is
- * written). Opens the run directory (outdir_open_run(), or
+ * Checks every output's settings first (sort_by, group_by, stacks_metric,
+ * on or not; a bad value: -1 before anything is written). Opens the run directory (outdir_open_run(), or
  * outdir_open_run_in() in o->out_dir: this user's, not
  * writable by others, this run's), creates the window directory in it (a
  * directory of that name made by another process gets a ".pid<P>" suffix

@@ -446,6 +446,69 @@ static void test_export_window(void)
 	trace_free(&t);
 }
 
+/* export_window with every output this window has on: the files in the
+ * order of export.c's table (trace.json.gz, its TensorBoard copy,
+ * capture.phb, key_averages.txt, summary.txt last), the copy the same
+ * bytes; a bad stacks metric fails before anything is written even with
+ * stacks off. */
+static void test_export_outputs_in_order(void)
+{
+	static const char *const names[] = { "trace.json.gz", NULL, "capture.phb",
+					     "key_averages.txt", "summary.txt" };
+	struct trace t;
+	struct err e;
+	struct export_opts o = { 0 };
+	struct export_result res;
+	char dir[] = "/tmp/test_summary_outputs.XXXXXX", path[4200], tb[4200];
+	char *a, *b;
+	size_t i, alen, blen;
+
+	CHECK(mkdtemp(dir) != NULL);
+	build(&t);
+	add_range(&t, "outer", 0, 5 * MS);
+	o.run_dir = dir;
+	o.stacks_metric = "flops";
+	CHECK(export_window(&t, &o, &res, &e) == -1);
+	CHECK(strstr(e.msg, "flops") != NULL);
+	CHECK_EQ_INT(res.nfiles, 0);
+	export_result_free(&res);
+	snprintf(path, sizeof path, "%s/rank1", dir);
+	CHECK(access(path, F_OK) != 0);
+
+	o.stacks_metric = NULL;
+	o.chrome = o.chrome_gzip = o.tensorboard = o.raw = o.key_averages = true;
+	o.stacks = o.memory_timeline = o.summary = true; /* nothing of theirs */
+	CHECK(export_window(&t, &o, &res, &e) == 0);
+	CHECK_EQ_INT(res.nfiles, 5);
+	snprintf(tb, sizeof tb, "%s/tensorboard/window2_steps10-15/node1_4242.100.pt.trace.json.gz",
+		 dir);
+	for (i = 0; i < 5 && i < res.nfiles; i++) {
+		if (names[i])
+			snprintf(path, sizeof path, "%s/%s", res.dir, names[i]);
+		else
+			snprintf(path, sizeof path, "%s", tb);
+		CHECK_EQ_STR(res.files[i], path);
+	}
+	snprintf(path, sizeof path, "%s/trace.json.gz", res.dir);
+	a = fsutil_read(path, 1 << 20, &alen, &e);
+	b = fsutil_read(tb, 1 << 20, &blen, &e);
+	CHECK(a && b && alen == blen && memcmp(a, b, alen) == 0);
+	free(a);
+	free(b);
+	for (i = 0; i < res.nfiles; i++)
+		unlink(res.files[i]);
+	rmdir(res.dir);
+	export_result_free(&res);
+	snprintf(path, sizeof path, "%s/tensorboard/window2_steps10-15", dir);
+	rmdir(path);
+	snprintf(path, sizeof path, "%s/tensorboard", dir);
+	rmdir(path);
+	snprintf(path, sizeof path, "%s/rank1", dir);
+	rmdir(path);
+	CHECK(rmdir(dir) == 0);
+	trace_free(&t);
+}
+
 /* Names from the program in HTML (the hang report's page): markup and
  * bytes that are not UTF-8 cannot break the page. */
 static void test_put_html(void)
@@ -475,5 +538,6 @@ int main(void)
 	test_drops();
 	test_files_and_length();
 	test_export_window();
+	test_export_outputs_in_order();
 	return check_done();
 }
