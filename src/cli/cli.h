@@ -77,7 +77,7 @@ struct cli_salvage_opts {
  * recording goes to a window folder, then the file is removed. Returns 0;
  * 1 when the file held no recording, 2 when it held the flight recorder
  * of a process that ended before its first step and left nothing worth a
- * folder (salvage_worth in salvage.c; either way the file is just
+ * folder (salvage_worth in salvagecmd.c; either way the file is just
  * removed); -1 with *e, one line without the prefix (the file stays). */
 int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct err *e);
 
@@ -215,7 +215,7 @@ struct trace;
 /* Loads one saved window (a window folder: its capture.phb, else its
  * trace.json[.gz]; or one such file) into `t` (trace_init'ed), sorted;
  * *dir gets the folder its reports write into. Returns 0, or -1 with *e
- * naming the file and what broke (report.c). */
+ * naming the file and what broke (reportcmd.c). */
 int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
 			   struct err *e);
 

@@ -1,6 +1,6 @@
 /*
  * salvage — `prof salvage [-o DIR] FILE`, and the launcher's salvage of a
- * target that died of SIGKILL or ended in _exit() (run.c): reads a salvage
+ * target that died of SIGKILL or ended in _exit() (runcmd.c): reads a salvage
  * file (src/read/salvage_read.h), writes what it recorded as a window
  * folder with the files the host thread would have written, and removes
  * the file. A salvage file is untrusted input: only this user's is read
