@@ -17,14 +17,16 @@
 
 #include "../export/jobfile.h"
 #include "cli.h"
+#include "cliopt.h"
 
-const char cli_capture_synopsis[] =
+static const char capture_synopsis[] =
 	"prof capture RUN [--steps N] [--first STEP] [--lead SECONDS] [--wait SECONDS]";
 
 #define CAPTURE_STEPS_DEFAULT 3
 #define CAPTURE_WAIT_DEFAULT 10.0
 
-void cli_capture_help(FILE *out)
+/* Writes the help of `prof capture` to `out`. */
+static void capture_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -50,7 +52,7 @@ void cli_capture_help(FILE *out)
 		"Exit status: 0 once the steps are known (or without waiting), 1 when no\n"
 		"rank read the request in time (it stays: ranks that read it later still\n"
 		"record) or it cannot be written, 2 on bad arguments. See docs/jobs.md.\n",
-		cli_capture_synopsis, CAPTURE_STEPS_DEFAULT, CAPTURE_WAIT_DEFAULT);
+		capture_synopsis, CAPTURE_STEPS_DEFAULT, CAPTURE_WAIT_DEFAULT);
 }
 
 /* An integer argument from `min` to `max` into *out; -1 when it is not. */
@@ -92,7 +94,8 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-int cli_capture_main(int argc, char **argv)
+/* `prof capture`: see cli_capture_cmd in cli.h. */
+static int capture_main(int argc, char **argv)
 {
 	const char *run = NULL, *val;
 	uint64_t steps = CAPTURE_STEPS_DEFAULT, first = 0, n;
@@ -106,44 +109,37 @@ int cli_capture_main(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_capture_help(stdout);
+		if (cliopt_help(&cli_capture_cmd, a))
 			return 0;
-		}
 		if (a[0] != '-' || a[1] == '\0') {
 			if (run)
-				return cli_usage_error("capture", cli_capture_synopsis,
-						       "more than one run directory ('%s' and '%s')",
+				return cliopt_usage_error(&cli_capture_cmd, "more than one run directory ('%s' and '%s')",
 						       run, a);
 			run = a;
-		} else if ((m = cli_option(argc, argv, &i, 0, "steps", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "steps", &val)) != 0) {
 			if (m < 0 || parse_uint(val, 1, JOBFILE_STEPS_MAX, &steps) != 0)
-				return cli_usage_error("capture", cli_capture_synopsis,
-						       "--steps needs a number of steps from 1 to %u",
+				return cliopt_usage_error(&cli_capture_cmd, "--steps needs a number of steps from 1 to %u",
 						       JOBFILE_STEPS_MAX);
-		} else if ((m = cli_option(argc, argv, &i, 0, "first", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "first", &val)) != 0) {
 			if (m < 0 || parse_uint(val, 1, INT64_MAX, &first) != 0)
-				return cli_usage_error("capture", cli_capture_synopsis,
-						       "--first needs a step number from 1");
-		} else if ((m = cli_option(argc, argv, &i, 0, "lead", &val)) != 0) {
+				return cliopt_usage_error(&cli_capture_cmd, "--first needs a step number from 1");
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "lead", &val)) != 0) {
 			if (m < 0 || parse_seconds(val, 3600, &lead) != 0 || lead < 0.001)
-				return cli_usage_error("capture", cli_capture_synopsis,
-						       "--lead needs seconds from 0.001 to 3600");
-		} else if ((m = cli_option(argc, argv, &i, 0, "wait", &val)) != 0) {
+				return cliopt_usage_error(&cli_capture_cmd, "--lead needs seconds from 0.001 to 3600");
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "wait", &val)) != 0) {
 			if (m < 0 || parse_seconds(val, 3600, &wait) != 0)
-				return cli_usage_error("capture", cli_capture_synopsis,
-						       "--wait needs seconds from 0 to 3600");
+				return cliopt_usage_error(&cli_capture_cmd, "--wait needs seconds from 0 to 3600");
 		} else {
-			return cli_usage_error("capture", cli_capture_synopsis,
-					       "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_capture_cmd,
+						  "unknown option '%s'", a);
 		}
 	}
 	if (!run)
-		return cli_usage_error("capture", cli_capture_synopsis,
-				       "missing the run directory (e.g. prof_out/<run>)");
+		return cliopt_usage_error(&cli_capture_cmd,
+					  "missing the run directory (e.g. prof_out/<run>)");
 	if (first && lead > 0)
-		return cli_usage_error("capture", cli_capture_synopsis,
-				       "--lead has no use with --first (the steps are named)");
+		return cliopt_usage_error(&cli_capture_cmd,
+					  "--lead has no use with --first (the steps are named)");
 
 	rc = jobfile_open_dir(run, true, &dfd, &e);
 	if (rc != 0) {
@@ -214,3 +210,6 @@ int cli_capture_main(int argc, char **argv)
 	       d.first, n, d.rank, d.host[0] ? d.host : "?", d.step, d.first, d.first, n);
 	return 0;
 }
+
+const struct cli_cmd cli_capture_cmd = { "capture", capture_main, capture_help,
+					 capture_synopsis };

@@ -18,43 +18,57 @@ struct err;
  * unreadable policy file). */
 #define CLI_EXIT_USAGE 2
 
-/* `prof run [options] [--] cmd args...`. argv[0] is "run". Runs the command
- * under the host and returns the command's exit status (128+N when it died
- * of signal N), CLI_EXIT_USAGE on bad arguments or set-up failure, 126/127
- * when the command could not be started. Main thread only; installs signal
- * handlers and changes the environment of the calling process. */
-int cli_run_main(int argc, char **argv);
+/* A subcommand of prof: what prof.c's table dispatches to. Each is one
+ * file, <name>cmd.c, which parses its arguments with cliopt.h and calls no
+ * other subcommand; what several share lies in files of its own below
+ * them. */
+struct cli_cmd {
+	const char *name;       /* as typed: "run", "install-python" */
+	/* Runs it, argv[0] being its name; returns the exit status. Main
+	 * thread only. */
+	int (*main)(int argc, char **argv);
+	void (*help)(FILE *out); /* writes its help to `out` */
+	const char *synopsis;   /* its one-line synopsis, in usage errors */
+};
 
-/* Writes the help of `prof run` to `out`. */
-void cli_run_help(FILE *out);
+/* `prof run [options] [--] cmd args...`. Runs the command under the host
+ * and returns the command's exit status (128+N when it died of signal N),
+ * CLI_EXIT_USAGE on bad arguments or set-up failure, 126/127 when the
+ * command could not be started. Installs signal handlers and changes the
+ * environment of the calling process. */
+extern const struct cli_cmd cli_run_cmd;
 
-/* The one-line synopsis of `prof run`, used in usage errors. */
-extern const char cli_run_synopsis[];
+/* `prof report <dir-or-file> [options]`. Runs the built-in and custom
+ * reports on saved output; returns 0, 1 when an input cannot be read or a
+ * report fails, CLI_EXIT_USAGE on bad arguments. */
+extern const struct cli_cmd cli_report_cmd;
 
-/* `prof report <dir-or-file> [options]`. argv[0] is "report". Runs the
- * built-in and custom reports on saved output; returns 0, 1 when an input
- * cannot be read or a report fails, CLI_EXIT_USAGE on bad arguments. */
-int cli_report_main(int argc, char **argv);
+/* `prof attach [options] PID`. Opens the REPL of a running process (see
+ * docs/repl.md). Returns 0, 1 when a -e chunk failed (a Lua error) or the
+ * connection was lost, CLI_EXIT_USAGE when it could not attach (bad
+ * arguments, no such process, not profhost, permission, REPL off, no
+ * answer). Installs signal handlers. */
+extern const struct cli_cmd cli_attach_cmd;
 
-/* Writes the help of `prof report` to `out`. */
-void cli_report_help(FILE *out);
-
-/* The one-line synopsis of `prof report`. */
-extern const char cli_report_synopsis[];
+/* `prof capture RUN [options]`. Asks every process of run directory RUN
+ * to record the same steps (docs/jobs.md). Returns 0, 1 when the request
+ * cannot be written or no process read it in time, CLI_EXIT_USAGE on bad
+ * arguments. */
+extern const struct cli_cmd cli_capture_cmd;
 
 /* `prof salvage [-o DIR] FILE`, `prof salvage --all [--discard] [-o DIR]
- * [FOLDER...]`. argv[0] is "salvage". Writes the recording a dead process
- * left in its salvage file and removes the file; --all does so for every
- * salvage file of this user's processes that ended (or removes them,
- * --discard). Returns 0, or 1 (said in one line each) when a file cannot
- * be salvaged, CLI_EXIT_USAGE on bad arguments. */
-int cli_salvage_main(int argc, char **argv);
+ * [FOLDER...]`. Writes the recording a dead process left in its salvage
+ * file and removes the file; --all does so for every salvage file of this
+ * user's processes that ended (or removes them, --discard). Returns 0, or
+ * 1 (said in one line each) when a file cannot be salvaged,
+ * CLI_EXIT_USAGE on bad arguments. */
+extern const struct cli_cmd cli_salvage_cmd;
 
-/* Writes the help of `prof salvage` to `out`. */
-void cli_salvage_help(FILE *out);
-
-/* The one-line synopsis of `prof salvage`. */
-extern const char *const cli_salvage_synopsis;
+/* `prof install-python [--python PATH] [--uninstall]`. Writes (or
+ * removes) the profhost.pth that makes `PROF_SCRIPT=policy.lua python
+ * ...` run under profhost without LD_PRELOAD (docs/python.md). Returns 0,
+ * 1 when it cannot, CLI_EXIT_USAGE on bad arguments. */
+extern const struct cli_cmd cli_install_python_cmd;
 
 /* How cli_salvage_file() salvages a file. */
 struct cli_salvage_opts {
@@ -110,24 +124,6 @@ void cli_salvage_home(char *home, size_t size);
  * gone, a line each on stderr. Returns how many it found. */
 unsigned cli_salvage_orphans_at_start(const char *home);
 
-/* Prints "prof <cmd>: <message> (usage: <synopsis>)" on stderr and returns
- * CLI_EXIT_USAGE: the one shape of every usage error. */
-int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/* Matches argv[*i] against the option -<shortname>/--<longname> (shortname
- * 0: the long form only). The value may be attached (-sX, --script=X) or
- * the next argument (then *i is advanced past it). Returns 1 with *val set,
- * 0 when argv[*i] is another argument, -1 when the value is missing. */
-int cli_option(int argc, char **argv, int *i, char shortname, const char *longname,
-	       const char **val);
-
-/* Whether PROF_DISABLE's value `v` turns the host off: anything but unset,
- * "", 0, false, no or off, as the host reads it (it refuses a value it does
- * not understand too). */
-bool cli_prof_disabled(const char *v);
-
-
 /* Finds this installation (see docs/cli.md, PROF_LIB): its prefix, the
  * parent of the directory holding `prof`, into prefix[PATH_MAX] ("" when
  * it cannot be told), and the host library into lib[PATH_MAX] (absolute,
@@ -138,44 +134,6 @@ int cli_find_host(char *prefix, char *lib, struct err *e);
 /* profhost's Lua library, for the reports: $PROF_LUA_DIR, else
  * <prefix>/share/profhost/lua, into out[size]. Returns 0, or -1 with *e. */
 int cli_find_lua_dir(char *out, size_t size, struct err *e);
-
-/* `prof install-python [--python PATH] [--uninstall]`. argv[0] is
- * "install-python". Writes (or removes) the profhost.pth that makes
- * `PROF_SCRIPT=policy.lua python ...` run under profhost without
- * LD_PRELOAD (docs/python.md). Returns 0, 1 when it cannot, CLI_EXIT_USAGE
- * on bad arguments. */
-int cli_install_python_main(int argc, char **argv);
-
-/* Writes the help of `prof install-python` to `out`. */
-void cli_install_python_help(FILE *out);
-
-/* The one-line synopsis of `prof install-python`. */
-extern const char cli_install_python_synopsis[];
-
-/* `prof attach [options] PID`. argv[0] is "attach". Opens the REPL of a
- * running process (see docs/repl.md). Returns 0, 1 when a -e chunk failed
- * (a Lua error) or the connection was lost, CLI_EXIT_USAGE when it could not
- * attach (bad arguments, no such process, not profhost, permission, REPL
- * off, no answer). Main thread only; installs signal handlers. */
-int cli_attach_main(int argc, char **argv);
-
-/* Writes the help of `prof attach` to `out`. */
-void cli_attach_help(FILE *out);
-
-/* The one-line synopsis of `prof attach`. */
-extern const char cli_attach_synopsis[];
-
-/* `prof capture RUN [options]`. argv[0] is "capture". Asks every process
- * of run directory RUN to record the same steps (docs/jobs.md). Returns 0,
- * 1 when the request cannot be written or no process read it in time,
- * CLI_EXIT_USAGE on bad arguments. */
-int cli_capture_main(int argc, char **argv);
-
-/* Writes the help of `prof capture` to `out`. */
-void cli_capture_help(FILE *out);
-
-/* The one-line synopsis of `prof capture`. */
-extern const char cli_capture_synopsis[];
 
 /* --- lineedit.c: a small line editor for a terminal --- */
 

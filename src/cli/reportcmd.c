@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cliopt.h"
 #include "../events/trace.h"
 #include "../export/hanglinks.h"
 #include "../export/key_averages.h"
@@ -36,7 +37,7 @@
 #include "../util/grow.h"
 #include "../util/log.h"
 
-const char cli_report_synopsis[] =
+static const char report_synopsis[] =
 	"prof report <window-or-run-dir | file> [--script report.lua] "
 	"[--format text|json|html] [--key-averages] [-o file] [--set key=value]...";
 
@@ -62,7 +63,8 @@ struct report_opts {
 	size_t nsets;
 };
 
-void cli_report_help(FILE *out)
+/* Writes the help of `prof report` to `out`. */
+static void report_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -96,7 +98,7 @@ void cli_report_help(FILE *out)
 		"\n"
 		"Exit status: 0 on success, 1 when an input cannot be read or a report\n"
 		"fails, 2 on bad arguments. See docs/reports.md.\n",
-		cli_report_synopsis);
+		report_synopsis);
 }
 
 
@@ -108,38 +110,36 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_report_help(stdout);
+		if (cliopt_help(&cli_report_cmd, a))
 			return -1;
-		}
 		if (a[0] != '-' || a[1] == '\0') {
 			if (o->input)
-				return cli_usage_error("report", cli_report_synopsis, "more than one input ('%s' and '%s')",
+				return cliopt_usage_error(&cli_report_cmd, "more than one input ('%s' and '%s')",
 							  o->input, a);
 			o->input = a;
 			continue;
 		}
-		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cliopt_value(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
+				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs a file", a);
 			o->script = val;
-		} else if ((m = cli_option(argc, argv, &i, 'f', "format", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'f', "format", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs text, json or html", a);
+				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs text, json or html", a);
 			if (strcmp(val, "text") && strcmp(val, "json") && strcmp(val, "html"))
-				return cli_usage_error("report", cli_report_synopsis, "unknown format '%s' (text, json or html)", val);
+				return cliopt_usage_error(&cli_report_cmd, "unknown format '%s' (text, json or html)", val);
 			o->format = val;
-		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0 || !val[0])
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
+				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs a file", a);
 			o->output = val;
 		} else if (strcmp(a, "--key-averages") == 0) {
 			o->key_averages = true;
-		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "set", &val)) != 0) {
 			const char **grown;
 
 			if (m < 0 || !strchr(val, '='))
-				return cli_usage_error("report", cli_report_synopsis, "option '--set' needs key=value");
+				return cliopt_usage_error(&cli_report_cmd, "option '--set' needs key=value");
 			grown = realloc(o->sets, (o->nsets + 2) * sizeof *grown);
 			if (!grown) {
 				fprintf(stderr, "prof report: out of memory\n");
@@ -149,13 +149,13 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->sets[o->nsets++] = val;
 			o->sets[o->nsets] = NULL;
 		} else {
-			return cli_usage_error("report", cli_report_synopsis, "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_report_cmd, "unknown option '%s'", a);
 		}
 	}
 	if (!o->input)
-		return cli_usage_error("report", cli_report_synopsis, "missing input (a window or run directory, or a trace file)");
+		return cliopt_usage_error(&cli_report_cmd, "missing input (a window or run directory, or a trace file)");
 	if (o->key_averages && o->format && strcmp(o->format, "text") != 0)
-		return cli_usage_error("report", cli_report_synopsis,
+		return cliopt_usage_error(&cli_report_cmd,
 				       "--key-averages prints text only (not --format %s)", o->format);
 	if (!o->format)
 		o->format = "text";
@@ -513,7 +513,8 @@ int cli_find_lua_dir(char *out, size_t size, struct err *e)
 	return 0;
 }
 
-int cli_report_main(int argc, char **argv)
+/* `prof report`: see cli_report_cmd in cli.h. */
+static int report_main(int argc, char **argv)
 {
 	struct report_opts o = { 0 };
 	struct window_list wl = { 0 };
@@ -650,3 +651,5 @@ out:
 	free(o.sets);
 	return status;
 }
+
+const struct cli_cmd cli_report_cmd = { "report", report_main, report_help, report_synopsis };

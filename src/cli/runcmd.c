@@ -23,13 +23,15 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cliopt.h"
+#include "profenv.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
 #include "../util/grow.h"
 #include "../util/progname.h"
 #include "../util/salvscan.h"
 
-const char cli_run_synopsis[] =
+static const char run_synopsis[] =
 	"prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...";
 
 /* The launcher notes file is read whole; this bounds it. */
@@ -53,7 +55,8 @@ static volatile sig_atomic_t run_child_pid;
 static const int run_forwarded[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
 static const int run_ignored[] = { SIGINT, SIGQUIT };
 
-void cli_run_help(FILE *out)
+/* Writes the help of `prof run` to `out`. */
+static void run_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -76,7 +79,7 @@ void cli_run_help(FILE *out)
 		"                        (default: <cmd>-<YYYYmmdd-HHMMSS>)\n"
 		"\n"
 		"See docs/cli.md for everything prof run sets in cmd's environment.\n",
-		cli_run_synopsis);
+		run_synopsis);
 }
 
 
@@ -128,39 +131,40 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		}
 		if (a[0] != '-' || a[1] == '\0')
 			break;
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_run_help(stdout);
+		if (cliopt_help(&cli_run_cmd, a))
 			return -1;
-		}
-		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cliopt_value(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a policy file", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a policy file", a);
 			o->script = val;
-		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a directory", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a directory", a);
 			if (val[0] == '\0')
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a non-empty directory", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a non-empty "
+							  "directory", a);
 			o->output = val;
-		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "set", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs key=value", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs key=value", a);
 			if (!run_valid_set(val))
-				return cli_usage_error("run", cli_run_synopsis, "--set '%s' is not key=value with a key of "
-						       "letters, digits, '_' and '.'", val);
+				return cliopt_usage_error(&cli_run_cmd, "--set '%s' is not key=value "
+							  "with a key of letters, digits, '_' and '.'",
+							  val);
 			if (strchr(val, '\n'))
-				return cli_usage_error("run", cli_run_synopsis, "--set '%.*s' has a newline in its value",
-						       (int)(strchr(val, '=') - val), val);
+				return cliopt_usage_error(&cli_run_cmd, "--set '%.*s' has a newline "
+							  "in its value",
+							  (int)(strchr(val, '=') - val), val);
 			if (run_add_set(o, val) != 0) {
 				fprintf(stderr, "prof run: out of memory\n");
 				return CLI_EXIT_USAGE;
 			}
 		} else {
-			return cli_usage_error("run", cli_run_synopsis, "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_run_cmd, "unknown option '%s'", a);
 		}
 	}
 	if (i >= argc)
-		return cli_usage_error("run", cli_run_synopsis, "missing command");
+		return cliopt_usage_error(&cli_run_cmd, "missing command");
 	o->cmd = argv + i;
 	return 0;
 }
@@ -535,7 +539,7 @@ static void run_report(const char *notes)
 		win = w;
 		win[n++] = tab + 1;
 	}
-	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))
+	if (n == 0 && profenv_disabled(getenv("PROF_DISABLE")))
 		fprintf(stderr, "profhost: profiling was off (PROF_DISABLE=%s); nothing written\n",
 			getenv("PROF_DISABLE"));
 	else if (n == 0)
@@ -741,7 +745,8 @@ static void run_salvage_create(const char *home, char *dir, size_t size, int *lo
 	}
 }
 
-int cli_run_main(int argc, char **argv)
+/* `prof run`: see cli_run_cmd in cli.h. */
+static int run_main(int argc, char **argv)
 {
 	struct run_opts o;
 	struct err e;
@@ -790,3 +795,5 @@ int cli_run_main(int argc, char **argv)
 	}
 	return rc;
 }
+
+const struct cli_cmd cli_run_cmd = { "run", run_main, run_help, run_synopsis };

@@ -31,11 +31,13 @@
 #include "../read/salvage_read.h"
 #include "../util/fsutil.h"
 #include "cli.h"
+#include "cliopt.h"
 
-const char *const cli_salvage_synopsis =
+static const char salvage_synopsis[] =
 	"prof salvage [-o DIR] FILE | prof salvage --all [--discard] [-o DIR] [FOLDER...]";
 
-void cli_salvage_help(FILE *out)
+/* Writes the help of `prof salvage` to `out`. */
+static void salvage_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -59,7 +61,7 @@ void cli_salvage_help(FILE *out)
 		"              PROF_SALVAGE_DIR and /dev/shm (with the folders of\n"
 		"              `prof run`s that ended there), or in the FOLDERs named\n"
 		"  --discard   with --all: remove those files without salvaging them\n",
-		cli_salvage_synopsis);
+		salvage_synopsis);
 }
 
 /* Appends "window\t<dir>" to the launcher's notes file `notes`. */
@@ -421,7 +423,8 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 	closedir(dp);
 }
 
-int cli_salvage_main(int argc, char **argv)
+/* `prof salvage`: see cli_salvage_cmd in cli.h. */
+static int salvage_main(int argc, char **argv)
 {
 	struct cli_salvage_opts o = { .who = "prof salvage", .how = "after its process ended" };
 	const char *file = NULL, *val;
@@ -439,34 +442,29 @@ int cli_salvage_main(int argc, char **argv)
 		}
 		if (strcmp(argv[i], "--") == 0) {
 			options = false;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			cli_salvage_help(stdout);
+		} else if (cliopt_help(&cli_salvage_cmd, argv[i])) {
 			return 0;
 		} else if (strcmp(argv[i], "--all") == 0) {
 			all = true;
 		} else if (strcmp(argv[i], "--discard") == 0) {
 			discard = true;
 		} else {
-			rc = cli_option(argc, argv, &i, 'o', "output", &val);
+			rc = cliopt_value(argc, argv, &i, 'o', "output", &val);
 			if (rc < 0)
-				return cli_usage_error("salvage", cli_salvage_synopsis,
-						       "-o needs a DIR");
+				return cliopt_usage_error(&cli_salvage_cmd, "-o needs a DIR");
 			if (rc == 0)
-				return cli_usage_error("salvage", cli_salvage_synopsis,
-						       "unknown option '%s'", argv[i]);
+				return cliopt_usage_error(&cli_salvage_cmd, "unknown option '%s'", argv[i]);
 			o.out_dir = val;
 		}
 	}
 	if (discard && !all)
-		return cli_usage_error("salvage", cli_salvage_synopsis, "--discard goes with --all");
+		return cliopt_usage_error(&cli_salvage_cmd, "--discard goes with --all");
 	if (discard && o.out_dir)
-		return cli_usage_error("salvage", cli_salvage_synopsis,
-				       "--discard writes nothing: no -o with it");
+		return cliopt_usage_error(&cli_salvage_cmd, "--discard writes nothing: no -o with it");
 	if (all)
 		return cli_salvage_all((const char *const *)argv + 1, nfolders, discard, &o);
 	if (!file || nfolders > 1)
-		return cli_usage_error("salvage", cli_salvage_synopsis,
-				       !file ? "missing FILE" : "one FILE at a time (or --all)");
+		return cliopt_usage_error(&cli_salvage_cmd, !file ? "missing FILE" : "one FILE at a time (or --all)");
 	switch ((rc = cli_salvage_file(file, &o, &e))) {
 	case 0:
 		return 0;
@@ -479,3 +477,6 @@ int cli_salvage_main(int argc, char **argv)
 		return 1;
 	}
 }
+
+const struct cli_cmd cli_salvage_cmd = { "salvage", salvage_main, salvage_help,
+					 salvage_synopsis };
