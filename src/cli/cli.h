@@ -124,17 +124,6 @@ void cli_salvage_home(char *home, size_t size);
  * gone, a line each on stderr. Returns how many it found. */
 unsigned cli_salvage_orphans_at_start(const char *home);
 
-/* Finds this installation (see docs/cli.md, PROF_LIB): its prefix, the
- * parent of the directory holding `prof`, into prefix[PATH_MAX] ("" when
- * it cannot be told), and the host library into lib[PATH_MAX] (absolute,
- * links resolved). Returns 0, or -1 with *e naming where it looked and
- * the fix. */
-int cli_find_host(char *prefix, char *lib, struct err *e);
-
-/* profhost's Lua library, for the reports: $PROF_LUA_DIR, else
- * <prefix>/share/profhost/lua, into out[size]. Returns 0, or -1 with *e. */
-int cli_find_lua_dir(char *out, size_t size, struct err *e);
-
 /* --- lineedit.c: a small line editor for a terminal --- */
 
 struct lineedit;

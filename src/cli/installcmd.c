@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "cliopt.h"
+#include "locate.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
 
@@ -264,7 +265,7 @@ static int install_main(int argc, char **argv)
 			       "remove\n", pi.exe);
 		return 0;
 	}
-	if (cli_find_host(prefix, lib, &e) != 0)
+	if (locate_host(prefix, lib, &e) != 0)
 		goto fail;
 	if (!prefix[0] || fsutil_join(boot, sizeof boot, prefix,
 				      "share/profhost/python/profhost_boot.py", &e) != 0 ||

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "cliopt.h"
+#include "locate.h"
 #include "../events/trace.h"
 #include "../export/hanglinks.h"
 #include "../export/key_averages.h"
@@ -486,33 +487,6 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 	return status;
 }
 
-int cli_find_lua_dir(char *out, size_t size, struct err *e)
-{
-	const char *env = getenv("PROF_LUA_DIR");
-	char exe[PATH_MAX];
-	ssize_t n;
-	int i;
-
-	if (env && env[0]) {
-		snprintf(out, size, "%s", env);
-		return 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n < 0)
-		return err_errno(e, errno, "cannot read /proc/self/exe");
-	exe[n] = '\0';
-	for (i = 0; i < 2; i++) {
-		char *slash = strrchr(exe, '/');
-
-		if (!slash)
-			return err_set(e, "cannot tell the directory of '%s'", exe);
-		*slash = '\0';
-	}
-	if ((size_t)snprintf(out, size, "%s/share/profhost/lua", exe) >= size)
-		return err_set(e, "path too long");
-	return 0;
-}
-
 /* `prof report`: see cli_report_cmd in cli.h. */
 static int report_main(int argc, char **argv)
 {
@@ -554,7 +528,7 @@ static int report_main(int argc, char **argv)
 		status = 1;
 		goto out;
 	}
-	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
+	if (locate_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
 		fprintf(stderr, "prof report: %s\n", e.msg);
 		status = CLI_EXIT_USAGE;
 		goto out;

@@ -24,6 +24,7 @@
 
 #include "cli.h"
 #include "cliopt.h"
+#include "locate.h"
 #include "profenv.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
@@ -201,71 +202,6 @@ static int run_abs_path(const char *path, char *out, size_t size, struct err *e)
 	n = strlen(out);
 	while (n > 1 && out[n - 1] == '/')
 		out[--n] = '\0';
-	return 0;
-}
-
-/* Finds the installation prefix: the parent of the directory holding this
- * executable (build/bin/prof -> build). Returns 0, or -1 with *e set. */
-static int run_prefix(char *out, size_t size, struct err *e)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	char *slash;
-	int i;
-
-	if (n < 0)
-		return err_errno(e, errno, "cannot read /proc/self/exe");
-	exe[n] = '\0';
-	for (i = 0; i < 2; i++) {
-		slash = strrchr(exe, '/');
-		if (!slash)
-			return err_set(e, "cannot tell the directory of '%s'", exe);
-		*slash = '\0';
-	}
-	if (exe[0] == '\0')
-		strcpy(exe, "/");
-	if (strlen(exe) >= size)
-		return err_set(e, "path '%s' is too long", exe);
-	strcpy(out, exe);
-	return 0;
-}
-
-/* Resolves the library to preload into out[PATH_MAX] (absolute, links
- * resolved): $PROF_LIB, else <prefix>/lib/libprofhost.so. Returns 0, or -1
- * with *e set to a message that names where it looked and the fix. */
-static int run_find_lib(const char *prefix, char *out, struct err *e)
-{
-	const char *env = getenv("PROF_LIB");
-	char cand[PATH_MAX];
-	struct stat st;
-
-	if (env && env[0]) {
-		if (!realpath(env, out))
-			return err_errno(e, errno, "PROF_LIB='%s' cannot be used", env);
-		if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-			return err_set(e, "PROF_LIB='%s' is not a file", env);
-		return 0;
-	}
-	if (fsutil_join(cand, sizeof cand, prefix, "lib/libprofhost.so", e) != 0)
-		return -1;
-	if (!realpath(cand, out) || stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-		return err_set(e, "cannot find the host library at %s; "
-			       "set PROF_LIB=/path/to/libprofhost.so", cand);
-	return 0;
-}
-
-int cli_find_host(char *prefix, char *lib, struct err *e)
-{
-	struct err perr;
-
-	if (run_prefix(prefix, PATH_MAX, &perr) != 0)
-		prefix[0] = '\0';
-	if (run_find_lib(prefix, lib, e) != 0) {
-		if (!prefix[0] && !getenv("PROF_LIB"))
-			return err_set(e, "cannot find the host library (%s); "
-				       "set PROF_LIB=/path/to/libprofhost.so", perr.msg);
-		return -1;
-	}
 	return 0;
 }
 
@@ -680,7 +616,7 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 {
 	char prefix[PATH_MAX], lib[PATH_MAX], path[PATH_MAX];
 
-	if (cli_find_host(prefix, lib, e) != 0)
+	if (locate_host(prefix, lib, e) != 0)
 		return -1;
 	if (o->script) {
 		if (run_check_script(o->script, e) != 0 ||

@@ -32,6 +32,7 @@
 #include "../util/fsutil.h"
 #include "cli.h"
 #include "cliopt.h"
+#include "locate.h"
 
 static const char salvage_synopsis[] =
 	"prof salvage [-o DIR] FILE | prof salvage --all [--discard] [-o DIR] [FOLDER...]";
@@ -95,7 +96,7 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 
 	if (!formats)
 		return 0;
-	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, e) != 0)
+	if (locate_lua_dir(lua_dir, sizeof lua_dir, e) != 0)
 		return -1;
 	po.lua_dir = lua_dir;
 	po.sets = sets;
