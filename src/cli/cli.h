@@ -157,29 +157,4 @@ void lineedit_add_history(struct lineedit *le, const char *line);
 
 void lineedit_free(struct lineedit *le);
 
-struct trace;
-
-/* Loads one saved window (a window folder: its capture.phb, else its
- * trace.json[.gz]; or one such file) into `t` (trace_init'ed), sorted;
- * *dir gets the folder its reports write into. Returns 0, or -1 with *e
- * naming the file and what broke (reportcmd.c). */
-int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
-			   struct err *e);
-
-/* prof report's view of the latest job-wide capture or dump of run
- * directory `run` (jobview.c, docs/jobs.md): each rank's folder of it
- * read one at a time into fixed memory, then the step times across
- * ranks, the slow rank and its phase, and what the others spent more
- * time in. Returns 1 when it printed a view, 0 when the run has no
- * job-wide capture or dump, -1 when out of memory. */
-int cli_jobs_report(const char *run, FILE *out);
-
-/* prof report's view of a hang across ranks (hangs.c): reads the latest
- * hang<K>_step<N>/hang.json of each rank<R> folder of run directory `run`,
- * one rank at a time (memory does not grow with the ranks), and prints
- * which ranks are stuck where and the odd one out to `out`. Returns 1 when
- * it printed a view, 0 when no rank has a hang report, -1 when out of
- * memory. */
-int cli_hangs_report(const char *run, FILE *out);
-
 #endif

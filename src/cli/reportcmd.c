@@ -4,10 +4,12 @@
  *
  * Input: a window directory (capture.phb, else trace.json[.gz]), a rank or
  * run directory (every window*_steps* below it), or one file (capture.phb
- * or a JSON trace, gzipped or not). A run directory whose ranks wrote hang
- * reports first gets the view of the hang across ranks (hangs.c). The reports run in a policy VM like
- * the host's (the built-in default policy, or --script), so a policy's
- * prof.on_trace_ready hooks work offline unchanged.
+ * or a JSON trace, gzipped or not; read by winload.c). A run directory
+ * whose ranks wrote hang reports first gets the view of the hang across
+ * ranks (hangs.c), then that of its latest job-wide capture or dump
+ * (jobview.c). The reports run in a policy VM like the host's (the
+ * built-in default policy, or --script), so a policy's prof.on_trace_ready
+ * hooks work offline unchanged.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -22,17 +24,15 @@
 
 #include "cli.h"
 #include "cliopt.h"
+#include "hangs.h"
+#include "jobview.h"
 #include "locate.h"
+#include "winload.h"
 #include "../events/trace.h"
 #include "../export/hanglinks.h"
 #include "../export/key_averages.h"
 #include "../export/textbuf.h"
 #include "../export/outfile.h"
-#include "../export/phb.h"
-#include "../read/phb_read.h"
-#include "../read/readfile.h"
-#include "../export/stacks.h"
-#include "../read/trace_json.h"
 #include "../policy/policy.h"
 #include "../util/err.h"
 #include "../util/grow.h"
@@ -41,9 +41,6 @@
 static const char report_synopsis[] =
 	"prof report <window-or-run-dir | file> [--script report.lua] "
 	"[--format text|json|html] [--key-averages] [-o file] [--set key=value]...";
-
-/* capture.phb files are read whole; this bounds them. */
-#define REPORT_PHB_MAX ((size_t)16 << 30)
 
 /* Windows one report reads at most. */
 #define REPORT_MAX_WINDOWS 100000
@@ -191,28 +188,6 @@ static void list_free(struct window_list *l)
 	memset(l, 0, sizeof *l);
 }
 
-static bool is_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Whether `dir` holds a window's data. */
-static bool is_window_dir(const char *dir)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof p, "%s/%s", dir, PHB_FILE);
-	if (is_file(p))
-		return true;
-	snprintf(p, sizeof p, "%s/trace.json", dir);
-	if (is_file(p))
-		return true;
-	snprintf(p, sizeof p, "%s/trace.json.gz", dir);
-	return is_file(p);
-}
-
 /* Numbers in a name ("rank12" -> 12, "window3_steps..." -> 3) for sorting. */
 static long name_number(const char *name)
 {
@@ -258,7 +233,7 @@ static int scan_windows(const char *dir, struct window_list *l, struct err *e)
 			continue;
 		if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
 			continue;
-		if (is_window_dir(p) && (l->n >= REPORT_MAX_WINDOWS || list_add(l, p) != 0)) {
+		if (winload_is_window(p) && (l->n >= REPORT_MAX_WINDOWS || list_add(l, p) != 0)) {
 			closedir(d);
 			return err_set(e, "%s: too many windows or out of memory", dir);
 		}
@@ -278,7 +253,7 @@ static int find_windows(const char *input, struct window_list *l, struct err *e)
 
 	if (stat(input, &st) != 0)
 		return err_errno(e, errno, "%s: cannot open", input);
-	if (!S_ISDIR(st.st_mode) || is_window_dir(input))
+	if (!S_ISDIR(st.st_mode) || winload_is_window(input))
 		return list_add(l, input) == 0 ? 0 : err_set(e, "out of memory");
 	if (scan_windows(input, l, e) != 0)
 		return -1;
@@ -301,83 +276,6 @@ static int find_windows(const char *input, struct window_list *l, struct err *e)
 			       "or rank*/window*_steps*/ below it)", input);
 	qsort(l->dirs, l->n, sizeof *l->dirs, cmp_window_path);
 	return 0;
-}
-
-/* readfile's sniff function: a capture.phb may hold REPORT_PHB_MAX bytes,
- * a JSON trace TRACE_JSON_MAX_BYTES; anything else is refused from its
- * first bytes, before the rest is read or inflated. */
-static int report_sniff(const char *head, size_t n, const char *path,
-			struct readfile_kind *k, struct err *e)
-{
-	size_t i = 0;
-
-	if (phb_is_phb(head, n)) {
-		k->max = REPORT_PHB_MAX;
-		k->what = "capture data";
-		k->hint = "";
-		return 0;
-	}
-	while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' ||
-			 head[i] == '\t'))
-		i++;
-	if (n == 0)
-		return err_set(e, "%s: empty file at offset 0", path);
-	if (i < n && head[i] != '{' && head[i] != '[')
-		return err_set(e, "%s: neither a profhost capture (capture.phb) nor a JSON "
-			       "trace: unexpected byte 0x%02x at offset %zu", path,
-			       (unsigned char)head[i], i);
-	k->max = TRACE_JSON_MAX_BYTES;
-	k->what = "JSON";
-	k->hint = " (prof report parses JSON whole; use the window's capture.phb)";
-	return 0;
-}
-
-int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
-			   struct err *e)
-{
-	char file[PATH_MAX];
-	struct stat st;
-	struct readfile_buf in;
-	size_t skipped = 0, k;
-	int rc;
-
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		snprintf(dir, dsize, "%s", path);
-		snprintf(file, sizeof file, "%s/%s", path, PHB_FILE);
-		if (!is_file(file))
-			snprintf(file, sizeof file, "%s/trace.json", path);
-		if (!is_file(file))
-			snprintf(file, sizeof file, "%s/trace.json.gz", path);
-	} else {
-		const char *slash = strrchr(path, '/');
-
-		snprintf(file, sizeof file, "%s", path);
-		if (slash)
-			snprintf(dir, dsize, "%.*s", (int)(slash - path), path);
-		else
-			snprintf(dir, dsize, ".");
-	}
-	if (readfile_all(file, report_sniff, &in, e) != 0)
-		return -1;
-	if (phb_is_phb(in.data, in.len)) {
-		rc = phb_parse(in.data, in.len, file, t, e);
-	} else {
-		for (k = 0; k < in.len && (in.data[k] == ' ' || in.data[k] == '\n' ||
-					   in.data[k] == '\r' || in.data[k] == '\t'); k++)
-			;
-		if (k == in.len)
-			rc = err_set(e, "%s: no JSON in it (only white space)", file);
-		else
-			rc = trace_json_parse(in.data, in.len, file, t, &skipped, e);
-	}
-	readfile_release(&in);
-	/* A trace written by a process without a C++ demangler holds mangled
-	 * names: name them here, as the process would have. */
-	if (rc == 0 && stacks_demangle_names(t, demangle_find(true)) != 0)
-		rc = err_set(e, "%s: out of memory naming its C++ functions", file);
-	if (rc == 0)
-		trace_sort(t); /* profhost wrote it sorted: then only a check */
-	return rc;
 }
 
 /* ------------------------------------------------------------ output */
@@ -455,7 +353,7 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 			status = 1;
 			break;
 		}
-		if (cli_report_load_window(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
+		if (winload_read(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
 		    !(text = key_averages_text(c, &t, &e))) {
 			fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
 			trace_free(&t);
@@ -519,8 +417,8 @@ static int report_main(int argc, char **argv)
 	 * across ranks first; such a run may have no window at all. Then
 	 * its latest job-wide capture or dump, side by side across ranks
 	 * (docs/jobs.md). */
-	hangs = fmt == POLICY_REPORT_TEXT ? cli_hangs_report(o.input, stdout) : 0;
-	jobs = fmt == POLICY_REPORT_TEXT ? cli_jobs_report(o.input, stdout) : 0;
+	hangs = fmt == POLICY_REPORT_TEXT ? hangs_report(o.input, stdout) : 0;
+	jobs = fmt == POLICY_REPORT_TEXT ? jobview_report(o.input, stdout) : 0;
 	if (find_windows(o.input, &wl, &e) != 0) {
 		if (hangs > 0 || jobs > 0)
 			goto out; /* the views across ranks were the report */
@@ -569,7 +467,7 @@ static int report_main(int argc, char **argv)
 			status = 1;
 			break;
 		}
-		if (cli_report_load_window(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
+		if (winload_read(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
 			fprintf(stderr, "prof report: %s\n", e.msg);
 			trace_free(&t);
 			status = 1;
