@@ -70,60 +70,6 @@ extern const struct cli_cmd cli_salvage_cmd;
  * 1 when it cannot, CLI_EXIT_USAGE on bad arguments. */
 extern const struct cli_cmd cli_install_python_cmd;
 
-/* How cli_salvage_file() salvages a file. */
-struct cli_salvage_opts {
-	const char *who;       /* the messages' prefix: "prof salvage" */
-	const char *how;       /* the folder's mark: "after SIGKILL", "after
-				  its process ended" */
-	const char *notes;     /* the launcher notes file the window folder is
-				  listed in; NULL: none */
-	const char *out_dir;   /* -o DIR: the run folder goes in DIR (the
-				  user's path, followed as given); NULL: the
-				  run folder the file names, under the rules
-				  for an untrusted path (outdir_open_untrusted) */
-	bool exited;           /* its process is known to have ended by exit
-				  or _exit (the launched command's wait
-				  status) */
-};
-
-/* Salvages the file at `path`, which is untrusted input (salvage_open:
- * this user's; the run folder it names: outdir_open_untrusted): its
- * recording goes to a window folder, then the file is removed. Returns 0;
- * 1 when the file held no recording, 2 when it held the flight recorder
- * of a process that ended before its first step and left nothing worth a
- * folder (salvage_worth in salvagecmd.c; either way the file is just
- * removed); -1 with *e, one line without the prefix (the file stays). */
-int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct err *e);
-
-/* Says on stderr, prefixed by `who`, that the salvage file at `path` was
- * removed without a folder: cli_salvage_file()'s 1 or 2 in `rc`. */
-void cli_salvage_say_removed(const char *who, const char *path, int rc);
-
-/* The launcher's salvage: every salvage file in folder `dir` once the
- * launched process `child` ended with wait status `status` (its own
- * file is marked with how it ended). Errors are said on stderr. */
-void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes);
-
-/* `prof salvage --all` (orphans.c): salvages (or with `discard` removes)
- * every salvage file of this user's processes that ended, in the folders
- * folders[0, n) or, with none, in PROF_SALVAGE_DIR and /dev/shm (each with
- * the launcher folders there whose launcher is gone): a line each and a
- * count on stderr. Returns 0, or 1 when a file or folder could not be. */
-int cli_salvage_all(const char *const *folders, int n, bool discard,
-		    const struct cli_salvage_opts *o);
-
-/* The folder `prof run` makes its launch's salvage folder in, into
- * home[size]: PROF_SALVAGE_DIR when it is set to a tmpfs folder of this
- * user's that no one else can write (salvscan_check_dir), else /dev/shm
- * (one that is set but refused is said in one line, "prof run: ..."). */
-void cli_salvage_home(char *home, size_t size);
-
-/* `prof run`'s start: salvages, under the rules of cli_salvage_file, the
- * salvage files of this user's processes that ended in `home`
- * (cli_salvage_home) and the launcher folders there whose launcher is
- * gone, a line each on stderr. Returns how many it found. */
-unsigned cli_salvage_orphans_at_start(const char *home);
-
 /* --- lineedit.c: a small line editor for a terminal --- */
 
 struct lineedit;

@@ -25,6 +25,8 @@
 #include "cli.h"
 #include "cliopt.h"
 #include "locate.h"
+#include "orphans.h"
+#include "salvwrite.h"
 #include "profenv.h"
 #include "../util/err.h"
 #include "../util/fsutil.h"
@@ -645,7 +647,7 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 
 /* Creates the launched processes' salvage folder, a fresh folder of
  * this user's prof-salvage-XXXXXX (mkdtemp: mode 0700) in `home`
- * (cli_salvage_home: PROF_SALVAGE_DIR, else /dev/shm; a tmpfs:
+ * (orphans_home: PROF_SALVAGE_DIR, else /dev/shm; a tmpfs:
  * docs/recorder.md), into dir[size], held (*lock: flock, for the launch's
  * life, salvscan_hold_launcher) so that scans of the salvage folders leave
  * it to this launcher, and names it in PROF_SALVAGE_DIR. A scan that took
@@ -714,14 +716,14 @@ static int run_main(int argc, char **argv)
 	}
 	/* what processes of this user's left unsalvaged, written before this
 	 * launch adds its own (docs/recorder.md, "Orphaned salvage files") */
-	cli_salvage_home(home, sizeof home);
-	cli_salvage_orphans_at_start(home);
+	orphans_home(home, sizeof home);
+	orphans_at_start(home);
 	run_salvage_create(home, salvage, sizeof salvage, &lock);
 	rc = run_command(o.cmd, &started, &child, &status);
 	/* A salvage file left means its process died without writing what it
 	 * recorded (SIGKILL, _exit): written now, listed with the windows. */
 	if (started && salvage[0])
-		cli_salvage_dir(salvage, child, status, notes);
+		salvwrite_launch_dir(salvage, child, status, notes);
 	if (started)
 		run_report(notes);
 	run_notes_remove(dir);
