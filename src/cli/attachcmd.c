@@ -32,6 +32,7 @@
 #include "../util/io.h"
 #include "cli.h"
 #include "cliopt.h"
+#include "lineedit.h"
 #include "profenv.h"
 
 static const char attach_synopsis[] =

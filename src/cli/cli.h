@@ -1,18 +1,17 @@
 /*
- * cli — the `prof` command (private to src/cli).
+ * cli — the `prof` command's subcommands (private to src/cli).
  *
- * prof.c dispatches the subcommands; each subcommand lives in its own file
- * and reports its own errors on stderr ("prof <sub>: ..."), returning the
- * process exit status. The exit statuses are documented in docs/cli.md.
+ * prof.c dispatches, through its table, to the subcommands, a file each
+ * (<name>cmd.c); each parses its arguments with cliopt.h, reports its own
+ * errors on stderr ("prof <sub>: ...") and returns the process exit status
+ * (docs/cli.md). Subcommands never call each other or prof.c: what several
+ * use lies below them, in files of its own job (locate.c, salvwrite.c,
+ * orphans.c, winload.c, profenv.c).
  */
 #ifndef PROFHOST_CLI_H
 #define PROFHOST_CLI_H
 
-#include <stdbool.h>
 #include <stdio.h>
-#include <sys/types.h>
-
-struct err;
 
 /* Exit status for bad arguments and set-up failures (missing library,
  * unreadable policy file). */
@@ -69,38 +68,5 @@ extern const struct cli_cmd cli_salvage_cmd;
  * ...` run under profhost without LD_PRELOAD (docs/python.md). Returns 0,
  * 1 when it cannot, CLI_EXIT_USAGE on bad arguments. */
 extern const struct cli_cmd cli_install_python_cmd;
-
-/* --- lineedit.c: a small line editor for a terminal --- */
-
-struct lineedit;
-
-enum lineedit_status {
-	LINEEDIT_OK = 0,        /* a line was entered */
-	LINEEDIT_EOF,           /* Ctrl-D on an empty line, or end of input */
-	LINEEDIT_INTERRUPT,     /* Ctrl-C */
-	LINEEDIT_WAKE,          /* the watched descriptor is readable; call
-				   again to go on editing the same line */
-	LINEEDIT_ERROR
-};
-
-/* An editor reading keys from in_fd (a terminal) and drawing on out_fd.
- * Restores the terminal when SIGTERM, SIGHUP or SIGQUIT ends the process
- * during a read. NULL when out of memory. */
-struct lineedit *lineedit_new(int in_fd, int out_fd);
-
-/* Reads one line after `prompt`, in raw mode for the duration of the call:
- * arrows, Home/End, Backspace/Delete, Ctrl-A/E/B/F/K/U/W/L/P/N, history
- * with Up/Down. Between calls the terminal stays without echo and line
- * discipline (Ctrl-C still a signal), so keys typed while a command runs
- * wait for the next line; lineedit_free restores the terminal's mode.
- * Returns the line (malloc'd, no newline) with LINEEDIT_OK, else NULL and
- * the status. watch_fd (-1: none) is polled with the terminal. */
-char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
-		    int *status);
-
-/* Adds a line to the history (not an empty one, nor a repeat of the last). */
-void lineedit_add_history(struct lineedit *le, const char *line);
-
-void lineedit_free(struct lineedit *le);
 
 #endif
