@@ -94,121 +94,170 @@ static int64_t now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* `prof capture`: see cli_capture_cmd in cli.h. */
-static int capture_main(int argc, char **argv)
+/* What `prof capture` was asked for. */
+struct capture_args {
+	const char *run;        /* the run directory */
+	uint64_t steps;         /* --steps */
+	uint64_t first;         /* --first; 0: the first rank to read decides */
+	double lead;            /* --lead, seconds; 0: the ranks' default */
+	double wait;            /* --wait, seconds */
+};
+
+/* Parses the arguments (argv[0] is "capture") into *a. Returns -1 to go
+ * on, else the exit status (help shown, or a usage error said). */
+static int capture_parse(int argc, char **argv, struct capture_args *a)
 {
-	const char *run = NULL, *val;
-	uint64_t steps = CAPTURE_STEPS_DEFAULT, first = 0, n;
-	double lead = 0, wait = CAPTURE_WAIT_DEFAULT, waited;
-	char host[256] = "", name[128], fname[160], text[JOBFILE_MAX + 1];
-	char buf[JOBFILE_MAX + 1];
-	struct jobfile f = { 0 }, d;
-	struct err e;
-	int i, m, dfd, rc;
+	const char *val;
+	int i, m;
 
+	a->steps = CAPTURE_STEPS_DEFAULT;
+	a->wait = CAPTURE_WAIT_DEFAULT;
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *arg = argv[i];
 
-		if (cliopt_help(&cli_capture_cmd, a))
+		if (cliopt_help(&cli_capture_cmd, arg))
 			return 0;
-		if (a[0] != '-' || a[1] == '\0') {
-			if (run)
-				return cliopt_usage_error(&cli_capture_cmd, "more than one run directory ('%s' and '%s')",
-						       run, a);
-			run = a;
+		if (arg[0] != '-' || arg[1] == '\0') {
+			if (a->run)
+				return cliopt_usage_error(&cli_capture_cmd, "more than one run "
+							  "directory ('%s' and '%s')", a->run, arg);
+			a->run = arg;
 		} else if ((m = cliopt_value(argc, argv, &i, 0, "steps", &val)) != 0) {
-			if (m < 0 || parse_uint(val, 1, JOBFILE_STEPS_MAX, &steps) != 0)
-				return cliopt_usage_error(&cli_capture_cmd, "--steps needs a number of steps from 1 to %u",
-						       JOBFILE_STEPS_MAX);
+			if (m < 0 || parse_uint(val, 1, JOBFILE_STEPS_MAX, &a->steps) != 0)
+				return cliopt_usage_error(&cli_capture_cmd, "--steps needs a number "
+							  "of steps from 1 to %u", JOBFILE_STEPS_MAX);
 		} else if ((m = cliopt_value(argc, argv, &i, 0, "first", &val)) != 0) {
-			if (m < 0 || parse_uint(val, 1, INT64_MAX, &first) != 0)
-				return cliopt_usage_error(&cli_capture_cmd, "--first needs a step number from 1");
+			if (m < 0 || parse_uint(val, 1, INT64_MAX, &a->first) != 0)
+				return cliopt_usage_error(&cli_capture_cmd,
+							  "--first needs a step number from 1");
 		} else if ((m = cliopt_value(argc, argv, &i, 0, "lead", &val)) != 0) {
-			if (m < 0 || parse_seconds(val, 3600, &lead) != 0 || lead < 0.001)
-				return cliopt_usage_error(&cli_capture_cmd, "--lead needs seconds from 0.001 to 3600");
+			if (m < 0 || parse_seconds(val, 3600, &a->lead) != 0 || a->lead < 0.001)
+				return cliopt_usage_error(&cli_capture_cmd,
+							  "--lead needs seconds from 0.001 to 3600");
 		} else if ((m = cliopt_value(argc, argv, &i, 0, "wait", &val)) != 0) {
-			if (m < 0 || parse_seconds(val, 3600, &wait) != 0)
-				return cliopt_usage_error(&cli_capture_cmd, "--wait needs seconds from 0 to 3600");
+			if (m < 0 || parse_seconds(val, 3600, &a->wait) != 0)
+				return cliopt_usage_error(&cli_capture_cmd,
+							  "--wait needs seconds from 0 to 3600");
 		} else {
-			return cliopt_usage_error(&cli_capture_cmd,
-						  "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_capture_cmd, "unknown option '%s'", arg);
 		}
 	}
-	if (!run)
+	if (!a->run)
 		return cliopt_usage_error(&cli_capture_cmd,
 					  "missing the run directory (e.g. prof_out/<run>)");
-	if (first && lead > 0)
+	if (a->first && a->lead > 0)
 		return cliopt_usage_error(&cli_capture_cmd,
 					  "--lead has no use with --first (the steps are named)");
+	return -1;
+}
 
-	rc = jobfile_open_dir(run, true, &dfd, &e);
-	if (rc != 0) {
-		fprintf(stderr, "prof capture: cannot use the run directory: %s\n",
-			rc > 0 ? "it does not exist" : e.msg);
-		return 1;
-	}
+/* Writes the request into the job folder `dfd` of the run, its name into
+ * name[size] (capture-<ms>-<pid>-<xxxx>). Returns 0, or 1 after saying
+ * why it cannot. */
+static int capture_request(const struct capture_args *a, int dfd, char *name, size_t size)
+{
+	char host[256] = "", text[JOBFILE_MAX + 1];
+	struct jobfile f = { 0 };
+	struct err e;
+	int rc;
+
 	gethostname(host, sizeof host - 1);
 	f.kind = JOBFILE_CAPTURE;
 	f.created_ns = now_ns();
-	f.steps = (uint32_t)steps;
-	f.first = first;
-	f.lead_ms = (uint32_t)(lead * 1000 + 0.5);
+	f.steps = (uint32_t)a->steps;
+	f.first = a->first;
+	f.lead_ms = (uint32_t)(a->lead * 1000 + 0.5);
 	snprintf(f.from, sizeof f.from, "prof capture (pid %d on %.100s)", (int)getpid(), host);
 	if (jobfile_format(&f, text, sizeof text) < 0) {
 		snprintf(f.from, sizeof f.from, "prof capture (pid %d)", (int)getpid());
 		jobfile_format(&f, text, sizeof text);
 	}
-	snprintf(name, sizeof name, "capture-%lld-%d-%04x",
+	snprintf(name, size, "capture-%lld-%d-%04x",
 		 (long long)(f.created_ns / 1000000), (int)getpid(),
 		 (unsigned)(f.created_ns / 1000) & 0xffff);
 	rc = jobfile_write_new(dfd, name, text, &e);
 	if (rc != 0) {
 		fprintf(stderr, "prof capture: cannot write the request into '%s/%s': %s\n",
-			run, JOBFILE_DIR, rc > 0 ? "a request of that name exists" : e.msg);
-		close(dfd);
+			a->run, JOBFILE_DIR, rc > 0 ? "a request of that name exists" : e.msg);
 		return 1;
 	}
-	if (first) {
-		printf("prof capture: asked every rank of %s to record steps %" PRIu64 "-%" PRIu64
-		       " (request %s)\n", run, first, first + steps - 1, name + 8);
-		close(dfd);
-		return 0;
-	}
-	if (wait <= 0) {
-		printf("prof capture: asked every rank of %s to record %" PRIu64 " step%s from a "
-		       "step the first rank to read it decides (request %s; %s/%s/%s.first "
-		       "will name it)\n", run, steps, steps == 1 ? "" : "s", name + 8, run,
-		       JOBFILE_DIR, name);
-		close(dfd);
-		return 0;
-	}
+	return 0;
+}
+
+/* Waits up to --wait for the first rank's choice of the first step of
+ * request `name` in the job folder `dfd`, and prints it. Returns the exit
+ * status: 0, or 1 after saying that no rank chose in time (or the choice
+ * cannot be read). */
+static int capture_wait_first(const struct capture_args *a, int dfd, const char *name)
+{
+	char fname[160], buf[JOBFILE_MAX + 1];
+	struct jobfile d;
+	struct err e;
+	double waited;
+	uint64_t n;
+	int rc;
+
 	snprintf(fname, sizeof fname, "%s.first", name);
 	for (waited = 0;; waited += 0.05) {
 		rc = jobfile_read(dfd, fname, &d, buf, sizeof buf, &e);
 		if (rc < 0) {
-			fprintf(stderr, "prof capture: %s/%s/%s: %s\n", run, JOBFILE_DIR, fname,
+			fprintf(stderr, "prof capture: %s/%s/%s: %s\n", a->run, JOBFILE_DIR, fname,
 				e.msg);
-			close(dfd);
 			return 1;
 		}
-		if (rc == 0 || waited >= wait)
+		if (rc == 0 || waited >= a->wait)
 			break;
 		usleep(50000);
 	}
-	close(dfd);
 	if (rc != 0) {
 		fprintf(stderr, "prof capture: no process of %s read the request within %g s "
 			"(are its processes running, with prof.job{ poll_ms } above 0?); the "
 			"request stays in %s/%s/%s: a process that reads it later still "
-			"records\n", run, wait, run, JOBFILE_DIR, name);
+			"records\n", a->run, a->wait, a->run, JOBFILE_DIR, name);
 		return 1;
 	}
-	n = d.first + steps - 1;
+	n = d.first + a->steps - 1;
 	printf("prof capture: every rank of %s records steps %" PRIu64 "-%" PRIu64
 	       " (rank %d on %s, at its step %" PRIu64 ", chose step %" PRIu64 "); each "
-	       "rank writes rank<R>/window<K>_steps%" PRIu64 "-%" PRIu64 "_job\n", run,
+	       "rank writes rank<R>/window<K>_steps%" PRIu64 "-%" PRIu64 "_job\n", a->run,
 	       d.first, n, d.rank, d.host[0] ? d.host : "?", d.step, d.first, d.first, n);
 	return 0;
+}
+
+/* `prof capture`: see cli_capture_cmd in cli.h. */
+static int capture_main(int argc, char **argv)
+{
+	struct capture_args a = { 0 };
+	char name[128];
+	struct err e;
+	int dfd, rc;
+
+	rc = capture_parse(argc, argv, &a);
+	if (rc >= 0)
+		return rc;
+	rc = jobfile_open_dir(a.run, true, &dfd, &e);
+	if (rc != 0) {
+		fprintf(stderr, "prof capture: cannot use the run directory: %s\n",
+			rc > 0 ? "it does not exist" : e.msg);
+		return 1;
+	}
+	if (capture_request(&a, dfd, name, sizeof name) != 0) {
+		rc = 1;
+	} else if (a.first) {
+		printf("prof capture: asked every rank of %s to record steps %" PRIu64 "-%" PRIu64
+		       " (request %s)\n", a.run, a.first, a.first + a.steps - 1, name + 8);
+		rc = 0;
+	} else if (a.wait <= 0) {
+		printf("prof capture: asked every rank of %s to record %" PRIu64 " step%s from a "
+		       "step the first rank to read it decides (request %s; %s/%s/%s.first "
+		       "will name it)\n", a.run, a.steps, a.steps == 1 ? "" : "s", name + 8,
+		       a.run, JOBFILE_DIR, name);
+		rc = 0;
+	} else {
+		rc = capture_wait_first(&a, dfd, name);
+	}
+	close(dfd);
+	return rc;
 }
 
 const struct cli_cmd cli_capture_cmd = { "capture", capture_main, capture_help,
