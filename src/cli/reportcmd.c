@@ -385,32 +385,151 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 	return status;
 }
 
+/* PROF_LOG, when set to a level, sets the log's level (the readers' and
+ * the policy VM's messages). */
+static void report_log_level(void)
+{
+	enum log_level lv;
+	const char *env = getenv("PROF_LOG");
+
+	if (env && log_parse_level(env, &lv) == 0)
+		log_set_level(lv);
+}
+
+/* Loads the reports' policy VM: the built-in policy, or --script, with
+ * the default limits and then the --set values. *sets gets the list it
+ * was loaded with (the caller frees it after policy_free). Returns the
+ * policy, or NULL after saying why, with *status the exit status. */
+static struct policy *report_policy(const struct report_opts *o, const char ***sets,
+				    int *status)
+{
+	struct policy_opts po = { 0 };
+	struct policy *p;
+	char lua_dir[PATH_MAX];
+	struct err e;
+	size_t i, n = 0;
+
+	*sets = NULL;
+	if (locate_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		*status = CLI_EXIT_USAGE;
+		return NULL;
+	}
+	*sets = calloc(o->nsets + 3, sizeof **sets);
+	if (!*sets) {
+		fprintf(stderr, "prof report: out of memory\n");
+		*status = 1;
+		return NULL;
+	}
+	for (i = 0; report_default_sets[i]; i++)
+		(*sets)[n++] = report_default_sets[i];
+	for (i = 0; i < o->nsets; i++)
+		(*sets)[n++] = o->sets[i];
+	po.lua_dir = lua_dir;
+	po.script = o->script;
+	po.sets = *sets;
+	p = policy_load(&po, &e);
+	if (!p) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		*status = CLI_EXIT_USAGE;
+	}
+	return p;
+}
+
+/* The reports of window wl->dirs[i] (formats `fmt` when it is the only
+ * one; else report.html only, when asked), then the policy's
+ * prof.on_trace_ready hooks on it. Returns 0, 1 after saying what failed,
+ * or -1 when the report must stop (out of memory; the only window
+ * unreadable). */
+static int report_window(const struct report_opts *o, struct policy *p,
+			 const struct window_list *wl, size_t i, unsigned fmt)
+{
+	struct trace t;
+	struct policy_trace pt;
+	struct hang_link links[HANGLINKS_MAX];
+	struct policy_report r;
+	char dir[PATH_MAX], out_path[PATH_MAX + 16];
+	unsigned want = wl->n == 1 ? fmt : (fmt == POLICY_REPORT_HTML ? fmt : 0);
+	struct err e;
+	int status = 0;
+
+	if (trace_init(&t) != 0) {
+		fprintf(stderr, "prof report: out of memory\n");
+		return -1;
+	}
+	if (winload_read(wl->dirs[i], &t, dir, sizeof dir, &e) != 0) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		trace_free(&t);
+		return wl->n == 1 ? -1 : 1;
+	}
+	pt.trace = &t;
+	pt.dir = dir;
+	pt.out = NULL; /* the user's directory: opened by its path */
+	pt.files = NULL;
+	/* the hang reports beside it, as the host linked them */
+	pt.hangs = links;
+	pt.nhangs = hanglinks_find(dir, &t.meta, links, HANGLINKS_MAX);
+	if (policy_report_window(p, &pt, want, wl->n > 1, &r, &e) != POLICY_OK) {
+		fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
+		status = 1;
+	} else {
+		snprintf(out_path, sizeof out_path, "%s/report.html", dir);
+		if (wl->n == 1) {
+			if (emit(o, &r, out_path) != 0)
+				status = 1;
+		} else if (r.html && outfile_write_text(out_path, r.html, &e) != 0) {
+			fprintf(stderr, "prof report: %s\n", e.msg);
+			status = 1;
+		}
+		policy_report_free(&r);
+	}
+	if (policy_config(p)->has_on_trace_ready &&
+	    policy_on_trace_ready(p, &pt, &e) == POLICY_ERROR) {
+		fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
+		status = 1;
+	}
+	trace_free(&t);
+	return status;
+}
+
+/* The run report of several windows (formats `fmt`), emitted. Returns 0,
+ * or 1 after saying what failed. */
+static int report_run(const struct report_opts *o, struct policy *p, unsigned fmt)
+{
+	char out_path[PATH_MAX + 16];
+	struct policy_report r;
+	struct err e;
+	int status = 0;
+
+	if (policy_report_run(p, fmt, &r, &e) != POLICY_OK) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		return 1;
+	}
+	snprintf(out_path, sizeof out_path, "%s/report.html", o->input);
+	if (emit(o, &r, out_path) != 0)
+		status = 1;
+	policy_report_free(&r);
+	return status;
+}
+
 /* `prof report`: see cli_report_cmd in cli.h. */
 static int report_main(int argc, char **argv)
 {
 	struct report_opts o = { 0 };
 	struct window_list wl = { 0 };
-	struct policy_opts po = { 0 };
 	struct policy *p = NULL;
 	const char **sets = NULL;
-	char lua_dir[PATH_MAX], dir[PATH_MAX], out_path[PATH_MAX + 16];
 	unsigned fmt;
 	struct err e;
 	int status = 0, rc, hangs, jobs;
-	size_t i, nsets = 0;
+	size_t i;
 
 	rc = report_parse(argc, argv, &o);
 	if (rc != 0) {
 		free(o.sets);
 		return rc < 0 ? 0 : rc;
 	}
-	{
-		enum log_level lv;
-		const char *env = getenv("PROF_LOG");
-
-		if (env && log_parse_level(env, &lv) == 0)
-			log_set_level(lv);
-	}
+	report_log_level();
 	fmt = strcmp(o.format, "json") == 0 ? POLICY_REPORT_JSON
 	      : strcmp(o.format, "html") == 0 ? POLICY_REPORT_HTML : POLICY_REPORT_TEXT;
 	/* A run whose ranks wrote hang reports (prof.watchdog): the view
@@ -420,102 +539,28 @@ static int report_main(int argc, char **argv)
 	hangs = fmt == POLICY_REPORT_TEXT ? hangs_report(o.input, stdout) : 0;
 	jobs = fmt == POLICY_REPORT_TEXT ? jobview_report(o.input, stdout) : 0;
 	if (find_windows(o.input, &wl, &e) != 0) {
-		if (hangs > 0 || jobs > 0)
-			goto out; /* the views across ranks were the report */
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = 1;
+		if (hangs <= 0 && jobs <= 0) { /* else the views were the report */
+			fprintf(stderr, "prof report: %s\n", e.msg);
+			status = 1;
+		}
 		goto out;
 	}
-	if (locate_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = CLI_EXIT_USAGE;
+	p = report_policy(&o, &sets, &status);
+	if (!p)
 		goto out;
-	}
-	sets = calloc(o.nsets + 3, sizeof *sets);
-	if (!sets) {
-		fprintf(stderr, "prof report: out of memory\n");
-		status = 1;
-		goto out;
-	}
-	for (i = 0; report_default_sets[i]; i++)
-		sets[nsets++] = report_default_sets[i];
-	for (i = 0; i < o.nsets; i++)
-		sets[nsets++] = o.sets[i];
-	po.lua_dir = lua_dir;
-	po.script = o.script;
-	po.sets = sets;
-	p = policy_load(&po, &e);
-	if (!p) {
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = CLI_EXIT_USAGE;
-		goto out;
-	}
-
 	if (o.key_averages) {
 		status = emit_key_averages(&o, &wl, policy_config(p));
 		goto out;
 	}
 	for (i = 0; i < wl.n; i++) {
-		struct trace t;
-		struct policy_trace pt;
-		struct hang_link links[HANGLINKS_MAX];
-		struct policy_report r;
-		unsigned want = wl.n == 1 ? fmt : (fmt == POLICY_REPORT_HTML ? fmt : 0);
-
-		if (trace_init(&t) != 0) {
-			fprintf(stderr, "prof report: out of memory\n");
+		rc = report_window(&o, p, &wl, i, fmt);
+		if (rc != 0)
 			status = 1;
+		if (rc < 0)
 			break;
-		}
-		if (winload_read(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
-			fprintf(stderr, "prof report: %s\n", e.msg);
-			trace_free(&t);
-			status = 1;
-			if (wl.n == 1)
-				break;
-			continue;
-		}
-		pt.trace = &t;
-		pt.dir = dir;
-		pt.out = NULL; /* the user's directory: opened by its path */
-		pt.files = NULL;
-		/* the hang reports beside it, as the host linked them */
-		pt.hangs = links;
-		pt.nhangs = hanglinks_find(dir, &t.meta, links, HANGLINKS_MAX);
-		if (policy_report_window(p, &pt, want, wl.n > 1, &r, &e) != POLICY_OK) {
-			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);
-			status = 1;
-		} else {
-			snprintf(out_path, sizeof out_path, "%s/report.html", dir);
-			if (wl.n == 1) {
-				if (emit(&o, &r, out_path) != 0)
-					status = 1;
-			} else if (r.html && outfile_write_text(out_path, r.html, &e) != 0) {
-				fprintf(stderr, "prof report: %s\n", e.msg);
-				status = 1;
-			}
-			policy_report_free(&r);
-		}
-		if (policy_config(p)->has_on_trace_ready &&
-		    policy_on_trace_ready(p, &pt, &e) == POLICY_ERROR) {
-			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);
-			status = 1;
-		}
-		trace_free(&t);
 	}
-	if (wl.n > 1) {
-		struct policy_report r;
-
-		if (policy_report_run(p, fmt, &r, &e) != POLICY_OK) {
-			fprintf(stderr, "prof report: %s\n", e.msg);
-			status = 1;
-		} else {
-			snprintf(out_path, sizeof out_path, "%s/report.html", o.input);
-			if (emit(&o, &r, out_path) != 0)
-				status = 1;
-			policy_report_free(&r);
-		}
-	}
+	if (wl.n > 1 && report_run(&o, p, fmt) != 0)
+		status = 1;
 out:
 	policy_free(p);
 	list_free(&wl);
