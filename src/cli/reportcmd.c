@@ -112,8 +112,8 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			return -1;
 		if (a[0] != '-' || a[1] == '\0') {
 			if (o->input)
-				return cliopt_usage_error(&cli_report_cmd, "more than one input ('%s' and '%s')",
-							  o->input, a);
+				return cliopt_usage_error(&cli_report_cmd, "more than one input "
+							  "('%s' and '%s')", o->input, a);
 			o->input = a;
 			continue;
 		}
@@ -123,9 +123,11 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->script = val;
 		} else if ((m = cliopt_value(argc, argv, &i, 'f', "format", &val)) != 0) {
 			if (m < 0)
-				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs text, json or html", a);
+				return cliopt_usage_error(&cli_report_cmd,
+							  "option '%s' needs text, json or html", a);
 			if (strcmp(val, "text") && strcmp(val, "json") && strcmp(val, "html"))
-				return cliopt_usage_error(&cli_report_cmd, "unknown format '%s' (text, json or html)", val);
+				return cliopt_usage_error(&cli_report_cmd,
+							  "unknown format '%s' (text, json or html)", val);
 			o->format = val;
 		} else if ((m = cliopt_value(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0 || !val[0])
@@ -137,7 +139,8 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			const char **grown;
 
 			if (m < 0 || !strchr(val, '='))
-				return cliopt_usage_error(&cli_report_cmd, "option '--set' needs key=value");
+				return cliopt_usage_error(&cli_report_cmd,
+							  "option '--set' needs key=value");
 			grown = realloc(o->sets, (o->nsets + 2) * sizeof *grown);
 			if (!grown) {
 				fprintf(stderr, "prof report: out of memory\n");
@@ -151,10 +154,11 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		}
 	}
 	if (!o->input)
-		return cliopt_usage_error(&cli_report_cmd, "missing input (a window or run directory, or a trace file)");
+		return cliopt_usage_error(&cli_report_cmd, "missing input (a window or run "
+					  "directory, or a trace file)");
 	if (o->key_averages && o->format && strcmp(o->format, "text") != 0)
-		return cliopt_usage_error(&cli_report_cmd,
-				       "--key-averages prints text only (not --format %s)", o->format);
+		return cliopt_usage_error(&cli_report_cmd, "--key-averages prints text only "
+					  "(not --format %s)", o->format);
 	if (!o->format)
 		o->format = "text";
 	return 0;

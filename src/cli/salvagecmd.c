@@ -83,11 +83,13 @@ static int salvage_main(int argc, char **argv)
 	if (discard && !all)
 		return cliopt_usage_error(&cli_salvage_cmd, "--discard goes with --all");
 	if (discard && o.out_dir)
-		return cliopt_usage_error(&cli_salvage_cmd, "--discard writes nothing: no -o with it");
+		return cliopt_usage_error(&cli_salvage_cmd,
+					  "--discard writes nothing: no -o with it");
 	if (all)
 		return orphans_salvage_all((const char *const *)argv + 1, nfolders, discard, &o);
 	if (!file || nfolders > 1)
-		return cliopt_usage_error(&cli_salvage_cmd, !file ? "missing FILE" : "one FILE at a time (or --all)");
+		return cliopt_usage_error(&cli_salvage_cmd, "%s", !file ? "missing FILE"
+					  : "one FILE at a time (or --all)");
 	switch ((rc = salvwrite_file(file, &o, &e))) {
 	case 0:
 		return 0;
