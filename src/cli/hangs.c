@@ -23,7 +23,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "cli.h"
+#include "hangs.h"
 #include "../util/fsutil.h"
 
 #define HANGS_GROUPS 16            /* distinct places kept; more: "elsewhere" */
@@ -486,7 +486,7 @@ static long highest_rank(const char *run)
 	return hi;
 }
 
-int cli_hangs_report(const char *run, FILE *out)
+int hangs_report(const char *run, FILE *out)
 {
 	struct hang_view *v = calloc(1, sizeof *v);
 	char ranks[512], steps[64];

@@ -30,7 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "jobview.h"
+#include "winload.h"
 #include "../events/query.h"
 #include "../events/trace.h"
 #include "../export/jobfile.h"
@@ -695,7 +696,7 @@ static long highest_rank(const char *run)
 	return hi;
 }
 
-int cli_jobs_report(const char *run, FILE *out)
+int jobview_report(const char *run, FILE *out)
 {
 	struct jv_view *v = calloc(1, sizeof *v);
 	char dir[PATH_MAX], bname[160] = "", unanswered[512] = "";
@@ -723,7 +724,7 @@ int cli_jobs_report(const char *run, FILE *out)
 			for (i = 0; i < v->cands.n && !found; i++) {
 				if (trace_init(&t) != 0)
 					break;
-				if (cli_report_load_window(v->cands.path[i], &t, dir, sizeof dir,
+				if (winload_read(v->cands.path[i], &t, dir, sizeof dir,
 							   &e) != 0) {
 					fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
 					found = true; /* said: not missing */

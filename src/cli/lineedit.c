@@ -1,5 +1,5 @@
 /*
- * lineedit — a small line editor for `prof attach` (see cli.h): one line
+ * lineedit — a small line editor for `prof attach` (see lineedit.h): one line
  * at a time on a terminal in raw mode, with cursor movement, the usual
  * Emacs keys, and a history browsed with the arrows. The line scrolls
  * sideways when it is wider than the terminal. UTF-8 text moves by whole
@@ -18,7 +18,7 @@
 
 #include "../common/grow.h"
 #include "../common/io.h"
-#include "cli.h"
+#include "lineedit.h"
 
 #define LE_HISTORY_MAX 1000
 
@@ -328,21 +328,134 @@ static void browse(struct lineedit *le, int dir, size_t *hi, char **pending)
 	refresh(le);
 }
 
-char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
-		    int *status)
-{
-	size_t hi = le->nhist;
-	char *pending = NULL, *line = NULL;
-	int c;
+/* What one key did to the line being read. */
+enum key_done {
+	KEY_EDITED,     /* the line or the cursor may have changed: redraw */
+	KEY_SHOWN,      /* drawn already (a history entry) */
+	KEY_INTERRUPT,  /* Ctrl-C: the read ends */
+	KEY_EOF         /* Ctrl-D on an empty line: the read ends */
+};
 
-	*status = LINEEDIT_ERROR;
+/* Ctrl-W: cuts the word before the cursor (and the spaces after it). */
+static void cut_word(struct lineedit *le)
+{
+	size_t a = le->pos;
+
+	while (a > 0 && le->buf[a - 1] == ' ')
+		a--;
+	while (a > 0 && le->buf[a - 1] != ' ')
+		a--;
+	cut(le, a, le->pos);
+}
+
+/* After ESC: reads the rest of an escape sequence and applies its key
+ * (arrows, Home, End, Delete; others are ignored). *hi and *pending are
+ * browse()'s. */
+static enum key_done apply_escape(struct lineedit *le, size_t *hi, char **pending)
+{
+	switch (read_escape(le)) {
+	case 'A':
+		browse(le, -1, hi, pending);
+		return KEY_SHOWN;
+	case 'B':
+		browse(le, 1, hi, pending);
+		return KEY_SHOWN;
+	case 'C':
+		le->pos = next_char(le, le->pos);
+		break;
+	case 'D':
+		le->pos = prev_char(le, le->pos);
+		break;
+	case 'H':
+		le->pos = 0;
+		break;
+	case 'F':
+		le->pos = le->len;
+		break;
+	case 'X':
+		cut(le, le->pos, next_char(le, le->pos));
+		break;
+	}
+	return KEY_EDITED;
+}
+
+/* Applies key `c` (a byte read, not Enter) to the line being read. *hi
+ * and *pending are browse()'s. */
+static enum key_done apply_key(struct lineedit *le, int c, size_t *hi, char **pending)
+{
+	switch (c) {
+	case 3: /* Ctrl-C */
+		le_puts(le, "^C\r\n");
+		return KEY_INTERRUPT;
+	case 4: /* Ctrl-D */
+		if (le->len == 0) {
+			le_puts(le, "\r\n");
+			return KEY_EOF;
+		}
+		cut(le, le->pos, next_char(le, le->pos));
+		break;
+	case 127:
+	case 8: /* backspace */
+		cut(le, prev_char(le, le->pos), le->pos);
+		break;
+	case 1:
+		le->pos = 0;
+		break;
+	case 5:
+		le->pos = le->len;
+		break;
+	case 2:
+		le->pos = prev_char(le, le->pos);
+		break;
+	case 6:
+		le->pos = next_char(le, le->pos);
+		break;
+	case 11: /* Ctrl-K */
+		cut(le, le->pos, le->len);
+		break;
+	case 21: /* Ctrl-U */
+		cut(le, 0, le->pos);
+		break;
+	case 23: /* Ctrl-W */
+		cut_word(le);
+		break;
+	case 12: /* Ctrl-L */
+		le_puts(le, "\x1b[H\x1b[2J");
+		break;
+	case 16:
+		browse(le, -1, hi, pending);
+		return KEY_SHOWN;
+	case 14:
+		browse(le, 1, hi, pending);
+		return KEY_SHOWN;
+	case 9:
+		insert(le, "  ", 2);
+		break;
+	case 27:
+		return apply_escape(le, hi, pending);
+	default:
+		if (c >= 32) {
+			char ch = (char)c;
+
+			insert(le, &ch, 1);
+		}
+		break;
+	}
+	return KEY_EDITED;
+}
+
+/* Starts reading a line: raw mode, the prompt, the line kept from a
+ * LINEEDIT_WAKE or a fresh one, drawn. Returns 0, or -1 (the terminal
+ * left as it was). */
+static int read_start(struct lineedit *le, const char *prompt, int watch_fd)
+{
 	if (enter_raw(le) != 0)
-		return NULL;
+		return -1;
 	le->prompt = prompt;
 	le->watch = watch_fd;
 	if (reserve(le, 64) != 0) {
 		leave_raw(le);
-		return NULL;
+		return -1;
 	}
 	if (!le->keep) {
 		le->len = le->pos = 0;
@@ -350,6 +463,20 @@ char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
 	}
 	le->keep = false;
 	refresh(le);
+	return 0;
+}
+
+char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
+		    int *status)
+{
+	size_t hi = le->nhist;
+	char *pending = NULL, *line = NULL;
+	enum key_done done;
+	int c;
+
+	*status = LINEEDIT_ERROR;
+	if (read_start(le, prompt, watch_fd) != 0)
+		return NULL;
 	for (;;) {
 		c = read_byte(le);
 		if (c == -2) {
@@ -372,99 +499,14 @@ char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
 			*status = line ? LINEEDIT_OK : LINEEDIT_ERROR;
 			break;
 		}
-		switch (c) {
-		case 3: /* Ctrl-C */
-			le_puts(le, "^C\r\n");
-			*status = LINEEDIT_INTERRUPT;
-			goto done;
-		case 4: /* Ctrl-D */
-			if (le->len == 0) {
-				le_puts(le, "\r\n");
-				*status = LINEEDIT_EOF;
-				goto done;
-			}
-			cut(le, le->pos, next_char(le, le->pos));
-			break;
-		case 127:
-		case 8: /* backspace */
-			cut(le, prev_char(le, le->pos), le->pos);
-			break;
-		case 1:
-			le->pos = 0;
-			break;
-		case 5:
-			le->pos = le->len;
-			break;
-		case 2:
-			le->pos = prev_char(le, le->pos);
-			break;
-		case 6:
-			le->pos = next_char(le, le->pos);
-			break;
-		case 11: /* Ctrl-K */
-			cut(le, le->pos, le->len);
-			break;
-		case 21: /* Ctrl-U */
-			cut(le, 0, le->pos);
-			break;
-		case 23: { /* Ctrl-W: the word before the cursor */
-			size_t a = le->pos;
-
-			while (a > 0 && le->buf[a - 1] == ' ')
-				a--;
-			while (a > 0 && le->buf[a - 1] != ' ')
-				a--;
-			cut(le, a, le->pos);
+		done = apply_key(le, c, &hi, &pending);
+		if (done == KEY_INTERRUPT || done == KEY_EOF) {
+			*status = done == KEY_INTERRUPT ? LINEEDIT_INTERRUPT : LINEEDIT_EOF;
 			break;
 		}
-		case 12: /* Ctrl-L */
-			le_puts(le, "\x1b[H\x1b[2J");
-			break;
-		case 16:
-			browse(le, -1, &hi, &pending);
-			continue;
-		case 14:
-			browse(le, 1, &hi, &pending);
-			continue;
-		case 9:
-			insert(le, "  ", 2);
-			break;
-		case 27:
-			switch (read_escape(le)) {
-			case 'A':
-				browse(le, -1, &hi, &pending);
-				continue;
-			case 'B':
-				browse(le, 1, &hi, &pending);
-				continue;
-			case 'C':
-				le->pos = next_char(le, le->pos);
-				break;
-			case 'D':
-				le->pos = prev_char(le, le->pos);
-				break;
-			case 'H':
-				le->pos = 0;
-				break;
-			case 'F':
-				le->pos = le->len;
-				break;
-			case 'X':
-				cut(le, le->pos, next_char(le, le->pos));
-				break;
-			}
-			break;
-		default:
-			if (c >= 32) {
-				char ch = (char)c;
-
-				insert(le, &ch, 1);
-			}
-			break;
-		}
-		refresh(le);
+		if (done == KEY_EDITED)
+			refresh(le);
 	}
-done:
 	leave_raw(le);
 	free(pending);
 	return line;

@@ -3,7 +3,7 @@
  * nothing to salvage them (SIGKILL or _exit() of a process run with
  * LD_PRELOAD alone, or whose `prof run` died first): found in the salvage
  * folders (src/util/salvscan.h); `prof salvage --all` salvages each into
- * its run folder under the rules for untrusted files (cli_salvage_file)
+ * its run folder under the rules for untrusted files (salvwrite_file)
  * or removes it (--discard), and `prof run` salvages them before it
  * launches. docs/recorder.md, "Orphaned salvage files".
  */
@@ -22,11 +22,12 @@
 #include "../common/salvfile.h"
 #include "../common/err.h"
 #include "../util/salvscan.h"
-#include "cli.h"
+#include "orphans.h"
+#include "salvwrite.h"
 
 /* One pass over the orphans: how to handle each, and what became of them. */
 struct orphans {
-	const struct cli_salvage_opts *o;
+	const struct salvwrite_opts *o;
 	bool discard;
 	unsigned salvaged, removed, failed;
 };
@@ -84,13 +85,13 @@ static void visit(const struct salvscan_file *sf, void *ctx)
 		r->removed++;
 		return;
 	}
-	switch ((rc = cli_salvage_file(sf->path, r->o, &e))) {
+	switch ((rc = salvwrite_file(sf->path, r->o, &e))) {
 	case 0:
 		r->salvaged++;
 		break;
 	case 1:
 	case 2:
-		cli_salvage_say_removed(r->o->who, sf->path, rc);
+		salvwrite_say_removed(r->o->who, sf->path, rc);
 		r->removed++;
 		break;
 	default:
@@ -158,8 +159,8 @@ static void say_count(const struct orphans *r, const struct salvscan_count *c,
 		c->orphans == 1 ? "" : "s", where, r->salvaged, r->removed, r->failed, live);
 }
 
-int cli_salvage_all(const char *const *folders, int n, bool discard,
-		    const struct cli_salvage_opts *o)
+int orphans_salvage_all(const char *const *folders, int n, bool discard,
+			const struct salvwrite_opts *o)
 {
 	struct orphans r = { .o = o, .discard = discard };
 	struct salvscan_count c = { 0 };
@@ -187,7 +188,7 @@ int cli_salvage_all(const char *const *folders, int n, bool discard,
 	return r.failed || bad ? 1 : 0;
 }
 
-void cli_salvage_home(char *home, size_t size)
+void orphans_home(char *home, size_t size)
 {
 	const char *env = getenv("PROF_SALVAGE_DIR");
 	const char *why_not = NULL;
@@ -220,9 +221,9 @@ void cli_salvage_home(char *home, size_t size)
 			env, why_not);
 }
 
-unsigned cli_salvage_orphans_at_start(const char *home)
+unsigned orphans_at_start(const char *home)
 {
-	struct cli_salvage_opts o = { .who = "prof run", .how = "after its process ended" };
+	struct salvwrite_opts o = { .who = "prof run", .how = "after its process ended" };
 	struct orphans r = { .o = &o };
 	struct salvscan_count c = { 0 };
 

@@ -1,13 +1,13 @@
 /*
- * prof — the profhost command: dispatches to a subcommand (see cli.h and
- * docs/cli.md).
+ * prof — the profhost command: dispatches to a subcommand, through the
+ * table below, and says the top level's help, version and usage errors
+ * (see cli.h and docs/cli.md).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
+#include "cliopt.h"
 #include "version.h"
 
 /* Writes the top-level help to `out`. */
@@ -45,128 +45,72 @@ static void prof_help(FILE *out)
 		"  --version      print the version\n");
 }
 
+/* The subcommands, by name. */
+static const struct cli_cmd *const prof_cmds[] = {
+	&cli_run_cmd, &cli_report_cmd, &cli_attach_cmd, &cli_salvage_cmd,
+	&cli_capture_cmd, &cli_install_python_cmd,
+};
+
+/* The subcommand named `name`, or NULL. */
+static const struct cli_cmd *prof_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof prof_cmds / sizeof prof_cmds[0]; i++)
+		if (strcmp(prof_cmds[i]->name, name) == 0)
+			return prof_cmds[i];
+	return NULL;
+}
+
 /* Reports a usage error of the top level on stderr; returns the exit status. */
 static int prof_usage_error(const char *what, const char *arg)
 {
 	fprintf(stderr, "prof: %s '%s' (usage: %s; prof --help for more)\n",
-		what, arg, cli_run_synopsis);
+		what, arg, cli_run_cmd.synopsis);
 	return CLI_EXIT_USAGE;
 }
 
-int cli_usage_error(const char *cmd, const char *synopsis, const char *fmt, ...)
+/* `prof help [CMD]`: the top level's help, or CMD's. Returns the exit
+ * status. */
+static int prof_help_cmd(int argc, char **argv)
 {
-	char msg[1024];
-	va_list ap;
+	const struct cli_cmd *c;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "prof %s: %s (usage: %s)\n", cmd, msg, synopsis);
-	return CLI_EXIT_USAGE;
-}
-
-int cli_option(int argc, char **argv, int *i, char shortname, const char *longname,
-	       const char **val)
-{
-	const char *a = argv[*i];
-	size_t n = strlen(longname);
-
-	if (shortname && a[0] == '-' && a[1] == shortname) {
-		if (a[2] != '\0') {
-			*val = a + 2;
-			return 1;
-		}
-	} else if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, longname, n) == 0) {
-		if (a[2 + n] == '=') {
-			*val = a + 3 + n;
-			return 1;
-		}
-		if (a[2 + n] != '\0')
-			return 0;
-	} else {
+	if (argc == 2) {
+		prof_help(stdout);
 		return 0;
 	}
-	if (*i + 1 >= argc)
-		return -1;
-	*i += 1;
-	*val = argv[*i];
-	return 1;
-}
-
-bool cli_prof_disabled(const char *v)
-{
-	static const char *const enabling[] = { "", "0", "false", "no", "off" };
-	size_t i;
-
-	if (!v)
-		return false;
-	for (i = 0; i < sizeof enabling / sizeof enabling[0]; i++)
-		if (strcasecmp(v, enabling[i]) == 0)
-			return false;
-	return true;
+	c = prof_find(argv[2]);
+	if (!c)
+		return prof_usage_error("no help for unknown command", argv[2]);
+	c->help(stdout);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
+	const struct cli_cmd *c;
 	const char *cmd;
 
 	if (argc < 2) {
 		fprintf(stderr, "prof: missing command (usage: %s; prof --help for more)\n",
-			cli_run_synopsis);
+			cli_run_cmd.synopsis);
 		return CLI_EXIT_USAGE;
 	}
 	cmd = argv[1];
-	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+	if (cliopt_is_help(cmd)) {
 		prof_help(stdout);
 		return 0;
 	}
-	if (strcmp(cmd, "help") == 0) {
-		if (argc == 2) {
-			prof_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "run") == 0) {
-			cli_run_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "attach") == 0) {
-			cli_attach_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "report") == 0) {
-			cli_report_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "salvage") == 0) {
-			cli_salvage_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "capture") == 0) {
-			cli_capture_help(stdout);
-			return 0;
-		}
-		if (strcmp(argv[2], "install-python") == 0) {
-			cli_install_python_help(stdout);
-			return 0;
-		}
-		return prof_usage_error("no help for unknown command", argv[2]);
-	}
+	if (strcmp(cmd, "help") == 0)
+		return prof_help_cmd(argc, argv);
 	if (strcmp(cmd, "--version") == 0) {
 		printf("prof (profhost) %s\n", PROFHOST_VERSION);
 		return 0;
 	}
-	if (strcmp(cmd, "run") == 0)
-		return cli_run_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "report") == 0)
-		return cli_report_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "attach") == 0)
-		return cli_attach_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "salvage") == 0)
-		return cli_salvage_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "capture") == 0)
-		return cli_capture_main(argc - 1, argv + 1);
-	if (strcmp(cmd, "install-python") == 0)
-		return cli_install_python_main(argc - 1, argv + 1);
+	c = prof_find(cmd);
+	if (c)
+		return c->main(argc - 1, argv + 1);
 	if (cmd[0] == '-')
 		return prof_usage_error("unknown option", cmd);
 	return prof_usage_error("unknown command", cmd);

@@ -23,13 +23,18 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cliopt.h"
+#include "locate.h"
+#include "orphans.h"
+#include "salvwrite.h"
+#include "profenv.h"
 #include "../common/err.h"
 #include "../util/fsutil.h"
 #include "../common/grow.h"
 #include "../util/progname.h"
 #include "../util/salvscan.h"
 
-const char cli_run_synopsis[] =
+static const char run_synopsis[] =
 	"prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...";
 
 /* The launcher notes file is read whole; this bounds it. */
@@ -53,7 +58,8 @@ static volatile sig_atomic_t run_child_pid;
 static const int run_forwarded[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 };
 static const int run_ignored[] = { SIGINT, SIGQUIT };
 
-void cli_run_help(FILE *out)
+/* Writes the help of `prof run` to `out`. */
+static void run_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -76,7 +82,7 @@ void cli_run_help(FILE *out)
 		"                        (default: <cmd>-<YYYYmmdd-HHMMSS>)\n"
 		"\n"
 		"See docs/cli.md for everything prof run sets in cmd's environment.\n",
-		cli_run_synopsis);
+		run_synopsis);
 }
 
 
@@ -128,39 +134,40 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
 		}
 		if (a[0] != '-' || a[1] == '\0')
 			break;
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_run_help(stdout);
+		if (cliopt_help(&cli_run_cmd, a))
 			return -1;
-		}
-		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cliopt_value(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a policy file", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a policy file", a);
 			o->script = val;
-		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a directory", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a directory", a);
 			if (val[0] == '\0')
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs a non-empty directory", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs a non-empty "
+							  "directory", a);
 			o->output = val;
-		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "set", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("run", cli_run_synopsis, "option '%s' needs key=value", a);
+				return cliopt_usage_error(&cli_run_cmd, "option '%s' needs key=value", a);
 			if (!run_valid_set(val))
-				return cli_usage_error("run", cli_run_synopsis, "--set '%s' is not key=value with a key of "
-						       "letters, digits, '_' and '.'", val);
+				return cliopt_usage_error(&cli_run_cmd, "--set '%s' is not key=value "
+							  "with a key of letters, digits, '_' and '.'",
+							  val);
 			if (strchr(val, '\n'))
-				return cli_usage_error("run", cli_run_synopsis, "--set '%.*s' has a newline in its value",
-						       (int)(strchr(val, '=') - val), val);
+				return cliopt_usage_error(&cli_run_cmd, "--set '%.*s' has a newline "
+							  "in its value",
+							  (int)(strchr(val, '=') - val), val);
 			if (run_add_set(o, val) != 0) {
 				fprintf(stderr, "prof run: out of memory\n");
 				return CLI_EXIT_USAGE;
 			}
 		} else {
-			return cli_usage_error("run", cli_run_synopsis, "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_run_cmd, "unknown option '%s'", a);
 		}
 	}
 	if (i >= argc)
-		return cli_usage_error("run", cli_run_synopsis, "missing command");
+		return cliopt_usage_error(&cli_run_cmd, "missing command");
 	o->cmd = argv + i;
 	return 0;
 }
@@ -197,71 +204,6 @@ static int run_abs_path(const char *path, char *out, size_t size, struct err *e)
 	n = strlen(out);
 	while (n > 1 && out[n - 1] == '/')
 		out[--n] = '\0';
-	return 0;
-}
-
-/* Finds the installation prefix: the parent of the directory holding this
- * executable (build/bin/prof -> build). Returns 0, or -1 with *e set. */
-static int run_prefix(char *out, size_t size, struct err *e)
-{
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	char *slash;
-	int i;
-
-	if (n < 0)
-		return err_errno(e, errno, "cannot read /proc/self/exe");
-	exe[n] = '\0';
-	for (i = 0; i < 2; i++) {
-		slash = strrchr(exe, '/');
-		if (!slash)
-			return err_set(e, "cannot tell the directory of '%s'", exe);
-		*slash = '\0';
-	}
-	if (exe[0] == '\0')
-		strcpy(exe, "/");
-	if (strlen(exe) >= size)
-		return err_set(e, "path '%s' is too long", exe);
-	strcpy(out, exe);
-	return 0;
-}
-
-/* Resolves the library to preload into out[PATH_MAX] (absolute, links
- * resolved): $PROF_LIB, else <prefix>/lib/libprofhost.so. Returns 0, or -1
- * with *e set to a message that names where it looked and the fix. */
-static int run_find_lib(const char *prefix, char *out, struct err *e)
-{
-	const char *env = getenv("PROF_LIB");
-	char cand[PATH_MAX];
-	struct stat st;
-
-	if (env && env[0]) {
-		if (!realpath(env, out))
-			return err_errno(e, errno, "PROF_LIB='%s' cannot be used", env);
-		if (stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-			return err_set(e, "PROF_LIB='%s' is not a file", env);
-		return 0;
-	}
-	if (fsutil_join(cand, sizeof cand, prefix, "lib/libprofhost.so", e) != 0)
-		return -1;
-	if (!realpath(cand, out) || stat(out, &st) != 0 || !S_ISREG(st.st_mode))
-		return err_set(e, "cannot find the host library at %s; "
-			       "set PROF_LIB=/path/to/libprofhost.so", cand);
-	return 0;
-}
-
-int cli_find_host(char *prefix, char *lib, struct err *e)
-{
-	struct err perr;
-
-	if (run_prefix(prefix, PATH_MAX, &perr) != 0)
-		prefix[0] = '\0';
-	if (run_find_lib(prefix, lib, e) != 0) {
-		if (!prefix[0] && !getenv("PROF_LIB"))
-			return err_set(e, "cannot find the host library (%s); "
-				       "set PROF_LIB=/path/to/libprofhost.so", perr.msg);
-		return -1;
-	}
 	return 0;
 }
 
@@ -535,7 +477,7 @@ static void run_report(const char *notes)
 		win = w;
 		win[n++] = tab + 1;
 	}
-	if (n == 0 && cli_prof_disabled(getenv("PROF_DISABLE")))
+	if (n == 0 && profenv_disabled(getenv("PROF_DISABLE")))
 		fprintf(stderr, "profhost: profiling was off (PROF_DISABLE=%s); nothing written\n",
 			getenv("PROF_DISABLE"));
 	else if (n == 0)
@@ -676,7 +618,7 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 {
 	char prefix[PATH_MAX], lib[PATH_MAX], path[PATH_MAX];
 
-	if (cli_find_host(prefix, lib, e) != 0)
+	if (locate_host(prefix, lib, e) != 0)
 		return -1;
 	if (o->script) {
 		if (run_check_script(o->script, e) != 0 ||
@@ -705,7 +647,7 @@ static int run_setup_env(const struct run_opts *o, struct err *e)
 
 /* Creates the launched processes' salvage folder, a fresh folder of
  * this user's prof-salvage-XXXXXX (mkdtemp: mode 0700) in `home`
- * (cli_salvage_home: PROF_SALVAGE_DIR, else /dev/shm; a tmpfs:
+ * (orphans_home: PROF_SALVAGE_DIR, else /dev/shm; a tmpfs:
  * docs/recorder.md), into dir[size], held (*lock: flock, for the launch's
  * life, salvscan_hold_launcher) so that scans of the salvage folders leave
  * it to this launcher, and names it in PROF_SALVAGE_DIR. A scan that took
@@ -741,7 +683,8 @@ static void run_salvage_create(const char *home, char *dir, size_t size, int *lo
 	}
 }
 
-int cli_run_main(int argc, char **argv)
+/* `prof run`: see cli_run_cmd in cli.h. */
+static int run_main(int argc, char **argv)
 {
 	struct run_opts o;
 	struct err e;
@@ -773,14 +716,14 @@ int cli_run_main(int argc, char **argv)
 	}
 	/* what processes of this user's left unsalvaged, written before this
 	 * launch adds its own (docs/recorder.md, "Orphaned salvage files") */
-	cli_salvage_home(home, sizeof home);
-	cli_salvage_orphans_at_start(home);
+	orphans_home(home, sizeof home);
+	orphans_at_start(home);
 	run_salvage_create(home, salvage, sizeof salvage, &lock);
 	rc = run_command(o.cmd, &started, &child, &status);
 	/* A salvage file left means its process died without writing what it
 	 * recorded (SIGKILL, _exit): written now, listed with the windows. */
 	if (started && salvage[0])
-		cli_salvage_dir(salvage, child, status, notes);
+		salvwrite_launch_dir(salvage, child, status, notes);
 	if (started)
 		run_report(notes);
 	run_notes_remove(dir);
@@ -790,3 +733,5 @@ int cli_run_main(int argc, char **argv)
 	}
 	return rc;
 }
+
+const struct cli_cmd cli_run_cmd = { "run", run_main, run_help, run_synopsis };

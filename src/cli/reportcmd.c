@@ -4,10 +4,12 @@
  *
  * Input: a window directory (capture.phb, else trace.json[.gz]), a rank or
  * run directory (every window*_steps* below it), or one file (capture.phb
- * or a JSON trace, gzipped or not). A run directory whose ranks wrote hang
- * reports first gets the view of the hang across ranks (hangs.c). The reports run in a policy VM like
- * the host's (the built-in default policy, or --script), so a policy's
- * prof.on_trace_ready hooks work offline unchanged.
+ * or a JSON trace, gzipped or not; read by winload.c). A run directory
+ * whose ranks wrote hang reports first gets the view of the hang across
+ * ranks (hangs.c), then that of its latest job-wide capture or dump
+ * (jobview.c). The reports run in a policy VM like the host's (the
+ * built-in default policy, or --script), so a policy's prof.on_trace_ready
+ * hooks work offline unchanged.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,27 +23,24 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cliopt.h"
+#include "hangs.h"
+#include "jobview.h"
+#include "locate.h"
+#include "winload.h"
 #include "../events/trace.h"
 #include "../export/hanglinks.h"
 #include "../export/key_averages.h"
 #include "../export/textbuf.h"
 #include "../export/outfile.h"
-#include "../export/phb.h"
-#include "../read/phb_read.h"
-#include "../read/readfile.h"
-#include "../export/stacks.h"
-#include "../read/trace_json.h"
 #include "../policy/policy.h"
 #include "../common/err.h"
 #include "../common/grow.h"
 #include "../common/log.h"
 
-const char cli_report_synopsis[] =
+static const char report_synopsis[] =
 	"prof report <window-or-run-dir | file> [--script report.lua] "
 	"[--format text|json|html] [--key-averages] [-o file] [--set key=value]...";
-
-/* capture.phb files are read whole; this bounds them. */
-#define REPORT_PHB_MAX ((size_t)16 << 30)
 
 /* Windows one report reads at most. */
 #define REPORT_MAX_WINDOWS 100000
@@ -62,7 +61,8 @@ struct report_opts {
 	size_t nsets;
 };
 
-void cli_report_help(FILE *out)
+/* Writes the help of `prof report` to `out`. */
+static void report_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -96,7 +96,7 @@ void cli_report_help(FILE *out)
 		"\n"
 		"Exit status: 0 on success, 1 when an input cannot be read or a report\n"
 		"fails, 2 on bad arguments. See docs/reports.md.\n",
-		cli_report_synopsis);
+		report_synopsis);
 }
 
 
@@ -108,38 +108,39 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *val = NULL;
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_report_help(stdout);
+		if (cliopt_help(&cli_report_cmd, a))
 			return -1;
-		}
 		if (a[0] != '-' || a[1] == '\0') {
 			if (o->input)
-				return cli_usage_error("report", cli_report_synopsis, "more than one input ('%s' and '%s')",
-							  o->input, a);
+				return cliopt_usage_error(&cli_report_cmd, "more than one input "
+							  "('%s' and '%s')", o->input, a);
 			o->input = a;
 			continue;
 		}
-		if ((m = cli_option(argc, argv, &i, 's', "script", &val)) != 0) {
+		if ((m = cliopt_value(argc, argv, &i, 's', "script", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
+				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs a file", a);
 			o->script = val;
-		} else if ((m = cli_option(argc, argv, &i, 'f', "format", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'f', "format", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs text, json or html", a);
+				return cliopt_usage_error(&cli_report_cmd,
+							  "option '%s' needs text, json or html", a);
 			if (strcmp(val, "text") && strcmp(val, "json") && strcmp(val, "html"))
-				return cli_usage_error("report", cli_report_synopsis, "unknown format '%s' (text, json or html)", val);
+				return cliopt_usage_error(&cli_report_cmd,
+							  "unknown format '%s' (text, json or html)", val);
 			o->format = val;
-		} else if ((m = cli_option(argc, argv, &i, 'o', "output", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'o', "output", &val)) != 0) {
 			if (m < 0 || !val[0])
-				return cli_usage_error("report", cli_report_synopsis, "option '%s' needs a file", a);
+				return cliopt_usage_error(&cli_report_cmd, "option '%s' needs a file", a);
 			o->output = val;
 		} else if (strcmp(a, "--key-averages") == 0) {
 			o->key_averages = true;
-		} else if ((m = cli_option(argc, argv, &i, 0, "set", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "set", &val)) != 0) {
 			const char **grown;
 
 			if (m < 0 || !strchr(val, '='))
-				return cli_usage_error("report", cli_report_synopsis, "option '--set' needs key=value");
+				return cliopt_usage_error(&cli_report_cmd,
+							  "option '--set' needs key=value");
 			grown = realloc(o->sets, (o->nsets + 2) * sizeof *grown);
 			if (!grown) {
 				fprintf(stderr, "prof report: out of memory\n");
@@ -149,14 +150,15 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->sets[o->nsets++] = val;
 			o->sets[o->nsets] = NULL;
 		} else {
-			return cli_usage_error("report", cli_report_synopsis, "unknown option '%s'", a);
+			return cliopt_usage_error(&cli_report_cmd, "unknown option '%s'", a);
 		}
 	}
 	if (!o->input)
-		return cli_usage_error("report", cli_report_synopsis, "missing input (a window or run directory, or a trace file)");
+		return cliopt_usage_error(&cli_report_cmd, "missing input (a window or run "
+					  "directory, or a trace file)");
 	if (o->key_averages && o->format && strcmp(o->format, "text") != 0)
-		return cli_usage_error("report", cli_report_synopsis,
-				       "--key-averages prints text only (not --format %s)", o->format);
+		return cliopt_usage_error(&cli_report_cmd, "--key-averages prints text only "
+					  "(not --format %s)", o->format);
 	if (!o->format)
 		o->format = "text";
 	return 0;
@@ -188,28 +190,6 @@ static void list_free(struct window_list *l)
 		free(l->dirs[i]);
 	free(l->dirs);
 	memset(l, 0, sizeof *l);
-}
-
-static bool is_file(const char *path)
-{
-	struct stat st;
-
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* Whether `dir` holds a window's data. */
-static bool is_window_dir(const char *dir)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof p, "%s/%s", dir, PHB_FILE);
-	if (is_file(p))
-		return true;
-	snprintf(p, sizeof p, "%s/trace.json", dir);
-	if (is_file(p))
-		return true;
-	snprintf(p, sizeof p, "%s/trace.json.gz", dir);
-	return is_file(p);
 }
 
 /* Numbers in a name ("rank12" -> 12, "window3_steps..." -> 3) for sorting. */
@@ -257,7 +237,7 @@ static int scan_windows(const char *dir, struct window_list *l, struct err *e)
 			continue;
 		if ((size_t)snprintf(p, sizeof p, "%s/%s", dir, de->d_name) >= sizeof p)
 			continue;
-		if (is_window_dir(p) && (l->n >= REPORT_MAX_WINDOWS || list_add(l, p) != 0)) {
+		if (winload_is_window(p) && (l->n >= REPORT_MAX_WINDOWS || list_add(l, p) != 0)) {
 			closedir(d);
 			return err_set(e, "%s: too many windows or out of memory", dir);
 		}
@@ -277,7 +257,7 @@ static int find_windows(const char *input, struct window_list *l, struct err *e)
 
 	if (stat(input, &st) != 0)
 		return err_errno(e, errno, "%s: cannot open", input);
-	if (!S_ISDIR(st.st_mode) || is_window_dir(input))
+	if (!S_ISDIR(st.st_mode) || winload_is_window(input))
 		return list_add(l, input) == 0 ? 0 : err_set(e, "out of memory");
 	if (scan_windows(input, l, e) != 0)
 		return -1;
@@ -300,83 +280,6 @@ static int find_windows(const char *input, struct window_list *l, struct err *e)
 			       "or rank*/window*_steps*/ below it)", input);
 	qsort(l->dirs, l->n, sizeof *l->dirs, cmp_window_path);
 	return 0;
-}
-
-/* readfile's sniff function: a capture.phb may hold REPORT_PHB_MAX bytes,
- * a JSON trace TRACE_JSON_MAX_BYTES; anything else is refused from its
- * first bytes, before the rest is read or inflated. */
-static int report_sniff(const char *head, size_t n, const char *path,
-			struct readfile_kind *k, struct err *e)
-{
-	size_t i = 0;
-
-	if (phb_is_phb(head, n)) {
-		k->max = REPORT_PHB_MAX;
-		k->what = "capture data";
-		k->hint = "";
-		return 0;
-	}
-	while (i < n && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' ||
-			 head[i] == '\t'))
-		i++;
-	if (n == 0)
-		return err_set(e, "%s: empty file at offset 0", path);
-	if (i < n && head[i] != '{' && head[i] != '[')
-		return err_set(e, "%s: neither a profhost capture (capture.phb) nor a JSON "
-			       "trace: unexpected byte 0x%02x at offset %zu", path,
-			       (unsigned char)head[i], i);
-	k->max = TRACE_JSON_MAX_BYTES;
-	k->what = "JSON";
-	k->hint = " (prof report parses JSON whole; use the window's capture.phb)";
-	return 0;
-}
-
-int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
-			   struct err *e)
-{
-	char file[PATH_MAX];
-	struct stat st;
-	struct readfile_buf in;
-	size_t skipped = 0, k;
-	int rc;
-
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		snprintf(dir, dsize, "%s", path);
-		snprintf(file, sizeof file, "%s/%s", path, PHB_FILE);
-		if (!is_file(file))
-			snprintf(file, sizeof file, "%s/trace.json", path);
-		if (!is_file(file))
-			snprintf(file, sizeof file, "%s/trace.json.gz", path);
-	} else {
-		const char *slash = strrchr(path, '/');
-
-		snprintf(file, sizeof file, "%s", path);
-		if (slash)
-			snprintf(dir, dsize, "%.*s", (int)(slash - path), path);
-		else
-			snprintf(dir, dsize, ".");
-	}
-	if (readfile_all(file, report_sniff, &in, e) != 0)
-		return -1;
-	if (phb_is_phb(in.data, in.len)) {
-		rc = phb_parse(in.data, in.len, file, t, e);
-	} else {
-		for (k = 0; k < in.len && (in.data[k] == ' ' || in.data[k] == '\n' ||
-					   in.data[k] == '\r' || in.data[k] == '\t'); k++)
-			;
-		if (k == in.len)
-			rc = err_set(e, "%s: no JSON in it (only white space)", file);
-		else
-			rc = trace_json_parse(in.data, in.len, file, t, &skipped, e);
-	}
-	readfile_release(&in);
-	/* A trace written by a process without a C++ demangler holds mangled
-	 * names: name them here, as the process would have. */
-	if (rc == 0 && stacks_demangle_names(t, demangle_find(true)) != 0)
-		rc = err_set(e, "%s: out of memory naming its C++ functions", file);
-	if (rc == 0)
-		trace_sort(t); /* profhost wrote it sorted: then only a check */
-	return rc;
 }
 
 /* ------------------------------------------------------------ output */
@@ -454,7 +357,7 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 			status = 1;
 			break;
 		}
-		if (cli_report_load_window(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
+		if (winload_read(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
 		    !(text = key_averages_text(c, &t, &e))) {
 			fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
 			trace_free(&t);
@@ -486,163 +389,182 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 	return status;
 }
 
-int cli_find_lua_dir(char *out, size_t size, struct err *e)
+/* PROF_LOG, when set to a level, sets the log's level (the readers' and
+ * the policy VM's messages). */
+static void report_log_level(void)
 {
-	const char *env = getenv("PROF_LUA_DIR");
-	char exe[PATH_MAX];
-	ssize_t n;
-	int i;
+	enum log_level lv;
+	const char *env = getenv("PROF_LOG");
 
-	if (env && env[0]) {
-		snprintf(out, size, "%s", env);
-		return 0;
-	}
-	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n < 0)
-		return err_errno(e, errno, "cannot read /proc/self/exe");
-	exe[n] = '\0';
-	for (i = 0; i < 2; i++) {
-		char *slash = strrchr(exe, '/');
-
-		if (!slash)
-			return err_set(e, "cannot tell the directory of '%s'", exe);
-		*slash = '\0';
-	}
-	if ((size_t)snprintf(out, size, "%s/share/profhost/lua", exe) >= size)
-		return err_set(e, "path too long");
-	return 0;
+	if (env && log_parse_level(env, &lv) == 0)
+		log_set_level(lv);
 }
 
-int cli_report_main(int argc, char **argv)
+/* Loads the reports' policy VM: the built-in policy, or --script, with
+ * the default limits and then the --set values. *sets gets the list it
+ * was loaded with (the caller frees it after policy_free). Returns the
+ * policy, or NULL after saying why, with *status the exit status. */
+static struct policy *report_policy(const struct report_opts *o, const char ***sets,
+				    int *status)
+{
+	struct policy_opts po = { 0 };
+	struct policy *p;
+	char lua_dir[PATH_MAX];
+	struct err e;
+	size_t i, n = 0;
+
+	*sets = NULL;
+	if (locate_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		*status = CLI_EXIT_USAGE;
+		return NULL;
+	}
+	*sets = calloc(o->nsets + 3, sizeof **sets);
+	if (!*sets) {
+		fprintf(stderr, "prof report: out of memory\n");
+		*status = 1;
+		return NULL;
+	}
+	for (i = 0; report_default_sets[i]; i++)
+		(*sets)[n++] = report_default_sets[i];
+	for (i = 0; i < o->nsets; i++)
+		(*sets)[n++] = o->sets[i];
+	po.lua_dir = lua_dir;
+	po.script = o->script;
+	po.sets = *sets;
+	p = policy_load(&po, &e);
+	if (!p) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		*status = CLI_EXIT_USAGE;
+	}
+	return p;
+}
+
+/* The reports of window wl->dirs[i] (formats `fmt` when it is the only
+ * one; else report.html only, when asked), then the policy's
+ * prof.on_trace_ready hooks on it. Returns 0, 1 after saying what failed,
+ * or -1 when the report must stop (out of memory; the only window
+ * unreadable). */
+static int report_window(const struct report_opts *o, struct policy *p,
+			 const struct window_list *wl, size_t i, unsigned fmt)
+{
+	struct trace t;
+	struct policy_trace pt;
+	struct hang_link links[HANGLINKS_MAX];
+	struct policy_report r;
+	char dir[PATH_MAX], out_path[PATH_MAX + 16];
+	unsigned want = wl->n == 1 ? fmt : (fmt == POLICY_REPORT_HTML ? fmt : 0);
+	struct err e;
+	int status = 0;
+
+	if (trace_init(&t) != 0) {
+		fprintf(stderr, "prof report: out of memory\n");
+		return -1;
+	}
+	if (winload_read(wl->dirs[i], &t, dir, sizeof dir, &e) != 0) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		trace_free(&t);
+		return wl->n == 1 ? -1 : 1;
+	}
+	pt.trace = &t;
+	pt.dir = dir;
+	pt.out = NULL; /* the user's directory: opened by its path */
+	pt.files = NULL;
+	/* the hang reports beside it, as the host linked them */
+	pt.hangs = links;
+	pt.nhangs = hanglinks_find(dir, &t.meta, links, HANGLINKS_MAX);
+	if (policy_report_window(p, &pt, want, wl->n > 1, &r, &e) != POLICY_OK) {
+		fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
+		status = 1;
+	} else {
+		snprintf(out_path, sizeof out_path, "%s/report.html", dir);
+		if (wl->n == 1) {
+			if (emit(o, &r, out_path) != 0)
+				status = 1;
+		} else if (r.html && outfile_write_text(out_path, r.html, &e) != 0) {
+			fprintf(stderr, "prof report: %s\n", e.msg);
+			status = 1;
+		}
+		policy_report_free(&r);
+	}
+	if (policy_config(p)->has_on_trace_ready &&
+	    policy_on_trace_ready(p, &pt, &e) == POLICY_ERROR) {
+		fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
+		status = 1;
+	}
+	trace_free(&t);
+	return status;
+}
+
+/* The run report of several windows (formats `fmt`), emitted. Returns 0,
+ * or 1 after saying what failed. */
+static int report_run(const struct report_opts *o, struct policy *p, unsigned fmt)
+{
+	char out_path[PATH_MAX + 16];
+	struct policy_report r;
+	struct err e;
+	int status = 0;
+
+	if (policy_report_run(p, fmt, &r, &e) != POLICY_OK) {
+		fprintf(stderr, "prof report: %s\n", e.msg);
+		return 1;
+	}
+	snprintf(out_path, sizeof out_path, "%s/report.html", o->input);
+	if (emit(o, &r, out_path) != 0)
+		status = 1;
+	policy_report_free(&r);
+	return status;
+}
+
+/* `prof report`: see cli_report_cmd in cli.h. */
+static int report_main(int argc, char **argv)
 {
 	struct report_opts o = { 0 };
 	struct window_list wl = { 0 };
-	struct policy_opts po = { 0 };
 	struct policy *p = NULL;
 	const char **sets = NULL;
-	char lua_dir[PATH_MAX], dir[PATH_MAX], out_path[PATH_MAX + 16];
 	unsigned fmt;
 	struct err e;
 	int status = 0, rc, hangs, jobs;
-	size_t i, nsets = 0;
+	size_t i;
 
 	rc = report_parse(argc, argv, &o);
 	if (rc != 0) {
 		free(o.sets);
 		return rc < 0 ? 0 : rc;
 	}
-	{
-		enum log_level lv;
-		const char *env = getenv("PROF_LOG");
-
-		if (env && log_parse_level(env, &lv) == 0)
-			log_set_level(lv);
-	}
+	report_log_level();
 	fmt = strcmp(o.format, "json") == 0 ? POLICY_REPORT_JSON
 	      : strcmp(o.format, "html") == 0 ? POLICY_REPORT_HTML : POLICY_REPORT_TEXT;
 	/* A run whose ranks wrote hang reports (prof.watchdog): the view
 	 * across ranks first; such a run may have no window at all. Then
 	 * its latest job-wide capture or dump, side by side across ranks
 	 * (docs/jobs.md). */
-	hangs = fmt == POLICY_REPORT_TEXT ? cli_hangs_report(o.input, stdout) : 0;
-	jobs = fmt == POLICY_REPORT_TEXT ? cli_jobs_report(o.input, stdout) : 0;
+	hangs = fmt == POLICY_REPORT_TEXT ? hangs_report(o.input, stdout) : 0;
+	jobs = fmt == POLICY_REPORT_TEXT ? jobview_report(o.input, stdout) : 0;
 	if (find_windows(o.input, &wl, &e) != 0) {
-		if (hangs > 0 || jobs > 0)
-			goto out; /* the views across ranks were the report */
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = 1;
+		if (hangs <= 0 && jobs <= 0) { /* else the views were the report */
+			fprintf(stderr, "prof report: %s\n", e.msg);
+			status = 1;
+		}
 		goto out;
 	}
-	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, &e) != 0) {
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = CLI_EXIT_USAGE;
+	p = report_policy(&o, &sets, &status);
+	if (!p)
 		goto out;
-	}
-	sets = calloc(o.nsets + 3, sizeof *sets);
-	if (!sets) {
-		fprintf(stderr, "prof report: out of memory\n");
-		status = 1;
-		goto out;
-	}
-	for (i = 0; report_default_sets[i]; i++)
-		sets[nsets++] = report_default_sets[i];
-	for (i = 0; i < o.nsets; i++)
-		sets[nsets++] = o.sets[i];
-	po.lua_dir = lua_dir;
-	po.script = o.script;
-	po.sets = sets;
-	p = policy_load(&po, &e);
-	if (!p) {
-		fprintf(stderr, "prof report: %s\n", e.msg);
-		status = CLI_EXIT_USAGE;
-		goto out;
-	}
-
 	if (o.key_averages) {
 		status = emit_key_averages(&o, &wl, policy_config(p));
 		goto out;
 	}
 	for (i = 0; i < wl.n; i++) {
-		struct trace t;
-		struct policy_trace pt;
-		struct hang_link links[HANGLINKS_MAX];
-		struct policy_report r;
-		unsigned want = wl.n == 1 ? fmt : (fmt == POLICY_REPORT_HTML ? fmt : 0);
-
-		if (trace_init(&t) != 0) {
-			fprintf(stderr, "prof report: out of memory\n");
+		rc = report_window(&o, p, &wl, i, fmt);
+		if (rc != 0)
 			status = 1;
+		if (rc < 0)
 			break;
-		}
-		if (cli_report_load_window(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
-			fprintf(stderr, "prof report: %s\n", e.msg);
-			trace_free(&t);
-			status = 1;
-			if (wl.n == 1)
-				break;
-			continue;
-		}
-		pt.trace = &t;
-		pt.dir = dir;
-		pt.out = NULL; /* the user's directory: opened by its path */
-		pt.files = NULL;
-		/* the hang reports beside it, as the host linked them */
-		pt.hangs = links;
-		pt.nhangs = hanglinks_find(dir, &t.meta, links, HANGLINKS_MAX);
-		if (policy_report_window(p, &pt, want, wl.n > 1, &r, &e) != POLICY_OK) {
-			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);
-			status = 1;
-		} else {
-			snprintf(out_path, sizeof out_path, "%s/report.html", dir);
-			if (wl.n == 1) {
-				if (emit(&o, &r, out_path) != 0)
-					status = 1;
-			} else if (r.html && outfile_write_text(out_path, r.html, &e) != 0) {
-				fprintf(stderr, "prof report: %s\n", e.msg);
-				status = 1;
-			}
-			policy_report_free(&r);
-		}
-		if (policy_config(p)->has_on_trace_ready &&
-		    policy_on_trace_ready(p, &pt, &e) == POLICY_ERROR) {
-			fprintf(stderr, "prof report: %s: %s\n", wl.dirs[i], e.msg);
-			status = 1;
-		}
-		trace_free(&t);
 	}
-	if (wl.n > 1) {
-		struct policy_report r;
-
-		if (policy_report_run(p, fmt, &r, &e) != POLICY_OK) {
-			fprintf(stderr, "prof report: %s\n", e.msg);
-			status = 1;
-		} else {
-			snprintf(out_path, sizeof out_path, "%s/report.html", o.input);
-			if (emit(&o, &r, out_path) != 0)
-				status = 1;
-			policy_report_free(&r);
-		}
-	}
+	if (wl.n > 1 && report_run(&o, p, fmt) != 0)
+		status = 1;
 out:
 	policy_free(p);
 	list_free(&wl);
@@ -650,3 +572,5 @@ out:
 	free(o.sets);
 	return status;
 }
+
+const struct cli_cmd cli_report_cmd = { "report", report_main, report_help, report_synopsis };

@@ -1,18 +1,14 @@
 /*
- * salvage — `prof salvage [-o DIR] FILE`, and the launcher's salvage of a
- * target that died of SIGKILL or ended in _exit() (run.c): reads a salvage
- * file (src/read/salvage_read.h), writes what it recorded as a window
- * folder with the files the host thread would have written, and removes
- * the file. A salvage file is untrusted input: only this user's is read
+ * salvwrite — a salvage file written out (see salvwrite.h): reads it
+ * (src/read/salvage_read.h), writes what it recorded as a window folder
+ * with the files the host thread would have written, and removes the
+ * file. A salvage file is untrusted input: only this user's is read
  * (salvage_open), and the run folder it names is written only when it is
  * a plain path into a folder of this user's (outdir_open_untrusted), or
- * the user names another (-o DIR). `--all` is orphans.c's.
- * docs/recorder.md.
+ * the user names another (-o DIR). docs/recorder.md.
  */
 #include <ctype.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -29,38 +25,10 @@
 #include "../export/outdir.h"
 #include "../policy/policy.h"
 #include "../read/salvage_read.h"
+#include "../common/err.h"
 #include "../util/fsutil.h"
-#include "cli.h"
-
-const char *const cli_salvage_synopsis =
-	"prof salvage [-o DIR] FILE | prof salvage --all [--discard] [-o DIR] [FOLDER...]";
-
-void cli_salvage_help(FILE *out)
-{
-	fprintf(out,
-		"usage: %s\n"
-		"\n"
-		"Writes what a process held in its salvage file (a window recording,\n"
-		"or the flight recorder's last steps) when it died of SIGKILL or ended\n"
-		"in _exit(): a window folder under the run's rank folder, as the\n"
-		"process would have written it, marked \"salvaged\" in summary.txt and\n"
-		"the trace's metadata, GPU work from the recorder's CUPTI records\n"
-		"included. Then removes the file. `prof run` does this by\n"
-		"itself; this is for processes started without it (the files are\n"
-		"/dev/shm/profhost-<pid>-<time>.salvage, or in PROF_SALVAGE_DIR).\n"
-		"\n"
-		"Only your own salvage files are read. The run folder a file names is\n"
-		"used when it is an absolute path without '.', '..' or symbolic links,\n"
-		"in a folder of yours that no one else can write; else the file is\n"
-		"refused, and -o DIR writes it to DIR/<run> instead.\n"
-		"\n"
-		"  -o DIR      write the run folder in DIR (created if missing)\n"
-		"  --all       every salvage file of your processes that ended, in\n"
-		"              PROF_SALVAGE_DIR and /dev/shm (with the folders of\n"
-		"              `prof run`s that ended there), or in the FOLDERs named\n"
-		"  --discard   with --all: remove those files without salvaging them\n",
-		cli_salvage_synopsis);
-}
+#include "locate.h"
+#include "salvwrite.h"
 
 /* Appends "window\t<dir>" to the launcher's notes file `notes`. */
 static void note_window(const char *notes, const char *dir)
@@ -93,7 +61,7 @@ static int write_reports(const struct salvage_file *f, const struct trace *t,
 
 	if (!formats)
 		return 0;
-	if (cli_find_lua_dir(lua_dir, sizeof lua_dir, e) != 0)
+	if (locate_lua_dir(lua_dir, sizeof lua_dir, e) != 0)
 		return -1;
 	po.lua_dir = lua_dir;
 	po.sets = sets;
@@ -153,7 +121,7 @@ static void safe_run_name(const char *run_dir, int pid, char *out, size_t size)
  * followed as the user gave it) and safe_run_name(); else the run folder
  * the file names, under outdir_open_untrusted()'s rules. Returns 0, or -1
  * with *e naming the file, the path and the fix. */
-static int open_output(const struct salvage_file *f, const struct cli_salvage_opts *o,
+static int open_output(const struct salvage_file *f, const struct salvwrite_opts *o,
 		       struct outdir *out, char *run, size_t size, char *run_id,
 		       struct err *e)
 {
@@ -192,7 +160,7 @@ static int open_output(const struct salvage_file *f, const struct cli_salvage_op
 /* Writes trace t as the salvage file's window folder, with the export
  * settings it names, where open_output() says; res is filled. Returns 0
  * or -1 with *e. */
-static int write_trace(const struct salvage_file *f, const struct cli_salvage_opts *co,
+static int write_trace(const struct salvage_file *f, const struct salvwrite_opts *co,
 		       struct trace *t, struct export_result *res, struct err *e)
 {
 	struct export_opts o = { 0 };
@@ -322,7 +290,7 @@ static void publish_salvaged(const struct salvage_file *f, const struct trace *t
 			res->run_dir, JOBFILE_DIR, name);
 }
 
-int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct err *e)
+int salvwrite_file(const char *path, const struct salvwrite_opts *o, struct err *e)
 {
 	struct salvage_file f;
 	struct export_result res;
@@ -362,7 +330,7 @@ int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct 
 	return rc;
 }
 
-void cli_salvage_say_removed(const char *who, const char *path, int rc)
+void salvwrite_say_removed(const char *who, const char *path, int rc)
 {
 	if (rc == 1)
 		fprintf(stderr, "%s: '%s' held nothing recording (no window, no "
@@ -391,9 +359,9 @@ static void describe_end(int status, char *out, size_t size)
 	}
 }
 
-void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes)
+void salvwrite_launch_dir(const char *dir, pid_t child, int status, const char *notes)
 {
-	struct cli_salvage_opts o = { .who = "prof run", .notes = notes };
+	struct salvwrite_opts o = { .who = "prof run", .notes = notes };
 	char path[PATH_MAX], how[64], prefix[64];
 	struct dirent *d;
 	DIR *dp = opendir(dir);
@@ -415,67 +383,8 @@ void cli_salvage_dir(const char *dir, pid_t child, int status, const char *notes
 		own = strncmp(d->d_name, prefix, strlen(prefix)) == 0;
 		o.how = own ? how : "after its process ended";
 		o.exited = own && WIFEXITED(status);
-		if (cli_salvage_file(path, &o, &e) < 0)
+		if (salvwrite_file(path, &o, &e) < 0)
 			fprintf(stderr, "%s: %s\n", o.who, e.msg); /* the file stays */
 	}
 	closedir(dp);
-}
-
-int cli_salvage_main(int argc, char **argv)
-{
-	struct cli_salvage_opts o = { .who = "prof salvage", .how = "after its process ended" };
-	const char *file = NULL, *val;
-	bool all = false, discard = false, options = true;
-	int i, rc, nfolders = 0;
-	struct err e;
-
-	for (i = 1; i < argc; i++) {
-		if (!options || argv[i][0] != '-' || !argv[i][1]) {
-			/* FILE, or with --all a FOLDER (moved to the front of argv) */
-			if (!file)
-				file = argv[i];
-			argv[++nfolders] = argv[i];
-			continue;
-		}
-		if (strcmp(argv[i], "--") == 0) {
-			options = false;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			cli_salvage_help(stdout);
-			return 0;
-		} else if (strcmp(argv[i], "--all") == 0) {
-			all = true;
-		} else if (strcmp(argv[i], "--discard") == 0) {
-			discard = true;
-		} else {
-			rc = cli_option(argc, argv, &i, 'o', "output", &val);
-			if (rc < 0)
-				return cli_usage_error("salvage", cli_salvage_synopsis,
-						       "-o needs a DIR");
-			if (rc == 0)
-				return cli_usage_error("salvage", cli_salvage_synopsis,
-						       "unknown option '%s'", argv[i]);
-			o.out_dir = val;
-		}
-	}
-	if (discard && !all)
-		return cli_usage_error("salvage", cli_salvage_synopsis, "--discard goes with --all");
-	if (discard && o.out_dir)
-		return cli_usage_error("salvage", cli_salvage_synopsis,
-				       "--discard writes nothing: no -o with it");
-	if (all)
-		return cli_salvage_all((const char *const *)argv + 1, nfolders, discard, &o);
-	if (!file || nfolders > 1)
-		return cli_usage_error("salvage", cli_salvage_synopsis,
-				       !file ? "missing FILE" : "one FILE at a time (or --all)");
-	switch ((rc = cli_salvage_file(file, &o, &e))) {
-	case 0:
-		return 0;
-	case 1:
-	case 2:
-		cli_salvage_say_removed(o.who, file, rc);
-		return 0;
-	default:
-		fprintf(stderr, "prof salvage: %s\n", e.msg);
-		return 1;
-	}
 }

@@ -31,8 +31,11 @@
 #include "../common/grow.h"
 #include "../common/io.h"
 #include "cli.h"
+#include "cliopt.h"
+#include "lineedit.h"
+#include "profenv.h"
 
-const char cli_attach_synopsis[] =
+static const char attach_synopsis[] =
 	"prof attach [-e CODE] [--no-signal] [--timeout SECONDS] PID";
 
 #define ATTACH_EXIT_LUA 1
@@ -59,7 +62,8 @@ struct target {
 /* Self-pipe for SIGINT while a command runs. */
 static int sigint_pipe[2] = { -1, -1 };
 
-void cli_attach_help(FILE *out)
+/* Writes the help of `prof attach` to `out`. */
+static void attach_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -81,7 +85,7 @@ void cli_attach_help(FILE *out)
 		"  -h, --help            show this help\n"
 		"\n"
 		"Only the user the process runs as may attach. See docs/repl.md.\n",
-		cli_attach_synopsis, ATTACH_DEFAULT_TIMEOUT_S);
+		attach_synopsis, ATTACH_DEFAULT_TIMEOUT_S);
 }
 
 /* "prof attach: <message>" on stderr; returns CLI_EXIT_USAGE. */
@@ -100,8 +104,8 @@ static int fail(const char *fmt, ...)
 
 static int usage_error(const char *what, const char *arg)
 {
-	return fail("%s%s%s (usage: %s)", what, arg ? " " : "", arg ? arg : "",
-		    cli_attach_synopsis);
+	return cliopt_usage_error(&cli_attach_cmd, "%s%s%s", what, arg ? " " : "",
+				  arg ? arg : "");
 }
 
 /* Parses a whole positive decimal number. */
@@ -130,16 +134,16 @@ static int parse_args(int argc, char **argv, struct attach_opts *o, bool *help)
 		const char *a = argv[i], *val = NULL;
 		int m;
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		if (cliopt_help(&cli_attach_cmd, a)) {
 			*help = true;
 			return 0;
-		} else if ((m = cli_option(argc, argv, &i, 'e', "eval", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 'e', "eval", &val)) != 0) {
 			if (m < 0)
 				return usage_error("missing code after", a);
 			o->code = val;
 		} else if (strcmp(a, "--no-signal") == 0) {
 			o->no_signal = true;
-		} else if ((m = cli_option(argc, argv, &i, 0, "timeout", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "timeout", &val)) != 0) {
 			if (m < 0 || !parse_num(val, 3600, &v))
 				return usage_error("--timeout needs a number of seconds from "
 						   "1 to 3600, got", val ? val : "nothing");
@@ -364,7 +368,7 @@ static int fail_no_core(pid_t pid, enum loaded l, const char *env, size_t envlen
 	char kids[128];
 	int nkids;
 
-	if (cli_prof_disabled(v))
+	if (profenv_disabled(v))
 		return fail("process %d runs with PROF_DISABLE=%s: profhost is off there",
 			    (int)pid, v);
 	if (l == LOADED_SHIM)
@@ -436,7 +440,7 @@ static int find_target(pid_t pid, struct target *t)
 	t->maps_read = l != LOADED_UNKNOWN;
 	env = read_proc(pid, "environ", &envlen);
 	if (l == LOADED_NONE || l == LOADED_SHIM ||
-	    (l == LOADED_UNKNOWN && env && cli_prof_disabled(env_value(env, envlen, "PROF_DISABLE"))))
+	    (l == LOADED_UNKNOWN && env && profenv_disabled(env_value(env, envlen, "PROF_DISABLE"))))
 		rc = fail_no_core(pid, l, env, envlen);
 	else
 		rc = target_from_env(t, env, envlen);
@@ -910,7 +914,8 @@ static int greeting(int fd, struct control_reader *rd, pid_t pid, bool quiet)
 	return 0;
 }
 
-int cli_attach_main(int argc, char **argv)
+/* `prof attach`: see cli_attach_cmd in cli.h. */
+static int attach_main(int argc, char **argv)
 {
 	struct attach_opts o;
 	struct target t;
@@ -920,10 +925,8 @@ int cli_attach_main(int argc, char **argv)
 
 	if (parse_args(argc, argv, &o, &help) != 0)
 		return CLI_EXIT_USAGE;
-	if (help) {
-		cli_attach_help(stdout);
-		return 0;
-	}
+	if (help)
+		return 0; /* printed */
 	if (find_target(o.pid, &t) != 0)
 		return CLI_EXIT_USAGE;
 	signal(SIGPIPE, SIG_IGN);
@@ -942,3 +945,5 @@ int cli_attach_main(int argc, char **argv)
 	control_reader_free(&rd);
 	return rc;
 }
+
+const struct cli_cmd cli_attach_cmd = { "attach", attach_main, attach_help, attach_synopsis };

@@ -17,15 +17,18 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cliopt.h"
+#include "locate.h"
 #include "../common/err.h"
 #include "../util/fsutil.h"
 
-const char cli_install_python_synopsis[] =
+static const char install_synopsis[] =
 	"prof install-python [--python PATH] [--uninstall]";
 
 #define PTH_NAME "profhost.pth"
 
-void cli_install_python_help(FILE *out)
+/* Writes the help of `prof install-python` to `out`. */
+static void install_help(FILE *out)
 {
 	fprintf(out,
 		"usage: %s\n"
@@ -41,7 +44,7 @@ void cli_install_python_help(FILE *out)
 		"  --python PATH  the interpreter (default: python3 on PATH)\n"
 		"  --uninstall    remove the file from both places\n"
 		"  -h, --help     show this help\n",
-		cli_install_python_synopsis);
+		install_synopsis);
 }
 
 /* Where an interpreter looks for .pth files. */
@@ -216,30 +219,30 @@ static int parse(int argc, char **argv, const char **python, int *uninstall)
 		const char *a = argv[i], *val = NULL;
 		int m;
 
-		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			cli_install_python_help(stdout);
+		if (cliopt_help(&cli_install_python_cmd, a))
 			return 0;
-		} else if (strcmp(a, "--uninstall") == 0) {
+		if (strcmp(a, "--uninstall") == 0) {
 			*uninstall = 1;
-		} else if ((m = cli_option(argc, argv, &i, 0, "python", &val)) != 0) {
+		} else if ((m = cliopt_value(argc, argv, &i, 0, "python", &val)) != 0) {
 			if (m < 0)
-				return cli_usage_error("install-python", cli_install_python_synopsis,
-						       "--python needs a value (an interpreter, "
-						       "e.g. --python venv/bin/python)");
+				return cliopt_usage_error(&cli_install_python_cmd,
+							  "--python needs a value (an interpreter, "
+							  "e.g. --python venv/bin/python)");
 			*python = val;
 		} else {
-			return cli_usage_error("install-python", cli_install_python_synopsis,
-					       "unknown argument '%s'", a);
+			return cliopt_usage_error(&cli_install_python_cmd,
+						  "unknown argument '%s'", a);
 		}
 	}
 	if (!(*python)[0])
-		return cli_usage_error("install-python", cli_install_python_synopsis,
-				       "--python needs a value (an interpreter, e.g. "
-				       "--python venv/bin/python)");
+		return cliopt_usage_error(&cli_install_python_cmd,
+					  "--python needs a value (an interpreter, e.g. "
+					  "--python venv/bin/python)");
 	return -1;
 }
 
-int cli_install_python_main(int argc, char **argv)
+/* `prof install-python`: see cli_install_python_cmd in cli.h. */
+static int install_main(int argc, char **argv)
 {
 	const char *python = "python3", *dir;
 	char prefix[PATH_MAX], lib[PATH_MAX], boot[PATH_MAX], path[PATH_MAX];
@@ -262,7 +265,7 @@ int cli_install_python_main(int argc, char **argv)
 			       "remove\n", pi.exe);
 		return 0;
 	}
-	if (cli_find_host(prefix, lib, &e) != 0)
+	if (locate_host(prefix, lib, &e) != 0)
 		goto fail;
 	if (!prefix[0] || fsutil_join(boot, sizeof boot, prefix,
 				      "share/profhost/python/profhost_boot.py", &e) != 0 ||
@@ -301,3 +304,6 @@ fail:
 	fprintf(stderr, "prof install-python: %s\n", e.msg);
 	return 1;
 }
+
+const struct cli_cmd cli_install_python_cmd = { "install-python", install_main,
+						install_help, install_synopsis };
