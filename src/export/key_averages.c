@@ -151,10 +151,12 @@ static const char *event_key(const struct trace *t, const struct trace_event *ev
  * (NULL when not grouped by them). */
 struct row_key {
 	const char *key;
-	const char *shapes;
-	const char *stack;
-	uint32_t shapes_len, stack_len;
+	struct key_avg_key_extra x;
 };
+
+/* The rest of the key of no row: a table grouped by name or domain
+ * alone's rows. */
+static const struct key_avg_key_extra no_extra;
 
 /* Key -> row index, open addressing on the key's bytes. */
 struct key_map {
@@ -207,25 +209,25 @@ static const char *arg_text(const struct trace *t, const struct trace_event *ev,
 static void event_row_key(const struct trace *t, const struct trace_event *ev,
 			  const struct key_avg_opts *o, struct row_key *k)
 {
+	struct key_avg_key_extra *x = &k->x;
 	uint32_t len;
 
 	k->key = event_key(t, ev, o->group);
-	k->shapes = k->stack = NULL;
-	k->shapes_len = k->stack_len = 0;
+	*x = no_extra;
 	if (o->by_input_shape) {
-		k->shapes = ev->nargs ? arg_text(t, ev, TRACE_ARG_INPUT_DIMS, &len) : NULL;
-		if (k->shapes)
-			k->shapes_len = len;
+		x->shapes = ev->nargs ? arg_text(t, ev, TRACE_ARG_INPUT_DIMS, &len) : NULL;
+		if (x->shapes)
+			x->shapes_len = len;
 		else
-			k->shapes = NO_SHAPES, k->shapes_len = sizeof NO_SHAPES - 1;
+			x->shapes = NO_SHAPES, x->shapes_len = sizeof NO_SHAPES - 1;
 	}
 	if (o->stack_n) {
-		k->stack = ev->nargs ? arg_text(t, ev, TRACE_ARG_CALL_STACK, &len) : NULL;
-		if (k->stack)
-			k->stack_len = (uint32_t)key_averages_stack_prefix(k->stack, len,
+		x->stack = ev->nargs ? arg_text(t, ev, TRACE_ARG_CALL_STACK, &len) : NULL;
+		if (x->stack)
+			x->stack_len = (uint32_t)key_averages_stack_prefix(x->stack, len,
 									   o->stack_n, NULL);
 		else
-			k->stack = "";
+			x->stack = "";
 	}
 }
 
@@ -240,17 +242,18 @@ static bool json_space(char c)
  * stack's, each after a byte no text holds. */
 static uint64_t key_hash(const struct row_key *k)
 {
+	const struct key_avg_key_extra *x = &k->x;
 	uint64_t h = hash_fnv64_str(HASH_FNV64_SEED, k->key);
 	uint32_t i;
 
-	if (k->shapes) {
+	if (x->shapes) {
 		h = hash_fnv64(h, "\1", 1);
-		for (i = 0; i < k->shapes_len; i++)
-			if (!json_space(k->shapes[i]))
-				h = hash_fnv64(h, &k->shapes[i], 1);
+		for (i = 0; i < x->shapes_len; i++)
+			if (!json_space(x->shapes[i]))
+				h = hash_fnv64(h, &x->shapes[i], 1);
 	}
-	if (k->stack)
-		h = hash_fnv64(hash_fnv64(h, "\2", 1), k->stack, k->stack_len);
+	if (x->stack)
+		h = hash_fnv64(hash_fnv64(h, "\2", 1), x->stack, x->stack_len);
 	return h;
 }
 
@@ -271,20 +274,22 @@ static bool shapes_eq(const char *a, size_t alen, const char *b, size_t blen)
 	}
 }
 
-static void row_key_of(const struct key_avg_row *r, struct row_key *k)
+/* The rest of the key of tab->rows[i] (no_extra in a table grouped by
+ * name or domain alone). */
+static const struct key_avg_key_extra *row_extra(const struct key_avg_table *tab, size_t i)
 {
-	k->key = r->key;
-	k->shapes = r->shapes;
-	k->shapes_len = r->shapes_len;
-	k->stack = r->stack;
-	k->stack_len = r->stack_len;
+	return tab->row_extra ? &tab->row_extra[i] : &no_extra;
 }
 
-static bool key_eq(const struct key_avg_row *r, const struct row_key *k)
+/* Whether tab->rows[i] has key `k`. */
+static bool key_eq(const struct key_avg_table *tab, size_t i, const struct row_key *k)
 {
-	return strcmp(r->key, k->key) == 0 && r->stack_len == k->stack_len &&
-	       (!k->shapes || shapes_eq(r->shapes, r->shapes_len, k->shapes, k->shapes_len)) &&
-	       (!k->stack || memcmp(r->stack, k->stack, k->stack_len) == 0);
+	const struct key_avg_key_extra *x = row_extra(tab, i);
+
+	return strcmp(tab->rows[i].key, k->key) == 0 && x->stack_len == k->x.stack_len &&
+	       (!k->x.shapes || shapes_eq(x->shapes, x->shapes_len, k->x.shapes,
+					  k->x.shapes_len)) &&
+	       (!k->x.stack || memcmp(x->stack, k->x.stack, k->x.stack_len) == 0);
 }
 
 /* The hash of row `r` (htab_rebuild). */
@@ -293,7 +298,8 @@ static uint64_t row_hash(const void *ctx, size_t r)
 	const struct key_avg_table *tab = ctx;
 	struct row_key k;
 
-	row_key_of(&tab->rows[r], &k);
+	k.key = tab->rows[r].key;
+	k.x = *row_extra(tab, r);
 	return key_hash(&k);
 }
 
@@ -413,7 +419,7 @@ struct pass {
 	size_t max_rows;
 	uint32_t nparts, part;
 	struct key_avg_table *tab; /* this pass's rows */
-	size_t cap, cap_mem;       /* of tab->rows, tab->row_mem */
+	size_t cap, cap_mem, cap_extra; /* of tab->rows, row_mem, row_extra */
 	struct key_map map;
 	struct sweep_ent *stack;
 	size_t cap_stack;
@@ -427,22 +433,23 @@ struct pass {
 };
 
 /* Finds or adds the row of key `k` in ps->tab (and, in a table with
- * memory, its zeroed row_mem); the map grows with the rows (at most half
- * full), not with the events. Returns its index, or (size_t)-1 on
- * allocation failure. */
+ * memory, its zeroed row_mem; grouped by shapes or stack, its row_extra);
+ * the map grows with the rows (at most half full), not with the events.
+ * Returns its index, or (size_t)-1 on allocation failure. */
 static size_t row_for(struct pass *ps, const struct row_key *k)
 {
 	struct key_avg_table *tab = ps->tab;
 	struct key_map *m = &ps->map;
 	struct key_avg_row *rows, *r;
 	struct key_avg_mem *mem;
+	struct key_avg_key_extra *x;
 	size_t i;
 
 	if (tab->nrows >= UINT32_MAX - 1 ||
 	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
 		return (size_t)-1;
 	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
-		if (key_eq(&tab->rows[m->slot[i] - 1], k))
+		if (key_eq(tab, m->slot[i] - 1, k))
 			return m->slot[i] - 1;
 	rows = grow_array(tab->rows, &ps->cap, tab->nrows + 1, sizeof *rows, 64);
 	if (!rows)
@@ -455,13 +462,16 @@ static size_t row_for(struct pass *ps, const struct row_key *k)
 		tab->row_mem = mem;
 		memset(&mem[tab->nrows], 0, sizeof *mem);
 	}
+	if (ps->composite) {
+		x = grow_array(tab->row_extra, &ps->cap_extra, tab->nrows + 1, sizeof *x, 64);
+		if (!x)
+			return (size_t)-1;
+		tab->row_extra = x;
+		x[tab->nrows] = k->x;
+	}
 	r = &tab->rows[tab->nrows];
 	memset(r, 0, sizeof *r);
 	r->key = k->key;
-	r->shapes = k->shapes;
-	r->shapes_len = k->shapes_len;
-	r->stack = k->stack;
-	r->stack_len = k->stack_len;
 	r->first_ts = INT64_MAX;
 	m->slot[i] = (uint32_t)++tab->nrows;
 	return tab->nrows - 1;
@@ -601,10 +611,13 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME || !ps->tab->memory)
 		return;
 	k.key = TRACE_MEMORY_NAME;
-	k.shapes = ps->o->by_input_shape ? NO_SHAPES : NULL;
-	k.shapes_len = ps->o->by_input_shape ? (uint32_t)(sizeof NO_SHAPES - 1) : 0;
-	k.stack = ps->o->stack_n ? "" : NULL;
-	k.stack_len = 0;
+	k.x = no_extra;
+	if (ps->o->by_input_shape) {
+		k.x.shapes = NO_SHAPES;
+		k.x.shapes_len = (uint32_t)(sizeof NO_SHAPES - 1);
+	}
+	if (ps->o->stack_n)
+		k.x.stack = "";
 	if (ps->composite ? ps->nparts > 1 &&
 			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
 			  : ps->part != 0)
@@ -782,19 +795,43 @@ static int idx_cmp(const void *pa, const void *pb, void *ctx)
 	return rows_cmp(c->tab, *(const uint32_t *)pa, *(const uint32_t *)pb, c->sort);
 }
 
-/* Swaps rows i and j of the table, and their memory. */
+/* A row with what the table keeps beside it: what sorting and merging
+ * move together. */
+struct whole_row {
+	struct key_avg_row row;
+	struct key_avg_mem mem;        /* in a table with row_mem */
+	struct key_avg_key_extra x;    /* in a table with row_extra */
+};
+
+/* Copies tab->rows[i] and what lies beside it into *w (no_mem, no_extra
+ * for what the table has not). */
+static void row_load(const struct key_avg_table *tab, size_t i, struct whole_row *w)
+{
+	w->row = tab->rows[i];
+	w->mem = tab->row_mem ? tab->row_mem[i] : no_mem;
+	w->x = *row_extra(tab, i);
+}
+
+/* Copies *w into tab->rows[i] and beside it (row_mem, row_extra: those
+ * the table has). */
+static void row_store(struct key_avg_table *tab, size_t i, const struct whole_row *w)
+{
+	tab->rows[i] = w->row;
+	if (tab->row_mem)
+		tab->row_mem[i] = w->mem;
+	if (tab->row_extra)
+		tab->row_extra[i] = w->x;
+}
+
+/* Swaps rows i and j of the table, and what lies beside them. */
 static void swap_rows(struct key_avg_table *tab, size_t i, size_t j)
 {
-	struct key_avg_row r = tab->rows[i];
-	struct key_avg_mem m;
+	struct whole_row a, b;
 
-	tab->rows[i] = tab->rows[j];
-	tab->rows[j] = r;
-	if (!tab->row_mem)
-		return;
-	m = tab->row_mem[i];
-	tab->row_mem[i] = tab->row_mem[j];
-	tab->row_mem[j] = m;
+	row_load(tab, i, &a);
+	row_load(tab, j, &b);
+	row_store(tab, i, &b);
+	row_store(tab, j, &a);
 }
 
 /* Moves row `root` of the heap rows[0..n) down to its place (heap_sort). */
@@ -814,7 +851,7 @@ static void sift_down(struct key_avg_table *tab, enum key_avg_sort sort, size_t 
 }
 
 /* key_averages_sort with no memory to spare: a heapsort of the rows (and
- * their memory) in place. */
+ * what lies beside them) in place. */
 static void heap_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 {
 	size_t i;
@@ -827,16 +864,16 @@ static void heap_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 	}
 }
 
-/* Sorts an index of the rows and moves the rows (and their memory) into
- * place along its cycles: glibc's qsort would copy the whole table once
- * more (a million names: 88 MB) where the index costs 4 bytes a row. The
- * order is total (the key breaks ties), so it is the same either way;
- * without memory for the index, a heapsort in place gives it too. */
+/* Sorts an index of the rows and moves the rows (and what lies beside
+ * them) into place along its cycles: glibc's qsort would copy the whole
+ * table once more (a million names: 64 MB) where the index costs 4 bytes
+ * a row. The order is total (the key breaks ties), so it is the same
+ * either way; without memory for the index, a heapsort in place gives it
+ * too. */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 {
 	struct idx_ctx ctx = { tab, sort };
-	struct key_avg_row tmp;
-	struct key_avg_mem tmp_mem = no_mem;
+	struct whole_row tmp, w;
 	uint32_t *idx;
 	size_t i, j, k;
 
@@ -854,21 +891,16 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 	for (i = 0; i < tab->nrows; i++) {
 		if (idx[i] == UINT32_MAX)
 			continue;
-		tmp = tab->rows[i];
-		if (tab->row_mem)
-			tmp_mem = tab->row_mem[i];
+		row_load(tab, i, &tmp);
 		for (j = i;;) {
 			k = idx[j];
 			idx[j] = UINT32_MAX;
 			if (k == i) {
-				tab->rows[j] = tmp;
-				if (tab->row_mem)
-					tab->row_mem[j] = tmp_mem;
+				row_store(tab, j, &tmp);
 				break;
 			}
-			tab->rows[j] = tab->rows[k];
-			if (tab->row_mem)
-				tab->row_mem[j] = tab->row_mem[k];
+			row_load(tab, k, &w);
+			row_store(tab, j, &w);
 			j = k;
 		}
 	}
@@ -896,32 +928,33 @@ static void fold_row(struct key_avg_table *out, size_t i)
 	}
 }
 
-static size_t shapes_cols(const struct key_avg_row *r);
-static size_t src_cols(const struct key_avg_row *r);
+static size_t shapes_cols(const struct key_avg_key_extra *x);
+static size_t src_cols(const struct key_avg_key_extra *x);
 
 /* Moves the rows of one pass (ps->tab) into `out`, keeping the first
  * `keep` in `sort` order and folding the others into out->folded. `out`
- * has room for 2 * keep + 1 rows (and their row_mem in a table with
- * memory, as `pass` has). */
+ * has room for 2 * keep + 1 rows (and their row_mem and row_extra, those
+ * `pass` has). */
 static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 		      enum key_avg_sort sort, size_t keep)
 {
+	struct whole_row w;
 	size_t i;
 
 	for (i = 0; i < pass->nrows; i++) {
 		const struct key_avg_row *r = &pass->rows[i];
+		const struct key_avg_key_extra *x = row_extra(pass, i);
 
 		if (r->flops && (!out->min_flops || r->flops < out->min_flops))
 			out->min_flops = r->flops;
 		if (textbuf_cols(r->key) > out->key_cols)
 			out->key_cols = textbuf_cols(r->key);
-		if (shapes_cols(r) > out->shapes_cols)
-			out->shapes_cols = shapes_cols(r);
-		if (src_cols(r) > out->src_cols)
-			out->src_cols = src_cols(r);
-		if (out->row_mem)
-			out->row_mem[out->nrows] = pass->row_mem[i];
-		out->rows[out->nrows++] = *r;
+		if (shapes_cols(x) > out->shapes_cols)
+			out->shapes_cols = shapes_cols(x);
+		if (src_cols(x) > out->src_cols)
+			out->src_cols = src_cols(x);
+		row_load(pass, i, &w);
+		row_store(out, out->nrows++, &w);
 		if (out->nrows < 2 * keep + 1)
 			continue;
 		key_averages_sort(out, sort);
@@ -940,16 +973,19 @@ static void pass_free(struct pass *ps, struct key_avg_table *pt)
 	free(ps->stack);
 	free(pt->rows);
 	free(pt->row_mem);
+	free(pt->row_extra);
 	ps->map.slot = NULL;
 	ps->stack = NULL;
 	pt->rows = NULL;
 	pt->row_mem = NULL;
+	pt->row_extra = NULL;
 }
 
 /*
  * One build of `out` over the counted events sel[0..n) (see sweep) with
  * the keys in `nparts` parts (a power of two); out->memory says whether
- * the rows get their row_mem. Returns 0, -1 when out of
+ * the rows get their row_mem, `o` whether they get their row_extra (by
+ * input shape or stack). Returns 0, -1 when out of
  * memory, 1 when a part outgrew max_rows (composite keys; `out` is then
  * emptied, to be built again in more parts).
  */
@@ -989,6 +1025,13 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 				goto fail;
 			ps.cap_mem = max_rows + 2;
 		}
+		if (ps.composite) {
+			out->row_extra = malloc((2 * keep + 1) * sizeof *out->row_extra);
+			pt.row_extra = malloc((max_rows + 2) * sizeof *pt.row_extra);
+			if (!out->row_extra || !pt.row_extra)
+				goto fail;
+			ps.cap_extra = max_rows + 2;
+		}
 	}
 	for (ps.part = 0; ps.part < ps.nparts; ps.part++) {
 		if (sweep(&ps, sel, n) != 0)
@@ -1017,8 +1060,10 @@ fail:
 	pass_free(&ps, &pt);
 	free(out->rows);
 	free(out->row_mem);
+	free(out->row_extra);
 	out->rows = NULL;
 	out->row_mem = NULL;
+	out->row_extra = NULL;
 	out->nrows = 0;
 	out->nfolded = 0;
 	memset(&out->folded, 0, sizeof out->folded);
@@ -1198,6 +1243,7 @@ void key_averages_free(struct key_avg_table *tab)
 		return;
 	free(tab->rows);
 	free(tab->row_mem);
+	free(tab->row_extra);
 	memset(tab, 0, sizeof *tab);
 }
 
@@ -1214,6 +1260,11 @@ bool key_averages_has_cuda(const struct key_avg_table *tab)
 struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i)
 {
 	return tab->row_mem && i < tab->nrows ? tab->row_mem[i] : no_mem;
+}
+
+struct key_avg_key_extra key_averages_row_extra(const struct key_avg_table *tab, size_t i)
+{
+	return tab->row_extra && i < tab->nrows ? tab->row_extra[i] : no_extra;
 }
 
 bool key_averages_has_cuda_mem(const struct key_avg_table *tab)
@@ -1415,15 +1466,15 @@ static size_t chars(const char *s, size_t len)
 /* The input shapes as Python prints the list (str(input_shapes): "[[8,
  * 16], []]", whatever the trace's spacing), cut to `width` characters,
  * into a malloc'd string ("" for a row without shapes). NULL: no memory. */
-static char *shapes_text(const struct key_avg_row *r, size_t width)
+static char *shapes_text(const struct key_avg_key_extra *x, size_t width)
 {
 	struct textbuf tb;
 	size_t i, n = 0;
 
 	textbuf_init(&tb);
 	textbuf_puts(&tb, "");
-	for (i = 0; r->shapes && i < r->shapes_len && n < width; i++) {
-		char c = r->shapes[i];
+	for (i = 0; x->shapes && i < x->shapes_len && n < width; i++) {
+		char c = x->shapes[i];
 
 		if (json_space(c))
 			continue;
@@ -1437,18 +1488,18 @@ static char *shapes_text(const struct key_avg_row *r, size_t width)
 	return textbuf_take(&tb);
 }
 
-char *key_averages_row_shapes(const struct key_avg_row *r)
+char *key_averages_row_shapes(const struct key_avg_table *tab, size_t i)
 {
-	return shapes_text(r, SIZE_MAX);
+	return shapes_text(i < tab->nrows ? row_extra(tab, i) : &no_extra, SIZE_MAX);
 }
 
 /* The characters shapes_text() would give the row, uncut. */
-static size_t shapes_cols(const struct key_avg_row *r)
+static size_t shapes_cols(const struct key_avg_key_extra *x)
 {
 	size_t i, n = 0;
 
-	for (i = 0; r->shapes && i < r->shapes_len; i++) {
-		char c = r->shapes[i];
+	for (i = 0; x->shapes && i < x->shapes_len; i++) {
+		char c = x->shapes[i];
 
 		if (!json_space(c))
 			n += c == ',' ? 2 : 1;
@@ -1458,11 +1509,11 @@ static size_t shapes_cols(const struct key_avg_row *r)
 
 /* The row's k-th call stack entry (0: innermost): its bytes in *len, or
  * NULL when it has fewer. */
-static const char *stack_entry(const struct key_avg_row *r, size_t k, size_t *len)
+static const char *stack_entry(const struct key_avg_key_extra *x, size_t k, size_t *len)
 {
-	const char *p = r->stack, *end = r->stack + r->stack_len, *semi;
+	const char *p = x->stack, *end = x->stack + x->stack_len, *semi;
 
-	if (!r->stack || !r->stack_len)
+	if (!x->stack || !x->stack_len)
 		return NULL;
 	for (;;) {
 		semi = memchr(p, ';', (size_t)(end - p));
@@ -1477,12 +1528,12 @@ static const char *stack_entry(const struct key_avg_row *r, size_t k, size_t *le
 }
 
 /* The characters of the row's longest call stack entry (0: none). */
-static size_t src_cols(const struct key_avg_row *r)
+static size_t src_cols(const struct key_avg_key_extra *x)
 {
 	size_t k, len, most = 0;
 	const char *s;
 
-	for (k = 0; (s = stack_entry(r, k, &len)) != NULL; k++)
+	for (k = 0; (s = stack_entry(x, k, &len)) != NULL; k++)
 		if (chars(s, len) > most)
 			most = chars(s, len);
 	return most;
@@ -1508,11 +1559,12 @@ static void trim_entry(const char *s, size_t len, size_t width, char *out, size_
 	out[o + len - skip] = '\0';
 }
 
-/* A row's line (`m`: its memory), then (by stack) the lines of its next
- * stack entries and an empty line, as torch's _build_table writes them. */
+/* A row's line (`m`: its memory, `x`: its shapes and stack), then (by
+ * stack) the lines of its next stack entries and an empty line, as
+ * torch's _build_table writes them. */
 static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 		    const struct key_avg_row *r, const struct key_avg_mem *m,
-		    const struct cols *cs)
+		    const struct key_avg_key_extra *x, const struct cols *cs)
 {
 	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4], src[SRC_WIDTH_MAX * 4 + 8];
 	const char *cells[NCOL], *entry;
@@ -1543,7 +1595,7 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 		cells[c] = cell[c];
 	cells[COL_NAME] = name;
 	if (cs->shapes) {
-		shapes = shapes_text(r, cs->shapes_width);
+		shapes = shapes_text(x, cs->shapes_width);
 		if (!shapes) {
 			tb->oom = true;
 			return;
@@ -1551,7 +1603,7 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 		cells[COL_SHAPES] = shapes;
 	}
 	src[0] = '\0';
-	if (cs->src && (entry = stack_entry(r, 0, &len)) != NULL)
+	if (cs->src && (entry = stack_entry(x, 0, &len)) != NULL)
 		trim_entry(entry, len, cs->src_width, src, sizeof src);
 	cells[COL_SRC] = src;
 	put_line(tb, cells, cs);
@@ -1560,7 +1612,7 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 		return;
 	for (c = 0; c < NCOL; c++)
 		cells[c] = "";
-	for (k = 1; k < SRC_ENTRIES && (entry = stack_entry(r, k, &len)) != NULL; k++) {
+	for (k = 1; k < SRC_ENTRIES && (entry = stack_entry(x, k, &len)) != NULL; k++) {
 		trim_entry(entry, len, cs->src_width, src, sizeof src);
 		cells[COL_SRC] = src;
 		put_line(tb, cells, cs);
@@ -1586,14 +1638,15 @@ static void col_widths(const struct key_avg_table *tab, const char *folded_key,
 	}
 	for (i = 0; i < tab->nrows; i++) {
 		const struct key_avg_row *r = &tab->rows[i];
+		const struct key_avg_key_extra *x = row_extra(tab, i);
 
 		if ((w = textbuf_cols(r->key)) > name)
 			name = w;
-		if (tab->by_input_shape && (w = shapes_cols(r)) > shapes)
+		if (tab->by_input_shape && (w = shapes_cols(x)) > shapes)
 			shapes = w;
-		if (tab->by_input_shape && r->shapes_len > 2)
+		if (tab->by_input_shape && x->shapes_len > 2)
 			cs->shapes = true; /* torch: some row's list is not empty */
-		if (tab->stack_n && (w = src_cols(r)) > src)
+		if (tab->stack_n && (w = src_cols(x)) > src)
 			src = w;
 	}
 	cs->src = src > 0;
@@ -1641,9 +1694,9 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	put_sep(&tb, &cols);
 	for (i = 0; i < n; i++)
 		put_row(&tb, tab, &tab->rows[i], tab->row_mem ? &tab->row_mem[i] : &no_mem,
-			&cols);
+			row_extra(tab, i), &cols);
 	if (folded.key)
-		put_row(&tb, tab, &folded, &tab->folded_mem, &cols);
+		put_row(&tb, tab, &folded, &tab->folded_mem, &no_extra, &cols);
 	put_sep(&tb, &cols);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));

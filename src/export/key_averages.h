@@ -52,9 +52,10 @@
 #include "../events/trace.h"
 #include "../common/err.h"
 
-/* Rows a table holds at most (88 bytes each, and 32 more, struct
- * key_avg_mem, when the trace has "[memory]" events): a window with more distinct
- * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
+/* Rows a table holds at most (64 bytes each; 24 more, struct
+ * key_avg_key_extra, grouped by input shape or call stack, and 32 more,
+ * struct key_avg_mem, when the trace has "[memory]" events): a window
+ * with more distinct keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
  * others into one row, "(N other names)" (see key_averages_build). Also
  * the keys one pass over the events groups: a window of N keys takes
  * N / KEY_AVG_ROWS_MAX passes (rounded up to a power of two). */
@@ -106,9 +107,24 @@ struct key_avg_mem {
 	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
 };
 
-/* One row: the events of one key. Times in ns. Its memory is apart, in
- * the table's row_mem (a trace without "[memory]" events, most, costs
- * nothing for it). */
+/* A row's key beside its name or domain when the table groups by input
+ * shape or call stack (struct key_avg_opts). Both point into the trace's
+ * strings or a literal: valid while the trace lives. */
+struct key_avg_key_extra {
+	const char *shapes;     /* by input shape: the events' "Input Dims"
+				   as the trace holds them (shapes_len bytes;
+				   "[]" when they have none); else NULL */
+	const char *stack;      /* by stack: the first stack_n entries of the
+				   events' "Call stack" (stack_len bytes,
+				   ';'-separated, innermost first; len 0:
+				   none); else NULL */
+	uint32_t shapes_len, stack_len;
+};
+
+/* One row: the events of one key. Times in ns. Its memory and the rest of
+ * its key are apart, in the table's row_mem and row_extra (a table that
+ * has no "[memory]" events and groups by name or domain alone, most,
+ * costs nothing for them). */
 struct key_avg_row {
 	const char *key;        /* points into the trace's strings or a
 				   literal: valid while the trace lives */
@@ -121,15 +137,6 @@ struct key_avg_row {
 	int64_t first_ts;       /* earliest start: breaks sort ties */
 	uint64_t flops;         /* sum of the events' "flops" args (torch
 				   operators with with_flops) */
-	const char *shapes;     /* by input shape: the events' "Input Dims"
-				   as the trace holds them (shapes_len bytes;
-				   "[]" when they have none); else NULL */
-	const char *stack;      /* by stack: the first stack_n entries of the
-				   events' "Call stack" (stack_len bytes,
-				   ';'-separated, innermost first; len 0:
-				   none); else NULL. Both point into the
-				   trace's strings or a literal. */
-	uint32_t shapes_len, stack_len;
 };
 
 struct key_avg_table {
@@ -138,6 +145,10 @@ struct key_avg_table {
 	struct key_avg_mem *row_mem; /* row_mem[i]: the memory of rows[i];
 					malloc'd when `memory`, else NULL
 					(key_averages_row_mem reads it) */
+	struct key_avg_key_extra *row_extra; /* row_extra[i]: the input
+					shapes and stack of rows[i]; malloc'd
+					when by_input_shape or stack_n, else
+					NULL (key_averages_row_extra reads it) */
 	enum key_avg_group group;
 	bool by_input_shape;      /* the keys' options (struct key_avg_opts) */
 	uint32_t stack_n;
@@ -173,7 +184,8 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * then. Free with key_averages_free().
  *
  * Memory: the open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX
- * rows (with their map and, with "[memory]" events, their row_mem),
+ * rows (with their map, their row_extra when grouped by input shape or
+ * stack and their row_mem with "[memory]" events),
  * however many names the window has; in a trace not in nesting order
  * (trace_sort) 4 bytes more a counted event, their order by thread and
  * time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split
@@ -250,6 +262,10 @@ bool key_averages_has_cuda(const struct key_avg_table *tab);
  * memory (no "[memory]" events). */
 struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i);
 
+/* The input shapes and call stack of tab->rows[i] (i < tab->nrows): both
+ * NULL in a table grouped by neither. */
+struct key_avg_key_extra key_averages_row_extra(const struct key_avg_table *tab, size_t i);
+
 /* True when any row has Self CUDA Mem above 0: the table then shows the
  * CUDA memory columns (torch's rule). */
 bool key_averages_has_cuda_mem(const struct key_avg_table *tab);
@@ -277,10 +293,10 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit);
 int key_averages_write(const struct key_avg_table *tab, size_t row_limit,
 		       const char *path, struct err *e);
 
-/* A row's input shapes as the table shows them, uncut (Python's
- * str(input_shapes): "[[8, 16], []]"), malloc'd; "" when the row has none.
- * NULL when out of memory. */
-char *key_averages_row_shapes(const struct key_avg_row *r);
+/* The input shapes of tab->rows[i] as the table shows them, uncut
+ * (Python's str(input_shapes): "[[8, 16], []]"), malloc'd; "" when the row
+ * has none. NULL when out of memory. */
+char *key_averages_row_shapes(const struct key_avg_table *tab, size_t i);
 
 /* torch's _format_time: "%.3fus" under 1 ms, "%.3fms" under 1 s, else
  * "%.3fs" (of microseconds ns / 1000). Writes into buf[32]; returns buf. */

@@ -974,13 +974,13 @@ static void free_key_avg(void *p)
 }
 
 /* Pushes the row's call stack entries (innermost first) as a list. */
-static void push_stack_entries(lua_State *L, const struct key_avg_row *r)
+static void push_stack_entries(lua_State *L, const struct key_avg_key_extra *x)
 {
-	const char *p = r->stack, *end = r->stack + r->stack_len, *semi;
+	const char *p = x->stack, *end = x->stack + x->stack_len, *semi;
 	lua_Integer k = 0;
 
 	lua_newtable(L);
-	while (p && r->stack_len && p <= end) {
+	while (p && x->stack_len && p <= end) {
 		semi = memchr(p, ';', (size_t)(end - p));
 		lua_pushlstring(L, p, (size_t)((semi ? semi : end) - p));
 		lua_rawseti(L, -2, ++k);
@@ -990,25 +990,26 @@ static void push_stack_entries(lua_State *L, const struct key_avg_row *r)
 	}
 }
 
-/* Pushes one row of trace:key_averages (times in ns). */
-static void push_key_avg_row(lua_State *L, const struct key_avg_table *tab,
-			     const struct key_avg_row *r)
+/* Pushes row i of trace:key_averages (times in ns). */
+static void push_key_avg_row(lua_State *L, const struct key_avg_table *tab, size_t i)
 {
+	const struct key_avg_row *r = &tab->rows[i];
+	struct key_avg_key_extra x = key_averages_row_extra(tab, i);
 	char *shapes;
 
 	lua_createtable(L, 0, 16);
 	set_str(L, "key", r->key);
 	set_str(L, "name", r->key);
-	if (tab->by_input_shape && r->shapes) {
-		shapes = key_averages_row_shapes(r);
+	if (tab->by_input_shape && x.shapes) {
+		shapes = key_averages_row_shapes(tab, i);
 		if (!shapes)
 			luaL_error(L, "trace:key_averages: out of memory");
 		lua_pushstring(L, shapes);
 		free(shapes);
 		lua_setfield(L, -2, "input_shapes");
 	}
-	if (tab->stack_n && r->stack) {
-		push_stack_entries(L, r);
+	if (tab->stack_n && x.stack) {
+		push_stack_entries(L, &x);
 		lua_setfield(L, -2, "stack");
 	}
 	set_int(L, "count", (lua_Integer)r->count);
@@ -1070,7 +1071,7 @@ static int tl_key_averages(lua_State *L)
 	n = limit && limit < tab->nrows ? limit : tab->nrows;
 	lua_createtable(L, (int)n, 0);
 	for (i = 0; i < n; i++) {
-		push_key_avg_row(L, tab, &tab->rows[i]);
+		push_key_avg_row(L, tab, i);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
 	lua_createtable(L, 0, 6);

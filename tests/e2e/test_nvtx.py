@@ -332,8 +332,9 @@ class Stress(TempDirTest):
 
 # docs/architecture.md, "A window's memory": a window peaks within
 # prof.capture{buffer_mb} + WINDOW_MEMORY_MARGIN_MB, the process's own
-# memory included, whatever its names (the windows below peak at 16-18 MiB
-# over their pools with a name per range, 10-11 MiB when names repeat).
+# memory included, whatever its names (the windows below peak at 16.6-16.8
+# MiB over a 32 MiB pool and 18.2-18.3 MiB over a 64 MiB one with a name per
+# range, 10-11 MiB when names repeat).
 WINDOW_MEMORY_MARGIN_MB = 24
 
 
@@ -379,7 +380,8 @@ class WindowMemory(TempDirTest):
         so, the 64 MiB one at 120 MiB). The trace keeps what fits in
         buffer_mb, the window's first records, and counts the rest as the
         summary says, and the process peaks at the pool plus a fixed margin
-        (16-18 MiB here): at most buffer_mb + 24 MiB, growing by less than
+        (16.6-16.8 MiB for 32 MiB, 18.2-18.3 MiB for 64 MiB here): at
+        most buffer_mb + 24 MiB, growing by less than
         2 MiB when the pool doubles. This window peaked at 282 MiB before
         the window's writing streamed (docs/performance.md, "A full
         pool")."""

@@ -532,14 +532,25 @@ static void add_kernel(struct trace *t, uint64_t corr, int64_t ts, int64_t dur)
 	CHECK(trace_add_event(t, &e) != NULL);
 }
 
+/* Whether two rows' input shapes and stacks are the same bytes. */
+static bool same_extra(const struct key_avg_key_extra *a, const struct key_avg_key_extra *b)
+{
+	return !a->shapes == !b->shapes && !a->stack == !b->stack &&
+	       a->shapes_len == b->shapes_len && a->stack_len == b->stack_len &&
+	       (!a->shapes || memcmp(a->shapes, b->shapes, a->shapes_len) == 0) &&
+	       (!a->stack || memcmp(a->stack, b->stack, a->stack_len) == 0);
+}
+
 /* Whether row i of table ta and row j of tb have the same key and sums. */
 static int same_row(const struct key_avg_table *ta, size_t i, const struct key_avg_table *tb,
 		    size_t j)
 {
 	const struct key_avg_row *a = &ta->rows[i], *b = &tb->rows[j];
 	struct key_avg_mem ma = key_averages_row_mem(ta, i), mb = key_averages_row_mem(tb, j);
+	struct key_avg_key_extra xa = key_averages_row_extra(ta, i);
+	struct key_avg_key_extra xb = key_averages_row_extra(tb, j);
 
-	return strcmp(a->key, b->key) == 0 && a->count == b->count &&
+	return strcmp(a->key, b->key) == 0 && same_extra(&xa, &xb) && a->count == b->count &&
 	       a->self_cpu_ns == b->self_cpu_ns && a->cpu_total_ns == b->cpu_total_ns &&
 	       a->self_cuda_ns == b->self_cuda_ns && a->cuda_total_ns == b->cuda_total_ns &&
 	       a->first_ts == b->first_ts && a->flops == b->flops &&
@@ -1076,6 +1087,7 @@ static void test_group_by_input_shape(void)
 	struct trace t;
 	struct key_avg_opts o = { KEY_AVG_BY_NAME, true, 0 };
 	struct key_avg_table tab;
+	struct key_avg_key_extra x;
 	struct err e;
 	char *s;
 
@@ -1088,9 +1100,13 @@ static void test_group_by_input_shape(void)
 	CHECK_EQ_INT(tab.nrows, 5);
 	CHECK_EQ_STR(tab.rows[0].key, "aten::addmm");
 	CHECK_EQ_INT(tab.rows[0].count, 2);
-	CHECK(tab.rows[0].shapes_len == strlen("[[32],[8,16],[16,32],[],[]]") &&
-	      memcmp(tab.rows[0].shapes, "[[32],[8,16],[16,32],[],[]]", tab.rows[0].shapes_len) == 0);
-	CHECK(tab.rows[0].stack == NULL);
+	x = key_averages_row_extra(&tab, 0);
+	CHECK(x.shapes_len == strlen("[[32],[8,16],[16,32],[],[]]") &&
+	      memcmp(x.shapes, "[[32],[8,16],[16,32],[],[]]", x.shapes_len) == 0);
+	CHECK(x.stack == NULL);
+	s = key_averages_row_shapes(&tab, 0);
+	CHECK_EQ_STR(s, "[[32], [8, 16], [16, 32], [], []]");
+	free(s);
 	key_averages_free(&tab);
 	/* an event without shapes is keyed "[]"; no row with a shape: no
 	 * column */
@@ -1125,11 +1141,11 @@ static void check_parts(const struct trace *t, bool shapes, uint32_t stack_n)
 	CHECK(all.nrows > 2);
 	CHECK_EQ_INT(parts.nrows, 2);
 	CHECK_EQ_INT(parts.nfolded, all.nrows - 2);
+	CHECK(all.row_extra && parts.row_extra);
 	for (i = 0; i < 2 && i < parts.nrows; i++) {
 		CHECK_EQ_STR(parts.rows[i].key, all.rows[i].key);
 		CHECK_EQ_INT(parts.rows[i].self_cpu_ns, all.rows[i].self_cpu_ns);
-		CHECK_EQ_INT(parts.rows[i].shapes_len, all.rows[i].shapes_len);
-		CHECK_EQ_INT(parts.rows[i].stack_len, all.rows[i].stack_len);
+		CHECK(same_row(&parts, i, &all, i));
 	}
 	for (i = 2; i < all.nrows; i++)
 		count += all.rows[i].count;
@@ -1367,17 +1383,25 @@ void *__wrap_realloc(void *p, size_t n)
 	return oom_now() ? NULL : __real_realloc(p, n);
 }
 
-/* A row is 88 bytes: a table of KEY_AVG_ROWS_MAX rows is part of what a
+/* A row is 64 bytes: a table of KEY_AVG_ROWS_MAX rows is part of what a
  * window's memory adds to its pool (docs/architecture.md, "A window's
  * memory"). Its memory sums lie apart, held only by a table of a trace
- * with "[memory]" events. */
+ * with "[memory]" events, and so do its input shapes and stack, held
+ * only by a table grouped by them. */
 static void test_row_size(void)
 {
+	static const struct key_avg_opts by[] = {
+		{ KEY_AVG_BY_NAME, false, 0 }, { KEY_AVG_BY_DOMAIN, false, 0 },
+		{ KEY_AVG_BY_NAME, true, 0 }, { KEY_AVG_BY_NAME, false, 2 },
+		{ KEY_AVG_BY_NAME, true, 5 },
+	};
 	struct trace t;
 	struct key_avg_table tab;
+	struct key_avg_key_extra x;
 	struct err e;
+	size_t i;
 
-	CHECK(sizeof(struct key_avg_row) <= 88);
+	CHECK(sizeof(struct key_avg_row) <= 64);
 	build_launches(&t); /* with allocations */
 	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
 				 &e) == 0);
@@ -1391,6 +1415,17 @@ static void test_row_size(void)
 	CHECK(tab.nrows > 0);
 	CHECK_EQ_INT(key_averages_row_mem(&tab, 0).self_mem[KEY_AVG_CPU], 0);
 	key_averages_free(&tab);
+	trace_free(&t);
+	add_shaped_ops(&t);
+	for (i = 0; i < sizeof by / sizeof by[0]; i++) {
+		CHECK(key_averages_build_with(&t, &by[i], KEY_AVG_SORT_COUNT, 0, &tab, &e) == 0);
+		CHECK(tab.nrows > 0);
+		CHECK((tab.row_extra != NULL) == (by[i].by_input_shape || by[i].stack_n > 0));
+		x = key_averages_row_extra(&tab, 0);
+		CHECK((x.shapes != NULL) == by[i].by_input_shape);
+		CHECK((x.stack != NULL) == (by[i].stack_n > 0));
+		key_averages_free(&tab);
+	}
 	trace_free(&t);
 }
 
@@ -1407,6 +1442,64 @@ static bool same_table(const struct key_avg_table *a, const struct key_avg_table
 		if (!same_row(a, k, b, k))
 			return false;
 	return true;
+}
+
+/*
+ * Out of memory, grouped by input shape and stack (each row with its
+ * shapes and stack beside it, and with memory): the heapsort moves each
+ * row's shapes and stack with it; a build whose allocations fail, each in
+ * turn, in one pass and in parts that overflow and are done again, gives
+ * the table it would have built or the error with an empty table.
+ */
+static void oom_grouped(void)
+{
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, true, 5 };
+	struct trace t;
+	struct key_avg_table want, tab;
+	struct err e;
+	int k, left, rc, failed;
+	size_t max;
+
+	add_shaped_ops(&t);
+	add_grouped_mem(&t);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_CPU_TIME_TOTAL, 0, &want, &e) == 0);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_COUNT, 0, &tab, &e) == 0);
+	CHECK(want.nrows > 3 && want.row_extra && want.row_mem);
+	oom_after = 1; /* the index */
+	key_averages_sort(&tab, KEY_AVG_SORT_CPU_TIME_TOTAL);
+	CHECK_EQ_INT(oom_after, 0);
+	oom_after = 0;
+	CHECK(same_table(&tab, &want));
+	key_averages_free(&want);
+	key_averages_free(&tab);
+	for (max = 2; max <= KEY_AVG_ROWS_MAX; max += KEY_AVG_ROWS_MAX - 2) {
+		CHECK(key_averages_build_with_max(&t, &o, KEY_AVG_SORT_CPU_MEM, max, max, &want,
+						  &e) == 0);
+		CHECK((max == 2) == (want.nfolded > 0));
+		failed = 0;
+		for (k = 1; k < 100000; k++) {
+			oom_after = k;
+			rc = key_averages_build_with_max(&t, &o, KEY_AVG_SORT_CPU_MEM, max, max,
+							 &tab, &e);
+			left = oom_after;
+			oom_after = 0;
+			if (rc == 0) {
+				CHECK(same_table(&tab, &want));
+			} else {
+				failed++;
+				CHECK_EQ_STR(e.msg, "out of memory building the key_averages table");
+				CHECK(tab.nrows == 0 && tab.rows == NULL && tab.row_mem == NULL &&
+				      tab.row_extra == NULL);
+			}
+			key_averages_free(&tab);
+			if (left > 0)
+				break; /* no allocation was left to fail */
+		}
+		CHECK(failed > 3);
+		CHECK(k < 100000);
+		key_averages_free(&want);
+	}
+	trace_free(&t);
 }
 
 /*
@@ -1448,6 +1541,7 @@ static void test_out_of_memory(void)
 			key_averages_free(&tab);
 		}
 	}
+	oom_grouped();
 	for (max = 7; max <= KEY_AVG_ROWS_MAX; max += KEY_AVG_ROWS_MAX - 7) {
 		CHECK(key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM,
 					     (size_t)max, (size_t)max, &want, &e) == 0);
@@ -1464,7 +1558,8 @@ static void test_out_of_memory(void)
 			} else {
 				failed++;
 				CHECK_EQ_STR(e.msg, "out of memory building the key_averages table");
-				CHECK(tab.nrows == 0 && tab.rows == NULL && tab.row_mem == NULL);
+				CHECK(tab.nrows == 0 && tab.rows == NULL && tab.row_mem == NULL &&
+				      tab.row_extra == NULL);
 			}
 			key_averages_free(&tab);
 			if (left > 0)
