@@ -15,6 +15,11 @@ contains /src/<folder>/<file>.<ext>.o, which names its source). Rules:
   length     no function of src/ (*.c) is longer than N lines (120), from
              its opening brace to its closing one, both in column 0 as the
              project writes functions.
+  includes   an #include "..." of src/ stays in its folder or goes down the
+             layers (LAYERS below, lowest first); a folder of src/ holding
+             C files must be placed there.
+  sources    src/capture holds a folder per capture source: no .c file at
+             its top.
 
 Prints one line per broken rule instance ("house: <rule>: ...") and exits
 1; exits 0 with one line saying what was checked otherwise. Exits 2 on bad
@@ -117,6 +122,68 @@ def same_names(src):
     return {k: sorted(v) for k, v in seen.items() if len(v) > 1}
 
 
+# The folders of src/, lowest first: a file may include from its own
+# folder and from folders on a lower line, never a higher one. Folders on
+# one line do not include each other.
+LAYERS = [
+    ["common"],                 # what the shim and the core share (libc)
+    ["util"],
+    ["shim"],
+    ["events"],
+    ["schedule", "stacks", "hang"],
+    ["export"],
+    ["salvage", "read"],
+    ["policy"],
+    ["capture"],
+    ["control"],
+    ["host"],
+    ["cli"],
+]
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+
+
+def upward_includes(src):
+    """[(file, included, why)] of the includes that do not go down."""
+    level = {f: i for i, line in enumerate(LAYERS) for f in line}
+    out = []
+    for d, _, files in os.walk(src):
+        for f in sorted(files):
+            if not f.endswith((".c", ".h", ".cpp")):
+                continue
+            path = os.path.join(d, f)
+            rel = os.path.relpath(path, src)
+            here = rel.split(os.sep)[0]
+            if os.sep not in rel:
+                continue
+            if here not in level:
+                out.append((rel, "", "its folder %s/ is not placed in house.py's LAYERS" % here))
+                continue
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            for m in INCLUDE.finditer(text):
+                target = os.path.normpath(os.path.join(d, m.group(1)))
+                trel = os.path.relpath(target, src)
+                if trel.startswith(".."):
+                    continue            # outside src/ (include/, generated)
+                there = trel.split(os.sep)[0]
+                if there == here or os.sep not in trel:
+                    continue
+                if there not in level:
+                    out.append((rel, m.group(1), "%s/ is not placed in LAYERS" % there))
+                elif level[there] >= level[here]:
+                    out.append((rel, m.group(1), "%s/ is not below %s/" % (there, here)))
+    return out
+
+
+def top_sources(src):
+    """The .c files at the top of src/capture (a source's belong in its
+    folder)."""
+    cap = os.path.join(src, "capture")
+    if not os.path.isdir(cap):
+        return []
+    return sorted(f for f in os.listdir(cap) if f.endswith(".c"))
+
+
 FUNC_START = re.compile(r"^\{")
 FUNC_END = re.compile(r"^\}")
 
@@ -178,6 +245,16 @@ def main():
         bad.append("length: %s:%d: %s is %d lines (at most %d: cut it into named steps)"
                    % (path, line, head, n, a.max_lines))
     checked.append("functions of at most %d lines" % a.max_lines)
+    for rel, inc, why in upward_includes(src):
+        if inc:
+            bad.append('includes: %s: #include "%s" goes up the layers (%s)' % (rel, inc, why))
+        else:
+            bad.append("includes: %s: %s" % (rel, why))
+    checked.append("includes down the layers")
+    for f in top_sources(src):
+        bad.append("sources: capture/%s is at the top of src/capture: move it into its "
+                   "source's folder" % f)
+    checked.append("a folder per capture source")
     for b in bad:
         print("house: " + b)
     if bad:

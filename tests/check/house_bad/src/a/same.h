@@ -1,1 +1,0 @@
-/* house.py's bad tree: a name b/ holds too (rule "names"). */

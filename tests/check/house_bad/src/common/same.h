@@ -1,0 +1,1 @@
+/* house.py's bad tree: a name src/host holds too (rule "names"). */
