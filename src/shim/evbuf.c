@@ -17,7 +17,13 @@
  * window used: 2 MiB, then as much as used so far, at most 32 MiB, never
  * past the pool (so a window holds at most that much more memory than it
  * wrote, until it is released). Writers ask for more (an atomic and, now
- * and then, a futex wake) when they take a chunk. Kernels without
+ * and then, a futex wake) when they take a chunk. A generation opened by
+ * evbuf_rotate (the flight recorder's next segment, every few steps)
+ * starts from what the generation before it used, plus one chunk, and is
+ * populated a chunk at a time while that is under 2 MiB: a recorder
+ * segment of a training loop takes a chunk or two, and populating and
+ * giving back 2 MiB of the salvage file's tmpfs at every rotation cost
+ * such a loop about 3 % of its CPU time (issue #29). Kernels without
  * MADV_POPULATE_WRITE (before 5.14), a helper that cannot start, or a
  * window whose populating fails (memory limits): the writers fault, as
  * they would without the helper.
@@ -78,6 +84,10 @@ struct evbuf_slot {
 	_Atomic uint64_t pf_want;
 	_Atomic uint64_t pf_done;
 	_Atomic int pf_busy;
+	/* The helper's least lead for this generation (see the top):
+	 * PF_LEAD_MIN, or less for a rotated one, populated a chunk at a
+	 * time then. Set before the generation is handed out. */
+	_Atomic uint64_t pf_min;
 	/* Bytes from the start that evbuf_prepare() populated for the next
 	 * generation (0: none); used up by evbuf_open, reset by release. */
 	size_t ready;
@@ -162,10 +172,25 @@ static uint64_t pf_round(const struct evbuf_slot *s, uint64_t off, uint64_t end)
 	return off < end ? off : end;
 }
 
-/* How far ahead of `used` bytes of a pool the helper populates. */
-static uint64_t pf_lead(uint64_t used)
+/* Offset `off` of slot s's pool moved up to where the helper's next piece
+ * ends, at most `end`: a huge-page boundary (pf_round), or a chunk's end
+ * for a generation whose least lead is under a huge page (its pool is
+ * written a chunk or two at a time, and a huge page's worth of 4 KiB
+ * pages would mostly go unused). */
+static uint64_t pf_step(const struct evbuf_slot *s, uint64_t off, uint64_t end)
 {
-	return used < PF_LEAD_MIN ? PF_LEAD_MIN : used > PF_LEAD_MAX ? PF_LEAD_MAX : used;
+	if (atomic_load_explicit(&s->pf_min, memory_order_relaxed) >= PF_PIECE)
+		return pf_round(s, off, end);
+	off = (off + EVBUF_CHUNK_BYTES - 1) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES;
+	return off < end ? off : end;
+}
+
+/* How far ahead of `used` bytes of slot s's pool the helper populates. */
+static uint64_t pf_lead(const struct evbuf_slot *s, uint64_t used)
+{
+	uint64_t lo = atomic_load_explicit(&s->pf_min, memory_order_relaxed);
+
+	return used < lo ? lo : used > PF_LEAD_MAX ? PF_LEAD_MAX : used;
 }
 
 static void pf_wake(void)
@@ -180,14 +205,14 @@ static void pf_wake(void)
 static void pf_need(struct evbuf_slot *s, uint64_t used)
 {
 	uint64_t want = atomic_load_explicit(&s->pf_want, memory_order_relaxed);
-	uint64_t lead = pf_lead(used), target, size;
+	uint64_t lead = pf_lead(s, used), target, size;
 
 	if (atomic_load_explicit(&pf_state, memory_order_relaxed) != 1 ||
 	    used + lead / 2 <= want ||
 	    atomic_load_explicit(&s->pf_gen, memory_order_relaxed) == 0)
 		return;
 	size = (uint64_t)s->nchunks * EVBUF_CHUNK_BYTES;
-	target = pf_round(s, used + lead, size);
+	target = pf_step(s, used + lead, size);
 	while (target > want)
 		if (atomic_compare_exchange_weak_explicit(&s->pf_want, &want, target,
 							  memory_order_relaxed,
@@ -242,7 +267,7 @@ static int pf_populate(void)
 		}
 		/* Only now is s->mem this generation's: evbuf_open() may map
 		 * the slot anew once it was released. */
-		len = pf_round(s, done + 1, want) - done;
+		len = pf_step(s, done + 1, want) - done;
 		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
 			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
 		/* A salvage file's writers trust pf_done to have their pages
@@ -1058,8 +1083,10 @@ static uint64_t next_gen(void)
 }
 
 /* Maps generation `gen`'s pool of `bytes` in its slot, when the slot is
- * free, and hands it to the writers (s->gen, last). Caller of open/close. */
-static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes)
+ * free, and hands it to the writers (s->gen, last), the helper to keep
+ * at least `lead` bytes ahead of them (see the top). Caller of
+ * open/close. */
+static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes, uint64_t lead)
 {
 	uint64_t nchunks = pool_chunks(bytes);
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
@@ -1078,8 +1105,8 @@ static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes)
 	atomic_store_explicit(&s->open, 1, memory_order_relaxed);
 	/* What evbuf_prepare() populated counts as done. */
 	atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
-	atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
-			      memory_order_relaxed);
+	atomic_store_explicit(&s->pf_min, lead, memory_order_relaxed);
+	atomic_store_explicit(&s->pf_want, pf_step(s, lead, want), memory_order_relaxed);
 	atomic_store(&s->pf_gen, gen);
 	salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
 	atomic_store_explicit(&s->gen, gen, memory_order_release);
@@ -1108,7 +1135,7 @@ uint64_t evbuf_open(size_t bytes)
 		return 0;
 	gen = next_gen();
 	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
-	s = slot_ready(gen, bytes);
+	s = slot_ready(gen, bytes, PF_LEAD_MIN);
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
 	pf_follow(s);
 	return gen;
@@ -1147,6 +1174,23 @@ uint64_t evbuf_current(void)
 	return st & 1 ? st >> 1 : 0;
 }
 
+/* The least lead of the generation that follows open generation `gen` in
+ * a rotation: what `gen` took of its pool plus one chunk (the writers of a
+ * flight recorder segment take about what the one before took), at most
+ * PF_LEAD_MIN, the lead of a generation opened afresh. */
+static uint64_t rotated_lead(uint64_t gen)
+{
+	const struct evbuf_slot *o = &slots[gen % EVBUF_SLOTS];
+	uint64_t n = atomic_load_explicit(&o->next, memory_order_relaxed), lead;
+
+	if (atomic_load_explicit(&o->gen, memory_order_acquire) != gen)
+		return PF_LEAD_MIN;
+	if (n > o->nchunks)
+		n = o->nchunks;
+	lead = (n + 1) * EVBUF_CHUNK_BYTES;
+	return lead < PF_LEAD_MIN ? lead : PF_LEAD_MIN;
+}
+
 uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
@@ -1159,7 +1203,7 @@ uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
 	/* The new pool is ready before writers see it, and they see it in
 	 * place of the old one in one store: nothing is appended to neither. */
 	gen = next_gen();
-	s = slot_ready(gen, bytes);
+	s = slot_ready(gen, bytes, rotated_lead(st >> 1));
 	n = atomic_exchange_explicit(&noslot_dropped, 0, memory_order_relaxed);
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
 	close_gen(st >> 1, n);

@@ -827,6 +827,95 @@ static void test_salvage_pool_leaves_the_program_room(struct salv_header *h, con
 	check_pool_kept_out(h, (avail - keep / 2) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES);
 }
 
+/* Bytes of the file at `path` the tmpfs holds pages for. */
+static long file_bytes(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (long)sb.st_blocks * 512 : -1;
+}
+
+/* Waits until the pre-fault helper is done with the open pool: the file's
+ * size on the tmpfs has not moved for 100 ms (at most 2 s). */
+static long file_bytes_settled(const char *path)
+{
+	long last = file_bytes(path), now;
+	int i, still = 0;
+
+	for (i = 0; i < 200 && still < 10; i++) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL);
+		now = file_bytes(path);
+		still = now == last ? still + 1 : 0;
+		last = now;
+	}
+	return last;
+}
+
+/* Whether this tmpfs may back the salvage file with huge pages (then a
+ * populated chunk brings its whole huge page, whatever evbuf asks). */
+static int tmpfs_huge(void)
+{
+	char buf[256] = "", line[1024];
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	int huge = 0;
+
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	if (strstr(buf, "[force]"))
+		return 1;
+	f = fopen("/proc/mounts", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, " /dev/shm ") && strstr(line, "huge=") &&
+		    !strstr(line, "huge=never") && !strstr(line, "huge=deny"))
+			huge = 1;
+	if (f)
+		fclose(f);
+	return huge;
+}
+
+/* The flight recorder's rotation: a segment that follows one whose
+ * writers took a chunk is populated about as far (two chunks), not the
+ * 2 MiB of a window's pool, so rotating every few steps neither fills the
+ * salvage file's tmpfs nor costs the program the pages' zeroing (#29).
+ * Three segments held, as the recorder holds them; every record kept. */
+static void test_salvage_rotation_populates_what_is_used(const char *path)
+{
+	uint64_t gens[8], closed, total = 0;
+	long before;
+	int n, i;
+
+	if (tmpfs_huge()) {
+		printf("test_salvage_rotation_populates_what_is_used: skipped, the "
+		       "tmpfs may use huge pages\n");
+		return;
+	}
+	before = file_bytes_settled(path);
+	gens[0] = evbuf_open((size_t)64 << 20);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+	for (n = 1; n < 8; n++) {
+		gens[n] = evbuf_rotate((size_t)64 << 20, &closed);
+		CHECK_EQ_INT(closed, gens[n - 1]);
+		for (i = 0; i < 100; i++)
+			evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+		if (n >= 3) /* the oldest of three goes back, undrained */
+			evbuf_release(gens[n - 3]);
+	}
+	/* Held now: the segments of gens[5], [6] and the open gens[7]; the
+	 * first, populated 2 MiB ahead as a window's pool, went back. */
+	CHECK(file_bytes_settled(path) - before <= 3 * 3 * EVBUF_CHUNK_BYTES);
+	CHECK_EQ_INT(evbuf_close(), gens[7]);
+	for (i = 5; i < 8; i++)
+		drain_count(gens[i], &total);
+	CHECK_EQ_INT(total, 3 * 100);
+	CHECK(file_bytes_settled(path) - before <= 0);
+}
+
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
  * region of it, named in its header while its generation is held, with
  * the records in the file; its pages go back to the tmpfs on release;
@@ -881,6 +970,7 @@ static void test_salvage_file(void)
 	CHECK(pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
+	test_salvage_rotation_populates_what_is_used(path);
 	test_salvage_pool_without_room(h, dir);
 	test_salvage_pool_leaves_the_program_room(h, dir);
 	evbuf_salvage_remove();
