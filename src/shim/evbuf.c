@@ -27,6 +27,19 @@
  * MADV_POPULATE_WRITE (before 5.14), a helper that cannot start, or a
  * window whose populating fails (memory limits): the writers fault, as
  * they would without the helper.
+ *
+ * Recycling. A generation released without being drained (the flight
+ * recorder's oldest segment, given back as it rotates on the stepping
+ * thread) keeps what it wrote and one chunk more (at most
+ * EVBUF_KEEP_BYTES, and only pages that are populated): the written
+ * chunks are zeroed (memset), the rest goes back to the kernel, and the
+ * next generation in that slot starts with those pages populated
+ * (`ready`). The recorder thus reuses its few pages
+ * instead of giving them back and populating fresh ones at every
+ * rotation: MADV_REMOVE on the stepping thread with its TLB shootdown,
+ * and the helper's wake-up and page faults, cost more than the memset.
+ * A slot's kept pages are in the salvage file as zeros in a region its
+ * header names no generation for.
  */
 #include "evbuf.h"
 #include "evchunk.h"
@@ -88,9 +101,14 @@ struct evbuf_slot {
 	 * PF_LEAD_MIN, or less for a rotated one, populated a chunk at a
 	 * time then. Set before the generation is handed out. */
 	_Atomic uint64_t pf_min;
-	/* Bytes from the start that evbuf_prepare() populated for the next
-	 * generation (0: none); used up by evbuf_open, reset by release. */
+	/* Bytes from the start that are populated and zero for the next
+	 * generation (0: none): what evbuf_prepare() populated, or what
+	 * evbuf_release() kept of an undrained generation (see "Recycling"
+	 * at the top); used up by the next open. */
 	size_t ready;
+	/* The generation was drained (its pages went back behind the
+	 * drain): its release keeps nothing. Host thread, or the opener. */
+	int drained;
 	/* Chunks left by exited threads (see "Thread exit" in evbuf.h): the
 	 * generation's low 32 bits << 32 | chunk index + 1; 0 or another
 	 * generation's entry is a free place. */
@@ -104,6 +122,8 @@ struct evbuf_slot {
 #define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
 #define PF_LEAD_MIN ((uint64_t)2 << 20)
 #define PF_LEAD_MAX ((uint64_t)32 << 20)
+/* What the release of an undrained generation keeps (see "Recycling"). */
+#define EVBUF_KEEP_BYTES ((uint64_t)8 * EVBUF_CHUNK_BYTES)
 
 static struct evbuf_slot slots[EVBUF_SLOTS];
 /* Records dropped because the open generation found no free slot. Reset by
@@ -1054,10 +1074,11 @@ void evbuf_prepare(size_t bytes)
 	pf_start();
 	/* The first writers' pages, populated now rather than faulted in by
 	 * them in the window's first step. Kept until the slot's release. */
-	if (!s->ready) {
+	{
 		size_t first = pf_round(s, PF_LEAD_MIN, want);
 
-		if (madvise(s->mem, first, MADV_POPULATE_WRITE) == 0)
+		if (s->ready < first &&
+		    madvise(s->mem + s->ready, first - s->ready, MADV_POPULATE_WRITE) == 0)
 			s->ready = first;
 	}
 }
@@ -1100,13 +1121,15 @@ static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes, uint64_t lead)
 		return s;
 	}
 	s->nchunks = (uint32_t)nchunks;
+	s->drained = 0;
 	atomic_store_explicit(&s->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->open, 1, memory_order_relaxed);
 	/* What evbuf_prepare() populated counts as done. */
 	atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
 	atomic_store_explicit(&s->pf_min, lead, memory_order_relaxed);
-	atomic_store_explicit(&s->pf_want, pf_step(s, lead, want), memory_order_relaxed);
+	atomic_store_explicit(&s->pf_want, pf_step(s, lead > s->ready ? lead : s->ready, want),
+			      memory_order_relaxed);
 	atomic_store(&s->pf_gen, gen);
 	salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
 	atomic_store_explicit(&s->gen, gen, memory_order_release);
@@ -1323,6 +1346,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		return -1;
 	if (atomic_load_explicit(&s->open, memory_order_acquire))
 		return -1;
+	s->drained = 1;
 	stats->dropped_full = atomic_load_explicit(&s->dropped_full, memory_order_relaxed);
 	n = atomic_load_explicit(&s->next, memory_order_acquire);
 	if (n > s->nchunks)
@@ -1365,7 +1389,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 void evbuf_release(uint64_t gen)
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
-	uint64_t used;
+	uint64_t used, written, keep;
 
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
 	    atomic_load_explicit(&s->open, memory_order_acquire))
@@ -1377,16 +1401,32 @@ void evbuf_release(uint64_t gen)
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
 	}
-	used = atomic_load_explicit(&s->next, memory_order_relaxed);
-	if (used > s->nchunks)
-		used = s->nchunks;
-	used *= EVBUF_CHUNK_BYTES;
+	written = atomic_load_explicit(&s->next, memory_order_relaxed);
+	if (written > s->nchunks)
+		written = s->nchunks;
+	written *= EVBUF_CHUNK_BYTES;
+	used = written;
 	if (atomic_load_explicit(&s->pf_done, memory_order_relaxed) > used)
 		used = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
+	/* Undrained: what it wrote and one chunk more stay, zeroed, for the
+	 * next generation in this slot (see "Recycling" at the top). Only
+	 * populated pages: a chunk whose populating failed (a full tmpfs)
+	 * would raise SIGBUS in the memset, or in the next writer. */
+	keep = written + EVBUF_CHUNK_BYTES;
+	if (keep > used)
+		keep = used - used % EVBUF_CHUNK_BYTES;
+	if (keep > EVBUF_KEEP_BYTES || s->drained)
+		keep = s->drained ? 0 : EVBUF_KEEP_BYTES;
+	if (keep && s->shared &&
+	    atomic_load_explicit(&s->pf_done, memory_order_relaxed) < keep &&
+	    madvise(s->mem, keep, MADV_POPULATE_WRITE) != 0)
+		keep = 0;
+	if (keep)
+		memset(s->mem, 0, written < keep ? written : keep);
 	/* Whole huge pages: a write faults in all of its huge page. */
-	if (used)
-		pool_give_back(s, 0, pf_round(s, used, s->mapped));
-	s->ready = 0;
+	if (used > keep)
+		pool_give_back(s, keep, pf_round(s, used, s->mapped) - keep);
+	s->ready = keep;
 	atomic_store_explicit(&s->gen, 0, memory_order_release);
 }
 

@@ -880,11 +880,17 @@ static int tmpfs_huge(void)
 
 /* The flight recorder's rotation: a segment that follows one whose
  * writers took a chunk is populated about as far (two chunks), not the
- * 2 MiB of a window's pool, so rotating every few steps neither fills the
- * salvage file's tmpfs nor costs the program the pages' zeroing (#29).
- * Three segments held, as the recorder holds them; every record kept. */
-static void test_salvage_rotation_populates_what_is_used(const char *path)
+ * 2 MiB of a window's pool, and a segment given back undrained leaves its
+ * pages, zeroed, to the next one in its slot: rotating every few steps
+ * neither fills the salvage file's tmpfs nor costs the program the
+ * pages' zeroing and unmapping (#29). Three segments held, as the
+ * recorder holds them; every record kept. */
+static void test_salvage_rotation_populates_what_is_used(struct salv_header *h,
+							 const char *path)
 {
+	/* larger than any slot so far: every slot is mapped anew, from the
+	 * file (a slot's mapping is reused when it is large enough) */
+	const size_t pool = (size_t)768 << 20;
 	uint64_t gens[8], closed, total = 0;
 	long before;
 	int n, i;
@@ -895,25 +901,53 @@ static void test_salvage_rotation_populates_what_is_used(const char *path)
 		return;
 	}
 	before = file_bytes_settled(path);
-	gens[0] = evbuf_open((size_t)64 << 20);
+	gens[0] = evbuf_open(pool);
 	for (i = 0; i < 100; i++)
 		evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
 	for (n = 1; n < 8; n++) {
-		gens[n] = evbuf_rotate((size_t)64 << 20, &closed);
+		gens[n] = evbuf_rotate(pool, &closed);
 		CHECK_EQ_INT(closed, gens[n - 1]);
+		if (atomic_load(&h->slots[gens[n] % SALV_SLOTS].gen) != gens[n] ||
+		    h->slots[gens[n] % SALV_SLOTS].off == 0) {
+			printf("test_salvage_rotation_populates_what_is_used: skipped, the "
+			       "tmpfs has no room for the pools\n");
+			evbuf_close();
+			for (i = n < 3 ? 0 : n - 2; i <= n; i++)
+				evbuf_release(gens[i]);
+			return;
+		}
 		for (i = 0; i < 100; i++)
 			evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
 		if (n >= 3) /* the oldest of three goes back, undrained */
 			evbuf_release(gens[n - 3]);
 	}
-	/* Held now: the segments of gens[5], [6] and the open gens[7]; the
-	 * first, populated 2 MiB ahead as a window's pool, went back. */
-	CHECK(file_bytes_settled(path) - before <= 3 * 3 * EVBUF_CHUNK_BYTES);
+	/* Held now: the segments of gens[5], [6] and the open gens[7], two
+	 * chunks each (the one written, one ahead), and the fourth slot the
+	 * two gens[4] kept for the next segment, zeroed; the first segment,
+	 * populated 2 MiB ahead as a window's pool, gave the rest back. */
+	CHECK(file_bytes_settled(path) - before <= 4 * 2 * EVBUF_CHUNK_BYTES);
 	CHECK_EQ_INT(evbuf_close(), gens[7]);
 	for (i = 5; i < 8; i++)
 		drain_count(gens[i], &total);
 	CHECK_EQ_INT(total, 3 * 100);
-	CHECK(file_bytes_settled(path) - before <= 0);
+	/* drained, they keep nothing: only the fourth slot's two chunks */
+	CHECK(file_bytes_settled(path) - before <= 2 * EVBUF_CHUNK_BYTES);
+	/* which hold zeros, gens[4]'s records gone: a salvage reading the
+	 * region finds nothing, nor does the next segment in it */
+	{
+		static char buf[2 * EVBUF_CHUNK_BYTES];
+		int fd = open(path, O_RDONLY);
+		size_t k, nonzero = 0;
+
+		CHECK(fd >= 0 && pread(fd, buf, sizeof buf,
+				       (off_t)h->slots[gens[4] % SALV_SLOTS].off) ==
+				 (ssize_t)sizeof buf);
+		for (k = 0; k < sizeof buf; k++)
+			nonzero += buf[k] != 0;
+		CHECK_EQ_INT(nonzero, 0);
+		if (fd >= 0)
+			close(fd);
+	}
 }
 
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
@@ -970,7 +1004,7 @@ static void test_salvage_file(void)
 	CHECK(pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
-	test_salvage_rotation_populates_what_is_used(path);
+	test_salvage_rotation_populates_what_is_used(h, path);
 	test_salvage_pool_without_room(h, dir);
 	test_salvage_pool_leaves_the_program_room(h, dir);
 	evbuf_salvage_remove();
