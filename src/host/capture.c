@@ -262,6 +262,18 @@ void capture_recorder_rotated_all(void)
 			capture_sources[i]->recorder_rotated();
 }
 
+bool capture_recorder_rotated_wanted(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated &&
+		    (!capture_sources[i]->recorder_rotated_wanted ||
+		     capture_sources[i]->recorder_rotated_wanted()))
+			return true;
+	return false;
+}
+
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 {
 	size_t i;

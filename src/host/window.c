@@ -71,8 +71,10 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 		gen = h->shim->evbuf_rotate(w->rec.pool_bytes, &closed);
 		rec_closed(&w->rec);
 		/* what the sources hold of the closed segment's steps goes
-		 * into the ring (capture_ops.recorder_rotated) */
-		wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
+		 * into the ring (capture_ops.recorder_rotated), when one
+		 * holds anything (a CPU-only loop: no wake, #29) */
+		if (capture_recorder_rotated_wanted())
+			wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
 	} else {
 		gen = h->shim->evbuf_open(w->rec.pool_bytes);
 	}
