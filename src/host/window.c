@@ -37,6 +37,10 @@
  * open and rotates it at step boundaries; the host thread gives old
  * generations back and writes dumps. */
 
+/* The pre-fault lead of the recorder's first segment (evbuf_open_lead):
+ * two chunks, then each segment takes what the one before used. */
+#define REC_OPEN_LEAD ((size_t)2 * EVBUF_CHUNK_BYTES)
+
 /* Gives `n` generations back now: the recorder rotates faster than the
  * host thread could be woken (a segment may last microseconds), and a
  * slot given back late drops the next segment's records. Costs an
@@ -76,7 +80,9 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 		if (capture_recorder_rotated_wanted())
 			wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
 	} else {
-		gen = h->shim->evbuf_open(w->rec.pool_bytes);
+		/* a segment's writers take a chunk or two (evbuf_open would
+		 * populate 2 MiB ahead, at each resume) */
+		gen = h->shim->evbuf_open_lead(w->rec.pool_bytes, REC_OPEN_LEAD);
 	}
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */

@@ -23,7 +23,9 @@
  * populated a chunk at a time while that is under 2 MiB: a recorder
  * segment of a training loop takes a chunk or two, and populating and
  * giving back 2 MiB of the salvage file's tmpfs at every rotation cost
- * such a loop about 3 % of its CPU time (issue #29). Kernels without
+ * such a loop about 3 % of its CPU time (issue #29); so does one opened
+ * with evbuf_open_lead (the recorder's first segment), from its lead.
+ * Kernels without
  * MADV_POPULATE_WRITE (before 5.14), a helper that cannot start, or a
  * window whose populating fails (memory limits): the writers fault, as
  * they would without the helper.
@@ -1105,8 +1107,8 @@ static uint64_t next_gen(void)
 
 /* Maps generation `gen`'s pool of `bytes` in its slot, when the slot is
  * free, and hands it to the writers (s->gen, last), the helper to keep
- * at least `lead` bytes ahead of them (see the top). Caller of
- * open/close. */
+ * at least `lead` bytes ahead of them (see the top), and as far as the
+ * slot's `ready` pages at first. Caller of open/close. */
 static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes, uint64_t lead)
 {
 	uint64_t nchunks = pool_chunks(bytes);
@@ -1151,14 +1153,22 @@ static void pf_follow(struct evbuf_slot *s)
 
 uint64_t evbuf_open(size_t bytes)
 {
+	return evbuf_open_lead(bytes, PF_LEAD_MIN);
+}
+
+uint64_t evbuf_open_lead(size_t bytes, size_t lead)
+{
 	struct evbuf_slot *s;
 	uint64_t gen;
 
 	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
 		return 0;
+	if (lead < PF_LEAD_MIN) /* whole chunks, at least one */
+		lead = lead < EVBUF_CHUNK_BYTES ? EVBUF_CHUNK_BYTES
+		       : (lead + EVBUF_CHUNK_BYTES - 1) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES;
 	gen = next_gen();
 	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
-	s = slot_ready(gen, bytes, PF_LEAD_MIN);
+	s = slot_ready(gen, bytes, lead);
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
 	pf_follow(s);
 	return gen;

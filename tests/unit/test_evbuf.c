@@ -950,6 +950,54 @@ static void test_salvage_rotation_populates_what_is_used(struct salv_header *h,
 	}
 }
 
+/* The flight recorder paused and resumed (or around a window): its held
+ * segments go back undrained, each slot keeping its two chunks, and its
+ * first segment after (evbuf_open_lead, two chunks ahead) is populated
+ * no further than those: resuming costs no 2 MiB of fresh pages, as
+ * evbuf_open's lead would (#29). Its records are kept. */
+static void test_salvage_resume_populates_what_was_kept(struct salv_header *h,
+							const char *path)
+{
+	const size_t pool = (size_t)768 << 20; /* the slots' size so far */
+	uint64_t gens[4], closed, total = 0;
+	long before, paused;
+	int n, i;
+
+	if (tmpfs_huge())
+		return; /* said by the test before */
+	before = file_bytes_settled(path);
+	gens[0] = evbuf_open_lead(pool, 2 * EVBUF_CHUNK_BYTES);
+	for (n = 0; n < 4; n++) {
+		if (n)
+			gens[n] = evbuf_rotate(pool, &closed);
+		if (!gens[n] || atomic_load(&h->slots[gens[n] % SALV_SLOTS].gen) != gens[n] ||
+		    h->slots[gens[n] % SALV_SLOTS].off == 0) {
+			evbuf_close();
+			for (i = 0; i <= n; i++)
+				evbuf_release(gens[i]);
+			return; /* no room in the tmpfs: said by the test before */
+		}
+		for (i = 0; i < 100; i++)
+			evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+		if (n == 3)
+			evbuf_release(gens[0]);
+	}
+	/* paused: the held segments go back, undrained */
+	CHECK_EQ_INT(evbuf_close(), gens[3]);
+	for (n = 1; n < 4; n++)
+		evbuf_release(gens[n]);
+	paused = file_bytes_settled(path);
+	CHECK(paused - before <= 4 * 2 * EVBUF_CHUNK_BYTES);
+	/* resumed */
+	gens[0] = evbuf_open_lead(pool, 2 * EVBUF_CHUNK_BYTES);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+	CHECK(file_bytes_settled(path) <= paused);
+	CHECK_EQ_INT(evbuf_close(), gens[0]);
+	drain_count(gens[0], &total);
+	CHECK_EQ_INT(total, 100);
+}
+
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
  * region of it, named in its header while its generation is held, with
  * the records in the file; its pages go back to the tmpfs on release;
@@ -1005,6 +1053,7 @@ static void test_salvage_file(void)
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
 	test_salvage_rotation_populates_what_is_used(h, path);
+	test_salvage_resume_populates_what_was_kept(h, path);
 	test_salvage_pool_without_room(h, dir);
 	test_salvage_pool_leaves_the_program_room(h, dir);
 	evbuf_salvage_remove();

@@ -45,6 +45,12 @@ static uint64_t fake_evbuf_open(size_t bytes)
 	return next_gen++;
 }
 
+static uint64_t fake_evbuf_open_lead(size_t bytes, size_t lead)
+{
+	(void)lead;
+	return fake_evbuf_open(bytes);
+}
+
 static uint64_t fake_evbuf_close(void)
 {
 	return 0;
@@ -81,6 +87,7 @@ static void fake_nvtx_replay(void)
 static const struct shim_api fake_shim = {
 	.version = SHIM_API_VERSION,
 	.evbuf_open = fake_evbuf_open,
+	.evbuf_open_lead = fake_evbuf_open_lead,
 	.evbuf_close = fake_evbuf_close,
 	.evbuf_rotate = fake_evbuf_rotate,
 	.evbuf_prepare = fake_evbuf_prepare,
