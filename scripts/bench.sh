@@ -6,16 +6,23 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
-# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch recorder_whole
-# recorder_phases phase_sources.
+# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch
+# recorder_whole recorder_phases phase_sources.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch recorder_whole recorder_phases phase_sources"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch recorder_whole recorder_phases phase_sources"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$BUILD" -j"$(nproc)" >/dev/null
+}
+
+# Watching the run directory for job requests (prof capture RUN): one
+# process's watcher thread, its CPU and system calls per second.
+section_jobwatch() {
+    echo "==== job watcher (tests/bench/bench_jobwatch.py)"
+    python3 tests/bench/bench_jobwatch.py "$BUILD" --seconds 10
 }
 
 # The machine the numbers come from.
@@ -292,6 +299,24 @@ section_recorder_torch() {
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
         --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-12}" \
         --rec-steps "${BENCH_REC_STEPS:-20}" --json "$BUILD/bench_recorder_torch.json"
+}
+
+# ---- torch memory (issue 26): prof.capture{ profile_memory } against
+# torch.profiler's profile_memory on the training loop (recorded steps on
+# three clocks, whole run), per allocation on torch.add, and the recorder
+# keeping operators and allocations. docs/performance.md, "Python: memory",
+# says how to read it.
+section_torch_memory() {
+    echo "==== torch memory: profile_memory, profhost vs torch.profiler (tests/bench/bench_torch.py --memory)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --memory \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch_memory.json"
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --ops \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_torch_memory_ops.json"
+    /usr/bin/python3 tests/bench/bench_torch_ops.py --prof "$BUILD/bin/prof" --memory \
+        --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_torch_ops_memory.json"
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder --memory \
+        --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_recorder_torch_memory.json"
 }
 
 # The recorder's default configuration against no profiler, as whole

@@ -53,7 +53,7 @@ run_suite() {
     echo "==== $name: $(( $(date +%s) - start )) s"
 }
 run_suite "default build" build-test "" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-not_these="e2e_python|e2e_torch_ops|e2e_install_python|e2e_repl|bench_gpu_dry_run"
+not_these="e2e_python|e2e_torch|e2e_install_python|e2e_repl|bench_gpu_dry_run"
 run_suite "Release CPU-only build (-O3, PROFHOST_CUDA=OFF)" build-test-cpu "-E $not_these" \
     -DCMAKE_BUILD_TYPE=Release -DPROFHOST_CUDA=OFF -DPROFHOST_TORCH=OFF
 run_suite "ASan+UBSan build" build-test-asan "" \

@@ -17,6 +17,7 @@
 --   prof._syntax_hint(m, s) the file's syntax error m, with the hint for a
 --                           keyword written as a key (repeat = 2)
 --   prof._native            { capture_now = fn(steps, reason) -> true | nil, err,
+--                             capture_job = fn(steps, reason) -> true | nil, err,
 --                             set_limits = fn(memory_mb, load_ms),
 --                             repl_active = fn() -> boolean,
 --                             query = fn(what, arg) -> table | nil,
@@ -262,6 +263,18 @@ function prof.capture_now(args)
 	end
 	local reason = t.reason or spec.keys.reason.default
 	local native = prof._native
+	if t.job then
+		-- every rank of the run: the request goes into the run directory;
+		-- each rank's window appears as its own folder (no waiting here)
+		if type(native) ~= "table" or type(native.capture_job) ~= "function" then
+			error("prof.capture_now: not available here (no profhost host is running)", 2)
+		end
+		local ok, err = native.capture_job(t.steps, reason)
+		if not ok then
+			error("prof.capture_now: " .. tostring(err), 2)
+		end
+		return true
+	end
 	if type(native) ~= "table" or type(native.capture_now) ~= "function" then
 		error("prof.capture_now: not available here (no profhost host is running)", 2)
 	end

@@ -1,7 +1,7 @@
 -- prof.schema — what each prof.* configuration call accepts.
 --
 -- One spec per section (output, schedule, steps, capture, export, recorder,
--- watchdog, limits).
+-- watchdog, job, limits).
 -- check() validates a user's table against a section's spec and returns a
 -- normalized copy, or nil and a one-line message that names the key, the
 -- value and what is expected (without the "prof.<section>: " prefix, which
@@ -108,11 +108,15 @@ end
 M.sort_by_values = {
 	"count", "cpu_time", "cpu_time_total", "cuda_time", "cuda_time_total",
 	"self_cpu_time_total", "self_cuda_time_total",
+	"cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+	"self_cuda_memory_usage",
 }
 local sort_by_aliases = {
 	device_time = "cuda_time",
 	device_time_total = "cuda_time_total",
 	self_device_time_total = "self_cuda_time_total",
+	device_memory_usage = "cuda_memory_usage",
+	self_device_memory_usage = "self_cuda_memory_usage",
 }
 
 -- The prof.schedule keys that shape windows of steps (not `whole`).
@@ -210,6 +214,7 @@ M.sections = {
 			}, "cuda_backtrace = { threshold_us = 10 }"),
 			record_shapes = boolean(false),
 			with_flops = boolean(false),
+			profile_memory = boolean(false),
 			with_stack = boolean(false),
 			peak_tflops = number(0, 1e6, 0),
 			buffer_mb = integer(1, 65536, 128),
@@ -261,6 +266,17 @@ M.sections = {
 			-- GPU work between windows, as prof.capture{cuda} asks for it
 			-- (CUPTI stays on: a window's cost on every step)
 			cuda = boolean(true),
+			-- a dump on any rank is published in the run directory and
+			-- every other rank dumps the same steps (docs/jobs.md)
+			job = boolean(false),
+		},
+	},
+	-- How the process watches the run directory for job-wide requests
+	-- (prof capture RUN, job dumps: docs/jobs.md); 0: it does not.
+	job = {
+		example = "prof.job{ poll_ms = 1000 }",
+		keys = {
+			poll_ms = integer(0, 3600000, 1000),
 		},
 	},
 	watchdog = {
@@ -292,6 +308,8 @@ M.capture_now = {
 		reason = string_("capture_now", check_reason),
 		-- At the REPL: wait for the window's files (false: return at once).
 		wait = boolean(true),
+		-- Every rank of the run records the same steps (docs/jobs.md).
+		job = boolean(false),
 	},
 	required = { steps = true },
 }
@@ -586,6 +604,7 @@ function M.resolve(raw)
 	local cr = raw.capture_range
 	local rec = raw.recorder
 	local wd = raw.watchdog
+	local jb = raw.job
 
 	local cuda = get_sub("capture", c, "cuda")
 	local samples = get_sub("capture", c, "cpu_samples")
@@ -643,6 +662,7 @@ function M.resolve(raw)
 			cuda_backtrace_us = bt and bt.threshold_us or 0,
 			record_shapes = get("capture", c, "record_shapes"),
 			with_flops = get("capture", c, "with_flops"),
+			profile_memory = get("capture", c, "profile_memory"),
 			with_stack = get("capture", c, "with_stack"),
 			peak_tflops = get("capture", c, "peak_tflops"),
 			buffer_mb = get("capture", c, "buffer_mb"),
@@ -678,6 +698,10 @@ function M.resolve(raw)
 			cpu_samples = get("recorder", rec, "cpu_samples"),
 			phases = get("recorder", rec, "phases"),
 			cuda = get("recorder", rec, "cuda"),
+			job = get("recorder", rec, "job"),
+		},
+		job = {
+			poll_ms = get("job", jb, "poll_ms"),
 		},
 		watchdog = {
 			enabled = wd ~= nil,

@@ -854,7 +854,8 @@ static size_t live_threads(void **live, size_t max)
 
 int opstacks_start(const char *prefixes, uintptr_t call_impl)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	/* zeroed: gcc -O3 cannot see live_threads() fill what forget_gone reads */
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self;
 	pyobj *type, *value, *tb;
 	const char *p, *nl;
 	size_t n, i;
@@ -888,7 +889,8 @@ int opstacks_start(const char *prefixes, uintptr_t call_impl)
 
 void opstacks_thread(void)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	/* zeroed: gcc -O3 cannot see live_threads() fill what forget_gone reads */
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self;
 	pyobj *type, *value, *tb;
 	size_t n;
 
@@ -904,7 +906,8 @@ void opstacks_thread(void)
 
 void opstacks_stop(void)
 {
-	void *live[4 * OPSTACKS_THREADS], *self;
+	/* zeroed: gcc -O3 cannot see live_threads() fill what forget_gone reads */
+	void *live[4 * OPSTACKS_THREADS] = { 0 }, *self;
 	pyobj *type, *value, *tb;
 	size_t n, i, k;
 

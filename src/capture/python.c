@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "../events/clock.h"
+#include "../events/pymodrec.h"
 #include "../events/query.h"
 #include "../host/capture.h"
 #include "../util/log.h"
@@ -41,7 +42,7 @@
 #include "torchnvtx.h"
 #include "torchops.h"
 
-#define PYB_API_VERSION 7
+#define PYB_API_VERSION 8
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -62,8 +63,11 @@ enum {
 				       (prof.capture{ modules = true }) */
 	PYB_RECORDER = 64,          /* flag: the flight recorder keeps steps
 				       between windows (its phases too) */
-	PYB_REC_STACKS = 128        /* flag: ... and CPU samples: Python stack
+	PYB_REC_STACKS = 128,       /* flag: ... and CPU samples: Python stack
 				       snapshots run between windows too */
+	PYB_REC_OPS = 256           /* flag: ... and torch's operators and
+				       allocations (prof.capture{profile_memory}):
+				       the observer stays registered */
 };
 
 /* Notes the bridge reports (pybridge_api.note). */
@@ -130,6 +134,13 @@ struct pybridge_api {
 	int (*stacks_on)(const char *prefixes, uintptr_t call_impl);
 	void (*stacks_thread)(void);
 	void (*stacks_off)(void);
+	/* (version 8) An nn.Module call as torch's with_modules writes one:
+	 * named `name` ("nn.Module: <class>_<module_id>"), at `path` in its
+	 * model (""; none), with its Python id `id` (>= 1) and that of the
+	 * module call it was made in, `parent_id` (0: none). */
+	void (*module_call)(int64_t start_ns, int64_t end_ns, const char *name,
+			    const char *path, uint64_t id, uint64_t parent_id,
+			    uint64_t module_id);
 };
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
@@ -243,13 +254,23 @@ static int pyb_step(void)
 
 /* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
  * the TSC (src/events/clock.h), within microseconds of it and drifting at
- * most 500 ppm. pyb_host_time() converts with the offset measured at the
- * latest of the recent calibration points taken at or before the
- * timestamp (one every PYB_OFFSET_NS at most, when conversions come): the
- * result depends on the timestamp only, so one Python timestamp converted
- * twice (the end of a phase, the start of the next) gives one host time. */
-#define PYB_OFFSET_NS 10000000LL
-#define PYB_OFFSETS 64
+ * most 500 ppm against it while it slews. pyb_host_time() adds an offset
+ * (host minus monotonic) measured at a calibration point near the
+ * timestamp: the latest one at or before it when that is at most
+ * PYB_OFFSET_NS older (25 ns of drift at worst), else the first one after
+ * it, taken at the conversion when there is none (a fresh timestamp's is
+ * then microseconds after it). So spans the bridge times and operators
+ * the C observer stamps nest as they ran: the gap between a Python hook
+ * and the next operator is far more than that drift (with a 10 ms old
+ * offset, 0.35 us of drift was seen to end a forward phase inside the
+ * operator after it). The point chosen for a timestamp never changes
+ * once chosen (points are only added after it), so one Python timestamp
+ * converted twice (the end of a phase, the start of the next) gives one
+ * host time. The ring keeps the PYB_OFFSETS latest points (64 KiB), with
+ * at least PYB_OFFSET_NS between two, at least 0.2 s of history; an older
+ * timestamp takes the oldest point. */
+#define PYB_OFFSET_NS 50000LL
+#define PYB_OFFSETS 4096
 
 static struct {
 	pthread_mutex_t lock;
@@ -257,33 +278,84 @@ static struct {
 	size_t n, next;            /* points kept; where the next one goes */
 } pyb_clock = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* The ring index of the point `age` places after the oldest. */
+static size_t pyb_clock_at(size_t age)
+{
+	return (pyb_clock.next + PYB_OFFSETS - pyb_clock.n + age) % PYB_OFFSETS;
+}
+
+/* The age (places after the oldest) of the latest point at or before
+ * `mono_ts`, or pyb_clock.n when every point is after it: a binary search
+ * over the ring, in time order from the oldest. Caller holds the lock. */
+static size_t pyb_clock_floor(int64_t mono_ts)
+{
+	size_t lo = 0, hi = pyb_clock.n; /* points [0, lo) are <= mono_ts */
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (pyb_clock.mono[pyb_clock_at(mid)] <= mono_ts)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? lo - 1 : pyb_clock.n;
+}
+
+/* Adds a calibration point now, the oldest making room. Caller holds the
+ * lock. */
+static void pyb_clock_point(void)
+{
+	int64_t m1 = clock_mono_ns(), now = clock_now_ns(), m2 = clock_mono_ns();
+
+	pyb_clock.mono[pyb_clock.next] = m1 + (m2 - m1) / 2;
+	pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
+	pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
+	if (pyb_clock.n < PYB_OFFSETS)
+		pyb_clock.n++;
+}
+
+/* `mono_ts` (CLOCK_MONOTONIC ns, at most now) on the host's clock. Any
+ * thread. */
 static int64_t pyb_host_time(int64_t mono_ts)
 {
-	int64_t m1 = clock_mono_ns(), off;
-	size_t i, k, newest;
+	size_t f;
+	int64_t off;
 
 	pthread_mutex_lock(&pyb_clock.lock);
-	newest = (pyb_clock.next + PYB_OFFSETS - 1) % PYB_OFFSETS;
-	if (pyb_clock.n == 0 || m1 - pyb_clock.mono[newest] >= PYB_OFFSET_NS) {
-		int64_t now = clock_now_ns(), m2 = clock_mono_ns();
+	f = pyb_clock_floor(mono_ts);
+	if (f < pyb_clock.n && mono_ts - pyb_clock.mono[pyb_clock_at(f)] <= PYB_OFFSET_NS) {
+		off = pyb_clock.off[pyb_clock_at(f)];
+	} else {
+		size_t c = f < pyb_clock.n ? f + 1 : 0; /* the first point after */
 
-		pyb_clock.mono[pyb_clock.next] = m1;
-		pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
-		newest = pyb_clock.next;
-		pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
-		if (pyb_clock.n < PYB_OFFSETS)
-			pyb_clock.n++;
-	}
-	off = pyb_clock.off[(newest + PYB_OFFSETS + 1 - pyb_clock.n) % PYB_OFFSETS];
-	for (i = 0; i < pyb_clock.n; i++) {
-		k = (newest + PYB_OFFSETS - i) % PYB_OFFSETS;
-		if (pyb_clock.mono[k] <= mono_ts) {
-			off = pyb_clock.off[k];
-			break;
+		if (c == pyb_clock.n) {
+			pyb_clock_point();
+			c = pyb_clock.n - 1;
 		}
+		off = pyb_clock.off[pyb_clock_at(c)];
 	}
 	pthread_mutex_unlock(&pyb_clock.lock);
 	return mono_ts + off;
+}
+
+/* Moves a span [*start_ns, *end_ns] the bridge timed (Python's clock) to
+ * the host's clock. A span is reported once it has ended, and the
+ * conversion may land microseconds ahead of the host's clock (the offset
+ * is up to PYB_OFFSET_NS old while the TSC clock slews): a phase ending
+ * right before a step boundary would then end after it. Nothing reported
+ * ends later than now, nor starts after its end. Python threads. */
+static void pyb_span_times(int64_t *start_ns, int64_t *end_ns)
+{
+	int64_t now;
+
+	*start_ns = pyb_host_time(*start_ns);
+	*end_ns = pyb_host_time(*end_ns);
+	now = clock_now_ns();
+	if (*end_ns > now)
+		*end_ns = now;
+	if (*start_ns > *end_ns)
+		*start_ns = *end_ns;
 }
 
 /* Writes the range [start_ns, end_ns] (Python's clock) named name[0..len)
@@ -293,20 +365,8 @@ static void pyb_range(int64_t start_ns, int64_t end_ns, const char *name, size_t
 		      uint32_t flags)
 {
 	uint64_t id;
-	int64_t now;
 
-	start_ns = pyb_host_time(start_ns);
-	end_ns = pyb_host_time(end_ns);
-	/* A phase is reported once it has ended, and the conversion may land
-	 * microseconds ahead of the host's clock (the offset is up to
-	 * PYB_OFFSET_NS old while the TSC clock slews): a phase ending right
-	 * before a step boundary would then end after it. Nothing reported
-	 * ends later than now. */
-	now = clock_now_ns();
-	if (end_ns > now)
-		end_ns = now;
-	if (start_ns > end_ns)
-		start_ns = end_ns;
+	pyb_span_times(&start_ns, &end_ns);
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name, (uint32_t)len,
 					  id, evbuf_nvtx_a(0, 0, flags)) == 0)
@@ -328,8 +388,9 @@ static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const c
 	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PHASE);
 }
 
-/* Writes an nn.Module call (a python_function event). Python threads, GIL
- * held. */
+/* Writes an nn.Module call (a python_function event) named `name`, with
+ * no ids: the table's version 4 entry, kept in its layout (the bridge now
+ * calls pyb_module_call). Python threads, GIL held. */
 static void pyb_module(int64_t start_ns, int64_t end_ns, const char *name)
 {
 	size_t len = name ? strnlen(name, PYB_MODULE_NAME_MAX) : 0;
@@ -337,6 +398,41 @@ static void pyb_module(int64_t start_ns, int64_t end_ns, const char *name)
 	if (!len || end_ns < start_ns)
 		return;
 	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PYTHON);
+}
+
+/* Writes an nn.Module call [start_ns, end_ns] (Python's clock) as torch's
+ * with_modules writes one: an EVBUF_PY_MODULE record (pymodrec.h) named
+ * `name` (torch's "nn.Module: <class>_<module_id>"), with the module's
+ * `path` in its model (NULL or "": none), the call's Python id `id` (>= 1,
+ * unique in the process) and `parent_id`, that of the module call it was
+ * made in (0: none). Names and paths longer than PYB_MODULE_NAME_MAX are
+ * cut. Python threads, GIL held. */
+_Static_assert(sizeof(struct pymodrec_hdr) + 2 * PYB_MODULE_NAME_MAX <= EVBUF_NAME_MAX,
+	       "a module call's record fits a record's payload");
+
+static void pyb_module_call(int64_t start_ns, int64_t end_ns, const char *name,
+			    const char *path, uint64_t id, uint64_t parent_id,
+			    uint64_t module_id)
+{
+	char buf[sizeof(struct pymodrec_hdr) + 2 * PYB_MODULE_NAME_MAX];
+	struct pymodrec_hdr h;
+	size_t len = name ? strnlen(name, PYB_MODULE_NAME_MAX) : 0;
+	size_t plen = path ? strnlen(path, PYB_MODULE_NAME_MAX) : 0;
+
+	if (!len || !id || end_ns < start_ns)
+		return;
+	pyb_span_times(&start_ns, &end_ns);
+	memset(&h, 0, sizeof h);
+	h.end = end_ns;
+	h.parent_id = parent_id;
+	h.module_id = module_id;
+	h.name_len = (uint16_t)len;
+	h.path_len = (uint16_t)plen;
+	memcpy(buf, &h, sizeof h);
+	memcpy(buf + sizeof h, name, len);
+	memcpy(buf + sizeof h + len, path ? path : "", plen);
+	pyb.h->shim->evbuf_append_raw(EVBUF_PY_MODULE, start_ns, buf,
+				      (uint32_t)(sizeof h + len + plen), id, 0);
 }
 
 static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
@@ -445,6 +541,7 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.stacks_on = opstacks_start,
 	.stacks_thread = opstacks_thread,
 	.stacks_off = opstacks_stop,
+	.module_call = pyb_module_call,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */
@@ -783,13 +880,13 @@ static void pyb_make_config(const struct policy_config *c)
 	snprintf(pyb.config, sizeof pyb.config,
 		 "steps=%s\nfunction=%s\nrecord_shapes=%d\npy_stacks_hz=%u\nlog=%d\n"
 		 "with_flops=%d\ndump_on_exception=%d\nshare=%s\nhang_fd=%d\n"
-		 "hang_sig=%d\nwith_stack=%d\n",
+		 "hang_sig=%d\nprofile_memory=%d\nwith_stack=%d\n",
 		 steps, func, c->capture.record_shapes ? 1 : 0,
 		 (unsigned)pyb.stack_hz, (int)log_get_level(),
 		 c->capture.with_flops ? 1 : 0,
 		 c->recorder.enabled && c->recorder.dump_on_exception ? 1 : 0,
 		 pyb.share_dir, ownfd_fd(&pyb.hang_fd), pyb.hang_sig,
-		 c->capture.with_stack ? 1 : 0);
+		 c->capture.profile_memory ? 1 : 0, c->capture.with_stack ? 1 : 0);
 }
 
 /* capture_ops.init: start-up. Finds CPython and starts the waiter; never
@@ -852,6 +949,7 @@ static void pyb_window_open(uint64_t gen)
 	 * prof.capture{ modules = ... } applies from the next window on. */
 	atomic_store(&pyb.modules, pyb.h->cfg->capture.modules ? PYB_MODULES : 0);
 	atomic_store(&pyb.state, PYB_RECORDING);
+	torchops_set_memory(pyb.h->cfg->capture.profile_memory);
 	torchops_set_recording(true, gen);
 	pyb_notify();
 }
@@ -870,16 +968,21 @@ static void pyb_window_close(uint64_t gen)
  * keeps steps (prof.recorder{phases}), and takes Python stack snapshots
  * into the recorder's segments while it keeps CPU samples
  * (prof.capture{cpu_samples} and prof.recorder{cpu_samples}, as the
- * sampler's recorder reads them); operators and modules stay window-only.
+ * sampler's recorder reads them), and keeps torch's operators and tensor
+ * allocations in them with prof.capture{profile_memory} (so that a dump
+ * shows which operators grew the memory); modules stay window-only.
  * Stepping thread, window lock held. */
 static void pyb_recorder(uint64_t gen)
 {
 	const struct policy_config *c = pyb.h->cfg;
 	bool stacks = gen && pyb.stack_hz && c->capture.cpu_hz > 0 &&
 		      c->recorder.cpu_samples;
+	bool ops = gen && c->capture.profile_memory;
 	int want = (gen && c->recorder.phases ? PYB_RECORDER : 0) |
-		   (stacks ? PYB_REC_STACKS : 0);
+		   (stacks ? PYB_REC_STACKS : 0) | (ops ? PYB_REC_OPS : 0);
 
+	torchops_set_memory(c->capture.profile_memory);
+	torchops_set_recorder(ops ? gen : 0);
 	if (stacks)
 		pystacks_open(gen, true);
 	else if (pyb.rec_gen)
@@ -952,6 +1055,8 @@ static int pyb_collect(const struct capture_window *job, struct trace *t,
 
 	atomic_fetch_or(&pyb.notes_told, fresh);
 	if (!job->dump && pyb_collect_window(job, t, e) != 0)
+		return -1;
+	if (torchops_mem_collect(t, e) != 0)
 		return -1;
 	/* A dump's Python snapshots: those of its segments, merged together
 	 * (a snapshot near a segment's end may lie in the next one). */

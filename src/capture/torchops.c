@@ -14,15 +14,26 @@
 
 #include "../events/clock.h"
 #include "../shim/evbuf.h"
+#include "../events/memrec.h"
 #include "../events/oprec.h"
 #include "../host/capture.h"
 #include "../util/grow.h"
+#include "../util/log.h"
 #include "opstacks.h"
 
 static const struct capture_host *top_h;
+
+/* In an operator's generation tag (torchops_api.window): the generation
+ * is a flight recorder segment, not a window (see "the flight recorder"
+ * below). Generations never reach this bit. */
+#define TOP_REC (1ULL << 63)
+
 static _Atomic int top_recording;
 static _Atomic uint64_t top_gen;        /* the recording window's generation */
 static _Atomic uint64_t top_next_id = 1; /* External ids of operators with no GPU link */
+static _Atomic uint64_t top_rec_gen;    /* the flight recorder's segment
+					   while it keeps operators and
+					   memory (| TOP_REC), 0: none */
 static uint64_t (*_Atomic top_push)(void);
 static void (*_Atomic top_pop)(void);
 
@@ -125,6 +136,7 @@ static uint64_t top_buffers_gen(void)
 }
 
 static void tail_end(uint64_t gen, const struct torchops_op *op, bool label);
+static void rec_op(const struct torchops_op *op);
 
 /* torchops_api.op_in: an operator that began in window `gen` (0: outside
  * any; nothing is written) goes into that window: appended to the calling
@@ -140,6 +152,11 @@ static void top_op_in(const struct torchops_op *op, uint64_t gen)
 	if (!op || !top_h || !gen || top_h->disabled(top_h->ctx)) /* a forked child records none */
 		return;
 	label = op->scope == TORCHOPS_USER;
+	if (gen & TOP_REC) {
+		if (op->name && op->end >= op->start && !top_own_label(op))
+			rec_op(op);
+		return;
+	}
 	if (!op->name || op->end < op->start || top_own_label(op)) {
 		if (label)
 			tail_end(gen, NULL, true);
@@ -165,16 +182,21 @@ static void top_op(const struct torchops_op *op)
 	top_op_in(op, atomic_load_explicit(&top_gen, memory_order_relaxed));
 }
 
-/* torchops_api.window: the recording window's generation, 0 outside
- * windows. Any thread: two relaxed loads. */
+/* torchops_api.window: the recording window's generation; between
+ * windows the flight recorder's segment, tagged TOP_REC, while it keeps
+ * operators (prof.capture{profile_memory}); else 0. Any thread: relaxed
+ * loads. */
 static uint64_t top_window(void)
 {
 	if (!atomic_load_explicit(&top_recording, memory_order_relaxed))
-		return 0;
+		return atomic_load_explicit(&top_rec_gen, memory_order_relaxed);
 	return atomic_load_explicit(&top_gen, memory_order_relaxed);
 }
 
 static void top_label_begin(uint64_t gen);
+static int top_memory_on(void);
+static void top_mem(const struct torchops_mem *m);
+static void top_mem_aside(void);
 
 /* torchops_api.ext_push / ext_pop: the CUPTI external correlation id of
  * the hooks cupti.c installed, inside windows only (0: none, no pop).
@@ -215,15 +237,25 @@ static const struct torchops_api top_api = {
 	.label_begin = top_label_begin,
 	.op_in = top_op_in,
 	.py_stack = top_py_stack,
+	.memory_on = top_memory_on,
+	.mem = top_mem,
+	.mem_aside = top_mem_aside,
 };
+
+static void top_after_fork(void);
 
 const struct torchops_api *torchops_table(const struct capture_host *h)
 {
+	static bool forks;
+
 	top_h = h;
+	if (!forks && pthread_atfork(NULL, NULL, top_after_fork) == 0)
+		forks = true;
 	return &top_api;
 }
 
 static void tail_open(uint64_t gen);
+static void mem_update(void);
 
 void torchops_set_recording(bool on, uint64_t gen)
 {
@@ -232,6 +264,7 @@ void torchops_set_recording(bool on, uint64_t gen)
 		atomic_store_explicit(&top_gen, gen, memory_order_relaxed);
 	}
 	atomic_store_explicit(&top_recording, on, memory_order_relaxed);
+	mem_update();
 }
 
 /* ---- late operators (torch's profiler as the fallback) */
@@ -560,4 +593,130 @@ void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void))
 {
 	atomic_store_explicit(&top_pop, pop, memory_order_release);
 	atomic_store_explicit(&top_push, push, memory_order_release);
+}
+
+/* ---- memory (prof.capture{profile_memory})
+ *
+ * torch reports each tensor allocation and free to the profiler state of
+ * the allocating thread (c10::reportMemoryUsageToProfiler); the observer
+ * puts a reporter of its own there (src/torchops/observer.cpp) and hands
+ * each report to top_mem, which appends one EVBUF_TORCH_MEM record
+ * (src/events/memrec.h) to the calling thread's buffer: the assembler
+ * makes it Kineto's "[memory]" instant, key_averages attributes it to the
+ * operators holding it. torch asks memory_on() before every allocation
+ * and free: one relaxed load.
+ */
+
+static _Atomic int top_mem_want;  /* prof.capture{profile_memory}, read at
+				     each window open and recorder segment */
+static _Atomic int top_mem_on;    /* ... and a window or segment records */
+static _Atomic int top_aside;     /* torch's profiler took the slot: 1 seen,
+				     2 said */
+
+/* Recomputes top_mem_on. Stepping thread, window lock held. */
+static void mem_update(void)
+{
+	bool on = atomic_load_explicit(&top_mem_want, memory_order_relaxed) &&
+		  (atomic_load_explicit(&top_recording, memory_order_relaxed) ||
+		   atomic_load_explicit(&top_rec_gen, memory_order_relaxed));
+
+	atomic_store_explicit(&top_mem_on, on, memory_order_relaxed);
+}
+
+void torchops_set_memory(bool want)
+{
+	atomic_store_explicit(&top_mem_want, want, memory_order_relaxed);
+	mem_update();
+}
+
+/* torchops_api.memory_on. Any thread. */
+static int top_memory_on(void)
+{
+	return atomic_load_explicit(&top_mem_on, memory_order_relaxed);
+}
+
+/* torchops_api.mem: one EVBUF_TORCH_MEM record on the calling thread,
+ * while memory is on (a forked child records none). Any thread; no lock,
+ * no allocation. */
+static void top_mem(const struct torchops_mem *m)
+{
+	struct memrec r;
+
+	if (!m || !top_h || !atomic_load_explicit(&top_mem_on, memory_order_relaxed) ||
+	    top_h->disabled(top_h->ctx))
+		return;
+	r.addr = m->addr;
+	r.bytes = m->bytes;
+	r.total_allocated = m->total_allocated;
+	r.total_reserved = m->total_reserved;
+	top_h->shim->evbuf_append_raw(EVBUF_TORCH_MEM, clock_now_ns(), &r, sizeof r, 0,
+				      memrec_a(m->device_type, m->device_index));
+}
+
+/* torchops_api.mem_aside: torch's own profiler holds (or takes) a
+ * thread's memory-reporting slot. Said once in the log, and in the next
+ * window's notes (torchops_mem_collect). Any thread. */
+static void top_mem_aside(void)
+{
+	int was = 0;
+
+	if (!atomic_compare_exchange_strong(&top_aside, &was, 1))
+		return;
+	log_msg(LOG_WARN, "torch's own profiler runs on a thread of this process: while it "
+		"does, that thread's tensor allocations go to it, not to profhost "
+		"(prof.capture{profile_memory}; docs/python.md)");
+}
+
+int torchops_mem_collect(struct trace *t, struct err *e)
+{
+	int was = 1;
+
+	if (!atomic_compare_exchange_strong(&top_aside, &was, 2))
+		return 0;
+	if (trace_add_note(t, "torch's own profiler ran beside profhost's profile_memory: "
+			   "while it ran, the tensor allocations of its thread went to it, "
+			   "not to this trace") != 0)
+		return err_set(e, "out of memory adding the memory note");
+	return 0;
+}
+
+/* ---- the flight recorder
+ *
+ * With prof.capture{profile_memory} the recorder keeps operators and
+ * allocations between windows, so that a dump or a salvage shows which
+ * operators grew the memory in the last steps. The observer tags an
+ * operator that starts in a segment with the segment's generation and
+ * TOP_REC; at its end it goes into whatever segment is open then (a dump
+ * takes its segments together; the assembler reads each operator from
+ * its one record), or nowhere when none is (a window opened meanwhile:
+ * it began before the window).
+ */
+
+void torchops_set_recorder(uint64_t gen)
+{
+	atomic_store_explicit(&top_rec_gen, gen ? gen | TOP_REC : 0, memory_order_relaxed);
+	mem_update();
+}
+
+/* An operator that began in a recorder segment ended. Any thread. */
+static void rec_op(const struct torchops_op *op)
+{
+	uint64_t seg = atomic_load_explicit(&top_rec_gen, memory_order_relaxed) & ~TOP_REC;
+
+	if (!top_h || top_h->disabled(top_h->ctx))
+		return;
+	if (seg && top_buffers_gen() == seg)
+		top_append(op);
+}
+
+/* pthread_atfork's child handler: a forked child (a DataLoader worker)
+ * records nothing, and its torch must not keep its allocator's table of
+ * blocks for profhost (the memory reporter its thread inherited asks
+ * memory_on()). */
+static void top_after_fork(void)
+{
+	atomic_store_explicit(&top_recording, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_rec_gen, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_mem_want, 0, memory_order_relaxed);
+	atomic_store_explicit(&top_mem_on, 0, memory_order_relaxed);
 }

@@ -8,7 +8,10 @@
  * thread's event buffer as one EVBUF_TORCH_OP record (src/events/oprec.h),
  * which the assembler turns into a Kineto cpu_op (or user_annotation)
  * event. An operator belongs to the window its start fell in: one that
- * ends after that window closed is kept apart and added at its collect. On a GPU the observer pushes a CUPTI external correlation id
+ * ends after that window closed is kept apart and added at its collect.
+ * With prof.capture{profile_memory} it also records torch's tensor
+ * allocations and frees (EVBUF_TORCH_MEM, src/events/memrec.h), and the
+ * flight recorder keeps operators and allocations between windows. On a GPU the observer pushes a CUPTI external correlation id
  * around each operator (the hooks cupti.c installs here), so the kernels it
  * launches link to it as they link to NVTX ranges.
  */
@@ -59,6 +62,22 @@ int torchops_late_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struc
  * collect. Returns 0, or -1 with *e set (out of memory). */
 #define TORCHOPS_TAIL_WAIT_MS 1000
 int torchops_tail_collect(uint64_t gen, unsigned wait_ms, struct trace *t, struct err *e);
+
+/* prof.capture{profile_memory} (python.c, at each window open and
+ * recorder segment): tensor allocations are recorded while a window or a
+ * segment that keeps them is open. Stepping thread, window lock held. */
+void torchops_set_memory(bool want);
+
+/* The flight recorder's segment `gen` opened and keeps operators and
+ * allocations between windows (prof.capture{profile_memory}); 0: none
+ * (the recorder stopped, or keeps no operators). Stepping thread, window
+ * lock held. */
+void torchops_set_recorder(uint64_t gen);
+
+/* Adds, once per process, the note that torch's own profiler took the
+ * memory-reporting slot of a thread (torchops_api.mem_aside). Host
+ * thread, a window's or dump's collect. 0, or -1 with *e (no memory). */
+int torchops_mem_collect(struct trace *t, struct err *e);
 
 /* The GPU link (cupti.c; NULL, NULL removes it). Any thread. */
 void torchops_set_ext_hooks(uint64_t (*push)(void), void (*pop)(void));

@@ -165,6 +165,18 @@ void cli_attach_help(FILE *out);
 /* The one-line synopsis of `prof attach`. */
 extern const char cli_attach_synopsis[];
 
+/* `prof capture RUN [options]`. argv[0] is "capture". Asks every process
+ * of run directory RUN to record the same steps (docs/jobs.md). Returns 0,
+ * 1 when the request cannot be written or no process read it in time,
+ * CLI_EXIT_USAGE on bad arguments. */
+int cli_capture_main(int argc, char **argv);
+
+/* Writes the help of `prof capture` to `out`. */
+void cli_capture_help(FILE *out);
+
+/* The one-line synopsis of `prof capture`. */
+extern const char cli_capture_synopsis[];
+
 /* --- lineedit.c: a small line editor for a terminal --- */
 
 struct lineedit;
@@ -197,6 +209,23 @@ char *lineedit_read(struct lineedit *le, const char *prompt, int watch_fd,
 void lineedit_add_history(struct lineedit *le, const char *line);
 
 void lineedit_free(struct lineedit *le);
+
+struct trace;
+
+/* Loads one saved window (a window folder: its capture.phb, else its
+ * trace.json[.gz]; or one such file) into `t` (trace_init'ed), sorted;
+ * *dir gets the folder its reports write into. Returns 0, or -1 with *e
+ * naming the file and what broke (report.c). */
+int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
+			   struct err *e);
+
+/* prof report's view of the latest job-wide capture or dump of run
+ * directory `run` (jobview.c, docs/jobs.md): each rank's folder of it
+ * read one at a time into fixed memory, then the step times across
+ * ranks, the slow rank and its phase, and what the others spent more
+ * time in. Returns 1 when it printed a view, 0 when the run has no
+ * job-wide capture or dump, -1 when out of memory. */
+int cli_jobs_report(const char *run, FILE *out);
 
 /* prof report's view of a hang across ranks (hangs.c): reads the latest
  * hang<K>_step<N>/hang.json of each rank<R> folder of run directory `run`,

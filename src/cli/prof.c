@@ -18,6 +18,7 @@ static void prof_help(FILE *out)
 		"       prof report <window-or-run-dir | file> [--script report.lua]\n"
 		"                   [--format text|json|html] [-o file]\n"
 		"       prof attach [-e code] PID\n"
+		"       prof capture RUN [--steps N] [--first STEP] [--lead S] [--wait S]\n"
 		"       prof salvage [-o DIR] FILE | --all [--discard] [-o DIR] [FOLDER...]\n"
 		"       prof install-python [--python PATH] [--uninstall]\n"
 		"       prof --help | --version\n"
@@ -31,6 +32,8 @@ static void prof_help(FILE *out)
 		"  report    run the reports on saved output (prof report --help)\n"
 		"  attach    open a Lua prompt inside a running profiled process\n"
 		"            (prof attach --help for its options)\n"
+		"  capture   every process of a run (every rank, every host) records\n"
+		"            the same steps (prof capture --help)\n"
 		"  salvage   write what a killed process left in its salvage file\n"
 		"            (prof salvage --help)\n"
 		"  install-python  make PROF_SCRIPT=policy.lua python ... work without\n"
@@ -138,6 +141,10 @@ int main(int argc, char **argv)
 			cli_salvage_help(stdout);
 			return 0;
 		}
+		if (strcmp(argv[2], "capture") == 0) {
+			cli_capture_help(stdout);
+			return 0;
+		}
 		if (strcmp(argv[2], "install-python") == 0) {
 			cli_install_python_help(stdout);
 			return 0;
@@ -156,6 +163,8 @@ int main(int argc, char **argv)
 		return cli_attach_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "salvage") == 0)
 		return cli_salvage_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "capture") == 0)
+		return cli_capture_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "install-python") == 0)
 		return cli_install_python_main(argc - 1, argv + 1);
 	if (cmd[0] == '-')

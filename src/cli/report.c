@@ -331,10 +331,8 @@ static int report_sniff(const char *head, size_t n, const char *path,
 	return 0;
 }
 
-/* Loads one window (a directory or a file) into `t`; *dir gets the
- * directory its reports write into. */
-static int load_window(const char *path, struct trace *t, char *dir, size_t dsize,
-		       struct err *e)
+int cli_report_load_window(const char *path, struct trace *t, char *dir, size_t dsize,
+			   struct err *e)
 {
 	char file[PATH_MAX];
 	struct stat st;
@@ -456,7 +454,7 @@ static int emit_key_averages(const struct report_opts *o, const struct window_li
 			status = 1;
 			break;
 		}
-		if (load_window(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
+		if (cli_report_load_window(wl->dirs[i], &t, dir, sizeof dir, &e) != 0 ||
 		    !(text = key_averages_text(c, &t, &e))) {
 			fprintf(stderr, "prof report: %s: %s\n", wl->dirs[i], e.msg);
 			trace_free(&t);
@@ -525,7 +523,7 @@ int cli_report_main(int argc, char **argv)
 	char lua_dir[PATH_MAX], dir[PATH_MAX], out_path[PATH_MAX + 16];
 	unsigned fmt;
 	struct err e;
-	int status = 0, rc, hangs;
+	int status = 0, rc, hangs, jobs;
 	size_t i, nsets = 0;
 
 	rc = report_parse(argc, argv, &o);
@@ -543,11 +541,14 @@ int cli_report_main(int argc, char **argv)
 	fmt = strcmp(o.format, "json") == 0 ? POLICY_REPORT_JSON
 	      : strcmp(o.format, "html") == 0 ? POLICY_REPORT_HTML : POLICY_REPORT_TEXT;
 	/* A run whose ranks wrote hang reports (prof.watchdog): the view
-	 * across ranks first; such a run may have no window at all. */
+	 * across ranks first; such a run may have no window at all. Then
+	 * its latest job-wide capture or dump, side by side across ranks
+	 * (docs/jobs.md). */
 	hangs = fmt == POLICY_REPORT_TEXT ? cli_hangs_report(o.input, stdout) : 0;
+	jobs = fmt == POLICY_REPORT_TEXT ? cli_jobs_report(o.input, stdout) : 0;
 	if (find_windows(o.input, &wl, &e) != 0) {
-		if (hangs > 0)
-			goto out; /* the hang view was the report */
+		if (hangs > 0 || jobs > 0)
+			goto out; /* the views across ranks were the report */
 		fprintf(stderr, "prof report: %s\n", e.msg);
 		status = 1;
 		goto out;
@@ -593,7 +594,7 @@ int cli_report_main(int argc, char **argv)
 			status = 1;
 			break;
 		}
-		if (load_window(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
+		if (cli_report_load_window(wl.dirs[i], &t, dir, sizeof dir, &e) != 0) {
 			fprintf(stderr, "prof report: %s\n", e.msg);
 			trace_free(&t);
 			status = 1;

@@ -20,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../events/trace.h"
 #include "../export/export.h"
+#include "../export/jobfile.h"
 #include "../export/outdir.h"
 #include "../policy/policy.h"
 #include "../read/salvage_read.h"
@@ -211,8 +213,16 @@ static int write_trace(const struct salvage_file *f, const struct cli_salvage_op
 	o.key_averages = fl & SALV_F_KEY_AVERAGES;
 	o.raw = fl & SALV_F_RAW;
 	o.stacks = fl & SALV_F_STACKS;
+	o.memory_timeline = fl & SALV_F_MEMORY_TIMELINE;
 	o.summary = false;
 	t->counters.events = t->nev;
+	/* a job-wide dump: named after its rank, as the others' answers are */
+	if ((fl & SALV_F_JOB) && t->meta.recorder && !t->meta.suffix) {
+		char sfx[32];
+
+		snprintf(sfx, sizeof sfx, "by-rank%d", (int)f->hd->rank);
+		t->meta.suffix = strdup(sfx);
+	}
 	export_unix_time(t);
 	trace_sort(t); /* its tables and reports sweep it as it lies */
 	rc = export_window(t, &o, res, e) != 0 || write_reports(f, t, res, e) != 0 ? -1 : 0;
@@ -263,6 +273,55 @@ static void say_salvaged(const struct salvage_file *f, const struct trace *t,
 		(unsigned long long)f->torn, lost, res->dir);
 }
 
+/* A salvaged flight recorder of a process with prof.recorder{ job = true }
+ * is news for the job's other ranks, which may still run (a rank killed
+ * by the kernel's OOM killer, the others waiting for it in a collective):
+ * published into its run directory's job folder as the process would
+ * have (docs/jobs.md), said in one line. */
+static void publish_salvaged(const struct salvage_file *f, const struct trace *t,
+			     const struct export_result *res, const char *how)
+{
+	struct jobfile jf = { 0 };
+	char name[128], text[JOBFILE_MAX + 1];
+	struct timespec now;
+	struct err e;
+	int dfd, rc;
+
+	if (!(f->hd->flags & SALV_F_JOB) || !t->meta.recorder || !res->run_dir[0])
+		return;
+	clock_gettime(CLOCK_REALTIME, &now);
+	jf.kind = JOBFILE_DUMP;
+	jf.created_ns = (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+	jf.rank = (int)f->hd->rank;
+	jf.pid = (int)f->hd->pid;
+	jf.first = t->meta.first_step;
+	jf.last = t->meta.last_step;
+	jf.partial = true;
+	snprintf(jf.host, sizeof jf.host, "%.127s", f->hd->hostname);
+	snprintf(jf.reason, sizeof jf.reason, "salvaged %s", how);
+	if (jobfile_format(&jf, text, sizeof text) < 0) {
+		jf.host[0] = '\0'; /* not a line of text */
+		if (jobfile_format(&jf, text, sizeof text) < 0)
+			return;
+	}
+	snprintf(name, sizeof name, "dump-%lld-steps%llu-%llu",
+		 (long long)(now.tv_sec / 60), (unsigned long long)jf.first,
+		 (unsigned long long)jf.last);
+	rc = jobfile_open_dir(res->run_dir, true, &dfd, &e);
+	if (rc == 0) {
+		rc = jobfile_write_new(dfd, name, text, &e);
+		close(dfd);
+	}
+	if (rc < 0)
+		fprintf(stderr, "profhost: the job's other ranks are not told of rank %d's "
+			"salvaged dump: %s\n", jf.rank, e.msg);
+	else if (rc == 0)
+		fprintf(stderr, "profhost: told the job's other ranks of rank %d's salvaged "
+			"dump (steps %llu-%llu): %s/%s/%s\n", jf.rank,
+			(unsigned long long)jf.first, (unsigned long long)jf.last,
+			res->run_dir, JOBFILE_DIR, name);
+}
+
 int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct err *e)
 {
 	struct salvage_file f;
@@ -293,6 +352,7 @@ int cli_salvage_file(const char *path, const struct cli_salvage_opts *o, struct 
 	}
 	if (rc == 0) {
 		say_salvaged(&f, &t, &res, o->how);
+		publish_salvaged(&f, &t, &res, o->how);
 		note_window(o->notes, res.dir);
 		unlink(path);
 	}

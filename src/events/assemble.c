@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "../util/grow.h"
+#include "memrec.h"
 #include "oprec.h"
+#include "pymodrec.h"
 
 /* An open push/start: where and when it began. */
 struct open_range {
@@ -301,6 +303,8 @@ static void add_op(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
 	memcpy(&h, p, sizeof h);
 	if ((size_t)h.name_len + h.dims_len + h.types_len > r->len - sizeof h || !h.name_len)
 		return;
+	if (as->src->clip_start && h.end < t->meta.start_ts)
+		return; /* ended before the dump's first step */
 	name = p + sizeof h;
 	dims = name + h.name_len;
 	types = dims + h.dims_len;
@@ -440,6 +444,69 @@ static void op_stacks_resolve(struct assembler *as)
 	}
 }
 
+/* Adds the nn.Module call of an EVBUF_PY_MODULE record (pymodrec.h): a
+ * python_function event named as torch names it, with torch's Python id,
+ * parent id (null for a root) and module id, and the module's path when it
+ * has one. A record that does not add up is left out. */
+static void add_module(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	const char *p = evbuf_payload(r), *name;
+	struct pymodrec_hdr h;
+	struct trace_event e = { 0 };
+
+	if (r->len < sizeof h || !r->id)
+		return;
+	memcpy(&h, p, sizeof h);
+	if ((size_t)h.name_len + h.path_len > r->len - sizeof h || !h.name_len)
+		return;
+	name = p + sizeof h;
+	e.ts = r->ts;
+	e.dur = h.end > r->ts ? h.end - r->ts : 0;
+	e.pid = t->meta.pid;
+	e.tid = tid;
+	e.name = trace_intern(t, name, h.name_len);
+	e.cat = TRACE_CAT_PYTHON_FUNCTION;
+	e.ph = TRACE_PH_COMPLETE;
+	if (!trace_add_event(t, &e))
+		return;
+	trace_arg_uint(t, TRACE_ARG_PYTHON_ID, r->id);
+	if (h.parent_id)
+		trace_arg_uint(t, TRACE_ARG_PYTHON_PARENT_ID, h.parent_id);
+	else
+		trace_arg_raw(t, TRACE_ARG_PYTHON_PARENT_ID, "null");
+	trace_arg_uint(t, TRACE_ARG_PYTHON_MODULE_ID, h.module_id);
+	if (h.path_len)
+		trace_arg_str(t, TRACE_ARG_MODULE_PATH, name + h.name_len, h.path_len);
+}
+
+/* Adds the "[memory]" instant of an EVBUF_TORCH_MEM record (memrec.h):
+ * Kineto's cpu_instant_event with its args, on the reporting thread. */
+static void add_mem(struct assembler *as, int32_t tid, const struct evbuf_rec *r)
+{
+	struct trace *t = as->t;
+	struct trace_event e = { 0 };
+	struct memrec m;
+
+	if (r->len < sizeof m)
+		return;
+	memcpy(&m, evbuf_payload(r), sizeof m);
+	e.ts = r->ts;
+	e.pid = t->meta.pid;
+	e.tid = tid;
+	e.name = trace_intern(t, TRACE_MEMORY_NAME, strlen(TRACE_MEMORY_NAME));
+	e.cat = TRACE_CAT_CPU_INSTANT;
+	e.ph = TRACE_PH_INSTANT;
+	if (!trace_add_event(t, &e))
+		return;
+	trace_arg_int(t, TRACE_ARG_TOTAL_RESERVED, m.total_reserved);
+	trace_arg_int(t, TRACE_ARG_TOTAL_ALLOCATED, m.total_allocated);
+	trace_arg_int(t, TRACE_ARG_ALLOC_BYTES, m.bytes);
+	trace_arg_uint(t, TRACE_ARG_ADDR, m.addr);
+	trace_arg_int(t, TRACE_ARG_DEVICE_ID, memrec_device_index(r->a));
+	trace_arg_int(t, TRACE_ARG_DEVICE_TYPE, memrec_device_type(r->a));
+}
+
 /* The budget's cut: what is left of the pool (the chunk being read and
  * those after it) and the trace built so far must fit in the budget
  * together, so the chunks past what fits are cut now
@@ -521,7 +588,8 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 	if (!th)
 		return;
 	if (as->src->clip_start && r->ts < t->meta.start_ts &&
-	    (r->kind == EVBUF_MARK || r->kind == EVBUF_SAMPLE || r->kind == EVBUF_STACK))
+	    (r->kind == EVBUF_MARK || r->kind == EVBUF_SAMPLE || r->kind == EVBUF_STACK ||
+	     r->kind == EVBUF_TORCH_MEM))
 		return; /* before the dump's first step */
 	if (t->meta.end_ts && r->ts > t->meta.end_ts)
 		return; /* after the window's end: another thread got in between
@@ -619,6 +687,12 @@ static void visit(void *ctx, int32_t tid, const char *thread_name,
 		break;
 	case EVBUF_TORCH_OP:
 		add_op(as, tid, r);
+		break;
+	case EVBUF_PY_MODULE:
+		add_module(as, tid, r);
+		break;
+	case EVBUF_TORCH_MEM:
+		add_mem(as, tid, r);
 		break;
 	default:
 		break; /* kinds of capture sources this build does not know */

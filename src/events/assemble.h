@@ -9,8 +9,10 @@
  * began before the window (EVBUF_A_EARLY) are clipped at its start and
  * flagged; other pops with no open range are counted. Ranges and marks of
  * a non-default NVTX domain get args "domain" (its name); a category gets
- * "category" (its name, else its number). A start flagged EVBUF_A_PYTHON
- * (the Python bridge's nn.Module calls) is a python_function event.
+ * "category" (its name, else its number). The Python bridge's nn.Module
+ * calls (EVBUF_PY_MODULE records; before them, starts flagged
+ * EVBUF_A_PYTHON) are python_function events, with torch's args for them
+ * (pymodrec.h).
  *
  * Host thread only.
  */

@@ -34,6 +34,7 @@ static const char *const trace_cat_names[TRACE_CAT_COUNT] = {
 	[TRACE_CAT_GPU_MEMORY] = "gpu_memory",
 	[TRACE_CAT_OVERHEAD] = "overhead",
 	[TRACE_CAT_PYTHON_FUNCTION] = "python_function",
+	[TRACE_CAT_CPU_INSTANT] = "cpu_instant_event",
 };
 
 /* Kineto's category string; "unknown" for a value outside the enum. */
@@ -97,6 +98,7 @@ void trace_free(struct trace *t)
 	free(t->meta.run);
 	free(t->meta.reason);
 	free(t->meta.notes);
+	free(t->meta.suffix);
 	bigalloc_free(t->frames);
 	free(t->frame_slots);
 	bigalloc_free(t->stack_frames);

@@ -39,6 +39,8 @@ enum trace_cat {
 	TRACE_CAT_GPU_MEMORY, /* CUDA allocations and frees (instants) */
 	TRACE_CAT_OVERHEAD,   /* CUPTI's own overhead */
 	TRACE_CAT_PYTHON_FUNCTION, /* Python calls: nn.Module calls (the bridge) */
+	TRACE_CAT_CPU_INSTANT, /* torch's tensor allocations and frees
+				  ("[memory]" instants, profile_memory) */
 	TRACE_CAT_COUNT
 };
 
@@ -193,6 +195,10 @@ struct trace_meta {
 				      recorder<K>_steps<a>-<b> */
 	char *notes;               /* one-time notices for the summary, one
 				      per line, each '\n'-ended; NULL = none */
+	char *suffix;              /* NULL, or a job-wide window's or dump's
+				      mark on its folder's name ("job",
+				      "by-rank5": <name>_<suffix>); not in
+				      capture.phb */
 };
 
 /* ---- CPU stacks (filled from the sampler's records; see docs/stacks.md)

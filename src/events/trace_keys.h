@@ -37,6 +37,18 @@
 #define TRACE_ARG_ALLOC_BYTES "Bytes"
 #define TRACE_ARG_TOTAL_ALLOCATED "Total Allocated"
 
+/* A torch tensor allocation or free ("[memory]", cat cpu_instant_event;
+ * prof.capture{profile_memory}), Kineto's args: Bytes and Total Allocated
+ * above, the allocator's reserved total, the block's address, and the
+ * device as c10 numbers it (type 0 CPU, 1 CUDA; id -1: none), all
+ * integers. TRACE_MEMORY_NAME is the events' name, torch's
+ * MEMORY_EVENT_NAME. */
+#define TRACE_ARG_TOTAL_RESERVED "Total Reserved"
+#define TRACE_ARG_ADDR "Addr"
+#define TRACE_ARG_DEVICE_TYPE "Device Type"
+#define TRACE_ARG_DEVICE_ID "Device Id"
+#define TRACE_MEMORY_NAME "[memory]"
+
 /* A torch operator (cat cpu_op; src/capture/torchops.c, assemble.c):
  * Kineto's input shapes and dtypes (TRACE_ARG_STR, as Kineto prints
  * them), the autograd sequence number (TRACE_ARG_INT) and the forward
@@ -52,5 +64,18 @@
  * entries innermost first, "file(line): function" (torch's names),
  * separated by ';' (TRACE_ARG_STR), as Kineto writes it. */
 #define TRACE_ARG_CALL_STACK "Call stack"
+
+/* An nn.Module call (cat python_function; the Python bridge, assemble.c),
+ * as torch's with_modules writes one: its Python id (TRACE_ARG_UINT,
+ * unique in the process), the Python id of the module call it was made in
+ * (TRACE_ARG_UINT, or the raw `null` for a root), torch's module id (the
+ * module's number among its class's, TRACE_ARG_UINT); and profhost's own:
+ * the module's path in its model (TRACE_ARG_STR; absent for a root or a
+ * module not registered in its root), which the modules report shows with
+ * the class. */
+#define TRACE_ARG_PYTHON_ID "Python id"
+#define TRACE_ARG_PYTHON_PARENT_ID "Python parent id"
+#define TRACE_ARG_PYTHON_MODULE_ID "Python module id"
+#define TRACE_ARG_MODULE_PATH "module path"
 
 #endif

@@ -18,6 +18,7 @@
 
 #include "../events/query.h"
 #include "../util/grow.h"
+#include "../util/sortidx.h"
 #include "utf8.h"
 #include "version.h"
 
@@ -174,19 +175,23 @@ static char *fmt_double(char *p, double d)
 /* Formats the duration of an event written at `ts` ns lasting `dur` ns.
  *
  * Readers add ts and dur as doubles: TensorBoard's plugin as they are,
- * speedscope after subtracting the first ts (exactly), HTA before rounding
+ * speedscope after subtracting its thread's first ts, HTA before rounding
  * to whole us. With three decimals the sum can pass the double of the end
  * by a fraction of a ns, and spans that touch overlap there. So the
  * duration written is at most X = end - ts as doubles (the double of the
  * end minus that of the start, exact since ts >= dur): ts + dur is then at
  * most the end in exact arithmetic, after any exact shift too, and never
- * passes the start of what follows. `holds` (a span whose end others share
- * by construction: a step, a range cut at the window's end, a span of GPU
- * work) gets X itself, so what ends with it ends no later than it; others
- * get three decimals when those are at most X, else four decimals cut
- * down to at most X (0.1 ns less). Either way the value is within 0.25 ns
- * of the exact duration while ts < 2^40 us (as export_unix_time() keeps
- * it), so readers that round each field to whole ns (Perfetto,
+ * passes the start of what follows.
+ *
+ * One rule for every nesting: an event that `holds` another (cw_holds)
+ * gets X itself, so its end reads as the double of its end, exactly, also
+ * after a shift by a ts of its thread (exact while every ts of the thread
+ * is within twice the shift: Sterbenz, as in Unix time by the week), and
+ * what it holds, ending no later in ns, reads as ending no later. Other
+ * events get three decimals when those are at most X, else four decimals
+ * cut down to at most X (0.1 ns less). Either way the value is within
+ * 0.25 ns of the exact duration while ts < 2^40 us (as export_unix_time()
+ * keeps it), so readers that round each field to whole ns (Perfetto,
  * profhost) read the exact duration. At most 32 bytes. */
 static char *fmt_dur(char *p, int64_t ts, int64_t dur, int holds)
 {
@@ -428,10 +433,11 @@ static void cw_args(struct cw *w, const struct trace *t,
 }
 
 /* Appends one event object (no separator). `cats` holds each category's
- * name already quoted, with its length. */
+ * name already quoted, with its length; `holds`: the event holds another
+ * (cw_holds), its duration is written for that (fmt_dur). */
 static void cw_event(struct cw *w, const struct trace *t,
 		     const struct trace_event *ev, char *const *cats,
-		     const size_t *catlen)
+		     const size_t *catlen, int holds)
 {
 	char *p;
 
@@ -455,7 +461,10 @@ static void cw_event(struct cw *w, const struct trace *t,
 		p += 16;
 	}
 	if (ev->ph != TRACE_PH_FLOW_START && ev->ph != TRACE_PH_FLOW_END) {
-		unsigned c = ev->cat < TRACE_CAT_COUNT ? ev->cat : TRACE_CAT_COUNT;
+		unsigned c = ev->cat; /* 4 bits: a category or TRACE_CAT_COUNT's 16 */
+
+		if (c > TRACE_CAT_COUNT)
+			c = TRACE_CAT_COUNT;
 
 		memcpy(p, cats[c], catlen[c]);
 		p += catlen[c];
@@ -477,14 +486,76 @@ static void cw_event(struct cw *w, const struct trace *t,
 		p = fmt_u64(p + 6, ev->id);
 	} else if (ev->ph != TRACE_PH_INSTANT) {
 		memcpy(p, ",\"dur\":", 7);
-		p = fmt_dur(p + 7, ev->ts, ev->dur,
-			    (ev->flags & (TRACE_F_STEP | TRACE_F_CLIPPED_END | TRACE_F_PARTIAL)) ||
-			    ev->cat == TRACE_CAT_GPU_USER_ANNOTATION);
+		p = fmt_dur(p + 7, ev->ts, ev->dur, holds);
 	}
 	w->p = p;
 	cw_args(w, t, ev);
 	cw_room(w, CW_FIXED);
 	*w->p++ = '}';
+}
+
+/* Whether complete event `ev` holds `next`, the next complete event in
+ * nesting order (NULL: none): on its track (pid, tid), starting before it
+ * ends, so that readers nest that one (and all it holds) in it. */
+static int cw_holds(const struct trace_event *ev, const struct trace_event *next)
+{
+	int64_t end;
+
+	if (!next || next->pid != ev->pid || next->tid != ev->tid)
+		return 0;
+	if (__builtin_add_overflow(ev->ts, ev->dur, &end))
+		end = INT64_MAX;
+	return next->ts < end;
+}
+
+/* For a trace in nesting order (t->nested, as every window's is): whether
+ * t->ev[i] holds another (cw_holds), looking ahead to the next complete
+ * event. Instants and flows hold nothing and are held by nothing here.
+ * Over a whole trace the look-aheads read each event once: no memory. */
+static int cw_holds_at(const struct trace *t, size_t i)
+{
+	size_t k;
+
+	if (t->ev[i].ph != TRACE_PH_COMPLETE)
+		return 0;
+	for (k = i + 1; k < t->nev && t->ev[k].ph != TRACE_PH_COMPLETE; k++)
+		;
+	return cw_holds(&t->ev[i], k < t->nev ? &t->ev[k] : NULL);
+}
+
+/* For a trace not in nesting order: which events hold another
+ * (cw_holds), swept through a sorted index. Returns a malloc'd array of
+ * t->nev bytes, or NULL when out of memory (the caller then takes every
+ * event as holding: the same nesting, longer numbers). Host thread. */
+static uint8_t *cw_holders(const struct trace *t)
+{
+	const struct trace_event *next = NULL;
+	uint8_t *holds;
+	uint32_t *idx;
+	size_t i, k;
+
+	if (t->nev > UINT32_MAX)
+		return NULL;
+	holds = calloc(t->nev ? t->nev : 1, 1);
+	idx = malloc((t->nev ? t->nev : 1) * sizeof *idx);
+	if (!holds || !idx) {
+		free(holds);
+		free(idx);
+		return NULL;
+	}
+	for (i = 0; i < t->nev; i++)
+		idx[i] = (uint32_t)i;
+	sortidx_u32(idx, t->nev, trace_event_cmp_at, (void *)t);
+	for (k = t->nev; k-- > 0;) {
+		const struct trace_event *ev = &t->ev[idx[k]];
+
+		if (ev->ph != TRACE_PH_COMPLETE)
+			continue;
+		holds[idx[k]] = (uint8_t)cw_holds(ev, next);
+		next = ev;
+	}
+	free(idx);
+	return holds;
 }
 
 /* Appends "pid":P,"tid":T; the caller has made room for CW_FIXED. */
@@ -892,6 +963,9 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 	char *cats[TRACE_CAT_COUNT + 1] = { NULL };
 	size_t catlen[TRACE_CAT_COUNT + 1];
 	struct cw w;
+	/* which events hold another: looked ahead in a trace in nesting
+	 * order, an array for another */
+	uint8_t *holds = t->nested ? NULL : cw_holders(t);
 	size_t i;
 	int rc = 0, sep;
 
@@ -922,7 +996,8 @@ int chrome_writer_write(const struct trace *t, struct outfile *out,
 			cw_room(&w, CW_FIXED);
 			cw_mem(&w, ",\n", 2);
 		}
-		cw_event(&w, t, &t->ev[i], cats, catlen);
+		cw_event(&w, t, &t->ev[i], cats, catlen,
+			 t->nested ? cw_holds_at(t, i) : holds ? holds[i] : 1);
 	}
 	sep = t->nev > 0;
 	if (t->meta.program && t->meta.program[0]) {
@@ -971,6 +1046,7 @@ done:
 	free(w.esc_off);
 	free(w.esc_len);
 	free(w.esc);
+	free(holds);
 	return rc;
 }
 

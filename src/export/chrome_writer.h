@@ -13,7 +13,9 @@
  * Event timestamps are the trace's ns (after export_unix_time(): since
  * baseTimeNanoseconds, a Unix time) written as microseconds with three
  * decimals; durations are written so that ts + dur added as doubles never
- * passes the event's end (see fmt_dur). CPU samples (cpu_sample instants)
+ * passes the event's end, and an event that holds another reads as ending
+ * exactly at its end, so that nothing ends after what holds it (see
+ * fmt_dur and cw_holders). CPU samples (cpu_sample instants)
  * are also written as the Trace Event Format's stackFrames and samples,
  * only when the trace has some. Every string is escaped: quotes,
  * backslashes, control characters, and invalid UTF-8 replaced by U+FFFD.

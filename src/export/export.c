@@ -68,14 +68,16 @@ static void note_file(struct export_result *res, const struct outdir *d,
 }
 
 /* "window<K>_steps<a>-<b>" ("recorder<K>_..." for a flight recorder
- * dump): the window's folder name, in its rank's folder
+ * dump; "_<suffix>" after it for a job-wide one): the window's folder name, in its rank's folder
  * and in the TensorBoard folder. */
 static void window_name(const struct trace *t, char *out, size_t size)
 {
-	snprintf(out, size, "%s%u_steps%llu-%llu",
+	snprintf(out, size, "%s%u_steps%llu-%llu%s%s",
 		 t->meta.recorder ? "recorder" : "window", t->meta.window,
 		 (unsigned long long)t->meta.first_step,
-		 (unsigned long long)t->meta.last_step);
+		 (unsigned long long)t->meta.last_step,
+		 t->meta.suffix && t->meta.suffix[0] ? "_" : "",
+		 t->meta.suffix && t->meta.suffix[0] ? t->meta.suffix : "");
 }
 
 /* Creates <run>/rank<R>/window<K>_steps<a>-<b> and opens it as res->out

@@ -22,7 +22,9 @@
 
 static const char *const sort_names[] = {
 	"self_cpu_time_total", "cpu_time_total", "cpu_time", "count",
-	"self_cuda_time_total", "cuda_time_total", "cuda_time"
+	"self_cuda_time_total", "cuda_time_total", "cuda_time",
+	"cpu_memory_usage", "self_cpu_memory_usage", "cuda_memory_usage",
+	"self_cuda_memory_usage"
 };
 #define NSORT (sizeof sort_names / sizeof sort_names[0])
 
@@ -34,6 +36,8 @@ static const struct {
 	{ "self_device_time_total", KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL },
 	{ "device_time_total", KEY_AVG_SORT_CUDA_TIME_TOTAL },
 	{ "device_time", KEY_AVG_SORT_CUDA_TIME },
+	{ "device_memory_usage", KEY_AVG_SORT_CUDA_MEM },
+	{ "self_device_memory_usage", KEY_AVG_SORT_SELF_CUDA_MEM },
 };
 
 int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e)
@@ -54,7 +58,8 @@ int key_averages_parse_sort(const char *s, enum key_avg_sort *out, struct err *e
 	}
 	return err_set(e, "unknown key_averages sort_by '%s' (one of self_cpu_time_total, "
 		       "cpu_time_total, cpu_time, count, self_cuda_time_total, "
-		       "cuda_time_total, cuda_time)", s ? s : "(null)");
+		       "cuda_time_total, cuda_time, cpu_memory_usage, self_cpu_memory_usage, "
+		       "cuda_memory_usage, self_cuda_memory_usage)", s ? s : "(null)");
 }
 
 int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err *e)
@@ -85,6 +90,38 @@ static bool counted(const struct trace_event *ev)
 	default:
 		return false;
 	}
+}
+
+/* True for torch's "[memory]" instants (an allocation or a free;
+ * prof.capture{profile_memory}), which the sweep attributes to the events
+ * holding them. */
+static bool is_mem(const struct trace *t, const struct trace_event *ev)
+{
+	return ev->ph == TRACE_PH_INSTANT && ev->cat == TRACE_CAT_CPU_INSTANT &&
+	       strcmp(trace_str(t, ev->name), TRACE_MEMORY_NAME) == 0;
+}
+
+/* A "[memory]" event's bytes (negative: freed) and the side it counts on:
+ * KEY_AVG_CUDA for a GPU's (c10's Device Type 1), else KEY_AVG_CPU. */
+static int64_t mem_bytes(const struct trace *t, const struct trace_event *ev, int *side)
+{
+	int64_t bytes = 0;
+	size_t i;
+
+	*side = KEY_AVG_CPU;
+	for (i = ev->args; i < (size_t)ev->args + ev->nargs && i < t->nargs; i++) {
+		const struct trace_arg *a = &t->args[i];
+		const char *key;
+
+		if (a->type != TRACE_ARG_INT && a->type != TRACE_ARG_UINT)
+			continue;
+		key = trace_str(t, a->key);
+		if (strcmp(key, TRACE_ARG_ALLOC_BYTES) == 0)
+			bytes = a->v.i;
+		else if (strcmp(key, TRACE_ARG_DEVICE_TYPE) == 0 && a->v.i == 1)
+			*side = KEY_AVG_CUDA;
+	}
+	return bytes;
 }
 
 static int64_t ev_dur(const struct trace_event *ev)
@@ -267,37 +304,6 @@ static int key_map_grow(struct key_map *m, const struct key_avg_table *tab)
 	return htab_rebuild(&m->slot, &m->nslots, m->nslots * 2, 0, tab->nrows, row_hash, tab);
 }
 
-/* Finds or adds the row of key `k`; the map grows with the rows (at most
- * half full), not with the events. Returns its index, or (size_t)-1 on
- * allocation failure. */
-static size_t row_for(struct key_avg_table *tab, size_t *cap, struct key_map *m,
-		      const struct row_key *k)
-{
-	size_t i;
-	struct key_avg_row *rows, *r;
-
-	if (tab->nrows >= UINT32_MAX - 1 ||
-	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
-		return (size_t)-1;
-	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
-		if (key_eq(&tab->rows[m->slot[i] - 1], k))
-			return m->slot[i] - 1;
-	rows = grow_array(tab->rows, cap, tab->nrows + 1, sizeof *rows, 64);
-	if (!rows)
-		return (size_t)-1;
-	tab->rows = rows;
-	r = &tab->rows[tab->nrows];
-	memset(r, 0, sizeof *r);
-	r->key = k->key;
-	r->shapes = k->shapes;
-	r->shapes_len = k->shapes_len;
-	r->stack = k->stack;
-	r->stack_len = k->stack_len;
-	r->first_ts = INT64_MAX;
-	m->slot[i] = (uint32_t)++tab->nrows;
-	return tab->nrows - 1;
-}
-
 /* GPU time by correlation id: the kernels, copies and memsets a launch
  * started (a graph launch starts many). Open addressing. */
 struct gpu_map {
@@ -389,6 +395,8 @@ struct sweep_ent {
 	int64_t self;   /* self CPU time */
 	int64_t cself;  /* self CUDA time (GPU attribution) */
 	int64_t ctotal; /* CUDA total */
+	int64_t smem[2]; /* Self CPU / CUDA Mem: bytes while innermost */
+	int64_t tmem[2]; /* CPU / CUDA Mem: smem and its children's tmem */
 };
 
 /* One pass of the build: the rows of the keys in partition `part` of
@@ -405,7 +413,7 @@ struct pass {
 	size_t max_rows;
 	uint32_t nparts, part;
 	struct key_avg_table *tab; /* this pass's rows */
-	size_t cap;                /* of tab->rows */
+	size_t cap, cap_mem;       /* of tab->rows, tab->row_mem */
 	struct key_map map;
 	struct sweep_ent *stack;
 	size_t cap_stack;
@@ -417,6 +425,47 @@ struct pass {
 				      here instead of into rows */
 	void *visit_ctx;
 };
+
+/* Finds or adds the row of key `k` in ps->tab (and, in a table with
+ * memory, its zeroed row_mem); the map grows with the rows (at most half
+ * full), not with the events. Returns its index, or (size_t)-1 on
+ * allocation failure. */
+static size_t row_for(struct pass *ps, const struct row_key *k)
+{
+	struct key_avg_table *tab = ps->tab;
+	struct key_map *m = &ps->map;
+	struct key_avg_row *rows, *r;
+	struct key_avg_mem *mem;
+	size_t i;
+
+	if (tab->nrows >= UINT32_MAX - 1 ||
+	    (htab_full(tab->nrows, m->nslots) && key_map_grow(m, tab) != 0))
+		return (size_t)-1;
+	for (i = htab_first(key_hash(k), m->nslots); m->slot[i]; i = htab_next(i, m->nslots))
+		if (key_eq(&tab->rows[m->slot[i] - 1], k))
+			return m->slot[i] - 1;
+	rows = grow_array(tab->rows, &ps->cap, tab->nrows + 1, sizeof *rows, 64);
+	if (!rows)
+		return (size_t)-1;
+	tab->rows = rows;
+	if (tab->memory) {
+		mem = grow_array(tab->row_mem, &ps->cap_mem, tab->nrows + 1, sizeof *mem, 64);
+		if (!mem)
+			return (size_t)-1;
+		tab->row_mem = mem;
+		memset(&mem[tab->nrows], 0, sizeof *mem);
+	}
+	r = &tab->rows[tab->nrows];
+	memset(r, 0, sizeof *r);
+	r->key = k->key;
+	r->shapes = k->shapes;
+	r->shapes_len = k->shapes_len;
+	r->stack = k->stack;
+	r->stack_len = k->stack_len;
+	r->first_ts = INT64_MAX;
+	m->slot[i] = (uint32_t)++tab->nrows;
+	return tab->nrows - 1;
+}
 
 /* The partition of an event's key (see struct pass); exact when it is
  * ps->part or ps->part is 0, otherwise only known not to be ps->part. */
@@ -454,6 +503,7 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	const struct trace *t = ps->t;
 	const struct trace_event *ev = &t->ev[se->ev];
 	struct key_avg_row *row;
+	struct key_avg_mem *mem;
 	struct row_key k;
 	size_t r;
 
@@ -474,7 +524,7 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 			return;
 		event_row_key(t, ev, ps->o, &k);
 	}
-	r = row_for(ps->tab, &ps->cap, &ps->map, &k);
+	r = row_for(ps, &k);
 	if (r == (size_t)-1) {
 		ps->failed = 1;
 		return;
@@ -490,6 +540,13 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 	row->cpu_total_ns += ev_dur(ev);
 	row->self_cuda_ns += se->cself;
 	row->cuda_total_ns += se->ctotal;
+	if (ps->tab->memory) {
+		mem = &ps->tab->row_mem[r];
+		mem->mem[KEY_AVG_CPU] += se->tmem[KEY_AVG_CPU];
+		mem->mem[KEY_AVG_CUDA] += se->tmem[KEY_AVG_CUDA];
+		mem->self_mem[KEY_AVG_CPU] += se->smem[KEY_AVG_CPU];
+		mem->self_mem[KEY_AVG_CUDA] += se->smem[KEY_AVG_CUDA];
+	}
 	if (ev->nargs && ev->cat == TRACE_CAT_CPU_OP)
 		row->flops += ev_flops(t, ev);
 	if (ev->ts < row->first_ts)
@@ -515,8 +572,59 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
 			*cursor = end;
 		}
 		sweep_done(ps, top);
+		if (*depth > 1) { /* its memory counts in its parent's */
+			top[-1].tmem[KEY_AVG_CPU] += top->tmem[KEY_AVG_CPU];
+			top[-1].tmem[KEY_AVG_CUDA] += top->tmem[KEY_AVG_CUDA];
+		}
 		--*depth;
 	}
+}
+
+/* A "[memory]" event at the sweep's position: its bytes go to the
+ * innermost open event, or, when none is open on its thread, to the row
+ * "[memory]" (grouped by name, as an event with no input shapes and no
+ * call stack; in the pass of its key's partition: 0, or its hash's with
+ * shapes or stacks). */
+static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t depth)
+{
+	struct key_avg_row *row;
+	struct row_key k;
+	int side;
+	int64_t b = mem_bytes(ps->t, ev, &side);
+	size_t r;
+
+	if (depth) {
+		ps->stack[depth - 1].smem[side] += b;
+		ps->stack[depth - 1].tmem[side] += b;
+		return;
+	}
+	if (ps->visit || ps->failed || ps->group != KEY_AVG_BY_NAME || !ps->tab->memory)
+		return;
+	k.key = TRACE_MEMORY_NAME;
+	k.shapes = ps->o->by_input_shape ? NO_SHAPES : NULL;
+	k.shapes_len = ps->o->by_input_shape ? (uint32_t)(sizeof NO_SHAPES - 1) : 0;
+	k.stack = ps->o->stack_n ? "" : NULL;
+	k.stack_len = 0;
+	if (ps->composite ? ps->nparts > 1 &&
+			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
+			  : ps->part != 0)
+		return;
+	r = row_for(ps, &k);
+	if (r == (size_t)-1) {
+		ps->failed = 1;
+		return;
+	}
+	if (ps->composite && ps->tab->nrows > ps->max_rows) {
+		ps->failed = 1; /* done again in more parts */
+		ps->overflow = true;
+		return;
+	}
+	row = &ps->tab->rows[r];
+	row->count++;
+	ps->tab->row_mem[r].mem[side] += b;
+	ps->tab->row_mem[r].self_mem[side] += b;
+	if (ev->ts < row->first_ts)
+		row->first_ts = ev->ts;
 }
 
 /*
@@ -526,7 +634,8 @@ static void sweep_close(struct pass *ps, size_t *depth, int64_t *cursor, int64_t
  * query_aggregate's sweep computes it the same way), and GPU attribution (a launch's
  * GPU time is the Self CUDA of the innermost range holding it, steps
  * aside, or of the launch itself, and counts in the CUDA total of every
- * event holding it), each event's share added to its row as it ends. The
+ * event holding it), memory (the "[memory]" events among sel; see
+ * key_averages.h), each event's share added to its row as it ends. The
  * working memory is the stack of open events (the deepest nesting), not a
  * value per event. Returns 0, or -1 when out of memory.
  */
@@ -542,7 +651,7 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 		const struct trace_event *ev = &t->ev[sel ? sel[i] : i];
 		int64_t g;
 
-		if (!sel && !counted(ev))
+		if (!sel && !counted(ev) && !is_mem(t, ev))
 			continue;
 		/* the events of one thread lie apart in the trace: each pass
 		 * would wait for memory at every event */
@@ -553,6 +662,10 @@ static int sweep(struct pass *ps, const uint32_t *sel, size_t n)
 			sweep_close(ps, &depth, &cursor, INT64_MAX); /* next thread */
 		prev = ev;
 		sweep_close(ps, &depth, &cursor, ev->ts);
+		if (ev->ph == TRACE_PH_INSTANT) { /* a "[memory]" event */
+			sweep_mem(ps, ev, depth);
+			continue;
+		}
 		if (depth == 0)
 			cursor = ev->ts;
 		if (depth == ps->cap_stack) {
@@ -601,12 +714,20 @@ static int cmp_double(double a, double b)
 	return a > b ? -1 : a < b;
 }
 
-static int row_cmp(const void *pa, const void *pb, void *ctx)
+/* The memory of no event: a table without memory's rows. */
+static const struct key_avg_mem no_mem;
+
+/* <0, 0, >0 as tab->rows[ia] sorts before, with, after tab->rows[ib] in
+ * `sort` order: descending, ties by earliest start, then key. */
+static int rows_cmp(const struct key_avg_table *tab, size_t ia, size_t ib,
+		    enum key_avg_sort sort)
 {
-	const struct key_avg_row *a = pa, *b = pb;
+	const struct key_avg_row *a = &tab->rows[ia], *b = &tab->rows[ib];
+	const struct key_avg_mem *ma = tab->row_mem ? &tab->row_mem[ia] : &no_mem;
+	const struct key_avg_mem *mb = tab->row_mem ? &tab->row_mem[ib] : &no_mem;
 	int c = 0;
 
-	switch (*(const enum key_avg_sort *)ctx) {
+	switch (sort) {
 	case KEY_AVG_SORT_SELF_CPU_TIME_TOTAL:
 		c = cmp_i64(a->self_cpu_ns, b->self_cpu_ns);
 		break;
@@ -628,6 +749,18 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 	case KEY_AVG_SORT_CUDA_TIME:
 		c = cmp_double(avg(a->cuda_total_ns, a->count), avg(b->cuda_total_ns, b->count));
 		break;
+	case KEY_AVG_SORT_CPU_MEM:
+		c = cmp_i64(ma->mem[KEY_AVG_CPU], mb->mem[KEY_AVG_CPU]);
+		break;
+	case KEY_AVG_SORT_SELF_CPU_MEM:
+		c = cmp_i64(ma->self_mem[KEY_AVG_CPU], mb->self_mem[KEY_AVG_CPU]);
+		break;
+	case KEY_AVG_SORT_CUDA_MEM:
+		c = cmp_i64(ma->mem[KEY_AVG_CUDA], mb->mem[KEY_AVG_CUDA]);
+		break;
+	case KEY_AVG_SORT_SELF_CUDA_MEM:
+		c = cmp_i64(ma->self_mem[KEY_AVG_CUDA], mb->self_mem[KEY_AVG_CUDA]);
+		break;
 	}
 	if (c)
 		return c;
@@ -638,7 +771,7 @@ static int row_cmp(const void *pa, const void *pb, void *ctx)
 
 /* What idx_cmp compares: rows of a table in a sort order. */
 struct idx_ctx {
-	const struct key_avg_row *rows;
+	const struct key_avg_table *tab;
 	enum key_avg_sort sort;
 };
 
@@ -646,18 +779,64 @@ static int idx_cmp(const void *pa, const void *pb, void *ctx)
 {
 	const struct idx_ctx *c = ctx;
 
-	return row_cmp(&c->rows[*(const uint32_t *)pa], &c->rows[*(const uint32_t *)pb],
-		       (void *)&c->sort);
+	return rows_cmp(c->tab, *(const uint32_t *)pa, *(const uint32_t *)pb, c->sort);
 }
 
-/* Sorts an index of the rows and moves the rows into place along its
- * cycles: glibc's qsort would copy the whole table once more (a million
- * names: 56 MB) where the index costs 4 bytes a row. The order is total
- * (the key breaks ties), so it is the same either way. */
+/* Swaps rows i and j of the table, and their memory. */
+static void swap_rows(struct key_avg_table *tab, size_t i, size_t j)
+{
+	struct key_avg_row r = tab->rows[i];
+	struct key_avg_mem m;
+
+	tab->rows[i] = tab->rows[j];
+	tab->rows[j] = r;
+	if (!tab->row_mem)
+		return;
+	m = tab->row_mem[i];
+	tab->row_mem[i] = tab->row_mem[j];
+	tab->row_mem[j] = m;
+}
+
+/* Moves row `root` of the heap rows[0..n) down to its place (heap_sort). */
+static void sift_down(struct key_avg_table *tab, enum key_avg_sort sort, size_t root,
+		      size_t n)
+{
+	size_t child;
+
+	while ((child = 2 * root + 1) < n) {
+		if (child + 1 < n && rows_cmp(tab, child, child + 1, sort) < 0)
+			child++;
+		if (rows_cmp(tab, root, child, sort) >= 0)
+			return;
+		swap_rows(tab, root, child);
+		root = child;
+	}
+}
+
+/* key_averages_sort with no memory to spare: a heapsort of the rows (and
+ * their memory) in place. */
+static void heap_sort(struct key_avg_table *tab, enum key_avg_sort sort)
+{
+	size_t i;
+
+	for (i = tab->nrows / 2; i-- > 0;)
+		sift_down(tab, sort, i, tab->nrows);
+	for (i = tab->nrows; i-- > 1;) {
+		swap_rows(tab, 0, i);
+		sift_down(tab, sort, 0, i);
+	}
+}
+
+/* Sorts an index of the rows and moves the rows (and their memory) into
+ * place along its cycles: glibc's qsort would copy the whole table once
+ * more (a million names: 88 MB) where the index costs 4 bytes a row. The
+ * order is total (the key breaks ties), so it is the same either way;
+ * without memory for the index, a heapsort in place gives it too. */
 void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 {
-	struct idx_ctx ctx = { tab->rows, sort };
+	struct idx_ctx ctx = { tab, sort };
 	struct key_avg_row tmp;
+	struct key_avg_mem tmp_mem = no_mem;
 	uint32_t *idx;
 	size_t i, j, k;
 
@@ -665,7 +844,7 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 		return;
 	idx = tab->nrows <= UINT32_MAX ? malloc(tab->nrows * sizeof *idx) : NULL;
 	if (!idx) {
-		qsort_r(tab->rows, tab->nrows, sizeof tab->rows[0], row_cmp, &sort);
+		heap_sort(tab, sort);
 		return;
 	}
 	for (i = 0; i < tab->nrows; i++)
@@ -676,23 +855,33 @@ void key_averages_sort(struct key_avg_table *tab, enum key_avg_sort sort)
 		if (idx[i] == UINT32_MAX)
 			continue;
 		tmp = tab->rows[i];
+		if (tab->row_mem)
+			tmp_mem = tab->row_mem[i];
 		for (j = i;;) {
 			k = idx[j];
 			idx[j] = UINT32_MAX;
 			if (k == i) {
 				tab->rows[j] = tmp;
+				if (tab->row_mem)
+					tab->row_mem[j] = tmp_mem;
 				break;
 			}
 			tab->rows[j] = tab->rows[k];
+			if (tab->row_mem)
+				tab->row_mem[j] = tab->row_mem[k];
 			j = k;
 		}
 	}
 	free(idx);
 }
 
-/* Adds row r's sums into `into` (the folded row). */
-static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
+/* Adds the sums of out->rows[i] (and its memory) into out->folded. */
+static void fold_row(struct key_avg_table *out, size_t i)
 {
+	struct key_avg_row *into = &out->folded;
+	const struct key_avg_row *r = &out->rows[i];
+	int d;
+
 	into->count += r->count;
 	into->self_cpu_ns += r->self_cpu_ns;
 	into->cpu_total_ns += r->cpu_total_ns;
@@ -701,6 +890,10 @@ static void fold_row(struct key_avg_row *into, const struct key_avg_row *r)
 	into->flops += r->flops;
 	if (r->first_ts < into->first_ts)
 		into->first_ts = r->first_ts;
+	for (d = 0; out->row_mem && d < 2; d++) {
+		out->folded_mem.mem[d] += out->row_mem[i].mem[d];
+		out->folded_mem.self_mem[d] += out->row_mem[i].self_mem[d];
+	}
 }
 
 static size_t shapes_cols(const struct key_avg_row *r);
@@ -708,7 +901,8 @@ static size_t src_cols(const struct key_avg_row *r);
 
 /* Moves the rows of one pass (ps->tab) into `out`, keeping the first
  * `keep` in `sort` order and folding the others into out->folded. `out`
- * has room for 2 * keep + 1 rows. */
+ * has room for 2 * keep + 1 rows (and their row_mem in a table with
+ * memory, as `pass` has). */
 static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 		      enum key_avg_sort sort, size_t keep)
 {
@@ -725,12 +919,14 @@ static void keep_rows(struct key_avg_table *out, struct key_avg_table *pass,
 			out->shapes_cols = shapes_cols(r);
 		if (src_cols(r) > out->src_cols)
 			out->src_cols = src_cols(r);
+		if (out->row_mem)
+			out->row_mem[out->nrows] = pass->row_mem[i];
 		out->rows[out->nrows++] = *r;
 		if (out->nrows < 2 * keep + 1)
 			continue;
 		key_averages_sort(out, sort);
 		for (; out->nrows > keep; out->nrows--) {
-			fold_row(&out->folded, &out->rows[out->nrows - 1]);
+			fold_row(out, out->nrows - 1);
 			out->nfolded++;
 		}
 	}
@@ -743,14 +939,17 @@ static void pass_free(struct pass *ps, struct key_avg_table *pt)
 	free(ps->map.slot);
 	free(ps->stack);
 	free(pt->rows);
+	free(pt->row_mem);
 	ps->map.slot = NULL;
 	ps->stack = NULL;
 	pt->rows = NULL;
+	pt->row_mem = NULL;
 }
 
 /*
  * One build of `out` over the counted events sel[0..n) (see sweep) with
- * the keys in `nparts` parts (a power of two). Returns 0, -1 when out of
+ * the keys in `nparts` parts (a power of two); out->memory says whether
+ * the rows get their row_mem. Returns 0, -1 when out of
  * memory, 1 when a part outgrew max_rows (composite keys; `out` is then
  * emptied, to be built again in more parts).
  */
@@ -763,6 +962,7 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	struct pass ps;
 	size_t i;
 
+	pt.memory = out->memory;
 	memset(&ps, 0, sizeof ps);
 	ps.t = t;
 	ps.gm = gm;
@@ -782,6 +982,13 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 		if (!out->rows || !pt.rows)
 			goto fail;
 		ps.cap = max_rows + 2;
+		if (out->memory) {
+			out->row_mem = malloc((2 * keep + 1) * sizeof *out->row_mem);
+			pt.row_mem = malloc((max_rows + 2) * sizeof *pt.row_mem);
+			if (!out->row_mem || !pt.row_mem)
+				goto fail;
+			ps.cap_mem = max_rows + 2;
+		}
 	}
 	for (ps.part = 0; ps.part < ps.nparts; ps.part++) {
 		if (sweep(&ps, sel, n) != 0)
@@ -802,17 +1009,20 @@ static int build_parts(const struct trace *t, const struct key_avg_opts *o,
 	pass_free(&ps, &pt);
 	key_averages_sort(out, sort);
 	for (; ps.nparts > 1 && out->nrows > keep; out->nrows--) {
-		fold_row(&out->folded, &out->rows[out->nrows - 1]);
+		fold_row(out, out->nrows - 1);
 		out->nfolded++;
 	}
 	return 0;
 fail:
 	pass_free(&ps, &pt);
 	free(out->rows);
+	free(out->row_mem);
 	out->rows = NULL;
+	out->row_mem = NULL;
 	out->nrows = 0;
 	out->nfolded = 0;
 	memset(&out->folded, 0, sizeof out->folded);
+	memset(&out->folded_mem, 0, sizeof out->folded_mem);
 	out->folded.first_ts = INT64_MAX;
 	out->min_flops = 0;
 	out->key_cols = out->shapes_cols = out->src_cols = 0;
@@ -822,17 +1032,25 @@ fail:
 /* What a sweep reads: the GPU time of each launch (*gm) and, in a trace
  * not in nesting order, the counted events in sweep order (*sel, malloc'd;
  * NULL when the trace lies in nesting order: the sweep then reads its
- * first *n events). *n is 0 when no event counts. 0, or -1 when out of
- * memory (nothing held). */
-static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm)
+ * first *n events). *n is 0 when no event counts; *memory (may be NULL)
+ * whether any of them is a "[memory]" event. 0, or -1 when out of memory
+ * (nothing held). */
+static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct gpu_map *gm,
+		       bool *memory)
 {
-	size_t i, j, count = 0;
+	size_t i, j, count = 0, nmem = 0;
 
 	*sel = NULL;
 	*n = 0;
 	memset(gm, 0, sizeof *gm);
-	for (i = 0; i < t->nev; i++)
-		count += counted(&t->ev[i]);
+	for (i = 0; i < t->nev; i++) {
+		bool m = is_mem(t, &t->ev[i]);
+
+		nmem += m;
+		count += m || counted(&t->ev[i]);
+	}
+	if (memory)
+		*memory = nmem > 0;
 	if (count == 0)
 		return 0;
 	if (gpu_map_build(t, gm) != 0)
@@ -845,7 +1063,7 @@ static int sweep_input(const struct trace *t, uint32_t **sel, size_t *n, struct 
 	if (!*sel)
 		goto oom;
 	for (i = 0, j = 0; i < t->nev; i++)
-		if (counted(&t->ev[i]))
+		if (counted(&t->ev[i]) || is_mem(t, &t->ev[i]))
 			(*sel)[j++] = (uint32_t)i;
 	sortidx_u32(*sel, count, trace_event_cmp_at, (void *)t); /* in place: no copy */
 	*n = count;
@@ -868,7 +1086,7 @@ int key_averages_each(const struct trace *t, key_avg_visit_fn fn, void *ctx, str
 
 	if (t->nev > UINT32_MAX)
 		return err_set(e, "key_averages: more than 2^32 events in one window");
-	if (sweep_input(t, &sel, &n, &gm) != 0)
+	if (sweep_input(t, &sel, &n, &gm, NULL) != 0)
 		return err_set(e, "out of memory reading the window's self times");
 	memset(&ps, 0, sizeof ps);
 	ps.t = t;
@@ -904,7 +1122,7 @@ int key_averages_build_with_max(const struct trace *t, const struct key_avg_opts
 	out->folded.first_ts = INT64_MAX;
 	if (t->nev > UINT32_MAX)
 		return err_set(e, "key_averages: more than 2^32 events in one window");
-	if (sweep_input(t, &sel, &n, &gm) != 0)
+	if (sweep_input(t, &sel, &n, &gm, &out->memory) != 0)
 		goto oom;
 	if (n == 0)
 		return 0;
@@ -979,6 +1197,7 @@ void key_averages_free(struct key_avg_table *tab)
 	if (!tab)
 		return;
 	free(tab->rows);
+	free(tab->row_mem);
 	memset(tab, 0, sizeof *tab);
 }
 
@@ -990,6 +1209,37 @@ bool key_averages_has_cuda(const struct key_avg_table *tab)
 		if (tab->rows[i].self_cuda_ns > 0)
 			return true;
 	return tab->folded.self_cuda_ns > 0;
+}
+
+struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i)
+{
+	return tab->row_mem && i < tab->nrows ? tab->row_mem[i] : no_mem;
+}
+
+bool key_averages_has_cuda_mem(const struct key_avg_table *tab)
+{
+	size_t i;
+
+	for (i = 0; tab->row_mem && i < tab->nrows; i++)
+		if (tab->row_mem[i].self_mem[KEY_AVG_CUDA] > 0)
+			return true;
+	return tab->folded_mem.self_mem[KEY_AVG_CUDA] > 0;
+}
+
+char *key_averages_format_memory(int64_t bytes, char buf[32])
+{
+	const double kb = 1024.0, mb = 1024.0 * kb, gb = 1024.0 * mb;
+	double a = bytes < 0 ? -(double)bytes : (double)bytes;
+
+	if (a >= gb)
+		snprintf(buf, 32, "%.2f Gb", (double)bytes / gb);
+	else if (a >= mb)
+		snprintf(buf, 32, "%.2f Mb", (double)bytes / mb);
+	else if (a >= kb)
+		snprintf(buf, 32, "%.2f Kb", (double)bytes / kb);
+	else
+		snprintf(buf, 32, "%lld b", (long long)bytes);
+	return buf;
 }
 
 /* _format_time of a (fractional) number of nanoseconds. */
@@ -1025,12 +1275,14 @@ char *key_averages_format_share(int64_t part_ns, int64_t total_ns, char buf[32])
 enum col {
 	COL_NAME, COL_SELF_CPU_PCT, COL_SELF_CPU, COL_CPU_TOTAL_PCT, COL_CPU_TOTAL,
 	COL_CPU_AVG, COL_SELF_CUDA, COL_SELF_CUDA_PCT, COL_CUDA_TOTAL, COL_CUDA_AVG,
+	COL_CPU_MEM, COL_SELF_CPU_MEM, COL_CUDA_MEM, COL_SELF_CUDA_MEM,
 	COL_CALLS, COL_SHAPES, COL_SRC, COL_FLOPS, NCOL
 };
 
 static const char *const col_header[NCOL] = {
 	"Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg",
-	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg", "# of Calls",
+	"Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg",
+	"CPU Mem", "Self CPU Mem", "CUDA Mem", "Self CUDA Mem", "# of Calls",
 	"Input Shapes", "Source Location",
 	"Total FLOPs" /* named by flops_scale() */
 };
@@ -1045,6 +1297,8 @@ static const char *const col_header[NCOL] = {
  * not COL_WIDTH wide. */
 struct cols {
 	bool cuda;   /* some row has GPU time */
+	bool memory; /* the trace has "[memory]" events (profile_memory) */
+	bool cuda_mem; /* ... and some row has Self CUDA Mem */
 	bool flops;  /* some row has FLOPs */
 	bool shapes; /* some row has input shapes (not "[]") */
 	bool src;    /* some row has a call stack entry */
@@ -1080,6 +1334,12 @@ static bool col_shown(enum col c, const struct cols *cs)
 		return cs->shapes;
 	case COL_SRC:
 		return cs->src;
+	case COL_CPU_MEM:
+	case COL_SELF_CPU_MEM:
+		return cs->memory;
+	case COL_CUDA_MEM:
+	case COL_SELF_CUDA_MEM:
+		return cs->memory && cs->cuda_mem;
 	default:
 		return cs->cuda || c < COL_SELF_CUDA || c > COL_CUDA_AVG;
 	}
@@ -1248,10 +1508,11 @@ static void trim_entry(const char *s, size_t len, size_t width, char *out, size_
 	out[o + len - skip] = '\0';
 }
 
-/* A row's line, then (by stack) the lines of its next stack entries and
- * an empty line, as torch's _build_table writes them. */
+/* A row's line (`m`: its memory), then (by stack) the lines of its next
+ * stack entries and an empty line, as torch's _build_table writes them. */
 static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
-		    const struct key_avg_row *r, const struct cols *cs)
+		    const struct key_avg_row *r, const struct key_avg_mem *m,
+		    const struct cols *cs)
 {
 	char cell[NCOL][32], name[KEY_AVG_NAME_MAX * 4 + 4], src[SRC_WIDTH_MAX * 4 + 8];
 	const char *cells[NCOL], *entry;
@@ -1269,6 +1530,10 @@ static void put_row(struct textbuf *tb, const struct key_avg_table *tab,
 	key_averages_format_share(r->self_cuda_ns, tab->self_cuda_sum_ns, cell[COL_SELF_CUDA_PCT]);
 	key_averages_format_time(r->cuda_total_ns, cell[COL_CUDA_TOTAL]);
 	format_time_ns(avg(r->cuda_total_ns, r->count), cell[COL_CUDA_AVG]);
+	key_averages_format_memory(m->mem[KEY_AVG_CPU], cell[COL_CPU_MEM]);
+	key_averages_format_memory(m->self_mem[KEY_AVG_CPU], cell[COL_SELF_CPU_MEM]);
+	key_averages_format_memory(m->mem[KEY_AVG_CUDA], cell[COL_CUDA_MEM]);
+	key_averages_format_memory(m->self_mem[KEY_AVG_CUDA], cell[COL_SELF_CUDA_MEM]);
 	snprintf(cell[COL_CALLS], 32, "%llu", (unsigned long long)r->count);
 	if (r->flops) /* torch: '{0:8.3f}' of the scaled total, "--" for none */
 		snprintf(cell[COL_FLOPS], 32, "%8.3f", (double)r->flops * cs->flops_scale);
@@ -1347,6 +1612,8 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	char buf[32], folded_key[64];
 
 	cols.cuda = key_averages_has_cuda(tab);
+	cols.memory = tab->memory;
+	cols.cuda_mem = key_averages_has_cuda_mem(tab);
 	cols.flops = tab->min_flops > 0;
 	if (cols.flops)
 		flops_scale(tab->min_flops, &cols);
@@ -1373,9 +1640,10 @@ char *key_averages_format(const struct key_avg_table *tab, size_t row_limit)
 	put_line(&tb, header, &cols);
 	put_sep(&tb, &cols);
 	for (i = 0; i < n; i++)
-		put_row(&tb, tab, &tab->rows[i], &cols);
+		put_row(&tb, tab, &tab->rows[i], tab->row_mem ? &tab->row_mem[i] : &no_mem,
+			&cols);
 	if (folded.key)
-		put_row(&tb, tab, &folded, &cols);
+		put_row(&tb, tab, &folded, &tab->folded_mem, &cols);
 	put_sep(&tb, &cols);
 	textbuf_printf(&tb, "Self CPU time total: %s\n",
 		       key_averages_format_time(tab->self_cpu_sum_ns, buf));

@@ -25,6 +25,20 @@
  * spans aside), or of the call itself when no range holds it, and counts in
  * the CUDA total of the call and of every event holding it.
  *
+ * Memory (prof.capture{profile_memory}: torch's "[memory]" instants, cat
+ * cpu_instant_event). An allocation or free belongs to the innermost
+ * counted event open on its thread at its time (one that ends exactly
+ * then is closed: TensorBoard's rule): its bytes count in that event's
+ * Self CPU Mem (Self CUDA Mem on a GPU) and in the CPU Mem of it and of
+ * every event holding it, torch's self_cpu_memory_usage and
+ * cpu_memory_usage (torch 2.x's Kineto path counts any thread's within an
+ * operator's span; on one thread the two agree). Those no event holds are
+ * the row "[memory]", as in torch's table (grouped by name, with no input
+ * shapes and no call stack; by domain they are in no row). A trace with
+ * such events gets the columns CPU Mem and Self CPU Mem, and CUDA Mem and
+ * Self CUDA Mem when a row has Self CUDA Mem above 0 (torch's rules), in
+ * torch's order: after the CUDA times, before "# of Calls".
+ *
  * key_averages_build() computes the table once; the writer, the summary and
  * the Lua reports all read it. No shared state: any thread, one table each.
  */
@@ -38,7 +52,8 @@
 #include "../events/trace.h"
 #include "../util/err.h"
 
-/* Rows a table holds at most (88 bytes each): a window with more distinct
+/* Rows a table holds at most (88 bytes each, and 32 more, struct
+ * key_avg_mem, when the trace has "[memory]" events): a window with more distinct
  * keys keeps the first KEY_AVG_ROWS_MAX in the sort order and folds the
  * others into one row, "(N other names)" (see key_averages_build). Also
  * the keys one pass over the events groups: a window of N keys takes
@@ -74,10 +89,26 @@ enum key_avg_sort {
 	KEY_AVG_SORT_COUNT,                   /* "count" */
 	KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL,    /* "self_cuda_time_total" */
 	KEY_AVG_SORT_CUDA_TIME_TOTAL,         /* "cuda_time_total" */
-	KEY_AVG_SORT_CUDA_TIME                /* "cuda_time" (average) */
+	KEY_AVG_SORT_CUDA_TIME,               /* "cuda_time" (average) */
+	KEY_AVG_SORT_CPU_MEM,                 /* "cpu_memory_usage" */
+	KEY_AVG_SORT_SELF_CPU_MEM,            /* "self_cpu_memory_usage" */
+	KEY_AVG_SORT_CUDA_MEM,                /* "cuda_memory_usage" */
+	KEY_AVG_SORT_SELF_CUDA_MEM            /* "self_cuda_memory_usage" */
 };
 
-/* One row: the events of one key. Times in ns. */
+/* A row's memory (see "Memory" above), bytes: [KEY_AVG_CPU] the CPU's,
+ * [KEY_AVG_CUDA] the GPUs'. */
+enum { KEY_AVG_CPU = 0, KEY_AVG_CUDA = 1 };
+
+struct key_avg_mem {
+	int64_t mem[2];         /* CPU Mem, CUDA Mem: torch's
+				   cpu_memory_usage, cuda_memory_usage */
+	int64_t self_mem[2];    /* Self CPU Mem, Self CUDA Mem */
+};
+
+/* One row: the events of one key. Times in ns. Its memory is apart, in
+ * the table's row_mem (a trace without "[memory]" events, most, costs
+ * nothing for it). */
 struct key_avg_row {
 	const char *key;        /* points into the trace's strings or a
 				   literal: valid while the trace lives */
@@ -104,12 +135,16 @@ struct key_avg_row {
 struct key_avg_table {
 	struct key_avg_row *rows; /* sorted; malloc'd */
 	size_t nrows;
+	struct key_avg_mem *row_mem; /* row_mem[i]: the memory of rows[i];
+					malloc'd when `memory`, else NULL
+					(key_averages_row_mem reads it) */
 	enum key_avg_group group;
 	bool by_input_shape;      /* the keys' options (struct key_avg_opts) */
 	uint32_t stack_n;
 	uint64_t nfolded;         /* keys beyond the rows the table holds */
 	struct key_avg_row folded; /* their sums (key NULL; first_ts
 				      INT64_MAX when none) */
+	struct key_avg_mem folded_mem; /* ... and of their memory */
 	size_t key_cols;          /* columns of the widest key, the folded
 				     ones included (0 when none folded) */
 	size_t shapes_cols;       /* ... of the widest input shapes, and of
@@ -121,6 +156,8 @@ struct key_avg_table {
 	uint64_t min_flops;       /* the smallest nonzero row FLOPs, 0 = none:
 				     the table then shows torch's "Total
 				     <prefix>FLOPs" column, scaled by it */
+	bool memory;              /* the trace has "[memory]" events: the
+				     table shows the memory columns */
 };
 
 /* Parses a torch sort key (torch 2.4's device_* names are taken for the
@@ -136,13 +173,15 @@ int key_averages_parse_group(const char *s, enum key_avg_group *out, struct err 
  * then. Free with key_averages_free().
  *
  * Memory: the open events of one thread, and at most 3 x KEY_AVG_ROWS_MAX
- * rows (with their map), however many names the window has; in a trace
- * not in nesting order (trace_sort) 4 bytes more a counted event, their
- * order by thread and time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split by their string id into parts of
- * at most KEY_AVG_ROWS_MAX, one pass over the events each (self times are
- * recomputed), and the table keeps the first KEY_AVG_ROWS_MAX rows in the
- * sort order; the others are summed in tab->folded. Every kept row and
- * every total is exact.
+ * rows (with their map and, with "[memory]" events, their row_mem),
+ * however many names the window has; in a trace not in nesting order
+ * (trace_sort) 4 bytes more a counted event, their order by thread and
+ * time. With more distinct keys than KEY_AVG_ROWS_MAX, the keys are split
+ * by their string id into parts of at most KEY_AVG_ROWS_MAX, one pass over
+ * the events each (self times are recomputed), and the table keeps the
+ * first KEY_AVG_ROWS_MAX rows in the sort order; the others are summed in
+ * tab->folded (and tab->folded_mem). Every kept row and every total is
+ * exact.
  */
 int key_averages_build(const struct trace *t, enum key_avg_group group,
 		       enum key_avg_sort sort, struct key_avg_table *out,
@@ -206,6 +245,18 @@ void key_averages_free(struct key_avg_table *tab);
 /* True when any row has self CUDA time: the table then shows the CUDA
  * columns (torch's rule). */
 bool key_averages_has_cuda(const struct key_avg_table *tab);
+
+/* The memory of tab->rows[i] (i < tab->nrows): all 0 in a table without
+ * memory (no "[memory]" events). */
+struct key_avg_mem key_averages_row_mem(const struct key_avg_table *tab, size_t i);
+
+/* True when any row has Self CUDA Mem above 0: the table then shows the
+ * CUDA memory columns (torch's rule). */
+bool key_averages_has_cuda_mem(const struct key_avg_table *tab);
+
+/* torch's _format_memory: "0 b", "-576.00 Kb", "1.50 Mb", "2.00 Gb"
+ * (1024-based). Returns buf. */
+char *key_averages_format_memory(int64_t bytes, char buf[32]);
 
 /*
  * Renders the table in torch's layout into a malloc'd string (caller frees):

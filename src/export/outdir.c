@@ -85,7 +85,8 @@ int outdir_sub(const struct outdir *parent, const char *name, bool fresh,
 }
 
 /* Whether the directory holds nothing but run markers (its own or one
- * being written beside it). -1 when it cannot be read. */
+ * being written beside it) and the job folder (jobfile.h). -1 when it
+ * cannot be read. */
 static int only_markers(const struct outdir *d)
 {
 	int fd = fcntl(d->fd, F_DUPFD_CLOEXEC, 3);
@@ -100,7 +101,9 @@ static int only_markers(const struct outdir *d)
 	}
 	rewinddir(dir);
 	while (empty && (ent = readdir(dir)) != NULL) {
+		/* `job`: requests (prof capture) made before any rank wrote */
 		if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0 &&
+		    strcmp(ent->d_name, "job") != 0 &&
 		    strncmp(ent->d_name, OUTDIR_RUN_MARKER, sizeof OUTDIR_RUN_MARKER - 1) != 0)
 			empty = 0;
 	}
@@ -238,6 +241,11 @@ static int claim_run(const struct outdir *d, const char *run_id,
 		empty = only_markers(d);
 		if (empty < 0)
 			return err_errno(e, errno, "cannot read directory '%s'", d->path);
+		/* A process that claimed it since our read linked its marker
+		 * before making anything beside it: read that one (ranks of a
+		 * job capture write their first windows at the same moment). */
+		if (!empty && read_marker(d, id, sizeof id) == 0)
+			return marker_is_run(id, run_id) || marker_job(id, job) ? 0 : 1;
 		if (!empty)
 			return 1; /* written before runs were marked: not this run */
 		rc = write_marker(d, run_id, job, e);

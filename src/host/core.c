@@ -140,8 +140,10 @@ static void find_job(struct host *h)
 	h->job.key = NULL;
 	h->job.start_ns = 0;
 	h->job_key[0] = '\0';
-	if (!env->master_addr || !env->master_port || env->world_size < 2 ||
-	    clock_gettime(CLOCK_REALTIME, &now) != 0)
+	if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+		return;
+	h->start_ns = process_start_ns(&now);
+	if (!env->master_addr || !env->master_port || env->world_size < 2)
 		return;
 	n = snprintf(h->job_key, sizeof h->job_key, "%s:%s/%d%s%s", env->master_addr,
 		     env->master_port, env->world_size,
@@ -152,7 +154,7 @@ static void find_job(struct host *h)
 		return;
 	}
 	h->job.key = h->job_key;
-	h->job.start_ns = process_start_ns(&now);
+	h->job.start_ns = h->start_ns;
 }
 
 /* Decides <output dir>/<run> and the launch's run id (PROF_RUN_ID, else
@@ -201,6 +203,21 @@ static int policy_capture(void *ctx, uint32_t steps, const char *reason,
 			  struct err *e)
 {
 	return window_capture_now(ctx, steps, reason, e);
+}
+
+/* Lua's prof.capture_now{ job = true } lands here: a request for every
+ * rank of the run, written by the job watcher. */
+static int policy_capture_job(void *ctx, uint32_t steps, const char *reason,
+			      struct err *e)
+{
+	struct host *h = ctx;
+	char from[160];
+	int n = snprintf(from, sizeof from, "prof.capture_now in rank %d (pid %d on %.40s): ",
+			 h->env.rank, (int)h->pid, h->hostname);
+
+	if (n > 0 && (size_t)n < sizeof from)
+		snprintf(from + n, sizeof from - (size_t)n, "%s", reason ? reason : "");
+	return jobwatch_request(h, steps, from, e);
 }
 
 /* Lua's prof.dump lands here. */
@@ -259,6 +276,7 @@ static void core_fini(void)
 	/* before the host thread stops: a hang's dump is handed over, a
 	 * report being written ends before the sources finish */
 	watchdog_stop(&host);
+	jobwatch_stop(&host); /* what it has to publish is written */
 	/* written: the salvage file goes (on a time-out it stays for the
 	 * launcher to salvage) */
 	if (hostthread_stop(&host, FINI_WAIT_MS) == 0)
@@ -309,6 +327,10 @@ static void core_after_fork_child(void)
 	atomic_store(&host.ht.started, 0);
 	atomic_store(&host.wd.started, 0); /* no watchdog thread here */
 	atomic_store(&host.wd.wake, 0);
+	jobwatch_init(&host); /* no job watcher here either */
+	host.jw.queue = NULL; /* the parent's: nothing is queued here */
+	atomic_store(&host.jw.started, 0);
+	atomic_store(&host.jw.wake, 0);
 	policy_after_fork_child(host.policy);
 	control_after_fork_child();
 	privfd_after_fork_child();
@@ -345,6 +367,7 @@ static int load_policy(struct host *h, struct err *e)
 	o.capture_now = policy_capture;
 	o.capture_ctx = h;
 	o.dump = policy_dump;
+	o.capture_job = policy_capture_job;
 	o.live = &live_ops;
 	o.live_ctx = h;
 	h->policy = policy_load(&o, e);
@@ -379,10 +402,13 @@ PROFHOST_EXPORT int profhost_core_init(const struct shim_api *shim,
 	if (load_policy(h, &e) != 0 || find_run_dir(h, &e) != 0)
 		goto fail;
 	salvage_init(h);
+	jobwatch_init(h);
 	hostthread_init(h);
 	capture_init_all(h);
 	window_init(h);
 	if (watchdog_start(h, &e) != 0)
+		host_fail(h, &e);
+	if (jobwatch_start(h, &e) != 0)
 		host_fail(h, &e);
 	exitpath_install(h);
 	start_control(h);

@@ -20,8 +20,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "../events/trace.h"
+#include "../export/jobfile.h"
 #include "../export/outdir.h"
 #include "../policy/policy.h"
 #include "../schedule/recorder.h"
@@ -57,6 +59,13 @@ struct host_job {
 	uint32_t ngens, nskip;
 	int64_t cut_ts;                /* a dump: 0, or when what it holds of
 					  its first step begins (rec_dump) */
+	char suffix[32];               /* "" or a job-wide capture's or
+					  dump's mark on its folder's name
+					  (window<K>_steps<a>-<b>_<suffix>:
+					  "job", "by-rank5") */
+	char note[256];                /* "" or a line for its summary's
+					  notes and the log (a job dump:
+					  the steps it no longer held) */
 	struct host_job *next;
 };
 
@@ -159,6 +168,8 @@ struct host_thread {
 
 /* What the watchdog's thread is woken for (bits of watchdog.wake). */
 #define WD_WAKE_STOP 1u            /* look once more, then end */
+#define WD_WAKE_ASK 2u             /* another rank's hang: report now
+				      (watchdog.ask) */
 
 /* The hang watchdog's state (watchdog.c). Its thread (profhost-wd) owns
  * the fields from `hangs` on; the others are for starting and stopping
@@ -168,11 +179,74 @@ struct watchdog {
 	_Atomic int started;
 	_Atomic int32_t tid;           /* kernel tid of its thread */
 	_Atomic uint32_t wake;         /* wake word: WD_WAKE_* bits */
+	pthread_mutex_t ask_lock;      /* guards `ask` */
+	struct {
+		bool pending;
+		int rank;                  /* the rank that hung */
+		uint64_t step;             /* its stalled step */
+		char host[128];
+	} ask;                         /* another rank's hang (job-wide, with
+					  prof.recorder{ job = true }): this
+					  rank reports now too */
 	uint32_t hangs;                /* reports written */
+	bool asked;                    /* a report was written for asked_step
+					  when another rank's hang asked */
+	uint64_t asked_step;
+	int asked_rank;
 	bool hung;                     /* a report was written for hung_step,
 					  which has not ended yet */
 	uint64_t hung_step;
 	int64_t hung_since;            /* its start */
+};
+
+/* What the job watcher's thread is woken for (bits of jobwatch.wake). */
+#define JW_WAKE_STOP 1u            /* write what is queued, then end */
+#define JW_WAKE_WRITE 2u           /* a request or publication is queued */
+
+#define JW_QUEUE 8                 /* requests and publications waiting */
+#define JW_PENDING 8               /* requests waiting for their first step */
+
+/* A capture request read before any rank decided its first step, by a
+ * process that cannot decide it (it has not stepped yet): looked at
+ * again when the folder changes (the decision is a new file). */
+struct jw_pending {
+	char name[96];
+	struct jobfile f;
+};
+
+/* The reason of a job-wide capture's window starts so ("job capture
+ * <id>"); its folder is window<K>_steps<a>-<b>_job. */
+#define HOST_JOB_CAPTURE "job capture "
+#define HOST_JOB_CAPTURE_SUFFIX "job"
+
+/* The job watcher (jobwatch.c, docs/jobs.md): its thread (profhost-job)
+ * looks at <run>/job every prof.job{ poll_ms } and answers what it finds;
+ * the fields from `seen` on are its own. */
+struct jobwatch {
+	pthread_t thread;
+	_Atomic int started;
+	_Atomic int32_t tid;           /* kernel tid of its thread */
+	_Atomic uint32_t wake;         /* wake word: JW_WAKE_* bits */
+	pthread_mutex_t lock;          /* guards the queue and `dir` */
+	struct jobfile *queue;         /* JW_QUEUE files to write, malloc'd */
+	unsigned nqueue;
+	char dir[PATH_MAX];            /* the run directory watched (the one
+					  the run writes to, once known) */
+	struct jw_pending pending[JW_PENDING];
+	unsigned npending;
+	struct jw_pending answers[JW_PENDING]; /* job dumps of steps this
+					  rank has not reached yet: asked
+					  again at each look */
+	int64_t answer_until[JW_PENDING]; /* ... until then (Unix ns): then
+					  what is held is written */
+	unsigned nanswers;
+	uint64_t *seen;                /* hashes of the names handled; an
+					  open-addressing set, 0 = empty */
+	size_t nseen, cap_seen;
+	bool have_last, recheck, said_dir, said_full;
+	dev_t last_dev;
+	ino_t last_ino;
+	struct timespec last_mtim, last_ctim;
 };
 
 struct host {
@@ -190,6 +264,9 @@ struct host {
 	char program[256];
 	char hostname[256];
 	pid_t pid;
+	int64_t start_ns;              /* when this process started (Unix ns):
+					  job requests made before it are
+					  not its own */
 	_Atomic int disabled;          /* 1: a forked child or a fatal failure */
 	bool forked_child;             /* this is a child forked from parent_pid:
 					  no profiling, its own REPL */
@@ -200,6 +277,7 @@ struct host {
 	struct window_state win;
 	struct host_thread ht;
 	struct watchdog wd;
+	struct jobwatch jw;
 	struct salv_header *salv;      /* the salvage file's header; NULL:
 					  none (salvage.c) */
 	bool salv_tried;               /* salvage_ensure ran */
@@ -243,6 +321,20 @@ void window_step(struct host *h);
 int window_capture_now(struct host *h, unsigned steps, const char *reason,
 		       struct err *e);
 
+/* Queues a window of `steps` steps from step `first` on (a job-wide
+ * capture: sched_capture_at; one past `first` already opens at the next
+ * boundary, late). Its folder is marked "_job". Any thread; not while
+ * holding the window lock. Returns 0 or -1 with *e set. */
+int window_capture_at(struct host *h, unsigned steps, uint64_t first,
+		      const char *reason, struct err *e);
+
+/* Where the steps stand, for a job-wide capture's first step: the step
+ * now running and how long a step takes (the median of the recent ones,
+ * at least 1 ms). Returns false when no step has ended yet (a launcher,
+ * a process that never steps: it cannot say how far ahead a step lies).
+ * Any thread; not while holding the window lock. */
+bool window_job_position(struct host *h, uint64_t *step, int64_t *step_ns);
+
 /* prof.dump: hands the recorder's last `steps` (0: the recorder's own
  * `steps`) complete steps (the step that just ended included) to the host
  * thread as one job. Only copies the recorder's index under the window
@@ -278,6 +370,28 @@ struct window_hang_dump {
  * lock. */
 int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		     struct window_hang_dump *out, struct err *e);
+
+/* A job-wide dump to answer (docs/jobs.md): another rank dumped steps
+ * first..last; this rank writes the same steps from its recorder. */
+struct window_job_dump {
+	uint64_t first, last;
+	int rank;                      /* the rank whose dump it was */
+	const char *reason;            /* its reason */
+	bool force;                    /* take what is held even when step
+					  `last` has not begun here */
+};
+
+/* Answers a job-wide dump: the recorder's held steps from req->first to
+ * req->last (to the step now running, marked partial, when `last` has not
+ * ended here), in a folder recorder<K>_steps<a>-<b>_by-rank<R>; steps no
+ * longer held are said in its summary's notes. Returns 0 (handed to the
+ * host thread), 1 when step `last` has not begun here yet (asked again
+ * later; req->force takes what is held), 2 when this rank's own dumps
+ * already hold those steps (nothing written), or -1 with *e saying why
+ * nothing is written (the recorder off, a window recording, max_dumps,
+ * none of the steps held any more). Never publishes. Any thread; not
+ * while holding the window lock. */
+int window_dump_job(struct host *h, const struct window_job_dump *req, struct err *e);
 
 /* prof.recorder{ enabled = ... } after the policy loaded (a hook, the
  * REPL): `on` false pauses the recorder, true resumes it. Takes effect at
@@ -400,12 +514,61 @@ void live_frame_text(uintptr_t ip, bool is_return, char *out, size_t size);
  * with *e. */
 int watchdog_start(struct host *h, struct err *e);
 
+/* Another rank (`rank`, on `host`) reported a hang of its step `step`
+ * (job-wide, docs/jobs.md): this rank's watchdog writes a hang report of
+ * its own now, whatever its own limit says, into a folder
+ * hang<K>_step<N>_by-rank<rank>. Returns 0, or -1 with *e when the
+ * watchdog does not run here. Any thread; never blocks on the report. */
+int watchdog_ask(struct host *h, int rank, uint64_t step, const char *host, struct err *e);
+
 /* Stops the watchdog's thread: it looks once more (a reported hang that
  * ended, or not, is said), finishes a report it is writing and ends.
  * Called at exit after window_finish(), before hostthread_stop() (a hang's
  * dump is handed to the host thread before it stops). Nothing when
  * called on the watchdog's thread itself (exit() from its hook). */
 void watchdog_stop(struct host *h);
+/* --- jobwatch.c: the job-wide requests (docs/jobs.md) --- */
+
+/* With prof.recorder{ job = true }: tells the job's other ranks, through
+ * the run directory, of a dump this rank took (f->kind JOBFILE_DUMP:
+ * first, last, partial, reason) or of its hang report (JOBFILE_HANG:
+ * step, reason); the rank, pid, host and time are filled here. Queued for
+ * the watcher's thread (no I/O here); dropped with a line when its queue
+ * is full or it does not run. Any thread, the window lock not held. */
+void jobwatch_publish(struct host *h, const struct jobfile *f);
+
+/* Writes what is queued now, on the calling thread (a process dying of a
+ * signal: the host thread, once its dump is written). */
+void jobwatch_flush(struct host *h);
+
+/* Sets the watcher up (its lock, the run directory it watches). Start-up,
+ * once the run directory is known, before any thread starts; again in a
+ * forked child. */
+void jobwatch_init(struct host *h);
+
+/* Starts the job watcher's thread (prof.job{ poll_ms } above 0; not in a
+ * forked child): it looks at <run>/job every poll_ms (one stat) and
+ * answers the requests it finds (prof capture RUN). Start-up, after
+ * window_init(). Returns 0 or -1 with *e. */
+int jobwatch_start(struct host *h, struct err *e);
+
+/* Stops the thread once it wrote what is queued. At exit, after
+ * watchdog_stop() (a hang's publication is queued), before
+ * hostthread_stop(). Nothing when called on its own thread. */
+void jobwatch_stop(struct host *h);
+
+/* The run writes to `dir` (<run>.N: <run> held another run): the watcher
+ * looks there from now on. Host thread. */
+void jobwatch_run_moved(struct host *h, const char *dir);
+
+/* prof.capture_now{ job = true } (a hook, the REPL): asks every rank of
+ * the run for `steps` steps, as `prof capture RUN` does; `from` says who
+ * asked. The request is written by the watcher's thread (no I/O here).
+ * Any thread. Returns 0, or -1 with *e (the watcher is off, its queue is
+ * full). */
+int jobwatch_request(struct host *h, unsigned steps, const char *from, struct err *e);
+
+
 /* --- salvage.c: the salvage file (src/shim/salvfile.h) --- */
 
 struct salv_header;

@@ -78,6 +78,8 @@ static void fill_meta(struct host *h, const struct host_job *job, struct trace *
 	t->meta.reason = strdup(job->reason);
 	t->meta.peak_tflops = h->cfg->capture.peak_tflops;
 	t->meta.recorder = job->dump;
+	if (job->suffix[0])
+		t->meta.suffix = strdup(job->suffix);
 }
 
 /* Gives a job's event pools back: a window's generation, or a recorder
@@ -295,6 +297,11 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(LOG_WARN, "out of memory in window %u: the step phases may "
 			"count a phase the program labels itself twice", job->window);
 	note_dump_cut(h, job, &t);
+	if (job->note[0]) {
+		log_msg(LOG_INFO, "recorder dump %u: %s", job->window, job->note);
+		if (trace_add_note(&t, job->note) != 0)
+			t.oom = 1;
+	}
 	t.counters.events = t.nev;
 	export_unix_time(&t); /* every file and report of the window: one time */
 	trace_sort(&t); /* its tables and reports sweep it as it lies */
@@ -324,6 +331,7 @@ static void process_job(struct host *h, struct host_job *job)
 		log_msg(h->env.rank == 0 ? LOG_INFO : LOG_DEBUG, "run directory '%s' holds "
 			"another run; this run writes to '%s' (name each run: prof.output{ "
 			"run = ... } or PROF_RUN_ID)", h->run_dir, res.run_dir);
+		jobwatch_run_moved(h, res.run_dir); /* its job requests are there */
 	}
 	if (rc == 0 && res.dir[0]) {
 		run_builtin_reports(h, &t, &res);
@@ -430,6 +438,7 @@ static void *host_main(void *arg)
 			capture_recorder_rotated_all();
 		drain_queue(h);
 		if (bits & HOST_WAKE_TERM) {
+			jobwatch_flush(h); /* a crash's publication, for the job */
 			salvage_done(h); /* the dying process's window is written */
 			wakeword_post(&ht->ack, 1);
 		}

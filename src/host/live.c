@@ -151,6 +151,7 @@ static void build_capture(struct policy_build *b, const struct win_snap *s)
 	policy_build_bool(b, "modules", s->pc.capture.modules);
 	policy_build_bool(b, "record_shapes", s->pc.capture.record_shapes);
 	policy_build_bool(b, "with_flops", s->pc.capture.with_flops);
+	policy_build_bool(b, "profile_memory", s->pc.capture.profile_memory);
 	policy_build_bool(b, "with_stack", s->pc.capture.with_stack);
 	policy_build_int(b, "buffer_mb", (int64_t)(s->pc.capture.buffer_bytes >> 20));
 	policy_build_close(b);
@@ -497,6 +498,8 @@ static int query_stacks(struct host *h, struct policy_build *b, struct err *e)
 			policy_build_str(b, "note", "profhost's pre-fault thread");
 		else if (strcmp(s->name, "profhost-wd") == 0)
 			policy_build_str(b, "note", "profhost's hang watchdog");
+		else if (strcmp(s->name, "profhost-job") == 0)
+			policy_build_str(b, "note", "profhost's job watcher");
 		if (s->state == CONTROL_STACK_OK) {
 			policy_build_open(b, "frames");
 			for (f = 0; f < s->nframes; f++) {

@@ -126,6 +126,8 @@ void salvage_ensure(struct host *h)
 	flags |= c->export.stacks ? SALV_F_STACKS : 0;
 	flags |= c->export.report_text ? SALV_F_REPORT_TEXT : 0;
 	flags |= c->export.report_html ? SALV_F_REPORT_HTML : 0;
+	flags |= c->export.memory_timeline ? SALV_F_MEMORY_TIMELINE : 0;
+	flags |= c->recorder.enabled && c->recorder.job ? SALV_F_JOB : 0;
 	hd->flags = flags;
 	copy_text(hd->program, sizeof hd->program, h->program);
 	copy_text(hd->hostname, sizeof hd->hostname, h->hostname);

@@ -405,10 +405,17 @@ static void gpu_json(cJSON *root, const struct wd_gpu *w, int64_t now)
 /* ------------------------------------------------------------ report.html */
 
 /* The hang's recorder dump, as the report tells it. */
+/* Another rank's hang this report answers (job-wide), or NULL. */
+struct wd_asked {
+	int rank;
+	uint64_t step;
+	char host[128];
+};
+
 struct wd_dump {
 	struct window_hang_dump d;     /* d.job NULL: none */
 	size_t behind;                 /* jobs the host thread finishes first */
-	char dir[96];                  /* its folder's usual name */
+	char dir[160];                 /* its folder's usual name */
 	char why[ERR_MSG_MAX];         /* why none */
 };
 
@@ -593,12 +600,13 @@ static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap
 		       stalled);
 }
 
-/* Creates <run>/rank<R>/hang<K>_step<N> into *dir. Returns 0 or -1 with *e. */
-static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *dir,
-		    struct err *e)
+/* Creates <run>/rank<R>/hang<K>_step<N>[_<suffix>] into *dir. Returns 0
+ * or -1 with *e. */
+static int make_dir(struct host *h, uint32_t k, uint64_t step, const char *suffix,
+		    struct outdir *dir, struct err *e)
 {
 	struct outdir run, rank;
-	char name[96];
+	char name[128];
 	bool moved = false;
 	int rc;
 
@@ -609,11 +617,12 @@ static int make_dir(struct host *h, uint32_t k, uint64_t step, struct outdir *di
 	outdir_close(&run);
 	if (rc != 0)
 		return -1;
-	snprintf(name, sizeof name, "hang%u_step%llu", k, (unsigned long long)step);
+	snprintf(name, sizeof name, "hang%u_step%llu%s%s", k, (unsigned long long)step,
+		 suffix[0] ? "_" : "", suffix);
 	rc = outdir_sub(&rank, name, true, dir, e);
 	if (rc == 1) {
-		snprintf(name, sizeof name, "hang%u_step%llu.pid%d", k,
-			 (unsigned long long)step, (int)h->pid);
+		snprintf(name, sizeof name, "hang%u_step%llu%s%s.pid%d", k,
+			 (unsigned long long)step, suffix[0] ? "_" : "", suffix, (int)h->pid);
 		rc = outdir_sub(&rank, name, true, dir, e);
 		if (rc == 1)
 			rc = err_set(e, "'%s/%s' exists", rank.path, name);
@@ -666,7 +675,7 @@ static char *python_text(char *why, size_t size)
  * the host thread, maybe seconds into writing a window, writes it after
  * that window. The watchdog's thread. */
 static void take_dump(struct host *h, const struct wd_snap *s, uint32_t k,
-		      struct wd_dump *out)
+		      const struct wd_asked *asked, struct wd_dump *out)
 {
 	char reason[64];
 	struct err e;
@@ -688,8 +697,12 @@ static void take_dump(struct host *h, const struct wd_snap *s, uint32_t k,
 		return;
 	}
 	out->behind = hostthread_backlog(h);
-	snprintf(out->dir, sizeof out->dir, "recorder%u_steps%llu-%llu", out->d.index,
-		 (unsigned long long)out->d.first, (unsigned long long)out->d.last);
+	if (asked) /* named after the rank whose hang it answers */
+		snprintf(out->d.job->suffix, sizeof out->d.job->suffix, "by-rank%d",
+			 asked->rank);
+	snprintf(out->dir, sizeof out->dir, "recorder%u_steps%llu-%llu%s%s", out->d.index,
+		 (unsigned long long)out->d.first, (unsigned long long)out->d.last,
+		 out->d.job->suffix[0] ? "_" : "", out->d.job->suffix);
 }
 
 /* The report's line on the dump. */
@@ -734,8 +747,12 @@ static void dump_json(cJSON *root, const struct wd_dump *d)
 
 /* Writes the report of hang `k` (step s->step, stalled since s->start),
  * takes its recorder dump and hands it to the host thread, and runs the
- * hooks. The watchdog's thread. */
-static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit)
+ * hooks; with prof.recorder{ job = true } tells the job's other ranks.
+ * `asked`: another rank's hang asked for it (job-wide): written whatever
+ * this rank's own limit says, named after that rank, no hooks, not told
+ * on. The watchdog's thread. */
+static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit,
+		   const struct wd_asked *asked)
 {
 	struct control_stack *st = calloc(CONTROL_STACK_THREADS, sizeof *st);
 	struct nvtx_open_range *rg = calloc(WD_RANGES_MAX, sizeof *rg);
@@ -751,7 +768,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	struct err e;
 	cJSON *root = NULL, *arr;
 	char why[256] = "", *py = NULL, *text = NULL, *json = NULL, *page = NULL;
-	char no_stack[ERR_MSG_MAX] = "";
+	char no_stack[ERR_MSG_MAX] = "", suffix[32] = "";
 	int n = 0, i;
 	size_t nr = 0, j, r;
 	int64_t now;
@@ -777,7 +794,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	now = clock_now_ns();
 	stalled = (double)(now - s->start) / 1e9;
 	/* After the snapshot: the dump's span covers the report's time. */
-	take_dump(h, s, k, &dump);
+	take_dump(h, s, k, asked, &dump);
 	th = calloc((size_t)n + 1, sizeof *th);
 	pht = calloc((size_t)n + 1, sizeof *pht);
 	phr = calloc(nr + 1, sizeof *phr);
@@ -794,17 +811,28 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		th[i].no_stack = no_stack[0] ? no_stack : NULL;
 	}
 
-	have_dir = make_dir(h, k, s->step, &dir, &e) == 0;
+	if (asked)
+		snprintf(suffix, sizeof suffix, "by-rank%d", asked->rank);
+	else if (h->cfg->recorder.enabled && h->cfg->recorder.job)
+		snprintf(suffix, sizeof suffix, "by-rank%d", h->env.rank);
+	have_dir = make_dir(h, k, s->step, suffix, &dir, &e) == 0;
 	if (!have_dir)
 		log_msg(LOG_WARN, "watchdog: cannot write hang report %u: %s", k, e.msg);
 
 	textbuf_printf(&tb, "profhost hang report %u: rank %d of %d, pid %d, %s on %s\n",
 		       k, h->env.rank, h->env.world_size, (int)h->pid, h->program,
 		       h->hostname);
-	textbuf_printf(&tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
-		       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
-		       (unsigned long long)s->step, stalled, (double)limit / 1e9,
-		       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
+	if (asked)
+		textbuf_printf(&tb, "asked by rank %d's hang (its step %llu, on %s): this "
+			       "rank's threads at that moment; its step %llu has run %.1f s "
+			       "(its own limit: %.3f s)\n\n", asked->rank,
+			       (unsigned long long)asked->step, asked->host,
+			       (unsigned long long)s->step, stalled, (double)limit / 1e9);
+	else
+		textbuf_printf(&tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
+			       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
+			       (unsigned long long)s->step, stalled, (double)limit / 1e9,
+			       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
 	textbuf_printf(&tb, "Last steps (%zu of the last %zu; median %.3f ms, mean %.3f ms):\n",
 		       s->nlast, s->ndur, s->median_ms, s->mean_ms);
 	for (j = 0; j < s->nlast; j++)
@@ -839,6 +867,15 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 		cJSON_AddNumberToObject(root, "report_ts", (double)now);
 		if (!py)
 			cJSON_AddStringToObject(root, "python_missing", why);
+		if (asked) {
+			cJSON *a = cJSON_AddObjectToObject(root, "asked_by");
+
+			if (a) {
+				cJSON_AddNumberToObject(a, "rank", asked->rank);
+				cJSON_AddNumberToObject(a, "step", (double)asked->step);
+				cJSON_AddStringToObject(a, "host", asked->host);
+			}
+		}
 		dump_json(root, &dump);
 		arr = cJSON_AddArrayToObject(root, "threads");
 		for (i = 0; arr && i < n; i++)
@@ -871,16 +908,32 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 			log_msg(LOG_WARN, "watchdog: hang report %u: %s", k,
 				text && json && page ? e.msg : "out of memory");
 	}
-	log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
-		"hang report %u -> %s/", (unsigned long long)s->step, stalled,
-		(double)limit / 1e9, k, have_dir ? dir.path : "(not written)");
+	if (asked)
+		log_msg(LOG_WARN, "watchdog: rank %d's hang (its step %llu): hang report %u of "
+			"this rank's step %llu (%.1f s so far) -> %s/", asked->rank,
+			(unsigned long long)asked->step, k, (unsigned long long)s->step, stalled,
+			have_dir ? dir.path : "(not written)");
+	else
+		log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit %.1f s): "
+			"hang report %u -> %s/", (unsigned long long)s->step, stalled,
+			(double)limit / 1e9, k, have_dir ? dir.path : "(not written)");
+	/* the job's other ranks write theirs (prof.recorder{ job = true }) */
+	if (!asked && h->cfg->recorder.enabled && h->cfg->recorder.job) {
+		struct jobfile pub = { 0 };
+
+		pub.kind = JOBFILE_HANG;
+		pub.step = s->step;
+		snprintf(pub.reason, sizeof pub.reason, "step %llu has not ended after %.1f s",
+			 (unsigned long long)s->step, stalled);
+		jobwatch_publish(h, &pub);
+	}
 
 	/* Its files are written: the dump's reports find and link them. */
 	if (dump.d.job)
 		hostthread_submit(h, dump.d.job);
 	dump.d.job = NULL;
 
-	if (h->cfg->has_on_hang) {
+	if (h->cfg->has_on_hang && !asked) {
 		info.hang = k;
 		info.step = s->step;
 		info.stalled_s = stalled;
@@ -923,6 +976,42 @@ out:
 
 /* ------------------------------------------------------------ the check */
 
+/* Takes another rank's hang that asked for a report (watchdog_ask), if
+ * any, into *a. The watchdog's thread. */
+static bool take_ask(struct host *h, struct wd_asked *a)
+{
+	struct watchdog *wd = &h->wd;
+	bool pending;
+
+	pthread_mutex_lock(&wd->ask_lock);
+	pending = wd->ask.pending;
+	if (pending) {
+		a->rank = wd->ask.rank;
+		a->step = wd->ask.step;
+		snprintf(a->host, sizeof a->host, "%s", wd->ask.host);
+		wd->ask.pending = false;
+		wd->asked_rank = a->rank;
+	}
+	pthread_mutex_unlock(&wd->ask_lock);
+	return pending;
+}
+
+int watchdog_ask(struct host *h, int rank, uint64_t step, const char *host, struct err *e)
+{
+	struct watchdog *wd = &h->wd;
+
+	if (!atomic_load(&wd->started))
+		return err_set(e, "prof.watchdog{} is not on in this process");
+	pthread_mutex_lock(&wd->ask_lock);
+	wd->ask.pending = true;
+	wd->ask.rank = rank;
+	wd->ask.step = step;
+	snprintf(wd->ask.host, sizeof wd->ask.host, "%s", host ? host : "");
+	pthread_mutex_unlock(&wd->ask_lock);
+	wakeword_post(&wd->wake, WD_WAKE_ASK);
+	return 0;
+}
+
 /* Looks for a hang and, the first time the step in progress passes the
  * limit, writes its report (report()); says when a reported step ends.
  * Returns how long to sleep before the next look (ns), or -1 for ever (no
@@ -934,6 +1023,7 @@ static int64_t check(struct host *h)
 	struct watchdog *wd = &h->wd;
 	const struct policy_config *c = h->cfg;
 	struct wd_snap s;
+	struct wd_asked asked;
 	int64_t now, limit, left;
 
 	/* (h->disabled is set at exit too: a hang already reported is still
@@ -958,6 +1048,13 @@ static int64_t check(struct host *h)
 	}
 	if (s.finished || atomic_load_explicit(&h->disabled, memory_order_relaxed))
 		return -1;
+	if (take_ask(h, &asked)) {
+		/* another rank's hang: this rank's state now, whatever its own
+		 * limit; its own watchdog does not report this step again */
+		report(h, &s, wd->hangs++, limit_ns(c, s.median_ms), &asked);
+		wd->asked = true;
+		wd->asked_step = s.step;
+	}
 	if (capture_ended_any()) {
 		/* No step comes after the program's end; its teardown is no
 		 * hang. Looked at again in case (finished is set at exit). */
@@ -974,7 +1071,15 @@ static int64_t check(struct host *h)
 	wd->hung = true;
 	wd->hung_step = s.step;
 	wd->hung_since = s.start;
-	report(h, &s, wd->hangs++, limit);
+	if (wd->asked && wd->asked_step == s.step) {
+		/* reported already, when another rank's hang asked */
+		log_msg(LOG_WARN, "watchdog: step %llu has not ended after %.1f s (limit "
+			"%.1f s); its hang report was written when rank %d's hang asked",
+			(unsigned long long)s.step, (double)(now - s.start) / 1e9,
+			(double)limit / 1e9, wd->asked_rank);
+		return WD_POLL_NS < limit ? WD_POLL_NS : limit;
+	}
+	report(h, &s, wd->hangs++, limit, NULL);
 	return WD_POLL_NS < limit ? WD_POLL_NS : limit;
 }
 
@@ -1001,6 +1106,7 @@ int watchdog_start(struct host *h, struct err *e)
 
 	if (!h->cfg->watchdog.enabled || h->forked_child || atomic_load(&wd->started))
 		return 0;
+	pthread_mutex_init(&wd->ask_lock, NULL);
 	/* Every signal blocked: the stack and Python signals, SIGTERM and
 	 * the sampler's land on the program's threads. */
 	sigfillset(&all);

@@ -232,6 +232,8 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	job->nsteps = w->nsteps;
 	job->dropped_steps = w->dropped_steps;
 	job->ticket = r->ticket;
+	if (r->reason && strncmp(r->reason, HOST_JOB_CAPTURE, strlen(HOST_JOB_CAPTURE)) == 0)
+		snprintf(job->suffix, sizeof job->suffix, HOST_JOB_CAPTURE_SUFFIX);
 	w->steps = NULL;
 	w->nsteps = w->cap_steps = 0;
 	return job;
@@ -584,6 +586,47 @@ int window_capture_now(struct host *h, unsigned steps, const char *reason,
 	return 0;
 }
 
+int window_capture_at(struct host *h, unsigned steps, uint64_t first,
+		      const char *reason, struct err *e)
+{
+	struct window_state *w = &h->win;
+	bool whole;
+	int rc;
+
+	if (refuse_request(h, steps, e) != 0)
+		return -1;
+	pthread_mutex_lock(&w->lock);
+	whole = w->sched.cfg.whole && w->sched.recording && !w->sched.next_cfg_pending;
+	rc = w->finished || whole ? -1 : sched_capture_at(&w->sched, steps, first, reason);
+	if (rc == 0)
+		update_arm(h, clock_now_ns());
+	pthread_mutex_unlock(&w->lock);
+	if (whole)
+		return err_set(e, "the whole process is being recorded in one window "
+			       "(prof.schedule{ whole = true }): every step is in it already");
+	if (rc != 0)
+		return err_set(e, w->finished ? "the process is ending"
+				  : "a capture request is already queued");
+	return 0;
+}
+
+bool window_job_position(struct host *h, uint64_t *step, int64_t *step_ns)
+{
+	struct window_state *w = &h->win;
+	double median, mean;
+	int64_t ns;
+	bool stepped;
+
+	pthread_mutex_lock(&w->lock);
+	*step = w->sched.step;
+	stepped = w->ndur > 0;
+	window_step_stats(w, &median, &mean);
+	pthread_mutex_unlock(&w->lock);
+	ns = (int64_t)(median * 1e6);
+	*step_ns = ns > 1000000 ? ns : 1000000;
+	return stepped;
+}
+
 /* Makes the dump job of what rec_take() took, with `partial` (may be
  * NULL: none) as its last step, the one running when the process ends;
  * NULL when memory ran out (its generations are then given back). Lock
@@ -622,6 +665,10 @@ static struct host_job *dump_job(struct host *h, struct rec_dump *d,
 	job->end_ts = now;
 	job->steps = steps;
 	job->nsteps = d->nsteps;
+	/* job-wide dumps are named after the rank whose dump it was: this
+	 * one's own (window_dump_job renames an answer) */
+	if (h->cfg->recorder.job)
+		snprintf(job->suffix, sizeof job->suffix, "by-rank%d", h->env.rank);
 	if (partial) {
 		steps[job->nsteps++] = *partial;
 		job->last = partial->step;
@@ -704,6 +751,36 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 		       reason ? reason : "dump");
 }
 
+/* Takes the dump dump_check() allowed (dump_take: `ending` adds the
+ * running step, partial) into *job, and opens a new recorder segment in
+ * which the running step goes on. Window lock held. Returns 0, or -1 with
+ * *e. */
+static int dump_now(struct host *h, unsigned steps, const char *reason, bool ending,
+		    struct host_job **job, struct err *e)
+{
+	struct window_state *w = &h->win;
+	int64_t now = lock_now(w);
+	int rc = dump_take(h, steps, reason, ending, now, job, e);
+
+	w->rec_merge_said = false;
+	rec_open_segment(h, w->sched.step, now, false);
+	return rc;
+}
+
+/* Tells the job's other ranks of this rank's dump `job` (its last step
+ * running when `partial`): prof.recorder{ job = true }. */
+static void publish_dump(struct host *h, const struct host_job *job, bool partial)
+{
+	struct jobfile f = { 0 };
+
+	f.kind = JOBFILE_DUMP;
+	f.first = job->first;
+	f.last = job->last;
+	f.partial = partial;
+	snprintf(f.reason, sizeof f.reason, "%s", job->reason);
+	jobwatch_publish(h, &f);
+}
+
 /* window_dump and window_dump_ending: `ending` adds the running step,
  * partial. */
 static int dump_request(struct host *h, unsigned steps, const char *reason,
@@ -711,7 +788,6 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 {
 	struct window_state *w = &h->win;
 	struct host_job *job = NULL;
-	int64_t now;
 	int rc;
 	bool replay, say_merge = false;
 	uint32_t merged_into = 0;
@@ -727,11 +803,7 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 		w->rec_merge_said = true;
 		rc = 0;
 	} else if (rc == 0) {
-		now = lock_now(w);
-		rc = dump_take(h, steps, reason, ending, now, &job, e);
-		w->rec_merge_said = false;
-		/* The current step goes on in a new segment. */
-		rec_open_segment(h, w->sched.step, now, false);
+		rc = dump_now(h, steps, reason, ending, &job, e);
 	}
 	replay = w->rec_replay;
 	w->rec_replay = false;
@@ -744,6 +816,8 @@ static int dump_request(struct host *h, unsigned steps, const char *reason,
 		log_msg(LOG_DEBUG, "dump %u: steps %llu-%llu (%s)", job->window,
 			(unsigned long long)job->first, (unsigned long long)job->last,
 			job->reason);
+		if (h->cfg->recorder.job)
+			publish_dump(h, job, ending);
 		hostthread_submit(h, job);
 	}
 	if (replay)
@@ -762,11 +836,110 @@ int window_dump_ending(struct host *h, const char *reason, struct err *e)
 	return dump_request(h, 0, reason, true, e);
 }
 
+int window_dump_job(struct host *h, const struct window_job_dump *req, struct err *e)
+{
+	struct window_state *w = &h->win;
+	struct host_job *job = NULL;
+	struct trace_step cur;
+	struct rec_dump d;
+	uint64_t lo = 0, hi = 0, first;
+	int64_t now;
+	bool running, held, replay;
+	int rc;
+
+	if (refuse_request(h, 1, e) != 0)
+		return -1;
+	pthread_mutex_lock(&w->lock);
+	now = lock_now(w);
+	cur = (struct trace_step){ w->sched.step, w->step_start, now - w->step_start,
+				   w->step_tid, 1 };
+	rc = dump_check(h, true, e);
+	if (rc == 0 && w->rec.dumps > 0 && w->rec.dumped_last >= req->last)
+		rc = 2; /* its own dump holds them (or held them before) */
+	else if (rc == 0 && cur.step < req->last && !req->force)
+		rc = 1; /* it has not got there yet */
+	if (rc != 0)
+		goto out;
+	/* steps its own last dump took are in that dump's folder */
+	first = req->first;
+	if (w->rec.dumps > 0 && w->rec.dumped_last >= first)
+		first = w->rec.dumped_last + 1;
+	running = cur.step <= req->last;
+	held = rec_held_span(&w->rec, &lo, &hi);
+	if (!running && (!held || lo > req->last || hi < first)) {
+		/* none of them: the recorder is left as it is */
+		if (held)
+			rc = err_set(e, "it no longer holds any of steps %llu-%llu (it holds "
+				     "steps %llu-%llu: prof.recorder{ steps } keeps the last "
+				     "%u)", (unsigned long long)req->first,
+				     (unsigned long long)req->last, (unsigned long long)lo,
+				     (unsigned long long)hi, w->rec.cfg.steps);
+		else
+			rc = err_set(e, "it holds none of steps %llu-%llu",
+				     (unsigned long long)req->first, (unsigned long long)req->last);
+		goto out;
+	}
+	capture_dump_taken_all(); /* before the segments close */
+	rec_close_segment(h);
+	if (rec_take_range(&w->rec, first, running ? cur.step : req->last,
+			   running ? cur.ts : 0, &d) != 0) {
+		capture_dump_dropped_all(); /* no collect follows */
+		rc = err_set(e, "out of memory: the job dump is not written");
+	} else {
+		job = dump_job(h, &d, running ? &cur : NULL, req->reason, now);
+		free(d.steps);
+		if (!job) {
+			capture_dump_dropped_all();
+			rc = err_set(e, "out of memory: the job dump is not written");
+		}
+	}
+	if (job) {
+		snprintf(job->suffix, sizeof job->suffix, "by-rank%d", req->rank);
+		if (!running && job->nsteps)
+			/* records of later steps (this rank is ahead) stay out */
+			job->end_ts = job->steps[job->nsteps - 1].ts + job->steps[job->nsteps - 1].dur;
+		if (job->first > req->first && first > req->first)
+			snprintf(job->note, sizeof job->note, "job dump of steps %llu-%llu: "
+				 "this rank no longer held steps %llu-%llu (given back with "
+				 "its earlier dump)",
+				 (unsigned long long)req->first, (unsigned long long)req->last,
+				 (unsigned long long)req->first, (unsigned long long)job->first - 1);
+		else if (job->first > req->first)
+			snprintf(job->note, sizeof job->note, "job dump of steps %llu-%llu: "
+				 "this rank no longer held steps %llu-%llu (prof.recorder{ "
+				 "steps } keeps the last %u)",
+				 (unsigned long long)req->first, (unsigned long long)req->last,
+				 (unsigned long long)req->first, (unsigned long long)job->first - 1,
+				 w->rec.cfg.steps);
+		else if (running && cur.step < req->last)
+			snprintf(job->note, sizeof job->note, "job dump of steps %llu-%llu: "
+				 "this rank was still in step %llu (written so far, partial)",
+				 (unsigned long long)req->first, (unsigned long long)req->last,
+				 (unsigned long long)cur.step);
+	}
+	w->rec_merge_said = false;
+	/* the current step goes on in a new segment */
+	rec_open_segment(h, w->sched.step, now, false);
+out:
+	replay = w->rec_replay;
+	w->rec_replay = false;
+	salvage_publish(h);
+	pthread_mutex_unlock(&w->lock);
+	if (job) {
+		log_msg(LOG_DEBUG, "job dump %u: steps %llu-%llu (%s)", job->window,
+			(unsigned long long)job->first, (unsigned long long)job->last,
+			job->reason);
+		hostthread_submit(h, job);
+	}
+	if (replay)
+		h->shim->nvtx_replay();
+	return rc;
+}
+
 int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		     struct window_hang_dump *out, struct err *e)
 {
 	struct window_state *w = &h->win;
-	int64_t now;
 	int rc;
 	bool replay;
 
@@ -778,13 +951,8 @@ int window_dump_hang(struct host *h, uint64_t step, const char *reason,
 		rc = err_set(e, "step %llu ended meanwhile", (unsigned long long)step);
 	else
 		rc = dump_check(h, true, e);
-	if (rc == 0) {
-		now = lock_now(w);
-		rc = dump_take(h, 0, reason, true, now, &out->job, e);
-		w->rec_merge_said = false;
-		/* The stalled step goes on in a new segment. */
-		rec_open_segment(h, w->sched.step, now, false);
-	}
+	if (rc == 0)
+		rc = dump_now(h, 0, reason, true, &out->job, e);
 	replay = w->rec_replay;
 	w->rec_replay = false;
 	salvage_publish(h);
@@ -953,6 +1121,10 @@ void window_finish(struct host *h, bool from_signal)
 		log_msg(LOG_DEBUG, "process ending (%s): recorder dump %u of steps "
 			"%llu-%llu", dump->reason, dump->window,
 			(unsigned long long)dump->first, (unsigned long long)dump->last);
+		/* a crash is news for the job; SIGTERM and SIGINT end every
+		 * rank together (the launcher's teardown) */
+		if (h->cfg->recorder.job && strncmp(dump->reason, "crash:", 6) == 0)
+			publish_dump(h, dump, true);
 		hostthread_submit(h, dump);
 	}
 }

@@ -57,6 +57,34 @@ static int native_capture_now(lua_State *L)
 	return 1;
 }
 
+/* prof._native.capture_job(steps, reason) -> true | nil, message: asks
+ * every rank of the run for `steps` steps (prof.capture_now{ job = true }).
+ * Upvalue 1: the policy. Runs the host's callback (policy lock held). */
+static int native_capture_job(lua_State *L)
+{
+	struct policy *p = lua_touserdata(L, lua_upvalueindex(1));
+	lua_Integer steps = luaL_checkinteger(L, 1);
+	const char *reason = luaL_optstring(L, 2, NULL);
+	struct err e;
+
+	lua_pushnil(L);
+	if (steps < 1 || steps > (lua_Integer)UINT32_MAX) {
+		lua_pushliteral(L, "'steps' must be an integer >= 1");
+		return 2;
+	}
+	if (!p->capture_job) {
+		lua_pushliteral(L, "not available (the host installed no job capture function)");
+		return 2;
+	}
+	e.msg[0] = '\0';
+	if (p->capture_job(p->capture_ctx, (uint32_t)steps, reason, &e) != 0) {
+		lua_pushstring(L, e.msg[0] ? e.msg : "the host refused the request");
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
 /* prof._native.dump(steps, reason) -> true | false, message: a refusal
  * (recorder off, window recording, dumps used up) is an answer, not an
  * error. Upvalue 1: the policy. Runs the host's callback (policy lock
@@ -125,6 +153,7 @@ static int load_module(lua_State *L)
 		/* Each native gets the policy as its one upvalue. */
 		static const luaL_Reg natives[] = {
 			{ "capture_now", native_capture_now },
+			{ "capture_job", native_capture_job },
 			{ "dump", native_dump },
 			{ "set_limits", native_set_limits },
 			{ "repl_active", policy_native_repl_active },
@@ -136,7 +165,7 @@ static int load_module(lua_State *L)
 			{ NULL, NULL }
 		};
 
-		lua_createtable(L, 0, 9);
+		lua_createtable(L, 0, 10);
 		lua_pushlightuserdata(L, p);
 		luaL_setfuncs(L, natives, 1);
 	}
@@ -362,6 +391,7 @@ struct policy *policy_load(const struct policy_opts *opts, struct err *e)
 	p->capture_now = opts->capture_now;
 	p->capture_ctx = opts->capture_ctx;
 	p->dump = opts->dump;
+	p->capture_job = opts->capture_job;
 	p->live = opts->live;
 	p->live_ctx = opts->live_ctx;
 

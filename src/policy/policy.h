@@ -81,6 +81,8 @@ struct policy_config {
 		uint32_t cuda_backtrace_us; /* 0 = off */
 		bool record_shapes;
 		bool with_flops;       /* operators' FLOPs (torch's formulas) */
+		bool profile_memory;   /* torch's tensor allocations and frees
+					  (torch.profiler's profile_memory) */
 		bool with_stack;       /* operators' Python call stacks */
 		double peak_tflops;    /* the GPU's peak for the FLOP/s share;
 					  0 = from the table of known GPUs */
@@ -131,7 +133,16 @@ struct policy_config {
 					  prof.capture{cuda} asks for it
 					  (CUPTI's kinds stay on); default
 					  true */
+		bool job;              /* job-wide dumps: a dump (and a hang
+					  report) is published in the run
+					  directory and every rank answers
+					  (docs/jobs.md); default false */
 	} recorder;
+
+	/* prof.job: watching the run directory for job-wide requests */
+	struct {
+		uint32_t poll_ms;      /* how often; 0: never; default 1000 */
+	} job;
 
 	/* prof.watchdog: the hang watchdog (docs/recorder.md) */
 	struct {
@@ -226,6 +237,10 @@ struct policy_opts {
 	void *capture_ctx;
 	policy_dump_fn dump;       /* may be NULL: prof.dump refuses; its
 				      context is capture_ctx */
+	policy_capture_fn capture_job; /* prof.capture_now{ job = true }: ask
+				      every rank of the run (docs/jobs.md);
+				      may be NULL (refused); context
+				      capture_ctx */
 	const struct policy_live_ops *live; /* may be NULL: no live control */
 	void *live_ctx;
 };

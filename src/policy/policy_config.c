@@ -184,6 +184,7 @@ void policy_read_capture(lua_State *L, int cfg, struct policy_config *c)
 	c->capture.cuda_backtrace_us = cfg_u32(L, s, "cuda_backtrace_us", 0);
 	c->capture.record_shapes = cfg_bool(L, s, "record_shapes");
 	c->capture.with_flops = cfg_bool(L, s, "with_flops");
+	c->capture.profile_memory = cfg_bool(L, s, "profile_memory");
 	c->capture.with_stack = cfg_bool(L, s, "with_stack");
 	lua_getfield(L, s, "peak_tflops");
 	c->capture.peak_tflops = lua_tonumber(L, -1); /* checked by prof.schema */
@@ -264,6 +265,11 @@ int policy_read_config(lua_State *L)
 	c->recorder.cpu_samples = cfg_bool(L, s, "cpu_samples");
 	c->recorder.phases = cfg_bool(L, s, "phases");
 	c->recorder.cuda = cfg_bool(L, s, "cuda");
+	c->recorder.job = cfg_bool(L, s, "job");
+	lua_pop(L, 1);
+
+	s = cfg_section(L, cfg, "job");
+	c->job.poll_ms = cfg_u32(L, s, "poll_ms", 0);
 	lua_pop(L, 1);
 
 	s = cfg_section(L, cfg, "watchdog");

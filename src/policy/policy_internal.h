@@ -39,6 +39,7 @@ struct policy {
 	policy_capture_fn capture_now;
 	void *capture_ctx;
 	policy_dump_fn dump;
+	policy_capture_fn capture_job;
 	const struct policy_live_ops *live;
 	void *live_ctx;
 	int config_ref;            /* prof._config, taken before the file runs */

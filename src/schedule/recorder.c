@@ -106,10 +106,90 @@ static void empty(struct recorder *r)
 	r->ring_head = r->ring_n = 0;
 }
 
+/* The generations a dump whose first step is d->first takes, and how many
+ * it skips: those whose steps all end before d->first hold nothing of it;
+ * the last one always holds its end. Sets d->cut_ts when the first one it
+ * keeps opened inside that step (its older part was given back). */
+static void take_gens(const struct recorder *r, struct rec_dump *d)
+{
+	uint32_t i, skip;
+
+	for (skip = 0; skip + 1 < r->nseg; skip++) {
+		const struct rec_segment *s = &r->seg[skip];
+
+		if (s->nsteps > 0 && s->first + s->nsteps - 1 >= d->first)
+			break;
+		if (s->nsteps == 0 && s->first >= d->first)
+			break;
+	}
+	if (r->seg[skip].mid && r->seg[skip].start_ts > d->start_ts)
+		d->cut_ts = r->seg[skip].start_ts;
+	for (i = 0; i < r->nseg; i++)
+		d->gens[i] = r->seg[i].gen;
+	d->ngens = r->nseg;
+	d->nskip = skip;
+}
+
+bool rec_held_span(const struct recorder *r, uint64_t *lo, uint64_t *hi)
+{
+	if (r->ring_n == 0)
+		return false;
+	*lo = r->ring[r->ring_head].step;
+	*hi = r->ring[(r->ring_head + r->ring_n - 1) % r->ring_cap].step;
+	return true;
+}
+
+/* Takes the held segments for a dump of another rank's steps. */
+int rec_take_range(struct recorder *r, uint64_t first, uint64_t last, int64_t running_ts,
+		   struct rec_dump *d)
+{
+	uint32_t i, a = 0, n = 0;
+	/* complete steps asked: [first, lim]; none when the running one is
+	 * the first asked */
+	bool want = !running_ts || last > first;
+	uint64_t lim = running_ts ? last - (last > 0) : last;
+
+	memset(d, 0, sizeof *d);
+	if (r->open || r->nseg == 0)
+		return -1;
+	/* the held steps in [first, lim]: contiguous, in step order */
+	for (i = 0; i < r->ring_n && want; i++) {
+		uint64_t st = r->ring[(r->ring_head + i) % r->ring_cap].step;
+
+		if (st < first || st > lim)
+			continue;
+		if (n == 0)
+			a = i;
+		n++;
+	}
+	if (n == 0 && !running_ts)
+		return -1;
+	if (n) {
+		d->steps = malloc((size_t)n * sizeof *d->steps);
+		if (!d->steps)
+			return -1;
+		for (i = 0; i < n; i++)
+			d->steps[i] = r->ring[(r->ring_head + a + i) % r->ring_cap];
+	}
+	d->nsteps = n;
+	d->first = n ? d->steps[0].step : last;
+	d->last = n ? d->steps[n - 1].step : last;
+	d->start_ts = n ? d->steps[0].ts : running_ts;
+	take_gens(r, d);
+	d->index = r->dumps++;
+	/* every held step goes with it, those after `last` too (the caller
+	 * leaves their records out): a later request for them merges */
+	r->dumped_last = running_ts ? (last > 0 ? last - 1 : 0) : d->last;
+	if (r->ring_n && r->ring[(r->ring_head + r->ring_n - 1) % r->ring_cap].step > r->dumped_last)
+		r->dumped_last = r->ring[(r->ring_head + r->ring_n - 1) % r->ring_cap].step;
+	empty(r);
+	return 0;
+}
+
 /* Takes the held segments for a dump of the last n complete steps. */
 int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d)
 {
-	uint32_t i, skip;
+	uint32_t i;
 
 	memset(d, 0, sizeof *d);
 	if (r->open || r->ring_n == 0 || n == 0)
@@ -125,24 +205,7 @@ int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d)
 	d->first = d->steps[0].step;
 	d->last = d->steps[n - 1].step;
 	d->start_ts = d->steps[0].ts;
-	/* Segments whose steps all end before the first asked step hold
-	 * nothing of the dump; the last one always holds its end. */
-	for (skip = 0; skip + 1 < r->nseg; skip++) {
-		const struct rec_segment *s = &r->seg[skip];
-
-		if (s->nsteps > 0 && s->first + s->nsteps - 1 >= d->first)
-			break;
-		if (s->nsteps == 0 && s->first >= d->first)
-			break;
-	}
-	/* Opened inside the first asked step with its older part given
-	 * back: the dump holds that step's newest part only. */
-	if (r->seg[skip].mid && r->seg[skip].start_ts > d->start_ts)
-		d->cut_ts = r->seg[skip].start_ts;
-	for (i = 0; i < r->nseg; i++)
-		d->gens[i] = r->seg[i].gen;
-	d->ngens = r->nseg;
-	d->nskip = skip;
+	take_gens(r, d);
 	d->index = r->dumps++;
 	r->dumped_last = d->last;
 	empty(r);

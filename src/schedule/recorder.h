@@ -130,6 +130,25 @@ int rec_take(struct recorder *r, uint32_t n, struct rec_dump *d);
 int rec_take_running(struct recorder *r, uint64_t step, int64_t start_ts,
 		     struct rec_dump *d);
 
+/* The complete steps held, first and last, into *lo and *hi; false when
+ * none is. */
+bool rec_held_span(const struct recorder *r, uint64_t *lo, uint64_t *hi);
+
+/* Takes everything held for a dump of another rank's steps (a job-wide
+ * dump, docs/jobs.md): the held complete steps from `first` to `last`
+ * (the held steps after `last` go with it too, their records left out by
+ * the caller: a request for them merges into this dump).
+ * With `running_ts` (not 0), step `last` is the one running since then:
+ * the complete steps taken are those from `first` to `last` - 1, and the
+ * dump ends with `last`, which the caller adds (partial); it may then hold
+ * no complete step. Fills *d (its `first` is the first step it holds, so
+ * steps before it were no longer held), empties *r and counts the dump;
+ * a later request before the dump's last complete step ended merges into
+ * it (rec_merges). No segment may be open. Returns 0, or -1 when none of
+ * the steps is held (nor running) or memory ran out (*r unchanged). */
+int rec_take_range(struct recorder *r, uint64_t first, uint64_t last, int64_t running_ts,
+		   struct rec_dump *d);
+
 /* Whether a dump asked when step `ended` is the last complete one would
  * only hold steps the last dump took (no step completed since it): such a
  * request is merged into that dump. */

@@ -133,9 +133,17 @@ static void start_recording(struct sched *s, const char *reason,
 static void begin_step(struct sched *s, enum sched_action prev,
 		       struct sched_result *out)
 {
-	if (s->pending_steps > 0 && !s->recording) {
+	if (s->pending_steps > 0 && !s->recording && s->step >= s->pending_first) {
+		if (s->pending_first && s->step > s->pending_first) {
+			size_t n = strlen(s->pending_reason);
+
+			snprintf(s->pending_reason + n, sizeof s->pending_reason - n,
+				 " (late: asked from step %llu)",
+				 (unsigned long long)s->pending_first);
+		}
 		s->now_left = s->pending_steps;
 		s->pending_steps = 0;
+		s->pending_first = 0;
 		s->action = capture_action(s->now_left);
 		start_recording(s, s->pending_reason, out);
 	} else {
@@ -224,9 +232,30 @@ int sched_capture_now(struct sched *s, uint32_t steps, const char *reason)
 	if (steps == 0 || s->pending_steps > 0)
 		return -1;
 	s->pending_steps = steps;
+	s->pending_first = 0;
 	copy_reason(s->pending_reason, reason);
 	s->now_requested++;
 	return 0;
+}
+
+/* Queues a capture_now request from step `first` on; see schedule.h. A
+ * step that began already is taken as the next one: late. */
+int sched_capture_at(struct sched *s, uint32_t steps, uint64_t first,
+		     const char *reason)
+{
+	if (sched_capture_now(s, steps, reason) != 0)
+		return -1;
+	/* the step now running cannot be recorded whole: the next boundary
+	 * opens the window, and says how late (begin_step) */
+	s->pending_first = first;
+	return 0;
+}
+
+/* Whether a queued request opens a window at the next boundary, or may
+ * (another window records till then). */
+static bool pending_next(const struct sched *s)
+{
+	return s->pending_steps > 0 && s->step + 1 >= s->pending_first;
 }
 
 /* The process ends during the current step: a recording window is reported
@@ -243,6 +272,7 @@ void sched_finish(struct sched *s, struct sched_result *out)
 	s->recording = false;
 	s->now_left = 0;
 	s->pending_steps = 0;
+	s->pending_first = 0;
 }
 
 /* Live configuration change. A schedule window now recording keeps the old
@@ -343,7 +373,7 @@ void sched_open_failed(struct sched *s)
 /* Whether NVTX names are worth keeping; see schedule.h. */
 bool sched_armed(const struct sched *s)
 {
-	return s->open || s->action != SCHED_NONE || s->pending_steps > 0 ||
+	return s->open || s->action != SCHED_NONE || pending_next(s) ||
 	       sched_action_at(&s->cfg, s->step + 1) != SCHED_NONE ||
 	       (s->range_on && (!s->range_count || s->ranges_recorded < s->range_count));
 }
@@ -351,7 +381,7 @@ bool sched_armed(const struct sched *s)
 /* Whether the next step warms up or records; see schedule.h. */
 bool sched_next_active(const struct sched *s)
 {
-	return s->pending_steps > 0 || sched_action_at(&s->cfg, s->step + 1) != SCHED_NONE;
+	return pending_next(s) || sched_action_at(&s->cfg, s->step + 1) != SCHED_NONE;
 }
 
 /* Whether a window records or may still open; see schedule.h. The

@@ -10,7 +10,10 @@
  *     window (RECORD_AND_SAVE); `cycles` cycles are run (torch's `repeat`;
  *     0 = forever).
  * On top of it, sched_capture_now() asks for an extra window of N recorded
- * steps starting at the next boundary. While such a window runs the schedule
+ * steps starting at the next boundary, and sched_capture_at() for one
+ * starting with a given step (a job-wide capture: every rank records the
+ * same steps; one that is already past that step starts at the next
+ * boundary and its reason says it was late). While such a window runs the schedule
  * is suspended; it resumes with the action the step counter then gives. If a
  * window is already recording, the request starts at the first boundary
  * after it was saved. Accepted requests are numbered (tickets 1, 2, ...) in
@@ -111,6 +114,8 @@ struct sched {
 				      it opened or joined) */
 	/* capture_now state */
 	uint32_t pending_steps;    /* queued request, 0 = none */
+	uint64_t pending_first;    /* its first step (sched_capture_at; 0:
+				      the next boundary's) */
 	char pending_reason[128];
 	uint32_t now_left;         /* steps left in a running capture_now window */
 	uint64_t now_requested;    /* requests accepted: the latest's ticket */
@@ -151,6 +156,17 @@ void sched_on_step(struct sched *s, struct sched_result *out);
  * Returns 0 (the request's ticket is then s->now_requested), or -1 when
  * steps is 0 or a request is already queued. */
 int sched_capture_now(struct sched *s, uint32_t steps, const char *reason);
+
+/* As sched_capture_now, for a window whose first step is `first`: it
+ * opens at the boundary that starts step `first` (or, when a window
+ * records then, at the first boundary after it was saved). A request for
+ * a step that has begun already (first <= s->step) opens at the next
+ * boundary. A window that opens past `first` has " (late: asked from step
+ * <first>)" added to its reason (cut to 127 bytes). While such a request
+ * waits more than one step ahead, nothing is armed for it
+ * (sched_armed, sched_next_active). Same returns. */
+int sched_capture_at(struct sched *s, uint32_t steps, uint64_t first,
+		     const char *reason);
 
 /* The process is ending during the current step: if a window is recording,
  * reports it as saved with `partial` set. Further calls are undefined. */

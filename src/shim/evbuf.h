@@ -83,7 +83,15 @@ enum evbuf_kind {
 	 * first operator that uses it. Payload: the node's entry ("file(line):
 	 * function", not NUL-ended); id = the node; a = its parent (0: none);
 	 * ts = when it was written. */
-	EVBUF_OPSTACK = 77
+	EVBUF_OPSTACK = 77,
+	/* the Python bridge (src/capture/python.c): one nn.Module call,
+	 * written once it ended, as torch's with_modules writes it: payload
+	 * and fields in src/events/pymodrec.h. */
+	EVBUF_PY_MODULE = 78,
+	/* torch's tensor allocations and frees (src/capture/torchops.c,
+	 * prof.capture{profile_memory}): payload and fields in
+	 * src/events/memrec.h. */
+	EVBUF_TORCH_MEM = 79
 };
 
 /* Flag in `a` of EVBUF_SAMPLE / EVBUF_STACK: deeper frames were cut. */

@@ -72,7 +72,11 @@ enum salv_flags {
 	SALV_F_RAW = 16,
 	SALV_F_STACKS = 32,
 	SALV_F_REPORT_TEXT = 64,
-	SALV_F_REPORT_HTML = 128
+	SALV_F_REPORT_HTML = 128,
+	SALV_F_MEMORY_TIMELINE = 256, /* older files lack it: no timeline */
+	SALV_F_JOB = 512    /* prof.recorder{ job = true }: a salvaged
+			       recorder is a dump the job's other ranks
+			       answer (docs/jobs.md) */
 };
 
 /* One pool slot: where its chunks lie in the file, and which generation

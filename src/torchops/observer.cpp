@@ -10,8 +10,10 @@
  * torch.utils.cpp_extension). Built and tested against torch 1.13; it uses
  * only RecordFunction calls torch 2.x keeps with the same signatures
  * (name, seqNr, forwardThreadId, scope, inputs, addGlobalCallback,
- * removeCallback, hasGlobalCallbacks), so no #if on TORCH_VERSION_MAJOR is
- * needed yet. No torch 2.x can be installed here: the ctest
+ * removeCallback, hasGlobalCallbacks), and for profile_memory c10's
+ * ThreadLocalDebugInfo and MemoryReportingInfoBase and torch's
+ * ProfilerStateBase (the totals' type differs: TotalOf below), so no #if
+ * on TORCH_VERSION_MAJOR is needed yet. No torch 2.x can be installed here: the ctest
  * unit_torchops_torch2_api compiles this file against torch 2.x's
  * declarations of that API (tests/torch2_api/README.md says what differs).
  *
@@ -19,6 +21,9 @@
  * entry points are called by the bridge, one at a time (its lock).
  */
 #include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/version.h>
 
 #include <atomic>
@@ -34,7 +39,7 @@ extern "C" {
 
 namespace {
 
-enum : uint32_t { kShapes = 1, kFlops = 2, kStack = 4 };
+enum : uint32_t { kShapes = 1, kFlops = 2, kStack = 4, kMemory = 8 };
 
 const torchops_api *g_api = nullptr;
 uint32_t g_flags = 0;
@@ -183,6 +188,104 @@ bool shapes(c10::ArrayRef<const c10::IValue> in, Text &dims, Text &types)
     return !dims.full && !types.full;
 }
 
+// ---- memory (prof.capture{profile_memory})
+//
+// torch reports each tensor allocation and free to the profiler state in
+// the allocating thread's PROFILER_STATE debug-info slot
+// (c10::reportMemoryUsageToProfiler: ThreadLocalDebugInfo::get, then
+// memoryProfilingEnabled() and reportMemoryUsage()); its own profilers
+// push their state there and at::ThreadLocalState carries it to the
+// autograd engine's threads and to at::launch tasks. profhost's reporter
+// goes into the slot of each thread that starts an operator while memory
+// is on, when the slot is empty (mem_thread), and stays: a tensor freed
+// between operators (Python dropping it) is reported too, and torch's CPU
+// allocator forgets the blocks whose free it reported. Outside windows
+// memoryProfilingEnabled() says no: torch then does nothing more.
+//
+// torch reads that slot as its own profiler's state (a ProfilerStateBase:
+// profilerEnabled(), getProfilerConfig()), so the reporter is one, with
+// the Disabled configuration: torch sees no profiler of its own running.
+// torch refuses to start its profiler on a thread whose slot is taken;
+// the bridge calls profhost_torchops_memory_aside() first (profhost/_ops.py
+// wraps torch's entry points), which takes the reporter out. While torch's
+// profiler holds a thread's slot its allocations go to it, not to profhost
+// (said once: torchops_api.mem_aside); once it ends, the next operator
+// puts the reporter back.
+
+// The type torch passes the totals as: int64_t in 1.13, size_t in 2.x.
+template <typename F>
+struct TotalOf;
+template <typename C, typename T>
+struct TotalOf<void (C::*)(void *, int64_t, T, T, c10::Device)> {
+    using type = T;
+};
+using Total = TotalOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
+struct MemReporter final : public torch::profiler::impl::ProfilerStateBase {
+    MemReporter()
+        : ProfilerStateBase(torch::profiler::impl::ProfilerConfig(
+                  torch::profiler::impl::ProfilerState::Disabled))
+    {
+    }
+
+    // Any thread: the one allocating or freeing.
+    void reportMemoryUsage(void *ptr, int64_t bytes, Total total_allocated,
+                           Total total_reserved, c10::Device device) override
+    {
+        const torchops_api *api = g_api;
+        if (!api)
+            return;
+        torchops_mem m;
+        m.addr = (uint64_t)(uintptr_t)ptr;
+        m.bytes = bytes;
+        m.total_allocated = (int64_t)total_allocated;
+        m.total_reserved = (int64_t)total_reserved;
+        m.device_type = (int32_t)device.type();
+        m.device_index = (int32_t)device.index();
+        api->mem(&m);
+    }
+
+    bool memoryProfilingEnabled() const override
+    {
+        const torchops_api *api = g_api;
+        return api && api->memory_on();
+    }
+
+    torch::profiler::impl::ActiveProfilerType profilerType() override
+    {
+        return torch::profiler::impl::ActiveProfilerType::NONE;
+    }
+};
+
+// The reporter, made once by profhost_torchops_start (with kMemory) and
+// never destroyed: threads' debug-info chains and torch's propagated
+// states keep pointers to it until they end.
+std::shared_ptr<c10::DebugInfoBase> *g_reporter = nullptr;
+c10::DebugInfoBase *g_reporter_raw = nullptr;
+thread_local bool t_aside_said; // this thread saw torch's profiler in the slot
+
+// Puts the reporter into the calling thread's PROFILER_STATE slot when the
+// slot is empty; when torch's profiler holds it, says so (once a thread).
+// An operator's start, memory on.
+void mem_thread(const torchops_api *api)
+{
+    c10::DebugInfoBase *cur = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
+    if (cur == g_reporter_raw)
+        return;
+    if (cur) {
+        if (!t_aside_said) {
+            t_aside_said = true;
+            api->mem_aside();
+        }
+        return;
+    }
+    try {
+        c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, *g_reporter);
+    } catch (...) {
+        // out of memory: this operator's thread goes without
+    }
+}
+
 // What the start callback leaves for the end callback about one operator.
 struct Open {
     const at::RecordFunction *fn; // the operator (its end callback finds it)
@@ -318,6 +421,8 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
     uint64_t gen = api ? api->window() : 0;
     if (!gen)
         return nullptr;
+    if (g_reporter_raw && api->memory_on())
+        mem_thread(api);
     if (fn.scope() == at::RecordScope::USER_SCOPE) {
         std::unique_ptr<LabelCtx> ctx(new (std::nothrow) LabelCtx);
         if (ctx) {
@@ -377,7 +482,8 @@ extern "C" {
 
 /* Registers the observer (once): `api` is the core's table, `flags` bit 0
  * records input shapes, bit 1 FLOPs, bit 2 each operator's Python call
- * stack. Returns 0, -1 for a table of another version, -2 when torch
+ * stack, bit 3 tensor allocations (the memory reporter, made then and
+ * kept). Returns 0, -1 for a table of another version, -2 when torch
  * refused the callback. */
 __attribute__((visibility("default"))) int profhost_torchops_start(const torchops_api *api,
                                                                    uint32_t flags)
@@ -388,6 +494,14 @@ __attribute__((visibility("default"))) int profhost_torchops_start(const torchop
         return 0;
     g_api = api;
     g_flags = flags;
+    if ((flags & kMemory) && !g_reporter) {
+        try {
+            g_reporter = new std::shared_ptr<c10::DebugInfoBase>(std::make_shared<MemReporter>());
+            g_reporter_raw = g_reporter->get();
+        } catch (...) {
+            g_reporter = nullptr; // out of memory: no allocations recorded
+        }
+    }
     try {
         at::RecordFunctionCallback cb(on_start, on_end);
         cb.needsInputs((flags & (kShapes | kFlops)) != 0)
@@ -410,6 +524,30 @@ __attribute__((visibility("default"))) void profhost_torchops_stop(void)
     at::removeCallback(g_handle);
     g_handle = 0;
     g_installed.fetch_sub(1);
+}
+
+/* The calling thread is about to start torch's own profiler, which
+ * refuses a thread whose PROFILER_STATE slot is taken: takes profhost's
+ * memory reporter out of it. Returns 1 when it was taken out, 0 when it
+ * was not there, -1 when it lies under another entry (torch will refuse;
+ * nothing is changed). */
+__attribute__((visibility("default"))) int profhost_torchops_memory_aside(void)
+{
+    if (!g_reporter_raw ||
+        c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != g_reporter_raw)
+        return 0;
+    try {
+        if (c10::ThreadLocalDebugInfo::_peek(c10::DebugInfoKind::PROFILER_STATE).get() !=
+            g_reporter_raw)
+            return -1;
+        c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+    } catch (...) {
+        return -1; // the newest entry is of another kind
+    }
+    t_aside_said = true;
+    if (g_api && g_api->memory_on())
+        g_api->mem_aside();
+    return 1;
 }
 
 /* Callbacks of this observer now registered (0 or 1). */

@@ -14,7 +14,8 @@
 
 #include <stdint.h>
 
-#define TORCHOPS_ABI_VERSION 3 /* 2: window, label_begin, op_in; 3: py_stack */
+#define TORCHOPS_ABI_VERSION 4 /* 2: window, label_begin, op_in; 3: py_stack;
+				  4: memory_on, mem, mem_aside */
 
 /* torchops_op.scope: torch's RecordScope, as Kineto writes it. */
 enum torchops_scope {
@@ -46,6 +47,18 @@ struct torchops_op {
 	uint32_t flags;    /* TORCHOPS_HAS_* */
 	uint32_t stack;    /* (version 3) the Python call stack at its start
 			      (torchops_api.py_stack), 0: none */
+};
+
+/* (4) One tensor allocation (bytes > 0) or free (bytes < 0) as torch
+ * reports it to the profiler (c10::reportMemoryUsageToProfiler): the
+ * allocator's own totals after it, the device as c10 numbers it. */
+struct torchops_mem {
+	uint64_t addr;
+	int64_t bytes;
+	int64_t total_allocated;
+	int64_t total_reserved;   /* 0 on the CPU (torch's CPU allocator keeps none) */
+	int32_t device_type;      /* c10::DeviceType: 0 CPU, 1 CUDA */
+	int32_t device_index;     /* -1: none (the CPU) */
 };
 
 /* What the core gives the observer; valid for the life of the process.
@@ -80,6 +93,18 @@ struct torchops_api {
 	 * Python on this thread, or with_stack is off). Cheap (no GIL, no
 	 * frame walk: profhost tracks each thread's stack as it runs). */
 	uint32_t (*py_stack)(void);
+	/* (4) Nonzero while tensor allocations are recorded
+	 * (prof.capture{profile_memory}, a window or a flight recorder
+	 * segment open): one relaxed load; torch asks before every
+	 * allocation and free. */
+	int (*memory_on)(void);
+	/* (4) Appends one allocation or free to the calling thread's event
+	 * buffer (a no-op unless memory_on()). */
+	void (*mem)(const struct torchops_mem *m);
+	/* (4) torch's own profiler holds the memory-reporting slot of the
+	 * calling thread (or is about to take it): that thread's allocations
+	 * go to it while it runs. Said once. */
+	void (*mem_aside)(void);
 };
 
 #endif

@@ -16,7 +16,9 @@ and reports, per mode, the median time per step over all steps, over the
 recorded (active) steps, and over the steps after the last window, with the
 overhead of each profiler relative to `none`, in process CPU time (all
 threads: the profilers' own threads included; steadier than wall-clock time
-on a shared machine) and in wall-clock time. "after/before" compares, within
+on a shared machine), in the training thread's CPU time (what the program's
+own thread pays: profhost's host thread writing the previous window, its
+pre-fault helper, left out) and in wall-clock time. "after/before" compares, within
 each run, the steps after the last window with the idle steps before the
 first one: a profiler that leaves the process slower shows there.
 
@@ -30,6 +32,15 @@ observer), and counts the operator events each wrote per window (cpu_op
 events in profhost's trace.json, operator events in torch's export).
     python3 tests/bench/bench_torch.py --prof build/bin/prof --rounds 5 --json out.json
 
+--memory compares the tensor allocation recorders (#26): as --ops, with
+torch.profiler's profile_memory=True and profhost's
+prof.capture{ record_shapes = true, profile_memory = true }, and counts
+the [memory] events profhost wrote per window. With --recorder it keeps
+prof.capture{ profile_memory = true } in the recorder's policy: the
+recorder then keeps operators and allocations between windows, and its
+on/off ratio is what that costs.
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --memory
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --memory
 --with-stack compares the operators' Python call stacks (#26): torch.profiler
 with record_shapes and with_stack, each window also exported with
 export_stacks("self_cpu_time_total"), against profhost with
@@ -113,7 +124,8 @@ def schedule_actions(steps, skip_first, wait, warmup, active, repeat):
 
 # ---------------------------------------------------------------- the worker
 
-def worker(mode, out_path, steps, threads, ops=False, device="cpu", with_stack=False):
+def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False,
+           with_stack=False):
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -147,13 +159,15 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", with_stack=F
                                 "self_cpu_time_total")
 
         prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True,
-                       with_stack=not ops, schedule=schedule(**SCHEDULE), on_trace_ready=ready)
+                       with_stack=not ops and not memory, profile_memory=memory,
+                       schedule=schedule(**SCHEDULE), on_trace_ready=ready)
         prof.__enter__()
 
-    times, cpu = [], []
+    times, cpu, thread = [], [], []
     step = 0
     t0 = time.perf_counter()
     c0 = time.process_time()
+    h0 = time.thread_time()
     while step < steps:
         for x, y in loader:
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -167,16 +181,18 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", with_stack=F
                 torch.cuda.synchronize()  # the step's GPU work is in its time
             t1 = time.perf_counter()
             c1 = time.process_time()
+            h1 = time.thread_time()
             times.append(t1 - t0)
             cpu.append(c1 - c0)
-            t0, c0 = t1, c1
+            thread.append(h1 - h0)
+            t0, c0, h0 = t1, c1, h1
             step += 1
             if step >= steps:
                 break
     if prof is not None:
         prof.__exit__(None, None, None)
     with open(out_path, "w") as f:
-        json.dump({"mode": mode, "times": times, "cpu": cpu,
+        json.dump({"mode": mode, "times": times, "cpu": cpu, "thread": thread,
                    "trace_dir": trace_dir if mode == "torch" else None}, f)
 
 
@@ -189,6 +205,7 @@ prof.schedule { skip_first = %(skip_first)d, wait = %(wait)d, warmup = %(warmup)
 """
 CAPTURE = "prof.capture { cpu_samples = { hz = 999 } }"
 CAPTURE_OPS = "prof.capture { record_shapes = true }"
+CAPTURE_MEMORY = "prof.capture { record_shapes = true, profile_memory = true }"
 CAPTURE_STACK = "prof.capture { record_shapes = true, with_stack = true }"
 # --recorder: no window either way; the recorder on or not.
 IDLE_POLICY = "-- bench_torch.py --recorder: profhost loaded, no window\n"
@@ -244,10 +261,10 @@ def count_stack_lines(mode, tmp, trace_dir):
     return out
 
 
-def count_ops(mode, tmp, trace_dir):
+def count_ops(mode, tmp, trace_dir, memory=False):
     """Operator events per window: profhost's cpu_op events, torch's
     operator events (its legacy export has no categories: all but the
-    ProfilerStep labels)."""
+    ProfilerStep labels); with `memory`, profhost's [memory] events."""
     import glob
 
     out = []
@@ -256,6 +273,9 @@ def count_ops(mode, tmp, trace_dir):
                                                   "trace.json"))):
             with open(path) as f:
                 evs = json.load(f)["traceEvents"]
+            if memory:
+                out.append(sum(1 for e in evs if e.get("name") == "[memory]"))
+                continue
             out.append(sum(1 for e in evs if e.get("cat") == "cpu_op"))
     elif mode == "torch" and trace_dir:
         for path in sorted(glob.glob(os.path.join(trace_dir, "window*.json"))):
@@ -277,6 +297,7 @@ def run_one(mode, args, tmp, rnd):
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
            "--steps", str(args.steps), "--threads", str(args.threads),
            "--device", args.device] + (["--ops"] if args.ops else []) + \
+        (["--memory"] if args.memory else []) + \
         (["--with-stack"] if args.with_stack else [])
     env = dict(os.environ)
     for k in list(env):
@@ -291,10 +312,13 @@ def run_one(mode, args, tmp, rnd):
                         .replace("@STEPS@", str(args.rec_steps))
                         .replace("@PHASES@", ("" if args.recorder_phases else ", phases = false") +
                                   ("" if args.recorder_cuda else ", cuda = false")))
+                if args.memory:
+                    f.write("prof.capture { profile_memory = true }\n")
             elif mode == "profhost":
                 f.write(POLICY % dict(SCHEDULE,
                                       s=", ".join("%s=%d" % kv for kv in SCHEDULE.items()),
-                                      capture=CAPTURE_OPS if args.ops else
+                                      capture=CAPTURE_MEMORY if args.memory else
+                                      CAPTURE_OPS if args.ops else
                                       CAPTURE_STACK if args.with_stack else CAPTURE))
             else:
                 f.write(RECORDER_POLICY % ("" if args.recorder_phases else
@@ -312,13 +336,15 @@ def run_one(mode, args, tmp, rnd):
         check_switches(r.stderr, args)
     with open(out) as f:
         got = json.load(f)
-    ops = count_ops(mode, tmp, got.get("trace_dir")) if args.ops or args.with_stack else []
+    ops = count_ops(mode, tmp, got.get("trace_dir"), args.memory) \
+        if args.ops or args.memory or args.with_stack else []
     if args.with_stack:
         ops = [ops, count_stack_lines(mode, tmp, got.get("trace_dir"))]
     if mode != "none":
         import shutil
 
         shutil.rmtree(os.path.join(tmp, "prof_out"), ignore_errors=True)
+    run_one.thread = got.get("thread", [])
     return got["times"], got["cpu"], wall, ops
 
 
@@ -401,11 +427,13 @@ def paired_main(args):
     took = time.perf_counter() - t_start
     print("paired: %d rounds of 3 processes (none, idle, recorder switched) x %d steps: "
           "warm-up %d (recorder on), then %d pairs of %d-step blocks, off-on, on-off, ...; "
-          "prof.recorder{ steps = %d%s%s }, torch threads %d, device %s; the steps on "
+          "prof.recorder{ steps = %d%s%s }%s, torch threads %d, device %s; the steps on "
           "either side of a switch left out"
           % (args.rounds, args.steps, w, args.pairs, k, args.rec_steps,
              "" if args.recorder_phases else ", phases = false",
-             "" if args.recorder_cuda else ", cuda = false", args.threads, args.device))
+             "" if args.recorder_cuda else ", cuda = false",
+             ", prof.capture{ profile_memory = true }" if args.memory else "",
+             args.threads, args.device))
     result = {"method": "paired", "steps": args.steps, "rounds": args.rounds, "block": k,
               "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
               "phases": args.recorder_phases, "threads": args.threads,
@@ -665,6 +693,10 @@ def main():
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--ops", action="store_true",
                    help="compare the operator collectors (record_shapes on both)")
+    p.add_argument("--memory", action="store_true",
+                   help="compare the allocation recorders: torch.profiler's profile_memory and "
+                        "profhost's (record_shapes on both); with --recorder, the recorder "
+                        "keeping operators and allocations")
     p.add_argument("--with-stack", action="store_true",
                    help="compare the operators' call stacks (record_shapes and with_stack "
                         "on both)")
@@ -693,9 +725,11 @@ def main():
                    help="with --recorder: prof.recorder{ steps } (6: segments of 3 steps, "
                    "so each on-block rotates and gives a segment back)")
     args = p.parse_args()
+    if args.memory and args.with_stack:
+        p.error("--memory and --with-stack compare different things: give one")
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops, args.device,
-               args.with_stack)
+               args.memory, args.with_stack)
         return 0
     if args.phases_check:
         return phases_main(args)
@@ -711,7 +745,7 @@ def main():
     first = actions.index("warmup")
     parts = {"all": range(args.steps), "record": record, "after": after,
              "before": range(5, first)}
-    got = {m: {c: {k: [] for k in parts} for c in ("wall", "cpu")} for m in modes}
+    got = {m: {c: {k: [] for k in parts} for c in ("wall", "cpu", "thread")} for m in modes}
     walls = {m: [] for m in modes}
     opcounts = {m: [] for m in modes}
     with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
@@ -719,16 +753,20 @@ def main():
             for m in modes:
                 times, cpu, wall, ops = run_one(m, args, tmp, rnd)
                 opcounts[m].append(ops)
+                thread = run_one.thread
                 for k, idx in parts.items():
                     got[m]["wall"][k] += [times[i] for i in idx]
                     got[m]["cpu"][k] += [cpu[i] for i in idx]
+                    got[m]["thread"][k] += [thread[i] for i in idx]
                 walls[m].append(wall)
 
     print("%d steps x %d rounds, schedule %s, torch threads %d; medians per step"
           % (args.steps, args.rounds, SCHEDULE, args.threads))
     result = {"steps": args.steps, "rounds": args.rounds, "schedule": SCHEDULE,
               "threads": args.threads, "clocks": {}}
-    for clock, what in (("cpu", "process CPU time (all threads)"), ("wall", "wall-clock time")):
+    for clock, what in (("cpu", "process CPU time (all threads)"),
+                        ("thread", "the training thread's CPU time (the profilers' own "
+                                   "threads left out)"), ("wall", "wall-clock time")):
         base = {k: med_ms(got["none"][clock][k]) for k in parts}
         print("\n%s\n%-9s %12s %12s %12s %14s %12s %13s" % (
             what, "mode", "all steps", "recorded", "after last", "rec. overhead", "after ovh.",
@@ -757,7 +795,10 @@ def main():
     print("whole run, extra wall over none: torch %.2f s, profhost %.2f s: ratio %.2f"
           % (extra["torch"], extra["profhost"],
              extra["profhost"] / extra["torch"] if extra["torch"] > 0 else float("nan")))
-    if args.ops:
+    if args.memory:
+        print("[memory] events per window (round 1): profhost %s" % (opcounts["profhost"][0],))
+        result["memory_events"] = opcounts
+    elif args.ops:
         print("operator events per window (round 1): torch %s, profhost %s"
               % (opcounts["torch"][0], opcounts["profhost"][0]))
         result["operator_events"] = opcounts

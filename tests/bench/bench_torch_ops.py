@@ -30,10 +30,16 @@ effect on the CPU's caches) and for wall-clock time. The ratios are of
 the median relative overheads.
 --before PROF runs the same with another build's prof in each round
 (rows MODE@before), for a before/after pair measured side by side.
+--memory runs, instead of the two record_shapes settings, record_shapes
+off without and with profile_memory (torch.profiler's profile_memory=True,
+prof.capture{ profile_memory = true }; rows MODE-noshapes+mem): each call
+of torch.add allocates its 4-byte result and frees it, so the difference
+is each profiler's cost of one allocation and one free.
 
     /usr/bin/python3 tests/bench/bench_torch_ops.py --prof build/bin/prof
     /usr/bin/python3 tests/bench/bench_torch_ops.py --prof build/bin/prof --rounds 3 \
         --before /tmp/old/build/bin/prof
+    /usr/bin/python3 tests/bench/bench_torch_ops.py --prof build/bin/prof --memory
 
 The worker (--worker) runs the loop and writes its blocks as JSON. Needs
 torch (Debian's python3-torch: /usr/bin/python3).
@@ -57,8 +63,8 @@ SCHEDULE = dict(skip_first=3, wait=4, warmup=1, active=1)
 POLICY = """-- bench_torch_ops.py
 prof.schedule { skip_first = %(skip_first)d, wait = %(wait)d, warmup = %(warmup)d,
                 active = %(active)d, cycles = %(cycles)d }
-prof.capture { record_shapes = %(shapes)s }
-prof.export { key_averages = false, report = false, raw = false }
+prof.capture { record_shapes = %(shapes)s, profile_memory = %(memory)s }
+prof.export { key_averages = false, report = false, raw = false, memory_timeline = false }
 """
 
 
@@ -94,7 +100,7 @@ def worker(args):
 
     torch.set_num_threads(1)
     profhost.manual_steps()
-    suffix = "-shapes" if args.shapes else "-noshapes"
+    suffix = ("-shapes" if args.shapes else "-noshapes") + ("+mem" if args.memory else "")
     out = []
     cycle = SCHEDULE["wait"] + SCHEDULE["warmup"] + SCHEDULE["active"]
     steps = SCHEDULE["skip_first"] + cycle * args.blocks + 1
@@ -115,7 +121,8 @@ def worker(args):
             cpu, wall = block(torch, args.ops)
         elif slot == 2:
             mode = "torch"
-            p = profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes)
+            p = profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes,
+                        profile_memory=args.memory)
             p.__enter__()
             cpu, wall = block(torch, args.ops)
             p.__exit__(None, None, None)
@@ -130,12 +137,13 @@ def worker(args):
         json.dump(out, f)
 
 
-def run_worker(args, tmp, prof, shapes, rnd):
+def run_worker(args, tmp, prof, shapes, rnd, memory=False):
     """One worker under `prof run` (build `prof`); its blocks, and the
     aten::add events of its first window's trace.json."""
     out = os.path.join(tmp, "worker-%d-%d.json" % (shapes, rnd))
     cmd = [args.python, os.path.abspath(__file__), "--worker", "--out", out,
-           "--ops", str(args.ops), "--blocks", str(args.blocks)] + (["--shapes"] if shapes else [])
+           "--ops", str(args.ops), "--blocks", str(args.blocks)] + \
+        (["--shapes"] if shapes else []) + (["--memory"] if memory else [])
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("PROF_") and k != "LD_PRELOAD"}
     events = None
@@ -143,7 +151,8 @@ def run_worker(args, tmp, prof, shapes, rnd):
         policy = os.path.join(tmp, "policy.lua")
         with open(policy, "w") as f:
             f.write(POLICY % dict(SCHEDULE, cycles=args.blocks,
-                                  shapes="true" if shapes else "false"))
+                                  shapes="true" if shapes else "false",
+                                  memory="true" if memory else "false"))
         env["PROF_LOG"] = "quiet"
         env["PROF_TORCH_OPS"] = "observer"
         outdir = os.path.join(tmp, "prof_out")
@@ -175,6 +184,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", action="store_true")
     p.add_argument("--shapes", action="store_true")
+    p.add_argument("--memory", action="store_true",
+                   help="record_shapes off, without and with profile_memory")
     p.add_argument("--out")
     p.add_argument("--ops", type=int, default=1000, help="calls per block (1000)")
     p.add_argument("--blocks", type=int, default=40,
@@ -200,11 +211,14 @@ def main():
     paths = set()
     with tempfile.TemporaryDirectory(prefix="bench-torch-ops-") as tmp:
         for rnd in range(args.rounds):
-            runs = [(args.prof, "", 0), (args.prof, "", 1)]
+            if args.memory:  # shapes off, memory off and on
+                runs = [(args.prof, "", 0, False), (args.prof, "", 0, True)]
+            else:
+                runs = [(args.prof, "", 0, False), (args.prof, "", 1, False)]
             if args.before:
-                runs += [(args.before, "@before", 0), (args.before, "@before", 1)]
-            for prof, tag, shapes in runs:
-                got, ev = run_worker(args, tmp, prof, shapes, rnd)
+                runs += [(args.before, "@before", s, m) for _, _, s, m in runs]
+            for prof, tag, shapes, memory in runs:
+                got, ev = run_worker(args, tmp, prof, shapes, rnd, memory)
                 none = {}
                 for b in got:
                     b["mode"] += tag
@@ -221,7 +235,8 @@ def main():
                         if n and n[c] > 0:
                             rel.setdefault((b["mode"], c), []).append(b[c] / n[c] - 1)
                 if ev is not None:
-                    events[("profhost-shapes" if shapes else "profhost-noshapes") + tag] = ev
+                    events[("profhost-shapes" if shapes else "profhost-noshapes") +
+                           ("+mem" if memory else "") + tag] = ev
     med = {}
     for (m, c), v in absn.items():
         med.setdefault(m, {})[c] = statistics.median(v)
@@ -237,7 +252,7 @@ def main():
                                                "wall overh.", "aten::add"))
     ratios = {}
     for tag in ("", "@before") if args.before else ("",):
-        for s in ("-noshapes", "-shapes"):
+        for s in ("-noshapes", "-noshapes+mem") if args.memory else ("-noshapes", "-shapes"):
             for m in ("none", "torch", "armed", "profhost"):
                 r = med.get(m + s + tag)
                 if r:
@@ -252,10 +267,11 @@ def main():
                            for c in ("cpu", "wall")}
             ratios[key]["observer_cpu_ns"] = ph["cpu_over"] - a["cpu_over"]
             ratios[key]["observer_cpu_rel"] = ph["cpu_rel"] - a["cpu_rel"]
-            print("  record_shapes %s%s: profhost's overhead / torch.profiler's: thread CPU "
+            print("  record_shapes %s%s%s: profhost's overhead / torch.profiler's: thread CPU "
                   "%.2f, wall %.2f; torch's own (armed) %.0f ns, the observer's (recorded - "
                   "armed) %.0f ns of thread CPU (%.1f %% of the bare call)" % (
-                      "on" if s == "-shapes" else "off", tag,
+                      "on" if s == "-shapes" else "off",
+                      ", profile_memory" if s.endswith("+mem") else "", tag,
                       ratios[key]["cpu"] or float("nan"), ratios[key]["wall"] or float("nan"),
                       a["cpu_over"], ph["cpu_over"] - a["cpu_over"],
                       100 * (ph["cpu_rel"] - a["cpu_rel"])))

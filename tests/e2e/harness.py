@@ -30,6 +30,25 @@ TESTBIN = os.path.join(BUILD, "tests", "bin")
 PYTHON = "/usr/bin/python3"
 
 
+def has_torch():
+    """Whether torch imports in PYTHON (Debian's python3-torch); asked once."""
+    global _HAS_TORCH
+    if _HAS_TORCH is None:
+        try:
+            _HAS_TORCH = subprocess.run([PYTHON, "-c", "import torch"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        timeout=120).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _HAS_TORCH = False
+    return _HAS_TORCH
+
+
+_HAS_TORCH = None
+
+# Skips a test or class where torch is not installed for PYTHON.
+NEEDS_TORCH = unittest.skipUnless(has_torch(), "torch is not installed for /usr/bin/python3")
+
+
 def alone(test):
     """Marks a test (or a class of them) that compares the program's speed
     at two moments, or loads the CPUs on purpose: it runs in its file's

@@ -2,7 +2,8 @@
 // importer (the `speedscope` npm package) and prints what it read as JSON:
 //   {"profiles": [{"name": ..., "roots": ["frame", ...],
 //                  "samples": [{"frames": ["frame", ...], "weight": w}, ...]},
-//                 ...]}
+//                 ...],
+//    "warnings": ["line", ...]}
 // the outermost frames of each profile's call tree in the order they came
 // (for a trace of ranges, the ranges no other range holds), and each
 // sample's frame names, outermost first, and its weight (speedscope weighs
@@ -55,7 +56,8 @@ const inert = new Proxy(function () {}, {
   has: () => true,
 })
 const modules = []
-const quiet = {log() {}, warn() {}, info() {}, debug() {}, error() {}}
+const warnings = []
+const quiet = {log() {}, warn: (...a) => warnings.push(a.join(' ')), info() {}, debug() {}, error() {}}
 const sandbox = {
   __modules: modules,
   console: quiet,
@@ -95,9 +97,10 @@ for (const p of modules) {
 if (!importer) fail(`${bundle}: no module with importProfileGroupFromText`)
 
 const text = fs.readFileSync(file, 'utf8')
+warnings.length = 0 // the bundle's own start-up, not the file's reading
 const group = await importer.importProfileGroupFromText(path.basename(file), text)
 if (!group) fail(`speedscope could not import ${file}`)
-const out = {profiles: []}
+const out = {profiles: [], warnings}
 for (const profile of group.profiles) {
   const samples = []
   profile.samples.forEach((leaf, i) => {

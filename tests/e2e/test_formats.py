@@ -55,15 +55,18 @@ def speedscope_dir():
     return d if r.returncode == 0 and os.path.isdir(d) else None
 
 
-def speedscope_import(test, path):
-    """What speedscope's importer read from `path` (see speedscope_import.mjs)."""
+def speedscope_import(test, path, warnings=False):
+    """What speedscope's importer read from `path` (see speedscope_import.mjs):
+    its profiles, or with `warnings` {"profiles": ..., "warnings": [line,
+    ...]}, what it warned about while reading."""
     pkg = speedscope_dir()
     if not NODE or not pkg:
         test.skipTest("node or the speedscope npm package is missing "
                       "(scripts/install-deps.sh installs both)")
     r = run([NODE, IMPORTER, pkg, path], timeout=120)
     test.assertEqual(r.returncode, 0, r.stderr)
-    return json.loads(r.stdout)["profiles"]
+    read = json.loads(r.stdout)
+    return read if warnings else read["profiles"]
 
 
 def read_folded(path):

@@ -11,25 +11,15 @@ program may be inside its first step when the region ends).
 The torch tests need torch in /usr/bin/python3 and are skipped without it.
 """
 import os
-import re
-import subprocess
 import unittest
 
-from harness import (PROF, PYTHON, TESTBIN, TempDirTest, base_env, load_trace, run,
+from harness import (NEEDS_TORCH, PROF, PYTHON, TESTBIN, TempDirTest, base_env, load_trace, run,
                      step_spans, window_dirs)
 
 NESTED_APP = os.path.join(TESTBIN, "nested_app")
 
 
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
-
-NEEDS_TORCH = unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
 
 # A model called 5 times with no optimizer: two Linear layers, so 10 addmm.
 INFER = """\

@@ -21,8 +21,9 @@ import subprocess
 import textwrap
 import unittest
 
-from harness import (LIB, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
-                     load_trace, mono_ns, profhost_lines, run, step_spans, window_dirs)
+from harness import (LIB, NEEDS_TORCH, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
+                     has_torch, load_trace, mono_ns, profhost_lines, run, step_spans,
+                     window_dirs)
 
 WORKLOADS = os.path.join(SOURCE, "tests", "e2e", "workloads", "python")
 TRAIN = os.path.join(SOURCE, "examples", "train.py")
@@ -33,13 +34,6 @@ PHASES = ("data", "forward", "backward", "optimizer")
 SCHEDULE = "prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cycles = 2 }\n"
 EXPECTED = [(5, 7), (10, 12)]
 
-
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def _torch_has_cuda():
@@ -70,9 +64,8 @@ def _other_python():
     return None
 
 
-HAS_TORCH = _has_torch()
+HAS_TORCH = has_torch()
 OTHER_PYTHON = _other_python()
-NEEDS_TORCH = unittest.skipUnless(HAS_TORCH, "torch is not installed for /usr/bin/python3")
 
 
 # What the host says in every process whatever it runs (not the bridge's):

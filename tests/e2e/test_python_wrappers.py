@@ -57,6 +57,7 @@ state = [RECORDING]
 steps = []
 events = []
 modcalls = []  # (name, start, end) of each nn.Module call written
+modargs = []   # (name, path, Python id, parent's id, module id) of each
 
 Api = _bridge._api_type()
 F = dict(Api._fields_)
@@ -79,11 +80,14 @@ KEEP = [F["state"](lambda: state[0]), F["step"](_step),
         F["phase"](lambda p, a, b: events.append((NAMES[p], a, b))),
         F["note"](lambda bits: None), F["down"](lambda: None),
         F["pystack"](lambda *a: None), F["phase_named"](_named),
-        F["module"](lambda a, b, name: modcalls.append((name.decode(), a, b)))]
+        F["module"](lambda a, b, name: modcalls.append((name.decode(), a, b))),
+        F["module_call"](lambda a, b, name, path, i, parent, mid: (
+            modcalls.append((name.decode(), a, b)),
+            modargs.append((name.decode(), path.decode(), i, parent, mid))))]
 api = Api()
 api.version, api.size = _bridge._API_VERSION, ctypes.sizeof(Api)
 (api.state, api.step, api.phase, api.note, api.down, api.pystack,
- api.phase_named, api.module) = KEEP
+ api.phase_named, api.module, api.module_call) = KEEP
 _bridge._start(ctypes.addressof(api), "steps=optimizer\nlog=3\n")
 
 
@@ -560,8 +564,10 @@ class Wrappers(unittest.TestCase):
 
     def test_module_calls_named_by_path_while_recording(self):
         # prof.capture{ modules = true } (#16.4): the phases' module hooks
-        # hand each nn.Module call to the host, named by its path.
+        # hand each nn.Module call to the host with its path in the model,
+        # named and numbered as torch's with_modules does (#28).
         self.run_script('''
+            import re
             from profhost import _modules
 
             class Net(nn.Module):
@@ -585,8 +591,13 @@ class Wrappers(unittest.TestCase):
                     raise ValueError("boom")
 
             def calls():
-                out = [n for n, _, _ in modcalls]
+                """Each call written since the last: its path, else (a root,
+                a module not registered in it) its class."""
+                out = [p or re.match(r"nn\.Module: (\w+)_\d+$", n).group(1)
+                       for n, p, _, _, _ in modargs]
+                assert [n for n, _, _ in modcalls] == [a[0] for a in modargs]
                 del modcalls[:]
+                del modargs[:]
                 return out
 
             net, x = Net(), torch.randn(2, 4)
@@ -600,7 +611,22 @@ class Wrappers(unittest.TestCase):
             net(x)
             whole = modcalls[-1]
             assert all(whole[1] <= a <= b <= whole[2] for _, a, b in modcalls), modcalls
+            # torch's names: the class and the module's number in its class
+            # (first seen first), the path apart; each call its own Python
+            # id, its parent's that of the call it was made in (0: a root)
+            first = list(modargs)
+            assert [(n, p, m) for n, p, _, _, m in first] == [
+                ("nn.Module: Linear_0", "a", 0), ("nn.Module: Linear_1", "blocks.0", 1),
+                ("nn.Module: ReLU_0", "blocks.1", 0), ("nn.Module: Tanh_0", "", 0),
+                ("nn.Module: Net_0", "", 0)], first
+            root = first[-1][2]
+            assert [a[3] for a in first] == [root, root, root, root, 0], first
+            assert sorted(a[2] for a in first) == list(range(root, root + 5)), first
             assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "Net"]
+            net(x)                                    # the same names, new ids
+            assert [a[:2] + a[4:] for a in modargs] == [a[:2] + a[4:] for a in first]
+            assert min(a[2] for a in modargs) > root + 4
+            calls()
             walks = _modules._walks[net]
             net(x)                                    # names are kept
             assert calls() == ["a", "blocks.0", "blocks.1", "Tanh", "Net"]

@@ -1092,7 +1092,7 @@ class BadKeys(TempDirTest):
                  r"policy\.lua:1: prof\.recorder: 'mb' must be an integer from 1 to 65536, got -3"),
                 ("prof.recorder{ stepz = 3 }\n",
                  r"policy\.lua:1: prof\.recorder: unknown key 'stepz' \(valid keys: cpu_samples, "
-                 r"cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, "
+                 r"cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, job, max_dumps, mb, "
                  r"phases, steps\)"),
                 ("prof.recorder{ dump_on_crash = 1 }\n",
                  r"policy\.lua:1: prof\.recorder: 'dump_on_crash' must be"),

@@ -350,8 +350,10 @@ class AttachToC(ReplTest):
         self.assertRegex(r.stdout, r'"profhost" \(profhost\'s host thread\): blocks signals')
         # A window has run: evbuf's pre-fault helper is there too.
         self.assertRegex(r.stdout, r'"profhost-pf" \(profhost\'s pre-fault thread\): blocks signals')
+        # The job watcher (prof.job{ poll_ms }, on by default: docs/jobs.md).
+        self.assertRegex(r.stdout, r'"profhost-job" \(profhost\'s job watcher\): blocks signals')
         r = self.attach(t.pid, "local s = prof.stacks() return #s, s[1].tid, s[1].state")
-        self.assertEqual(r.stdout.strip().split("\t"), ["4", str(t.pid), '"ok"'])
+        self.assertEqual(r.stdout.strip().split("\t"), ["5", str(t.pid), '"ok"'])
 
     def test_live_schedule_change(self):
         t = self.c_target()

@@ -12,12 +12,17 @@
 - Broken inputs give one clear error line and exit status 1.
 - The run report over several ranks names the straggler.
 - The dashboard loads in headless Chromium without errors and draws its
-  charts (pixels checked in a screenshot).
+  charts (pixels checked in a screenshot); laid out for long names (#28.3):
+  every table keeps to its column, names cut with an ellipsis and whole on
+  hover, the flame graph as wide as the page, round ticks on the step
+  chart's axis (measured in the browser: LAYOUT_PROBE).
 """
 import gzip
 import json
+import math
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -708,6 +713,93 @@ def hex_rgb(h):
     return tuple(int(h[i:i + 2], 16) for i in (1, 3, 5))
 
 
+# What a test measures in the drawn page (appended to a copy of
+# report.html; its script runs after the page's own): per table, its box and
+# its section's; per name cell, its text, title, widths and overflow style;
+# the flame graph's width and its section's; the step chart's y-axis labels;
+# the sections of the grids. Left as JSON in <pre id="layout-probe">.
+LAYOUT_PROBE = r"""<script>
+(function () {
+  function box(e) { var b = e.getBoundingClientRect(); return [b.left, b.right, b.top, b.bottom]; }
+  var out = { tables: [], cells: [], sections: [], flame: null, ticks: [] };
+  document.querySelectorAll("table").forEach(function (t) {
+    var sec = t.closest("section");
+    out.tables.push({ title: sec.querySelector("h2").textContent, table: box(t), section: box(sec) });
+  });
+  document.querySelectorAll("td.name").forEach(function (c) {
+    var st = getComputedStyle(c);
+    out.cells.push({ text: c.textContent, title: c.title, scroll: c.scrollWidth,
+                     client: c.clientWidth, overflow: st.overflowX, ellipsis: st.textOverflow });
+  });
+  document.querySelectorAll(".grid").forEach(function (g, i) {
+    Array.prototype.forEach.call(g.children, function (s) {
+      out.sections.push({ grid: i, title: s.querySelector("h2").textContent, box: box(s) });
+    });
+  });
+  var f = document.getElementById("chart-flame");
+  if (f) out.flame = { width: f.getBoundingClientRect().width,
+                       section: f.closest("section").clientWidth };
+  document.querySelectorAll("#chart-steps text[text-anchor=end]").forEach(function (t) {
+    out.ticks.push(t.textContent);
+  });
+  var pre = document.createElement("pre");
+  pre.id = "layout-probe";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+"""
+
+LONG_RANGE = "a_range_named_at_length_" * 8
+LONG_OP = "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad"
+LONG_KERNEL = ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>"
+               "(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)")
+LONG_PATH = "encoder.layers.11.self_attention.multi_head_attention.out_proj"
+
+
+def long_names_trace():
+    """synth_trace.dataloader with long names where the dashboard's tables
+    show them: ranges (torch's DataLoader and optimizer labels, one longer
+    still), operators, a kernel and a module deep in its model."""
+    doc = synth_trace.dataloader(steps=8)
+    steps = [e for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    ms = synth_trace.MS
+    for i, st in enumerate(steps):
+        t = st["ts"] + 8.5 * ms  # in the forward phase
+        for k, name in enumerate(("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                                  "Optimizer.step#SGD.step", LONG_RANGE)):
+            doc["traceEvents"].append({"ph": "X", "cat": "user_annotation", "name": name,
+                                       "pid": synth_trace.PID, "tid": synth_trace.TID,
+                                       "ts": round(t + k * 0.1 * ms, 3), "dur": 50.0})
+        doc["traceEvents"].append({"ph": "X", "cat": "cpu_op", "name": LONG_OP,
+                                   "pid": synth_trace.PID, "tid": synth_trace.TID,
+                                   "ts": round(t + 0.4 * ms, 3), "dur": 40.0})
+        doc["traceEvents"].append({"ph": "X", "cat": "python_function",
+                                   "name": "nn.Module: NonDynamicallyQuantizableLinear_0",
+                                   "pid": synth_trace.PID, "tid": synth_trace.TID,
+                                   "ts": round(t + 0.5 * ms, 3), "dur": 30.0,
+                                   "args": {"Python id": i + 1, "Python parent id": None,
+                                            "Python module id": 0, "module path": LONG_PATH}})
+        doc["traceEvents"].append({"ph": "X", "cat": "kernel", "name": LONG_KERNEL,
+                                   "pid": synth_trace.DEVICE, "tid": synth_trace.STREAM,
+                                   "ts": round(t + 0.1 * ms, 3), "dur": 20.0,
+                                   "args": {"device": 0, "stream": synth_trace.STREAM}})
+    return doc
+
+
+def round_ticks(labels):
+    """Whether axis labels ("0 ms", "2.5 ms", ...) are 0, s, 2s, ... for a
+    round step s: 1, 2, 2.5 or 5 times a power of ten."""
+    vals = [float(re.match(r"^(-?[0-9.]+)", l).group(1)) for l in labels]
+    if len(vals) < 2 or vals[0] != 0:
+        return False
+    s = vals[1]
+    k = math.floor(math.log10(s))
+    if round(s / 10 ** k, 9) not in (1, 2, 2.5, 5):
+        return False
+    return all(abs(v - i * s) < 1e-9 * max(1, v) for i, v in enumerate(vals))
+
+
 class Dashboard(TempDirTest):
     def browse(self, html, shot):
         """Loads the page headless: returns (final DOM, stderr); writes the
@@ -767,6 +859,57 @@ class Dashboard(TempDirTest):
                    if r_ >= 205 and 80 <= g < 200 and 40 <= b < 80 and (r_, g, b) not in
                    (hex_rgb("#e4572e"), hex_rgb("#e9a03b")))
         self.assertGreater(warm, 5000)                                # flame graph
+
+    def test_dashboard_lays_out_long_names(self):
+        d = os.path.join(self.tmp, "w")
+        os.makedirs(d)
+        with open(os.path.join(d, "trace.json"), "w") as f:
+            json.dump(long_names_trace(), f)
+        r = run([PROF, "report", d, "--format", "html"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(d, "report.html")) as f:
+            page = f.read()
+        probed = os.path.join(self.tmp, "probed.html")
+        with open(probed, "w") as f:
+            f.write(page.replace("</body>", LAYOUT_PROBE + "</body>"))
+        dom, log = self.browse(probed, os.path.join(self.tmp, "long.png"))
+        self.assertIn('data-status="ok"', dom, log[-3000:])
+        m = re.search(r'<pre id="layout-probe">(.*?)</pre>', dom, re.S)
+        self.assertTrue(m, dom[-2000:])
+        got = json.loads(m.group(1).replace("&quot;", '"').replace("&lt;", "<")
+                         .replace("&gt;", ">").replace("&amp;", "&"))
+        # every table keeps to its section (nothing printed over its neighbour's
+        # numbers), and no two sections of a grid overlap
+        titles = {t["title"] for t in got["tables"]}
+        self.assertLessEqual({"Top kernels", "Ranges (nvtx_sum)", "CPU self time",
+                              "Modules (self time)"}, titles)
+        for t in got["tables"]:
+            (tl, tr, _, _), (sl, sr, _, _) = t["table"], t["section"]
+            self.assertGreaterEqual(tl, sl - 0.5, t)
+            self.assertLessEqual(tr, sr + 0.5, t)
+        secs = got["sections"]
+        for i, a in enumerate(secs):
+            for b in secs[i + 1:]:
+                (al, ar, at, ab), (bl, br, bt, bb) = a["box"], b["box"]
+                overlap = min(ar, br) - max(al, bl) > 0.5 and min(ab, bb) - max(at, bt) > 0.5
+                self.assertFalse(overlap, (a, b))
+        # long names are cut with an ellipsis, the whole name on hover
+        cut = [c for c in got["cells"] if c["scroll"] > c["client"]]
+        self.assertTrue(cut, got["cells"])
+        for c in cut:
+            self.assertEqual((c["overflow"], c["ellipsis"]), ("hidden", "ellipsis"), c)
+        for c in got["cells"]:
+            self.assertEqual(c["title"], c["text"], c)
+        shown = {c["text"] for c in got["cells"]}
+        self.assertLessEqual({LONG_RANGE, LONG_OP, LONG_KERNEL,
+                              LONG_PATH + " (NonDynamicallyQuantizableLinear)"}, shown)
+        self.assertIn(LONG_RANGE, {c["title"] for c in cut})
+        # the flame graph as wide as its section (the page)
+        self.assertIsNotNone(got["flame"])
+        self.assertAlmostEqual(got["flame"]["width"], got["flame"]["section"], delta=1)
+        # round ticks on the step chart
+        self.assertTrue(round_ticks(got["ticks"]), got["ticks"])
+        self.assertTrue(all(t.endswith(" ms") for t in got["ticks"]), got["ticks"])
 
     def test_run_dashboard(self):
         run_dir = os.path.join(self.tmp, "run")

@@ -10,7 +10,7 @@ import time
 import unittest
 
 import test_repl
-from harness import (BUILD, BUILD_TYPE, PROF, SANITIZE, SOURCE, TESTBIN, TempDirTest,
+from harness import (BUILD, BUILD_TYPE, NEEDS_TORCH, PROF, SANITIZE, SOURCE, TESTBIN, TempDirTest,
                      base_env, load_trace, run, window_dirs)
 
 STACKS_APP = os.path.join(TESTBIN, "stacks_app")
@@ -287,16 +287,8 @@ print("done")
 """
 
 
-def _has_torch():
-    try:
-        return subprocess.run(["/usr/bin/python3", "-c", "import torch"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
-
-@unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
+@NEEDS_TORCH
 class TorchNames(TempDirTest):
     """C++ names people can read (issue 17.6): a PyTorch run's stacks name
     libtorch's functions demangled and shortened, in stacks.txt,

@@ -18,7 +18,8 @@ import re
 import subprocess
 import unittest
 
-from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run, window_dirs
+from harness import (NEEDS_TORCH, PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run,
+                     window_dirs)
 from test_formats import tb_tree_errors
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_ops_train.py")
@@ -32,15 +33,7 @@ POLICY = ("prof.schedule { skip_first = 3, wait = 1, warmup = 1, active = 3, cyc
 PHASES = ("data", "forward", "backward", "optimizer")
 
 
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
-
-NEEDS_TORCH = unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
 
 
 def _has_gloo():

@@ -16,7 +16,10 @@ steps recorded:
   weights summing to the self CPU time of the operators that have stacks,
   each operator of a microsecond or more on a line of its own;
 - the profile function that tracks the stacks is set in the window, and
-  neither after it nor in a child forked in it.
+  neither before nor after it nor in a child forked in it; also when
+  profile_memory's flight recorder keeps the operator observer on between
+  windows, the window's operators then having their stacks and its
+  allocations both.
 
 torch 1.13 puts some backward operators under forward stacks (its tracer
 matches them by time), and names the bound methods of Parameters "of Tensor
@@ -26,10 +29,10 @@ object": those operators are left out of the comparisons. Needs torch in
 import json
 import os
 import re
-import subprocess
 import unittest
 
-from harness import PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run, window_dirs
+from harness import (NEEDS_TORCH, PROF, PYTHON, SOURCE, TempDirTest, base_env, load_trace, run,
+                     window_dirs)
 
 WORKLOAD = os.path.join(SOURCE, "tests", "e2e", "workloads", "python", "torch_stacks_train.py")
 STEPS = 10
@@ -46,13 +49,6 @@ prof.on_trace_ready(function(trace)
 end)
 """
 
-
-def _has_torch():
-    try:
-        return subprocess.run([PYTHON, "-c", "import torch"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 def norm(entry):
@@ -105,7 +101,7 @@ def self_times(trace):
     return out
 
 
-@unittest.skipUnless(_has_torch(), "torch is not installed for /usr/bin/python3")
+@NEEDS_TORCH
 class TorchStacks(TempDirTest):
     def test_shapes_and_stacks_match_torch_profiler(self):
         ref_path, ref_stacks = os.path.join(self.tmp, "ref.json"), os.path.join(self.tmp,
@@ -123,7 +119,8 @@ class TorchStacks(TempDirTest):
         self.assertNotIn("with_stack", r.stderr)  # no warning: it ran
         # tracked in the window; not after it, nor in a child forked in it
         self.assertEqual(json.loads(r.stdout.strip().splitlines()[-1]),
-                         {"in_window": True, "in_child": False, "after": False})
+                         {"before": False, "in_window": True, "in_child": False,
+                          "after": False})
         dirs = window_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
         d = dirs[0]
@@ -192,6 +189,32 @@ class TorchStacks(TempDirTest):
         self.assertRegex(one, r"^torch_stacks_train\.py\(\d+\):_<module>;"
                               r"torch_stacks_train\.py\(\d+\):_train;"
                               r"torch_stacks_train\.py\(\d+\):_one_step;nn\.Module:_Model_0;")
+
+    def test_stacks_in_windows_only_beside_the_memory_recorder(self):
+        # profile_memory with the recorder keeps the observer on from the
+        # first step: the stacks are still tracked from the window's armed
+        # step to its end only, and its operators have them
+        policy = self.write("policy.lua", POLICY.replace(
+            "with_stack = true }", "with_stack = true, profile_memory = true }\n"
+            "prof.recorder { steps = 6 }"))
+        out = os.path.join(self.tmp, "out")
+        r = run([PROF, "run", "-s", policy, "-o", out, "--", PYTHON, WORKLOAD, str(STEPS),
+                 "plain"], env=base_env(), timeout=600, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("with_stack", r.stderr)
+        self.assertEqual(json.loads(r.stdout.strip().splitlines()[-1]),
+                         {"before": False, "in_window": True, "in_child": False,
+                          "after": False})
+        dirs = window_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["window0_steps5-7"], r.stderr)
+        evs = load_trace(dirs[0])["traceEvents"]
+        ops = [e for e in evs if e.get("cat") == "cpu_op"]
+        self.assertTrue(ops)
+        self.assertEqual([e["name"] for e in ops if not e["args"].get("Call stack")], [])
+        self.assertTrue(any(e.get("name") == "[memory]" for e in evs))
+        with open(os.path.join(dirs[0], "key_averages.txt")) as f:
+            header = f.read().splitlines()[1]
+        self.assertRegex(header, r"CPU Mem +Self CPU Mem +# of Calls +Input Shapes +$")
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ describe("prof", function()
 				cuda_runtime = true, cuda_driver = true, cuda_sync = true, cuda_memory = true,
 				cpu_hz = 0, cpu_wall_clock = false, cpu_depth = 128, cpu_signal = "auto",
 				range_stacks = false, modules = false, cuda_backtrace_us = 0,
-				record_shapes = false, with_flops = false, with_stack = false, peak_tflops = 0,
-				buffer_mb = 128,
+				record_shapes = false, with_flops = false, profile_memory = false,
+				with_stack = false, peak_tflops = 0, buffer_mb = 128,
 			}, c.capture)
 			assert.are.same({
 				chrome = true, chrome_gzip = false, tensorboard = false, key_averages = true,
@@ -250,6 +250,10 @@ describe("prof", function()
 			assert.is_true(c.record_shapes)
 			assert.are.equal(512, c.buffer_mb)
 			prof._reset()
+			c = config_of("prof.capture{ profile_memory = true }").capture
+			assert.is_true(c.profile_memory)
+			assert.is_false(c.record_shapes)
+			prof._reset()
 			c = config_of("prof.capture{ cpu_samples = {} }").capture
 			assert.are.equal(99, c.cpu_hz)
 			assert.is_false(c.cpu_wall_clock)
@@ -312,6 +316,9 @@ describe("prof", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.capture: 'record_shapes' must be a boolean, got 1",
 				error_of("prof.capture{ record_shapes = 1 }"))
+			assert.are.equal(
+				"myprof.lua:1: prof.capture: 'profile_memory' must be a boolean, got string \"yes\"",
+				error_of('prof.capture{ profile_memory = "yes" }'))
 		end)
 	end)
 
@@ -371,12 +378,25 @@ describe("prof", function()
 			assert.are.equal(0, c.row_limit)
 		end)
 
+		it("takes torch's memory sort names (profile_memory), device_* as cuda_*", function()
+			local c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_cpu_memory_usage" } }]]).export
+			assert.are.equal("self_cpu_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = {
+				sort_by = "self_device_memory_usage" } }]]).export
+			assert.are.equal("self_cuda_memory_usage", c.sort_by)
+			prof._reset()
+			c = config_of([[prof.export{ key_averages = { sort_by = "device_memory_usage" } }]]).export
+			assert.are.equal("cuda_memory_usage", c.sort_by)
+		end)
+
 		it("rejects wrong values naming the valid ones", function()
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'chrome' must be a boolean or a table (e.g. chrome = { gzip = true }), got string \"yes\"",
 				error_of('prof.export{ chrome = "yes" }'))
 			assert.are.equal(
-				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", got string \"cpu\"",
+				"myprof.lua:1: prof.export: 'key_averages.sort_by' must be one of \"count\", \"cpu_time\", \"cpu_time_total\", \"cuda_time\", \"cuda_time_total\", \"self_cpu_time_total\", \"self_cuda_time_total\", \"cpu_memory_usage\", \"self_cpu_memory_usage\", \"cuda_memory_usage\", \"self_cuda_memory_usage\", got string \"cpu\"",
 				error_of('prof.export{ key_averages = { sort_by = "cpu" } }'))
 			assert.are.equal(
 				"myprof.lua:1: prof.export: 'key_averages.group_by' must be one of \"domain\", \"name\", got string \"kernel\"",
@@ -540,20 +560,31 @@ describe("prof", function()
 		end)
 	end)
 
+	describe("prof.job", function()
+		it("watches every second unless told otherwise", function()
+			assert.are.same({ poll_ms = 1000 }, config_of("").job)
+			prof._reset()
+			assert.are.same({ poll_ms = 0 }, config_of("prof.job{ poll_ms = 0 }").job)
+			prof._reset()
+			assert.are.equal("myprof.lua:1: prof.job: 'poll_ms' must be an integer from 0 to 3600000, got -1",
+				error_of("prof.job{ poll_ms = -1 }"))
+		end)
+	end)
+
 	describe("prof.recorder", function()
 		it("is off unless called, and fills its defaults", function()
 			assert.is_false(config_of("").recorder.enabled)
 			assert.are.same({ enabled = true, on = true, steps = 20, mb = 256, max_dumps = 10,
 				dump_on_crash = true, dump_on_signal = true, dump_on_exception = true,
-				cpu_samples = true, phases = true, cuda = true },
+				cpu_samples = true, phases = true, cuda = true, job = false },
 				config_of("prof.recorder{}").recorder)
 			prof._reset()
 			assert.are.same({ enabled = true, on = true, steps = 5, mb = 16, max_dumps = 0,
 				dump_on_crash = false, dump_on_signal = true, dump_on_exception = false,
-				cpu_samples = false, phases = true, cuda = false },
+				cpu_samples = false, phases = true, cuda = false, job = true },
 				config_of("prof.recorder{ steps = 5, mb = 16, max_dumps = 0, "
 					.. "dump_on_crash = false, dump_on_exception = false, "
-					.. "cpu_samples = false, cuda = false }").recorder)
+					.. "cpu_samples = false, cuda = false, job = true }").recorder)
 		end)
 
 		it("rejects bad values in one line", function()
@@ -562,7 +593,7 @@ describe("prof", function()
 			assert.are.equal("myprof.lua:1: prof.recorder: 'mb' must be an integer from 1 to 65536, got 0",
 				error_of("prof.recorder{ mb = 0 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: unknown key 'step' %(valid keys: "
-				.. "cpu_samples, cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, max_dumps, mb, phases, steps%)",
+				.. "cpu_samples, cuda, dump_on_crash, dump_on_exception, dump_on_signal, enabled, job, max_dumps, mb, phases, steps%)",
 				error_of("prof.recorder{ step = 3 }"))
 			assert.matches("^myprof%.lua:1: prof%.recorder: 'dump_on_signal' must be a boolean",
 				error_of("prof.recorder{ dump_on_signal = 'no' }"))
@@ -673,6 +704,25 @@ describe("prof", function()
 			assert.are.same({ { 3, "slow step" }, { 1, "capture_now" } }, calls)
 		end)
 
+		it("with job = true asks every rank through capture_job, never waiting", function()
+			local calls = {}
+			prof._native = {
+				capture_now = function() error("not this one") end,
+				capture_job = function(steps, reason)
+					calls[#calls + 1] = { steps, reason }
+					return true
+				end,
+				repl_active = function() return true end,
+			}
+			assert.is_true(run([[
+				assert(prof.capture_now{ steps = 3, job = true } == true)
+			]]))
+			assert.are.same({ { 3, "capture_now" } }, calls)
+			prof._native = { capture_job = function() return nil, "the watcher is off" end }
+			assert.are.equal("myprof.lua:1: prof.capture_now: the watcher is off",
+				error_of("prof.capture_now{ steps = 2, job = true }"))
+		end)
+
 		it("raises the host's refusal at the caller's line", function()
 			prof._native = { capture_now = function() return nil, "a request is already queued" end }
 			assert.are.equal("myprof.lua:2: prof.capture_now: a request is already queued",
@@ -687,7 +737,7 @@ describe("prof", function()
 				error_of('prof.capture_now{ reason = "x" }'))
 			assert.matches("^myprof%.lua:1: prof%.capture_now: 'reason' must be at most 127 bytes long",
 				error_of("prof.capture_now{ steps = 1, reason = string.rep('x', 128) }"))
-			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: reason, steps, wait%)",
+			assert.matches("^myprof%.lua:1: prof%.capture_now: unknown key 'step' %(valid keys: job, reason, steps, wait%)",
 				error_of("prof.capture_now{ step = 1 }"))
 		end)
 
@@ -784,7 +834,7 @@ describe("prof", function()
 				"--set schedule.activ=5: unknown key 'activ' (valid keys: active, cycles, skip_first, wait, warmup, whole)",
 				set_error("schedule.activ=5"))
 			assert.are.equal(
-				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, limits, output, recorder, schedule, steps, watchdog)",
+				"--set sched.active=5: unknown section 'sched' (valid sections: capture, capture_range, export, job, limits, output, recorder, schedule, steps, watchdog)",
 				set_error("sched.active=5"))
 			assert.are.equal("--set schedule.active: expected section.key=value (e.g. schedule.active=5)",
 				set_error("schedule.active"))

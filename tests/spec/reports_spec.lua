@@ -252,31 +252,46 @@ end)
 describe("prof.reports.modules", function()
 	local modules = require("prof.reports.modules")
 	it("ranks modules by self time, with totals and calls per step", function()
+		local function call(name, path)
+			return { name = name, cat = "python_function",
+				args = { ["Python id"] = 1, ["module path"] = path } }
+		end
 		local t = stub({ first_step = 5, last_step = 7, counts = { python_function = 12 },
 			agg = {
 				{ cat = "python_function", by = "name", self = true, rows = rows({
-					{ name = "encoder.slow", total = 90 * MS, count = 3, avg = 30 * MS, share = 0.9 },
-					{ name = "norm", total = 6 * MS, count = 6, avg = 1 * MS, share = 0.06 },
-					{ name = "Model", total = 4 * MS, count = 3, avg = 4 * MS / 3, share = 0.04 },
+					{ name = "nn.Module: Slow_0", total = 90 * MS, count = 3, avg = 30 * MS, share = 0.9 },
+					{ name = "nn.Module: LayerNorm_0", total = 6 * MS, count = 6, avg = 1 * MS, share = 0.06 },
+					{ name = "nn.Module: Model_0", total = 4 * MS, count = 3, avg = 4 * MS / 3, share = 0.04 },
 				}) },
 				{ cat = "python_function", by = "name", rows = rows({
-					{ name = "Model", total = 100 * MS, count = 3 },
-					{ name = "encoder.slow", total = 90 * MS, count = 3 },
-					{ name = "norm", total = 6 * MS, count = 6 },
-				}) } } })
+					{ name = "nn.Module: Model_0", total = 100 * MS, count = 3 },
+					{ name = "nn.Module: Slow_0", total = 90 * MS, count = 3 },
+					{ name = "nn.Module: LayerNorm_0", total = 6 * MS, count = 6 },
+				}) } },
+			-- the root has no path; each module's path is on its events
+			event_list = { call("nn.Module: Model_0", nil), call("nn.Module: Slow_0", "encoder.slow"),
+				call("nn.Module: LayerNorm_0", "norm"), call("nn.Module: LayerNorm_0", "norm") } })
 		local d = modules.analyze(t)
 		assert.are.equal(3, d.modules)
 		assert.are.equal(12, d.calls)
 		assert.are.equal(3, d.steps)
-		assert.are.same({ "encoder.slow", "norm", "Model" },
+		assert.are.same({ "encoder.slow (Slow)", "norm (LayerNorm)", "Model" },
 			{ d.rows[1].name, d.rows[2].name, d.rows[3].name })
 		assert.are.equal(100 * MS, d.rows[3].total)
 		local text = modules.text(d)
-		assert.truthy(text:find("#  Module        Calls  Per step", 1, true))
-		assert.truthy(text:find("1  encoder.slow      3         1  90.000 ms  90.0 %", 1, true))
-		assert.truthy(text:find("2  norm              6         2", 1, true))
+		assert.truthy(text:find("#  Module               Calls  Per step", 1, true))
+		assert.truthy(text:find("1  encoder.slow (Slow)      3         1  90.000 ms  90.0 %", 1, true))
+		assert.truthy(text:find("2  norm (LayerNorm)         6         2", 1, true))
 		local file = modules.file(d, { window = 0, first_step = 5, last_step = 7 })
 		assert.truthy(file:find("^Modules by self time: window 0, steps 5%-7, 12 calls of 3 modules\n"))
+	end)
+	it("shows a module by path and class, a root by its class, other names as they are", function()
+		assert.are.equal("encoder.layers.3.attn (MultiheadAttention)",
+			modules.label("nn.Module: MultiheadAttention_3", "encoder.layers.3.attn"))
+		assert.are.equal("TransformerModel", modules.label("nn.Module: TransformerModel_0", nil))
+		assert.are.equal("blocks.1 (Res_Block_2)", modules.label("nn.Module: Res_Block_2_7", "blocks.1"))
+		assert.are.equal("my_module", modules.label("my_module", "a.b"))
+		assert.are.equal("train.py(12): step", modules.label("train.py(12): step", nil))
 	end)
 	it("says how to get module calls when the window has none, and writes no file", function()
 		local d = modules.analyze(stub({}))
@@ -316,6 +331,22 @@ describe("prof.reports.memory", function()
 		assert.are.equal(2, d.devices[1].peak_ts)
 		assert.are.same({ 3, 30 }, d.devices[1].points[3])
 		assert.are.equal(7, d.devices[2].peak)
+	end)
+
+	it("keeps torch's tensors (profile_memory) apart from CUDA's, the CPU's named", function()
+		local memory = require("prof.reports.memory")
+		local t = stub({ event_list = {
+			{ ts = 1, cat = "gpu_memory", args = { ["Device Id"] = 0, ["Total Allocated"] = 4096 } },
+			{ ts = 2, cat = "cpu_instant_event",
+			  args = { ["Device Id"] = 0, ["Device Type"] = 1, ["Total Allocated"] = 512 } },
+			{ ts = 3, cat = "cpu_instant_event",
+			  args = { ["Device Id"] = -1, ["Device Type"] = 0, ["Total Allocated"] = 64 } },
+		} })
+		local d = memory.analyze(t)
+		assert.are.same({ 0, "CPU", "GPU 0 (tensors)" },
+			{ d.devices[1].device, d.devices[2].device, d.devices[3].device })
+		assert.are.same({ 4096, 64, 512 }, { d.devices[1].peak, d.devices[2].peak, d.devices[3].peak })
+		assert.truthy(memory.text(d):find("GPU 0 (tensors)", 1, true))
 	end)
 end)
 

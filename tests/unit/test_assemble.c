@@ -4,7 +4,8 @@
  * once, its replayed push recognized; with clip_start, records before the
  * trace's start are left out and ranges begun before it are cut there.
  * Records of capture sources the assembler does not convert (the
- * recorder's CUPTI records) are handed over whole in trace.raw. A torch
+ * recorder's CUPTI records) are handed over whole in trace.raw. torch's
+ * allocation records become Kineto's "[memory]" events. A torch
  * operator's call stack node becomes its "Call stack" text from the
  * EVBUF_OPSTACK records of any thread.
  */
@@ -16,8 +17,10 @@
 #include <string.h>
 
 #include "events/assemble.h"
+#include "events/memrec.h"
 #include "events/oprec.h"
 #include "events/trace.h"
+#include "events/pymodrec.h"
 
 /* One fake record: kind, ts, name, flags (EVBUF_A_EARLY). */
 struct fake {
@@ -318,6 +321,106 @@ static bool has_range(const struct trace *t, int32_t tid, const char *name, int6
 	return false;
 }
 
+/* A recorder segment with torch's records on thread 7: an operator
+ * [20,30) (before the dump's first step at 40), one [50,70), and three
+ * allocations or frees (profile_memory) at 25, 55 and 60, the last on
+ * GPU 2. */
+static int mem_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx, struct evbuf_stats *stats)
+{
+	uint64_t buf[(sizeof(struct evbuf_rec) + 128) / 8];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	static const struct {
+		int64_t ts, bytes;
+		int32_t type, index;
+	} mem[] = { { 25, 4096, 0, -1 }, { 55, -4096, 0, -1 }, { 60, 1 << 20, 1, 2 } };
+	struct oprec_hdr h;
+	struct memrec m;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < 2; i++) {
+		memset(buf, 0, sizeof buf);
+		memset(&h, 0, sizeof h);
+		h.end = i ? 70 : 30;
+		h.name_len = 9;
+		r->kind = EVBUF_TORCH_OP;
+		r->len = (uint32_t)(sizeof h + 9);
+		r->size = (uint16_t)((sizeof *r + r->len + 7) & ~7u);
+		r->ts = i ? 50 : 20;
+		r->id = 5 + i;
+		memcpy((char *)buf + sizeof *r, &h, sizeof h);
+		memcpy((char *)buf + sizeof *r + sizeof h, "aten::mul", 9);
+		fn(ctx, 7, "main", r);
+	}
+	for (i = 0; i < 3; i++) {
+		memset(buf, 0, sizeof buf);
+		m.addr = 0x5000;
+		m.bytes = mem[i].bytes;
+		m.total_allocated = 8192 + mem[i].bytes;
+		m.total_reserved = mem[i].type ? 2 << 20 : 0;
+		r->kind = EVBUF_TORCH_MEM;
+		r->len = sizeof m;
+		r->size = (uint16_t)(sizeof *r + sizeof m);
+		r->ts = mem[i].ts;
+		r->a = memrec_a(mem[i].type, mem[i].index);
+		memcpy((char *)buf + sizeof *r, &m, sizeof m);
+		fn(ctx, 7, "main", r);
+	}
+	return 0;
+}
+
+static int64_t int_arg(const struct trace *t, const struct trace_event *e, const char *key)
+{
+	size_t i;
+
+	for (i = e->args; i < (size_t)e->args + e->nargs; i++)
+		if (strcmp(trace_str(t, t->args[i].key), key) == 0)
+			return t->args[i].v.i;
+	return INT64_MIN;
+}
+
+/* torch's allocations become Kineto's "[memory]" instants on their thread
+ * (cpu_instant_event, its six args, the device unpacked); in a dump,
+ * those and the operators that ended before its first step are left
+ * out. */
+static void test_memory_records_become_memory_events(void)
+{
+	static const uint64_t gens[] = { 4 };
+	struct assemble_source src = { .drain = mem_drain, .gens = gens, .ngens = 1,
+				       .clip_start = true };
+	static const char *const keys[] = { "Total Reserved", "Total Allocated", "Bytes",
+					    "Addr", "Device Id", "Device Type" };
+	const struct trace_event *e = NULL;
+	struct trace t;
+	size_t i;
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 40;
+	t.meta.end_ts = 100;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	CHECK_EQ_INT(count_named(&t, "aten::mul", &e), 1);
+	CHECK(e && e->ts == 50 && e->dur == 20 && e->cat == TRACE_CAT_CPU_OP);
+	CHECK_EQ_INT(count_named(&t, "[memory]", &e), 2);
+	CHECK(e && e->ts == 55 && e->tid == 7 && e->pid == 1);
+	CHECK(e && e->ph == TRACE_PH_INSTANT && e->cat == TRACE_CAT_CPU_INSTANT);
+	CHECK_EQ_STR(trace_cat_name(TRACE_CAT_CPU_INSTANT), "cpu_instant_event");
+	CHECK(e && e->nargs == 6);
+	for (i = 0; e && i < 6; i++)
+		CHECK_EQ_STR(trace_str(&t, t.args[e->args + i].key), keys[i]);
+	CHECK_EQ_INT(int_arg(&t, e, "Bytes"), -4096);
+	CHECK_EQ_INT(int_arg(&t, e, "Total Allocated"), 4096);
+	CHECK_EQ_INT(int_arg(&t, e, "Addr"), 0x5000);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Type"), 0);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Id"), -1);
+	e++; /* the GPU's */
+	CHECK_EQ_INT(int_arg(&t, e, "Device Type"), 1);
+	CHECK_EQ_INT(int_arg(&t, e, "Device Id"), 2);
+	CHECK_EQ_INT(int_arg(&t, e, "Total Reserved"), 2 << 20);
+	trace_free(&t);
+}
+
 /* The program's own labels win (#26.4): a phase the bridge timed that a
  * range of the program's with its name overlaps on its thread is left
  * out, the others stay; the program's ranges all stay. A label a capture
@@ -511,13 +614,123 @@ static void test_operator_call_stacks(void)
 	trace_free(&t);
 }
 
+/* Module call records (EVBUF_PY_MODULE) of test_module_calls: a root,
+ * a submodule called in it, and two that do not add up. */
+struct mrec {
+	int64_t ts, end;
+	uint64_t id, parent, module_id;
+	const char *name, *path;
+	uint32_t len_cut; /* bytes taken off the payload (a damaged record) */
+};
+
+static const struct mrec mod_recs[] = {
+	{ 120, 180, 12, 11, 3, "nn.Module: Linear_3", "encoder.layers.0.ff", 0 },
+	{ 100, 200, 11, 0, 0, "nn.Module: Model_0", "", 0 },
+	{ 300, 310, 13, 0, 0, "nn.Module: Cut_0", "a.b", 2 },   /* path cut short */
+	{ 400, 410, 0, 0, 0, "nn.Module: NoId_0", "", 0 },      /* no Python id */
+};
+
+static int mod_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx, struct evbuf_stats *stats)
+{
+	char buf[sizeof(struct evbuf_rec) + 256];
+	struct evbuf_rec *r = (struct evbuf_rec *)buf;
+	struct pymodrec_hdr h;
+	size_t i;
+
+	(void)gen;
+	memset(stats, 0, sizeof *stats);
+	for (i = 0; i < sizeof mod_recs / sizeof mod_recs[0]; i++) {
+		const struct mrec *m = &mod_recs[i];
+		size_t nl = strlen(m->name), pl = strlen(m->path);
+
+		memset(buf, 0, sizeof buf);
+		memset(&h, 0, sizeof h);
+		h.end = m->end;
+		h.parent_id = m->parent;
+		h.module_id = m->module_id;
+		h.name_len = (uint16_t)nl;
+		h.path_len = (uint16_t)pl;
+		memcpy(buf + sizeof *r, &h, sizeof h);
+		memcpy(buf + sizeof *r + sizeof h, m->name, nl);
+		memcpy(buf + sizeof *r + sizeof h + nl, m->path, pl);
+		r->kind = EVBUF_PY_MODULE;
+		r->len = (uint32_t)(sizeof h + nl + pl - m->len_cut);
+		r->size = (uint16_t)((sizeof *r + r->len + 7) & ~7u);
+		r->ts = m->ts;
+		r->id = m->id;
+		fn(ctx, 7, "main", r);
+		stats->records++;
+	}
+	return 0;
+}
+
+/* The args of `ev` as "key=value;" text (raw args as written). */
+static void args_text(const struct trace *t, const struct trace_event *ev, char *out,
+		      size_t size)
+{
+	size_t i, o = 0;
+
+	out[0] = '\0';
+	for (i = 0; i < ev->nargs; i++) {
+		const struct trace_arg *a = &t->args[ev->args + i];
+
+		if (a->type == TRACE_ARG_UINT)
+			o += (size_t)snprintf(out + o, size - o, "%s=%llu;", trace_str(t, a->key),
+					      (unsigned long long)a->v.u);
+		else
+			o += (size_t)snprintf(out + o, size - o, "%s=%s;", trace_str(t, a->key),
+					      trace_str(t, a->v.str));
+		if (o >= size)
+			return;
+	}
+}
+
+/* An nn.Module call of the Python bridge is a python_function event as
+ * torch's with_modules writes one: named "nn.Module: <class>_<n>", with its
+ * Python id, its parent's (null for a root, written raw) and its module id,
+ * and profhost's "module path" when it has one; a record that does not add
+ * up (its strings past its payload, no Python id) is left out. */
+static void test_module_calls(void)
+{
+	struct assemble_source src = { .drain = mod_drain, .gen = 1 };
+	const struct trace_event *e = NULL;
+	struct trace t;
+	char args[512];
+
+	CHECK(trace_init(&t) == 0);
+	t.meta.pid = 1;
+	t.meta.start_ts = 0;
+	t.meta.end_ts = 1000;
+	CHECK_EQ_INT(assemble_window(&t, &src, NULL, 0), 0);
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Linear_3", &e), 1);
+	if (e) {
+		CHECK(e->cat == TRACE_CAT_PYTHON_FUNCTION && e->ph == TRACE_PH_COMPLETE);
+		CHECK(e->ts == 120 && e->dur == 60 && e->tid == 7);
+		args_text(&t, e, args, sizeof args);
+		CHECK_EQ_STR(args, "Python id=12;Python parent id=11;Python module id=3;"
+			     "module path=encoder.layers.0.ff;");
+	}
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Model_0", &e), 1);
+	if (e) {
+		CHECK(e->ts == 100 && e->dur == 100);
+		args_text(&t, e, args, sizeof args);
+		CHECK_EQ_STR(args, "Python id=11;Python parent id=null;Python module id=0;");
+		CHECK(t.args[e->args + 1].type == TRACE_ARG_RAW);
+	}
+	CHECK_EQ_INT(count_named(&t, "nn.Module: Cut_0", NULL), 0);
+	CHECK_EQ_INT(count_named(&t, "nn.Module: NoId_0", NULL), 0);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_carried_range_comes_out_once();
 	test_clip_start_leaves_out_the_earlier_records();
+	test_memory_records_become_memory_events();
 	test_records_after_the_end_are_left_out();
 	test_cupti_records_are_handed_over_whole();
 	test_program_ranges_win_over_own_phases();
 	test_operator_call_stacks();
+	test_module_calls();
 	return check_done();
 }

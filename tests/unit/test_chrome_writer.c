@@ -1249,6 +1249,152 @@ static void test_touching_spans(void)
 	}
 }
 
+/* A span of test_nested_ends' trees: its extent in ns and its parent's
+ * index (-1: a root). */
+struct nspan {
+	int64_t ts, end;
+	long parent;
+};
+
+/* xorshift64: the tests' pseudo-random numbers, reproducible. */
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* Adds span [ts, end] under `parent` and a random tree of spans in it, as
+ * a training step's ranges, module calls and operators nest: children
+ * start at or after their parent's start and end at or before its end,
+ * often exactly with it (a loss module ending with the forward phase, the
+ * last operator of a module), and some have their parent's whole extent
+ * (a root module and the forward phase). Categories vary, none flagged:
+ * only nesting decides how a duration is written. */
+static void add_tree(struct trace *t, struct nspan *sp, size_t *n, size_t max, uint64_t *s,
+		     long parent, int64_t ts, int64_t end, int depth)
+{
+	static const int cats[] = { TRACE_CAT_USER_ANNOTATION, TRACE_CAT_PYTHON_FUNCTION,
+				    TRACE_CAT_CPU_OP };
+	long me = (long)*n;
+	int64_t cur = ts;
+	char name[32];
+
+	if (*n >= max)
+		return;
+	snprintf(name, sizeof name, "n%ld", me);
+	add_x(t, cats[rnd(s) % 3], name, ts, end - ts);
+	sp[*n].ts = ts;
+	sp[*n].end = end;
+	sp[*n].parent = parent;
+	(*n)++;
+	while (depth < 5 && cur < end && *n < max) {
+		uint64_t r = rnd(s) % 8;
+		int64_t a = r < 2 ? cur : cur + (int64_t)(rnd(s) % (uint64_t)(end - cur)), b;
+
+		if (a >= end)
+			break;
+		r = rnd(s) % 4;
+		b = r == 0 ? end : a + 1 + (int64_t)(rnd(s) % (uint64_t)(end - a));
+		add_tree(t, sp, n, max, s, me, a, b, depth + 1);
+		if (b == end || rnd(s) % 3 == 0)
+			break;
+		cur = b; /* the next one touches it, or starts later */
+	}
+}
+
+/* Readers that add ts and dur as doubles (TensorBoard's plugin as they
+ * are, speedscope after subtracting its thread's first ts) must never see
+ * an event end after an event that holds it, whatever holds it: one rule
+ * for every nesting (fmt_dur, cw_holders), not a case per kind of event.
+ * Random trees of spans at the magnitudes export_unix_time() gives ts, the
+ * trace written as built (not in nesting order) and sorted; in doubles as
+ * the file reads, plain and shifted by the thread's first ts, every event
+ * ends no later than each of its ancestors of another extent, a span that
+ * touches the next one ends no later than it starts, and each duration
+ * still rounds to its exact ns. */
+static void test_nested_ends(void)
+{
+	static const int64_t starts[] = {
+		WEEK - 20000000000LL,  /* the end of a week */
+		549755813888000LL,     /* 2^39 us */
+		123456789012345LL,
+	};
+	enum { MAX = 6000 };
+	struct nspan *sp = need(malloc(MAX * sizeof *sp));
+	double *eabs = need(malloc(MAX * sizeof *eabs)), *esh = need(malloc(MAX * sizeof *esh));
+	double *tsd = need(malloc(MAX * sizeof *tsd));
+	uint64_t s = 0x9E3779B97F4A7C15ULL;
+	size_t m, sorted;
+
+	for (m = 0; m < sizeof starts / sizeof starts[0]; m++) {
+		for (sorted = 0; sorted < 2; sorted++) {
+			struct trace t;
+			cJSON *root, *ev, *arr;
+			size_t n = 0, i, late = 0, late_shifted = 0, overlap = 0, inexact = 0;
+			size_t seen = 0;
+			int64_t ts = starts[m];
+			double F = INFINITY;
+
+			trace_new(&t);
+			while (n < MAX - 64) {
+				int64_t len = 1000 + (int64_t)(rnd(&s) % 20000000); /* up to 20 ms */
+
+				add_tree(&t, sp, &n, MAX, &s, -1, ts, ts + len, 0);
+				ts += len; /* the next tree touches this one */
+			}
+			if (sorted)
+				trace_sort(&t);
+			root = write_and_parse(&t, "nested.json", 0, NULL);
+			CHECK(root != NULL);
+			arr = root ? events_of(root) : NULL;
+			cJSON_ArrayForEach(ev, arr) {
+				const char *nm = str_of(ev, "name");
+				long k = nm && nm[0] == 'n' ? strtol(nm + 1, NULL, 10) : -1;
+
+				if (k < 0 || (size_t)k >= n)
+					continue;
+				tsd[k] = num_of(ev, "ts");
+				eabs[k] = num_of(ev, "dur"); /* for now: the duration */
+				inexact += llround(eabs[k] * 1000.0) != sp[k].end - sp[k].ts;
+				if (tsd[k] < F)
+					F = tsd[k];
+				seen++;
+			}
+			CHECK_EQ_INT(seen, n);
+			for (i = 0; i < n; i++) {
+				double dur = eabs[i];
+
+				eabs[i] = tsd[i] + dur;
+				esh[i] = (tsd[i] - F) + dur; /* speedscope's */
+			}
+			for (i = 0; i < n; i++) {
+				long a;
+
+				for (a = sp[i].parent; a >= 0; a = sp[a].parent) {
+					if (sp[a].ts == sp[i].ts && sp[a].end == sp[i].end)
+						continue; /* the same extent: either holds */
+					late += eabs[i] > eabs[a];
+					late_shifted += esh[i] > esh[a];
+				}
+				if (i + 1 < n && sp[i + 1].ts >= sp[i].end) /* what follows it */
+					overlap += eabs[i] > tsd[i + 1] || esh[i] > tsd[i + 1] - F;
+			}
+			CHECK_EQ_INT(late, 0);
+			CHECK_EQ_INT(late_shifted, 0);
+			CHECK_EQ_INT(overlap, 0);
+			CHECK_EQ_INT(inexact, 0);
+			cJSON_Delete(root);
+			trace_done(&t);
+		}
+	}
+	free(sp);
+	free(eabs);
+	free(esh);
+	free(tsd);
+}
+
 /* Adds a cpu_sample instant as the sampler does (trace API). */
 static void add_sample(struct trace *t, int32_t tid, int64_t ts, const char *stack,
 		       uint64_t weight)
@@ -1448,7 +1594,7 @@ static void cleanup(void)
 		"times.json", "args.json", "meta.json", "meta_empty.json", "empty.json",
 		"hostile.json", "string.json", "gz.json.gz", "plain.json", "many.json",
 		"wall.json", "wall2.json", "touch.json", "samples.json", "nosamples.json",
-		"names.json",
+		"names.json", "nested.json",
 	};
 	char path[512];
 	size_t i;
@@ -1480,6 +1626,7 @@ int main(void)
 	test_times_and_phases();
 	test_wall_clock();
 	test_touching_spans();
+	test_nested_ends();
 	test_samples();
 	test_args_and_flags();
 	test_metadata_events();

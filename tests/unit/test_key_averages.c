@@ -2,7 +2,10 @@
  * test_key_averages — the operator table: self/total/count/avg from known
  * nesting on two threads, ProfilerStep* grouping, grouping by domain, every
  * sort key, row_limit, the rows folded past the table's size, name
- * truncation, torch's exact text, time formats.
+ * truncation, torch's exact text, time formats; memory (profile_memory's
+ * "[memory]" events) attributed to the events holding them, its columns,
+ * sort keys and byte formats; rows by input shape and by call stack, with
+ * memory too; the row's size, and out of memory.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +35,28 @@ static void add(struct trace *t, int tid, const char *name, enum trace_cat cat,
 	CHECK(trace_add_event(t, &e) != NULL);
 	if (domain)
 		CHECK(trace_arg_str(t, "domain", domain, strlen(domain)) == 0);
+}
+
+/* Adds a "[memory]" event (profile_memory): `bytes` allocated (negative:
+ * freed) on thread `tid` at `ts`, on the CPU (cuda false: c10's Device
+ * Type 0, Device Id -1) or GPU 0. */
+static void add_mem(struct trace *t, int tid, int64_t ts, int64_t bytes, bool cuda)
+{
+	struct trace_event e = { 0 };
+
+	e.ts = ts;
+	e.pid = 100;
+	e.tid = tid;
+	e.name = trace_intern(t, "[memory]", 8);
+	e.cat = TRACE_CAT_CPU_INSTANT;
+	e.ph = TRACE_PH_INSTANT;
+	CHECK(trace_add_event(t, &e) != NULL);
+	CHECK(trace_arg_int(t, "Total Reserved", 0) == 0);
+	CHECK(trace_arg_int(t, "Total Allocated", 1 << 20) == 0);
+	CHECK(trace_arg_int(t, "Bytes", bytes) == 0);
+	CHECK(trace_arg_uint(t, "Addr", 0x1000) == 0);
+	CHECK(trace_arg_int(t, "Device Id", cuda ? 0 : -1) == 0);
+	CHECK(trace_arg_int(t, "Device Type", cuda ? 1 : 0) == 0);
 }
 
 static const struct key_avg_row *find(const struct key_avg_table *tab, const char *key)
@@ -207,9 +232,10 @@ static void test_sort_keys(void)
 	CHECK_EQ_INT(s, KEY_AVG_SORT_SELF_CUDA_TIME_TOTAL);
 	CHECK(key_averages_parse_sort("device_time_total", &s, &e) == 0);
 	CHECK_EQ_INT(s, KEY_AVG_SORT_CUDA_TIME_TOTAL);
-	CHECK(key_averages_parse_sort("self_cpu_memory_usage", &s, &e) == -1);
-	CHECK(strstr(e.msg, "self_cpu_memory_usage") != NULL);
+	CHECK(key_averages_parse_sort("self_cpu_memory", &s, &e) == -1);
+	CHECK(strstr(e.msg, "'self_cpu_memory'") != NULL);
 	CHECK(strstr(e.msg, "cpu_time_total") != NULL);
+	CHECK(strstr(e.msg, "self_cpu_memory_usage") != NULL);
 	CHECK(key_averages_parse_sort(NULL, &s, &e) == -1);
 	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, (enum key_avg_sort)99, &tab, &e) == -1);
 	CHECK_EQ_INT(tab.nrows, 0);
@@ -506,17 +532,25 @@ static void add_kernel(struct trace *t, uint64_t corr, int64_t ts, int64_t dur)
 	CHECK(trace_add_event(t, &e) != NULL);
 }
 
-static int same_row(const struct key_avg_row *a, const struct key_avg_row *b)
+/* Whether row i of table ta and row j of tb have the same key and sums. */
+static int same_row(const struct key_avg_table *ta, size_t i, const struct key_avg_table *tb,
+		    size_t j)
 {
+	const struct key_avg_row *a = &ta->rows[i], *b = &tb->rows[j];
+	struct key_avg_mem ma = key_averages_row_mem(ta, i), mb = key_averages_row_mem(tb, j);
+
 	return strcmp(a->key, b->key) == 0 && a->count == b->count &&
 	       a->self_cpu_ns == b->self_cpu_ns && a->cpu_total_ns == b->cpu_total_ns &&
 	       a->self_cuda_ns == b->self_cuda_ns && a->cuda_total_ns == b->cuda_total_ns &&
-	       a->first_ts == b->first_ts && a->flops == b->flops;
+	       a->first_ts == b->first_ts && a->flops == b->flops &&
+	       ma.mem[0] == mb.mem[0] && ma.mem[1] == mb.mem[1] &&
+	       ma.self_mem[0] == mb.self_mem[0] && ma.self_mem[1] == mb.self_mem[1];
 }
 
 /* Three threads of 300 ranges over 120 names (domains "a", "b" or none),
  * a step every 50, each range holding a launch with a kernel and a child
- * operator. */
+ * operator, an allocation in the child and a free in the range, and a
+ * free between ranges. */
 static void build_launches(struct trace *t)
 {
 	char name[32];
@@ -545,6 +579,9 @@ static void build_launches(struct trace *t)
 			add_kernel(t, corr++, ts + d / 2, (rand() % 9 + 1) * US);
 			snprintf(name, sizeof name, "child%d", rand() % 40);
 			add(t, tid, name, TRACE_CAT_CPU_OP, ts + d / 2, d / 3, NULL);
+			add_mem(t, tid, ts + d / 2 + 1, rand() % 4096, i % 7 == 0);
+			add_mem(t, tid, ts + d - 1, -(rand() % 1024), false);
+			add_mem(t, tid, ts + d + 1, -1, false);
 			ts += i % 50 == 0 ? 10 * US : d + (rand() % 3) * US;
 		}
 	}
@@ -569,7 +606,7 @@ static void test_folded_rows(void)
 
 	build_launches(&t);
 	for (g = 0; g <= 1; g++)
-		for (s = 0; s <= 6; s++) {
+		for (s = 0; s <= KEY_AVG_SORT_SELF_CUDA_MEM; s++) {
 			size_t max = g ? 2 : 7;
 
 			CHECK(key_averages_build(&t, (enum key_avg_group)g, (enum key_avg_sort)s,
@@ -582,7 +619,7 @@ static void test_folded_rows(void)
 			CHECK_EQ_INT(capped.nrows, max);
 			CHECK_EQ_INT(capped.nfolded, full.nrows - max);
 			for (k = 0; k < max && k < capped.nrows; k++)
-				CHECK(same_row(&capped.rows[k], &full.rows[k]));
+				CHECK(same_row(&capped, k, &full, k));
 			memset(&rest, 0, sizeof rest);
 			for (k = max; k < full.nrows; k++) {
 				rest.count += full.rows[k].count;
@@ -652,7 +689,7 @@ static void test_nested_trace(void)
 	CHECK(!u.nested && v.nested);
 	CHECK(trace_event_cmp(&u.ev[1], &u.ev[2]) > 0); /* u is not in order */
 	for (g = 0; g <= 1; g++)
-		for (s = 0; s <= 6; s++)
+		for (s = 0; s <= KEY_AVG_SORT_SELF_CUDA_MEM; s++)
 			for (max = 4; max <= 1000; max += 996) {
 				CHECK(key_averages_build_max(&u, (enum key_avg_group)g,
 							     (enum key_avg_sort)s, max, max, &a,
@@ -666,10 +703,10 @@ static void test_nested_trace(void)
 				CHECK_EQ_INT(a.self_cpu_sum_ns, b.self_cpu_sum_ns);
 				CHECK_EQ_INT(a.self_cuda_sum_ns, b.self_cuda_sum_ns);
 				for (k = 0; k < a.nrows && k < b.nrows; k++) {
-					if (!same_row(&a.rows[k], &b.rows[k]))
+					if (!same_row(&a, k, &b, k))
 						fprintf(stderr, "  group %d sort %d max %zu: row %zu (%s) differs\n",
 							g, s, max, k, a.rows[k].key);
-					CHECK(same_row(&a.rows[k], &b.rows[k]));
+					CHECK(same_row(&a, k, &b, k));
 				}
 				CHECK_EQ_INT(a.folded.count, b.folded.count);
 				CHECK_EQ_INT(a.folded.self_cpu_ns, b.folded.self_cpu_ns);
@@ -679,6 +716,228 @@ static void test_nested_trace(void)
 			}
 	trace_free(&u);
 	trace_free(&v);
+}
+
+static void check_mem(const struct key_avg_table *tab, const char *key, int64_t mem,
+		      int64_t self_mem, int64_t cuda_mem, int64_t self_cuda_mem)
+{
+	const struct key_avg_row *r = find(tab, key);
+	struct key_avg_mem m;
+
+	CHECK(r != NULL);
+	if (!r) {
+		fprintf(stderr, "  missing row %s\n", key);
+		return;
+	}
+	m = key_averages_row_mem(tab, (size_t)(r - tab->rows));
+	CHECK_EQ_INT(m.mem[KEY_AVG_CPU], mem);
+	CHECK_EQ_INT(m.self_mem[KEY_AVG_CPU], self_mem);
+	CHECK_EQ_INT(m.mem[KEY_AVG_CUDA], cuda_mem);
+	CHECK_EQ_INT(m.self_mem[KEY_AVG_CUDA], self_cuda_mem);
+}
+
+/*
+ * build_two_threads, with allocations and frees (bytes; times in ms):
+ *   thread 1: 100 in inner [2,5) at 2, 50 in cudaLaunchKernel [3,3.5) at
+ *             3.2 and its free at 3.5 (the launch ends then: inner's),
+ *             30 in outer [1,6) at 1.5, 7 freed at 6 (outer
+ *             [1,6) ended, outer [6,9) begins: the new one's), 64 on GPU
+ *             0 in outer [12,15) at 13, 5 in ProfilerStep#2 at 11
+ *   thread 2: 8 in inner [1,2) at 1, 1000 freed at 4.5 (outer [0,4)
+ *             ended: no event holds it) and 24 allocated there at 4.6
+ */
+static void build_memory(struct trace *t)
+{
+	build_two_threads(t);
+	add_mem(t, 1, 2 * MS, 100, false);
+	add_mem(t, 1, 3 * MS + 200 * US, 50, false);
+	add_mem(t, 1, 3 * MS + 500 * US, -50, false);
+	add_mem(t, 1, 1 * MS + 500 * US, 30, false);
+	add_mem(t, 1, 6 * MS, -7, false);
+	add_mem(t, 1, 13 * MS, 64, true);
+	add_mem(t, 1, 11 * MS, 5, false);
+	add_mem(t, 2, 1 * MS, 8, false);
+	add_mem(t, 2, 4 * MS + 500 * US, -1000, false);
+	add_mem(t, 2, 4 * MS + 600 * US, 24, false);
+}
+
+/* Each allocation and free goes to the innermost event open on its
+ * thread: Self CPU Mem is what an event held as the innermost, CPU Mem
+ * adds what its children held (torch's self_cpu_memory_usage and
+ * cpu_memory_usage), a GPU's goes to the CUDA side, and what no event
+ * holds is the row "[memory]" (count: its events). The same whether the
+ * table orders the events itself or reads a trace in nesting order, and
+ * in every pass of a table split by names. */
+static void test_memory_attribution(void)
+{
+	struct trace t;
+	struct key_avg_table tab, capped;
+	struct err e;
+	int64_t rest[2][2];
+	size_t k;
+	int nested, d;
+
+	for (nested = 0; nested <= 1; nested++) {
+		build_memory(&t);
+		if (nested)
+			trace_sort(&t);
+		CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+					 &tab, &e) == 0);
+		CHECK(tab.memory);
+		/* cudaLaunchKernel: 50 (the free at its end is inner's);
+		 * inner: 100 - 50 on thread 1, 8 on thread 2 */
+		check_mem(&tab, "cudaLaunchKernel", 50, 50, 0, 0);
+		check_mem(&tab, "inner", 108, 58, 0, 0);
+		/* outer: 30 + 100 (inner's) [1,6); -7 [6,9); 64 on the GPU
+		 * [12,15); thread 2's: 8 (inner's) */
+		check_mem(&tab, "outer", 131, 23, 64, 64);
+		/* steps: everything of thread 1, and 5 of their own */
+		check_mem(&tab, "ProfilerStep*", 128, 5, 64, 0);
+		check_mem(&tab, "[memory]", -976, -976, 0, 0);
+		CHECK_EQ_INT(find(&tab, "[memory]")->count, 2);
+		CHECK_EQ_INT(find(&tab, "[memory]")->self_cpu_ns, 0);
+		check_mem(&tab, "left", 0, 0, 0, 0);
+		/* the times are those of the trace without memory */
+		check_row(&tab, "outer", 4, 11 * MS, 15 * MS);
+		check_row(&tab, "ProfilerStep*", 2, 9 * MS, 20 * MS);
+		CHECK_EQ_INT(tab.self_cpu_sum_ns, 31 * MS);
+		CHECK(key_averages_has_cuda_mem(&tab));
+
+		/* split by names, two rows a pass: the rows kept and the
+		 * folded sums are the whole table's */
+		CHECK(key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM, 2, 2,
+					     &capped, &e) == 0);
+		key_averages_sort(&tab, KEY_AVG_SORT_CPU_MEM);
+		CHECK(capped.memory && capped.row_mem && tab.row_mem);
+		CHECK_EQ_INT(capped.nrows, 2);
+		CHECK_EQ_INT(capped.nfolded, tab.nrows - 2);
+		memset(rest, 0, sizeof rest);
+		for (k = 0; k < tab.nrows; k++)
+			for (d = 0; d < 2; d++) {
+				if (k < 2) {
+					CHECK_EQ_STR(capped.rows[k].key, tab.rows[k].key);
+					CHECK_EQ_INT(capped.row_mem[k].mem[d], tab.row_mem[k].mem[d]);
+					CHECK_EQ_INT(capped.row_mem[k].self_mem[d],
+						     tab.row_mem[k].self_mem[d]);
+					continue;
+				}
+				rest[0][d] += tab.row_mem[k].mem[d];
+				rest[1][d] += tab.row_mem[k].self_mem[d];
+			}
+		for (d = 0; d < 2; d++) {
+			CHECK_EQ_INT(capped.folded_mem.mem[d], rest[0][d]);
+			CHECK_EQ_INT(capped.folded_mem.self_mem[d], rest[1][d]);
+		}
+		key_averages_free(&capped);
+		key_averages_free(&tab);
+		trace_free(&t);
+	}
+
+	/* Without "[memory]" events: no memory columns */
+	build_two_threads(&t);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
+				 &e) == 0);
+	CHECK(!tab.memory);
+	CHECK(tab.row_mem == NULL); /* no memory held for memory sums */
+	CHECK(!key_averages_has_cuda_mem(&tab));
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+/* torch's memory sort keys (and 2.x's device_* names), descending. */
+static void test_memory_sort(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	enum key_avg_sort s;
+	static const struct {
+		const char *name, *order;
+		enum key_avg_sort sort;
+	} keys[] = {
+		{ "self_cpu_memory_usage",
+		  "inner,cudaLaunchKernel,outer,ProfilerStep*,left,zero,right,[memory]",
+		  KEY_AVG_SORT_SELF_CPU_MEM },
+		{ "cpu_memory_usage",
+		  "outer,ProfilerStep*,inner,cudaLaunchKernel,left,zero,right,[memory]",
+		  KEY_AVG_SORT_CPU_MEM },
+		/* ties: first seen ("[memory]" at 4.5 ms), then the key */
+		{ "cuda_memory_usage",
+		  "ProfilerStep*,outer,inner,cudaLaunchKernel,[memory],left,zero,right",
+		  KEY_AVG_SORT_CUDA_MEM },
+		{ "self_cuda_memory_usage",
+		  "outer,ProfilerStep*,inner,cudaLaunchKernel,[memory],left,zero,right",
+		  KEY_AVG_SORT_SELF_CUDA_MEM },
+		{ "device_memory_usage", NULL, KEY_AVG_SORT_CUDA_MEM },
+		{ "self_device_memory_usage", NULL, KEY_AVG_SORT_SELF_CUDA_MEM },
+	};
+	size_t i;
+
+	build_memory(&t);
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		CHECK(key_averages_parse_sort(keys[i].name, &s, &e) == 0);
+		CHECK_EQ_INT(s, keys[i].sort);
+		if (!keys[i].order)
+			continue;
+		CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, s, &tab, &e) == 0);
+		CHECK_EQ_STR(order(&tab), keys[i].order);
+		key_averages_free(&tab);
+	}
+	trace_free(&t);
+}
+
+/* torch's _format_memory, and the columns torch's table has with
+ * profile_memory: CPU Mem and Self CPU Mem after the CUDA times, CUDA Mem
+ * and Self CUDA Mem when a row has Self CUDA Mem above 0. */
+static void test_memory_text(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+	char buf[32], *s;
+	const char *want =
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"             Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem    # of Calls  \n"
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"              fwd        66.67%       1.000ms        66.67%       1.000ms       1.000ms     192.00 Kb     192.00 Kb             1  \n"
+		"    ProfilerStep*        33.33%     500.000us       100.00%       1.500ms       1.500ms      63.99 Kb    -128.01 Kb             1  \n"
+		"         [memory]         0.00%       0.000us         0.00%       0.000us       0.000us       -1000 b       -1000 b             1  \n"
+		"-----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+		"Self CPU time total: 1.500ms\n";
+
+	CHECK_EQ_STR(key_averages_format_memory(0, buf), "0 b");
+	CHECK_EQ_STR(key_averages_format_memory(1023, buf), "1023 b");
+	CHECK_EQ_STR(key_averages_format_memory(-1023, buf), "-1023 b");
+	CHECK_EQ_STR(key_averages_format_memory(1024, buf), "1.00 Kb");
+	CHECK_EQ_STR(key_averages_format_memory(-589824, buf), "-576.00 Kb");
+	CHECK_EQ_STR(key_averages_format_memory(1572864, buf), "1.50 Mb");
+	CHECK_EQ_STR(key_averages_format_memory(-(3LL << 30), buf), "-3.00 Gb");
+	CHECK_EQ_STR(key_averages_format_memory(1048575, buf), "1024.00 Kb");
+
+	CHECK(trace_init(&t) == 0);
+	add(&t, 1, "ProfilerStep#5", TRACE_CAT_USER_ANNOTATION, 0, 1500 * US, NULL);
+	add(&t, 1, "fwd", TRACE_CAT_CPU_OP, 250 * US, 1 * MS, NULL);
+	add_mem(&t, 1, 300 * US, 196608, false);
+	add_mem(&t, 1, 1400 * US, -131082, false);
+	add_mem(&t, 1, 1600 * US, -1000, false);
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL,
+				 &tab, &e) == 0);
+	s = key_averages_format(&tab, 50);
+	CHECK_EQ_STR(s, want);
+	free(s);
+
+	/* GPU memory: the CUDA memory columns follow the CPU's */
+	CHECK(tab.row_mem != NULL);
+	tab.row_mem[0].mem[KEY_AVG_CUDA] = 3 << 20;
+	tab.row_mem[0].self_mem[KEY_AVG_CUDA] = 1 << 20;
+	s = key_averages_format(&tab, 0);
+	CHECK(strstr(s, "  CPU time avg       CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem"
+			"    # of Calls  \n") != NULL);
+	CHECK(strstr(s, "     192.00 Kb     192.00 Kb       3.00 Mb       1.00 Mb             1  \n")
+	      != NULL);
+	free(s);
+	key_averages_free(&tab);
+	trace_free(&t);
 }
 
 /* ---- grouping by input shape and by call stack (torch's
@@ -913,6 +1172,335 @@ static void test_stack_prefix(void)
 	CHECK_EQ_INT(n, 0);
 }
 
+/* ---- memory beside grouping by input shape and call stack */
+
+/* The texts torch 1.13's EventList(profile_memory=True).key_averages(...)
+ * .table() prints for add_shaped_ops() with add_grouped_mem()'s
+ * allocations, made with FunctionEvents of the same names, times (us),
+ * input_shapes, stacks and cpu_memory_usage (what torch's Kineto path
+ * gives an event: the bytes of the records within its span), the
+ * allocations no event holds as torch's "[memory]" FunctionEvents (no
+ * input shapes, no stack). The memory columns come before "# of Calls",
+ * "Input Shapes" and "Source Location" after it. */
+static const char want_mem_both5[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem    # of Calls                           Input Shapes  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"    aten::linear        22.32%      50.000us        44.64%     100.000us     100.000us       5.00 Kb       1.00 Kb             1              [[8, 16], [32, 16], [32]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        22.32%      50.000us        22.32%      50.000us      50.000us       4.00 Kb       4.00 Kb             1      [[32], [8, 16], [16, 32], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(20): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"    aten::linear        17.86%      40.000us        35.71%      80.000us      80.000us      -3.75 Kb      -4.00 Kb             1                [[8, 32], [4, 32], [4]]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        17.86%      40.000us        17.86%      40.000us      40.000us         256 b         256 b             1        [[4], [8, 32], [32, 4], [], []]  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                                                         nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                         train.py(21): step                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us       2.00 Mb       2.00 Mb             1      [[32], [8, 16], [16, 32], [], []]  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                                                                                         model.py(7): block                                                           \n"
+	"                                                                                                                                                                         model.py(3): run                                                             \n"
+	"                                                                                                                                                                         train.py(40): loop                                                           \n"
+	"                                                                                                                                                                         train.py(50): main                                                           \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us         512 b         512 b             1                              [[8, 32]]                                                                               \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us           0 b           0 b             1                              [[8, 32]]  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"        [memory]         0.00%       0.000us         0.00%       0.000us       0.000us        -960 b        -960 b             2                                     []                                                                               \n"
+	"                                                                                                                                                                                                                                                      \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  -------------------------------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+static const char want_mem_stack2[] =
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"            Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg       CPU Mem  Self CPU Mem    # of Calls  Source Location                                                              \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"     aten::addmm        13.39%      30.000us        13.39%      30.000us      30.000us       2.00 Mb       2.00 Mb             1  <built-in method addmm of type object at 0x7f00>                             \n"
+	"                                                                                                                                  model.py(7): block                                                           \n"
+	"                                                                                                                                                                                                               \n"
+	"     aten::addmm        40.18%      90.000us        40.18%      90.000us      45.000us       4.25 Kb       4.25 Kb             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                  nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                                               \n"
+	"      aten::relu         4.46%      10.000us         4.46%      10.000us      10.000us         512 b         512 b             1                                                                               \n"
+	"                                                                                                                                                                                                               \n"
+	"      aten::relu         1.79%       4.000us         1.79%       4.000us       4.000us           0 b           0 b             1  ...xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.py(1): f  \n"
+	"                                                                                                                                                                                                               \n"
+	"        [memory]         0.00%       0.000us         0.00%       0.000us       0.000us        -960 b        -960 b             2                                                                               \n"
+	"                                                                                                                                                                                                               \n"
+	"    aten::linear        40.18%      90.000us        80.36%     180.000us      90.000us       1.25 Kb      -3.00 Kb             2  torch/nn/modules/linear.py(113): forward                                     \n"
+	"                                                                                                                                  nn.Module: Linear_0                                                          \n"
+	"                                                                                                                                                                                                               \n"
+	"----------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------------------------------------------------  \n"
+	"Self CPU time total: 224.000us\n";
+
+/* Allocations and frees on thread 1 (us, bytes) in and between the
+ * operators of add_shaped_ops(): the last two in none. */
+static void add_grouped_mem(struct trace *t)
+{
+	static const int64_t mem[][2] = {
+		{ 20, 4096 }, { 70, 1024 }, { 220, 256 }, { 260, -4096 },
+		{ 320, 2 << 20 }, { 405, 512 }, { 600, -1024 }, { 700, 64 },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof mem / sizeof mem[0]; i++)
+		add_mem(t, 1, mem[i][0] * US, mem[i][1], false);
+}
+
+/* Keyed by shapes and stacks, each allocation goes to the innermost
+ * operator holding it and the others to one "[memory]" row keyed as an
+ * event with no shapes and no stack: torch's text, and, with the keys
+ * split in parts of two rows, the same first rows and folded sums. */
+static void test_memory_grouped(void)
+{
+	static const struct {
+		bool shapes;
+		uint32_t stack_n;
+	} keys[] = { { true, 5 }, { false, 2 }, { true, 0 } };
+	struct key_avg_opts o = { KEY_AVG_BY_NAME, false, 2 };
+	struct trace t;
+	struct key_avg_table tab, all, parts;
+	struct err e;
+	int64_t rest[2];
+	uint64_t count;
+	size_t i, k;
+	char *s;
+
+	add_shaped_ops(&t);
+	add_grouped_mem(&t);
+	s = table_text(&t, true, 5, KEY_AVG_ROWS_MAX);
+	CHECK_EQ_STR(s, want_mem_both5);
+	free(s);
+	CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_SELF_CPU_MEM, 0, &tab, &e) == 0);
+	s = key_averages_format(&tab, 100);
+	CHECK_EQ_STR(s, want_mem_stack2);
+	free(s);
+	key_averages_free(&tab);
+
+	for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		o.by_input_shape = keys[i].shapes;
+		o.stack_n = keys[i].stack_n;
+		CHECK(key_averages_build_with(&t, &o, KEY_AVG_SORT_CPU_MEM, 0, &all,
+					      &e) == 0);
+		CHECK(key_averages_build_with_max(&t, &o, KEY_AVG_SORT_CPU_MEM, 2, 2,
+						  &parts, &e) == 0);
+		CHECK(all.memory && parts.memory && all.row_mem && parts.row_mem);
+		CHECK_EQ_INT(parts.nrows, 2);
+		CHECK_EQ_INT(parts.nfolded, all.nrows - 2);
+		for (k = 0; k < 2 && k < parts.nrows; k++) {
+			CHECK_EQ_STR(parts.rows[k].key, all.rows[k].key);
+			CHECK_EQ_INT(parts.row_mem[k].mem[KEY_AVG_CPU],
+				     all.row_mem[k].mem[KEY_AVG_CPU]);
+			CHECK_EQ_INT(parts.row_mem[k].self_mem[KEY_AVG_CPU],
+				     all.row_mem[k].self_mem[KEY_AVG_CPU]);
+		}
+		rest[0] = rest[1] = 0;
+		count = 0;
+		for (k = 2; k < all.nrows; k++) {
+			rest[0] += all.row_mem[k].mem[KEY_AVG_CPU];
+			rest[1] += all.row_mem[k].self_mem[KEY_AVG_CPU];
+			count += all.rows[k].count;
+		}
+		CHECK_EQ_INT(parts.folded_mem.mem[KEY_AVG_CPU], rest[0]);
+		CHECK_EQ_INT(parts.folded_mem.self_mem[KEY_AVG_CPU], rest[1]);
+		CHECK_EQ_INT(parts.folded.count, count);
+		/* "[memory]": its two allocations, once */
+		CHECK_EQ_INT(find(&all, "[memory]")->count, 2);
+		CHECK_EQ_INT(key_averages_row_mem(&all, (size_t)(find(&all, "[memory]") - all.rows))
+				     .self_mem[KEY_AVG_CPU], -960);
+		key_averages_free(&all);
+		key_averages_free(&parts);
+	}
+	trace_free(&t);
+}
+
+/* What key_averages_each handed over: the sum of (event index + 1) x its
+ * self times, and the events. */
+struct visits {
+	int64_t sum;
+	size_t n;
+};
+
+static void visit(void *ctx, size_t ev, int64_t self_cpu_ns, int64_t self_cuda_ns)
+{
+	struct visits *v = ctx;
+
+	v->sum += (int64_t)(ev + 1) * (self_cpu_ns + 3 * self_cuda_ns);
+	v->n++;
+}
+
+/* ---- out-of-memory injection: the test links with -Wl,--wrap=malloc,
+ * --wrap=calloc and --wrap=realloc (tests/CMakeLists.txt), so every
+ * allocation of key_averages.c comes here; the `oom_after`-th from now
+ * (1: the next) fails, then all succeed again (0: none fails). */
+
+static int oom_after;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t n);
+
+/* Whether this allocation is the one to fail. */
+static int oom_now(void)
+{
+	return oom_after > 0 && --oom_after == 0;
+}
+
+void *__wrap_malloc(size_t n)
+{
+	return oom_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t size)
+{
+	return oom_now() ? NULL : __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+	return oom_now() ? NULL : __real_realloc(p, n);
+}
+
+/* A row is 88 bytes: a table of KEY_AVG_ROWS_MAX rows is part of what a
+ * window's memory adds to its pool (docs/architecture.md, "A window's
+ * memory"). Its memory sums lie apart, held only by a table of a trace
+ * with "[memory]" events. */
+static void test_row_size(void)
+{
+	struct trace t;
+	struct key_avg_table tab;
+	struct err e;
+
+	CHECK(sizeof(struct key_avg_row) <= 88);
+	build_launches(&t); /* with allocations */
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
+				 &e) == 0);
+	CHECK(tab.memory && tab.row_mem != NULL);
+	key_averages_free(&tab);
+	trace_free(&t);
+	build_two_threads(&t); /* without */
+	CHECK(key_averages_build(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_SELF_CPU_TIME_TOTAL, &tab,
+				 &e) == 0);
+	CHECK(!tab.memory && tab.row_mem == NULL);
+	CHECK(tab.nrows > 0);
+	CHECK_EQ_INT(key_averages_row_mem(&tab, 0).self_mem[KEY_AVG_CPU], 0);
+	key_averages_free(&tab);
+	trace_free(&t);
+}
+
+/* Whether tables a and b have the same rows, memory and folded sums. */
+static bool same_table(const struct key_avg_table *a, const struct key_avg_table *b)
+{
+	size_t k;
+
+	if (a->nrows != b->nrows || a->nfolded != b->nfolded ||
+	    a->folded.count != b->folded.count || a->folded.self_cpu_ns != b->folded.self_cpu_ns ||
+	    memcmp(&a->folded_mem, &b->folded_mem, sizeof a->folded_mem) != 0)
+		return false;
+	for (k = 0; k < a->nrows; k++)
+		if (!same_row(a, k, b, k))
+			return false;
+	return true;
+}
+
+/*
+ * Out of memory. A sort with no memory for its index (a heapsort in
+ * place) gives every sort's order, each row with its own memory, as the
+ * sort with it does. A build whose allocations fail, each in turn, in
+ * one pass and in parts of the names: either the table it would have
+ * built, or the error with an empty table (ASan: nothing leaks).
+ */
+static void test_out_of_memory(void)
+{
+	struct trace t, plain;
+	struct key_avg_table want, tab;
+	struct err e;
+	int s, k, left, rc, max, failed;
+
+	build_launches(&t);
+	build_two_threads(&plain);
+	for (s = 0; s <= KEY_AVG_SORT_SELF_CUDA_MEM; s++) {
+		struct trace *tr[2] = { &t, &plain };
+		int i;
+
+		for (i = 0; i < 2; i++) {
+			CHECK(key_averages_build(tr[i], KEY_AVG_BY_NAME, (enum key_avg_sort)s,
+						 &want, &e) == 0);
+			CHECK(key_averages_build(tr[i], KEY_AVG_BY_NAME,
+						 s ? KEY_AVG_SORT_SELF_CPU_TIME_TOTAL
+						   : KEY_AVG_SORT_CPU_MEM,
+						 &tab, &e) == 0);
+			CHECK(want.nrows > 3);
+			oom_after = 1; /* the index */
+			key_averages_sort(&tab, (enum key_avg_sort)s);
+			CHECK_EQ_INT(oom_after, 0);
+			oom_after = 0;
+			if (!same_table(&tab, &want))
+				fprintf(stderr, "  sort %d, trace %d: the heapsort differs\n", s, i);
+			CHECK(same_table(&tab, &want));
+			key_averages_free(&want);
+			key_averages_free(&tab);
+		}
+	}
+	for (max = 7; max <= KEY_AVG_ROWS_MAX; max += KEY_AVG_ROWS_MAX - 7) {
+		CHECK(key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM,
+					     (size_t)max, (size_t)max, &want, &e) == 0);
+		CHECK(want.memory && (max == 7) == (want.nfolded > 0));
+		failed = 0;
+		for (k = 1; k < 100000; k++) {
+			oom_after = k;
+			rc = key_averages_build_max(&t, KEY_AVG_BY_NAME, KEY_AVG_SORT_CPU_MEM,
+						    (size_t)max, (size_t)max, &tab, &e);
+			left = oom_after;
+			oom_after = 0;
+			if (rc == 0) {
+				CHECK(same_table(&tab, &want));
+			} else {
+				failed++;
+				CHECK_EQ_STR(e.msg, "out of memory building the key_averages table");
+				CHECK(tab.nrows == 0 && tab.rows == NULL && tab.row_mem == NULL);
+			}
+			key_averages_free(&tab);
+			if (left > 0)
+				break; /* no allocation was left to fail */
+		}
+		CHECK(failed > 3);
+		CHECK(k < 100000);
+		key_averages_free(&want);
+	}
+	trace_free(&plain);
+	trace_free(&t);
+}
+
+/* key_averages_each (operator_stacks.txt's sweep) over a trace with
+ * allocations, some in no event: each operator once, with the self times
+ * it has without them; the allocations are no events of their own. */
+static void test_each_with_memory(void)
+{
+	struct trace t;
+	struct visits plain = { 0 }, mem = { 0 };
+	struct err e;
+
+	add_shaped_ops(&t);
+	CHECK(key_averages_each(&t, visit, &plain, &e) == 0);
+	add_grouped_mem(&t);
+	CHECK(key_averages_each(&t, visit, &mem, &e) == 0);
+	CHECK_EQ_INT(plain.n, 7);
+	CHECK_EQ_INT(mem.n, plain.n);
+	CHECK_EQ_INT(mem.sum, plain.sum);
+	trace_sort(&t);
+	memset(&mem, 0, sizeof mem);
+	CHECK(key_averages_each(&t, visit, &mem, &e) == 0);
+	CHECK_EQ_INT(mem.n, plain.n);
+	trace_free(&t);
+}
+
 int main(void)
 {
 	test_self_total_count();
@@ -926,8 +1514,15 @@ int main(void)
 	test_name_truncation();
 	test_time_formats();
 	test_write_file();
+	test_memory_attribution();
+	test_memory_sort();
+	test_memory_text();
 	test_group_by_input_shape();
 	test_group_by_stack();
 	test_stack_prefix();
+	test_memory_grouped();
+	test_each_with_memory();
+	test_row_size();
+	test_out_of_memory();
 	return check_done();
 }

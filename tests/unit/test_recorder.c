@@ -307,6 +307,75 @@ static void test_take_running(void)
 	rec_free(&p.r);
 }
 
+/* A job-wide dump takes another rank's steps: the held ones from `first`
+ * on (the first it holds says which were gone), up to `last`, or up to
+ * the step before the running one; a range held nowhere is refused and
+ * leaves the recorder as it was. */
+static void test_take_range(void)
+{
+	struct rec_config c = { true, 10, 64u << 20, 10 };
+	struct player p = { 0 };
+	struct rec_dump d;
+	uint64_t lo, hi;
+	int i;
+
+	CHECK_EQ_INT(rec_init(&p.r, &c), 0);
+	CHECK(!rec_held_span(&p.r, &lo, &hi));
+	open_seg(&p);
+	for (i = 0; i <= 37; i++) /* segments of 5: 25-29, 30-34, 35-37 */
+		end_step(&p);
+	rec_closed(&p.r);
+	CHECK(rec_held_span(&p.r, &lo, &hi));
+	CHECK_EQ_INT(lo, 25);
+	CHECK_EQ_INT(hi, 37);
+	/* none of them held: refused, nothing taken */
+	CHECK_EQ_INT(rec_take_range(&p.r, 10, 20, 0, &d), -1);
+	CHECK_EQ_INT(rec_take_range(&p.r, 40, 45, 0, &d), -1);
+	CHECK_EQ_INT(rec_held_steps(&p.r), 13);
+	CHECK_EQ_INT(p.r.dumps, 0);
+	/* 20-31: 25-31 held (20-24 gone), the first segment holds its start */
+	CHECK_EQ_INT(rec_take_range(&p.r, 20, 31, 0, &d), 0);
+	CHECK_EQ_INT(d.first, 25);
+	CHECK_EQ_INT(d.last, 31);
+	CHECK_EQ_INT(d.nsteps, 7);
+	CHECK_EQ_INT(d.steps[6].step, 31);
+	CHECK_EQ_INT(d.start_ts, 2500);
+	CHECK_EQ_INT(d.ngens, 3);
+	CHECK_EQ_INT(d.nskip, 0);
+	CHECK_EQ_INT(d.index, 0);
+	CHECK_EQ_INT(rec_held_steps(&p.r), 0);
+	CHECK(rec_merges(&p.r, 31));
+	free(d.steps);
+
+	/* steps 38-41 end; the asked range 39-42 has 42 running: 39-41 and
+	 * the running step (the caller adds it) */
+	open_seg(&p);
+	for (i = 38; i <= 41; i++)
+		end_step(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take_range(&p.r, 39, 42, 4200, &d), 0);
+	CHECK_EQ_INT(d.first, 39);
+	CHECK_EQ_INT(d.last, 41);
+	CHECK_EQ_INT(d.nsteps, 3);
+	CHECK_EQ_INT(d.start_ts, 3900);
+	CHECK_EQ_INT(d.index, 1);
+	CHECK(rec_merges(&p.r, 41));
+	CHECK(!rec_merges(&p.r, 42));
+	free(d.steps);
+
+	/* only the running step asked (42-42): no complete step, first = last
+	 * = 42 from its start */
+	open_seg(&p);
+	rec_closed(&p.r);
+	CHECK_EQ_INT(rec_take_range(&p.r, 42, 42, 4250, &d), 0);
+	CHECK_EQ_INT(d.nsteps, 0);
+	CHECK_EQ_INT(d.first, 42);
+	CHECK_EQ_INT(d.last, 42);
+	CHECK_EQ_INT(d.start_ts, 4250);
+	CHECK(d.steps == NULL);
+	rec_free(&p.r);
+}
+
 int main(void)
 {
 	test_config();
@@ -316,5 +385,6 @@ int main(void)
 	test_take_all();
 	test_step_larger_than_the_ring();
 	test_take_running();
+	test_take_range();
 	return check_done();
 }

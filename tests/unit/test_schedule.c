@@ -325,6 +325,74 @@ static void test_capture_idle(void)
 	CHECK_EQ_STR(r.reason, "capture_now");
 }
 
+/* sched_capture_at: a window from a given step on (a job-wide capture).
+ * Nothing is armed until the step before it; a request for a step that
+ * has begun opens at the next boundary, its reason saying how late; a
+ * window recording at the asked step makes it late too. */
+static void test_capture_at(void)
+{
+	struct sched_config off = { 0, 0, 0, 0, 0, false, false };
+	struct sched_config cyc = CFG(0, 1, 0, 3, 0); /* N R R S */
+	struct sched s;
+	struct sched_result r;
+	int i;
+
+	sched_init(&s, &off, &r);
+	CHECK_EQ_INT(sched_capture_at(&s, 3, 5, "job capture x"), 0);
+	CHECK_EQ_INT(sched_capture_at(&s, 1, 9, "second"), -1); /* one queued */
+	CHECK(!sched_armed(&s));
+	CHECK(!sched_next_active(&s));
+	CHECK(sched_ahead(&s));
+	for (i = 1; i <= 3; i++) {
+		step_expect(&s, &r, 'N');
+		CHECK(!r.open_window);
+	}
+	step_expect(&s, &r, 'N'); /* step 4: the next one records */
+	CHECK(sched_armed(&s));
+	CHECK(sched_next_active(&s));
+	step_expect(&s, &r, 'R'); /* step 5 */
+	CHECK(r.open_window);
+	CHECK_EQ_INT(r.step, 5);
+	CHECK_EQ_STR(r.open_reason, "job capture x");
+	step_expect(&s, &r, 'R');
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'N'); /* step 8 */
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 5);
+	CHECK_EQ_INT(r.last, 7);
+
+	/* Asked from step 8, which is running: late, from step 9. */
+	CHECK_EQ_INT(sched_capture_at(&s, 2, 8, "job capture y"), 0);
+	CHECK(sched_armed(&s));
+	step_expect(&s, &r, 'R'); /* step 9 */
+	CHECK(r.open_window);
+	CHECK_EQ_STR(r.open_reason, "job capture y (late: asked from step 8)");
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'N');
+	CHECK(r.save);
+	CHECK_EQ_INT(r.first, 9);
+	CHECK_EQ_INT(r.last, 10);
+
+	/* A schedule window records at the asked step: late, after it. */
+	sched_init(&s, &cyc, &r);
+	step_expect(&s, &r, 'R'); /* step 1: window 0 */
+	CHECK_EQ_INT(sched_capture_at(&s, 1, 2, "job capture z"), 0);
+	step_expect(&s, &r, 'R'); /* step 2: still window 0 */
+	CHECK(!r.open_window);
+	step_expect(&s, &r, 'S');
+	step_expect(&s, &r, 'S'); /* step 4: the request's one step */
+	CHECK(r.save);
+	CHECK(r.open_window);
+	CHECK_EQ_STR(r.open_reason, "job capture z (late: asked from step 2)");
+
+	/* sched_finish forgets a request still waiting. */
+	sched_init(&s, &off, &r);
+	CHECK_EQ_INT(sched_capture_at(&s, 1, 100, "far"), 0);
+	sched_finish(&s, &r);
+	CHECK(!r.save);
+	CHECK(!sched_ahead(&s));
+}
+
 /* The schedule resumes after a capture in the middle of one of its windows:
  * that window opens there, as a schedule window. Cycle: N N R R R S. */
 static void test_capture_resume_midwindow(void)
@@ -963,6 +1031,7 @@ int main(void)
 	test_table();
 	test_action_at_large();
 	test_capture_idle();
+	test_capture_at();
 	test_capture_resume_midwindow();
 	test_capture_during_window();
 	test_capture_twice();

@@ -6,6 +6,11 @@
  * added at the window's collect, which waits for the window's open labels;
  * one dropped by a full buffer is not; a label still open when the wait
  * ends is noted; profhost's own labels are neither kept nor waited for.
+ * Memory (prof.capture{profile_memory}): torch's allocations are recorded
+ * only while wanted and a window or recorder segment is open, one
+ * EVBUF_TORCH_MEM record each; with the recorder, operators that start in
+ * a segment go into the segment open when they end; torch's own profiler
+ * taking the slot is noted once.
  */
 #include "check.h"
 
@@ -13,10 +18,13 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capture/torchops.h"
+#include "events/memrec.h"
 #include "host/capture.h"
+#include "shim/evbuf.h"
 #include "util/log.h"
 
 /* ---- the fake shim: appends counted (or refused), the open generation */
@@ -24,14 +32,26 @@
 static _Atomic uint64_t open_gen;   /* evbuf_current() */
 static _Atomic int appended;
 static _Atomic int refuse;          /* a full pool: appends fail */
+static struct {                     /* the last record appended */
+	uint16_t kind;
+	uint64_t id, a, gen;
+	uint32_t len;
+	char payload[256];
+} last;
 
 static int fake_append(uint16_t kind, int64_t ts, const void *payload, uint32_t len,
 		       uint64_t id, uint64_t a)
 {
-	(void)kind, (void)ts, (void)payload, (void)len, (void)id, (void)a;
+	(void)ts;
 	if (!atomic_load(&open_gen) || atomic_load(&refuse))
 		return -1;
 	atomic_fetch_add(&appended, 1);
+	last.kind = kind;
+	last.id = id;
+	last.a = a;
+	last.gen = atomic_load(&open_gen);
+	last.len = len;
+	memcpy(last.payload, payload, len < sizeof last.payload ? len : sizeof last.payload);
 	return 0;
 }
 
@@ -234,6 +254,138 @@ static void test_open_and_own_labels(void)
 	trace_free(&t);
 }
 
+/* Allocations are recorded while profile_memory is wanted and a window
+ * is open: memory_on() says so (torch asks it before each allocation),
+ * and each one is one EVBUF_TORCH_MEM record with the block, its size,
+ * the allocator's totals and the device packed in `a`. */
+static void test_memory_records(void)
+{
+	struct torchops_mem m = { 0x7f0000001000ULL, 65536, 131072, 0, 0, -1 };
+	struct memrec r;
+	int before;
+
+	open_window(8);
+	CHECK(!api->memory_on()); /* not wanted */
+	before = atomic_load(&appended);
+	api->mem(&m);
+	CHECK_EQ_INT(atomic_load(&appended), before);
+	close_window();
+
+	torchops_set_memory(true);
+	CHECK(!api->memory_on()); /* no window */
+	open_window(9);
+	CHECK(api->memory_on());
+	api->mem(&m);
+	CHECK_EQ_INT(atomic_load(&appended), before + 1);
+	CHECK_EQ_INT(last.kind, EVBUF_TORCH_MEM);
+	CHECK_EQ_INT(last.id, 0);
+	CHECK_EQ_INT(last.len, sizeof r);
+	memcpy(&r, last.payload, sizeof r);
+	CHECK_EQ_INT(r.addr, 0x7f0000001000ULL);
+	CHECK_EQ_INT(r.bytes, 65536);
+	CHECK_EQ_INT(r.total_allocated, 131072);
+	CHECK_EQ_INT(r.total_reserved, 0);
+	CHECK_EQ_INT(memrec_device_type(last.a), 0);
+	CHECK_EQ_INT(memrec_device_index(last.a), -1);
+	CHECK(last.a < (1ULL << 32)); /* stored compact */
+	m.bytes = -65536;
+	m.device_type = 1;
+	m.device_index = 3;
+	api->mem(&m);
+	memcpy(&r, last.payload, sizeof r);
+	CHECK_EQ_INT(r.bytes, -65536);
+	CHECK_EQ_INT(memrec_device_type(last.a), 1);
+	CHECK_EQ_INT(memrec_device_index(last.a), 3);
+	close_window();
+	CHECK(!api->memory_on());
+	api->mem(&m);
+	CHECK_EQ_INT(atomic_load(&appended), before + 2);
+	torchops_set_memory(false);
+}
+
+/* With the recorder keeping operators, window() tags a segment's
+ * operators apart from a window's; one that ends after the segment
+ * rotated goes into the segment open then, one that ends in a window
+ * (the recorder stopped for it) nowhere; memory is on in segments. */
+static void test_recorder_segments(void)
+{
+	struct torchops_op op = op_named("aten::mul", TORCHOPS_FUNCTION, 10, 90);
+	uint64_t tag5, tag6;
+	int before = atomic_load(&appended);
+
+	CHECK_EQ_INT(api->window(), 0);
+	torchops_set_memory(true);
+	atomic_store(&open_gen, 5);
+	torchops_set_recorder(5);
+	CHECK(api->memory_on());
+	tag5 = api->window();
+	CHECK(tag5 != 0 && tag5 != 5);
+	atomic_store(&open_gen, 6); /* rotated */
+	torchops_set_recorder(6);
+	tag6 = api->window();
+	CHECK(tag6 != tag5);
+	api->op_in(&op, tag5);
+	CHECK_EQ_INT(atomic_load(&appended), before + 1);
+	CHECK_EQ_INT(last.kind, EVBUF_TORCH_OP);
+	CHECK_EQ_INT(last.gen, 6);
+	/* a window opens: the recorder stops first */
+	torchops_set_recorder(0);
+	atomic_store(&open_gen, 0);
+	CHECK(!api->memory_on());
+	CHECK_EQ_INT(api->window(), 0);
+	open_window(7);
+	CHECK_EQ_INT(api->window(), 7);
+	api->op_in(&op, tag6);
+	CHECK_EQ_INT(atomic_load(&appended), before + 1);
+	close_window();
+	torchops_set_memory(false);
+}
+
+/* A child forked while memory is recorded (a DataLoader worker started
+ * in a window) records nothing and tells torch no: its allocator keeps no
+ * table of blocks for profhost. */
+static void test_forked_child_records_nothing(void)
+{
+	pid_t pid;
+	int status = 0;
+
+	torchops_set_memory(true);
+	open_window(12);
+	CHECK(api->memory_on());
+	pid = fork();
+	if (pid == 0)
+		_exit(api->memory_on() || api->window() ? 1 : 0);
+	CHECK(pid > 0);
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(api->memory_on()); /* the parent's unchanged */
+	close_window();
+	torchops_set_memory(false);
+}
+
+/* torch's own profiler took a thread's slot: one note, in the first
+ * collect after it. */
+static void test_mem_aside_note(void)
+{
+	struct trace t;
+	struct err e;
+
+	CHECK_EQ_INT(trace_init(&t), 0);
+	CHECK_EQ_INT(torchops_mem_collect(&t, &e), 0);
+	CHECK(!t.meta.notes);
+	api->mem_aside();
+	api->mem_aside();
+	CHECK_EQ_INT(torchops_mem_collect(&t, &e), 0);
+	CHECK(t.meta.notes && strstr(t.meta.notes, "torch's own profiler ran beside profhost's "
+				     "profile_memory"));
+	trace_free(&t);
+	CHECK_EQ_INT(trace_init(&t), 0);
+	api->mem_aside();
+	CHECK_EQ_INT(torchops_mem_collect(&t, &e), 0);
+	CHECK(!t.meta.notes); /* said once */
+	trace_free(&t);
+}
+
 int main(void)
 {
 	struct shim_api shim;
@@ -252,5 +404,9 @@ int main(void)
 	test_ended_after_close();
 	test_full_pool_and_close_order();
 	test_open_and_own_labels();
+	test_memory_records();
+	test_recorder_segments();
+	test_mem_aside_note();
+	test_forked_child_records_nothing();
 	return check_done();
 }

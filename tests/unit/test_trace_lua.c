@@ -224,7 +224,7 @@ static const char option_errors[] =
 	"  end\n"
 	"end\n"
 	"local CATS = 'a category name (user_annotation, cpu_op, gpu_user_annotation, kernel, gpu_memcpy, gpu_memset, '\n"
-	"  .. 'cuda_runtime, cuda_driver, cuda_sync, ac2g, mark, cpu_sample, gpu_memory, overhead, python_function) or a list of them'\n"
+	"  .. 'cuda_runtime, cuda_driver, cuda_sync, ac2g, mark, cpu_sample, gpu_memory, overhead, python_function, cpu_instant_event) or a list of them'\n"
 	"prof.on_trace_ready(function(t)\n"
 	"  check(12, function() return t:aggregate{ sort = 'sum' } end, \"trace:aggregate: 'sort' must be one of \\\"total\\\", \\\"count\\\", \\\"avg\\\", \\\"min\\\", \\\"max\\\", \\\"med\\\", \\\"std\\\", \\\"key\\\", got string \\\"sum\\\"\")\n"
 	"  check(13, function() return t:aggregate{ by = 3 } end, \"trace:aggregate: 'by' must be one of \\\"name\\\", \\\"cat\\\", \\\"thread\\\", \\\"stream\\\", \\\"step\\\", got 3\")\n"

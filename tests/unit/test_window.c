@@ -9,6 +9,7 @@
  */
 #include "check.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,18 @@ void capture_step_all(const struct capture_step *s)
 	/* step N, R when recorded, + when the next step warms up or records */
 	note("step%llu%s%s", (unsigned long long)s->step, s->recording ? "R" : "",
 	     s->next_active ? "+" : "");
+}
+
+/* ---- the fake job watcher: what window.c publishes for the job */
+
+static struct jobfile pubs[16];
+static int npubs;
+
+void jobwatch_publish(struct host *h, const struct jobfile *f)
+{
+	(void)h;
+	if (npubs < 16)
+		pubs[npubs++] = *f;
 }
 
 /* ---- the fake policy hooks */
@@ -563,6 +576,151 @@ static void test_dump_hang(void)
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
 }
 
+/* prof.recorder{ job = true }: this rank's own dumps are published and
+ * named after it; another rank's dump is answered with the same steps
+ * from the recorder (waiting while this rank has not reached them, said
+ * when it no longer holds them, skipped when its own dump has them),
+ * named after that rank, never published; a crash's dump is published,
+ * SIGTERM's is not. */
+static void test_job_dumps(void)
+{
+	struct sched_config sc = { 0 }; /* no schedule */
+	struct window_job_dump req = { 10, 13, 5, "job dump: rank 5's", false };
+	struct host_job *j;
+	struct err e;
+
+	cfg.recorder.enabled = true;
+	cfg.recorder.job = true;
+	cfg.recorder.steps = 8;
+	cfg.recorder.bytes = 4 << 20;
+	cfg.recorder.max_dumps = 10;
+	cfg.recorder.dump_on_crash = true;
+	cfg.recorder.dump_on_signal = true;
+	npubs = 0;
+	start(&sc);
+	host.env.rank = 3;
+	steps(10); /* steps 0-9 ended; 10 runs */
+	CHECK_EQ_INT(window_dump(&host, 3, "slow", &e), 0);
+	CHECK_EQ_INT(njobs, 1);
+	CHECK_EQ_STR(jobs[0]->suffix, "by-rank3");
+	CHECK_EQ_INT(npubs, 1);
+	CHECK_EQ_INT(pubs[0].kind, JOBFILE_DUMP);
+	CHECK_EQ_INT(pubs[0].first, 7);
+	CHECK_EQ_INT(pubs[0].last, 9);
+	CHECK(!pubs[0].partial);
+	CHECK_EQ_STR(pubs[0].reason, "slow");
+
+	/* rank 5 dumped 10-13; this rank is in step 10: not yet */
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 1);
+	CHECK_EQ_INT(njobs, 1);
+	steps(5); /* 10-14 ended; 15 runs */
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 0);
+	CHECK_EQ_INT(njobs, 2);
+	j = jobs[1];
+	CHECK(j->dump);
+	CHECK_EQ_INT(j->first, 10);
+	CHECK_EQ_INT(j->last, 13);
+	CHECK_EQ_INT(j->nsteps, 4);
+	CHECK_EQ_STR(j->suffix, "by-rank5");
+	CHECK_EQ_STR(j->reason, "job dump: rank 5's");
+	CHECK_EQ_STR(j->note, "");
+	CHECK(j->end_ts == j->steps[3].ts + j->steps[3].dur); /* step 14 stays out */
+	CHECK_EQ_INT(npubs, 1); /* an answer is not published */
+	/* asked again (another rank published the same steps): its dump has them */
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 2);
+
+	/* asked 12-16 when 15-20 ended: 12-13 are in its earlier dump, 14
+	 * was given back with it */
+	steps(6);
+	req.first = 12;
+	req.last = 16;
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 0);
+	j = jobs[njobs - 1];
+	CHECK_EQ_INT(j->first, 15);
+	CHECK_EQ_INT(j->last, 16);
+	CHECK_EQ_STR(j->note, "job dump of steps 12-16: this rank no longer held steps "
+		     "12-14 (given back with its earlier dump)");
+	/* 30 more steps: 21-23 given back by the rotation, asked: none held
+	 * (and the recorder left as it was); 17-20 went with the last dump:
+	 * a request for them is done */
+	req.first = 18;
+	req.last = 19;
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 2);
+	steps(30);
+	req.first = 22;
+	req.last = 23;
+	{
+		uint64_t lo, hi, lo0 = 0, hi0 = 0;
+		char want[200];
+
+		CHECK(rec_held_span(&host.win.rec, &lo0, &hi0));
+		CHECK_EQ_INT(window_dump_job(&host, &req, &e), -1);
+		CHECK(rec_held_span(&host.win.rec, &lo, &hi));
+		CHECK_EQ_INT(lo, lo0);
+		CHECK_EQ_INT(hi, hi0);
+		snprintf(want, sizeof want, "it no longer holds any of steps 22-23 (it holds "
+			 "steps %llu-%llu: prof.recorder{ steps } keeps the last 8)",
+			 (unsigned long long)lo, (unsigned long long)hi);
+		CHECK_EQ_STR(e.msg, want);
+		req.first = lo - 3;
+		req.last = lo + 1;
+		CHECK_EQ_INT(window_dump_job(&host, &req, &e), 0);
+		j = jobs[njobs - 1];
+		CHECK_EQ_INT(j->first, lo);
+		CHECK_EQ_INT(j->last, lo + 1);
+		snprintf(want, sizeof want, "job dump of steps %llu-%llu: this rank no longer "
+			 "held steps %llu-%llu (prof.recorder{ steps } keeps the last 8)",
+			 (unsigned long long)lo - 3, (unsigned long long)lo + 1,
+			 (unsigned long long)lo - 3, (unsigned long long)lo - 1);
+		CHECK_EQ_STR(j->note, want);
+	}
+
+	/* far ahead, forced (waited long enough): what it holds and the step
+	 * running, partial */
+	steps(3);
+	req.first = host.win.sched.step - 2;
+	req.last = 1000;
+	req.force = false;
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 1);
+	req.force = true;
+	CHECK_EQ_INT(window_dump_job(&host, &req, &e), 0);
+	j = jobs[njobs - 1];
+	CHECK_EQ_INT(j->last, host.win.sched.step);
+	CHECK_EQ_INT(j->steps[j->nsteps - 1].step, host.win.sched.step);
+	CHECK_EQ_INT(j->steps[j->nsteps - 1].partial, 1);
+	{
+		char want[200];
+
+		snprintf(want, sizeof want, "job dump of steps %llu-1000: this rank was still "
+			 "in step %llu (written so far, partial)",
+			 (unsigned long long)req.first, (unsigned long long)host.win.sched.step);
+		CHECK_EQ_STR(j->note, want);
+	}
+	CHECK_EQ_INT(npubs, 1);
+
+	/* dying of SIGTERM: its dump is not news for the job */
+	steps(2);
+	atomic_store(&host.exit_signal, SIGTERM);
+	window_finish(&host, true);
+	CHECK(jobs[njobs - 1]->dump);
+	CHECK_EQ_STR(jobs[njobs - 1]->reason, "signal: SIGTERM");
+	CHECK_EQ_INT(npubs, 1);
+	rec_free(&host.win.rec);
+
+	/* a crash's is: its last step partial */
+	start(&sc);
+	steps(4);
+	atomic_store(&host.exit_signal, SIGSEGV);
+	window_finish(&host, true);
+	CHECK_EQ_STR(jobs[njobs - 1]->reason, "crash: SIGSEGV");
+	CHECK_EQ_INT(npubs, 2);
+	CHECK_EQ_INT(pubs[1].last, 4);
+	CHECK(pubs[1].partial);
+	CHECK_EQ_STR(pubs[1].reason, "crash: SIGSEGV");
+	rec_free(&host.win.rec);
+	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
 /* prof.recorder{ enabled = false } takes effect at the next boundary: the
  * sources stop, the segments go back, dumps are refused; enabled again, the
  * next boundary opens a segment and a dump holds the steps since. Set up
@@ -824,6 +982,7 @@ int main(void)
 	test_dump_out_of_memory();
 	test_dump_refused_while_queue_full();
 	test_dump_hang();
+	test_job_dumps();
 	test_recorder_switch();
 	test_hooks();
 	test_capture_range();

@@ -36,12 +36,15 @@ main{padding:8px 24px 40px;max-width:1400px}
 section{margin:18px 0}
 h2{font-size:16px;margin:0 0 8px;border-bottom:1px solid #e4e7eb;padding-bottom:4px}
 .grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(560px,1fr));gap:18px}
+.grid>section{min-width:0}
+.grid>section.wide{grid-column:1/-1}
+.tbl{overflow-x:auto}
 .findings li{margin:4px 0}
 .none{color:#7b8794;font-style:italic}
 table{border-collapse:collapse;font-size:12px;width:100%}
 th,td{padding:3px 6px;border-bottom:1px solid #eef0f2;text-align:right;white-space:nowrap}
 th{background:#f5f7fa;font-weight:600}
-td.name,th.name{text-align:left;white-space:normal;word-break:break-word;min-width:180px}
+td.name,th.name{text-align:left;width:100%;max-width:0;min-width:10em;overflow:hidden;text-overflow:ellipsis}
 svg text{font:11px system-ui,sans-serif;fill:#3e4c59}
 .legend span{display:inline-block;margin-right:12px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
@@ -88,14 +91,38 @@ function none(parent, text) { h("p", text, parent, "none"); }
 function svgBox(parent, w, hgt) {
   return el("svg", { width: w, height: hgt, viewBox: "0 0 " + w + " " + hgt }, parent);
 }
+/* A round tick step for an axis from 0 to max in about n steps: 1, 2,
+ * 2.5 or 5 times a power of ten. */
+function niceStep(max, n) {
+  if (!(max > 0)) return 1;
+  var raw = max / n, p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * p;
+}
+/* A tick label: v in the unit of units[] ([size, name], ascending) that
+ * suits `top`, the axis's end, with no trailing zeros ("2.5 ms"). */
+function tick(v, top, units) {
+  var u = units[0];
+  units.forEach(function (x) { if (top >= x[0]) u = x; });
+  var s = (v / u[0]).toFixed(3).replace(/\.?0+$/, "");
+  return (s === "" ? "0" : s) + (u[1] ? " " + u[1] : "");
+}
+var TIME_UNITS = [[1, "ns"], [1e3, "us"], [1e6, "ms"], [1e9, "s"]];
+var BYTE_UNITS = [[1, "B"], [1e3, "kB"], [1e6, "MB"], [1e9, "GB"], [1e12, "TB"]];
+function timeTick(v, top) { return tick(v, top, TIME_UNITS); }
+function bytesTick(v, top) { return tick(v, top, BYTE_UNITS); }
+/* The y axis from 0 at y1 up to y0, with round ticks (niceStep) labelled
+ * fmt(value, top); returns top, the value at y0 (max or a little more),
+ * which the chart scales its marks to. */
 function axisY(svg, x0, y0, y1, max, fmt) {
+  var step = niceStep(max, 4), k = Math.max(1, Math.ceil(max / step - 1e-9)), top = step * k;
   el("line", { x1: x0, y1: y0, x2: x0, y2: y1, stroke: "#9aa5b1" }, svg);
-  for (var i = 0; i <= 4; i++) {
-    var y = y1 - (y1 - y0) * i / 4;
+  for (var i = 0; i <= k; i++) {
+    var y = y1 - (y1 - y0) * i / k;
     el("line", { x1: x0, y1: y, x2: x0 - 4, y2: y, stroke: "#9aa5b1" }, svg);
     var t = el("text", { x: x0 - 6, y: y + 4, "text-anchor": "end" }, svg);
-    t.textContent = fmt(max * i / 4);
+    t.textContent = fmt(step * i, top);
   }
+  return top;
 }
 function legend(parent, names) {
   var d = h("div", null, parent, "legend");
@@ -105,13 +132,21 @@ function legend(parent, names) {
     s.appendChild(document.createTextNode(n));
   });
 }
+/* A table of rows, one column per [title, value(row), is a name]. It
+ * keeps to its parent's width: a name column takes the room the numbers
+ * leave, its names cut with an ellipsis and whole on hover (their title);
+ * a table whose numbers alone are wider scrolls in its own box. */
 function table(parent, rows, cols) {
   if (!rows.length) return;
-  var t = h("table", null, parent), tr = h("tr", null, t);
+  var box = h("div", null, parent, "tbl");
+  var t = h("table", null, box), tr = h("tr", null, t);
   cols.forEach(function (c) { h("th", c[0], tr, c[2] ? "name" : ""); });
   rows.forEach(function (r) {
     var tr2 = h("tr", null, t);
-    cols.forEach(function (c) { h("td", c[1](r), tr2, c[2] ? "name" : ""); });
+    cols.forEach(function (c) {
+      var td = h("td", c[1](r), tr2, c[2] ? "name" : "");
+      if (c[2]) td.title = td.textContent;
+    });
   });
 }
 
@@ -122,7 +157,7 @@ function stepChart(parent, steps) {
   var W = 640, H = 260, L = 70, B = 30, T = 10, R = 10;
   var max = 0; list.forEach(function (s) { max = Math.max(max, s.dur); });
   var svg = svgBox(parent, W, H); svg.id = "chart-steps";
-  axisY(svg, L, T, H - B, max, ms);
+  max = axisY(svg, L, T, H - B, max, timeTick);
   var bw = (W - L - R) / list.length;
   list.forEach(function (s, i) {
     var x = L + i * bw + bw * 0.1, w = Math.max(1, bw * 0.8), y = H - B;
@@ -175,7 +210,7 @@ function memoryChart(parent, mem, t0) {
   });
   if (hi <= lo) hi = lo + 1;
   var svg = svgBox(parent, W, H); svg.id = "chart-memory";
-  axisY(svg, L, T, H - B, max, bytes);
+  max = axisY(svg, L, T, H - B, max, bytesTick);
   mem.devices.forEach(function (d) {
     var pts = [], prev = null;
     d.points.forEach(function (p) {
@@ -195,13 +230,18 @@ function memoryChart(parent, mem, t0) {
   });
 }
 
-/* Flame graph: the root at the bottom, width = samples. */
+/* Flame graph: the root at the bottom, width = samples; as wide as its
+ * section (the page's width). */
 function flame(parent, s) {
   if (!s || !s.present) return none(parent, "No CPU samples in this window.");
-  var W = 1000, ROW = 17, depth = 0;
+  var W = Math.max(320, Math.floor(parent.clientWidth) || 1000), ROW = 17, depth = 0;
   (function d(n, k) { depth = Math.max(depth, k); (n.c || []).forEach(function (c) { d(c, k + 1); }); })(s.tree, 0);
   var H = (depth + 1) * ROW + 4;
   var svg = svgBox(parent, W, H); svg.id = "chart-flame"; svg.setAttribute("class", "flame");
+  /* drawn for the section's width now, scaled to it if that changes (a
+   * scroll bar appearing as the page grows) */
+  svg.setAttribute("width", "100%"); svg.removeAttribute("height");
+  svg.style.display = "block";
   function hue(name) {
     var x = 0; for (var i = 0; i < name.length; i++) x = (x * 31 + name.charCodeAt(i)) | 0;
     return Math.abs(x);
@@ -254,11 +294,11 @@ function windowPage(d, root) {
   sec = h("section", null, g); h("h2", "Step time", sec); stepChart(sec, d.steps);
   sec = h("section", null, g); h("h2", "GPU utilization", sec); gpuChart(sec, d.gpu);
   sec = h("section", null, g); h("h2", "Memory", sec); memoryChart(sec, d.memory);
-  sec = h("section", null, g); h("h2", "Top kernels", sec);
+  sec = h("section", null, g, "wide"); h("h2", "Top kernels", sec);
   nsTable(sec, d.kernels && d.kernels.rows, "Name", "No kernels in this window.");
   sec = h("section", null, main); h("h2", "CPU samples (flame graph)", sec); flame(sec, d.samples);
   g = h("div", null, main, "grid");
-  sec = h("section", null, g); h("h2", "Ranges (nvtx_sum)", sec);
+  sec = h("section", null, g, "wide"); h("h2", "Ranges (nvtx_sum)", sec);
   nsTable(sec, d.nvtx && d.nvtx.rows, "Range", "No annotation ranges in this window.");
   sec = h("section", null, g); h("h2", "CPU self time", sec);
   if (d.cpu && d.cpu.rows.length)
@@ -300,7 +340,7 @@ function runPage(d, root) {
     var W = 900, H = 280, L = 70, B = 30, T = 10, R = 10, max = 0, n = d.ranks.length;
     d.steps.forEach(function (s) { s.by_rank.forEach(function (v) { if (v) max = Math.max(max, v); }); });
     var svg = svgBox(sec, W, H); svg.id = "chart-ranks";
-    axisY(svg, L, T, H - B, max, ms);
+    max = axisY(svg, L, T, H - B, max, timeTick);
     var gw = (W - L - R) / d.steps.length;
     d.steps.forEach(function (s, i) {
       s.by_rank.forEach(function (v, k) {

@@ -2,9 +2,12 @@
 -- allocation events of the trace: instant events named "[memory]" (Kineto's
 -- form) whose "Total Allocated" argument (or "total_allocated") is the
 -- allocated total after the event, per "Device Id" (or "device"). When an
--- event has only "Bytes" (signed), the total is accumulated. The series are
--- thinned to at most MAX_POINTS points per device, keeping each bucket's
--- peak.
+-- event has only "Bytes" (signed), the total is accumulated. torch's own
+-- (category cpu_instant_event, prof.capture{ profile_memory = true }) are
+-- series of their own, named by "Device Type": "CPU" (0), "GPU <id>
+-- (tensors)" (1), apart from CUDA's (CUPTI's, category gpu_memory) on the
+-- same GPU. The series are thinned to at most MAX_POINTS points per
+-- device, keeping each bucket's peak.
 
 local fmt = require("prof.reports.fmt")
 
@@ -26,6 +29,11 @@ function M.analyze(trace)
 	for ev in trace:events{ name = "^%[memory%]$" } do
 		local a = ev.args
 		local dev = arg(a, "Device Id", "device") or 0
+		if ev.cat == "cpu_instant_event" then -- torch's tensors
+			local kind = arg(a, "Device Type")
+			dev = kind == 0 and "CPU" or kind == 1 and ("GPU " .. tostring(dev) .. " (tensors)")
+				or ("device type " .. tostring(kind) .. ", " .. tostring(dev))
+		end
 		local s = series[dev]
 		if not s then
 			s = { device = dev, points = {}, running = 0, peak = 0, peak_ts = ev.ts }

@@ -1,10 +1,12 @@
 -- prof.reports.modules — nn.Module calls (prof.capture{ modules = true }:
--- python_function events named by the module's path in its model, the root
--- module by its class) ranked by self time: a call's duration minus the
--- module calls nested in it on the same thread, so the module whose own
--- code is slow comes first, not the model that holds it. Self % is of all
--- module self time (the root modules' total); per step divides by the
--- window's recorded steps.
+-- python_function events named as torch's with_modules names them,
+-- "nn.Module: Linear_0", each with its path in the model in the "module
+-- path" arg) ranked by self time: a call's duration minus the module calls
+-- nested in it on the same thread, so the module whose own code is slow
+-- comes first, not the model that holds it. A row is one module, shown by
+-- its path and class ("encoder.layers.3.attn (MultiheadAttention)"; a
+-- root module by its class). Self % is of all module self time (the root
+-- modules' total); per step divides by the window's recorded steps.
 
 local fmt = require("prof.reports.fmt")
 
@@ -12,6 +14,43 @@ local M = { name = "modules", title = "Modules (self time)" }
 
 M.CAT = "python_function"
 M.LIMIT = 30
+M.PATH = "module path"
+
+-- How a module is shown: "<path> (<class>)" for an event named as torch
+-- names a module call ("nn.Module: <class>_<n>") with a path, its class
+-- without one (a root module); any other name (a trace of an older
+-- profhost, or torch's Python functions) as it is.
+function M.label(name, path)
+	local class = name:match("^nn%.Module: (.+)_%d+$")
+	if not class then
+		return name
+	end
+	if path and path ~= "" then
+		return string.format("%s (%s)", path, class)
+	end
+	return class
+end
+
+-- The path of each module call named in `want` ({name = true}), from the
+-- first of its events that has one; stops once every name was seen.
+local function paths(trace, want, n)
+	local out, seen = {}, {}
+	if n == 0 then
+		return out
+	end
+	for ev in trace:events{ cat = M.CAT } do
+		local name = ev.name
+		if want[name] and not seen[name] then
+			seen[name] = true
+			out[name] = ev.args and ev.args[M.PATH]
+			n = n - 1
+			if n == 0 then
+				break
+			end
+		end
+	end
+	return out
+end
 
 function M.analyze(trace)
 	local out = { rows = {}, modules = 0, calls = 0, self_total = 0,
@@ -26,12 +65,19 @@ function M.analyze(trace)
 	end
 	out.modules = #rows
 	out.self_total = rows.total
+	local want, nwant = {}, 0
 	for _, r in ipairs(rows) do
 		out.calls = out.calls + r.count
 		if #out.rows < M.LIMIT then
-			out.rows[#out.rows + 1] = { name = r.name, self = r.total, count = r.count,
+			out.rows[#out.rows + 1] = { event = r.name, self = r.total, count = r.count,
 				total = totals[r.name], share = r.share, avg_self = r.avg }
+			want[r.name] = true
+			nwant = nwant + 1
 		end
+	end
+	local path = paths(trace, want, nwant)
+	for _, r in ipairs(out.rows) do
+		r.name = M.label(r.event, path[r.event])
 	end
 	return out
 end

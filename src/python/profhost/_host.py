@@ -26,10 +26,11 @@ EXPLICIT = 16
 MODULES = 32         # the window records nn.Module calls (prof.capture{modules})
 RECORDER = 64        # the flight recorder keeps steps between windows (phases)
 REC_STACKS = 128     # ... and CPU samples: Python stack snapshots run then too
+REC_OPS = 256        # ... and torch's operators and allocations (profile_memory)
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 7
+API_VERSION = 8
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -42,7 +43,7 @@ lock = _thread.RLock()  # guards the hooks' installation (every part's)
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
-c_module = c_dump = c_exit_now = None
+c_module = c_module_call = c_dump = c_exit_now = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
@@ -117,6 +118,12 @@ def api_type():
             ("stacks_on", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)),
             ("stacks_thread", ctypes.PYFUNCTYPE(None)),
             ("stacks_off", ctypes.PYFUNCTYPE(None)),
+            # (version 8) an nn.Module call as torch's with_modules writes
+            # one: start, end, name, path, Python id, parent's id, module id
+            ("module_call", ctypes.PYFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_char_p, ctypes.c_char_p,
+                                              ctypes.c_uint64, ctypes.c_uint64,
+                                              ctypes.c_uint64)),
         ]
 
     return _Api
@@ -125,7 +132,7 @@ def api_type():
 def bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
     global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
-    global c_module, c_dump, c_exit_now
+    global c_module, c_module_call, c_dump, c_exit_now
     if _api is not None:
         return True
     if not _api_addr:
@@ -141,6 +148,7 @@ def bind():
     c_note, c_down, c_pystack = api.note, api.down, api.pystack
     c_phase_named = api.phase_named
     c_module = api.module if api.module else None  # NULL in a fake table
+    c_module_call = api.module_call if api.module_call else None
     c_dump = api.dump if api.dump else None
     c_exit_now = api.exit_now if api.exit_now else None
     _api = api

@@ -39,7 +39,8 @@ from . import _opscache
 
 _IDLE, _WARMUP, _RECORDING, _ARMED = 0, 1, 2, 3
 _STATE_MASK = 3
-_SHAPES, _FLOPS, _STACK = 1, 2, 4
+_REC_OPS = 256       # the flight recorder keeps operators (profhost._host.REC_OPS)
+_SHAPES, _FLOPS, _STACK, _MEMORY = 1, 2, 4, 8  # the observer's flags (observer.cpp)
 
 # What each path costs, measured by tests/bench/bench_torch.py
 # (docs/performance.md), for the summary's note.
@@ -82,7 +83,8 @@ def bind(cfg, api, warn, debug, debug_exc):
 def _flags():
     return ((_SHAPES if _cfg.get("record_shapes") == "1" else 0) |
             (_FLOPS if _cfg.get("with_flops") == "1" else 0) |
-            (_STACK if _with_stack() else 0))
+            (_STACK if _with_stack() else 0) |
+            (_MEMORY if _cfg.get("profile_memory") == "1" else 0))
 
 
 def _with_stack():
@@ -105,14 +107,21 @@ def _note(line):
 def sync(state):
     """Brings the operator path in line with the window state (under the
     bridge's lock, any thread). Returns True when the bridge's emit_nvtx
-    should be on (the nvtx path)."""
+    should be on (the nvtx path). Between windows the observer also runs
+    while the flight recorder keeps operators (prof.capture{profile_memory});
+    the operators' call stacks (with_stack) are tracked in windows only,
+    from their armed step to their end, as without the recorder."""
+    rec_ops = bool(state & _REC_OPS)
     state &= _STATE_MASK
-    want = state != _IDLE
+    want = state != _IDLE or rec_ops
     try:
         if want and _path is None:
             _decide()
         if _path == "observer":
-            _set_observer(want)
+            window = state != _IDLE
+            _set_observer(want, window)
+            if _obs_on:
+                _set_stacks(window and _with_stack())
         elif _path == "profiler":
             _set_profiler(state == _RECORDING)
         if not want and _path != "observer" and _lib is not None and not _building:
@@ -160,6 +169,12 @@ def _decide():
             _warn("PROF_TORCH_OPS=observer: %s; operator events come from %s" %
                   (_lib_why, "torch's emit_nvtx" if _path == "nvtx" else "torch's profiler"))
     _debug("operator events: %s" % _path)
+    if _path != "observer" and _flags() & _MEMORY:
+        _warn("prof.capture{profile_memory}: torch's tensor allocations are recorded by "
+              "profhost's operator observer, not in use (%s); %s" %
+              (_lib_why or "PROF_TORCH_OPS=%s" % _forced,
+               "none are recorded until its build is ready" if _building else
+               "none are recorded"))
     if _path == "off":
         _note("operator events: off (PROF_TORCH_OPS=off)")
     elif _path == "nvtx":
@@ -350,6 +365,9 @@ def _open(path):
     lib.profhost_torchops_installed.restype = ctypes.c_uint64
     lib.profhost_torchops_torch_has_callbacks.restype = ctypes.c_int
     lib.profhost_torchops_torch_version.restype = ctypes.c_char_p
+    if hasattr(lib, "profhost_torchops_memory_aside"):
+        lib.profhost_torchops_memory_aside.argtypes = []
+        lib.profhost_torchops_memory_aside.restype = ctypes.c_int
     _lib = lib
     _lib_why = ""
     _debug("observer loaded from %s" % path)
@@ -380,12 +398,14 @@ def _build_in_background():
         _building = False
 
 
-def _set_observer(on):
+def _set_observer(on, window=True):
+    """Registers the observer (on) or removes it; `window`: a window is
+    armed or recording (call stacks are tracked then only)."""
     global _obs_on
     if on == _obs_on:
         return
     if on:
-        if _with_stack():
+        if window and _with_stack():
             _set_stacks(True)
         rc = _lib.profhost_torchops_start(_api().torchops, _flags())
         if rc != 0:
@@ -393,6 +413,8 @@ def _set_observer(on):
             _set_stacks(False)
             return
         _obs_on = True
+        if _flags() & _MEMORY:
+            _guard_torch_profiler()
         _note("operator events: profhost's RecordFunction observer (torch %s); %s"
               % (_lib.profhost_torchops_torch_version().decode(), _COST["observer"]))
     else:
@@ -499,6 +521,53 @@ def _new_thread(frame, event, arg):
         sys.setprofile(None)
 
 
+_guarded = False     # torch's profiler entry points step profhost aside
+
+
+def _guard_torch_profiler():
+    """With profile_memory the observer's memory reporter sits in the
+    PROFILER_STATE slot of each thread that ran an operator, and torch
+    refuses to start its own profiler on such a thread ("Profiler is
+    already enabled on this thread"): torch's entry points, wrapped once,
+    take it out of the calling thread's slot first. torch's profiler then
+    gets that thread's allocations while it runs (the observer says so
+    once); the next operator after it puts the reporter back."""
+    global _guarded
+    if _guarded or not hasattr(_lib, "profhost_torchops_memory_aside"):
+        return
+    _guarded = True
+    import importlib
+
+    for name in ("torch.autograd", "torch.autograd.profiler", "torch.autograd.profiler_legacy"):
+        try:
+            mod = importlib.import_module(name)
+        except Exception:
+            continue
+        for fn in ("_enable_profiler", "_enable_profiler_legacy"):
+            orig = getattr(mod, fn, None)
+            if orig is not None and not getattr(orig, "_profhost_aside", False):
+                setattr(mod, fn, _aside(orig))
+
+
+def _aside(orig):
+    """`orig` (one of torch's _enable_profiler*), after profhost's memory
+    reporter stepped aside on the calling thread."""
+    lib = _lib
+
+    def enable(*args, **kwargs):
+        try:
+            lib.profhost_torchops_memory_aside()
+        except Exception:
+            _debug_exc("stepping aside for torch's profiler")
+        return orig(*args, **kwargs)
+
+    enable._profhost_aside = True
+    enable.__wrapped__ = orig
+    enable.__name__ = getattr(orig, "__name__", "enable")
+    enable.__doc__ = getattr(orig, "__doc__", None)
+    return enable
+
+
 def observer_installed():
     """(callbacks of profhost's observer registered, torch's
     at::hasGlobalCallbacks()), or None without the observer (tests)."""
@@ -566,7 +635,9 @@ def _set_profiler(on):
             _said_profiler_stack = True
             _warn("prof.capture{ with_stack = true }: operator call stacks come from "
                   "profhost's observer, and torch's profiler collects these operators (%s); "
-                  "they have no call stacks" % (_lib_why or "PROF_TORCH_OPS=%s" % _forced))
+                  "they have no call stacks" % (
+                      "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
+                      else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
         _prof_base = time.monotonic_ns()
         p.__enter__()

@@ -10,9 +10,9 @@ stacks (tests/e2e/test_torch_stacks.py).
         torch's export_stacks("self_cpu_time_total") there
     torch_stacks_train.py STEPS plain
         no profiler of its own (run it under profhost); at the end it
-        prints one JSON line: whether a profile function was set in the
-        middle of the run (step 6) and after it, and in a child forked at
-        step 6
+        prints one JSON line: whether a profile function was set before
+        the window (step 2), in the middle of the run (step 6) and after
+        it, and in a child forked at step 6
 
 The loop's forward operators are called from functions at least five
 frames deep below the step (a model of nested modules, a loss helper), so
@@ -66,8 +66,9 @@ def one_step():
 
 
 class NoProfiler:
-    """Under profhost: notes at step 6 whether a profile function is set,
-    here and in a child forked there (a DataLoader's worker)."""
+    """Under profhost: notes at steps 2 and 6 whether a profile function
+    is set, at step 6 also in a child forked there (a DataLoader's
+    worker)."""
 
     def __init__(self):
         self.n = 0
@@ -78,6 +79,8 @@ class NoProfiler:
 
     def step(self):
         self.n += 1
+        if self.n == 2:
+            self.seen["before"] = sys.getprofile() is not None
         if self.n != 6:
             return
         import os
