@@ -512,7 +512,7 @@ def before_step():
     written first, and a forward that raised without a hook is forgotten.
     Lean: the next step's forward may start here."""
     if _lean and _on:
-        # no module hook, no pending forward in this mode (see _lean_call)
+        # no module hook, no pending forward in this mode (see _make_wrapper)
         st = _tls
         if st.gen != _gen:
             _reset(st)
@@ -531,7 +531,7 @@ def optimizer_begin():
     if not _on or OPTIMIZER in _owned:
         return
     if _lean:
-        # no module hook, no pending forward in this mode (see _lean_call)
+        # no module hook, no pending forward in this mode (see _make_wrapper)
         st = _tls
         if st.gen != _gen:
             _reset(st)
