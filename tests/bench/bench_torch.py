@@ -210,7 +210,7 @@ CAPTURE_STACK = "prof.capture { record_shapes = true, with_stack = true }"
 # --recorder: no window either way; the recorder on or not.
 IDLE_POLICY = "-- bench_torch.py --recorder: profhost loaded, no window\n"
 RECORDER_POLICY = "-- bench_torch.py --recorder: no window, the recorder on\n" \
-    "prof.recorder { steps = 20%s }\n"
+    "prof.recorder { steps = %d%s }\n"
 
 
 # --recorder (paired): the recorder set up, switched off and on by the hook.
@@ -321,7 +321,9 @@ def run_one(mode, args, tmp, rnd):
                                       CAPTURE_OPS if args.ops else
                                       CAPTURE_STACK if args.with_stack else CAPTURE))
             else:
-                f.write(RECORDER_POLICY % ("" if args.recorder_phases else
+                # --separate: steps = 20 as before; --whole: --rec-steps
+                f.write(RECORDER_POLICY % (args.rec_steps if args.whole else 20,
+                                           "" if args.recorder_phases else
                                            ", phases = false")
                         if mode == "recorder" else IDLE_POLICY)
         # paired: the hook's print() lines (info) say where it switched
