@@ -6,11 +6,12 @@
 # Builds a RelWithDebInfo tree in build-bench/ first. Each section is
 # independent; add new ones as a function and a line in SECTIONS.
 # Sections: machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump
-# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch.
+# cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch
+# recorder_whole recorder_phases phase_sources.
 set -eu
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-bench}
-SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch"
+SECTIONS="machine nvtx nvtx_instructions writer window_memory full_pool recorder_dump cupti sampler daemon_fds sampler_py torch torch_ops recorder_torch torch_memory jobwatch recorder_whole recorder_phases phase_sources"
 
 build() {
     cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -316,6 +317,34 @@ section_torch_memory() {
         --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_torch_ops_memory.json"
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder --memory \
         --rounds "${BENCH_ROUNDS:-3}" --json "$BUILD/bench_recorder_torch_memory.json"
+}
+
+# The recorder's default configuration against no profiler, as whole
+# processes of 1,500 steps (tests/bench/bench_torch.py --recorder --whole;
+# about 6 minutes with the default 8 rounds).
+section_recorder_whole() {
+    echo "==== torch: the flight recorder against no profiler, whole processes (tests/bench/bench_torch.py --recorder --whole)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder --whole \
+        --rounds "${BENCH_ROUNDS:-8}" --rec-steps "${BENCH_REC_STEPS:-20}" \
+        --json "$BUILD/bench_recorder_whole.json"
+}
+
+# The phases a recorder dump keeps between windows against a window's
+# (tests/bench/bench_torch.py --phases-check): within 10 % per phase.
+section_recorder_phases() {
+    echo "==== torch: a recorder dump's step phases against a window's (tests/bench/bench_torch.py --phases-check)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --phases-check \
+        --rounds "${BENCH_ROUNDS:-5}" --json "$BUILD/bench_recorder_phases.json"
+}
+
+# What each possible source of the step phases costs torch itself
+# (tests/bench/bench_phase_sources.py: no profhost in it).
+section_phase_sources() {
+    echo "==== torch: the cost of each source of step phases (tests/bench/bench_phase_sources.py)"
+    have_torch || return 0
+    /usr/bin/python3 tests/bench/bench_phase_sources.py --cycles "${BENCH_CYCLES:-21}" --n 1000
 }
 
 build

@@ -43,9 +43,42 @@ static void put_ms(FILE *f, int64_t ns)
 	fprintf(f, " %10.3f", (double)ns / 1e6);
 }
 
-/* Writes the table of steps s[0..n) to f. */
+/* The line under the table saying where each column comes from. A
+ * flight recorder dump's phases were timed between windows, where the
+ * Python bridge hooks no module call (a hook on every module call costs
+ * too much for every step: docs/python.md, "Step phases between
+ * windows"): its forward is inferred, not the module calls, and without a
+ * backward there is none; said here rather than passed off as a window's
+ * forward (#29). */
+static void legend(FILE *f, bool recorder, const struct query_step *s, size_t n)
+{
+	bool forward = false;
+	size_t i;
+
+	if (!recorder) {
+		fputs("(data: DataLoader; forward: nn.Module calls; backward: autograd; "
+		      "optimizer: optimizer.step)\n", f);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		forward |= s[i].has_phases && s[i].phase[QUERY_PHASE_FORWARD] > 0;
+	fputs("(data: DataLoader; forward: ", f);
+	if (forward)
+		fputs("inferred between windows, unless the program marks it: from the end "
+		      "of the thread's last data fetch, backward or step to its next "
+		      "backward, i.e. the model and the loss with what the loop does "
+		      "between them (module calls are hooked only in windows)", f);
+	else
+		fputs("not timed between windows, where it is inferred from the start of "
+		      "a backward and these steps have none (module calls are hooked only "
+		      "in windows)", f);
+	fputs("; backward: autograd; optimizer: optimizer.step)\n", f);
+}
+
+/* Writes the table of steps s[0..n) to f; `recorder`: a flight recorder
+ * dump's (legend). */
 static void render(FILE *f, const struct query_step *s, size_t n, size_t max_rows,
-		   int64_t *tmp, bool *use)
+		   int64_t *tmp, bool *use, bool recorder)
 {
 	struct query_phase_sum sum;
 	size_t i, shown = 0, partial = 0;
@@ -86,8 +119,7 @@ static void render(FILE *f, const struct query_step *s, size_t n, size_t max_row
 	fputc('\n', f);
 	if (partial && !sum.partial)
 		fputs("* cut short by the process exit; not in the median and share\n", f);
-	fputs("(data: DataLoader; forward: nn.Module calls; backward: autograd; "
-	      "optimizer: optimizer.step)\n", f);
+	legend(f, recorder, s, n);
 }
 
 int phases_render(const struct trace *t, size_t max_rows, char **out,
@@ -113,7 +145,7 @@ int phases_render(const struct trace *t, size_t max_rows, char **out,
 	use = malloc(n * sizeof *use);
 	f = tmp && use ? open_memstream(&buf, &len) : NULL;
 	if (f) {
-		render(f, s, n, max_rows, tmp, use);
+		render(f, s, n, max_rows, tmp, use, t->meta.recorder);
 		if (fclose(f) != 0) {
 			free(buf);
 			buf = NULL;

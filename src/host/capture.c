@@ -183,6 +183,19 @@ void capture_recorder_rotated_all(void)
 			capture_sources[i]->recorder_rotated();
 }
 
+bool capture_recorder_rotated_wanted(void)
+{
+	size_t i;
+
+	for (i = 0; capture_sources[i]; i++)
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated &&
+		    (!capture_sources[i]->recorder_rotated_wanted ||
+		     capture_sources[i]->recorder_rotated_wanted()))
+			return true;
+	return false;
+}
+
+
 /* The window listener (host.h's struct window_listener): what window.c
  * publishes goes to every source. Threads and locks as window.c calls. */
 static void listen_warmup(void *ctx)
@@ -238,6 +251,12 @@ static void listen_dump_dropped(void *ctx)
 	capture_dump_dropped_all();
 }
 
+static bool listen_rotated_wanted(void *ctx)
+{
+	(void)ctx;
+	return capture_recorder_rotated_wanted();
+}
+
 const struct window_listener capture_listener = {
 	.warmup = listen_warmup,
 	.prepare = listen_prepare,
@@ -247,6 +266,7 @@ const struct window_listener capture_listener = {
 	.recorder = listen_recorder,
 	.dump_taken = listen_dump_taken,
 	.dump_dropped = listen_dump_dropped,
+	.rotated_wanted = listen_rotated_wanted,
 };
 
 int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)

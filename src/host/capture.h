@@ -91,6 +91,14 @@
  *                 worth (CUPTI: its buffers fill slowly and are delivered
  *                 only when full; it flushes them). Host thread; may
  *                 take a few milliseconds, never waits on the GPU.
+ *   recorder_rotated_wanted  nonzero when recorder_rotated has something
+ *                 to do now (CUPTI: completed buffers go into the ring):
+ *                 the host thread is woken for a rotation only then (a
+ *                 wake per rotation costs a loop of short steps a futex
+ *                 call, often an interrupt to another CPU). A source with
+ *                 recorder_rotated and no recorder_rotated_wanted is
+ *                 always woken for. Stepping thread, window lock held:
+ *                 lock-free, a load or two.
  * New slots go at the end; a source leaves the ones it does not use NULL.
  */
 #ifndef PROFHOST_CAPTURE_H
@@ -244,6 +252,7 @@ struct capture_ops {
 	void (*dump_taken)(void);
 	void (*dump_dropped)(void);
 	void (*recorder_rotated)(void);
+	int (*recorder_rotated_wanted)(void);
 };
 
 /* ---- the host's side (capture.c) ---- */
@@ -283,6 +292,9 @@ void capture_recorder_all(uint64_t gen);
 void capture_dump_taken_all(void);
 void capture_dump_dropped_all(void);
 void capture_recorder_rotated_all(void);
+/* Whether a source wants recorder_rotated now (recorder_rotated_wanted):
+ * the host thread is woken for a rotation then. Window lock held. */
+bool capture_recorder_rotated_wanted(void);
 
 /* The first source's stacks for a hang report (hang_stacks); -1 with why[]
  * when no source gives any (why: the last source's reason, or "no source

@@ -120,7 +120,13 @@ struct host_outputs {
  *   dump       this rank took a dump the job's other ranks are to hear of
  *              (prof.recorder{ job = true }): f says which (JOBFILE_DUMP:
  *              first, last, partial, reason). The thread that asked for
- *              it, window lock NOT held. */
+ *              it, window lock NOT held.
+ *   rotated_wanted  a question, not news: whether the listener has work
+ *              for the host thread when the recorder rotates its segment
+ *              (capture_ops.recorder_rotated_wanted); the host thread is
+ *              woken for a rotation only when one says true (#29: a
+ *              CPU-only loop's rotation wakes nobody). Stepping thread,
+ *              window lock held: lock-free, a load or two. */
 struct window_listener {
 	void (*warmup)(void *ctx);
 	void (*prepare)(void *ctx);
@@ -131,6 +137,7 @@ struct window_listener {
 	void (*dump_taken)(void *ctx);
 	void (*dump_dropped)(void *ctx);
 	void (*dump)(void *ctx, const struct jobfile *f);
+	bool (*rotated_wanted)(void *ctx);
 };
 
 #define WINDOW_LISTENERS 4

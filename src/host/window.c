@@ -117,6 +117,19 @@ static void tell_dump_dropped(struct window_state *w)
 			w->listen[i].l->dump_dropped(w->listen[i].ctx);
 }
 
+/* Whether a listener wants the host thread woken for a recorder rotation
+ * (window_listener.rotated_wanted). Lock held. */
+static bool ask_rotated_wanted(struct window_state *w)
+{
+	unsigned i;
+
+	for (i = 0; i < w->nlisten; i++)
+		if (w->listen[i].l->rotated_wanted &&
+		    w->listen[i].l->rotated_wanted(w->listen[i].ctx))
+			return true;
+	return false;
+}
+
 /* Lock NOT held. */
 static void tell_dump(struct window_state *w, const struct jobfile *f)
 {
@@ -131,6 +144,10 @@ static void tell_dump(struct window_state *w, const struct jobfile *f)
  * src/schedule/recorder.c). Between windows it keeps a capture generation
  * open and rotates it at step boundaries; the host thread gives old
  * generations back and writes dumps. */
+
+/* The pre-fault lead of the recorder's first segment (evbuf_open_lead):
+ * two chunks, then each segment takes what the one before used. */
+#define REC_OPEN_LEAD ((size_t)2 * EVBUF_CHUNK_BYTES)
 
 /* Gives `n` generations back now: the recorder rotates faster than the
  * host thread could be woken (a segment may last microseconds), and a
@@ -166,10 +183,14 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 		gen = h->shim->evbuf_rotate(w->rec.pool_bytes, &closed);
 		rec_closed(&w->rec);
 		/* what the sources hold of the closed segment's steps goes
-		 * into the ring (capture_ops.recorder_rotated) */
-		wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
+		 * into the ring (capture_ops.recorder_rotated), when one
+		 * holds anything (a CPU-only loop: no wake, #29) */
+		if (ask_rotated_wanted(w))
+			wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
 	} else {
-		gen = h->shim->evbuf_open(w->rec.pool_bytes);
+		/* a segment's writers take a chunk or two (evbuf_open would
+		 * populate 2 MiB ahead, at each resume) */
+		gen = h->shim->evbuf_open_lead(w->rec.pool_bytes, REC_OPEN_LEAD);
 	}
 	if (!gen)
 		return; /* a generation is open: nothing for the recorder */

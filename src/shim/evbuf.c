@@ -17,10 +17,31 @@
  * window used: 2 MiB, then as much as used so far, at most 32 MiB, never
  * past the pool (so a window holds at most that much more memory than it
  * wrote, until it is released). Writers ask for more (an atomic and, now
- * and then, a futex wake) when they take a chunk. Kernels without
+ * and then, a futex wake) when they take a chunk. A generation opened by
+ * evbuf_rotate (the flight recorder's next segment, every few steps)
+ * starts from what the generation before it used, plus one chunk, and is
+ * populated a chunk at a time while that is under 2 MiB: a recorder
+ * segment of a training loop takes a chunk or two, and populating and
+ * giving back 2 MiB of the salvage file's tmpfs at every rotation cost
+ * such a loop about 3 % of its CPU time (issue #29); so does one opened
+ * with evbuf_open_lead (the recorder's first segment), from its lead.
+ * Kernels without
  * MADV_POPULATE_WRITE (before 5.14), a helper that cannot start, or a
  * window whose populating fails (memory limits): the writers fault, as
  * they would without the helper.
+ *
+ * Recycling. A generation released without being drained (the flight
+ * recorder's oldest segment, given back as it rotates on the stepping
+ * thread) keeps what it wrote and one chunk more (at most
+ * EVBUF_KEEP_BYTES, and only pages that are populated): the written
+ * chunks are zeroed (memset), the rest goes back to the kernel, and the
+ * next generation in that slot starts with those pages populated
+ * (`ready`). The recorder thus reuses its few pages
+ * instead of giving them back and populating fresh ones at every
+ * rotation: MADV_REMOVE on the stepping thread with its TLB shootdown,
+ * and the helper's wake-up and page faults, cost more than the memset.
+ * A slot's kept pages are in the salvage file as zeros in a region its
+ * header names no generation for.
  */
 #include "evbuf.h"
 #include "evchunk.h"
@@ -78,9 +99,18 @@ struct evbuf_slot {
 	_Atomic uint64_t pf_want;
 	_Atomic uint64_t pf_done;
 	_Atomic int pf_busy;
-	/* Bytes from the start that evbuf_prepare() populated for the next
-	 * generation (0: none); used up by evbuf_open, reset by release. */
+	/* The helper's least lead for this generation (see the top):
+	 * PF_LEAD_MIN, or less for a rotated one, populated a chunk at a
+	 * time then. Set before the generation is handed out. */
+	_Atomic uint64_t pf_min;
+	/* Bytes from the start that are populated and zero for the next
+	 * generation (0: none): what evbuf_prepare() populated, or what
+	 * evbuf_release() kept of an undrained generation (see "Recycling"
+	 * at the top); used up by the next open. */
 	size_t ready;
+	/* The generation was drained (its pages went back behind the
+	 * drain): its release keeps nothing. Host thread, or the opener. */
+	int drained;
 	/* Chunks left by exited threads (see "Thread exit" in evbuf.h): the
 	 * generation's low 32 bits << 32 | chunk index + 1; 0 or another
 	 * generation's entry is a free place. */
@@ -94,6 +124,8 @@ struct evbuf_slot {
 #define PF_PIECE ((uint64_t)2 << 20)   /* populated per step: a huge page */
 #define PF_LEAD_MIN ((uint64_t)2 << 20)
 #define PF_LEAD_MAX ((uint64_t)32 << 20)
+/* What the release of an undrained generation keeps (see "Recycling"). */
+#define EVBUF_KEEP_BYTES ((uint64_t)8 * EVBUF_CHUNK_BYTES)
 
 static struct evbuf_slot slots[EVBUF_SLOTS];
 /* Records dropped because the open generation found no free slot. Reset by
@@ -162,10 +194,25 @@ static uint64_t pf_round(const struct evbuf_slot *s, uint64_t off, uint64_t end)
 	return off < end ? off : end;
 }
 
-/* How far ahead of `used` bytes of a pool the helper populates. */
-static uint64_t pf_lead(uint64_t used)
+/* Offset `off` of slot s's pool moved up to where the helper's next piece
+ * ends, at most `end`: a huge-page boundary (pf_round), or a chunk's end
+ * for a generation whose least lead is under a huge page (its pool is
+ * written a chunk or two at a time, and a huge page's worth of 4 KiB
+ * pages would mostly go unused). */
+static uint64_t pf_step(const struct evbuf_slot *s, uint64_t off, uint64_t end)
 {
-	return used < PF_LEAD_MIN ? PF_LEAD_MIN : used > PF_LEAD_MAX ? PF_LEAD_MAX : used;
+	if (atomic_load_explicit(&s->pf_min, memory_order_relaxed) >= PF_PIECE)
+		return pf_round(s, off, end);
+	off = (off + EVBUF_CHUNK_BYTES - 1) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES;
+	return off < end ? off : end;
+}
+
+/* How far ahead of `used` bytes of slot s's pool the helper populates. */
+static uint64_t pf_lead(const struct evbuf_slot *s, uint64_t used)
+{
+	uint64_t lo = atomic_load_explicit(&s->pf_min, memory_order_relaxed);
+
+	return used < lo ? lo : used > PF_LEAD_MAX ? PF_LEAD_MAX : used;
 }
 
 static void pf_wake(void)
@@ -180,14 +227,14 @@ static void pf_wake(void)
 static void pf_need(struct evbuf_slot *s, uint64_t used)
 {
 	uint64_t want = atomic_load_explicit(&s->pf_want, memory_order_relaxed);
-	uint64_t lead = pf_lead(used), target, size;
+	uint64_t lead = pf_lead(s, used), target, size;
 
 	if (atomic_load_explicit(&pf_state, memory_order_relaxed) != 1 ||
 	    used + lead / 2 <= want ||
 	    atomic_load_explicit(&s->pf_gen, memory_order_relaxed) == 0)
 		return;
 	size = (uint64_t)s->nchunks * EVBUF_CHUNK_BYTES;
-	target = pf_round(s, used + lead, size);
+	target = pf_step(s, used + lead, size);
 	while (target > want)
 		if (atomic_compare_exchange_weak_explicit(&s->pf_want, &want, target,
 							  memory_order_relaxed,
@@ -242,7 +289,7 @@ static int pf_populate(void)
 		}
 		/* Only now is s->mem this generation's: evbuf_open() may map
 		 * the slot anew once it was released. */
-		len = pf_round(s, done + 1, want) - done;
+		len = pf_step(s, done + 1, want) - done;
 		if (madvise(s->mem + done, len, MADV_POPULATE_WRITE) != 0)
 			rc = errno == EINVAL || errno == ENOSYS || errno == EPERM ? -1 : 1;
 		/* A salvage file's writers trust pf_done to have their pages
@@ -1029,10 +1076,11 @@ void evbuf_prepare(size_t bytes)
 	pf_start();
 	/* The first writers' pages, populated now rather than faulted in by
 	 * them in the window's first step. Kept until the slot's release. */
-	if (!s->ready) {
+	{
 		size_t first = pf_round(s, PF_LEAD_MIN, want);
 
-		if (madvise(s->mem, first, MADV_POPULATE_WRITE) == 0)
+		if (s->ready < first &&
+		    madvise(s->mem + s->ready, first - s->ready, MADV_POPULATE_WRITE) == 0)
 			s->ready = first;
 	}
 }
@@ -1058,8 +1106,10 @@ static uint64_t next_gen(void)
 }
 
 /* Maps generation `gen`'s pool of `bytes` in its slot, when the slot is
- * free, and hands it to the writers (s->gen, last). Caller of open/close. */
-static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes)
+ * free, and hands it to the writers (s->gen, last), the helper to keep
+ * at least `lead` bytes ahead of them (see the top), and as far as the
+ * slot's `ready` pages at first. Caller of open/close. */
+static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes, uint64_t lead)
 {
 	uint64_t nchunks = pool_chunks(bytes);
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
@@ -1073,12 +1123,14 @@ static struct evbuf_slot *slot_ready(uint64_t gen, size_t bytes)
 		return s;
 	}
 	s->nchunks = (uint32_t)nchunks;
+	s->drained = 0;
 	atomic_store_explicit(&s->next, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->dropped_full, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->open, 1, memory_order_relaxed);
 	/* What evbuf_prepare() populated counts as done. */
 	atomic_store_explicit(&s->pf_done, s->ready, memory_order_relaxed);
-	atomic_store_explicit(&s->pf_want, pf_round(s, PF_LEAD_MIN, want),
+	atomic_store_explicit(&s->pf_min, lead, memory_order_relaxed);
+	atomic_store_explicit(&s->pf_want, pf_step(s, lead > s->ready ? lead : s->ready, want),
 			      memory_order_relaxed);
 	atomic_store(&s->pf_gen, gen);
 	salv_slot_set(s, gen, nchunks * EVBUF_CHUNK_BYTES);
@@ -1101,14 +1153,22 @@ static void pf_follow(struct evbuf_slot *s)
 
 uint64_t evbuf_open(size_t bytes)
 {
+	return evbuf_open_lead(bytes, PF_LEAD_MIN);
+}
+
+uint64_t evbuf_open_lead(size_t bytes, size_t lead)
+{
 	struct evbuf_slot *s;
 	uint64_t gen;
 
 	if (atomic_load_explicit(&evbuf_state, memory_order_relaxed) & 1)
 		return 0;
+	if (lead < PF_LEAD_MIN) /* whole chunks, at least one */
+		lead = lead < EVBUF_CHUNK_BYTES ? EVBUF_CHUNK_BYTES
+		       : (lead + EVBUF_CHUNK_BYTES - 1) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES;
 	gen = next_gen();
 	atomic_store_explicit(&noslot_dropped, 0, memory_order_relaxed);
-	s = slot_ready(gen, bytes);
+	s = slot_ready(gen, bytes, lead);
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
 	pf_follow(s);
 	return gen;
@@ -1147,6 +1207,23 @@ uint64_t evbuf_current(void)
 	return st & 1 ? st >> 1 : 0;
 }
 
+/* The least lead of the generation that follows open generation `gen` in
+ * a rotation: what `gen` took of its pool plus one chunk (the writers of a
+ * flight recorder segment take about what the one before took), at most
+ * PF_LEAD_MIN, the lead of a generation opened afresh. */
+static uint64_t rotated_lead(uint64_t gen)
+{
+	const struct evbuf_slot *o = &slots[gen % EVBUF_SLOTS];
+	uint64_t n = atomic_load_explicit(&o->next, memory_order_relaxed), lead;
+
+	if (atomic_load_explicit(&o->gen, memory_order_acquire) != gen)
+		return PF_LEAD_MIN;
+	if (n > o->nchunks)
+		n = o->nchunks;
+	lead = (n + 1) * EVBUF_CHUNK_BYTES;
+	return lead < PF_LEAD_MIN ? lead : PF_LEAD_MIN;
+}
+
 uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
 {
 	uint64_t st = atomic_load_explicit(&evbuf_state, memory_order_relaxed);
@@ -1159,7 +1236,7 @@ uint64_t evbuf_rotate(size_t bytes, uint64_t *closed)
 	/* The new pool is ready before writers see it, and they see it in
 	 * place of the old one in one store: nothing is appended to neither. */
 	gen = next_gen();
-	s = slot_ready(gen, bytes);
+	s = slot_ready(gen, bytes, rotated_lead(st >> 1));
 	n = atomic_exchange_explicit(&noslot_dropped, 0, memory_order_relaxed);
 	atomic_store_explicit(&evbuf_state, (gen << 1) | 1, memory_order_release);
 	close_gen(st >> 1, n);
@@ -1279,6 +1356,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 		return -1;
 	if (atomic_load_explicit(&s->open, memory_order_acquire))
 		return -1;
+	s->drained = 1;
 	stats->dropped_full = atomic_load_explicit(&s->dropped_full, memory_order_relaxed);
 	n = atomic_load_explicit(&s->next, memory_order_acquire);
 	if (n > s->nchunks)
@@ -1321,7 +1399,7 @@ int evbuf_drain(uint64_t gen, evbuf_visit_fn fn, void *ctx,
 void evbuf_release(uint64_t gen)
 {
 	struct evbuf_slot *s = &slots[gen % EVBUF_SLOTS];
-	uint64_t used;
+	uint64_t used, written, keep;
 
 	if (atomic_load_explicit(&s->gen, memory_order_acquire) != gen ||
 	    atomic_load_explicit(&s->open, memory_order_acquire))
@@ -1333,16 +1411,32 @@ void evbuf_release(uint64_t gen)
 		struct timespec ts = { 0, 50000 };
 		nanosleep(&ts, NULL);
 	}
-	used = atomic_load_explicit(&s->next, memory_order_relaxed);
-	if (used > s->nchunks)
-		used = s->nchunks;
-	used *= EVBUF_CHUNK_BYTES;
+	written = atomic_load_explicit(&s->next, memory_order_relaxed);
+	if (written > s->nchunks)
+		written = s->nchunks;
+	written *= EVBUF_CHUNK_BYTES;
+	used = written;
 	if (atomic_load_explicit(&s->pf_done, memory_order_relaxed) > used)
 		used = atomic_load_explicit(&s->pf_done, memory_order_relaxed);
+	/* Undrained: what it wrote and one chunk more stay, zeroed, for the
+	 * next generation in this slot (see "Recycling" at the top). Only
+	 * populated pages: a chunk whose populating failed (a full tmpfs)
+	 * would raise SIGBUS in the memset, or in the next writer. */
+	keep = written + EVBUF_CHUNK_BYTES;
+	if (keep > used)
+		keep = used - used % EVBUF_CHUNK_BYTES;
+	if (keep > EVBUF_KEEP_BYTES || s->drained)
+		keep = s->drained ? 0 : EVBUF_KEEP_BYTES;
+	if (keep && s->shared &&
+	    atomic_load_explicit(&s->pf_done, memory_order_relaxed) < keep &&
+	    madvise(s->mem, keep, MADV_POPULATE_WRITE) != 0)
+		keep = 0;
+	if (keep)
+		memset(s->mem, 0, written < keep ? written : keep);
 	/* Whole huge pages: a write faults in all of its huge page. */
-	if (used)
-		pool_give_back(s, 0, pf_round(s, used, s->mapped));
-	s->ready = 0;
+	if (used > keep)
+		pool_give_back(s, keep, pf_round(s, used, s->mapped) - keep);
+	s->ready = keep;
 	atomic_store_explicit(&s->gen, 0, memory_order_release);
 }
 

@@ -207,6 +207,15 @@ int evbuf_append_raw(uint16_t kind, int64_t ts, const void *payload,
  */
 uint64_t evbuf_open(size_t bytes);
 
+/* As evbuf_open(), the helper starting `lead` bytes ahead of the writers
+ * (whole chunks, at least one; at most 2 MiB as evbuf_open), or as far as
+ * the pages the slot kept from a recycled generation (evbuf.c,
+ * "Recycling"), populated a chunk at a time under 2 MiB: the flight
+ * recorder's first segment (at its start, after a pause or a window),
+ * whose writers take a chunk or two, where evbuf_open would populate 2
+ * MiB at each resume. */
+uint64_t evbuf_open_lead(size_t bytes, size_t lead);
+
 /* Readies the pool of the generation evbuf_open() will open next (a
  * window is about to open): maps it, starts the pre-fault helper and
  * populates the first writers' pages now, so the window's first step does

@@ -174,6 +174,7 @@ __attribute__((constructor)) static void shim_init(void)
 		.version = SHIM_API_VERSION,
 		.shim_path = shim_path,
 		.evbuf_open = evbuf_open,
+		.evbuf_open_lead = evbuf_open_lead,
 		.evbuf_close = evbuf_close,
 		.evbuf_prepare = evbuf_prepare,
 		.evbuf_drain = evbuf_drain,

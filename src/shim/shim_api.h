@@ -20,7 +20,7 @@
 #include "../common/clock.h"
 #include "evbuf.h"
 
-#define SHIM_API_VERSION 11 /* 2: NVTX, clock, range hooks, CUDA injection;
+#define SHIM_API_VERSION 12 /* 2: NVTX, clock, range hooks, CUDA injection;
 			      3: evbuf_prepare; 4: core_api.dump;
 			      5: nvtx_open_ranges; 6: the salvage file;
 			      7: evbuf_set_fill_hook, evbuf_rotate;
@@ -29,7 +29,8 @@
 			      by the core); 10: nvtx capture_end gets
 			      the range's end timestamp; the salvage
 			      file's version 4 (the interpreter's eval
-			      range); 11: evbuf_current */
+			      range); 11: evbuf_current;
+			      12: evbuf_open_lead */
 
 /* What the shim gives the core. Valid for the life of the process. */
 struct shim_api {
@@ -82,6 +83,9 @@ struct shim_api {
 	void (*salvage_modules)(void);
 	/* The generation open now, 0 when none (evbuf.h). Any thread. */
 	uint64_t (*evbuf_current)(void);
+	/* evbuf_open with the helper's lead given (evbuf.h): the flight
+	 * recorder's first segment. */
+	uint64_t (*evbuf_open_lead)(size_t bytes, size_t lead);
 };
 
 /* What the core gives the shim. Every pointer is set by a successful

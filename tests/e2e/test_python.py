@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import textwrap
 import unittest
 
 from harness import (LIB, NEEDS_TORCH, PROF, PYTHON, SOURCE, TESTBIN, TempDirTest, base_env,
@@ -345,6 +346,76 @@ class TorchSteps(PythonTest):
 
 QUICKSTART = os.path.join(SOURCE, "examples", "quickstart.py")
 PROFILE = os.path.join(SOURCE, "examples", "profile.lua")
+
+
+RECORDER_DUMP = """prof.recorder { steps = 6 }
+prof.on_step(function(s)
+  if s.step == 20 then assert(prof.dump { steps = 4, reason = "check" }) end
+end)
+"""
+
+
+def recorder_dirs(out):
+    return sorted(glob.glob(os.path.join(out, "*", "rank*", "recorder*_steps*")))
+
+
+@NEEDS_TORCH
+class RecorderPhases(PythonTest):
+    """The flight recorder's step phases between windows (#29): no module
+    hooks there, so forward is inferred and the dump's summary says so; and
+    nothing of profhost in the program's objects, between windows or in
+    one."""
+
+    def test_dump_has_every_phase_and_says_forward_was_inferred(self):
+        r, out = self.prof_run([TRAIN, "--steps", "30"], RECORDER_DUMP)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps17-20"],
+                         r.stderr)
+        self.check_phases(load_trace(dirs[0]))
+        text = read(os.path.join(dirs[0], "summary.txt"))
+        self.assertIn("Step phases (ms)", text)
+        self.assertIn("forward: inferred between windows, unless the program marks it: "
+                      "from the end of the thread's last data fetch, backward or step to "
+                      "its next backward", text)
+        self.assertNotIn("forward: nn.Module calls", text)
+
+    def test_model_and_optimizer_save_load_and_copy(self):
+        # Saved and deep-copied between windows (steps 2, 15: the recorder
+        # times phases there) and inside a window (step 6, the window of
+        # steps 5-7: the module hooks are on); each file loads in a process
+        # without profhost (an instance hook of profhost's would need it).
+        policy = SCHEDULE + "prof.recorder { steps = 6 }\n"
+        r, out = self.prof_run([os.path.join(WORKLOADS, "recorder_objects.py"), self.tmp,
+                                "20", "2", "6", "15"], policy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(re.findall(r"objects \d+: .*", r.stdout),
+                         ["objects 2: [] []", "objects 6: [] []", "objects 15: [] []"])
+        self.check_windows(out, EXPECTED)
+        check = textwrap.dedent("""
+            import sys, torch
+            from torch import nn
+            for n in sys.argv[2:]:
+                m = torch.load("%s/model%s.pt" % (sys.argv[1], n))
+                o = torch.load("%s/opt%s.pt" % (sys.argv[1], n))
+                st = torch.load("%s/state%s.pt" % (sys.argv[1], n))
+                assert not any(x._forward_hooks or x._forward_pre_hooks for x in m.modules())
+                m2 = nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(),
+                                   nn.Linear(32, 4))
+                m2.load_state_dict(st["model"])
+                o2 = torch.optim.SGD(m2.parameters(), lr=0.05, momentum=0.9)
+                o2.load_state_dict(st["opt"])
+                x = torch.randn(8, 16)
+                assert torch.equal(m(x), m2(x))
+                m(x).sum().backward()
+                o.step()
+                print("loaded", n, type(o).__name__)
+            """)
+        env = base_env()
+        r = run([PYTHON, "-c", check, self.tmp, "2", "6", "15"], env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split("\n")[:3], ["loaded 2 SGD", "loaded 6 SGD",
+                                                   "loaded 15 SGD"])
 
 
 @NEEDS_TORCH

@@ -377,6 +377,86 @@ class Wrappers(unittest.TestCase):
             assert len(steps) == 4
         ''', log=False)
 
+    def test_recorder_alone_exceptions_nesting_and_threads(self):
+        # The wrappers' path between windows (lean: its helpers inlined,
+        # #29) keeps the window path's rules: exceptions pass through
+        # unchanged and timing recovers, a fetch inside a fetch is one data
+        # phase, each thread times its own, profhost's own failure never
+        # reaches the program.
+        self.run_script('''
+            set_state(RECORDER)
+            assert _phases.is_on() and _phases._lean
+            class Bad(Dataset):
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    raise KeyError("item %d" % i)
+
+            try:
+                next(iter(DataLoader(Bad())))
+                raise AssertionError("no exception")
+            except KeyError as e:
+                assert "item 0" in str(e)
+            try:
+                torch.autograd.backward(torch.zeros(2))   # no grad: raises
+                raise AssertionError("no exception")
+            except RuntimeError:
+                pass
+            class BadOpt(torch.optim.SGD):
+                def step(self, closure=None):
+                    raise OSError("step")
+            bad = BadOpt(model.parameters(), lr=0.1)
+            try:
+                bad.step()
+                raise AssertionError("no exception")
+            except OSError:
+                pass
+            assert steps == []    # a step that raised is no step
+            del events[:]
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            assert names() == ["data", "forward", "backward", "optimizer"] * 2 + ["data"], names()
+            check_no_overlap()
+
+            class Nested(Dataset):
+                """Each item fetched through an inner DataLoader."""
+                def __len__(self):
+                    return 4
+
+                def __getitem__(self, i):
+                    return next(iter(loader(2, 1)))[0][0]
+
+            del events[:]
+            for x in DataLoader(Nested(), batch_size=2):
+                model(x).sum().backward()
+            # one data phase per outer batch; forward inferred from its end
+            assert names() == ["data", "forward", "backward"] * 2 + ["data"], names()
+            check_no_overlap()
+
+            del events[:]
+            def work():
+                for x, y in loader(4, 2):
+                    loss_fn(model(x), y).backward()
+            ts = [threading.Thread(target=work) for _ in range(3)]
+            for t in ts: t.start()
+            for t in ts: t.join()
+            assert names().count("data") == 9 and names().count("backward") == 6, names()
+            assert names().count("forward") == 6, names()
+
+            def broken(*a):
+                raise MemoryError("profhost's own")
+            _phases._emit = broken
+            n = len(steps)
+            for x, y in loader(4, 2):
+                train_step(x, y)
+            try:
+                torch.autograd.backward(torch.zeros(2))
+            except RuntimeError:
+                pass
+            assert len(steps) == n + 2
+        ''', log=False)
+
     def test_wrapped_again_by_another_library(self):
         self.run_script('''
             ours = dl._BaseDataLoaderIter.__dict__["__next__"]

@@ -827,6 +827,180 @@ static void test_salvage_pool_leaves_the_program_room(struct salv_header *h, con
 	check_pool_kept_out(h, (avail - keep / 2) / EVBUF_CHUNK_BYTES * EVBUF_CHUNK_BYTES);
 }
 
+/* Bytes of the file at `path` the tmpfs holds pages for. */
+static long file_bytes(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (long)sb.st_blocks * 512 : -1;
+}
+
+/* Waits until the pre-fault helper is done with the open pool: the file's
+ * size on the tmpfs has not moved for 100 ms (at most 2 s). */
+static long file_bytes_settled(const char *path)
+{
+	long last = file_bytes(path), now;
+	int i, still = 0;
+
+	for (i = 0; i < 200 && still < 10; i++) {
+		struct timespec ts = { 0, 10000000 };
+
+		nanosleep(&ts, NULL);
+		now = file_bytes(path);
+		still = now == last ? still + 1 : 0;
+		last = now;
+	}
+	return last;
+}
+
+/* Whether this tmpfs may back the salvage file with huge pages (then a
+ * populated chunk brings its whole huge page, whatever evbuf asks). */
+static int tmpfs_huge(void)
+{
+	char buf[256] = "", line[1024];
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	int huge = 0;
+
+	if (f) {
+		if (!fgets(buf, sizeof buf, f))
+			buf[0] = '\0';
+		fclose(f);
+	}
+	if (strstr(buf, "[force]"))
+		return 1;
+	f = fopen("/proc/mounts", "r");
+	while (f && fgets(line, sizeof line, f))
+		if (strstr(line, " /dev/shm ") && strstr(line, "huge=") &&
+		    !strstr(line, "huge=never") && !strstr(line, "huge=deny"))
+			huge = 1;
+	if (f)
+		fclose(f);
+	return huge;
+}
+
+/* The flight recorder's rotation: a segment that follows one whose
+ * writers took a chunk is populated about as far (two chunks), not the
+ * 2 MiB of a window's pool, and a segment given back undrained leaves its
+ * pages, zeroed, to the next one in its slot: rotating every few steps
+ * neither fills the salvage file's tmpfs nor costs the program the
+ * pages' zeroing and unmapping (#29). Three segments held, as the
+ * recorder holds them; every record kept. */
+static void test_salvage_rotation_populates_what_is_used(struct salv_header *h,
+							 const char *path)
+{
+	/* larger than any slot so far: every slot is mapped anew, from the
+	 * file (a slot's mapping is reused when it is large enough) */
+	const size_t pool = (size_t)768 << 20;
+	uint64_t gens[8], closed, total = 0;
+	long before;
+	int n, i;
+
+	if (tmpfs_huge()) {
+		printf("test_salvage_rotation_populates_what_is_used: skipped, the "
+		       "tmpfs may use huge pages\n");
+		return;
+	}
+	before = file_bytes_settled(path);
+	gens[0] = evbuf_open(pool);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+	for (n = 1; n < 8; n++) {
+		gens[n] = evbuf_rotate(pool, &closed);
+		CHECK_EQ_INT(closed, gens[n - 1]);
+		if (atomic_load(&h->slots[gens[n] % SALV_SLOTS].gen) != gens[n] ||
+		    h->slots[gens[n] % SALV_SLOTS].off == 0) {
+			printf("test_salvage_rotation_populates_what_is_used: skipped, the "
+			       "tmpfs has no room for the pools\n");
+			evbuf_close();
+			for (i = n < 3 ? 0 : n - 2; i <= n; i++)
+				evbuf_release(gens[i]);
+			return;
+		}
+		for (i = 0; i < 100; i++)
+			evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+		if (n >= 3) /* the oldest of three goes back, undrained */
+			evbuf_release(gens[n - 3]);
+	}
+	/* Held now: the segments of gens[5], [6] and the open gens[7], two
+	 * chunks each (the one written, one ahead), and the fourth slot the
+	 * two gens[4] kept for the next segment, zeroed; the first segment,
+	 * populated 2 MiB ahead as a window's pool, gave the rest back. */
+	CHECK(file_bytes_settled(path) - before <= 4 * 2 * EVBUF_CHUNK_BYTES);
+	CHECK_EQ_INT(evbuf_close(), gens[7]);
+	for (i = 5; i < 8; i++)
+		drain_count(gens[i], &total);
+	CHECK_EQ_INT(total, 3 * 100);
+	/* drained, they keep nothing: only the fourth slot's two chunks */
+	CHECK(file_bytes_settled(path) - before <= 2 * EVBUF_CHUNK_BYTES);
+	/* which hold zeros, gens[4]'s records gone: a salvage reading the
+	 * region finds nothing, nor does the next segment in it */
+	{
+		static char buf[2 * EVBUF_CHUNK_BYTES];
+		int fd = open(path, O_RDONLY);
+		size_t k, nonzero = 0;
+
+		CHECK(fd >= 0 && pread(fd, buf, sizeof buf,
+				       (off_t)h->slots[gens[4] % SALV_SLOTS].off) ==
+				 (ssize_t)sizeof buf);
+		for (k = 0; k < sizeof buf; k++)
+			nonzero += buf[k] != 0;
+		CHECK_EQ_INT(nonzero, 0);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+/* The flight recorder paused and resumed (or around a window): its held
+ * segments go back undrained, each slot keeping its two chunks, and its
+ * first segment after (evbuf_open_lead, two chunks ahead) is populated
+ * no further than those: resuming costs no 2 MiB of fresh pages, as
+ * evbuf_open's lead would (#29). Its records are kept. */
+static void test_salvage_resume_populates_what_was_kept(struct salv_header *h,
+							const char *path)
+{
+	const size_t pool = (size_t)768 << 20; /* the slots' size so far */
+	uint64_t gens[4], closed, total = 0;
+	long before, paused;
+	int n, i;
+
+	if (tmpfs_huge())
+		return; /* said by the test before */
+	before = file_bytes_settled(path);
+	gens[0] = evbuf_open_lead(pool, 2 * EVBUF_CHUNK_BYTES);
+	for (n = 0; n < 4; n++) {
+		if (n)
+			gens[n] = evbuf_rotate(pool, &closed);
+		if (!gens[n] || atomic_load(&h->slots[gens[n] % SALV_SLOTS].gen) != gens[n] ||
+		    h->slots[gens[n] % SALV_SLOTS].off == 0) {
+			evbuf_close();
+			for (i = 0; i <= n; i++)
+				evbuf_release(gens[i]);
+			return; /* no room in the tmpfs: said by the test before */
+		}
+		for (i = 0; i < 100; i++)
+			evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+		if (n == 3)
+			evbuf_release(gens[0]);
+	}
+	/* paused: the held segments go back, undrained */
+	CHECK_EQ_INT(evbuf_close(), gens[3]);
+	for (n = 1; n < 4; n++)
+		evbuf_release(gens[n]);
+	paused = file_bytes_settled(path);
+	CHECK(paused - before <= 4 * 2 * EVBUF_CHUNK_BYTES);
+	/* resumed: in the slot of gens[0], which kept the chunk it wrote and
+	 * the one after it when the helper had populated that before gens[0]
+	 * was rotated away (it populates the open generation only), so at
+	 * most that one more chunk */
+	gens[0] = evbuf_open_lead(pool, 2 * EVBUF_CHUNK_BYTES);
+	for (i = 0; i < 100; i++)
+		evbuf_append(EVBUF_MARK, "segment", (uint64_t)i, 0);
+	CHECK(file_bytes_settled(path) <= paused + EVBUF_CHUNK_BYTES);
+	CHECK_EQ_INT(evbuf_close(), gens[0]);
+	drain_count(gens[0], &total);
+	CHECK_EQ_INT(total, 100);
+}
+
 /* The salvage file: refused outside a tmpfs; on /dev/shm a new pool is a
  * region of it, named in its header while its generation is held, with
  * the records in the file; its pages go back to the tmpfs on release;
@@ -881,6 +1055,8 @@ static void test_salvage_file(void)
 	CHECK(pread(fd, &c, sizeof c, (off_t)ss->off) == (ssize_t)sizeof c);
 	CHECK_EQ_INT(atomic_load(&c.used), 0); /* the page left the file */
 	close(fd);
+	test_salvage_rotation_populates_what_is_used(h, path);
+	test_salvage_resume_populates_what_was_kept(h, path);
 	test_salvage_pool_without_room(h, dir);
 	test_salvage_pool_leaves_the_program_room(h, dir);
 	evbuf_salvage_remove();

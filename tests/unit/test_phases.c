@@ -116,6 +116,41 @@ static void test_row_limit(void)
 	trace_free(&t);
 }
 
+/* A flight recorder dump's legend says its forward was inferred between
+ * windows (no module hooks there), a window's that it is the module
+ * calls; a dump whose steps have no forward (no backward to infer it
+ * from) says it was not timed (#29). */
+static void test_recorder_legend(void)
+{
+	struct trace t;
+	struct err e;
+	char *text;
+
+	make_window(&t);
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
+	CHECK(text && strstr(text, "forward: nn.Module calls;"));
+	CHECK(text && !strstr(text, "inferred"));
+	free(text);
+	t.meta.recorder = true;
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
+	CHECK(text && strstr(text, "forward: inferred between windows, unless the program "
+			     "marks it: from the end of the thread's last data fetch, backward "
+			     "or step to its next backward"));
+	CHECK(text && !strstr(text, "nn.Module calls"));
+	free(text);
+	trace_free(&t);
+
+	CHECK_EQ_INT(trace_init(&t), 0); /* an inference loop's dump */
+	t.meta.recorder = true;
+	add_step(&t, 1, 0, 10 * MS, 0);
+	add_range(&t, "data", 1 * MS, 1 * MS, 7);
+	CHECK_EQ_INT(phases_render(&t, 0, &text, &e), 0);
+	CHECK(text && strstr(text, "forward: not timed between windows, where it is inferred "
+			     "from the start of a backward and these steps have none"));
+	free(text);
+	trace_free(&t);
+}
+
 static void test_no_phases(void)
 {
 	struct trace t;
@@ -155,6 +190,7 @@ int main(void)
 {
 	test_render();
 	test_row_limit();
+	test_recorder_legend();
 	test_no_phases();
 	test_notes();
 	return check_done();

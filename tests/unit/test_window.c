@@ -47,6 +47,12 @@ static uint64_t fake_evbuf_open(size_t bytes)
 	return next_gen++;
 }
 
+static uint64_t fake_evbuf_open_lead(size_t bytes, size_t lead)
+{
+	(void)lead;
+	return fake_evbuf_open(bytes);
+}
+
 static uint64_t fake_evbuf_close(void)
 {
 	return 0;
@@ -83,6 +89,7 @@ static void fake_nvtx_replay(void)
 static const struct shim_api fake_shim = {
 	.version = SHIM_API_VERSION,
 	.evbuf_open = fake_evbuf_open,
+	.evbuf_open_lead = fake_evbuf_open_lead,
 	.evbuf_close = fake_evbuf_close,
 	.evbuf_rotate = fake_evbuf_rotate,
 	.evbuf_prepare = fake_evbuf_prepare,
@@ -161,6 +168,17 @@ static void fake_recorder(void *ctx, uint64_t gen)
 	note("rec%llu", (unsigned long long)gen);
 }
 
+/* What the sources' listener answers to rotated_wanted: a source (CUPTI
+ * with the recorder keeping GPU work) has something to hand over at a
+ * rotation. */
+static bool rotated_wanted = true;
+
+static bool fake_rotated_wanted(void *ctx)
+{
+	(void)ctx;
+	return rotated_wanted;
+}
+
 /* Counted, not logged: not part of the sequences most tests check. */
 static int dumps_taken, dumps_dropped;
 
@@ -192,6 +210,7 @@ static const struct window_listener fake_sources = {
 	.recorder = fake_recorder,
 	.dump_taken = fake_dump_taken,
 	.dump_dropped = fake_dump_dropped,
+	.rotated_wanted = fake_rotated_wanted,
 };
 
 /* ---- out-of-memory injection: the test links with -Wl,--wrap=malloc
@@ -405,6 +424,33 @@ static void test_recorder_tells_sources(void)
 	CHECK_EQ_STR(strrchr(calls, ' ') + 1, "rec0");
 	rec_free(&host.win.rec);
 	memset(&cfg.recorder, 0, sizeof cfg.recorder);
+}
+
+/* At each rotation the host thread is woken to have the sources hand
+ * over what they hold of the closed segment (HOST_WAKE_ROTATED), only
+ * when a source has something to hand over: in a loop that keeps no GPU
+ * work the wake (a futex call per rotation) is left out (#29). */
+static void test_recorder_wakes_host_thread_when_wanted(void)
+{
+	struct sched_config sc = { 0 };
+	int wanted;
+
+	for (wanted = 0; wanted < 2; wanted++) {
+		rotated_wanted = wanted;
+		cfg.recorder.enabled = true;
+		cfg.recorder.steps = 2; /* a rotation at every step */
+		cfg.recorder.bytes = 4 << 20;
+		cfg.recorder.max_dumps = 10;
+		start(&sc);
+		atomic_store(&host.ht.wake, 0);
+		steps(3);
+		CHECK_EQ_STR(calls, "rec1 step0 rec2 step1 rec3 step2 rec4 step3");
+		CHECK_EQ_INT((atomic_load(&host.ht.wake) & HOST_WAKE_ROTATED) != 0, wanted);
+		window_finish(&host, false);
+		rec_free(&host.win.rec);
+		memset(&cfg.recorder, 0, sizeof cfg.recorder);
+	}
+	rotated_wanted = true;
 }
 
 /* A dump refused by an out-of-memory failure after the sources were told
@@ -954,6 +1000,7 @@ int main(void)
 	test_schedule_windows();
 	test_capture_now();
 	test_recorder_tells_sources();
+	test_recorder_wakes_host_thread_when_wanted();
 	test_dump_out_of_memory();
 	test_dump_refused_while_queue_full();
 	test_dump_hang();

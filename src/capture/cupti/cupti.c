@@ -1612,6 +1612,14 @@ static void cu_recorder_rotated(void)
 	pthread_mutex_unlock(&cu.flush_lock);
 }
 
+/* capture_ops.recorder_rotated_wanted: cu_recorder_rotated would flush
+ * (CUPTI is ready, the recorder keeps GPU work, kinds are on: rec_copy is
+ * set exactly then). Stepping thread, lock-free. */
+static int cu_recorder_rotated_wanted(void)
+{
+	return atomic_load_explicit(&cu.rec_copy, memory_order_relaxed);
+}
+
 /* The records a dump converts, each once. */
 struct rec_set {
 	const CUpti_Activity **r;
@@ -1973,4 +1981,5 @@ const struct capture_ops cupti_capture = {
 	.dump_taken = cu_dump_taken,
 	.dump_dropped = cu_dump_dropped,
 	.recorder_rotated = cu_recorder_rotated,
+	.recorder_rotated_wanted = cu_recorder_rotated_wanted,
 };

@@ -302,6 +302,49 @@ def _make_wrapper(phase, original):
     def call(*args, **kwargs):
         if not _on or phase in _owned:
             return original(*args, **kwargs)
+        if _lean:
+            # Between windows (the recorder alone), on every step: the path
+            # below with its helpers inlined (a Python call costs about as
+            # much as the rest, #29). No module hook runs in this mode, so
+            # no module call nests on the thread (st.mods) and no forward
+            # waits to be written (st.fwd1): _inside and _flush reduce to
+            # the test on st.cur.
+            try:
+                st = _tls
+                if st.gen != _gen:
+                    _reset(st)
+                cur = st.cur
+                if cur != NONE and (cur != OPTIMIZER or phase != DATA):
+                    st = None          # inside another phase: not timed
+                else:
+                    t0 = _now()
+                    st.cur = phase
+            except Exception:
+                _report("starting a phase")
+                st = None
+            if st is None:
+                return original(*args, **kwargs)
+            try:
+                mark = st.mark
+                if mark:               # _infer_forward
+                    st.mark = 0
+                    if phase == BACKWARD and mark < t0 and FORWARD not in _owned:
+                        _emit(FORWARD, mark, t0)
+            except Exception:
+                _report("inferring a forward phase")
+            try:
+                return original(*args, **kwargs)
+            finally:
+                try:
+                    if st.cur == phase:
+                        st.cur = NONE
+                    t1 = st.mark = _now()
+                    if phase == DATA:
+                        _emit(phase, t0, t1, _phase_name(phase, args))
+                    else:
+                        _emit(phase, t0, t1)
+                except Exception:
+                    _report("ending a phase")
         try:
             st = _state()
             if _inside(st, phase):
@@ -468,6 +511,13 @@ def before_step():
     """A step boundary comes from this thread: the step's forward phase is
     written first, and a forward that raised without a hook is forgotten.
     Lean: the next step's forward may start here."""
+    if _lean and _on:
+        # no module hook, no pending forward in this mode (see _make_wrapper)
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)
+        st.mark = _now()
+        return
     st = _state()
     if st.mods:
         _settle(st)
@@ -479,6 +529,16 @@ def before_step():
 def optimizer_begin():
     """The outermost optimizer.step() of this thread starts."""
     if not _on or OPTIMIZER in _owned:
+        return
+    if _lean:
+        # no module hook, no pending forward in this mode (see _make_wrapper)
+        st = _tls
+        if st.gen != _gen:
+            _reset(st)
+        if st.cur == NONE:
+            st.mark = 0
+            st.cur = OPTIMIZER
+            st.t0 = _now()
         return
     st = _state()
     if _inside(st, OPTIMIZER):
@@ -492,7 +552,9 @@ def optimizer_begin():
 def optimizer_end(ok):
     """The outermost optimizer.step() of this thread returned (ok) or
     raised."""
-    st = _state()
+    st = _tls
+    if st.gen != _gen:
+        _reset(st)
     if st.cur != OPTIMIZER:
         return
     st.cur = NONE
