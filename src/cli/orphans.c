@@ -2,7 +2,7 @@
  * orphans — the salvage files of this user's processes that ended with
  * nothing to salvage them (SIGKILL or _exit() of a process run with
  * LD_PRELOAD alone, or whose `prof run` died first): found in the salvage
- * folders (src/util/salvscan.h); `prof salvage --all` salvages each into
+ * folders (src/salvage/salvscan.h); `prof salvage --all` salvages each into
  * its run folder under the rules for untrusted files (salvwrite_file)
  * or removes it (--discard), and `prof run` salvages them before it
  * launches. docs/recorder.md, "Orphaned salvage files".
@@ -21,7 +21,7 @@
 
 #include "../common/salvfile.h"
 #include "../common/err.h"
-#include "../util/salvscan.h"
+#include "../salvage/salvscan.h"
 #include "orphans.h"
 #include "salvwrite.h"
 

@@ -32,7 +32,7 @@
 #include "../util/fsutil.h"
 #include "../common/grow.h"
 #include "../util/progname.h"
-#include "../util/salvscan.h"
+#include "../salvage/salvscan.h"
 
 static const char run_synopsis[] =
 	"prof run [-s policy.lua] [-o dir] [--set key=value]... -- cmd args...";

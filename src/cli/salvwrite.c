@@ -1,6 +1,6 @@
 /*
  * salvwrite — a salvage file written out (see salvwrite.h): reads it
- * (src/read/salvage_read.h), writes what it recorded as a window folder
+ * (src/salvage/salvage_read.h), writes what it recorded as a window folder
  * with the files the host thread would have written, and removes the
  * file. A salvage file is untrusted input: only this user's is read
  * (salvage_open), and the run folder it names is written only when it is
@@ -24,7 +24,7 @@
 #include "../export/jobfile.h"
 #include "../export/outdir.h"
 #include "../policy/policy.h"
-#include "../read/salvage_read.h"
+#include "../salvage/salvage_read.h"
 #include "../common/err.h"
 #include "../util/fsutil.h"
 #include "locate.h"

@@ -15,7 +15,7 @@
 #include "../common/clock.h"
 #include "../common/salvfile.h"
 #include "../common/log.h"
-#include "../util/salvscan.h"
+#include "../salvage/salvscan.h"
 #include "host.h"
 
 #define SALVAGE_DEFAULT_DIR SALVSCAN_SHM

@@ -1,6 +1,6 @@
 /*
  * evchunk — reading one chunk of an event pool: the walk the drain
- * (evbuf.c) and the salvage reader (src/read/salvage_read.c) share, so a
+ * (evbuf.c) and the salvage reader (src/salvage/salvage_read.c) share, so a
  * salvaged process's records are read exactly as a window's are.
  *
  * Libc only, header-only (static inline): the shim and every program that

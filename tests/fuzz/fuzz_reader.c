@@ -31,7 +31,7 @@
 #include "events/trace.h"
 #include "export/outdir.h"
 #include "read/phb_read.h"
-#include "read/salvage_read.h"
+#include "salvage/salvage_read.h"
 #include "read/trace_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -15,7 +15,7 @@
 
 #include "capture/cupti/cupti_internal.h"
 #include "check.h"
-#include "capture/cupti/cupti_salvage.h"
+#include "salvage/cupti_salvage.h"
 #include "shim/evbuf.h"
 
 #define W0 1000000   /* the salvaged window's start */

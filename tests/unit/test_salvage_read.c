@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "read/salvage_read.h"
+#include "salvage/salvage_read.h"
 #include "shim/evbuf.h"
 #include "testdir.h"
 

@@ -16,7 +16,7 @@
 
 #include "check.h"
 #include "testdir.h"
-#include "util/salvscan.h"
+#include "salvage/salvscan.h"
 
 static char dir[256];
 

@@ -32,7 +32,7 @@
 
 #include "../../events/trace.h"
 #include "../../host/capture.h"
-#include "../symbols.h"
+#include "../../stacks/symbols.h"
 
 /* The capture source (listed in src/host/capture.c, after every source
  * that adds events a stack may be attached to: its collect symbolizes). */

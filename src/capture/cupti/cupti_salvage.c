@@ -1,6 +1,6 @@
 /*
  * cupti_salvage — the flight recorder's raw CUPTI records of a dead process
- * as trace events (see cupti_salvage.h). The records are copied and every
+ * as trace events (see src/salvage/cupti_salvage.h). The records are copied and every
  * pointer in them, which points into the dead process, is replaced: a
  * kernel's or device's name by the file's copy (salvfile.h, GPU names),
  * the others by NULL; API calls are named from the file by callback id.
@@ -15,7 +15,7 @@
 #include "cupti_internal.h"
 #include "../../shim/evbuf.h"
 #include "../../common/grow.h"
-#include "cupti_salvage.h"
+#include "../../salvage/cupti_salvage.h"
 
 #define LOST_KERNEL "(kernel name lost)"
 

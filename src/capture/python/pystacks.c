@@ -1,4 +1,5 @@
-/* pystacks — Python stack snapshots and their merge (see pystacks.h). */
+/* pystacks — Python stack snapshots, merged at collect by
+ * src/stacks/pymerge.c (see pystacks.h). */
 #include "pystacks.h"
 
 #include <dlfcn.h>
@@ -12,21 +13,14 @@
 #include <string.h>
 
 #include "../stores.h"
+#include "../../stacks/pymerge.h"
 #include "../../common/grow.h"
 #include "../../common/log.h"
 
 #define PYS_WINDOWS (6 + PYSTACKS_REC_KEEP) /* open + closed windows not
 					      yet collected, and recorder
 					      segments */
-#define PYS_SHARE_LOOK 64    /* snapshots looked back for the thread's last */
 #define PYS_CAPTURE_DEPTH 256 /* frames pystacks_capture_now keeps */
-
-/* One snapshot: its frames are text[off, off + len). */
-struct pys_snap {
-	int64_t ts;
-	int32_t tid;
-	uint32_t off, len;
-};
 
 /* The snapshots of one window generation or recorder segment (gen 0: a
  * free slot). Snapshots may share text (off, len). */
@@ -35,7 +29,7 @@ struct pys_window {
 	bool open;
 	bool rec;           /* a recorder segment's: bounded, newest kept */
 	bool dumped;        /* ... taken by a dump: kept for its collect */
-	struct pys_snap *v;
+	struct pymerge_snap *v;
 	size_t n, cap;
 	char *text;
 	size_t tlen, tcap;
@@ -295,7 +289,7 @@ static int reserve(struct pys_window *w, uint32_t len)
 {
 	size_t nmax = w->rec ? PYSTACKS_SEG_SNAPS_MAX : SIZE_MAX;
 	size_t tmax = w->rec ? PYSTACKS_SEG_TEXT_MAX : SIZE_MAX;
-	struct pys_snap *v;
+	struct pymerge_snap *v;
 	char *text;
 
 	v = grow_array_max(w->v, &w->cap, w->n + 1, sizeof *v, 64, nmax);
@@ -328,12 +322,12 @@ static void keep_newest_half(struct pys_window *w)
 		return;
 	}
 	for (i = from; i < w->n; i++) {
-		struct pys_snap s = w->v[i];
+		struct pymerge_snap s = w->v[i];
 		size_t k = i - from;
 
 		old_off[k] = s.off;
 		s.off = (uint32_t)tlen;
-		for (j = k; j-- > 0 && k - j <= PYS_SHARE_LOOK;)
+		for (j = k; j-- > 0 && k - j <= PYMERGE_SHARE_LOOK;)
 			if (old_off[j] == old_off[k] && w->v[j].len == s.len) {
 				s.off = w->v[j].off; /* shared before: still shared */
 				break;
@@ -356,21 +350,12 @@ static void keep_newest_half(struct pys_window *w)
 }
 
 /* The offset of thread `tid`'s last snapshot in w when its frames are
- * frames[0..len) too (looked for among the last PYS_SHARE_LOOK), else -1.
+ * frames[0..len) too (looked for among the last PYMERGE_SHARE_LOOK), else -1.
  * pys.lock held. */
 static long same_as_last(const struct pys_window *w, int32_t tid,
 			 const char *frames, uint32_t len)
 {
-	size_t i, stop = w->n > PYS_SHARE_LOOK ? w->n - PYS_SHARE_LOOK : 0;
-
-	for (i = w->n; i-- > stop;)
-		if (w->v[i].tid == tid) {
-			if (w->v[i].len == len &&
-			    memcmp(w->text + w->v[i].off, frames, len) == 0)
-				return (long)w->v[i].off;
-			return -1;
-		}
-	return -1;
+	return pymerge_same_as_last(w->v, w->n, w->text, tid, frames, len);
 }
 
 bool pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len)
@@ -420,38 +405,9 @@ void pystacks_eval_range(uintptr_t *lo, uintptr_t *hi)
 	*hi = pys.eval_hi;
 }
 
-/* The store a salvage's snapshots go to: no generation of a live
- * recording is ever this. */
-#define PYS_SALVAGE_GEN UINT64_MAX
-
-void pystacks_salvage_begin(void)
-{
-	size_t i;
-
-	pthread_mutex_lock(&pys.lock);
-	for (i = 0; i < PYS_WINDOWS; i++)
-		if (pys.w[i].gen == PYS_SALVAGE_GEN)
-			window_free(&pys.w[i]); /* an earlier salvage's, left */
-	pthread_mutex_unlock(&pys.lock);
-	pystacks_open(PYS_SALVAGE_GEN, false);
-}
-
-int pystacks_salvage_end(uintptr_t lo, uintptr_t hi, uint32_t snapshot_hz,
-			 struct trace *t, struct err *e)
-{
-	static const uint64_t gen = PYS_SALVAGE_GEN;
-
-	pystacks_close(gen);
-	pystacks_set_eval_range(lo, hi);
-	return pystacks_merge(&gen, 1, snapshot_hz, t, e);
-}
-
 int64_t pystacks_tolerance_ns(uint32_t snapshot_hz)
 {
-	/* A sample lies at most half a period from the nearest snapshot when
-	 * the snapshots keep their pace; they may be late by the GIL's switch
-	 * interval (5 ms) when the thread runs Python code. */
-	return snapshot_hz ? 1000000000LL / snapshot_hz + 5000000LL : 0;
+	return pymerge_tolerance_ns(snapshot_hz);
 }
 
 /* Takes window `gen` out of the store into *out. True when found. */
@@ -489,102 +445,11 @@ static void forget_stale_dumped(const uint64_t *gens, size_t ngens)
 	pthread_mutex_unlock(&pys.lock);
 }
 
-#define PYS_PC_BASE 0xffff800000000000ull /* Python frames: no code there */
-#define PYS_DEPTH_MAX 4096                 /* frames of a merged stack */
-
-static int cmp_snap(const void *pa, const void *pb)
-{
-	const struct pys_snap *a = pa, *b = pb;
-
-	if (a->tid != b->tid)
-		return a->tid < b->tid ? -1 : 1;
-	return (a->ts > b->ts) - (a->ts < b->ts);
-}
-
-/* The snapshot of `tid` nearest to `ts` within `tol`, or NULL. w->v is
- * sorted by (tid, ts). */
-static const struct pys_snap *nearest(const struct pys_window *w, int32_t tid,
-				      int64_t ts, int64_t tol)
-{
-	const struct pys_snap *best = NULL;
-	size_t lo = 0, hi = w->n;
-	int64_t d;
-
-	while (lo < hi) { /* the first snapshot at or after (tid, ts) */
-		size_t mid = lo + (hi - lo) / 2;
-		const struct pys_snap *s = &w->v[mid];
-
-		if (s->tid < tid || (s->tid == tid && s->ts < ts))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo < w->n && w->v[lo].tid == tid && (d = w->v[lo].ts - ts) <= tol) {
-		best = &w->v[lo];
-		tol = d;
-	}
-	if (lo > 0 && w->v[lo - 1].tid == tid && ts - w->v[lo - 1].ts <= tol)
-		best = &w->v[lo - 1];
-	return best;
-}
-
-/* True when frame `f` of `t` lies in the interpreter's eval loop. */
-static bool is_eval(const struct trace *t, uint32_t f)
-{
-	uint64_t pc = t->frames[f].pc;
-
-	return pc >= pys.eval_lo && pc < pys.eval_hi;
-}
-
-/* Merges snapshot `snap` (its frames in `text`) into stack `k`: the span
- * from its innermost to its outermost interpreter frame becomes the
- * snapshot's frames. `buf` holds PYS_DEPTH_MAX indexes. Returns 1 when
- * merged, 0 when the stack ran no Python, -1 when out of memory. */
-static int merge_one(struct trace *t, size_t k, const struct pys_snap *snap,
-		     const char *text, uint32_t module, uint32_t *buf)
-{
-	struct trace_stack s = t->stacks[k];
-	long inner = -1, outer = -1, i;
-	size_t n = 0, pos, end = snap->off + snap->len, room;
-
-	if (s.depth > PYS_DEPTH_MAX / 2)
-		return 0;
-	for (i = 0; i < s.depth; i++)
-		if (is_eval(t, t->stack_frames[s.first + i])) {
-			if (inner < 0)
-				inner = i;
-			outer = i;
-		}
-	if (inner < 0)
-		return 0;
-	for (i = 0; i < inner; i++)
-		buf[n++] = t->stack_frames[s.first + i];
-	/* Python frames, leaving room for the native frames outside the span */
-	room = PYS_DEPTH_MAX - (size_t)(s.depth - outer);
-	for (pos = snap->off; pos < end && n < room;) {
-		const char *line = text + pos, *nl = memchr(line, '\n', end - pos);
-		size_t len = nl ? (size_t)(nl - line) : end - pos;
-		uint32_t name = trace_intern(t, line, len);
-		long f;
-
-		pos += len + 1;
-		if (name == STRTAB_NONE)
-			return -1;
-		f = trace_add_frame(t, PYS_PC_BASE | name, name, module);
-		if (f < 0)
-			return -1;
-		buf[n++] = (uint32_t)f;
-	}
-	for (i = outer + 1; i < s.depth && n < PYS_DEPTH_MAX; i++)
-		buf[n++] = t->stack_frames[s.first + i];
-	return trace_set_stack_frames(t, k, buf, n) == 0 ? 1 : -1;
-}
-
 /* Appends store `src` to `dst` (its text after dst's) and frees src.
  * Returns 0, or -1 when out of memory (src freed all the same). */
 static int append_store(struct pys_window *dst, struct pys_window *src)
 {
-	struct pys_snap *v = NULL;
+	struct pymerge_snap *v = NULL;
 	char *text = NULL;
 	size_t i;
 
@@ -628,9 +493,8 @@ int pystacks_merge(const uint64_t *gens, size_t ngens, uint32_t snapshot_hz,
 		   struct trace *t, struct err *e)
 {
 	struct pys_window w, one;
-	uint32_t *buf = NULL, module;
-	int64_t tol = pystacks_tolerance_ns(snapshot_hz);
-	size_t k, merged = 0, nstacks = 0;
+	size_t k;
+	long merged;
 	bool found = false;
 	int rc = 0;
 
@@ -652,32 +516,13 @@ int pystacks_merge(const uint64_t *gens, size_t ngens, uint32_t snapshot_hz,
 			PYSTACKS_SEG_TEXT_MAX >> 20);
 	if (rc != 0 || w.n == 0 || t->nstacks == 0 || !pys.eval_lo)
 		goto out;
-	qsort(w.v, w.n, sizeof *w.v, cmp_snap);
-	buf = malloc(PYS_DEPTH_MAX * sizeof *buf);
-	module = trace_intern(t, "python", 6);
-	if (!buf || module == STRTAB_NONE) {
+	merged = pymerge_stacks(w.v, w.n, w.text, pys.eval_lo, pys.eval_hi, snapshot_hz, t);
+	if (merged < 0)
 		rc = err_set(e, "out of memory merging the Python stacks");
-		goto out;
-	}
-	for (k = 0; k < t->nstacks; k++) {
-		const struct pys_snap *snap;
-		int r;
-
-		nstacks++;
-		snap = nearest(&w, t->stacks[k].tid, t->stacks[k].ts, tol);
-		if (!snap)
-			continue;
-		r = merge_one(t, k, snap, w.text, module, buf);
-		if (r < 0) {
-			rc = err_set(e, "out of memory merging the Python stacks");
-			break;
-		}
-		merged += (size_t)r;
-	}
-	log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %zu of %zu stacks "
-		"show Python frames", w.n, merged, nstacks);
+	else
+		log_msg(LOG_DEBUG, "python stacks: %zu snapshots, %ld of %zu stacks "
+			"show Python frames", w.n, merged, t->nstacks);
 out:
-	free(buf);
 	window_free(&w);
 	return rc;
 }

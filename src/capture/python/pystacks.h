@@ -1,6 +1,7 @@
 /*
- * pystacks — Python stack snapshots of a window, and their merge into the
- * window's CPU samples. Internal to src/capture (python.c uses it).
+ * pystacks — Python stack snapshots of a window, kept per generation and
+ * merged into the window's CPU samples at collect by src/stacks/pymerge.c
+ * (which a salvage uses too). Internal to src/capture (python.c uses it).
  *
  * The sampler's signal handler never reads the interpreter: it could
  * interrupt it anywhere, holding any lock. Instead, while a window records,
@@ -53,9 +54,10 @@
 
 #include "../../events/trace.h"
 #include "../../common/err.h"
+#include "../../stacks/pymerge.h"
 
-#define PYSTACKS_MAX_HZ 100                 /* snapshots per second */
-#define PYSTACKS_MAX_BYTES (32u << 20)      /* per window; more is dropped */
+#define PYSTACKS_MAX_HZ PYMERGE_MAX_HZ      /* snapshots per second */
+#define PYSTACKS_MAX_BYTES PYMERGE_MAX_BYTES /* per window; more is dropped */
 #define PYSTACKS_SEG_TEXT_MAX (4u << 20)    /* frames per recorder segment */
 #define PYSTACKS_SEG_SNAPS_MAX 32768u       /* snapshots per recorder segment */
 #define PYSTACKS_REC_KEEP 5                 /* recorder segments' stores kept */
@@ -92,16 +94,6 @@ bool pystacks_add(int32_t tid, int64_t ts, const char *frames, uint32_t len);
 /* The interpreter's frame-evaluation code found by pystacks_init (or set
  * by pystacks_set_eval_range): [*lo, *hi), 0 and 0 when none. */
 void pystacks_eval_range(uintptr_t *lo, uintptr_t *hi);
-
-/* A salvage (src/read/salvage_read.c): the snapshots of a dead process's
- * ring (EVBUF_PYSTACK records, handed in one by one with pystacks_add
- * after pystacks_salvage_begin) go into a store of their own, merged into
- * `t`'s stacks by pystacks_salvage_end with the process's eval range
- * [lo, hi) and snapshot rate. Returns what pystacks_merge returns. One
- * salvage at a time; not in a process that records. */
-void pystacks_salvage_begin(void);
-int pystacks_salvage_end(uintptr_t lo, uintptr_t hi, uint32_t snapshot_hz,
-			 struct trace *t, struct err *e);
 
 /* Takes the calling thread's Python stack now, as a snapshot of thread
  * `tid` at `ts` (the time of a stack taken on purpose there: a range push,

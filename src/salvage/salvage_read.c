@@ -15,9 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../capture/cupti/cupti_salvage.h"
-#include "../capture/python/pystacks.h"
-#include "../capture/symbols.h"
+#include "cupti_salvage.h"
+#include "../stacks/pymerge.h"
+#include "../stacks/symbols.h"
 #include "../events/assemble.h"
 #include "../shim/evchunk.h"
 #include "../common/grow.h"
@@ -243,9 +243,11 @@ int salvage_recording(const struct salvage_file *f)
 	return f->st.kind == SALV_WINDOW || f->st.kind == SALV_RECORDER;
 }
 
-/* Counts the records a drain finds and the latest time among them. */
+/* Counts the records a drain finds and the latest time among them, and
+ * keeps the Python snapshots (EVBUF_PYSTACK). */
 struct scan {
 	int64_t last_ts;
+	struct pymerge_set py;
 };
 
 static void scan_visit(void *ctx, int32_t tid, const char *name,
@@ -255,8 +257,10 @@ static void scan_visit(void *ctx, int32_t tid, const char *name,
 
 	(void)tid;
 	(void)name;
-	if (r->kind == EVBUF_PYSTACK) { /* for pystacks_salvage_end */
-		pystacks_add((int32_t)r->id, r->ts, evbuf_payload(r), r->len);
+	if (r->kind == EVBUF_PYSTACK) { /* merged after assembly; one memory
+					   ran out for is dropped (counted) */
+		pymerge_set_add(&s->py, (int32_t)r->id, r->ts, evbuf_payload(r), r->len,
+				PYMERGE_MAX_BYTES);
 		return;
 	}
 	if (r->ts > s->last_ts)
@@ -559,7 +563,7 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	const struct salv_header *hd = f->hd;
 	const char *run = strrchr(hd->run_dir, '/');
 	struct trace_step *steps = NULL;
-	struct scan sc = { f->st.start_ts };
+	struct scan sc = { .last_ts = f->st.start_ts };
 	struct evbuf_stats stats;
 	char line[600];
 	uint64_t torn;
@@ -572,7 +576,6 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	 * the torn records, counted once, and the Python snapshots. */
 	f->torn = 0;
 	f->pools_out = 0;
-	pystacks_salvage_begin();
 	for (i = 0; i < f->st.ngens; i++) {
 		/* a pool the writer could not map from the file (its tmpfs
 		 * had no room) stayed anonymous memory and died with it */
@@ -585,6 +588,7 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 	n = salvage_steps(f, sc.last_ts, &steps);
 	if (n < 0) {
 		salvage_current = NULL;
+		pymerge_set_free(&sc.py);
 		return err_set(e, "out of memory salvaging '%s'", f->path);
 	}
 	t->meta.rank = hd->rank;
@@ -613,10 +617,12 @@ int salvage_build(struct salvage_file *f, const char *how, struct trace *t,
 		rc = cupti_salvage_convert(hd, t->meta.start_ts, t->meta.end_ts, t);
 	trace_raw_free(t);
 	/* Python frames into the samples' stacks, before they are named */
-	if (pystacks_salvage_end(atomic_load(&hd->py_eval_lo), atomic_load(&hd->py_eval_hi),
-				 f->st.hz < PYSTACKS_MAX_HZ ? f->st.hz : PYSTACKS_MAX_HZ,
-				 t, e) != 0 && rc == 0)
-		rc = -1;
+	if (pymerge_stacks(sc.py.v, sc.py.n, sc.py.text, atomic_load(&hd->py_eval_lo),
+			   atomic_load(&hd->py_eval_hi),
+			   f->st.hz < PYMERGE_MAX_HZ ? f->st.hz : PYMERGE_MAX_HZ, t) < 0 &&
+	    rc == 0)
+		rc = err_set(e, "out of memory merging the Python stacks");
+	pymerge_set_free(&sc.py);
 	if (rc == 0)
 		rc = name_stacks(f, t);
 	pools_out_note(f, line, sizeof line);

@@ -1,19 +1,25 @@
 /*
- * cupti_salvage — the GPU half of a salvage (src/read/salvage_read.c): the flight
+ * cupti_salvage — the GPU half of a salvage (salvage_read.c): the flight
  * recorder's raw CUPTI records (EVBUF_CUPTI) a dead process left in its
  * ring become trace events through the converter a live dump uses
- * (cupti_records.c), named from the salvage file's GPU names
- * (src/common/salvfile.h). In ph_cupti, built with the CUDA headers only;
- * without them `prof` gets cupti_salvage_none.c, which counts the records
- * and says they were not converted.
+ * (src/capture/cupti/cupti_records.c), named from the salvage file's GPU
+ * names (src/common/salvfile.h).
+ *
+ * The salvage declares it and calls it; the CUPTI source implements it,
+ * in src/capture/cupti/cupti_salvage.c (ph_cupti, built with the CUDA
+ * headers only: it reads CUPTI's record layouts and calls the converter
+ * that cupti_internal.h keeps to CUPTI's files), so nothing of src/salvage
+ * includes a capture source's header. Without the CUDA headers `prof`
+ * gets cupti_salvage_none.c here, which counts the records and says they
+ * were not converted.
  */
 #ifndef PROFHOST_CUPTI_SALVAGE_H
 #define PROFHOST_CUPTI_SALVAGE_H
 
 #include <stdint.h>
 
-#include "../../events/trace.h"
-#include "../../common/salvfile.h"
+#include "../events/trace.h"
+#include "../common/salvfile.h"
 
 /*
  * Converts the EVBUF_CUPTI records `t` holds (trace.raw, before it is
