@@ -302,14 +302,30 @@ static size_t pyb_clock_floor(int64_t mono_ts)
 	return lo ? lo - 1 : pyb_clock.n;
 }
 
+/* Tries for a calibration point: the host clock read between two
+ * CLOCK_MONOTONIC reads, the tightest bracket kept, so a thread preempted
+ * between two reads (a loaded machine) does not put its delay into the
+ * offset. */
+#define PYB_POINT_TRIES 4
+
 /* Adds a calibration point now, the oldest making room. Caller holds the
  * lock. */
 static void pyb_clock_point(void)
 {
-	int64_t m1 = clock_mono_ns(), now = clock_now_ns(), m2 = clock_mono_ns();
+	int64_t best_mid = 0, best_off = 0, best_width = INT64_MAX;
+	int i;
 
-	pyb_clock.mono[pyb_clock.next] = m1 + (m2 - m1) / 2;
-	pyb_clock.off[pyb_clock.next] = now - (m1 + (m2 - m1) / 2);
+	for (i = 0; i < PYB_POINT_TRIES; i++) {
+		int64_t m1 = clock_mono_ns(), now = clock_now_ns(), m2 = clock_mono_ns();
+
+		if (m2 - m1 < best_width) {
+			best_width = m2 - m1;
+			best_mid = m1 + (m2 - m1) / 2;
+			best_off = now - best_mid;
+		}
+	}
+	pyb_clock.mono[pyb_clock.next] = best_mid;
+	pyb_clock.off[pyb_clock.next] = best_off;
 	pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
 	if (pyb_clock.n < PYB_OFFSETS)
 		pyb_clock.n++;
