@@ -170,19 +170,191 @@ static void push_cell(lua_State *L, int v)
 	}
 }
 
+/* write_table's layout: stack indices and sizes. */
+struct table_layout {
+	int rows;              /* the list of rows (arg 3) */
+	int cols;              /* the list of column names (arg 4) */
+	int cells;             /* (nrows + 1) * ncols strings, the header first */
+	lua_Integer nrows, ncols;
+	size_t *width;         /* per column: its widest cell, in bytes */
+};
+
+/* Pushes the union of the string keys of the rows in the list at `rows`,
+ * sorted (table.sort): write_table's columns when none are given. */
+static void push_row_keys(lua_State *L, int rows)
+{
+	lua_Integer nrows = (lua_Integer)lua_rawlen(L, rows), i;
+
+	lua_newtable(L); /* set */
+	for (i = 1; i <= nrows; i++) {
+		if (lua_rawgeti(L, rows, i) == LUA_TTABLE) {
+			lua_pushnil(L);
+			while (lua_next(L, -2)) {
+				lua_pop(L, 1);
+				if (lua_type(L, -1) == LUA_TSTRING) {
+					lua_pushvalue(L, -1);
+					lua_pushboolean(L, 1);
+					lua_rawset(L, -5);
+				}
+			}
+		}
+		lua_pop(L, 1);
+	}
+	lua_newtable(L);
+	lua_pushnil(L);
+	while (lua_next(L, -3)) {
+		lua_pop(L, 1);
+		lua_pushvalue(L, -1);
+		lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
+	}
+	lua_getglobal(L, "table");
+	lua_getfield(L, -1, "sort");
+	lua_pushvalue(L, -3);
+	lua_call(L, 1, 0);
+	lua_pop(L, 1);
+	lua_remove(L, -2); /* the set */
+}
+
+/* Puts write_table's columns at index 4 (the stack holds its 4
+ * arguments): the list given there, else rows.columns, else the rows'
+ * keys in alphabetical order. */
+static void table_columns(lua_State *L)
+{
+	if (lua_istable(L, 4))
+		return;
+	if (lua_getfield(L, 3, "columns") != LUA_TTABLE) {
+		lua_pop(L, 1);
+		push_row_keys(L, 3);
+	}
+	lua_replace(L, 4);
+}
+
+/* Stores the text of the value on top (popped) as cell `at` of the
+ * table, widening column `c` (1-based) to fit it. */
+static void set_cell(lua_State *L, const struct table_layout *t, lua_Integer at,
+		     lua_Integer c)
+{
+	size_t w;
+
+	push_cell(L, lua_gettop(L));
+	lua_tolstring(L, -1, &w);
+	if (w > t->width[c - 1])
+		t->width[c - 1] = w;
+	lua_rawseti(L, t->cells, at);
+	lua_pop(L, 1);
+}
+
+/* Fills the cells: the column names, then each row's value of each
+ * column (nothing for a row that is not a table), and the widths. */
+static void fill_cells(lua_State *L, const struct table_layout *t)
+{
+	lua_Integer i, c;
+
+	for (c = 1; c <= t->ncols; c++) {
+		t->width[c - 1] = 0;
+		lua_rawgeti(L, t->cols, c);
+		set_cell(L, t, c, c);
+	}
+	for (i = 1; i <= t->nrows; i++) {
+		int rt = lua_rawgeti(L, t->rows, i);
+
+		for (c = 1; c <= t->ncols; c++) {
+			if (rt == LUA_TTABLE) {
+				lua_rawgeti(L, t->cols, c);
+				lua_gettable(L, -2);
+			} else {
+				lua_pushnil(L);
+			}
+			set_cell(L, t, i * t->ncols + c, c);
+		}
+		lua_pop(L, 1);
+	}
+}
+
+/* One cell's text as the layout adds it. */
+struct cell {
+	const char *s;
+	size_t len;
+	bool right;            /* a number in a row: right-aligned */
+};
+
+/* Adds line `cells` (ncols of them) to *b: each cell padded to its
+ * column's width (numbers on the left, the rest on the right but the
+ * last), two spaces between columns. */
+static void add_line(luaL_Buffer *b, const struct table_layout *t,
+		     const struct cell *cells)
+{
+	lua_Integer c;
+	size_t k;
+
+	for (c = 1; c <= t->ncols; c++) {
+		const struct cell *x = &cells[c - 1];
+
+		if (x->right)
+			for (k = x->len; k < t->width[c - 1]; k++)
+				luaL_addchar(b, ' ');
+		luaL_addlstring(b, x->s, x->len);
+		if (!x->right && c < t->ncols)
+			for (k = x->len; k < t->width[c - 1]; k++)
+				luaL_addchar(b, ' ');
+		if (c < t->ncols)
+			luaL_addstring(b, "  ");
+	}
+	luaL_addchar(b, '\n');
+}
+
+/* Adds the rule under the header to *b: dashes as wide as each column. */
+static void add_rule(luaL_Buffer *b, const struct table_layout *t)
+{
+	lua_Integer c;
+	size_t k;
+
+	for (c = 1; c <= t->ncols; c++) {
+		for (k = 0; k < t->width[c - 1]; k++)
+			luaL_addchar(b, '-');
+		if (c < t->ncols)
+			luaL_addstring(b, "  ");
+	}
+	luaL_addchar(b, '\n');
+}
+
+/* Pushes the table's text: the header, a rule, the rows. */
+static void push_table_text(lua_State *L, const struct table_layout *t)
+{
+	size_t ncell = (size_t)((t->nrows + 1) * t->ncols), at;
+	struct cell *cells = lua_newuserdatauv(L, ncell * sizeof *cells, 0);
+	lua_Integer i;
+	luaL_Buffer b;
+
+	/* the cells' strings stay alive in t->cells; take pointers to them
+	 * now, since a luaL_Buffer owns the top of the stack */
+	for (at = 0; at < ncell; at++) {
+		lua_rawgeti(L, t->cells, (lua_Integer)at + 1);
+		cells[at].s = lua_tolstring(L, -1, &cells[at].len);
+		/* numbers right-aligned, the header left */
+		cells[at].right = at >= (size_t)t->ncols && lua_isnumber(L, -1);
+		lua_pop(L, 1);
+	}
+	luaL_buffinit(L, &b);
+	for (i = 0; i <= t->nrows; i++) {
+		add_line(&b, t, &cells[i * t->ncols]);
+		if (i == 0)
+			add_rule(&b, t);
+	}
+	luaL_pushresult(&b);
+}
+
 /* trace:write_table(path, rows [, columns]) -> the full path written.
  * Columns: the third argument, else rows.columns, else the rows' keys in
  * alphabetical order. */
 int trace_lua_write_table(lua_State *L)
 {
 	struct trace_lua *tl = trace_lua_check(L);
-	size_t plen;
+	size_t plen, tlen;
 	const char *rel = arg_string(L, 2, "trace:write_table", "path",
 				     "a file name in the window directory", &plen);
-	lua_Integer nrows, ncols, i, c;
-	size_t *width;
-	int cols, rows = 3, cells;
-	luaL_Buffer b;
+	struct table_layout t = { .rows = 3, .cols = 4 };
+	const char *text;
 
 	if (!lua_istable(L, 3))
 		return trace_lua_bad_option(L, "trace:write_table", "rows", 3,
@@ -191,140 +363,19 @@ int trace_lua_write_table(lua_State *L)
 		return trace_lua_bad_option(L, "trace:write_table", "columns", 4,
 					    "a list of column names");
 	lua_settop(L, 4);
-	if (lua_istable(L, 4)) {
-		cols = 4;
-	} else if (lua_getfield(L, 3, "columns") == LUA_TTABLE) {
-		lua_replace(L, 4);
-		cols = 4;
-	} else {
-		/* union of the rows' string keys, sorted */
-		lua_pop(L, 1);
-		lua_newtable(L); /* set */
-		nrows = (lua_Integer)lua_rawlen(L, rows);
-		for (i = 1; i <= nrows; i++) {
-			if (lua_rawgeti(L, rows, i) == LUA_TTABLE) {
-				lua_pushnil(L);
-				while (lua_next(L, -2)) {
-					lua_pop(L, 1);
-					if (lua_type(L, -1) == LUA_TSTRING) {
-						lua_pushvalue(L, -1);
-						lua_pushboolean(L, 1);
-						lua_rawset(L, -5);
-					}
-				}
-			}
-			lua_pop(L, 1);
-		}
-		lua_newtable(L);
-		lua_pushnil(L);
-		while (lua_next(L, -3)) {
-			lua_pop(L, 1);
-			lua_pushvalue(L, -1);
-			lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
-		}
-		lua_getglobal(L, "table");
-		lua_getfield(L, -1, "sort");
-		lua_pushvalue(L, -3);
-		lua_call(L, 1, 0);
-		lua_pop(L, 1);
-		lua_replace(L, 4);
-		lua_pop(L, 1);
-		cols = 4;
-	}
-	nrows = (lua_Integer)lua_rawlen(L, rows);
-	ncols = (lua_Integer)lua_rawlen(L, cols);
-	if (ncols == 0)
+	table_columns(L);
+	t.nrows = (lua_Integer)lua_rawlen(L, t.rows);
+	t.ncols = (lua_Integer)lua_rawlen(L, t.cols);
+	if (t.ncols == 0)
 		return luaL_error(L, "trace:write_table: no columns (give rows with keys, or a list of column names)");
 	resolve_out(L, tl, "trace:write_table", rel, plen); /* 5 */
-	/* cells: a table of (nrows + 1) * ncols strings */
-	lua_createtable(L, (int)((nrows + 1) * ncols), 0);
-	cells = lua_gettop(L);
-	width = lua_newuserdatauv(L, (size_t)ncols * sizeof *width, 0);
-	for (c = 1; c <= ncols; c++) {
-		size_t w;
-
-		lua_rawgeti(L, cols, c);
-		push_cell(L, lua_gettop(L));
-		lua_tolstring(L, -1, &w);
-		width[c - 1] = w;
-		lua_rawseti(L, cells, c);
-		lua_pop(L, 1);
-	}
-	for (i = 1; i <= nrows; i++) {
-		int rt = lua_rawgeti(L, rows, i);
-
-		for (c = 1; c <= ncols; c++) {
-			size_t w;
-
-			if (rt == LUA_TTABLE) {
-				lua_rawgeti(L, cols, c);
-				lua_gettable(L, -2);
-			} else {
-				lua_pushnil(L);
-			}
-			push_cell(L, lua_gettop(L));
-			lua_tolstring(L, -1, &w);
-			if (w > width[c - 1])
-				width[c - 1] = w;
-			lua_rawseti(L, cells, i * ncols + c);
-			lua_pop(L, 1);
-		}
-		lua_pop(L, 1);
-	}
-	/* the cells' strings stay alive in `cells`; take pointers to them
-	 * now, since a luaL_Buffer owns the top of the stack */
-	{
-		size_t ncell = (size_t)((nrows + 1) * ncols);
-		const char **cs = lua_newuserdatauv(L, ncell * sizeof *cs, 0);
-		size_t *cl = lua_newuserdatauv(L, ncell * sizeof *cl, 0);
-		char *right = lua_newuserdatauv(L, ncell, 0);
-
-		for (i = 0; i <= nrows; i++)
-			for (c = 1; c <= ncols; c++) {
-				size_t at = (size_t)(i * ncols + c - 1);
-
-				lua_rawgeti(L, cells, i * ncols + c);
-				cs[at] = lua_tolstring(L, -1, &cl[at]);
-				/* numbers right-aligned, the header left */
-				right[at] = i > 0 && lua_isnumber(L, -1);
-				lua_pop(L, 1);
-			}
-		luaL_buffinit(L, &b);
-		for (i = 0; i <= nrows; i++) {
-			for (c = 1; c <= ncols; c++) {
-				size_t at = (size_t)(i * ncols + c - 1), k;
-
-				if (right[at])
-					for (k = cl[at]; k < width[c - 1]; k++)
-						luaL_addchar(&b, ' ');
-				luaL_addlstring(&b, cs[at], cl[at]);
-				if (!right[at] && c < ncols)
-					for (k = cl[at]; k < width[c - 1]; k++)
-						luaL_addchar(&b, ' ');
-				if (c < ncols)
-					luaL_addstring(&b, "  ");
-			}
-			luaL_addchar(&b, '\n');
-			if (i == 0) {
-				for (c = 1; c <= ncols; c++) {
-					size_t k;
-
-					for (k = 0; k < width[c - 1]; k++)
-						luaL_addchar(&b, '-');
-					if (c < ncols)
-						luaL_addstring(&b, "  ");
-				}
-				luaL_addchar(&b, '\n');
-			}
-		}
-	}
-	luaL_pushresult(&b);
-	{
-		size_t tlen;
-		const char *text = lua_tolstring(L, -1, &tlen);
-
-		write_file(L, tl, "trace:write_table", rel, plen, text, tlen);
-	}
+	lua_createtable(L, (int)((t.nrows + 1) * t.ncols), 0);
+	t.cells = lua_gettop(L);
+	t.width = lua_newuserdatauv(L, (size_t)t.ncols * sizeof *t.width, 0);
+	fill_cells(L, &t);
+	push_table_text(L, &t);
+	text = lua_tolstring(L, -1, &tlen);
+	write_file(L, tl, "trace:write_table", rel, plen, text, tlen);
 	lua_pushvalue(L, 5);
 	return 1;
 }
