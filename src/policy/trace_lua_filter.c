@@ -383,19 +383,11 @@ struct query_interval *trace_lua_read_within(lua_State *L, int idx, const char *
 	return iv;
 }
 
-/* Reads the filter keys of the options table at `idx` (or none when idx
- * is 0) into *f. Userdata it needs are pushed on the stack and must stay
- * there while *f is used. */
-void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx, const char *fn,
-			   struct query_filter *f)
+/* Filter key `cat`: a category name or a list of them, into f->cats. */
+static void read_cats(lua_State *L, int idx, const char *fn, struct query_filter *f)
 {
-	const struct trace *t = tl->t;
-	int type;
+	int type = lua_getfield(L, idx, "cat");
 
-	memset(f, 0, sizeof *f);
-	if (!idx)
-		return;
-	type = lua_getfield(L, idx, "cat");
 	if (type == LUA_TSTRING) {
 		unsigned c = cat_by_name(lua_tostring(L, -1));
 
@@ -424,8 +416,15 @@ void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx, const ch
 		bad_cat(L, fn, "cat", -1);
 	}
 	lua_pop(L, 1);
+}
 
-	type = lua_getfield(L, idx, "name");
+/* Filter key `name`: a Lua pattern, matched against the names of events
+ * of f->cats (read first); leaves match_names' userdata on the stack. */
+static void read_name(lua_State *L, const struct trace *t, int idx, const char *fn,
+		      struct query_filter *f)
+{
+	int type = lua_getfield(L, idx, "name");
+
 	if (type == LUA_TSTRING) {
 		f->name_ok = match_names(L, t, f->cats, fn);
 		f->name_len = t->names.n;
@@ -434,8 +433,17 @@ void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx, const ch
 			trace_lua_bad_option(L, fn, "name", -1, "a Lua pattern (a string)");
 		lua_pop(L, 1);
 	}
+}
 
-	type = lua_getfield(L, idx, "thread");
+/* Filter key `thread`: a thread id, a thread's name (none of that name:
+ * matches nothing) or "main" (the stepping thread unless a thread is
+ * named so). */
+static void read_thread(lua_State *L, const struct trace_lua *tl, int idx,
+			const char *fn, struct query_filter *f)
+{
+	const struct trace *t = tl->t;
+	int type = lua_getfield(L, idx, "thread");
+
 	if (type == LUA_TNUMBER) {
 		int isnum;
 
@@ -458,15 +466,26 @@ void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx, const ch
 			f->tid = tl->main_tid;
 	}
 	if (type != LUA_TNIL && type != LUA_TNUMBER && type != LUA_TSTRING)
-		trace_lua_bad_option(L, fn, "thread", -1, "a thread id, a thread name or \"main\"");
+		trace_lua_bad_option(L, fn, "thread", -1,
+				     "a thread id, a thread name or \"main\"");
 	lua_pop(L, 1);
+}
 
+/* Filter key `pid`: an integer. */
+static void read_pid(lua_State *L, int idx, const char *fn, struct query_filter *f)
+{
 	if (lua_getfield(L, idx, "pid") != LUA_TNIL) {
 		f->pid = (int32_t)trace_lua_opt_int(L, idx, fn, "pid", 0, INT32_MIN, INT32_MAX);
 		f->has_pid = true;
 	}
 	lua_pop(L, 1);
+}
 
+/* Filter key `step`: the time range of that step (an unknown step: an
+ * empty range). */
+static void read_step(lua_State *L, const struct trace *t, int idx, const char *fn,
+		      struct query_filter *f)
+{
 	if (lua_getfield(L, idx, "step") != LUA_TNIL) {
 		lua_Integer want = trace_lua_opt_int(L, idx, fn, "step", 0, 0, LUA_MAXINTEGER);
 		size_t i;
@@ -481,41 +500,72 @@ void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx, const ch
 			}
 	}
 	lua_pop(L, 1);
-	{
-		int64_t from = trace_lua_opt_int(L, idx, fn, "from", INT64_MIN, LUA_MININTEGER,
-						 LUA_MAXINTEGER);
-		int64_t to = trace_lua_opt_int(L, idx, fn, "to", INT64_MAX, LUA_MININTEGER,
-					       LUA_MAXINTEGER);
+}
 
-		if (from != INT64_MIN || to != INT64_MAX) {
-			if (f->has_range) {
-				if (from < f->from)
-					from = f->from;
-				if (to > f->to)
-					to = f->to;
-			}
-			f->has_range = true;
-			f->from = from;
-			f->to = to > from ? to : from;
-		}
+/* Filter keys `from` and `to`: a time range, narrowed to the step's when
+ * `step` gave one (read first). */
+static void read_range(lua_State *L, int idx, const char *fn, struct query_filter *f)
+{
+	int64_t from = trace_lua_opt_int(L, idx, fn, "from", INT64_MIN, LUA_MININTEGER,
+					 LUA_MAXINTEGER);
+	int64_t to = trace_lua_opt_int(L, idx, fn, "to", INT64_MAX, LUA_MININTEGER,
+				       LUA_MAXINTEGER);
+
+	if (from == INT64_MIN && to == INT64_MAX)
+		return;
+	if (f->has_range) {
+		if (from < f->from)
+			from = f->from;
+		if (to > f->to)
+			to = f->to;
 	}
+	f->has_range = true;
+	f->from = from;
+	f->to = to > from ? to : from;
+}
 
-	if (lua_getfield(L, idx, "within") != LUA_TNIL) {
-		int w = lua_gettop(L);
+/* Filter key `within`: a list of intervals (trace_lua_read_within, its
+ * userdata left on the stack); an empty list matches nothing. */
+static void read_within_key(lua_State *L, int idx, const char *fn,
+			    struct query_filter *f)
+{
+	int w;
 
-		if (!lua_istable(L, w))
-			trace_lua_bad_option(L, fn, "within", w, "a list of { ts = , dur = } intervals");
-		f->within = trace_lua_read_within(L, w, fn, &f->nwithin);
-		lua_remove(L, w);
-		if (!f->nwithin) {
-			/* nothing to look at */
-			f->has_range = true;
-			f->from = f->to = 0;
-			f->within = NULL;
-		}
-	} else {
+	if (lua_getfield(L, idx, "within") == LUA_TNIL) {
 		lua_pop(L, 1);
+		return;
 	}
+	w = lua_gettop(L);
+	if (!lua_istable(L, w))
+		trace_lua_bad_option(L, fn, "within", w, "a list of { ts = , dur = } intervals");
+	f->within = trace_lua_read_within(L, w, fn, &f->nwithin);
+	lua_remove(L, w);
+	if (!f->nwithin) {
+		/* nothing to look at */
+		f->has_range = true;
+		f->from = f->to = 0;
+		f->within = NULL;
+	}
+}
+
+/* Reads the filter keys of the options table at `idx` (or none when idx
+ * is 0) into *f, in an order that matters: `name` matches among the
+ * names of `cat`'s events, `from`/`to` narrow `step`'s range, `within`
+ * empty overrides both. Userdata it needs are pushed on the stack and
+ * must stay there while *f is used. */
+void trace_lua_read_filter(lua_State *L, struct trace_lua *tl, int idx,
+			   const char *fn, struct query_filter *f)
+{
+	memset(f, 0, sizeof *f);
+	if (!idx)
+		return;
+	read_cats(L, idx, fn, f);
+	read_name(L, tl->t, idx, fn, f);
+	read_thread(L, tl, idx, fn, f);
+	read_pid(L, idx, fn, f);
+	read_step(L, tl->t, idx, fn, f);
+	read_range(L, idx, fn, f);
+	read_within_key(L, idx, fn, f);
 }
 
 /* The thread a busy/during call looks at: opts.thread (id or name), else
