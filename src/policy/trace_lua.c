@@ -796,24 +796,16 @@ static void push_iv(lua_State *L, const struct trace_lua *tl, const size_t *orde
 		set_int(L, "step", (lua_Integer)tl->t->steps[s].step);
 }
 
-/* trace:busy{cat =, pid =, buckets =, gaps =, window =, thread =} -> busy
- * and idle time of the GPU (or the given categories), the largest gaps,
- * and what the thread was doing while the GPU was idle. */
-static int tl_busy(lua_State *L)
+/* Reads trace:busy's options (the table at 2) into *o; returns the
+ * thread whose doings during the gaps it reports. Leaves 2 on top. */
+static int32_t read_busy_opts(lua_State *L, struct trace_lua *tl,
+			      struct query_busy_opts *o)
 {
 	static const char *const keys[] = { "cat", "pid", "buckets", "gaps", "window",
 					    "thread", NULL };
-	struct trace_lua *tl = trace_lua_check(L);
-	struct query_busy_opts o;
-	struct query_busy *r;
 	struct query_filter f;
-	struct box *b;
-	struct err e;
-	size_t *order = NULL, i;
-	int32_t tid;
-	struct box *ob;
 
-	memset(&o, 0, sizeof o);
+	memset(o, 0, sizeof *o);
 	lua_settop(L, 2);
 	trace_lua_opt_table(L, 2, "trace:busy");
 	trace_lua_check_keys(L, 2, "trace:busy", false, keys); /* some of the filter keys */
@@ -822,30 +814,31 @@ static int tl_busy(lua_State *L)
 		lua_insert(L, -2);
 		lua_setfield(L, -2, "cat");
 		trace_lua_read_filter(L, tl, lua_gettop(L), "trace:busy", &f);
-		o.cats = f.cats;
+		o->cats = f.cats;
 	}
 	lua_settop(L, 2);
 	if (lua_getfield(L, 2, "pid") != LUA_TNIL) {
-		o.has_pid = true;
-		o.pid = (int32_t)trace_lua_opt_int(L, 2, "trace:busy", "pid", 0, INT32_MIN,
-						   INT32_MAX);
+		o->has_pid = true;
+		o->pid = (int32_t)trace_lua_opt_int(L, 2, "trace:busy", "pid", 0, INT32_MIN,
+						    INT32_MAX);
 	}
 	lua_pop(L, 1);
-	o.buckets = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "buckets", 0, 0, 100000);
-	o.max_gaps = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "gaps", 10, 0, LUA_MAXINTEGER);
-	o.whole_window = trace_lua_opt_bool(L, 2, "trace:busy", "window", false);
-	tid = trace_lua_opt_thread(L, tl, 2, "trace:busy");
+	o->buckets = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "buckets", 0, 0, 100000);
+	o->max_gaps = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "gaps", 10, 0,
+						LUA_MAXINTEGER);
+	o->whole_window = trace_lua_opt_bool(L, 2, "trace:busy", "window", false);
+	return trace_lua_opt_thread(L, tl, 2, "trace:busy");
+}
 
-	b = push_box(L);                 /* 3 */
-	r = box_alloc(L, b, sizeof *r, free_busy);
-	if (query_busy(tl->t, &o, r, &e) != 0)
-		return luaL_error(L, "trace:busy: %s", e.msg);
-	ob = push_box(L);                /* 4 */
-	order = query_step_order(tl->t);
-	ob->p = order;
-	ob->fn = free;
+/* Pushes trace:busy's result for *r: the totals, the buckets, the gaps
+ * (each with what thread `tid` did, when there were events) and what it
+ * did over all the idle time. `order`: query_step_order's. */
+static void push_busy(lua_State *L, const struct trace_lua *tl,
+		      const struct query_busy *r, const size_t *order, int32_t tid)
+{
+	size_t i;
 
-	lua_createtable(L, 0, 12);       /* 5 */
+	lua_createtable(L, 0, 12);
 	set_int(L, "start", r->start);
 	set_int(L, "end", r->end);
 	set_int(L, "span", r->span);
@@ -876,6 +869,28 @@ static int tl_busy(lua_State *L)
 		push_during(L, tl, tl->t->meta.pid, tid, r->idle_iv, r->nidle, 10);
 		lua_setfield(L, -2, "cpu");
 	}
+}
+
+/* trace:busy{cat =, pid =, buckets =, gaps =, window =, thread =} -> busy
+ * and idle time of the GPU (or the given categories), the largest gaps,
+ * and what the thread was doing while the GPU was idle. */
+static int tl_busy(lua_State *L)
+{
+	struct trace_lua *tl = trace_lua_check(L);
+	struct query_busy_opts o;
+	struct query_busy *r;
+	struct box *b, *ob;
+	struct err e;
+	int32_t tid = read_busy_opts(L, tl, &o);
+
+	b = push_box(L);                 /* 3 */
+	r = box_alloc(L, b, sizeof *r, free_busy);
+	if (query_busy(tl->t, &o, r, &e) != 0)
+		return luaL_error(L, "trace:busy: %s", e.msg);
+	ob = push_box(L);                /* 4 */
+	ob->p = query_step_order(tl->t);
+	ob->fn = free;
+	push_busy(L, tl, r, ob->p, tid); /* 5 */
 	box_done(b);
 	box_done(ob);
 	return 1;
@@ -883,36 +898,15 @@ static int tl_busy(lua_State *L)
 
 /* ------------------------------------------------------------ samples */
 
-/* trace:samples{filter, max_nodes =} -> the sample tree {name, value,
- * self, children = {...}} with .samples and .truncated. */
-static int tl_samples(lua_State *L)
+/* Pushes the nodes of `tree` breadth-first, so a node limit keeps the
+ * big picture, into the list at `nodes_tab` (each {name, value, self,
+ * children = {}}): at most max_nodes (more: tree->truncated), their
+ * indices in the tree into queue[] in that order. Returns how many. */
+static size_t push_sample_nodes(lua_State *L, struct query_tree *tree,
+				size_t max_nodes, uint32_t *queue, int nodes_tab)
 {
-	static const char *const extra[] = { "max_nodes", NULL };
-	struct trace_lua *tl = trace_lua_check(L);
-	struct query_filter f;
-	struct query_tree *tree;
-	struct box *b;
-	struct err e;
-	lua_Integer max_nodes;
-	size_t pushed = 1, head = 0, i;
-	uint32_t *queue;
-	int nodes_tab, base;
+	size_t pushed = 1, head;
 
-	lua_settop(L, 2);
-	trace_lua_opt_table(L, 2, "trace:samples");
-	trace_lua_check_keys(L, 2, "trace:samples", true, extra);
-	max_nodes = trace_lua_opt_int(L, 2, "trace:samples", "max_nodes", TL_SAMPLE_NODES, 1,
-				      QUERY_TREE_MAX);
-	trace_lua_read_filter(L, tl, 2, "trace:samples", &f);
-	b = push_box(L);
-	tree = box_alloc(L, b, sizeof *tree, free_tree);
-	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
-		return luaL_error(L, "trace:samples: %s", e.msg);
-	/* breadth-first, so a node limit keeps the big picture */
-	queue = lua_newuserdatauv(L, (tree->n + 1) * sizeof *queue, 0);
-	lua_createtable(L, (int)(tree->n < (size_t)max_nodes ? tree->n : (size_t)max_nodes), 0);
-	nodes_tab = lua_gettop(L);
-	base = nodes_tab;
 	queue[0] = 0;
 	for (head = 0; head < pushed; head++) {
 		const struct query_node *nd = &tree->nodes[queue[head]];
@@ -926,33 +920,71 @@ static int tl_samples(lua_State *L)
 		lua_newtable(L);
 		lua_setfield(L, -2, "children");
 		lua_rawseti(L, nodes_tab, (lua_Integer)head + 1);
-		/* link to the parent: the parent's position in the queue */
 		for (c = nd->first_child; c != UINT32_MAX; c = tree->nodes[c].next_sibling)
-			if (pushed < (size_t)max_nodes)
+			if (pushed < max_nodes)
 				queue[pushed++] = c;
 			else
 				tree->truncated = true;
 	}
-	/* attach children in queue order: a node's parent came earlier */
-	{
-		uint32_t *pos = lua_newuserdatauv(L, tree->n * sizeof *pos, 0);
+	return pushed;
+}
 
-		for (i = 0; i < tree->n; i++)
-			pos[i] = UINT32_MAX;
-		for (i = 0; i < pushed; i++)
-			pos[queue[i]] = (uint32_t)i;
-		for (i = 1; i < pushed; i++) {
-			uint32_t parent = tree->nodes[queue[i]].parent;
+/* Attaches each of the `pushed` nodes of the list at `nodes_tab` but the
+ * root to its parent's children, in queue order: a node's parent came
+ * earlier. */
+static void link_sample_nodes(lua_State *L, const struct query_tree *tree,
+			      const uint32_t *queue, size_t pushed, int nodes_tab)
+{
+	uint32_t *pos = lua_newuserdatauv(L, tree->n * sizeof *pos, 0);
+	size_t i;
 
-			lua_rawgeti(L, nodes_tab, (lua_Integer)pos[parent] + 1);
-			lua_getfield(L, -1, "children");
-			lua_rawgeti(L, nodes_tab, (lua_Integer)i + 1);
-			lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-			lua_pop(L, 2);
-		}
-		lua_pop(L, 1);
+	for (i = 0; i < tree->n; i++)
+		pos[i] = UINT32_MAX;
+	for (i = 0; i < pushed; i++)
+		pos[queue[i]] = (uint32_t)i;
+	for (i = 1; i < pushed; i++) {
+		uint32_t parent = tree->nodes[queue[i]].parent;
+
+		lua_rawgeti(L, nodes_tab, (lua_Integer)pos[parent] + 1);
+		lua_getfield(L, -1, "children");
+		lua_rawgeti(L, nodes_tab, (lua_Integer)i + 1);
+		lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+		lua_pop(L, 2);
 	}
-	lua_rawgeti(L, base, 1);
+	lua_pop(L, 1);
+}
+
+/* trace:samples{filter, max_nodes =} -> the sample tree {name, value,
+ * self, children = {...}} with .samples and .truncated. */
+static int tl_samples(lua_State *L)
+{
+	static const char *const extra[] = { "max_nodes", NULL };
+	struct trace_lua *tl = trace_lua_check(L);
+	struct query_filter f;
+	struct query_tree *tree;
+	struct box *b;
+	struct err e;
+	lua_Integer max_nodes;
+	size_t pushed;
+	uint32_t *queue;
+	int nodes_tab;
+
+	lua_settop(L, 2);
+	trace_lua_opt_table(L, 2, "trace:samples");
+	trace_lua_check_keys(L, 2, "trace:samples", true, extra);
+	max_nodes = trace_lua_opt_int(L, 2, "trace:samples", "max_nodes", TL_SAMPLE_NODES, 1,
+				      QUERY_TREE_MAX);
+	trace_lua_read_filter(L, tl, 2, "trace:samples", &f);
+	b = push_box(L);
+	tree = box_alloc(L, b, sizeof *tree, free_tree);
+	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
+		return luaL_error(L, "trace:samples: %s", e.msg);
+	queue = lua_newuserdatauv(L, (tree->n + 1) * sizeof *queue, 0);
+	lua_createtable(L, (int)(tree->n < (size_t)max_nodes ? tree->n : (size_t)max_nodes), 0);
+	nodes_tab = lua_gettop(L);
+	pushed = push_sample_nodes(L, tree, (size_t)max_nodes, queue, nodes_tab);
+	link_sample_nodes(L, tree, queue, pushed, nodes_tab);
+	lua_rawgeti(L, nodes_tab, 1);
 	set_int(L, "samples", (lua_Integer)tree->samples);
 	set_bool(L, "truncated", tree->truncated);
 	box_done(b);
