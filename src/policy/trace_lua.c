@@ -1,4 +1,7 @@
-/* trace_lua — a window's trace as a Lua object (see trace_lua.h). */
+/* trace_lua — a window's trace as a Lua object (see trace_lua.h): the
+ * object, its fields and its query methods. The options tables and
+ * filters the methods read are in trace_lua_filter.c, the writers in
+ * trace_lua_write.c (trace_lua_internal.h). */
 #include "trace_lua.h"
 
 #include <math.h>
@@ -10,36 +13,22 @@
 
 #include "../events/query.h"
 #include "../export/key_averages.h"
-#include "../export/outdir.h"
-#include "../export/outfile.h"
-#include "../export/textbuf.h"
-#include "sandbox.h"
+#include "trace_lua_internal.h"
 
-#define TL_META "profhost.trace"
 #define TL_BOX "profhost.trace.box"
 #define TL_SAMPLE_NODES 5000 /* default node limit of trace:samples() */
 
-struct tl {
-	const struct trace *t;     /* NULL once invalidated */
-	const char *dir;
-	const struct outdir *out;  /* dir held open, or NULL: open dir */
-	const char *const *files;
-	int32_t main_tid;
-};
-
 /* ------------------------------------------------------------ helpers */
 
-static const char *push_describe(lua_State *L, int v);
-
 /* The valid trace object at arg 1, or raises. */
-static struct tl *check_tl(lua_State *L)
+struct trace_lua *trace_lua_check(lua_State *L)
 {
-	struct tl *tl = luaL_testudata(L, 1, TL_META);
+	struct trace_lua *tl = luaL_testudata(L, 1, TRACE_LUA_META);
 
 	if (!tl)
 		luaL_error(L, "trace methods are called with a colon (trace:aggregate{...}, "
 			   "not trace.aggregate{...}): the trace object was expected first, got %s",
-			   push_describe(L, 1));
+			   trace_lua_describe(L, 1));
 	if (!tl->t)
 		luaL_error(L, "the trace object is only valid during its on_trace_ready call");
 	return tl;
@@ -187,25 +176,6 @@ static void push_names(lua_State *L, const char *const *names)
 	}
 }
 
-/* The category name reports use: Kineto's, "mark" for marks. */
-static const char *cat_lua_name(unsigned c)
-{
-	return c == TRACE_CAT_MARK ? "mark" : trace_cat_name((enum trace_cat)c);
-}
-
-/* The category named `s`, or TRACE_CAT_COUNT. */
-static unsigned cat_by_name(const char *s)
-{
-	unsigned c;
-
-	if (strcmp(s, "sample") == 0)
-		return TRACE_CAT_SAMPLE;
-	for (c = 0; c < TRACE_CAT_COUNT; c++)
-		if (strcmp(s, cat_lua_name(c)) == 0)
-			return c;
-	return TRACE_CAT_COUNT;
-}
-
 static const char *ph_name(uint8_t ph)
 {
 	switch (ph) {
@@ -230,494 +200,10 @@ static const char *thread_name(const struct trace *t, int32_t pid, int32_t tid)
 	return NULL;
 }
 
-/* ------------------------------------------------------------ filters */
-
-/* Keys every filter takes, then the extra keys of one method. */
-static const char *const filter_keys[] = { "cat", "name", "step", "thread",
-					   "pid", "from", "to", "within", NULL };
-
-/* Pushes `v` described as prof.schema.describe() does it (`0`, `string
- * "x"`, `boolean true`, `nothing`, `table`), the one wording of values in
- * option errors; the type name when that module is not loaded. */
-static const char *push_describe(lua_State *L, int v)
-{
-	if (lua_isnone(L, v))
-		return lua_pushliteral(L, "nothing");
-	v = lua_absindex(L, v);
-	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-	if (lua_getfield(L, -1, "prof.schema") == LUA_TTABLE &&
-	    lua_getfield(L, -1, "describe") == LUA_TFUNCTION) {
-		lua_pushvalue(L, v);
-		lua_call(L, 1, 1);
-		if (lua_type(L, -1) == LUA_TSTRING) {
-			lua_replace(L, -3);
-			lua_pop(L, 1);
-			return lua_tostring(L, -1);
-		}
-	}
-	lua_settop(L, v);
-	return lua_pushstring(L, luaL_typename(L, v));
-}
-
-/* Raises "<fn>: '<key>' must be <expected>, got <value>" (the value at
- * index v) at the caller's line: the form of every option error, as in
- * prof.schema. */
-static int bad_option(lua_State *L, const char *fn, const char *key, int v,
-		      const char *expected)
-{
-	v = lua_absindex(L, v);
-	return luaL_error(L, "%s: '%s' must be %s, got %s", fn, key, expected,
-			  push_describe(L, v));
-}
-
-/* Pushes `"a", "b", ...` (names NULL-ended) for messages. */
-static const char *push_choices(lua_State *L, const char *const *names)
-{
-	luaL_Buffer b;
-	int i;
-
-	luaL_buffinit(L, &b);
-	for (i = 0; names[i]; i++) {
-		luaL_addstring(&b, i ? ", \"" : "\"");
-		luaL_addstring(&b, names[i]);
-		luaL_addchar(&b, '"');
-	}
-	luaL_pushresult(&b);
-	return lua_tostring(L, -1);
-}
-
-/* Checks that the options table at `idx` has only known keys (the filter
- * keys when `filter`, then `extra`). */
-static void check_keys(lua_State *L, int idx, const char *fn, bool filter,
-		       const char *const *extra)
-{
-	lua_pushnil(L);
-	while (lua_next(L, idx)) {
-		const char *k = NULL;
-		int i, ok = 0;
-
-		if (lua_type(L, -2) == LUA_TSTRING) {
-			k = lua_tostring(L, -2);
-			for (i = 0; filter && filter_keys[i] && !ok; i++)
-				ok = strcmp(k, filter_keys[i]) == 0;
-			for (i = 0; extra && extra[i] && !ok; i++)
-				ok = strcmp(k, extra[i]) == 0;
-		}
-		if (!ok) {
-			luaL_Buffer b;
-
-			luaL_buffinit(L, &b);
-			for (i = 0; filter && filter_keys[i]; i++) {
-				luaL_addstring(&b, i ? ", " : "");
-				luaL_addstring(&b, filter_keys[i]);
-			}
-			for (i = 0; extra && extra[i]; i++) {
-				luaL_addstring(&b, i || filter ? ", " : "");
-				luaL_addstring(&b, extra[i]);
-			}
-			luaL_pushresult(&b);
-			if (k)
-				luaL_error(L, "%s: unknown option '%s' (valid: %s)", fn, k,
-					   lua_tostring(L, -1));
-			push_describe(L, -3); /* the key */
-			luaL_error(L, "%s: unexpected key %s (write key = value; valid: %s)",
-				   fn, lua_tostring(L, -1), lua_tostring(L, -2));
-		}
-		lua_pop(L, 1);
-	}
-}
-
-/* The options table at `idx` (absent or nil: a new empty one is put
- * there), or raises naming what was given. */
-static void opt_table(lua_State *L, int idx, const char *fn)
-{
-	if (lua_isnoneornil(L, idx)) {
-		lua_newtable(L);
-		lua_replace(L, idx);
-	} else if (!lua_istable(L, idx)) {
-		luaL_error(L, "%s: expected a table of options or nothing, got %s", fn,
-			   push_describe(L, idx));
-	}
-}
-
-/* An integer option from `min` to `max`, or `def` when absent. */
-static lua_Integer opt_int(lua_State *L, int idx, const char *fn,
-			   const char *key, lua_Integer def, lua_Integer min,
-			   lua_Integer max)
-{
-	lua_Integer v;
-	int isnum;
-	char expected[96];
-
-	if (lua_getfield(L, idx, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return def;
-	}
-	v = lua_tointegerx(L, -1, &isnum);
-	if (isnum && v >= min && v <= max) {
-		lua_pop(L, 1);
-		return v;
-	}
-	if (min == LUA_MININTEGER)
-		snprintf(expected, sizeof expected, "an integer");
-	else if (max == LUA_MAXINTEGER)
-		snprintf(expected, sizeof expected, "an integer >= %lld", (long long)min);
-	else
-		snprintf(expected, sizeof expected, "an integer from %lld to %lld",
-			 (long long)min, (long long)max);
-	return bad_option(L, fn, key, -1, expected);
-}
-
-/* A boolean option, or `def` when absent. */
-static bool opt_bool(lua_State *L, int idx, const char *fn, const char *key,
-		     bool def)
-{
-	int type = lua_getfield(L, idx, key);
-	bool v = type == LUA_TNIL ? def : lua_toboolean(L, -1);
-
-	if (type != LUA_TNIL && type != LUA_TBOOLEAN)
-		bad_option(L, fn, key, -1, "a boolean");
-	lua_pop(L, 1);
-	return v;
-}
-
-/* The index in `names` of a string option, or `def` when absent. */
-static int opt_choice(lua_State *L, int idx, const char *fn, const char *key,
-		      const char *const *names, int def)
-{
-	char expected[256];
-	int i;
-
-	if (lua_getfield(L, idx, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return def;
-	}
-	for (i = 0; lua_type(L, -1) == LUA_TSTRING && names[i]; i++)
-		if (strcmp(lua_tostring(L, -1), names[i]) == 0) {
-			lua_pop(L, 1);
-			return i;
-		}
-	snprintf(expected, sizeof expected, "one of %s", push_choices(L, names));
-	return bad_option(L, fn, key, -2, expected);
-}
-
-/* Raises a bad 'cat' (the value at v, `what` "'cat'" or "'cat' item N"):
- * the valid category names listed. */
-static int bad_cat(lua_State *L, const char *fn, const char *what, int v)
-{
-	luaL_Buffer b;
-	unsigned c;
-
-	v = lua_absindex(L, v);
-	luaL_buffinit(L, &b);
-	luaL_addstring(&b, "a category name (");
-	for (c = 0; c < TRACE_CAT_COUNT; c++) {
-		if (c)
-			luaL_addstring(&b, ", ");
-		luaL_addstring(&b, cat_lua_name(c));
-	}
-	luaL_addstring(&b, ") or a list of them");
-	luaL_pushresult(&b);
-	return bad_option(L, fn, what, v, lua_tostring(L, -1));
-}
-
-/* Matches every name of the trace that events passing `cats` use against
- * the Lua pattern on top of the stack; fills a byte per strtab id (a
- * userdata left on the stack, below the pattern, which is popped). */
-/* The literal text a name matching Lua pattern `pat` (len bytes) must
- * begin with: for a pattern anchored with '^', the bytes after it up to
- * the first magic character (less the last one when a quantifier follows
- * it). 0 when there is none. */
-static size_t pattern_prefix(const char *pat, size_t len)
-{
-	size_t n;
-
-	if (len == 0 || pat[0] != '^')
-		return 0;
-	for (n = 1; n < len && pat[n] && !strchr("^$*+?.([%-])", pat[n]); n++)
-		;
-	if (n > 1 && n < len && pat[n] && strchr("*+?-", pat[n]))
-		n--;
-	return n - 1;
-}
-
-/* The names of the trace matching the Lua pattern on top of the stack
- * (replaced by the result: a userdata of a bit per strtab id, as
- * query_filter.name_ok reads it), among those of events of categories
- * `cats` (0: all); a bad pattern raises, naming `fn`. A bit a name, not a
- * byte: the userdata lives until Lua collects it, in a window of millions
- * of names. */
-static uint8_t *match_names(lua_State *L, const struct trace *t, uint32_t cats,
-			    const char *fn)
-{
-	uint32_t n = t->names.n ? t->names.n : 1, id;
-	uint8_t *ok = lua_newuserdatauv(L, (n + 7) / 8, 0);
-	int pat = lua_absindex(L, -2);
-	size_t i, plen, pre;
-	const char *p = lua_tolstring(L, pat, &plen);
-
-	memset(ok, 0, (n + 7) / 8);
-	/* first set for the names of candidate events, to be matched */
-	for (i = 0; i < t->nev; i++) {
-		const struct trace_event *ev = &t->ev[i];
-
-		if ((!cats || cats >> ev->cat & 1) && ev->name < n)
-			ok[ev->name / 8] |= (uint8_t)(1u << ev->name % 8);
-	}
-	luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-	lua_getfield(L, -1, "string");
-	lua_getfield(L, -1, "find");
-	lua_replace(L, -3);
-	lua_pop(L, 1); /* stack: pattern, ok, find */
-	/* A name without the pattern's literal start cannot match: a report
-	 * asking for "^ProfilerStep#%d+$" among millions of names calls
-	 * string.find for the few that begin so. */
-	pre = pattern_prefix(p, plen);
-	for (id = 0; id < t->names.n; id++) {
-		uint8_t bit = (uint8_t)(1u << id % 8);
-
-		if (!(ok[id / 8] & bit))
-			continue;
-		if (pre && (t->names.len[id] < pre ||
-			    memcmp(t->names.str[id], p + 1, pre) != 0)) {
-			ok[id / 8] &= (uint8_t)~bit;
-			continue;
-		}
-		lua_pushvalue(L, -1);
-		lua_pushlstring(L, t->names.str[id], t->names.len[id]);
-		lua_pushvalue(L, pat);
-		int rc = lua_pcall(L, 2, 1, 0);
-
-		if (rc != LUA_OK) {
-			const char *why, *given;
-
-			if (rc == LUA_ERRMEM || sandbox_stopping(L))
-				lua_error(L); /* the budget's, not the pattern's */
-			why = lua_tostring(L, -1);
-			given = push_describe(L, pat);
-			luaL_error(L, "%s: 'name' is not a valid Lua pattern (%s), got %s", fn,
-				   why, given);
-		}
-		if (lua_isnil(L, -1))
-			ok[id / 8] &= (uint8_t)~bit;
-		lua_pop(L, 1);
-	}
-	lua_pop(L, 1);       /* find */
-	lua_remove(L, pat);  /* the pattern */
-	return ok;
-}
-
-/* Reads `within` = { {ts, dur} or {ts = , dur = }, ... } into a sorted,
- * merged array (a userdata pushed on the stack). */
-static struct query_interval *read_within(lua_State *L, int idx, const char *fn,
-					  size_t *n)
-{
-	lua_Integer len = luaL_len(L, idx), i;
-	struct query_interval *iv;
-	size_t m = 0;
-
-	if (len < 0 || (lua_Unsigned)len > SIZE_MAX / sizeof *iv - 1)
-		luaL_error(L, "%s: 'within' is too long", fn);
-	iv = lua_newuserdatauv(L, ((size_t)len + 1) * sizeof *iv, 0);
-	for (i = 1; i <= len; i++) {
-		lua_Integer ts = 0, dur = 0;
-		int a = 0, b = 0;
-
-		if (lua_geti(L, idx, i) == LUA_TTABLE) {
-			if (lua_getfield(L, -1, "ts") == LUA_TNIL) {
-				lua_pop(L, 1);
-				lua_geti(L, -1, 1);
-			}
-			if (lua_getfield(L, -2, "dur") == LUA_TNIL) {
-				lua_pop(L, 1);
-				lua_geti(L, -2, 2);
-			}
-			ts = lua_tointegerx(L, -2, &a);
-			dur = lua_tointegerx(L, -1, &b);
-			lua_pop(L, 2);
-		}
-		if (!a || !b || dur < 0) {
-			char key[48];
-
-			snprintf(key, sizeof key, "within[%d]", (int)i);
-			bad_option(L, fn, key, -1, "an interval { ts = <integer>, dur = <integer >= 0> }");
-		}
-		lua_pop(L, 1);
-		if (dur > 0) {
-			iv[m].ts = ts;
-			iv[m].dur = dur;
-			m++;
-		}
-	}
-	/* sort (insertion sort is fine for report-sized lists) and merge */
-	for (size_t k = 1; k < m; k++) {
-		struct query_interval x = iv[k];
-		size_t j = k;
-
-		while (j > 0 && iv[j - 1].ts > x.ts) {
-			iv[j] = iv[j - 1];
-			j--;
-		}
-		iv[j] = x;
-	}
-	{
-		size_t w = 0;
-
-		for (size_t k = 0; k < m; k++) {
-			if (w > 0 && iv[k].ts <= iv[w - 1].ts + iv[w - 1].dur) {
-				int64_t end = iv[k].ts + iv[k].dur;
-
-				if (end > iv[w - 1].ts + iv[w - 1].dur)
-					iv[w - 1].dur = end - iv[w - 1].ts;
-			} else {
-				iv[w++] = iv[k];
-			}
-		}
-		m = w;
-	}
-	*n = m;
-	return iv;
-}
-
-/* Reads the filter keys of the options table at `idx` (or none when idx
- * is 0) into *f. Userdata it needs are pushed on the stack and must stay
- * there while *f is used. */
-static void read_filter(lua_State *L, struct tl *tl, int idx, const char *fn,
-			struct query_filter *f)
-{
-	const struct trace *t = tl->t;
-	int type;
-
-	memset(f, 0, sizeof *f);
-	if (!idx)
-		return;
-	type = lua_getfield(L, idx, "cat");
-	if (type == LUA_TSTRING) {
-		unsigned c = cat_by_name(lua_tostring(L, -1));
-
-		if (c == TRACE_CAT_COUNT)
-			bad_cat(L, fn, "cat", -1);
-		f->cats = 1u << c;
-	} else if (type == LUA_TTABLE) {
-		lua_Integer i, n = luaL_len(L, -1);
-
-		if (n == 0)
-			bad_cat(L, fn, "cat", -1);
-		for (i = 1; i <= n; i++) {
-			unsigned c = TRACE_CAT_COUNT;
-			char key[32];
-
-			if (lua_geti(L, -1, i) == LUA_TSTRING)
-				c = cat_by_name(lua_tostring(L, -1));
-			if (c == TRACE_CAT_COUNT) {
-				snprintf(key, sizeof key, "cat[%d]", (int)i);
-				bad_cat(L, fn, key, -1);
-			}
-			f->cats |= 1u << c;
-			lua_pop(L, 1);
-		}
-	} else if (type != LUA_TNIL) {
-		bad_cat(L, fn, "cat", -1);
-	}
-	lua_pop(L, 1);
-
-	type = lua_getfield(L, idx, "name");
-	if (type == LUA_TSTRING) {
-		f->name_ok = match_names(L, t, f->cats, fn);
-		f->name_len = t->names.n;
-	} else {
-		if (type != LUA_TNIL)
-			bad_option(L, fn, "name", -1, "a Lua pattern (a string)");
-		lua_pop(L, 1);
-	}
-
-	type = lua_getfield(L, idx, "thread");
-	if (type == LUA_TNUMBER) {
-		int isnum;
-
-		f->tid = (int32_t)lua_tointegerx(L, -1, &isnum);
-		if (!isnum)
-			type = LUA_TNONE; /* a fraction */
-		f->has_tid = true;
-	} else if (type == LUA_TSTRING) {
-		const char *want = lua_tostring(L, -1);
-		size_t i;
-
-		f->has_tid = true;
-		f->tid = INT32_MIN; /* matches nothing unless found */
-		for (i = 0; i < t->nthreads; i++)
-			if (strcmp(trace_str(t, t->threads[i].name), want) == 0) {
-				f->tid = t->threads[i].tid;
-				break;
-			}
-		if (strcmp(want, "main") == 0 && f->tid == INT32_MIN)
-			f->tid = tl->main_tid;
-	}
-	if (type != LUA_TNIL && type != LUA_TNUMBER && type != LUA_TSTRING)
-		bad_option(L, fn, "thread", -1, "a thread id, a thread name or \"main\"");
-	lua_pop(L, 1);
-
-	if (lua_getfield(L, idx, "pid") != LUA_TNIL) {
-		f->pid = (int32_t)opt_int(L, idx, fn, "pid", 0, INT32_MIN, INT32_MAX);
-		f->has_pid = true;
-	}
-	lua_pop(L, 1);
-
-	if (lua_getfield(L, idx, "step") != LUA_TNIL) {
-		lua_Integer want = opt_int(L, idx, fn, "step", 0, 0, LUA_MAXINTEGER);
-		size_t i;
-
-		f->has_range = true;
-		f->from = f->to = 0; /* an unknown step matches nothing */
-		for (i = 0; i < t->nsteps; i++)
-			if ((lua_Integer)t->steps[i].step == want) {
-				f->from = t->steps[i].ts;
-				f->to = t->steps[i].ts + t->steps[i].dur;
-				break;
-			}
-	}
-	lua_pop(L, 1);
-	{
-		int64_t from = opt_int(L, idx, fn, "from", INT64_MIN, LUA_MININTEGER,
-				       LUA_MAXINTEGER);
-		int64_t to = opt_int(L, idx, fn, "to", INT64_MAX, LUA_MININTEGER,
-				     LUA_MAXINTEGER);
-
-		if (from != INT64_MIN || to != INT64_MAX) {
-			if (f->has_range) {
-				if (from < f->from)
-					from = f->from;
-				if (to > f->to)
-					to = f->to;
-			}
-			f->has_range = true;
-			f->from = from;
-			f->to = to > from ? to : from;
-		}
-	}
-
-	if (lua_getfield(L, idx, "within") != LUA_TNIL) {
-		int w = lua_gettop(L);
-
-		if (!lua_istable(L, w))
-			bad_option(L, fn, "within", w, "a list of { ts = , dur = } intervals");
-		f->within = read_within(L, w, fn, &f->nwithin);
-		lua_remove(L, w);
-		if (!f->nwithin) {
-			/* nothing to look at */
-			f->has_range = true;
-			f->from = f->to = 0;
-			f->within = NULL;
-		}
-	} else {
-		lua_pop(L, 1);
-	}
-}
-
 /* ------------------------------------------------------------ events */
 
 /* Pushes the table of one event. */
-static void push_event(lua_State *L, const struct tl *tl, const size_t *order,
+static void push_event(lua_State *L, const struct trace_lua *tl, const size_t *order,
 		       const struct trace_event *ev)
 {
 	const struct trace *t = tl->t;
@@ -727,7 +213,7 @@ static void push_event(lua_State *L, const struct tl *tl, const size_t *order,
 	lua_createtable(L, 0, 12);
 	lua_pushlstring(L, trace_str(t, ev->name), strtab_len(&t->names, ev->name));
 	lua_setfield(L, -2, "name");
-	set_str(L, "cat", cat_lua_name(ev->cat));
+	set_str(L, "cat", trace_lua_cat_name(ev->cat));
 	set_str(L, "ph", ph_name(ev->ph));
 	set_int(L, "ts", ev->ts);
 	set_int(L, "dur", ev->dur);
@@ -790,7 +276,7 @@ static int ev_iter_gc(lua_State *L)
 
 static int events_next(lua_State *L)
 {
-	struct tl *tl = lua_touserdata(L, lua_upvalueindex(1));
+	struct trace_lua *tl = lua_touserdata(L, lua_upvalueindex(1));
 	struct ev_iter *it = lua_touserdata(L, lua_upvalueindex(2));
 	int64_t dur;
 
@@ -812,16 +298,16 @@ static int events_next(lua_State *L)
 /* trace:events{filter} -> iterator over event tables. */
 static int tl_events(lua_State *L)
 {
-	struct tl *tl = check_tl(L);
+	struct trace_lua *tl = trace_lua_check(L);
 	int base, n;
 	struct ev_iter *it;
 	struct query_filter f;
 
 	lua_settop(L, 2);
-	opt_table(L, 2, "trace:events");
-	check_keys(L, 2, "trace:events", true, NULL);
+	trace_lua_opt_table(L, 2, "trace:events");
+	trace_lua_check_keys(L, 2, "trace:events", true, NULL);
 	base = lua_gettop(L);
-	read_filter(L, tl, 2, "trace:events", &f);
+	trace_lua_read_filter(L, tl, 2, "trace:events", &f);
 	n = lua_gettop(L) - base;   /* userdata holding the filter's arrays */
 	lua_pushvalue(L, 1);
 	lua_insert(L, base + 1);
@@ -847,7 +333,7 @@ static const char *const sort_names[] = { "total", "count", "avg", "min", "max",
 
 /* Pushes rows of an aggregate result (an array with .columns, .total,
  * .count, .groups). */
-static void push_rows(lua_State *L, const struct tl *tl,
+static void push_rows(lua_State *L, const struct trace_lua *tl,
 		      const struct query_agg_opts *o, const struct query_result *r)
 {
 	const struct trace *t = tl->t;
@@ -876,8 +362,8 @@ static void push_rows(lua_State *L, const struct tl *tl,
 			lua_setfield(L, -2, "name");
 			break;
 		case QUERY_BY_CAT:
-			set_str(L, "key", cat_lua_name(row->cat));
-			set_str(L, "name", cat_lua_name(row->cat));
+			set_str(L, "key", trace_lua_cat_name(row->cat));
+			set_str(L, "name", trace_lua_cat_name(row->cat));
 			break;
 		case QUERY_BY_STEP:
 			set_int(L, "key", (lua_Integer)row->step);
@@ -929,7 +415,7 @@ static void push_rows(lua_State *L, const struct tl *tl,
 static int tl_aggregate(lua_State *L)
 {
 	static const char *const extra[] = { "by", "sum", "self", "sort", "limit", NULL };
-	struct tl *tl = check_tl(L);
+	struct trace_lua *tl = trace_lua_check(L);
 	struct query_agg_opts o;
 	struct query_result *r;
 	struct box *b;
@@ -938,21 +424,22 @@ static int tl_aggregate(lua_State *L)
 
 	memset(&o, 0, sizeof o);
 	lua_settop(L, 2);
-	opt_table(L, 2, "trace:aggregate");
-	check_keys(L, 2, "trace:aggregate", true, extra);
-	o.by = (enum query_by)opt_choice(L, 2, "trace:aggregate", "by", by_names, 0);
-	o.sort = (enum query_sort)opt_choice(L, 2, "trace:aggregate", "sort", sort_names, 0);
+	trace_lua_opt_table(L, 2, "trace:aggregate");
+	trace_lua_check_keys(L, 2, "trace:aggregate", true, extra);
+	o.by = (enum query_by)trace_lua_opt_choice(L, 2, "trace:aggregate", "by", by_names, 0);
+	o.sort = (enum query_sort)trace_lua_opt_choice(L, 2, "trace:aggregate", "sort",
+						       sort_names, 0);
 	if (lua_getfield(L, 2, "sum") != LUA_TNIL) {
 		if (lua_type(L, -1) != LUA_TSTRING)
-			return bad_option(L, "trace:aggregate", "sum", -1,
-					  "\"dur\" or the name of a numeric argument");
+			return trace_lua_bad_option(L, "trace:aggregate", "sum", -1,
+						    "\"dur\" or the name of a numeric argument");
 		if (strcmp(lua_tostring(L, -1), "dur") != 0)
 			o.sum_arg = lua_tostring(L, -1); /* stays on the stack */
 	}
-	o.self = opt_bool(L, 2, "trace:aggregate", "self", false);
-	limit = opt_int(L, 2, "trace:aggregate", "limit", 0, 0, LUA_MAXINTEGER);
+	o.self = trace_lua_opt_bool(L, 2, "trace:aggregate", "self", false);
+	limit = trace_lua_opt_int(L, 2, "trace:aggregate", "limit", 0, 0, LUA_MAXINTEGER);
 	o.limit = (size_t)limit;
-	read_filter(L, tl, 2, "trace:aggregate", &o.filter);
+	trace_lua_read_filter(L, tl, 2, "trace:aggregate", &o.filter);
 	if (o.self && (o.sum_arg || o.filter.has_range || o.filter.within))
 		return luaL_error(L, "trace:aggregate: 'self = true' cannot be combined with "
 				  "'sum' or a time range ('step', 'from', 'to', 'within')");
@@ -1037,7 +524,7 @@ static int tl_key_averages(lua_State *L)
 	static const char *const cols[] = { "name", "input_shapes", "count", "self_cpu",
 					    "self_cpu_share", "cpu_total", "cpu_avg", "self_cuda",
 					    "cuda_total", "cuda_avg", "flops", NULL };
-	struct tl *tl = check_tl(L);
+	struct trace_lua *tl = trace_lua_check(L);
 	enum key_avg_sort sort = KEY_AVG_SORT_SELF_CPU_TIME_TOTAL;
 	struct key_avg_opts o = { KEY_AVG_BY_NAME, false, 0 };
 	struct key_avg_table *tab;
@@ -1047,23 +534,24 @@ static int tl_key_averages(lua_State *L)
 	char *text;
 
 	lua_settop(L, 2);
-	opt_table(L, 2, "trace:key_averages");
-	check_keys(L, 2, "trace:key_averages", false, keys);
+	trace_lua_opt_table(L, 2, "trace:key_averages");
+	trace_lua_check_keys(L, 2, "trace:key_averages", false, keys);
 	if (lua_getfield(L, 2, "sort_by") != LUA_TNIL &&
 	    (lua_type(L, -1) != LUA_TSTRING ||
 	     key_averages_parse_sort(lua_tostring(L, -1), &sort, &e) != 0))
-		return bad_option(L, "trace:key_averages", "sort_by", -1,
-				  "one of \"self_cpu_time_total\", \"cpu_time_total\", "
-				  "\"cpu_time\", \"count\", \"self_cuda_time_total\", "
-				  "\"cuda_time_total\", \"cuda_time\"");
+		return trace_lua_bad_option(L, "trace:key_averages", "sort_by", -1,
+					    "one of \"self_cpu_time_total\", \"cpu_time_total\", "
+					    "\"cpu_time\", \"count\", \"self_cuda_time_total\", "
+					    "\"cuda_time_total\", \"cuda_time\"");
 	lua_pop(L, 1);
-	o.group = (enum key_avg_group)opt_choice(L, 2, "trace:key_averages", "group_by",
-						 groups, 0);
-	o.by_input_shape = opt_bool(L, 2, "trace:key_averages", "group_by_input_shape", false);
-	o.stack_n = (uint32_t)opt_int(L, 2, "trace:key_averages", "group_by_stack_n", 0, 0,
-				      KEY_AVG_STACK_N_MAX);
-	limit = (size_t)opt_int(L, 2, "trace:key_averages", "row_limit", 0, 0,
-				LUA_MAXINTEGER);
+	o.group = (enum key_avg_group)trace_lua_opt_choice(L, 2, "trace:key_averages", "group_by",
+							   groups, 0);
+	o.by_input_shape = trace_lua_opt_bool(L, 2, "trace:key_averages",
+					      "group_by_input_shape", false);
+	o.stack_n = (uint32_t)trace_lua_opt_int(L, 2, "trace:key_averages", "group_by_stack_n",
+						0, 0, KEY_AVG_STACK_N_MAX);
+	limit = (size_t)trace_lua_opt_int(L, 2, "trace:key_averages", "row_limit", 0, 0,
+					  LUA_MAXINTEGER);
 	b = push_box(L);
 	tab = box_alloc(L, b, sizeof *tab, free_key_avg);
 	if (key_averages_build_with(tl->t, &o, sort, limit, tab, &e) != 0)
@@ -1125,7 +613,7 @@ static void push_phase_rows(lua_State *L, const struct query_phase_sum *sum)
 /* Pushes the object's cached field `key` ("steps" or "phases"), computing
  * the step table and the phase rows (query_steps, query_phase_summary)
  * on first use. Cached in the object's user value. */
-static void push_steps_field(lua_State *L, struct tl *tl, const char *key)
+static void push_steps_field(lua_State *L, struct trace_lua *tl, const char *key)
 {
 	struct query_step *steps = NULL;
 	struct query_phase_sum sum;
@@ -1190,7 +678,7 @@ static void push_steps_field(lua_State *L, struct tl *tl, const char *key)
  * phases. */
 static int tl_phases(lua_State *L)
 {
-	struct tl *tl = check_tl(L);
+	struct trace_lua *tl = trace_lua_check(L);
 
 	lua_settop(L, 1);
 	push_steps_field(L, tl, "phases");
@@ -1201,7 +689,7 @@ static int tl_phases(lua_State *L)
 
 /* Pushes {total, ranges = rows {name, time, share}, phases = {...}} for
  * thread (pid, tid) over `iv`. */
-static void push_during(lua_State *L, const struct tl *tl, int32_t pid,
+static void push_during(lua_State *L, const struct trace_lua *tl, int32_t pid,
 			int32_t tid, const struct query_interval *iv, size_t niv,
 			size_t limit)
 {
@@ -1245,34 +733,13 @@ static void push_during(lua_State *L, const struct tl *tl, int32_t pid,
 	lua_remove(L, -2);
 }
 
-/* The thread a busy/during call looks at: opts.thread (id or name), else
- * the main (stepping) thread. */
-static int32_t opt_thread(lua_State *L, struct tl *tl, int idx, const char *fn)
-{
-	struct query_filter f;
-	int top = lua_gettop(L);
-
-	if (!idx || lua_getfield(L, idx, "thread") == LUA_TNIL) {
-		lua_settop(L, top);
-		return tl->main_tid;
-	}
-	lua_settop(L, top);
-	memset(&f, 0, sizeof f);
-	/* reuse the filter's thread parsing on a table holding only it */
-	lua_createtable(L, 0, 1);
-	lua_getfield(L, idx, "thread");
-	lua_setfield(L, -2, "thread");
-	read_filter(L, tl, lua_gettop(L), fn, &f);
-	lua_settop(L, top);
-	return f.tid;
-}
 
 /* trace:during{thread =, within = {...}, limit =} -> what the thread was
  * doing in those intervals. */
 static int tl_during(lua_State *L)
 {
 	static const char *const extra[] = { "limit", NULL };
-	struct tl *tl = check_tl(L);
+	struct trace_lua *tl = trace_lua_check(L);
 	const struct query_interval *iv = NULL;
 	size_t niv = 0;
 	lua_Integer limit;
@@ -1282,15 +749,15 @@ static int tl_during(lua_State *L)
 	if (!lua_istable(L, 2))
 		return luaL_error(L, "trace:during: expected a table of options (e.g. { within = "
 				  "trace:busy().gaps } or { from = , to = }), got %s",
-				  push_describe(L, 2));
-	check_keys(L, 2, "trace:during", true, extra);
-	tid = opt_thread(L, tl, 2, "trace:during");
-	limit = opt_int(L, 2, "trace:during", "limit", 0, 0, LUA_MAXINTEGER);
+				  trace_lua_describe(L, 2));
+	trace_lua_check_keys(L, 2, "trace:during", true, extra);
+	tid = trace_lua_opt_thread(L, tl, 2, "trace:during");
+	limit = trace_lua_opt_int(L, 2, "trace:during", "limit", 0, 0, LUA_MAXINTEGER);
 	if (lua_getfield(L, 2, "within") != LUA_TNIL) {
 		if (!lua_istable(L, 3))
-			return bad_option(L, "trace:during", "within", 3,
-					  "a list of { ts = , dur = } intervals");
-		iv = read_within(L, 3, "trace:during", &niv);
+			return trace_lua_bad_option(L, "trace:during", "within", 3,
+						    "a list of { ts = , dur = } intervals");
+		iv = trace_lua_read_within(L, 3, "trace:during", &niv);
 	} else {
 		struct query_interval *w;
 		int64_t from, to;
@@ -1301,8 +768,10 @@ static int tl_during(lua_State *L)
 			return luaL_error(L, "trace:during: give 'within' (a list of intervals) "
 					  "or both 'from' and 'to'");
 		lua_settop(L, 2);
-		from = opt_int(L, 2, "trace:during", "from", 0, LUA_MININTEGER, LUA_MAXINTEGER);
-		to = opt_int(L, 2, "trace:during", "to", 0, LUA_MININTEGER, LUA_MAXINTEGER);
+		from = trace_lua_opt_int(L, 2, "trace:during", "from", 0, LUA_MININTEGER,
+					 LUA_MAXINTEGER);
+		to = trace_lua_opt_int(L, 2, "trace:during", "to", 0, LUA_MININTEGER,
+				       LUA_MAXINTEGER);
 		w = lua_newuserdatauv(L, sizeof *w, 0);
 		w->ts = from;
 		w->dur = to > from ? to - from : 0;
@@ -1315,7 +784,7 @@ static int tl_during(lua_State *L)
 
 /* ------------------------------------------------------------ busy */
 
-static void push_iv(lua_State *L, const struct tl *tl, const size_t *order,
+static void push_iv(lua_State *L, const struct trace_lua *tl, const size_t *order,
 		    const struct query_interval *iv)
 {
 	long s = query_step_at(tl->t, order, iv->ts);
@@ -1327,55 +796,49 @@ static void push_iv(lua_State *L, const struct tl *tl, const size_t *order,
 		set_int(L, "step", (lua_Integer)tl->t->steps[s].step);
 }
 
-/* trace:busy{cat =, pid =, buckets =, gaps =, window =, thread =} -> busy
- * and idle time of the GPU (or the given categories), the largest gaps,
- * and what the thread was doing while the GPU was idle. */
-static int tl_busy(lua_State *L)
+/* Reads trace:busy's options (the table at 2) into *o; returns the
+ * thread whose doings during the gaps it reports. Leaves 2 on top. */
+static int32_t read_busy_opts(lua_State *L, struct trace_lua *tl,
+			      struct query_busy_opts *o)
 {
 	static const char *const keys[] = { "cat", "pid", "buckets", "gaps", "window",
 					    "thread", NULL };
-	struct tl *tl = check_tl(L);
-	struct query_busy_opts o;
-	struct query_busy *r;
 	struct query_filter f;
-	struct box *b;
-	struct err e;
-	size_t *order = NULL, i;
-	int32_t tid;
-	struct box *ob;
 
-	memset(&o, 0, sizeof o);
+	memset(o, 0, sizeof *o);
 	lua_settop(L, 2);
-	opt_table(L, 2, "trace:busy");
-	check_keys(L, 2, "trace:busy", false, keys); /* some of the filter keys */
+	trace_lua_opt_table(L, 2, "trace:busy");
+	trace_lua_check_keys(L, 2, "trace:busy", false, keys); /* some of the filter keys */
 	if (lua_getfield(L, 2, "cat") != LUA_TNIL) {
 		lua_createtable(L, 0, 1);
 		lua_insert(L, -2);
 		lua_setfield(L, -2, "cat");
-		read_filter(L, tl, lua_gettop(L), "trace:busy", &f);
-		o.cats = f.cats;
+		trace_lua_read_filter(L, tl, lua_gettop(L), "trace:busy", &f);
+		o->cats = f.cats;
 	}
 	lua_settop(L, 2);
 	if (lua_getfield(L, 2, "pid") != LUA_TNIL) {
-		o.has_pid = true;
-		o.pid = (int32_t)opt_int(L, 2, "trace:busy", "pid", 0, INT32_MIN, INT32_MAX);
+		o->has_pid = true;
+		o->pid = (int32_t)trace_lua_opt_int(L, 2, "trace:busy", "pid", 0, INT32_MIN,
+						    INT32_MAX);
 	}
 	lua_pop(L, 1);
-	o.buckets = (size_t)opt_int(L, 2, "trace:busy", "buckets", 0, 0, 100000);
-	o.max_gaps = (size_t)opt_int(L, 2, "trace:busy", "gaps", 10, 0, LUA_MAXINTEGER);
-	o.whole_window = opt_bool(L, 2, "trace:busy", "window", false);
-	tid = opt_thread(L, tl, 2, "trace:busy");
+	o->buckets = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "buckets", 0, 0, 100000);
+	o->max_gaps = (size_t)trace_lua_opt_int(L, 2, "trace:busy", "gaps", 10, 0,
+						LUA_MAXINTEGER);
+	o->whole_window = trace_lua_opt_bool(L, 2, "trace:busy", "window", false);
+	return trace_lua_opt_thread(L, tl, 2, "trace:busy");
+}
 
-	b = push_box(L);                 /* 3 */
-	r = box_alloc(L, b, sizeof *r, free_busy);
-	if (query_busy(tl->t, &o, r, &e) != 0)
-		return luaL_error(L, "trace:busy: %s", e.msg);
-	ob = push_box(L);                /* 4 */
-	order = query_step_order(tl->t);
-	ob->p = order;
-	ob->fn = free;
+/* Pushes trace:busy's result for *r: the totals, the buckets, the gaps
+ * (each with what thread `tid` did, when there were events) and what it
+ * did over all the idle time. `order`: query_step_order's. */
+static void push_busy(lua_State *L, const struct trace_lua *tl,
+		      const struct query_busy *r, const size_t *order, int32_t tid)
+{
+	size_t i;
 
-	lua_createtable(L, 0, 12);       /* 5 */
+	lua_createtable(L, 0, 12);
 	set_int(L, "start", r->start);
 	set_int(L, "end", r->end);
 	set_int(L, "span", r->span);
@@ -1406,6 +869,28 @@ static int tl_busy(lua_State *L)
 		push_during(L, tl, tl->t->meta.pid, tid, r->idle_iv, r->nidle, 10);
 		lua_setfield(L, -2, "cpu");
 	}
+}
+
+/* trace:busy{cat =, pid =, buckets =, gaps =, window =, thread =} -> busy
+ * and idle time of the GPU (or the given categories), the largest gaps,
+ * and what the thread was doing while the GPU was idle. */
+static int tl_busy(lua_State *L)
+{
+	struct trace_lua *tl = trace_lua_check(L);
+	struct query_busy_opts o;
+	struct query_busy *r;
+	struct box *b, *ob;
+	struct err e;
+	int32_t tid = read_busy_opts(L, tl, &o);
+
+	b = push_box(L);                 /* 3 */
+	r = box_alloc(L, b, sizeof *r, free_busy);
+	if (query_busy(tl->t, &o, r, &e) != 0)
+		return luaL_error(L, "trace:busy: %s", e.msg);
+	ob = push_box(L);                /* 4 */
+	ob->p = query_step_order(tl->t);
+	ob->fn = free;
+	push_busy(L, tl, r, ob->p, tid); /* 5 */
 	box_done(b);
 	box_done(ob);
 	return 1;
@@ -1413,36 +898,15 @@ static int tl_busy(lua_State *L)
 
 /* ------------------------------------------------------------ samples */
 
-/* trace:samples{filter, max_nodes =} -> the sample tree {name, value,
- * self, children = {...}} with .samples and .truncated. */
-static int tl_samples(lua_State *L)
+/* Pushes the nodes of `tree` breadth-first, so a node limit keeps the
+ * big picture, into the list at `nodes_tab` (each {name, value, self,
+ * children = {}}): at most max_nodes (more: tree->truncated), their
+ * indices in the tree into queue[] in that order. Returns how many. */
+static size_t push_sample_nodes(lua_State *L, struct query_tree *tree,
+				size_t max_nodes, uint32_t *queue, int nodes_tab)
 {
-	static const char *const extra[] = { "max_nodes", NULL };
-	struct tl *tl = check_tl(L);
-	struct query_filter f;
-	struct query_tree *tree;
-	struct box *b;
-	struct err e;
-	lua_Integer max_nodes;
-	size_t pushed = 1, head = 0, i;
-	uint32_t *queue;
-	int nodes_tab, base;
+	size_t pushed = 1, head;
 
-	lua_settop(L, 2);
-	opt_table(L, 2, "trace:samples");
-	check_keys(L, 2, "trace:samples", true, extra);
-	max_nodes = opt_int(L, 2, "trace:samples", "max_nodes", TL_SAMPLE_NODES, 1,
-			    QUERY_TREE_MAX);
-	read_filter(L, tl, 2, "trace:samples", &f);
-	b = push_box(L);
-	tree = box_alloc(L, b, sizeof *tree, free_tree);
-	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
-		return luaL_error(L, "trace:samples: %s", e.msg);
-	/* breadth-first, so a node limit keeps the big picture */
-	queue = lua_newuserdatauv(L, (tree->n + 1) * sizeof *queue, 0);
-	lua_createtable(L, (int)(tree->n < (size_t)max_nodes ? tree->n : (size_t)max_nodes), 0);
-	nodes_tab = lua_gettop(L);
-	base = nodes_tab;
 	queue[0] = 0;
 	for (head = 0; head < pushed; head++) {
 		const struct query_node *nd = &tree->nodes[queue[head]];
@@ -1456,354 +920,74 @@ static int tl_samples(lua_State *L)
 		lua_newtable(L);
 		lua_setfield(L, -2, "children");
 		lua_rawseti(L, nodes_tab, (lua_Integer)head + 1);
-		/* link to the parent: the parent's position in the queue */
 		for (c = nd->first_child; c != UINT32_MAX; c = tree->nodes[c].next_sibling)
-			if (pushed < (size_t)max_nodes)
+			if (pushed < max_nodes)
 				queue[pushed++] = c;
 			else
 				tree->truncated = true;
 	}
-	/* attach children in queue order: a node's parent came earlier */
-	{
-		uint32_t *pos = lua_newuserdatauv(L, tree->n * sizeof *pos, 0);
+	return pushed;
+}
 
-		for (i = 0; i < tree->n; i++)
-			pos[i] = UINT32_MAX;
-		for (i = 0; i < pushed; i++)
-			pos[queue[i]] = (uint32_t)i;
-		for (i = 1; i < pushed; i++) {
-			uint32_t parent = tree->nodes[queue[i]].parent;
+/* Attaches each of the `pushed` nodes of the list at `nodes_tab` but the
+ * root to its parent's children, in queue order: a node's parent came
+ * earlier. */
+static void link_sample_nodes(lua_State *L, const struct query_tree *tree,
+			      const uint32_t *queue, size_t pushed, int nodes_tab)
+{
+	uint32_t *pos = lua_newuserdatauv(L, tree->n * sizeof *pos, 0);
+	size_t i;
 
-			lua_rawgeti(L, nodes_tab, (lua_Integer)pos[parent] + 1);
-			lua_getfield(L, -1, "children");
-			lua_rawgeti(L, nodes_tab, (lua_Integer)i + 1);
-			lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-			lua_pop(L, 2);
-		}
-		lua_pop(L, 1);
+	for (i = 0; i < tree->n; i++)
+		pos[i] = UINT32_MAX;
+	for (i = 0; i < pushed; i++)
+		pos[queue[i]] = (uint32_t)i;
+	for (i = 1; i < pushed; i++) {
+		uint32_t parent = tree->nodes[queue[i]].parent;
+
+		lua_rawgeti(L, nodes_tab, (lua_Integer)pos[parent] + 1);
+		lua_getfield(L, -1, "children");
+		lua_rawgeti(L, nodes_tab, (lua_Integer)i + 1);
+		lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+		lua_pop(L, 2);
 	}
-	lua_rawgeti(L, base, 1);
+	lua_pop(L, 1);
+}
+
+/* trace:samples{filter, max_nodes =} -> the sample tree {name, value,
+ * self, children = {...}} with .samples and .truncated. */
+static int tl_samples(lua_State *L)
+{
+	static const char *const extra[] = { "max_nodes", NULL };
+	struct trace_lua *tl = trace_lua_check(L);
+	struct query_filter f;
+	struct query_tree *tree;
+	struct box *b;
+	struct err e;
+	lua_Integer max_nodes;
+	size_t pushed;
+	uint32_t *queue;
+	int nodes_tab;
+
+	lua_settop(L, 2);
+	trace_lua_opt_table(L, 2, "trace:samples");
+	trace_lua_check_keys(L, 2, "trace:samples", true, extra);
+	max_nodes = trace_lua_opt_int(L, 2, "trace:samples", "max_nodes", TL_SAMPLE_NODES, 1,
+				      QUERY_TREE_MAX);
+	trace_lua_read_filter(L, tl, 2, "trace:samples", &f);
+	b = push_box(L);
+	tree = box_alloc(L, b, sizeof *tree, free_tree);
+	if (query_sample_tree(tl->t, &f, tree, &e) != 0)
+		return luaL_error(L, "trace:samples: %s", e.msg);
+	queue = lua_newuserdatauv(L, (tree->n + 1) * sizeof *queue, 0);
+	lua_createtable(L, (int)(tree->n < (size_t)max_nodes ? tree->n : (size_t)max_nodes), 0);
+	nodes_tab = lua_gettop(L);
+	pushed = push_sample_nodes(L, tree, (size_t)max_nodes, queue, nodes_tab);
+	link_sample_nodes(L, tree, queue, pushed, nodes_tab);
+	lua_rawgeti(L, nodes_tab, 1);
 	set_int(L, "samples", (lua_Integer)tree->samples);
 	set_bool(L, "truncated", tree->truncated);
 	box_done(b);
-	return 1;
-}
-
-/* ------------------------------------------------------------ writers */
-
-/* Opens tl's window directory as *base: the host's open descriptor when it
- * gave one, else tl->dir by its path. Raises on failure. */
-static void open_base(lua_State *L, const struct tl *tl, const char *fn,
-		      struct outdir *base)
-{
-	struct err e;
-
-	if (!tl->dir)
-		luaL_error(L, "%s: this trace has no output directory to write into", fn);
-	if (tl->out) {
-		*base = *tl->out;
-		return;
-	}
-	if (outdir_open(tl->dir, base, &e) != 0)
-		luaL_error(L, "%s: %s", fn, e.msg);
-}
-
-/* Resolves `rel` under the window directory (outdir_resolve: no way out,
- * no symbolic link followed, directories made) into *d and *leaf. Raises
- * on a bad path. */
-static void resolve(lua_State *L, const struct tl *tl, const char *fn,
-		    const char *rel, size_t len, struct outdir *d, const char **leaf)
-{
-	struct outdir base;
-	struct err e;
-	int rc;
-
-	open_base(L, tl, fn, &base);
-	rc = outdir_resolve(&base, rel, len, d, leaf, &e);
-	if (!tl->out)
-		outdir_close(&base);
-	if (rc != 0)
-		luaL_error(L, "%s: %s", fn, e.msg);
-}
-
-/* Checks `rel` and makes its directories under the window directory, so
- * a bad path fails before any work; pushes the full path. Raises on a bad
- * path. */
-static const char *resolve_out(lua_State *L, const struct tl *tl, const char *fn,
-			       const char *rel, size_t len)
-{
-	struct outdir d;
-	const char *leaf;
-
-	resolve(L, tl, fn, rel, len, &d, &leaf);
-	outdir_close(&d);
-	return lua_pushfstring(L, "%s/%s", tl->dir, rel);
-}
-
-/* Writes `text` to `rel` under the window directory atomically, through
- * the descriptor of the directory that holds it (never reopened by name);
- * raises on failure. */
-static void write_file(lua_State *L, const struct tl *tl, const char *fn,
-		       const char *rel, size_t rlen, const char *text, size_t len)
-{
-	struct err e;
-	struct outdir d;
-	const char *leaf;
-	struct outfile *f;
-
-	resolve(L, tl, fn, rel, rlen, &d, &leaf);
-	f = outfile_openat(&d, leaf, false, &e);
-	outdir_close(&d); /* the outfile holds its own descriptor */
-	if (!f)
-		luaL_error(L, "%s: %s", fn, e.msg);
-	if (outfile_write(f, text, len) != 0) {
-		outfile_error(f, &e);
-		outfile_abort(f);
-		luaL_error(L, "%s: %s", fn, e.msg);
-	}
-	if (outfile_commit(f, &e) != 0)
-		luaL_error(L, "%s: %s", fn, e.msg);
-}
-
-/* Argument `idx` of a writer, a string (`what` describes it), or raises
- * naming it and what was given. */
-static const char *arg_string(lua_State *L, int idx, const char *fn,
-			      const char *name, const char *what, size_t *len)
-{
-	if (lua_type(L, idx) != LUA_TSTRING) {
-		char expected[96];
-
-		snprintf(expected, sizeof expected, "a string (%s)", what);
-		bad_option(L, fn, name, idx, expected);
-	}
-	return lua_tolstring(L, idx, len);
-}
-
-/* trace:write(path, text) -> the full path written. */
-static int tl_write(lua_State *L)
-{
-	struct tl *tl = check_tl(L);
-	size_t plen, tlen;
-	const char *rel = arg_string(L, 2, "trace:write", "path",
-				     "a file name in the window directory", &plen);
-	const char *text = arg_string(L, 3, "trace:write", "text", "the file's contents",
-				      &tlen);
-
-	write_file(L, tl, "trace:write", rel, plen, text, tlen);
-	lua_pushfstring(L, "%s/%s", tl->dir, rel);
-	return 1;
-}
-
-/* trace:write_json(path, value) -> the full path written (encoded by
- * prof.json). */
-static int tl_write_json(lua_State *L)
-{
-	struct tl *tl = check_tl(L);
-	size_t plen, tlen;
-	const char *rel = arg_string(L, 2, "trace:write_json", "path",
-				     "a file name in the window directory", &plen);
-	const char *text;
-
-	lua_settop(L, 3);
-	resolve_out(L, tl, "trace:write_json", rel, plen); /* 4 */
-	lua_getglobal(L, "require");
-	lua_pushliteral(L, "prof.json");
-	lua_call(L, 1, 1);
-	lua_getfield(L, -1, "encode");
-	lua_pushvalue(L, 3);
-	lua_call(L, 1, 1);
-	text = lua_tolstring(L, -1, &tlen);
-	if (!text)
-		return luaL_error(L, "trace:write_json: prof.json.encode returned no string");
-	write_file(L, tl, "trace:write_json", rel, plen, text, tlen);
-	lua_pushvalue(L, 4);
-	return 1;
-}
-
-/* The text of one table cell (pushed). */
-static void push_cell(lua_State *L, int v)
-{
-	switch (lua_type(L, v)) {
-	case LUA_TNIL:
-		lua_pushliteral(L, "");
-		break;
-	case LUA_TNUMBER:
-		if (lua_isinteger(L, v))
-			lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, v));
-		else {
-			char buf[64];
-
-			snprintf(buf, sizeof buf, "%.3f", lua_tonumber(L, v));
-			lua_pushstring(L, buf);
-		}
-		break;
-	case LUA_TSTRING:
-		lua_pushvalue(L, v);
-		break;
-	case LUA_TBOOLEAN:
-		lua_pushstring(L, lua_toboolean(L, v) ? "true" : "false");
-		break;
-	default:
-		lua_pushstring(L, luaL_typename(L, v));
-	}
-}
-
-/* trace:write_table(path, rows [, columns]) -> the full path written.
- * Columns: the third argument, else rows.columns, else the rows' keys in
- * alphabetical order. */
-static int tl_write_table(lua_State *L)
-{
-	struct tl *tl = check_tl(L);
-	size_t plen;
-	const char *rel = arg_string(L, 2, "trace:write_table", "path",
-				     "a file name in the window directory", &plen);
-	lua_Integer nrows, ncols, i, c;
-	size_t *width;
-	int cols, rows = 3, cells;
-	luaL_Buffer b;
-
-	if (!lua_istable(L, 3))
-		return bad_option(L, "trace:write_table", "rows", 3,
-				  "a list of rows (tables)");
-	if (!lua_isnoneornil(L, 4) && !lua_istable(L, 4))
-		return bad_option(L, "trace:write_table", "columns", 4,
-				  "a list of column names");
-	lua_settop(L, 4);
-	if (lua_istable(L, 4)) {
-		cols = 4;
-	} else if (lua_getfield(L, 3, "columns") == LUA_TTABLE) {
-		lua_replace(L, 4);
-		cols = 4;
-	} else {
-		/* union of the rows' string keys, sorted */
-		lua_pop(L, 1);
-		lua_newtable(L); /* set */
-		nrows = (lua_Integer)lua_rawlen(L, rows);
-		for (i = 1; i <= nrows; i++) {
-			if (lua_rawgeti(L, rows, i) == LUA_TTABLE) {
-				lua_pushnil(L);
-				while (lua_next(L, -2)) {
-					lua_pop(L, 1);
-					if (lua_type(L, -1) == LUA_TSTRING) {
-						lua_pushvalue(L, -1);
-						lua_pushboolean(L, 1);
-						lua_rawset(L, -5);
-					}
-				}
-			}
-			lua_pop(L, 1);
-		}
-		lua_newtable(L);
-		lua_pushnil(L);
-		while (lua_next(L, -3)) {
-			lua_pop(L, 1);
-			lua_pushvalue(L, -1);
-			lua_rawseti(L, -3, (lua_Integer)lua_rawlen(L, -3) + 1);
-		}
-		lua_getglobal(L, "table");
-		lua_getfield(L, -1, "sort");
-		lua_pushvalue(L, -3);
-		lua_call(L, 1, 0);
-		lua_pop(L, 1);
-		lua_replace(L, 4);
-		lua_pop(L, 1);
-		cols = 4;
-	}
-	nrows = (lua_Integer)lua_rawlen(L, rows);
-	ncols = (lua_Integer)lua_rawlen(L, cols);
-	if (ncols == 0)
-		return luaL_error(L, "trace:write_table: no columns (give rows with keys, or a list of column names)");
-	resolve_out(L, tl, "trace:write_table", rel, plen); /* 5 */
-	/* cells: a table of (nrows + 1) * ncols strings */
-	lua_createtable(L, (int)((nrows + 1) * ncols), 0);
-	cells = lua_gettop(L);
-	width = lua_newuserdatauv(L, (size_t)ncols * sizeof *width, 0);
-	for (c = 1; c <= ncols; c++) {
-		size_t w;
-
-		lua_rawgeti(L, cols, c);
-		push_cell(L, lua_gettop(L));
-		lua_tolstring(L, -1, &w);
-		width[c - 1] = w;
-		lua_rawseti(L, cells, c);
-		lua_pop(L, 1);
-	}
-	for (i = 1; i <= nrows; i++) {
-		int rt = lua_rawgeti(L, rows, i);
-
-		for (c = 1; c <= ncols; c++) {
-			size_t w;
-
-			if (rt == LUA_TTABLE) {
-				lua_rawgeti(L, cols, c);
-				lua_gettable(L, -2);
-			} else {
-				lua_pushnil(L);
-			}
-			push_cell(L, lua_gettop(L));
-			lua_tolstring(L, -1, &w);
-			if (w > width[c - 1])
-				width[c - 1] = w;
-			lua_rawseti(L, cells, i * ncols + c);
-			lua_pop(L, 1);
-		}
-		lua_pop(L, 1);
-	}
-	/* the cells' strings stay alive in `cells`; take pointers to them
-	 * now, since a luaL_Buffer owns the top of the stack */
-	{
-		size_t ncell = (size_t)((nrows + 1) * ncols);
-		const char **cs = lua_newuserdatauv(L, ncell * sizeof *cs, 0);
-		size_t *cl = lua_newuserdatauv(L, ncell * sizeof *cl, 0);
-		char *right = lua_newuserdatauv(L, ncell, 0);
-
-		for (i = 0; i <= nrows; i++)
-			for (c = 1; c <= ncols; c++) {
-				size_t at = (size_t)(i * ncols + c - 1);
-
-				lua_rawgeti(L, cells, i * ncols + c);
-				cs[at] = lua_tolstring(L, -1, &cl[at]);
-				/* numbers right-aligned, the header left */
-				right[at] = i > 0 && lua_isnumber(L, -1);
-				lua_pop(L, 1);
-			}
-		luaL_buffinit(L, &b);
-		for (i = 0; i <= nrows; i++) {
-			for (c = 1; c <= ncols; c++) {
-				size_t at = (size_t)(i * ncols + c - 1), k;
-
-				if (right[at])
-					for (k = cl[at]; k < width[c - 1]; k++)
-						luaL_addchar(&b, ' ');
-				luaL_addlstring(&b, cs[at], cl[at]);
-				if (!right[at] && c < ncols)
-					for (k = cl[at]; k < width[c - 1]; k++)
-						luaL_addchar(&b, ' ');
-				if (c < ncols)
-					luaL_addstring(&b, "  ");
-			}
-			luaL_addchar(&b, '\n');
-			if (i == 0) {
-				for (c = 1; c <= ncols; c++) {
-					size_t k;
-
-					for (k = 0; k < width[c - 1]; k++)
-						luaL_addchar(&b, '-');
-					if (c < ncols)
-						luaL_addstring(&b, "  ");
-				}
-				luaL_addchar(&b, '\n');
-			}
-		}
-	}
-	luaL_pushresult(&b);
-	{
-		size_t tlen;
-		const char *text = lua_tolstring(L, -1, &tlen);
-
-		write_file(L, tl, "trace:write_table", rel, plen, text, tlen);
-	}
-	lua_pushvalue(L, 5);
 	return 1;
 }
 
@@ -1865,7 +1049,7 @@ static void push_counts(lua_State *L, const struct trace *t)
 	lua_createtable(L, 0, TRACE_CAT_COUNT);
 	for (c = 0; c < TRACE_CAT_COUNT; c++)
 		if (n[c])
-			set_int(L, cat_lua_name(c), (lua_Integer)n[c]);
+			set_int(L, trace_lua_cat_name(c), (lua_Integer)n[c]);
 }
 
 static const luaL_Reg tl_methods[] = {
@@ -1876,9 +1060,9 @@ static const luaL_Reg tl_methods[] = {
 	{ "busy", tl_busy },
 	{ "during", tl_during },
 	{ "samples", tl_samples },
-	{ "write", tl_write },
-	{ "write_table", tl_write_table },
-	{ "write_json", tl_write_json },
+	{ "write", trace_lua_write },
+	{ "write_table", trace_lua_write_table },
+	{ "write_json", trace_lua_write_json },
 	{ NULL, NULL }
 };
 
@@ -1890,7 +1074,7 @@ static const char *const tl_fields =
 /* __index: methods, then fields. Cached fields live in user value 1. */
 static int tl_index(lua_State *L)
 {
-	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+	struct trace_lua *tl = luaL_checkudata(L, 1, TRACE_LUA_META);
 	const char *k = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "";
 	const struct trace *t;
 	const struct trace_meta *m;
@@ -1898,7 +1082,7 @@ static int tl_index(lua_State *L)
 	if (lua_getfield(L, lua_upvalueindex(1), k) != LUA_TNIL)
 		return 1;
 	lua_pop(L, 1);
-	t = check_tl(L)->t;
+	t = trace_lua_check(L)->t;
 	m = &t->meta;
 	if (strcmp(k, "rank") == 0) lua_pushinteger(L, m->rank);
 	else if (strcmp(k, "world_size") == 0) lua_pushinteger(L, m->world_size);
@@ -1941,7 +1125,7 @@ static int tl_index(lua_State *L)
 		return luaL_error(L, "trace has no field %s%s%s (fields: %s; methods: events, "
 				  "aggregate, key_averages, phases, busy, during, samples, write, "
 				  "write_table, write_json)", lua_type(L, 2) == LUA_TSTRING ? "'" : "",
-				  lua_type(L, 2) == LUA_TSTRING ? k : push_describe(L, 2),
+				  lua_type(L, 2) == LUA_TSTRING ? k : trace_lua_describe(L, 2),
 				  lua_type(L, 2) == LUA_TSTRING ? "'" : "", tl_fields);
 	return 1;
 }
@@ -1953,7 +1137,7 @@ static int tl_newindex(lua_State *L)
 
 static int tl_tostring(lua_State *L)
 {
-	struct tl *tl = luaL_checkudata(L, 1, TL_META);
+	struct trace_lua *tl = luaL_checkudata(L, 1, TRACE_LUA_META);
 
 	if (!tl->t)
 		lua_pushliteral(L, "trace (no longer valid)");
@@ -1969,7 +1153,7 @@ static int tl_tostring(lua_State *L)
 void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
 		    const struct outdir *out, const char *const *files)
 {
-	struct tl *tl = lua_newuserdatauv(L, sizeof *tl, 1);
+	struct trace_lua *tl = lua_newuserdatauv(L, sizeof *tl, 1);
 	size_t i;
 
 	tl->t = t;
@@ -1984,7 +1168,7 @@ void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
 		}
 	lua_newtable(L);
 	lua_setiuservalue(L, -2, 1);
-	if (luaL_newmetatable(L, TL_META)) {
+	if (luaL_newmetatable(L, TRACE_LUA_META)) {
 		luaL_newlib(L, tl_methods);
 		lua_pushcclosure(L, tl_index, 1);
 		lua_setfield(L, -2, "__index");
@@ -2000,7 +1184,7 @@ void trace_lua_push(lua_State *L, const struct trace *t, const char *dir,
 
 void trace_lua_invalidate(lua_State *L, int idx)
 {
-	struct tl *tl = luaL_testudata(L, idx, TL_META);
+	struct trace_lua *tl = luaL_testudata(L, idx, TRACE_LUA_META);
 
 	if (tl) {
 		tl->t = NULL;

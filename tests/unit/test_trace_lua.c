@@ -134,6 +134,9 @@ static const char script[] =
 	"  local tree = trace:samples()\n"
 	"  assert(tree.value == 2 and tree.children[1].name == 'main')\n"
 	"  assert(tree.children[1].children[1].value == 2)\n"
+	"  local small = trace:samples{ max_nodes = 2 }\n"
+	"  assert(small.truncated and not tree.truncated and small.samples == 2)\n"
+	"  assert(#small.children == 1 and #small.children[1].children == 0)\n"
 	"  assert(not pcall(trace.aggregate, trace, { cat = 'kernels' }))\n"
 	"  local ok, err = pcall(trace.aggregate, trace, { bogus = 1 })\n"
 	"  assert(not ok and err:find(\"unknown option 'bogus'\"), err)\n"
@@ -142,6 +145,8 @@ static const char script[] =
 	"  trace:write('plain.txt', 'hello')\n"
 	"  trace:write('sub/dir/nested.txt', 'deep')\n"
 	"  trace:write_table('table.txt', rows, { 'name', 'count', 'total' })\n"
+	"  trace:write_table('columns.txt', rows)\n"
+	"  trace:write_table('keys.txt', { { b = 1.5, a = 'xyz' }, 'not a row', { a = '7', c = true } })\n"
 	"  trace:write_json('data.json', { a = 1, list = { 1, 2 } })\n"
 	"  trace:write_json('rows.json', trace:aggregate{ cat = 'kernel', limit = 1 })\n"
 	"  local nkeys = 0 for _ in pairs(rows) do nkeys = nkeys + 1 end\n"
@@ -189,6 +194,24 @@ static void test_trace_object(void)
 			   "-----  -----  -----\n"
 			   "gemm       2     60\n"
 			   "copyk      1     20\n");
+	free(text);
+	/* columns: rows.columns when none are given, floats with 3 digits */
+	snprintf(path, sizeof path, "%s/columns.txt", windir);
+	text = read_all(path);
+	CHECK_EQ_STR(text, "name   count  total  share  avg     med     min  max  std\n"
+			   "-----  -----  -----  -----  ------  ------  ---  ---  ------\n"
+			   "gemm       2     60  0.750  30.000  30.000   20   40  14.142\n"
+			   "copyk      1     20  0.250  20.000  20.000   20   20   0.000\n");
+	free(text);
+	/* else the rows' keys in order; a row not a table is blank, numbers
+	 * (and strings that read as numbers) right-aligned */
+	snprintf(path, sizeof path, "%s/keys.txt", windir);
+	text = read_all(path);
+	CHECK_EQ_STR(text, "a    b      c\n"
+			   "---  -----  ----\n"
+			   "xyz  1.500  \n"
+			   "            \n"
+			   "  7         true\n");
 	free(text);
 	snprintf(path, sizeof path, "%s/data.json", windir);
 	text = read_all(path);
@@ -273,6 +296,7 @@ static const char option_errors[] =
 	"  check(54, function() return t:key_averages{ group_by = 'cat' } end, \"trace:key_averages: 'group_by' must be one of \\\"name\\\", \\\"domain\\\", got string \\\"cat\\\"\")\n"
 	"  check(55, function() return t:key_averages{ group_by_input_shape = 1 } end, \"trace:key_averages: 'group_by_input_shape' must be a boolean, got 1\")\n"
 	"  check(56, function() return t:key_averages{ limit = 1 } end, \"trace:key_averages: unknown option 'limit' (valid: sort_by, row_limit, group_by, group_by_input_shape, group_by_stack_n)\")\n"
+	"  check(57, function() return t:write_table('t.txt', {}) end, 'trace:write_table: no columns (give rows with keys, or a list of column names)')\n"
 	"  if #t:aggregate{ name = '^gem' } ~= 1 or #t:aggregate{ name = '^xyz' } ~= 0 then failures[#failures + 1] = 'prefix' end\n"
 	"  if #failures > 0 then error(table.concat(failures, ' ||| '), 0) end\n"
 	"end)\n";
