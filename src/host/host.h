@@ -167,7 +167,7 @@ struct window_state {
 	bool rec_merge_said;           /* a request merged into the last dump
 					  was said (debug) */
 	bool rec_told;                 /* the sources were told a segment
-					  (capture_ops.recorder), not yet
+					  (capture_recorder_ops.segment), not yet
 					  its stop */
 	struct {                       /* window_listen's, in order; set at
 					  start-up, read-only afterwards */

@@ -1543,7 +1543,7 @@ static bool rec_buffer(uint8_t *buffer, size_t valid)
 	return true;
 }
 
-/* capture_ops.dump_taken: a recorder dump is taking its segments, before
+/* capture_recorder_ops.dump_taken: a recorder dump is taking its segments, before
  * they close (stepping thread or the dumping thread, window lock held):
  * buffers completed from now on stay on the done list for its collect. */
 static void cu_dump_taken(void)
@@ -1551,7 +1551,7 @@ static void cu_dump_taken(void)
 	atomic_fetch_add(&cu.dumping, 1);
 }
 
-/* capture_ops.dump_dropped: a dump cu_dump_taken counted will not be
+/* capture_recorder_ops.dump_dropped: a dump cu_dump_taken counted will not be
  * collected (memory ran out). Its count goes, as its collect would take
  * it, so completed buffers go back to CUPTI again once no other dump or
  * window waits for them (what the done list holds goes at the next
@@ -1564,7 +1564,7 @@ static void cu_dump_dropped(void)
 	pthread_mutex_unlock(&cu.pool.lock);
 }
 
-/* capture_ops.recorder: stepping thread (or the thread ending the
+/* capture_recorder_ops.segment: stepping thread (or the thread ending the
  * process), window lock held; takes cu.lock, then the pool's lock. A
  * segment opened (gen): the kinds stay on, a stopped CUPTI starts over,
  * completed buffers go into the ring (not with prof.recorder{ cuda =
@@ -1593,7 +1593,7 @@ static void cu_recorder(uint64_t gen)
 	pthread_mutex_unlock(&cu.lock);
 }
 
-/* capture_ops.recorder_rotated: host thread; takes cu.lock. CUPTI hands
+/* capture_recorder_ops.rotated: host thread; takes cu.lock. CUPTI hands
  * a buffer over only when it is full: with the default buffers the last
  * steps' GPU work would sit in CUPTI's memory, out of the ring and the
  * salvage file, when the process is killed. A flush of the completed
@@ -1886,7 +1886,7 @@ static int by_stream(const void *a, const void *b)
 	return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
-/* capture_ops.hang_gpu: the kernel launches whose record has not come.
+/* capture_hang_ops.gpu: the kernel launches whose record has not come.
  * Flushes the buffers CUPTI holds whose records are complete (flag 0:
  * records of unfinished work stay with CUPTI, the window's records whole),
  * whose kernels the buffer callback takes out, then lists what is left.
@@ -1958,6 +1958,19 @@ static int cu_hang_gpu(struct capture_gpu_hang *g)
 	return 1;
 }
 
+/* GPU work between windows goes into the recorder's ring; the watchdog
+ * gets the kernels in flight. */
+static const struct capture_recorder_ops cu_recorder_ops = {
+	.segment = cu_recorder,
+	.dump_taken = cu_dump_taken,
+	.dump_dropped = cu_dump_dropped,
+	.rotated = cu_recorder_rotated,
+};
+
+static const struct capture_hang_ops cu_hang_ops = {
+	.gpu = cu_hang_gpu,
+};
+
 const struct capture_ops cupti_capture = {
 	.name = "cupti",
 	.init = cu_init,
@@ -1968,9 +1981,6 @@ const struct capture_ops cupti_capture = {
 	.fini = cu_fini,
 	.step = cu_step,
 	.cuda_inject = cu_inject,
-	.hang_gpu = cu_hang_gpu,
-	.recorder = cu_recorder,
-	.dump_taken = cu_dump_taken,
-	.dump_dropped = cu_dump_dropped,
-	.recorder_rotated = cu_recorder_rotated,
+	.recorder = &cu_recorder_ops,
+	.hang = &cu_hang_ops,
 };
