@@ -5,7 +5,7 @@
  * and keep what a recorder dump waits for.
  *
  * A dump marks every recorder store `dumped` as it takes the recorder's
- * segments (capture_ops.dump_taken): a marked store is kept as a window's
+ * segments (capture_recorder_ops.dump_taken): a marked store is kept as a window's
  * is, however many segments open before the dump's collect takes it. The
  * mark is wider than the dump (segments the recorder gave back before are
  * marked too, and a dropped dump's stay marked): a collect that takes

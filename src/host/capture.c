@@ -1,10 +1,10 @@
 /* capture — the list of capture sources, what the host gives them, and the
- * calls over them (capture.h). */
+ * calls over them through their tables (capture.h, src/capture/source.h). */
 #include "capture.h"
 
 #include <stdio.h>
 
-#include "../shim/nvtx.h"
+#include "../capture/nvtx/nvtx_host.h"
 #include "../capture/python/python.h"
 #include "../capture/cpu/sampler.h"
 #include "host.h"
@@ -152,8 +152,9 @@ void capture_recorder_all(uint64_t gen)
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->recorder)
-			capture_sources[i]->recorder(gen);
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder &&
+		    capture_sources[i]->recorder->segment)
+			capture_sources[i]->recorder->segment(gen);
 }
 
 void capture_dump_taken_all(void)
@@ -161,8 +162,9 @@ void capture_dump_taken_all(void)
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->dump_taken)
-			capture_sources[i]->dump_taken();
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder &&
+		    capture_sources[i]->recorder->dump_taken)
+			capture_sources[i]->recorder->dump_taken();
 }
 
 void capture_dump_dropped_all(void)
@@ -170,8 +172,9 @@ void capture_dump_dropped_all(void)
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->dump_dropped)
-			capture_sources[i]->dump_dropped();
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder &&
+		    capture_sources[i]->recorder->dump_dropped)
+			capture_sources[i]->recorder->dump_dropped();
 }
 
 void capture_recorder_rotated_all(void)
@@ -179,8 +182,9 @@ void capture_recorder_rotated_all(void)
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated)
-			capture_sources[i]->recorder_rotated();
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder &&
+		    capture_sources[i]->recorder->rotated)
+			capture_sources[i]->recorder->rotated();
 }
 
 bool capture_recorder_rotated_wanted(void)
@@ -188,9 +192,10 @@ bool capture_recorder_rotated_wanted(void)
 	size_t i;
 
 	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->recorder_rotated &&
-		    (!capture_sources[i]->recorder_rotated_wanted ||
-		     capture_sources[i]->recorder_rotated_wanted()))
+		if ((capture_on >> i & 1) && capture_sources[i]->recorder &&
+		    capture_sources[i]->recorder->rotated &&
+		    (!capture_sources[i]->recorder->rotated_wanted ||
+		     capture_sources[i]->recorder->rotated_wanted()))
 			return true;
 	return false;
 }
@@ -274,10 +279,13 @@ int capture_hang_stacks_all(char *out, size_t size, char *why, size_t wsize)
 	size_t i;
 
 	snprintf(why, wsize, "no capture source gives them");
-	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->hang_stacks &&
-		    capture_sources[i]->hang_stacks(out, size, why, wsize) == 0)
+	for (i = 0; capture_sources[i]; i++) {
+		const struct capture_hang_ops *hang = capture_sources[i]->hang;
+
+		if ((capture_on >> i & 1) && hang && hang->stacks &&
+		    hang->stacks(out, size, why, wsize) == 0)
 			return 0;
+	}
 	return -1;
 }
 
@@ -289,10 +297,12 @@ int capture_hang_gpu_all(struct capture_gpu_hang *g)
 	g->more = g->forgotten = 0;
 	snprintf(g->note, sizeof g->note, "no GPU capture in this build (CPU only)");
 	for (i = 0; capture_sources[i]; i++) {
-		if (!(capture_on >> i & 1) || !capture_sources[i]->hang_gpu)
+		const struct capture_hang_ops *hang = capture_sources[i]->hang;
+
+		if (!(capture_on >> i & 1) || !hang || !hang->gpu)
 			continue;
 		g->note[0] = '\0';
-		if (capture_sources[i]->hang_gpu(g) == 1)
+		if (hang->gpu(g) == 1)
 			return 1;
 		if (!g->note[0])
 			snprintf(g->note, sizeof g->note, "%s cannot say",
@@ -305,9 +315,11 @@ bool capture_ended_any(void)
 {
 	size_t i;
 
-	for (i = 0; capture_sources[i]; i++)
-		if ((capture_on >> i & 1) && capture_sources[i]->ended &&
-		    capture_sources[i]->ended())
+	for (i = 0; capture_sources[i]; i++) {
+		const struct capture_hang_ops *hang = capture_sources[i]->hang;
+
+		if ((capture_on >> i & 1) && hang && hang->ended && hang->ended())
 			return true;
+	}
 	return false;
 }

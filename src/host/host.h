@@ -123,7 +123,7 @@ struct host_outputs {
  *              it, window lock NOT held.
  *   rotated_wanted  a question, not news: whether the listener has work
  *              for the host thread when the recorder rotates its segment
- *              (capture_ops.recorder_rotated_wanted); the host thread is
+ *              (capture_recorder_ops.rotated_wanted); the host thread is
  *              woken for a rotation only when one says true (#29: a
  *              CPU-only loop's rotation wakes nobody). Stepping thread,
  *              window lock held: lock-free, a load or two. */
@@ -174,7 +174,7 @@ struct window_state {
 	bool rec_merge_said;           /* a request merged into the last dump
 					  was said (debug) */
 	bool rec_told;                 /* the sources were told a segment
-					  (capture_ops.recorder), not yet
+					  (capture_recorder_ops.segment), not yet
 					  its stop */
 	struct {                       /* window_listen's, in order; set at
 					  start-up, read-only afterwards */

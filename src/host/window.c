@@ -183,7 +183,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 		gen = h->shim->evbuf_rotate(w->rec.pool_bytes, &closed);
 		rec_closed(&w->rec);
 		/* what the sources hold of the closed segment's steps goes
-		 * into the ring (capture_ops.recorder_rotated), when one
+		 * into the ring (capture_recorder_ops.rotated), when one
 		 * holds anything (a CPU-only loop: no wake, #29) */
 		if (ask_rotated_wanted(w))
 			wakeword_post(&h->ht.wake, HOST_WAKE_ROTATED);
@@ -215,7 +215,7 @@ static void rec_close_segment(struct host *h)
 }
 
 /* The recorder stops keeping segments: the sources that record for it
- * stop (capture_ops.recorder). Lock held; its segment closed. */
+ * stop (capture_recorder_ops.segment). Lock held; its segment closed. */
 static void rec_stop(struct host *h)
 {
 	if (!h->win.rec_told)
@@ -830,7 +830,7 @@ static int dump_check(struct host *h, bool running, struct err *e)
  * an uncaught exception; or a hang) the step now running is added as a
  * step marked partial, as a window's last step is at exit; with no
  * complete step held, that step alone. Returns 0, or -1 with *e
- * when memory ran out (the sources were told capture_ops.dump_taken, then
+ * when memory ran out (the sources were told capture_recorder_ops.dump_taken, then
  * dump_dropped: no collect follows). Lock held; dump_check() said 0. */
 static int dump_take(struct host *h, unsigned steps, const char *reason,
 		     bool ending, int64_t now, struct host_job **job, struct err *e)

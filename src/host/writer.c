@@ -216,7 +216,7 @@ static void log_drops(struct host *h, uint32_t window, const struct trace_counte
 
 /* A window or dump skipped because the queue was full: its pools go back
  * and the capture sources still collect it (they keep state per window,
- * and per dump since capture_ops.dump_taken: CUPTI keeps its buffers for
+ * and per dump since capture_recorder_ops.dump_taken: CUPTI keeps its buffers for
  * the dump's collect), into a trace nobody writes. Host thread. */
 static void skip_job(struct host *h, struct host_job *job)
 {

@@ -60,12 +60,6 @@ struct nvtx_config {
 
 /* ---- core side (nvtx_host.c) ---- */
 
-struct capture_ops;
-
-/* The capture source (src/host/capture.h): configures the shim's triggers
- * at init, names NVTX-named threads in each trace. */
-extern const struct capture_ops nvtx_capture;
-
 /* ---- shim side (nvtx.c), reached by the core through struct shim_api ---- */
 
 /* The NVTX injection entry point (exported from libprofhost.so; declared

@@ -30,7 +30,7 @@
 
 #include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
-#include "host/capture.h"
+#include "capture/source.h"
 #include "common/log.h"
 
 #define HANDLER_REPS 20000

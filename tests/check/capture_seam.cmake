@@ -1,6 +1,10 @@
-# The capture seam (src/host/capture.h): capture sources know the host only
-# through that header, and the host names a source only in its list of
-# sources (src/host/capture.c). Fails naming each file that breaks it.
+# The capture seam (src/capture/source.h): capture sources know the host
+# only through that header, and the host names a source only in its list
+# of sources (src/host/capture.c). Fails naming each file that breaks it:
+#   - a file of src/capture including a header of src/host (host.h, the
+#     host's side of the seam host/capture.h, any other);
+#   - a file of src/host but capture.c including a header of src/capture
+#     other than the seam, capture/source.h.
 # With -DOBJECTS=<object files, '|'-separated> and -DNM=<nm>, also checks
 # what the objects compiled from src/capture call: no function of the
 # host's (window_*, hostthread_*, host_fail, live_*, exitpath_*, the
@@ -16,10 +20,11 @@ if(NOT sources)
   message(FATAL_ERROR "capture_seam: no sources under ${SRC}/capture")
 endif()
 foreach(f ${sources})
-  file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]*/)?host\\.h[\">]")
-  if(hits)
-    list(APPEND bad "${f} includes host.h (a capture source sees the host only through src/host/capture.h)")
-  endif()
+  file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*[\"<]([^\">]*/)?host(\\.h|/[^\">]*)[\">]")
+  foreach(h ${hits})
+    string(STRIP "${h}" h)
+    list(APPEND bad "${f}: ${h} (a capture source sees the host only through src/capture/source.h)")
+  endforeach()
 endforeach()
 file(GLOB hostfiles ${SRC}/host/*.c ${SRC}/host/*.h)
 foreach(f ${hostfiles})
@@ -29,9 +34,13 @@ foreach(f ${hostfiles})
     continue()
   endif()
   file(STRINGS ${f} hits REGEX "^[ \t]*#[ \t]*include[ \t]*\"[^\"]*capture/")
-  if(hits)
-    list(APPEND bad "${f} includes a capture source's header (only src/host/capture.c names sources)")
-  endif()
+  foreach(h ${hits})
+    if(h MATCHES "\"(\\.\\./)*capture/source\\.h\"")
+      continue() # the seam itself
+    endif()
+    string(STRIP "${h}" h)
+    list(APPEND bad "${f}: ${h} (only src/host/capture.c names capture sources, the others see src/capture/source.h)")
+  endforeach()
 endforeach()
 if(OBJECTS AND NM)
   string(REPLACE "|" ";" objects "${OBJECTS}")
@@ -62,4 +71,4 @@ if(bad)
   list(JOIN bad "\n" text)
   message(FATAL_ERROR "capture seam broken:\n${text}")
 endif()
-message(STATUS "capture seam: ${SRC}/capture includes no host.h and calls no host function")
+message(STATUS "capture seam: ${SRC}/capture includes nothing of src/host and calls no host function")

@@ -21,7 +21,7 @@
 #include "capture/cupti/cupti.h"
 #include "cupti_fake.h"
 #include "common/clock.h"
-#include "host/capture.h"
+#include "capture/source.h"
 #include "common/log.h"
 
 /* ---- the fake host */

@@ -12,7 +12,7 @@
 
 #include "shim/nvtx.h"
 #include "events/trace.h"
-#include "host/capture.h"
+#include "capture/nvtx/nvtx_host.h"
 
 /* ---- the fake host */
 

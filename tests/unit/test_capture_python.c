@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "capture/python/python.h"
-#include "host/capture.h"
+#include "capture/source.h"
 #include "common/log.h"
 
 #define EXPORT __attribute__((visibility("default")))

@@ -18,7 +18,7 @@
 
 #include "capture/cpu/sampler.h"
 #include "shim/evbuf.h"
-#include "host/capture.h"
+#include "capture/source.h"
 #include "common/log.h"
 
 #define CPU_WANTED_NS 150000000LL  /* each worker burns this much CPU */

@@ -23,7 +23,7 @@
 
 #include "capture/torch/torchops.h"
 #include "events/memrec.h"
-#include "host/capture.h"
+#include "capture/source.h"
 #include "shim/evbuf.h"
 #include "common/log.h"
 

@@ -16,7 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "host/capture.h"
 #include "host/host.h"
 #include "common/clock.h"
 
@@ -454,7 +453,7 @@ static void test_recorder_wakes_host_thread_when_wanted(void)
 }
 
 /* A dump refused by an out-of-memory failure after the sources were told
- * it was taken (capture_ops.dump_taken: CUPTI keeps its buffers for that
+ * it was taken (capture_recorder_ops.dump_taken: CUPTI keeps its buffers for that
  * dump's collect) tells them it is over (dump_dropped), whichever
  * allocation fails: each dump taken is collected (a job submitted) or
  * dropped, never left waiting. The caller hears why; the next dump, with

@@ -809,7 +809,7 @@ static void sampler_window_open(uint64_t gen)
 		start_sampling(gen, false, &set, s);
 }
 
-/* capture_ops.recorder: stepping thread (or the thread ending the
+/* capture_recorder_ops.segment: stepping thread (or the thread ending the
  * process), window lock held. With prof.capture{cpu_samples} and
  * prof.recorder{cpu_samples}, samples what the recorder's segments hold as
  * a window would (its first segment arms the timers, each rotation starts
@@ -1002,12 +1002,18 @@ static void sampler_fini(void)
 	smp.ready = false;
 }
 
-/* capture_ops.dump_taken: the dump takes the recorder's segments, their
+/* capture_recorder_ops.dump_taken: the dump takes the recorder's segments, their
  * wall-clock repeats stay for its collect. Window lock held. */
 static void sampler_dump_taken(void)
 {
 	wallclock_rec_dumped();
 }
+
+/* The sampler samples between windows for the recorder too. */
+static const struct capture_recorder_ops sampler_recorder_ops = {
+	.segment = sampler_recorder,
+	.dump_taken = sampler_dump_taken,
+};
 
 const struct capture_ops sampler_capture = {
 	.name = "cpu stacks",
@@ -1017,6 +1023,5 @@ const struct capture_ops sampler_capture = {
 	.prepare = sampler_prepare,
 	.collect = sampler_collect,
 	.fini = sampler_fini,
-	.recorder = sampler_recorder,
-	.dump_taken = sampler_dump_taken,
+	.recorder = &sampler_recorder_ops,
 };

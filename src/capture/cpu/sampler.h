@@ -16,7 +16,7 @@
  *              nothing is known.
  *   wallclock.c  wall-clock sampling by the sampler thread's ticks.
  *
- * Threads: sampler_capture's callbacks follow src/host/capture.h. The
+ * Threads: sampler_capture's callbacks follow src/capture/source.h. The
  * handler runs on application threads and is async-signal-safe. The
  * symbols_* functions are host-thread only (one struct symbols per user).
  */
@@ -31,7 +31,7 @@
 #include <time.h>
 
 #include "../../events/trace.h"
-#include "../../host/capture.h"
+#include "../source.h"
 #include "../../stacks/symbols.h"
 
 /* The capture source (listed in src/host/capture.c, after every source
@@ -183,7 +183,7 @@ clockid_t wallclock_thread_cpu_clock(int32_t tid);
  * the first forgotten when every store is taken). Sampler thread. */
 void wallclock_open(uint64_t gen, bool rec);
 
-/* A recorder dump takes the recorder's segments (capture_ops.dump_taken):
+/* A recorder dump takes the recorder's segments (capture_recorder_ops.dump_taken):
  * their repeats stay until its collect, however many segments open
  * meanwhile. Any thread; must not block long. */
 void wallclock_rec_dumped(void);

@@ -1,5 +1,5 @@
 /*
- * cupti — GPU capture through CUPTI, as a capture source (host/capture.h).
+ * cupti — GPU capture through CUPTI, as a capture source (../source.h).
  *
  * CUPTI is opened with dlopen (never linked; a copy already in the process
  * is reused), subscribed once, and driven by the window lifecycle: activity
@@ -16,7 +16,7 @@
 #ifndef PROFHOST_CUPTI_H
 #define PROFHOST_CUPTI_H
 
-#include "../../host/capture.h"
+#include "../source.h"
 
 /* The capture source (listed in host/capture.c). Its cuda_inject slot is
  * InitializeInjection, forwarded by the shim (core_api.cuda_inject): it

@@ -1,10 +1,36 @@
 /*
- * cupti_internal — what the CUPTI capture's files share (cupti.c: the
- * lifecycle; cupti_load.c: finding and opening libcupti; cupti_records.c:
- * activity records -> trace events; cupti_pattern.c: kernel-name patterns;
- * cupti_inflight.c: launches not known to have finished; cupti_salvage.c:
- * the flight recorder's records in a salvage file, for `prof salvage`).
- * Not a module contract: only src/capture/cupti*.c and their unit tests
+ * cupti_internal — what the CUPTI capture's files share. The capture
+ * source, a file per job:
+ *   cupti.c            the lifecycle: start (subscribe, register) and
+ *                      stop (finalize), the window and recorder segment
+ *                      callbacks, the outcomes that stop GPU capture, the
+ *                      buffer-completed callback, the source's descriptor;
+ *                      it calls the files below, which never call it;
+ *   cupti_state.c      the state (struct cupti_state below);
+ *   cupti_activity.c   CUPTI's activity mechanics only: the clock, the
+ *                      pool of buffers CUPTI borrows and returns, the
+ *                      kinds switched on and off, the completed buffers
+ *                      read back, the records kept for a later window;
+ *   cupti_callbacks.c  what runs inside the program's CUDA calls: the API
+ *                      callback (steps from CUDA, slow calls' stacks,
+ *                      launches tracked), the range hooks (external
+ *                      correlation ids), the callbacks enabled, API names;
+ *   cupti_driver.c     what the process's CUDA driver and runtime are
+ *                      asked (never loaded): devices, cudaProfilerStart;
+ *   cupti_window.c     a window's collect: flush, convert, records kept
+ *                      for the next window;
+ *   cupti_recorder.c   the flight recorder's part (capture_recorder_ops
+ *                      but its segment callback): records into the ring,
+ *                      a dump's collect;
+ *   cupti_hang.c       kernels in flight for a hang report
+ *                      (capture_hang_ops), over cupti_inflight.c's table.
+ * Beside it, what `prof` links too (ph_cupti): cupti_load.c (finding and
+ * opening libcupti), cupti_records.c (activity records -> trace events),
+ * cupti_pattern.c (kernel-name patterns), cupti_inflight.c (launches not
+ * known to have finished), cupti_names.c (GPU names in the salvage file),
+ * cupti_salvage.c (the flight recorder's records in a salvage file, for
+ * `prof salvage`).
+ * Not a module contract: only the files of src/capture/cupti and their unit tests
  * include it. Built only with the CUDA headers (PROFHOST_HAVE_CUDA).
  */
 #ifndef PROFHOST_CUPTI_INTERNAL_H
@@ -308,5 +334,250 @@ void cupti_inflight_clear(struct cupti_inflight *f);
  * many were copied (0 also without memory for the copy). */
 size_t cupti_inflight_take(struct cupti_inflight *f, struct cupti_launch *out, size_t max,
 			   uint64_t *more, uint64_t *forgotten);
+
+/* ------------------------------------------------------------ the source's state */
+
+struct capture_host;
+struct capture_window;
+struct capture_hang_ops;
+
+#define CUPTI_MAX_KINDS 16
+
+/* The source's state (see cupti.c): OFF (no CUDA capture asked for),
+ * WAITING (for InitializeInjection), READY (subscribed), STOPPING ->
+ * STOPPED (finalized after the last window), DEAD (GPU capture stopped),
+ * NSYS (Nsight Systems profiles the process). */
+enum cupti_run { CU_OFF, CU_WAITING, CU_READY, CU_STOPPING, CU_STOPPED, CU_DEAD, CU_NSYS };
+
+/* What the window wants of CUPTI: nothing, a warm-up, a recording. */
+enum cupti_want { CU_WANT_IDLE, CU_WANT_WARMUP, CU_WANT_RECORD };
+
+/* Activity buffers: one preallocated region cut into equal buffers that
+ * CUPTI borrows (requested) and returns (completed); the host thread
+ * converts the completed ones and frees them. Never malloc mid-window. */
+struct cupti_done {
+	uint32_t idx;
+	size_t valid;
+};
+
+#define CUPTI_REC_DEVICES 8
+
+struct cupti_pool {
+	pthread_mutex_t lock;
+	uint8_t *base;
+	size_t buf_size;
+	uint32_t nbuf;
+	uint32_t *free_idx, nfree;
+	struct cupti_done *done;
+	uint32_t ndone;
+	CUpti_ActivityDevice5 devrec[CUPTI_REC_DEVICES]; /* the flight
+							    recorder's DEVICE
+							    records (written
+							    once, when the kind
+							    is enabled) */
+	uint32_t ndevrec;
+};
+
+/* The capture source's state, one for the process (cupti_cu, defined in
+ * cupti_state.c). Threads and locks: cupti.c's header. */
+struct cupti_state {
+	/* "No driver" is said when the first window opens, not at start-up:
+	 * a process that never captures (a shell, a launcher) stays quiet. */
+	char no_gpu_note[256];
+	bool no_gpu_said;
+	pthread_mutex_t lock;
+	pthread_mutex_t flush_lock;    /* a flush and its taking; a finalize */
+	const struct capture_host *h;
+	enum cupti_run state;
+	enum cupti_want want;
+	bool enabled;                  /* kinds enabled now */
+	struct cupti_fns fn;
+	CUpti_SubscriberHandle sub;
+	CUpti_ActivityKind kinds[CUPTI_MAX_KINDS];
+	bool kind_bad[CUPTI_MAX_KINDS]; /* CUPTI refused it here: left out */
+	size_t nkinds;
+	struct cupti_show show;
+	bool ext;                      /* ranges get external correlation ids */
+	_Atomic int ext_on;
+	_Atomic uint64_t next_ext;
+	struct cupti_pool pool;
+	size_t pool_bytes;
+	uint8_t *carry;                /* records of a later window */
+	size_t ncarry, capcarry;
+	uint64_t carry_dropped;
+	int64_t prev_start, prev_end;  /* the last window written */
+	size_t corr_hint;              /* its correlation ids, to size the next table */
+	uint64_t last_gen;             /* generation of the last window opened */
+	struct cupti_devices devices;
+	const char **names[2];         /* cbid -> name cache (runtime, driver) */
+	/* steps from CUDA (prof.steps{cuda = ..., kernel = ...}) */
+	uint8_t *step_cbid[2];
+	uint8_t *launch_cbid[2];
+	char *kernel_pattern;
+	bool steps_from_cuda;          /* keeps CUPTI subscribed for good */
+	/* CUDA graphs: a graph launched while CUPTI was attached fails its
+	 * later launches once CUPTI is finalized (CUDA_ERROR_LAUNCH_FAILED,
+	 * seen with CUDA 13.0 on an H200): then CUPTI stays attached. */
+	uint8_t *graph_cbid[2];        /* cudaGraphLaunch, cuGraphLaunch */
+	_Atomic int graphs_seen;
+	/* The CUDA runtime tears the driver down in an exit handler, and
+	 * CUPTI crashes when called after it: the host's exit path is armed
+	 * to run before (capture_host.arm_exit) at the first step or window
+	 * callback with CUPTI up and the driver initialised (the runtime that
+	 * initialised it has registered its handler by then): cupti_arm_exit. */
+	bool exit_armed;
+	bool devices_asked;            /* the driver told the devices */
+	/* Nsight Systems */
+	int (*profiler_start)(void);
+	int (*profiler_stop)(void);
+	bool nsys_said;
+	uint64_t nvtx_step;            /* an nvtxRangeId_t */
+	bool nvtx_open;
+	/* CPU stacks of slow calls (prof.capture{cuda_backtrace}); 0 = off */
+	int64_t backtrace_ns;
+	/* kernels in flight for hang reports (prof.watchdog{}) */
+	bool watch;                    /* the watchdog is on and kernels are
+					  captured: launches are tracked */
+	uint8_t *track_cbid[2];        /* the launch APIs */
+	_Atomic int track;             /* kernel records enabled now */
+	struct cupti_inflight inflight;
+	/* the flight recorder (see its section) */
+	bool rec_want;                 /* it keeps segments: kinds on */
+	_Atomic int rec_copy;          /* completed buffers go into the ring */
+	_Atomic uint64_t pending_gen;  /* a closed window not yet collected:
+					  its buffers stay on the done list */
+	_Atomic int dumping;           /* recorder dumps taken, not yet
+					  collected: buffers go on the done
+					  list too */
+};
+
+extern struct cupti_state cupti_cu;
+
+
+/* ------------------------------------------------------------ cupti_activity.c */
+
+/* CUPTI's timestamp callback: the host's clock (clock.h). */
+uint64_t CUPTIAPI cupti_clock(void);
+
+/* CUPTI's buffer-requested callback: a buffer lent from the pool (NULL
+ * when none is free: CUPTI drops and counts). CUPTI's thread; takes the
+ * pool's lock. (The completed callback is cupti.c's.) */
+void CUPTIAPI cupti_buf_requested(uint8_t **buffer, size_t *size, size_t *max);
+
+/* Reserves the pool: `bytes` cut into equal buffers. 0, or -1 (no memory:
+ * *p zeroed). Once, cu.lock held. */
+int cupti_pool_init(struct cupti_pool *p, size_t bytes);
+
+/* Every buffer free again (CUPTI was finalized) and the memory given
+ * back. Takes the pool's lock. */
+void cupti_pool_reset(struct cupti_pool *p);
+
+/* Gives the buffers bufs[0..n) back to the pool and frees the list (may
+ * be NULL). Host thread; takes the pool's lock. */
+void cupti_pool_give_back(struct cupti_done *bufs, uint32_t n);
+
+/* The configured kinds on: CUPTI_SUCCESS (a kind CUPTI cannot record here
+ * is left out, said once), or CUPTI's failure, for the caller to give up
+ * on (cu.enabled is set: giving up disables what was enabled). Or off.
+ * cu.lock held. */
+CUptiResult cupti_kinds_enable(void);
+void cupti_kinds_disable(void);
+
+/* A visitor of records (cupti_each_done, cupti_each_carried). */
+typedef void (*cupti_record_fn)(const CUpti_Activity *r, void *arg);
+
+/* Calls fn for each record of the completed buffers done[0..ndone). Host
+ * thread. */
+void cupti_each_done(const struct cupti_done *done, uint32_t ndone, cupti_record_fn fn,
+		     void *arg);
+
+/* Packed records kept past a window's or a dump's end. */
+struct cupti_carry {
+	uint8_t *buf;
+	size_t n, cap;
+};
+
+/* Keeps a packed copy of `r` in next[*nnext..cap) (counted in
+ * cu.carry_dropped when it does not fit). Host thread. */
+void cupti_carry_add(uint8_t *next, size_t *nnext, size_t cap, const CUpti_Activity *r);
+
+/* Calls fn for each record kept in cu.carry. Host thread. */
+void cupti_each_carried(cupti_record_fn fn, void *arg);
+
+/* ------------------------------------------------------------ cupti_callbacks.c */
+
+/* The number of callback ids of the runtime [0] and driver [1] APIs. */
+extern const uint32_t cupti_cbid_size[2];
+
+/* The API callback subscribed (cuptiSubscribe). Application threads,
+ * inside the CUDA call. */
+void CUPTIAPI cupti_api_callback(void *ud, CUpti_CallbackDomain domain,
+				 CUpti_CallbackId cbid, const void *data);
+
+/* Sets (on) or removes the range hooks of the shim and of torch's
+ * operators, which push external correlation ids. cu.lock held. */
+void cupti_set_hooks(bool on);
+
+/* Enables the API callbacks the step triggers, cuda_backtrace, the
+ * watchdog and the graph launches need: CUPTI_SUCCESS, or CUPTI's failure
+ * (the caller gives up). cu.lock held. */
+CUptiResult cupti_enable_callbacks(void);
+
+/* The API name of a cbid (cupti_api_name_fn), cached. Host thread. */
+const char *cupti_api_name(void *ctx, bool driver, uint32_t cbid);
+
+/* ------------------------------------------------------------ cupti_driver.c */
+
+/* Whether the process's CUDA driver is initialised (cuInit ran). cu.lock
+ * held. */
+bool cupti_driver_up(void);
+
+/* The devices from the driver's attributes, as DEVICE records into
+ * cu.devices, when CUPTI wrote none (never cuInit). Host thread. */
+void cupti_devices_from_driver(void);
+
+/* Finds cudaProfilerStart/Stop (or the driver's) for Nsight Systems.
+ * cu.lock held. */
+void cupti_nsys_find(void);
+
+/* ------------------------------------------------------------ cupti_window.c */
+
+/* A window's collect (capture_ops.collect without a dump). *stop: no
+ * later window waits to be written, none lies ahead and the recorder keeps
+ * no GPU work, so the caller stops CUPTI. Host thread. */
+int cupti_window_collect(const struct capture_window *job, struct trace *t,
+			 struct err *e, bool *stop);
+
+/* ------------------------------------------------------------ cupti_recorder.c */
+
+/* The recorder table's slots but the segment's (cupti.c's): a dump
+ * takes its segments, a dump taken is dropped, the segment rotated (see
+ * capture_recorder_ops). */
+void cupti_rec_dump_taken(void);
+void cupti_rec_dump_dropped(void);
+void cupti_rec_rotated(void);
+int cupti_rec_rotated_wanted(void);
+
+/* Whether the flight recorder keeps GPU work between windows. Any thread. */
+bool cupti_rec_keeps_gpu(void);
+
+/* cupti_buf_completed's recorder path: true when the buffer went into the
+ * ring and back to the pool. CUPTI's thread. */
+bool cupti_rec_buffer(uint8_t *buffer, size_t valid);
+
+/* A recorder dump's collect. Host thread. */
+int cupti_rec_collect(const struct capture_window *job, struct trace *t, struct err *e);
+
+/* A window's collect of generation `gen` ended. Host thread. */
+void cupti_rec_window_collected(uint64_t gen);
+
+/* ------------------------------------------------------------ cupti_hang.c */
+
+/* The watchdog's table (capture_hang_ops). */
+extern const struct capture_hang_ops cupti_hang_ops;
+
+/* Frees the in-flight launches whose finished kernel record is in
+ * buf[0..valid). CUPTI's thread or a flushing thread. */
+void cupti_track_buffer(uint8_t *buf, size_t valid);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * nvtx_host — the core's half of NVTX capture (see nvtx.h): hands the
+ * nvtx_host — the core's half of NVTX capture (see nvtx_host.h): hands the
  * shim the policy's NVTX triggers, names threads in each trace after
  * nvtxNameOsThread, and tells a user whose NVTX ranges cannot reach the
  * host why.
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../host/capture.h"
+#include "nvtx_host.h"
 #include "../../common/log.h"
 #include "../../shim/nvtx.h"
 

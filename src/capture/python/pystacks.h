@@ -76,7 +76,7 @@ void pystacks_open(uint64_t gen, bool rec);
 /* Generation `gen` stopped recording: later snapshots are dropped. */
 void pystacks_close(uint64_t gen);
 
-/* A recorder dump takes the recorder's segments (capture_ops.dump_taken):
+/* A recorder dump takes the recorder's segments (capture_recorder_ops.dump_taken):
  * their stores stay for its collect. Any thread; must not block long. */
 void pystacks_rec_dumped(void);
 

@@ -34,7 +34,6 @@
 #include "../../common/clock.h"
 #include "../../events/pymodrec.h"
 #include "../../events/query.h"
-#include "../../host/capture.h"
 #include "../../common/log.h"
 #include "../../util/ownfd.h"
 #include "../torch/opstacks.h"
@@ -808,7 +807,7 @@ static void pyb_hang_setup(const struct policy_config *c)
 	ownfd_close(&pyb.hang_fd);
 }
 
-/* capture_ops.hang_stacks: every Python thread's stack now, as Python's
+/* capture_hang_ops.stacks: every Python thread's stack now, as Python's
  * faulthandler writes them ("Thread 0x<pthread> (most recent call
  * first):" blocks), into out[size] (NUL-ended, cut to fit). faulthandler
  * reads the interpreter's thread states without the GIL, so a thread that
@@ -874,7 +873,7 @@ static int pyb_hang_stacks(char *out, size_t size, char *why, size_t wsize)
 	return 0;
 }
 
-/* capture_ops.ended: the interpreter began finalizing (the program's last
+/* capture_hang_ops.ended: the interpreter began finalizing (the program's last
  * Python code ran: its atexit handlers). Any thread. */
 static bool pyb_ended(void)
 {
@@ -980,7 +979,7 @@ static void pyb_window_close(uint64_t gen)
 	pyb_notify();
 }
 
-/* capture_ops.recorder: the bridge times step phases while the recorder
+/* capture_recorder_ops.segment: the bridge times step phases while the recorder
  * keeps steps (prof.recorder{phases}), and takes Python stack snapshots
  * into the recorder's segments while it keeps CPU samples
  * (prof.capture{cpu_samples} and prof.recorder{cpu_samples}, as the
@@ -1010,7 +1009,7 @@ static void pyb_recorder(uint64_t gen)
 		pyb_notify();
 }
 
-/* capture_ops.dump_taken: the dump takes the recorder's segments, their
+/* capture_recorder_ops.dump_taken: the dump takes the recorder's segments, their
  * Python snapshots stay for its collect. Window lock held. */
 static void pyb_dump_taken(void)
 {
@@ -1104,6 +1103,18 @@ static void pyb_fini(void)
 	pystacks_fini();
 }
 
+/* The bridge times step phases for the recorder, and gives the watchdog
+ * the Python stacks and the interpreter's end. */
+static const struct capture_recorder_ops pyb_recorder_ops = {
+	.segment = pyb_recorder,
+	.dump_taken = pyb_dump_taken,
+};
+
+static const struct capture_hang_ops pyb_hang_ops = {
+	.stacks = pyb_hang_stacks,
+	.ended = pyb_ended,
+};
+
 const struct capture_ops python_capture = {
 	.name = "python",
 	.init = pyb_init,
@@ -1114,8 +1125,6 @@ const struct capture_ops python_capture = {
 	.fini = pyb_fini,
 	.step = pyb_on_step,
 	.explicit_step = pyb_explicit_step,
-	.hang_stacks = pyb_hang_stacks,
-	.ended = pyb_ended,
-	.recorder = pyb_recorder,
-	.dump_taken = pyb_dump_taken,
+	.recorder = &pyb_recorder_ops,
+	.hang = &pyb_hang_ops,
 };

@@ -16,7 +16,7 @@
 #ifndef PROFHOST_CAPTURE_PYTHON_H
 #define PROFHOST_CAPTURE_PYTHON_H
 
-#include "../../host/capture.h"
+#include "../source.h"
 
 /* The source, for capture_sources[] (src/host/capture.c). Its
  * explicit_step slot: a step boundary came through the C ABI (prof_step,

@@ -16,7 +16,7 @@
 #include "../../shim/evbuf.h"
 #include "../../events/memrec.h"
 #include "../../events/oprec.h"
-#include "../../host/capture.h"
+#include "../source.h"
 #include "../../common/grow.h"
 #include "../../common/log.h"
 #include "opstacks.h"
