@@ -20,20 +20,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-/* The valid trace object at arg 1, or raises. */
-struct trace_lua *trace_lua_check(lua_State *L)
-{
-	struct trace_lua *tl = luaL_testudata(L, 1, TRACE_LUA_META);
-
-	if (!tl)
-		luaL_error(L, "trace methods are called with a colon (trace:aggregate{...}, "
-			   "not trace.aggregate{...}): the trace object was expected first, got %s",
-			   trace_lua_describe(L, 1));
-	if (!tl->t)
-		luaL_error(L, "the trace object is only valid during its on_trace_ready call");
-	return tl;
-}
-
 /* A box owns malloc'd memory until it is freed or collected, so a Lua
  * error (memory, budget) raised while a result is being pushed leaks
  * nothing. */

@@ -1,6 +1,8 @@
-/* trace_lua_filter — the options tables the trace object's methods take
- * and the filters read from them (see trace_lua_internal.h): checking an
- * options table's keys, reading an option, the one wording of option
+/* trace_lua_filter — the arguments the trace object's methods take (see
+ * trace_lua_internal.h): the object itself (trace_lua_check, which the
+ * object's methods and its writers both call, so it lies below both), the
+ * options tables and the filters read from them: checking an options
+ * table's keys, reading an option, the one wording of option
  * errors, and turning the filter keys (cat, name, step, thread, pid,
  * from, to, within) into a struct query_filter that src/events/query.c
  * applies. */
@@ -13,6 +15,20 @@
 #include "../events/query.h"
 #include "sandbox.h"
 #include "trace_lua_internal.h"
+
+/* The valid trace object at arg 1, or raises. */
+struct trace_lua *trace_lua_check(lua_State *L)
+{
+	struct trace_lua *tl = luaL_testudata(L, 1, TRACE_LUA_META);
+
+	if (!tl)
+		luaL_error(L, "trace methods are called with a colon (trace:aggregate{...}, "
+			   "not trace.aggregate{...}): the trace object was expected first, got %s",
+			   trace_lua_describe(L, 1));
+	if (!tl->t)
+		luaL_error(L, "the trace object is only valid during its on_trace_ready call");
+	return tl;
+}
 
 /* ------------------------------------------------------------ categories */
 

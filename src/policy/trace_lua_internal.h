@@ -35,7 +35,7 @@ struct trace_lua {
 	int32_t main_tid;
 };
 
-/* ---- trace_lua.c */
+/* ---- trace_lua_filter.c: the object as an argument */
 
 /* The valid trace object at arg 1, or raises. */
 struct trace_lua *trace_lua_check(lua_State *L);
