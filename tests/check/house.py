@@ -130,7 +130,7 @@ LAYERS = [
     ["util"],
     ["shim"],
     ["events"],
-    ["schedule", "stacks", "hang"],
+    ["schedule", "stacks"],
     ["export"],
     ["salvage", "read"],
     ["policy"],
