@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 
 #include "hangs.h"
+#include "winload.h"
 #include "../util/fsutil.h"
 
 #define HANGS_GROUPS 16            /* distinct places kept; more: "elsewhere" */
@@ -465,27 +466,6 @@ static int odd_group(const struct hang_view *v)
 	return odd;
 }
 
-/* The highest N of the rank<N> folders in `run`; -1 when none. */
-static long highest_rank(const char *run)
-{
-	DIR *d = opendir(run);
-	struct dirent *de;
-	long hi = -1, r;
-	char *end;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "rank", 4) != 0)
-			continue;
-		r = strtol(de->d_name + 4, &end, 10);
-		if (end != de->d_name + 4 && !*end && r > hi && r < (1L << 30))
-			hi = r;
-	}
-	closedir(d);
-	return hi;
-}
-
 int hangs_report(const char *run, FILE *out)
 {
 	struct hang_view *v = calloc(1, sizeof *v);
@@ -495,7 +475,7 @@ int hangs_report(const char *run, FILE *out)
 
 	if (!v)
 		return -1;
-	hi = highest_rank(run);
+	hi = winload_highest_rank(run);
 	for (r = 0; r <= hi; r++)
 		read_rank(v, run, r);
 	if (v->ranks == 0) {

@@ -675,27 +675,6 @@ static void print_view(const struct jv_view *v, const char *run, FILE *out)
 	fprintf(out, "\n");
 }
 
-/* The highest N of the rank<N> folders of `run`; -1 when none. */
-static long highest_rank(const char *run)
-{
-	DIR *d = opendir(run);
-	struct dirent *de;
-	long hi = -1, r;
-	char *end;
-
-	if (!d)
-		return -1;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "rank", 4) != 0)
-			continue;
-		r = strtol(de->d_name + 4, &end, 10);
-		if (end != de->d_name + 4 && !*end && r > hi && r < (1L << 30))
-			hi = r;
-	}
-	closedir(d);
-	return hi;
-}
-
 int jobview_report(const char *run, FILE *out)
 {
 	struct jv_view *v = calloc(1, sizeof *v);
@@ -709,7 +688,7 @@ int jobview_report(const char *run, FILE *out)
 
 	if (!v)
 		return -1;
-	hi = highest_rank(run);
+	hi = winload_highest_rank(run);
 	/* the latest event some rank wrote: a later one nobody recorded (a
 	 * request refused everywhere, another's still queued) is said */
 	for (tries = 0; tries < 8; tries++) {

@@ -2,9 +2,11 @@
  * winload — one saved window read back for `prof report` and its views
  * across ranks (see winload.h).
  */
+#include <dirent.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -117,4 +119,24 @@ int winload_read(const char *path, struct trace *t, char *dir, size_t dsize, str
 	if (rc == 0)
 		trace_sort(t); /* profhost wrote it sorted: then only a check */
 	return rc;
+}
+
+long winload_highest_rank(const char *run)
+{
+	DIR *d = opendir(run);
+	struct dirent *de;
+	long hi = -1, r;
+	char *end;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, "rank", 4) != 0)
+			continue;
+		r = strtol(de->d_name + 4, &end, 10);
+		if (end != de->d_name + 4 && !*end && r > hi && r < (1L << 30))
+			hi = r;
+	}
+	closedir(d);
+	return hi;
 }

@@ -1,7 +1,7 @@
 /*
  * winload — one saved window read back (private to src/cli): `prof
- * report`'s windows and the ranks' folders of its view of a job-wide
- * capture (jobview.c). A window folder holds capture.phb, else
+ * report`'s windows and the ranks' folders of its views of a job-wide
+ * capture (jobview.c, hangs.c). A window folder holds capture.phb, else
  * trace.json[.gz]; either file is untrusted input, refused from its first
  * bytes when it is neither, and bounded in size. Main thread only.
  */
@@ -24,5 +24,9 @@ bool winload_is_window(const char *dir);
  * reports write into. Returns 0, or -1 with *e naming the file and what
  * broke. */
 int winload_read(const char *path, struct trace *t, char *dir, size_t dsize, struct err *e);
+
+/* The highest N of the rank<N> folders of job run folder `run`; -1 when
+ * none or when `run` cannot be read. Main thread. */
+long winload_highest_rank(const char *run);
 
 #endif

@@ -47,74 +47,59 @@ int window_listen(struct host *h, const struct window_listener *l, void *ctx,
 	return 0;
 }
 
-/* Lock held. */
-static void tell_warmup(struct window_state *w)
+/* What window.c tells its listeners (struct window_listener's news but
+ * step, dump and the rotated_wanted question, which have their own). */
+enum window_news {
+	NEWS_WARMUP,
+	NEWS_PREPARE,
+	NEWS_OPEN,          /* with a generation */
+	NEWS_CLOSE,         /* with a generation */
+	NEWS_RECORDER,      /* with a generation (0: stopped) */
+	NEWS_DUMP_TAKEN,
+	NEWS_DUMP_DROPPED
+};
+
+/* Tells every listener that has the slot, in the order they registered;
+ * `gen` for the news that carry one. Lock held. */
+static void tell(struct window_state *w, enum window_news news, uint64_t gen)
 {
 	unsigned i;
 
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->warmup)
-			w->listen[i].l->warmup(w->listen[i].ctx);
-}
+	for (i = 0; i < w->nlisten; i++) {
+		const struct window_listener *l = w->listen[i].l;
+		void *ctx = w->listen[i].ctx;
 
-/* Lock held. */
-static void tell_prepare(struct window_state *w)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->prepare)
-			w->listen[i].l->prepare(w->listen[i].ctx);
-}
-
-/* Lock held. */
-static void tell_open(struct window_state *w, uint64_t gen)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->open)
-			w->listen[i].l->open(w->listen[i].ctx, gen);
-}
-
-/* Lock held. */
-static void tell_close(struct window_state *w, uint64_t gen)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->close)
-			w->listen[i].l->close(w->listen[i].ctx, gen);
-}
-
-/* Lock held. */
-static void tell_recorder(struct window_state *w, uint64_t gen)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->recorder)
-			w->listen[i].l->recorder(w->listen[i].ctx, gen);
-}
-
-/* Lock held. */
-static void tell_dump_taken(struct window_state *w)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->dump_taken)
-			w->listen[i].l->dump_taken(w->listen[i].ctx);
-}
-
-/* Lock held. */
-static void tell_dump_dropped(struct window_state *w)
-{
-	unsigned i;
-
-	for (i = 0; i < w->nlisten; i++)
-		if (w->listen[i].l->dump_dropped)
-			w->listen[i].l->dump_dropped(w->listen[i].ctx);
+		switch (news) {
+		case NEWS_WARMUP:
+			if (l->warmup)
+				l->warmup(ctx);
+			break;
+		case NEWS_PREPARE:
+			if (l->prepare)
+				l->prepare(ctx);
+			break;
+		case NEWS_OPEN:
+			if (l->open)
+				l->open(ctx, gen);
+			break;
+		case NEWS_CLOSE:
+			if (l->close)
+				l->close(ctx, gen);
+			break;
+		case NEWS_RECORDER:
+			if (l->recorder)
+				l->recorder(ctx, gen);
+			break;
+		case NEWS_DUMP_TAKEN:
+			if (l->dump_taken)
+				l->dump_taken(ctx);
+			break;
+		case NEWS_DUMP_DROPPED:
+			if (l->dump_dropped)
+				l->dump_dropped(ctx);
+			break;
+		}
+	}
 }
 
 /* Whether a listener wants the host thread woken for a recorder rotation
@@ -200,7 +185,7 @@ static void rec_open_segment(struct host *h, uint64_t first, int64_t now, bool m
 	if (!mid)
 		w->rec_replay = true;
 	w->rec_told = true;
-	tell_recorder(w, gen);
+	tell(w, NEWS_RECORDER, gen);
 }
 
 /* Closes the recorder's open segment, if any. Lock held. */
@@ -221,7 +206,7 @@ static void rec_stop(struct host *h)
 	if (!h->win.rec_told)
 		return;
 	h->win.rec_told = false;
-	tell_recorder(&h->win, 0);
+	tell(&h->win, NEWS_RECORDER, 0);
 }
 
 /* A window opens: the recorder stops and gives its segments back; it
@@ -299,7 +284,7 @@ static void open_window(struct host *h, const struct sched_result *r, int64_t no
 	w->gen = h->shim->evbuf_open(h->cfg->capture.buffer_bytes);
 	salvage_check_pool(h, w->gen, h->cfg->capture.buffer_bytes,
 			   "prof.capture{ buffer_mb }");
-	tell_open(w, w->gen);
+	tell(w, NEWS_OPEN, w->gen);
 	w->start_ts = now;
 	w->nsteps = 0;
 	w->dropped_steps = 0;
@@ -320,7 +305,7 @@ static struct host_job *close_window(struct host *h, const struct sched_result *
 	struct host_job *job;
 
 	h->shim->evbuf_close();
-	tell_close(w, w->gen);
+	tell(w, NEWS_CLOSE, w->gen);
 	job = calloc(1, sizeof *job);
 	if (!job) {
 		log_msg(LOG_ERROR, "out of memory: window %u (steps %llu-%llu) is lost",
@@ -367,7 +352,7 @@ static void prepare_window(struct host *h)
 	}
 	salvage_ensure(h);
 	h->shim->evbuf_prepare(h->cfg->capture.buffer_bytes);
-	tell_prepare(w);
+	tell(w, NEWS_PREPARE, 0);
 }
 
 /* Tells the shim whether NVTX pushes should keep their names: while a
@@ -556,7 +541,7 @@ void window_init(struct host *h)
 	w->step_start = clock_now_ns();
 	w->step_tid = (int32_t)syscall(SYS_gettid);
 	if (r.warmup_start)
-		tell_warmup(w);
+		tell(w, NEWS_WARMUP, 0);
 	if (r.open_window)
 		open_window(h, &r, w->step_start);
 	/* prof.recorder{ enabled = false } in the file: set up, paused. */
@@ -615,7 +600,7 @@ void window_step(struct host *h)
 	if (r.save)
 		job = close_window(h, &r, now);
 	if (r.warmup_start)
-		tell_warmup(w);
+		tell(w, NEWS_WARMUP, 0);
 	if (r.open_window) {
 		open_window(h, &r, now);
 		opened = w->sched.open;
@@ -842,7 +827,7 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	int rc;
 
 	*job = NULL;
-	tell_dump_taken(w); /* before the segments close */
+	tell(w, NEWS_DUMP_TAKEN, 0); /* before the segments close */
 	rec_close_segment(h);
 	if (ending && rec_held_steps(&w->rec) == 0)
 		rc = rec_take_running(&w->rec, cur.step, cur.ts, &d);
@@ -855,7 +840,7 @@ static int dump_take(struct host *h, unsigned steps, const char *reason,
 	if (*job)
 		return 0;
 	/* No collect will follow: the sources hear the dump is over. */
-	tell_dump_dropped(w);
+	tell(w, NEWS_DUMP_DROPPED, 0);
 	return err_set(e, "out of memory: the recorder dump (%s) is not written",
 		       reason ? reason : "dump");
 }
@@ -988,17 +973,17 @@ int window_dump_job(struct host *h, const struct window_job_dump *req, struct er
 				     (unsigned long long)req->first, (unsigned long long)req->last);
 		goto out;
 	}
-	tell_dump_taken(w); /* before the segments close */
+	tell(w, NEWS_DUMP_TAKEN, 0); /* before the segments close */
 	rec_close_segment(h);
 	if (rec_take_range(&w->rec, first, running ? cur.step : req->last,
 			   running ? cur.ts : 0, &d) != 0) {
-		tell_dump_dropped(w); /* no collect follows */
+		tell(w, NEWS_DUMP_DROPPED, 0); /* no collect follows */
 		rc = err_set(e, "out of memory: the job dump is not written");
 	} else {
 		job = dump_job(h, &d, running ? &cur : NULL, req->reason, now);
 		free(d.steps);
 		if (!job) {
-			tell_dump_dropped(w);
+			tell(w, NEWS_DUMP_DROPPED, 0);
 			rc = err_set(e, "out of memory: the job dump is not written");
 		}
 	}
