@@ -29,7 +29,7 @@
 #include "locate.h"
 #include "winload.h"
 #include "../events/trace.h"
-#include "../export/hanglinks.h"
+#include "../hang/hanglinks.h"
 #include "../export/key_averages.h"
 #include "../export/textbuf.h"
 #include "../export/outfile.h"

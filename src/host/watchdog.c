@@ -877,7 +877,7 @@ static char *report_json(struct host *h, const struct wd_report *r)
 	cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
 	cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
 	/* on the trace clock: the windows and dumps whose span overlaps
-	 * the stall link this report (export/hanglinks.h) */
+	 * the stall link this report (hang/hanglinks.h) */
 	cJSON_AddNumberToObject(root, "since_ts", (double)s->start);
 	cJSON_AddNumberToObject(root, "report_ts", (double)r->now);
 	if (!r->py)

@@ -321,7 +321,7 @@ struct policy_trace {
 	const char *const *files;        /* files written, NULL-ended; may be
 					    NULL */
 	const struct hang_link *hangs;   /* the hang reports the window
-					    overlaps (export/hanglinks.h),
+					    overlaps (hang/hanglinks.h),
 					    linked by the built-in reports */
 	size_t nhangs;
 };

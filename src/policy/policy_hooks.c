@@ -11,7 +11,7 @@
 
 #include "../common/clock.h"
 #include "../export/export.h"
-#include "../export/hanglinks.h"
+#include "../hang/hanglinks.h"
 #include "../common/log.h"
 #include "policy_internal.h"
 #include "sandbox.h"

@@ -132,7 +132,7 @@ LAYERS = [
     ["events"],
     ["schedule", "stacks"],
     ["export"],
-    ["salvage", "read"],
+    ["salvage", "read", "hang"],
     ["policy"],
     ["capture"],
     ["control"],

@@ -1,5 +1,5 @@
 /*
- * test_hanglinks — which hang reports a window links (src/export/hanglinks.c):
+ * test_hanglinks — which hang reports a window links (src/hang/hanglinks.c):
  * those of the same process whose stall [since_ts, report_ts] meets the
  * window's span, on the process's clock (a trace moved to Unix time by
  * export_unix_time still matches through monotonic_offset_ns); the lowest
@@ -9,7 +9,7 @@
 #include "check.h"
 #include "testdir.h"
 
-#include "export/hanglinks.h"
+#include "hang/hanglinks.h"
 
 /* Writes <dir>/<name>/hang.json for process `pid`, stalled over
  * [since, at]. */
