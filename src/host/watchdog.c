@@ -16,7 +16,8 @@
  * ranges and how long each has been open, on a GPU the kernels launched
  * and not finished, the last steps), hang.json (the same for `prof
  * report`'s view across ranks) and report.html (the same for a browser:
- * the stuck threads first); with the recorder on, takes a dump of the
+ * the stuck threads first: written by src/hang/ from the plain snapshot
+ * this file takes, hangreport.h); with the recorder on, takes a dump of the
  * last steps and the stalled one so far (window_dump_hang: under the
  * window lock, no waiting) and hands it to the host thread once the report
  * is written, after what it is writing (the report says which dump, or
@@ -33,13 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "../control/control.h"
 #include "../common/clock.h"
 #include "../export/outdir.h"
-#include "../export/outfile.h"
-#include "../export/textbuf.h"
+#include "../hang/hangreport.h"
 #include "../util/demangle.h"
 #include "../common/log.h"
 #include "../util/wakeword.h"
@@ -47,12 +45,11 @@
 #include "host.h"
 
 #define WD_RANGES_MAX 4096         /* open levels read, all threads */
-#define WD_STEPS_SHOWN 10          /* last steps in the report */
+#define WD_STEPS_SHOWN HANG_STEPS_SHOWN /* last steps in the report */
 #define WD_PY_MAX (1u << 20)       /* Python stacks' text, at most */
 #define WD_POLL_NS 1000000000LL    /* while hung: how often to look for
 				      the step's end */
 #define WD_MIN_WAIT_NS 10000000LL
-#define WD_HTML_FRAMES 8           /* top frames per stuck thread in the html */
 
 /* What the window state says now, copied under its lock. */
 struct wd_snap {
@@ -110,24 +107,6 @@ static int64_t limit_ns(const struct policy_config *c, double median_ms)
 
 /* ------------------------------------------------------------ the report */
 
-/* One thread as the report sees it. */
-struct wd_thread {
-	const struct control_stack *stack;
-	const struct nvtx_open_range *ranges;  /* into the open-range array */
-	size_t nranges;
-	uintptr_t pthread;
-	const char *py;                         /* its Python block, or NULL */
-	size_t pylen;
-	const char *no_stack;                   /* why stacks were not taken at
-						   all (NULL: they were) */
-};
-
-/* A range's display name. */
-static const char *range_name(const struct nvtx_open_range *r)
-{
-	return r->name[0] ? r->name : "(unnamed range)";
-}
-
 /* Finds thread `ptid`'s block ("Thread 0x..." or "Current thread 0x...")
  * in faulthandler's text; *len its length. NULL when not there. */
 static const char *py_block(const char *text, uintptr_t ptid, size_t *len)
@@ -156,142 +135,18 @@ static const char *py_block(const char *text, uintptr_t ptid, size_t *len)
 	return NULL;
 }
 
-/* One faulthandler line `  File "f", line N in func` as "func (f:N)" into
- * out; false when the line is not one. */
-static bool py_frame(const char *line, size_t n, char *out, size_t size)
-{
-	char buf[1024], file[768], func[256];
-	int ln = 0;
-
-	if (n >= sizeof buf)
-		n = sizeof buf - 1;
-	memcpy(buf, line, n);
-	buf[n] = '\0';
-	if (sscanf(buf, " File \"%767[^\"]\", line %d in %255s", file, &ln, func) != 3)
-		return false;
-	snprintf(out, size, "%s (%s:%d)", func, file, ln);
-	return true;
-}
-
-/* Adds the report's text for one thread. */
-static void text_thread(struct textbuf *tb, struct host *h, const struct wd_snap *s,
-			const struct wd_thread *t, int64_t now)
-{
-	const struct control_stack *st = t->stack;
-	size_t i;
-	int f;
-	char frame[PATH_MAX + 64];
-
-	textbuf_printf(tb, "thread %d \"%s\"", (int)st->tid, st->name);
-	if (st->tid == h->pid)
-		textbuf_puts(tb, " (main thread)");
-	if (st->tid == s->tid)
-		textbuf_puts(tb, " (steps)");
-	if (st->self)
-		textbuf_puts(tb, " (profhost's hang watchdog, writing this report)");
-	textbuf_puts(tb, "\n");
-	for (i = 0; i < t->nranges; i++) {
-		const struct nvtx_open_range *r = &t->ranges[i];
-
-		if (r->start_ns)
-			textbuf_printf(tb, "  inside `%s` for %.1f s\n", range_name(r),
-				       (double)(now - r->start_ns) / 1e9);
-		else
-			textbuf_printf(tb, "  inside `%s` (open since before the "
-				       "watchdog kept times)\n", range_name(r));
-	}
-	if (t->no_stack) {
-		textbuf_printf(tb, "  native stack: not taken (%s)\n", t->no_stack);
-	} else if (st->state != CONTROL_STACK_OK) {
-		textbuf_printf(tb, "  native stack: not taken (%s)\n",
-			       st->state == CONTROL_STACK_BLOCKED ? "the thread blocks "
-			       "signals" : st->state == CONTROL_STACK_GONE ?
-			       "it exited meanwhile" : "it did not answer in time");
-	} else {
-		textbuf_puts(tb, "  native stack:\n");
-		for (f = 0; f < st->nframes; f++) {
-			live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
-			textbuf_printf(tb, "    #%-2d %s\n", f, frame);
-		}
-		if (st->truncated)
-			textbuf_puts(tb, "    ... (deeper frames not taken)\n");
-	}
-	if (t->py) {
-		const char *p = t->py, *end = t->py + t->pylen;
-
-		textbuf_puts(tb, "  Python stack (most recent call first):\n");
-		while (p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-
-			textbuf_puts(tb, "  ");
-			textbuf_add(tb, p, n);
-			textbuf_puts(tb, "\n");
-			p += n + 1;
-		}
-	}
-	textbuf_puts(tb, "\n");
-}
-
-/* Adds thread t to hang.json's "threads". */
-static void json_thread(cJSON *arr, struct host *h, const struct wd_snap *s,
-			const struct wd_thread *t, int64_t now)
-{
-	cJSON *o = cJSON_CreateObject(), *a;
-	const struct control_stack *st = t->stack;
-	char frame[PATH_MAX + 64];
-	size_t i;
-	int f;
-
-	if (!o)
-		return;
-	cJSON_AddNumberToObject(o, "tid", st->tid);
-	cJSON_AddStringToObject(o, "name", st->name);
-	cJSON_AddBoolToObject(o, "main", st->tid == h->pid);
-	cJSON_AddBoolToObject(o, "steps", st->tid == s->tid);
-	cJSON_AddBoolToObject(o, "profhost", st->self || strncmp(st->name, "profhost", 8) == 0);
-	a = cJSON_AddArrayToObject(o, "ranges");
-	for (i = 0; a && i < t->nranges; i++) {
-		cJSON *r = cJSON_CreateObject();
-
-		if (!r)
-			break;
-		cJSON_AddStringToObject(r, "name", range_name(&t->ranges[i]));
-		if (t->ranges[i].start_ns)
-			cJSON_AddNumberToObject(r, "open_s",
-						(double)(now - t->ranges[i].start_ns) / 1e9);
-		cJSON_AddItemToArray(a, r);
-	}
-	a = cJSON_AddArrayToObject(o, "native");
-	for (f = 0; a && st->state == CONTROL_STACK_OK && f < st->nframes; f++) {
-		live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
-		cJSON_AddItemToArray(a, cJSON_CreateString(frame));
-	}
-	if (t->py) {
-		const char *p = t->py, *end = t->py + t->pylen;
-
-		a = cJSON_AddArrayToObject(o, "python");
-		while (a && p < end) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-
-			if (py_frame(p, n, frame, sizeof frame))
-				cJSON_AddItemToArray(a, cJSON_CreateString(frame));
-			p += n + 1;
-		}
-	}
-	cJSON_AddItemToArray(arr, o);
-}
-
 /* ------------------------------------------------------------ the GPU */
 
-/* What the capture sources say of the GPU work not finished, names made
- * readable (C++ names demangled and shortened). */
+/* What the capture sources say of the GPU work not finished, as the
+ * report tells it: names made readable (C++ names demangled and
+ * shortened). */
 struct wd_gpu {
 	struct capture_gpu_hang g;
-	int known;                     /* capture_hang_gpu_all's answer */
-	char shown[CAPTURE_GPU_MAX][CAPTURE_GPU_NAME];
+	struct hang_gpu shown;
 };
+
+_Static_assert(CAPTURE_GPU_MAX == HANG_GPU_MAX && CAPTURE_GPU_NAME == HANG_GPU_NAME,
+	       "the report lists every launch a source gives, its whole name");
 
 /* Asks the sources (the watchdog's thread) and names the kernels. */
 static void gpu_take(struct wd_gpu *w)
@@ -299,306 +154,37 @@ static void gpu_take(struct wd_gpu *w)
 	demangle_fn dm = NULL;
 	size_t i;
 
-	w->known = capture_hang_gpu_all(&w->g);
+	w->shown.known = capture_hang_gpu_all(&w->g);
+	w->shown.note = w->g.note;
+	w->shown.n = w->g.n;
+	w->shown.more = w->g.more;
+	w->shown.forgotten = w->g.forgotten;
 	for (i = 0; i < w->g.n; i++) {
-		const char *name = w->g.launch[i].name;
+		const struct capture_gpu_launch *l = &w->g.launch[i];
+		struct hang_kernel *k = &w->shown.k[i];
+		const char *name = l->name;
 
 		if (!name[0])
 			name = "(unnamed kernel)";
 		if (demangle_is_mangled(name) && !dm)
 			dm = demangle_find(false);
-		if (!dm || !demangle_frame(dm, name, w->shown[i], sizeof w->shown[i]))
-			snprintf(w->shown[i], sizeof w->shown[i], "%s", name);
+		if (!dm || !demangle_frame(dm, name, k->name, sizeof k->name))
+			snprintf(k->name, sizeof k->name, "%s", name);
+		k->launched_ns = l->launched_ns;
+		k->stream = l->stream;
+		k->device = l->device;
+		k->tid = l->tid;
+		k->corr = l->corr;
 	}
 }
-
-/* "GPU 0, stream 7" for launch i into out. */
-static void gpu_where(const struct capture_gpu_launch *l, char *out, size_t size)
-{
-	char dev[24] = "GPU ?", st[32] = "stream ?";
-
-	if (l->device >= 0)
-		snprintf(dev, sizeof dev, "GPU %d", (int)l->device);
-	if (l->stream >= 0)
-		snprintf(st, sizeof st, "stream %lld", (long long)l->stream);
-	snprintf(out, size, "%s, %s", dev, st);
-}
-
-/* Whether launch i starts a new device/stream group. */
-static bool gpu_new_group(const struct wd_gpu *w, size_t i)
-{
-	return i == 0 || w->g.launch[i].device != w->g.launch[i - 1].device ||
-	       w->g.launch[i].stream != w->g.launch[i - 1].stream;
-}
-
-/* The report's GPU section. */
-static void gpu_text(struct textbuf *tb, const struct wd_gpu *w, int64_t now)
-{
-	char where[64];
-	size_t i;
-
-	if (!w->known) {
-		textbuf_printf(tb, "GPU: kernels in flight not known (%s)\n\n", w->g.note);
-		return;
-	}
-	if (w->g.n == 0) {
-		textbuf_puts(tb, "GPU: no kernel launched and not finished (every kernel "
-			     "launched has its completion record)\n");
-	} else {
-		textbuf_printf(tb, "GPU: kernels launched and not finished (%zu; no "
-			       "completion record yet), by stream, oldest first:\n",
-			       w->g.n + (size_t)w->g.more);
-		for (i = 0; i < w->g.n; i++) {
-			const struct capture_gpu_launch *l = &w->g.launch[i];
-
-			if (gpu_new_group(w, i)) {
-				gpu_where(l, where, sizeof where);
-				textbuf_printf(tb, "  %s:\n", where);
-			}
-			textbuf_printf(tb, "    `%s` launched %.1f s ago (thread %d)\n",
-				       w->shown[i], (double)(now - l->launched_ns) / 1e9,
-				       (int)l->tid);
-		}
-		if (w->g.more)
-			textbuf_printf(tb, "  ... and %llu more launched later\n",
-				       (unsigned long long)w->g.more);
-	}
-	if (w->g.forgotten)
-		textbuf_printf(tb, "  (%llu earlier launches left the table of launches "
-			       "before their record came: whether they finished is not "
-			       "known)\n", (unsigned long long)w->g.forgotten);
-	textbuf_puts(tb, "\n");
-}
-
-/* hang.json's "gpu": {"known", "note", "in_flight": [...], "more", "forgotten"}. */
-static void gpu_json(cJSON *root, const struct wd_gpu *w, int64_t now)
-{
-	cJSON *o = cJSON_AddObjectToObject(root, "gpu"), *a;
-	size_t i;
-
-	if (!o)
-		return;
-	cJSON_AddBoolToObject(o, "known", w->known == 1);
-	if (!w->known) {
-		cJSON_AddStringToObject(o, "note", w->g.note);
-		return;
-	}
-	a = cJSON_AddArrayToObject(o, "in_flight");
-	for (i = 0; a && i < w->g.n; i++) {
-		const struct capture_gpu_launch *l = &w->g.launch[i];
-		cJSON *k = cJSON_CreateObject();
-
-		if (!k)
-			break;
-		cJSON_AddStringToObject(k, "name", w->shown[i]);
-		cJSON_AddNumberToObject(k, "device", l->device);
-		cJSON_AddNumberToObject(k, "stream", (double)l->stream);
-		cJSON_AddNumberToObject(k, "launched_s_ago", (double)(now - l->launched_ns) / 1e9);
-		cJSON_AddNumberToObject(k, "tid", l->tid);
-		cJSON_AddNumberToObject(k, "correlation", l->corr);
-		cJSON_AddItemToArray(a, k);
-	}
-	cJSON_AddNumberToObject(o, "more", (double)w->g.more);
-	cJSON_AddNumberToObject(o, "forgotten", (double)w->g.forgotten);
-}
-
-/* ------------------------------------------------------------ report.html */
 
 /* The hang's recorder dump, as the report tells it. */
-/* Another rank's hang this report answers (job-wide), or NULL. */
-struct wd_asked {
-	int rank;
-	uint64_t step;
-	char host[128];
-};
-
 struct wd_dump {
 	struct window_hang_dump d;     /* d.job NULL: none */
 	size_t behind;                 /* jobs the host thread finishes first */
 	char dir[160];                 /* its folder's usual name */
 	char why[ERR_MSG_MAX];         /* why none */
 };
-
-/* Whether thread t is one the stall is about: the stepping thread, or one
- * inside a range (not profhost's own). */
-static bool stuck_thread(const struct wd_snap *s, const struct wd_thread *t)
-{
-	return !t->stack->self && (t->stack->tid == s->tid || t->nranges > 0);
-}
-
-/* One thread's block in report.html: its open ranges with their ages, its
- * top native and Python frames. */
-static void html_thread(struct textbuf *tb, struct host *h, const struct wd_snap *s,
-			const struct wd_thread *t, int64_t now)
-{
-	const struct control_stack *st = t->stack;
-	char frame[PATH_MAX + 64], age[48];
-	size_t i;
-	int f, shown;
-
-	textbuf_printf(tb, "<h3>thread %d &ldquo;", (int)st->tid);
-	textbuf_put_html(tb, st->name);
-	textbuf_puts(tb, "&rdquo;");
-	if (st->tid == h->pid)
-		textbuf_puts(tb, " (main thread)");
-	if (st->tid == s->tid)
-		textbuf_puts(tb, " (steps)");
-	textbuf_puts(tb, "</h3>\n");
-	if (t->nranges) {
-		textbuf_puts(tb, "<table class=\"ranges\"><tr><th>open range (outermost "
-			     "first)</th><th>open for</th></tr>\n");
-		for (i = 0; i < t->nranges; i++) {
-			const struct nvtx_open_range *r = &t->ranges[i];
-
-			if (r->start_ns)
-				snprintf(age, sizeof age, "%.1f s",
-					 (double)(now - r->start_ns) / 1e9);
-			else
-				snprintf(age, sizeof age, "since before the watchdog kept times");
-			textbuf_puts(tb, "<tr><td><code>");
-			textbuf_put_html(tb, range_name(r));
-			textbuf_printf(tb, "</code></td><td class=\"age\">%s</td></tr>\n", age);
-		}
-		textbuf_puts(tb, "</table>\n");
-	}
-	if (t->no_stack || st->state != CONTROL_STACK_OK) {
-		textbuf_puts(tb, "<p>native stack: not taken (see hang_report.txt)</p>\n");
-	} else {
-		shown = st->nframes < WD_HTML_FRAMES ? st->nframes : WD_HTML_FRAMES;
-		textbuf_puts(tb, "<p>native stack, innermost first:</p>\n<ol class=\"frames\">");
-		for (f = 0; f < shown; f++) {
-			live_frame_text(st->ip[f], f > 0, frame, sizeof frame);
-			textbuf_puts(tb, "<li><code>");
-			textbuf_put_html(tb, frame);
-			textbuf_puts(tb, "</code></li>");
-		}
-		textbuf_puts(tb, "</ol>\n");
-		if (st->nframes > shown || st->truncated)
-			textbuf_puts(tb, "<p class=\"more\">deeper frames in hang_report.txt</p>\n");
-	}
-	if (t->py) {
-		const char *p = t->py, *end = t->py + t->pylen;
-
-		textbuf_puts(tb, "<p>Python stack, most recent call first:</p>\n"
-			     "<ol class=\"frames\">");
-		for (shown = 0; p < end && shown < WD_HTML_FRAMES;) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-
-			if (py_frame(p, n, frame, sizeof frame)) {
-				textbuf_puts(tb, "<li><code>");
-				textbuf_put_html(tb, frame);
-				textbuf_puts(tb, "</code></li>");
-				shown++;
-			}
-			p += n + 1;
-		}
-		textbuf_puts(tb, "</ol>\n");
-	}
-}
-
-/* report.html of hang k: the stuck step, how long, the stuck threads
- * (their open ranges with ages, top frames), the GPU work in flight, the
- * last steps; the other threads in hang_report.txt. */
-static void html_report(struct textbuf *tb, struct host *h, const struct wd_snap *s,
-			uint32_t k, int64_t limit, const struct wd_thread *th, int n,
-			const struct wd_gpu *gpu, const struct wd_dump *dump, int64_t now)
-{
-	double stalled = (double)(now - s->start) / 1e9;
-	char where[64];
-	size_t j;
-	int i, others = 0;
-
-	textbuf_printf(tb, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-		       "<title>profhost hang %u: step %llu</title>\n", k,
-		       (unsigned long long)s->step);
-	textbuf_puts(tb, "<style>body{font-family:sans-serif;margin:1.5em;max-width:70em}"
-		     "table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-		     "padding:2px 8px;text-align:left}td.age{text-align:right}"
-		     "ol.frames{font-size:90%;margin-top:0}p.more{color:#666}"
-		     "h2{border-bottom:1px solid #ccc}</style></head><body>\n");
-	textbuf_printf(tb, "<h1>Hang %u: step %llu has not ended after %.1f s</h1>\n", k,
-		       (unsigned long long)s->step, stalled);
-	textbuf_printf(tb, "<p>rank %d of %d, pid %d, <code>", h->env.rank,
-		       h->env.world_size, (int)h->pid);
-	textbuf_put_html(tb, h->program);
-	textbuf_puts(tb, "</code> on ");
-	textbuf_put_html(tb, h->hostname);
-	textbuf_printf(tb, ". The watchdog's limit: %.3f s = max(after_s %g, factor %g "
-		       "&times; median step %.3f ms). Every thread's full stack: "
-		       "<a href=\"hang_report.txt\">hang_report.txt</a>.</p>\n",
-		       (double)limit / 1e9, h->cfg->watchdog.after_s,
-		       h->cfg->watchdog.factor, s->median_ms);
-
-	if (dump->d.job) {
-		textbuf_printf(tb, "<p>Recorder dump %u of steps %llu-%llu (step %llu so "
-			       "far, marked partial): <a href=\"../%s/report.html\">%s</a>",
-			       dump->d.index, (unsigned long long)dump->d.first,
-			       (unsigned long long)dump->d.last,
-			       (unsigned long long)dump->d.last, dump->dir, dump->dir);
-		if (dump->behind)
-			textbuf_printf(tb, ", written by profhost's host thread after the "
-				       "%zu window%s or dump%s it had to finish first",
-				       dump->behind, dump->behind == 1 ? "" : "s",
-				       dump->behind == 1 ? "" : "s");
-		textbuf_puts(tb, ".</p>\n");
-	} else {
-		textbuf_puts(tb, "<p>Recorder dump: none (");
-		textbuf_put_html(tb, dump->why);
-		textbuf_puts(tb, ").</p>\n");
-	}
-	textbuf_puts(tb, "<h2>Stuck threads</h2>\n");
-	for (i = 0; i < n; i++) {
-		if (stuck_thread(s, &th[i]))
-			html_thread(tb, h, s, &th[i], now);
-		else
-			others++;
-	}
-	if (others)
-		textbuf_printf(tb, "<p class=\"more\">%d other thread%s (no open range, not "
-			       "stepping) in hang_report.txt</p>\n", others,
-			       others == 1 ? "" : "s");
-
-	textbuf_puts(tb, "<h2>GPU</h2>\n");
-	if (!gpu->known) {
-		textbuf_puts(tb, "<p>Kernels in flight not known: ");
-		textbuf_put_html(tb, gpu->g.note);
-		textbuf_puts(tb, ".</p>\n");
-	} else if (gpu->g.n == 0) {
-		textbuf_puts(tb, "<p>No kernel launched and not finished.</p>\n");
-	} else {
-		textbuf_puts(tb, "<table class=\"gpu\"><tr><th>where</th><th>kernel launched, "
-			     "not finished</th><th>launched</th><th>thread</th></tr>\n");
-		for (j = 0; j < gpu->g.n; j++) {
-			const struct capture_gpu_launch *l = &gpu->g.launch[j];
-
-			gpu_where(l, where, sizeof where);
-			textbuf_printf(tb, "<tr><td>%s</td><td><code>", where);
-			textbuf_put_html(tb, gpu->shown[j]);
-			textbuf_printf(tb, "</code></td><td class=\"age\">%.1f s ago</td>"
-				       "<td>%d</td></tr>\n",
-				       (double)(now - l->launched_ns) / 1e9, (int)l->tid);
-		}
-		textbuf_puts(tb, "</table>\n");
-		if (gpu->g.more)
-			textbuf_printf(tb, "<p class=\"more\">and %llu more launched later</p>\n",
-				       (unsigned long long)gpu->g.more);
-	}
-	if (gpu->known && gpu->g.forgotten)
-		textbuf_printf(tb, "<p class=\"more\">%llu earlier launches left the table of "
-			       "launches before their record came: whether they finished is "
-			       "not known.</p>\n", (unsigned long long)gpu->g.forgotten);
-
-	textbuf_printf(tb, "<h2>Last steps</h2>\n<p>median %.3f ms, mean %.3f ms (%zu steps "
-		       "known)</p>\n<table><tr><th>step</th><th>duration</th></tr>\n",
-		       s->median_ms, s->mean_ms, s->ndur);
-	for (j = 0; j < s->nlast; j++)
-		textbuf_printf(tb, "<tr><td>%llu</td><td class=\"age\">%.3f ms</td></tr>\n",
-			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
-	textbuf_printf(tb, "<tr><td>%llu</td><td class=\"age\">running for %.1f s</td>"
-		       "</tr>\n</table>\n</body></html>\n", (unsigned long long)s->step,
-		       stalled);
-}
 
 /* Creates <run>/rank<R>/hang<K>_step<N>[_<suffix>] into *dir. Returns 0
  * or -1 with *e. */
@@ -675,7 +261,7 @@ static char *python_text(char *why, size_t size)
  * the host thread, maybe seconds into writing a window, writes it after
  * that window. The watchdog's thread. */
 static void take_dump(struct host *h, const struct wd_snap *s, uint32_t k,
-		      const struct wd_asked *asked, struct wd_dump *out)
+		      const struct hang_asked *asked, struct wd_dump *out)
 {
 	char reason[64];
 	struct err e;
@@ -705,55 +291,15 @@ static void take_dump(struct host *h, const struct wd_snap *s, uint32_t k,
 		 out->d.job->suffix[0] ? "_" : "", out->d.job->suffix);
 }
 
-/* The report's line on the dump. */
-static void dump_text(struct textbuf *tb, const struct wd_dump *d)
-{
-	if (!d->d.job) {
-		textbuf_printf(tb, "Recorder dump: none (%s)\n\n", d->why);
-		return;
-	}
-	textbuf_printf(tb, "Recorder dump: recorder dump %u of steps %llu-%llu (step %llu "
-		       "so far, marked partial), taken now; profhost's host thread writes "
-		       "it into ../%s/", d->d.index, (unsigned long long)d->d.first,
-		       (unsigned long long)d->d.last, (unsigned long long)d->d.last,
-		       d->dir);
-	if (d->behind)
-		textbuf_printf(tb, " after the %zu window%s or dump%s it has to finish "
-			       "first", d->behind, d->behind == 1 ? "" : "s",
-			       d->behind == 1 ? "" : "s");
-	textbuf_puts(tb, "\n\n");
-}
-
-/* hang.json's "dump": {"index", "first", "last", "dir", "behind"}, or
- * null and "dump_missing": why. */
-static void dump_json(cJSON *root, const struct wd_dump *d)
-{
-	cJSON *o;
-
-	if (!d->d.job) {
-		cJSON_AddNullToObject(root, "dump");
-		cJSON_AddStringToObject(root, "dump_missing", d->why);
-		return;
-	}
-	o = cJSON_AddObjectToObject(root, "dump");
-	if (!o)
-		return;
-	cJSON_AddNumberToObject(o, "index", d->d.index);
-	cJSON_AddNumberToObject(o, "first", (double)d->d.first);
-	cJSON_AddNumberToObject(o, "last", (double)d->d.last);
-	cJSON_AddStringToObject(o, "dir", d->dir);
-	cJSON_AddNumberToObject(o, "behind", (double)d->behind);
-}
-
 /* What one hang report is made of (report() and its steps). */
 struct wd_report {
 	const struct wd_snap *s;
 	uint32_t k;                    /* its number */
 	int64_t limit;
-	const struct wd_asked *asked;  /* NULL: this rank's own hang */
+	const struct hang_asked *asked;  /* NULL: this rank's own hang */
 	struct control_stack *st;      /* the threads' stacks: n of them */
 	struct nvtx_open_range *rg;    /* the open ranges: nr of them */
-	struct wd_thread *th;          /* per thread: its stack and ranges */
+	struct hang_thread *th;        /* per thread: its stack and ranges */
 	struct wd_gpu *gpu;
 	struct wd_dump dump;           /* d.job NULL: none */
 	int n;
@@ -801,9 +347,18 @@ static int report_take(struct host *h, struct wd_report *r)
 	if (!r->th)
 		return -1;
 	for (i = 0; i < r->n; i++) {
-		struct wd_thread *t = &r->th[i];
+		struct hang_thread *t = &r->th[i];
+		const struct control_stack *st = &r->st[i];
 
-		t->stack = &r->st[i];
+		t->tid = st->tid;
+		t->name = st->name;
+		t->state = st->state == CONTROL_STACK_OK ? HANG_STACK_OK :
+			   st->state == CONTROL_STACK_BLOCKED ? HANG_STACK_BLOCKED :
+			   st->state == CONTROL_STACK_GONE ? HANG_STACK_GONE : HANG_STACK_TIMEOUT;
+		t->self = st->self;
+		t->truncated = st->truncated;
+		t->ip = st->ip;
+		t->nframes = st->nframes;
 		for (j = 0; j < r->nr && r->rg[j].tid != r->st[i].tid; j++)
 			;
 		t->ranges = &r->rg[j];
@@ -815,116 +370,63 @@ static int report_take(struct host *h, struct wd_report *r)
 	return 0;
 }
 
-/* hang_report.txt into tb. The watchdog's thread. */
-static void report_text(struct textbuf *tb, struct host *h, const struct wd_report *r)
+/* The plain snapshot the hang module formats (src/hang/hangreport.h): r
+ * and the process it is about into *out (pointers into r and h). The watchdog's
+ * thread. */
+static void report_fill(struct host *h, const struct wd_report *r, struct hang_report *out)
 {
 	const struct wd_snap *s = r->s;
-	const struct wd_asked *asked = r->asked;
-	size_t j;
-	int i;
 
-	textbuf_printf(tb, "profhost hang report %u: rank %d of %d, pid %d, %s on %s\n",
-		       r->k, h->env.rank, h->env.world_size, (int)h->pid, h->program,
-		       h->hostname);
-	if (asked)
-		textbuf_printf(tb, "asked by rank %d's hang (its step %llu, on %s): this "
-			       "rank's threads at that moment; its step %llu has run %.1f s "
-			       "(its own limit: %.3f s)\n\n", asked->rank,
-			       (unsigned long long)asked->step, asked->host,
-			       (unsigned long long)s->step, r->stalled, (double)r->limit / 1e9);
-	else
-		textbuf_printf(tb, "step %llu has not ended after %.1f s (the watchdog's limit: "
-			       "%.3f s = max(after_s %g, factor %g x median step %.3f ms))\n\n",
-			       (unsigned long long)s->step, r->stalled, (double)r->limit / 1e9,
-			       h->cfg->watchdog.after_s, h->cfg->watchdog.factor, s->median_ms);
-	textbuf_printf(tb, "Last steps (%zu of the last %zu; median %.3f ms, mean %.3f ms):\n",
-		       s->nlast, s->ndur, s->median_ms, s->mean_ms);
-	for (j = 0; j < s->nlast; j++)
-		textbuf_printf(tb, "  step %llu: %.3f ms\n",
-			       (unsigned long long)(s->step - s->nlast + j), s->last_ms[j]);
-	textbuf_printf(tb, "  step %llu: running for %.1f s\n\n",
-		       (unsigned long long)s->step, r->stalled);
-	dump_text(tb, &r->dump);
-	if (!r->py)
-		textbuf_printf(tb, "Python stacks: none (%s)\n\n", r->why);
-	gpu_text(tb, r->gpu, r->now);
-	textbuf_printf(tb, "Threads (%d): open ranges outermost first, then the stacks\n\n",
-		       r->n);
-	for (i = 0; i < r->n; i++)
-		text_thread(tb, h, s, &r->th[i], r->now);
+	memset(out, 0, sizeof *out);
+	out->rank = h->env.rank;
+	out->world_size = h->env.world_size;
+	out->pid = (int)h->pid;
+	out->program = h->program;
+	out->hostname = h->hostname;
+	out->after_s = h->cfg->watchdog.after_s;
+	out->factor = h->cfg->watchdog.factor;
+	out->k = r->k;
+	out->limit = r->limit;
+	out->asked = r->asked;
+	out->step = s->step;
+	out->start = s->start;
+	out->step_tid = s->tid;
+	out->ndur = s->ndur;
+	out->median_ms = s->median_ms;
+	out->mean_ms = s->mean_ms;
+	memcpy(out->last_ms, s->last_ms, sizeof out->last_ms);
+	out->nlast = s->nlast;
+	out->now = r->now;
+	out->stalled = r->stalled;
+	out->th = r->th;
+	out->n = r->n;
+	out->py = r->py;
+	out->py_why = r->why;
+	out->gpu = &r->gpu->shown;
+	out->dump.taken = r->dump.d.job != NULL;
+	out->dump.index = r->dump.d.index;
+	out->dump.first = r->dump.d.first;
+	out->dump.last = r->dump.d.last;
+	out->dump.behind = r->dump.behind;
+	out->dump.dir = r->dump.dir;
+	out->dump.why = r->dump.why;
+	out->frame_text = live_frame_text;
 }
 
-/* hang.json's text (malloc'd), or NULL when memory ran out. The
- * watchdog's thread. */
-static char *report_json(struct host *h, const struct wd_report *r)
+/* Writes the report's three files into its folder (when it has one); a
+ * failure is said. The watchdog's thread. */
+static void report_write(struct host *h, const struct wd_report *r)
 {
-	const struct wd_snap *s = r->s;
-	cJSON *root = cJSON_CreateObject(), *arr;
-	char *json;
-	int i;
-
-	if (!root)
-		return NULL;
-	cJSON_AddNumberToObject(root, "rank", h->env.rank);
-	cJSON_AddNumberToObject(root, "world_size", h->env.world_size);
-	cJSON_AddNumberToObject(root, "pid", h->pid);
-	cJSON_AddStringToObject(root, "host", h->hostname);
-	cJSON_AddStringToObject(root, "program", h->program);
-	cJSON_AddNumberToObject(root, "hang", r->k);
-	cJSON_AddNumberToObject(root, "step", (double)s->step);
-	cJSON_AddNumberToObject(root, "stalled_s", r->stalled);
-	cJSON_AddNumberToObject(root, "limit_s", (double)r->limit / 1e9);
-	cJSON_AddNumberToObject(root, "median_ms", s->median_ms);
-	cJSON_AddNumberToObject(root, "time_unix", (double)time(NULL));
-	/* on the trace clock: the windows and dumps whose span overlaps
-	 * the stall link this report (hang/hanglinks.h) */
-	cJSON_AddNumberToObject(root, "since_ts", (double)s->start);
-	cJSON_AddNumberToObject(root, "report_ts", (double)r->now);
-	if (!r->py)
-		cJSON_AddStringToObject(root, "python_missing", r->why);
-	if (r->asked) {
-		cJSON *a = cJSON_AddObjectToObject(root, "asked_by");
-
-		if (a) {
-			cJSON_AddNumberToObject(a, "rank", r->asked->rank);
-			cJSON_AddNumberToObject(a, "step", (double)r->asked->step);
-			cJSON_AddStringToObject(a, "host", r->asked->host);
-		}
-	}
-	dump_json(root, &r->dump);
-	arr = cJSON_AddArrayToObject(root, "threads");
-	for (i = 0; arr && i < r->n; i++)
-		json_thread(arr, h, s, &r->th[i], r->now);
-	gpu_json(root, r->gpu, r->now);
-	json = cJSON_PrintUnformatted(root);
-	cJSON_Delete(root);
-	return json;
-}
-
-/* Writes the report's three files into its folder (when it has one),
- * taking tb's text and json; a failure is said. The watchdog's thread. */
-static void report_write(struct host *h, struct wd_report *r, struct textbuf *tb,
-			 const char *json)
-{
-	struct textbuf html;
-	char *text = NULL, *page = NULL;
+	struct hang_report hr;
 	struct err e;
 
 	if (!r->have_dir)
 		return;
-	textbuf_init(&html);
-	html_report(&html, h, r->s, r->k, r->limit, r->th, r->n, r->gpu, &r->dump, r->now);
-	text = textbuf_take(tb);
-	page = textbuf_take(&html);
-	if (!text || outfile_write_textat(&r->dir, "hang_report.txt", text, &e) != 0 ||
-	    !json || outfile_write_textat(&r->dir, "hang.json", json, &e) != 0 ||
-	    !page || outfile_write_textat(&r->dir, "report.html", page, &e) != 0)
-		log_msg(LOG_WARN, "watchdog: hang report %u: %s", r->k,
-			text && json && page ? e.msg : "out of memory");
-	free(text);
-	free(page);
-	textbuf_free(&html);
+	report_fill(h, r, &hr);
+	if (hang_write(&r->dir, &hr, &e) != 0)
+		log_msg(LOG_WARN, "watchdog: hang report %u: %s", r->k, e.msg);
 }
+
 
 /* Says the report in the log and tells the job's other ranks of this
  * rank's own hang (prof.recorder{ job = true }: they write theirs). The
@@ -932,7 +434,7 @@ static void report_write(struct host *h, struct wd_report *r, struct textbuf *tb
 static void report_tell(struct host *h, const struct wd_report *r)
 {
 	const struct wd_snap *s = r->s;
-	const struct wd_asked *asked = r->asked;
+	const struct hang_asked *asked = r->asked;
 	const char *where = r->have_dir ? r->dir.path : "(not written)";
 
 	if (asked)
@@ -974,13 +476,13 @@ static void report_hook(struct host *h, const struct wd_report *r)
 		return;
 	}
 	for (i = 0; i < r->n; i++) {
-		const struct wd_thread *t = &r->th[i];
+		const struct hang_thread *t = &r->th[i];
 
 		pht[info.nthreads].tid = r->st[i].tid;
 		pht[info.nthreads].name = r->st[i].name;
 		pht[info.nthreads].ranges = &phr[k];
 		for (j = 0; j < t->nranges; j++, k++) {
-			phr[k].name = range_name(&t->ranges[j]);
+			phr[k].name = hang_range_name(&t->ranges[j]);
 			phr[k].open_s = t->ranges[j].start_ns ?
 				(double)(r->now - t->ranges[j].start_ns) / 1e9 : -1;
 		}
@@ -996,7 +498,7 @@ static void report_hook(struct host *h, const struct wd_report *r)
 	for (j = 0; j < r->gpu->g.n; j++) {
 		const struct capture_gpu_launch *l = &r->gpu->g.launch[j];
 
-		phk[j].name = r->gpu->shown[j];
+		phk[j].name = r->gpu->shown.k[j].name;
 		phk[j].device = l->device;
 		phk[j].stream = l->stream;
 		phk[j].tid = l->tid;
@@ -1017,15 +519,13 @@ static void report_hook(struct host *h, const struct wd_report *r)
  * this rank's own limit says, named after that rank, no hooks, not told
  * on. The watchdog's thread. */
 static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t limit,
-		   const struct wd_asked *asked)
+		   const struct hang_asked *asked)
 {
 	struct wd_report r = { .s = s, .k = k, .limit = limit, .asked = asked,
 			       .dir = { -1, "" } };
-	struct textbuf tb;
-	char suffix[32] = "", *json = NULL;
+	char suffix[32] = "";
 	struct err e;
 
-	textbuf_init(&tb);
 	if (report_take(h, &r) != 0)
 		goto out;
 	if (asked)
@@ -1035,9 +535,7 @@ static void report(struct host *h, const struct wd_snap *s, uint32_t k, int64_t 
 	r.have_dir = make_dir(h, k, s->step, suffix, &r.dir, &e) == 0;
 	if (!r.have_dir)
 		log_msg(LOG_WARN, "watchdog: cannot write hang report %u: %s", k, e.msg);
-	report_text(&tb, h, &r);
-	json = report_json(h, &r);
-	report_write(h, &r, &tb, json);
+	report_write(h, &r);
 	report_tell(h, &r);
 	/* Its files are written: the dump's reports find and link them. */
 	if (r.dump.d.job)
@@ -1049,8 +547,6 @@ out:
 	if (r.dump.d.job) /* no memory for the report: the dump is still written */
 		hostthread_submit(h, r.dump.d.job);
 	outdir_close(&r.dir);
-	free(json);
-	textbuf_free(&tb);
 	free(r.gpu);
 	free(r.py);
 	free(r.th);
@@ -1062,7 +558,7 @@ out:
 
 /* Takes another rank's hang that asked for a report (watchdog_ask), if
  * any, into *a. The watchdog's thread. */
-static bool take_ask(struct host *h, struct wd_asked *a)
+static bool take_ask(struct host *h, struct hang_asked *a)
 {
 	struct watchdog *wd = &h->wd;
 	bool pending;
@@ -1107,7 +603,7 @@ static int64_t check(struct host *h)
 	struct watchdog *wd = &h->wd;
 	const struct policy_config *c = h->cfg;
 	struct wd_snap s;
-	struct wd_asked asked;
+	struct hang_asked asked;
 	int64_t now, limit, left;
 
 	/* (h->disabled is set at exit too: a hang already reported is still
@@ -1216,3 +712,4 @@ void watchdog_stop(struct host *h)
 	pthread_join(wd->thread, NULL);
 	atomic_store(&wd->started, 0);
 }
+
