@@ -1,6 +1,7 @@
 /*
  * hangs — `prof report`'s view of a hang across ranks: reads the latest
- * hang.json of each rank (written by the hang watchdog, src/host/watchdog.c)
+ * hang.json of each rank (written by the hang watchdog, src/host/watchdog.c,
+ * through src/hang/; read back by src/hang/hangread.c)
  * and says which ranks are stuck where, which is the odd one out, the GPU
  * work each rank left in flight (its oldest kernel), and where each
  * place's hang reports are.
@@ -11,26 +12,20 @@
  * groups of at most HANGS_SPANS rank spans: memory does not grow with the
  * number of ranks.
  */
-#include <dirent.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
-
-#include <cjson/cJSON.h>
 
 #include "hangs.h"
 #include "winload.h"
-#include "../util/fsutil.h"
+#include "../hang/hangread.h"
 
 #define HANGS_GROUPS 16            /* distinct places kept; more: "elsewhere" */
 #define HANGS_SPANS 8              /* rank spans named per group */
 #define HANGS_WHERE 200
-#define HANGS_FILE_MAX ((size_t)64 << 20)
 
 /* A set of ranks, added in rank order, as at most HANGS_SPANS spans. */
 struct rank_spans {
@@ -115,61 +110,6 @@ static bool is_collective(const char *s)
 	return false;
 }
 
-/* The stepping thread's place in one hang.json: its innermost open range
- * and its innermost Python frame (file name without folders), or, with
- * neither, its innermost named native frame. */
-static void rank_where(const cJSON *root, char *out, size_t size)
-{
-	const cJSON *threads = cJSON_GetObjectItemCaseSensitive(root, "threads");
-	const cJSON *t, *pick = NULL, *a, *x;
-	size_t n = 0;
-
-	snprintf(out, size, "somewhere unknown");
-	cJSON_ArrayForEach(t, threads) {
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "steps"))) {
-			pick = t;
-			break;
-		}
-		if (!pick && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "main")))
-			pick = t;
-	}
-	if (!pick)
-		return;
-	a = cJSON_GetObjectItemCaseSensitive(pick, "ranges");
-	if (cJSON_GetArraySize(a) > 0) {
-		x = cJSON_GetObjectItemCaseSensitive(
-			cJSON_GetArrayItem(a, cJSON_GetArraySize(a) - 1), "name");
-		if (cJSON_IsString(x))
-			n = (size_t)snprintf(out, size, "inside `%s`", x->valuestring);
-	}
-	a = cJSON_GetObjectItemCaseSensitive(pick, "python");
-	x = cJSON_GetArrayItem(a, 0);
-	if (cJSON_IsString(x) && n < size) {
-		/* "func (/a/b/file.py:12)" -> "func (file.py:12)" */
-		const char *s = x->valuestring, *open = strchr(s, '(');
-		const char *slash = open ? strrchr(open, '/') : NULL;
-
-		if (open && slash)
-			snprintf(out + n, size - n, "%sin `%.*s(%s`", n ? ", " : "",
-				 (int)(open - s), s, slash + 1);
-		else
-			snprintf(out + n, size - n, "%sin `%s`", n ? ", " : "", s);
-		return;
-	}
-	if (n)
-		return;
-	a = cJSON_GetObjectItemCaseSensitive(pick, "native");
-	cJSON_ArrayForEach(x, a) {
-		/* "0x... symbol+0xoff (lib)": the first with a symbol */
-		const char *sp = cJSON_IsString(x) ? strchr(x->valuestring, ' ') : NULL;
-
-		if (sp && sp[1] != '(') {
-			snprintf(out, size, "in `%s`", sp + 1);
-			return;
-		}
-	}
-}
-
 /* Adds rank r at `where` to the view; `report` is its hang report's
  * path, kept for the group it starts. */
 static void view_add(struct hang_view *v, long r, const char *where, long long step,
@@ -208,41 +148,20 @@ static void view_add(struct hang_view *v, long r, const char *where, long long s
 	v->ranks++;
 }
 
-/* Rank r's GPU state from its hang.json's "gpu" into the view: the
- * kernels it lists in flight (and `more` beyond them), the oldest by
- * launched_s_ago. */
-static void gpu_add(struct hang_view *v, long r, const cJSON *root)
+/* Rank r's GPU state, as its hang.json says it (hangread.h), into the
+ * view. */
+static void gpu_add(struct hang_view *v, long r, const struct hang_read *hr)
 {
-	const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(root, "gpu");
-	const cJSON *list = cJSON_GetObjectItemCaseSensitive(gpu, "in_flight"), *k, *x;
-	const char *oldest = "(unnamed kernel)";
-	char name[HANGS_WHERE];
-	enum gpu_state st = GPU_UNKNOWN;
+	enum gpu_state st = hr->gpu == HANG_READ_GPU_BUSY ? GPU_BUSY :
+			    hr->gpu == HANG_READ_GPU_IDLE ? GPU_IDLE : GPU_UNKNOWN;
+	const char *name = hr->gpu_name;
 	struct gpu_group *g = NULL;
-	long long n = 0;
-	double age = -1;
+	long long n = hr->kernels;
+	double age = hr->oldest_s;
 	int i;
 
-	x = cJSON_GetObjectItemCaseSensitive(gpu, "note");
-	snprintf(name, sizeof name, "%s", !gpu ? "its hang.json has no GPU section"
-		 : cJSON_IsString(x) ? x->valuestring : "not said why");
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gpu, "known"))) {
+	if (st != GPU_UNKNOWN)
 		v->gpu_known = true;
-		cJSON_ArrayForEach(k, list) {
-			x = cJSON_GetObjectItemCaseSensitive(k, "launched_s_ago");
-			n++;
-			if (cJSON_IsNumber(x) && x->valuedouble > age) {
-				age = x->valuedouble;
-				x = cJSON_GetObjectItemCaseSensitive(k, "name");
-				oldest = cJSON_IsString(x) ? x->valuestring : "(unnamed kernel)";
-			}
-		}
-		x = cJSON_GetObjectItemCaseSensitive(gpu, "more");
-		if (cJSON_IsNumber(x) && x->valuedouble > 0)
-			n += (long long)x->valuedouble;
-		st = n ? GPU_BUSY : GPU_IDLE;
-		snprintf(name, sizeof name, "%s", n ? oldest : "");
-	}
 	for (i = 0; i < v->ngpu && !g; i++)
 		if (v->gpu[i].state == st &&
 		    (st != GPU_BUSY || strcmp(v->gpu[i].name, name) == 0))
@@ -272,59 +191,6 @@ static void gpu_add(struct hang_view *v, long r, const cJSON *root)
 	spans_add(&g->ranks, r);
 }
 
-/* Reads rank `r`'s hang.json at `path` (malloc'd, NUL-ended), or NULL: a
- * missing file silently, anything else (a FIFO or device, refused without
- * waiting on it; too large; unreadable) with one line saying the rank is
- * left out. */
-static char *slurp(const char *path, long r)
-{
-	struct stat st;
-	struct err e;
-	char *buf;
-	int fd = fsutil_open_regular(path, &st);
-
-	if (fd == FSUTIL_NOT_REGULAR) {
-		fprintf(stderr, "prof report: %s is %s, not a regular file; rank %ld "
-			"left out\n", path, fsutil_file_kind(st.st_mode), r);
-		return NULL;
-	}
-	if (fd < 0) {
-		if (errno != ENOENT)
-			fprintf(stderr, "prof report: cannot open %s: %s; rank %ld left "
-				"out\n", path, strerror(errno), r);
-		return NULL;
-	}
-	buf = fsutil_read_fd(fd, path, HANGS_FILE_MAX, NULL, &e);
-	close(fd);
-	if (!buf)
-		fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
-	return buf;
-}
-
-/* The latest hang report folder of rank dir `rdir` (highest K of
- * hang<K>_step<N>) into name[]; false when none. */
-static bool latest_hang(const char *rdir, char *name, size_t size)
-{
-	DIR *d = opendir(rdir);
-	struct dirent *de;
-	long best = -1, k;
-	char *end;
-
-	if (!d)
-		return false;
-	while ((de = readdir(d))) {
-		if (strncmp(de->d_name, "hang", 4) != 0)
-			continue;
-		k = strtol(de->d_name + 4, &end, 10);
-		if (end == de->d_name + 4 || strncmp(end, "_step", 5) != 0 || k <= best)
-			continue;
-		best = k;
-		snprintf(name, size, "%s", de->d_name);
-	}
-	closedir(d);
-	return best >= 0;
-}
-
 /* The file to open for the hang report in folder `dir`: its report.html,
  * else its hang_report.txt, else the folder itself (cut to fit). */
 static void report_path(const char *dir, char *out, size_t size)
@@ -341,45 +207,31 @@ static void report_path(const char *dir, char *out, size_t size)
 		out[size - 1] = '\0';
 }
 
-/* One rank: its latest hang.json into the view. */
+/* One rank: its latest hang.json into the view; one that cannot be read
+ * is left out, with a line saying why. */
 static void read_rank(struct hang_view *v, const char *run, long r)
 {
-	char rdir[PATH_MAX], hname[256], path[PATH_MAX + 300], where[HANGS_WHERE];
+	char rdir[PATH_MAX], hname[256], path[PATH_MAX + 300];
 	char report[PATH_MAX];
-	cJSON *root;
-	char *text;
-	const cJSON *x;
-	long long step = 0;
-	double stalled = 0;
+	struct hang_read hr;
+	struct err e;
+	int rc;
 
 	if ((size_t)snprintf(rdir, sizeof rdir, "%s/rank%ld", run, r) >= sizeof rdir ||
-	    !latest_hang(rdir, hname, sizeof hname))
+	    !hang_read_latest(rdir, hname, sizeof hname))
 		return;
 	snprintf(path, sizeof path, "%s/%s/hang.json", rdir, hname);
-	text = slurp(path, r);
-	if (!text)
+	rc = hang_read(path, &hr, &e);
+	if (rc < 0)
+		fprintf(stderr, "prof report: %s; rank %ld left out\n", e.msg, r);
+	if (rc != 0)
 		return;
-	root = cJSON_Parse(text);
-	free(text);
-	if (!root) {
-		fprintf(stderr, "prof report: %s: not valid JSON; rank %ld left out\n", path, r);
-		return;
-	}
-	rank_where(root, where, sizeof where);
-	x = cJSON_GetObjectItemCaseSensitive(root, "step");
-	if (cJSON_IsNumber(x))
-		step = (long long)x->valuedouble;
-	x = cJSON_GetObjectItemCaseSensitive(root, "stalled_s");
-	if (cJSON_IsNumber(x))
-		stalled = x->valuedouble;
-	x = cJSON_GetObjectItemCaseSensitive(root, "world_size");
-	if (cJSON_IsNumber(x) && (long)x->valuedouble > v->world)
-		v->world = (long)x->valuedouble;
-	gpu_add(v, r, root);
-	cJSON_Delete(root);
+	if (hr.world_size > v->world)
+		v->world = hr.world_size;
+	gpu_add(v, r, &hr);
 	snprintf(path, sizeof path, "%s/%s", rdir, hname);
 	report_path(path, report, sizeof report);
-	view_add(v, r, where, step, stalled, report);
+	view_add(v, r, hr.where, hr.step, hr.stalled_s, report);
 }
 
 /* "ranks 0-6, 9" / "rank 7" into out. */
