@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../shim/evbuf.h"
+#include "../common/evformat.h"
 #include "trace.h"
 
 /* The raw source: a drain function and the generation to drain. */

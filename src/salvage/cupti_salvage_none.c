@@ -5,7 +5,7 @@
  */
 #include <stdio.h>
 
-#include "../shim/evbuf.h"
+#include "../common/evformat.h"
 #include "cupti_salvage.h"
 
 int cupti_salvage_convert(const struct salv_header *hd, int64_t start, int64_t end,

@@ -19,7 +19,7 @@
 #include "../stacks/pymerge.h"
 #include "../stacks/symbols.h"
 #include "../events/assemble.h"
-#include "../shim/evchunk.h"
+#include "../common/evchunk.h"
 #include "../common/grow.h"
 #include "salvage_read.h"
 

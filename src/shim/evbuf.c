@@ -44,7 +44,7 @@
  * header names no generation for.
  */
 #include "evbuf.h"
-#include "evchunk.h"
+#include "../common/evchunk.h"
 #include "../common/salvfile.h"
 #include "salvmods.h"
 

@@ -8,10 +8,11 @@
  * the shim its step and capture-range triggers and names threads in the
  * trace. They meet through struct shim_api (src/shim/shim_api.h).
  *
- * Records (src/shim/evbuf.h): push/pop and start/end ranges and marks of
- * every domain, with the domain and category in `a` (evbuf_nvtx_a()). Names
- * are always copied (NVTX callers may pass temporaries); wide strings are
- * converted to UTF-8; registered strings are copied from the registration.
+ * Records (src/shim/evbuf.h; their format: src/common/evformat.h):
+ * push/pop and start/end ranges and marks of every domain, with the domain
+ * and category in `a` (evbuf_nvtx_a()). Names are always copied (NVTX
+ * callers may pass temporaries); wide strings are converted to UTF-8;
+ * registered strings are copied from the registration.
  *
  * Domains and registered strings are allocated once and never freed, so
  * their handles stay valid and the host thread can name the events recorded

@@ -16,7 +16,7 @@
 #include "capture/cupti/cupti_internal.h"
 #include "check.h"
 #include "salvage/cupti_salvage.h"
-#include "shim/evbuf.h"
+#include "common/evformat.h"
 
 #define W0 1000000   /* the salvaged window's start */
 #define W1 2000000   /* its end */

@@ -25,7 +25,7 @@
 
 #include "check.h"
 #include "salvage/salvage_read.h"
-#include "shim/evbuf.h"
+#include "common/evformat.h"
 #include "testdir.h"
 
 #define POOL_OFF SALV_ALIGN

@@ -24,7 +24,7 @@
 #include "capture/torch/torchops.h"
 #include "events/memrec.h"
 #include "capture/source.h"
-#include "shim/evbuf.h"
+#include "common/evformat.h"
 #include "common/log.h"
 
 /* ---- the fake shim: appends counted (or refused), the open generation */

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "../../common/clock.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../common/log.h"
 #include "../../util/privfd.h"
 #include "../../util/wakeword.h"

@@ -64,7 +64,7 @@
 #define FDS_HIGH 1024 /* libunwind's pipe at or above this (first_unwind_high) */
 
 #include "../../common/clock.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../common/loader.h"
 
 #define UNWIND_SKIP_MAX 8   /* handler frames above the signal frame */

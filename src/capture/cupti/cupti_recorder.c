@@ -16,7 +16,7 @@
 #include "../../common/hash.h"
 #include "../../common/log.h"
 #include "../../common/salvfile.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../util/htab.h"
 
 /* The source's state (cupti_internal.h), by the name every file of the

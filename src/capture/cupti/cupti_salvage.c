@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cupti_internal.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../common/grow.h"
 #include "../../salvage/cupti_salvage.h"
 

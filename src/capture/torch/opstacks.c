@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../../common/clock.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../common/hash.h"
 
 /* CPython's profile events (Python.h's PyTrace_*). */

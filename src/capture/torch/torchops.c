@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "../../common/clock.h"
-#include "../../shim/evbuf.h"
+#include "../../common/evformat.h"
 #include "../../events/memrec.h"
 #include "../../events/oprec.h"
 #include "../source.h"

@@ -1,7 +1,8 @@
 /*
  * evchunk — reading one chunk of an event pool: the walk the drain
- * (evbuf.c) and the salvage reader (src/salvage/salvage_read.c) share, so a
- * salvaged process's records are read exactly as a window's are.
+ * (src/shim/evbuf.c) and the salvage reader (src/salvage/salvage_read.c)
+ * share, so a salvaged process's records are read exactly as a window's
+ * are. The records and chunks it reads are evformat.h's.
  *
  * Libc only, header-only (static inline): the shim and every program that
  * compiles evbuf.c get it without another source file.
@@ -12,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "evbuf.h"
+#include "evformat.h"
 
 /* A compact record as the visitors see it: a full header, the payload. */
 struct evchunk_expanded {
