@@ -477,6 +477,26 @@ static size_t row_for(struct pass *ps, const struct row_key *k)
 	return tab->nrows - 1;
 }
 
+/* row_for() for one event of a pass: the row's index, or (size_t)-1 when
+ * the pass failed (ps->failed set: memory ran out, or a composite key's
+ * part holds more than max_rows rows, ps->overflow set, to be done again
+ * in more parts). */
+static size_t pass_row(struct pass *ps, const struct row_key *k)
+{
+	size_t r = row_for(ps, k);
+
+	if (r == (size_t)-1) {
+		ps->failed = 1;
+		return r;
+	}
+	if (ps->composite && ps->tab->nrows > ps->max_rows) {
+		ps->failed = 1; /* done again in more parts */
+		ps->overflow = true;
+		return (size_t)-1;
+	}
+	return r;
+}
+
 /* The partition of an event's key (see struct pass); exact when it is
  * ps->part or ps->part is 0, otherwise only known not to be ps->part. */
 static uint32_t key_part(const struct pass *ps, const struct trace_event *ev)
@@ -534,16 +554,9 @@ static void sweep_done(struct pass *ps, const struct sweep_ent *se)
 			return;
 		event_row_key(t, ev, ps->o, &k);
 	}
-	r = row_for(ps, &k);
-	if (r == (size_t)-1) {
-		ps->failed = 1;
+	r = pass_row(ps, &k);
+	if (r == (size_t)-1)
 		return;
-	}
-	if (ps->composite && ps->tab->nrows > ps->max_rows) {
-		ps->failed = 1; /* done again in more parts */
-		ps->overflow = true;
-		return;
-	}
 	row = &ps->tab->rows[r];
 	row->count++;
 	row->self_cpu_ns += se->self;
@@ -622,16 +635,9 @@ static void sweep_mem(struct pass *ps, const struct trace_event *ev, size_t dept
 			    (uint32_t)(key_hash(&k) & (ps->nparts - 1)) != ps->part
 			  : ps->part != 0)
 		return;
-	r = row_for(ps, &k);
-	if (r == (size_t)-1) {
-		ps->failed = 1;
+	r = pass_row(ps, &k);
+	if (r == (size_t)-1)
 		return;
-	}
-	if (ps->composite && ps->tab->nrows > ps->max_rows) {
-		ps->failed = 1; /* done again in more parts */
-		ps->overflow = true;
-		return;
-	}
 	row = &ps->tab->rows[r];
 	row->count++;
 	ps->tab->row_mem[r].mem[side] += b;
