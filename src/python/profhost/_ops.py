@@ -639,8 +639,8 @@ def _set_profiler(on):
                       "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                       else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
-        _prof_base = time.monotonic_ns()
         p.__enter__()
+        _prof_base = _time_mark(torch, time)
         _prof, _prof_tid = p, _thread.get_ident()
         why = ("PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                else _lib_why or "its build is not ready yet")
@@ -658,6 +658,33 @@ def _set_profiler(on):
 
 _prof_base = 0
 _said_profiler_stack = False
+_BASE_MARK = "profhost#time_base"  # a label of profhost's own, not handed over
+_prof_mark = 0     # CLOCK_MONOTONIC ns of _BASE_MARK's start (0: none)
+
+
+def _time_mark(torch, time):
+    """Records _BASE_MARK in torch's profiler, just started, and keeps when
+    (_prof_mark: the middle of the reads around its start): torch times its
+    events from a mark of its own, taken somewhere in enabling, which
+    Python cannot read; _hand_over places them by _BASE_MARK instead.
+    Returns the base to use without it: now, after enabling (the time
+    before it was early by all of enabling, hundreds of us: a window's
+    labels then landed a step early, beside profhost's phases)."""
+    global _prof_mark
+    _prof_mark = 0
+    ops = torch.ops.profiler
+    try:
+        # not record_function(): torch 1.13's makes a handle tensor, an
+        # aten::zeros the window would count
+        enter, leave = ops._record_function_enter_new, ops._record_function_exit
+    except (AttributeError, RuntimeError):
+        return time.monotonic_ns()  # torch < 1.12: no mark
+    t0 = time.monotonic_ns()
+    handle = enter(_BASE_MARK, None)
+    t1 = time.monotonic_ns()
+    leave._RecordFunction(handle)
+    _prof_mark = t0 + (t1 - t0) // 2
+    return time.monotonic_ns()
 
 
 def at_exit():
@@ -684,14 +711,23 @@ def _hand_over(p, api):
     op = _op_type()()
     tid = threading.get_native_id()
     shapes = _cfg.get("record_shapes") == "1"
-    for e in p.function_events:
+    events = p.function_events
+    base = _prof_base
+    for e in events:
+        if e.name == _BASE_MARK:
+            if _prof_mark:
+                base = _prof_mark - int(e.time_range.start * 1000)
+            break
+    for e in events:
+        if e.name == _BASE_MARK:
+            continue
         if getattr(e, "device_type", None) is not None and "CPU" not in str(e.device_type):
             continue
         name = e.name.encode("utf-8", "replace")
         op.name, op.name_len = name, len(name)
         op.scope = _SCOPES.get(int(getattr(e, "scope", 0) or 0), 0)
-        op.start = _prof_base + int(e.time_range.start * 1000)
-        op.end = _prof_base + int(e.time_range.end * 1000)
+        op.start = base + int(e.time_range.start * 1000)
+        op.end = base + int(e.time_range.end * 1000)
         op.seq = e.sequence_nr if e.sequence_nr is not None else -1
         op.fwd_tid = e.fwd_thread or 0
         op.flags = 0
