@@ -639,8 +639,7 @@ def _set_profiler(on):
                       "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                       else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
-        p.__enter__()
-        _prof_base = _time_mark(torch, time)
+        _prof_base = _time_mark(torch, time, p)
         _prof, _prof_tid = p, _thread.get_ident()
         why = ("PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                else _lib_why or "its build is not ready yet")
@@ -662,14 +661,19 @@ _BASE_MARK = "profhost#time_base"  # a label of profhost's own, not handed over
 _prof_mark = 0     # CLOCK_MONOTONIC ns of _BASE_MARK's start (0: none)
 
 
-def _time_mark(torch, time):
-    """Records _BASE_MARK in torch's profiler, just started, and keeps when
-    (_prof_mark: the middle of the reads around its start): torch times its
+def _time_mark(torch, time, p):
+    """Starts torch's profiler `p`, then records _BASE_MARK in it and keeps
+    when (_prof_mark: the first read before its start): torch times its
     events from a mark of its own, taken somewhere in enabling, which
-    Python cannot read; _hand_over places them by _BASE_MARK instead.
-    Returns the base to use without it: now, after enabling (the time
-    before it was early by all of enabling, hundreds of us: a window's
-    labels then landed a step early, beside profhost's phases)."""
+    Python cannot read; _hand_over places them by _BASE_MARK instead. The
+    op is called once before the profiler starts (recording nothing), so
+    its first call's lookup (up to ~100 us) is not inside the reads; the
+    read before it makes events early by at most the few us between, never
+    late, so an operator that ends a window's last step stays in it.
+    Returns the base to use without the mark: now, after enabling (the
+    time before it was early by all of enabling, hundreds of us on a first
+    window: its labels then landed a step early, beside profhost's
+    phases)."""
     global _prof_mark
     _prof_mark = 0
     ops = torch.ops.profiler
@@ -677,13 +681,14 @@ def _time_mark(torch, time):
         # not record_function(): torch 1.13's makes a handle tensor, an
         # aten::zeros the window would count
         enter, leave = ops._record_function_enter_new, ops._record_function_exit
+        leave._RecordFunction(enter(_BASE_MARK, None))  # not recording yet
     except (AttributeError, RuntimeError):
+        p.__enter__()
         return time.monotonic_ns()  # torch < 1.12: no mark
+    p.__enter__()
     t0 = time.monotonic_ns()
-    handle = enter(_BASE_MARK, None)
-    t1 = time.monotonic_ns()
-    leave._RecordFunction(handle)
-    _prof_mark = t0 + (t1 - t0) // 2
+    leave._RecordFunction(enter(_BASE_MARK, None))
+    _prof_mark = t0
     return time.monotonic_ns()
 
 
