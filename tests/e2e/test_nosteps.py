@@ -44,14 +44,14 @@ print("done", tuple(y.shape))
 
 
 class NoSteps(TempDirTest):
-    def prof_run(self, cmd, policy_text=None, sets=()):
+    def prof_run(self, cmd, policy_text=None, sets=(), env=None):
         out = os.path.join(self.tmp, "out")
         args = [PROF, "run", "-o", out]
         if policy_text is not None:
             args += ["-s", self.write("policy.lua", policy_text)]
         for s in sets:
             args += ["--set", s]
-        r = run(args + ["--"] + cmd, timeout=300, cwd=self.tmp, env=base_env())
+        r = run(args + ["--"] + cmd, timeout=300, cwd=self.tmp, env=base_env(env or {}))
         return r, out
 
     def one_window(self, r, out, reason):
@@ -93,6 +93,21 @@ class NoSteps(TempDirTest):
         with open(os.path.join(window_dirs(out)[0], "key_averages.txt")) as f:
             ka = f.read()
         self.assertRegex(ka, r"\n +aten::addmm .* 10  \n")
+
+    @NEEDS_TORCH
+    def test_inference_script_whole_through_torchs_profiler(self):
+        """The same without profhost's operator observer (not built yet, or
+        PROF_TORCH_OPS=profiler): torch's profiler starts while torch is
+        still being imported, and its operators are still the window's."""
+        script = self.write("infer.py", INFER)
+        r, out = self.prof_run([PYTHON, script], sets=["schedule.whole=true"],
+                               env={"PROF_TORCH_OPS": "profiler"})
+        self.assertIn("done (16, 10)", r.stdout)
+        trace, summary = self.one_window(r, out, "whole process")
+        self.assertEqual(len(self.ops(trace, "aten::addmm")), 10)  # 5 calls x 2 layers
+        self.assertIn("operator events: torch's profiler around each window "
+                      "(no observer: PROF_TORCH_OPS=profiler)", summary)
+        self.assertNotIn("did not come in time", summary)
 
     @NEEDS_TORCH
     def test_inference_region_by_capture_range(self):

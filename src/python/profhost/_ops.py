@@ -639,7 +639,11 @@ def _set_profiler(on):
                       "PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                       else _lib_why or "the observer's build is not ready yet"))
         api.ops_begin()
-        _prof_base = _time_mark(torch, time, p)
+        try:
+            _prof_base = _time_mark(torch, time, p)
+        except BaseException:
+            api.ops_end()  # no profiler runs: the window waits for no events
+            raise
         _prof, _prof_tid = p, _thread.get_ident()
         why = ("PROF_TORCH_OPS=%s" % _forced if _forced in ("profiler", "nvtx")
                else _lib_why or "its build is not ready yet")
@@ -676,15 +680,17 @@ def _time_mark(torch, time, p):
     phases)."""
     global _prof_mark
     _prof_mark = 0
-    ops = torch.ops.profiler
     try:
         # not record_function(): torch 1.13's makes a handle tensor, an
-        # aten::zeros the window would count
+        # aten::zeros the window would count. torch.ops is missing while
+        # torch is still being imported (a whole-process window starts
+        # then): no mark for that window.
+        ops = torch.ops.profiler
         enter, leave = ops._record_function_enter_new, ops._record_function_exit
         leave._RecordFunction(enter(_BASE_MARK, None))  # not recording yet
     except (AttributeError, RuntimeError):
         p.__enter__()
-        return time.monotonic_ns()  # torch < 1.12: no mark
+        return time.monotonic_ns()  # torch < 1.12, or torch half imported: no mark
     p.__enter__()
     t0 = time.monotonic_ns()
     leave._RecordFunction(enter(_BASE_MARK, None))
