@@ -125,7 +125,7 @@ def schedule_actions(steps, skip_first, wait, warmup, active, repeat):
 # ---------------------------------------------------------------- the worker
 
 def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False,
-           with_stack=False):
+           with_stack=False, blocks=16):
     import torch
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
@@ -135,8 +135,8 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(4096, 64), torch.randint(0, 10, (4096,)))
     loader = DataLoader(data, batch_size=32, shuffle=True, drop_last=True)
-    blocks = []
-    for _ in range(16):
+    n_blocks, blocks = blocks, []
+    for _ in range(n_blocks):
         blocks += [nn.Linear(64, 64), nn.LayerNorm(64), nn.GELU()]
     model = nn.Sequential(*blocks, nn.Linear(64, 10)).to(device)
     cuda = device.startswith("cuda")
@@ -296,7 +296,8 @@ def run_one(mode, args, tmp, rnd):
     out = os.path.join(tmp, "%s-%d.json" % (mode, rnd))
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
            "--steps", str(args.steps), "--threads", str(args.threads),
-           "--device", args.device] + (["--ops"] if args.ops else []) + \
+           "--device", args.device, "--blocks", str(args.blocks)] + \
+        (["--ops"] if args.ops else []) + \
         (["--memory"] if args.memory else []) + \
         (["--with-stack"] if args.with_stack else [])
     env = dict(os.environ)
@@ -394,6 +395,17 @@ def pair_ratios(xs, k, w):
             for _, (on, off) in sorted(pairs.items()) if on and off]
 
 
+def pair_diffs(xs, k, w):
+    """As pair_ratios, the difference of the two medians in us: a cost that
+    is the same in every step (profhost's per step) reads the same on any
+    model, and is best measured on a short step."""
+    pairs = {}
+    for i, on in kept_steps(len(xs), k, w):
+        pairs.setdefault((i - w) // (2 * k), ([], []))[0 if on else 1].append(xs[i])
+    return [(statistics.median(on) - statistics.median(off)) * 1e6
+            for _, (on, off) in sorted(pairs.items()) if on and off]
+
+
 def median_se(xs):
     """The standard error of the median of xs (1.2533 sd / sqrt(n), as for
     a normal sample): what `+-` shows beside a median of pair ratios."""
@@ -425,18 +437,18 @@ def paired_main(args):
         for rnd in range(args.rounds):
             for m in modes:
                 times, cpu, _, _ = run_one(m, args, tmp, rnd)
-                runs[m].append({"wall": times, "cpu": cpu})
+                runs[m].append({"wall": times, "cpu": cpu, "thread": run_one.thread})
     took = time.perf_counter() - t_start
     print("paired: %d rounds of 3 processes (none, idle, recorder switched) x %d steps: "
           "warm-up %d (recorder on), then %d pairs of %d-step blocks, off-on, on-off, ...; "
-          "prof.recorder{ steps = %d%s%s }%s, torch threads %d, device %s; the steps on "
-          "either side of a switch left out"
+          "prof.recorder{ steps = %d%s%s }%s, torch threads %d, device %s, %d MLP "
+          "blocks; the steps on either side of a switch left out"
           % (args.rounds, args.steps, w, args.pairs, k, args.rec_steps,
              "" if args.recorder_phases else ", phases = false",
              "" if args.recorder_cuda else ", cuda = false",
              ", prof.capture{ profile_memory = true }" if args.memory else "",
-             args.threads, args.device))
-    result = {"method": "paired", "steps": args.steps, "rounds": args.rounds, "block": k,
+             args.threads, args.device, args.blocks))
+    result = {"method": "paired", "blocks": args.blocks, "steps": args.steps, "rounds": args.rounds, "block": k,
               "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
               "phases": args.recorder_phases, "threads": args.threads,
               "load_average_start": load0, "load_average_end": load_average(),
@@ -444,10 +456,12 @@ def paired_main(args):
     for m in modes:
         for r in runs[m]:
             result["processes"][m].append({
-                "cpu_s": r["cpu"], "wall_s": r["wall"],
+                "cpu_s": r["cpu"], "wall_s": r["wall"], "thread_s": r["thread"],
                 "recorder_on": [paired_on(i, k, w) if m == "paired" else False
                                 for i in range(len(r["cpu"]))]})
-    for clock, what in (("cpu", "process CPU time (all threads)"), ("wall", "wall-clock time")):
+    for clock, what in (("cpu", "process CPU time (all threads)"),
+                        ("thread", "the training thread's CPU time (profhost's threads left out)"),
+                        ("wall", "wall-clock time")):
         pairs = {m: [pair_ratios(r[clock], k, w) for r in runs[m]] for m in modes}
         per = {m: [statistics.median(x) for x in pairs[m]] for m in modes}
         pooled = {m: statistics.median([y for x in pairs[m] for y in x]) for m in modes}
@@ -462,6 +476,13 @@ def paired_main(args):
                  se["paired"], " ".join("%.4f" % x for x in per["none"]), pooled["none"],
                  se["none"], " ".join("%.4f" % x for x in per["idle"]), pooled["idle"],
                  se["idle"]))
+        diffs = {m: [y for r in runs[m] for y in pair_diffs(r[clock], k, w)] for m in modes}
+        dmed = {m: statistics.median(diffs[m]) for m in modes}
+        dse = {m: median_se(diffs[m]) for m in modes}
+        print("  recorder on - off, per step, over all pairs: %+.1f us +- %.1f (A/A: none "
+              "%+.1f +- %.1f, idle %+.1f +- %.1f)"
+              % (dmed["paired"], dse["paired"], dmed["none"], dse["none"], dmed["idle"],
+                 dse["idle"]))
         lvl = {m: [med_ms(r[clock][w:]) for r in runs[m]] for m in modes}
         print("  per-step medians after the warm-up, per process (ms; across processes, "
               "not paired): none %s, idle %s, switched %s"
@@ -471,7 +492,8 @@ def paired_main(args):
                          "aa_none": per["none"], "aa_idle": per["idle"],
                          "aa_none_all_pairs": pooled["none"],
                          "aa_idle_all_pairs": pooled["idle"], "se_all_pairs": se,
-                         "levels_ms": lvl}
+                         "levels_ms": lvl, "on_minus_off_us": dmed,
+                         "on_minus_off_us_se": dse}
     print("load average %s at the start, %s at the end; %.0f s"
           % (load0, result["load_average_end"], took))
     if args.json:
@@ -685,6 +707,10 @@ def main():
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
+    p.add_argument("--blocks", type=int, default=16,
+                   help="the MLP's blocks (16); with --recorder, --blocks 1 makes a step "
+                        "so short that profhost's fixed cost per step stands out of the "
+                        "noise (read the paired run's us per step)")
     p.add_argument("--device", default="cpu",
                    help="where the loop runs (cpu; cuda on a GPU machine: each step "
                         "ends with torch.cuda.synchronize())")
@@ -731,7 +757,7 @@ def main():
         p.error("--memory and --with-stack compare different things: give one")
     if args.worker:
         worker(args.worker, args.out, args.steps, args.threads, args.ops, args.device,
-               args.memory, args.with_stack)
+               args.memory, args.with_stack, args.blocks)
         return 0
     if args.phases_check:
         return phases_main(args)

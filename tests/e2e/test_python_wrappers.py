@@ -457,6 +457,71 @@ class Wrappers(unittest.TestCase):
             assert len(steps) == n + 2
         ''', log=False)
 
+    def test_recorder_alone_hands_a_steps_phases_over_with_it(self):
+        # Between windows, on the thread whose optimizer steps are the
+        # steps, a step's phases are kept and reach the host in the one
+        # call that makes the step (#29): the same phases, in order, the
+        # data fetch under the DataLoader's name. What is kept when the
+        # mode changes or steps stop being automatic is handed over then.
+        self.run_script('''
+            import struct
+            from profhost import _host, _steps
+            calls = []   # (records, step) of each call of the table's phases
+            kept = set()  # (phase, name) of each record
+
+            def _phases_cb(addr, n, step):
+                raw, off, recs = ctypes.string_at(addr, n), 0, []
+                while off + 24 <= n:
+                    p, ln, a, b = struct.unpack_from("<iIqq", raw, off)
+                    off += 24
+                    recs.append((NAMES[p], raw[off:off + ln].decode(), a, b))
+                    events.append((NAMES[p], a, b))
+                    off += ln
+                assert off == n, (off, n)
+                calls.append(([r[0] for r in recs], step))
+                kept.update((r[0], r[1]) for r in recs)
+                return _step() if step else state[0]
+
+            cb = F["phases"](_phases_cb)
+            _host.bind()
+            _host.c_phases = cb
+            _steps.set_merge()
+            set_state(RECORDER)
+            assert _phases._batch
+            del events[:]
+            for x, y in loader(8, 2):
+                train_step(x, y)
+            # the first step was made by the table's step (no step of this
+            # thread yet): its phases went one by one; then one call a step
+            assert [c for c in calls] == [(["data", "forward", "backward", "optimizer"], 1)] * 3, calls
+            assert len(steps) == 4, steps
+            assert names() == ["data", "forward", "backward", "optimizer"] * 4, names()
+            check_no_overlap()
+            assert kept == {("data", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
+                            ("forward", ""), ("backward", ""), ("optimizer", "")}, kept
+            assert _phases._tls.pending, "the last fetch (StopIteration) waits for its step"
+            # a window arming: what was kept is handed over, without a step
+            n = len(steps)
+            set_state(ARMED | RECORDER)
+            x, y = torch.randn(2, 4), torch.randint(0, 2, (2,))
+            train_step(x, y)
+            assert calls[-1] == (["data"], 0), calls[-1]
+            assert not _phases._tls.pending
+            assert names()[-4:] == ["data", "forward", "backward", "optimizer"], names()
+            assert len(steps) == n + 1
+            # back between windows; then explicit steps: nothing waits
+            set_state(RECORDER)
+            train_step(x, y)
+            train_step(x, y)
+            _steps.manual_steps()
+            assert not _phases._batch
+            del calls[:]
+            del events[:]
+            loss_fn(model(x), y).backward()
+            assert calls == [], calls
+            assert names()[-2:] == ["forward", "backward"], names()
+        ''')
+
     def test_wrapped_again_by_another_library(self):
         self.run_script('''
             ours = dl._BaseDataLoaderIter.__dict__["__next__"]

@@ -8,7 +8,9 @@
  * window, recording inside it), automatic steps reach the host's step
  * callback until an explicit prof_step() takes over, each change is told
  * to the bridge (a sync) except while the process is ending, and a
- * disabled host leaves the interpreter alone.
+ * disabled host leaves the interpreter alone; the phases a step hands
+ * over in one call (version 9's `phases`) are written, in order, under
+ * their names, before that step, and a truncated list ends early.
  */
 #include "check.h"
 
@@ -25,12 +27,15 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-/* The bridge's table (python.c's struct pybridge_api), as far as used. */
+/* The bridge's table (python.c's struct pybridge_api): what is used, and
+ * the entries before `phases` as placeholders of their size. */
 struct bridge_api {
 	uint32_t version;
 	uint32_t size;
 	int (*state)(void);
 	int (*step)(void);
+	void (*placeholders[17])(void); /* phase .. module_call */
+	int (*phases)(const void *buf, uint32_t len, int step);
 };
 
 enum { IDLE = 0, WARMUP = 1, RECORDING = 2, ARMED = 3, EXPLICIT = 16 };
@@ -187,7 +192,43 @@ static int run_pending(void)
 
 /* ---- the fake host */
 
+/* What the bridge wrote through the shim: each range start's name and
+ * the number of steps made before it. */
+#define MAX_WRITES 16
+static char written[MAX_WRITES][64];
+static int written_at_step[MAX_WRITES];
+static int nwritten;
 static int host_steps;
+
+static int fake_append(uint16_t kind, int64_t ts, const void *payload, uint32_t len,
+		       uint64_t id, uint64_t a)
+{
+	(void)ts;
+	(void)id;
+	(void)a;
+	if (kind == EVBUF_RANGE_START && nwritten < MAX_WRITES && len < 64) {
+		memcpy(written[nwritten], payload, len);
+		written[nwritten][len] = '\0';
+		written_at_step[nwritten++] = host_steps;
+	}
+	return 0;
+}
+
+/* Appends a phase record (struct pyb_phase_rec, then the name) to buf at
+ * *n, as profhost/_phases.py packs one. */
+static void pack_phase(char *buf, size_t *n, int32_t phase, const char *name,
+		       int64_t start, int64_t end)
+{
+	uint32_t len = (uint32_t)strlen(name);
+
+	memcpy(buf + *n, &phase, 4);
+	memcpy(buf + *n + 4, &len, 4);
+	memcpy(buf + *n + 8, &start, 8);
+	memcpy(buf + *n + 16, &end, 8);
+	memcpy(buf + *n + 24, name, len);
+	*n += 24 + len;
+}
+
 static bool host_finishing_now;
 
 static void fake_step(void *ctx)
@@ -220,12 +261,18 @@ int main(void)
 {
 	struct policy_config cfg;
 	struct capture_host ch;
+	struct shim_api shim;
 	struct err e;
+	char recs[512];
+	size_t n = 0;
 	int i;
 
 	log_set_level(LOG_WARN);
 	memset(&cfg, 0, sizeof cfg);
 	memset(&ch, 0, sizeof ch);
+	memset(&shim, 0, sizeof shim);
+	shim.evbuf_append_raw = fake_append;
+	ch.shim = &shim;
 	ch.cfg = &cfg;
 	ch.python = true;
 	ch.step = fake_step;
@@ -248,6 +295,32 @@ int main(void)
 	CHECK_EQ_INT(api->step(), IDLE);
 	CHECK_EQ_INT(host_steps, 1);
 
+	/* A step's phases, handed over with it: written in order under their
+	 * names (the data fetch under torch's name for it; a name that is not
+	 * the phase's gives way to the phase's), then the step. */
+	pack_phase(recs, &n, 0, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+		   1000, 2000);
+	pack_phase(recs, &n, 1, "", 2000, 3000);
+	pack_phase(recs, &n, 2, "optimizer", 3000, 4000);
+	pack_phase(recs, &n, 3, "", 4000, 5000);
+	CHECK_EQ_INT(api->phases(recs, (uint32_t)n, 1), IDLE);
+	CHECK_EQ_INT(host_steps, 2);
+	CHECK_EQ_INT(nwritten, 4);
+	CHECK_EQ_STR(written[0], "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");
+	CHECK_EQ_STR(written[1], "forward");
+	CHECK_EQ_STR(written[2], "backward");
+	CHECK_EQ_STR(written[3], "optimizer");
+	for (i = 0; i < 4; i++)
+		CHECK_EQ_INT(written_at_step[i], 1); /* before the step */
+	/* Without a step; a record cut short ends the list, no step made. */
+	nwritten = 0;
+	CHECK_EQ_INT(api->phases(recs, 24 + 10, 0), IDLE);
+	CHECK_EQ_INT(nwritten, 0);
+	CHECK_EQ_INT(api->phases(recs, (uint32_t)n - 1, 0), IDLE);
+	CHECK_EQ_INT(nwritten, 3);
+	CHECK_EQ_INT(api->phases(NULL, 0, 0), IDLE);
+	CHECK_EQ_INT(host_steps, 2);
+
 	/* The step before a window arms the bridge, and tells it. */
 	boundary(1, false, true);
 	CHECK_EQ_INT(api->state(), ARMED);
@@ -268,7 +341,8 @@ int main(void)
 	/* An explicit prof_step() wins: automatic steps stop counting. */
 	python_capture.explicit_step();
 	CHECK_EQ_INT(api->step(), IDLE | EXPLICIT);
-	CHECK_EQ_INT(host_steps, 1);
+	CHECK_EQ_INT(api->phases(recs, (uint32_t)n, 1), IDLE | EXPLICIT);
+	CHECK_EQ_INT(host_steps, 2);
 
 	/* While the process ends, the bridge is not called into. */
 	python_capture.warmup();

@@ -37,11 +37,12 @@
 #include "../../common/log.h"
 #include "../../util/ownfd.h"
 #include "../torch/opstacks.h"
+#include "pyclock.h"
 #include "pystacks.h"
 #include "../torch/torchnvtx.h"
 #include "../torch/torchops.h"
 
-#define PYB_API_VERSION 8
+#define PYB_API_VERSION 9
 #define PYB_WAIT_MAX_MS 60000      /* give up on an interpreter never started */
 #define PYB_FAST_POLL_US 500       /* first seconds: Python starts in ms */
 #define PYB_FAST_POLL_MS 5000
@@ -140,7 +141,23 @@ struct pybridge_api {
 	void (*module_call)(int64_t start_ns, int64_t end_ns, const char *name,
 			    const char *path, uint64_t id, uint64_t parent_id,
 			    uint64_t module_id);
+	/* (version 9) Phases the calling thread timed, handed over at once
+	 * (one call a step where there were four, #29): `len` bytes of
+	 * records, each a struct pyb_phase_rec and its name (name_len bytes,
+	 * no NUL; 0: the phase's own), as phase_named writes them; then,
+	 * when `step` is not 0, an automatic step, as step(). Returns
+	 * state(). A record that does not fit in `len` ends the list. */
+	int (*phases)(const void *buf, uint32_t len, int step);
 };
+
+/* One record of pybridge_api.phases: struct.pack("<iIqq") in
+ * profhost/_phases.py (24 bytes, no padding). */
+struct pyb_phase_rec {
+	int32_t phase;
+	uint32_t name_len;
+	int64_t start_ns, end_ns;
+};
+_Static_assert(sizeof(struct pyb_phase_rec) == 24, "the bridge packs 24 bytes");
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
 typedef struct pyobj pyobj;
@@ -251,128 +268,6 @@ static int pyb_step(void)
 	return pyb_state();
 }
 
-/* Python's time.monotonic_ns() is CLOCK_MONOTONIC; the host's clock may be
- * the TSC (src/common/clock.h), within microseconds of it and drifting at
- * most 500 ppm against it while it slews. pyb_host_time() adds an offset
- * (host minus monotonic) measured at a calibration point near the
- * timestamp: the latest one at or before it when that is at most
- * PYB_OFFSET_NS older (25 ns of drift at worst), else the first one after
- * it, taken at the conversion when there is none (a fresh timestamp's is
- * then microseconds after it). So spans the bridge times and operators
- * the C observer stamps nest as they ran: the gap between a Python hook
- * and the next operator is far more than that drift (with a 10 ms old
- * offset, 0.35 us of drift was seen to end a forward phase inside the
- * operator after it). The point chosen for a timestamp never changes
- * once chosen (points are only added after it), so one Python timestamp
- * converted twice (the end of a phase, the start of the next) gives one
- * host time. The ring keeps the PYB_OFFSETS latest points (64 KiB), with
- * at least PYB_OFFSET_NS between two, at least 0.2 s of history; an older
- * timestamp takes the oldest point. */
-#define PYB_OFFSET_NS 50000LL
-#define PYB_OFFSETS 4096
-
-static struct {
-	pthread_mutex_t lock;
-	int64_t mono[PYB_OFFSETS], off[PYB_OFFSETS];
-	size_t n, next;            /* points kept; where the next one goes */
-} pyb_clock = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-/* The ring index of the point `age` places after the oldest. */
-static size_t pyb_clock_at(size_t age)
-{
-	return (pyb_clock.next + PYB_OFFSETS - pyb_clock.n + age) % PYB_OFFSETS;
-}
-
-/* The age (places after the oldest) of the latest point at or before
- * `mono_ts`, or pyb_clock.n when every point is after it: a binary search
- * over the ring, in time order from the oldest. Caller holds the lock. */
-static size_t pyb_clock_floor(int64_t mono_ts)
-{
-	size_t lo = 0, hi = pyb_clock.n; /* points [0, lo) are <= mono_ts */
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pyb_clock.mono[pyb_clock_at(mid)] <= mono_ts)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo ? lo - 1 : pyb_clock.n;
-}
-
-/* Tries for a calibration point: the host clock read between two
- * CLOCK_MONOTONIC reads, the tightest bracket kept, so a thread preempted
- * between two reads (a loaded machine) does not put its delay into the
- * offset. */
-#define PYB_POINT_TRIES 4
-
-/* Adds a calibration point now, the oldest making room. Caller holds the
- * lock. */
-static void pyb_clock_point(void)
-{
-	int64_t best_mid = 0, best_off = 0, best_width = INT64_MAX;
-	int i;
-
-	for (i = 0; i < PYB_POINT_TRIES; i++) {
-		int64_t m1 = clock_mono_ns(), now = clock_now_ns(), m2 = clock_mono_ns();
-
-		if (m2 - m1 < best_width) {
-			best_width = m2 - m1;
-			best_mid = m1 + (m2 - m1) / 2;
-			best_off = now - best_mid;
-		}
-	}
-	pyb_clock.mono[pyb_clock.next] = best_mid;
-	pyb_clock.off[pyb_clock.next] = best_off;
-	pyb_clock.next = (pyb_clock.next + 1) % PYB_OFFSETS;
-	if (pyb_clock.n < PYB_OFFSETS)
-		pyb_clock.n++;
-}
-
-/* `mono_ts` (CLOCK_MONOTONIC ns, at most now) on the host's clock. Any
- * thread. */
-static int64_t pyb_host_time(int64_t mono_ts)
-{
-	size_t f;
-	int64_t off;
-
-	pthread_mutex_lock(&pyb_clock.lock);
-	f = pyb_clock_floor(mono_ts);
-	if (f < pyb_clock.n && mono_ts - pyb_clock.mono[pyb_clock_at(f)] <= PYB_OFFSET_NS) {
-		off = pyb_clock.off[pyb_clock_at(f)];
-	} else {
-		size_t c = f < pyb_clock.n ? f + 1 : 0; /* the first point after */
-
-		if (c == pyb_clock.n) {
-			pyb_clock_point();
-			c = pyb_clock.n - 1;
-		}
-		off = pyb_clock.off[pyb_clock_at(c)];
-	}
-	pthread_mutex_unlock(&pyb_clock.lock);
-	return mono_ts + off;
-}
-
-/* Moves a span [*start_ns, *end_ns] the bridge timed (Python's clock) to
- * the host's clock. A span is reported once it has ended, and the
- * conversion may land microseconds ahead of the host's clock (the offset
- * is up to PYB_OFFSET_NS old while the TSC clock slews): a phase ending
- * right before a step boundary would then end after it. Nothing reported
- * ends later than now, nor starts after its end. Python threads. */
-static void pyb_span_times(int64_t *start_ns, int64_t *end_ns)
-{
-	int64_t now;
-
-	*start_ns = pyb_host_time(*start_ns);
-	*end_ns = pyb_host_time(*end_ns);
-	now = clock_now_ns();
-	if (*end_ns > now)
-		*end_ns = now;
-	if (*start_ns > *end_ns)
-		*start_ns = *end_ns;
-}
-
 /* Writes the range [start_ns, end_ns] (Python's clock) named name[0..len)
  * on the calling thread; `flags`: EVBUF_A_* of its start. Python threads,
  * GIL held. */
@@ -381,26 +276,32 @@ static void pyb_range(int64_t start_ns, int64_t end_ns, const char *name, size_t
 {
 	uint64_t id;
 
-	pyb_span_times(&start_ns, &end_ns);
+	pyclock_span(&start_ns, &end_ns);
 	id = PYB_PHASE_ID | atomic_fetch_add(&pyb.next_id, 1);
 	if (pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_START, start_ns, name, (uint32_t)len,
 					  id, evbuf_nvtx_a(0, 0, flags)) == 0)
 		pyb.h->shim->evbuf_append_raw(EVBUF_RANGE_END, end_ns, NULL, 0, id, 0);
 }
 
-/* Writes phase `phase` under `name` (NULL: the phase's own name). Python
- * threads, GIL held. */
-static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const char *name)
+/* Writes phase `phase` under name[0..len) (len 0, or PYB_NAME_MAX and
+ * more: the phase's own name). Python threads, GIL held. */
+static void pyb_phase_write(int phase, int64_t start_ns, int64_t end_ns, const char *name,
+			    size_t len)
 {
-	size_t len = name ? strnlen(name, PYB_NAME_MAX) : 0;
-
 	if (phase < 0 || phase >= PYB_NPHASES || end_ns < start_ns)
 		return;
-	if (!len || len == PYB_NAME_MAX || query_phase_of(name, len) != (enum query_phase)phase) {
+	if (!len || len >= PYB_NAME_MAX || query_phase_of(name, len) != (enum query_phase)phase) {
 		name = query_phase_name((enum query_phase)phase);
 		len = strlen(name);
 	}
 	pyb_range(start_ns, end_ns, name, len, EVBUF_A_PHASE);
+}
+
+/* Writes phase `phase` under `name` (NULL: the phase's own name). Python
+ * threads, GIL held. */
+static void pyb_phase_named(int phase, int64_t start_ns, int64_t end_ns, const char *name)
+{
+	pyb_phase_write(phase, start_ns, end_ns, name, name ? strnlen(name, PYB_NAME_MAX) : 0);
 }
 
 /* Writes an nn.Module call (a python_function event) named `name`, with
@@ -436,7 +337,7 @@ static void pyb_module_call(int64_t start_ns, int64_t end_ns, const char *name,
 
 	if (!len || !id || end_ns < start_ns)
 		return;
-	pyb_span_times(&start_ns, &end_ns);
+	pyclock_span(&start_ns, &end_ns);
 	memset(&h, 0, sizeof h);
 	h.end = end_ns;
 	h.parent_id = parent_id;
@@ -453,6 +354,24 @@ static void pyb_module_call(int64_t start_ns, int64_t end_ns, const char *name,
 static void pyb_phase(int phase, int64_t start_ns, int64_t end_ns)
 {
 	pyb_phase_named(phase, start_ns, end_ns, NULL);
+}
+
+/* pybridge_api.phases: the records in buf[0..len), then the step. Python
+ * threads, GIL held. */
+static int pyb_phases(const void *buf, uint32_t len, int step)
+{
+	const char *p = buf, *end = p ? p + len : p;
+	struct pyb_phase_rec r;
+
+	while (p && (size_t)(end - p) >= sizeof r) {
+		memcpy(&r, p, sizeof r);
+		p += sizeof r;
+		if (r.name_len > (size_t)(end - p))
+			break;
+		pyb_phase_write(r.phase, r.start_ns, r.end_ns, p, r.name_len);
+		p += r.name_len;
+	}
+	return step ? pyb_step() : pyb_state();
 }
 
 static void pyb_note(int bits)
@@ -480,8 +399,8 @@ static void pyb_op_late(const struct torchops_op *op, int32_t tid)
 	if (!op)
 		return;
 	o = *op;
-	o.start = pyb_host_time(op->start);
-	o.end = pyb_host_time(op->end);
+	o.start = pyclock_host_time(op->start);
+	o.end = pyclock_host_time(op->end);
 	torchops_late_add(&o, tid);
 }
 
@@ -501,7 +420,7 @@ static void pyb_pystack(int32_t tid, int64_t ts, const char *frames, uint32_t le
 
 	if (!frames || !len)
 		return;
-	ts = pyb_host_time(ts);
+	ts = pyclock_host_time(ts);
 	if (!pystacks_add(tid, ts, frames, len))
 		return;
 	if (len > EVBUF_NAME_MAX) {
@@ -557,6 +476,7 @@ static struct pybridge_api pyb_api = { /* .torchops set at init */
 	.stacks_thread = opstacks_thread,
 	.stacks_off = opstacks_stop,
 	.module_call = pyb_module_call,
+	.phases = pyb_phases,
 };
 
 /* ------------------------------------------- pending calls (GIL held) */

@@ -70,6 +70,9 @@ def dump(exc_type, exc):
         return
     _asked = True
     try:
+        phases = sys.modules.get("profhost._phases")
+        if phases is not None:
+            phases.flush()  # the failing step's phases, kept for its end
         if _host.bind() and _host.c_dump is not None:
             rc = _host.c_dump(reason(exc_type, exc).encode("utf-8", "replace"))
             _host.debug("uncaught %s: recorder dump %s" % (

@@ -30,7 +30,7 @@ REC_OPS = 256        # ... and torch's operators and allocations (profile_memory
 NOTE_TORCH_CPU_ONLY = 1
 NOTE_NVTX_ON = 2
 
-API_VERSION = 8
+API_VERSION = 9
 
 MY_DIR = __file__.rsplit("/", 1)[0] + "/"  # profhost's package directory
 
@@ -43,6 +43,7 @@ lock = _thread.RLock()  # guards the hooks' installation (every part's)
 _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
+c_phases = None
 c_module = c_module_call = c_dump = c_exit_now = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
@@ -124,6 +125,11 @@ def api_type():
                                               ctypes.c_char_p, ctypes.c_char_p,
                                               ctypes.c_uint64, ctypes.c_uint64,
                                               ctypes.c_uint64)),
+            # (version 9) phases handed over at once (packed records, see
+            # profhost._phases), then a step when the int is not 0;
+            # returns the state
+            ("phases", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
+                                         ctypes.c_int)),
         ]
 
     return _Api
@@ -132,7 +138,7 @@ def api_type():
 def bind():
     """Binds the host's C table (once). Returns False when it cannot be."""
     global _api, c_state, c_step, c_phase, c_note, c_down, c_pystack, c_phase_named
-    global c_module, c_module_call, c_dump, c_exit_now
+    global c_module, c_module_call, c_dump, c_exit_now, c_phases
     if _api is not None:
         return True
     if not _api_addr:
@@ -151,6 +157,7 @@ def bind():
     c_module_call = api.module_call if api.module_call else None
     c_dump = api.dump if api.dump else None
     c_exit_now = api.exit_now if api.exit_now else None
+    c_phases = api.phases if api.phases else None
     _api = api
     return True
 
@@ -172,6 +179,14 @@ def phase(phase, start, end, name=None):
         c_phase_named(phase, start, end, raw)
     elif c_phase is not None:
         c_phase(phase, start, end)
+
+
+def phases_out(records, step):
+    """Hands phases kept by profhost._phases (packed records) to the host,
+    then, with `step`, an automatic step; one call into C for both.
+    Returns the host's state. Only where the table has the entry (see
+    profhost._steps.set_merge)."""
+    return c_phases(records, len(records), 1 if step else 0)
 
 
 def exit_now():

@@ -28,6 +28,18 @@ them (moving the batch to the device, zero_grad); with gradient
 accumulation, each micro-batch's. Without a backward (an inference loop)
 no forward is written between windows.
 
+Between windows, on the thread that makes the automatic steps, a phase is
+not handed to the host when it ends but kept (packed, st.pending) and
+handed over with the step that ends it: one call into the host a step
+where there were five (four phases and the step). Each call through ctypes
+costs some microseconds on a real step, whose work has pushed ctypes' and
+the host's code and data out of the caches (#29). The host places the
+kept timestamps on its clock between the calibration points around them
+(src/capture/python/pyclock.h). Phases kept when the mode changes, when
+the thread's steps stop being automatic, or before an uncaught exception's
+dump (flush()) are handed over then; those of a step that never ends (the
+process hangs or is killed in it) are not written.
+
 How each is hooked, and why:
 
 * forward: torch's global module hooks (``register_module_forward_pre_hook``
@@ -64,6 +76,7 @@ PROF_LOG=debug) and the wrapped call goes on untouched.
 """
 
 import functools
+import struct
 import sys
 import threading
 import time
@@ -76,11 +89,16 @@ NONE = -1
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
 _emit = None              # emit(phase, start_ns, end_ns, name=None), set by bind()
 _report = None            # report(what): prints the exception being handled
+_hand = None              # hand(records, step): kept phases to the host, set by bind()
+_pack = struct.Struct("<iIqq").pack  # a kept phase: struct pyb_phase_rec (python.c)
+_PENDING_MAX = 64         # kept phases handed over at once without a step
+_raw_names = {}           # phase names (str) as the bytes kept
 
 _on = False      # phases are timed
 _lean = False    # ... without the module hooks: forward inferred (above)
 _gen = 0         # bumped each time phases turn on: per-thread states reset
 _merge = False   # the bridge sees every step boundary (see set_merge)
+_batch = False   # lean phases wait for their step (see the top, set_batch)
 _owned = set()   # phases the program reports itself
 _patches = []    # _Patch of each wrapped callable, installed or not
 _handles = []    # torch's handles of the module hooks while on
@@ -98,19 +116,24 @@ class _State(threading.local):
     fwd0 = 0       # a forward phase that ended, not yet written:
     fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
     mark = 0       # lean: where an inferred forward starts (0: none)
+    steps = False  # this thread has made an automatic step (before_step)
+    pending = None  # lean: kept phases (packed records), or None
 
 
 _tls = _State()
 
 
-def bind(emit, report):
-    """Sets where phases go, emit(phase, start_ns, end_ns, name=None), and
-    how an exception of profhost's own is reported, report(what)."""
-    global _emit, _report
-    _emit, _report = emit, report
+def bind(emit, report, hand=None):
+    """Sets where phases go, emit(phase, start_ns, end_ns, name=None), how
+    an exception of profhost's own is reported, report(what), and where
+    kept phases go, hand(records, step) (None: none are kept)."""
+    global _emit, _report, _hand
+    _emit, _report, _hand = emit, report, hand
 
 
 def _reset(st):
+    if st.pending:
+        _hand_over(st, False)
     st.gen = _gen
     st.cur = NONE
     st.mods = 0
@@ -131,6 +154,50 @@ def _flush(st):
     if st.fwd1:
         end, st.fwd1 = st.fwd1, 0
         _emit(FORWARD, st.fwd0, end)
+
+
+def _put(st, phase, t0, t1, name=None):
+    """Lean mode: a phase that ended, kept for this thread's next step
+    (see the top), or written now where none is coming."""
+    if _batch and st.steps:
+        raw = b""
+        if name is not None:
+            raw = _raw_names.get(name)
+            if raw is None:
+                if len(_raw_names) > 1000:
+                    _raw_names.clear()
+                raw = _raw_names[name] = name.encode("utf-8", "replace")
+        pending = st.pending
+        if pending is None:
+            pending = st.pending = []
+        pending.append(_pack(phase, len(raw), t0, t1) + raw)
+        if len(pending) >= _PENDING_MAX:
+            _hand_over(st, False)
+        return
+    if st.pending:
+        _hand_over(st, False)
+    _emit(phase, t0, t1, name)
+
+
+def _hand_over(st, step):
+    """Hands this thread's kept phases to the host, then, with `step`,
+    makes the automatic step. Returns the host's state (None: no step was
+    made)."""
+    records = b"".join(st.pending)
+    st.pending.clear()
+    state = _hand(records, step)
+    return state if step else None
+
+
+def flush():
+    """Hands the calling thread's kept phases over now (before a dump the
+    program's exception asks for). Raises nothing."""
+    try:
+        st = _tls
+        if st.pending:
+            _hand_over(st, False)
+    except Exception:
+        _report("handing phases over")
 
 
 def on_stack(frame):
@@ -329,7 +396,7 @@ def _make_wrapper(phase, original):
                 if mark:               # _infer_forward
                     st.mark = 0
                     if phase == BACKWARD and mark < t0 and FORWARD not in _owned:
-                        _emit(FORWARD, mark, t0)
+                        _put(st, FORWARD, mark, t0)
             except Exception:
                 _report("inferring a forward phase")
             try:
@@ -340,9 +407,9 @@ def _make_wrapper(phase, original):
                         st.cur = NONE
                     t1 = st.mark = _now()
                     if phase == DATA:
-                        _emit(phase, t0, t1, _phase_name(phase, args))
+                        _put(st, phase, t0, t1, _phase_name(phase, args))
                     else:
-                        _emit(phase, t0, t1)
+                        _put(st, phase, t0, t1)
                 except Exception:
                     _report("ending a phase")
         try:
@@ -386,7 +453,7 @@ def _infer_forward(st, phase, t):
     up."""
     start, st.mark = st.mark, 0
     if phase == BACKWARD and _lean and FORWARD not in _owned and start < t:
-        _emit(FORWARD, start, t)
+        _put(st, FORWARD, start, t)
 
 
 def _phase_name(phase, args):
@@ -482,6 +549,14 @@ def observer():
     return _observer
 
 
+def set_batch(on):
+    """Whether lean phases wait for their step (see the top): only while
+    steps are automatic (an optimizer step, prof.steps{python=...}), which
+    hand them over."""
+    global _batch
+    _batch = bool(on) and _hand is not None
+
+
 def set_merge(merge):
     """Whether consecutive top-level module calls may be one forward phase:
     only when the bridge sees every step boundary on the stepping thread
@@ -507,17 +582,29 @@ def _flush_safely(st):
         _report("writing a forward phase")
 
 
-def before_step():
+def before_step(automatic=False):
     """A step boundary comes from this thread: the step's forward phase is
     written first, and a forward that raised without a hook is forgotten.
-    Lean: the next step's forward may start here."""
+    Lean: the next step's forward may start here. An `automatic` step's
+    caller gets the phases kept for it (packed records, see the top) to
+    hand over with the step; else None."""
     if _lean and _on:
         # no module hook, no pending forward in this mode (see _make_wrapper)
         st = _tls
         if st.gen != _gen:
             _reset(st)
         st.mark = _now()
-        return
+        if not automatic:
+            if st.pending:
+                _hand_over(st, False)
+            return None
+        st.steps = True
+        pending = st.pending
+        if not pending:
+            return None
+        records = b"".join(pending)
+        pending.clear()
+        return records
     st = _state()
     if st.mods:
         _settle(st)
@@ -560,6 +647,9 @@ def optimizer_end(ok):
     st.cur = NONE
     if ok:
         try:
-            _emit(OPTIMIZER, st.t0, _now())
+            if _lean:
+                _put(st, OPTIMIZER, st.t0, _now())
+            else:
+                _emit(OPTIMIZER, st.t0, _now())
         except Exception:
             _report("writing the optimizer phase")

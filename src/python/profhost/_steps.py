@@ -138,7 +138,7 @@ def load_phases():
     if phases is None:
         from . import _phases
 
-        _phases.bind(_host.phase, _host.debug_exc)
+        _phases.bind(_host.phase, _host.debug_exc, _host.phases_out)
         phases = _phases
         set_merge()
 
@@ -148,6 +148,10 @@ def set_merge():
     sees every step boundary (see _phases.set_merge)."""
     if phases is not None:
         phases.set_merge(py_steps or (mode != "off" and not explicit))
+        # kept phases go with automatic steps, through the table's entry
+        # (a test's fake table may have none)
+        phases.set_batch(mode != "off" and not explicit and _host.bind() and
+                         _host.c_phases is not None)
 
 
 # ------------------------------------------------------------------ automatic steps
@@ -186,9 +190,8 @@ def _auto_step():
             return
         _last_step_ident = _thread.get_ident()
         _remember_call_site()
-        if phases is not None:
-            phases.before_step()
-        state = _host.c_step()
+        records = phases.before_step(True) if phases is not None else None
+        state = _host.phases_out(records, True) if records else _host.c_step()
         if state & _host.EXPLICIT:
             explicit = True
             set_merge()
