@@ -86,6 +86,13 @@ over the window's median, from each summary.txt; the median over --rounds
 within 10 % (#29). Exits 1 when a phase is not.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --phases-check --rounds 5
 
+--phases-cost measures what the bridge's step phases cost between windows
+alone (#29): per process, under `prof run` with prof.recorder{ steps =
+--rec-steps }, the phases are timed in every other step (the bridge's
+switch held off in the others), --steps (3000) steps; the median of each
+mode's training-thread CPU time per step and their difference.
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --phases-cost --rounds 3 --rec-steps 20
+
 The worker (--worker MODE) is what runs the loop; it writes the time of every
 step as JSON. Needs torch (Debian's python3-torch: /usr/bin/python3).
 """
@@ -143,6 +150,8 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
+    if mode == "phasecost":
+        return phasecost_worker(out_path, steps, loader, model, opt, loss_fn)
     prof = None
     trace_dir = None
     if mode == "torch":
@@ -194,6 +203,76 @@ def worker(mode, out_path, steps, threads, ops=False, device="cpu", memory=False
     with open(out_path, "w") as f:
         json.dump({"mode": mode, "times": times, "cpu": cpu, "thread": thread,
                    "trace_dir": trace_dir if mode == "torch" else None}, f)
+
+
+def phasecost_worker(out_path, steps, loader, model, opt, loss_fn):
+    """--phases-cost's worker, under `prof run` with the recorder on: the
+    bridge's step phases timed in every other step, not in the others
+    (its private switch held off: a test of profhost's own, never an
+    API), the training thread's CPU time of each step by mode."""
+    from profhost import _phases
+
+    set_on = _phases.set_on
+
+    def mode(timed):
+        _phases.set_on = set_on
+        if not timed:
+            _phases.set_on = lambda on, hooks=True: None
+            _phases._on = False
+
+    times = {"on": [], "off": []}
+    it = iter(loader)
+    for k in range(steps):
+        timed = k % 2 == 1
+        t0 = time.thread_time_ns()
+        try:
+            x, y = next(it)
+        except StopIteration:
+            it = iter(loader)
+            x, y = next(it)
+        loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if k >= 100:
+            times["on" if timed else "off"].append(time.thread_time_ns() - t0)
+        mode(not timed)   # the next step's
+    mode(True)
+    with open(out_path, "w") as f:
+        json.dump(times, f)
+
+
+def phasecost_main(args):
+    """--phases-cost: per process, the recorder on throughout, the step
+    phases timed in alternate steps (see phasecost_worker); the median
+    step of each mode and their difference."""
+    diffs, shares = [], []
+    with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
+        policy = os.path.join(tmp, "policy.lua")
+        with open(policy, "w") as f:
+            f.write(RECORDER_POLICY % (args.rec_steps, ""))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PROF_") and k != "LD_PRELOAD"}
+        env["PROF_LOG"] = "quiet"
+        for rnd in range(args.rounds):
+            out = os.path.join(tmp, "phasecost-%d.json" % rnd)
+            cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--",
+                   args.python, os.path.abspath(__file__), "--worker", "phasecost",
+                   "--out", out, "--steps", str(args.steps), "--threads", str(args.threads),
+                   "--blocks", str(args.blocks)]
+            subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+            with open(out) as f:
+                got = json.load(f)
+            on, off = statistics.median(got["on"]), statistics.median(got["off"])
+            diffs.append((on - off) / 1e3)
+            shares.append((on / off - 1) * 100)
+            print("  process %d: step %.1f us with phases, %.1f us without: %+.1f us (%+.2f %%)"
+                  % (rnd + 1, on / 1e3, off / 1e3, (on - off) / 1e3, (on / off - 1) * 100))
+    print("phases timed or not, alternate steps, prof.recorder{ steps = %d }, %d MLP blocks, "
+          "%d steps x %d processes: median %+.1f us a step (%+.2f %%)"
+          % (args.rec_steps, args.blocks, args.steps, args.rounds, statistics.median(diffs),
+             statistics.median(shares)))
+    return 0
 
 
 # ---------------------------------------------------------------- the runner
@@ -703,7 +782,7 @@ def phases_main(args):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", choices=["none", "torch", "profhost", "idle", "recorder",
-                                        "paired"])
+                                        "paired", "phasecost"])
     p.add_argument("--out")
     p.add_argument("--steps", type=int, default=STEPS)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1)")
@@ -738,6 +817,9 @@ def main():
     p.add_argument("--whole", action="store_true",
                    help="with --recorder: whole processes, none / none (A/A) / idle / "
                         "recorder interleaved by round (--steps 1500 unless given)")
+    p.add_argument("--phases-cost", action="store_true",
+                   help="the step phases' own cost between windows: the recorder on, the "
+                        "phases timed in alternate steps of one process (#29)")
     p.add_argument("--phases-check", action="store_true",
                    help="a dump's step phases against a window's in one process (#29)")
     p.add_argument("--separate", action="store_true",
@@ -761,6 +843,10 @@ def main():
         return 0
     if args.phases_check:
         return phases_main(args)
+    if args.phases_cost:
+        if args.steps == STEPS:
+            args.steps = 3000
+        return phasecost_main(args)
     if args.recorder:
         if args.whole:
             return whole_main(args)
