@@ -297,8 +297,11 @@ section_recorder_torch() {
     echo "==== torch: the flight recorder on vs off, paired in each process (tests/bench/bench_torch.py --recorder)"
     have_torch || return 0
     /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --recorder \
-        --rounds "${BENCH_ROUNDS:-5}" --pairs "${BENCH_PAIRS:-12}" \
+        --rounds "${BENCH_ROUNDS:-20}" --pairs "${BENCH_PAIRS:-10}" \
         --rec-steps "${BENCH_REC_STEPS:-20}" --json "$BUILD/bench_recorder_torch.json"
+    # the step phases' own share (#29), the recorder on throughout
+    /usr/bin/python3 tests/bench/bench_torch.py --prof "$BUILD/bin/prof" --phases-cost \
+        --rounds 3 --rec-steps "${BENCH_REC_STEPS:-20}"
 }
 
 # ---- torch memory (issue 26): prof.capture{ profile_memory } against
