@@ -7,8 +7,8 @@
  * pyclock converts with calibration points (the offset host minus
  * monotonic, measured at one instant) taken when a conversion needs one:
  *
- *   - a timestamp with a point at most PYCLOCK_NEAR_NS before it takes
- *     that point's offset (25 ns of drift at worst);
+ *   - a timestamp with a point at most 50 us before it takes that
+ *     point's offset (25 ns of drift at worst);
  *   - an older one (the bridge hands a step's phases over at its end)
  *     takes the offset interpolated between the latest point before it
  *     and the first after it, that one taken now when there is none;

@@ -142,11 +142,12 @@ struct pybridge_api {
 			    const char *path, uint64_t id, uint64_t parent_id,
 			    uint64_t module_id);
 	/* (version 9) Phases the calling thread timed, handed over at once
-	 * (one call a step where there were four, #29): `len` bytes of
-	 * records, each a struct pyb_phase_rec and its name (name_len bytes,
-	 * no NUL; 0: the phase's own), as phase_named writes them; then,
-	 * when `step` is not 0, an automatic step, as step(). Returns
-	 * state(). A record that does not fit in `len` ends the list. */
+	 * (with the step: one call a step where there were five, #29):
+	 * `len` bytes of records, each a struct pyb_phase_rec and its name
+	 * (name_len bytes, no NUL; 0: the phase's own), written as
+	 * phase_named writes them; then, when `step` is not 0, an automatic
+	 * step, as step(). Returns state(). A record that does not fit in
+	 * `len` ends the list. */
 	int (*phases)(const void *buf, uint32_t len, int step);
 };
 
