@@ -462,27 +462,29 @@ def kept_steps(n, k, w):
         yield i, here
 
 
+def pair_blocks(xs, k, w):
+    """The kept steps of xs grouped by block pair: [(on steps, off
+    steps)], in order, pairs with both."""
+    pairs = {}
+    for i, on in kept_steps(len(xs), k, w):
+        pairs.setdefault((i - w) // (2 * k), ([], []))[0 if on else 1].append(xs[i])
+    return [p for _, p in sorted(pairs.items()) if p[0] and p[1]]
+
+
 def pair_ratios(xs, k, w):
     """For each pair of adjacent blocks (one off, one on), the median step
     time of its on-block over that of its off-block: a level shift of the
     process (on this VM a process's step time can move by several percent
     at any moment) spoils one pair, not the whole process."""
-    pairs = {}
-    for i, on in kept_steps(len(xs), k, w):
-        pairs.setdefault((i - w) // (2 * k), ([], []))[0 if on else 1].append(xs[i])
-    return [statistics.median(on) / statistics.median(off)
-            for _, (on, off) in sorted(pairs.items()) if on and off]
+    return [statistics.median(on) / statistics.median(off) for on, off in pair_blocks(xs, k, w)]
 
 
 def pair_diffs(xs, k, w):
     """As pair_ratios, the difference of the two medians in us: a cost that
     is the same in every step (profhost's per step) reads the same on any
     model, and is best measured on a short step."""
-    pairs = {}
-    for i, on in kept_steps(len(xs), k, w):
-        pairs.setdefault((i - w) // (2 * k), ([], []))[0 if on else 1].append(xs[i])
     return [(statistics.median(on) - statistics.median(off)) * 1e6
-            for _, (on, off) in sorted(pairs.items()) if on and off]
+            for on, off in pair_blocks(xs, k, w)]
 
 
 def median_se(xs):
@@ -527,7 +529,8 @@ def paired_main(args):
              "" if args.recorder_cuda else ", cuda = false",
              ", prof.capture{ profile_memory = true }" if args.memory else "",
              args.threads, args.device, args.blocks))
-    result = {"method": "paired", "blocks": args.blocks, "steps": args.steps, "rounds": args.rounds, "block": k,
+    result = {"method": "paired", "blocks": args.blocks, "steps": args.steps,
+              "rounds": args.rounds, "block": k,
               "warmup": w, "pairs": args.pairs, "rec_steps": args.rec_steps,
               "phases": args.recorder_phases, "threads": args.threads,
               "load_average_start": load0, "load_average_end": load_average(),
