@@ -12,6 +12,7 @@ It also holds what every part of the bridge shares: the configuration, the
 on and off, and the messages (debug lines with PROF_LOG=debug, warnings).
 """
 
+import struct
 import sys
 import time
 import _thread
@@ -126,7 +127,7 @@ def api_type():
                                               ctypes.c_uint64, ctypes.c_uint64,
                                               ctypes.c_uint64)),
             # (version 9) phases handed over at once (packed records, see
-            # profhost._phases), then a step when the int is not 0;
+            # phases_out), then a step when the int is not 0;
             # returns the state
             ("phases", ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint32,
                                          ctypes.c_int)),
@@ -167,25 +168,42 @@ def table():
     return _api
 
 
+def _raw(name):
+    """A phase name (str) as the bytes handed to C, cached."""
+    raw = _names.get(name)
+    if raw is None:
+        if len(_names) > 1000:
+            _names.clear()
+        raw = _names[name] = name.encode("utf-8", "replace")
+    return raw
+
+
 def phase(phase, start, end, name=None):
     """Hands a phase to the host; `name` (a str): the name to write it
     under, when the host's phase queries take it for that phase."""
     if name is not None and c_phase_named is not None:
-        raw = _names.get(name)
-        if raw is None:
-            if len(_names) > 1000:
-                _names.clear()
-            raw = _names[name] = name.encode("utf-8", "replace")
-        c_phase_named(phase, start, end, raw)
+        c_phase_named(phase, start, end, _raw(name))
     elif c_phase is not None:
         c_phase(phase, start, end)
 
 
-def phases_out(records, step):
-    """Hands phases kept by profhost._phases (packed records) to the host,
-    then, with `step`, an automatic step; one call into C for both.
-    Returns the host's state. Only where the table has the entry (see
+# One record of the table's `phases`: struct pyb_phase_rec (python.c),
+# then its name.
+_pack_phase = struct.Struct("<iIqq").pack
+
+
+def phases_out(kept, step):
+    """Hands phases kept by profhost._phases ((phase, start, end, name)
+    tuples, name None for the phase's own) to the host, then, with `step`,
+    an automatic step; one call into C for both. Returns the host's
+    state. Only where the table has the entry (see
     profhost._steps.set_merge)."""
+    parts = []
+    for phase, start, end, name in kept:
+        raw = b"" if name is None else _raw(name)
+        parts.append(_pack_phase(phase, len(raw), start, end))
+        parts.append(raw)
+    records = b"".join(parts)
     return c_phases(records, len(records), 1 if step else 0)
 
 

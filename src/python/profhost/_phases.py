@@ -29,8 +29,8 @@ accumulation, each micro-batch's. Without a backward (an inference loop)
 no forward is written between windows.
 
 Between windows, on the thread that makes the automatic steps, a phase is
-not handed to the host when it ends but kept (packed, st.pending) and
-handed over with the step that ends it: one call into the host a step
+not handed to the host when it ends but kept (st.pending) and handed
+over with the step that ends it: one call into the host a step
 where there were five (four phases and the step). Each call through ctypes
 costs some microseconds on a real step, whose work has pushed ctypes' and
 the host's code and data out of the caches (#29). The host places the
@@ -76,7 +76,6 @@ PROF_LOG=debug) and the wrapped call goes on untouched.
 """
 
 import functools
-import struct
 import sys
 import threading
 import time
@@ -89,10 +88,8 @@ NONE = -1
 _now = time.monotonic_ns  # CLOCK_MONOTONIC: the host's clock
 _emit = None              # emit(phase, start_ns, end_ns, name=None), set by bind()
 _report = None            # report(what): prints the exception being handled
-_hand = None              # hand(records, step): kept phases to the host, set by bind()
-_pack = struct.Struct("<iIqq").pack  # a kept phase: struct pyb_phase_rec (python.c)
+_hand = None              # hand(kept, step): kept phases to the host, set by bind()
 _PENDING_MAX = 64         # kept phases handed over at once without a step
-_raw_names = {}           # phase names (str) as the bytes kept
 
 _on = False      # phases are timed
 _lean = False    # ... without the module hooks: forward inferred (above)
@@ -117,7 +114,7 @@ class _State(threading.local):
     fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
     mark = 0       # lean: where an inferred forward starts (0: none)
     steps = False  # this thread has made an automatic step (before_step)
-    pending = None  # lean: kept phases (packed records), or None
+    pending = None  # lean: kept (phase, start, end, name) tuples, or None
 
 
 _tls = _State()
@@ -126,14 +123,14 @@ _tls = _State()
 def bind(emit, report, hand=None):
     """Sets where phases go, emit(phase, start_ns, end_ns, name=None), how
     an exception of profhost's own is reported, report(what), and where
-    kept phases go, hand(records, step) (None: none are kept)."""
+    kept phases go, hand(kept, step) (None: none are kept)."""
     global _emit, _report, _hand
     _emit, _report, _hand = emit, report, hand
 
 
 def _reset(st):
     if st.pending:
-        _hand_over(st, False)
+        _hand_over(st)
     st.gen = _gen
     st.cur = NONE
     st.mods = 0
@@ -160,33 +157,27 @@ def _put(st, phase, t0, t1, name=None):
     """Lean mode: a phase that ended, kept for this thread's next step
     (see the top), or written now where none is coming."""
     if _batch and st.steps:
-        raw = b""
-        if name is not None:
-            raw = _raw_names.get(name)
-            if raw is None:
-                if len(_raw_names) > 1000:
-                    _raw_names.clear()
-                raw = _raw_names[name] = name.encode("utf-8", "replace")
         pending = st.pending
         if pending is None:
             pending = st.pending = []
-        pending.append(_pack(phase, len(raw), t0, t1) + raw)
+        pending.append((phase, t0, t1, name))
         if len(pending) >= _PENDING_MAX:
-            _hand_over(st, False)
+            _hand_over(st)
         return
     if st.pending:
-        _hand_over(st, False)
+        _hand_over(st)
     _emit(phase, t0, t1, name)
 
 
-def _hand_over(st, step):
-    """Hands this thread's kept phases to the host, then, with `step`,
-    makes the automatic step. Returns the host's state (None: no step was
-    made)."""
-    records = b"".join(st.pending)
-    st.pending.clear()
-    state = _hand(records, step)
-    return state if step else None
+def _take(st):
+    """This thread's kept phases, taken from it (None: none)."""
+    kept, st.pending = st.pending, None
+    return kept
+
+
+def _hand_over(st):
+    """Hands this thread's kept phases to the host now, without a step."""
+    _hand(_take(st), False)
 
 
 def flush():
@@ -195,7 +186,7 @@ def flush():
     try:
         st = _tls
         if st.pending:
-            _hand_over(st, False)
+            _hand_over(st)
     except Exception:
         _report("handing phases over")
 
@@ -586,8 +577,8 @@ def before_step(automatic=False):
     """A step boundary comes from this thread: the step's forward phase is
     written first, and a forward that raised without a hook is forgotten.
     Lean: the next step's forward may start here. An `automatic` step's
-    caller gets the phases kept for it (packed records, see the top) to
-    hand over with the step; else None."""
+    caller gets the phases kept for it (a list, see the top) to hand over
+    with the step; else None."""
     if _lean and _on:
         # no module hook, no pending forward in this mode (see _make_wrapper)
         st = _tls
@@ -596,15 +587,10 @@ def before_step(automatic=False):
         st.mark = _now()
         if not automatic:
             if st.pending:
-                _hand_over(st, False)
+                _hand_over(st)
             return None
         st.steps = True
-        pending = st.pending
-        if not pending:
-            return None
-        records = b"".join(pending)
-        pending.clear()
-        return records
+        return _take(st)
     st = _state()
     if st.mods:
         _settle(st)

@@ -203,8 +203,8 @@ def _auto_step():
             return
         _last_step_ident = _thread.get_ident()
         _remember_call_site()
-        records = phases.before_step(True) if phases is not None else None
-        state = _host.phases_out(records, True) if records else _host.c_step()
+        kept = phases.before_step(True) if phases is not None else None
+        state = _host.phases_out(kept, True) if kept else _host.c_step()
         if state & _host.EXPLICIT:
             explicit = True
             set_merge()
