@@ -78,6 +78,21 @@ tree's CPU time from getrusage, start-up and exit included); per round
 each mode over that round's `none`, and the median over --rounds (8).
     python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --whole --rec-steps 20
 
+--recorder --whole --concurrent runs the whole processes two at a time,
+one per CPU (--cpus, else the first two this process may use), started
+together: per round a subject beside a process with no profiler
+(--subjects, in turn: `recorder` the recorder's default, `idle` profhost
+with no recorder, `none2` no profiler, the A/A control; SUBJECT/idle runs
+it beside profhost idle instead), the subject's CPU alternating every
+len(subjects) rounds. A shared VM's speed moves by several percent from one
+process to the next, and two processes side by side move together: the A/A
+control reads within 0.2 % where the sequential method's reads 2-3 %. Per
+round the subject over its baseline (per-step medians of process CPU, the
+training thread's CPU and wall; whole-run CPU from getrusage and wall);
+the median over each kind's rounds ± its standard error.
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --whole --concurrent --rounds 36 --rec-steps 20
+    python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --whole --concurrent --rounds 10 --rec-steps 20 --subjects recorder/idle
+
 --phases-check compares the step phases a recorder dump keeps between
 windows (no module hooks: forward inferred) with a window's (module hooks),
 in one process: a dump of 20 steps, a window of 20, a dump of 20, no
@@ -371,7 +386,9 @@ def count_ops(mode, tmp, trace_dir, memory=False):
 
 
 
-def run_one(mode, args, tmp, rnd):
+def prepare(mode, args, tmp, rnd, out_dir="prof_out"):
+    """The command line and environment of one run of `mode` (its policy
+    written into `tmp`), and where its worker writes its step times."""
     out = os.path.join(tmp, "%s-%d.json" % (mode, rnd))
     cmd = [args.python, os.path.abspath(__file__), "--worker", mode, "--out", out,
            "--steps", str(args.steps), "--threads", str(args.threads),
@@ -384,7 +401,7 @@ def run_one(mode, args, tmp, rnd):
         if k.startswith("PROF_") or k == "LD_PRELOAD":
             del env[k]
     if mode in ("profhost", "idle", "recorder", "paired"):
-        policy = os.path.join(tmp, "policy.lua")
+        policy = os.path.join(tmp, "policy-%s.lua" % out_dir)
         with open(policy, "w") as f:
             if mode == "paired":
                 f.write(PAIRED_POLICY.replace("@K@", str(args.block))
@@ -408,7 +425,12 @@ def run_one(mode, args, tmp, rnd):
                         if mode == "recorder" else IDLE_POLICY)
         # paired: the hook's print() lines (info) say where it switched
         env["PROF_LOG"] = "info" if mode == "paired" else "quiet"
-        cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, "prof_out"), "--"] + cmd
+        cmd = [args.prof, "run", "-s", policy, "-o", os.path.join(tmp, out_dir), "--"] + cmd
+    return cmd, env, out
+
+
+def run_one(mode, args, tmp, rnd):
+    cmd, env, out = prepare(mode, args, tmp, rnd)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE if mode == "paired" else None,
@@ -683,6 +705,169 @@ def whole_main(args):
     return 0
 
 
+def run_together(placed, args, tmp, rnd):
+    """Starts one process per (mode, cpu) of `placed` at once, each held to
+    its CPU, and waits for all. Per process: its step times (the worker's),
+    its whole run's wall time (start to exit, as its launcher saw it) and
+    CPU time (getrusage of that child: its own and its waited-for
+    children's, start-up and exit included)."""
+    import threading
+
+    procs = []
+    for i, (mode, cpu) in enumerate(placed):
+        cmd, env, out = prepare("none" if mode == "none2" else mode, args, tmp,
+                                2 * rnd + i, out_dir="prof_out-%d" % i)
+        err = open(os.path.join(tmp, "stderr-%d" % i), "w+")
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
+                             preexec_fn=lambda cpu=cpu: os.sched_setaffinity(0, {cpu}))
+        procs.append({"mode": mode, "cpu": cpu, "p": p, "t0": t0, "out": out, "err": err})
+
+    def reap(r):
+        _, status, ru = os.wait4(r["p"].pid, 0)
+        r["wall"] = time.perf_counter() - r["t0"]
+        r["status"] = os.waitstatus_to_exitcode(status)
+        r["run_cpu"] = ru.ru_utime + ru.ru_stime
+        r["p"].returncode = r["status"]  # reaped here: Popen must not wait
+
+    waiters = [threading.Thread(target=reap, args=(r,)) for r in procs]
+    for t in waiters:
+        t.start()
+    for t in waiters:
+        t.join()
+    got = []
+    for r in procs:
+        r["err"].seek(0)
+        text = r["err"].read()
+        r["err"].close()
+        if r["status"] != 0:
+            sys.exit("bench_torch.py: the %s process (CPU %d) exited with %d:\n%s"
+                     % (r["mode"], r["cpu"], r["status"], text[-2000:]))
+        with open(r["out"]) as f:
+            w = json.load(f)
+        import shutil
+
+        shutil.rmtree(os.path.join(tmp, "prof_out-%d" % len(got)), ignore_errors=True)
+        got.append({"mode": r["mode"], "cpu_id": r["cpu"], "wall": w["times"], "cpu": w["cpu"],
+                    "thread": w["thread"], "run_wall": r["wall"], "run_cpu": r["run_cpu"]})
+    return got
+
+
+def pick_cpus(spec):
+    """Two CPUs of this process's affinity: `spec` ("0,1"), else the first
+    two. Exits with a message when there are not two."""
+    mine = sorted(os.sched_getaffinity(0))
+    if spec:
+        try:
+            cpus = [int(x) for x in spec.split(",")]
+        except ValueError:
+            sys.exit("bench_torch.py: --cpus %r: give two CPU numbers, e.g. --cpus 0,1" % spec)
+        if len(cpus) != 2 or cpus[0] == cpus[1] or not set(cpus) <= set(mine):
+            sys.exit("bench_torch.py: --cpus %r: give two different CPUs of %s" % (spec, mine))
+        return cpus
+    if len(mine) < 2:
+        sys.exit("bench_torch.py: --concurrent runs two processes at once, one per CPU; "
+                 "this process may use only CPU %s (run it where two are free)" % mine)
+    return mine[:2]
+
+
+def concurrent_main(args):
+    """--recorder --whole --concurrent: whole processes, two at a time, one
+    per CPU, started together: per round a subject (--subjects, in turn:
+    the recorder's default, profhost idle, `none` again as the A/A
+    control) and its baseline (a process with no profiler, or profhost
+    idle), so that both see the same machine while they run (a shared
+    VM's speed moves by several percent from one process to the next; two
+    processes side by side move together). Which CPU runs the subject
+    alternates every len(subjects) rounds, so a difference between the two
+    CPUs cancels. Per round the subject over its baseline: per-step medians
+    after the warm-up (process CPU, the training thread's CPU, wall) and
+    whole runs (CPU from getrusage, wall); the median over that kind's
+    rounds with its standard error."""
+    if args.steps == STEPS:
+        args.steps = 1500
+    cpus = pick_cpus(args.cpus)
+    kinds = []
+    for spec in args.subjects.split(","):
+        subject, _, base = spec.partition("/")
+        if subject not in ("recorder", "idle", "none2") or base not in ("", "none", "idle"):
+            sys.exit("bench_torch.py: --subjects %r: give subjects among recorder, idle and "
+                     "none2, each beside none (the default) or as SUBJECT/idle, "
+                     "comma-separated" % args.subjects)
+        kinds.append((subject, base or "none"))
+    n = len(kinds)
+    rounds = {k: [] for k in kinds}
+    load0 = load_average()
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bench-torch-") as tmp:
+        for rnd in range(args.rounds):
+            subject, base = kinds[rnd % n]
+            swap = (rnd // n) % 2 == 1
+            placed = [(subject, cpus[1] if swap else cpus[0]),
+                      (base, cpus[0] if swap else cpus[1])]
+            s, b = run_together(placed, args, tmp, rnd)
+            rounds[(subject, base)].append({"subject": s, "base": b})
+            if args.progress:
+                sys.stderr.write("round %d/%d: %s on CPU %d, %s on CPU %d: %.1f s\n"
+                                 % (rnd + 1, args.rounds, subject, s["cpu_id"], base,
+                                    b["cpu_id"], max(s["run_wall"], b["run_wall"])))
+    took = time.perf_counter() - t_start
+    w = args.warmup
+    print("whole processes, concurrent: %d rounds of 2 processes started together, one on "
+          "CPU %d and one on CPU %d (the subject's CPU alternating every %d rounds): %s, in "
+          "turn, each beside its baseline; %d steps each, prof.recorder{ steps = %d%s "
+          "}, torch threads %d, device %s, %d MLP blocks; per-step medians after step %d"
+          % (args.rounds, cpus[0], cpus[1], n,
+             " / ".join("%s beside %s" % ({"recorder": "the recorder's default",
+                                          "idle": "profhost idle",
+                                          "none2": "none (A/A)"}[k[0]], k[1]) for k in kinds),
+             args.steps, args.rec_steps, "" if args.recorder_phases else ", phases = false",
+             args.threads, args.device, args.blocks, w))
+    result = {"method": "whole_concurrent", "steps": args.steps, "rounds": args.rounds,
+              "cpus": cpus, "rec_steps": args.rec_steps, "phases": args.recorder_phases,
+              "blocks": args.blocks, "load_average_start": load0,
+              "load_average_end": load_average(), "seconds": took,
+              "pairs": {"%s/%s" % k: v for k, v in rounds.items()}}
+
+    def level(r, key):
+        return statistics.median(r[key][w:]) if key in ("cpu", "thread", "wall") else r[key]
+
+    for key, label in (("cpu", "per step, process CPU time (all threads)"),
+                       ("thread", "per step, the training thread's CPU time (profhost's "
+                                  "threads left out)"),
+                       ("wall", "per step, wall-clock time"),
+                       ("run_cpu", "whole run, CPU time of the process tree (start-up "
+                                   "and exit included)"),
+                       ("run_wall", "whole run, wall-clock time of the launcher")):
+        print("%s:" % label)
+        result[key] = {}
+        for kind in kinds:
+            subject, base = kind
+            ratios = [level(p["subject"], key) / level(p["base"], key) for p in rounds[kind]]
+            if not ratios:
+                continue
+            med = statistics.median(ratios)
+            print("  %-9s over %-4s beside it: median of %d rounds %.4f (%+.2f %%) +- %.4f; "
+                  "rounds %s" % ({"none2": "A/A none", "idle": "idle",
+                                  "recorder": "recorder"}[subject], base, len(ratios), med,
+                                 (med - 1) * 100, median_se(ratios),
+                                 " ".join("%.4f" % x for x in ratios)))
+            result[key]["%s/%s" % kind] = {"ratios": ratios, "median": med,
+                                           "se": median_se(ratios)}
+        unit = 1e3 if key in ("cpu", "thread", "wall") else 1.0
+        print("  levels of the baselines (%s; they move together with their subjects): %s"
+              % ("ms per step" if key in ("cpu", "thread", "wall") else "s",
+                 " ".join("%.2f" % (level(p["base"], key) * unit)
+                          for k in kinds for p in rounds[k])))
+    print("target (#29): recorder over none at most +1 %% in CPU and wall time; "
+          "load average %s at the start, %s at the end; %.0f s"
+          % (load0, result["load_average_end"], took))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
 # --phases-check: a recorder dump, a window, a second dump, in one
 # process (the dumps on either side, so that a drift of the process's
 # speed cancels). No operator events (PROF_TORCH_OPS=off): the window's
@@ -820,6 +1005,18 @@ def main():
     p.add_argument("--whole", action="store_true",
                    help="with --recorder: whole processes, none / none (A/A) / idle / "
                         "recorder interleaved by round (--steps 1500 unless given)")
+    p.add_argument("--concurrent", action="store_true",
+                   help="with --recorder --whole: two processes at once, one per CPU, "
+                        "each subject beside a process with no profiler (needs two "
+                        "CPUs; see --cpus)")
+    p.add_argument("--cpus", help="with --concurrent: the two CPUs to use (e.g. 0,1; the "
+                                  "first two this process may use)")
+    p.add_argument("--subjects", default="recorder,idle,none2",
+                   help="with --concurrent: what runs beside `none`, in turn: some of "
+                        "recorder, idle, none2 (the A/A control), or SUBJECT/idle to run "
+                        "it beside profhost idle (recorder,idle,none2)")
+    p.add_argument("--progress", action="store_true",
+                   help="with --concurrent: a line on stderr per round")
     p.add_argument("--phases-cost", action="store_true",
                    help="the step phases' own cost between windows: the recorder on, the "
                         "phases timed in alternate steps of one process (#29)")
@@ -852,7 +1049,7 @@ def main():
         return phasecost_main(args)
     if args.recorder:
         if args.whole:
-            return whole_main(args)
+            return concurrent_main(args) if args.concurrent else whole_main(args)
         return recorder_main(args) if args.separate else paired_main(args)
 
     actions = schedule_actions(args.steps, **SCHEDULE)
