@@ -559,6 +559,21 @@ void window_init(struct host *h)
 		h->shim->nvtx_replay();
 }
 
+/* The calling thread's kernel id, asked of the kernel once per thread: a
+ * boundary is on the stepping thread's path and gettid is a system call,
+ * a microsecond or more on a VM every step (#29). The default TLS model:
+ * libprofhost-core.so may come with dlopen, and this is read once a step,
+ * not per event. A forked child's thread would keep its parent's id, but
+ * the host is off in a forked child (window_step returns first). */
+static int32_t self_tid(void)
+{
+	static _Thread_local int32_t tid; /* 0: not asked yet */
+
+	if (!tid)
+		tid = (int32_t)syscall(SYS_gettid);
+	return tid;
+}
+
 void window_step(struct host *h)
 {
 	struct window_state *w = &h->win;
@@ -568,7 +583,7 @@ void window_step(struct host *h)
 	char reason[HOST_REASON_MAX];
 	struct host_job *job = NULL;
 	int64_t now;
-	int32_t tid = (int32_t)syscall(SYS_gettid);
+	int32_t tid;
 	bool opened = false, hooks, failed, replay;
 	double dur_ms;
 	struct err e, fe;
@@ -576,6 +591,7 @@ void window_step(struct host *h)
 	if (atomic_load_explicit(&h->disabled, memory_order_relaxed) ||
 	    !atomic_load_explicit(&w->ready, memory_order_acquire))
 		return;
+	tid = self_tid();
 	pthread_mutex_lock(&w->lock);
 	if (w->finished) {
 		pthread_mutex_unlock(&w->lock);

@@ -499,14 +499,14 @@ class Wrappers(unittest.TestCase):
             check_no_overlap()
             assert kept == {("data", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"),
                             ("forward", ""), ("backward", ""), ("optimizer", "")}, kept
-            assert _phases._tls.pending, "the last fetch (StopIteration) waits for its step"
+            assert _phases._tls.st.pending, "the last fetch (StopIteration) waits for its step"
             # a window arming: what was kept is handed over, without a step
             n = len(steps)
             set_state(ARMED | RECORDER)
             x, y = torch.randn(2, 4), torch.randint(0, 2, (2,))
             train_step(x, y)
             assert calls[-1] == (["data"], 0), calls[-1]
-            assert not _phases._tls.pending
+            assert not _phases._tls.st.pending
             assert names()[-4:] == ["data", "forward", "backward", "optimizer"], names()
             assert len(steps) == n + 1
             # back between windows; then explicit steps: nothing waits
@@ -520,6 +520,56 @@ class Wrappers(unittest.TestCase):
             loss_fn(model(x), y).backward()
             assert calls == [], calls
             assert names()[-2:] == ["forward", "backward"], names()
+        ''')
+
+    def test_recorder_alone_steps_through_the_hosts_builtin(self):
+        # With the host's step builtin (handed to _start; here a Python
+        # stand-in), an automatic step is one call of it with the kept
+        # phases as tuples, no ctypes crossing: the same phases, in order,
+        # the data fetch under the DataLoader's name, each step once.
+        self.run_script('''
+            from profhost import _host, _steps
+            calls = []   # the kept list of each call
+
+            def builtin(kept):
+                calls.append(list(kept) if kept is not None else None)
+                for p, a, b, name in kept or ():
+                    events.append((NAMES[p], a, b))
+                return _step()
+
+            through_ctypes = []   # steps made through the table (none)
+
+            def table_phases(addr, n, step):
+                if step:
+                    through_ctypes.append(n)
+                return state[0]
+
+            _host.bind()
+            _host.c_step = lambda: through_ctypes.append(0) or state[0]
+            # (the table's phases: hand-overs without a step only)
+            _host.c_phases = F["phases"](table_phases)
+            _host.step_fn = builtin
+            _steps.set_merge()
+            set_state(RECORDER)
+            del events[:]
+            n = len(steps)
+            for x, y in loader(8, 2):
+                train_step(x, y)
+            assert len(steps) == n + 4, steps
+            assert len(calls) == 4, calls
+            # the first step's phases went one by one (no step of this
+            # thread yet to wait for); then each step brings its own
+            assert calls[0] is None or calls[0] == [], calls[0]
+            for kept in calls[1:]:
+                assert [NAMES[k[0]] for k in kept] == ["data", "forward", "backward",
+                                                       "optimizer"], kept
+                assert all(type(k) is tuple and len(k) == 4 for k in kept), kept
+                assert all(isinstance(k[1], int) and k[1] <= k[2] for k in kept), kept
+                assert kept[0][3] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", kept
+                assert [k[3] for k in kept[1:]] == [None, None, None], kept
+            assert names() == ["data", "forward", "backward", "optimizer"] * 4, names()
+            assert through_ctypes == [], through_ctypes
+            check_no_overlap()
         ''')
 
     def test_wrapped_again_by_another_library(self):

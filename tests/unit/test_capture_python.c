@@ -10,7 +10,10 @@
  * to the bridge (a sync) except while the process is ending, and a
  * disabled host leaves the interpreter alone; the phases a step hands
  * over in one call (version 9's `phases`) are written, in order, under
- * their names, before that step, and a truncated list ends early.
+ * their names, before that step, and a truncated list ends early; the
+ * step builtin handed to _start does the same from the tuples the bridge
+ * keeps, skipping malformed ones, with the GIL released for a step that
+ * may run a policy hook and kept for one that may not.
  */
 #include "check.h"
 
@@ -43,7 +46,32 @@ enum { IDLE = 0, WARMUP = 1, RECORDING = 2, ARMED = 3, EXPLICIT = 16 };
 /* ---- the fake CPython */
 
 typedef struct pyobj pyobj;
-static char obj_mod, obj_fn, obj_other; /* objects are addresses */
+static char obj_mod, obj_fn, obj_other, obj_step; /* objects are addresses */
+
+/* The objects handed to the step builtin: a list of (int, int, int, str or
+ * None) tuples, as profhost/_phases.py keeps a step's phases. */
+enum fake_kind { F_NONE, F_LIST, F_TUPLE, F_INT, F_STR };
+struct fake_obj {
+	enum fake_kind kind;
+	long long v;              /* F_INT */
+	const char *s;            /* F_STR */
+	int n;                    /* F_LIST, F_TUPLE */
+	struct fake_obj *items[8];
+};
+EXPORT struct fake_obj _Py_NoneStruct = { .kind = F_NONE };
+
+/* CPython's PyMethodDef (python.c's struct py_methoddef). */
+struct methoddef {
+	const char *ml_name;
+	pyobj *(*ml_meth)(pyobj *self, pyobj *arg);
+	int ml_flags;
+	const char *ml_doc;
+};
+static const struct methoddef *step_def;  /* made by the bootstrap */
+static pyobj *start_step_arg;             /* _start's third argument */
+static int py_err_set;                       /* an exception is set */
+static bool gil_held = true;              /* the step builtin let go of it */
+static bool stepped_without_gil;          /* the host's step ran without it */
 
 static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
 static int (*pend_fn[16])(void *);
@@ -87,9 +115,100 @@ EXPORT pyobj *PyObject_GetAttrString(pyobj *o, const char *name)
 
 EXPORT pyobj *PyObject_CallFunctionObjArgs(pyobj *fn, ...)
 {
+	va_list ap;
+
 	(void)fn;
+	va_start(ap, fn);
+	(void)va_arg(ap, pyobj *); /* the table's address */
+	(void)va_arg(ap, pyobj *); /* the configuration */
+	start_step_arg = va_arg(ap, pyobj *);
+	va_end(ap);
 	starts++;
 	return (pyobj *)&obj_other;
+}
+
+EXPORT pyobj *PyCFunction_NewEx(const struct methoddef *def, pyobj *self, pyobj *mod)
+{
+	(void)self;
+	(void)mod;
+	step_def = def;
+	return (pyobj *)&obj_step;
+}
+
+static struct fake_obj *fake(pyobj *o, enum fake_kind kind)
+{
+	struct fake_obj *f = (struct fake_obj *)o;
+
+	if (!f || f->kind != kind) {
+		py_err_set = 1;
+		return NULL;
+	}
+	return f;
+}
+
+EXPORT ssize_t PyList_Size(pyobj *o)
+{
+	struct fake_obj *f = fake(o, F_LIST);
+
+	return f ? f->n : -1;
+}
+
+EXPORT pyobj *PyList_GetItem(pyobj *o, ssize_t i)
+{
+	struct fake_obj *f = fake(o, F_LIST);
+
+	return f && i < f->n ? (pyobj *)f->items[i] : NULL;
+}
+
+EXPORT ssize_t PyTuple_Size(pyobj *o)
+{
+	struct fake_obj *f = fake(o, F_TUPLE);
+
+	return f ? f->n : -1;
+}
+
+EXPORT pyobj *PyTuple_GetItem(pyobj *o, ssize_t i)
+{
+	struct fake_obj *f = fake(o, F_TUPLE);
+
+	return f && i < f->n ? (pyobj *)f->items[i] : NULL;
+}
+
+EXPORT long long PyLong_AsLongLong(pyobj *o)
+{
+	struct fake_obj *f = fake(o, F_INT);
+
+	return f ? f->v : -1;
+}
+
+EXPORT pyobj *PyLong_FromLong(long v)
+{
+	static struct fake_obj r = { .kind = F_INT };
+
+	r.v = v;
+	return (pyobj *)&r;
+}
+
+EXPORT const char *PyUnicode_AsUTF8AndSize(pyobj *o, ssize_t *len)
+{
+	struct fake_obj *f = fake(o, F_STR);
+
+	if (!f)
+		return NULL;
+	*len = (ssize_t)strlen(f->s);
+	return f->s;
+}
+
+EXPORT void *PyEval_SaveThread(void)
+{
+	gil_held = false;
+	return &obj_other;
+}
+
+EXPORT void PyEval_RestoreThread(void *ts)
+{
+	(void)ts;
+	gil_held = true;
 }
 
 EXPORT pyobj *PyObject_CallObject(pyobj *fn, pyobj *args)
@@ -140,11 +259,12 @@ EXPORT int PySequence_Contains(pyobj *s, pyobj *i)
 
 EXPORT pyobj *PyErr_Occurred(void)
 {
-	return NULL;
+	return py_err_set ? (pyobj *)&obj_other : NULL;
 }
 
 EXPORT void PyErr_Clear(void)
 {
+	py_err_set = 0;
 }
 
 EXPORT void PyErr_Print(void)
@@ -235,6 +355,21 @@ static void fake_step(void *ctx)
 {
 	(void)ctx;
 	host_steps++;
+	stepped_without_gil = !gil_held;
+}
+
+/* The step builtin called as the bridge calls it: step(kept); returns
+ * the int it returned (-1: not an int, or an exception left set). */
+static long call_step_fn(struct fake_obj *kept)
+{
+	struct fake_obj *r;
+
+	if (!step_def)
+		return -1;
+	r = (struct fake_obj *)step_def->ml_meth(NULL, kept ? (pyobj *)kept : (pyobj *)&_Py_NoneStruct);
+	if (!r || r->kind != F_INT || py_err_set || !gil_held)
+		return -1;
+	return (long)r->v;
 }
 
 static bool fake_disabled(void *ctx)
@@ -321,6 +456,61 @@ int main(void)
 	CHECK_EQ_INT(api->phases(NULL, 0, 0), IDLE);
 	CHECK_EQ_INT(host_steps, 2);
 
+	/* The step builtin handed to _start (METH_O): a step's kept phases as
+	 * tuples, written in order under their names (None: the phase's own),
+	 * before the step, which runs with the GIL released; malformed ones
+	 * (not a 4-tuple, a phase out of range, a name not a str) skipped
+	 * with their exceptions cleared; a non-list is no phases. */
+	CHECK(start_step_arg == (pyobj *)&obj_step);
+	CHECK(step_def != NULL && step_def->ml_flags == 0x0008);
+	{
+		struct fake_obj ph[6][4], tup[7], lst = { .kind = F_LIST }, bad = { .kind = F_TUPLE,
+										.n = 3 };
+		struct fake_obj nm_data = { .kind = F_STR,
+					    .s = "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__" };
+		struct fake_obj not_str = { .kind = F_INT, .v = 7 };
+		int64_t at[6] = { 0, 1, 2, 3, 1, 9 }; /* phases; 9: out of range */
+
+		for (i = 0; i < 6; i++) {
+			ph[i][0] = (struct fake_obj){ .kind = F_INT, .v = at[i] };
+			ph[i][1] = (struct fake_obj){ .kind = F_INT, .v = 1000 * (i + 1) };
+			ph[i][2] = (struct fake_obj){ .kind = F_INT, .v = 1000 * (i + 2) };
+			tup[i] = (struct fake_obj){ .kind = F_TUPLE, .n = 4,
+						    .items = { &ph[i][0], &ph[i][1], &ph[i][2],
+							       &_Py_NoneStruct } };
+		}
+		tup[0].items[3] = &nm_data;
+		tup[4].items[3] = &not_str; /* a name not a str: its phase's */
+		lst.n = 7;
+		for (i = 0; i < 4; i++)
+			lst.items[i] = &tup[i];
+		lst.items[4] = &bad;
+		lst.items[5] = &tup[4];
+		lst.items[6] = &tup[5];
+		nwritten = 0;
+		cfg.has_on_step = true; /* a policy hook: the step lets go of the GIL */
+		CHECK_EQ_INT(call_step_fn(&lst), IDLE);
+		CHECK_EQ_INT(host_steps, 3);
+		CHECK(stepped_without_gil);
+		cfg.has_on_step = false;
+		CHECK_EQ_INT(nwritten, 5);
+		CHECK_EQ_STR(written[0], nm_data.s);
+		CHECK_EQ_STR(written[1], "forward");
+		CHECK_EQ_STR(written[2], "backward");
+		CHECK_EQ_STR(written[3], "optimizer");
+		CHECK_EQ_STR(written[4], "forward");
+		for (i = 0; i < 5; i++)
+			CHECK_EQ_INT(written_at_step[i], 2); /* before the step */
+		/* None and a non-list: a step, no phases; with no hook and no
+		 * window about, the GIL is kept through the step */
+		nwritten = 0;
+		CHECK_EQ_INT(call_step_fn(NULL), IDLE);
+		CHECK(!stepped_without_gil);
+		CHECK_EQ_INT(call_step_fn(&nm_data), IDLE);
+		CHECK_EQ_INT(host_steps, 5);
+		CHECK_EQ_INT(nwritten, 0);
+	}
+
 	/* The step before a window arms the bridge, and tells it. */
 	boundary(1, false, true);
 	CHECK_EQ_INT(api->state(), ARMED);
@@ -342,7 +532,8 @@ int main(void)
 	python_capture.explicit_step();
 	CHECK_EQ_INT(api->step(), IDLE | EXPLICIT);
 	CHECK_EQ_INT(api->phases(recs, (uint32_t)n, 1), IDLE | EXPLICIT);
-	CHECK_EQ_INT(host_steps, 2);
+	CHECK_EQ_INT(call_step_fn(NULL), IDLE | EXPLICIT);
+	CHECK_EQ_INT(host_steps, 5);
 
 	/* While the process ends, the bridge is not called into. */
 	python_capture.warmup();

@@ -10,7 +10,8 @@
  *   - pending calls run in the interpreter's main thread, holding the GIL:
  *     the bootstrap (import profhost._bridge, call its _start) and the
  *     window syncs (call its _sync);
- *   - Python threads call the pybridge_api functions through ctypes;
+ *   - Python threads call the pybridge_api functions through ctypes, and
+ *     an automatic step's builtin (pyb_step_fn) directly;
  *   - the window callbacks (stepping thread, window lock held) only store
  *     the new state and queue a sync: Py_AddPendingCall needs neither the
  *     GIL nor a thread state, and takes only the interpreter's short
@@ -162,6 +163,16 @@ _Static_assert(sizeof(struct pyb_phase_rec) == 24, "the bridge packs 24 bytes");
 
 /* The CPython C API, looked up at run time. Objects are opaque. */
 typedef struct pyobj pyobj;
+
+/* CPython's PyMethodDef, as its stable ABI lays it out. */
+struct py_methoddef {
+	const char *ml_name;
+	pyobj *(*ml_meth)(pyobj *self, pyobj *arg);
+	int ml_flags;
+	const char *ml_doc;
+};
+#define PY_METH_O 0x0008
+
 struct py_syms {
 	int (*IsInitialized)(void);
 	int (*AddPendingCall)(int (*fn)(void *), void *arg);
@@ -184,6 +195,18 @@ struct py_syms {
 	void (*DecRef)(pyobj *o);
 	int (*IsFinalizing)(void);       /* optional: _Py_IsFinalizing or
 					    Py_IsFinalizing (3.13) */
+	/* The step builtin's (optional, all or none: see pyb_step_fn) */
+	pyobj *(*CFunctionNewEx)(struct py_methoddef *def, pyobj *self, pyobj *module);
+	ssize_t (*ListSize)(pyobj *list);
+	pyobj *(*ListGetItem)(pyobj *list, ssize_t i);      /* borrowed */
+	ssize_t (*TupleSize)(pyobj *tuple);
+	pyobj *(*TupleGetItem)(pyobj *tuple, ssize_t i);    /* borrowed */
+	long long (*LongAsLongLong)(pyobj *o);
+	pyobj *(*LongFromLong)(long v);
+	const char *(*UnicodeAsUTF8AndSize)(pyobj *o, ssize_t *len);
+	void *(*SaveThread)(void);
+	void (*RestoreThread)(void *tstate);
+	pyobj *None;                     /* &_Py_NoneStruct */
 };
 
 static const struct {
@@ -210,6 +233,25 @@ static const struct {
 	NEED("PyExc_KeyboardInterrupt", ExcKeyboardInterrupt),
 	NEED("PyExc_SystemExit", ExcSystemExit),
 	NEED("Py_DecRef", DecRef),
+};
+
+/* What the step builtin needs besides (all in CPython's stable ABI since
+ * 3.3); without any of it the bridge steps through ctypes. */
+static const struct {
+	const char *name;
+	size_t off;
+} py_step_need[] = {
+	NEED("PyCFunction_NewEx", CFunctionNewEx),
+	NEED("PyList_Size", ListSize),
+	NEED("PyList_GetItem", ListGetItem),
+	NEED("PyTuple_Size", TupleSize),
+	NEED("PyTuple_GetItem", TupleGetItem),
+	NEED("PyLong_AsLongLong", LongAsLongLong),
+	NEED("PyLong_FromLong", LongFromLong),
+	NEED("PyUnicode_AsUTF8AndSize", UnicodeAsUTF8AndSize),
+	NEED("PyEval_SaveThread", SaveThread),
+	NEED("PyEval_RestoreThread", RestoreThread),
+	NEED("_Py_NoneStruct", None),
 #undef NEED
 };
 
@@ -217,6 +259,7 @@ static struct {
 	const struct capture_host *h;
 	struct py_syms py;
 	bool found;                  /* CPython's symbols are in the process */
+	bool step_fn_ok;             /* ... and the step builtin's */
 	bool auto_steps;             /* the bridge counts steps by itself */
 	char config[1024 + PATH_MAX]; /* handed to _bridge._start */
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
@@ -375,6 +418,103 @@ static int pyb_phases(const void *buf, uint32_t len, int step)
 	return step ? pyb_step() : pyb_state();
 }
 
+/* One kept phase of the step builtin: a (phase, start_ns, end_ns, name or
+ * None) tuple, as profhost/_phases.py keeps one, written as phase_named
+ * writes it. A malformed one is skipped (its exception cleared). Python
+ * threads, GIL held. */
+static void pyb_kept_write(pyobj *t)
+{
+	const struct py_syms *py = &pyb.py;
+	long long v[3];
+	const char *name = NULL;
+	ssize_t len = 0;
+	pyobj *nm;
+	int i;
+
+	if (!t || py->TupleSize(t) != 4) {
+		py->ErrClear();
+		return;
+	}
+	for (i = 0; i < 3; i++)
+		v[i] = py->LongAsLongLong(py->TupleGetItem(t, i));
+	if (py->ErrOccurred()) {
+		py->ErrClear();
+		return;
+	}
+	nm = py->TupleGetItem(t, 3);
+	if (nm && nm != py->None) {
+		name = py->UnicodeAsUTF8AndSize(nm, &len);
+		if (!name) {
+			py->ErrClear();
+			len = 0;
+		}
+	}
+	if (v[0] < 0 || v[0] >= PYB_NPHASES)
+		return;
+	pyb_phase_write((int)v[0], v[1], v[2], name, (size_t)len);
+}
+
+/* Whether the host's step may take long enough that the GIL should be let
+ * go around it: it runs a policy hook (Lua, up to prof.limits{hook_ms}),
+ * or a window arms, warms up, records or ends around it (sources opened,
+ * closed). Otherwise the step is the window lock and some bookkeeping,
+ * and keeping the GIL spares a release and a re-take on every step
+ * (#29). No lock the step takes is held by a thread waiting for the GIL:
+ * the host's threads never take it, and a Python thread calls the host's
+ * locking functions with the GIL released (ctypes' CDLL, CFUNCTYPE). */
+static bool pyb_step_releases_gil(void)
+{
+	const struct policy_config *c = pyb.h->cfg;
+
+	return atomic_load(&pyb.state) != PYB_IDLE ||
+	       atomic_load_explicit(&c->has_on_step, memory_order_relaxed) ||
+	       atomic_load_explicit(&c->has_on_window_start, memory_order_relaxed);
+}
+
+/* profhost's step builtin (handed to _bridge._start): an automatic step
+ * with the phases the bridge kept for it, `kept` a list of tuples (see
+ * pyb_kept_write) or None; returns the window state as an int, as
+ * pybridge_api.phases does, without ctypes: a call through ctypes, with
+ * the packing of the records before it, cost 2-10 us on a real step
+ * whose work had pushed ctypes' code out of the caches (#29). Python
+ * threads, GIL held; released around the host's step when that may take
+ * long (pyb_step_releases_gil). Returns NULL, an exception set, only when
+ * the int cannot be made. */
+static pyobj *pyb_step_fn(pyobj *self, pyobj *kept)
+{
+	const struct py_syms *py = &pyb.py;
+	ssize_t i, n = 0;
+	void *ts;
+	int state;
+
+	(void)self;
+	if (kept && kept != py->None) {
+		n = py->ListSize(kept);
+		if (n < 0) {
+			py->ErrClear(); /* not a list: no phases */
+			n = 0;
+		}
+	}
+	for (i = 0; i < n; i++)
+		pyb_kept_write(py->ListGetItem(kept, i));
+	if (atomic_load(&pyb.explicit_seen)) {
+		state = pyb_state();
+	} else if (!pyb_step_releases_gil()) {
+		state = pyb_step();
+	} else {
+		ts = py->SaveThread();
+		state = pyb_step();
+		py->RestoreThread(ts);
+	}
+	return py->LongFromLong(state);
+}
+
+static struct py_methoddef pyb_step_def = {
+	"step", pyb_step_fn, PY_METH_O,
+	"profhost's host: an automatic step, with the list of phases kept for it; "
+	"returns the window state"
+};
+
 static void pyb_note(int bits)
 {
 	atomic_fetch_or(&pyb.notes, bits);
@@ -531,7 +671,7 @@ static void pyb_add_path(void)
 static int pyb_bootstrap(void *arg)
 {
 	const struct py_syms *py = &pyb.py;
-	pyobj *mod, *start = NULL, *addr = NULL, *cfg = NULL, *r = NULL;
+	pyobj *mod, *start = NULL, *addr = NULL, *cfg = NULL, *fn = NULL, *r = NULL;
 	int rc;
 
 	(void)arg;
@@ -551,14 +691,21 @@ static int pyb_bootstrap(void *arg)
 	pyb.sync_fn = py->GetAttrString(mod, "_sync"); /* kept for good */
 	addr = py->LongFromVoidPtr((void *)&pyb_api);
 	cfg = py->UnicodeFromString(pyb.config);
+	if (pyb.step_fn_ok) {
+		fn = py->CFunctionNewEx(&pyb_step_def, NULL, NULL);
+		if (!fn)
+			py->ErrClear(); /* _start's default: steps through ctypes */
+	}
 	atomic_store(&pyb.live, 1); /* _start may step already */
 	if (start && pyb.sync_fn && addr && cfg)
-		r = py->CallFunctionObjArgs(start, addr, cfg, (pyobj *)NULL);
+		r = py->CallFunctionObjArgs(start, addr, cfg, fn, (pyobj *)NULL);
 	if (!r)
 		atomic_store(&pyb.live, 0);
 	rc = pyb_settle("profhost._bridge._start");
 	if (r)
 		py->DecRef(r);
+	if (fn)
+		py->DecRef(fn);
 	if (cfg)
 		py->DecRef(cfg);
 	if (addr)
@@ -656,6 +803,17 @@ static bool pyb_lookup(struct py_syms *py)
 	if (!sym)
 		sym = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
 	memcpy(&py->IsFinalizing, &sym, sizeof sym);
+	pyb.step_fn_ok = true;
+	for (i = 0; i < sizeof py_step_need / sizeof py_step_need[0]; i++) {
+		sym = dlsym(RTLD_DEFAULT, py_step_need[i].name);
+		if (!sym) {
+			log_msg(LOG_DEBUG, "python bridge: %s not found; steps go "
+				"through ctypes", py_step_need[i].name);
+			pyb.step_fn_ok = false;
+			break;
+		}
+		memcpy((char *)py + py_step_need[i].off, &sym, sizeof sym);
+	}
 	return true;
 }
 

@@ -75,9 +75,12 @@ def explicit_phase(phase, start, end):
 
 # ------------------------------------------------------------------ start, sync
 
-def _start(api_addr, config):
-    """Called once by the host, in the main thread."""
-    _host.configure(api_addr, config)
+def _start(api_addr, config, step=None):
+    """Called once by the host, in the main thread; `step`: its step
+    builtin (see _host.configure)."""
+    _host.configure(api_addr, config, step)
+    _host.debug("automatic steps through %s" % ("the host's builtin" if step is not None
+                                                 else "the host's table (ctypes)"))
     _set_stack_rate(_host.cfg.get("py_stacks_hz", "0"))
     _hang_stacks(_host.cfg.get("hang_fd", "-1"), _host.cfg.get("hang_sig", "0"))
     import atexit
@@ -145,43 +148,30 @@ def _ends_in_sigint():
     return type(exc) is KeyboardInterrupt and sys.version_info >= (3, 8)
 
 
-# (state, when, len(sys.modules)) of the last _switch; see _apply's `step`
-_applied = None
-_REAPPLY_NS = 100000000  # an automatic step re-applies an unchanged state after
-
-
-def _apply(state, step=False):
+def _apply(state):
     """Brings the hooks in line with the window state. Any thread; a call
     that interrupts another on the same thread (a pending call) leaves the
-    work to it. An automatic `step`'s call does nothing when the last
-    switch was to this state less than _REAPPLY_NS ago and no module was
-    imported since (the wrappers of a module imported later): a step of a
-    few ms no longer pays the switch's ~10 us every time (#29); what the
-    switch polls (the operator observer's build, CUDA's start) is seen
-    within 0.1 s."""
-    global _resync, _applying, _applied
+    work to it. Notes what it switched to in _steps.applied, where an
+    automatic step sees that the state is unchanged and does not call
+    this (see _steps._auto_step)."""
+    global _resync, _applying
     if state & _host.EXPLICIT:
         _steps.note_explicit()
-    if step:
-        last = _applied
-        if (last is not None and last[0] == state and last[2] == len(sys.modules) and
-                _host.now() - last[1] < _REAPPLY_NS):
-            return
     with _host.lock:
         _applying += 1
         try:
             if _applying > 1:
                 _resync = True
-                _applied = None
+                _steps.applied = None
                 return
             while True:
                 _resync = False
-                _applied = None
+                _steps.applied = None
                 _switch(state)
                 if not _resync:
                     break
                 state = _host.c_state()
-            _applied = (state, _host.now(), len(sys.modules))
+            _steps.applied = (state, _host.now(), len(sys.modules))
         finally:
             _applying -= 1
 

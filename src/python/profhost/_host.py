@@ -45,15 +45,22 @@ _api_addr = 0
 _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
 c_phases = None
+step_fn = None       # the host's step builtin (see configure), or None
 c_module = c_module_call = c_dump = c_exit_now = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
-def configure(api_addr, config):
-    """Keeps the table's address and parses the host's configuration."""
-    global _api_addr, cfg
+def configure(api_addr, config, step=None):
+    """Keeps the table's address, parses the host's configuration and keeps
+    the host's step builtin, `step`: step(kept) makes an automatic step
+    with the phases kept for it (a list of (phase, start, end, name)
+    tuples, or None) and returns the window state, a C function called
+    directly, where ctypes cost 2-10 us a step (#29). None (a host without
+    it, a test's fake table): steps go through the table."""
+    global _api_addr, cfg, step_fn
     _api_addr = api_addr
     cfg = dict(l.split("=", 1) for l in config.splitlines() if "=" in l)
+    step_fn = step
 
 
 # ------------------------------------------------------------------ messages

@@ -103,21 +103,35 @@ _observer = None  # pre(module, t), post(module, t), reset(): told of every
                   # module call while the hooks are on (profhost._modules)
 
 
-class _State(threading.local):
-    """What one thread is timing."""
-    gen = -1       # _gen when this state was last reset
-    cur = NONE     # the phase timed now on this thread
-    t0 = 0         # its start
-    mods = 0       # nn.Module call nesting on this thread
-    top = None     # the frame running the top-level module call (torch's)
-    fwd0 = 0       # a forward phase that ended, not yet written:
-    fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
-    mark = 0       # lean: where an inferred forward starts (0: none)
-    steps = False  # this thread has made an automatic step (before_step)
-    pending = None  # lean: kept (phase, start, end, name) tuples, or None
+class _State(object):
+    """What one thread is timing (each thread's: _tls.st)."""
+    __slots__ = ("gen", "cur", "t0", "mods", "top", "fwd0", "fwd1", "mark", "steps",
+                 "pending")
+
+    def __init__(self):
+        self.gen = -1       # _gen when this state was last reset
+        self.cur = NONE     # the phase timed now on this thread
+        self.t0 = 0         # its start
+        self.mods = 0       # nn.Module call nesting on this thread
+        self.top = None     # the frame running the top-level module call (torch's)
+        self.fwd0 = 0       # a forward phase that ended, not yet written:
+        self.fwd1 = 0       # [fwd0, fwd1], fwd1 = 0 when none
+        self.mark = 0       # lean: where an inferred forward starts (0: none)
+        self.steps = False  # this thread has made an automatic step (before_step)
+        self.pending = None  # lean: kept (phase, start, end, name) tuples, or None
 
 
-_tls = _State()
+class _Local(threading.local):
+    """Each thread's _State, made on its first use there. A hook reads the
+    thread-local once and then plain slots: each read of a threading.local's
+    attribute looks up the thread's dict first, several times the cost of a
+    slot, and a step's hooks read a dozen (#29)."""
+
+    def __init__(self):
+        self.st = _State()
+
+
+_tls = _Local()
 
 
 def bind(emit, report, hand=None):
@@ -140,7 +154,7 @@ def _reset(st):
 
 
 def _state():
-    st = _tls
+    st = _tls.st
     if st.gen != _gen:
         _reset(st)
     return st
@@ -184,7 +198,7 @@ def flush():
     """Hands the calling thread's kept phases over now (before a dump the
     program's exception asks for). Raises nothing."""
     try:
-        st = _tls
+        st = _tls.st
         if st.pending:
             _hand_over(st)
     except Exception:
@@ -235,7 +249,7 @@ def _inside(st, phase):
 
 def _forward_pre(module, args):
     try:
-        st = _tls
+        st = _tls.st
         if st.gen != _gen:
             _reset(st)
         obs = _observer
@@ -264,7 +278,7 @@ def _forward_pre(module, args):
 
 def _forward_post(module, args, output):
     try:
-        st = _tls
+        st = _tls.st
         if st.gen != _gen:
             _reset(st)    # hooks installed during the call
             return None
@@ -368,7 +382,7 @@ def _make_wrapper(phase, original):
             # waits to be written (st.fwd1): _inside and _flush reduce to
             # the test on st.cur.
             try:
-                st = _tls
+                st = _tls.st
                 if st.gen != _gen:
                     _reset(st)
                 cur = st.cur
@@ -581,7 +595,7 @@ def before_step(automatic=False):
     with the step; else None."""
     if _lean and _on:
         # no module hook, no pending forward in this mode (see _make_wrapper)
-        st = _tls
+        st = _tls.st
         if st.gen != _gen:
             _reset(st)
         st.mark = _now()
@@ -591,6 +605,9 @@ def before_step(automatic=False):
             return None
         st.steps = True
         return _take(st)
+    st = _tls.st
+    if not _on and st.gen == _gen and not st.mods and not st.fwd1:
+        return None   # phases off, nothing waits: what follows would do nothing
     st = _state()
     if st.mods:
         _settle(st)
@@ -605,7 +622,7 @@ def optimizer_begin():
         return
     if _lean:
         # no module hook, no pending forward in this mode (see _make_wrapper)
-        st = _tls
+        st = _tls.st
         if st.gen != _gen:
             _reset(st)
         if st.cur == NONE:
@@ -625,7 +642,7 @@ def optimizer_begin():
 def optimizer_end(ok):
     """The outermost optimizer.step() of this thread returned (ok) or
     raised."""
-    st = _tls
+    st = _tls.st
     if st.gen != _gen:
         _reset(st)
     if st.cur != OPTIMIZER:

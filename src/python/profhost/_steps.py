@@ -32,17 +32,22 @@ py_steps = False     # steps come from profhost.step() (the bridge sees them)
 torch_hooked = False  # torch.optim has been hooked
 phases = None        # profhost._phases, once loaded (load_phases)
 _last_auto = None    # where the latest automatic step was called from
-_tls = None          # per-thread optimizer.step nesting (a threading.local)
+_tls = None          # per-thread optimizer.step nesting (a threading.local's .st)
 _torch_dir = None    # torch's package directory, with a trailing "/"
-_apply = None        # apply(state, step): the bridge brings its hooks in line
+_apply = None        # apply(state): the bridge brings its hooks in line
+# (state, when, len(sys.modules)) of the bridge's last switch (its apply
+# sets it; None: none, or one under way)
+applied = None
+_REAPPLY_NS = 100000000  # an automatic step re-applies an unchanged state after
 _sync = None         # sync(): the same, with the host's state now
 _main_ident = _thread.get_ident()  # imported in the main thread
 _last_step_ident = None
 
 
 def bind(apply, sync):
-    """The bridge's callbacks: apply(state) after an automatic step, sync()
-    once torch is hooked."""
+    """The bridge's callbacks: apply(state) after an automatic step (unless
+    the state is the one `applied` notes, see _auto_step), sync() once
+    torch is hooked."""
     global _apply, _sync
     _apply, _sync = apply, sync
 
@@ -179,36 +184,44 @@ def _call_site(frame):
     return frame
 
 
-def _remember_call_site():
-    """Notes where this automatic step was called from (the frames
-    outwards from the caller, with the instruction each is at), for
-    explicit_step(), which picks the program's frame and the 8 around it
-    out of them: no more than the frames' reads on every step (the
-    filtering took ~5 us of a cold step, #29)."""
-    global _last_auto
-    sites = []
-    f = sys._getframe(1)
-    while f is not None and len(sites) < _SITE_FRAMES:
-        sites.append((id(f), f.f_code, f.f_lasti))
-        f = f.f_back
-    _last_auto = (_thread.get_ident(), sites)
-
-
 def _auto_step():
     """One automatic step (optimizer step or the named function). Raises
-    nothing."""
-    global explicit, _last_step_ident
+    nothing. The bridge's switch runs only when the state changed, a
+    module was imported since (the wrappers of a module imported later),
+    or 0.1 s went by (what the switch polls: the operator observer's
+    build, CUDA's start): a step of a few ms does not pay it every time
+    (#29). Each step's cost here is counted in microseconds of a cold
+    step, so this is written out flat."""
+    global explicit, _last_step_ident, _last_auto
     try:
-        if explicit or _host.down or not _host.bind():
+        fn = _host.step_fn
+        if explicit or _host.down or (fn is None and not _host.bind()):
             return
-        _last_step_ident = _thread.get_ident()
-        _remember_call_site()
+        _last_step_ident = ident = _thread.get_ident()
+        # Where this step was called from, for explicit_step(), which
+        # picks the program's frame and the 8 around it out of these: the
+        # frames outwards from our caller's caller (ours both), with the
+        # instruction each is at; only their reads on every step (the
+        # filtering took ~5 us of a cold step, #29; sys._getframe(2) makes
+        # no frame object for the two skipped).
+        sites = []
+        f = sys._getframe(2)
+        while f is not None and len(sites) < _SITE_FRAMES:
+            sites.append((id(f), f.f_code, f.f_lasti))
+            f = f.f_back
+        _last_auto = (ident, sites)
         kept = phases.before_step(True) if phases is not None else None
-        state = _host.phases_out(kept, True) if kept else _host.c_step()
+        if fn is not None:
+            state = fn(kept)
+        else:
+            state = _host.phases_out(kept, True) if kept else _host.c_step()
         if state & _host.EXPLICIT:
             explicit = True
             set_merge()
-        _apply(state, True)
+        last = applied
+        if (last is None or last[0] != state or last[2] != len(sys.modules) or
+                _host.now() - last[1] >= _REAPPLY_NS):
+            _apply(state)
     except Exception:
         _host.debug_exc("an automatic step")
 
@@ -218,9 +231,17 @@ def _hook_optimizer(mod):
     global torch_hooked, _tls, _torch_dir
     import threading
 
+    class _Step(object):
+        __slots__ = ("depth", "frame")
+
+        def __init__(self):
+            self.depth = 0       # optimizer.step nesting
+            self.frame = None    # the frame running the outermost step
+
     class _Tls(threading.local):
-        depth = 0       # optimizer.step nesting
-        frame = None    # the frame running the outermost step
+        # one threading.local read a hook, then slots (see _phases._Local)
+        def __init__(self):
+            self.st = _Step()
 
     _tls = _Tls()
     torch_mod = sys.modules.get("torch")
@@ -239,18 +260,20 @@ def _hook_optimizer(mod):
     _sync()
 
 
-def _optimizer_pre(opt, args, kwargs):
-    """Before optimizer.step() (torch's global pre hook, or the wrapper)."""
+def _optimizer_pre(opt, args, kwargs, hooked=True):
+    """Before optimizer.step(): torch's global pre hook, or (hooked False)
+    the wrapper of torch 1.13, which sees a step raise itself."""
     try:
-        tl = _tls
-        if tl.depth and not phases.on_stack(tl.frame):
+        tl = _tls.st
+        if tl.depth and tl.frame is not None and not phases.on_stack(tl.frame):
             # The outermost step raised and torch's global hooks ran no
             # post hook for it (torch >= 2.0): it is over, and was no step.
             tl.depth = 0
             phases.optimizer_end(False)
         tl.depth += 1
         if tl.depth == 1:
-            tl.frame = sys._getframe(1)
+            # (a frame object made on every step only where it is needed)
+            tl.frame = sys._getframe(1) if hooked else None
             phases.optimizer_begin()
     except Exception:
         _host.debug_exc("the optimizer pre hook")
@@ -260,7 +283,7 @@ def _optimizer_pre(opt, args, kwargs):
 def _optimizer_post(opt, args, kwargs):
     """After optimizer.step() returned: the end of a step (the outermost)."""
     try:
-        tl = _tls
+        tl = _tls.st
         if tl.depth > 0:
             tl.depth -= 1
         if tl.depth:
@@ -277,7 +300,7 @@ def _optimizer_post(opt, args, kwargs):
 def _optimizer_failed():
     """optimizer.step raised: forget its phase, count no step."""
     try:
-        tl = _tls
+        tl = _tls.st
         if tl.depth > 0:
             tl.depth -= 1
         if not tl.depth:
@@ -325,7 +348,7 @@ def _wrap_step(cls):
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        _optimizer_pre(self, args, kwargs)
+        _optimizer_pre(self, args, kwargs, False)
         try:
             out = step(self, *args, **kwargs)
         except BaseException:
