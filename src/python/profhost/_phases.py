@@ -376,11 +376,13 @@ def _make_wrapper(phase, original):
             return original(*args, **kwargs)
         if _lean:
             # Between windows (the recorder alone), on every step: the path
-            # below with its helpers inlined (a Python call costs about as
-            # much as the rest, #29). No module hook runs in this mode, so
-            # no module call nests on the thread (st.mods) and no forward
-            # waits to be written (st.fwd1): _inside and _flush reduce to
-            # the test on st.cur.
+            # below with its helpers inlined, _put's kept list too (a
+            # Python call on a cold step costs microseconds, more than the
+            # rest, #29). No module hook runs in this mode, so no module
+            # call nests on the thread (st.mods) and no forward waits to
+            # be written (st.fwd1): _inside and _flush reduce to the test
+            # on st.cur. An inferred forward (_infer_forward) is kept with
+            # the backward that ends it.
             try:
                 st = _tls.st
                 if st.gen != _gen:
@@ -391,19 +393,15 @@ def _make_wrapper(phase, original):
                 else:
                     t0 = _now()
                     st.cur = phase
+                    fwd = st.mark      # where an inferred forward starts
+                    st.mark = 0
+                    if phase != BACKWARD or fwd >= t0 or FORWARD in _owned:
+                        fwd = 0
             except Exception:
                 _report("starting a phase")
                 st = None
             if st is None:
                 return original(*args, **kwargs)
-            try:
-                mark = st.mark
-                if mark:               # _infer_forward
-                    st.mark = 0
-                    if phase == BACKWARD and mark < t0 and FORWARD not in _owned:
-                        _put(st, FORWARD, mark, t0)
-            except Exception:
-                _report("inferring a forward phase")
             try:
                 return original(*args, **kwargs)
             finally:
@@ -411,10 +409,24 @@ def _make_wrapper(phase, original):
                     if st.cur == phase:
                         st.cur = NONE
                     t1 = st.mark = _now()
-                    if phase == DATA:
-                        _put(st, phase, t0, t1, _phase_name(phase, args))
+                    name = None
+                    if phase == DATA and args:   # _phase_name
+                        name = getattr(args[0], "_profile_name", None)
+                        if not isinstance(name, str):
+                            name = _phase_name(phase, args)
+                    if _batch and st.steps:      # _put
+                        kept = st.pending
+                        if kept is None:
+                            kept = st.pending = []
+                        if fwd:
+                            kept.append((FORWARD, fwd, t0, None))
+                        kept.append((phase, t0, t1, name))
+                        if len(kept) >= _PENDING_MAX:
+                            _hand_over(st)
                     else:
-                        _put(st, phase, t0, t1)
+                        if fwd:
+                            _put(st, FORWARD, fwd, t0)
+                        _put(st, phase, t0, t1, name)
                 except Exception:
                     _report("ending a phase")
         try:
@@ -604,7 +616,8 @@ def before_step(automatic=False):
                 _hand_over(st)
             return None
         st.steps = True
-        return _take(st)
+        kept, st.pending = st.pending, None   # _take, inlined
+        return kept
     st = _tls.st
     if not _on and st.gen == _gen and not st.mods and not st.fwd1:
         return None   # phases off, nothing waits: what follows would do nothing
@@ -650,7 +663,14 @@ def optimizer_end(ok):
     st.cur = NONE
     if ok:
         try:
-            if _lean:
+            if _lean and _batch and st.steps:   # _put, inlined
+                kept = st.pending
+                if kept is None:
+                    kept = st.pending = []
+                kept.append((OPTIMIZER, st.t0, _now(), None))
+                if len(kept) >= _PENDING_MAX:
+                    _hand_over(st)
+            elif _lean:
                 _put(st, OPTIMIZER, st.t0, _now())
             else:
                 _emit(OPTIMIZER, st.t0, _now())
