@@ -89,7 +89,8 @@ process to the next, and two processes side by side move together: the A/A
 control reads within 0.2 % where the sequential method's reads 2-3 %. Per
 round the subject over its baseline (per-step medians of process CPU, the
 training thread's CPU and wall; whole-run CPU from getrusage and wall);
-the median over each kind's rounds ± its standard error.
+per kind the mean of the two CPUs' medians ± its standard error (the CPUs
+differ by up to 1 % in a run), beside the median of all its rounds.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --whole --concurrent --rounds 36 --rec-steps 20
     python3 tests/bench/bench_torch.py --prof build/bin/prof --recorder --whole --concurrent --rounds 10 --rec-steps 20 --subjects recorder/idle
 
@@ -114,6 +115,7 @@ step as JSON. Needs torch (Debian's python3-torch: /usr/bin/python3).
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -782,8 +784,9 @@ def concurrent_main(args):
     alternates every len(subjects) rounds, so a difference between the two
     CPUs cancels. Per round the subject over its baseline: per-step medians
     after the warm-up (process CPU, the training thread's CPU, wall) and
-    whole runs (CPU from getrusage, wall); the median over that kind's
-    rounds with its standard error."""
+    whole runs (CPU from getrusage, wall); per kind the mean of the
+    medians of the rounds on either CPU (with its standard error), and the
+    median of all its rounds."""
     if args.steps == STEPS:
         args.steps = 1500
     cpus = pick_cpus(args.cpus)
@@ -847,13 +850,24 @@ def concurrent_main(args):
             if not ratios:
                 continue
             med = statistics.median(ratios)
-            print("  %-9s over %-4s beside it: median of %d rounds %.4f (%+.2f %%) +- %.4f; "
-                  "rounds %s" % ({"none2": "A/A none", "idle": "idle",
-                                  "recorder": "recorder"}[subject], base, len(ratios), med,
-                                 (med - 1) * 100, median_se(ratios),
-                                 " ".join("%.4f" % x for x in ratios)))
+            # The two CPUs differ (by up to 1 % in some runs): the median
+            # of each CPU's rounds, then their mean, cancels that where the
+            # median of all rounds picks between two clusters.
+            sides = [[r for r, p in zip(ratios, rounds[kind]) if p["subject"]["cpu_id"] == c]
+                     for c in cpus]
+            sides = [x for x in sides if x]
+            bal = sum(statistics.median(x) for x in sides) / len(sides)
+            bal_se = math.sqrt(sum(median_se(x) ** 2 if len(x) > 1 else 0.0
+                                   for x in sides)) / len(sides)
+            print("  %-9s over %-4s beside it: %.4f (%+.2f %%) +- %.4f, the mean of the two "
+                  "CPUs' medians (%s); median of all %d rounds %.4f; rounds %s"
+                  % ({"none2": "A/A none", "idle": "idle", "recorder": "recorder"}[subject],
+                     base, bal, (bal - 1) * 100, bal_se,
+                     ", ".join("%+.2f %%" % ((statistics.median(x) - 1) * 100) for x in sides),
+                     len(ratios), med, " ".join("%.4f" % x for x in ratios)))
             result[key]["%s/%s" % kind] = {"ratios": ratios, "median": med,
-                                           "se": median_se(ratios)}
+                                           "se": median_se(ratios), "balanced": bal,
+                                           "balanced_se": bal_se}
         unit = 1e3 if key in ("cpu", "thread", "wall") else 1.0
         print("  levels of the baselines (%s; they move together with their subjects): %s"
               % ("ms per step" if key in ("cpu", "thread", "wall") else "s",
