@@ -102,11 +102,14 @@ over the window's median, from each summary.txt; the median over --rounds
 within 10 % (#29). Exits 1 when a phase is not.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --phases-check --rounds 5
 
---phases-cost measures what the bridge's step phases cost between windows
-alone (#29): per process, under `prof run` with prof.recorder{ steps =
+--phases-cost measures what timing the bridge's step phases costs between
+windows (#29): per process, under `prof run` with prof.recorder{ steps =
 --rec-steps }, the phases are timed in every other step (the bridge's
 switch held off in the others), --steps (3000) steps; the median of each
-mode's training-thread CPU time per step and their difference.
+mode's training-thread CPU time per step and their difference. The
+wrappers stay installed in both halves, so their own calls are not in it:
+--recorder --whole --concurrent --subjects recorder/idle [--no-phases]
+measures the whole of the phases.
     python3 tests/bench/bench_torch.py --prof build/bin/prof --phases-cost --rounds 3 --rec-steps 20
 
 The worker (--worker MODE) is what runs the loop; it writes the time of every
