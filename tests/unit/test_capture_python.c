@@ -205,6 +205,11 @@ EXPORT void *PyEval_SaveThread(void)
 	return &obj_other;
 }
 
+EXPORT void Py_IncRef(pyobj *o)
+{
+	(void)o;
+}
+
 EXPORT void PyEval_RestoreThread(void *ts)
 {
 	(void)ts;

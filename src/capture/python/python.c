@@ -206,6 +206,7 @@ struct py_syms {
 	const char *(*UnicodeAsUTF8AndSize)(pyobj *o, ssize_t *len);
 	void *(*SaveThread)(void);
 	void (*RestoreThread)(void *tstate);
+	void (*IncRef)(pyobj *o);
 	pyobj *None;                     /* &_Py_NoneStruct */
 };
 
@@ -251,6 +252,7 @@ static const struct {
 	NEED("PyUnicode_AsUTF8AndSize", UnicodeAsUTF8AndSize),
 	NEED("PyEval_SaveThread", SaveThread),
 	NEED("PyEval_RestoreThread", RestoreThread),
+	NEED("Py_IncRef", IncRef),
 	NEED("_Py_NoneStruct", None),
 #undef NEED
 };
@@ -421,7 +423,8 @@ static int pyb_phases(const void *buf, uint32_t len, int step)
 /* One kept phase of the step builtin: a (phase, start_ns, end_ns, name or
  * None) tuple, as profhost/_phases.py keeps one, written as phase_named
  * writes it. A malformed one is skipped (its exception cleared). Python
- * threads, GIL held. */
+ * threads, GIL held; `t` is held by the caller (reading a number may run
+ * Python code, which could drop it from the list). */
 static void pyb_kept_write(pyobj *t)
 {
 	const struct py_syms *py = &pyb.py;
@@ -495,8 +498,17 @@ static pyobj *pyb_step_fn(pyobj *self, pyobj *kept)
 			n = 0;
 		}
 	}
-	for (i = 0; i < n; i++)
-		pyb_kept_write(py->ListGetItem(kept, i));
+	for (i = 0; i < n; i++) {
+		pyobj *t = py->ListGetItem(kept, i); /* borrowed */
+
+		if (!t) {
+			py->ErrClear(); /* the list shrank meanwhile */
+			break;
+		}
+		py->IncRef(t);
+		pyb_kept_write(t);
+		py->DecRef(t);
+	}
 	if (atomic_load(&pyb.explicit_seen)) {
 		state = pyb_state();
 	} else if (!pyb_step_releases_gil()) {
