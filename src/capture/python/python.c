@@ -457,32 +457,18 @@ static void pyb_kept_write(pyobj *t)
 	pyb_phase_write((int)v[0], v[1], v[2], name, (size_t)len);
 }
 
-/* Whether the host's step may take long enough that the GIL should be let
- * go around it: it runs a policy hook (Lua, up to prof.limits{hook_ms}),
- * or a window arms, warms up, records or ends around it (sources opened,
- * closed). Otherwise the step is the window lock and some bookkeeping,
- * and keeping the GIL spares a release and a re-take on every step
- * (#29). No lock the step takes is held by a thread waiting for the GIL:
- * the host's threads never take it, and a Python thread calls the host's
- * locking functions with the GIL released (ctypes' CDLL, CFUNCTYPE). */
-static bool pyb_step_releases_gil(void)
-{
-	const struct policy_config *c = pyb.h->cfg;
-
-	return atomic_load(&pyb.state) != PYB_IDLE ||
-	       atomic_load_explicit(&c->has_on_step, memory_order_relaxed) ||
-	       atomic_load_explicit(&c->has_on_window_start, memory_order_relaxed);
-}
-
 /* profhost's step builtin (handed to _bridge._start): an automatic step
  * with the phases the bridge kept for it, `kept` a list of tuples (see
  * pyb_kept_write) or None; returns the window state as an int, as
  * pybridge_api.phases does, without ctypes: a call through ctypes, with
  * the packing of the records before it, cost 2-10 us on a real step
  * whose work had pushed ctypes' code out of the caches (#29). Python
- * threads, GIL held; released around the host's step when that may take
- * long (pyb_step_releases_gil). Returns NULL, an exception set, only when
- * the int cannot be made. */
+ * threads, GIL held; released around the host's step, which may run
+ * policy hooks and open or close a window (as ctypes' CFUNCTYPE released
+ * it for `step`; keeping it through steps with nothing of that around
+ * them made torch's profiler's labels of a window late under ASan, cause
+ * not found, #29). Returns NULL, an exception set, only when the int
+ * cannot be made. */
 static pyobj *pyb_step_fn(pyobj *self, pyobj *kept)
 {
 	const struct py_syms *py = &pyb.py;
@@ -511,8 +497,6 @@ static pyobj *pyb_step_fn(pyobj *self, pyobj *kept)
 	}
 	if (atomic_load(&pyb.explicit_seen)) {
 		state = pyb_state();
-	} else if (!pyb_step_releases_gil()) {
-		state = pyb_step();
 	} else {
 		ts = py->SaveThread();
 		state = pyb_step();

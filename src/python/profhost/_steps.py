@@ -200,10 +200,11 @@ def _auto_step():
         _last_step_ident = ident = _thread.get_ident()
         # Where this step was called from, for explicit_step(), which
         # picks the program's frame and the 8 around it out of these: the
-        # frames outwards from our caller's caller (ours both), with the
-        # instruction each is at; only their reads on every step (the
-        # filtering took ~5 us of a cold step, #29; sys._getframe(2) makes
-        # no frame object for the two skipped).
+        # frames from sys._getframe(2) outwards (this function and its
+        # caller, the optimizer hook or the step function's wrapper, are
+        # profhost's: skipped, and no frame object is made for them), with
+        # the instruction each is at; only their reads on every step (the
+        # filtering took ~5 us of a cold step, #29).
         sites = []
         f = sys._getframe(2)
         while f is not None and len(sites) < _SITE_FRAMES:
