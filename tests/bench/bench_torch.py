@@ -637,6 +637,29 @@ def recorder_main(args):
     return 0
 
 
+# The per-step clocks of a worker's output; the other keys of a whole-process
+# run ("run_cpu", "run_wall") are one figure for the whole run.
+PER_STEP = ("cpu", "thread", "wall")
+
+
+def run_level(r, key, w):
+    """A whole-process run's level for `key`: its median step after the
+    warm-up `w` on a per-step clock (s), else its whole-run figure (s)."""
+    return statistics.median(r[key][w:]) if key in PER_STEP else r[key]
+
+
+def finish_whole(args, result, load0, took):
+    """The end of --whole's report: the target, the load, the time taken;
+    the results written to --json."""
+    print("target (#29): recorder over none at most +1 %% in CPU and wall time; "
+          "load average %s at the start, %s at the end; %.0f s"
+          % (load0, result["load_average_end"], took))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0
+
+
 def whole_main(args):
     """--recorder --whole: whole processes, interleaved: per round one
     process with no profiler, a second one (the A/A control), one under
@@ -683,7 +706,7 @@ def whole_main(args):
             ("run_wall", "whole run, wall-clock time of the launcher"))
     for key, label in what:
         def level(r):
-            return statistics.median(r[key][w:]) if key in ("cpu", "wall") else r[key]
+            return run_level(r, key, w)
         ratios = {m: [level(r) / level(b) for r, b in zip(runs[m], runs["none"])]
                   for m in modes[1:]}
         print("%s:\n  %s" % (label, "\n  ".join(
@@ -694,20 +717,14 @@ def whole_main(args):
                " ".join("%.4f" % x for x in ratios[m]))
             for m in modes[1:])))
         lv = {m: [level(r) for r in runs[m]] for m in modes}
-        unit = 1e3 if key in ("cpu", "wall") else 1.0
+        unit = 1e3 if key in PER_STEP else 1.0
         print("  levels (%s; across processes): %s" % (
-            "ms per step" if key in ("cpu", "wall") else "s",
+            "ms per step" if key in PER_STEP else "s",
             ", ".join("%s %s" % (m, " ".join("%.2f" % (x * unit) for x in lv[m]))
                       for m in modes)))
         result[key] = {m: {"ratios": ratios[m], "median": statistics.median(ratios[m]),
                            "se": median_se(ratios[m])} for m in modes[1:]}
-    print("target (#29): recorder over none at most +1 %% in CPU and wall time; "
-          "load average %s at the start, %s at the end; %.0f s"
-          % (load0, result["load_average_end"], took))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
+    return finish_whole(args, result, load0, took)
 
 
 def run_together(placed, args, tmp, rnd):
@@ -835,9 +852,6 @@ def concurrent_main(args):
               "load_average_end": load_average(), "seconds": took,
               "pairs": {"%s/%s" % k: v for k, v in rounds.items()}}
 
-    def level(r, key):
-        return statistics.median(r[key][w:]) if key in ("cpu", "thread", "wall") else r[key]
-
     for key, label in (("cpu", "per step, process CPU time (all threads)"),
                        ("thread", "per step, the training thread's CPU time (profhost's "
                                   "threads left out)"),
@@ -849,7 +863,8 @@ def concurrent_main(args):
         result[key] = {}
         for kind in kinds:
             subject, base = kind
-            ratios = [level(p["subject"], key) / level(p["base"], key) for p in rounds[kind]]
+            ratios = [run_level(p["subject"], key, w) / run_level(p["base"], key, w)
+                      for p in rounds[kind]]
             if not ratios:
                 continue
             med = statistics.median(ratios)
@@ -871,18 +886,12 @@ def concurrent_main(args):
             result[key]["%s/%s" % kind] = {"ratios": ratios, "median": med,
                                            "se": median_se(ratios), "balanced": bal,
                                            "balanced_se": bal_se}
-        unit = 1e3 if key in ("cpu", "thread", "wall") else 1.0
+        unit = 1e3 if key in PER_STEP else 1.0
         print("  levels of the baselines (%s; they move together with their subjects): %s"
-              % ("ms per step" if key in ("cpu", "thread", "wall") else "s",
-                 " ".join("%.2f" % (level(p["base"], key) * unit)
+              % ("ms per step" if key in PER_STEP else "s",
+                 " ".join("%.2f" % (run_level(p["base"], key, w) * unit)
                           for k in kinds for p in rounds[k])))
-    print("target (#29): recorder over none at most +1 %% in CPU and wall time; "
-          "load average %s at the start, %s at the end; %.0f s"
-          % (load0, result["load_average_end"], took))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    return 0
+    return finish_whole(args, result, load0, took)
 
 
 # --phases-check: a recorder dump, a window, a second dump, in one

@@ -145,32 +145,41 @@ static struct fake_obj *fake(pyobj *o, enum fake_kind kind)
 	return f;
 }
 
-EXPORT ssize_t PyList_Size(pyobj *o)
+/* The length of a fake list or tuple (-1, an exception set: another kind). */
+static ssize_t fake_len(pyobj *o, enum fake_kind kind)
 {
-	struct fake_obj *f = fake(o, F_LIST);
+	struct fake_obj *f = fake(o, kind);
 
 	return f ? f->n : -1;
+}
+
+/* Item i of a fake list or tuple, borrowed (NULL: another kind, or out of
+ * range). */
+static pyobj *fake_item(pyobj *o, ssize_t i, enum fake_kind kind)
+{
+	struct fake_obj *f = fake(o, kind);
+
+	return f && i < f->n ? (pyobj *)f->items[i] : NULL;
+}
+
+EXPORT ssize_t PyList_Size(pyobj *o)
+{
+	return fake_len(o, F_LIST);
 }
 
 EXPORT pyobj *PyList_GetItem(pyobj *o, ssize_t i)
 {
-	struct fake_obj *f = fake(o, F_LIST);
-
-	return f && i < f->n ? (pyobj *)f->items[i] : NULL;
+	return fake_item(o, i, F_LIST);
 }
 
 EXPORT ssize_t PyTuple_Size(pyobj *o)
 {
-	struct fake_obj *f = fake(o, F_TUPLE);
-
-	return f ? f->n : -1;
+	return fake_len(o, F_TUPLE);
 }
 
 EXPORT pyobj *PyTuple_GetItem(pyobj *o, ssize_t i)
 {
-	struct fake_obj *f = fake(o, F_TUPLE);
-
-	return f && i < f->n ? (pyobj *)f->items[i] : NULL;
+	return fake_item(o, i, F_TUPLE);
 }
 
 EXPORT long long PyLong_AsLongLong(pyobj *o)

@@ -663,14 +663,7 @@ def optimizer_end(ok):
     st.cur = NONE
     if ok:
         try:
-            if _lean and _batch and st.steps:   # _put, inlined
-                kept = st.pending
-                if kept is None:
-                    kept = st.pending = []
-                kept.append((OPTIMIZER, st.t0, _now(), None))
-                if len(kept) >= _PENDING_MAX:
-                    _hand_over(st)
-            elif _lean:
+            if _lean:
                 _put(st, OPTIMIZER, st.t0, _now())
             else:
                 _emit(OPTIMIZER, st.t0, _now())
