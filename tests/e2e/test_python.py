@@ -370,11 +370,15 @@ class RecorderPhases(PythonTest):
 
     def test_dump_has_every_phase_and_says_forward_was_inferred(self):
         # (PROF_LOG=debug: the bridge says its steps go through the host's
-        # builtin, whose kept phases the dump has)
+        # builtins, whose kept phases the dump has)
         r, out = self.prof_run([TRAIN, "--steps", "30"], RECORDER_DUMP,
                                extra_env={"PROF_LOG": "debug"})
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("python bridge: automatic steps through the host's builtin", r.stderr)
+        # ... and the optimizer step's hooks and the phases between
+        # windows through its other builtins, in C
+        self.assertIn("python bridge: the step's hooks and phases between windows in C",
+                      r.stderr)
         dirs = recorder_dirs(out)
         self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps17-20"],
                          r.stderr)

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capture/python/python.h"
@@ -49,13 +50,13 @@ static char obj_mod, obj_fn, obj_other, obj_step; /* objects are addresses */
 
 /* The objects handed to the step builtin: a list of (int, int, int, str or
  * None) tuples, as profhost/_phases.py keeps a step's phases. */
-enum fake_kind { F_NONE, F_LIST, F_TUPLE, F_INT, F_STR };
+enum fake_kind { F_NONE, F_LIST, F_TUPLE, F_INT, F_STR, F_FRAME };
 struct fake_obj {
 	enum fake_kind kind;
 	long long v;              /* F_INT */
 	const char *s;            /* F_STR */
 	int n;                    /* F_LIST, F_TUPLE */
-	struct fake_obj *items[8];
+	struct fake_obj *items[8]; /* F_FRAME: its back, its code */
 };
 EXPORT struct fake_obj _Py_NoneStruct = { .kind = F_NONE };
 
@@ -67,7 +68,15 @@ struct methoddef {
 	const char *ml_doc;
 };
 static const struct methoddef *step_def;  /* made by the bootstrap */
+static const struct methoddef *defs[16];  /* ... and the others (pylean.h) */
+static int ndefs;
 static pyobj *start_step_arg;             /* _start's third argument */
+static pyobj *start_fast_arg;             /* ... and its fourth */
+static struct fake_obj made[32];          /* tuples and lists the bridge made */
+static int nmade;
+static struct fake_obj ints[64];          /* ints it made (a ring) */
+static int nints;
+static struct fake_obj *cur_frame;        /* PyEval_GetFrame's */
 static int py_err_set;                       /* an exception is set */
 static bool gil_held = true;              /* the step builtin let go of it */
 static bool stepped_without_gil;          /* the host's step ran without it */
@@ -121,6 +130,7 @@ EXPORT pyobj *PyObject_CallFunctionObjArgs(pyobj *fn, ...)
 	(void)va_arg(ap, pyobj *); /* the table's address */
 	(void)va_arg(ap, pyobj *); /* the configuration */
 	start_step_arg = va_arg(ap, pyobj *);
+	start_fast_arg = start_step_arg ? va_arg(ap, pyobj *) : NULL;
 	va_end(ap);
 	starts++;
 	return (pyobj *)&obj_other;
@@ -130,8 +140,73 @@ EXPORT pyobj *PyCFunction_NewEx(const struct methoddef *def, pyobj *self, pyobj 
 {
 	(void)self;
 	(void)mod;
-	step_def = def;
-	return (pyobj *)&obj_step;
+	if (strcmp(def->ml_name, "step") == 0) {
+		step_def = def;
+		return (pyobj *)&obj_step;
+	}
+	if (ndefs == 16)
+		return NULL;
+	defs[ndefs++] = def;
+	return (pyobj *)def; /* (only compared) */
+}
+
+static struct fake_obj *fake_new(enum fake_kind kind)
+{
+	if (nmade == 32)
+		return NULL;
+	made[nmade] = (struct fake_obj){ .kind = kind };
+	return &made[nmade++];
+}
+
+EXPORT pyobj *PyTuple_Pack(ssize_t n, ...)
+{
+	struct fake_obj *t = fake_new(F_TUPLE);
+	va_list ap;
+	ssize_t i;
+
+	if (!t || n > 16)
+		return NULL;
+	va_start(ap, n);
+	for (i = 0; i < n; i++) {
+		pyobj *o = va_arg(ap, pyobj *);
+
+		if (i < 8)
+			t->items[i] = (struct fake_obj *)o;
+	}
+	va_end(ap);
+	t->n = (int)n;
+	return (pyobj *)t;
+}
+
+EXPORT pyobj *PyList_New(ssize_t n)
+{
+	return n == 0 ? (pyobj *)fake_new(F_LIST) : NULL;
+}
+
+EXPORT ssize_t PyObject_Size(pyobj *o)
+{
+	(void)o;
+	return 0;
+}
+
+EXPORT pyobj *PyEval_GetFrame(void)
+{
+	return (pyobj *)cur_frame;
+}
+
+EXPORT pyobj *PyFrame_GetBack(pyobj *f)
+{
+	return (pyobj *)((struct fake_obj *)f)->items[0];
+}
+
+EXPORT pyobj *PyFrame_GetCode(pyobj *f)
+{
+	return (pyobj *)((struct fake_obj *)f)->items[1];
+}
+
+EXPORT int PyFrame_GetLasti(pyobj *f)
+{
+	return (int)((struct fake_obj *)f)->v;
 }
 
 static struct fake_obj *fake(pyobj *o, enum fake_kind kind)
@@ -191,10 +266,10 @@ EXPORT long long PyLong_AsLongLong(pyobj *o)
 
 EXPORT pyobj *PyLong_FromLong(long v)
 {
-	static struct fake_obj r = { .kind = F_INT };
+	struct fake_obj *r = &ints[nints++ % 64];
 
-	r.v = v;
-	return (pyobj *)&r;
+	*r = (struct fake_obj){ .kind = F_INT, .v = v };
+	return (pyobj *)r;
 }
 
 EXPORT const char *PyUnicode_AsUTF8AndSize(pyobj *o, ssize_t *len)
@@ -234,8 +309,11 @@ EXPORT pyobj *PyObject_CallObject(pyobj *fn, pyobj *args)
 
 EXPORT pyobj *PyLong_FromVoidPtr(void *p)
 {
-	api = p;
-	return (pyobj *)&obj_other;
+	if (!api) { /* the bootstrap's: the table */
+		api = p;
+		return (pyobj *)&obj_other;
+	}
+	return PyLong_FromLong((long)(uintptr_t)p); /* last()'s ids */
 }
 
 EXPORT pyobj *PyUnicode_FromString(const char *s)
@@ -258,8 +336,13 @@ EXPORT pyobj *PySys_GetObject(const char *name)
 
 EXPORT int PyList_Append(pyobj *l, pyobj *i)
 {
-	(void)l;
-	(void)i;
+	struct fake_obj *f = (struct fake_obj *)l;
+
+	if (f < made || f >= made + 32) /* sys.path's */
+		return 0;
+	if (f->kind != F_LIST || f->n == 8)
+		return -1;
+	f->items[f->n++] = (struct fake_obj *)i;
 	return 0;
 }
 
@@ -327,7 +410,7 @@ static int run_pending(void)
 
 /* What the bridge wrote through the shim: each range start's name and
  * the number of steps made before it. */
-#define MAX_WRITES 16
+#define MAX_WRITES 48
 static char written[MAX_WRITES][64];
 static int written_at_step[MAX_WRITES];
 static int nwritten;
@@ -385,6 +468,37 @@ static long call_step_fn(struct fake_obj *kept)
 	return (long)r->v;
 }
 
+/* The builtin of pylean.h named `name` called with `arg` (NULL: none, as
+ * METH_NOARGS). Returns its int, NONE_RET for None, -1 for anything else
+ * or an exception left set. */
+#define NONE_RET (-100)
+static long call_lean(const char *name, struct fake_obj *arg)
+{
+	struct fake_obj *r = NULL;
+	int i;
+
+	for (i = 0; i < ndefs; i++)
+		if (strcmp(defs[i]->ml_name, name) == 0)
+			r = (struct fake_obj *)defs[i]->ml_meth(NULL, (pyobj *)arg);
+	if (!r || py_err_set || !gil_held)
+		return -1;
+	if (r == &_Py_NoneStruct)
+		return NONE_RET;
+	return r->kind == F_INT ? (long)r->v : -1;
+}
+
+/* Waits for CLOCK_MONOTONIC to move on: what a phase starts at comes
+ * after what the previous one ended at. */
+static void tick(void)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &b);
+	while (b.tv_sec == a.tv_sec && b.tv_nsec == a.tv_nsec);
+}
+
 static bool fake_disabled(void *ctx)
 {
 	(void)ctx;
@@ -413,7 +527,7 @@ int main(void)
 	struct err e;
 	char recs[512];
 	size_t n = 0;
-	int i;
+	int i, steps_then;
 
 	log_set_level(LOG_WARN);
 	memset(&cfg, 0, sizeof cfg);
@@ -522,6 +636,182 @@ int main(void)
 		CHECK_EQ_INT(nwritten, 0);
 	}
 
+	/* The builtins of the step (pylean.h), handed to _start as a tuple
+	 * after the step builtin. Between windows they time the phases and
+	 * keep them with the thread's state in C, and make the optimizer
+	 * step's automatic step. */
+	{
+		enum { ON = 1, HOOKS = 2, BATCH = 4, OWNED = 3, AUTO = 128, GEN = 1 << 16,
+		       PY_BEGIN = 2, PY_END_OK = 4, PY_AUTO = 8, APPLY = 16 };
+		static const char *order[] = { "begin", "end", "opt_pre", "opt_post",
+					       "opt_failed", "ctl", "applied", "flush", "last" };
+		struct fake_obj *fast = (struct fake_obj *)start_fast_arg, ph[4], b[8];
+		struct fake_obj nm = { .kind = F_STR,
+				       .s = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__" };
+		struct fake_obj code[3], fr[3], *last, *sites, *site;
+		int before;
+
+		for (i = 0; i < 4; i++)
+			ph[i] = (struct fake_obj){ .kind = F_INT, .v = i };
+		CHECK(fast != NULL && fast->kind == F_TUPLE && fast->n == 9);
+		CHECK_EQ_INT(ndefs, 9);
+		for (i = 0; i < 9 && i < ndefs; i++) {
+			CHECK_EQ_STR(defs[i]->ml_name, order[i]);
+			if (fast && i < 8)
+				CHECK(fast->items[i] == (struct fake_obj *)defs[i]);
+		}
+#define CTL(bits) (b[0] = (struct fake_obj){ .kind = F_INT, .v = (bits) }, \
+		   call_lean("ctl", &b[0]))
+#define APPLIED(st) (b[1] = (struct fake_obj){ .kind = F_INT, .v = (st) }, \
+		     call_lean("applied", &b[1]))
+		/* The first automatic step: no switch applied yet, so it asks
+		 * for one; its optimizer phase is written at once (the thread
+		 * makes steps from then on). */
+		CHECK_EQ_INT(CTL(ON | BATCH | AUTO | 1 * GEN), NONE_RET);
+		nwritten = 0;
+		before = host_steps;
+		CHECK_EQ_INT(call_lean("opt_pre", &_Py_NoneStruct), NONE_RET);
+		stepped_without_gil = false;
+		CHECK_EQ_INT(call_lean("opt_post", NULL), APPLY | (IDLE << 8));
+		CHECK_EQ_INT(host_steps, before + 1);
+		CHECK(stepped_without_gil);
+		CHECK_EQ_INT(nwritten, 1);
+		CHECK_EQ_STR(written[0], "optimizer");
+		CHECK_EQ_INT(APPLIED(IDLE), NONE_RET);
+		/* A step: the fetch under torch's name, the forward inferred
+		 * from its end to the backward's start, the backward (a fetch
+		 * inside it not timed), the optimizer step; kept until the
+		 * step and written before it; the state applied: no switch. */
+		nwritten = 0;
+		CHECK_EQ_INT(call_lean("begin", &ph[0]), 1);
+		CHECK_EQ_INT(call_lean("end", &nm), NONE_RET);
+		tick();
+		CHECK_EQ_INT(call_lean("begin", &ph[2]), 1);
+		CHECK_EQ_INT(call_lean("begin", &ph[0]), 0);
+		CHECK_EQ_INT(call_lean("end", &_Py_NoneStruct), NONE_RET);
+		CHECK_EQ_INT(call_lean("opt_pre", &_Py_NoneStruct), NONE_RET);
+		CHECK_EQ_INT(nwritten, 0);
+		CHECK_EQ_INT(call_lean("opt_post", NULL), NONE_RET);
+		CHECK_EQ_INT(host_steps, before + 2);
+		CHECK_EQ_INT(nwritten, 4);
+		CHECK_EQ_STR(written[0], nm.s);
+		CHECK_EQ_STR(written[1], "forward");
+		CHECK_EQ_STR(written[2], "backward");
+		CHECK_EQ_STR(written[3], "optimizer");
+		for (i = 0; i < 4; i++)
+			CHECK_EQ_INT(written_at_step[i], before + 1);
+		/* A phase the program reports itself is not timed; an end
+		 * with no phase begun writes nothing. */
+		CHECK_EQ_INT(CTL(ON | BATCH | AUTO | 1 * GEN | (1 << (OWNED + 2))), NONE_RET);
+		CHECK_EQ_INT(call_lean("begin", &ph[2]), 0);
+		CHECK_EQ_INT(call_lean("end", &_Py_NoneStruct), NONE_RET);
+		/* Nested optimizer steps are one step; one that raised is none. */
+		CHECK_EQ_INT(CTL(ON | BATCH | AUTO | 1 * GEN), NONE_RET);
+		CHECK_EQ_INT(APPLIED(IDLE), NONE_RET);
+		nwritten = 0;
+		call_lean("opt_pre", &_Py_NoneStruct);
+		call_lean("opt_pre", &_Py_NoneStruct);
+		CHECK_EQ_INT(call_lean("opt_post", NULL), NONE_RET);
+		CHECK_EQ_INT(host_steps, before + 2);
+		CHECK_EQ_INT(call_lean("opt_post", NULL), NONE_RET);
+		CHECK_EQ_INT(host_steps, before + 3);
+		CHECK_EQ_INT(call_lean("opt_pre", &_Py_NoneStruct), NONE_RET);
+		CHECK_EQ_INT(call_lean("opt_failed", NULL), NONE_RET);
+		CHECK_EQ_INT(host_steps, before + 3);
+		CHECK_EQ_INT(nwritten, 1); /* the first one's phase only */
+		/* More phases than are kept before a step: none lost, in order. */
+		nwritten = 0;
+		for (i = 0; i < 20; i++) {
+			CHECK_EQ_INT(call_lean("begin", &ph[0]), 1);
+			call_lean("end", &_Py_NoneStruct);
+		}
+		CHECK_EQ_INT(nwritten, 16);
+		call_lean("opt_pre", &_Py_NoneStruct);
+		call_lean("opt_post", NULL);
+		CHECK_EQ_INT(nwritten, 21);
+		CHECK_EQ_STR(written[19], "data");
+		CHECK_EQ_STR(written[20], "optimizer");
+		/* A new mode writes what a thread kept; flush() does too. */
+		nwritten = 0;
+		call_lean("begin", &ph[0]);
+		call_lean("end", &_Py_NoneStruct);
+		CHECK_EQ_INT(nwritten, 0);
+		CHECK_EQ_INT(CTL(ON | BATCH | AUTO | 2 * GEN), NONE_RET);
+		CHECK_EQ_INT(call_lean("begin", &ph[0]), 1);
+		CHECK_EQ_INT(nwritten, 1);
+		call_lean("end", &_Py_NoneStruct);
+		CHECK_EQ_INT(call_lean("flush", &_Py_NoneStruct), NONE_RET);
+		CHECK_EQ_INT(nwritten, 2);
+		/* Around a window the phases are Python's: the builtins time
+		 * none and ask Python for the optimizer's and the step. */
+		CHECK_EQ_INT(CTL(HOOKS | BATCH | AUTO | 3 * GEN), NONE_RET);
+		before = host_steps;
+		CHECK_EQ_INT(call_lean("begin", &ph[0]), 0);
+		CHECK_EQ_INT(call_lean("opt_pre", &_Py_NoneStruct), PY_BEGIN);
+		CHECK_EQ_INT(call_lean("opt_post", NULL), PY_END_OK | PY_AUTO);
+		CHECK_EQ_INT(host_steps, before);
+		/* Without automatic steps: a phase, no step. */
+		CHECK_EQ_INT(CTL(ON | 4 * GEN), NONE_RET);
+		nwritten = 0;
+		call_lean("opt_pre", &_Py_NoneStruct);
+		CHECK_EQ_INT(call_lean("opt_post", NULL), NONE_RET);
+		CHECK_EQ_INT(host_steps, before);
+		CHECK_EQ_INT(nwritten, 1);
+		/* last(): the thread and the frames an automatic step was
+		 * called from, innermost first: (id, code, lasti). */
+		CHECK_EQ_INT(call_lean("last", NULL), -1); /* a tuple, not an int */
+		for (i = 0; i < 3; i++) {
+			code[i] = (struct fake_obj){ .kind = F_STR, .s = "code" };
+			fr[i] = (struct fake_obj){ .kind = F_FRAME, .v = 10 * (i + 1),
+						   .items = { i < 2 ? &fr[i + 1] : NULL,
+							      &code[i] } };
+		}
+		cur_frame = &fr[0];
+		CHECK_EQ_INT(CTL(AUTO | 5 * GEN), NONE_RET);
+		nmade = 0;
+		call_lean("opt_pre", &_Py_NoneStruct);
+		call_lean("opt_post", NULL);
+		CHECK_EQ_INT(host_steps, before + 1);
+		last = NULL;
+		for (i = 0; i < ndefs; i++)
+			if (strcmp(defs[i]->ml_name, "last") == 0)
+				last = (struct fake_obj *)defs[i]->ml_meth(NULL, NULL);
+		CHECK(last != NULL && last->kind == F_TUPLE && last->n == 2);
+		if (last && last->kind == F_TUPLE && last->n == 2) {
+			CHECK_EQ_INT(last->items[0]->v, (long long)(uintptr_t)pthread_self());
+			sites = last->items[1];
+			CHECK(sites->kind == F_LIST && sites->n == 3);
+			for (i = 0; i < 3 && i < sites->n; i++) {
+				site = sites->items[i];
+				CHECK(site->kind == F_TUPLE && site->n == 3);
+				CHECK_EQ_INT(site->items[0]->v, (long long)(uintptr_t)&fr[i]);
+				CHECK(site->items[1] == &code[i]);
+				CHECK_EQ_INT(site->items[2]->v, 10 * (i + 1));
+			}
+		}
+		/* torch >= 2.0's global hooks run no post hook for a step that
+		 * raised: the next pre hook finds that step's frame gone from
+		 * the stack and starts over; one still on it is an outer step,
+		 * and the inner one none. */
+		CHECK_EQ_INT(CTL(AUTO | 6 * GEN), NONE_RET);
+		before = host_steps;
+		cur_frame = &fr[0];
+		call_lean("opt_pre", &fr[1]);
+		call_lean("opt_pre", &fr[0]);
+		call_lean("opt_post", NULL);
+		CHECK_EQ_INT(host_steps, before);
+		call_lean("opt_post", NULL);
+		CHECK_EQ_INT(host_steps, before + 1);
+		call_lean("opt_pre", &fr[1]);
+		cur_frame = &fr[2]; /* it raised: fr[1] is gone */
+		call_lean("opt_pre", &fr[2]);
+		call_lean("opt_post", NULL);
+		CHECK_EQ_INT(host_steps, before + 2);
+		cur_frame = NULL;
+#undef CTL
+#undef APPLIED
+	}
+
 	/* The step before a window arms the bridge, and tells it. */
 	boundary(1, false, true);
 	CHECK_EQ_INT(api->state(), ARMED);
@@ -540,11 +830,16 @@ int main(void)
 	CHECK_EQ_INT(run_pending(), 0);
 
 	/* An explicit prof_step() wins: automatic steps stop counting. */
+	steps_then = host_steps;
 	python_capture.explicit_step();
 	CHECK_EQ_INT(api->step(), IDLE | EXPLICIT);
 	CHECK_EQ_INT(api->phases(recs, (uint32_t)n, 1), IDLE | EXPLICIT);
 	CHECK_EQ_INT(call_step_fn(NULL), IDLE | EXPLICIT);
-	CHECK_EQ_INT(host_steps, 5);
+	/* ... and the optimizer step's builtin asks for the bridge's
+	 * switch, which sees them */
+	call_lean("opt_pre", &_Py_NoneStruct);
+	CHECK_EQ_INT(call_lean("opt_post", NULL), 16 | ((IDLE | EXPLICIT) << 8));
+	CHECK_EQ_INT(host_steps, steps_then);
 
 	/* While the process ends, the bridge is not called into. */
 	python_capture.warmup();

@@ -11,7 +11,7 @@
  *     the bootstrap (import profhost._bridge, call its _start) and the
  *     window syncs (call its _sync);
  *   - Python threads call the pybridge_api functions through ctypes, and
- *     an automatic step's builtin (pyb_step_fn) directly;
+ *     the builtins of the step (pylean.c) directly;
  *   - the window callbacks (stepping thread, window lock held) only store
  *     the new state and queue a sync: Py_AddPendingCall needs neither the
  *     GIL nor a thread state, and takes only the interpreter's short
@@ -38,7 +38,9 @@
 #include "../../common/log.h"
 #include "../../util/ownfd.h"
 #include "../torch/opstacks.h"
+#include "pyapi.h"
 #include "pyclock.h"
+#include "pylean.h"
 #include "pystacks.h"
 #include "../torch/torchnvtx.h"
 #include "../torch/torchops.h"
@@ -161,55 +163,6 @@ struct pyb_phase_rec {
 };
 _Static_assert(sizeof(struct pyb_phase_rec) == 24, "the bridge packs 24 bytes");
 
-/* The CPython C API, looked up at run time. Objects are opaque. */
-typedef struct pyobj pyobj;
-
-/* CPython's PyMethodDef, as its stable ABI lays it out. */
-struct py_methoddef {
-	const char *ml_name;
-	pyobj *(*ml_meth)(pyobj *self, pyobj *arg);
-	int ml_flags;
-	const char *ml_doc;
-};
-#define PY_METH_O 0x0008
-
-struct py_syms {
-	int (*IsInitialized)(void);
-	int (*AddPendingCall)(int (*fn)(void *), void *arg);
-	pyobj *(*ImportModule)(const char *name);
-	pyobj *(*GetAttrString)(pyobj *o, const char *name);
-	pyobj *(*CallFunctionObjArgs)(pyobj *fn, ...);
-	pyobj *(*CallObject)(pyobj *fn, pyobj *args);
-	pyobj *(*LongFromVoidPtr)(void *p);
-	pyobj *(*UnicodeFromString)(const char *s);
-	pyobj *(*UnicodeDecodeFSDefault)(const char *s);
-	pyobj *(*SysGetObject)(const char *name);
-	int (*ListAppend)(pyobj *list, pyobj *item);
-	int (*SequenceContains)(pyobj *seq, pyobj *item);
-	pyobj *(*ErrOccurred)(void);
-	void (*ErrClear)(void);
-	void (*ErrPrint)(void);
-	int (*ErrExceptionMatches)(pyobj *exc);
-	pyobj **ExcKeyboardInterrupt;
-	pyobj **ExcSystemExit;
-	void (*DecRef)(pyobj *o);
-	int (*IsFinalizing)(void);       /* optional: _Py_IsFinalizing or
-					    Py_IsFinalizing (3.13) */
-	/* The step builtin's (optional, all or none: see pyb_step_fn) */
-	pyobj *(*CFunctionNewEx)(struct py_methoddef *def, pyobj *self, pyobj *module);
-	ssize_t (*ListSize)(pyobj *list);
-	pyobj *(*ListGetItem)(pyobj *list, ssize_t i);      /* borrowed */
-	ssize_t (*TupleSize)(pyobj *tuple);
-	pyobj *(*TupleGetItem)(pyobj *tuple, ssize_t i);    /* borrowed */
-	long long (*LongAsLongLong)(pyobj *o);
-	pyobj *(*LongFromLong)(long v);
-	const char *(*UnicodeAsUTF8AndSize)(pyobj *o, ssize_t *len);
-	void *(*SaveThread)(void);
-	void (*RestoreThread)(void *tstate);
-	void (*IncRef)(pyobj *o);
-	pyobj *None;                     /* &_Py_NoneStruct */
-};
-
 static const struct {
 	const char *name;
 	size_t off;
@@ -234,34 +187,16 @@ static const struct {
 	NEED("PyExc_KeyboardInterrupt", ExcKeyboardInterrupt),
 	NEED("PyExc_SystemExit", ExcSystemExit),
 	NEED("Py_DecRef", DecRef),
-};
-
-/* What the step builtin needs besides (all in CPython's stable ABI since
- * 3.3); without any of it the bridge steps through ctypes. */
-static const struct {
-	const char *name;
-	size_t off;
-} py_step_need[] = {
-	NEED("PyCFunction_NewEx", CFunctionNewEx),
-	NEED("PyList_Size", ListSize),
-	NEED("PyList_GetItem", ListGetItem),
-	NEED("PyTuple_Size", TupleSize),
-	NEED("PyTuple_GetItem", TupleGetItem),
-	NEED("PyLong_AsLongLong", LongAsLongLong),
-	NEED("PyLong_FromLong", LongFromLong),
-	NEED("PyUnicode_AsUTF8AndSize", UnicodeAsUTF8AndSize),
-	NEED("PyEval_SaveThread", SaveThread),
-	NEED("PyEval_RestoreThread", RestoreThread),
-	NEED("Py_IncRef", IncRef),
-	NEED("_Py_NoneStruct", None),
 #undef NEED
 };
+
 
 static struct {
 	const struct capture_host *h;
 	struct py_syms py;
 	bool found;                  /* CPython's symbols are in the process */
 	bool step_fn_ok;             /* ... and the step builtin's */
+	bool fast_ok;                /* ... and the other lean builtins' */
 	bool auto_steps;             /* the bridge counts steps by itself */
 	char config[1024 + PATH_MAX]; /* handed to _bridge._start */
 	char share_dir[PATH_MAX];    /* where profhost/ is; "" if unknown */
@@ -420,95 +355,11 @@ static int pyb_phases(const void *buf, uint32_t len, int step)
 	return step ? pyb_step() : pyb_state();
 }
 
-/* One kept phase of the step builtin: a (phase, start_ns, end_ns, name or
- * None) tuple, as profhost/_phases.py keeps one, written as phase_named
- * writes it. A malformed one is skipped (its exception cleared). Python
- * threads, GIL held; `t` is held by the caller (reading a number may run
- * Python code, which could drop it from the list). */
-static void pyb_kept_write(pyobj *t)
-{
-	const struct py_syms *py = &pyb.py;
-	long long v[3];
-	const char *name = NULL;
-	ssize_t len = 0;
-	pyobj *nm;
-	int i;
-
-	if (!t || py->TupleSize(t) != 4) {
-		py->ErrClear();
-		return;
-	}
-	for (i = 0; i < 3; i++)
-		v[i] = py->LongAsLongLong(py->TupleGetItem(t, i));
-	if (py->ErrOccurred()) {
-		py->ErrClear();
-		return;
-	}
-	nm = py->TupleGetItem(t, 3);
-	if (nm && nm != py->None) {
-		name = py->UnicodeAsUTF8AndSize(nm, &len);
-		if (!name) {
-			py->ErrClear();
-			len = 0;
-		}
-	}
-	if (v[0] < 0 || v[0] >= PYB_NPHASES)
-		return;
-	pyb_phase_write((int)v[0], v[1], v[2], name, (size_t)len);
-}
-
-/* profhost's step builtin (handed to _bridge._start): an automatic step
- * with the phases the bridge kept for it, `kept` a list of tuples (see
- * pyb_kept_write) or None; returns the window state as an int, as
- * pybridge_api.phases does, without ctypes: a call through ctypes, with
- * the packing of the records before it, cost 2-10 us on a real step
- * whose work had pushed ctypes' code out of the caches (#29). Python
- * threads, GIL held; released around the host's step, which may run
- * policy hooks and open or close a window (as ctypes' CFUNCTYPE released
- * it for `step`; keeping it through steps with nothing of that around
- * them made torch's profiler's labels of a window late under ASan, cause
- * not found, #29). Returns NULL, an exception set, only when the int
- * cannot be made. */
-static pyobj *pyb_step_fn(pyobj *self, pyobj *kept)
-{
-	const struct py_syms *py = &pyb.py;
-	ssize_t i, n = 0;
-	void *ts;
-	int state;
-
-	(void)self;
-	if (kept && kept != py->None) {
-		n = py->ListSize(kept);
-		if (n < 0) {
-			py->ErrClear(); /* not a list: no phases */
-			n = 0;
-		}
-	}
-	for (i = 0; i < n; i++) {
-		pyobj *t = py->ListGetItem(kept, i); /* borrowed */
-
-		if (!t) {
-			py->ErrClear(); /* the list shrank meanwhile */
-			break;
-		}
-		py->IncRef(t);
-		pyb_kept_write(t);
-		py->DecRef(t);
-	}
-	if (atomic_load(&pyb.explicit_seen)) {
-		state = pyb_state();
-	} else {
-		ts = py->SaveThread();
-		state = pyb_step();
-		py->RestoreThread(ts);
-	}
-	return py->LongFromLong(state);
-}
-
-static struct py_methoddef pyb_step_def = {
-	"step", pyb_step_fn, PY_METH_O,
-	"profhost's host: an automatic step, with the list of phases kept for it; "
-	"returns the window state"
+/* What the builtins of the step (pylean.c) write through. */
+static const struct pylean_host pyb_lean_host = {
+	.phase = pyb_phase_write,
+	.step = pyb_step,
+	.state = pyb_state,
 };
 
 static void pyb_note(int bits)
@@ -543,6 +394,7 @@ static void pyb_op_late(const struct torchops_op *op, int32_t tid)
 
 static void pyb_down(void)
 {
+	pylean_down();
 	atomic_store(&pyb.ended, 1);
 	atomic_store(&pyb.live, 0);
 }
@@ -667,7 +519,8 @@ static void pyb_add_path(void)
 static int pyb_bootstrap(void *arg)
 {
 	const struct py_syms *py = &pyb.py;
-	pyobj *mod, *start = NULL, *addr = NULL, *cfg = NULL, *fn = NULL, *r = NULL;
+	pyobj *mod, *start = NULL, *addr = NULL, *cfg = NULL, *fn = NULL, *fast = NULL;
+	pyobj *r = NULL;
 	int rc;
 
 	(void)arg;
@@ -687,19 +540,21 @@ static int pyb_bootstrap(void *arg)
 	pyb.sync_fn = py->GetAttrString(mod, "_sync"); /* kept for good */
 	addr = py->LongFromVoidPtr((void *)&pyb_api);
 	cfg = py->UnicodeFromString(pyb.config);
-	if (pyb.step_fn_ok) {
-		fn = py->CFunctionNewEx(&pyb_step_def, NULL, NULL);
-		if (!fn)
-			py->ErrClear(); /* _start's default: steps through ctypes */
-	}
+	if (pyb.step_fn_ok) /* else _start's default: steps through ctypes */
+		fn = pylean_step_builtin(pyb.fast_ok);
+	if (fn && pyb.fast_ok) /* else the step's hooks run in Python */
+		fast = pylean_builtins();
 	atomic_store(&pyb.live, 1); /* _start may step already */
 	if (start && pyb.sync_fn && addr && cfg)
-		r = py->CallFunctionObjArgs(start, addr, cfg, fn, (pyobj *)NULL);
+		r = py->CallFunctionObjArgs(start, addr, cfg, fn ? fn : py->None,
+					    fast ? fast : py->None, (pyobj *)NULL);
 	if (!r)
 		atomic_store(&pyb.live, 0);
 	rc = pyb_settle("profhost._bridge._start");
 	if (r)
 		py->DecRef(r);
+	if (fast)
+		py->DecRef(fast);
 	if (fn)
 		py->DecRef(fn);
 	if (cfg)
@@ -799,17 +654,7 @@ static bool pyb_lookup(struct py_syms *py)
 	if (!sym)
 		sym = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
 	memcpy(&py->IsFinalizing, &sym, sizeof sym);
-	pyb.step_fn_ok = true;
-	for (i = 0; i < sizeof py_step_need / sizeof py_step_need[0]; i++) {
-		sym = dlsym(RTLD_DEFAULT, py_step_need[i].name);
-		if (!sym) {
-			log_msg(LOG_DEBUG, "python bridge: %s not found; steps go "
-				"through ctypes", py_step_need[i].name);
-			pyb.step_fn_ok = false;
-			break;
-		}
-		memcpy((char *)py + py_step_need[i].off, &sym, sizeof sym);
-	}
+	pylean_lookup(py, &pyb.step_fn_ok, &pyb.fast_ok);
 	return true;
 }
 
@@ -993,6 +838,7 @@ static int pyb_init(const struct capture_host *h, struct err *e)
 	if (!h->python || !pyb_lookup(&pyb.py))
 		return 0; /* not a Python process: the source stays idle */
 	pyb.found = true;
+	pylean_init(&pyb.py, &pyb_lean_host);
 	pyb_api.torchops = torchops_table(h);
 	if (opstacks_init(pyb_opstack_append) != 0) /* CPython before 3.9 */
 		pyb_api.stacks_on = NULL;

@@ -75,12 +75,14 @@ def explicit_phase(phase, start, end):
 
 # ------------------------------------------------------------------ start, sync
 
-def _start(api_addr, config, step=None):
-    """Called once by the host, in the main thread; `step`: its step
-    builtin (see _host.configure)."""
-    _host.configure(api_addr, config, step)
+def _start(api_addr, config, step=None, fast=None):
+    """Called once by the host, in the main thread; `step` and `fast`: its
+    builtins (see _host.configure)."""
+    _host.configure(api_addr, config, step, fast)
     _host.debug("automatic steps through %s" % ("the host's builtin" if step is not None
                                                  else "the host's table (ctypes)"))
+    _host.debug("the step's hooks and phases between windows %s" % (
+        "in C" if _host.lean_ctl is not None else "in Python"))
     _set_stack_rate(_host.cfg.get("py_stacks_hz", "0"))
     _hang_stacks(_host.cfg.get("hang_fd", "-1"), _host.cfg.get("hang_sig", "0"))
     import atexit
@@ -162,16 +164,16 @@ def _apply(state):
         try:
             if _applying > 1:
                 _resync = True
-                _steps.applied = None
+                _steps.note_applied(None)
                 return
             while True:
                 _resync = False
-                _steps.applied = None
+                _steps.note_applied(None)
                 _switch(state)
                 if not _resync:
                     break
                 state = _host.c_state()
-            _steps.applied = (state, _host.now(), len(sys.modules))
+            _steps.note_applied(state)
         finally:
             _applying -= 1
 

@@ -46,21 +46,53 @@ _api = None          # the C table (ctypes), bound on first use
 c_state = c_step = c_phase = c_note = c_down = c_pystack = c_phase_named = None
 c_phases = None
 step_fn = None       # the host's step builtin (see configure), or None
+# The host's other builtins of the step (see configure), or None each
+lean_begin = lean_end = opt_pre = opt_post = opt_failed = None
+lean_ctl = lean_applied = lean_flush = lean_last = None
+_lean_bits = 0       # what lean_ctl was last told (see lean())
+
+# lean_ctl's bits (src/capture/python/pylean.h)
+LEAN_OFF, LEAN_ON, LEAN_HOOKS = 0, 1, 2
+LEAN_MODE = 3
+LEAN_BATCH = 4
+LEAN_OWNED_SHIFT = 3
+LEAN_AUTO = 128
+LEAN_GEN_SHIFT = 16
+# what opt_pre, opt_post and opt_failed ask of Python
+PY_END_FAILED, PY_BEGIN, PY_END_OK, PY_AUTO, PY_APPLY = 1, 2, 4, 8, 16
 c_module = c_module_call = c_dump = c_exit_now = None
 _names = {}          # phase names given by str, as the bytes handed to C
 
 
-def configure(api_addr, config, step=None):
+def configure(api_addr, config, step=None, fast=None):
     """Keeps the table's address, parses the host's configuration and keeps
-    the host's step builtin, `step`: step(kept) makes an automatic step
-    with the phases kept for it (a list of (phase, start, end, name)
-    tuples, or None) and returns the window state, a C function called
-    directly, where ctypes cost 2-10 us a step (#29). None (a host without
-    it, a test's fake table): steps go through the table."""
+    the host's builtins: `step`, step(kept) makes an automatic step with
+    the phases kept for it (a list of (phase, start, end, name) tuples,
+    or None) and returns the window state, a C function called directly,
+    where ctypes cost 2-10 us a step (#29); `fast`, the tuple of the
+    others (src/capture/python/pylean.h): the optimizer step's hooks, the
+    automatic step and the phases between windows in C, each a few
+    microseconds of cold Python a step otherwise (#29). None (a host
+    without them, a test's fake table): steps go through the table, and
+    the hooks and phases run in Python."""
     global _api_addr, cfg, step_fn
+    global lean_begin, lean_end, opt_pre, opt_post, opt_failed
+    global lean_ctl, lean_applied, lean_flush, lean_last
     _api_addr = api_addr
     cfg = dict(l.split("=", 1) for l in config.splitlines() if "=" in l)
     step_fn = step
+    if step is not None and fast is not None:
+        (lean_begin, lean_end, opt_pre, opt_post, opt_failed,
+         lean_ctl, lean_applied, lean_flush, lean_last) = fast
+
+
+def lean(bits, mask):
+    """Sets the `mask` bits of the builtins' switches (LEAN_*) to `bits`.
+    Under the bridge's lock (or before any thread steps)."""
+    global _lean_bits
+    _lean_bits = (_lean_bits & ~mask) | (bits & mask)
+    if lean_ctl is not None:
+        lean_ctl(_lean_bits)
 
 
 # ------------------------------------------------------------------ messages
@@ -229,5 +261,6 @@ def finalizing():
     """The interpreter exits (atexit): the host's table is used no more."""
     global down
     down = True
+    lean(0, LEAN_AUTO)
     if c_down is not None:
         c_down()

@@ -28,6 +28,12 @@ them (moving the batch to the device, zero_grad); with gradient
 accumulation, each micro-batch's. Without a backward (an inference loop)
 no forward is written between windows.
 
+Where the host hands the bridge its builtins (src/capture/python/pylean.h,
+CPython 3.11 and later), lean mode is theirs: the wrappers call begin()
+and end() around the original, the optimizer step's hooks (profhost._steps)
+call theirs, and each thread's state and kept phases are in C, following
+the rules below (_sync_c tells them the mode). Otherwise Python does it:
+
 Between windows, on the thread that makes the automatic steps, a phase is
 not handed to the host when it ends but kept (st.pending) and handed
 over with the step that ends it: one call into the host a step
@@ -101,6 +107,11 @@ _patches = []    # _Patch of each wrapped callable, installed or not
 _handles = []    # torch's handles of the module hooks while on
 _observer = None  # pre(module, t), post(module, t), reset(): told of every
                   # module call while the hooks are on (profhost._modules)
+# The host's builtins (src/capture/python/pylean.h), set by bind(), or
+# None: begin(phase), end(name), flush(mark), and set(bits, mask) for
+# their switches (profhost._host.lean)
+_c_begin = _c_end = _c_flush = _c_set = None
+_cfast = False   # lean phases are timed by the host's builtins (_c_begin)
 
 
 class _State(object):
@@ -134,12 +145,37 @@ class _Local(threading.local):
 _tls = _Local()
 
 
-def bind(emit, report, hand=None):
+def bind(emit, report, hand=None, lean=None):
     """Sets where phases go, emit(phase, start_ns, end_ns, name=None), how
-    an exception of profhost's own is reported, report(what), and where
-    kept phases go, hand(kept, step) (None: none are kept)."""
-    global _emit, _report, _hand
+    an exception of profhost's own is reported, report(what), where kept
+    phases go, hand(kept, step) (None: none are kept), and the host's
+    builtins that time lean phases in C, lean = (begin, end, flush,
+    set) (None: Python times them)."""
+    global _emit, _report, _hand, _c_begin, _c_end, _c_flush, _c_set
     _emit, _report, _hand = emit, report, hand
+    if lean is not None:
+        _c_begin, _c_end, _c_flush, _c_set = lean
+
+
+# profhost._host.lean's bits (src/capture/python/pylean.h)
+_C_ON, _C_HOOKS, _C_BATCH, _C_OWNED_SHIFT, _C_GEN_SHIFT = 1, 2, 4, 3, 16
+_C_MASK = 3 | _C_BATCH | (15 << _C_OWNED_SHIFT) | (0x7fff << _C_GEN_SHIFT)
+
+
+def _sync_c():
+    """Tells the host's builtins the mode, the owned phases and the
+    generation (see the top). Under the bridge's lock."""
+    global _cfast
+    _cfast = _on and _lean and _c_begin is not None
+    if _c_set is None:
+        return
+    bits = (_C_ON if _cfast else _C_HOOKS if _on else 0)
+    if _batch:
+        bits |= _C_BATCH
+    for phase in _owned:
+        bits |= 1 << (_C_OWNED_SHIFT + phase)
+    bits |= (_gen & 0x7fff) << _C_GEN_SHIFT
+    _c_set(bits, _C_MASK)
 
 
 def _reset(st):
@@ -201,6 +237,8 @@ def flush():
         st = _tls.st
         if st.pending:
             _hand_over(st)
+        if _c_flush is not None:
+            _c_flush(False)
     except Exception:
         _report("handing phases over")
 
@@ -372,6 +410,22 @@ def _make_wrapper(phase, original):
     """A wrapper timing calls of `original` as `phase`, looking like it."""
 
     def call(*args, **kwargs):
+        if _cfast:
+            # Between windows, the recorder alone, on every step: the
+            # host's builtins time the phase and keep it with the
+            # thread's per-thread state in C (pylean.h), each a few
+            # microseconds of cold Python a step otherwise (#29).
+            if not _c_begin(phase):
+                return original(*args, **kwargs)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                name = None
+                if phase == DATA and args:   # _phase_name
+                    name = getattr(args[0], "_profile_name", None)
+                    if not isinstance(name, str):
+                        name = _phase_name(phase, args)
+                _c_end(name)
         if not _on or phase in _owned:
             return original(*args, **kwargs)
         if _lean:
@@ -538,6 +592,7 @@ def set_on(on, hooks=True):
             _on = False
             _module_hooks(False)
             _wrappers(False)
+            _sync_c()
         return
     lean = not hooks
     if not _on or lean != _lean:
@@ -549,6 +604,7 @@ def set_on(on, hooks=True):
     _wrappers(True)
     _module_hooks(not lean)
     _on = True
+    _sync_c()
 
 
 def is_on():
@@ -571,7 +627,10 @@ def set_batch(on):
     steps are automatic (an optimizer step, prof.steps{python=...}), which
     hand them over."""
     global _batch
-    _batch = bool(on) and _hand is not None
+    batch = bool(on) and (_hand is not None or _c_begin is not None)
+    if batch != _batch:
+        _batch = batch
+        _sync_c()
 
 
 def set_merge(merge):
@@ -588,6 +647,10 @@ def own(phase):
     (nor do the functions below)."""
     if phase not in _owned:
         _owned.add(phase)
+        try:
+            _sync_c()
+        except Exception:
+            _report("owning a phase")
         if phase == FORWARD:
             _flush_safely(_state())
 
@@ -605,6 +668,12 @@ def before_step(automatic=False):
     Lean: the next step's forward may start here. An `automatic` step's
     caller gets the phases kept for it (a list, see the top) to hand over
     with the step; else None."""
+    if _cfast:
+        # the host's builtins: an automatic step's (they make it) marks
+        # the thread and takes its kept phases itself
+        if not automatic:
+            _c_flush(True)
+        return None
     if _lean and _on:
         # no module hook, no pending forward in this mode (see _make_wrapper)
         st = _tls.st

@@ -15,8 +15,12 @@
   whether consecutive module calls may merge (set_merge).
 
 An automatic step calls the host's step function, then hands the window
-state it returns to the bridge (``bind``'s apply). Hooks run on the
-application's threads and fail open.
+state it returns to the bridge (``bind``'s apply). Where the host hands
+the bridge its builtins (src/capture/python/pylean.h), the optimizer
+step's hooks are theirs: the nesting, the optimizer phase and the
+automatic step itself are made in C, and Python is asked only for what it
+alone can do (_c_after). Hooks run on the application's threads and fail
+open.
 """
 
 import sys
@@ -41,7 +45,8 @@ applied = None
 _REAPPLY_NS = 100000000  # an automatic step re-applies an unchanged state after
 _sync = None         # sync(): the same, with the host's state now
 _main_ident = _thread.get_ident()  # imported in the main thread
-_last_step_ident = None
+# the host's builtins of the optimizer step (_host.opt_pre, ...), or None
+_c_pre = _c_post = _c_failed = None
 
 
 def bind(apply, sync):
@@ -50,6 +55,15 @@ def bind(apply, sync):
     torch is hooked."""
     global _apply, _sync
     _apply, _sync = apply, sync
+
+
+def note_applied(state):
+    """The bridge's switch applied `state` now (None: one is under way):
+    noted for the automatic steps here and in the host's builtins."""
+    global applied
+    applied = None if state is None else (state, _host.now(), len(sys.modules))
+    if _host.lean_applied is not None:
+        _host.lean_applied(state)
 
 
 def start(step_mode):
@@ -72,10 +86,19 @@ def start(step_mode):
             _imports.watch(modname, lambda m: _hook_function(m, modname, qual))
 
 
+def _last():
+    """(ident, frames) of the latest automatic step, or None; the host's
+    builtins note them where they make the steps (see _auto_step)."""
+    if _host.lean_last is not None:
+        return _host.lean_last()
+    return _last_auto
+
+
 def train_thread():
     """The ident of the thread that makes the steps (the latest automatic
     step's, else the main thread's)."""
-    return _last_step_ident if _last_step_ident is not None else _main_ident
+    last = _last()
+    return last[0] if last is not None else _main_ident
 
 
 # ------------------------------------------------------------------ explicit steps
@@ -117,9 +140,10 @@ def note_explicit():
 def _same_iteration():
     """True when the caller's caller (profhost.step()'s caller) runs in the
     pass of the loop that made the latest automatic step."""
-    if _last_auto is None:
+    last = _last()
+    if last is None:
         return False
-    ident, raw = _last_auto
+    ident, raw = last
     if ident != _thread.get_ident():
         return False
     # what _call_site would have kept at the step: from the program's
@@ -149,7 +173,10 @@ def load_phases():
     if phases is None:
         from . import _phases
 
-        _phases.bind(_host.phase, _host.debug_exc, _host.phases_out)
+        lean = None
+        if _host.lean_ctl is not None:
+            lean = (_host.lean_begin, _host.lean_end, _host.lean_flush, _host.lean)
+        _phases.bind(_host.phase, _host.debug_exc, _host.phases_out, lean)
         phases = _phases
         set_merge()
 
@@ -159,10 +186,14 @@ def set_merge():
     sees every step boundary (see _phases.set_merge)."""
     if phases is not None:
         phases.set_merge(py_steps or (mode != "off" and not explicit))
-        # kept phases go with automatic steps, through the table's entry
-        # (a test's fake table may have none)
-        phases.set_batch(mode != "off" and not explicit and _host.bind() and
-                         _host.c_phases is not None)
+        # kept phases go with automatic steps: through the host's builtins,
+        # or the table's entry (a test's fake table may have none)
+        phases.set_batch(mode != "off" and not explicit and
+                         (_host.lean_ctl is not None or
+                          (_host.bind() and _host.c_phases is not None)))
+    # optimizer steps are automatic steps the host's builtins make
+    _host.lean(_host.LEAN_AUTO if mode == "optimizer" and not explicit and not _host.down
+               else 0, _host.LEAN_AUTO)
 
 
 # ------------------------------------------------------------------ automatic steps
@@ -192,25 +223,26 @@ def _auto_step():
     build, CUDA's start): a step of a few ms does not pay it every time
     (#29). Each step's cost here is counted in microseconds of a cold
     step, so this is written out flat."""
-    global explicit, _last_step_ident, _last_auto
+    global explicit, _last_auto
     try:
         fn = _host.step_fn
         if explicit or _host.down or (fn is None and not _host.bind()):
             return
-        _last_step_ident = ident = _thread.get_ident()
-        # Where this step was called from, for explicit_step(), which
-        # picks the program's frame and the 8 around it out of these: the
-        # frames from sys._getframe(2) outwards (this function and its
-        # caller, the optimizer hook or the step function's wrapper, are
-        # profhost's: skipped, and no frame object is made for them), with
-        # the instruction each is at; only their reads on every step (the
-        # filtering took ~5 us of a cold step, #29).
-        sites = []
-        f = sys._getframe(2)
-        while f is not None and len(sites) < _SITE_FRAMES:
-            sites.append((id(f), f.f_code, f.f_lasti))
-            f = f.f_back
-        _last_auto = (ident, sites)
+        if _host.lean_last is None:
+            # Where this step was called from, for explicit_step(), which
+            # picks the program's frame and the 8 around it out of these:
+            # the frames from sys._getframe(2) outwards (this function and
+            # its caller, the optimizer hook or the step function's
+            # wrapper, are profhost's: skipped, and no frame object is made
+            # for them), with the instruction each is at; only their reads
+            # on every step (the filtering took ~5 us of a cold step, #29).
+            # The host's builtins note them in C (their last()).
+            sites = []
+            f = sys._getframe(2)
+            while f is not None and len(sites) < _SITE_FRAMES:
+                sites.append((id(f), f.f_code, f.f_lasti))
+                f = f.f_back
+            _last_auto = (_thread.get_ident(), sites)
         kept = phases.before_step(True) if phases is not None else None
         if fn is not None:
             state = fn(kept)
@@ -229,7 +261,7 @@ def _auto_step():
 
 def _hook_optimizer(mod):
     """torch.optim.optimizer has executed: hook optimizer steps."""
-    global torch_hooked, _tls, _torch_dir
+    global torch_hooked, _tls, _torch_dir, _c_pre, _c_post, _c_failed
     import threading
 
     class _Step(object):
@@ -249,6 +281,7 @@ def _hook_optimizer(mod):
     if getattr(torch_mod, "__file__", None):
         _torch_dir = torch_mod.__file__.rsplit("/", 1)[0] + "/"
     load_phases()
+    _c_pre, _c_post, _c_failed = _host.opt_pre, _host.opt_post, _host.opt_failed
     pre = getattr(mod, "register_optimizer_step_pre_hook", None)
     post = getattr(mod, "register_optimizer_step_post_hook", None)
     if pre is not None and post is not None:      # torch >= 2.0
@@ -261,9 +294,40 @@ def _hook_optimizer(mod):
     _sync()
 
 
+def _c_after(r):
+    """Does what the host's builtin of the optimizer step asked for, `r`
+    (_host.PY_* bits, the state in bits 8 and up): the phases' own hooks
+    around a window, Python's automatic step there, the bridge's switch
+    after the builtin's step."""
+    global explicit
+    try:
+        if r & _host.PY_END_FAILED:
+            phases.optimizer_end(False)
+        if r & _host.PY_BEGIN:
+            phases.optimizer_begin()
+        if r & _host.PY_END_OK:
+            phases.optimizer_end(True)
+        if r & _host.PY_AUTO and mode == "optimizer":
+            _auto_step()
+        if r & _host.PY_APPLY:
+            state = r >> 8
+            if state & _host.EXPLICIT:
+                explicit = True
+                set_merge()
+            _apply(state)
+    except Exception:
+        _host.debug_exc("the optimizer hook")
+
+
 def _optimizer_pre(opt, args, kwargs, hooked=True):
     """Before optimizer.step(): torch's global pre hook, or (hooked False)
     the wrapper of torch 1.13, which sees a step raise itself."""
+    pre = _c_pre
+    if pre is not None:   # the host's builtin: depth, phase in C
+        r = pre(sys._getframe(1) if hooked else None)
+        if r is not None:
+            _c_after(r)
+        return None
     try:
         tl = _tls.st
         if tl.depth and tl.frame is not None and not phases.on_stack(tl.frame):
@@ -283,6 +347,12 @@ def _optimizer_pre(opt, args, kwargs, hooked=True):
 
 def _optimizer_post(opt, args, kwargs):
     """After optimizer.step() returned: the end of a step (the outermost)."""
+    post = _c_post
+    if post is not None:  # the host's builtin: the step too
+        r = post()
+        if r is not None:
+            _c_after(r)
+        return None
     try:
         tl = _tls.st
         if tl.depth > 0:
@@ -300,6 +370,12 @@ def _optimizer_post(opt, args, kwargs):
 
 def _optimizer_failed():
     """optimizer.step raised: forget its phase, count no step."""
+    failed = _c_failed
+    if failed is not None:
+        r = failed()
+        if r is not None:
+            _c_after(r)
+        return
     try:
         tl = _tls.st
         if tl.depth > 0:
@@ -349,6 +425,20 @@ def _wrap_step(cls):
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
+        pre = _c_pre
+        if pre is not None:   # _optimizer_pre's and _post's paths, inlined
+            r = pre(None)
+            if r is not None:
+                _c_after(r)
+            try:
+                out = step(self, *args, **kwargs)
+            except BaseException:
+                _optimizer_failed()
+                raise
+            r = _c_post()
+            if r is not None:
+                _c_after(r)
+            return out
         _optimizer_pre(self, args, kwargs, False)
         try:
             out = step(self, *args, **kwargs)
