@@ -487,6 +487,17 @@ static long call_lean(const char *name, struct fake_obj *arg)
 	return r->kind == F_INT ? (long)r->v : -1;
 }
 
+/* A thread of the program's fetching a batch (begin, end) while the
+ * main thread times a phase; *arg: what begin returned. */
+static void *other_thread_fetch(void *arg)
+{
+	struct fake_obj data = { .kind = F_INT, .v = 0 };
+
+	*(long *)arg = call_lean("begin", &data);
+	call_lean("end", &_Py_NoneStruct);
+	return NULL;
+}
+
 /* Waits for CLOCK_MONOTONIC to move on: what a phase starts at comes
  * after what the previous one ended at. */
 static void tick(void)
@@ -731,6 +742,28 @@ int main(void)
 		CHECK_EQ_INT(nwritten, 21);
 		CHECK_EQ_STR(written[19], "data");
 		CHECK_EQ_STR(written[20], "optimizer");
+		/* Another thread's phases (it makes no steps) are written as
+		 * they end, not kept for the stepping thread's step; its
+		 * state is its own (the fetch timed there while this thread
+		 * times one). */
+		nwritten = 0;
+		CHECK_EQ_INT(call_lean("begin", &ph[2]), 1);
+		{
+			pthread_t th;
+			long r = -1;
+
+			CHECK_EQ_INT(pthread_create(&th, NULL, other_thread_fetch, &r), 0);
+			pthread_join(th, NULL);
+			CHECK_EQ_INT(r, 1);
+		}
+		CHECK_EQ_INT(nwritten, 1);
+		CHECK_EQ_STR(written[0], "data");
+		call_lean("end", &_Py_NoneStruct);
+		CHECK_EQ_INT(nwritten, 1); /* this thread's backward: kept */
+		call_lean("flush", &_Py_NoneStruct);
+		CHECK_EQ_INT(nwritten, 3); /* with the forward since its last fetch */
+		CHECK_EQ_STR(written[1], "forward");
+		CHECK_EQ_STR(written[2], "backward");
 		/* A new mode writes what a thread kept; flush() does too. */
 		nwritten = 0;
 		call_lean("begin", &ph[0]);
