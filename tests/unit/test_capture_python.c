@@ -711,6 +711,22 @@ int main(void)
 		CHECK_EQ_STR(written[3], "optimizer");
 		for (i = 0; i < 4; i++)
 			CHECK_EQ_INT(written_at_step[i], before + 1);
+		/* A name the phase queries do not take for the phase (here
+		 * backward's, for a fetch) gives way to the phase's own; the
+		 * loader's is taken again. */
+		{
+			struct fake_obj wrong = { .kind = F_STR, .s = "backward" };
+
+			nwritten = 0;
+			CHECK_EQ_INT(call_lean("begin", &ph[0]), 1);
+			call_lean("end", &wrong);
+			CHECK_EQ_INT(call_lean("begin", &ph[0]), 1);
+			call_lean("end", &nm);
+			call_lean("flush", &_Py_NoneStruct);
+			CHECK_EQ_INT(nwritten, 2);
+			CHECK_EQ_STR(written[0], "data");
+			CHECK_EQ_STR(written[1], nm.s);
+		}
 		/* A phase the program reports itself is not timed; an end
 		 * with no phase begun writes nothing. */
 		CHECK_EQ_INT(CTL(ON | BATCH | AUTO | 1 * GEN | (1 << (OWNED + 2))), NONE_RET);

@@ -67,6 +67,8 @@ static struct {
 	const struct py_syms *py;
 	const struct pylean_host *h;
 	bool walk;                   /* the step builtin notes its frames */
+	pyobj *named[NPHASES];       /* the name lean_name took last, per phase
+					(strong; GIL held) */
 	/* the switches: ctl(); GIL held */
 	int mode;                    /* PYLEAN_OFF, _ON, _HOOKS */
 	bool batch, auto_steps;
@@ -96,23 +98,41 @@ static int64_t lean_now(void)
 
 /* ------------------------------------------------------------ phases */
 
+/* Whether `name` (a str, or anything) is a name the phase queries take for
+ * `phase`, *text and *len set to it then. The latest one taken for each
+ * phase is remembered (held): a DataLoader's name is one object, checked
+ * once rather than at every step. */
+static bool lean_name(int phase, pyobj *name, const char **text, ssize_t *len)
+{
+	const struct py_syms *py = lean.py;
+
+	*text = py->UnicodeAsUTF8AndSize(name, len);
+	if (!*text) {
+		py->ErrClear(); /* not a str */
+		return false;
+	}
+	if (name == lean.named[phase])
+		return true;
+	if (!lean.h->name_ok(phase, *text, (size_t)*len))
+		return false;
+	py->IncRef(name);
+	if (lean.named[phase])
+		py->DecRef(lean.named[phase]);
+	lean.named[phase] = name;
+	return true;
+}
+
 /* Writes kept phase `k` and drops its name. */
 static void lean_write(const struct lean_kept *k)
 {
-	const struct py_syms *py = lean.py;
 	const char *name = NULL;
 	ssize_t len = 0;
 
-	if (k->name) {
-		name = py->UnicodeAsUTF8AndSize(k->name, &len);
-		if (!name) {
-			py->ErrClear(); /* not a str: the phase's own name */
-			len = 0;
-		}
-	}
+	if (k->name && !lean_name(k->phase, k->name, &name, &len))
+		name = NULL; /* the phase's own name */
 	lean.h->phase(k->phase, k->start_ns, k->end_ns, name, (size_t)len);
 	if (k->name)
-		py->DecRef(k->name);
+		lean.py->DecRef(k->name);
 }
 
 /* Writes the thread's kept phases, oldest first. */

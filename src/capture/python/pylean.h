@@ -78,9 +78,12 @@ enum {
 /* What the builtins need of the host. */
 struct pylean_host {
 	/* Writes phase `phase` [start_ns, end_ns] (CLOCK_MONOTONIC) under
-	 * name[0..len) (len 0: the phase's name). GIL held. */
+	 * name[0..len), one name_ok took for it (NULL: the phase's own
+	 * name). GIL held. */
 	void (*phase)(int phase, int64_t start_ns, int64_t end_ns, const char *name,
 		      size_t len);
+	/* Whether the phase queries take name[0..len) for `phase`. */
+	bool (*name_ok)(int phase, const char *name, size_t len);
 	/* An automatic step (none once explicit steps were seen); returns
 	 * the window state. Called without the GIL. */
 	int (*step)(void);
