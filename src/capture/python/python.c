@@ -190,7 +190,6 @@ static const struct {
 #undef NEED
 };
 
-
 static struct {
 	const struct capture_host *h;
 	struct py_syms py;
