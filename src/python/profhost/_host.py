@@ -88,7 +88,10 @@ def configure(api_addr, config, step=None, fast=None):
 
 def lean(bits, mask):
     """Sets the `mask` bits of the builtins' switches (LEAN_*) to `bits`.
-    Under the bridge's lock (or before any thread steps)."""
+    The phases' switches under the bridge's lock; the automatic steps' bit
+    also from profhost.step()'s thread, where an update racing the
+    bridge's could be lost until the next one (the GIL orders the calls
+    themselves)."""
     global _lean_bits
     _lean_bits = (_lean_bits & ~mask) | (bits & mask)
     if lean_ctl is not None:
