@@ -88,14 +88,13 @@ def configure(api_addr, config, step=None, fast=None):
 
 def lean(bits, mask):
     """Sets the `mask` bits of the builtins' switches (LEAN_*) to `bits`.
-    The phases' switches under the bridge's lock; the automatic steps' bit
-    also from profhost.step()'s thread, where an update racing the
-    bridge's could be lost until the next one (the GIL orders the calls
-    themselves)."""
+    Any thread (profhost.step()'s sets the automatic steps' bit); under
+    the bridge's lock, taken here too, so that no update is lost."""
     global _lean_bits
-    _lean_bits = (_lean_bits & ~mask) | (bits & mask)
-    if lean_ctl is not None:
-        lean_ctl(_lean_bits)
+    with lock:
+        _lean_bits = (_lean_bits & ~mask) | (bits & mask)
+        if lean_ctl is not None:
+            lean_ctl(_lean_bits)
 
 
 # ------------------------------------------------------------------ messages
