@@ -428,6 +428,91 @@ class RecorderPhases(PythonTest):
                                                    "loaded 15 SGD"])
 
 
+# torch >= 2.0's optimizer module as the bridge hooks it (Debian's torch is
+# 1.13): global step hooks, and a step that raises runs no post hook.
+FAKE_TORCH2_OPTIM = """
+_pre, _post = [], []
+
+
+def register_optimizer_step_pre_hook(hook):
+    _pre.append(hook)
+
+
+def register_optimizer_step_post_hook(hook):
+    _post.append(hook)
+
+
+class Optimizer(object):
+    def step(self, fail=False):
+        for h in _pre:
+            h(self, (), {})
+        if fail:
+            raise RuntimeError("the step failed")
+        for h in _post:
+            h(self, (), {})
+"""
+
+FAKE_TORCH2_LOOP = """
+import sys, time
+import torch.optim
+opt = torch.optim.Optimizer()
+for i in range(int(sys.argv[1])):
+    time.sleep(0.002)
+    if i == 5:   # a step that raises: torch runs no post hook for it
+        try:
+            opt.step(fail=True)
+        except RuntimeError:
+            pass
+    opt.step()
+print("done")
+"""
+
+
+class TorchTwoOptimizerHooks(PythonTest):
+    """torch >= 2.0's global optimizer step hooks, through the host's
+    builtins (src/capture/python/pylean.c): every optimizer step that
+    returns is a step, one that raised (no post hook) is none and is seen
+    to be over at the next step's pre hook, and the recorder keeps each
+    step's optimizer phase. A fake torch.optim stands in for torch 2."""
+
+    def test_each_step_once_and_a_raised_one_none(self):
+        for d in ("torch", os.path.join("torch", "optim")):
+            os.makedirs(os.path.join(self.tmp, "fake", d))
+        self.write(os.path.join("fake", "torch", "__init__.py"), "__version__ = '2.1.0'\n")
+        self.write(os.path.join("fake", "torch", "optim", "__init__.py"),
+                   "from .optimizer import Optimizer\n")
+        self.write(os.path.join("fake", "torch", "optim", "optimizer.py"), FAKE_TORCH2_OPTIM)
+        loop = self.write("loop.py", FAKE_TORCH2_LOOP)
+        policy = """prof.recorder { steps = 6 }
+prof.on_step(function(s)
+  print("step " .. s.step)
+  if s.step == 10 then assert(prof.dump { steps = 4, reason = "check" }) end
+end)
+"""
+        r, out = self.prof_run([loop, "12"], policy,
+                               extra_env={"PYTHONPATH": os.path.join(self.tmp, "fake"),
+                                          "PROF_LOG": "debug"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("done", r.stdout)
+        self.assertIn("optimizer steps hooked (global hooks)", r.stderr)
+        self.assertIn("the step's hooks and phases between windows in C", r.stderr)
+        # one step an iteration: the raised step is none, and the steps
+        # after it go on being counted (the hooks of steps while the
+        # dump's reports hold the policy are skipped, policy.md)
+        self.assertEqual(re.findall(r"policy\.lua: step (\d+)", r.stderr)[:11],
+                         [str(i) for i in range(11)], r.stderr)
+        dirs = recorder_dirs(out)
+        self.assertEqual([os.path.basename(d) for d in dirs], ["recorder0_steps7-10"],
+                         r.stderr)
+        trace = load_trace(dirs[0])
+        spans = [span for _, span in step_spans(trace)]
+        opts = [p for p in phase_events(trace) if p["phase"] == "optimizer"]
+        self.assertEqual(len(spans), 4)
+        self.assertEqual(len(opts), 4)
+        for span in spans:   # one optimizer phase in each step
+            self.assertEqual(len([p for p in opts if inside(p, span)]), 1, span)
+
+
 @NEEDS_TORCH
 class Quickstart(PythonTest):
     """examples/quickstart.py: it marks forward, backward and optimizer with
