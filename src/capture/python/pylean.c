@@ -17,8 +17,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
+#include "../../common/clock.h"
 #include "../../common/log.h"
 
 #define PYLEAN_KEPT 16          /* phases kept a thread before its step */
@@ -87,14 +87,6 @@ static struct {
 	bool have_sites;
 	struct lean_site sites[PYLEAN_SITES];
 } lean;
-
-static int64_t lean_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ phases */
 
@@ -214,7 +206,7 @@ static pyobj *lean_begin(pyobj *self, pyobj *arg)
 	t = lean_me();
 	if (t->open != NONE || (t->cur != NONE && (t->cur != OPTIMIZER || phase != DATA)))
 		return lean_int(0); /* inside another phase: not timed */
-	now = lean_now();
+	now = clock_mono_ns();
 	t->cur = t->open = (int)phase;
 	t->open_t0 = now;
 	fwd = t->mark;
@@ -238,7 +230,7 @@ static pyobj *lean_end(pyobj *self, pyobj *name)
 	t->open = NONE;
 	if (t->cur == phase)
 		t->cur = NONE;
-	now = t->mark = lean_now();
+	now = t->mark = clock_mono_ns();
 	if (t->fwd)
 		lean_put(t, FORWARD, t->fwd, t->open_t0, NULL);
 	lean_put(t, phase, t->open_t0, now, phase == DATA ? name : NULL);
@@ -254,7 +246,7 @@ static pyobj *lean_flush(pyobj *self, pyobj *mark)
 	lean_write_kept(t);
 	if (mark && mark != lean.py->None && lean.py->LongAsLongLong(mark) != 0 &&
 	    lean.mode == PYLEAN_ON)
-		t->mark = lean_now();
+		t->mark = clock_mono_ns();
 	lean.py->ErrClear();
 	return lean_none();
 }
@@ -343,7 +335,7 @@ static int lean_step(pyobj *kept)
 	int state;
 
 	if (lean.mode == PYLEAN_ON) { /* _phases.before_step(True), lean */
-		t->mark = lean_now();
+		t->mark = clock_mono_ns();
 		t->steps = true;
 	}
 	lean_write_kept(t);
@@ -393,7 +385,7 @@ static bool lean_must_apply(int state)
 
 	if ((state & STATE_EXPLICIT) || !lean.applied_ok || lean.applied_state != state)
 		return true;
-	if (lean_now() - lean.applied_ns >= PYLEAN_REAPPLY_NS)
+	if (clock_mono_ns() - lean.applied_ns >= PYLEAN_REAPPLY_NS)
 		return true;
 	mods = lean.modules ? lean.py->ObjectSize(lean.modules) : -1;
 	if (mods < 0)
@@ -428,7 +420,7 @@ static pyobj *lean_applied(pyobj *self, pyobj *arg)
 	lean.applied_modules = mods ? py->ObjectSize(mods) : -1;
 	py->ErrClear();
 	lean.applied_state = (int)state;
-	lean.applied_ns = lean_now();
+	lean.applied_ns = clock_mono_ns();
 	lean.applied_ok = true;
 	return lean_none();
 }
@@ -481,7 +473,7 @@ static int lean_opt_end(struct lean_thread *t, bool ok)
 		return 0;
 	t->cur = NONE;
 	if (ok) {
-		now = lean_now();
+		now = clock_mono_ns();
 		lean_put(t, OPTIMIZER, t->t0, now, NULL);
 	}
 	return 0;
@@ -514,7 +506,7 @@ static pyobj *lean_opt_pre(pyobj *self, pyobj *frame)
 			if (t->cur == NONE) {
 				t->mark = 0;
 				t->cur = OPTIMIZER;
-				t->t0 = lean_now();
+				t->t0 = clock_mono_ns();
 			}
 		}
 	}
