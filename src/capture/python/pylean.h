@@ -87,8 +87,6 @@ struct pylean_host {
 	/* An automatic step (none once explicit steps were seen); returns
 	 * the window state. Called without the GIL. */
 	int (*step)(void);
-	/* The window state. */
-	int (*state)(void);
 };
 
 /* Looks the optional symbols up into `py` (whose required ones are

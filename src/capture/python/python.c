@@ -381,7 +381,6 @@ static const struct pylean_host pyb_lean_host = {
 	.phase = pyb_phase_checked,
 	.name_ok = pyb_name_ok,
 	.step = pyb_step,
-	.state = pyb_state,
 };
 
 static void pyb_note(int bits)

@@ -51,13 +51,9 @@ lean_begin = lean_end = opt_pre = opt_post = opt_failed = None
 lean_ctl = lean_applied = lean_flush = lean_last = None
 _lean_bits = 0       # what lean_ctl was last told (see lean())
 
-# lean_ctl's bits (src/capture/python/pylean.h)
-LEAN_OFF, LEAN_ON, LEAN_HOOKS = 0, 1, 2
-LEAN_MODE = 3
-LEAN_BATCH = 4
-LEAN_OWNED_SHIFT = 3
+# lean_ctl's bit for the automatic steps (src/capture/python/pylean.h;
+# the phases' bits are profhost._phases's, _C_*)
 LEAN_AUTO = 128
-LEAN_GEN_SHIFT = 16
 # what opt_pre, opt_post and opt_failed ask of Python
 PY_END_FAILED, PY_BEGIN, PY_END_OK, PY_AUTO, PY_APPLY = 1, 2, 4, 8, 16
 c_module = c_module_call = c_dump = c_exit_now = None
